@@ -1,0 +1,200 @@
+// SPDX-License-Identifier: MIT
+// ampscope-cli: the headless front end. Links no Qt.
+#include <CLI/CLI.hpp>
+
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "ampscope/engine/errors.h"
+#include "ampscope/engine/run.h"
+#include "ampscope/storage/json_io.h"
+#include "summary.h"
+
+using namespace ampscope;
+
+namespace {
+
+enum Exit { kOk = 0, kRejected = 1, kBadInput = 2, kRuntime = 3, kInterrupted = 130 };
+
+/// Terminal progress on stderr (only when stderr is a terminal), throttled to ~10 Hz.
+class TerminalProgress : public ProgressObserver {
+public:
+    explicit TerminalProgress(bool enabled) : enabled_(enabled) {}
+    void progress(const std::string& stage, int done, int total) override {
+        if (!enabled_) return;
+        const auto now = std::chrono::steady_clock::now();
+        if (stage == last_stage_ && done != total && now - last_ < std::chrono::milliseconds(100)) return;
+        last_ = now;
+        last_stage_ = stage;
+        const int width = 30;
+        const int filled = total > 0 ? width * done / total : 0;
+        std::fprintf(stderr, "\r%-14s [%s%s] %d/%d", stage.c_str(), std::string(size_t(filled), '#').c_str(),
+                     std::string(size_t(width - filled), '.').c_str(), done, total);
+        if (done == total) std::fprintf(stderr, "\r\033[K");
+        std::fflush(stderr);
+    }
+    void clear() {
+        if (enabled_) std::fprintf(stderr, "\r\033[K");
+    }
+
+private:
+    bool enabled_;
+    std::string last_stage_;
+    std::chrono::steady_clock::time_point last_{};
+};
+
+TerminalProgress* g_progress = nullptr;
+extern "C" void on_sigint(int) {
+    if (g_progress) g_progress->cancel.store(true);
+}
+
+std::string read_file(const std::string& path, const std::string& what) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw InputError(path, what, "cannot open file for reading");
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+void write_output(const std::string& path, const std::string& text) {
+    if (path == "-") {
+        std::cout << text << std::endl;
+        return;
+    }
+    const std::string tmp = path + ".tmp";
+    {
+        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+        if (!out) throw InputError(path, "--json", "cannot write to this path");
+        out << text << "\n";
+        if (!out) throw InputError(path, "--json", "write failed");
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) throw InputError(path, "--json", "cannot replace the file");
+}
+
+int report(const std::exception& e, int code) {
+    std::cerr << "ampscope-cli: " << (code == kBadInput ? "error: " : code == kRuntime ? "runtime error: " : "") << e.what()
+              << std::endl;
+    return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"ampscope-cli: is it safe to run this model in mixed precision? Runs an FP32 reference pass and "
+                 "autocast FP16/BF16 passes on a fixed probe set, compares scores and decisions against criteria "
+                 "fixed before the run, and names where NaN/Inf is born."};
+    app.set_version_flag("--version", "ampscope-cli " + version() + " (torch " + backend_report("cpu").torch_version + ")");
+    app.require_subcommand(1);
+
+    // ---- run ----
+    auto* run = app.add_subcommand("run", "FP32 reference pass plus AMP passes, compared against fixed criteria");
+    RunSpec spec;
+    std::string precisions = "fp16,bf16", mode = "eval", criteria_file, json_path, db, tie_rule, quality_metric;
+    std::optional<double> atol, rtol, tie_tol, qthresh;
+    std::optional<int> max_flips;
+    bool allow_nonfinite = false, layers = false, outputs = false, no_inspect = false, quiet = false;
+    run->add_option("--model", spec.model, "demo:NAME (transformer, mlp, regressor) or a TorchScript file")->required();
+    run->add_option("--probes", spec.probes, "'demo' (the demo model's built-in set) or a .pt / .csv probe file")->required();
+    run->add_option("--precision", precisions, "AMP passes to run, comma-separated; the FP32 reference always runs")
+        ->default_str("fp16,bf16");
+    run->add_option("--device", spec.device, "cpu | cuda | cuda:N (default: cuda when available, else cpu)");
+    run->add_option("--mode", mode, "eval | train, fixed for every pass")->check(CLI::IsMember({"eval", "train"}))->default_str("eval");
+    run->add_option("--criteria", criteria_file, "criteria JSON file; flags below override its keys");
+    run->add_option("--atol", atol, "absolute tolerance per score (default 1e-3)");
+    run->add_option("--rtol", rtol, "relative tolerance per score (default 1e-2)");
+    run->add_option("--tie-tolerance", tie_tol, "scores within this of the maximum count as tied (default 0)");
+    run->add_option("--tie-rule", tie_rule, "lowest-index | abstain")->check(CLI::IsMember({"lowest-index", "abstain"}));
+    run->add_option("--max-flips", max_flips, "decision flips allowed (default 0)");
+    run->add_option("--quality-metric", quality_metric, "accuracy | mse | max_abs_error")
+        ->check(CLI::IsMember({"accuracy", "mse", "max_abs_error"}));
+    run->add_option("--quality-threshold", qthresh, "accuracy: at least this; mse, max_abs_error: at most this");
+    run->add_flag("--allow-nonfinite", allow_nonfinite, "do not reject a pass for non-finite outputs");
+    run->add_option("--keep-fp32", spec.keep_fp32, "module-path glob run without autocast (repeatable), e.g. 'blocks.1.*'");
+    run->add_option("--seed", spec.seed, "seed for weights of demo models, demo probes and every pass's RNG")->default_val(0);
+    run->add_option("--batch-size", spec.batch_size, "samples per forward")->default_val(64);
+    run->add_option("--db", db, "run database (accepted; recording lands with the run store - currently ignored)");
+    run->add_option("--json", json_path, "write the run result JSON to PATH, or '-' for stdout");
+    run->add_flag("--layers", layers, "print the per-layer table (module, op, dtype, absmax, headroom, overflow)");
+    run->add_flag("--outputs", outputs, "include per-sample scores and decisions in the JSON");
+    run->add_flag("--no-inspect", no_inspect, "skip per-op statistics (faster; no origins)");
+    run->add_flag("-q,--quiet", quiet, "no terminal summary");
+
+    // ---- backend ----
+    auto* backend = app.add_subcommand("backend", "what hardware and libraries would run: CPU/CUDA/HIP, versions, bf16 support");
+    bool backend_json = false;
+    std::string backend_device;
+    backend->add_flag("--json", backend_json, "print JSON");
+    backend->add_option("--device", backend_device, "cpu | cuda | cuda:N (default: the default device)");
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        const int rc = app.exit(e);
+        return rc == 0 ? kOk : kBadInput;
+    }
+
+    try {
+        if (*backend) {
+            const auto b = backend_report(backend_device);
+            if (backend_json) std::cout << json::backend_to_json(b) << std::endl;
+            else cli::print_backend(std::cout, b);
+            return kOk;
+        }
+        if (*run) {
+            spec.precisions.clear();
+            std::stringstream ss(precisions);
+            std::string item;
+            while (std::getline(ss, item, ',')) {
+                if (item.empty()) continue;
+                auto p = parse_precision(item);
+                if (!p) throw InputError("--precision", "", "unknown precision '" + item + "'; expected fp16 and/or bf16");
+                spec.precisions.push_back(*p);
+            }
+            spec.mode = mode == "train" ? Mode::Train : Mode::Eval;
+            if (!criteria_file.empty())
+                spec.criteria = json::parse_criteria(read_file(criteria_file, "--criteria"), criteria_file);
+            auto& c = spec.criteria;
+            if (atol) c.atol = *atol;
+            if (rtol) c.rtol = *rtol;
+            if (tie_tol) c.tie_tolerance = *tie_tol;
+            if (!tie_rule.empty()) c.tie_rule = *parse_tie_rule(tie_rule);
+            if (max_flips) c.max_flips = *max_flips;
+            if (!quality_metric.empty()) {
+                c.quality_metric = *parse_quality_metric(quality_metric);
+                c.quality_metric_set = true;
+            }
+            if (qthresh) {
+                c.quality_threshold = *qthresh;
+                c.quality_threshold_set = true;
+            }
+            if (allow_nonfinite) c.allow_nonfinite = true;
+            spec.inspect = !no_inspect;
+
+            TerminalProgress progress(isatty(STDERR_FILENO) && !quiet);
+            g_progress = &progress;
+            std::signal(SIGINT, on_sigint);
+            RunResult r = run_comparison(spec, nullptr, &progress);
+            progress.clear();
+            if (!quiet && json_path != "-") cli::print_run_summary(std::cout, r, layers, isatty(STDOUT_FILENO));
+            if (!json_path.empty()) write_output(json_path, json::run_to_json(r, outputs));
+            return r.verdict == Verdict::Accepted ? kOk : kRejected;
+        }
+    } catch (const InputError& e) {
+        return report(e, kBadInput);
+    } catch (const Cancelled& e) {
+        std::cerr << "ampscope-cli: interrupted" << std::endl;
+        return kInterrupted;
+    } catch (const ModelError& e) {
+        return report(e, kRuntime);
+    } catch (const BackendError& e) {
+        return report(e, kRuntime);
+    } catch (const std::exception& e) {
+        return report(e, kRuntime);
+    }
+    return kOk;
+}

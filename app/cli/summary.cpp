@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: MIT
+#include "summary.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+namespace ampscope::cli {
+namespace {
+
+std::string fmtg(double v, int prec = 3) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%.*g", prec, v);
+    return b;
+}
+
+std::string paint(const std::string& s, const char* code, bool color) {
+    return color ? std::string("\033[") + code + "m" + s + "\033[0m" : s;
+}
+
+std::string verdict_text(Verdict v, bool color) {
+    const auto s = to_string(v);
+    return paint(s, v == Verdict::Accepted ? "1;32" : "1;31", color);
+}
+
+std::string pad(std::string s, size_t w) {
+    if (s.size() > w) s = s.substr(0, w - 1) + "~";
+    return s + std::string(w - s.size(), ' ');
+}
+
+}  // namespace
+
+void print_backend(std::ostream& os, const BackendReport& b) {
+    os << "device   " << b.device << " (" << b.kind << ")\n"
+       << "name     " << b.name << "\n"
+       << "torch    " << b.torch_version << "\n";
+    if (!b.cuda_version.empty()) os << "cuda     " << b.cuda_version << "\n";
+    if (!b.cudnn_version.empty()) os << "cudnn    " << b.cudnn_version << "\n";
+    if (!b.hip_version.empty()) os << "hip      " << b.hip_version << "\n";
+    if (!b.compute_capability.empty()) os << "compute  " << b.compute_capability << "\n";
+    os << "cuda     " << (b.cuda_available ? std::to_string(b.cuda_device_count) + " device(s)" : std::string("not available")) << "\n"
+       << "bf16     " << (b.bf16_supported ? "supported" : "not supported") << "\n"
+       << "fp16     " << (b.fp16_supported ? "supported" : "not supported") << "\n"
+       << "threads  " << b.num_threads << "\n";
+    for (const auto& n : b.notes) os << "note     " << n << "\n";
+}
+
+void print_layers(std::ostream& os, const PassResult& p, bool color) {
+    const double fmax = p.precision == Precision::Bf16 ? 3.3895e38 : 65504.0;
+    os << "  layers of the " << to_string(p.precision) << " pass (" << p.layers.size() << " ops; headroom = log2("
+       << (p.precision == Precision::Bf16 ? "bf16" : "fp16") << " max / absmax))\n";
+    os << "    " << pad("#", 5) << pad("module", 22) << pad("op", 22) << pad("dtype", 10) << pad("absmax", 11)
+       << pad("headroom", 9) << pad("f16 ovf", 8) << pad("f16 sub", 8) << pad("nonfin", 8) << "\n";
+    for (const auto& l : p.layers) {
+        const double head = l.stats.absmax > 0 ? std::log2(fmax / l.stats.absmax) : INFINITY;
+        std::string mark = l.origin ? paint("<- origin", "1;31", color)
+                           : l.stats.nonfinite() > 0 ? std::string("  (propagated)") : std::string();
+        os << "    " << pad(std::to_string(l.index), 5) << pad(l.module.empty() ? "(root)" : l.module, 22)
+           << pad(l.op, 22) << pad(l.dtype, 10) << pad(fmtg(l.stats.absmax), 11)
+           << pad(std::isinf(head) ? "-" : fmtg(head, 3), 9) << pad(std::to_string(l.stats.fp16_overflow), 8)
+           << pad(std::to_string(l.stats.fp16_subnormal), 8) << pad(std::to_string(l.stats.nonfinite()), 8) << mark
+           << "\n";
+    }
+}
+
+void print_run_summary(std::ostream& os, const RunResult& r, bool layers, bool color) {
+    os << "run " << r.run_id << "\n"
+       << "  model   " << r.model.source << " (" << r.model.kind << ", " << r.model.parameters << " parameters, sha256 "
+       << r.model.sha256.substr(0, 12) << ", " << r.model.mode << ")\n"
+       << "  probes  " << r.probes.source << " (" << r.probes.count << " samples:";
+    for (const auto& [t, n] : r.probes.tags) os << " " << n << " " << t;
+    os << ")\n  device  " << r.backend.device << " (" << r.backend.kind << ", torch " << r.backend.torch_version << ")\n"
+       << "  criteria fixed at " << r.criteria.fixed_at << ": atol " << r.criteria.atol << ", rtol " << r.criteria.rtol
+       << ", max flips " << r.criteria.max_flips << ", tie rule " << to_string(r.criteria.tie_rule) << "\n";
+    for (const auto& p : r.passes) {
+        os << "\n" << paint("pass " + to_string(p.precision), "1", color);
+        if (!p.keep_fp32.empty()) {
+            os << " (fp32 regions:";
+            for (const auto& k : p.keep_fp32) os << " " << k;
+            os << ")";
+        }
+        os << ": " << fmtg(p.seconds, 3) << " s";
+        if (p.quality) os << ", quality " << fmtg(*p.quality, 4);
+        os << ", " << p.nonfinite_samples.size() << " non-finite samples\n";
+        if (p.origin) {
+            os << "  non-finite values born at " << p.origin->stage;
+            if (p.origin->stage != "input")
+                os << " op #" << p.origin->index << " " << p.origin->op << " in module '" << p.origin->module << "'";
+            os << " for " << p.origin->samples.size() << " samples:";
+            for (size_t i = 0; i < std::min<size_t>(6, p.origin->samples.size()); ++i) os << " " << p.origin->samples[i];
+            if (p.origin->samples.size() > 6) os << " ...";
+            os << "\n";
+        }
+        if (layers && !p.layers.empty()) print_layers(os, p, color);
+    }
+    if (r.verdict == Verdict::InvalidReference) {
+        os << "\n" << paint("verdict: invalid_reference", "1;31", color)
+           << " - the FP32 reference itself is not finite for:";
+        for (const auto& s : r.passes.front().nonfinite_samples) os << " " << s;
+        os << "\n";
+        return;
+    }
+    for (const auto& c : r.comparisons) {
+        os << "\n" << paint(to_string(c.precision) + " vs fp32", "1", color) << ": " << verdict_text(c.verdict, color)
+           << "  (max |delta| " << fmtg(c.max_abs_delta) << ", max rel " << fmtg(c.max_rel_delta) << ")\n";
+        for (const auto& k : c.criteria) {
+            os << "    " << (k.passed ? paint("pass", "32", color) : paint("FAIL", "31", color)) << "  "
+               << pad(k.name, 16) << k.detail;
+            if (!k.passed && !k.samples.empty()) {
+                os << " [";
+                for (size_t i = 0; i < std::min<size_t>(5, k.samples.size()); ++i) os << (i ? " " : "") << k.samples[i];
+                if (k.samples.size() > 5) os << " ...";
+                os << "]";
+            }
+            os << "\n";
+        }
+        std::vector<const SampleDelta*> worst;
+        for (const auto& d : c.deltas) worst.push_back(&d);
+        std::sort(worst.begin(), worst.end(), [](auto* a, auto* b) {
+            if (a->finite != b->finite) return !a->finite;
+            return a->abs > b->abs;
+        });
+        os << "    worst samples:";
+        for (size_t i = 0; i < std::min<size_t>(5, worst.size()); ++i)
+            os << " " << worst[i]->sample << "(" << worst[i]->tag << ", " << (worst[i]->finite ? fmtg(worst[i]->abs) : "non-finite") << ")";
+        os << "\n";
+        if (!c.flips.empty()) {
+            os << "    flips:";
+            for (size_t i = 0; i < std::min<size_t>(8, c.flips.size()); ++i) {
+                const auto& f = c.flips[i];
+                os << " " << f.sample << "(" << f.tag << " " << f.ref << "->" << f.amp << ", margin " << fmtg(f.ref_margin, 2) << ")";
+            }
+            if (c.flips.size() > 8) os << " ...";
+            os << "\n";
+        }
+    }
+    os << "\nverdict: " << verdict_text(r.verdict, color) << "\n";
+}
+
+}  // namespace ampscope::cli

@@ -1,0 +1,20 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+// Readable terminal summaries for ampscope-cli.
+
+#include <ostream>
+
+#include "ampscope/engine/run.h"
+
+namespace ampscope::cli {
+
+/// Per precision: verdict, criteria table, worst samples, flips, origin.
+void print_run_summary(std::ostream& os, const RunResult& r, bool layers, bool color);
+
+/// The per-layer table of one pass: module, op, dtype, absmax, headroom to the format's
+/// max in powers of two, overflow/underflow counts; origins marked.
+void print_layers(std::ostream& os, const PassResult& p, bool color);
+
+void print_backend(std::ostream& os, const BackendReport& b);
+
+}  // namespace ampscope::cli

@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// \file errors.h
+/// Typed errors the engine throws. The CLI maps them to exit codes (InputError 2,
+/// ModelError/BackendError 3, Cancelled 130); the GUI to dialogs.
+
+#include <stdexcept>
+#include <string>
+
+namespace ampscope {
+
+/// Bad input: names the file, the field and what was expected.
+class InputError : public std::runtime_error {
+public:
+    InputError(std::string file, std::string field, std::string expected)
+        : std::runtime_error(compose(file, field, expected)), file_(std::move(file)),
+          field_(std::move(field)), expected_(std::move(expected)) {}
+    const std::string& file() const { return file_; }
+    const std::string& field() const { return field_; }
+    const std::string& expected() const { return expected_; }
+
+private:
+    static std::string compose(const std::string& file, const std::string& field,
+                               const std::string& expected) {
+        std::string s = file.empty() ? std::string() : file;
+        if (!field.empty()) s += (s.empty() ? "" : ": ") + std::string("field '") + field + "'";
+        return s + (s.empty() ? "" : ": ") + expected;
+    }
+    std::string file_, field_, expected_;
+};
+
+/// The model failed while running (shape mismatch inside, unsupported op, out of memory).
+class ModelError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+/// The requested device or dtype is not available.
+class BackendError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+/// The user cancelled; partial results stay recorded.
+class Cancelled : public std::runtime_error {
+public:
+    Cancelled() : std::runtime_error("cancelled") {}
+};
+
+}  // namespace ampscope

@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// \file run.h
+/// Running a comparison: RunSpec in, RunResult out, results reported through RunSink as
+/// they are produced, progress and cancellation through ProgressObserver.
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ampscope/engine/types.h"
+
+namespace ampscope {
+
+/// Everything that fixes a run. Passes differ only in precision policy.
+struct RunSpec {
+    std::string model = "demo:transformer";  ///< "demo:NAME" or a TorchScript file
+    std::string probes = "demo";             ///< "demo" or a .pt / .csv file
+    std::vector<Precision> precisions = {Precision::Fp16, Precision::Bf16};
+    std::string device;                      ///< "" = cuda when available, else cpu
+    Mode mode = Mode::Eval;
+    Criteria criteria;
+    std::vector<std::string> keep_fp32;      ///< module-path globs run without autocast
+    uint64_t seed = 0;
+    int batch_size = 64;
+    bool inspect = true;                     ///< per-op statistics and origins
+};
+
+struct ModelInfo {
+    std::string source;          ///< as given ("demo:transformer", a path)
+    std::string kind;            ///< "demo" | "torchscript"
+    std::string sha256;          ///< of the file (TorchScript) or of the weights (demo)
+    std::string weights_sha256;  ///< of the parameters and buffers, in named order
+    std::string mode = "eval";
+    int64_t parameters = 0;
+    std::vector<std::string> modules;  ///< dotted paths, as named_modules() gives
+};
+
+struct ProbeInfo {
+    std::string source;
+    std::string sha256;
+    int count = 0;
+    std::map<std::string, int> tags;
+    std::vector<std::vector<int64_t>> input_shapes;  ///< per input, without the batch dim
+    bool has_labels = false, has_targets = false;
+};
+
+/// The whole record of one comparison run.
+struct RunResult {
+    std::string run_id;  ///< UUID
+    std::string tool_version;
+    std::string started_at, finished_at;
+    RunSpec spec;
+    Verdict verdict = Verdict::Accepted;
+    Criteria criteria;  ///< as fixed before the first pass (with fixed_at)
+    BackendReport backend;
+    ModelInfo model;
+    ProbeInfo probes;
+    std::vector<SampleInfo> samples;
+    std::vector<int64_t> labels;   ///< empty when none
+    std::vector<float> targets;    ///< empty when none
+    std::vector<PassResult> passes;        ///< passes[0] is the FP32 reference
+    std::vector<Comparison> comparisons;   ///< one per AMP pass
+    std::vector<std::string> warnings;
+};
+
+/// Receives results as they are produced (storage writes them durably; the GUI shows them).
+class RunSink {
+public:
+    virtual ~RunSink() = default;
+    /// Spec, criteria (already fixed), backend, model, probes and samples are known.
+    virtual void run_started(const RunResult& header) { (void)header; }
+    virtual void pass_finished(const PassResult& pass) { (void)pass; }
+    virtual void comparison_finished(const Comparison& cmp) { (void)cmp; }
+    virtual void run_finished(const RunResult& result) { (void)result; }
+    /// status: "failed" or "cancelled".
+    virtual void run_failed(const std::string& status, const std::string& message) {
+        (void)status; (void)message;
+    }
+};
+
+/// Named stages with a fraction done; a cancel flag checked between batches.
+class ProgressObserver {
+public:
+    virtual ~ProgressObserver() = default;
+    /// stage: e.g. "load model", "pass fp16"; done/total in that stage's units.
+    virtual void progress(const std::string& stage, int done, int total) {
+        (void)stage; (void)done; (void)total;
+    }
+    virtual bool cancel_requested() const { return cancel.load(std::memory_order_relaxed); }
+    std::atomic<bool> cancel{false};
+};
+
+/// Runs the FP32 reference and the AMP passes of `spec` and compares them.
+/// Throws InputError, ModelError, BackendError or Cancelled; the sink has been told
+/// (run_failed) before the exception leaves, when the run had started.
+RunResult run_comparison(const RunSpec& spec, RunSink* sink = nullptr,
+                         ProgressObserver* progress = nullptr);
+
+/// What would run on `device` ("" = default device). Throws InputError for a malformed
+/// device string, BackendError for a device that is absent.
+BackendReport backend_report(const std::string& device = "");
+
+/// Names of the built-in demo models.
+std::vector<std::string> demo_models();
+
+/// ampscope's version string.
+std::string version();
+
+/// Current UTC time, ISO-8601 with milliseconds.
+std::string now_iso8601();
+
+/// A random (v4) UUID.
+std::string make_uuid();
+
+}  // namespace ampscope

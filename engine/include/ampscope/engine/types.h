@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// \file types.h
+/// Plain value types of the engine's public API. No LibTorch here: storage, UI, CLI and
+/// tests include this without paying for LibTorch headers.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ampscope {
+
+/// Numeric policy of one pass. The reference is always Fp32; Fp16/Bf16 mean autocast
+/// (a per-op policy), never a model converted with .half().
+enum class Precision { Fp32, Fp16, Bf16 };
+std::string to_string(Precision p);
+/// Parses "fp32", "fp16", "bf16" (also "float16", "bfloat16", "half"); nullopt otherwise.
+std::optional<Precision> parse_precision(const std::string& s);
+
+enum class Mode { Eval, Train };
+std::string to_string(Mode m);
+
+enum class TieRule { LowestIndex, Abstain };
+std::string to_string(TieRule r);
+std::optional<TieRule> parse_tie_rule(const std::string& s);
+
+enum class QualityMetric { Accuracy, Mse, MaxAbsError };
+std::string to_string(QualityMetric m);
+std::optional<QualityMetric> parse_quality_metric(const std::string& s);
+
+/// A slice of the output vector with its own tolerances (e.g. logits vs a box head).
+struct HeadTolerance {
+    std::string name;
+    int begin = 0;   ///< first score index
+    int end = 0;     ///< one past the last score index
+    double atol = 1e-3;
+    double rtol = 1e-2;
+};
+
+/// Acceptance criteria: fixed (and timestamped) before the first pass, never edited after.
+struct Criteria {
+    double atol = 1e-3;
+    double rtol = 1e-2;
+    std::vector<HeadTolerance> heads;
+    double tie_tolerance = 0.0;
+    TieRule tie_rule = TieRule::LowestIndex;
+    int max_flips = 0;
+    QualityMetric quality_metric = QualityMetric::Accuracy;
+    bool quality_metric_set = false;  ///< the user chose the metric explicitly
+    double quality_threshold = 0.0;
+    bool quality_threshold_set = false;
+    bool allow_nonfinite = false;
+    std::string fixed_at;  ///< ISO-8601 UTC, set by Runner before the first pass
+};
+
+/// Hardware and libraries a run used (or would use).
+struct BackendReport {
+    std::string device = "cpu";  ///< "cpu" or "cuda:N"
+    std::string kind = "cpu";    ///< "cpu" | "cuda" | "hip" (ROCm still calls the device cuda)
+    std::string torch_version;
+    std::string cuda_version;   ///< empty when not a CUDA build / not used
+    std::string cudnn_version;
+    std::string hip_version;
+    std::string name;           ///< CPU model or GPU name
+    std::string compute_capability;
+    bool cuda_available = false;
+    int cuda_device_count = 0;
+    bool bf16_supported = true;
+    bool fp16_supported = true;
+    int num_threads = 1;
+    std::vector<std::string> notes;
+};
+
+/// One probe sample's identity.
+struct SampleInfo {
+    std::string id;
+    std::string tag = "ordinary";
+};
+
+/// Statistics of one tensor in one pass over memory (see inspect/).
+struct TensorStats {
+    int64_t count = 0;
+    int64_t nan = 0, posinf = 0, neginf = 0, zeros = 0;
+    double min = 0, max = 0, absmax = 0;
+    double min_nonzero_abs = 0;  ///< 0 when no finite non-zero element
+    double mean = 0, rms = 0;    ///< over finite elements
+    int64_t fp16_overflow = 0, fp16_subnormal = 0, fp16_underflow = 0;
+    int64_t bf16_overflow = 0, bf16_subnormal = 0, bf16_underflow = 0;
+    int64_t nonfinite() const { return nan + posinf + neginf; }
+    /// Merges statistics of disjoint parts (e.g. batches).
+    void merge(const TensorStats& o);
+};
+
+/// One observed op output in a pass.
+struct LayerStat {
+    int index = 0;          ///< execution index within one forward
+    std::string module;     ///< dotted path as Python's named_modules() gives ("" = root)
+    std::string op;         ///< ATen op name, e.g. "aten::linear"
+    std::string dtype;      ///< output dtype ("float16", ...)
+    std::vector<int64_t> shape;  ///< output shape of the first batch
+    bool inputs_finite = true;   ///< all floating inputs finite, for every batch
+    bool origin = false;         ///< non-finite born here (inputs finite, output not)
+    bool autocast = false;       ///< autocast was enabled when the op ran
+    TensorStats stats;
+};
+
+/// Where non-finite values were born.
+struct Origin {
+    std::string stage;   ///< "input" | "forward" | "loss" | "backward"
+    std::string module;
+    std::string op;
+    int index = -1;
+    std::vector<std::string> samples;
+};
+
+/// Result of one pass over the probe set.
+struct PassResult {
+    Precision precision = Precision::Fp32;
+    std::vector<std::string> keep_fp32;
+    int num_outputs = 0;                         ///< scores per sample
+    std::vector<float> outputs;                  ///< [samples x num_outputs], row-major
+    std::vector<std::string> nonfinite_samples;  ///< ids with any non-finite score
+    std::optional<Origin> origin;
+    std::optional<double> quality;
+    std::vector<LayerStat> layers;               ///< empty unless inspection was on
+    double seconds = 0;
+};
+
+struct SampleDelta {
+    std::string sample, tag;
+    double abs = 0, rel = 0;
+    bool finite = true;
+    bool within_tolerance = true;
+    int worst_index = 0;  ///< score index of the largest violation
+};
+
+struct Flip {
+    std::string sample, tag;
+    int ref = -1, amp = -1;  ///< -1 = abstained
+    double ref_margin = 0;   ///< top-1 minus top-2 of the reference
+    double amp_margin = 0;
+};
+
+struct CriterionResult {
+    std::string name;  ///< finite_outputs | score_tolerance | decision_flips | quality
+    bool passed = true;
+    std::string detail;
+    std::vector<std::string> samples;
+};
+
+enum class Verdict { Accepted, Rejected, InvalidReference };
+std::string to_string(Verdict v);
+
+struct Comparison {
+    Precision precision = Precision::Fp16;
+    Verdict verdict = Verdict::Accepted;
+    double max_abs_delta = 0, max_rel_delta = 0;
+    std::vector<SampleDelta> deltas;
+    std::vector<Flip> flips;
+    std::vector<CriterionResult> criteria;
+    std::vector<int> ref_decisions, amp_decisions;  ///< per sample; empty for regressors
+};
+
+}  // namespace ampscope

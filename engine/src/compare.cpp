@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: MIT
+#include "ampscope/engine/compare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+namespace ampscope {
+
+int decide(const float* scores, int n, double tie_tolerance, TieRule rule) {
+    int best = -1;
+    for (int i = 0; i < n; ++i) {
+        if (std::isnan(scores[i])) continue;  // NaN never wins; +inf may
+        if (best < 0 || scores[i] > scores[best]) best = i;
+    }
+    if (best < 0) return -1;
+    int first_tied = best, tied = 0;
+    for (int i = 0; i < n; ++i) {
+        if (std::isnan(scores[i])) continue;
+        const bool within = (scores[i] == scores[best]) ||
+                            (double(scores[best]) - double(scores[i]) <= tie_tolerance);
+        if (within) {
+            ++tied;
+            first_tied = std::min(first_tied, i);
+        }
+    }
+    if (tied > 1) return rule == TieRule::Abstain ? -1 : first_tied;
+    return best;
+}
+
+double margin(const float* scores, int n) {
+    double top1 = -std::numeric_limits<double>::infinity(), top2 = top1;
+    int finite = 0;
+    for (int i = 0; i < n; ++i) {
+        if (!std::isfinite(scores[i])) continue;
+        ++finite;
+        const double v = scores[i];
+        if (v > top1) { top2 = top1; top1 = v; }
+        else if (v > top2) top2 = v;
+    }
+    return finite < 2 ? 0.0 : top1 - top2;
+}
+
+bool is_classifier(int num_outputs, const Truth& truth) {
+    if (!truth.labels.empty()) return true;
+    if (!truth.targets.empty()) return false;
+    return num_outputs >= 2;
+}
+
+std::optional<double> quality(const PassResult& pass, const Truth& truth, const Criteria& c,
+                              int* worst_sample) {
+    const int k = pass.num_outputs;
+    const size_t n = k > 0 ? pass.outputs.size() / size_t(k) : 0;
+    if (worst_sample) *worst_sample = -1;
+    if (n == 0) return std::nullopt;
+    if (c.quality_metric == QualityMetric::Accuracy) {
+        if (truth.labels.size() != n) return std::nullopt;
+        size_t correct = 0;
+        for (size_t i = 0; i < n; ++i) {
+            const int d = decide(&pass.outputs[i * k], k, c.tie_tolerance, c.tie_rule);
+            if (d >= 0 && d == truth.labels[i]) ++correct;
+        }
+        return double(correct) / double(n);
+    }
+    if (truth.targets.size() != pass.outputs.size()) return std::nullopt;
+    double sum = 0, worst = -1;
+    for (size_t i = 0; i < n; ++i) {
+        double sample_worst = 0;
+        for (int j = 0; j < k; ++j) {
+            const double e = double(pass.outputs[i * k + j]) - double(truth.targets[i * k + j]);
+            const double a = std::isfinite(e) ? std::fabs(e) : std::numeric_limits<double>::infinity();
+            sum += e * e;
+            sample_worst = std::max(sample_worst, a);
+        }
+        if (sample_worst > worst) {
+            worst = sample_worst;
+            if (worst_sample) *worst_sample = int(i);
+        }
+    }
+    if (c.quality_metric == QualityMetric::Mse) return sum / double(n * size_t(k));
+    return worst;
+}
+
+namespace {
+
+std::string fmt(double v) {
+    std::ostringstream s;
+    s.precision(4);
+    s << v;
+    return s.str();
+}
+
+/// Tolerances that apply to score index j.
+std::pair<double, double> tolerance_for(const Criteria& c, int j) {
+    for (const auto& h : c.heads)
+        if (j >= h.begin && j < h.end) return {h.atol, h.rtol};
+    return {c.atol, c.rtol};
+}
+
+}  // namespace
+
+Comparison compare(const PassResult& ref, const PassResult& amp,
+                   const std::vector<SampleInfo>& samples, const Truth& truth,
+                   const Criteria& c) {
+    Comparison out;
+    out.precision = amp.precision;
+    const int k = ref.num_outputs;
+    const size_t n = samples.size();
+
+    CriterionResult finite{"finite_outputs", true, "", {}};
+    CriterionResult tol{"score_tolerance", true, "", {}};
+    CriterionResult flips{"decision_flips", true, "", {}};
+    CriterionResult qual{"quality", true, "", {}};
+
+    out.deltas.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+        SampleDelta d;
+        d.sample = samples[i].id;
+        d.tag = samples[i].tag;
+        double worst_excess = -1;
+        for (int j = 0; j < k; ++j) {
+            const double r = ref.outputs[i * k + j], a = amp.outputs[i * k + j];
+            const auto [atol, rtol] = tolerance_for(c, j);
+            if (!std::isfinite(a)) {
+                d.finite = false;
+                d.within_tolerance = false;
+                d.worst_index = j;
+                worst_excess = std::numeric_limits<double>::infinity();
+                continue;
+            }
+            const double diff = std::fabs(a - r);
+            const double rel = diff == 0 ? 0.0 : diff / std::max(std::fabs(r), 1e-12);
+            d.abs = std::max(d.abs, diff);
+            d.rel = std::max(d.rel, rel);
+            const double allowed = atol + rtol * std::fabs(r);
+            if (diff > allowed) d.within_tolerance = false;
+            if (diff - allowed > worst_excess && std::isfinite(worst_excess)) {
+                worst_excess = diff - allowed;
+                d.worst_index = j;
+            }
+        }
+        if (!d.finite) finite.samples.push_back(d.sample);
+        if (!d.within_tolerance) tol.samples.push_back(d.sample);
+        if (d.finite) {
+            out.max_abs_delta = std::max(out.max_abs_delta, d.abs);
+            out.max_rel_delta = std::max(out.max_rel_delta, d.rel);
+        }
+        out.deltas.push_back(d);
+    }
+
+    if (!finite.samples.empty()) {
+        finite.passed = c.allow_nonfinite;
+        finite.detail = std::to_string(finite.samples.size()) + " of " + std::to_string(n) +
+                        " samples have non-finite scores" +
+                        (c.allow_nonfinite ? " (allowed by allow_nonfinite)" : "");
+    } else {
+        finite.detail = "all " + std::to_string(n) + " samples finite";
+    }
+    tol.passed = tol.samples.empty();
+    tol.detail = std::to_string(tol.samples.size()) + " of " + std::to_string(n) +
+                 " samples outside |amp-ref| <= atol + rtol*|ref|; max |delta| " +
+                 fmt(out.max_abs_delta);
+
+    if (is_classifier(k, truth)) {
+        out.ref_decisions.resize(n);
+        out.amp_decisions.resize(n);
+        for (size_t i = 0; i < n; ++i) {
+            const float* rs = &ref.outputs[i * k];
+            const float* as = &amp.outputs[i * k];
+            const int rd = decide(rs, k, c.tie_tolerance, c.tie_rule);
+            const int ad = decide(as, k, c.tie_tolerance, c.tie_rule);
+            out.ref_decisions[i] = rd;
+            out.amp_decisions[i] = ad;
+            if (rd != ad) {
+                out.flips.push_back({samples[i].id, samples[i].tag, rd, ad, margin(rs, k), margin(as, k)});
+                flips.samples.push_back(samples[i].id);
+            }
+        }
+        flips.passed = int(out.flips.size()) <= c.max_flips;
+        flips.detail = std::to_string(out.flips.size()) + " decision flips (allowed " +
+                       std::to_string(c.max_flips) + ", tie rule " + to_string(c.tie_rule) + ")";
+    } else {
+        flips.detail = "not a classifier: no decisions to flip";
+    }
+
+    int worst = -1;
+    const auto q = quality(amp, truth, c, &worst);
+    if (q) {
+        const bool higher_better = c.quality_metric == QualityMetric::Accuracy;
+        qual.passed = higher_better ? (*q >= c.quality_threshold) : (*q <= c.quality_threshold);
+        if (!higher_better && !c.quality_threshold_set) qual.passed = true;  // report only
+        qual.detail = to_string(c.quality_metric) + " " + fmt(*q) +
+                      (higher_better ? " (at least " : " (at most ") + fmt(c.quality_threshold) +
+                      (!higher_better && !c.quality_threshold_set ? ", no threshold set)" : ")");
+        if (worst >= 0) {
+            qual.samples.push_back(samples[size_t(worst)].id);
+            qual.detail += "; largest error at sample " + samples[size_t(worst)].id;
+        }
+    } else {
+        qual.detail = "no ground truth (" +
+                      std::string(c.quality_metric == QualityMetric::Accuracy ? "labels" : "targets") +
+                      ") in the probe set: not evaluated";
+    }
+
+    out.criteria = {finite, tol, flips, qual};
+    const bool ok = std::all_of(out.criteria.begin(), out.criteria.end(),
+                                [](const CriterionResult& r) { return r.passed; });
+    out.verdict = ok ? Verdict::Accepted : Verdict::Rejected;
+    return out;
+}
+
+}  // namespace ampscope

@@ -1,0 +1,296 @@
+// SPDX-License-Identifier: MIT
+// Per-op observer (at::RecordFunction) and fused single-pass tensor statistics.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/record_function.h>
+
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "internal.h"
+
+namespace ampscope::detail {
+
+// ---- fused statistics ---------------------------------------------------------------------
+
+namespace {
+
+constexpr double kFp16Max = 65504.0;
+constexpr double kFp16MinNormal = 6.103515625e-05;       // 2^-14
+constexpr double kFp16MinSubnormal = 5.960464477539063e-08;  // 2^-24
+constexpr double kBf16Max = 3.3895313892515355e+38;
+constexpr double kBf16MinNormal = 1.1754943508222875e-38;    // 2^-126
+constexpr double kBf16MinSubnormal = 9.183549615799121e-41;  // 2^-133
+
+struct Acc {
+    int64_t count = 0, nan = 0, posinf = 0, neginf = 0, zeros = 0;
+    int64_t h_over = 0, h_sub = 0, h_under = 0, b_over = 0, b_sub = 0, b_under = 0;
+    float mn = std::numeric_limits<float>::infinity(), mx = -std::numeric_limits<float>::infinity();
+    float amax = 0, minnz = std::numeric_limits<float>::infinity();
+    double sum = 0, sumsq = 0;
+
+    void add(const Acc& o) {
+        count += o.count; nan += o.nan; posinf += o.posinf; neginf += o.neginf; zeros += o.zeros;
+        h_over += o.h_over; h_sub += o.h_sub; h_under += o.h_under;
+        b_over += o.b_over; b_sub += o.b_sub; b_under += o.b_under;
+        mn = std::min(mn, o.mn); mx = std::max(mx, o.mx); amax = std::max(amax, o.amax);
+        minnz = std::min(minnz, o.minnz); sum += o.sum; sumsq += o.sumsq;
+    }
+    TensorStats finish() const {
+        TensorStats s;
+        s.count = count; s.nan = nan; s.posinf = posinf; s.neginf = neginf; s.zeros = zeros;
+        const int64_t fin = count - nan - posinf - neginf;
+        if (fin > 0) {
+            s.min = mn; s.max = mx; s.absmax = amax;
+            s.mean = sum / double(fin);
+            s.rms = std::sqrt(sumsq / double(fin));
+        }
+        s.min_nonzero_abs = std::isfinite(minnz) ? minnz : 0.0;
+        s.fp16_overflow = h_over; s.fp16_subnormal = h_sub; s.fp16_underflow = h_under;
+        s.bf16_overflow = b_over; s.bf16_subnormal = b_sub; s.bf16_underflow = b_under;
+        return s;
+    }
+};
+
+/// One pass over [p, p+n): every counter at once. Finite values feed min/max/mean/rms.
+template <class T>
+void accumulate(const T* p, int64_t n, Acc& a) {
+    const float inf = std::numeric_limits<float>::infinity();
+    int64_t nan = 0, pinf = 0, ninf = 0, zeros = 0, ho = 0, hs = 0, hu = 0, bo = 0, bs = 0, bu = 0;
+    float mn = inf, mx = -inf, amax = 0, minnz = inf;
+    double sum = 0, sumsq = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        const float v = static_cast<float>(p[i]);
+        const float av = std::fabs(v);
+        if (!(av < inf)) {  // NaN or Inf
+            nan += (v != v);
+            pinf += (v == inf);
+            ninf += (v == -inf);
+            continue;
+        }
+        zeros += (v == 0.0f);
+        mn = std::min(mn, v);
+        mx = std::max(mx, v);
+        amax = std::max(amax, av);
+        sum += v;
+        sumsq += double(v) * double(v);
+        if (av > 0.0f) {
+            minnz = std::min(minnz, av);
+            hs += (av < float(kFp16MinNormal));
+            hu += (av < float(kFp16MinSubnormal));
+            bs += (av < float(kBf16MinNormal));
+            bu += (double(av) < kBf16MinSubnormal);
+        }
+        ho += (av > float(kFp16Max));
+        bo += (double(av) > kBf16Max);
+    }
+    a.count += n; a.nan += nan; a.posinf += pinf; a.neginf += ninf; a.zeros += zeros;
+    a.h_over += ho; a.h_sub += hs; a.h_under += hu; a.b_over += bo; a.b_sub += bs; a.b_under += bu;
+    a.mn = std::min(a.mn, mn); a.mx = std::max(a.mx, mx); a.amax = std::max(a.amax, amax);
+    a.minnz = std::min(a.minnz, minnz); a.sum += sum; a.sumsq += sumsq;
+}
+
+template <class T>
+TensorStats stats_typed(const at::Tensor& t, std::vector<int64_t>* rows_nonfinite) {
+    const T* p = t.data_ptr<T>();
+    const int64_t n = t.numel();
+    // Per-sample rows when asked; else virtual rows of 64 Ki elements for parallelism.
+    const bool per_row = rows_nonfinite && t.dim() >= 1 && t.size(0) > 0;
+    const int64_t rows = per_row ? t.size(0) : std::max<int64_t>(1, (n + 65535) / 65536);
+    const int64_t row_len = per_row ? n / rows : 65536;
+    std::vector<Acc> parts(static_cast<size_t>(rows));
+    at::parallel_for(0, rows, std::max<int64_t>(1, 65536 / std::max<int64_t>(row_len, 1)), [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r) {
+            const int64_t begin = r * row_len, len = std::min(row_len, n - begin);
+            if (len > 0) accumulate(p + begin, len, parts[size_t(r)]);
+        }
+    });
+    Acc total;
+    if (per_row) rows_nonfinite->assign(size_t(rows), 0);
+    for (int64_t r = 0; r < rows; ++r) {
+        total.add(parts[size_t(r)]);
+        if (per_row) (*rows_nonfinite)[size_t(r)] = parts[size_t(r)].nan + parts[size_t(r)].posinf + parts[size_t(r)].neginf;
+    }
+    return total.finish();
+}
+
+}  // namespace
+
+TensorStats tensor_stats(const at::Tensor& in, std::vector<int64_t>* rows_nonfinite) {
+    if (!in.defined() || in.numel() == 0) {
+        if (rows_nonfinite) rows_nonfinite->assign(in.defined() && in.dim() > 0 ? size_t(in.size(0)) : 0, 0);
+        return {};
+    }
+    at::Tensor t = in;
+    if (!t.device().is_cpu()) t = t.to(at::kCPU);
+    if (!t.is_contiguous()) t = t.contiguous();
+    switch (t.scalar_type()) {
+    case at::kFloat: return stats_typed<float>(t, rows_nonfinite);
+    case at::kHalf: return stats_typed<at::Half>(t, rows_nonfinite);
+    case at::kBFloat16: return stats_typed<at::BFloat16>(t, rows_nonfinite);
+    case at::kDouble: return stats_typed<float>(t.to(at::kFloat), rows_nonfinite);
+    default: return stats_typed<float>(t.to(at::kFloat), rows_nonfinite);
+    }
+}
+
+// ---- the observer ---------------------------------------------------------------------------
+
+namespace {
+
+/// Ops that only re-view or copy existing values: they cannot create non-finite values.
+const std::set<std::string>& view_ops() {
+    static const std::set<std::string> s = {
+        "aten::view", "aten::reshape", "aten::_reshape_alias", "aten::_unsafe_view", "aten::permute",
+        "aten::transpose", "aten::t", "aten::select", "aten::slice", "aten::expand", "aten::unsqueeze",
+        "aten::squeeze", "aten::flatten", "aten::contiguous", "aten::detach", "aten::alias",
+        "aten::as_strided", "aten::split", "aten::chunk", "aten::unbind", "aten::narrow",
+        "aten::clone", "aten::empty", "aten::empty_like", "aten::resize_", "aten::size",
+        "aten::numel", "aten::dim", "aten::is_floating_point", "aten::item", "aten::_local_scalar_dense",
+        "aten::lift_fresh", "aten::set_", "aten::empty_strided"};
+    return s;
+}
+
+struct Ctx : at::ObserverContext {
+    bool top = false;
+    std::string module;
+    bool autocast = false;
+    std::vector<at::Tensor> inputs;
+};
+
+bool floating(const at::Tensor& t) { return t.defined() && t.is_floating_point(); }
+
+}  // namespace
+
+struct OpObserver::State {
+    int64_t batch_rows = 0;  ///< rows of the current batch
+    int64_t first_row = 0;
+    int depth = 0;
+    bool busy = true;  ///< paused: between batches, and while the observer itself runs ops
+    int index = 0;  ///< op index within the current batch
+    std::vector<LayerStat> layers;
+    std::vector<int> row_origin;            ///< per global row: op index, -1 none
+    std::vector<bool> row_nonfinite_seen;   ///< per row of the current batch
+    bool batch_nonfinite_seen = false;
+
+    void on_end(Ctx& c, const at::RecordFunction& fn);
+};
+
+namespace {
+thread_local OpObserver::State* tls_state = nullptr;
+
+std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+    auto* s = tls_state;
+    if (!s || s->busy) return nullptr;
+    auto c = std::make_unique<Ctx>();
+    c->top = s->depth++ == 0;
+    if (c->top) {
+        const auto& scope = pass_context().scope;
+        c->module = scope.empty() ? std::string() : scope.back();
+        c->autocast = at::autocast::is_autocast_enabled(pass_context().device_type);
+        s->busy = true;
+        for (const auto& v : fn.inputs()) {
+            if (v.isTensor() && floating(v.toTensor())) c->inputs.push_back(v.toTensor());
+            else if (v.isTensorList())
+                for (const auto& t : v.toTensorVector()) if (floating(t)) c->inputs.push_back(t);
+        }
+        s->busy = false;
+    }
+    return c;
+}
+
+void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
+    auto* s = tls_state;
+    if (!s || !ctx) return;
+    s->depth--;
+    auto* c = static_cast<Ctx*>(ctx);
+    if (!c->top || s->busy) return;
+    s->busy = true;
+    try {
+        s->on_end(*c, fn);
+    } catch (...) {
+        s->busy = false;
+        throw;
+    }
+    s->busy = false;
+}
+
+}  // namespace
+
+void OpObserver::State::on_end(Ctx& c, const at::RecordFunction& fn) {
+    const std::string name = fn.name();
+    if (view_ops().count(name)) return;
+    std::vector<at::Tensor> outs;
+    for (const auto& v : fn.outputs()) {
+        if (v.isTensor() && floating(v.toTensor())) outs.push_back(v.toTensor());
+        else if (v.isTensorList())
+            for (const auto& t : v.toTensorVector()) if (floating(t)) outs.push_back(t);
+    }
+    if (outs.empty()) return;
+    const int idx = index++;
+    TensorStats st;
+    std::vector<int64_t> row_nf;
+    const bool rows_match = outs[0].dim() >= 1 && outs[0].size(0) == batch_rows;
+    for (size_t i = 0; i < outs.size(); ++i) {
+        st.merge(tensor_stats(outs[i], rows_match && i == 0 ? &row_nf : nullptr));
+    }
+    if (size_t(idx) >= layers.size()) {
+        LayerStat l;
+        l.index = idx;
+        l.module = c.module;
+        l.op = name;
+        l.dtype = c10::toString(outs[0].scalar_type());
+        l.shape = outs[0].sizes().vec();
+        l.autocast = c.autocast;
+        layers.push_back(std::move(l));
+    }
+    auto& layer = layers[size_t(idx)];
+    layer.stats.merge(st);
+    if (st.nonfinite() == 0) return;
+    // Inputs finite? Checked only here, when the output has non-finite values.
+    for (const auto& t : c.inputs) {
+        if (tensor_stats(t).nonfinite() > 0) { layer.inputs_finite = false; break; }
+    }
+    // A sample's values are born non-finite at the first op where its row is non-finite:
+    // every value producer is observed, so that op's inputs were finite for that row.
+    bool born = false;
+    for (int64_t r = 0; r < batch_rows; ++r) {
+        const bool nf = rows_match ? row_nf[size_t(r)] > 0 : !batch_nonfinite_seen;
+        if (nf && !row_nonfinite_seen[size_t(r)]) {
+            row_nonfinite_seen[size_t(r)] = true;
+            row_origin[size_t(first_row + r)] = idx;
+            born = true;
+        }
+    }
+    batch_nonfinite_seen = true;
+    if (born) layer.origin = true;
+}
+
+OpObserver::OpObserver(int64_t total_rows) : s_(std::make_unique<State>()) {
+    s_->row_origin.assign(size_t(total_rows), -1);
+    tls_state = s_.get();
+    handle_ = at::addThreadLocalCallback(
+        at::RecordFunctionCallback(&on_start, &on_end).needsInputs(true).needsOutputs(true).scopes({at::RecordScope::FUNCTION}));
+}
+
+OpObserver::~OpObserver() {
+    at::removeCallback(handle_);
+    tls_state = nullptr;
+}
+
+void OpObserver::begin_batch(int64_t first_row, int64_t rows) {
+    s_->first_row = first_row;
+    s_->batch_rows = rows;
+    s_->index = 0;
+    s_->depth = 0;
+    s_->row_nonfinite_seen.assign(size_t(rows), false);
+    s_->batch_nonfinite_seen = false;
+    s_->busy = false;
+}
+
+void OpObserver::end_batch() { s_->busy = true; }
+
+std::vector<LayerStat> OpObserver::layers() const { return s_->layers; }
+const std::vector<int>& OpObserver::row_origin() const { return s_->row_origin; }
+
+}  // namespace ampscope::detail

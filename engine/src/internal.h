@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+// Engine-internal interfaces between the LibTorch translation units. Never installed,
+// never included outside engine/src and engine tests.
+
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ampscope/engine/run.h"
+#include "ampscope/engine/types.h"
+
+namespace ampscope::detail {
+
+/// A model as the passes see it: forward on a batch, mode, device, named state.
+class Model {
+public:
+    virtual ~Model() = default;
+    virtual at::Tensor forward(const std::vector<at::Tensor>& inputs) = 0;
+    virtual void set_train(bool train) = 0;
+    virtual void to_device(const at::Device& device) = 0;
+    /// Parameters and buffers in named order (for hashing and checkpoints).
+    virtual std::vector<std::pair<std::string, at::Tensor>> named_state() = 0;
+    virtual std::vector<at::Tensor> parameters() = 0;
+    virtual std::vector<std::string> module_paths() = 0;
+    /// Whether FP32 regions and per-module op attribution work for this model.
+    virtual bool has_module_scopes() const = 0;
+
+    ModelInfo info;
+    /// Expected per-sample input shapes (without the batch dim); empty when unknown.
+    std::vector<std::vector<int64_t>> input_shapes;
+    int num_outputs = 0;  ///< 0 when unknown before a forward
+};
+
+/// Loads "demo:NAME" (seeded weights) or a TorchScript file. Throws InputError.
+std::unique_ptr<Model> load_model(const std::string& source, uint64_t seed);
+
+/// A probe set in memory, on the CPU, float32.
+struct ProbeSet {
+    std::vector<at::Tensor> inputs;  ///< each [N, ...]
+    std::vector<SampleInfo> samples;
+    std::vector<int64_t> labels;     ///< N or empty
+    std::vector<float> targets;      ///< N x target_width or empty
+    int target_width = 0;
+    ProbeInfo info;
+};
+
+/// Loads "demo" (the model's built-in set) or a .pt / .csv file and checks it against the
+/// model's expected input shapes. Throws InputError naming the file and field.
+ProbeSet load_probes(const std::string& source, Model& model, uint64_t seed);
+
+/// Whether `path` matches any of the globs (fnmatch; '*' also crosses dots).
+bool matches_any(const std::string& path, const std::vector<std::string>& globs);
+
+// ---- module scopes (demo models) and FP32 regions -------------------------------------
+
+/// Thread-local state of the running pass: module-path stack and FP32 regions.
+struct PassContext {
+    std::vector<std::string> scope;           ///< innermost last
+    std::vector<std::string> keep_fp32;       ///< globs
+    std::vector<std::string> regions_hit;     ///< module paths that ran in FP32
+    at::DeviceType device_type = at::kCPU;
+};
+PassContext& pass_context();
+
+/// Enters a module scope: pushes its path and, when the path is an FP32 region and
+/// autocast is on, turns autocast off for the scope (restored on exit).
+class ModuleScope {
+public:
+    explicit ModuleScope(const std::string& path);
+    ~ModuleScope();
+    ModuleScope(const ModuleScope&) = delete;
+    ModuleScope& operator=(const ModuleScope&) = delete;
+    /// True when this scope runs without autocast (inputs must be cast to FP32).
+    bool fp32() const { return fp32_; }
+
+private:
+    bool fp32_ = false;
+    bool prev_enabled_ = false;
+};
+
+/// Calls fn(x) inside the module scope `path`, casting a floating input to FP32 when the
+/// scope is an FP32 region (as torch.autocast(enabled=False) plus an explicit cast).
+at::Tensor scoped(const std::string& path, const at::Tensor& x,
+                  const std::function<at::Tensor(const at::Tensor&)>& fn);
+
+// ---- inspection (inspect.cpp) ---------------------------------------------------------
+
+/// Fused single-pass statistics of a tensor (any floating dtype, CPU); rows_nonfinite,
+/// when given, receives per-row (dim 0) non-finite counts.
+TensorStats tensor_stats(const at::Tensor& t, std::vector<int64_t>* rows_nonfinite = nullptr);
+
+/// Observes every top-level op of the passes run while it is alive (this thread only).
+class OpObserver {
+public:
+    explicit OpObserver(int64_t batch_rows);
+    ~OpObserver();
+    /// Starts a new batch: op indices restart at 0; row offset for sample attribution.
+    /// Ops run outside begin_batch/end_batch (input transfers, output copies) are ignored.
+    void begin_batch(int64_t first_row, int64_t rows);
+    void end_batch();
+    /// Layers aggregated over batches, with origin flags.
+    std::vector<LayerStat> layers() const;
+    /// Origin per sample row: first op index whose inputs were finite and output was not.
+    const std::vector<int>& row_origin() const;
+
+    struct State;
+
+private:
+    std::unique_ptr<State> s_;
+    uint64_t handle_ = 0;
+};
+
+}  // namespace ampscope::detail

@@ -1,0 +1,369 @@
+// SPDX-License-Identifier: MIT
+// Autocast guard, the FP32 reference and AMP passes, the comparison runner, backend report.
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+#include <ATen/Parallel.h>
+#include <ATen/Context.h>
+#include <c10/core/GradMode.h>
+#include <c10/util/Exception.h>
+#include <torch/cuda.h>
+#include <torch/utils.h>
+#include <torch/version.h>
+#if __has_include(<ATen/cuda/CUDAContext.h>) && __has_include(<cuda_runtime_api.h>)
+#include <ATen/cuda/CUDAContext.h>
+#define AMPSCOPE_HAVE_CUDA_PROPS 1
+#endif
+
+#include <chrono>
+#include <fstream>
+#include <regex>
+
+#include "ampscope/engine/compare.h"
+#include "ampscope/engine/errors.h"
+#include "internal.h"
+
+namespace ampscope {
+namespace detail {
+namespace {
+
+at::ScalarType dtype_of(Precision p) {
+    return p == Precision::Fp16 ? at::kHalf : p == Precision::Bf16 ? at::kBFloat16 : at::kFloat;
+}
+
+/// RAII autocast region, as Python's torch.autocast(device, dtype, enabled) does it:
+/// saves enabled/dtype/cache flag, increments nesting, and on exit clears the cast cache
+/// when the outermost region ends, then restores the previous state.
+class AutocastGuard {
+public:
+    AutocastGuard(at::DeviceType dt, Precision p) : dt_(dt) {
+        prev_enabled_ = at::autocast::is_autocast_enabled(dt_);
+        prev_dtype_ = at::autocast::get_autocast_dtype(dt_);
+        prev_cache_ = at::autocast::is_autocast_cache_enabled();
+        const bool enable = p != Precision::Fp32;
+        if (enable) at::autocast::set_autocast_dtype(dt_, dtype_of(p));
+        at::autocast::set_autocast_enabled(dt_, enable);
+        at::autocast::increment_nesting();
+        at::autocast::set_autocast_cache_enabled(true);
+    }
+    ~AutocastGuard() {
+        if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+        at::autocast::set_autocast_enabled(dt_, prev_enabled_);
+        at::autocast::set_autocast_dtype(dt_, prev_dtype_);
+        at::autocast::set_autocast_cache_enabled(prev_cache_);
+    }
+    AutocastGuard(const AutocastGuard&) = delete;
+    AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+private:
+    at::DeviceType dt_;
+    bool prev_enabled_ = false, prev_cache_ = true;
+    at::ScalarType prev_dtype_ = at::kFloat;
+};
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+at::Device parse_device(const std::string& d) {
+    static const std::regex re("^(cpu|cuda)(:([0-9]+))?$");
+    std::smatch m;
+    if (!std::regex_match(d, m, re))
+        throw InputError("--device", "", "'" + d + "' is not a device; expected cpu, cuda or cuda:N");
+    if (m[1] == "cpu") return at::Device(at::kCPU);
+    const int idx = m[3].matched ? std::stoi(m[3]) : 0;
+    if (!torch::cuda::is_available())
+        throw InputError("--device", "", "'" + d + "' requested, but no CUDA (or ROCm) device is available on this machine; use --device cpu");
+    if (idx >= int(torch::cuda::device_count()))
+        throw InputError("--device", "", "'" + d + "' requested, but only " + std::to_string(torch::cuda::device_count()) + " CUDA device(s) exist");
+    return at::Device(at::kCUDA, c10::DeviceIndex(idx));
+}
+
+std::string cpu_name() {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("model name", 0) == 0) {
+            auto p = line.find(':');
+            return p == std::string::npos ? line : line.substr(p + 2);
+        }
+    return "cpu";
+}
+
+struct PassOptions {
+    Precision precision = Precision::Fp32;
+    std::vector<std::string> keep_fp32;
+    bool train = false;
+    uint64_t seed = 0;
+    int batch_size = 64;
+    bool inspect = true;
+};
+
+PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& device, const PassOptions& o,
+                    ProgressObserver* progress, bool first_pass) {
+    PassResult r;
+    r.precision = o.precision;
+    r.keep_fp32 = o.keep_fp32;
+    const auto t0 = std::chrono::steady_clock::now();
+    const int64_t n = probes.inputs[0].size(0);
+    const std::string stage = "pass " + to_string(o.precision);
+    model.set_train(o.train);
+    torch::manual_seed(o.seed);  // same RNG stream (dropout) for every pass
+    at::NoGradGuard no_grad;
+    auto& ctx = pass_context();
+    ctx.scope.clear();
+    ctx.regions_hit.clear();
+    ctx.device_type = device.type();
+    ctx.keep_fp32 = o.precision == Precision::Fp32 ? std::vector<std::string>{} : o.keep_fp32;
+    std::unique_ptr<OpObserver> observer;
+    if (o.inspect) observer = std::make_unique<OpObserver>(n);
+    std::vector<at::Tensor> outs;
+    const int64_t bs = std::max(1, o.batch_size);
+    for (int64_t b = 0; b < n; b += bs) {
+        if (progress) {
+            if (progress->cancel_requested()) throw Cancelled();
+            progress->progress(stage, int(b), int(n));
+        }
+        const int64_t e = std::min(n, b + bs);
+        std::vector<at::Tensor> in;
+        for (const auto& t : probes.inputs) in.push_back(t.slice(0, b, e).to(device));
+        if (observer) observer->begin_batch(b, e - b);
+        at::Tensor y;
+        try {
+            AutocastGuard guard(device.type(), o.precision);
+            y = model.forward(in);
+            if (observer) observer->end_batch();
+        } catch (const c10::OutOfMemoryError& err) {
+            throw ModelError("out of memory in " + stage + " (batch of " + std::to_string(e - b) +
+                             "); try a smaller --batch-size: " + first_line(err.what()));
+        } catch (const c10::Error& err) {
+            if (first_pass && b == 0 && model.info.kind == "torchscript") {
+                std::string shapes;
+                for (const auto& t : probes.inputs) shapes += (shapes.empty() ? "" : ", ") + c10::str(t.sizes());
+                throw InputError(probes.info.source, "inputs",
+                                 "shape " + shapes + " is not accepted by the model " + model.info.source + ": " +
+                                     first_line(err.what_without_backtrace()));
+            }
+            throw ModelError(stage + " failed: " + first_line(err.what_without_backtrace()));
+        }
+        if (y.dim() == 0 || y.size(0) != e - b)
+            throw ModelError("the model's output has shape " + c10::str(y.sizes()) + "; expected a batch dimension of " +
+                             std::to_string(e - b));
+        outs.push_back(y.detach().to(at::kCPU).to(at::kFloat).reshape({e - b, -1}));
+    }
+    if (progress) progress->progress(stage, int(n), int(n));
+    auto all = at::cat(outs, 0).contiguous();
+    r.num_outputs = int(all.size(1));
+    r.outputs.assign(all.data_ptr<float>(), all.data_ptr<float>() + all.numel());
+    auto nonfinite_rows = all.isfinite().logical_not().any(1);
+    auto* nf = nonfinite_rows.data_ptr<bool>();
+    for (int64_t i = 0; i < n; ++i)
+        if (nf[i]) r.nonfinite_samples.push_back(probes.samples[size_t(i)].id);
+    if (observer) {
+        r.layers = observer->layers();
+        const auto& ro = observer->row_origin();
+        int first = -1;
+        for (int64_t i = 0; i < n; ++i)
+            if (ro[size_t(i)] >= 0 && (first < 0 || ro[size_t(i)] < first)) first = ro[size_t(i)];
+        if (first >= 0 && size_t(first) < r.layers.size()) {
+            Origin org;
+            org.stage = "forward";
+            org.index = first;
+            org.module = r.layers[size_t(first)].module;
+            org.op = r.layers[size_t(first)].op;
+            for (int64_t i = 0; i < n; ++i)
+                if (ro[size_t(i)] == first) org.samples.push_back(probes.samples[size_t(i)].id);
+            r.origin = org;
+        }
+    }
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r;
+}
+
+void validate_criteria(const Criteria& c) {
+    auto nonneg = [](double v, const char* field) {
+        if (!(v >= 0) || !std::isfinite(v)) throw InputError("criteria", field, "expected a finite number >= 0");
+    };
+    nonneg(c.atol, "atol");
+    nonneg(c.rtol, "rtol");
+    nonneg(c.tie_tolerance, "tie_tolerance");
+    if (c.max_flips < 0) throw InputError("criteria", "max_flips", "expected an integer >= 0");
+    if (!std::isfinite(c.quality_threshold)) throw InputError("criteria", "quality_threshold", "expected a finite number");
+    for (size_t i = 0; i < c.heads.size(); ++i) {
+        const auto& h = c.heads[i];
+        const std::string f = "heads[" + std::to_string(i) + "]";
+        if (h.begin < 0 || h.end <= h.begin) throw InputError("criteria", f, "expected 0 <= begin < end");
+        nonneg(h.atol, (f + ".atol").c_str());
+        nonneg(h.rtol, (f + ".rtol").c_str());
+    }
+}
+
+}  // namespace
+}  // namespace detail
+
+BackendReport backend_report(const std::string& device) {
+    using namespace detail;
+    BackendReport b;
+    b.torch_version = TORCH_VERSION;
+    b.num_threads = at::get_num_threads();
+    b.cuda_available = torch::cuda::is_available();
+    b.cuda_device_count = b.cuda_available ? int(torch::cuda::device_count()) : 0;
+    std::string dev = device.empty() ? (b.cuda_available ? "cuda:0" : "cpu") : device;
+    const at::Device d = parse_device(dev);
+    if (d.is_cpu()) {
+        b.device = "cpu";
+        b.kind = "cpu";
+        b.name = cpu_name();
+        b.bf16_supported = true;
+        b.fp16_supported = true;  // CPU autocast float16 exists since torch 2.3
+        b.notes.push_back("CPU autocast: fp16 and bf16 run; speed depends on AVX512-FP16/AMX support");
+    } else {
+        b.device = "cuda:" + std::to_string(int(d.index()));
+        const auto& hooks = at::detail::getCUDAHooks();
+        b.kind = hooks.hasROCM() ? "hip" : "cuda";  // ROCm still calls the device cuda
+#ifdef AMPSCOPE_HAVE_CUDA_PROPS
+        const auto* prop = at::cuda::getDeviceProperties(d.index());
+        b.name = prop->name;
+        b.compute_capability = std::to_string(prop->major) + "." + std::to_string(prop->minor);
+        b.bf16_supported = b.kind == "hip" || prop->major >= 8;
+#else
+        b.name = "cuda device";
+        b.bf16_supported = hooks.supportsBFloat16ConvolutionWithCuDNNv8() || b.kind == "hip";
+#endif
+    }
+    if (at::detail::getCUDAHooks().hasCUDA() || at::hasCUDA()) {
+        const long v = at::detail::getCUDAHooks().versionCUDART();
+        if (at::detail::getCUDAHooks().hasROCM()) b.hip_version = std::to_string(v);
+        else b.cuda_version = std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+        if (at::detail::getCUDAHooks().hasCuDNN())
+            b.cudnn_version = std::to_string(at::detail::getCUDAHooks().versionCuDNN());
+    }
+    return b;
+}
+
+RunResult run_comparison(const RunSpec& spec, RunSink* sink, ProgressObserver* progress) {
+    using namespace detail;
+    RunResult res;
+    res.run_id = make_uuid();
+    res.tool_version = version();
+    res.spec = spec;
+    // Criteria first: validated and fixed (timestamped) before anything runs.
+    validate_criteria(spec.criteria);
+    res.criteria = spec.criteria;
+    res.criteria.fixed_at = now_iso8601();
+    res.started_at = res.criteria.fixed_at;
+    if (spec.precisions.empty()) throw InputError("--precision", "", "no AMP precision given; expected fp16 and/or bf16");
+    for (auto p : spec.precisions)
+        if (p == Precision::Fp32) throw InputError("--precision", "", "fp32 is the reference and always runs; expected fp16 and/or bf16");
+    if (spec.batch_size < 1) throw InputError("--batch-size", "", "expected an integer >= 1");
+
+    if (progress) progress->progress("backend", 0, 1);
+    res.backend = backend_report(spec.device);
+    const at::Device device = parse_device(res.backend.device);
+    for (auto p : spec.precisions) {
+        if (p == Precision::Bf16 && !res.backend.bf16_supported)
+            throw InputError("--precision", "", "bf16 requested, but " + res.backend.device + " (" + res.backend.name +
+                                                    ") has no bf16 support (needs compute capability >= 8.0 or a ROCm GPU)");
+    }
+
+    if (progress) progress->progress("load model", 0, 1);
+    auto model = load_model(spec.model, spec.seed);
+    if (!spec.keep_fp32.empty()) {
+        if (!model->has_module_scopes())
+            throw InputError("--keep-fp32", "", "FP32 regions are supported for the demo models; TorchScript models are not supported yet");
+        for (const auto& g : spec.keep_fp32)
+            if (!matches_any("", {g}) && ![&] {
+                    for (const auto& m : model->info.modules) if (matches_any(m, {g})) return true;
+                    return false;
+                }())
+                throw InputError("--keep-fp32", "", "'" + g + "' matches no module of " + spec.model +
+                                                        "; module paths look like '" +
+                                                        (model->info.modules.size() > 1 ? model->info.modules[1] : std::string("")) + "'");
+    }
+    if (progress) progress->progress("load probes", 0, 1);
+    auto probes = load_probes(spec.probes, *model, spec.seed);
+    model->to_device(device);
+    res.model = model->info;
+    res.model.mode = to_string(spec.mode);
+    res.probes = probes.info;
+    res.samples = probes.samples;
+    res.labels = probes.labels;
+    res.targets = probes.targets;
+    if (!res.criteria.quality_metric_set && !probes.targets.empty()) res.criteria.quality_metric = QualityMetric::Mse;
+    if (res.criteria.quality_metric_set) {
+        const bool acc = res.criteria.quality_metric == QualityMetric::Accuracy;
+        if (acc && probes.labels.empty())
+            throw InputError(spec.probes, "labels", "quality_metric accuracy needs labels in the probe set");
+        if (!acc && probes.targets.empty())
+            throw InputError(spec.probes, "targets", "quality_metric " + to_string(res.criteria.quality_metric) +
+                                                         " needs targets in the probe set");
+    }
+    if (sink) sink->run_started(res);
+
+    try {
+        Truth truth{probes.labels, probes.targets};
+        PassOptions o;
+        o.train = spec.mode == Mode::Train;
+        o.seed = spec.seed;
+        o.batch_size = spec.batch_size;
+        o.inspect = spec.inspect;
+        // Probe inputs themselves non-finite: stage "input".
+        std::optional<Origin> input_origin;
+        for (const auto& t : probes.inputs) {
+            if (!t.is_floating_point()) continue;
+            auto rows = t.reshape({t.size(0), -1}).isfinite().logical_not().any(1);
+            for (int64_t i = 0; i < t.size(0); ++i)
+                if (rows[i].item<bool>()) {
+                    if (!input_origin) input_origin = Origin{"input", "", "", -1, {}};
+                    input_origin->samples.push_back(probes.samples[size_t(i)].id);
+                }
+        }
+        auto fix_origin = [&](PassResult& p) {
+            if (input_origin) p.origin = input_origin;
+            p.quality = quality(p, truth, res.criteria);
+        };
+        // 1. the FP32 reference, checked before it is trusted
+        PassResult ref = run_pass(*model, probes, device, o, progress, true);
+        fix_origin(ref);
+        if (!res.criteria.heads.empty())
+            for (size_t i = 0; i < res.criteria.heads.size(); ++i)
+                if (res.criteria.heads[i].end > ref.num_outputs)
+                    throw InputError("criteria", "heads[" + std::to_string(i) + "]",
+                                     "end " + std::to_string(res.criteria.heads[i].end) + " exceeds the model's " +
+                                         std::to_string(ref.num_outputs) + " outputs");
+        if (!probes.targets.empty() && probes.target_width != ref.num_outputs)
+            throw InputError(spec.probes, "targets", "has " + std::to_string(probes.target_width) +
+                                                         " values per sample; the model gives " + std::to_string(ref.num_outputs));
+        res.passes.push_back(ref);
+        if (sink) sink->pass_finished(ref);
+        if (!ref.nonfinite_samples.empty()) {
+            res.verdict = Verdict::InvalidReference;
+            res.warnings.push_back("the FP32 reference is not finite for " + std::to_string(ref.nonfinite_samples.size()) +
+                                   " samples; AMP passes were not run against a broken reference");
+        } else {
+            // 2. AMP passes, each compared with the same reference
+            o.keep_fp32 = spec.keep_fp32;
+            bool all_ok = true;
+            for (auto p : spec.precisions) {
+                o.precision = p;
+                PassResult amp = run_pass(*model, probes, device, o, progress, false);
+                fix_origin(amp);
+                res.passes.push_back(amp);
+                if (sink) sink->pass_finished(amp);
+                auto cmp = compare(ref, amp, probes.samples, truth, res.criteria);
+                all_ok = all_ok && cmp.verdict == Verdict::Accepted;
+                res.comparisons.push_back(cmp);
+                if (sink) sink->comparison_finished(cmp);
+            }
+            res.verdict = all_ok ? Verdict::Accepted : Verdict::Rejected;
+        }
+    } catch (const Cancelled& e) {
+        if (sink) sink->run_failed("cancelled", e.what());
+        throw;
+    } catch (const std::exception& e) {
+        if (sink) sink->run_failed("failed", e.what());
+        throw;
+    }
+    res.finished_at = now_iso8601();
+    if (sink) sink->run_finished(res);
+    return res;
+}
+
+}  // namespace ampscope

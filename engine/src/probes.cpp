@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: MIT
+// Probe sets: built-in generators for the demo models, .pt (torch.save dict) and CSV loaders.
+#include <torch/serialize.h>
+#include <torch/torch.h>
+
+#include <csv.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "ampscope/engine/errors.h"
+#include "ampscope/engine/hash.h"
+#include "internal.h"
+
+namespace ampscope::detail {
+namespace {
+
+std::string shape_str(at::IntArrayRef s) {
+    std::ostringstream o;
+    o << "[";
+    for (size_t i = 0; i < s.size(); ++i) o << (i ? ", " : "") << s[i];
+    return o.str() + "]";
+}
+
+std::string id_for(const std::string& tag, int i) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%s-%03d", tag.c_str(), i);
+    return buf;
+}
+
+/// FP32 forward with autocast explicitly off, no grad, eval mode.
+at::Tensor reference_forward(Model& model, const at::Tensor& x) {
+    torch::NoGradGuard ng;
+    const bool was = at::autocast::is_autocast_enabled(at::kCPU);
+    at::autocast::set_autocast_enabled(at::kCPU, false);
+    model.set_train(false);
+    auto y = model.forward({x}).to(at::kFloat);
+    at::autocast::set_autocast_enabled(at::kCPU, was);
+    return y;
+}
+
+// ---- demo generators ---------------------------------------------------------------------
+
+ProbeSet demo_probes(Model& model, uint64_t seed) {
+    ProbeSet ps;
+    const auto& shape = model.input_shapes.at(0);
+    std::vector<int64_t> full = {1};
+    full.insert(full.end(), shape.begin(), shape.end());
+    const bool classifier = model.num_outputs >= 2;
+    auto gen = at::detail::createCPUGenerator(seed + 12345);
+    std::vector<at::Tensor> rows;
+    auto add = [&](at::Tensor x, const std::string& tag, int i) {
+        rows.push_back(std::move(x));
+        ps.samples.push_back({id_for(tag, i), tag});
+    };
+    // ordinary: standard normal features
+    for (int i = 0; i < 24; ++i) add(at::randn(full, gen), "ordinary", i);
+    // edge: values near the FP16 limit in some positions, FP16-subnormal and flush-to-zero
+    // magnitudes and exact zeros in others. Large values are signed to follow the first
+    // layer's weights so that they overflow FP16 (65504) after that layer, not before.
+    at::Tensor w0;
+    for (auto& [name, t] : model.named_state())
+        if (name.find("weight") != std::string::npos && t.dim() == 2) { w0 = t.detach().cpu(); break; }
+    const int64_t last = shape.back();
+    for (int i = 0; i < 8; ++i) {
+        auto x = at::randn(full, gen);
+        auto flat = x.view({-1, last});
+        const int64_t positions = flat.size(0);
+        const auto row = w0.defined() ? w0[i % w0.size(0)].sign() : at::ones({last});
+        const double big = 60000.0 + 500.0 * i;  // < 65504: representable, overflows after
+        flat[0].copy_(row * big * (i % 2 ? -1 : 1));
+        if (positions > 1) flat[1].fill_(1e-7);              // FP16 subnormal
+        if (positions > 2) flat[2].zero_();
+        if (positions > 3) flat[3].fill_(3e-9 * (i + 1));    // flushes to zero in FP16
+        if (positions == 1) {                                 // flat inputs: mix in one row
+            flat[0].narrow(0, last / 2, last - last / 2).fill_(1e-7);
+            flat[0][last - 1] = 0.0;
+        }
+        add(x, "edge", i);
+    }
+    if (classifier) {
+        // boundary: bisect between two ordinary-like samples with different decisions
+        // until the FP32 top-2 margin is below 1e-4 (well inside the 1e-3 the brief asks).
+        int made = 0;
+        for (int attempt = 0; attempt < 400 && made < 8; ++attempt) {
+            auto a = at::randn(full, gen), b = at::randn(full, gen);
+            auto ya = reference_forward(model, a), yb = reference_forward(model, b);
+            if (ya.argmax(1).item<int64_t>() == yb.argmax(1).item<int64_t>()) continue;
+            at::Tensor lo = a, hi = b;
+            const auto cls_lo = ya.argmax(1).item<int64_t>();
+            at::Tensor mid;
+            double m = 1.0;
+            for (int it = 0; it < 60; ++it) {
+                mid = (lo + hi) * 0.5;
+                auto y = reference_forward(model, mid);
+                auto top = std::get<0>(y.topk(2, 1));
+                m = (top[0][0] - top[0][1]).item().toDouble();
+                if (m < 1e-4 && m > 0) break;
+                if (y.argmax(1).item<int64_t>() == cls_lo) lo = mid; else hi = mid;
+            }
+            if (m < 1e-4 && m > 0) add(mid, "boundary", made++);
+        }
+    }
+    ps.inputs.push_back(at::cat(rows, 0).contiguous());
+    auto ref = reference_forward(model, ps.inputs[0]);
+    if (classifier) {
+        // labels: the reference model's own decisions (an untrained demo has no truth)
+        auto d = ref.argmax(1);
+        ps.labels.assign(d.data_ptr<int64_t>(), d.data_ptr<int64_t>() + d.numel());
+    } else {
+        // regressor targets: a smooth function of the features, sum(sin(x)) / 4
+        auto t = (ps.inputs[0].flatten(1).clamp(-100, 100).sin().sum(1, true) / 4.0).contiguous();
+        ps.targets.assign(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
+        ps.target_width = 1;
+    }
+    Sha256 h;
+    h.update(ps.inputs[0].data_ptr(), ps.inputs[0].nbytes());
+    for (const auto& s : ps.samples) h.update(s.id + "\n" + s.tag + "\n");
+    ps.info.sha256 = h.hex();
+    return ps;
+}
+
+// ---- .pt loader ---------------------------------------------------------------------------
+
+std::vector<char> read_all(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw InputError(path, "", "cannot open file for reading");
+    return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+}
+
+at::Tensor as_tensor(const c10::IValue& v, const std::string& file, const std::string& field) {
+    if (!v.isTensor()) throw InputError(file, field, "expected a Tensor, found " + v.tagKind());
+    auto t = v.toTensor().detach().cpu();
+    if (t.is_floating_point()) t = t.to(at::kFloat);
+    return t.contiguous();
+}
+
+std::vector<std::string> as_strings(const c10::IValue& v, const std::string& file, const std::string& field) {
+    std::vector<std::string> out;
+    if (v.isList()) {
+        for (const auto& e : v.toListRef()) {
+            if (!e.isString()) throw InputError(file, field, "expected a list of str, found an element of type " + e.tagKind());
+            out.push_back(e.toStringRef());
+        }
+    } else if (v.isTuple()) {
+        for (const auto& e : v.toTupleRef().elements()) {
+            if (!e.isString()) throw InputError(file, field, "expected a list of str, found an element of type " + e.tagKind());
+            out.push_back(e.toStringRef());
+        }
+    } else {
+        throw InputError(file, field, "expected a list of str, found " + v.tagKind());
+    }
+    return out;
+}
+
+ProbeSet load_pt(const std::string& path) {
+    const auto bytes = read_all(path);
+    c10::IValue root;
+    try {
+        root = torch::pickle_load(bytes);
+    } catch (const std::exception& e) {
+        std::string w = e.what();
+        throw InputError(path, "", "not a readable torch.save file (expected a dict saved by torch.save): " +
+                                       w.substr(0, w.find('\n')));
+    }
+    if (!root.isGenericDict()) throw InputError(path, "", "expected a dict with key 'inputs', found " + root.tagKind());
+    std::map<std::string, c10::IValue> d;
+    for (const auto& kv : root.toGenericDict()) {
+        if (!kv.key().isString()) throw InputError(path, "", "dict keys must be str");
+        d[kv.key().toStringRef()] = kv.value();
+    }
+    static const std::set<std::string> known = {"inputs", "labels", "targets", "ids", "tags"};
+    for (const auto& [k, v] : d)
+        if (!known.count(k)) throw InputError(path, k, "unknown key; expected inputs, labels, targets, ids, tags");
+    if (!d.count("inputs")) throw InputError(path, "inputs", "missing; expected a Tensor [N, ...] or a list of them");
+    ProbeSet ps;
+    const auto& in = d["inputs"];
+    if (in.isTensor()) ps.inputs.push_back(as_tensor(in, path, "inputs"));
+    else if (in.isList() || in.isTuple()) {
+        int i = 0;
+        auto elems = in.isList() ? in.toListRef().vec() : in.toTupleRef().elements().vec();
+        for (const auto& e : elems) ps.inputs.push_back(as_tensor(e, path, "inputs[" + std::to_string(i++) + "]"));
+        if (ps.inputs.empty()) throw InputError(path, "inputs", "empty list; expected at least one Tensor");
+    } else {
+        throw InputError(path, "inputs", "expected a Tensor [N, ...] or a list of them, found " + in.tagKind());
+    }
+    for (size_t i = 0; i < ps.inputs.size(); ++i)
+        if (ps.inputs[i].dim() < 1) throw InputError(path, "inputs", "expected a batch dimension (rank >= 1), found a scalar");
+    const int64_t n = ps.inputs[0].size(0);
+    for (size_t i = 1; i < ps.inputs.size(); ++i)
+        if (ps.inputs[i].size(0) != n)
+            throw InputError(path, "inputs[" + std::to_string(i) + "]", "has " + std::to_string(ps.inputs[i].size(0)) +
+                                 " samples; expected " + std::to_string(n) + " like inputs[0]");
+    if (n == 0) throw InputError(path, "inputs", "empty probe set; expected at least one sample");
+    if (d.count("labels")) {
+        auto l = as_tensor(d["labels"], path, "labels");
+        if (l.is_floating_point() || l.dim() != 1)
+            throw InputError(path, "labels", "expected an integer Tensor [N], found " +
+                                                 std::string(c10::toString(l.scalar_type())) + " " + shape_str(l.sizes()));
+        if (l.size(0) != n)
+            throw InputError(path, "labels", "has " + std::to_string(l.size(0)) + " entries; expected " + std::to_string(n) +
+                                                 " (one per sample in inputs)");
+        l = l.to(at::kLong);
+        ps.labels.assign(l.data_ptr<int64_t>(), l.data_ptr<int64_t>() + n);
+    }
+    if (d.count("targets")) {
+        auto t = as_tensor(d["targets"], path, "targets");
+        if (!t.is_floating_point() || t.dim() < 1 || t.size(0) != n)
+            throw InputError(path, "targets", "expected a float Tensor [" + std::to_string(n) + ", ...], found " +
+                                                  shape_str(t.sizes()));
+        t = t.reshape({n, -1}).contiguous();
+        ps.target_width = int(t.size(1));
+        ps.targets.assign(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
+    }
+    std::vector<std::string> ids, tags;
+    if (d.count("ids")) {
+        ids = as_strings(d["ids"], path, "ids");
+        if (int64_t(ids.size()) != n)
+            throw InputError(path, "ids", "has " + std::to_string(ids.size()) + " entries; expected " + std::to_string(n));
+    }
+    if (d.count("tags")) {
+        tags = as_strings(d["tags"], path, "tags");
+        if (int64_t(tags.size()) != n)
+            throw InputError(path, "tags", "has " + std::to_string(tags.size()) + " entries; expected " + std::to_string(n));
+    }
+    for (int64_t i = 0; i < n; ++i)
+        ps.samples.push_back({ids.empty() ? std::to_string(i) : ids[size_t(i)], tags.empty() ? "ordinary" : tags[size_t(i)]});
+    Sha256 h;
+    h.update(bytes.data(), bytes.size());
+    ps.info.sha256 = h.hex();
+    return ps;
+}
+
+// ---- CSV loader (libcsv) --------------------------------------------------------------------
+
+struct CsvRows {
+    std::vector<std::vector<std::string>> rows;
+    std::vector<std::string> cur;
+};
+
+ProbeSet load_csv(const std::string& path) {
+    const auto bytes = read_all(path);
+    csv_parser p;
+    csv_init(&p, CSV_STRICT | CSV_STRICT_FINI | CSV_APPEND_NULL);
+    CsvRows r;
+    auto on_field = [](void* s, size_t len, void* data) {
+        static_cast<CsvRows*>(data)->cur.emplace_back(static_cast<const char*>(s), len);
+    };
+    auto on_row = [](int, void* data) {
+        auto* rr = static_cast<CsvRows*>(data);
+        rr->rows.push_back(std::move(rr->cur));
+        rr->cur.clear();
+    };
+    if (csv_parse(&p, bytes.data(), bytes.size(), on_field, on_row, &r) != bytes.size() ||
+        csv_fini(&p, on_field, on_row, &r) != 0) {
+        const std::string err = csv_strerror(csv_error(&p));
+        csv_free(&p);
+        throw InputError(path, "", "malformed CSV: " + err);
+    }
+    csv_free(&p);
+    if (r.rows.empty()) throw InputError(path, "header", "missing; expected a header row naming the columns");
+    const auto header = r.rows.front();
+    int id_col = -1, tag_col = -1, label_col = -1;
+    std::vector<int> target_cols, feature_cols;
+    for (int c = 0; c < int(header.size()); ++c) {
+        const auto& h = header[size_t(c)];
+        if (h == "id") id_col = c;
+        else if (h == "tag") tag_col = c;
+        else if (h == "label") label_col = c;
+        else if (h == "target" || h.rfind("target_", 0) == 0) target_cols.push_back(c);
+        else feature_cols.push_back(c);
+    }
+    if (feature_cols.empty()) throw InputError(path, "header", "no feature columns; expected numeric columns besides id, tag, label, target");
+    const int64_t n = int64_t(r.rows.size()) - 1;
+    if (n == 0) throw InputError(path, "rows", "empty probe set; expected at least one data row after the header");
+    ProbeSet ps;
+    auto x = at::empty({n, int64_t(feature_cols.size())}, at::kFloat);
+    auto* xp = x.data_ptr<float>();
+    auto number = [&](const std::string& s, int64_t row, int col) {
+        const char* b = s.c_str();
+        char* e = nullptr;
+        const double v = std::strtod(b, &e);
+        while (e && (*e == ' ' || *e == '\t' || *e == '\r')) ++e;
+        if (s.empty() || e == b || *e != '\0')
+            throw InputError(path, "row " + std::to_string(row + 2) + ", column '" + header[size_t(col)] + "'",
+                             "'" + s + "' is not a number");
+        return v;
+    };
+    for (int64_t i = 0; i < n; ++i) {
+        const auto& row = r.rows[size_t(i + 1)];
+        if (row.size() != header.size())
+            throw InputError(path, "row " + std::to_string(i + 2), "has " + std::to_string(row.size()) +
+                                                                   " fields; expected " + std::to_string(header.size()));
+        for (size_t j = 0; j < feature_cols.size(); ++j) xp[i * int64_t(feature_cols.size()) + int64_t(j)] = float(number(row[size_t(feature_cols[j])], i, feature_cols[j]));
+        if (label_col >= 0) {
+            const double l = number(row[size_t(label_col)], i, label_col);
+            if (l != std::floor(l) || l < 0) throw InputError(path, "row " + std::to_string(i + 2) + ", column 'label'", "expected a non-negative integer class index");
+            ps.labels.push_back(int64_t(l));
+        }
+        for (int c : target_cols) ps.targets.push_back(float(number(row[size_t(c)], i, c)));
+        ps.samples.push_back({id_col >= 0 ? row[size_t(id_col)] : std::to_string(i),
+                              tag_col >= 0 && !row[size_t(tag_col)].empty() ? row[size_t(tag_col)] : "ordinary"});
+    }
+    ps.target_width = int(target_cols.size());
+    ps.inputs.push_back(x);
+    Sha256 h;
+    h.update(bytes.data(), bytes.size());
+    ps.info.sha256 = h.hex();
+    return ps;
+}
+
+}  // namespace
+
+ProbeSet load_probes(const std::string& source, Model& model, uint64_t seed) {
+    ProbeSet ps;
+    if (source == "demo") {
+        if (model.info.kind != "demo")
+            throw InputError("demo", "--probes", "the built-in probe set belongs to the demo models; give a .pt or .csv file for " + model.info.source);
+        ps = demo_probes(model, seed);
+    } else {
+        namespace fs = std::filesystem;
+        std::error_code ec;
+        if (!fs::exists(source, ec)) throw InputError(source, "--probes", "file not found");
+        const auto ext = fs::path(source).extension().string();
+        if (ext == ".pt" || ext == ".pth") ps = load_pt(source);
+        else if (ext == ".csv") ps = load_csv(source);
+        else throw InputError(source, "--probes", "unknown file type '" + ext + "'; expected .pt (torch.save dict) or .csv");
+    }
+    ps.info.source = source;
+    const std::string file = source;
+    // stable, unique ids
+    std::set<std::string> seen;
+    for (const auto& s : ps.samples) {
+        if (s.id.empty()) throw InputError(file, "ids", "empty sample id; every sample needs a non-empty id");
+        if (!seen.insert(s.id).second) throw InputError(file, "ids", "duplicate sample id '" + s.id + "'; ids must be unique");
+    }
+    if (!ps.labels.empty() && !ps.targets.empty())
+        throw InputError(file, "labels", "both labels and targets given; expected labels (classifier) or targets (regressor)");
+    // shapes against what the model expects, when known
+    if (!model.input_shapes.empty()) {
+        if (ps.inputs.size() != model.input_shapes.size())
+            throw InputError(file, "inputs", "has " + std::to_string(ps.inputs.size()) + " input tensors; the model takes " +
+                                                 std::to_string(model.input_shapes.size()));
+        for (size_t i = 0; i < ps.inputs.size(); ++i) {
+            const auto& want = model.input_shapes[i];
+            auto got = ps.inputs[i].sizes().slice(1);
+            if (got.vec() != want) {
+                std::string expect = "[N";
+                for (auto d : want) expect += ", " + std::to_string(d);
+                throw InputError(file, ps.inputs.size() > 1 ? "inputs[" + std::to_string(i) + "]" : "inputs",
+                                 "shape " + shape_str(ps.inputs[i].sizes()) + " does not fit the model; expected " +
+                                     expect + "] (rank " + std::to_string(want.size() + 1) + ")");
+            }
+        }
+        if (!ps.labels.empty() && model.num_outputs > 0)
+            for (size_t i = 0; i < ps.labels.size(); ++i)
+                if (ps.labels[i] >= model.num_outputs)
+                    throw InputError(file, "labels", "label " + std::to_string(ps.labels[i]) + " of sample '" + ps.samples[i].id +
+                                                         "' is out of range; the model has " + std::to_string(model.num_outputs) + " classes");
+    }
+    ps.info.count = int(ps.samples.size());
+    for (const auto& s : ps.samples) ps.info.tags[s.tag]++;
+    for (const auto& t : ps.inputs) ps.info.input_shapes.push_back(t.sizes().slice(1).vec());
+    ps.info.has_labels = !ps.labels.empty();
+    ps.info.has_targets = !ps.targets.empty();
+    return ps;
+}
+
+}  // namespace ampscope::detail

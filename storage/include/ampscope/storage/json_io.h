@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// \file json_io.h
+/// The run-result JSON of ../shared/CONTRACT.md and the criteria file, both ways.
+/// nlohmann-json stays inside the .cpp; callers see strings.
+
+#include <string>
+
+#include "ampscope/engine/run.h"
+
+namespace ampscope::json {
+
+/// Reads a criteria JSON document (every key optional) over `base`. Throws InputError
+/// naming `file` and the offending key.
+Criteria parse_criteria(const std::string& text, const std::string& file, Criteria base = {});
+
+/// Serialises a criteria object (with fixed_at when set).
+std::string criteria_to_json(const Criteria& c);
+
+/// The run result as the contract's JSON. `with_outputs` adds passes[].outputs (scores per
+/// sample) and comparisons[].decisions.
+std::string run_to_json(const RunResult& r, bool with_outputs = false, int indent = 2);
+
+/// The backend report as JSON.
+std::string backend_to_json(const BackendReport& b, int indent = 2);
+
+}  // namespace ampscope::json

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Sets up a fresh Debian 12 machine for building and testing ampscope.
+# Idempotent: a second run checks, finds everything present and returns quickly.
+#   - Debian packages (compiler, CMake, Ninja, ccache, Qt 6, SQLite, GoogleTest,
+#     Google Benchmark, nlohmann-json, CLI11, Xvfb)
+#   - a project-local Python environment (.venv, git-ignored) holding the PyPI
+#     torch==2.11.0 wheel: its LibTorch is what CMake links, its Python torch is the
+#     test oracle.
+# Options: --no-apt (skip Debian packages), --no-qt (skip Qt and Xvfb, e.g. GPU servers).
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+TORCH_VERSION=${AMPSCOPE_TORCH_VERSION:-2.11.0}
+VENV=${AMPSCOPE_VENV:-$here/.venv}
+with_apt=1 with_qt=1
+for a in "$@"; do
+  case "$a" in
+    --no-apt) with_apt=0 ;;
+    --no-qt) with_qt=0 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "bootstrap: unknown option '$a' (expected --no-apt, --no-qt)" >&2; exit 2 ;;
+  esac
+done
+say() { echo "[bootstrap] $*"; }
+
+pkgs=(build-essential cmake ninja-build ccache pkg-config git python3 python3-venv python3-pip
+      libsqlite3-dev sqlite3 libgtest-dev libgmock-dev googletest libbenchmark-dev
+      nlohmann-json3-dev libcli11-dev libssl-dev libcsv-dev)
+[ $with_qt = 1 ] && pkgs+=(qt6-base-dev qt6-charts-dev qt6-svg-dev libgl-dev xvfb xauth)
+
+if [ $with_apt = 1 ]; then
+  missing=()
+  for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    say "installing Debian packages: ${missing[*]}"
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  else
+    say "Debian packages: all ${#pkgs[@]} present"
+  fi
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  say "creating Python environment $VENV"
+  python3 -m venv "$VENV"
+fi
+have=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null || true)
+if [ "${have%%+*}" != "$TORCH_VERSION" ]; then
+  say "installing torch==$TORCH_VERSION into $VENV (large download, once)"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  "$VENV/bin/python" -m pip install -q "torch==$TORCH_VERSION" numpy
+else
+  say "torch $have present in $VENV"
+fi
+"$VENV/bin/python" -c 'import torch,numpy; print("[bootstrap] torch", torch.__version__, "cmake prefix", torch.utils.cmake_prefix_path)'
