@@ -15,6 +15,7 @@
 #endif
 
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <regex>
 
@@ -60,7 +61,17 @@ private:
     at::ScalarType prev_dtype_ = at::kFloat;
 };
 
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+/// The informative line of an error: TorchScript wraps the real message after a traceback.
+std::string first_line(const std::string& s) {
+    for (const char* marker : {"RuntimeError: ", "Error: "}) {
+        const auto p = s.rfind(marker);
+        if (p != std::string::npos) {
+            const auto b = p + std::strlen(marker);
+            return s.substr(b, s.find('\n', b) - b);
+        }
+    }
+    return s.substr(0, s.find('\n'));
+}
 
 at::Device parse_device(const std::string& d) {
     static const std::regex re("^(cpu|cuda)(:([0-9]+))?$");
@@ -133,15 +144,18 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
         } catch (const c10::OutOfMemoryError& err) {
             throw ModelError("out of memory in " + stage + " (batch of " + std::to_string(e - b) +
                              "); try a smaller --batch-size: " + first_line(err.what()));
-        } catch (const c10::Error& err) {
+        } catch (const Cancelled&) {
+            throw;
+        } catch (const std::exception& err) {
+            const auto* c10err = dynamic_cast<const c10::Error*>(&err);
+            const std::string msg = first_line(c10err ? c10err->what_without_backtrace() : err.what());
             if (first_pass && b == 0 && model.info.kind == "torchscript") {
                 std::string shapes;
                 for (const auto& t : probes.inputs) shapes += (shapes.empty() ? "" : ", ") + c10::str(t.sizes());
                 throw InputError(probes.info.source, "inputs",
-                                 "shape " + shapes + " is not accepted by the model " + model.info.source + ": " +
-                                     first_line(err.what_without_backtrace()));
+                                 "shape " + shapes + " is not accepted by the model " + model.info.source + ": " + msg);
             }
-            throw ModelError(stage + " failed: " + first_line(err.what_without_backtrace()));
+            throw ModelError(stage + " failed: " + msg);
         }
         if (y.dim() == 0 || y.size(0) != e - b)
             throw ModelError("the model's output has shape " + c10::str(y.sizes()) + "; expected a batch dimension of " +

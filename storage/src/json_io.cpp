@@ -172,7 +172,8 @@ std::string run_to_json(const RunResult& r, bool with_outputs, int indent) {
             ordered_json lj = {{"index", l.index}, {"module", l.module}, {"op", l.op}, {"dtype", l.dtype},
                                {"shape", l.shape}, {"autocast", l.autocast}, {"inputs_finite", l.inputs_finite},
                                {"origin", l.origin}};
-            for (auto& [k, v] : stats_json(l.stats).items()) lj[k] = v;
+            const ordered_json stats = stats_json(l.stats);  // keep alive while iterating
+            for (auto it = stats.begin(); it != stats.end(); ++it) lj[it.key()] = it.value();
             pj["layers"].push_back(lj);
         }
         if (with_outputs) {

@@ -1,0 +1,43 @@
+# SPDX-License-Identifier: MIT
+"""Helpers for the end-to-end tests: run ampscope-cli, read its JSON."""
+import json
+import math
+import os
+import subprocess
+import tempfile
+
+CLI = os.environ.get("AMPSCOPE_CLI", "ampscope-cli")
+
+
+def run_cli(*args, check_rc=None, timeout=300):
+    """Runs ampscope-cli; returns (rc, stdout, stderr)."""
+    p = subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=timeout,
+                       stdin=subprocess.DEVNULL)
+    if check_rc is not None and p.returncode != check_rc:
+        raise AssertionError(f"ampscope-cli {' '.join(map(str, args))}: rc {p.returncode}, expected {check_rc}\n"
+                             f"stdout:\n{p.stdout}\nstderr:\n{p.stderr}")
+    return p.returncode, p.stdout, p.stderr
+
+
+def run_json(*args, check_rc=None):
+    """Runs ampscope-cli run ... --json FILE and returns (rc, parsed JSON)."""
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "run.json")
+        rc, so, se = run_cli(*args, "--json", out, "-q", check_rc=check_rc)
+        with open(out) as f:
+            return rc, json.load(f)
+
+
+def as_float(v):
+    """JSON numbers, or the strings 'nan', 'inf', '-inf' ampscope writes for non-finite values."""
+    if isinstance(v, str):
+        return {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}[v]
+    return float(v)
+
+
+def pass_of(run, precision):
+    return next(p for p in run["passes"] if p["precision"] == precision)
+
+
+def comparison_of(run, precision):
+    return next(c for c in run["comparisons"] if c["precision"] == precision)

@@ -1,0 +1,132 @@
+# SPDX-License-Identifier: MIT
+"""Oracle: Python torch (same wheel) runs the same TorchScript model on the same probe file
+under torch.autocast("cpu", dtype=...) and ampscope-cli must report the same outputs
+(bitwise: the op sequence is the same TorchScript graph on the same kernels) and exactly the
+same decisions and flips."""
+import os
+import tempfile
+import unittest
+
+import numpy as np
+import torch
+
+from common import as_float, comparison_of, pass_of, run_json
+
+
+class NearTie(torch.nn.Module):
+    """A small classifier; probes are bisected to near-ties so that AMP flips some."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(16, 48)
+        self.act = torch.nn.GELU()
+        self.norm = torch.nn.LayerNorm(48)
+        self.fc2 = torch.nn.Linear(48, 5)
+
+    def forward(self, x):
+        return self.fc2(self.norm(self.act(self.fc1(x))))
+
+
+def near_tie_probes(model, n_ordinary=20, n_boundary=12, seed=3):
+    g = torch.Generator().manual_seed(seed)
+    xs, tags = [torch.randn(n_ordinary, 16, generator=g)], ["ordinary"] * n_ordinary
+    made = 0
+    with torch.no_grad():
+        while made < n_boundary:
+            a, b = torch.randn(1, 16, generator=g), torch.randn(1, 16, generator=g)
+            ca, cb = model(a).argmax(1).item(), model(b).argmax(1).item()
+            if ca == cb:
+                continue
+            lo, hi = a, b
+            for _ in range(60):
+                mid = (lo + hi) / 2
+                y = model(mid)
+                top = y.topk(2, 1).values[0]
+                if 0 < (top[0] - top[1]).item() < 2e-5:
+                    break
+                if y.argmax(1).item() == ca:
+                    lo = mid
+                else:
+                    hi = mid
+            xs.append(mid)
+            tags.append("boundary")
+            made += 1
+    return torch.cat(xs), tags
+
+
+class OracleRun(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        torch.manual_seed(0)
+        cls.tmp = tempfile.TemporaryDirectory()
+        eager = NearTie().eval()
+        cls.scripted = torch.jit.script(eager)
+        cls.model_path = os.path.join(cls.tmp.name, "neartie.pt")
+        cls.scripted.save(cls.model_path)
+        x, tags = near_tie_probes(eager)
+        cls.x = x
+        labels = eager(x).argmax(1)
+        cls.probe_path = os.path.join(cls.tmp.name, "probes.pt")
+        torch.save({"inputs": x, "labels": labels, "ids": [f"p{i}" for i in range(len(x))], "tags": tags},
+                   cls.probe_path)
+        # The oracle, in the order ampscope runs its passes: fp32, fp16, bf16, whole set per pass.
+        model = torch.jit.load(cls.model_path).eval()
+        cls.expected = {}
+        with torch.no_grad():
+            cls.expected["fp32"] = model(x).float().numpy()
+            for name, dt in (("fp16", torch.float16), ("bf16", torch.bfloat16)):
+                with torch.autocast("cpu", dtype=dt):
+                    cls.expected[name] = model(x).float().numpy()
+        cls.rc, cls.result = run_json("run", "--model", cls.model_path, "--probes", cls.probe_path, "--device", "cpu",
+                                   "--precision", "fp16,bf16", "--batch-size", len(x), "--outputs")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def outputs(self, precision):
+        return np.array([[as_float(v) for v in row] for row in pass_of(self.result, precision)["outputs"]],
+                        dtype=np.float32)
+
+    def test_outputs_bitwise_equal(self):
+        for p in ("fp32", "fp16", "bf16"):
+            got, want = self.outputs(p), self.expected[p]
+            self.assertEqual(got.shape, want.shape)
+            self.assertTrue(np.array_equal(got.view(np.int32), want.view(np.int32)),
+                            f"{p}: max |diff| {np.nanmax(np.abs(got - want))}")
+
+    def test_decisions_and_flips_match_pytorch(self):
+        ref = self.expected["fp32"].argmax(1)
+        total_flips = 0
+        for p in ("fp16", "bf16"):
+            amp = self.expected[p].argmax(1)
+            cmp = comparison_of(self.result, p)
+            self.assertEqual(cmp["ref_decisions"], ref.tolist())
+            self.assertEqual(cmp["amp_decisions"], amp.tolist())
+            want_flips = [f"p{i}" for i in np.nonzero(ref != amp)[0]]
+            self.assertEqual([f["sample"] for f in cmp["flips"]], want_flips)
+            total_flips += len(want_flips)
+        self.assertGreater(total_flips, 0, "the near-tie probes should flip at least one decision under AMP")
+
+    def test_verdict_and_exit_status(self):
+        self.assertEqual(self.result["verdict"], "rejected")  # flips exceed max_flips 0
+        self.assertEqual(self.rc, 1)
+        self.assertEqual(self.result["model"]["kind"], "torchscript")
+        self.assertEqual(len(self.result["model"]["sha256"]), 64)
+        self.assertEqual(self.result["probes"]["count"], len(self.x))
+        self.assertEqual(self.result["probes"]["tags"], {"boundary": 12, "ordinary": 20})
+
+    def test_tolerant_criteria_accept(self):
+        crit = os.path.join(self.tmp.name, "criteria.json")
+        with open(crit, "w") as f:
+            f.write('{"atol": 0.1, "rtol": 0.1, "max_flips": 100}')
+        rc, run = run_json("run", "--model", self.model_path, "--probes", self.probe_path, "--device", "cpu",
+                           "--criteria", crit)
+        self.assertEqual(rc, 0)
+        self.assertEqual(run["verdict"], "accepted")
+        self.assertEqual(run["criteria"]["max_flips"], 100)
+        self.assertIn("fixed_at", run["criteria"])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: MIT
+// The demo story through the engine's public API (no LibTorch needed here).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "ampscope/engine/errors.h"
+#include "ampscope/engine/run.h"
+
+using namespace ampscope;
+
+namespace {
+
+std::vector<std::string> ids_with_tag(const RunResult& r, const std::string& tag) {
+    std::vector<std::string> out;
+    for (const auto& s : r.samples)
+        if (s.tag == tag) out.push_back(s.id);
+    return out;
+}
+
+const PassResult& pass(const RunResult& r, Precision p) {
+    for (const auto& x : r.passes)
+        if (x.precision == p) return x;
+    throw std::runtime_error("no pass");
+}
+
+class RecordingSink : public RunSink {
+public:
+    std::vector<std::string> events;
+    void run_started(const RunResult& h) override {
+        events.push_back("started");
+        fixed_at = h.criteria.fixed_at;
+    }
+    void pass_finished(const PassResult& p) override { events.push_back("pass " + to_string(p.precision)); }
+    void comparison_finished(const Comparison& c) override { events.push_back("compare " + to_string(c.precision)); }
+    void run_finished(const RunResult&) override { events.push_back("finished"); }
+    void run_failed(const std::string& status, const std::string&) override { events.push_back(status); }
+    std::string fixed_at;
+};
+
+}  // namespace
+
+TEST(DemoStory, TransformerEdgeSamplesOverflowInFp16Only) {
+    RunSpec spec;
+    spec.model = "demo:transformer";
+    spec.probes = "demo";
+    spec.device = "cpu";
+    RecordingSink sink;
+    auto r = run_comparison(spec, &sink);
+    const auto edge = ids_with_tag(r, "edge");
+    ASSERT_FALSE(edge.empty());
+    EXPECT_TRUE(pass(r, Precision::Fp32).nonfinite_samples.empty());
+    EXPECT_TRUE(pass(r, Precision::Bf16).nonfinite_samples.empty());
+    EXPECT_EQ(pass(r, Precision::Fp16).nonfinite_samples, edge);
+    // where it is born: the embed projection's matmul, for exactly the edge samples
+    const auto& o = pass(r, Precision::Fp16).origin;
+    ASSERT_TRUE(o.has_value());
+    EXPECT_EQ(o->stage, "forward");
+    EXPECT_EQ(o->module, "embed");
+    EXPECT_EQ(o->op, "aten::matmul");
+    EXPECT_EQ(o->samples, edge);
+    EXPECT_FALSE(pass(r, Precision::Bf16).origin.has_value());
+    EXPECT_FALSE(pass(r, Precision::Fp32).origin.has_value());
+    // later non-finite layers are propagation, not new origins
+    int origins = 0;
+    for (const auto& l : pass(r, Precision::Fp16).layers) origins += l.origin;
+    EXPECT_EQ(origins, 1);
+    // some boundary samples flip under AMP
+    for (const auto& c : r.comparisons) {
+        int boundary_flips = 0;
+        for (const auto& f : c.flips) boundary_flips += f.tag == "boundary";
+        EXPECT_GT(boundary_flips, 0) << to_string(c.precision);
+    }
+    EXPECT_EQ(r.verdict, Verdict::Rejected);
+    // criteria fixed before the first pass and reported first
+    EXPECT_EQ(sink.events, (std::vector<std::string>{"started", "pass fp32", "pass fp16", "compare fp16", "pass bf16",
+                                                     "compare bf16", "finished"}));
+    EXPECT_EQ(sink.fixed_at, r.criteria.fixed_at);
+    EXPECT_LE(r.criteria.fixed_at, r.finished_at);
+}
+
+TEST(DemoStory, KeepFp32OnTheOriginRemovesNonFinite) {
+    RunSpec spec;
+    spec.device = "cpu";
+    spec.precisions = {Precision::Fp16};
+    spec.keep_fp32 = {"embed"};
+    auto r = run_comparison(spec);
+    EXPECT_TRUE(pass(r, Precision::Fp16).nonfinite_samples.empty());
+    EXPECT_EQ(pass(r, Precision::Fp16).keep_fp32, std::vector<std::string>{"embed"});
+    // the embed op ran without autocast: its output stays float32
+    for (const auto& l : pass(r, Precision::Fp16).layers) {
+        if (l.module == "embed") { EXPECT_EQ(l.dtype, "Float"); }
+    }
+}
+
+TEST(DemoStory, DeterministicAcrossRuns) {
+    RunSpec spec;
+    spec.device = "cpu";
+    spec.inspect = false;
+    auto a = run_comparison(spec), b = run_comparison(spec);
+    EXPECT_EQ(a.model.weights_sha256, b.model.weights_sha256);
+    EXPECT_EQ(a.probes.sha256, b.probes.sha256);
+    for (size_t i = 0; i < a.passes.size(); ++i) {  // bitwise (NaN included)
+        ASSERT_EQ(a.passes[i].outputs.size(), b.passes[i].outputs.size());
+        EXPECT_EQ(0, std::memcmp(a.passes[i].outputs.data(), b.passes[i].outputs.data(),
+                                 a.passes[i].outputs.size() * sizeof(float)));
+    }
+    spec.seed = 1;
+    auto c = run_comparison(spec);
+    EXPECT_NE(a.model.weights_sha256, c.model.weights_sha256);
+}
+
+TEST(DemoStory, BoundarySamplesAreWithinOneThousandthInFp32) {
+    RunSpec spec;
+    spec.device = "cpu";
+    spec.inspect = false;
+    auto r = run_comparison(spec);
+    const auto& ref = r.passes[0];
+    const int k = ref.num_outputs;
+    int n = 0;
+    for (size_t i = 0; i < r.samples.size(); ++i) {
+        if (r.samples[i].tag != "boundary") continue;
+        std::vector<float> s(ref.outputs.begin() + long(i) * k, ref.outputs.begin() + long(i + 1) * k);
+        std::sort(s.rbegin(), s.rend());
+        EXPECT_LT(s[0] - s[1], 1e-3f) << r.samples[i].id;
+        ++n;
+    }
+    EXPECT_GE(n, 4);
+}
+
+TEST(Runner, CriteriaThatAcceptGiveAcceptedVerdict) {
+    RunSpec spec;
+    spec.device = "cpu";
+    spec.precisions = {Precision::Bf16};
+    spec.criteria.atol = 0.1;
+    spec.criteria.max_flips = 40;
+    auto r = run_comparison(spec);
+    EXPECT_EQ(r.verdict, Verdict::Accepted);
+}
+
+TEST(Runner, BadInputsAreInputErrors) {
+    auto expect_input_error = [](RunSpec spec, const std::string& needle) {
+        spec.device = "cpu";
+        try {
+            run_comparison(spec);
+            FAIL() << "no error, expected " << needle;
+        } catch (const InputError& e) {
+            EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+        }
+    };
+    RunSpec s;
+    s.model = "demo:nope";
+    expect_input_error(s, "unknown demo model");
+    s = {};
+    s.keep_fp32 = {"nothing.*"};
+    expect_input_error(s, "matches no module");
+    s = {};
+    s.precisions = {};
+    expect_input_error(s, "--precision");
+    s = {};
+    s.criteria.atol = -1;
+    expect_input_error(s, "atol");
+    s = {};
+    s.model = "/nonexistent/model.pt";
+    expect_input_error(s, "file not found");
+    s = {};
+    s.device = "tpu";
+    try {
+        run_comparison(s);
+        FAIL();
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("expected cpu, cuda or cuda:N"), std::string::npos);
+    }
+}
+
+TEST(Runner, CancelIsReportedToTheSink) {
+    RunSpec spec;
+    spec.device = "cpu";
+    spec.batch_size = 4;
+    RecordingSink sink;
+    struct CancelAfterReference : ProgressObserver {
+        void progress(const std::string& stage, int, int) override {
+            if (stage == "pass fp16") cancel = true;
+        }
+    } progress;
+    EXPECT_THROW(run_comparison(spec, &sink, &progress), Cancelled);
+    EXPECT_EQ(sink.events.back(), "cancelled");
+    EXPECT_NE(std::find(sink.events.begin(), sink.events.end(), "pass fp32"), sink.events.end());
+}

@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: MIT
+// Fused statistics against ATen's own reductions on random and salted tensors.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#include <limits>
+
+#include "internal.h"
+
+using namespace ampscope;
+using ampscope::detail::tensor_stats;
+
+namespace {
+
+/// The same statistics composed from separate ATen ops (the oracle).
+TensorStats reference(const at::Tensor& in) {
+    TensorStats s;
+    auto t = in.to(at::kDouble).flatten();
+    s.count = t.numel();
+    s.nan = t.isnan().sum().item<int64_t>();
+    s.posinf = t.isposinf().sum().item<int64_t>();
+    s.neginf = t.isneginf().sum().item<int64_t>();
+    s.zeros = (t == 0).sum().item<int64_t>();
+    auto f = t.masked_select(t.isfinite());
+    auto a = f.abs();
+    if (f.numel() > 0) {
+        s.min = f.min().item<double>();
+        s.max = f.max().item<double>();
+        s.absmax = a.max().item<double>();
+        s.mean = f.mean().item<double>();
+        s.rms = f.pow(2).mean().sqrt().item<double>();
+    }
+    auto nz = a.masked_select(a > 0);
+    s.min_nonzero_abs = nz.numel() ? nz.min().item<double>() : 0.0;
+    s.fp16_overflow = (a > 65504.0).sum().item<int64_t>();
+    s.fp16_subnormal = ((a > 0) & (a < 6.103515625e-05)).sum().item<int64_t>();
+    s.fp16_underflow = ((a > 0) & (a < 5.960464477539063e-08)).sum().item<int64_t>();
+    s.bf16_overflow = (a > 3.3895313892515355e+38).sum().item<int64_t>();
+    s.bf16_subnormal = ((a > 0) & (a < 1.1754943508222875e-38)).sum().item<int64_t>();
+    s.bf16_underflow = ((a > 0) & (a < 9.183549615799121e-41)).sum().item<int64_t>();
+    return s;
+}
+
+void expect_same(const TensorStats& got, const TensorStats& want, const std::string& what) {
+    SCOPED_TRACE(what);
+    EXPECT_EQ(got.count, want.count);
+    EXPECT_EQ(got.nan, want.nan);
+    EXPECT_EQ(got.posinf, want.posinf);
+    EXPECT_EQ(got.neginf, want.neginf);
+    EXPECT_EQ(got.zeros, want.zeros);
+    EXPECT_EQ(got.min, want.min);  // exact: min/max/absmax are values of the tensor
+    EXPECT_EQ(got.max, want.max);
+    EXPECT_EQ(got.absmax, want.absmax);
+    EXPECT_EQ(got.min_nonzero_abs, want.min_nonzero_abs);
+    EXPECT_NEAR(got.mean, want.mean, 1e-9 * std::max(1.0, std::abs(want.rms)) + 1e-12);
+    EXPECT_NEAR(got.rms, want.rms, 1e-9 * std::max(1.0, want.rms));
+    EXPECT_EQ(got.fp16_overflow, want.fp16_overflow);
+    EXPECT_EQ(got.fp16_subnormal, want.fp16_subnormal);
+    EXPECT_EQ(got.fp16_underflow, want.fp16_underflow);
+    EXPECT_EQ(got.bf16_overflow, want.bf16_overflow);
+    EXPECT_EQ(got.bf16_subnormal, want.bf16_subnormal);
+    EXPECT_EQ(got.bf16_underflow, want.bf16_underflow);
+}
+
+at::Tensor salted(at::ScalarType dt, int64_t n, uint64_t seed) {
+    auto gen = at::detail::createCPUGenerator(seed);
+    auto t = at::randn({n}, gen, at::TensorOptions().dtype(at::kFloat)) * 100.0;
+    const float inf = std::numeric_limits<float>::infinity();
+    const std::vector<float> special = {std::numeric_limits<float>::quiet_NaN(), inf, -inf, 0.0f, -0.0f,
+                                        65504.0f, -65504.0f, 65520.0f, 7e4f, 6.1e-5f, 6.2e-5f, 3e-8f,
+                                        6e-8f, 1e-7f, -2e-6f, 1e-39f, 5e-41f, 3e38f, 1e-45f, 2.0f};
+    auto p = t.data_ptr<float>();
+    for (size_t i = 0; i < special.size() && int64_t(i * 7) < n; ++i) p[i * 7] = special[i];
+    return t.to(dt);
+}
+
+}  // namespace
+
+TEST(TensorStats, RandomFloat32MatchesAten) {
+    auto t = at::randn({1000, 37}) * 1e3;
+    expect_same(tensor_stats(t), reference(t), "randn f32");
+}
+
+TEST(TensorStats, SaltedTensorsEveryDtype) {
+    for (auto dt : {at::kFloat, at::kHalf, at::kBFloat16}) {
+        for (int64_t n : {1, 5, 140, 65536 + 17, 300001}) {
+            auto t = salted(dt, n, uint64_t(n));
+            expect_same(tensor_stats(t), reference(t), std::string(c10::toString(dt)) + " n=" + std::to_string(n));
+        }
+    }
+}
+
+TEST(TensorStats, NonContiguousAndEmpty) {
+    auto base = salted(at::kFloat, 4096, 7).view({64, 64});
+    auto t = base.t().slice(0, 0, 64, 3);
+    ASSERT_FALSE(t.is_contiguous());
+    expect_same(tensor_stats(t), reference(t), "non-contiguous");
+    auto e = at::empty({0, 8});
+    auto s = tensor_stats(e);
+    EXPECT_EQ(s.count, 0);
+    EXPECT_EQ(s.absmax, 0);
+}
+
+TEST(TensorStats, PerRowNonFiniteCounts) {
+    auto t = at::zeros({4, 10});
+    t[1][3] = std::numeric_limits<float>::infinity();
+    t[3][0] = std::numeric_limits<float>::quiet_NaN();
+    t[3][9] = -std::numeric_limits<float>::infinity();
+    std::vector<int64_t> rows;
+    auto s = tensor_stats(t.to(at::kHalf), &rows);
+    EXPECT_EQ(rows, (std::vector<int64_t>{0, 1, 0, 2}));
+    EXPECT_EQ(s.nonfinite(), 3);
+}
+
+TEST(TensorStats, MergeOfPartsEqualsWhole) {
+    auto t = salted(at::kFloat, 10000, 3);
+    auto a = tensor_stats(t.slice(0, 0, 4000)), b = tensor_stats(t.slice(0, 4000, 10000));
+    a.merge(b);
+    expect_same(a, reference(t), "merged");
+}
