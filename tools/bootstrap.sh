@@ -36,8 +36,8 @@ if [ $with_apt = 1 ]; then
   if [ ${#missing[@]} -gt 0 ]; then
     say "installing Debian packages: ${missing[*]}"
     SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+    $SUDO apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   else
     say "Debian packages: all ${#pkgs[@]} present"
   fi
