@@ -147,7 +147,7 @@ const std::set<std::string>& view_ops() {
         "aten::as_strided", "aten::split", "aten::chunk", "aten::unbind", "aten::narrow",
         "aten::clone", "aten::empty", "aten::empty_like", "aten::resize_", "aten::size",
         "aten::numel", "aten::dim", "aten::is_floating_point", "aten::item", "aten::_local_scalar_dense",
-        "aten::lift_fresh", "aten::set_", "aten::empty_strided"};
+        "aten::lift_fresh", "aten::set_", "aten::empty_strided", "ampscope::to_fp32", "ampscope::enter_scope"};
     return s;
 }
 

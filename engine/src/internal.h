@@ -64,6 +64,7 @@ struct PassContext {
     std::vector<std::string> keep_fp32;       ///< globs
     std::vector<std::string> regions_hit;     ///< module paths that ran in FP32
     at::DeviceType device_type = at::kCPU;
+    bool observing = false;  ///< an OpObserver is active (TorchScript then runs instrumented)
 };
 PassContext& pass_context();
 

@@ -1,5 +1,10 @@
 // SPDX-License-Identifier: MIT
 // Built-in demo zoo (torch::nn, seeded weights) and the TorchScript loader.
+#include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/passes/inliner.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
+#include <torch/csrc/jit/runtime/interpreter.h>
+#include <torch/library.h>
 #include <torch/script.h>
 #include <torch/torch.h>
 
@@ -239,12 +244,121 @@ private:
     M m_;
 };
 
+// ---- TorchScript: module scopes and FP32 regions through an instrumented, inlined graph -----
+// The forward graph is inlined (which records, per node, the chain of module instances it
+// came from) and before every ATen node an `ampscope::enter_scope(id)` call is inserted: it
+// sets the current module path for the op observer and, inside an FP32 region, turns
+// autocast off for the node that follows. Floating inputs entering a region pass through
+// `ampscope::to_fp32`. The ops themselves, their order and their kernels are unchanged.
+
+struct ScriptPlan {
+    std::shared_ptr<torch::jit::Graph> graph;
+    std::unique_ptr<torch::jit::Code> code;
+    std::vector<std::string> node_module;  ///< per scope id
+    std::vector<bool> node_fp32;           ///< per scope id
+};
+
+struct ScriptRun {
+    const ScriptPlan* plan = nullptr;
+    bool base_autocast = false;
+};
+thread_local ScriptRun tls_script_run;
+
+void enter_scope(int64_t id) {
+    const auto& run = tls_script_run;
+    if (!run.plan || id < 0 || size_t(id) >= run.plan->node_module.size()) return;
+    auto& ctx = pass_context();
+    ctx.scope.assign(1, run.plan->node_module[size_t(id)]);
+    const bool fp32 = run.plan->node_fp32[size_t(id)];
+    at::autocast::set_autocast_enabled(ctx.device_type, run.base_autocast && !fp32);
+    if (fp32 && run.base_autocast &&
+        (ctx.regions_hit.empty() || ctx.regions_hit.back() != run.plan->node_module[size_t(id)]))
+        ctx.regions_hit.push_back(run.plan->node_module[size_t(id)]);
+}
+
+at::Tensor to_fp32(const at::Tensor& x) {
+    return x.defined() && x.is_floating_point() && x.scalar_type() != at::kFloat ? x.to(at::kFloat) : x;
+}
+
+TORCH_LIBRARY(ampscope, m) {
+    m.def(torch::schema("ampscope::enter_scope(int id) -> ()", c10::AliasAnalysisKind::CONSERVATIVE), &enter_scope);
+    m.def(torch::schema("ampscope::to_fp32(Tensor x) -> Tensor", c10::AliasAnalysisKind::CONSERVATIVE), &to_fp32);
+}
+
+std::string module_path_of(torch::jit::Node* n) {
+    std::string path;
+    if (auto cs = n->callstack()) {
+        for (const auto& e : (*cs)->vec()) {
+            const auto& mi = std::get<2>(e);
+            if (!mi || mi->instance_name() == "SELF" || mi->instance_name().empty()) continue;
+            path += (path.empty() ? "" : ".") + mi->instance_name();
+        }
+    }
+    return path;
+}
+
+void instrument_block(torch::jit::Block* block, ScriptPlan& plan, const std::vector<std::string>& keep_fp32) {
+    using namespace torch::jit;
+    for (auto it = block->nodes().begin(); it != block->nodes().end(); ++it) {
+        Node* n = *it;
+        for (torch::jit::Block* sub : n->blocks()) instrument_block(sub, plan, keep_fp32);
+        if (!n->kind().is_aten()) continue;
+        const std::string path = module_path_of(n);
+        bool fp32 = false;  // a region covers its submodules
+        for (std::string p = path; !keep_fp32.empty();) {
+            if ((fp32 = matches_any(p, keep_fp32))) break;
+            const auto dot = p.rfind('.');
+            if (dot == std::string::npos) break;
+            p = p.substr(0, dot);
+        }
+        const int64_t id = int64_t(plan.node_module.size());
+        plan.node_module.push_back(path);
+        plan.node_fp32.push_back(fp32);
+        WithInsertPoint guard(n);
+        Graph* g = block->owningGraph();
+        Node* call = g->create(Symbol::fromQualString("ampscope::enter_scope"), {g->insertConstant(id)}, 0);
+        g->insertNode(call);
+        if (fp32) {
+            for (size_t i = 0; i < n->inputs().size(); ++i) {
+                Value* v = n->input(i);
+                if (v->type()->kind() != c10::TypeKind::TensorType) continue;
+                Node* cast = g->create(Symbol::fromQualString("ampscope::to_fp32"), {v}, 1);
+                cast->output()->setType(v->type());
+                g->insertNode(cast);
+                n->replaceInput(i, cast->output());
+            }
+        }
+    }
+}
+
 class ScriptModel final : public Model {
 public:
     explicit ScriptModel(torch::jit::Module m) : m_(std::move(m)) {}
     at::Tensor forward(const std::vector<at::Tensor>& in) override {
         std::vector<torch::jit::IValue> args(in.begin(), in.end());
-        auto out = m_.forward(args);
+        torch::jit::IValue out;
+        const auto& ctx = pass_context();
+        if (ctx.observing || !ctx.keep_fp32.empty()) {
+            const ScriptPlan& plan = plan_for(ctx.keep_fp32);
+            torch::jit::Stack stack;
+            stack.emplace_back(m_._ivalue());
+            for (auto& a : args) stack.push_back(a);
+            ScriptRun saved = tls_script_run;
+            tls_script_run = {&plan, at::autocast::is_autocast_enabled(ctx.device_type)};
+            struct Restore {
+                ScriptRun saved;
+                ~Restore() {
+                    auto& c = pass_context();
+                    at::autocast::set_autocast_enabled(c.device_type, tls_script_run.base_autocast);
+                    c.scope.clear();
+                    tls_script_run = saved;
+                }
+            } restore{saved};
+            torch::jit::InterpreterState(*plan.code).run(stack);
+            out = stack.back();
+        } else {
+            out = m_.forward(args);
+        }
         if (out.isTensor()) return out.toTensor();
         if (out.isTuple() && !out.toTupleRef().elements().empty() && out.toTupleRef().elements()[0].isTensor())
             return out.toTupleRef().elements()[0].toTensor();
@@ -269,11 +383,26 @@ public:
         for (const auto& it : m_.named_modules()) out.push_back(it.name);
         return out;
     }
-    bool has_module_scopes() const override { return false; }
+    bool has_module_scopes() const override { return true; }
     torch::jit::Module& module() { return m_; }
 
 private:
+    const ScriptPlan& plan_for(const std::vector<std::string>& keep_fp32) {
+        std::string key;
+        for (const auto& k : keep_fp32) key += k + '\n';
+        auto& slot = plans_[key];
+        if (!slot) {
+            slot = std::make_unique<ScriptPlan>();
+            auto& fn = torch::jit::toGraphFunction(m_.get_method("forward").function());
+            slot->graph = fn.graph()->copy();
+            torch::jit::Inline(*slot->graph);
+            instrument_block(slot->graph->block(), *slot, keep_fp32);
+            slot->code = std::make_unique<torch::jit::Code>(slot->graph, "forward");
+        }
+        return *slot;
+    }
     torch::jit::Module m_;
+    std::map<std::string, std::unique_ptr<ScriptPlan>> plans_;
 };
 
 template <class M>
@@ -308,6 +437,11 @@ std::unique_ptr<Model> load_model(const std::string& source, uint64_t seed) {
         if (!fs::exists(source, ec)) throw InputError(source, "--model", "file not found");
         if (fs::is_directory(source, ec)) throw InputError(source, "--model", "is a directory; expected a TorchScript file (.pt)");
         const auto file_hash = sha256_file(source);
+        // The optimizing graph executor bakes the autocast state of its first optimized call
+        // into the cached plan (its JIT autocast pass), so later passes with another precision
+        // would not apply their own policy. Plain execution applies the per-op dispatcher
+        // policy on every call, exactly as eager torch.autocast does.
+        torch::jit::setGraphExecutorOptimize(false);
         torch::jit::Module m;
         try {
             m = torch::jit::load(source, torch::kCPU);

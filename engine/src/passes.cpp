@@ -123,6 +123,7 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
     ctx.regions_hit.clear();
     ctx.device_type = device.type();
     ctx.keep_fp32 = o.precision == Precision::Fp32 ? std::vector<std::string>{} : o.keep_fp32;
+    ctx.observing = o.inspect;
     std::unique_ptr<OpObserver> observer;
     if (o.inspect) observer = std::make_unique<OpObserver>(n);
     std::vector<at::Tensor> outs;
@@ -281,7 +282,7 @@ RunResult run_comparison(const RunSpec& spec, RunSink* sink, ProgressObserver* p
     auto model = load_model(spec.model, spec.seed);
     if (!spec.keep_fp32.empty()) {
         if (!model->has_module_scopes())
-            throw InputError("--keep-fp32", "", "FP32 regions are supported for the demo models; TorchScript models are not supported yet");
+            throw InputError("--keep-fp32", "", "this model has no module scopes to keep in FP32");
         for (const auto& g : spec.keep_fp32)
             if (!matches_any("", {g}) && ![&] {
                     for (const auto& m : model->info.modules) if (matches_any(m, {g})) return true;
