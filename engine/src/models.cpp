@@ -10,7 +10,11 @@
 
 #include <fnmatch.h>
 
+#include <cstdlib>
+#include <optional>
+#include <unordered_map>
 #include <filesystem>
+#include <iostream>
 #include <fstream>
 
 #include "ampscope/engine/errors.h"
@@ -285,32 +289,83 @@ TORCH_LIBRARY(ampscope, m) {
     m.def(torch::schema("ampscope::to_fp32(Tensor x) -> Tensor", c10::AliasAnalysisKind::CONSERVATIVE), &to_fp32);
 }
 
-std::string module_path_of(torch::jit::Node* n) {
-    std::string path;
-    if (auto cs = n->callstack()) {
-        for (const auto& e : (*cs)->vec()) {
-            const auto& mi = std::get<2>(e);
-            if (!mi || mi->instance_name() == "SELF" || mi->instance_name().empty()) continue;
-            path += (path.empty() ? "" : ".") + mi->instance_name();
-        }
-    }
-    return path;
+using NodePaths = std::unordered_map<torch::jit::Node*, std::string>;
+
+/// Dotted path of a module value: the chain of prim::GetAttr from the graph's `self`.
+std::optional<std::string> receiver_path(torch::jit::Value* v, torch::jit::Value* root) {
+    if (v == root) return std::string();
+    torch::jit::Node* n = v->node();
+    if (n->kind() != torch::jit::prim::GetAttr) return std::nullopt;
+    auto base = receiver_path(n->input(0), root);
+    if (!base) return std::nullopt;
+    const auto name = n->s(torch::jit::attr::name);
+    return base->empty() ? name : *base + "." + name;
 }
 
-void instrument_block(torch::jit::Block* block, ScriptPlan& plan, const std::vector<std::string>& keep_fp32) {
+torch::jit::Node* find_call(torch::jit::Block* b) {
+    for (auto* n : b->nodes()) {
+        if (n->kind() == torch::jit::prim::CallMethod || n->kind() == torch::jit::prim::CallFunction) return n;
+        for (auto* sub : n->blocks())
+            if (auto* c = find_call(sub)) return c;
+    }
+    return nullptr;
+}
+
+void tag(torch::jit::Node* n, const std::string& path, NodePaths& paths) {
+    paths.emplace(n, path);
+    for (auto* sub : n->blocks())
+        for (auto* m : sub->nodes()) tag(m, path, paths);
+}
+
+/// Inlines every method and function call, recording for each node the dotted path of the
+/// module it came from (torch::jit::Inline records only the last attribute name, "0" for
+/// blocks.0, so paths are rebuilt here from the receivers' GetAttr chains).
+NodePaths inline_with_paths(torch::jit::Graph& g) {
+    using namespace torch::jit;
+    NodePaths paths;
+    for (auto* n : g.block()->nodes()) tag(n, "", paths);
+    Value* root = g.inputs().at(0);
+    while (Node* call = find_call(g.block())) {
+        const std::string here = paths.count(call) ? paths[call] : std::string();
+        GraphFunction* fn = nullptr;
+        std::string path = here;
+        if (call->kind() == prim::CallMethod) {
+            auto cls = call->input(0)->type()->expect<c10::ClassType>();
+            fn = &toGraphFunction(cls->getMethod(call->s(attr::name)));
+            path = receiver_path(call->input(0), root).value_or(here);
+        } else {
+            auto ft = call->input(0)->type()->expect<c10::FunctionType>();
+            fn = &toGraphFunction(*ft->function());
+            call->removeInput(0);  // the function constant is not an argument of the callee
+        }
+        Node* before = call->prev();
+        Node* after = call->next();
+        inlineCallTo(call, fn);
+        for (Node* n = before->next(); n != after; n = n->next()) tag(n, path, paths);
+    }
+    return paths;
+}
+
+bool in_region(const std::string& path, const std::vector<std::string>& keep_fp32) {
+    if (keep_fp32.empty()) return false;
+    for (std::string p = path;;) {  // a region covers its submodules
+        if (matches_any(p, keep_fp32)) return true;
+        const auto dot = p.rfind('.');
+        if (dot == std::string::npos) return false;
+        p = p.substr(0, dot);
+    }
+}
+
+void instrument_block(torch::jit::Block* block, ScriptPlan& plan, const std::vector<std::string>& keep_fp32,
+                      const NodePaths& paths) {
     using namespace torch::jit;
     for (auto it = block->nodes().begin(); it != block->nodes().end(); ++it) {
         Node* n = *it;
-        for (torch::jit::Block* sub : n->blocks()) instrument_block(sub, plan, keep_fp32);
+        for (torch::jit::Block* sub : n->blocks()) instrument_block(sub, plan, keep_fp32, paths);
         if (!n->kind().is_aten()) continue;
-        const std::string path = module_path_of(n);
-        bool fp32 = false;  // a region covers its submodules
-        for (std::string p = path; !keep_fp32.empty();) {
-            if ((fp32 = matches_any(p, keep_fp32))) break;
-            const auto dot = p.rfind('.');
-            if (dot == std::string::npos) break;
-            p = p.substr(0, dot);
-        }
+        const auto found = paths.find(n);
+        const std::string path = found == paths.end() ? std::string() : found->second;
+        const bool fp32 = in_region(path, keep_fp32);
         const int64_t id = int64_t(plan.node_module.size());
         plan.node_module.push_back(path);
         plan.node_fp32.push_back(fp32);
@@ -395,8 +450,9 @@ private:
             slot = std::make_unique<ScriptPlan>();
             auto& fn = torch::jit::toGraphFunction(m_.get_method("forward").function());
             slot->graph = fn.graph()->copy();
-            torch::jit::Inline(*slot->graph);
-            instrument_block(slot->graph->block(), *slot, keep_fp32);
+            const auto paths = inline_with_paths(*slot->graph);
+            instrument_block(slot->graph->block(), *slot, keep_fp32, paths);
+            if (std::getenv("AMPSCOPE_DUMP_GRAPH")) std::cerr << *slot->graph << std::endl;
             slot->code = std::make_unique<torch::jit::Code>(slot->graph, "forward");
         }
         return *slot;
