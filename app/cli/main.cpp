@@ -13,6 +13,8 @@
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/run.h"
 #include "ampscope/storage/json_io.h"
+#include "ampscope/storage/store.h"
+#include "store_commands.h"
 #include "summary.h"
 
 using namespace ampscope;
@@ -117,7 +119,9 @@ int main(int argc, char** argv) {
     run->add_option("--keep-fp32", spec.keep_fp32, "module-path glob run without autocast (repeatable), e.g. 'blocks.1.*'");
     run->add_option("--seed", spec.seed, "seed for weights of demo models, demo probes and every pass's RNG")->default_val(0);
     run->add_option("--batch-size", spec.batch_size, "samples per forward")->default_val(64);
-    run->add_option("--db", db, "run database (accepted; recording lands with the run store - currently ignored)");
+    run->add_option("--db", db, "run database (default: $AMPSCOPE_DB, else ${XDG_DATA_HOME:-~/.local/share}/ampscope/runs.sqlite)");
+    bool no_db = false;
+    run->add_flag("--no-db", no_db, "do not record the run");
     run->add_option("--json", json_path, "write the run result JSON to PATH, or '-' for stdout");
     run->add_flag("--layers", layers, "print the per-layer table (module, op, dtype, absmax, headroom, overflow)");
     run->add_flag("--outputs", outputs, "include per-sample scores and decisions in the JSON");
@@ -130,6 +134,8 @@ int main(int argc, char** argv) {
     std::string backend_device;
     backend->add_flag("--json", backend_json, "print JSON");
     backend->add_option("--device", backend_device, "cpu | cuda | cuda:N (default: the default device)");
+
+    auto store_command = cli::add_store_commands(app);
 
     try {
         app.parse(argc, argv);
@@ -178,13 +184,24 @@ int main(int argc, char** argv) {
             TerminalProgress progress(isatty(STDERR_FILENO) && !quiet);
             g_progress = &progress;
             std::signal(SIGINT, on_sigint);
-            RunResult r = run_comparison(spec, nullptr, &progress);
+            std::signal(SIGTERM, on_sigint);
+            std::unique_ptr<storage::Store> store;
+            std::unique_ptr<storage::RunWriter> writer;
+            if (!no_db) {
+                store = std::make_unique<storage::Store>(storage::default_db_path(db));
+                writer = std::make_unique<storage::RunWriter>(*store);
+            }
+            RunResult r = run_comparison(spec, writer.get(), &progress);
             progress.clear();
+            if (store && !quiet && json_path != "-") std::cout << "recorded as run " << r.run_id << " in " << store->path() << "\n";
             if (!quiet && json_path != "-") cli::print_run_summary(std::cout, r, layers, isatty(STDOUT_FILENO));
             if (!json_path.empty()) write_output(json_path, json::run_to_json(r, outputs));
             return r.verdict == Verdict::Accepted ? kOk : kRejected;
         }
+        if (const int rc = store_command(); rc >= 0) return rc;
     } catch (const InputError& e) {
+        return report(e, kBadInput);
+    } catch (const storage::StoreError& e) {
         return report(e, kBadInput);
     } catch (const Cancelled& e) {
         std::cerr << "ampscope-cli: interrupted" << std::endl;

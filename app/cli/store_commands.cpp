@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: MIT
+#include "store_commands.h"
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+#include <memory>
+
+#include "ampscope/storage/json_io.h"
+#include "ampscope/engine/errors.h"
+#include "ampscope/storage/store.h"
+#include "summary.h"
+
+namespace ampscope::cli {
+
+using storage::Store;
+
+namespace {
+
+struct State {
+    std::string db;
+    // list
+    storage::RunFilter filter;
+    bool json = false;
+    // show
+    std::string run;
+    bool layers = false, outputs = false;
+    // export / import
+    std::vector<std::string> runs;
+    std::string out, file;
+    // annotate / review
+    std::string text, sample, layer, author, review_status;
+};
+
+std::string pad(std::string s, size_t w) {
+    if (s.size() > w) s = s.substr(0, w - 1) + "~";
+    return s + std::string(w - s.size(), ' ');
+}
+
+}  // namespace
+
+std::function<int()> add_store_commands(CLI::App& app) {
+    auto st = std::make_shared<State>();
+    const char* db_help = "run database (default: $AMPSCOPE_DB, else ${XDG_DATA_HOME:-~/.local/share}/ampscope/runs.sqlite)";
+
+    auto* list = app.add_subcommand("list", "list recorded runs, newest first");
+    list->add_option("--db", st->db, db_help);
+    list->add_option("--model", st->filter.model, "model source contains");
+    list->add_option("--precision", st->filter.precision, "has a pass of this precision");
+    list->add_option("--device", st->filter.device, "device, e.g. cpu or cuda:0");
+    list->add_option("--verdict", st->filter.verdict, "accepted | rejected | invalid_reference");
+    list->add_option("--status", st->filter.status, "running | completed | failed | interrupted | cancelled");
+    list->add_option("--since", st->filter.since, "started at or after (ISO-8601)");
+    list->add_option("--until", st->filter.until, "started at or before (ISO-8601)");
+    list->add_option("--limit", st->filter.limit, "at most this many runs")->default_val(1000);
+    list->add_flag("--json", st->json, "print JSON");
+
+    auto* show = app.add_subcommand("show", "show one recorded run: summary, criteria, origins, annotations, review");
+    show->add_option("RUN", st->run, "run id (or a unique prefix)")->required();
+    show->add_option("--db", st->db, db_help);
+    show->add_flag("--layers", st->layers, "print the per-layer tables");
+    show->add_flag("--json", st->json, "print the run result JSON");
+    show->add_flag("--outputs", st->outputs, "with --json: per-sample scores and decisions");
+
+    auto* exp = app.add_subcommand("export", "write runs to a self-contained .ampscope file for a teammate");
+    exp->add_option("RUN", st->runs, "run ids (or unique prefixes)")->required();
+    exp->add_option("-o,--output", st->out, "file to write (e.g. runs.ampscope)")->required();
+    exp->add_option("--db", st->db, db_help);
+
+    auto* imp = app.add_subcommand("import", "merge an .ampscope file into the database (idempotent, by run UUID)");
+    imp->add_option("FILE", st->file, "file written by `ampscope-cli export`")->required();
+    imp->add_option("--db", st->db, db_help);
+
+    auto* ann = app.add_subcommand("annotate", "comment on a run, one of its samples or one of its layers");
+    ann->add_option("RUN", st->run, "run id (or a unique prefix)")->required();
+    ann->add_option("TEXT", st->text, "the comment")->required();
+    ann->add_option("--sample", st->sample, "sample id the comment is about");
+    ann->add_option("--layer", st->layer, "layer index (N or PRECISION:N) the comment is about");
+    ann->add_option("--author", st->author, "author (default: $USER)");
+    ann->add_option("--db", st->db, db_help);
+
+    auto* rev = app.add_subcommand("review", "set a run's review status");
+    rev->add_option("RUN", st->run, "run id (or a unique prefix)")->required();
+    rev->add_option("STATUS", st->review_status, "accepted | rejected | open")
+        ->required()->check(CLI::IsMember({"accepted", "rejected", "open"}));
+    rev->add_option("--author", st->author, "reviewer (default: $USER)");
+    rev->add_option("--db", st->db, db_help);
+
+    return [st, list, show, exp, imp, ann, rev]() -> int {
+        const auto path = storage::default_db_path(st->db);
+        if (*list) {
+            Store s(path, Store::Mode::ReadWrite);
+            const auto rows = s.list_runs(st->filter);
+            if (st->json) {
+                std::cout << "[";
+                for (size_t i = 0; i < rows.size(); ++i) {
+                    const auto& r = rows[i];
+                    nlohmann::ordered_json j = {{"run_id", r.uuid}, {"kind", r.kind}, {"status", r.status},
+                                                {"verdict", r.verdict}, {"model", r.model}, {"probes", r.probes},
+                                                {"device", r.device}, {"precisions", r.precisions}, {"mode", r.mode},
+                                                {"samples", r.samples}, {"started_at", r.started_at},
+                                                {"finished_at", r.finished_at}, {"review", r.review_status},
+                                                {"annotations", r.annotations}, {"error", r.error}};
+                    std::cout << (i ? ",\n " : "\n ") << j.dump();
+                }
+                std::cout << "\n]" << std::endl;
+                return 0;
+            }
+            std::cout << pad("run", 10) << pad("started", 21) << pad("status", 12) << pad("verdict", 18) << pad("review", 9)
+                      << pad("device", 8) << pad("passes", 15) << "model\n";
+            for (const auto& r : rows)
+                std::cout << pad(r.uuid.substr(0, 8), 10) << pad(r.started_at.substr(0, 19), 21) << pad(r.status, 12)
+                          << pad(r.verdict.empty() ? "-" : r.verdict, 18) << pad(r.review_status, 9) << pad(r.device, 8)
+                          << pad(r.precisions, 15) << r.model << (r.annotations ? "  [" + std::to_string(r.annotations) + " notes]" : "")
+                          << "\n";
+            std::cout << rows.size() << " run(s) in " << path << std::endl;
+            return 0;
+        }
+        if (*show) {
+            Store s(path, Store::Mode::ReadWrite);
+            const auto uuid = s.resolve(st->run);
+            const auto r = s.load_run(uuid);
+            if (st->json) {
+                std::cout << json::run_to_json(r, st->outputs) << std::endl;
+                return 0;
+            }
+            std::cout << "status: " << s.status(uuid);
+            if (!s.error(uuid).empty()) std::cout << " (" << s.error(uuid) << ")";
+            const auto rv = s.review(uuid);
+            std::cout << "   review: " << rv.status << (rv.by.empty() ? "" : " by " + rv.by + " at " + rv.at) << "\n";
+            print_run_summary(std::cout, r, st->layers, isatty(STDOUT_FILENO));
+            const auto notes = s.annotations(uuid);
+            if (!notes.empty()) {
+                std::cout << "\nannotations:\n";
+                for (const auto& a : notes)
+                    std::cout << "  " << a.created_at.substr(0, 19) << " " << a.author << " on " << a.target_kind
+                              << (a.target.empty() ? "" : " " + a.target) << ": " << a.text << "\n";
+            }
+            return 0;
+        }
+        if (*exp) {
+            Store s(path, Store::Mode::ReadOnly);
+            std::vector<std::string> uuids;
+            for (const auto& r : st->runs) uuids.push_back(s.resolve(r));
+            storage::export_runs(s, uuids, st->out);
+            std::cout << "exported " << uuids.size() << " run(s) to " << st->out << std::endl;
+            return 0;
+        }
+        if (*imp) {
+            Store s(path);
+            const auto res = storage::import_file(s, st->file);
+            std::cout << "imported " << res.added << " run(s), " << res.skipped << " already present, into " << path << std::endl;
+            return 0;
+        }
+        if (*ann) {
+            Store s(path);
+            storage::Annotation a;
+            a.author = st->author;
+            a.text = st->text;
+            if (!st->sample.empty() && !st->layer.empty())
+                throw InputError("--sample/--layer", "", "give one target: a sample or a layer");
+            if (!st->sample.empty()) { a.target_kind = "sample"; a.target = st->sample; }
+            if (!st->layer.empty()) { a.target_kind = "layer"; a.target = st->layer; }
+            s.annotate(s.resolve(st->run), a);
+            std::cout << "annotated " << st->run << std::endl;
+            return 0;
+        }
+        if (*rev) {
+            Store s(path);
+            const auto uuid = s.resolve(st->run);
+            s.set_review(uuid, st->review_status, st->author);
+            std::cout << "run " << uuid.substr(0, 8) << " review: " << st->review_status << std::endl;
+            return 0;
+        }
+        return -1;
+    };
+}
+
+}  // namespace ampscope::cli

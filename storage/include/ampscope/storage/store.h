@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// \file store.h
+/// The run store: one SQLite file of runs (WAL, foreign keys, versioned schema with
+/// forward-only migrations). Qt-free and LibTorch-free.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ampscope/engine/run.h"
+
+struct sqlite3;
+
+namespace ampscope::storage {
+
+/// Current schema version (PRAGMA user_version).
+constexpr int kSchemaVersion = 2;
+
+/// Database problems: unreadable, not SQLite, newer schema, hostile content.
+class StoreError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+/// --db, else $AMPSCOPE_DB, else ${XDG_DATA_HOME:-~/.local/share}/ampscope/runs.sqlite.
+std::string default_db_path(const std::string& flag = "");
+
+struct RunFilter {
+    std::string model;      ///< substring of the model source
+    std::string precision;  ///< a pass precision the run has
+    std::string device;
+    std::string verdict;
+    std::string status;
+    std::string since, until;  ///< ISO-8601 bounds on started_at
+    int limit = 1000;
+};
+
+/// One row of the run browser.
+struct RunRow {
+    std::string uuid, kind, status, verdict, model, probes, device, precisions, mode;
+    std::string started_at, finished_at, review_status, error;
+    int samples = 0;
+    int annotations = 0;
+};
+
+struct Annotation {
+    std::string uuid, author, created_at;
+    std::string target_kind = "run";  ///< run | sample | layer
+    std::string target;               ///< sample id, or "precision:index" of a layer
+    std::string text;
+};
+
+struct Review {
+    std::string status = "open";  ///< open | accepted | rejected
+    std::string by, at;
+};
+
+/// One row of the per-layer table (what the GUI and `show --layers` read).
+struct LayerRow {
+    LayerStat layer;
+};
+
+class Store {
+public:
+    enum class Mode { ReadWrite, ReadOnly };
+    /// Opens (creating when absent, ReadWrite only) and migrates to kSchemaVersion. A file
+    /// with a newer schema is refused. ReadWrite marks runs of dead processes interrupted.
+    explicit Store(const std::string& path, Mode mode = Mode::ReadWrite);
+    ~Store();
+    Store(const Store&) = delete;
+    Store& operator=(const Store&) = delete;
+
+    const std::string& path() const { return path_; }
+    bool read_only() const { return read_only_; }
+    int schema_version() const;
+    sqlite3* handle() { return db_; }
+
+    // ---- reading (one query per view) ----
+    std::vector<RunRow> list_runs(const RunFilter& f = {}) const;
+    /// Resolves a full UUID or a unique prefix; throws InputError otherwise.
+    std::string resolve(const std::string& uuid_or_prefix) const;
+    /// The whole run as the engine produced it (samples, passes, layers, comparisons).
+    RunResult load_run(const std::string& uuid) const;
+    std::string status(const std::string& uuid) const;
+    std::string error(const std::string& uuid) const;
+    std::vector<LayerStat> layers(const std::string& uuid, Precision p) const;
+    std::vector<Annotation> annotations(const std::string& uuid) const;
+    Review review(const std::string& uuid) const;
+
+    // ---- writing ----
+    void annotate(const std::string& uuid, Annotation a);
+    void set_review(const std::string& uuid, const std::string& status, const std::string& by);
+    void delete_run(const std::string& uuid);
+    /// Inserts a complete run (import/export); false when the UUID is already present.
+    bool insert_run(const RunResult& r, const std::string& status, const std::string& error,
+                    const std::vector<Annotation>& notes, const Review& review);
+
+private:
+    void migrate();
+    void mark_dead_runs_interrupted();
+    sqlite3* db_ = nullptr;
+    std::string path_;
+    bool read_only_ = false;
+    friend class RunWriter;
+};
+
+/// Records a run while it is produced: header at start, each pass and comparison in its own
+/// transaction, the final status at the end. A killed process leaves every finished unit and
+/// a run marked `running`, which the next read-write open turns into `interrupted`.
+class RunWriter : public RunSink {
+public:
+    explicit RunWriter(Store& store) : store_(store) {}
+    void run_started(const RunResult& header) override;
+    void pass_finished(const PassResult& pass) override;
+    void comparison_finished(const Comparison& cmp) override;
+    void run_finished(const RunResult& result) override;
+    void run_failed(const std::string& status, const std::string& message) override;
+    const std::string& run_uuid() const { return uuid_; }
+
+private:
+    Store& store_;
+    std::string uuid_;
+    int64_t run_id_ = -1;
+    int passes_ = 0, comparisons_ = 0;
+    std::vector<SampleInfo> samples_;
+};
+
+/// Writes the given runs (with annotations and review) into a new self-contained file.
+void export_runs(const Store& from, const std::vector<std::string>& uuids, const std::string& file);
+
+struct ImportResult {
+    int added = 0, skipped = 0;
+};
+/// Merges an untrusted .ampscope file into `into` (runs keyed by UUID: importing twice adds
+/// nothing). The file is opened read-only with SQLite's defensive settings and validated.
+ImportResult import_file(Store& into, const std::string& file);
+
+}  // namespace ampscope::storage

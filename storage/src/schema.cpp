@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: MIT
+// Schema and forward-only migrations. Version N's script takes a database at N-1 to N.
+#include "schema.h"
+
+namespace ampscope::storage::schema {
+
+const std::vector<std::string>& migrations() {
+    static const std::vector<std::string> m = {
+        // v1: comparison runs, passes, layers, comparisons, annotations, review
+        R"sql(
+CREATE TABLE runs(
+  id INTEGER PRIMARY KEY,
+  uuid TEXT NOT NULL UNIQUE,
+  kind TEXT NOT NULL DEFAULT 'compare',
+  status TEXT NOT NULL CHECK(status IN ('running','completed','failed','interrupted','cancelled')),
+  verdict TEXT,
+  error TEXT,
+  model_source TEXT, model_sha256 TEXT, weights_sha256 TEXT,
+  probes_source TEXT, probes_sha256 TEXT, probe_count INTEGER,
+  device TEXT, precisions TEXT, mode TEXT,
+  criteria_sha256 TEXT, criteria_fixed_at TEXT,
+  header_json TEXT NOT NULL,
+  warnings_json TEXT NOT NULL DEFAULT '[]',
+  tool_version TEXT,
+  started_at TEXT NOT NULL, finished_at TEXT,
+  pid INTEGER, host TEXT,
+  review_status TEXT NOT NULL DEFAULT 'open' CHECK(review_status IN ('open','accepted','rejected')),
+  reviewed_by TEXT, reviewed_at TEXT);
+CREATE INDEX runs_started ON runs(started_at);
+CREATE INDEX runs_model ON runs(model_sha256);
+CREATE INDEX runs_status ON runs(status, verdict);
+CREATE TABLE samples(
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  idx INTEGER NOT NULL, sample_id TEXT NOT NULL, tag TEXT NOT NULL,
+  PRIMARY KEY(run_id, idx)) WITHOUT ROWID;
+CREATE TABLE passes(
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  seq INTEGER NOT NULL, precision TEXT NOT NULL, keep_fp32 TEXT NOT NULL,
+  num_outputs INTEGER NOT NULL, outputs BLOB NOT NULL,
+  nonfinite_json TEXT NOT NULL, origin_json TEXT, quality REAL, seconds REAL,
+  UNIQUE(run_id, seq));
+CREATE INDEX passes_run ON passes(run_id);
+CREATE TABLE layers(
+  pass_id INTEGER NOT NULL REFERENCES passes(id) ON DELETE CASCADE,
+  idx INTEGER NOT NULL, module TEXT NOT NULL, op TEXT NOT NULL, dtype TEXT NOT NULL, shape TEXT NOT NULL,
+  autocast INTEGER NOT NULL, inputs_finite INTEGER NOT NULL, origin INTEGER NOT NULL,
+  count INTEGER, nan INTEGER, posinf INTEGER, neginf INTEGER, zeros INTEGER,
+  min REAL, max REAL, absmax REAL, min_nonzero_abs REAL, mean REAL, rms REAL,
+  fp16_overflow INTEGER, fp16_subnormal INTEGER, fp16_underflow INTEGER,
+  bf16_overflow INTEGER, bf16_subnormal INTEGER, bf16_underflow INTEGER,
+  PRIMARY KEY(pass_id, idx)) WITHOUT ROWID;
+CREATE TABLE comparisons(
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  seq INTEGER NOT NULL, precision TEXT NOT NULL, verdict TEXT NOT NULL,
+  max_abs_delta REAL, max_rel_delta REAL, UNIQUE(run_id, seq));
+CREATE INDEX comparisons_run ON comparisons(run_id);
+CREATE TABLE deltas(
+  comparison_id INTEGER NOT NULL REFERENCES comparisons(id) ON DELETE CASCADE,
+  sample_idx INTEGER NOT NULL, abs REAL, rel REAL, finite INTEGER, within INTEGER, worst_index INTEGER,
+  ref_decision INTEGER, amp_decision INTEGER,
+  PRIMARY KEY(comparison_id, sample_idx)) WITHOUT ROWID;
+CREATE TABLE flips(
+  comparison_id INTEGER NOT NULL REFERENCES comparisons(id) ON DELETE CASCADE,
+  seq INTEGER NOT NULL, sample_idx INTEGER NOT NULL, ref INTEGER, amp INTEGER, ref_margin REAL, amp_margin REAL,
+  PRIMARY KEY(comparison_id, seq)) WITHOUT ROWID;
+CREATE TABLE criteria_results(
+  comparison_id INTEGER NOT NULL REFERENCES comparisons(id) ON DELETE CASCADE,
+  seq INTEGER NOT NULL, name TEXT NOT NULL, passed INTEGER NOT NULL, detail TEXT, samples_json TEXT NOT NULL,
+  PRIMARY KEY(comparison_id, seq)) WITHOUT ROWID;
+CREATE TABLE annotations(
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  uuid TEXT NOT NULL UNIQUE, author TEXT NOT NULL, created_at TEXT NOT NULL,
+  target_kind TEXT NOT NULL CHECK(target_kind IN ('run','sample','layer')), target TEXT NOT NULL, text TEXT NOT NULL);
+CREATE INDEX annotations_run ON annotations(run_id);
+CREATE TRIGGER runs_criteria_immutable BEFORE UPDATE OF header_json, criteria_sha256, criteria_fixed_at ON runs
+BEGIN SELECT RAISE(ABORT, 'criteria are fixed before the first pass and cannot be edited'); END;
+)sql",
+        // v2: training runs (steps and checkpoints)
+        R"sql(
+CREATE TABLE training_steps(
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  step INTEGER NOT NULL, loss_ref REAL, loss_amp REAL, scale REAL, found_inf INTEGER, skipped INTEGER,
+  effective_updates INTEGER, grad_norm REAL, lr REAL, divergence REAL, nonfinite_stage TEXT, origin_json TEXT,
+  PRIMARY KEY(run_id, step)) WITHOUT ROWID;
+CREATE TABLE checkpoints(
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  step INTEGER NOT NULL, effective_updates INTEGER, path TEXT NOT NULL, sha256 TEXT, created_at TEXT NOT NULL);
+CREATE INDEX checkpoints_run ON checkpoints(run_id);
+)sql",
+    };
+    return m;
+}
+
+const std::map<std::string, std::vector<std::string>>& expected_tables() {
+    static const std::map<std::string, std::vector<std::string>> t = {
+        {"runs", {"id", "uuid", "kind", "status", "verdict", "error", "header_json", "started_at", "finished_at",
+                  "review_status", "reviewed_by", "reviewed_at"}},
+        {"samples", {"run_id", "idx", "sample_id", "tag"}},
+        {"passes", {"id", "run_id", "seq", "precision", "keep_fp32", "num_outputs", "outputs", "nonfinite_json",
+                    "origin_json", "quality", "seconds"}},
+        {"layers", {"pass_id", "idx", "module", "op", "dtype", "shape", "autocast", "inputs_finite", "origin"}},
+        {"comparisons", {"id", "run_id", "seq", "precision", "verdict", "max_abs_delta", "max_rel_delta"}},
+        {"deltas", {"comparison_id", "sample_idx", "abs", "rel", "finite", "within", "ref_decision", "amp_decision"}},
+        {"flips", {"comparison_id", "seq", "sample_idx", "ref", "amp", "ref_margin", "amp_margin"}},
+        {"criteria_results", {"comparison_id", "seq", "name", "passed", "detail", "samples_json"}},
+        {"annotations", {"id", "run_id", "uuid", "author", "created_at", "target_kind", "target", "text"}},
+        {"training_steps", {"run_id", "step"}},
+        {"checkpoints", {"id", "run_id", "step", "path"}},
+    };
+    return t;
+}
+
+}  // namespace ampscope::storage::schema

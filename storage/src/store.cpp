@@ -1,0 +1,315 @@
+// SPDX-License-Identifier: MIT
+// Opening, migrating and reading the run store.
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "ampscope/engine/errors.h"
+#include "ampscope/storage/store.h"
+#include "schema.h"
+#include "serialize.h"
+#include "sqlite.h"
+
+namespace ampscope::storage {
+
+using nlohmann::json;
+using sql::Stmt;
+
+std::string default_db_path(const std::string& flag) {
+    if (!flag.empty()) return flag;
+    if (const char* e = std::getenv("AMPSCOPE_DB"); e && *e) return e;
+    std::string base;
+    if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x) base = x;
+    else if (const char* h = std::getenv("HOME"); h && *h) base = std::string(h) + "/.local/share";
+    else base = ".";
+    return base + "/ampscope/runs.sqlite";
+}
+
+std::string host_name() {
+    char buf[256] = {0};
+    gethostname(buf, sizeof buf - 1);
+    return buf;
+}
+
+Store::Store(const std::string& path, Mode mode) : path_(path) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const bool exists = fs::exists(path, ec);
+    read_only_ = mode == Mode::ReadOnly;
+    if (!read_only_ && exists && access(path.c_str(), W_OK) != 0) read_only_ = true;  // not writable: read-only
+    if (!exists) {
+        if (read_only_) throw StoreError(path + ": no such file");
+        if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path(), ec);
+    } else if (fs::is_directory(path, ec)) {
+        throw StoreError(path + ": is a directory; expected an ampscope run database file");
+    }
+    const int flags = read_only_ ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    if (sqlite3_open_v2(path.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
+        std::string m = db_ ? sqlite3_errmsg(db_) : "cannot open";
+        sqlite3_close(db_);
+        db_ = nullptr;
+        throw StoreError(path + ": cannot open database: " + m);
+    }
+    // Files may come from others: defensive mode, no trust in schema-defined functions.
+    sqlite3_db_config(db_, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+    sqlite3_db_config(db_, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
+    sqlite3_db_config(db_, SQLITE_DBCONFIG_ENABLE_TRIGGER, 1, nullptr);
+    sqlite3_busy_timeout(db_, 15000);
+    try {
+        sql::exec(db_, "PRAGMA foreign_keys=ON");
+        const int v = schema_version();
+        if (v > kSchemaVersion)
+            throw StoreError(path + ": written by a newer ampscope (schema version " + std::to_string(v) +
+                             "); this ampscope reads schema versions up to " + std::to_string(kSchemaVersion) +
+                             ": update ampscope to open it");
+        if (!read_only_) {
+            sql::exec(db_, "PRAGMA journal_mode=WAL");
+            sql::exec(db_, "PRAGMA synchronous=NORMAL");
+            migrate();
+            mark_dead_runs_interrupted();
+        }
+    } catch (const sql::Error& e) {
+        sqlite3_close(db_);
+        db_ = nullptr;
+        std::string m = e.what();
+        if (m.find("not a database") != std::string::npos || m.find("malformed") != std::string::npos)
+            throw StoreError(path + ": not an ampscope run database (not a readable SQLite file): " + m);
+        throw StoreError(path + ": " + m);
+    } catch (...) {
+        sqlite3_close(db_);
+        db_ = nullptr;
+        throw;
+    }
+}
+
+Store::~Store() { sqlite3_close(db_); }
+
+int Store::schema_version() const {
+    Stmt s(db_, "PRAGMA user_version");
+    return s.step() ? int(s.i64(0)) : 0;
+}
+
+void Store::migrate() {
+    const auto& m = schema::migrations();
+    int v = schema_version();
+    while (v < int(m.size())) {
+        sql::Transaction t(db_);
+        sql::exec(db_, m[size_t(v)]);
+        sql::exec(db_, "PRAGMA user_version=" + std::to_string(v + 1));
+        t.commit();
+        ++v;
+    }
+}
+
+void Store::mark_dead_runs_interrupted() {
+    Stmt q(db_, "SELECT id, pid, host FROM runs WHERE status='running'");
+    std::vector<int64_t> dead;
+    const auto me = host_name();
+    while (q.step()) {
+        const int64_t pid = q.i64(1);
+        if (q.text(2) != me) continue;  // another machine's run: cannot tell
+        if (pid > 0 && (kill(pid_t(pid), 0) == 0 || errno != ESRCH)) continue;  // still alive
+        dead.push_back(q.i64(0));
+    }
+    for (auto id : dead) {
+        Stmt u(db_, "UPDATE runs SET status='interrupted', error='the recording process ended before the run finished' "
+                    "WHERE id=?1 AND status='running'");
+        u.bind(1, id).run();
+    }
+}
+
+std::vector<RunRow> Store::list_runs(const RunFilter& f) const {
+    Stmt s(db_, R"sql(
+SELECT r.uuid, r.kind, r.status, COALESCE(r.verdict,''), COALESCE(r.model_source,''), COALESCE(r.probes_source,''),
+       COALESCE(r.device,''), COALESCE(r.precisions,''), COALESCE(r.mode,''), r.started_at, COALESCE(r.finished_at,''),
+       r.review_status, COALESCE(r.error,''), COALESCE(r.probe_count,0),
+       (SELECT count(*) FROM annotations a WHERE a.run_id = r.id)
+FROM runs r
+WHERE (?1 = '' OR instr(r.model_source, ?1) > 0)
+  AND (?2 = '' OR instr(',' || r.precisions || ',', ',' || ?2 || ',') > 0)
+  AND (?3 = '' OR r.device = ?3) AND (?4 = '' OR r.verdict = ?4) AND (?5 = '' OR r.status = ?5)
+  AND (?6 = '' OR r.started_at >= ?6) AND (?7 = '' OR r.started_at <= ?7)
+ORDER BY r.started_at DESC, r.id DESC LIMIT ?8)sql");
+    s.bind(1, f.model).bind(2, f.precision).bind(3, f.device).bind(4, f.verdict).bind(5, f.status)
+        .bind(6, f.since).bind(7, f.until).bind(8, int64_t(f.limit));
+    std::vector<RunRow> out;
+    while (s.step()) {
+        RunRow r;
+        r.uuid = s.text(0); r.kind = s.text(1); r.status = s.text(2); r.verdict = s.text(3); r.model = s.text(4);
+        r.probes = s.text(5); r.device = s.text(6); r.precisions = s.text(7); r.mode = s.text(8);
+        r.started_at = s.text(9); r.finished_at = s.text(10); r.review_status = s.text(11); r.error = s.text(12);
+        r.samples = int(s.i64(13)); r.annotations = int(s.i64(14));
+        out.push_back(std::move(r));
+    }
+    return out;
+}
+
+std::string Store::resolve(const std::string& prefix) const {
+    if (prefix.empty()) throw InputError("RUN", "", "empty run id");
+    Stmt s(db_, "SELECT uuid FROM runs WHERE substr(uuid, 1, length(?1)) = ?1 LIMIT 2");
+    s.bind(1, prefix);
+    std::vector<std::string> found;
+    while (s.step()) found.push_back(s.text(0));
+    if (found.empty()) throw InputError(path_, "RUN", "no run '" + prefix + "' in this database (see `ampscope-cli list`)");
+    if (found.size() > 1) throw InputError(path_, "RUN", "'" + prefix + "' matches several runs; give more of the id");
+    return found[0];
+}
+
+namespace {
+std::vector<LayerStat> read_layers(sqlite3* db, int64_t pass_id) {
+    Stmt s(db, "SELECT idx, module, op, dtype, shape, autocast, inputs_finite, origin, count, nan, posinf, neginf, zeros, "
+               "min, max, absmax, min_nonzero_abs, mean, rms, fp16_overflow, fp16_subnormal, fp16_underflow, "
+               "bf16_overflow, bf16_subnormal, bf16_underflow FROM layers WHERE pass_id=?1 ORDER BY idx");
+    s.bind(1, pass_id);
+    std::vector<LayerStat> out;
+    while (s.step()) {
+        LayerStat l;
+        l.index = int(s.i64(0)); l.module = s.text(1); l.op = s.text(2); l.dtype = s.text(3);
+        l.shape = json::parse(s.text(4)).get<std::vector<int64_t>>();
+        l.autocast = s.i64(5); l.inputs_finite = s.i64(6); l.origin = s.i64(7);
+        auto& t = l.stats;
+        t.count = s.i64(8); t.nan = s.i64(9); t.posinf = s.i64(10); t.neginf = s.i64(11); t.zeros = s.i64(12);
+        t.min = s.f64(13); t.max = s.f64(14); t.absmax = s.f64(15); t.min_nonzero_abs = s.f64(16); t.mean = s.f64(17);
+        t.rms = s.f64(18); t.fp16_overflow = s.i64(19); t.fp16_subnormal = s.i64(20); t.fp16_underflow = s.i64(21);
+        t.bf16_overflow = s.i64(22); t.bf16_subnormal = s.i64(23); t.bf16_underflow = s.i64(24);
+        out.push_back(std::move(l));
+    }
+    return out;
+}
+}  // namespace
+
+std::string Store::status(const std::string& uuid) const {
+    Stmt s(db_, "SELECT status FROM runs WHERE uuid=?1");
+    s.bind(1, uuid);
+    return s.step() ? s.text(0) : std::string();
+}
+
+std::string Store::error(const std::string& uuid) const {
+    Stmt s(db_, "SELECT COALESCE(error,'') FROM runs WHERE uuid=?1");
+    s.bind(1, uuid);
+    return s.step() ? s.text(0) : std::string();
+}
+
+RunResult Store::load_run(const std::string& uuid) const {
+    RunResult r;
+    int64_t id = -1;
+    {
+        Stmt s(db_, "SELECT id, header_json, COALESCE(verdict,''), started_at, COALESCE(finished_at,''), warnings_json "
+                    "FROM runs WHERE uuid=?1");
+        s.bind(1, uuid);
+        if (!s.step()) throw InputError(path_, "RUN", "no run '" + uuid + "'");
+        id = s.i64(0);
+        try {
+            ser::read_header(json::parse(s.text(1)), r);
+            r.warnings = json::parse(s.text(5)).get<std::vector<std::string>>();
+        } catch (const json::exception& e) {
+            throw StoreError(path_ + ": run " + uuid + ": malformed header: " + e.what());
+        }
+        const auto v = s.text(2);
+        r.verdict = v == "accepted" ? Verdict::Accepted : v == "invalid_reference" ? Verdict::InvalidReference : Verdict::Rejected;
+        r.started_at = s.text(3);
+        r.finished_at = s.text(4);
+    }
+    r.run_id = uuid;
+    {
+        Stmt s(db_, "SELECT sample_id, tag FROM samples WHERE run_id=?1 ORDER BY idx");
+        s.bind(1, id);
+        while (s.step()) r.samples.push_back({s.text(0), s.text(1)});
+    }
+    {
+        Stmt s(db_, "SELECT id, precision, keep_fp32, num_outputs, outputs, nonfinite_json, origin_json, quality, seconds "
+                    "FROM passes WHERE run_id=?1 ORDER BY seq");
+        s.bind(1, id);
+        while (s.step()) {
+            PassResult p;
+            p.precision = parse_precision(s.text(1)).value_or(Precision::Fp32);
+            p.keep_fp32 = json::parse(s.text(2)).get<std::vector<std::string>>();
+            p.num_outputs = int(s.i64(3));
+            const size_t n = size_t(s.bytes(4)) / sizeof(float);
+            if (size_t(s.bytes(4)) != n * sizeof(float) || (p.num_outputs > 0 && n != r.samples.size() * size_t(p.num_outputs)))
+                throw StoreError(path_ + ": run " + uuid + ": pass outputs have " + std::to_string(s.bytes(4)) +
+                                 " bytes; expected " + std::to_string(r.samples.size() * size_t(p.num_outputs) * 4));
+            p.outputs.resize(n);
+            if (n) std::memcpy(p.outputs.data(), s.blob_ptr(4), n * sizeof(float));
+            p.nonfinite_samples = json::parse(s.text(5)).get<std::vector<std::string>>();
+            p.origin = s.is_null(6) ? std::nullopt : ser::read_origin(json::parse(s.text(6)));
+            if (!s.is_null(7)) p.quality = s.f64(7);
+            p.seconds = s.f64(8);
+            p.layers = read_layers(db_, s.i64(0));
+            r.passes.push_back(std::move(p));
+        }
+    }
+    {
+        Stmt s(db_, "SELECT id, precision, verdict, max_abs_delta, max_rel_delta FROM comparisons WHERE run_id=?1 ORDER BY seq");
+        s.bind(1, id);
+        while (s.step()) {
+            Comparison c;
+            const int64_t cid = s.i64(0);
+            c.precision = parse_precision(s.text(1)).value_or(Precision::Fp16);
+            c.verdict = s.text(2) == "accepted" ? Verdict::Accepted : Verdict::Rejected;
+            c.max_abs_delta = s.f64(3);
+            c.max_rel_delta = s.f64(4);
+            Stmt d(db_, "SELECT sample_idx, abs, rel, finite, within, worst_index, ref_decision, amp_decision "
+                        "FROM deltas WHERE comparison_id=?1 ORDER BY sample_idx");
+            d.bind(1, cid);
+            bool decisions = false;
+            while (d.step()) {
+                const auto i = size_t(d.i64(0));
+                if (i >= r.samples.size()) throw StoreError(path_ + ": run " + uuid + ": delta for unknown sample index");
+                SampleDelta x;
+                x.sample = r.samples[i].id; x.tag = r.samples[i].tag;
+                x.abs = d.f64(1); x.rel = d.f64(2); x.finite = d.i64(3); x.within_tolerance = d.i64(4);
+                x.worst_index = int(d.i64(5));
+                c.deltas.push_back(x);
+                if (!d.is_null(6)) {
+                    decisions = true;
+                    c.ref_decisions.push_back(int(d.i64(6)));
+                    c.amp_decisions.push_back(int(d.i64(7)));
+                }
+            }
+            if (!decisions) { c.ref_decisions.clear(); c.amp_decisions.clear(); }
+            Stmt f(db_, "SELECT sample_idx, ref, amp, ref_margin, amp_margin FROM flips WHERE comparison_id=?1 ORDER BY seq");
+            f.bind(1, cid);
+            while (f.step()) {
+                const auto i = size_t(f.i64(0));
+                if (i >= r.samples.size()) throw StoreError(path_ + ": run " + uuid + ": flip for unknown sample index");
+                c.flips.push_back({r.samples[i].id, r.samples[i].tag, int(f.i64(1)), int(f.i64(2)), f.f64(3), f.f64(4)});
+            }
+            Stmt k(db_, "SELECT name, passed, detail, samples_json FROM criteria_results WHERE comparison_id=?1 ORDER BY seq");
+            k.bind(1, cid);
+            while (k.step())
+                c.criteria.push_back({k.text(0), k.i64(1) != 0, k.text(2), json::parse(k.text(3)).get<std::vector<std::string>>()});
+            r.comparisons.push_back(std::move(c));
+        }
+    }
+    return r;
+}
+
+std::vector<LayerStat> Store::layers(const std::string& uuid, Precision p) const {
+    Stmt s(db_, "SELECT p.id FROM passes p JOIN runs r ON r.id = p.run_id WHERE r.uuid=?1 AND p.precision=?2");
+    s.bind(1, uuid).bind(2, to_string(p));
+    return s.step() ? read_layers(db_, s.i64(0)) : std::vector<LayerStat>{};
+}
+
+std::vector<Annotation> Store::annotations(const std::string& uuid) const {
+    Stmt s(db_, "SELECT a.uuid, a.author, a.created_at, a.target_kind, a.target, a.text FROM annotations a "
+                "JOIN runs r ON r.id = a.run_id WHERE r.uuid=?1 ORDER BY a.created_at, a.id");
+    s.bind(1, uuid);
+    std::vector<Annotation> out;
+    while (s.step()) out.push_back({s.text(0), s.text(1), s.text(2), s.text(3), s.text(4), s.text(5)});
+    return out;
+}
+
+Review Store::review(const std::string& uuid) const {
+    Stmt s(db_, "SELECT review_status, COALESCE(reviewed_by,''), COALESCE(reviewed_at,'') FROM runs WHERE uuid=?1");
+    s.bind(1, uuid);
+    if (!s.step()) throw InputError(path_, "RUN", "no run '" + uuid + "'");
+    return {s.text(0), s.text(1), s.text(2)};
+}
+
+}  // namespace ampscope::storage

@@ -1,0 +1,251 @@
+// SPDX-License-Identifier: MIT
+// Writing runs: the RunSink that records while a run progresses, and whole-run inserts.
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "ampscope/engine/errors.h"
+#include "ampscope/engine/hash.h"
+#include "ampscope/storage/store.h"
+#include "serialize.h"
+#include "sqlite.h"
+
+namespace ampscope::storage {
+
+std::string host_name();
+
+using nlohmann::json;
+using sql::Stmt;
+
+namespace {
+
+std::string precisions_of(const RunSpec& s) {
+    std::string out = "fp32";
+    for (auto p : s.precisions) out += "," + to_string(p);
+    return out;
+}
+
+int64_t insert_header(sqlite3* db, const RunResult& r, const std::string& status, int64_t pid) {
+    const std::string header = ser::header(r).dump();
+    Sha256 h;
+    h.update(ser::header(r).at("criteria").dump());
+    Stmt s(db, "INSERT INTO runs(uuid, kind, status, model_source, model_sha256, weights_sha256, probes_source, "
+               "probes_sha256, probe_count, device, precisions, mode, criteria_sha256, criteria_fixed_at, header_json, "
+               "tool_version, started_at, pid, host) VALUES(?1,'compare',?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18)");
+    s.bind(1, r.run_id).bind(2, status).bind(3, r.model.source).bind(4, r.model.sha256).bind(5, r.model.weights_sha256)
+        .bind(6, r.probes.source).bind(7, r.probes.sha256).bind(8, int64_t(r.samples.size())).bind(9, r.backend.device)
+        .bind(10, precisions_of(r.spec)).bind(11, to_string(r.spec.mode)).bind(12, h.hex()).bind(13, r.criteria.fixed_at)
+        .bind(14, header).bind(15, r.tool_version).bind(16, r.started_at).bind(17, pid).bind(18, host_name());
+    s.run();
+    const int64_t id = sqlite3_last_insert_rowid(db);
+    Stmt smp(db, "INSERT INTO samples(run_id, idx, sample_id, tag) VALUES(?1,?2,?3,?4)");
+    for (size_t i = 0; i < r.samples.size(); ++i) {
+        smp.bind(1, id).bind(2, int64_t(i)).bind(3, r.samples[i].id).bind(4, r.samples[i].tag);
+        smp.run();
+    }
+    return id;
+}
+
+void insert_pass(sqlite3* db, int64_t run_id, int seq, const PassResult& p) {
+    Stmt s(db, "INSERT INTO passes(run_id, seq, precision, keep_fp32, num_outputs, outputs, nonfinite_json, origin_json, "
+               "quality, seconds) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)");
+    s.bind(1, run_id).bind(2, seq).bind(3, to_string(p.precision)).bind(4, json(p.keep_fp32).dump())
+        .bind(5, p.num_outputs).bind_blob(6, p.outputs.data(), p.outputs.size() * sizeof(float))
+        .bind(7, json(p.nonfinite_samples).dump());
+    if (p.origin) s.bind(8, ser::origin(p.origin).dump()); else s.bind_null(8);
+    if (p.quality) s.bind(9, *p.quality); else s.bind_null(9);
+    s.bind(10, p.seconds);
+    s.run();
+    const int64_t pass_id = sqlite3_last_insert_rowid(db);
+    Stmt l(db, "INSERT INTO layers VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25,?26)");
+    for (const auto& x : p.layers) {
+        const auto& t = x.stats;
+        l.bind(1, pass_id).bind(2, x.index).bind(3, x.module).bind(4, x.op).bind(5, x.dtype).bind(6, json(x.shape).dump())
+            .bind(7, x.autocast).bind(8, x.inputs_finite).bind(9, x.origin).bind(10, t.count).bind(11, t.nan)
+            .bind(12, t.posinf).bind(13, t.neginf).bind(14, t.zeros).bind(15, t.min).bind(16, t.max).bind(17, t.absmax)
+            .bind(18, t.min_nonzero_abs).bind(19, t.mean).bind(20, t.rms).bind(21, t.fp16_overflow)
+            .bind(22, t.fp16_subnormal).bind(23, t.fp16_underflow).bind(24, t.bf16_overflow).bind(25, t.bf16_subnormal)
+            .bind(26, t.bf16_underflow);
+        l.run();
+    }
+}
+
+void insert_comparison(sqlite3* db, int64_t run_id, int seq, const Comparison& c, const std::vector<SampleInfo>& samples) {
+    Stmt s(db, "INSERT INTO comparisons(run_id, seq, precision, verdict, max_abs_delta, max_rel_delta) VALUES(?1,?2,?3,?4,?5,?6)");
+    s.bind(1, run_id).bind(2, seq).bind(3, to_string(c.precision)).bind(4, to_string(c.verdict))
+        .bind(5, c.max_abs_delta).bind(6, c.max_rel_delta);
+    s.run();
+    const int64_t cid = sqlite3_last_insert_rowid(db);
+    std::map<std::string, int64_t> index;
+    for (size_t i = 0; i < samples.size(); ++i) index[samples[i].id] = int64_t(i);
+    Stmt d(db, "INSERT INTO deltas VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9)");
+    for (size_t i = 0; i < c.deltas.size(); ++i) {
+        const auto& x = c.deltas[i];
+        d.bind(1, cid).bind(2, index.at(x.sample)).bind(3, x.abs).bind(4, x.rel).bind(5, x.finite)
+            .bind(6, x.within_tolerance).bind(7, x.worst_index);
+        if (i < c.ref_decisions.size()) d.bind(8, c.ref_decisions[i]).bind(9, c.amp_decisions[i]);
+        else d.bind_null(8).bind_null(9);
+        d.run();
+    }
+    Stmt f(db, "INSERT INTO flips VALUES(?1,?2,?3,?4,?5,?6,?7)");
+    for (size_t i = 0; i < c.flips.size(); ++i) {
+        const auto& x = c.flips[i];
+        f.bind(1, cid).bind(2, int64_t(i)).bind(3, index.at(x.sample)).bind(4, x.ref).bind(5, x.amp)
+            .bind(6, x.ref_margin).bind(7, x.amp_margin);
+        f.run();
+    }
+    Stmt k(db, "INSERT INTO criteria_results VALUES(?1,?2,?3,?4,?5,?6)");
+    for (size_t i = 0; i < c.criteria.size(); ++i) {
+        const auto& x = c.criteria[i];
+        k.bind(1, cid).bind(2, int64_t(i)).bind(3, x.name).bind(4, x.passed).bind(5, x.detail).bind(6, json(x.samples).dump());
+        k.run();
+    }
+}
+
+void finish(sqlite3* db, int64_t run_id, const std::string& status, const std::string& verdict, const std::string& error,
+            const std::string& finished_at, const std::vector<std::string>& warnings) {
+    Stmt s(db, "UPDATE runs SET status=?2, verdict=NULLIF(?3,''), error=NULLIF(?4,''), finished_at=?5, warnings_json=?6 WHERE id=?1");
+    s.bind(1, run_id).bind(2, status).bind(3, verdict).bind(4, error).bind(5, finished_at).bind(6, json(warnings).dump());
+    s.run();
+}
+
+void insert_annotation(sqlite3* db, int64_t run_id, const Annotation& a) {
+    Stmt s(db, "INSERT INTO annotations(run_id, uuid, author, created_at, target_kind, target, text) VALUES(?1,?2,?3,?4,?5,?6,?7)");
+    s.bind(1, run_id).bind(2, a.uuid).bind(3, a.author).bind(4, a.created_at).bind(5, a.target_kind).bind(6, a.target).bind(7, a.text);
+    s.run();
+}
+
+int64_t run_pk(sqlite3* db, const std::string& uuid) {
+    Stmt s(db, "SELECT id FROM runs WHERE uuid=?1");
+    s.bind(1, uuid);
+    if (!s.step()) throw InputError("", "RUN", "no run '" + uuid + "'");
+    return s.i64(0);
+}
+
+void require_writable(const Store& s) {
+    if (s.read_only()) throw StoreError(s.path() + ": opened read-only (the file is not writable)");
+}
+
+}  // namespace
+
+// ---- RunWriter ------------------------------------------------------------------------------
+
+void RunWriter::run_started(const RunResult& header) {
+    require_writable(store_);
+    sql::Transaction t(store_.db_);
+    run_id_ = insert_header(store_.db_, header, "running", int64_t(getpid()));
+    t.commit();
+    uuid_ = header.run_id;
+    samples_ = header.samples;
+    passes_ = 0;
+    comparisons_ = 0;
+}
+
+void RunWriter::pass_finished(const PassResult& pass) {
+    sql::Transaction t(store_.db_);
+    insert_pass(store_.db_, run_id_, passes_++, pass);
+    t.commit();
+}
+
+void RunWriter::comparison_finished(const Comparison& cmp) {
+    sql::Transaction t(store_.db_);
+    insert_comparison(store_.db_, run_id_, comparisons_++, cmp, samples_);
+    t.commit();
+}
+
+void RunWriter::run_finished(const RunResult& r) {
+    sql::Transaction t(store_.db_);
+    finish(store_.db_, run_id_, "completed", to_string(r.verdict), "", r.finished_at, r.warnings);
+    t.commit();
+}
+
+void RunWriter::run_failed(const std::string& status, const std::string& message) {
+    if (run_id_ < 0) return;
+    sql::Transaction t(store_.db_);
+    finish(store_.db_, run_id_, status, "", message, now_iso8601(), {});
+    t.commit();
+}
+
+// ---- Store writes ---------------------------------------------------------------------------
+
+bool Store::insert_run(const RunResult& r, const std::string& status, const std::string& error,
+                       const std::vector<Annotation>& notes, const Review& review) {
+    require_writable(*this);
+    {
+        Stmt s(db_, "SELECT 1 FROM runs WHERE uuid=?1");
+        s.bind(1, r.run_id);
+        if (s.step()) return false;
+    }
+    sql::Transaction t(db_);
+    const int64_t id = insert_header(db_, r, status, 0);
+    for (size_t i = 0; i < r.passes.size(); ++i) insert_pass(db_, id, int(i), r.passes[i]);
+    for (size_t i = 0; i < r.comparisons.size(); ++i) insert_comparison(db_, id, int(i), r.comparisons[i], r.samples);
+    finish(db_, id, status, status == "completed" ? to_string(r.verdict) : "", error, r.finished_at, r.warnings);
+    for (const auto& a : notes) insert_annotation(db_, id, a);
+    Stmt rv(db_, "UPDATE runs SET review_status=?2, reviewed_by=NULLIF(?3,''), reviewed_at=NULLIF(?4,'') WHERE id=?1");
+    rv.bind(1, id).bind(2, review.status).bind(3, review.by).bind(4, review.at);
+    rv.run();
+    t.commit();
+    return true;
+}
+
+void Store::annotate(const std::string& uuid, Annotation a) {
+    require_writable(*this);
+    if (a.text.empty()) throw InputError("TEXT", "", "empty annotation; expected some text");
+    const int64_t id = run_pk(db_, uuid);
+    if (a.target_kind == "sample") {
+        Stmt s(db_, "SELECT 1 FROM samples WHERE run_id=?1 AND sample_id=?2");
+        s.bind(1, id).bind(2, a.target);
+        if (!s.step()) throw InputError("--sample", "", "run " + uuid + " has no sample '" + a.target + "'");
+    } else if (a.target_kind == "layer") {
+        // target "PRECISION:INDEX" or "INDEX" (first AMP pass with that layer)
+        const auto colon = a.target.find(':');
+        const std::string prec = colon == std::string::npos ? "" : a.target.substr(0, colon);
+        const std::string idx = colon == std::string::npos ? a.target : a.target.substr(colon + 1);
+        Stmt s(db_, "SELECT p.precision FROM layers l JOIN passes p ON p.id = l.pass_id WHERE p.run_id=?1 AND l.idx=?2 "
+                    "AND (?3 = '' OR p.precision = ?3) ORDER BY p.seq DESC LIMIT 1");
+        char* end = nullptr;
+        const long v = std::strtol(idx.c_str(), &end, 10);
+        if (idx.empty() || *end) throw InputError("--layer", "", "'" + a.target + "' is not a layer index (expected N or PRECISION:N)");
+        s.bind(1, id).bind(2, int64_t(v)).bind(3, prec);
+        if (!s.step()) throw InputError("--layer", "", "run " + uuid + " has no layer " + a.target);
+        a.target = s.text(0) + ":" + std::to_string(v);
+    } else if (a.target_kind != "run") {
+        throw InputError("annotation", "target", "expected run, sample or layer");
+    }
+    if (a.uuid.empty()) a.uuid = make_uuid();
+    if (a.created_at.empty()) a.created_at = now_iso8601();
+    if (a.author.empty()) {
+        const char* u = std::getenv("USER");
+        a.author = u && *u ? u : "unknown";
+    }
+    sql::Transaction t(db_);
+    insert_annotation(db_, id, a);
+    t.commit();
+}
+
+void Store::set_review(const std::string& uuid, const std::string& status, const std::string& by) {
+    require_writable(*this);
+    if (status != "open" && status != "accepted" && status != "rejected")
+        throw InputError("review", "status", "'" + status + "'; expected open, accepted or rejected");
+    const int64_t id = run_pk(db_, uuid);
+    std::string who = by;
+    if (who.empty()) {
+        const char* u = std::getenv("USER");
+        who = u && *u ? u : "unknown";
+    }
+    Stmt s(db_, "UPDATE runs SET review_status=?2, reviewed_by=?3, reviewed_at=?4 WHERE id=?1");
+    s.bind(1, id).bind(2, status).bind(3, who).bind(4, now_iso8601());
+    s.run();
+}
+
+void Store::delete_run(const std::string& uuid) {
+    require_writable(*this);
+    const int64_t id = run_pk(db_, uuid);
+    Stmt s(db_, "DELETE FROM runs WHERE id=?1");
+    s.bind(1, id);
+    s.run();
+}
+
+}  // namespace ampscope::storage
