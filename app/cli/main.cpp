@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -20,6 +21,9 @@
 using namespace ampscope;
 
 namespace {
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_sigint(int) { g_interrupted.store(true); }
 
 enum Exit { kOk = 0, kRejected = 1, kBadInput = 2, kRuntime = 3, kInterrupted = 130 };
 
@@ -40,6 +44,7 @@ public:
         if (done == total) std::fprintf(stderr, "\r\033[K");
         std::fflush(stderr);
     }
+    bool cancel_requested() const override { return g_interrupted.load() || cancel.load(); }
     void clear() {
         if (enabled_) std::fprintf(stderr, "\r\033[K");
     }
@@ -50,10 +55,7 @@ private:
     std::chrono::steady_clock::time_point last_{};
 };
 
-TerminalProgress* g_progress = nullptr;
-extern "C" void on_sigint(int) {
-    if (g_progress) g_progress->cancel.store(true);
-}
+
 
 std::string read_file(const std::string& path, const std::string& what) {
     std::ifstream in(path, std::ios::binary);
@@ -87,6 +89,9 @@ int report(const std::exception& e, int code) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    // Ctrl-C / SIGTERM: finish the current batch, record the run as cancelled, exit 130.
+    std::signal(SIGINT, on_sigint);
+    std::signal(SIGTERM, on_sigint);
     CLI::App app{"ampscope-cli: is it safe to run this model in mixed precision? Runs an FP32 reference pass and "
                  "autocast FP16/BF16 passes on a fixed probe set, compares scores and decisions against criteria "
                  "fixed before the run, and names where NaN/Inf is born."};
@@ -182,9 +187,6 @@ int main(int argc, char** argv) {
             spec.inspect = !no_inspect;
 
             TerminalProgress progress(isatty(STDERR_FILENO) && !quiet);
-            g_progress = &progress;
-            std::signal(SIGINT, on_sigint);
-            std::signal(SIGTERM, on_sigint);
             std::unique_ptr<storage::Store> store;
             std::unique_ptr<storage::RunWriter> writer;
             if (!no_db) {
@@ -192,6 +194,7 @@ int main(int argc, char** argv) {
                 writer = std::make_unique<storage::RunWriter>(*store);
             }
             RunResult r = run_comparison(spec, writer.get(), &progress);
+            if (g_interrupted) throw Cancelled();
             progress.clear();
             if (store && !quiet && json_path != "-") std::cout << "recorded as run " << r.run_id << " in " << store->path() << "\n";
             if (!quiet && json_path != "-") cli::print_run_summary(std::cout, r, layers, isatty(STDOUT_FILENO));

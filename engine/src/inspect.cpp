@@ -5,6 +5,8 @@
 #include <ATen/record_function.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <set>
 
@@ -183,6 +185,8 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     auto* s = tls_state;
     if (!s || s->busy) return nullptr;
     auto c = std::make_unique<Ctx>();
+    static const bool trace = std::getenv("AMPSCOPE_TRACE_OPS") != nullptr;
+    if (trace) std::fprintf(stderr, "%*s> %s\n", 2 * s->depth, "", fn.name());
     c->top = s->depth++ == 0;
     if (c->top) {
         const auto& scope = pass_context().scope;
@@ -203,6 +207,8 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
     auto* s = tls_state;
     if (!s || !ctx) return;
     s->depth--;
+    static const bool trace = std::getenv("AMPSCOPE_TRACE_OPS") != nullptr;
+    if (trace) std::fprintf(stderr, "%*s< %s\n", 2 * s->depth, "", fn.name());
     auto* c = static_cast<Ctx*>(ctx);
     if (!c->top || s->busy) return;
     s->busy = true;
