@@ -140,6 +140,20 @@ int main(int argc, char** argv) {
     backend->add_flag("--json", backend_json, "print JSON");
     backend->add_option("--device", backend_device, "cpu | cuda | cuda:N (default: the default device)");
 
+    // ---- ops ----
+    auto* ops = app.add_subcommand("ops", "operator coverage: the ops a model runs, which autocast keeps in FP32, "
+                                          "and which have no kernel for the target device and dtype");
+    RunSpec ops_spec;
+    std::string ops_precision = "fp16";
+    bool ops_json = false;
+    ops->add_option("--model", ops_spec.model, "demo:NAME or a TorchScript file")->required();
+    ops->add_option("--probes", ops_spec.probes, "probe file whose first sample drives the forward (default: demo)")
+        ->default_str("demo");
+    ops->add_option("--device", ops_spec.device, "cpu | cuda | cuda:N");
+    ops->add_option("--precision", ops_precision, "fp16 | bf16")->default_str("fp16");
+    ops->add_option("--seed", ops_spec.seed, "seed for demo weights")->default_val(0);
+    ops->add_flag("--json", ops_json, "print JSON");
+
     auto store_command = cli::add_store_commands(app);
 
     try {
@@ -155,6 +169,20 @@ int main(int argc, char** argv) {
             if (backend_json) std::cout << json::backend_to_json(b) << std::endl;
             else cli::print_backend(std::cout, b);
             return kOk;
+        }
+        if (*ops) {
+            auto p = parse_precision(ops_precision);
+            if (!p || *p == Precision::Fp32) throw InputError("--precision", "", "'" + ops_precision + "'; expected fp16 or bf16");
+            ops_spec.precisions = {*p};
+            const auto rep = op_coverage(ops_spec);
+            if (ops_json) {
+                std::cout << json::ops_to_json(rep) << std::endl;
+            } else {
+                cli::print_ops(std::cout, rep);
+            }
+            int failing = 0;
+            for (const auto& o : rep.ops) failing += !o.kernel_ok;
+            return failing ? kRejected : kOk;
         }
         if (*run) {
             spec.precisions.clear();

@@ -46,6 +46,27 @@ void print_backend(std::ostream& os, const BackendReport& b) {
     for (const auto& n : b.notes) os << "note     " << n << "\n";
 }
 
+void print_ops(std::ostream& os, const OpsReport& r) {
+    os << "operator coverage of " << r.model << " for " << to_string(r.precision) << " on " << r.backend.device << " ("
+       << r.backend.kind << ", torch " << r.backend.torch_version << ")\n";
+    os << "  " << pad("op", 30) << pad("calls", 7) << pad("autocast out", 14) << pad("kernel", 8) << "modules\n";
+    int failing = 0, fp32 = 0;
+    for (const auto& o : r.ops) {
+        std::string mods;
+        for (size_t i = 0; i < std::min<size_t>(3, o.modules.size()); ++i)
+            mods += (i ? ", " : "") + (o.modules[i].empty() ? std::string("(root)") : o.modules[i]);
+        if (o.modules.size() > 3) mods += ", ...";
+        os << "  " << pad(o.op, 30) << pad(std::to_string(o.calls), 7)
+           << pad(o.amp_output_dtype + (o.autocast_fp32 ? " (fp32)" : ""), 14) << pad(o.kernel_ok ? "ok" : "MISSING", 8)
+           << mods << "\n";
+        if (!o.kernel_ok) os << "      " << o.error << "\n";
+        failing += !o.kernel_ok;
+        fp32 += o.autocast_fp32;
+    }
+    os << r.ops.size() << " ops; " << fp32 << " run in FP32 under autocast; " << failing << " without a "
+       << to_string(r.precision) << " kernel on " << r.backend.device << "\n";
+}
+
 void print_layers(std::ostream& os, const PassResult& p, bool color) {
     const double fmax = p.precision == Precision::Bf16 ? 3.3895e38 : 65504.0;
     os << "  layers of the " << to_string(p.precision) << " pass (" << p.layers.size() << " ops; headroom = log2("

@@ -17,4 +17,6 @@ void print_layers(std::ostream& os, const PassResult& p, bool color);
 
 void print_backend(std::ostream& os, const BackendReport& b);
 
+void print_ops(std::ostream& os, const OpsReport& r);
+
 }  // namespace ampscope::cli

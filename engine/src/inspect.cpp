@@ -155,6 +155,7 @@ const std::set<std::string>& view_ops() {
 
 struct Ctx : at::ObserverContext {
     bool top = false;
+    std::vector<c10::IValue> captured_inputs;
     std::string module;
     bool autocast = false;
     std::vector<at::Tensor> inputs;
@@ -174,6 +175,8 @@ struct OpObserver::State {
     std::vector<int> row_origin;            ///< per global row: op index, -1 none
     std::vector<bool> row_nonfinite_seen;   ///< per row of the current batch
     bool batch_nonfinite_seen = false;
+    bool capture = false;
+    std::vector<OpObserver::Captured> captured;
 
     void on_end(Ctx& c, const at::RecordFunction& fn);
 };
@@ -193,6 +196,9 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
         c->module = scope.empty() ? std::string() : scope.back();
         c->autocast = at::autocast::is_autocast_enabled(pass_context().device_type);
         s->busy = true;
+        if (s->capture)
+            for (const auto& v : fn.inputs())  // copies: in-place ops would change them later
+                c->captured_inputs.push_back(v.isTensor() && v.toTensor().defined() ? c10::IValue(v.toTensor().clone()) : v);
         for (const auto& v : fn.inputs()) {
             if (v.isTensor() && floating(v.toTensor())) c->inputs.push_back(v.toTensor());
             else if (v.isTensorList())
@@ -226,6 +232,14 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
 void OpObserver::State::on_end(Ctx& c, const at::RecordFunction& fn) {
     const std::string name = fn.name();
     if (view_ops().count(name)) return;
+    if (capture) {
+        std::string full = name;
+        if (auto on = fn.operator_name(); on && !on->overload_name.empty()) full += "." + on->overload_name;
+        std::string odt;
+        for (const auto& v : fn.outputs())
+            if (v.isTensor() && v.toTensor().defined()) { odt = c10::toString(v.toTensor().scalar_type()); break; }
+        captured.push_back({full, c.module, std::move(c.captured_inputs), odt});
+    }
     std::vector<at::Tensor> outs;
     for (const auto& v : fn.outputs()) {
         if (v.isTensor() && floating(v.toTensor())) outs.push_back(v.toTensor());
@@ -297,6 +311,8 @@ void OpObserver::begin_batch(int64_t first_row, int64_t rows) {
 void OpObserver::end_batch() { s_->busy = true; }
 
 std::vector<LayerStat> OpObserver::layers() const { return s_->layers; }
+void OpObserver::set_capture(bool on) { s_->capture = on; }
+const std::vector<OpObserver::Captured>& OpObserver::captured() const { return s_->captured; }
 const std::vector<int>& OpObserver::row_origin() const { return s_->row_origin; }
 
 }  // namespace ampscope::detail

@@ -109,6 +109,17 @@ public:
     /// Origin per sample row: first op index whose inputs were finite and output was not.
     const std::vector<int>& row_origin() const;
 
+    /// Capture mode (operator coverage): keeps each top-level op's handle and a copy of its
+    /// inputs, in call order, instead of statistics only.
+    struct Captured {
+        std::string op;  ///< name with overload
+        std::string module;
+        std::vector<c10::IValue> inputs;
+        std::string output_dtype;
+    };
+    void set_capture(bool on);
+    const std::vector<Captured>& captured() const;
+
     struct State;
 
 private:

@@ -6,6 +6,7 @@
 #include <ATen/Context.h>
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/cuda.h>
 #include <torch/utils.h>
 #include <torch/version.h>
@@ -251,6 +252,90 @@ BackendReport backend_report(const std::string& device) {
             b.cudnn_version = std::to_string(at::detail::getCUDAHooks().versionCuDNN());
     }
     return b;
+}
+
+OpsReport op_coverage(const RunSpec& spec) {
+    using namespace detail;
+    OpsReport rep;
+    if (spec.precisions.empty() || spec.precisions[0] == Precision::Fp32)
+        throw InputError("--precision", "", "expected fp16 or bf16");
+    rep.precision = spec.precisions[0];
+    rep.model = spec.model;
+    rep.backend = backend_report(spec.device);
+    const at::Device device = parse_device(rep.backend.device);
+    auto model = load_model(spec.model, spec.seed);
+    auto probes = load_probes(spec.probes, *model, spec.seed);
+    model->to_device(device);
+    model->set_train(spec.mode == Mode::Train);
+    std::vector<at::Tensor> in;
+    for (const auto& t : probes.inputs) in.push_back(t.slice(0, 0, 1).to(device));
+    auto& ctx = pass_context();
+    ctx.device_type = device.type();
+    ctx.keep_fp32.clear();
+    ctx.observing = true;
+    at::NoGradGuard no_grad;
+    auto capture = [&](Precision p) {
+        OpObserver obs(1);
+        obs.set_capture(true);
+        obs.begin_batch(0, 1);
+        {
+            AutocastGuard guard(device.type(), p);
+            model->forward(in);
+        }
+        obs.end_batch();
+        return obs.captured();
+    };
+    const auto ref = capture(Precision::Fp32);
+    const auto amp = capture(rep.precision);
+    const auto dtype = dtype_of(rep.precision);
+    std::map<std::string, size_t> index;
+    for (size_t i = 0; i < ref.size(); ++i) {
+        const auto& c = ref[i];
+        auto [it, fresh] = index.emplace(c.op, rep.ops.size());
+        if (fresh) {
+            OpCoverage oc;
+            oc.op = c.op;
+            for (const auto& v : c.inputs)
+                if (v.isTensor() && v.toTensor().defined() && v.toTensor().is_floating_point())
+                    oc.input_dtypes.push_back(c10::toString(v.toTensor().scalar_type()));
+            // kernel check: the same call with floating inputs in the target dtype, autocast off
+            const auto dot = c.op.find('.');
+            const c10::OperatorName name(c.op.substr(0, dot), dot == std::string::npos ? "" : c.op.substr(dot + 1));
+            auto handle = c10::Dispatcher::singleton().findOp(name);
+            if (!handle) {
+                oc.kernel_ok = false;
+                oc.error = "not a dispatcher op";
+            } else {
+                std::vector<c10::IValue> stack;
+                for (const auto& v : c.inputs) {
+                    if (v.isTensor() && v.toTensor().defined() && v.toTensor().is_floating_point())
+                        stack.emplace_back(v.toTensor().to(device).to(dtype));
+                    else if (v.isTensor() && v.toTensor().defined())
+                        stack.emplace_back(v.toTensor().to(device));
+                    else
+                        stack.push_back(v);
+                }
+                try {
+                    AutocastGuard off(device.type(), Precision::Fp32);
+                    handle->callBoxed(&stack);
+                } catch (const std::exception& e) {
+                    oc.kernel_ok = false;
+                    const auto* ce = dynamic_cast<const c10::Error*>(&e);
+                    oc.error = first_line(ce ? ce->what_without_backtrace() : e.what());
+                }
+            }
+            rep.ops.push_back(std::move(oc));
+        }
+        auto& oc = rep.ops[it->second];
+        oc.calls++;
+        if (std::find(oc.modules.begin(), oc.modules.end(), c.module) == oc.modules.end()) oc.modules.push_back(c.module);
+        if (i < amp.size() && amp[i].op == c.op && oc.amp_output_dtype.empty()) {
+            oc.amp_output_dtype = amp[i].output_dtype;
+            oc.autocast_fp32 = amp[i].output_dtype == "Float";
+        }
+    }
+    ctx.observing = false;
+    return rep;
 }
 
 RunResult run_comparison(const RunSpec& spec, RunSink* sink, ProgressObserver* progress) {

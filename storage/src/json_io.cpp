@@ -135,6 +135,19 @@ Criteria parse_criteria(const std::string& text, const std::string& file, Criter
 
 std::string criteria_to_json(const Criteria& c) { return criteria_json(c).dump(2); }
 
+std::string ops_to_json(const OpsReport& r, int indent) {
+    ordered_json j;
+    j["model"] = r.model;
+    j["precision"] = to_string(r.precision);
+    j["backend"] = backend_json(r.backend);
+    j["ops"] = ordered_json::array();
+    for (const auto& o : r.ops)
+        j["ops"].push_back({{"op", o.op}, {"calls", o.calls}, {"modules", o.modules}, {"input_dtypes", o.input_dtypes},
+                            {"amp_output_dtype", o.amp_output_dtype}, {"autocast_fp32", o.autocast_fp32},
+                            {"kernel_ok", o.kernel_ok}, {"error", o.error}});
+    return j.dump(indent);
+}
+
 std::string backend_to_json(const BackendReport& b, int indent) { return backend_json(b).dump(indent); }
 
 std::string run_to_json(const RunResult& r, bool with_outputs, int indent) {

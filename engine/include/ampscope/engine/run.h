@@ -99,6 +99,31 @@ public:
 RunResult run_comparison(const RunSpec& spec, RunSink* sink = nullptr,
                          ProgressObserver* progress = nullptr);
 
+/// Operator coverage of a model for a device and AMP dtype (`ampscope-cli ops`).
+struct OpCoverage {
+    std::string op;                         ///< ATen op with overload, e.g. "aten::add.Tensor"
+    std::vector<std::string> modules;       ///< module paths where it runs
+    int calls = 0;                          ///< calls in one forward
+    std::vector<std::string> input_dtypes;  ///< floating input dtypes in the FP32 pass
+    std::string amp_output_dtype;           ///< output dtype under autocast
+    bool autocast_fp32 = false;             ///< autocast runs it in FP32 (fp32 policy or promotion)
+    bool kernel_ok = true;                  ///< runs with its floating inputs in the target dtype
+    std::string error;                      ///< why not, when kernel_ok is false
+};
+
+struct OpsReport {
+    BackendReport backend;
+    Precision precision = Precision::Fp16;
+    std::string model;
+    std::vector<OpCoverage> ops;
+};
+
+/// Runs one sample through the model in FP32 and under autocast, then calls every observed
+/// op signature again with its floating inputs in the target dtype (autocast off) to see
+/// whether the device has a kernel for it. Uses spec.model, .probes, .device, .seed and
+/// spec.precisions[0].
+OpsReport op_coverage(const RunSpec& spec);
+
 /// What would run on `device` ("" = default device). Throws InputError for a malformed
 /// device string, BackendError for a device that is absent.
 BackendReport backend_report(const std::string& device = "");

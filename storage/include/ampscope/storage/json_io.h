@@ -21,6 +21,9 @@ std::string criteria_to_json(const Criteria& c);
 /// sample) and comparisons[].decisions.
 std::string run_to_json(const RunResult& r, bool with_outputs = false, int indent = 2);
 
+/// Operator coverage as JSON.
+std::string ops_to_json(const OpsReport& r, int indent = 2);
+
 /// The backend report as JSON.
 std::string backend_to_json(const BackendReport& b, int indent = 2);
 
