@@ -16,7 +16,7 @@ done
 bash tools/bootstrap.sh
 extra=()
 # Without Qt (e.g. bootstrap --no-qt) the GUI is left out instead of failing the configure.
-if [ "$preset" = dev ] && ! [ -f /usr/lib/x86_64-linux-gnu/cmake/Qt6Charts/Qt6ChartsConfig.cmake ]; then
+if [ "$preset" = dev ] && ! [ -f /usr/lib/x86_64-linux-gnu/cmake/Qt6OpenGL/Qt6OpenGLConfig.cmake ]; then
   extra+=(-DAMPSCOPE_BUILD_UI=OFF)
 fi
 echo "[test] configure ($preset)"

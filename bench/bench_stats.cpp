@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: MIT
+// Fused statistics vs torch::sum and vs the same statistics from separate ATen ops;
+// instrumented vs plain AMP pass of demo:transformer on the CPU.
+#include <benchmark/benchmark.h>
+
+#include <ATen/ATen.h>
+
+#include "ampscope/engine/run.h"
+#include "internal.h"
+
+namespace {
+
+constexpr int64_t kBytes = 64ll << 20;  // 64 MiB
+
+at::Tensor tensor_of(at::ScalarType dt) {
+    const int64_t n = kBytes / int64_t(c10::elementSize(dt));
+    return (at::randn({n}) * 100).to(dt);
+}
+
+void BM_FusedStats(benchmark::State& st, at::ScalarType dt) {
+    auto t = tensor_of(dt);
+    for (auto _ : st) benchmark::DoNotOptimize(ampscope::detail::tensor_stats(t));
+    st.SetBytesProcessed(int64_t(st.iterations()) * kBytes);
+}
+
+void BM_TorchSum(benchmark::State& st, at::ScalarType dt) {
+    auto t = tensor_of(dt);
+    for (auto _ : st) benchmark::DoNotOptimize(t.sum());
+    st.SetBytesProcessed(int64_t(st.iterations()) * kBytes);
+}
+
+/// What a user writes without ampscope: one ATen reduction per statistic.
+void BM_SeparateAtenOps(benchmark::State& st, at::ScalarType dt) {
+    auto t = tensor_of(dt);
+    for (auto _ : st) {
+        auto f = t.to(at::kFloat);
+        auto a = f.abs();
+        auto fin = f.isfinite();
+        auto nz = a > 0;
+        benchmark::DoNotOptimize(f.isnan().sum());
+        benchmark::DoNotOptimize(f.isposinf().sum());
+        benchmark::DoNotOptimize(f.isneginf().sum());
+        benchmark::DoNotOptimize((f == 0).sum());
+        auto ff = f.masked_select(fin);
+        benchmark::DoNotOptimize(ff.min());
+        benchmark::DoNotOptimize(ff.max());
+        benchmark::DoNotOptimize(a.masked_select(fin).max());
+        benchmark::DoNotOptimize(a.masked_select(nz & fin).min());
+        benchmark::DoNotOptimize(ff.mean());
+        benchmark::DoNotOptimize(ff.pow(2).mean().sqrt());
+        benchmark::DoNotOptimize((a > 65504).sum());
+        benchmark::DoNotOptimize((nz & (a < 6.1035e-5)).sum());
+        benchmark::DoNotOptimize((nz & (a < 5.96e-8)).sum());
+        benchmark::DoNotOptimize((a > 3.3895e38).sum());
+        benchmark::DoNotOptimize((nz & (a < 1.1755e-38)).sum());
+        benchmark::DoNotOptimize((nz & (a < 9.18e-41)).sum());
+    }
+    st.SetBytesProcessed(int64_t(st.iterations()) * kBytes);
+}
+
+BENCHMARK_CAPTURE(BM_FusedStats, fp32, at::kFloat)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_TorchSum, fp32, at::kFloat)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_SeparateAtenOps, fp32, at::kFloat)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_FusedStats, fp16, at::kHalf)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_TorchSum, fp16, at::kHalf)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_SeparateAtenOps, fp16, at::kHalf)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_AmpPass(benchmark::State& st, bool inspect) {
+    ampscope::RunSpec spec;
+    spec.device = "cpu";
+    spec.precisions = {ampscope::Precision::Fp16};
+    spec.inspect = inspect;
+    spec.batch_size = 40;
+    ampscope::run_comparison(spec);  // warm-up
+    for (auto _ : st) benchmark::DoNotOptimize(ampscope::run_comparison(spec));
+}
+BENCHMARK_CAPTURE(BM_AmpPass, plain, false)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_AmpPass, instrumented, true)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace

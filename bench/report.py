@@ -1,0 +1,39 @@
+# SPDX-License-Identifier: MIT
+"""Prints benchmark figures beside their references, with ratios and targets."""
+import json
+import sys
+
+b = {x["name"]: x for x in json.load(open(sys.argv[1]))["benchmarks"]}
+ctx = json.load(open(sys.argv[1]))["context"]
+
+
+def t(name):
+    return b[name]["real_time"] if name in b else None
+
+
+rows = []
+for dt in ("fp32", "fp16"):
+    fused, ref, sep = t(f"BM_FusedStats/{dt}/real_time"), t(f"BM_TorchSum/{dt}/real_time"), t(f"BM_SeparateAtenOps/{dt}/real_time")
+    if fused and ref:
+        rows.append((f"fused statistics, 64 MiB {dt}", f"{fused:.2f} ms", f"torch::sum {ref:.2f} ms",
+                     f"{fused / ref:.2f}x of sum", "<= 1.3x"))
+    if fused and sep:
+        rows.append((f"fused statistics, 64 MiB {dt}", f"{fused:.2f} ms", f"separate ATen ops {sep:.2f} ms",
+                     f"{sep / fused:.1f}x faster", ">= 5x faster"))
+plain, inst = t("BM_AmpPass/plain/real_time"), t("BM_AmpPass/instrumented/real_time")
+if plain and inst:
+    rows.append(("instrumented run (fp32 ref + fp16), demo:transformer CPU", f"{inst:.2f} ms", f"plain {plain:.2f} ms",
+                 f"{inst / plain:.2f}x", "<= 1.25x"))
+w = b.get("BM_StoreWriteLayers/iterations:2/real_time")
+if w:
+    rate = w["items_per_second"]
+    rows.append(("store: write 2M layer rows through the sink", f"{rate / 1e6:.2f} M rows/s", "target 1 M rows/s",
+                 f"{rate / 1e6:.2f}x of target", ">= 1M rows/s"))
+r = t("BM_StoreReadLayers/real_time")
+if r:
+    rows.append(("store: read one pass's 200k layer rows", f"{r:.1f} ms", "target 200 ms", f"{r / 200:.2f}x of target",
+                 "< 200 ms"))
+widths = [max(len(str(row[i])) for row in rows) for i in range(5)]
+print(f"machine: {ctx.get('num_cpus')} CPUs at {ctx.get('mhz_per_cpu')} MHz; {ctx.get('date')}")
+for row in rows:
+    print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)))

@@ -1,0 +1,248 @@
+// SPDX-License-Identifier: MIT
+#include "charts.h"
+
+#include <QBarCategoryAxis>
+#include <QBarSeries>
+#include <QBarSet>
+#include <QChart>
+#include <QLineSeries>
+#include <QLogValueAxis>
+#include <QPainter>
+#include <QPixmap>
+#include <QScatterSeries>
+#include <QSvgGenerator>
+#include <QValueAxis>
+#include <QWidget>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace ampscope::ui {
+
+namespace {
+
+QString qs(const std::string& s) { return QString::fromStdString(s); }
+constexpr double kFloor = 1e-12;  // log axes cannot show 0
+
+QColor tagColor(const std::string& tag, Precision p) {
+    const bool bf = p == Precision::Bf16;
+    if (tag == "edge") return bf ? QColor(150, 60, 160) : QColor(220, 50, 50);
+    if (tag == "boundary") return bf ? QColor(30, 130, 130) : QColor(240, 150, 20);
+    return bf ? QColor(40, 90, 200) : QColor(90, 160, 90);
+}
+
+QLogValueAxis* logAxis(const QString& title, double lo, double hi) {
+    auto* a = new QLogValueAxis;
+    a->setTitleText(title);
+    a->setBase(10);
+    a->setLabelFormat(QStringLiteral("%.0e"));
+    a->setRange(std::max(kFloor, lo / 2), std::max(hi * 2, lo * 10));
+    return a;
+}
+
+}  // namespace
+
+QChart* makeDeltaChart(const RunResult& run) {
+    auto* chart = new QChart;
+    chart->setTitle(QStringLiteral("Per-sample |Δ| vs FP32 reference (non-finite samples drawn at the top)"));
+    double lo = 1e300, hi = 0;
+    for (const auto& c : run.comparisons)
+        for (const auto& d : c.deltas)
+            if (d.finite) { lo = std::min(lo, std::max(d.abs, kFloor)); hi = std::max(hi, d.abs); }
+    if (hi == 0) { lo = kFloor; hi = 1; }
+    hi = std::max(hi, run.criteria.atol);
+    auto* x = new QValueAxis;
+    x->setTitleText(QStringLiteral("sample"));
+    x->setRange(0, std::max<double>(1, double(run.samples.size())));
+    x->setLabelFormat(QStringLiteral("%d"));
+    auto* y = logAxis(QStringLiteral("max |amp − ref| over scores"), lo, hi * 4);
+    chart->addAxis(x, Qt::AlignBottom);
+    chart->addAxis(y, Qt::AlignLeft);
+    for (const auto& c : run.comparisons) {
+        std::map<std::string, QScatterSeries*> by_tag;
+        for (size_t i = 0; i < c.deltas.size(); ++i) {
+            const auto& d = c.deltas[i];
+            auto*& s = by_tag[d.tag];
+            if (!s) {
+                s = new QScatterSeries;
+                s->setName(qs(to_string(c.precision) + " " + d.tag));
+                s->setMarkerSize(c.precision == Precision::Bf16 ? 7 : 9);
+                s->setMarkerShape(c.precision == Precision::Bf16 ? QScatterSeries::MarkerShapeRectangle
+                                                                 : QScatterSeries::MarkerShapeCircle);
+                s->setColor(tagColor(d.tag, c.precision));
+                s->setBorderColor(Qt::transparent);
+            }
+            s->append(double(i), d.finite ? std::max(d.abs, kFloor) : hi * 3);
+        }
+        for (auto& [tag, s] : by_tag) {
+            chart->addSeries(s);
+            s->attachAxis(x);
+            s->attachAxis(y);
+        }
+    }
+    auto* tol = new QLineSeries;
+    tol->setName(QStringLiteral("atol %1").arg(run.criteria.atol));
+    tol->append(0, std::max(run.criteria.atol, kFloor));
+    tol->append(double(run.samples.size()), std::max(run.criteria.atol, kFloor));
+    QPen pen(Qt::DashLine);
+    pen.setColor(QColor(120, 120, 120));
+    tol->setPen(pen);
+    chart->addSeries(tol);
+    tol->attachAxis(x);
+    tol->attachAxis(y);
+    return chart;
+}
+
+QChart* makeDeltaHistogram(const RunResult& run) {
+    auto* chart = new QChart;
+    chart->setTitle(QStringLiteral("Histogram of log10 |Δ|"));
+    const int lo = -10, hi = 2;
+    QStringList cats;
+    for (int b = lo; b < hi; ++b) cats << QStringLiteral("1e%1").arg(b);
+    cats << QStringLiteral("non-finite");
+    auto* series = new QBarSeries;
+    int maxc = 1;
+    for (const auto& c : run.comparisons) {
+        auto* set = new QBarSet(qs(to_string(c.precision)));
+        std::vector<int> counts(size_t(hi - lo + 1), 0);
+        for (const auto& d : c.deltas) {
+            if (!d.finite) { counts.back()++; continue; }
+            const int b = std::clamp(int(std::floor(std::log10(std::max(d.abs, 1e-10)))), lo, hi - 1);
+            counts[size_t(b - lo)]++;
+        }
+        for (int v : counts) { *set << v; maxc = std::max(maxc, v); }
+        series->append(set);
+    }
+    chart->addSeries(series);
+    auto* x = new QBarCategoryAxis;
+    x->append(cats);
+    auto* y = new QValueAxis;
+    y->setRange(0, maxc);
+    y->setTitleText(QStringLiteral("samples"));
+    chart->addAxis(x, Qt::AlignBottom);
+    chart->addAxis(y, Qt::AlignLeft);
+    series->attachAxis(x);
+    series->attachAxis(y);
+    return chart;
+}
+
+QChart* makeFlipChart(const RunResult& run) {
+    auto* chart = new QChart;
+    chart->setTitle(QStringLiteral("Decision flips against the reference margin (top-1 − top-2)"));
+    if (run.passes.empty()) return chart;
+    const auto& ref = run.passes.front();
+    const int k = ref.num_outputs;
+    double mlo = 1e300, mhi = 0, dlo = 1e300, dhi = 0;
+    struct P { double margin, delta; bool flip; Precision p; };
+    std::vector<P> pts;
+    for (const auto& c : run.comparisons) {
+        for (size_t i = 0; i < c.deltas.size() && i < c.ref_decisions.size(); ++i) {
+            const float* s = &ref.outputs[i * size_t(k)];
+            double t1 = -INFINITY, t2 = -INFINITY;
+            for (int j = 0; j < k; ++j) {
+                if (s[j] > t1) { t2 = t1; t1 = s[j]; } else if (s[j] > t2) t2 = s[j];
+            }
+            const double m = std::max(t1 - t2, kFloor);
+            const double d = c.deltas[i].finite ? std::max(c.deltas[i].abs, kFloor) : -1;
+            pts.push_back({m, d, c.ref_decisions[i] != c.amp_decisions[i], c.precision});
+            mlo = std::min(mlo, m); mhi = std::max(mhi, m);
+            if (d > 0) { dlo = std::min(dlo, d); dhi = std::max(dhi, d); }
+        }
+    }
+    if (pts.empty()) return chart;
+    if (dhi == 0) { dlo = kFloor; dhi = 1; }
+    auto* x = logAxis(QStringLiteral("reference margin"), mlo, mhi);
+    auto* y = logAxis(QStringLiteral("|Δ|"), dlo, dhi * 4);
+    chart->addAxis(x, Qt::AlignBottom);
+    chart->addAxis(y, Qt::AlignLeft);
+    std::map<std::pair<int, bool>, QScatterSeries*> series;
+    for (const auto& p : pts) {
+        auto*& s = series[{int(p.p), p.flip}];
+        if (!s) {
+            s = new QScatterSeries;
+            s->setName(qs(to_string(p.p)) + (p.flip ? QStringLiteral(" flipped") : QStringLiteral(" same decision")));
+            s->setMarkerSize(p.flip ? 11 : 6);
+            s->setColor(p.flip ? (p.p == Precision::Bf16 ? QColor(150, 60, 160) : QColor(220, 50, 50))
+                               : (p.p == Precision::Bf16 ? QColor(120, 150, 220) : QColor(150, 190, 150)));
+            s->setBorderColor(Qt::transparent);
+        }
+        s->append(p.margin, p.delta > 0 ? p.delta : dhi * 3);
+    }
+    for (auto& [key, s] : series) {
+        chart->addSeries(s);
+        s->attachAxis(x);
+        s->attachAxis(y);
+    }
+    return chart;
+}
+
+QChart* makeLayerChart(const PassResult& pass) {
+    auto* chart = new QChart;
+    const bool bf = pass.precision == Precision::Bf16;
+    const double limit = bf ? 3.3895313892515355e38 : 65504.0;
+    chart->setTitle(QStringLiteral("absmax per op, %1 pass, against the %2 limit")
+                        .arg(qs(to_string(pass.precision)), bf ? QStringLiteral("BF16") : QStringLiteral("FP16")));
+    double lo = 1e300, hi = limit;
+    for (const auto& l : pass.layers)
+        if (l.stats.absmax > 0) { lo = std::min(lo, l.stats.absmax); hi = std::max(hi, l.stats.absmax); }
+    if (lo > hi) lo = 1e-3;
+    auto* x = new QValueAxis;
+    x->setTitleText(QStringLiteral("op index (execution order)"));
+    x->setRange(-1, std::max<double>(1, double(pass.layers.size())));
+    x->setLabelFormat(QStringLiteral("%d"));
+    auto* y = logAxis(QStringLiteral("absmax"), lo, hi * 4);
+    chart->addAxis(x, Qt::AlignBottom);
+    chart->addAxis(y, Qt::AlignLeft);
+    auto* line = new QLineSeries;
+    line->setName(QStringLiteral("absmax"));
+    auto* finite = new QScatterSeries;
+    finite->setName(QStringLiteral("finite"));
+    finite->setMarkerSize(6);
+    auto* prop = new QScatterSeries;
+    prop->setName(QStringLiteral("non-finite (propagated)"));
+    prop->setColor(QColor(240, 150, 20));
+    prop->setMarkerSize(8);
+    auto* origin = new QScatterSeries;
+    origin->setName(QStringLiteral("origin of NaN/Inf"));
+    origin->setColor(QColor(220, 30, 30));
+    origin->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
+    origin->setMarkerSize(14);
+    for (const auto& l : pass.layers) {
+        const double v = l.stats.absmax > 0 ? l.stats.absmax : std::max(lo, kFloor);
+        line->append(l.index, v);
+        (l.origin ? origin : l.stats.nonfinite() ? prop : finite)->append(l.index, l.origin || l.stats.nonfinite() ? hi * 2 : v);
+    }
+    auto* lim = new QLineSeries;
+    lim->setName(bf ? QStringLiteral("BF16 max") : QStringLiteral("FP16 max 65504"));
+    lim->append(-1, limit);
+    lim->append(double(pass.layers.size()), limit);
+    QPen pen(Qt::DashLine);
+    pen.setColor(QColor(200, 40, 40));
+    lim->setPen(pen);
+    for (QAbstractSeries* s : {static_cast<QAbstractSeries*>(line), static_cast<QAbstractSeries*>(finite),
+                               static_cast<QAbstractSeries*>(prop), static_cast<QAbstractSeries*>(origin),
+                               static_cast<QAbstractSeries*>(lim)}) {
+        chart->addSeries(s);
+        s->attachAxis(x);
+        s->attachAxis(y);
+    }
+    return chart;
+}
+
+QString exportImage(QWidget* w, const QString& path) {
+    if (path.endsWith(QStringLiteral(".svg"), Qt::CaseInsensitive)) {
+        QSvgGenerator gen;
+        gen.setFileName(path);
+        gen.setSize(w->size());
+        gen.setViewBox(w->rect());
+        gen.setTitle(QStringLiteral("ampscope chart"));
+        QPainter p(&gen);
+        w->render(&p);
+        return p.end() ? QString() : QStringLiteral("could not write %1").arg(path);
+    }
+    const QPixmap pix = w->grab();
+    return pix.save(path) ? QString() : QStringLiteral("could not write %1").arg(path);
+}
+
+}  // namespace ampscope::ui

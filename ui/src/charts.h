@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+// Chart builders for the run views (Qt Charts), and image export of any chart.
+
+#include <QString>
+
+#include "ampscope/engine/run.h"
+
+class QChart;
+class QChartView;
+class QWidget;
+
+namespace ampscope::ui {
+
+/// Per-sample |Δ| (log scale) against the absolute tolerance, one series per precision and tag.
+QChart* makeDeltaChart(const RunResult& run);
+/// Histogram of log10 |Δ| per precision.
+QChart* makeDeltaHistogram(const RunResult& run);
+/// |Δ| against the reference margin (log–log); flips marked: they sit at small margins.
+QChart* makeFlipChart(const RunResult& run);
+/// absmax per op (log scale) against the format's limit; origin and propagation marked.
+QChart* makeLayerChart(const PassResult& pass);
+
+/// Writes `widget` as PNG (by extension .png) or SVG (.svg). Returns an error message or "".
+QString exportImage(QWidget* widget, const QString& path);
+
+}  // namespace ampscope::ui

@@ -1,0 +1,438 @@
+// SPDX-License-Identifier: MIT
+#include "mainwindow.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QChartView>
+#include <QCloseEvent>
+#include <QComboBox>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QFileDialog>
+#include <QHeaderView>
+#include <QInputDialog>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSettings>
+#include <QSortFilterProxyModel>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <QTableView>
+#include <QTextBrowser>
+#include <QToolBar>
+#include <QUrl>
+#include <QVBoxLayout>
+
+#include "ampscope/engine/errors.h"
+#include "models.h"
+#include "newrundialog.h"
+#include "runcontroller.h"
+
+namespace ampscope::ui {
+
+namespace {
+QTableView* makeTable(QAbstractItemModel* model, int sortRole) {
+    auto* proxy = new QSortFilterProxyModel(model);
+    proxy->setSourceModel(model);
+    proxy->setSortRole(sortRole);
+    auto* v = new QTableView;
+    v->setModel(proxy);
+    v->setSortingEnabled(true);
+    v->setSelectionBehavior(QAbstractItemView::SelectRows);
+    v->horizontalHeader()->setStretchLastSection(true);
+    v->verticalHeader()->hide();
+    v->setAlternatingRowColors(true);
+    return v;
+}
+}  // namespace
+
+MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+    controller_ = new RunController(this);
+    runs_ = new RunListModel(this);
+    samples_ = new SampleModel(this);
+    flips_ = new FlipModel(this);
+    layers_ = new LayerModel(this);
+    buildUi();
+    buildMenus();
+    setAcceptDrops(true);
+    QSettings s;
+    restoreGeometry(s.value(QStringLiteral("window/geometry")).toByteArray());
+
+    connect(controller_, &RunController::progress, this, [this](const QString& stage, int permille) {
+        stage_->setText(stage);
+        progress_->setValue(permille);
+    });
+    connect(controller_, &RunController::partialResult, this, [this](const QString& uuid) {
+        refreshRuns();
+        showRun(uuid);  // partial results appear as they are recorded
+    });
+    connect(controller_, &RunController::finished, this, [this](const QString& uuid, const QString& verdict) {
+        setRunning(false);
+        refreshRuns();
+        showRun(uuid);
+        statusBar()->showMessage(QStringLiteral("run %1: %2").arg(uuid.left(8), verdict), 10000);
+    });
+    connect(controller_, &RunController::cancelled, this, [this](const QString& uuid) {
+        setRunning(false);
+        refreshRuns();
+        if (!uuid.isEmpty()) showRun(uuid);
+        statusBar()->showMessage(QStringLiteral("run cancelled; finished passes are kept"), 10000);
+    });
+    connect(controller_, &RunController::failed, this, [this](const QString& uuid, const QString& msg) {
+        setRunning(false);
+        refreshRuns();
+        if (!uuid.isEmpty()) showRun(uuid);
+        error(QStringLiteral("Run failed"), msg + (uuid.isEmpty() ? QString() : QStringLiteral("\n\nThe run is kept as failed.")));
+    });
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::buildUi() {
+    filter_ = new QLineEdit;
+    filter_->setPlaceholderText(QStringLiteral("Filter runs (model, device, precision, verdict, status…)"));
+    filter_->setClearButtonEnabled(true);
+    runView_ = makeTable(runs_, RunListModel::SortRole);
+    runsProxy_ = static_cast<QSortFilterProxyModel*>(runView_->model());
+    runsProxy_->setFilterKeyColumn(-1);
+    runsProxy_->setFilterCaseSensitivity(Qt::CaseInsensitive);
+    runView_->setSelectionMode(QAbstractItemView::ExtendedSelection);
+    connect(filter_, &QLineEdit::textChanged, runsProxy_, &QSortFilterProxyModel::setFilterFixedString);
+    connect(runView_->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](const QModelIndex& cur) {
+        if (cur.isValid()) showRun(cur.data(RunListModel::UuidRole).toString());
+    });
+    auto* left = new QWidget;
+    auto* lv = new QVBoxLayout(left);
+    lv->setContentsMargins(0, 0, 0, 0);
+    lv->addWidget(filter_);
+    lv->addWidget(runView_);
+
+    tabs_ = new QTabWidget;
+    overview_ = new QTextBrowser;
+    overview_->setOpenExternalLinks(false);
+    tabs_->addTab(overview_, QStringLiteral("Overview"));
+
+    auto* deltas = new QSplitter(Qt::Vertical);
+    deltaChart_ = new QChartView;
+    deltaChart_->setRenderHint(QPainter::Antialiasing);
+    histChart_ = new QChartView;
+    sampleView_ = makeTable(samples_, SampleModel::SortRole);
+    auto* charts = new QTabWidget;
+    charts->addTab(deltaChart_, QStringLiteral("Per sample"));
+    charts->addTab(histChart_, QStringLiteral("Histogram"));
+    deltas->addWidget(charts);
+    deltas->addWidget(sampleView_);
+    tabs_->addTab(deltas, QStringLiteral("Score deltas"));
+
+    auto* flips = new QSplitter(Qt::Vertical);
+    flipChart_ = new QChartView;
+    flipChart_->setRenderHint(QPainter::Antialiasing);
+    flipView_ = makeTable(flips_, FlipModel::SortRole);
+    flips->addWidget(flipChart_);
+    flips->addWidget(flipView_);
+    tabs_->addTab(flips, QStringLiteral("Decision flips"));
+
+    auto* layersTab = new QWidget;
+    auto* lay = new QVBoxLayout(layersTab);
+    auto* bar = new QHBoxLayout;
+    passBox_ = new QComboBox;
+    keepButton_ = new QPushButton(QStringLiteral("Keep selected module in FP32 and re-run"));
+    keepButton_->setToolTip(QStringLiteral("Starts a run with the same model, probes and criteria, and the selected module as an FP32 region"));
+    connect(keepButton_, &QPushButton::clicked, this, &MainWindow::keepModuleInFp32);
+    connect(passBox_, qOverload<int>(&QComboBox::currentIndexChanged), this, &MainWindow::showLayersOf);
+    bar->addWidget(new QLabel(QStringLiteral("Pass")));
+    bar->addWidget(passBox_);
+    bar->addStretch();
+    bar->addWidget(keepButton_);
+    lay->addLayout(bar);
+    auto* lsplit = new QSplitter(Qt::Vertical);
+    layerChart_ = new QChartView;
+    layerChart_->setRenderHint(QPainter::Antialiasing);
+    layerView_ = makeTable(layers_, LayerModel::SortRole);
+    lsplit->addWidget(layerChart_);
+    lsplit->addWidget(layerView_);
+    lay->addWidget(lsplit);
+    tabs_->addTab(layersTab, QStringLiteral("Layers (first NaN)"));
+
+    auto* split = new QSplitter;
+    split->addWidget(left);
+    split->addWidget(tabs_);
+    split->setStretchFactor(1, 3);
+    setCentralWidget(split);
+
+    progress_ = new QProgressBar;
+    progress_->setRange(0, 1000);
+    progress_->setMaximumWidth(220);
+    stage_ = new QLabel;
+    cancel_ = new QPushButton(QStringLiteral("Cancel"));
+    connect(cancel_, &QPushButton::clicked, controller_, &RunController::cancel);
+    statusBar()->addPermanentWidget(stage_);
+    statusBar()->addPermanentWidget(progress_);
+    statusBar()->addPermanentWidget(cancel_);
+    setRunning(false);
+    resize(1280, 820);
+}
+
+void MainWindow::buildMenus() {
+    auto* file = menuBar()->addMenu(QStringLiteral("&File"));
+    auto add = [this](QMenu* m, const QString& text, QKeySequence key, auto fn) {
+        auto* a = m->addAction(text);
+        a->setShortcut(key);
+        connect(a, &QAction::triggered, this, fn);
+        return a;
+    };
+    add(file, QStringLiteral("&Open database…"), QKeySequence::Open, [this] {
+        const auto f = QFileDialog::getOpenFileName(this, QStringLiteral("Open run database"), {},
+                                                    QStringLiteral("ampscope databases (*.sqlite *.ampscope *.db);;All files (*)"));
+        if (!f.isEmpty()) openDatabase(f);
+    });
+    add(file, QStringLiteral("&New run…"), QKeySequence::New, &MainWindow::newRun);
+    file->addSeparator();
+    add(file, QStringLiteral("&Import runs…"), QKeySequence(QStringLiteral("Ctrl+I")), [this] { importFile(); });
+    add(file, QStringLiteral("&Export selected runs…"), QKeySequence(QStringLiteral("Ctrl+E")), &MainWindow::exportSelected);
+    add(file, QStringLiteral("Export run &report (HTML)…"), QKeySequence(QStringLiteral("Ctrl+R")), &MainWindow::exportReport);
+    add(file, QStringLiteral("Export current &chart (PNG/SVG)…"), QKeySequence(QStringLiteral("Ctrl+Shift+C")), &MainWindow::exportCurrentChart);
+    add(file, QStringLiteral("Export current &table (CSV)…"), QKeySequence(QStringLiteral("Ctrl+Shift+T")), &MainWindow::exportCurrentTable);
+    file->addSeparator();
+    add(file, QStringLiteral("&Quit"), QKeySequence::Quit, &QWidget::close);
+    auto* run = menuBar()->addMenu(QStringLiteral("&Run"));
+    add(run, QStringLiteral("&Annotate…"), QKeySequence(QStringLiteral("Ctrl+M")), &MainWindow::annotate);
+    add(run, QStringLiteral("Review: a&ccept"), QKeySequence(QStringLiteral("Ctrl+Shift+A")), [this] { setReview(QStringLiteral("accepted")); });
+    add(run, QStringLiteral("Review: re&ject"), QKeySequence(QStringLiteral("Ctrl+Shift+J")), [this] { setReview(QStringLiteral("rejected")); });
+    add(run, QStringLiteral("&Delete selected runs…"), QKeySequence::Delete, &MainWindow::deleteSelected);
+    add(run, QStringLiteral("Cancel running job"), QKeySequence(QStringLiteral("Esc")), [this] { controller_->cancel(); });
+    add(run, QStringLiteral("Re&fresh"), QKeySequence::Refresh, &MainWindow::refreshRuns);
+    auto* help = menuBar()->addMenu(QStringLiteral("&Help"));
+    add(help, QStringLiteral("&About ampscope"), QKeySequence(), &MainWindow::about);
+    auto* tb = addToolBar(QStringLiteral("Main"));
+    tb->setObjectName(QStringLiteral("mainToolbar"));
+    for (auto* a : file->actions())
+        if (a->text().contains(QStringLiteral("New run")) || a->text().contains(QStringLiteral("Open"))) tb->addAction(a);
+}
+
+bool MainWindow::openDatabase(const QString& path) {
+    try {
+        store_ = std::make_unique<storage::Store>(path.toStdString());
+    } catch (const std::exception& e) {
+        error(QStringLiteral("Cannot open database"), QString::fromStdString(e.what()));
+        return false;
+    }
+    QSettings s;
+    auto recent = s.value(QStringLiteral("recentDatabases")).toStringList();
+    recent.removeAll(path);
+    recent.prepend(path);
+    s.setValue(QStringLiteral("recentDatabases"), recent.mid(0, 8));
+    setWindowTitle(QStringLiteral("ampscope — %1%2").arg(path, store_->read_only() ? QStringLiteral(" (read-only)") : QString()));
+    run_.reset();
+    current_.clear();
+    refreshRuns();
+    return true;
+}
+
+QString MainWindow::databasePath() const { return store_ ? QString::fromStdString(store_->path()) : QString(); }
+
+void MainWindow::refreshRuns() {
+    if (!store_) return;
+    try {
+        runs_->resetData(store_->list_runs());
+    } catch (const std::exception& e) {
+        statusBar()->showMessage(QString::fromStdString(e.what()), 10000);
+    }
+}
+
+bool MainWindow::startRun(const RunSpec& spec) {
+    if (!store_) return false;
+    if (!controller_->start(spec, databasePath())) {
+        error(QStringLiteral("A run is going"), QStringLiteral("Wait for the current run to finish or cancel it."));
+        return false;
+    }
+    setRunning(true);
+    return true;
+}
+
+void MainWindow::newRun() {
+    delete dialog_;
+    dialog_ = new NewRunDialog(this);
+    if (run_) dialog_->setSpec(run_->spec);
+    if (dialog_->exec() != QDialog::Accepted) return;
+    try {
+        const auto spec = dialog_->spec();
+        if (startRun(spec)) dialog_->lockCriteria();
+    } catch (const InputError& e) {
+        error(QStringLiteral("Bad input"), QString::fromStdString(e.what()));
+    }
+}
+
+void MainWindow::keepModuleInFp32() {
+    if (!run_) return;
+    const auto idx = layerView_->currentIndex();
+    if (!idx.isValid()) {
+        error(QStringLiteral("Keep in FP32"), QStringLiteral("Select a layer (an op of a module) in the table first."));
+        return;
+    }
+    const QString module = idx.data(LayerModel::ModuleRole).toString();
+    if (module.isEmpty()) {
+        error(QStringLiteral("Keep in FP32"), QStringLiteral("That op belongs to the root module; pick an op inside a submodule."));
+        return;
+    }
+    RunSpec spec = run_->spec;
+    if (std::find(spec.keep_fp32.begin(), spec.keep_fp32.end(), module.toStdString()) == spec.keep_fp32.end())
+        spec.keep_fp32.push_back(module.toStdString());
+    startRun(spec);
+}
+
+void MainWindow::setRunning(bool running) {
+    progress_->setVisible(running);
+    cancel_->setVisible(running);
+    stage_->setVisible(running);
+    if (!running) progress_->setValue(0);
+}
+
+void MainWindow::error(const QString& title, const QString& message) {
+    if (qEnvironmentVariableIsSet("AMPSCOPE_NO_DIALOGS")) {  // tests
+        statusBar()->showMessage(title + QStringLiteral(": ") + message);
+        return;
+    }
+    QMessageBox::warning(this, title, message);
+}
+
+QStringList MainWindow::selectedRuns() const {
+    QStringList out;
+    for (const auto& i : runView_->selectionModel()->selectedRows()) out << i.data(RunListModel::UuidRole).toString();
+    if (out.isEmpty() && !current_.isEmpty()) out << current_;
+    return out;
+}
+
+void MainWindow::importFile(const QString& given) {
+    if (!store_) return;
+    const QString path = given.isEmpty() ? QFileDialog::getOpenFileName(this, QStringLiteral("Import runs"), {},
+                                                                        QStringLiteral("ampscope exports (*.ampscope);;All files (*)"))
+                                         : given;
+    if (path.isEmpty()) return;
+    try {
+        const auto r = storage::import_file(*store_, path.toStdString());
+        refreshRuns();
+        statusBar()->showMessage(QStringLiteral("imported %1 run(s), %2 already present").arg(r.added).arg(r.skipped), 10000);
+    } catch (const std::exception& e) {
+        error(QStringLiteral("Cannot import"), QString::fromStdString(e.what()));
+    }
+}
+
+void MainWindow::exportSelected() {
+    const auto ids = selectedRuns();
+    if (!store_ || ids.isEmpty()) return;
+    const auto path = QFileDialog::getSaveFileName(this, QStringLiteral("Export runs"), QStringLiteral("runs.ampscope"),
+                                                   QStringLiteral("ampscope exports (*.ampscope)"));
+    if (path.isEmpty()) return;
+    try {
+        std::vector<std::string> uuids;
+        for (const auto& i : ids) uuids.push_back(i.toStdString());
+        storage::export_runs(*store_, uuids, path.toStdString());
+        statusBar()->showMessage(QStringLiteral("exported %1 run(s) to %2").arg(ids.size()).arg(path), 10000);
+    } catch (const std::exception& e) {
+        error(QStringLiteral("Cannot export"), QString::fromStdString(e.what()));
+    }
+}
+
+void MainWindow::annotate() {
+    if (!store_ || current_.isEmpty()) return;
+    QString targetKind = QStringLiteral("run"), target;
+    if (tabs_->currentIndex() == 3 && layerView_->currentIndex().isValid()) {
+        targetKind = QStringLiteral("layer");
+        const auto* l = layers_->layer(static_cast<QSortFilterProxyModel*>(layerView_->model())->mapToSource(layerView_->currentIndex()).row());
+        if (l) target = passBox_->currentText() + QStringLiteral(":") + QString::number(l->index);
+    } else if (tabs_->currentIndex() == 1 && sampleView_->currentIndex().isValid()) {
+        targetKind = QStringLiteral("sample");
+        target = sampleView_->model()->index(sampleView_->currentIndex().row(), 0).data().toString();
+    }
+    bool ok = false;
+    const auto text = QInputDialog::getMultiLineText(this, QStringLiteral("Annotate"),
+                                                     QStringLiteral("Comment on %1 %2").arg(targetKind, target), {}, &ok);
+    if (!ok || text.trimmed().isEmpty()) return;
+    QSettings s;
+    storage::Annotation a;
+    a.author = s.value(QStringLiteral("author"), qEnvironmentVariable("USER")).toString().toStdString();
+    a.target_kind = targetKind.toStdString();
+    a.target = target.toStdString();
+    a.text = text.toStdString();
+    try {
+        store_->annotate(current_.toStdString(), a);
+        refreshRuns();
+        showRun(current_);
+    } catch (const std::exception& e) {
+        error(QStringLiteral("Cannot annotate"), QString::fromStdString(e.what()));
+    }
+}
+
+void MainWindow::setReview(const QString& status) {
+    if (!store_ || current_.isEmpty()) return;
+    QSettings s;
+    try {
+        store_->set_review(current_.toStdString(), status.toStdString(),
+                           s.value(QStringLiteral("author"), qEnvironmentVariable("USER")).toString().toStdString());
+        refreshRuns();
+        showRun(current_);
+    } catch (const std::exception& e) {
+        error(QStringLiteral("Cannot set review"), QString::fromStdString(e.what()));
+    }
+}
+
+void MainWindow::deleteSelected() {
+    const auto ids = selectedRuns();
+    if (!store_ || ids.isEmpty()) return;
+    if (!qEnvironmentVariableIsSet("AMPSCOPE_NO_DIALOGS") &&
+        QMessageBox::question(this, QStringLiteral("Delete runs"),
+                              QStringLiteral("Delete %1 run(s) with their passes, layers and annotations?").arg(ids.size())) !=
+            QMessageBox::Yes)
+        return;
+    try {
+        for (const auto& i : ids) store_->delete_run(i.toStdString());
+    } catch (const std::exception& e) {
+        error(QStringLiteral("Cannot delete"), QString::fromStdString(e.what()));
+    }
+    run_.reset();
+    current_.clear();
+    refreshRuns();
+}
+
+void MainWindow::about() {
+    QString text = QStringLiteral("<h3>ampscope %1</h3><p>Is it safe to run this model in mixed precision?</p><pre>")
+                       .arg(QString::fromStdString(version()));
+    try {
+        const auto b = backend_report("cpu");
+        text += QStringLiteral("torch %1\nCPU: %2\nCUDA devices: %3\nbf16: %4</pre>")
+                    .arg(QString::fromStdString(b.torch_version), QString::fromStdString(b.name))
+                    .arg(b.cuda_device_count)
+                    .arg(b.bf16_supported ? QStringLiteral("supported") : QStringLiteral("not supported"));
+    } catch (const std::exception& e) {
+        text += QString::fromStdString(e.what()) + QStringLiteral("</pre>");
+    }
+    QMessageBox::about(this, QStringLiteral("About ampscope"), text);
+}
+
+void MainWindow::closeEvent(QCloseEvent* e) {
+    QSettings s;
+    s.setValue(QStringLiteral("window/geometry"), saveGeometry());
+    controller_->cancel();
+    e->accept();
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* e) {
+    if (e->mimeData()->hasUrls()) e->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* e) {
+    for (const auto& url : e->mimeData()->urls()) {
+        const auto f = url.toLocalFile();
+        if (f.endsWith(QStringLiteral(".ampscope"))) importFile(f);
+        else if (f.endsWith(QStringLiteral(".sqlite")) || f.endsWith(QStringLiteral(".db"))) openDatabase(f);
+    }
+}
+
+}  // namespace ampscope::ui

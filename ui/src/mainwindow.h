@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+// The main window: run browser on the left, the views of the selected run on the right.
+
+#include <QMainWindow>
+#include <QString>
+
+#include <memory>
+#include <optional>
+
+#include "ampscope/engine/run.h"
+#include "ampscope/storage/store.h"
+
+class QChartView;
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QProgressBar;
+class QPushButton;
+class QSortFilterProxyModel;
+class QTabWidget;
+class QTableView;
+class QTextBrowser;
+
+namespace ampscope::ui {
+
+class FlipModel;
+class LayerModel;
+class NewRunDialog;
+class RunController;
+class RunListModel;
+class SampleModel;
+
+class MainWindow : public QMainWindow {
+    Q_OBJECT
+public:
+    explicit MainWindow(QWidget* parent = nullptr);
+    ~MainWindow() override;
+
+    /// Opens (creating when needed) a run database; shows a dialog on error. False on failure.
+    bool openDatabase(const QString& path);
+    QString databasePath() const;
+    /// Selects and shows a run by UUID.
+    void showRun(const QString& uuid);
+    QString currentRun() const { return current_; }
+    /// Starts a run with the given spec on the worker thread; criteria are fixed from here.
+    bool startRun(const RunSpec& spec);
+
+    // for tests and the smoke renderer
+    QTabWidget* tabs() const { return tabs_; }
+    RunController* controller() const { return controller_; }
+    RunListModel* runModel() const { return runs_; }
+    SampleModel* sampleModel() const { return samples_; }
+    FlipModel* flipModel() const { return flips_; }
+    LayerModel* layerModel() const { return layers_; }
+    NewRunDialog* lastDialog() const { return dialog_; }
+
+public Q_SLOTS:
+    void refreshRuns();
+    void newRun();
+    void importFile(const QString& path = {});
+    void exportSelected();
+    void exportReport();
+    void exportCurrentChart();
+    void exportCurrentTable();
+    void annotate();
+    void setReview(const QString& status);
+    void deleteSelected();
+    void keepModuleInFp32();
+    void about();
+
+protected:
+    void closeEvent(QCloseEvent* e) override;
+    void dragEnterEvent(QDragEnterEvent* e) override;
+    void dropEvent(QDropEvent* e) override;
+
+private:
+    void buildUi();
+    void buildMenus();
+    void showLayersOf(int passIndex);
+    void setRunning(bool running);
+    void error(const QString& title, const QString& message);
+    QStringList selectedRuns() const;
+
+    std::unique_ptr<storage::Store> store_;
+    std::optional<RunResult> run_;
+    QString current_;
+    RunController* controller_ = nullptr;
+    RunListModel* runs_ = nullptr;
+    QSortFilterProxyModel* runsProxy_ = nullptr;
+    SampleModel* samples_ = nullptr;
+    FlipModel* flips_ = nullptr;
+    LayerModel* layers_ = nullptr;
+    QTableView* runView_ = nullptr;
+    QLineEdit* filter_ = nullptr;
+    QTabWidget* tabs_ = nullptr;
+    QTextBrowser* overview_ = nullptr;
+    QChartView* deltaChart_ = nullptr;
+    QChartView* histChart_ = nullptr;
+    QChartView* flipChart_ = nullptr;
+    QChartView* layerChart_ = nullptr;
+    QTableView* sampleView_ = nullptr;
+    QTableView* flipView_ = nullptr;
+    QTableView* layerView_ = nullptr;
+    QComboBox* passBox_ = nullptr;
+    QPushButton* keepButton_ = nullptr;
+    QProgressBar* progress_ = nullptr;
+    QLabel* stage_ = nullptr;
+    QPushButton* cancel_ = nullptr;
+    NewRunDialog* dialog_ = nullptr;
+};
+
+}  // namespace ampscope::ui

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: MIT
+// MainWindow: filling the views of one run, and exporting them.
+#include <QChart>
+#include <QChartView>
+#include <QComboBox>
+#include <QFileDialog>
+#include <QPushButton>
+#include <QSortFilterProxyModel>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <QTableView>
+#include <QTextBrowser>
+
+#include "charts.h"
+#include "mainwindow.h"
+#include "models.h"
+#include "report.h"
+
+namespace ampscope::ui {
+
+namespace {
+void setChart(QChartView* view, QChart* chart) {
+    QChart* old = view->chart();
+    view->setChart(chart);
+    delete old;
+}
+}  // namespace
+
+void MainWindow::showRun(const QString& uuid) {
+    if (!store_ || uuid.isEmpty()) return;
+    try {
+        run_ = store_->load_run(uuid.toStdString());
+    } catch (const std::exception& e) {
+        statusBar()->showMessage(QString::fromStdString(e.what()), 10000);
+        return;
+    }
+    current_ = uuid;
+    const auto status = QString::fromStdString(store_->status(uuid.toStdString()));
+    overview_->setHtml(overviewHtml(*run_, status, store_->review(uuid.toStdString()), store_->annotations(uuid.toStdString())));
+    samples_->resetData(*run_);
+    flips_->resetData(*run_);
+    setChart(deltaChart_, makeDeltaChart(*run_));
+    setChart(histChart_, makeDeltaHistogram(*run_));
+    setChart(flipChart_, makeFlipChart(*run_));
+    const QSignalBlocker block(passBox_);
+    const int previous = passBox_->currentIndex();
+    passBox_->clear();
+    int preferred = -1;
+    for (size_t i = 0; i < run_->passes.size(); ++i) {
+        passBox_->addItem(QString::fromStdString(to_string(run_->passes[i].precision)));
+        if (preferred < 0 && run_->passes[i].origin) preferred = int(i);  // show where NaN is born
+    }
+    int pick = previous >= 0 && previous < passBox_->count() ? previous : (preferred >= 0 ? preferred : 0);
+    if (previous < 0 && preferred >= 0) pick = preferred;
+    passBox_->setCurrentIndex(pick);
+    showLayersOf(pick);
+}
+
+void MainWindow::showLayersOf(int i) {
+    if (!run_ || i < 0 || i >= int(run_->passes.size())) {
+        layers_->clearData();
+        return;
+    }
+    const auto& p = run_->passes[size_t(i)];
+    layers_->resetData(p);
+    setChart(layerChart_, makeLayerChart(p));
+    keepButton_->setEnabled(p.precision != Precision::Fp32);
+}
+
+void MainWindow::exportReport() {
+    if (!run_) return;
+    const auto path = QFileDialog::getSaveFileName(this, QStringLiteral("Export report"),
+                                                   QStringLiteral("ampscope-%1.html").arg(current_.left(8)),
+                                                   QStringLiteral("HTML (*.html)"));
+    if (path.isEmpty()) return;
+    const auto err = writeReport(*run_, QString::fromStdString(store_->status(current_.toStdString())),
+                                 store_->review(current_.toStdString()), store_->annotations(current_.toStdString()), path);
+    if (!err.isEmpty()) error(QStringLiteral("Cannot export report"), err);
+    else statusBar()->showMessage(QStringLiteral("report written to %1").arg(path), 10000);
+}
+
+void MainWindow::exportCurrentChart() {
+    QChartView* views[] = {nullptr, deltaChart_, flipChart_, layerChart_};
+    const int t = tabs_->currentIndex();
+    QChartView* v = t >= 0 && t < 4 ? views[t] : nullptr;
+    if (!v) return;
+    const auto path = QFileDialog::getSaveFileName(this, QStringLiteral("Export chart"), QStringLiteral("chart.png"),
+                                                   QStringLiteral("PNG (*.png);;SVG (*.svg)"));
+    if (path.isEmpty()) return;
+    const auto err = exportImage(v, path);
+    if (!err.isEmpty()) error(QStringLiteral("Cannot export chart"), err);
+}
+
+void MainWindow::exportCurrentTable() {
+    QTableView* views[] = {runView_, sampleView_, flipView_, layerView_};
+    const int t = tabs_->currentIndex();
+    QTableView* v = t >= 0 && t < 4 ? views[t] : runView_;
+    const auto path = QFileDialog::getSaveFileName(this, QStringLiteral("Export table"), QStringLiteral("table.csv"),
+                                                   QStringLiteral("CSV (*.csv)"));
+    if (path.isEmpty()) return;
+    const auto err = writeCsv(v->model(), path);
+    if (!err.isEmpty()) error(QStringLiteral("Cannot export table"), err);
+}
+
+}  // namespace ampscope::ui

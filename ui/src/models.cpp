@@ -1,0 +1,211 @@
+// SPDX-License-Identifier: MIT
+#include "models.h"
+
+#include <QColor>
+#include <QFont>
+#include <QGuiApplication>
+#include <QPalette>
+
+#include <cmath>
+
+namespace ampscope::ui {
+
+namespace {
+QString qs(const std::string& s) { return QString::fromStdString(s); }
+QString num(double v, int prec = 3) { return std::isfinite(v) ? QString::number(v, 'g', prec) : QStringLiteral("-"); }
+QColor bad() { return QColor(200, 40, 40); }
+QColor good() { return QColor(30, 140, 60); }
+}  // namespace
+
+double headroom(const LayerStat& l, Precision p) {
+    const double fmax = p == Precision::Bf16 ? 3.3895313892515355e38 : 65504.0;
+    return l.stats.absmax > 0 ? std::log2(fmax / l.stats.absmax) : INFINITY;
+}
+
+// ---- RunListModel ---------------------------------------------------------------------------
+
+void RunListModel::resetData(std::vector<storage::RunRow> rows) {
+    beginResetModel();
+    rows_ = std::move(rows);
+    endResetModel();
+}
+const storage::RunRow* RunListModel::row(int r) const { return r >= 0 && r < int(rows_.size()) ? &rows_[size_t(r)] : nullptr; }
+int RunListModel::rowCount(const QModelIndex& p) const { return p.isValid() ? 0 : int(rows_.size()); }
+int RunListModel::columnCount(const QModelIndex& p) const { return p.isValid() ? 0 : NUM_COLUMNS; }
+
+QVariant RunListModel::headerData(int s, Qt::Orientation o, int role) const {
+    if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
+    static const char* names[] = {"Started", "Model", "Device", "Passes", "Status", "Verdict", "Review", "Notes", "Run"};
+    return s >= 0 && s < NUM_COLUMNS ? QString::fromLatin1(names[s]) : QVariant();
+}
+
+QVariant RunListModel::data(const QModelIndex& idx, int role) const {
+    if (!idx.isValid() || idx.row() >= int(rows_.size())) return {};
+    const auto& r = rows_[size_t(idx.row())];
+    if (role == UuidRole) return qs(r.uuid);
+    if (role == Qt::DisplayRole || role == SortRole) {
+        switch (idx.column()) {
+        case Started: return qs(r.started_at.substr(0, 19)).replace(QLatin1Char('T'), QLatin1Char(' '));
+        case Model: return qs(r.model);
+        case Device: return qs(r.device);
+        case Passes: return qs(r.precisions);
+        case Status: return qs(r.status);
+        case Verdict: return qs(r.verdict.empty() ? std::string("-") : r.verdict);
+        case Review: return qs(r.review_status);
+        case Notes: return role == SortRole ? QVariant(r.annotations) : QVariant(r.annotations ? QString::number(r.annotations) : QString());
+        case Id: return qs(r.uuid.substr(0, 8));
+        }
+    }
+    if (role == Qt::ForegroundRole && idx.column() == Verdict) {
+        if (r.verdict == "accepted") return good();
+        if (!r.verdict.empty()) return bad();
+    }
+    if (role == Qt::ForegroundRole && idx.column() == Status && r.status != "completed" && r.status != "running") return bad();
+    if (role == Qt::ToolTipRole) return qs(r.uuid + (r.error.empty() ? "" : "\n" + r.error));
+    return {};
+}
+
+// ---- SampleModel ----------------------------------------------------------------------------
+
+void SampleModel::resetData(const RunResult& run) {
+    beginResetModel();
+    run_ = run;
+    endResetModel();
+}
+int SampleModel::rowCount(const QModelIndex& p) const { return p.isValid() ? 0 : int(run_.samples.size()); }
+int SampleModel::columnCount(const QModelIndex& p) const { return p.isValid() ? 0 : 2 + 3 * int(run_.comparisons.size()); }
+
+QVariant SampleModel::headerData(int s, Qt::Orientation o, int role) const {
+    if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
+    if (s == 0) return QStringLiteral("Sample");
+    if (s == 1) return QStringLiteral("Tag");
+    const int c = (s - 2) / 3, k = (s - 2) % 3;
+    if (c >= int(run_.comparisons.size())) return {};
+    const auto p = qs(to_string(run_.comparisons[size_t(c)].precision));
+    const QString h = k == 0 ? QString(p + QStringLiteral(" |Δ|")) : k == 1 ? QString(p + QStringLiteral(" rel")) : QString(p + QStringLiteral(" decision"));
+    return h;
+}
+
+QVariant SampleModel::data(const QModelIndex& idx, int role) const {
+    if (!idx.isValid() || idx.row() >= int(run_.samples.size())) return {};
+    const size_t i = size_t(idx.row());
+    if (idx.column() < 2) {
+        if (role == Qt::DisplayRole || role == SortRole) return qs(idx.column() == 0 ? run_.samples[i].id : run_.samples[i].tag);
+        return {};
+    }
+    const int c = (idx.column() - 2) / 3, k = (idx.column() - 2) % 3;
+    if (c >= int(run_.comparisons.size())) return {};
+    const auto& cmp = run_.comparisons[size_t(c)];
+    if (i >= cmp.deltas.size()) return {};
+    const auto& d = cmp.deltas[i];
+    const bool flipped = i < cmp.ref_decisions.size() && cmp.ref_decisions[i] != cmp.amp_decisions[i];
+    if (role == SortRole) {
+        if (k == 0) return d.finite ? d.abs : 1e300;
+        if (k == 1) return d.finite ? d.rel : 1e300;
+        return flipped ? 1 : 0;
+    }
+    if (role == Qt::DisplayRole) {
+        if (k == 0) return d.finite ? num(d.abs) : QStringLiteral("non-finite");
+        if (k == 1) return d.finite ? num(d.rel) : QStringLiteral("-");
+        if (i >= cmp.ref_decisions.size()) return QStringLiteral("-");
+        return flipped ? QStringLiteral("%1 → %2").arg(cmp.ref_decisions[i]).arg(cmp.amp_decisions[i])
+                       : QString::number(cmp.ref_decisions[i]);
+    }
+    if (role == Qt::ForegroundRole) {
+        if ((k < 2 && !d.within_tolerance) || (k == 2 && flipped)) return bad();
+    }
+    return {};
+}
+
+// ---- FlipModel ------------------------------------------------------------------------------
+
+void FlipModel::resetData(const RunResult& run) {
+    beginResetModel();
+    rows_.clear();
+    for (const auto& c : run.comparisons)
+        for (const auto& f : c.flips) rows_.push_back({c.precision, f});
+    endResetModel();
+}
+int FlipModel::rowCount(const QModelIndex& p) const { return p.isValid() ? 0 : int(rows_.size()); }
+int FlipModel::columnCount(const QModelIndex& p) const { return p.isValid() ? 0 : NUM_COLUMNS; }
+
+QVariant FlipModel::headerData(int s, Qt::Orientation o, int role) const {
+    if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
+    static const char* names[] = {"Precision", "Sample", "Tag", "Reference class", "AMP class", "Reference margin", "AMP margin"};
+    return s >= 0 && s < NUM_COLUMNS ? QString::fromLatin1(names[s]) : QVariant();
+}
+
+QVariant FlipModel::data(const QModelIndex& idx, int role) const {
+    if (!idx.isValid() || idx.row() >= int(rows_.size())) return {};
+    const auto& r = rows_[size_t(idx.row())];
+    if (role != Qt::DisplayRole && role != SortRole) return {};
+    auto cls = [](int c) { return c < 0 ? QStringLiteral("abstain") : QString::number(c); };
+    switch (idx.column()) {
+    case Precision_: return qs(to_string(r.precision));
+    case Sample: return qs(r.flip.sample);
+    case Tag: return qs(r.flip.tag);
+    case Ref: return role == SortRole ? QVariant(r.flip.ref) : QVariant(cls(r.flip.ref));
+    case Amp: return role == SortRole ? QVariant(r.flip.amp) : QVariant(cls(r.flip.amp));
+    case RefMargin: return role == SortRole ? QVariant(r.flip.ref_margin) : QVariant(num(r.flip.ref_margin));
+    case AmpMargin: return role == SortRole ? QVariant(r.flip.amp_margin) : QVariant(num(r.flip.amp_margin));
+    }
+    return {};
+}
+
+// ---- LayerModel -----------------------------------------------------------------------------
+
+void LayerModel::resetData(const PassResult& pass) {
+    beginResetModel();
+    pass_ = pass;
+    endResetModel();
+}
+const LayerStat* LayerModel::layer(int r) const { return r >= 0 && r < int(pass_.layers.size()) ? &pass_.layers[size_t(r)] : nullptr; }
+int LayerModel::rowCount(const QModelIndex& p) const { return p.isValid() ? 0 : int(pass_.layers.size()); }
+int LayerModel::columnCount(const QModelIndex& p) const { return p.isValid() ? 0 : NUM_COLUMNS; }
+
+QVariant LayerModel::headerData(int s, Qt::Orientation o, int role) const {
+    if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
+    static const char* names[] = {"#", "Module", "Op", "Dtype", "absmax", "Headroom (log2)", "FP16 overflow",
+                                  "FP16 subnormal", "Non-finite", "State"};
+    return s >= 0 && s < NUM_COLUMNS ? QString::fromLatin1(names[s]) : QVariant();
+}
+
+QVariant LayerModel::data(const QModelIndex& idx, int role) const {
+    if (!idx.isValid() || idx.row() >= int(pass_.layers.size())) return {};
+    const auto& l = pass_.layers[size_t(idx.row())];
+    if (role == ModuleRole) return qs(l.module);
+    const double h = headroom(l, pass_.precision == Precision::Fp32 ? Precision::Fp16 : pass_.precision);
+    const QString state = l.origin ? QStringLiteral("origin") : l.stats.nonfinite() ? QStringLiteral("propagated") : QString();
+    if (role == Qt::DisplayRole || role == SortRole) {
+        const bool sort = role == SortRole;
+        switch (idx.column()) {
+        case Index: return l.index;
+        case Module: return l.module.empty() ? QStringLiteral("(root)") : qs(l.module);
+        case Op: return qs(l.op);
+        case Dtype: return qs(l.dtype);
+        case Absmax: return sort ? QVariant(l.stats.absmax) : QVariant(num(l.stats.absmax));
+        case Headroom: return sort ? QVariant(std::isfinite(h) ? h : 1e9) : QVariant(std::isfinite(h) ? num(h) : QStringLiteral("-"));
+        case Fp16Overflow: return qlonglong(l.stats.fp16_overflow);
+        case Fp16Subnormal: return qlonglong(l.stats.fp16_subnormal);
+        case NonFinite: return qlonglong(l.stats.nonfinite());
+        case State: return state;
+        }
+    }
+    if (role == Qt::ForegroundRole && (l.origin || l.stats.nonfinite())) return l.origin ? bad() : QColor(200, 120, 30);
+    if (role == Qt::FontRole && l.origin) {
+        QFont f;
+        f.setBold(true);
+        return f;
+    }
+    if (role == Qt::ToolTipRole) {
+        QString shape;
+        for (auto d : l.shape) shape += (shape.isEmpty() ? QString() : QStringLiteral("×")) + QString::number(d);
+        return QStringLiteral("shape %1\nmin %2 max %3 mean %4 rms %5\nsmallest |x|>0 %6\nbf16 overflow %7, subnormal %8\nautocast %9")
+            .arg(shape, num(l.stats.min), num(l.stats.max), num(l.stats.mean), num(l.stats.rms), num(l.stats.min_nonzero_abs))
+            .arg(l.stats.bf16_overflow).arg(l.stats.bf16_subnormal)
+            .arg(l.autocast ? QStringLiteral("on") : QStringLiteral("off (FP32 region or reference)"));
+    }
+    return {};
+}
+
+}  // namespace ampscope::ui

@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: MIT
+#include "newrundialog.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDialogButtonBox>
+#include <QDoubleSpinBox>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLineEdit>
+#include <QMimeData>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QUrl>
+#include <QVBoxLayout>
+
+#include "ampscope/engine/errors.h"
+
+namespace ampscope::ui {
+
+NewRunDialog::NewRunDialog(QWidget* parent) : QDialog(parent) {
+    setWindowTitle(QStringLiteral("New comparison run"));
+    setAcceptDrops(true);
+    auto* form = new QFormLayout;
+    model_ = new QComboBox;
+    model_->setEditable(true);
+    for (const auto& m : demo_models()) model_->addItem(QStringLiteral("demo:") + QString::fromStdString(m));
+    model_->setToolTip(QStringLiteral("A built-in demo model or a TorchScript file (drop one here)"));
+    auto* browse = new QPushButton(QStringLiteral("Browse…"));
+    connect(browse, &QPushButton::clicked, this, [this] {
+        const auto f = QFileDialog::getOpenFileName(this, QStringLiteral("TorchScript model"), {}, QStringLiteral("TorchScript (*.pt *.pth);;All files (*)"));
+        if (!f.isEmpty()) model_->setCurrentText(f);
+    });
+    auto* mrow = new QHBoxLayout;
+    mrow->addWidget(model_, 1);
+    mrow->addWidget(browse);
+    form->addRow(QStringLiteral("Model"), mrow);
+    probes_ = new QLineEdit(QStringLiteral("demo"));
+    auto* pbrowse = new QPushButton(QStringLiteral("Browse…"));
+    connect(pbrowse, &QPushButton::clicked, this, [this] {
+        const auto f = QFileDialog::getOpenFileName(this, QStringLiteral("Probe set"), {}, QStringLiteral("Probe sets (*.pt *.csv);;All files (*)"));
+        if (!f.isEmpty()) probes_->setText(f);
+    });
+    auto* prow = new QHBoxLayout;
+    prow->addWidget(probes_, 1);
+    prow->addWidget(pbrowse);
+    form->addRow(QStringLiteral("Probes"), prow);
+    fp16_ = new QCheckBox(QStringLiteral("FP16"));
+    bf16_ = new QCheckBox(QStringLiteral("BF16"));
+    fp16_->setChecked(true);
+    bf16_->setChecked(true);
+    auto* precs = new QHBoxLayout;
+    precs->addWidget(fp16_);
+    precs->addWidget(bf16_);
+    precs->addStretch();
+    form->addRow(QStringLiteral("AMP passes (FP32 reference always runs)"), precs);
+    device_ = new QComboBox;
+    const auto b = backend_report(QStringLiteral("cpu").toStdString());
+    device_->addItem(QStringLiteral("cpu"));
+    for (int i = 0; i < b.cuda_device_count; ++i) device_->addItem(QStringLiteral("cuda:%1").arg(i));
+    form->addRow(QStringLiteral("Device"), device_);
+    mode_ = new QComboBox;
+    mode_->addItems({QStringLiteral("eval"), QStringLiteral("train")});
+    form->addRow(QStringLiteral("Mode"), mode_);
+    keep_fp32_ = new QLineEdit;
+    keep_fp32_->setPlaceholderText(QStringLiteral("module globs, comma-separated, e.g. embed, blocks.1.*"));
+    form->addRow(QStringLiteral("Keep in FP32"), keep_fp32_);
+    seed_ = new QSpinBox;
+    seed_->setRange(0, 1 << 30);
+    form->addRow(QStringLiteral("Seed"), seed_);
+    batch_ = new QSpinBox;
+    batch_->setRange(1, 1 << 20);
+    batch_->setValue(64);
+    form->addRow(QStringLiteral("Batch size"), batch_);
+
+    criteria_ = new QGroupBox(QStringLiteral("Criteria (fixed before the first pass)"));
+    auto* cf = new QFormLayout(criteria_);
+    auto dspin = [](double v, double max, int dec) {
+        auto* s = new QDoubleSpinBox;
+        s->setDecimals(dec);
+        s->setRange(0, max);
+        s->setValue(v);
+        return s;
+    };
+    atol_ = dspin(1e-3, 1e6, 6);
+    rtol_ = dspin(1e-2, 1e6, 6);
+    tie_tol_ = dspin(0, 1e6, 6);
+    quality_ = dspin(0, 1e9, 4);
+    max_flips_ = new QSpinBox;
+    max_flips_->setRange(0, 1 << 30);
+    tie_rule_ = new QComboBox;
+    tie_rule_->addItems({QStringLiteral("lowest-index"), QStringLiteral("abstain")});
+    allow_nonfinite_ = new QCheckBox(QStringLiteral("allow non-finite outputs"));
+    cf->addRow(QStringLiteral("atol"), atol_);
+    cf->addRow(QStringLiteral("rtol"), rtol_);
+    cf->addRow(QStringLiteral("Tie tolerance"), tie_tol_);
+    cf->addRow(QStringLiteral("Tie rule"), tie_rule_);
+    cf->addRow(QStringLiteral("Allowed flips"), max_flips_);
+    cf->addRow(QStringLiteral("Quality threshold (accuracy ≥)"), quality_);
+    cf->addRow(QString(), allow_nonfinite_);
+
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Cancel);
+    auto* start = buttons->addButton(QStringLiteral("Start"), QDialogButtonBox::AcceptRole);
+    start->setDefault(true);
+    connect(buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
+    connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+    auto* v = new QVBoxLayout(this);
+    v->addLayout(form);
+    v->addWidget(criteria_);
+    v->addWidget(buttons);
+}
+
+void NewRunDialog::setSpec(const RunSpec& s) {
+    model_->setCurrentText(QString::fromStdString(s.model));
+    probes_->setText(QString::fromStdString(s.probes));
+    fp16_->setChecked(std::find(s.precisions.begin(), s.precisions.end(), Precision::Fp16) != s.precisions.end());
+    bf16_->setChecked(std::find(s.precisions.begin(), s.precisions.end(), Precision::Bf16) != s.precisions.end());
+    const int d = device_->findText(QString::fromStdString(s.device.empty() ? "cpu" : s.device));
+    if (d >= 0) device_->setCurrentIndex(d);
+    mode_->setCurrentIndex(s.mode == Mode::Train ? 1 : 0);
+    QStringList k;
+    for (const auto& g : s.keep_fp32) k << QString::fromStdString(g);
+    keep_fp32_->setText(k.join(QStringLiteral(", ")));
+    seed_->setValue(int(s.seed));
+    batch_->setValue(s.batch_size);
+    atol_->setValue(s.criteria.atol);
+    rtol_->setValue(s.criteria.rtol);
+    tie_tol_->setValue(s.criteria.tie_tolerance);
+    tie_rule_->setCurrentIndex(s.criteria.tie_rule == TieRule::Abstain ? 1 : 0);
+    max_flips_->setValue(s.criteria.max_flips);
+    quality_->setValue(s.criteria.quality_threshold);
+    allow_nonfinite_->setChecked(s.criteria.allow_nonfinite);
+}
+
+RunSpec NewRunDialog::spec() const {
+    RunSpec s;
+    s.model = model_->currentText().trimmed().toStdString();
+    s.probes = probes_->text().trimmed().toStdString();
+    s.precisions.clear();
+    if (fp16_->isChecked()) s.precisions.push_back(Precision::Fp16);
+    if (bf16_->isChecked()) s.precisions.push_back(Precision::Bf16);
+    if (s.precisions.empty()) throw InputError("AMP passes", "", "choose FP16 and/or BF16");
+    if (s.model.empty()) throw InputError("Model", "", "choose a demo model or a TorchScript file");
+    s.device = device_->currentText().toStdString();
+    s.mode = mode_->currentIndex() == 1 ? Mode::Train : Mode::Eval;
+    for (const auto& g : keep_fp32_->text().split(QLatin1Char(','), Qt::SkipEmptyParts))
+        if (!g.trimmed().isEmpty()) s.keep_fp32.push_back(g.trimmed().toStdString());
+    s.seed = uint64_t(seed_->value());
+    s.batch_size = batch_->value();
+    s.criteria.atol = atol_->value();
+    s.criteria.rtol = rtol_->value();
+    s.criteria.tie_tolerance = tie_tol_->value();
+    s.criteria.tie_rule = tie_rule_->currentIndex() == 1 ? TieRule::Abstain : TieRule::LowestIndex;
+    s.criteria.max_flips = max_flips_->value();
+    s.criteria.quality_threshold = quality_->value();
+    s.criteria.quality_threshold_set = quality_->value() > 0;
+    s.criteria.allow_nonfinite = allow_nonfinite_->isChecked();
+    return s;
+}
+
+void NewRunDialog::lockCriteria() {
+    criteria_->setEnabled(false);
+    criteria_->setTitle(QStringLiteral("Criteria (locked: fixed before the first pass)"));
+}
+
+bool NewRunDialog::criteriaLocked() const { return !criteria_->isEnabled(); }
+
+void NewRunDialog::dragEnterEvent(QDragEnterEvent* e) {
+    if (e->mimeData()->hasUrls()) e->acceptProposedAction();
+}
+
+void NewRunDialog::dropEvent(QDropEvent* e) {
+    for (const auto& url : e->mimeData()->urls()) {
+        const auto f = url.toLocalFile();
+        if (f.endsWith(QStringLiteral(".csv")) || f.contains(QStringLiteral("probe"))) probes_->setText(f);
+        else model_->setCurrentText(f);
+    }
+}
+
+}  // namespace ampscope::ui

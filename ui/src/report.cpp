@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: MIT
+#include "report.h"
+
+#include <QAbstractItemModel>
+#include <QBuffer>
+#include <QChart>
+#include <QChartView>
+#include <QFile>
+#include <QPixmap>
+#include <QTextStream>
+
+#include <memory>
+
+#include "charts.h"
+
+namespace ampscope::ui {
+
+namespace {
+QString qs(const std::string& s) { return QString::fromStdString(s).toHtmlEscaped(); }
+QString num(double v) { return QString::number(v, 'g', 4); }
+}  // namespace
+
+QString overviewHtml(const RunResult& r, const QString& status, const storage::Review& review,
+                     const std::vector<storage::Annotation>& notes) {
+    QString h;
+    QTextStream o(&h);
+    const auto verdictColor = [](Verdict v) { return v == Verdict::Accepted ? "#1e8c3c" : "#c82828"; };
+    o << "<h2>Run " << qs(r.run_id.substr(0, 8)) << " — <span style='color:" << verdictColor(r.verdict) << "'>"
+      << qs(to_string(r.verdict)) << "</span></h2>";
+    o << "<p>status <b>" << status.toHtmlEscaped() << "</b> · review <b>" << qs(review.status) << "</b>"
+      << (review.by.empty() ? QString() : QString(QStringLiteral(" by ") + qs(review.by) + QStringLiteral(" at ") + qs(review.at)))
+      << "</p>";
+    o << "<table cellpadding=3>"
+      << "<tr><td>model</td><td>" << qs(r.model.source) << " (" << qs(r.model.kind) << ", " << r.model.parameters
+      << " parameters, " << qs(r.model.mode) << ")<br><small>sha256 " << qs(r.model.sha256) << "<br>weights "
+      << qs(r.model.weights_sha256) << "</small></td></tr>"
+      << "<tr><td>probes</td><td>" << qs(r.probes.source) << ", " << r.probes.count << " samples (";
+    bool first = true;
+    for (const auto& [t, n] : r.probes.tags) o << (first ? "" : ", ") << n << " " << qs(t), first = false;
+    o << ")<br><small>sha256 " << qs(r.probes.sha256) << "</small></td></tr>"
+      << "<tr><td>backend</td><td>" << qs(r.backend.device) << " (" << qs(r.backend.kind) << "), " << qs(r.backend.name)
+      << ", torch " << qs(r.backend.torch_version) << (r.backend.cuda_version.empty() ? QString() : QString(QStringLiteral(", CUDA ") + qs(r.backend.cuda_version)))
+      << ", bf16 " << (r.backend.bf16_supported ? "yes" : "no") << "</td></tr>"
+      << "<tr><td>criteria</td><td>fixed at " << qs(r.criteria.fixed_at) << " (locked)<br>|amp−ref| ≤ " << num(r.criteria.atol)
+      << " + " << num(r.criteria.rtol) << "·|ref|; ties within " << num(r.criteria.tie_tolerance) << " → "
+      << qs(to_string(r.criteria.tie_rule)) << "; flips allowed " << r.criteria.max_flips << "; quality "
+      << qs(to_string(r.criteria.quality_metric)) << " threshold " << num(r.criteria.quality_threshold)
+      << (r.criteria.allow_nonfinite ? "; non-finite allowed" : "") << "</td></tr>";
+    if (!r.spec.keep_fp32.empty()) {
+        o << "<tr><td>FP32 regions</td><td>";
+        for (const auto& k : r.spec.keep_fp32) o << qs(k) << " ";
+        o << "</td></tr>";
+    }
+    o << "</table>";
+    for (const auto& p : r.passes) {
+        o << "<h3>Pass " << qs(to_string(p.precision)) << "</h3><p>" << p.nonfinite_samples.size() << " non-finite samples";
+        if (p.quality) o << ", quality " << num(*p.quality);
+        o << ", " << num(p.seconds) << " s</p>";
+        if (p.origin)
+            o << "<p style='color:#c82828'>NaN/Inf born at <b>" << qs(p.origin->stage) << "</b> op #" << p.origin->index << " <b>"
+              << qs(p.origin->op) << "</b> in module <b>" << qs(p.origin->module.empty() ? "(root)" : p.origin->module) << "</b> for "
+              << p.origin->samples.size() << " samples</p>";
+    }
+    if (r.verdict == Verdict::InvalidReference)
+        o << "<p style='color:#c82828'><b>The FP32 reference is not finite</b>: it is not trusted and AMP passes were not compared.</p>";
+    for (const auto& c : r.comparisons) {
+        o << "<h3>" << qs(to_string(c.precision)) << " vs fp32: <span style='color:" << verdictColor(c.verdict) << "'>"
+          << qs(to_string(c.verdict)) << "</span></h3><table border=1 cellspacing=0 cellpadding=3>";
+        for (const auto& k : c.criteria) {
+            o << "<tr><td>" << (k.passed ? "<span style='color:#1e8c3c'>pass</span>" : "<span style='color:#c82828'>FAIL</span>")
+              << "</td><td>" << qs(k.name) << "</td><td>" << qs(k.detail);
+            if (!k.passed && !k.samples.empty()) {
+                o << "<br><small>";
+                for (size_t i = 0; i < std::min<size_t>(12, k.samples.size()); ++i) o << qs(k.samples[i]) << " ";
+                if (k.samples.size() > 12) o << "…";
+                o << "</small>";
+            }
+            o << "</td></tr>";
+        }
+        o << "</table>";
+    }
+    if (!notes.empty()) {
+        o << "<h3>Annotations</h3><ul>";
+        for (const auto& a : notes)
+            o << "<li><small>" << qs(a.created_at.substr(0, 19)) << " " << qs(a.author) << " on " << qs(a.target_kind) << " "
+              << qs(a.target) << "</small><br>" << qs(a.text) << "</li>";
+        o << "</ul>";
+    }
+    for (const auto& w : r.warnings) o << "<p><i>" << qs(w) << "</i></p>";
+    return h;
+}
+
+QString writeReport(const RunResult& r, const QString& status, const storage::Review& review,
+                    const std::vector<storage::Annotation>& notes, const QString& path) {
+    auto png = [](QChart* chart) {
+        QChartView view(chart);
+        view.resize(1000, 560);
+        view.setRenderHint(QPainter::Antialiasing);
+        QByteArray bytes;
+        QBuffer buf(&bytes);
+        buf.open(QIODevice::WriteOnly);
+        view.grab().save(&buf, "PNG");
+        return QStringLiteral("<img src='data:image/png;base64,%1'/>").arg(QString::fromLatin1(bytes.toBase64()));
+    };
+    QString html = QStringLiteral("<!DOCTYPE html><html><head><meta charset='utf-8'><title>ampscope run %1</title>"
+                                  "<style>body{font-family:sans-serif;max-width:1040px;margin:auto} img{max-width:100%}</style>"
+                                  "</head><body>").arg(QString::fromStdString(r.run_id));
+    html += overviewHtml(r, status, review, notes);
+    html += QStringLiteral("<h2>Score deltas</h2>") + png(makeDeltaChart(r)) + png(makeDeltaHistogram(r));
+    html += QStringLiteral("<h2>Decision flips</h2>") + png(makeFlipChart(r));
+    for (const auto& p : r.passes)
+        if (!p.layers.empty()) html += QStringLiteral("<h2>Layers, %1 pass</h2>").arg(QString::fromStdString(to_string(p.precision))) + png(makeLayerChart(p));
+    html += QStringLiteral("</body></html>");
+    QFile f(path);
+    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)) return QStringLiteral("cannot write %1").arg(path);
+    f.write(html.toUtf8());
+    return {};
+}
+
+QString writeCsv(const QAbstractItemModel* m, const QString& path) {
+    QFile f(path);
+    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)) return QStringLiteral("cannot write %1").arg(path);
+    QTextStream o(&f);
+    auto cell = [](QString s) {
+        if (s.contains(QLatin1Char(',')) || s.contains(QLatin1Char('"')) || s.contains(QLatin1Char('\n')))
+            s = QLatin1Char('"') + s.replace(QStringLiteral("\""), QStringLiteral("\"\"")) + QLatin1Char('"');
+        return s;
+    };
+    for (int c = 0; c < m->columnCount(); ++c) o << (c ? "," : "") << cell(m->headerData(c, Qt::Horizontal).toString());
+    o << "\n";
+    for (int r = 0; r < m->rowCount(); ++r) {
+        for (int c = 0; c < m->columnCount(); ++c) o << (c ? "," : "") << cell(m->index(r, c).data().toString());
+        o << "\n";
+    }
+    return {};
+}
+
+}  // namespace ampscope::ui

@@ -1,0 +1,24 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+// Self-contained HTML report of a run (charts embedded as PNG data URIs) and CSV of tables.
+
+#include <QString>
+
+#include "ampscope/storage/store.h"
+
+class QAbstractItemModel;
+
+namespace ampscope::ui {
+
+/// The run overview as HTML (used by the Overview tab and the report).
+QString overviewHtml(const RunResult& run, const QString& status, const storage::Review& review,
+                     const std::vector<storage::Annotation>& notes);
+
+/// Writes a self-contained HTML report with the run's charts rendered at 1000x560.
+QString writeReport(const RunResult& run, const QString& status, const storage::Review& review,
+                    const std::vector<storage::Annotation>& notes, const QString& path);
+
+/// Writes a table model as CSV (display text, header row first).
+QString writeCsv(const QAbstractItemModel* model, const QString& path);
+
+}  // namespace ampscope::ui
