@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: MIT
+// GUI tests (offscreen): item models under QAbstractItemModelTester, every view rendered from
+// a recorded database, a run started from the controller and cancelled with the UI responsive,
+// criteria locked after start.
+#include <QAbstractItemModelTester>
+#include <QChartView>
+#include <QElapsedTimer>
+#include <QImage>
+#include <QSignalSpy>
+#include <QTabWidget>
+#include <QTemporaryDir>
+#include <QTimer>
+#include <QtTest>
+
+#include <set>
+
+#include "ampscope/storage/store.h"
+#include "mainwindow.h"
+#include "models.h"
+#include "newrundialog.h"
+#include "runcontroller.h"
+
+using namespace ampscope;
+using namespace ampscope::ui;
+
+namespace {
+
+/// Distinct colours in an image: a blank render has one or two.
+int colours(const QImage& img) {
+    std::set<QRgb> seen;
+    for (int y = 0; y < img.height(); y += 3)
+        for (int x = 0; x < img.width(); x += 3) {
+            seen.insert(img.pixel(x, y));
+            if (seen.size() > 64) return int(seen.size());
+        }
+    return int(seen.size());
+}
+
+}  // namespace
+
+class TstUi : public QObject {
+    Q_OBJECT
+private:
+    QTemporaryDir dir_;
+    QString db_;
+    std::string uuid_;
+
+private Q_SLOTS:
+    void initTestCase() {
+        qputenv("AMPSCOPE_NO_DIALOGS", "1");
+        db_ = dir_.filePath(QStringLiteral("runs.sqlite"));
+        storage::Store store(db_.toStdString());
+        storage::RunWriter w(store);
+        RunSpec spec;
+        spec.device = "cpu";
+        uuid_ = run_comparison(spec, &w).run_id;
+    }
+
+    void modelsPassTheTester() {
+        storage::Store store(db_.toStdString());
+        const auto run = store.load_run(uuid_);
+        RunListModel runs;
+        QAbstractItemModelTester t1(&runs, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        runs.resetData(store.list_runs());
+        QCOMPARE(runs.rowCount(), 1);
+        SampleModel samples;
+        QAbstractItemModelTester t2(&samples, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        samples.resetData(run);
+        QCOMPARE(samples.rowCount(), 40);
+        QCOMPARE(samples.columnCount(), 2 + 3 * 2);
+        FlipModel flips;
+        QAbstractItemModelTester t3(&flips, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        flips.resetData(run);
+        QVERIFY(flips.rowCount() > 0);
+        LayerModel layers;
+        QAbstractItemModelTester t4(&layers, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        layers.resetData(run.passes[1]);
+        QVERIFY(layers.rowCount() > 10);
+        QCOMPARE(layers.index(0, LayerModel::State).data().toString(), QStringLiteral("origin"));
+        QCOMPARE(layers.index(0, LayerModel::Module).data().toString(), QStringLiteral("embed"));
+        QCOMPARE(layers.index(1, LayerModel::State).data().toString(), QStringLiteral("propagated"));
+        runs.clearData();
+        samples.clearData();
+        flips.clearData();
+        layers.clearData();
+    }
+
+    void everyViewRendersFromARecordedDatabase() {
+        MainWindow w;
+        QVERIFY(w.openDatabase(db_));
+        w.resize(1280, 820);
+        w.show();
+        w.showRun(QString::fromStdString(uuid_));
+        const QString out = QStringLiteral(AMPSCOPE_TEST_OUTPUT_DIR);
+        for (int t = 0; t < w.tabs()->count(); ++t) {
+            w.tabs()->setCurrentIndex(t);
+            QCoreApplication::processEvents();
+            const QImage img = w.grab().toImage();
+            const QString file = out + QStringLiteral("/view-%1.png").arg(t);
+            QVERIFY(img.save(file));
+            QVERIFY2(colours(img) > 20, qPrintable(QStringLiteral("tab %1 looks blank").arg(t)));
+        }
+        QVERIFY(w.layerModel()->rowCount() > 0);
+        QVERIFY(w.flipModel()->rowCount() > 0);
+    }
+
+    void cancelKeepsTheUiResponsive() {
+        MainWindow w;
+        QVERIFY(w.openDatabase(db_));
+        QSignalSpy cancelled(w.controller(), &RunController::cancelled);
+        QElapsedTimer since;
+        qint64 worst = 0;
+        QTimer heartbeat;
+        heartbeat.setInterval(10);
+        QObject::connect(&heartbeat, &QTimer::timeout, [&] {
+            worst = std::max(worst, since.restart());
+        });
+        bool asked = false;
+        QObject::connect(w.controller(), &RunController::progress, [&](const QString& stage, int permille) {
+            if (!asked && stage == QStringLiteral("pass fp16") && permille > 100) {
+                asked = true;
+                w.controller()->cancel();
+            }
+        });
+        RunSpec spec;
+        spec.device = "cpu";
+        spec.batch_size = 1;  // many small batches: cancel lands mid-pass
+        since.start();
+        heartbeat.start();
+        QVERIFY(w.startRun(spec));
+        QVERIFY(!w.controller()->start(spec, db_));  // one run at a time
+        QVERIFY(cancelled.wait(60000));
+        heartbeat.stop();
+        QVERIFY2(worst < 100, qPrintable(QStringLiteral("UI thread stalled %1 ms").arg(worst)));
+        const QString uuid = cancelled.at(0).at(0).toString();
+        QVERIFY(!uuid.isEmpty());
+        storage::Store store(db_.toStdString());
+        QCOMPARE(QString::fromStdString(store.status(uuid.toStdString())), QStringLiteral("cancelled"));
+        QVERIFY(store.load_run(uuid.toStdString()).passes.size() >= 1);  // the reference pass is kept
+    }
+
+    void criteriaAreLockedAfterStart() {
+        NewRunDialog d;
+        RunSpec spec;
+        spec.criteria.atol = 0.25;
+        spec.criteria.max_flips = 3;
+        d.setSpec(spec);
+        QCOMPARE(d.spec().criteria.atol, 0.25);
+        QVERIFY(!d.criteriaLocked());
+        d.lockCriteria();
+        QVERIFY(d.criteriaLocked());
+        RunController c;
+        QSignalSpy finished(&c, &RunController::finished);
+        RunSpec s2 = d.spec();
+        s2.device = "cpu";
+        s2.inspect = false;
+        QVERIFY(c.start(s2, db_));
+        QCOMPARE(c.spec().criteria.max_flips, 3);  // the frozen copy
+        QVERIFY(finished.wait(60000));
+        storage::Store store(db_.toStdString());
+        const auto run = store.load_run(finished.at(0).at(0).toString().toStdString());
+        QCOMPARE(run.criteria.max_flips, 3);
+        QVERIFY(!run.criteria.fixed_at.empty());
+    }
+};
+
+QTEST_MAIN(TstUi)
+#include "tst_ui.moc"
