@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -13,6 +14,7 @@
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/run.h"
+#include "ampscope/engine/train.h"
 #include "ampscope/storage/json_io.h"
 #include "ampscope/storage/store.h"
 #include "store_commands.h"
@@ -154,6 +156,42 @@ int main(int argc, char** argv) {
     ops->add_option("--seed", ops_spec.seed, "seed for demo weights")->default_val(0);
     ops->add_flag("--json", ops_json, "print JSON");
 
+    // ---- train ----
+    auto* train = app.add_subcommand("train", "reference FP32 and AMP training side by side, with a GradScaler port");
+    TrainSpec ts;
+    std::string train_precision = "fp16", train_json, train_db;
+    bool no_scaler = false, no_autocast = false, train_quiet = false, no_guards = false;
+    train->add_option("--model", ts.model, "demo:NAME or a TorchScript file (its parameters are trained)")->required();
+    train->add_option("--data", ts.data, "'demo' or a .pt/.csv file with labels or targets")->required();
+    train->add_option("--steps", ts.steps, "optimizer iterations")->required();
+    train->add_option("--batch-size", ts.batch_size, "samples per micro-batch, taken in file order")->default_val(16);
+    train->add_option("--loss", ts.loss, "ce | mse (default: ce with labels, mse with targets)")->check(CLI::IsMember({"ce", "mse"}));
+    train->add_option("--optimizer", ts.optimizer, "sgd | adam | adamw")->check(CLI::IsMember({"sgd", "adam", "adamw"}))->default_val("sgd");
+    train->add_option("--lr", ts.lr, "learning rate")->default_val(0.05);
+    train->add_option("--momentum", ts.momentum, "SGD momentum")->default_val(0.0);
+    train->add_option("--weight-decay", ts.weight_decay, "weight decay")->default_val(0.0);
+    train->add_option("--lr-schedule", ts.lr_schedule, "constant | cosine (over --steps)")->check(CLI::IsMember({"constant", "cosine"}))->default_val("constant");
+    train->add_flag("--lr-per-iteration", ts.lr_per_iteration, "advance the schedule per iteration, not per effective update (warns when steps were skipped)");
+    train->add_option("--precision", train_precision, "fp16 | bf16")->default_val("fp16");
+    train->add_flag("--no-scaler", no_scaler, "isolation: autocast only, no GradScaler");
+    train->add_flag("--no-autocast", no_autocast, "isolation: FP32 compute with loss scaling only");
+    train->add_option("--init-scale", ts.scaler.init_scale, "GradScaler init_scale")->default_val(65536.0);
+    train->add_option("--growth-factor", ts.scaler.growth_factor, "GradScaler growth_factor")->default_val(2.0);
+    train->add_option("--backoff-factor", ts.scaler.backoff_factor, "GradScaler backoff_factor")->default_val(0.5);
+    train->add_option("--growth-interval", ts.scaler.growth_interval, "GradScaler growth_interval")->default_val(2000);
+    train->add_option("--clip-grad-norm", ts.clip_grad_norm, "clip the unscaled gradient norm to this (0 = off)")->default_val(0.0);
+    train->add_option("--accumulate", ts.accumulate, "micro-batches per optimizer step (unscale once, after accumulating)")->default_val(1);
+    train->add_option("--checkpoint-every", ts.checkpoint_every, "write a checkpoint every N steps (model, optimizer, scaler, RNG, counters, policy)")->default_val(0);
+    train->add_option("--checkpoint-dir", ts.checkpoint_dir, "where checkpoints go")->default_val(".");
+    train->add_option("--resume", ts.resume, "continue from a checkpoint");
+    train->add_option("--keep-fp32", ts.keep_fp32, "module-path glob run without autocast (repeatable)");
+    train->add_option("--seed", ts.seed, "seed for weights, data and per-step RNG")->default_val(0);
+    train->add_option("--device", ts.device, "cpu | cuda | cuda:N");
+    train->add_flag("--no-guards", no_guards, "skip the per-step finiteness checks (they synchronise with the device)");
+    train->add_option("--db", train_db, "run database (accepted; training runs are reported as JSON, not yet recorded)");
+    train->add_option("--json", train_json, "write the training JSON to PATH, or '-' for stdout");
+    train->add_flag("-q,--quiet", train_quiet, "no terminal summary");
+
     auto store_command = cli::add_store_commands(app);
 
     try {
@@ -183,6 +221,23 @@ int main(int argc, char** argv) {
             int failing = 0;
             for (const auto& o : rep.ops) failing += !o.kernel_ok;
             return failing ? kRejected : kOk;
+        }
+        if (*train) {
+            auto p = parse_precision(train_precision);
+            if (!p || *p == Precision::Fp32) throw InputError("--precision", "", "'" + train_precision + "'; expected fp16 or bf16");
+            ts.precision = *p;
+            ts.scaler.enabled = !no_scaler;
+            ts.autocast = !no_autocast;
+            ts.guards = !no_guards;
+            TerminalProgress progress(isatty(STDERR_FILENO) && !train_quiet);
+            const auto r = run_training(ts, nullptr, &progress);
+            progress.clear();
+            if (!train_quiet && train_json != "-") cli::print_train(std::cout, r, isatty(STDOUT_FILENO));
+            if (!train_json.empty()) write_output(train_json, json::train_to_json(r));
+            if (g_interrupted) throw Cancelled();
+            bool nonfinite_weights = false;
+            for (const auto& st : r.steps) nonfinite_weights = nonfinite_weights || !std::isfinite(st.divergence);
+            return nonfinite_weights ? kRejected : kOk;
         }
         if (*run) {
             spec.precisions.clear();

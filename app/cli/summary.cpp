@@ -67,6 +67,58 @@ void print_ops(std::ostream& os, const OpsReport& r) {
        << to_string(r.precision) << " kernel on " << r.backend.device << "\n";
 }
 
+void print_train(std::ostream& os, const TrainResult& r, bool color) {
+    const auto& s = r.spec;
+    os << "training run " << r.run_id << "\n  model " << r.model.source << ", data " << s.data << ", " << s.optimizer
+       << " lr " << s.lr << ", batch " << s.batch_size << (s.accumulate > 1 ? " x" + std::to_string(s.accumulate) : "")
+       << ", loss " << s.loss << "\n  policy: " << to_string(s.precision) << (s.autocast ? " autocast" : " (no autocast: FP32 compute)")
+       << (s.scaler.enabled ? ", GradScaler(init " + fmtg(s.scaler.init_scale) + ", growth " + fmtg(s.scaler.growth_factor) +
+                                  ", backoff " + fmtg(s.scaler.backoff_factor) + ", interval " + std::to_string(s.scaler.growth_interval) + ")"
+                            : std::string(", no GradScaler"))
+       << "\n";
+    if (!r.resumed_from.empty()) os << "  resumed from " << r.resumed_from << (r.policy_changed ? " (policy changed: experiment change)" : "") << "\n";
+    os << "  iterations " << r.iterations << ", effective updates " << r.effective_updates << ", skipped " << r.skipped
+       << ", final scale " << fmtg(r.final_scale) << "\n";
+    if (r.skipped) {
+        os << "  skipped steps:";
+        int shown = 0;
+        for (const auto& st : r.steps)
+            if (st.skipped && shown++ < 20) os << " " << st.step;
+        if (r.skipped > 20) os << " ...";
+        os << "\n";
+    }
+    os << "  scale trajectory:";
+    double last = -1;
+    for (const auto& st : r.steps)
+        if (st.scale != last) {
+            os << " " << st.step << ":" << fmtg(st.scale);
+            last = st.scale;
+        }
+    os << "\n";
+    os << "    step   loss_ref    loss_amp    scale      skip  eff  grad_norm  divergence  non-finite\n";
+    const size_t n = r.steps.size();
+    for (size_t i = 0; i < n; ++i) {
+        if (n > 24 && i >= 10 && i + 10 < n) {
+            if (i == 10) os << "    ...\n";
+            continue;
+        }
+        const auto& st = r.steps[i];
+        char line[256];
+        std::snprintf(line, sizeof line, "    %-6d %-11.5g %-11.5g %-10.4g %-5s %-4d %-10.4g %-11.3g ", st.step, st.loss_ref,
+                      st.loss_amp, st.scale, st.skipped ? "yes" : "", st.effective_updates, st.grad_norm, st.divergence);
+        os << line;
+        if (!st.nonfinite_stage.empty()) {
+            os << paint(st.nonfinite_stage, "31", color);
+            if (st.origin) os << " (" << (st.origin->module.empty() ? "(root)" : st.origin->module) << ", " << st.origin->op << ")";
+        }
+        os << "\n";
+    }
+    if (!r.steps.empty())
+        os << "  final losses: reference " << fmtg(r.steps.back().loss_ref, 5) << ", AMP " << fmtg(r.steps.back().loss_amp, 5) << "\n";
+    for (const auto& c : r.checkpoints) os << "  checkpoint " << c << "\n";
+    for (const auto& w : r.warnings) os << "  warning: " << w << "\n";
+}
+
 void print_layers(std::ostream& os, const PassResult& p, bool color) {
     const double fmax = p.precision == Precision::Bf16 ? 3.3895e38 : 65504.0;
     os << "  layers of the " << to_string(p.precision) << " pass (" << p.layers.size() << " ops; headroom = log2("

@@ -5,6 +5,7 @@
 #include <ostream>
 
 #include "ampscope/engine/run.h"
+#include "ampscope/engine/train.h"
 
 namespace ampscope::cli {
 
@@ -18,5 +19,8 @@ void print_layers(std::ostream& os, const PassResult& p, bool color);
 void print_backend(std::ostream& os, const BackendReport& b);
 
 void print_ops(std::ostream& os, const OpsReport& r);
+
+/// Iterations vs effective updates, skipped steps and when, scale trajectory, final losses.
+void print_train(std::ostream& os, const TrainResult& r, bool color);
 
 }  // namespace ampscope::cli

@@ -53,6 +53,10 @@ struct ProbeSet {
 /// model's expected input shapes. Throws InputError naming the file and field.
 ProbeSet load_probes(const std::string& source, Model& model, uint64_t seed);
 
+/// Training data: "demo" (a learnable set for the demo model, in file order) or a probe-format
+/// file with labels or targets.
+ProbeSet load_training_data(const std::string& source, Model& model, uint64_t seed);
+
 /// Whether `path` matches any of the globs (fnmatch; '*' also crosses dots).
 bool matches_any(const std::string& path, const std::vector<std::string>& globs);
 

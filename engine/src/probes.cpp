@@ -315,6 +315,59 @@ ProbeSet load_csv(const std::string& path) {
 
 }  // namespace
 
+ProbeSet load_training_data(const std::string& source, Model& model, uint64_t seed) {
+    if (source != "demo") {
+        auto ps = load_probes(source, model, seed);
+        if (ps.labels.empty() && ps.targets.empty())
+            throw InputError(source, "labels", "training data needs labels (classifier) or targets (regressor)");
+        return ps;
+    }
+    if (model.info.kind != "demo")
+        throw InputError("demo", "--data", "the built-in training set belongs to the demo models; give a .pt or .csv file");
+    // Classifiers: samples grouped by class in file order (batches are taken in file order),
+    // each class a prototype pattern of magnitude ~30 plus noise. The head's gradient of a
+    // one-class batch is then consistent across the batch: above 1 at the start, so that,
+    // multiplied by GradScaler's initial 2^16, it overflows FP16 until the scale has backed
+    // off once or twice, after which FP16 trains like FP32 (the story the demo tells).
+    auto gen = at::detail::createCPUGenerator(seed + 777);
+    const auto& shape = model.input_shapes.at(0);
+    const int64_t n = 256;
+    std::vector<int64_t> full = {n};
+    full.insert(full.end(), shape.begin(), shape.end());
+    ProbeSet ps;
+    at::Tensor x;
+    if (model.num_outputs >= 2) {
+        const int64_t c = model.num_outputs;
+        // one pattern per class, the same at every position (mean pooling keeps it whole)
+        std::vector<int64_t> proto_shape = {c};
+        for (size_t i = 0; i + 1 < shape.size(); ++i) proto_shape.push_back(1);
+        proto_shape.push_back(shape.back());
+        std::vector<int64_t> expand = {c};
+        expand.insert(expand.end(), shape.begin(), shape.end());
+        auto protos = (at::randn(proto_shape, gen) * 30.0).expand(expand);
+        auto labels = at::arange(n, at::kLong).div(n / c, "floor").clamp_max(c - 1);
+        x = protos.index_select(0, labels) + at::randn(full, gen) * 10.0;
+        ps.labels.assign(labels.data_ptr<int64_t>(), labels.data_ptr<int64_t>() + n);
+    } else {
+        x = at::randn(full, gen) * 30.0;
+        auto flat = x.reshape({n, -1, shape.back()}).mean(1);
+        auto t = ((flat / 30.0).sin().sum(1, true) / 2.0).contiguous();
+        ps.targets.assign(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
+        ps.target_width = 1;
+    }
+    ps.inputs.push_back(x.contiguous());
+    for (int i = 0; i < 256; ++i) ps.samples.push_back({id_for("train", i), "ordinary"});
+    Sha256 h;
+    h.update(x.data_ptr(), x.nbytes());
+    ps.info.sha256 = h.hex();
+    ps.info.source = "demo";
+    ps.info.count = 256;
+    ps.info.tags["ordinary"] = 256;
+    ps.info.has_labels = !ps.labels.empty();
+    ps.info.has_targets = !ps.targets.empty();
+    return ps;
+}
+
 ProbeSet load_probes(const std::string& source, Model& model, uint64_t seed) {
     ProbeSet ps;
     if (source == "demo") {

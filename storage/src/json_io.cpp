@@ -135,6 +135,44 @@ Criteria parse_criteria(const std::string& text, const std::string& file, Criter
 
 std::string criteria_to_json(const Criteria& c) { return criteria_json(c).dump(2); }
 
+std::string train_to_json(const TrainResult& r, int indent) {
+    ordered_json j;
+    j["run_id"] = r.run_id;
+    j["precision"] = to_string(r.spec.precision);
+    j["autocast"] = r.spec.autocast;
+    j["scaler"] = {{"enabled", r.spec.scaler.enabled}, {"init_scale", r.spec.scaler.init_scale},
+                   {"growth_factor", r.spec.scaler.growth_factor}, {"backoff_factor", r.spec.scaler.backoff_factor},
+                   {"growth_interval", r.spec.scaler.growth_interval}};
+    j["model"] = {{"source", r.model.source}, {"sha256", r.model.sha256}, {"weights_sha256", r.model.weights_sha256}};
+    j["data"] = r.spec.data;
+    j["optimizer"] = {{"name", r.spec.optimizer}, {"lr", r.spec.lr}, {"momentum", r.spec.momentum},
+                      {"weight_decay", r.spec.weight_decay}, {"schedule", r.spec.lr_schedule},
+                      {"schedule_follows", r.spec.lr_per_iteration ? "iterations" : "effective_updates"}};
+    j["loss"] = r.spec.loss;
+    j["batch_size"] = r.spec.batch_size;
+    j["accumulate"] = r.spec.accumulate;
+    j["clip_grad_norm"] = r.spec.clip_grad_norm;
+    j["keep_fp32"] = r.spec.keep_fp32;
+    j["backend"] = backend_json(r.backend);
+    j["resumed_from"] = r.resumed_from.empty() ? ordered_json(nullptr) : ordered_json(r.resumed_from);
+    j["policy_changed"] = r.policy_changed;
+    j["steps"] = ordered_json::array();
+    for (const auto& st : r.steps)
+        j["steps"].push_back({{"step", st.step}, {"loss_ref", num(st.loss_ref)}, {"loss_amp", num(st.loss_amp)},
+                              {"scale", num(st.scale)}, {"found_inf", st.found_inf}, {"skipped", st.skipped},
+                              {"effective_updates", st.effective_updates}, {"grad_norm", num(st.grad_norm)},
+                              {"lr", num(st.lr)}, {"divergence", num(st.divergence)},
+                              {"nonfinite_stage", st.nonfinite_stage.empty() ? ordered_json(nullptr) : ordered_json(st.nonfinite_stage)},
+                              {"origin", origin_json(st.origin)}});
+    j["summary"] = {{"iterations", r.iterations}, {"effective_updates", r.effective_updates}, {"skipped", r.skipped},
+                    {"final_scale", num(r.final_scale)}};
+    j["checkpoints"] = r.checkpoints;
+    j["warnings"] = r.warnings;
+    j["started_at"] = r.started_at;
+    j["finished_at"] = r.finished_at;
+    return j.dump(indent);
+}
+
 std::string ops_to_json(const OpsReport& r, int indent) {
     ordered_json j;
     j["model"] = r.model;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ampscope/engine/run.h"
+#include "ampscope/engine/train.h"
 
 namespace ampscope::json {
 
@@ -20,6 +21,9 @@ std::string criteria_to_json(const Criteria& c);
 /// The run result as the contract's JSON. `with_outputs` adds passes[].outputs (scores per
 /// sample) and comparisons[].decisions.
 std::string run_to_json(const RunResult& r, bool with_outputs = false, int indent = 2);
+
+/// The training result JSON of ../shared/CONTRACT.md.
+std::string train_to_json(const TrainResult& r, int indent = 2);
 
 /// Operator coverage as JSON.
 std::string ops_to_json(const OpsReport& r, int indent = 2);

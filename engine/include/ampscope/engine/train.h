@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// \file train.h
+/// Reference FP32 training and AMP training side by side, with a faithful C++ port of
+/// torch.amp.GradScaler, per-step records, isolation modes, checkpoints and resume.
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ampscope/engine/run.h"
+#include "ampscope/engine/types.h"
+
+namespace ampscope {
+
+/// torch.amp.GradScaler's constructor parameters, with its defaults.
+struct ScalerOptions {
+    double init_scale = 65536.0;
+    double growth_factor = 2.0;
+    double backoff_factor = 0.5;
+    int growth_interval = 2000;
+    bool enabled = true;
+};
+
+/// What `state_dict()` holds (PyTorch's keys: scale, growth_factor, backoff_factor,
+/// growth_interval, _growth_tracker).
+struct ScalerState {
+    double scale = 65536.0;
+    double growth_factor = 2.0;
+    double backoff_factor = 0.5;
+    int growth_interval = 2000;
+    int growth_tracker = 0;
+};
+
+/// The C++ port of torch.amp.GradScaler (CPU and CUDA), over plain parameter lists so that
+/// its header needs no LibTorch: tensors stay behind the pimpl.
+class GradScaler {
+public:
+    explicit GradScaler(const std::string& device = "cpu", ScalerOptions o = {});
+    ~GradScaler();
+    GradScaler(GradScaler&&) noexcept;
+    GradScaler& operator=(GradScaler&&) noexcept;
+    bool enabled() const;
+    double get_scale() const;   ///< 1.0 when disabled, as PyTorch
+    int growth_tracker() const;
+    ScalerState state_dict() const;
+    void load_state_dict(const ScalerState& s);
+
+    struct Impl;
+    Impl& impl() { return *d_; }
+
+private:
+    std::unique_ptr<Impl> d_;
+};
+
+/// A training run (`ampscope-cli train`).
+struct TrainSpec {
+    std::string model = "demo:transformer";
+    std::string data = "demo";  ///< "demo" or a .pt/.csv with labels or targets
+    int steps = 50;             ///< optimizer iterations
+    int batch_size = 16;
+    std::string loss;           ///< "ce" | "mse" | "" (ce with labels, mse with targets)
+    std::string optimizer = "sgd";  ///< sgd | adam | adamw
+    double lr = 0.05, momentum = 0.0, weight_decay = 0.0;
+    Precision precision = Precision::Fp16;
+    bool autocast = true;       ///< false: FP32 compute (isolation "scaler only")
+    ScalerOptions scaler;       ///< scaler.enabled false: isolation "autocast only"
+    double clip_grad_norm = 0;  ///< 0 = off; applied after unscale_
+    int accumulate = 1;         ///< micro-batches per optimizer step
+    std::string lr_schedule = "constant";  ///< constant | cosine
+    bool lr_per_iteration = false;  ///< schedule follows iterations instead of effective updates
+    int checkpoint_every = 0;
+    std::string checkpoint_dir = ".";
+    std::string resume;         ///< checkpoint file to resume from
+    std::vector<std::string> keep_fp32;
+    uint64_t seed = 0;
+    std::string device;
+    bool guards = true;         ///< per-step finiteness checks and origins (intrusive: host syncs)
+};
+
+struct TrainStep {
+    int step = 0;
+    double loss_ref = 0, loss_amp = 0;
+    double scale = 1.0;          ///< the scale this step's loss was multiplied by
+    bool found_inf = false, skipped = false;
+    int effective_updates = 0;   ///< after this step
+    double grad_norm = 0;        ///< of the unscaled AMP gradients (inf/nan when not finite)
+    double lr = 0;
+    double divergence = 0;       ///< ||w_amp - w_ref|| / ||w_ref||
+    std::string nonfinite_stage; ///< "" | forward | loss | gradient
+    std::optional<Origin> origin;
+};
+
+struct TrainResult {
+    std::string run_id;
+    TrainSpec spec;
+    BackendReport backend;
+    ModelInfo model;
+    std::string started_at, finished_at;
+    std::vector<TrainStep> steps;
+    int iterations = 0, effective_updates = 0, skipped = 0;
+    double final_scale = 1.0;
+    std::vector<std::string> checkpoints;
+    std::string resumed_from;
+    bool policy_changed = false;  ///< resumed under another precision policy: an experiment change
+    std::vector<std::string> warnings;
+};
+
+/// Receives each step as it is produced.
+class TrainSink {
+public:
+    virtual ~TrainSink() = default;
+    virtual void train_started(const TrainResult& header) { (void)header; }
+    virtual void step_finished(const TrainStep& s) { (void)s; }
+    virtual void checkpoint_written(const std::string& path, int step) { (void)path; (void)step; }
+    virtual void train_finished(const TrainResult& r) { (void)r; }
+    virtual void train_failed(const std::string& status, const std::string& message) { (void)status; (void)message; }
+};
+
+TrainResult run_training(const TrainSpec& spec, TrainSink* sink = nullptr, ProgressObserver* progress = nullptr);
+
+}  // namespace ampscope

@@ -1,0 +1,477 @@
+// SPDX-License-Identifier: MIT
+// GradScaler (a port of torch.amp.GradScaler) and the side-by-side training session.
+#include <ATen/ATen.h>
+#include <torch/optim.h>
+#include <torch/serialize.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/utils/clip_grad.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include "ampscope/engine/errors.h"
+#include "ampscope/engine/train.h"
+#include "internal.h"
+
+namespace ampscope {
+
+// ---- GradScaler -----------------------------------------------------------------------------
+
+struct GradScaler::Impl {
+    enum class Stage { Ready, Unscaled, Stepped };
+    at::Device device{at::kCPU};
+    ScalerOptions o;
+    at::Tensor scale, tracker, found_inf;
+    Stage stage = Stage::Ready;
+    int init_tracker = 0;
+
+    void lazy_init() {
+        if (scale.defined()) return;
+        scale = at::full({}, o.init_scale, at::TensorOptions().dtype(at::kFloat).device(device));
+        tracker = at::full({}, init_tracker, at::TensorOptions().dtype(at::kInt).device(device));
+    }
+    /// scaler.scale(loss)
+    at::Tensor scale_loss(const at::Tensor& loss) {
+        if (!o.enabled) return loss;
+        lazy_init();
+        return loss * scale.to(loss.device(), /*non_blocking=*/true);
+    }
+    /// scaler.unscale_(optimizer), over the optimizer's parameters
+    void unscale(const std::vector<at::Tensor>& params) {
+        if (!o.enabled) return;
+        if (stage == Stage::Unscaled)
+            throw std::runtime_error("unscale_() has already been called on this optimizer since the last update().");
+        if (stage == Stage::Stepped) throw std::runtime_error("unscale_() is being called after step().");
+        lazy_init();
+        auto inv_scale = scale.to(at::kDouble).reciprocal().to(at::kFloat);
+        found_inf = at::full({}, 0.0, at::TensorOptions().dtype(at::kFloat).device(device));
+        std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
+        for (const auto& p : params) {
+            const auto& g = p.grad();
+            if (!g.defined()) continue;
+            if (g.scalar_type() == at::kHalf) throw std::invalid_argument("Attempting to unscale FP16 gradients.");
+            by_dtype[g.scalar_type()].push_back(g);
+        }
+        for (auto& [dt, grads] : by_dtype) at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale);
+        stage = Stage::Unscaled;
+    }
+    /// scaler.step(optimizer): skipped when any gradient was non-finite. Returns whether it stepped.
+    bool step(torch::optim::Optimizer& opt, const std::vector<at::Tensor>& params) {
+        if (!o.enabled) {
+            opt.step();
+            return true;
+        }
+        if (stage == Stage::Stepped) throw std::runtime_error("step() has already been called since the last update().");
+        if (stage == Stage::Ready) unscale(params);
+        const bool stepped = found_inf.item<float>() == 0.0f;
+        if (stepped) opt.step();
+        stage = Stage::Stepped;
+        return stepped;
+    }
+    bool last_found_inf() const { return found_inf.defined() && found_inf.item<float>() != 0.0f; }
+    /// scaler.update()
+    void update() {
+        if (!o.enabled) return;
+        if (!found_inf.defined()) throw std::runtime_error("No inf checks were recorded prior to update.");
+        at::_amp_update_scale_(scale, tracker, found_inf, o.growth_factor, o.backoff_factor, o.growth_interval);
+        stage = Stage::Ready;
+        found_inf = at::Tensor();
+    }
+};
+
+GradScaler::GradScaler(const std::string& device, ScalerOptions o) : d_(std::make_unique<Impl>()) {
+    d_->device = at::Device(device);
+    d_->o = o;
+}
+GradScaler::~GradScaler() = default;
+GradScaler::GradScaler(GradScaler&&) noexcept = default;
+GradScaler& GradScaler::operator=(GradScaler&&) noexcept = default;
+bool GradScaler::enabled() const { return d_->o.enabled; }
+double GradScaler::get_scale() const {
+    if (!d_->o.enabled) return 1.0;
+    return d_->scale.defined() ? d_->scale.item<double>() : d_->o.init_scale;
+}
+int GradScaler::growth_tracker() const { return d_->tracker.defined() ? d_->tracker.item<int>() : d_->init_tracker; }
+ScalerState GradScaler::state_dict() const {
+    return {get_scale(), d_->o.growth_factor, d_->o.backoff_factor, d_->o.growth_interval, growth_tracker()};
+}
+void GradScaler::load_state_dict(const ScalerState& s) {
+    d_->o.init_scale = s.scale;
+    d_->o.growth_factor = s.growth_factor;
+    d_->o.backoff_factor = s.backoff_factor;
+    d_->o.growth_interval = s.growth_interval;
+    d_->init_tracker = s.growth_tracker;
+    d_->scale = at::Tensor();
+    d_->tracker = at::Tensor();
+    d_->lazy_init();
+}
+
+// ---- the training session -------------------------------------------------------------------
+
+namespace {
+
+using detail::Model;
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainSpec& s, const std::vector<at::Tensor>& params) {
+    if (s.optimizer == "sgd")
+        return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(s.lr).momentum(s.momentum).weight_decay(s.weight_decay));
+    if (s.optimizer == "adam")
+        return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(s.lr).weight_decay(s.weight_decay));
+    if (s.optimizer == "adamw")
+        return std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(s.lr).weight_decay(s.weight_decay));
+    throw InputError("--optimizer", "", "'" + s.optimizer + "'; expected sgd, adam or adamw");
+}
+
+void set_lr(torch::optim::Optimizer& opt, double lr) {
+    for (auto& g : opt.param_groups()) g.options().set_lr(lr);
+}
+
+double schedule(const TrainSpec& s, int progress) {
+    if (s.lr_schedule == "cosine") return s.lr * 0.5 * (1.0 + std::cos(M_PI * std::min(progress, s.steps) / double(std::max(1, s.steps))));
+    return s.lr;
+}
+
+struct Side {
+    std::unique_ptr<Model> model;
+    std::vector<at::Tensor> params;
+    std::vector<std::string> names;
+    std::unique_ptr<torch::optim::Optimizer> opt;
+};
+
+Side make_side(const TrainSpec& s, const at::Device& device) {
+    Side side;
+    side.model = detail::load_model(s.model, s.seed);
+    side.model->to_device(device);
+    side.model->set_train(true);
+    for (auto& [name, t] : side.model->named_state()) {
+        if (!t.requires_grad()) continue;
+        side.names.push_back(name);
+        side.params.push_back(t);
+    }
+    side.opt = make_optimizer(s, side.params);
+    return side;
+}
+
+at::Tensor loss_of(const TrainSpec& s, const at::Tensor& out, const detail::ProbeSet& data, int64_t b, int64_t e,
+                   const at::Device& device) {
+    namespace F = torch::nn::functional;
+    if (s.loss == "ce") {
+        auto y = at::tensor(std::vector<int64_t>(data.labels.begin() + b, data.labels.begin() + e)).to(device);
+        return F::cross_entropy(out, y);
+    }
+    const int w = data.target_width;
+    auto t = at::tensor(std::vector<float>(data.targets.begin() + b * w, data.targets.begin() + e * w)).reshape({e - b, w}).to(device);
+    return F::mse_loss(out.reshape({e - b, -1}), t);
+}
+
+double norm_of(const std::vector<at::Tensor>& params) {
+    double sq = 0;
+    for (const auto& p : params)
+        if (p.grad().defined()) sq += p.grad().to(at::kDouble).pow(2).sum().item<double>();
+    return std::sqrt(sq);
+}
+
+double divergence(const Side& a, const Side& ref) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.params.size(); ++i) {
+        num += (a.params[i].detach().to(at::kDouble) - ref.params[i].detach().to(at::kDouble)).pow(2).sum().item<double>();
+        den += ref.params[i].detach().to(at::kDouble).pow(2).sum().item<double>();
+    }
+    return den > 0 ? std::sqrt(num / den) : 0.0;
+}
+
+std::string policy_string(const TrainSpec& s) {
+    std::string k;
+    for (const auto& g : s.keep_fp32) k += g + ",";
+    return to_string(s.precision) + (s.autocast ? "+autocast" : "") + (s.scaler.enabled ? "+scaler" : "") + "|" + k;
+}
+
+void save_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler, int step,
+                     int effective, const std::string& weights_hash) {
+    torch::serialize::OutputArchive ar;
+    ar.write("ampscope.format", c10::IValue(std::string("ampscope-checkpoint-1")));
+    ar.write("model.source", c10::IValue(s.model));
+    ar.write("model.weights_sha256_at_start", c10::IValue(weights_hash));
+    ar.write("policy", c10::IValue(policy_string(s)));
+    ar.write("step", c10::IValue(int64_t(step)));
+    ar.write("effective_updates", c10::IValue(int64_t(effective)));
+    for (size_t i = 0; i < ref.params.size(); ++i) {
+        ar.write("ref." + ref.names[i], ref.params[i].detach());
+        ar.write("amp." + amp.names[i], amp.params[i].detach());
+    }
+    torch::serialize::OutputArchive ro, ao;
+    ref.opt->save(ro);
+    amp.opt->save(ao);
+    ar.write("ref_optimizer", ro);
+    ar.write("amp_optimizer", ao);
+    const auto st = scaler.state_dict();
+    ar.write("scaler.scale", c10::IValue(st.scale));
+    ar.write("scaler.growth_factor", c10::IValue(st.growth_factor));
+    ar.write("scaler.backoff_factor", c10::IValue(st.backoff_factor));
+    ar.write("scaler.growth_interval", c10::IValue(int64_t(st.growth_interval)));
+    ar.write("scaler._growth_tracker", c10::IValue(int64_t(st.growth_tracker)));
+    ar.write("rng.cpu", at::detail::getDefaultCPUGenerator().get_state());
+    const std::string tmp = path + ".partial";
+    ar.save_to(tmp);
+    std::filesystem::rename(tmp, path);
+}
+
+struct Resumed {
+    int step = 0, effective = 0;
+    bool policy_changed = false;
+};
+
+Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler) {
+    torch::serialize::InputArchive ar;
+    try {
+        ar.load_from(path);
+    } catch (const std::exception& e) {
+        std::string w = e.what();
+        throw InputError(path, "--resume", "not a readable ampscope checkpoint: " + w.substr(0, w.find('\n')));
+    }
+    auto read = [&](const std::string& key) {
+        c10::IValue v;
+        if (!ar.try_read(key, v)) throw InputError(path, key, "missing from the checkpoint; expected an ampscope checkpoint");
+        return v;
+    };
+    if (read("ampscope.format").toStringRef() != "ampscope-checkpoint-1")
+        throw InputError(path, "ampscope.format", "unknown checkpoint format");
+    for (auto* side : {&ref, &amp}) {
+        const std::string prefix = side == &ref ? "ref." : "amp.";
+        for (size_t i = 0; i < side->params.size(); ++i) {
+            at::Tensor t;
+            if (!ar.try_read(prefix + side->names[i], t))
+                throw InputError(path, prefix + side->names[i], "missing: the checkpoint is for another model than " + s.model);
+            if (t.sizes() != side->params[i].sizes())
+                throw InputError(path, prefix + side->names[i], "has shape " + c10::str(t.sizes()) + "; the model's is " +
+                                                                    c10::str(side->params[i].sizes()) + " (another model?)");
+            torch::NoGradGuard ng;
+            side->params[i].copy_(t);
+        }
+    }
+    torch::serialize::InputArchive ro, ao;
+    ar.read("ref_optimizer", ro);
+    ar.read("amp_optimizer", ao);
+    ref.opt->load(ro);
+    amp.opt->load(ao);
+    ScalerState st;
+    st.scale = read("scaler.scale").toDouble();
+    st.growth_factor = read("scaler.growth_factor").toDouble();
+    st.backoff_factor = read("scaler.backoff_factor").toDouble();
+    st.growth_interval = int(read("scaler.growth_interval").toInt());
+    st.growth_tracker = int(read("scaler._growth_tracker").toInt());
+    if (scaler.enabled()) scaler.load_state_dict(st);
+    at::Tensor rng;
+    if (ar.try_read("rng.cpu", rng)) {
+        auto gen = at::detail::getDefaultCPUGenerator();
+        gen.set_state(rng);
+    }
+    Resumed r;
+    r.step = int(read("step").toInt());
+    r.effective = int(read("effective_updates").toInt());
+    r.policy_changed = read("policy").toStringRef() != policy_string(s);
+    return r;
+}
+
+std::optional<Origin> forward_origin(Side& amp, const std::vector<at::Tensor>& in, const TrainSpec& s,
+                                     const at::Device& device) {
+    // Re-run the step's forward with the observer (no grad) to name where NaN/Inf is born.
+    at::NoGradGuard ng;
+    auto& ctx = detail::pass_context();
+    ctx.observing = true;
+    detail::OpObserver obs(in[0].size(0));
+    obs.begin_batch(0, in[0].size(0));
+    {
+        const bool was = at::autocast::is_autocast_enabled(device.type());
+        const auto dt = at::autocast::get_autocast_dtype(device.type());
+        at::autocast::set_autocast_enabled(device.type(), s.autocast);
+        at::autocast::set_autocast_dtype(device.type(), s.precision == Precision::Bf16 ? at::kBFloat16 : at::kHalf);
+        amp.model->forward(in);
+        at::autocast::clear_cache();
+        at::autocast::set_autocast_enabled(device.type(), was);
+        at::autocast::set_autocast_dtype(device.type(), dt);
+    }
+    obs.end_batch();
+    ctx.observing = false;
+    const auto layers = obs.layers();
+    for (const auto& l : layers)
+        if (l.origin) return Origin{"forward", l.module, l.op, l.index, {}};
+    return std::nullopt;
+}
+
+}  // namespace
+
+TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObserver* progress) {
+    TrainSpec s = spec_in;
+    TrainResult res;
+    res.run_id = make_uuid();
+    res.started_at = now_iso8601();
+    if (s.steps < 1) throw InputError("--steps", "", "expected an integer >= 1");
+    if (s.batch_size < 1) throw InputError("--batch-size", "", "expected an integer >= 1");
+    if (s.accumulate < 1) throw InputError("--accumulate", "", "expected an integer >= 1");
+    if (s.precision == Precision::Fp32 && s.autocast) throw InputError("--precision", "", "expected fp16 or bf16");
+    if (!(s.lr > 0)) throw InputError("--lr", "", "expected a number > 0");
+    if (s.lr_schedule != "constant" && s.lr_schedule != "cosine")
+        throw InputError("--lr-schedule", "", "'" + s.lr_schedule + "'; expected constant or cosine");
+    res.backend = backend_report(s.device);
+    const at::Device device(res.backend.device);
+    Side ref = make_side(s, device), amp = make_side(s, device);
+    res.model = ref.model->info;
+    res.model.mode = "train";
+    auto data = detail::load_training_data(s.data, *ref.model, s.seed);
+    if (s.loss.empty()) s.loss = data.labels.empty() ? "mse" : "ce";
+    if (s.loss != "ce" && s.loss != "mse") throw InputError("--loss", "", "'" + s.loss + "'; expected ce or mse");
+    if (s.loss == "ce" && data.labels.empty()) throw InputError(s.data, "labels", "loss ce needs labels in the training data");
+    if (s.loss == "mse" && data.targets.empty()) throw InputError(s.data, "targets", "loss mse needs targets in the training data");
+    if (!s.keep_fp32.empty() && !amp.model->has_module_scopes())
+        throw InputError("--keep-fp32", "", "this model has no module scopes to keep in FP32");
+    GradScaler scaler(res.backend.device, s.scaler);
+    int start_step = 0, effective = 0;
+    if (!s.resume.empty()) {
+        auto r = load_checkpoint(s.resume, s, ref, amp, scaler);
+        start_step = r.step;
+        effective = r.effective;
+        res.resumed_from = s.resume;
+        res.policy_changed = r.policy_changed;
+        if (r.policy_changed)
+            res.warnings.push_back("resumed under a different precision policy (" + policy_string(s) +
+                                   "): an experiment change, not a plain continuation");
+    }
+    res.spec = s;
+    if (sink) sink->train_started(res);
+    const int64_t n = data.inputs[0].size(0);
+    const std::string weights_hash = res.model.weights_sha256;
+    auto& ctx = detail::pass_context();
+    ctx.device_type = device.type();
+    try {
+        int64_t cursor = int64_t(start_step) * s.accumulate * s.batch_size % n;
+        for (int step = start_step; step < s.steps; ++step) {
+            if (progress) {
+                if (progress->cancel_requested()) throw Cancelled();
+                progress->progress("train", step - start_step, s.steps - start_step);
+            }
+            TrainStep rec;
+            rec.step = step;
+            rec.scale = scaler.get_scale();
+            const int progress_count = s.lr_per_iteration ? step : effective;
+            rec.lr = schedule(s, progress_count);
+            set_lr(*ref.opt, rec.lr);
+            set_lr(*amp.opt, rec.lr);
+            ref.opt->zero_grad();
+            amp.opt->zero_grad();
+            double loss_ref = 0, loss_amp = 0;
+            bool out_nonfinite = false, loss_nonfinite = false;
+            std::vector<at::Tensor> first_in;
+            for (int micro = 0; micro < s.accumulate; ++micro) {
+                const int64_t b = cursor, e = std::min(n, cursor + s.batch_size);
+                cursor = e >= n ? 0 : e;
+                std::vector<at::Tensor> in;
+                for (const auto& t : data.inputs) in.push_back(t.slice(0, b, e).to(device));
+                if (micro == 0) first_in = in;
+                // reference: FP32
+                torch::manual_seed(s.seed * 1000003 + uint64_t(step) * 131 + uint64_t(micro));
+                ctx.keep_fp32.clear();
+                auto out_r = ref.model->forward(in);
+                auto l_r = loss_of(s, out_r, data, b, e, device) / double(s.accumulate);
+                l_r.backward();
+                loss_ref += l_r.item<double>();
+                // AMP: autocast region around forward and loss, backward outside (the recipe)
+                torch::manual_seed(s.seed * 1000003 + uint64_t(step) * 131 + uint64_t(micro));
+                ctx.keep_fp32 = s.keep_fp32;
+                at::Tensor l_a;
+                {
+                    const bool was = at::autocast::is_autocast_enabled(device.type());
+                    const auto dt = at::autocast::get_autocast_dtype(device.type());
+                    at::autocast::set_autocast_dtype(device.type(), s.precision == Precision::Bf16 ? at::kBFloat16 : at::kHalf);
+                    at::autocast::set_autocast_enabled(device.type(), s.autocast);
+                    at::autocast::increment_nesting();
+                    auto out_a = amp.model->forward(in);
+                    l_a = loss_of(s, out_a, data, b, e, device) / double(s.accumulate);
+                    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+                    at::autocast::set_autocast_enabled(device.type(), was);
+                    at::autocast::set_autocast_dtype(device.type(), dt);
+                    if (s.guards) {
+                        if (!out_a.isfinite().all().item<bool>()) out_nonfinite = true;
+                        else if (!l_a.isfinite().all().item<bool>()) loss_nonfinite = true;
+                    }
+                }
+                ctx.keep_fp32.clear();
+                scaler.impl().scale_loss(l_a).backward();
+                loss_amp += l_a.item<double>();
+            }
+            rec.loss_ref = loss_ref;
+            rec.loss_amp = loss_amp;
+            // reference step
+            if (s.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(ref.params, s.clip_grad_norm);
+            ref.opt->step();
+            // AMP: unscale once (after accumulation), then clip, then step (skipped on inf)
+            scaler.impl().unscale(amp.params);
+            rec.grad_norm = norm_of(amp.params);
+            if (s.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(amp.params, s.clip_grad_norm);
+            bool grads_nonfinite = !std::isfinite(rec.grad_norm);
+            if (scaler.enabled()) {
+                rec.found_inf = scaler.impl().last_found_inf();
+                const bool stepped = scaler.impl().step(*amp.opt, amp.params);
+                rec.skipped = !stepped;
+                scaler.impl().update();
+            } else {
+                rec.found_inf = grads_nonfinite;
+                amp.opt->step();  // without a scaler nothing skips: non-finite values go into the weights
+            }
+            if (!rec.skipped) ++effective;
+            rec.effective_updates = effective;
+            rec.divergence = divergence(amp, ref);
+            if (out_nonfinite) {
+                rec.nonfinite_stage = "forward";
+                if (s.guards) rec.origin = forward_origin(amp, first_in, s, device);
+            } else if (loss_nonfinite) {
+                rec.nonfinite_stage = "loss";
+                rec.origin = Origin{"loss", "", s.loss == "ce" ? "aten::cross_entropy_loss" : "aten::mse_loss", -1, {}};
+            } else if (rec.found_inf || grads_nonfinite) {
+                rec.nonfinite_stage = "gradient";
+                // the parameter nearest the output whose gradient is non-finite: backward runs in reverse
+                for (size_t i = amp.params.size(); i-- > 0;) {
+                    const auto& g = amp.params[i].grad();
+                    if (g.defined() && !g.isfinite().all().item<bool>()) {
+                        const auto& nm = amp.names[i];
+                        const auto dot = nm.rfind('.');
+                        rec.origin = Origin{"backward", dot == std::string::npos ? "" : nm.substr(0, dot),
+                                            "grad of " + nm, -1, {}};
+                        break;
+                    }
+                }
+            }
+            res.steps.push_back(rec);
+            if (sink) sink->step_finished(rec);
+            if (s.checkpoint_every > 0 && (step + 1) % s.checkpoint_every == 0) {
+                const auto path = (std::filesystem::path(s.checkpoint_dir) /
+                                   ("ampscope-" + res.run_id.substr(0, 8) + "-step" + std::to_string(step + 1) + ".ckpt")).string();
+                save_checkpoint(path, s, ref, amp, scaler, step + 1, effective, weights_hash);
+                res.checkpoints.push_back(path);
+                if (sink) sink->checkpoint_written(path, step + 1);
+            }
+        }
+    } catch (const Cancelled& e) {
+        if (sink) sink->train_failed("cancelled", e.what());
+        throw;
+    } catch (const InputError&) {
+        throw;
+    } catch (const std::exception& e) {
+        if (sink) sink->train_failed("failed", e.what());
+        throw ModelError(std::string("training failed: ") + e.what());
+    }
+    res.iterations = int(res.steps.size());
+    res.effective_updates = effective;
+    for (const auto& st : res.steps) res.skipped += st.skipped;
+    res.final_scale = scaler.get_scale();
+    if (s.lr_per_iteration && res.skipped > 0)
+        res.warnings.push_back("the LR schedule followed iterations while " + std::to_string(res.skipped) +
+                               " steps were skipped: the schedule ran ahead of the weights");
+    res.finished_at = now_iso8601();
+    if (progress) progress->progress("train", s.steps - start_step, s.steps - start_step);
+    if (sink) sink->train_finished(res);
+    return res;
+}
+
+}  // namespace ampscope
