@@ -12,73 +12,12 @@
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/train.h"
+#include "gradscaler.h"
 #include "internal.h"
 
 namespace ampscope {
 
 // ---- GradScaler -----------------------------------------------------------------------------
-
-struct GradScaler::Impl {
-    enum class Stage { Ready, Unscaled, Stepped };
-    at::Device device{at::kCPU};
-    ScalerOptions o;
-    at::Tensor scale, tracker, found_inf;
-    Stage stage = Stage::Ready;
-    int init_tracker = 0;
-
-    void lazy_init() {
-        if (scale.defined()) return;
-        scale = at::full({}, o.init_scale, at::TensorOptions().dtype(at::kFloat).device(device));
-        tracker = at::full({}, init_tracker, at::TensorOptions().dtype(at::kInt).device(device));
-    }
-    /// scaler.scale(loss)
-    at::Tensor scale_loss(const at::Tensor& loss) {
-        if (!o.enabled) return loss;
-        lazy_init();
-        return loss * scale.to(loss.device(), /*non_blocking=*/true);
-    }
-    /// scaler.unscale_(optimizer), over the optimizer's parameters
-    void unscale(const std::vector<at::Tensor>& params) {
-        if (!o.enabled) return;
-        if (stage == Stage::Unscaled)
-            throw std::runtime_error("unscale_() has already been called on this optimizer since the last update().");
-        if (stage == Stage::Stepped) throw std::runtime_error("unscale_() is being called after step().");
-        lazy_init();
-        auto inv_scale = scale.to(at::kDouble).reciprocal().to(at::kFloat);
-        found_inf = at::full({}, 0.0, at::TensorOptions().dtype(at::kFloat).device(device));
-        std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
-        for (const auto& p : params) {
-            const auto& g = p.grad();
-            if (!g.defined()) continue;
-            if (g.scalar_type() == at::kHalf) throw std::invalid_argument("Attempting to unscale FP16 gradients.");
-            by_dtype[g.scalar_type()].push_back(g);
-        }
-        for (auto& [dt, grads] : by_dtype) at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale);
-        stage = Stage::Unscaled;
-    }
-    /// scaler.step(optimizer): skipped when any gradient was non-finite. Returns whether it stepped.
-    bool step(torch::optim::Optimizer& opt, const std::vector<at::Tensor>& params) {
-        if (!o.enabled) {
-            opt.step();
-            return true;
-        }
-        if (stage == Stage::Stepped) throw std::runtime_error("step() has already been called since the last update().");
-        if (stage == Stage::Ready) unscale(params);
-        const bool stepped = found_inf.item<float>() == 0.0f;
-        if (stepped) opt.step();
-        stage = Stage::Stepped;
-        return stepped;
-    }
-    bool last_found_inf() const { return found_inf.defined() && found_inf.item<float>() != 0.0f; }
-    /// scaler.update()
-    void update() {
-        if (!o.enabled) return;
-        if (!found_inf.defined()) throw std::runtime_error("No inf checks were recorded prior to update.");
-        at::_amp_update_scale_(scale, tracker, found_inf, o.growth_factor, o.backoff_factor, o.growth_interval);
-        stage = Stage::Ready;
-        found_inf = at::Tensor();
-    }
-};
 
 GradScaler::GradScaler(const std::string& device, ScalerOptions o) : d_(std::make_unique<Impl>()) {
     d_->device = at::Device(device);

@@ -1,0 +1,184 @@
+# SPDX-License-Identifier: MIT
+"""Training: Python torch trains the same TorchScript model on the same data with
+torch.autocast("cpu", float16) + torch.amp.GradScaler("cpu") + SGD; ampscope-cli train must
+report the same scale every step, the same skipped steps and the same losses (bitwise: same
+graph, same kernels, same optimizer arithmetic). Also resume equivalence, bad checkpoints,
+and the demo story."""
+import json
+import os
+import tempfile
+import unittest
+
+import torch
+import torch.nn.functional as F
+
+from common import as_float, run_cli
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(12, 32)
+        self.act = torch.nn.GELU()
+        self.fc2 = torch.nn.Linear(32, 3)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+def train_json(*args):
+    rc, out, err = run_cli("train", *map(str, args), "--json", "-", "-q")
+    return rc, (json.loads(out) if rc in (0, 1) else err)
+
+
+class TrainOracle(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        torch.manual_seed(0)
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.model = os.path.join(cls.tmp.name, "net.pt")
+        torch.jit.script(Net()).save(cls.model)
+        g = torch.Generator().manual_seed(1)
+        x = torch.randn(96, 12, generator=g) * 4
+        y = torch.randint(0, 3, (96,), generator=g)
+        cls.data = os.path.join(cls.tmp.name, "data.pt")
+        torch.save({"inputs": x, "labels": y}, cls.data)
+        cls.x, cls.y = x, y
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def python_run(self, steps, batch, lr, init_scale, growth_interval):
+        """The user's own PyTorch loop, for both sides."""
+        ref = torch.jit.load(self.model)
+        amp = torch.jit.load(self.model)
+        ref.train()
+        amp.train()
+        opt_r = torch.optim.SGD(ref.parameters(), lr=lr)
+        opt_a = torch.optim.SGD(amp.parameters(), lr=lr)
+        scaler = torch.amp.GradScaler("cpu", init_scale=init_scale, growth_interval=growth_interval)
+        out = []
+        cursor = 0
+        with torch.jit.optimized_execution(False):
+            for step in range(steps):
+                b, e = cursor, min(len(self.x), cursor + batch)
+                cursor = 0 if e >= len(self.x) else e
+                xb, yb = self.x[b:e], self.y[b:e]
+                opt_r.zero_grad()
+                opt_a.zero_grad()
+                lr_ = F.cross_entropy(ref(xb), yb)
+                lr_.backward()
+                opt_r.step()
+                scale = scaler.get_scale()
+                with torch.autocast("cpu", dtype=torch.float16):
+                    la = F.cross_entropy(amp(xb), yb)
+                scaler.scale(la).backward()
+                scaler.unscale_(opt_a)
+                found_inf = sum(v.item() for v in scaler._per_optimizer_states[id(opt_a)]["found_inf_per_device"].values())
+                scaler.step(opt_a)
+                scaler.update()
+                out.append({"loss_ref": lr_.item(), "loss_amp": la.item(), "scale": scale, "skipped": found_inf > 0,
+                            "tracker": scaler._growth_tracker.item()})
+        return out, scaler.get_scale()
+
+    def test_whole_loop_matches_pytorch(self):
+        steps, batch, lr, init, interval = 24, 16, 0.05, 2.0 ** 24, 3
+        want, final_scale = self.python_run(steps, batch, lr, init, interval)
+        rc, got = train_json("--model", self.model, "--data", self.data, "--steps", steps, "--batch-size", batch,
+                             "--lr", lr, "--precision", "fp16", "--init-scale", init, "--growth-interval", interval,
+                             "--device", "cpu")
+        self.assertEqual(rc, 0, got)
+        self.assertEqual(len(got["steps"]), steps)
+        skipped = 0
+        for w, g in zip(want, got["steps"]):
+            self.assertEqual(as_float(g["scale"]), w["scale"], f"step {g['step']}")
+            self.assertEqual(g["skipped"], w["skipped"], f"step {g['step']}")
+            self.assertEqual(as_float(g["loss_ref"]), w["loss_ref"], f"step {g['step']}")
+            self.assertEqual(as_float(g["loss_amp"]), w["loss_amp"], f"step {g['step']}")
+            skipped += w["skipped"]
+        self.assertGreater(skipped, 0, "init scale 2^24 should make PyTorch skip steps")
+        self.assertLess(skipped, steps)
+        self.assertEqual(got["summary"]["skipped"], skipped)
+        self.assertEqual(got["summary"]["effective_updates"], steps - skipped)
+        self.assertEqual(as_float(got["summary"]["final_scale"]), final_scale)
+
+    def test_resume_is_bitwise_equivalent(self):
+        for policy in (["--precision", "fp16"], ["--no-autocast", "--no-scaler"]):
+            with tempfile.TemporaryDirectory() as d:
+                common = ["--model", self.model, "--data", self.data, "--batch-size", 16, "--lr", 0.05,
+                          "--optimizer", "sgd", "--momentum", 0.9, "--init-scale", 2.0 ** 20, "--growth-interval", 2,
+                          "--device", "cpu", *policy]
+                rc, straight = train_json(*common, "--steps", 10)
+                self.assertEqual(rc, 0, straight)
+                rc, first = train_json(*common, "--steps", 4, "--checkpoint-every", 4, "--checkpoint-dir", d)
+                self.assertEqual(rc, 0, first)
+                ckpt = first["checkpoints"][0]
+                rc, second = train_json(*common, "--steps", 10, "--resume", ckpt)
+                self.assertEqual(rc, 0, second)
+                self.assertFalse(second["policy_changed"])
+                self.assertEqual([s["step"] for s in second["steps"]], list(range(4, 10)))
+                for a, b in zip(straight["steps"][4:], second["steps"]):
+                    for k in ("loss_ref", "loss_amp", "scale", "skipped", "effective_updates", "divergence", "grad_norm"):
+                        self.assertEqual(a[k], b[k], f"{policy} step {a['step']} {k}")
+
+    def test_resume_with_another_policy_is_an_experiment_change(self):
+        with tempfile.TemporaryDirectory() as d:
+            common = ["--model", self.model, "--data", self.data, "--device", "cpu"]
+            rc, first = train_json(*common, "--steps", 2, "--checkpoint-every", 2, "--checkpoint-dir", d)
+            rc, second = train_json(*common, "--steps", 4, "--resume", first["checkpoints"][0], "--precision", "bf16")
+            self.assertEqual(rc, 0)
+            self.assertTrue(second["policy_changed"])
+            self.assertTrue(any("experiment change" in w for w in second["warnings"]))
+
+    def test_bad_checkpoints_are_input_errors(self):
+        with tempfile.TemporaryDirectory() as d:
+            bad = os.path.join(d, "bad.ckpt")
+            with open(bad, "wb") as f:
+                f.write(b"not a checkpoint")
+            rc, _, err = run_cli("train", "--model", self.model, "--data", self.data, "--steps", 2, "--resume", bad)
+            self.assertEqual(rc, 2)
+            self.assertIn(bad, err)
+            rc, first = train_json("--model", "demo:mlp", "--data", "demo", "--steps", 1, "--checkpoint-every", 1,
+                                   "--checkpoint-dir", d)
+            rc, _, err = run_cli("train", "--model", self.model, "--data", self.data, "--steps", 2, "--resume",
+                                 first["checkpoints"][0])
+            self.assertEqual(rc, 2, err)
+            self.assertIn("another model", err)
+
+
+class DemoTrainingStory(unittest.TestCase):
+    def test_fp16_skips_first_steps_then_trains_bf16_needs_no_scaler(self):
+        rc, fp16 = train_json("--model", "demo:transformer", "--data", "demo", "--steps", 40, "--device", "cpu")
+        self.assertEqual(rc, 0)
+        steps = fp16["steps"]
+        self.assertTrue(steps[0]["skipped"])
+        self.assertEqual(steps[0]["nonfinite_stage"], "gradient")
+        self.assertEqual(as_float(steps[0]["scale"]), 65536.0)
+        self.assertEqual(as_float(steps[1]["scale"]), 32768.0)  # backed off
+        self.assertFalse(steps[1]["skipped"])
+        self.assertGreater(fp16["summary"]["effective_updates"], 35)
+        last = steps[-1]
+        self.assertLess(as_float(last["loss_amp"]), as_float(steps[0]["loss_amp"]) / 5)  # it trains
+        self.assertAlmostEqual(as_float(last["loss_amp"]), as_float(last["loss_ref"]), delta=0.1 * as_float(last["loss_ref"]))
+        rc, bf16 = train_json("--model", "demo:transformer", "--data", "demo", "--steps", 40, "--device", "cpu",
+                              "--precision", "bf16", "--no-scaler")
+        self.assertEqual(rc, 0)
+        self.assertEqual(bf16["summary"]["skipped"], 0)
+        self.assertTrue(all(s["nonfinite_stage"] is None for s in bf16["steps"]))
+        self.assertEqual(bf16["summary"]["effective_updates"], 40)
+
+    def test_lr_schedule_follows_effective_updates(self):
+        rc, r = train_json("--model", "demo:transformer", "--data", "demo", "--steps", 6, "--device", "cpu",
+                           "--lr-schedule", "cosine")
+        steps = r["steps"]
+        self.assertTrue(steps[0]["skipped"])
+        self.assertEqual(steps[0]["lr"], steps[1]["lr"])  # no effective update yet: schedule did not advance
+        rc, r2 = train_json("--model", "demo:transformer", "--data", "demo", "--steps", 6, "--device", "cpu",
+                            "--lr-schedule", "cosine", "--lr-per-iteration")
+        self.assertNotEqual(r2["steps"][0]["lr"], r2["steps"][1]["lr"])
+        self.assertTrue(any("schedule ran ahead" in w for w in r2["warnings"]))
+
+
+if __name__ == "__main__":
+    unittest.main()
