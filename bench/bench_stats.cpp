@@ -65,14 +65,17 @@ BENCHMARK_CAPTURE(BM_FusedStats, fp16, at::kHalf)->Unit(benchmark::kMillisecond)
 BENCHMARK_CAPTURE(BM_TorchSum, fp16, at::kHalf)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_SeparateAtenOps, fp16, at::kHalf)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+/// One FP16 autocast pass of demo:transformer over its probe set, with and without the observer.
 void BM_AmpPass(benchmark::State& st, bool inspect) {
-    ampscope::RunSpec spec;
-    spec.device = "cpu";
-    spec.precisions = {ampscope::Precision::Fp16};
-    spec.inspect = inspect;
-    spec.batch_size = 40;
-    ampscope::run_comparison(spec);  // warm-up
-    for (auto _ : st) benchmark::DoNotOptimize(ampscope::run_comparison(spec));
+    using namespace ampscope::detail;
+    static auto model = load_model("demo:transformer", 0);
+    static auto probes = load_probes("demo", *model, 0);
+    PassOptions o;
+    o.precision = ampscope::Precision::Fp16;
+    o.inspect = inspect;
+    o.batch_size = 40;
+    run_pass(*model, probes, at::Device(at::kCPU), o, nullptr, false);  // warm-up
+    for (auto _ : st) benchmark::DoNotOptimize(run_pass(*model, probes, at::Device(at::kCPU), o, nullptr, false));
 }
 BENCHMARK_CAPTURE(BM_AmpPass, plain, false)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_AmpPass, instrumented, true)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -22,7 +22,7 @@ for dt in ("fp32", "fp16"):
                      f"{sep / fused:.1f}x faster", ">= 5x faster"))
 plain, inst = t("BM_AmpPass/plain/real_time"), t("BM_AmpPass/instrumented/real_time")
 if plain and inst:
-    rows.append(("instrumented run (fp32 ref + fp16), demo:transformer CPU", f"{inst:.2f} ms", f"plain {plain:.2f} ms",
+    rows.append(("instrumented fp16 pass, demo:transformer CPU", f"{inst:.2f} ms", f"plain {plain:.2f} ms",
                  f"{inst / plain:.2f}x", "<= 1.25x"))
 w = b.get("BM_StoreWriteLayers/iterations:2/real_time")
 if w:

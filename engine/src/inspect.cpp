@@ -2,15 +2,19 @@
 // Per-op observer (at::RecordFunction) and fused single-pass tensor statistics.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/cpu/vec/functional.h>
+#include <ATen/cpu/vec/vec.h>
 #include <ATen/record_function.h>
 
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <set>
 
 #include "internal.h"
+#include "stats_kernel.h"
 
 namespace ampscope::detail {
 
@@ -18,79 +22,47 @@ namespace ampscope::detail {
 
 namespace {
 
-constexpr double kFp16Max = 65504.0;
-constexpr double kFp16MinNormal = 6.103515625e-05;       // 2^-14
-constexpr double kFp16MinSubnormal = 5.960464477539063e-08;  // 2^-24
-constexpr double kBf16Max = 3.3895313892515355e+38;
-constexpr double kBf16MinNormal = 1.1754943508222875e-38;    // 2^-126
-constexpr double kBf16MinSubnormal = 9.183549615799121e-41;  // 2^-133
+using Acc = KernelAcc;
 
-struct Acc {
-    int64_t count = 0, nan = 0, posinf = 0, neginf = 0, zeros = 0;
-    int64_t h_over = 0, h_sub = 0, h_under = 0, b_over = 0, b_sub = 0, b_under = 0;
-    float mn = std::numeric_limits<float>::infinity(), mx = -std::numeric_limits<float>::infinity();
-    float amax = 0, minnz = std::numeric_limits<float>::infinity();
-    double sum = 0, sumsq = 0;
-
-    void add(const Acc& o) {
-        count += o.count; nan += o.nan; posinf += o.posinf; neginf += o.neginf; zeros += o.zeros;
-        h_over += o.h_over; h_sub += o.h_sub; h_under += o.h_under;
-        b_over += o.b_over; b_sub += o.b_sub; b_under += o.b_under;
-        mn = std::min(mn, o.mn); mx = std::max(mx, o.mx); amax = std::max(amax, o.amax);
-        minnz = std::min(minnz, o.minnz); sum += o.sum; sumsq += o.sumsq;
+TensorStats finish(const Acc& a) {
+    TensorStats s;
+    s.count = a.count; s.nan = a.nan; s.posinf = a.posinf; s.neginf = a.neginf; s.zeros = a.zeros;
+    const int64_t fin = a.count - a.nan - a.posinf - a.neginf;
+    if (fin > 0 && a.any_finite()) {
+        s.min = a.min();
+        s.max = a.max();
+        float amax;
+        std::memcpy(&amax, &a.amax_bits, 4);
+        s.absmax = amax;
+        s.mean = a.sum / double(fin);
+        s.rms = std::sqrt(a.sumsq / double(fin));
     }
-    TensorStats finish() const {
-        TensorStats s;
-        s.count = count; s.nan = nan; s.posinf = posinf; s.neginf = neginf; s.zeros = zeros;
-        const int64_t fin = count - nan - posinf - neginf;
-        if (fin > 0) {
-            s.min = mn; s.max = mx; s.absmax = amax;
-            s.mean = sum / double(fin);
-            s.rms = std::sqrt(sumsq / double(fin));
-        }
-        s.min_nonzero_abs = std::isfinite(minnz) ? minnz : 0.0;
-        s.fp16_overflow = h_over; s.fp16_subnormal = h_sub; s.fp16_underflow = h_under;
-        s.bf16_overflow = b_over; s.bf16_subnormal = b_sub; s.bf16_underflow = b_under;
-        return s;
+    if (a.minnz_bits < 0x7f800000u) {
+        float m;
+        std::memcpy(&m, &a.minnz_bits, 4);
+        s.min_nonzero_abs = m;
     }
-};
+    s.fp16_overflow = a.h_over; s.fp16_subnormal = a.h_sub; s.fp16_underflow = a.h_under;
+    s.bf16_overflow = a.b_over; s.bf16_subnormal = a.b_sub; s.bf16_underflow = a.b_under;
+    return s;
+}
 
-/// One pass over [p, p+n): every counter at once. Finite values feed min/max/mean/rms.
+constexpr int kBlock = 2048;
+
+/// One pass over memory: half and bfloat16 are widened block by block into an L1-resident
+/// buffer, then the block kernel takes every statistic.
 template <class T>
 void accumulate(const T* p, int64_t n, Acc& a) {
-    const float inf = std::numeric_limits<float>::infinity();
-    int64_t nan = 0, pinf = 0, ninf = 0, zeros = 0, ho = 0, hs = 0, hu = 0, bo = 0, bs = 0, bu = 0;
-    float mn = inf, mx = -inf, amax = 0, minnz = inf;
-    double sum = 0, sumsq = 0;
-    for (int64_t i = 0; i < n; ++i) {
-        const float v = static_cast<float>(p[i]);
-        const float av = std::fabs(v);
-        if (!(av < inf)) {  // NaN or Inf
-            nan += (v != v);
-            pinf += (v == inf);
-            ninf += (v == -inf);
-            continue;
+    if constexpr (std::is_same_v<T, float>) {
+        for (int64_t b = 0; b < n; b += kBlock) stats_block(p + b, int(std::min<int64_t>(kBlock, n - b)), a);
+    } else {
+        float buf[kBlock];
+        for (int64_t b = 0; b < n; b += kBlock) {
+            const int len = int(std::min<int64_t>(kBlock, n - b));
+            at::vec::convert(p + b, buf, len);
+            stats_block(buf, len, a);
         }
-        zeros += (v == 0.0f);
-        mn = std::min(mn, v);
-        mx = std::max(mx, v);
-        amax = std::max(amax, av);
-        sum += v;
-        sumsq += double(v) * double(v);
-        if (av > 0.0f) {
-            minnz = std::min(minnz, av);
-            hs += (av < float(kFp16MinNormal));
-            hu += (av < float(kFp16MinSubnormal));
-            bs += (av < float(kBf16MinNormal));
-            bu += (double(av) < kBf16MinSubnormal);
-        }
-        ho += (av > float(kFp16Max));
-        bo += (double(av) > kBf16Max);
     }
-    a.count += n; a.nan += nan; a.posinf += pinf; a.neginf += ninf; a.zeros += zeros;
-    a.h_over += ho; a.h_sub += hs; a.h_under += hu; a.b_over += bo; a.b_sub += bs; a.b_under += bu;
-    a.mn = std::min(a.mn, mn); a.mx = std::max(a.mx, mx); a.amax = std::max(a.amax, amax);
-    a.minnz = std::min(a.minnz, minnz); a.sum += sum; a.sumsq += sumsq;
 }
 
 template <class T>
@@ -114,7 +86,7 @@ TensorStats stats_typed(const at::Tensor& t, std::vector<int64_t>* rows_nonfinit
         total.add(parts[size_t(r)]);
         if (per_row) (*rows_nonfinite)[size_t(r)] = parts[size_t(r)].nan + parts[size_t(r)].posinf + parts[size_t(r)].neginf;
     }
-    return total.finish();
+    return finish(total);
 }
 
 }  // namespace

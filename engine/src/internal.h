@@ -93,6 +93,19 @@ private:
 at::Tensor scoped(const std::string& path, const at::Tensor& x,
                   const std::function<at::Tensor(const at::Tensor&)>& fn);
 
+/// One pass over the probe set (passes.cpp).
+struct PassOptions {
+    Precision precision = Precision::Fp32;
+    std::vector<std::string> keep_fp32;
+    bool train = false;
+    uint64_t seed = 0;
+    int batch_size = 64;
+    bool inspect = true;
+};
+
+PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& device, const PassOptions& o,
+                    ProgressObserver* progress, bool first_pass);
+
 // ---- inspection (inspect.cpp) ---------------------------------------------------------
 
 /// Fused single-pass statistics of a tensor (any floating dtype, CPU); rows_nonfinite,

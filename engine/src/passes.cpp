@@ -99,14 +99,7 @@ std::string cpu_name() {
     return "cpu";
 }
 
-struct PassOptions {
-    Precision precision = Precision::Fp32;
-    std::vector<std::string> keep_fp32;
-    bool train = false;
-    uint64_t seed = 0;
-    int batch_size = 64;
-    bool inspect = true;
-};
+}  // namespace
 
 PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& device, const PassOptions& o,
                     ProgressObserver* progress, bool first_pass) {
@@ -192,6 +185,8 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return r;
 }
+
+namespace {
 
 void validate_criteria(const Criteria& c) {
     auto nonneg = [](double v, const char* field) {

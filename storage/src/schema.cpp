@@ -43,7 +43,7 @@ CREATE TABLE passes(
 CREATE INDEX passes_run ON passes(run_id);
 CREATE TABLE layers(
   pass_id INTEGER NOT NULL REFERENCES passes(id) ON DELETE CASCADE,
-  idx INTEGER NOT NULL, module TEXT NOT NULL, op TEXT NOT NULL, dtype TEXT NOT NULL, shape TEXT NOT NULL,
+  idx INTEGER NOT NULL, module TEXT NOT NULL, op TEXT NOT NULL, dtype TEXT NOT NULL, shape BLOB NOT NULL,
   autocast INTEGER NOT NULL, inputs_finite INTEGER NOT NULL, origin INTEGER NOT NULL,
   count INTEGER, nan INTEGER, posinf INTEGER, neginf INTEGER, zeros INTEGER,
   min REAL, max REAL, absmax REAL, min_nonzero_abs REAL, mean REAL, rms REAL,

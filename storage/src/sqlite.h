@@ -38,6 +38,15 @@ public:
         return *this;
     }
     Stmt& bind(int i, const char* v) { return bind(i, std::string(v)); }
+    /// Binds without copying: `v` must outlive the next step().
+    Stmt& bind_static(int i, const std::string& v) {
+        check(sqlite3_bind_text(s_, i, v.data(), int(v.size()), SQLITE_STATIC));
+        return *this;
+    }
+    Stmt& bind_blob_static(int i, const void* p, size_t n) {
+        check(sqlite3_bind_blob(s_, i, p, int(n), SQLITE_STATIC));
+        return *this;
+    }
     Stmt& bind_blob(int i, const void* p, size_t n) {
         check(sqlite3_bind_blob(s_, i, p, int(n), SQLITE_TRANSIENT));
         return *this;
@@ -54,6 +63,11 @@ public:
     void run() {
         while (step()) {}
         reset();
+    }
+    /// Executes an INSERT/UPDATE and resets, keeping bindings (the next row rebinds all).
+    void exec_row() {
+        if (sqlite3_step(s_) != SQLITE_DONE) fail(db_, "step");
+        sqlite3_reset(s_);
     }
     void reset() {
         sqlite3_reset(s_);

@@ -70,6 +70,7 @@ Store::Store(const std::string& path, Mode mode) : path_(path) {
         if (!read_only_) {
             sql::exec(db_, "PRAGMA journal_mode=WAL");
             sql::exec(db_, "PRAGMA synchronous=NORMAL");
+            sql::exec(db_, "PRAGMA cache_size=-65536");
             migrate();
             mark_dead_runs_interrupted();
         }
@@ -170,7 +171,10 @@ std::vector<LayerStat> read_layers(sqlite3* db, int64_t pass_id) {
     while (s.step()) {
         LayerStat l;
         l.index = int(s.i64(0)); l.module = s.text(1); l.op = s.text(2); l.dtype = s.text(3);
-        l.shape = json::parse(s.text(4)).get<std::vector<int64_t>>();
+        const int nb = s.bytes(4);
+        if (s.type(4) != SQLITE_BLOB || nb % int(sizeof(int64_t)) != 0) throw StoreError("layer shape of pass " + std::to_string(pass_id) + " is malformed");
+        l.shape.resize(size_t(nb) / sizeof(int64_t));
+        if (nb) std::memcpy(l.shape.data(), s.blob_ptr(4), size_t(nb));
         l.autocast = s.i64(5); l.inputs_finite = s.i64(6); l.origin = s.i64(7);
         auto& t = l.stats;
         t.count = s.i64(8); t.nan = s.i64(9); t.posinf = s.i64(10); t.neginf = s.i64(11); t.zeros = s.i64(12);

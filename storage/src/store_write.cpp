@@ -61,13 +61,14 @@ void insert_pass(sqlite3* db, int64_t run_id, int seq, const PassResult& p) {
     Stmt l(db, "INSERT INTO layers VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25,?26)");
     for (const auto& x : p.layers) {
         const auto& t = x.stats;
-        l.bind(1, pass_id).bind(2, x.index).bind(3, x.module).bind(4, x.op).bind(5, x.dtype).bind(6, json(x.shape).dump())
+        l.bind(1, pass_id).bind(2, x.index).bind_static(3, x.module).bind_static(4, x.op).bind_static(5, x.dtype)
+            .bind_blob_static(6, x.shape.data(), x.shape.size() * sizeof(int64_t))
             .bind(7, x.autocast).bind(8, x.inputs_finite).bind(9, x.origin).bind(10, t.count).bind(11, t.nan)
             .bind(12, t.posinf).bind(13, t.neginf).bind(14, t.zeros).bind(15, t.min).bind(16, t.max).bind(17, t.absmax)
             .bind(18, t.min_nonzero_abs).bind(19, t.mean).bind(20, t.rms).bind(21, t.fp16_overflow)
             .bind(22, t.fp16_subnormal).bind(23, t.fp16_underflow).bind(24, t.bf16_overflow).bind(25, t.bf16_subnormal)
             .bind(26, t.bf16_underflow);
-        l.run();
+        l.exec_row();
     }
 }
 

@@ -1,0 +1,26 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+// The statistics block kernel over float32 values (no LibTorch: its own translation unit,
+// compiled for vectorisation). Classification uses the IEEE bit patterns: exact thresholds,
+// NaN/Inf-safe, and integer min/max that compilers vectorise.
+
+#include <cstdint>
+
+namespace ampscope::detail {
+
+struct KernelAcc {
+    int64_t count = 0, nan = 0, posinf = 0, neginf = 0, zeros = 0;
+    int64_t h_over = 0, h_sub = 0, h_under = 0, b_over = 0, b_sub = 0, b_under = 0;
+    uint32_t min_key = 0xffffffffu, max_key = 0;  ///< order-preserving keys of finite values
+    uint32_t amax_bits = 0, minnz_bits = 0x7f800000u;
+    double sum = 0, sumsq = 0;
+    void add(const KernelAcc& o);
+    bool any_finite() const { return min_key != 0xffffffffu; }
+    float min() const;
+    float max() const;
+};
+
+/// Accumulates n values (n <= 2^30) into a.
+void stats_block(const float* v, int n, KernelAcc& a);
+
+}  // namespace ampscope::detail
