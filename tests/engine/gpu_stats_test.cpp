@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: MIT
+// The CUDA statistics kernel against the CPU kernel and ATen on salted tensors. Compiled in
+// every CUDA-enabled build; runs where a GPU is present (tools/gpu-check.sh), skips elsewhere.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <torch/cuda.h>
+
+#include <cstring>
+#include <limits>
+
+#include "internal.h"
+#include "stats_gpu.h"
+
+using namespace ampscope;
+
+TEST(GpuStats, MatchesTheCpuKernel) {
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+    for (auto dt : {at::kFloat, at::kHalf, at::kBFloat16}) {
+        auto t = at::randn({4, 100003}) * 100;
+        const float inf = std::numeric_limits<float>::infinity();
+        t[0][5] = std::nanf("");
+        t[1][7] = inf;
+        t[3][9] = -inf;
+        t[2][11] = 1e-7f;
+        t[2][13] = 3e-9f;
+        t = t.to(dt);
+        std::vector<int64_t> rows_cpu;
+        const auto want = ampscope::detail::tensor_stats(t, &rows_cpu);
+        auto d = t.cuda();
+        auto slot = at::empty({int64_t(sizeof(gpu::DeviceStats))}, at::TensorOptions().dtype(at::kByte));
+        const auto init = gpu::empty_stats();
+        std::memcpy(slot.data_ptr(), &init, sizeof init);
+        auto dslot = slot.cuda();
+        auto drows = at::zeros({4}, at::TensorOptions().dtype(at::kLong).device(at::kCUDA));
+        const auto kind = dt == at::kFloat ? gpu::DType::Float32 : dt == at::kHalf ? gpu::DType::Float16 : gpu::DType::BFloat16;
+        ASSERT_EQ(0, gpu::launch_stats(d.data_ptr(), kind, d.numel(), 4, static_cast<gpu::DeviceStats*>(dslot.data_ptr()),
+                                       reinterpret_cast<unsigned long long*>(drows.data_ptr()),
+                                       at::cuda::getCurrentCUDAStream().stream()));
+        auto back = dslot.cpu();  // the one read-back
+        gpu::DeviceStats got;
+        std::memcpy(&got, back.data_ptr(), sizeof got);
+        EXPECT_EQ(int64_t(got.count), want.count);
+        EXPECT_EQ(int64_t(got.nan), want.nan);
+        EXPECT_EQ(int64_t(got.posinf), want.posinf);
+        EXPECT_EQ(int64_t(got.neginf), want.neginf);
+        EXPECT_EQ(int64_t(got.zeros), want.zeros);
+        EXPECT_EQ(int64_t(got.h_over), want.fp16_overflow);
+        EXPECT_EQ(int64_t(got.h_sub), want.fp16_subnormal);
+        EXPECT_EQ(int64_t(got.h_under), want.fp16_underflow);
+        EXPECT_EQ(int64_t(got.b_sub), want.bf16_subnormal);
+        float amax;
+        std::memcpy(&amax, &got.amax_bits, 4);
+        EXPECT_EQ(double(amax), want.absmax);
+        const int64_t finite = want.count - want.nonfinite();
+        EXPECT_NEAR(got.sum / double(finite), want.mean, 1e-6 * want.rms);
+        auto rows = drows.cpu();
+        for (int r = 0; r < 4; ++r) EXPECT_EQ(rows[r].item<int64_t>(), rows_cpu[size_t(r)]);
+    }
+}
