@@ -150,5 +150,54 @@ class InspectTorchScript(unittest.TestCase):
                 self.assertEqual(l["dtype"], "Float", l)
 
 
+
+class LogNet(torch.nn.Module):
+    """Non-finite in FP32 already for negative inputs: log."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.fc(torch.log(x))
+
+
+class BrokenReference(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.model = os.path.join(cls.tmp.name, "log.pt")
+        torch.jit.script(LogNet().eval()).save(cls.model)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_nonfinite_reference_is_reported_not_trusted(self):
+        x = torch.rand(6, 4) + 0.5
+        x[2, 1] = -1.0  # log(-1) = NaN in FP32 too
+        p = os.path.join(self.tmp.name, "p.pt")
+        torch.save({"inputs": x, "ids": [f"q{i}" for i in range(6)]}, p)
+        rc, r = run_json("run", "--model", self.model, "--probes", p, "--device", "cpu")
+        self.assertEqual(rc, 1)
+        self.assertEqual(r["verdict"], "invalid_reference")
+        ref = pass_of(r, "fp32")
+        self.assertEqual(ref["nonfinite_samples"], ["q2"])
+        self.assertEqual(ref["origin"]["op"], "aten::log")
+        self.assertEqual(ref["origin"]["samples"], ["q2"])
+        self.assertEqual(r["comparisons"], [])  # nothing compared against a broken reference
+        self.assertEqual(len(r["passes"]), 1)
+
+    def test_nonfinite_probe_is_stage_input(self):
+        x = torch.rand(4, 4) + 0.5
+        x[1, 0] = float("nan")
+        p = os.path.join(self.tmp.name, "nan.pt")
+        torch.save({"inputs": x}, p)
+        rc, r = run_json("run", "--model", self.model, "--probes", p, "--device", "cpu")
+        self.assertEqual(r["verdict"], "invalid_reference")
+        self.assertEqual(pass_of(r, "fp32")["origin"]["stage"], "input")
+        self.assertEqual(pass_of(r, "fp32")["origin"]["samples"], ["1"])
+
+
 if __name__ == "__main__":
     unittest.main()
