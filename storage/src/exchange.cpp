@@ -77,8 +77,8 @@ void validate(Store& s, const std::string& file) {
         {"runs", "uuid", "'text'"}, {"runs", "header_json", "'text'"}, {"runs", "status", "'text'"},
         {"samples", "idx", "'integer'"}, {"samples", "sample_id", "'text'"},
         {"passes", "seq", "'integer'"}, {"passes", "num_outputs", "'integer'"}, {"passes", "outputs", "'blob'"},
-        {"passes", "quality", "'real','integer','null'"}, {"layers", "idx", "'integer'"}, {"layers", "count", "'integer'"},
-        {"layers", "absmax", "'real','integer'"}, {"layers", "module", "'text'"}, {"layers", "shape", "'blob'"}, {"deltas", "sample_idx", "'integer'"},
+        {"passes", "quality", "'real','integer','null'"}, {"layers", "idx", "'integer'"}, {"layers", "flags", "'integer'"}, {"layers", "stats", "'blob'"},
+        {"layers", "absmax", "'real','integer','null'"}, {"layers", "module", "'text'"}, {"layers", "shape", "'blob'"}, {"deltas", "sample_idx", "'integer'"},
         {"deltas", "abs", "'real','integer'"}, {"flips", "sample_idx", "'integer'"}, {"annotations", "text", "'text'"},
         {"comparisons", "verdict", "'text'"}};
     for (const auto& c : checks) {

@@ -42,14 +42,12 @@ CREATE TABLE passes(
   UNIQUE(run_id, seq));
 CREATE INDEX passes_run ON passes(run_id);
 CREATE TABLE layers(
+  id INTEGER PRIMARY KEY,            -- pass_id << 32 | idx: appends, and a pass is one rowid range
   pass_id INTEGER NOT NULL REFERENCES passes(id) ON DELETE CASCADE,
   idx INTEGER NOT NULL, module TEXT NOT NULL, op TEXT NOT NULL, dtype TEXT NOT NULL, shape BLOB NOT NULL,
-  autocast INTEGER NOT NULL, inputs_finite INTEGER NOT NULL, origin INTEGER NOT NULL,
-  count INTEGER, nan INTEGER, posinf INTEGER, neginf INTEGER, zeros INTEGER,
-  min REAL, max REAL, absmax REAL, min_nonzero_abs REAL, mean REAL, rms REAL,
-  fp16_overflow INTEGER, fp16_subnormal INTEGER, fp16_underflow INTEGER,
-  bf16_overflow INTEGER, bf16_subnormal INTEGER, bf16_underflow INTEGER,
-  PRIMARY KEY(pass_id, idx)) WITHOUT ROWID;
+  flags INTEGER NOT NULL,            -- 1 autocast, 2 inputs finite, 4 origin
+  absmax REAL, nonfinite INTEGER,    -- for ad-hoc SQL; everything else is in stats
+  stats BLOB NOT NULL);              -- 11 int64 counters then 6 float64 (see storage/src/layer_stats.h)
 CREATE TABLE comparisons(
   id INTEGER PRIMARY KEY,
   run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
@@ -102,7 +100,7 @@ const std::map<std::string, std::vector<std::string>>& expected_tables() {
         {"samples", {"run_id", "idx", "sample_id", "tag"}},
         {"passes", {"id", "run_id", "seq", "precision", "keep_fp32", "num_outputs", "outputs", "nonfinite_json",
                     "origin_json", "quality", "seconds"}},
-        {"layers", {"pass_id", "idx", "module", "op", "dtype", "shape", "autocast", "inputs_finite", "origin"}},
+        {"layers", {"id", "pass_id", "idx", "module", "op", "dtype", "shape", "flags", "absmax", "nonfinite", "stats"}},
         {"comparisons", {"id", "run_id", "seq", "precision", "verdict", "max_abs_delta", "max_rel_delta"}},
         {"deltas", {"comparison_id", "sample_idx", "abs", "rel", "finite", "within", "ref_decision", "amp_decision"}},
         {"flips", {"comparison_id", "seq", "sample_idx", "ref", "amp", "ref_margin", "amp_margin"}},

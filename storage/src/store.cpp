@@ -12,6 +12,7 @@
 #include "ampscope/engine/errors.h"
 #include "ampscope/storage/store.h"
 #include "schema.h"
+#include "layer_stats.h"
 #include "serialize.h"
 #include "sqlite.h"
 
@@ -163,24 +164,23 @@ std::string Store::resolve(const std::string& prefix) const {
 
 namespace {
 std::vector<LayerStat> read_layers(sqlite3* db, int64_t pass_id) {
-    Stmt s(db, "SELECT idx, module, op, dtype, shape, autocast, inputs_finite, origin, count, nan, posinf, neginf, zeros, "
-               "min, max, absmax, min_nonzero_abs, mean, rms, fp16_overflow, fp16_subnormal, fp16_underflow, "
-               "bf16_overflow, bf16_subnormal, bf16_underflow FROM layers WHERE pass_id=?1 ORDER BY idx");
-    s.bind(1, pass_id);
+    Stmt s(db, "SELECT idx, module, op, dtype, shape, flags, stats FROM layers WHERE id BETWEEN ?1 AND ?2 ORDER BY id");
+    s.bind(1, int64_t(pass_id << 32)).bind(2, int64_t(pass_id << 32 | int64_t(0xffffffff)));
     std::vector<LayerStat> out;
     while (s.step()) {
         LayerStat l;
         l.index = int(s.i64(0)); l.module = s.text(1); l.op = s.text(2); l.dtype = s.text(3);
         const int nb = s.bytes(4);
-        if (s.type(4) != SQLITE_BLOB || nb % int(sizeof(int64_t)) != 0) throw StoreError("layer shape of pass " + std::to_string(pass_id) + " is malformed");
+        if (s.type(4) != SQLITE_BLOB && nb != 0) throw StoreError("layer shape of pass " + std::to_string(pass_id) + " is malformed");
+        if (nb % int(sizeof(int64_t)) != 0) throw StoreError("layer shape of pass " + std::to_string(pass_id) + " is malformed");
         l.shape.resize(size_t(nb) / sizeof(int64_t));
         if (nb) std::memcpy(l.shape.data(), s.blob_ptr(4), size_t(nb));
-        l.autocast = s.i64(5); l.inputs_finite = s.i64(6); l.origin = s.i64(7);
-        auto& t = l.stats;
-        t.count = s.i64(8); t.nan = s.i64(9); t.posinf = s.i64(10); t.neginf = s.i64(11); t.zeros = s.i64(12);
-        t.min = s.f64(13); t.max = s.f64(14); t.absmax = s.f64(15); t.min_nonzero_abs = s.f64(16); t.mean = s.f64(17);
-        t.rms = s.f64(18); t.fp16_overflow = s.i64(19); t.fp16_subnormal = s.i64(20); t.fp16_underflow = s.i64(21);
-        t.bf16_overflow = s.i64(22); t.bf16_subnormal = s.i64(23); t.bf16_underflow = s.i64(24);
+        const int64_t flags = s.i64(5);
+        l.autocast = flags & 1; l.inputs_finite = (flags >> 1) & 1; l.origin = (flags >> 2) & 1;
+        if (s.bytes(6) != int(sizeof(PackedStats))) throw StoreError("layer statistics of pass " + std::to_string(pass_id) + " are malformed");
+        PackedStats p;
+        std::memcpy(&p, s.blob_ptr(6), sizeof p);
+        l.stats = unpack(p);
         out.push_back(std::move(l));
     }
     return out;

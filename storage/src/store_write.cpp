@@ -8,6 +8,7 @@
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/hash.h"
 #include "ampscope/storage/store.h"
+#include "layer_stats.h"
 #include "serialize.h"
 #include "sqlite.h"
 
@@ -58,16 +59,15 @@ void insert_pass(sqlite3* db, int64_t run_id, int seq, const PassResult& p) {
     s.bind(10, p.seconds);
     s.run();
     const int64_t pass_id = sqlite3_last_insert_rowid(db);
-    Stmt l(db, "INSERT INTO layers VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25,?26)");
+    Stmt l(db, "INSERT INTO layers VALUES(?11,?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)");
+    PackedStats packed;
     for (const auto& x : p.layers) {
-        const auto& t = x.stats;
+        packed = pack(x.stats);
         l.bind(1, pass_id).bind(2, x.index).bind_static(3, x.module).bind_static(4, x.op).bind_static(5, x.dtype)
             .bind_blob_static(6, x.shape.data(), x.shape.size() * sizeof(int64_t))
-            .bind(7, x.autocast).bind(8, x.inputs_finite).bind(9, x.origin).bind(10, t.count).bind(11, t.nan)
-            .bind(12, t.posinf).bind(13, t.neginf).bind(14, t.zeros).bind(15, t.min).bind(16, t.max).bind(17, t.absmax)
-            .bind(18, t.min_nonzero_abs).bind(19, t.mean).bind(20, t.rms).bind(21, t.fp16_overflow)
-            .bind(22, t.fp16_subnormal).bind(23, t.fp16_underflow).bind(24, t.bf16_overflow).bind(25, t.bf16_subnormal)
-            .bind(26, t.bf16_underflow);
+            .bind(7, int64_t(x.autocast) | int64_t(x.inputs_finite) << 1 | int64_t(x.origin) << 2)
+            .bind(8, x.stats.absmax).bind(9, x.stats.nonfinite()).bind_blob_static(10, &packed, sizeof packed)
+            .bind(11, pass_id << 32 | int64_t(uint32_t(x.index)));
         l.exec_row();
     }
 }
