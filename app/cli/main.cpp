@@ -188,7 +188,9 @@ int main(int argc, char** argv) {
     train->add_option("--seed", ts.seed, "seed for weights, data and per-step RNG")->default_val(0);
     train->add_option("--device", ts.device, "cpu | cuda | cuda:N");
     train->add_flag("--no-guards", no_guards, "skip the per-step finiteness checks (they synchronise with the device)");
-    train->add_option("--db", train_db, "run database (accepted; training runs are reported as JSON, not yet recorded)");
+    train->add_option("--db", train_db, "run database (default: $AMPSCOPE_DB, else ${XDG_DATA_HOME:-~/.local/share}/ampscope/runs.sqlite)");
+    bool train_no_db = false;
+    train->add_flag("--no-db", train_no_db, "do not record the run");
     train->add_option("--json", train_json, "write the training JSON to PATH, or '-' for stdout");
     train->add_flag("-q,--quiet", train_quiet, "no terminal summary");
 
@@ -230,7 +232,13 @@ int main(int argc, char** argv) {
             ts.autocast = !no_autocast;
             ts.guards = !no_guards;
             TerminalProgress progress(isatty(STDERR_FILENO) && !train_quiet);
-            const auto r = run_training(ts, nullptr, &progress);
+            std::unique_ptr<storage::Store> tstore;
+            std::unique_ptr<storage::TrainWriter> twriter;
+            if (!train_no_db) {
+                tstore = std::make_unique<storage::Store>(storage::default_db_path(train_db));
+                twriter = std::make_unique<storage::TrainWriter>(*tstore);
+            }
+            const auto r = run_training(ts, twriter.get(), &progress);
             progress.clear();
             if (!train_quiet && train_json != "-") cli::print_train(std::cout, r, isatty(STDOUT_FILENO));
             if (!train_json.empty()) write_output(train_json, json::train_to_json(r));

@@ -121,6 +121,36 @@ std::function<int()> add_store_commands(CLI::App& app) {
         if (*show) {
             Store s(path, Store::Mode::ReadWrite);
             const auto uuid = s.resolve(st->run);
+            if (s.kind(uuid) == "train") {
+                const auto header = nlohmann::json::parse(s.header_json(uuid));
+                TrainResult tr;
+                tr.run_id = uuid;
+                tr.steps = s.training_steps(uuid);
+                tr.checkpoints = s.checkpoints(uuid);
+                tr.model.source = header.value("model", nlohmann::json::object()).value("source", "");
+                tr.spec.data = header.value("data", "");
+                tr.spec.precision = parse_precision(header.value("precision", "fp16")).value_or(Precision::Fp16);
+                tr.spec.autocast = header.value("autocast", true);
+                const auto sc = header.value("scaler", nlohmann::json::object());
+                tr.spec.scaler.enabled = sc.value("enabled", true);
+                tr.spec.scaler.init_scale = sc.value("init_scale", 65536.0);
+                tr.spec.scaler.growth_factor = sc.value("growth_factor", 2.0);
+                tr.spec.scaler.backoff_factor = sc.value("backoff_factor", 0.5);
+                tr.spec.scaler.growth_interval = sc.value("growth_interval", 2000);
+                const auto opt = header.value("optimizer", nlohmann::json::object());
+                tr.spec.optimizer = opt.value("name", "");
+                tr.spec.lr = opt.value("lr", 0.0);
+                tr.spec.loss = header.value("loss", "");
+                tr.spec.batch_size = header.value("batch_size", 0);
+                tr.spec.accumulate = header.value("accumulate", 1);
+                tr.iterations = int(tr.steps.size());
+                for (const auto& x : tr.steps) tr.skipped += x.skipped;
+                tr.effective_updates = tr.steps.empty() ? 0 : tr.steps.back().effective_updates;
+                tr.final_scale = tr.steps.empty() ? 1.0 : tr.steps.back().scale;
+                std::cout << "status: " << s.status(uuid) << (s.error(uuid).empty() ? "" : " (" + s.error(uuid) + ")") << "\n";
+                print_train(std::cout, tr, isatty(STDOUT_FILENO));
+                return 0;
+            }
             const auto r = s.load_run(uuid);
             if (st->json) {
                 std::cout << json::run_to_json(r, st->outputs) << std::endl;

@@ -25,6 +25,8 @@ void export_runs(const Store& from, const std::vector<std::string>& uuids, const
     {
         Store out(tmp);
         for (const auto& u : uuids) {
+            if (from.kind(u) == "train")
+                throw InputError(u, "RUN", "is a training run; exporting training runs is not supported yet");
             auto r = from.load_run(u);
             out.insert_run(r, from.status(u), from.error(u), from.annotations(u), from.review(u));
         }
@@ -118,6 +120,8 @@ ImportResult import_file(Store& into, const std::string& file) {
         RunFilter all;
         all.limit = 1 << 30;
         for (const auto& row : src.list_runs(all)) {
+            if (row.kind != "compare") throw StoreError(file + ": run " + row.uuid + " is of kind '" + row.kind +
+                                                        "'; this ampscope imports comparison runs only");
             Loaded l;
             l.run = src.load_run(row.uuid);
             l.status = row.status == "running" ? "interrupted" : row.status;

@@ -200,6 +200,8 @@ std::string Store::error(const std::string& uuid) const {
 }
 
 RunResult Store::load_run(const std::string& uuid) const {
+    if (kind(uuid) == "train")
+        throw InputError(path_, "RUN", "run " + uuid + " is a training run; its steps are read with training_steps()");
     RunResult r;
     int64_t id = -1;
     {
@@ -306,6 +308,43 @@ std::vector<Annotation> Store::annotations(const std::string& uuid) const {
     s.bind(1, uuid);
     std::vector<Annotation> out;
     while (s.step()) out.push_back({s.text(0), s.text(1), s.text(2), s.text(3), s.text(4), s.text(5)});
+    return out;
+}
+
+std::string Store::kind(const std::string& uuid) const {
+    Stmt s(db_, "SELECT kind FROM runs WHERE uuid=?1");
+    s.bind(1, uuid);
+    return s.step() ? s.text(0) : std::string();
+}
+
+std::string Store::header_json(const std::string& uuid) const {
+    Stmt s(db_, "SELECT header_json FROM runs WHERE uuid=?1");
+    s.bind(1, uuid);
+    return s.step() ? s.text(0) : std::string();
+}
+
+std::vector<TrainStep> Store::training_steps(const std::string& uuid) const {
+    Stmt s(db_, "SELECT t.step, t.loss_ref, t.loss_amp, t.scale, t.found_inf, t.skipped, t.effective_updates, t.grad_norm, "
+                "t.lr, t.divergence, COALESCE(t.nonfinite_stage,''), t.origin_json FROM training_steps t "
+                "JOIN runs r ON r.id = t.run_id WHERE r.uuid=?1 ORDER BY t.step");
+    s.bind(1, uuid);
+    std::vector<TrainStep> out;
+    while (s.step()) {
+        TrainStep st;
+        st.step = int(s.i64(0)); st.loss_ref = s.f64(1); st.loss_amp = s.f64(2); st.scale = s.f64(3);
+        st.found_inf = s.i64(4); st.skipped = s.i64(5); st.effective_updates = int(s.i64(6)); st.grad_norm = s.f64(7);
+        st.lr = s.f64(8); st.divergence = s.f64(9); st.nonfinite_stage = s.text(10);
+        if (!s.is_null(11)) st.origin = ser::read_origin(json::parse(s.text(11)));
+        out.push_back(std::move(st));
+    }
+    return out;
+}
+
+std::vector<std::string> Store::checkpoints(const std::string& uuid) const {
+    Stmt s(db_, "SELECT c.path FROM checkpoints c JOIN runs r ON r.id = c.run_id WHERE r.uuid=?1 ORDER BY c.step");
+    s.bind(1, uuid);
+    std::vector<std::string> out;
+    while (s.step()) out.push_back(s.text(0));
     return out;
 }
 

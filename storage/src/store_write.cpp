@@ -8,6 +8,7 @@
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/hash.h"
 #include "ampscope/storage/store.h"
+#include "ampscope/storage/json_io.h"
 #include "layer_stats.h"
 #include "serialize.h"
 #include "sqlite.h"
@@ -162,6 +163,59 @@ void RunWriter::run_finished(const RunResult& r) {
 }
 
 void RunWriter::run_failed(const std::string& status, const std::string& message) {
+    if (run_id_ < 0) return;
+    sql::Transaction t(store_.db_);
+    finish(store_.db_, run_id_, status, "", message, now_iso8601(), {});
+    t.commit();
+}
+
+// ---- TrainWriter ----------------------------------------------------------------------------
+
+void TrainWriter::train_started(const TrainResult& h) {
+    require_writable(store_);
+    auto header = nlohmann::json::parse(ampscope::json::train_to_json(h, -1));
+    header.erase("steps");
+    sql::Transaction t(store_.db_);
+    Stmt s(store_.db_, "INSERT INTO runs(uuid, kind, status, model_source, model_sha256, weights_sha256, probes_source, "
+                       "device, precisions, mode, header_json, tool_version, started_at, pid, host) "
+                       "VALUES(?1,'train','running',?2,?3,?4,?5,?6,?7,'train',?8,?9,?10,?11,?12)");
+    const std::string precisions = std::string("fp32,") + to_string(h.spec.precision);
+    s.bind(1, h.run_id).bind(2, h.model.source).bind(3, h.model.sha256).bind(4, h.model.weights_sha256)
+        .bind(5, h.spec.data).bind(6, h.backend.device).bind(7, precisions).bind(8, header.dump()).bind(9, version())
+        .bind(10, h.started_at).bind(11, int64_t(getpid())).bind(12, host_name());
+    s.run();
+    run_id_ = sqlite3_last_insert_rowid(store_.db_);
+    t.commit();
+    uuid_ = h.run_id;
+}
+
+void TrainWriter::step_finished(const TrainStep& st) {
+    sql::Transaction t(store_.db_);
+    Stmt s(store_.db_, "INSERT INTO training_steps VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)");
+    s.bind(1, run_id_).bind(2, st.step).bind(3, st.loss_ref).bind(4, st.loss_amp).bind(5, st.scale).bind(6, st.found_inf)
+        .bind(7, st.skipped).bind(8, st.effective_updates).bind(9, st.grad_norm).bind(10, st.lr).bind(11, st.divergence);
+    if (st.nonfinite_stage.empty()) s.bind_null(12); else s.bind(12, st.nonfinite_stage);
+    if (st.origin) s.bind(13, ser::origin(st.origin).dump()); else s.bind_null(13);
+    s.run();
+    t.commit();
+    effective_ = st.effective_updates;
+}
+
+void TrainWriter::checkpoint_written(const std::string& path, int step) {
+    sql::Transaction t(store_.db_);
+    Stmt s(store_.db_, "INSERT INTO checkpoints(run_id, step, effective_updates, path, created_at) VALUES(?1,?2,?3,?4,?5)");
+    s.bind(1, run_id_).bind(2, step).bind(3, effective_).bind(4, path).bind(5, now_iso8601());
+    s.run();
+    t.commit();
+}
+
+void TrainWriter::train_finished(const TrainResult& r) {
+    sql::Transaction t(store_.db_);
+    finish(store_.db_, run_id_, "completed", "", "", r.finished_at, r.warnings);
+    t.commit();
+}
+
+void TrainWriter::train_failed(const std::string& status, const std::string& message) {
     if (run_id_ < 0) return;
     sql::Transaction t(store_.db_);
     finish(store_.db_, run_id_, status, "", message, now_iso8601(), {});

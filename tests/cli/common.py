@@ -7,6 +7,8 @@ import subprocess
 import tempfile
 
 CLI = os.environ.get("AMPSCOPE_CLI", "ampscope-cli")
+# Never record into the user's own database when run by hand.
+os.environ.setdefault("AMPSCOPE_DB", os.path.join(tempfile.gettempdir(), f"ampscope-tests-{os.getpid()}.sqlite"))
 
 
 def run_cli(*args, check_rc=None, timeout=300):

@@ -168,6 +168,32 @@ class DemoTrainingStory(unittest.TestCase):
         self.assertTrue(all(s["nonfinite_stage"] is None for s in bf16["steps"]))
         self.assertEqual(bf16["summary"]["effective_updates"], 40)
 
+    def test_training_run_is_recorded_step_by_step(self):
+        with tempfile.TemporaryDirectory() as d:
+            db = os.path.join(d, "runs.sqlite")
+            rc, r = train_json("--model", "demo:transformer", "--data", "demo", "--steps", 4, "--device", "cpu",
+                               "--db", db, "--checkpoint-every", 2, "--checkpoint-dir", d)
+            self.assertEqual(rc, 0)
+            rc, out, err = run_cli("list", "--json", "--db", db)
+            rows = json.loads(out)
+            self.assertEqual(len(rows), 1)
+            self.assertEqual(rows[0]["kind"], "train")
+            self.assertEqual(rows[0]["status"], "completed")
+            import sqlite3
+            con = sqlite3.connect(db)
+            steps = con.execute("SELECT step, scale, skipped, effective_updates FROM training_steps ORDER BY step").fetchall()
+            ckpts = con.execute("SELECT step, path FROM checkpoints ORDER BY step").fetchall()
+            con.close()
+            self.assertEqual([s[0] for s in steps], [0, 1, 2, 3])
+            for got, want in zip(steps, r["steps"]):
+                self.assertEqual(got[1], as_float(want["scale"]))
+                self.assertEqual(bool(got[2]), want["skipped"])
+                self.assertEqual(got[3], want["effective_updates"])
+            self.assertEqual([c[0] for c in ckpts], [2, 4])
+            rc, out, _ = run_cli("show", r["run_id"], "--db", db)
+            self.assertEqual(rc, 0)
+            self.assertIn("skipped steps: 0", out)
+
     def test_lr_schedule_follows_effective_updates(self):
         rc, r = train_json("--model", "demo:transformer", "--data", "demo", "--steps", 6, "--device", "cpu",
                            "--lr-schedule", "cosine")

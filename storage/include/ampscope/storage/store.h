@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ampscope/engine/run.h"
+#include "ampscope/engine/train.h"
 
 struct sqlite3;
 
@@ -89,6 +90,13 @@ public:
     std::string error(const std::string& uuid) const;
     std::vector<LayerStat> layers(const std::string& uuid, Precision p) const;
     std::vector<Annotation> annotations(const std::string& uuid) const;
+    /// "compare" or "train".
+    std::string kind(const std::string& uuid) const;
+    /// The recorded steps of a training run.
+    std::vector<TrainStep> training_steps(const std::string& uuid) const;
+    std::vector<std::string> checkpoints(const std::string& uuid) const;
+    /// The header JSON a run was started with (training runs: spec, backend, model).
+    std::string header_json(const std::string& uuid) const;
     Review review(const std::string& uuid) const;
 
     // ---- writing ----
@@ -106,6 +114,26 @@ private:
     std::string path_;
     bool read_only_ = false;
     friend class RunWriter;
+    friend class TrainWriter;
+};
+
+/// Records a training run step by step (kind "train"): the header at start, each step and
+/// checkpoint in its own transaction, the status at the end.
+class TrainWriter : public TrainSink {
+public:
+    explicit TrainWriter(Store& store) : store_(store) {}
+    void train_started(const TrainResult& header) override;
+    void step_finished(const TrainStep& s) override;
+    void checkpoint_written(const std::string& path, int step) override;
+    void train_finished(const TrainResult& r) override;
+    void train_failed(const std::string& status, const std::string& message) override;
+    const std::string& run_uuid() const { return uuid_; }
+
+private:
+    Store& store_;
+    std::string uuid_;
+    int64_t run_id_ = -1;
+    int effective_ = 0;
 };
 
 /// Records a run while it is produced: header at start, each pass and comparison in its own
