@@ -161,6 +161,14 @@ std::function<int()> add_store_commands(CLI::App& app) {
             const auto rv = s.review(uuid);
             std::cout << "   review: " << rv.status << (rv.by.empty() ? "" : " by " + rv.by + " at " + rv.at) << "\n";
             print_run_summary(std::cout, r, st->layers, isatty(STDOUT_FILENO));
+            for (const auto& b : s.benchmarks(uuid)) {
+                const auto j = nlohmann::json::parse(b.result_json);
+                std::cout << "\nbenchmark " << b.uuid.substr(0, 8) << " (" << b.created_at.substr(0, 19) << ", batch " << j.value("batch", 0) << "):";
+                for (const auto& f : j["figures"])
+                    std::cout << " " << f.value("precision", "") << " " << f.value("median_ms", 0.0) << " ms ("
+                              << f.value("speedup", 1.0) << "x)";
+                std::cout << "\n";
+            }
             const auto notes = s.annotations(uuid);
             if (!notes.empty()) {
                 std::cout << "\nannotations:\n";

@@ -15,6 +15,7 @@
 #define AMPSCOPE_HAVE_CUDA_PROPS 1
 #endif
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -247,6 +248,102 @@ BackendReport backend_report(const std::string& device) {
             b.cudnn_version = std::to_string(at::detail::getCUDAHooks().versionCuDNN());
     }
     return b;
+}
+
+RunInputs identify_inputs(const std::string& model_src, const std::string& probes_src, const std::string& device,
+                          uint64_t seed) {
+    RunInputs r;
+    r.backend = backend_report(device);
+    auto model = detail::load_model(model_src, seed);
+    auto probes = detail::load_probes(probes_src, *model, seed);
+    r.model = model->info;
+    r.probes = probes.info;
+    return r;
+}
+
+namespace {
+
+/// Peak resident set since the last reset (Linux: VmHWM, reset through clear_refs).
+int64_t reset_and_read_hwm(bool reset) {
+    if (reset) {
+        std::ofstream("/proc/self/clear_refs") << "5";
+        return 0;
+    }
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("VmHWM:", 0) == 0) return int64_t(std::stoll(line.substr(6))) * 1024;
+    return 0;
+}
+
+}  // namespace
+
+BenchResult run_benchmark(const BenchSpec& spec) {
+    using namespace detail;
+    if (spec.repeats < 3) throw InputError("--repeats", "", "expected an integer >= 3");
+    if (spec.warmup < 0) throw InputError("--warmup", "", "expected an integer >= 0");
+    if (spec.batch_size < 1) throw InputError("--batch-size", "", "expected an integer >= 1");
+    BenchResult res;
+    res.backend = backend_report(spec.device);
+    const at::Device device = parse_device(res.backend.device);
+    auto model = load_model(spec.model, spec.seed);
+    auto probes = load_probes(spec.probes, *model, spec.seed);
+    model->to_device(device);
+    model->set_train(spec.mode == Mode::Train);
+    res.model = model->info;
+    res.probes = probes.info;
+    std::vector<at::Tensor> in;
+    const int64_t n = probes.inputs[0].size(0);
+    const int64_t b = std::min<int64_t>(spec.batch_size, n);
+    res.batch = int(b);
+    for (const auto& t : probes.inputs) {
+        // the same batch for every precision: the first b samples, repeated to fill b if needed
+        in.push_back(t.slice(0, 0, b).contiguous().to(device));
+    }
+    auto& ctx = pass_context();
+    ctx.device_type = device.type();
+    ctx.keep_fp32.clear();
+    ctx.observing = false;  // no observer, no statistics, no guards in the timed loop
+    const bool cuda = device.is_cuda();
+    res.timer = cuda ? "steady clock around each forward, device synchronised before and after" : "steady clock";
+    res.memory = cuda ? "peak resident set of the process (the CUDA allocator's peak is not read in this build)"
+                      : "peak resident set of the process (VmHWM, reset before each precision)";
+    std::vector<Precision> all = {Precision::Fp32};
+    for (auto p : spec.precisions) if (p != Precision::Fp32) all.push_back(p);
+    at::NoGradGuard ng;
+    for (auto p : all) {
+        torch::manual_seed(spec.seed);
+        for (int i = 0; i < spec.warmup; ++i) {
+            AutocastGuard g(device.type(), p);
+            model->forward(in);
+        }
+        if (cuda) torch::cuda::synchronize();
+        reset_and_read_hwm(true);
+        std::vector<double> ms;
+        for (int i = 0; i < spec.repeats; ++i) {
+            if (cuda) torch::cuda::synchronize();
+            const auto t0 = std::chrono::steady_clock::now();
+            {
+                AutocastGuard g(device.type(), p);
+                model->forward(in);
+            }
+            if (cuda) torch::cuda::synchronize();
+            ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        }
+        std::sort(ms.begin(), ms.end());
+        BenchFigure f;
+        f.precision = p;
+        f.median_ms = ms[ms.size() / 2];
+        f.p10_ms = ms[ms.size() / 10];
+        f.p90_ms = ms[std::min(ms.size() - 1, ms.size() * 9 / 10)];
+        f.peak_bytes = reset_and_read_hwm(false);
+        res.figures.push_back(f);
+    }
+    for (auto& f : res.figures) {
+        f.speedup = res.figures[0].median_ms / f.median_ms;
+        f.memory_ratio = res.figures[0].peak_bytes > 0 ? double(f.peak_bytes) / double(res.figures[0].peak_bytes) : 1.0;
+    }
+    return res;
 }
 
 OpsReport op_coverage(const RunSpec& spec) {

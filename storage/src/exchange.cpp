@@ -66,6 +66,7 @@ void validate(Store& s, const std::string& file) {
     }
     for (const auto& [table, cols] : expected) {
         if (s.schema_version() < 2 && (table == "training_steps" || table == "checkpoints")) continue;
+        if (s.schema_version() < 3 && table == "benchmarks") continue;
         Stmt q(db, ("PRAGMA table_info(" + table + ")").c_str());
         std::vector<std::string> have;
         while (q.step()) have.push_back(q.text(1));

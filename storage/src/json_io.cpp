@@ -173,6 +173,24 @@ std::string train_to_json(const TrainResult& r, int indent) {
     return j.dump(indent);
 }
 
+std::string bench_to_json(const BenchResult& r, const std::string& validation_run, bool validated, int indent) {
+    ordered_json j;
+    j["validated"] = validated;
+    j["validation_run"] = validation_run.empty() ? ordered_json(nullptr) : ordered_json(validation_run);
+    j["model"] = {{"source", r.model.source}, {"sha256", r.model.sha256}, {"weights_sha256", r.model.weights_sha256}};
+    j["probes"] = {{"source", r.probes.source}, {"sha256", r.probes.sha256}};
+    j["backend"] = backend_json(r.backend);
+    j["batch"] = r.batch;
+    j["timer"] = r.timer;
+    j["memory"] = r.memory;
+    j["figures"] = ordered_json::array();
+    for (const auto& f : r.figures)
+        j["figures"].push_back({{"precision", to_string(f.precision)}, {"median_ms", f.median_ms}, {"p10_ms", f.p10_ms},
+                                {"p90_ms", f.p90_ms}, {"peak_bytes", f.peak_bytes}, {"speedup", f.speedup},
+                                {"memory_ratio", f.memory_ratio}});
+    return j.dump(indent);
+}
+
 std::string ops_to_json(const OpsReport& r, int indent) {
     ordered_json j;
     j["model"] = r.model;

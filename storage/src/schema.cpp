@@ -89,6 +89,18 @@ CREATE TABLE checkpoints(
   step INTEGER NOT NULL, effective_updates INTEGER, path TEXT NOT NULL, sha256 TEXT, created_at TEXT NOT NULL);
 CREATE INDEX checkpoints_run ON checkpoints(run_id);
 )sql",
+        // v3: speed and memory measured after validation (ampscope-cli bench)
+        R"sql(
+CREATE TABLE benchmarks(
+  id INTEGER PRIMARY KEY,
+  uuid TEXT NOT NULL UNIQUE,
+  run_id INTEGER REFERENCES runs(id) ON DELETE SET NULL,   -- the validation run it relies on
+  validated INTEGER NOT NULL,
+  model_sha256 TEXT NOT NULL, probes_sha256 TEXT NOT NULL, device TEXT NOT NULL,
+  created_at TEXT NOT NULL, result_json TEXT NOT NULL);
+CREATE INDEX benchmarks_run ON benchmarks(run_id);
+CREATE INDEX comparisons_verdict ON comparisons(precision, verdict);
+)sql",
     };
     return m;
 }
@@ -108,6 +120,7 @@ const std::map<std::string, std::vector<std::string>>& expected_tables() {
         {"annotations", {"id", "run_id", "uuid", "author", "created_at", "target_kind", "target", "text"}},
         {"training_steps", {"run_id", "step"}},
         {"checkpoints", {"id", "run_id", "step", "path"}},
+        {"benchmarks", {"id", "uuid", "run_id", "validated", "result_json"}},
     };
     return t;
 }

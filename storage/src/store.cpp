@@ -311,6 +311,38 @@ std::vector<Annotation> Store::annotations(const std::string& uuid) const {
     return out;
 }
 
+std::string Store::find_validation(const std::string& model_sha256, const std::string& probes_sha256,
+                                   const std::string& device, Precision precision) const {
+    Stmt s(db_, "SELECT r.uuid FROM runs r JOIN comparisons c ON c.run_id = r.id WHERE r.kind='compare' AND "
+                "r.status='completed' AND r.weights_sha256=?1 AND r.probes_sha256=?2 AND r.device=?3 AND c.precision=?4 "
+                "AND c.verdict='accepted' ORDER BY r.started_at DESC LIMIT 1");
+    s.bind(1, model_sha256).bind(2, probes_sha256).bind(3, device).bind(4, to_string(precision));
+    return s.step() ? s.text(0) : std::string();
+}
+
+std::vector<Store::BenchmarkRow> Store::benchmarks(const std::string& run_uuid) const {
+    std::vector<BenchmarkRow> out;
+    if (schema_version() < 3) return out;
+    Stmt s(db_, "SELECT b.uuid, b.created_at, b.result_json, b.validated FROM benchmarks b JOIN runs r ON r.id = b.run_id "
+                "WHERE r.uuid=?1 ORDER BY b.created_at");
+    s.bind(1, run_uuid);
+    while (s.step()) out.push_back({s.text(0), s.text(1), s.text(2), s.i64(3) != 0});
+    return out;
+}
+
+std::string Store::record_benchmark(const std::string& validation_run, bool validated, const std::string& model_sha256,
+                                    const std::string& probes_sha256, const std::string& device,
+                                    const std::string& result_json) {
+    if (read_only_) throw StoreError(path_ + ": opened read-only (the file is not writable)");
+    const std::string uuid = make_uuid();
+    Stmt s(db_, "INSERT INTO benchmarks(uuid, run_id, validated, model_sha256, probes_sha256, device, created_at, result_json) "
+                "VALUES(?1, (SELECT id FROM runs WHERE uuid=?2), ?3, ?4, ?5, ?6, ?7, ?8)");
+    s.bind(1, uuid).bind(2, validation_run).bind(3, validated).bind(4, model_sha256).bind(5, probes_sha256).bind(6, device)
+        .bind(7, now_iso8601()).bind(8, result_json);
+    s.run();
+    return uuid;
+}
+
 std::string Store::kind(const std::string& uuid) const {
     Stmt s(db_, "SELECT kind FROM runs WHERE uuid=?1");
     s.bind(1, uuid);

@@ -36,7 +36,8 @@ void MainWindow::showRun(const QString& uuid) {
     }
     current_ = uuid;
     const auto status = QString::fromStdString(store_->status(uuid.toStdString()));
-    overview_->setHtml(overviewHtml(*run_, status, store_->review(uuid.toStdString()), store_->annotations(uuid.toStdString())));
+    overview_->setHtml(overviewHtml(*run_, status, store_->review(uuid.toStdString()), store_->annotations(uuid.toStdString()),
+                                    store_->benchmarks(uuid.toStdString())));
     samples_->resetData(*run_);
     flips_->resetData(*run_);
     setChart(deltaChart_, makeDeltaChart(*run_));

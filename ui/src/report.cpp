@@ -6,6 +6,9 @@
 #include <QChart>
 #include <QChartView>
 #include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QPixmap>
 #include <QTextStream>
 
@@ -21,7 +24,8 @@ QString num(double v) { return QString::number(v, 'g', 4); }
 }  // namespace
 
 QString overviewHtml(const RunResult& r, const QString& status, const storage::Review& review,
-                     const std::vector<storage::Annotation>& notes) {
+                     const std::vector<storage::Annotation>& notes,
+                     const std::vector<storage::Store::BenchmarkRow>& benchmarks) {
     QString h;
     QTextStream o(&h);
     const auto verdictColor = [](Verdict v) { return v == Verdict::Accepted ? "#1e8c3c" : "#c82828"; };
@@ -78,6 +82,25 @@ QString overviewHtml(const RunResult& r, const QString& status, const storage::R
             o << "</td></tr>";
         }
         o << "</table>";
+    }
+    if (!benchmarks.empty()) {
+        o << "<h3>Measured gains (validated by this run)</h3>";
+        for (const auto& b : benchmarks) {
+            const auto j = QJsonDocument::fromJson(QByteArray::fromStdString(b.result_json)).object();
+            o << "<p><small>" << qs(b.created_at.substr(0, 19)) << ", batch " << j.value(QStringLiteral("batch")).toInt() << ", "
+              << j.value(QStringLiteral("timer")).toString().toHtmlEscaped() << "</small></p><table border=1 cellspacing=0 cellpadding=3>"
+              << "<tr><th>pass</th><th>median ms</th><th>p10–p90 ms</th><th>speed-up</th><th>peak MiB</th><th>memory</th></tr>";
+            for (const auto& fv : j.value(QStringLiteral("figures")).toArray()) {
+                const auto f = fv.toObject();
+                o << "<tr><td>" << f.value(QStringLiteral("precision")).toString() << "</td><td>"
+                  << num(f.value(QStringLiteral("median_ms")).toDouble()) << "</td><td>" << num(f.value(QStringLiteral("p10_ms")).toDouble())
+                  << "–" << num(f.value(QStringLiteral("p90_ms")).toDouble()) << "</td><td>"
+                  << num(f.value(QStringLiteral("speedup")).toDouble()) << "×</td><td>"
+                  << num(f.value(QStringLiteral("peak_bytes")).toDouble() / 1048576.0) << "</td><td>"
+                  << num(f.value(QStringLiteral("memory_ratio")).toDouble()) << "×</td></tr>";
+            }
+            o << "</table>";
+        }
     }
     if (!notes.empty()) {
         o << "<h3>Annotations</h3><ul>";

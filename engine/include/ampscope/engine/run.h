@@ -124,6 +124,48 @@ struct OpsReport {
 /// spec.precisions[0].
 OpsReport op_coverage(const RunSpec& spec);
 
+/// Speed and memory of FP32 vs AMP passes (`ampscope-cli bench`): intrusive checks off.
+struct BenchSpec {
+    std::string model = "demo:transformer";
+    std::string probes = "demo";
+    std::string device;
+    std::vector<Precision> precisions = {Precision::Fp16, Precision::Bf16};
+    Mode mode = Mode::Eval;
+    int batch_size = 64;
+    int warmup = 5;
+    int repeats = 30;
+    uint64_t seed = 0;
+};
+
+struct BenchFigure {
+    Precision precision = Precision::Fp32;
+    double median_ms = 0, p10_ms = 0, p90_ms = 0;
+    int64_t peak_bytes = 0;       ///< peak resident memory (CPU) or allocator peak (CUDA) during the timed loop
+    double speedup = 1.0;         ///< FP32 median / this median
+    double memory_ratio = 1.0;    ///< this peak / FP32 peak
+};
+
+struct BenchResult {
+    BackendReport backend;
+    ModelInfo model;
+    ProbeInfo probes;
+    int batch = 0;
+    std::string timer;            ///< how time was taken
+    std::string memory;           ///< how memory was taken
+    std::vector<BenchFigure> figures;  ///< figures[0] is FP32
+};
+
+/// The identity a validation run must share with a benchmark: model and probe hashes and the
+/// device the backend resolves to (loads model and probes, runs nothing).
+struct RunInputs {
+    ModelInfo model;
+    ProbeInfo probes;
+    BackendReport backend;
+};
+RunInputs identify_inputs(const std::string& model, const std::string& probes, const std::string& device, uint64_t seed);
+
+BenchResult run_benchmark(const BenchSpec& spec);
+
 /// What would run on `device` ("" = default device). Throws InputError for a malformed
 /// device string, BackendError for a device that is absent.
 BackendReport backend_report(const std::string& device = "");

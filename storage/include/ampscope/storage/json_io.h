@@ -25,6 +25,9 @@ std::string run_to_json(const RunResult& r, bool with_outputs = false, int inden
 /// The training result JSON of ../shared/CONTRACT.md.
 std::string train_to_json(const TrainResult& r, int indent = 2);
 
+/// A benchmark result as JSON (validation run and label included).
+std::string bench_to_json(const BenchResult& r, const std::string& validation_run, bool validated, int indent = 2);
+
 /// Operator coverage as JSON.
 std::string ops_to_json(const OpsReport& r, int indent = 2);
 

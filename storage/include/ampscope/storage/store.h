@@ -19,7 +19,7 @@ struct sqlite3;
 namespace ampscope::storage {
 
 /// Current schema version (PRAGMA user_version).
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 
 /// Database problems: unreadable, not SQLite, newer schema, hostile content.
 class StoreError : public std::runtime_error {
@@ -98,6 +98,20 @@ public:
     /// The header JSON a run was started with (training runs: spec, backend, model).
     std::string header_json(const std::string& uuid) const;
     Review review(const std::string& uuid) const;
+
+    /// The newest completed comparison run that accepted `precision` for this model, probe
+    /// set and device; empty when there is none.
+    std::string find_validation(const std::string& model_sha256, const std::string& probes_sha256,
+                                const std::string& device, Precision precision) const;
+    struct BenchmarkRow {
+        std::string uuid, created_at, result_json;
+        bool validated = false;
+    };
+    /// Benchmarks that rely on a run.
+    std::vector<BenchmarkRow> benchmarks(const std::string& run_uuid) const;
+    /// Records a benchmark; `validation_run` empty for an unvalidated one. Returns its UUID.
+    std::string record_benchmark(const std::string& validation_run, bool validated, const std::string& model_sha256,
+                                 const std::string& probes_sha256, const std::string& device, const std::string& result_json);
 
     // ---- writing ----
     void annotate(const std::string& uuid, Annotation a);
