@@ -3,6 +3,7 @@
 // 200k-row layer table as the GUI does.
 #include <benchmark/benchmark.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "ampscope/storage/store.h"
@@ -79,5 +80,43 @@ void BM_StoreReadLayers(benchmark::State& st) {
     st.SetItemsProcessed(int64_t(st.iterations()) * 200000);
 }
 BENCHMARK(BM_StoreReadLayers)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+/// Writes the GUI fixture: one run with 10,000 samples and 5,000 layer rows per pass
+/// (bench/run.sh then times the GUI opening and painting it).
+void BM_MakeGuiFixture(benchmark::State& st) {
+    const char* path = std::getenv("AMPSCOPE_GUI_FIXTURE");
+    for (auto _ : st) {
+        if (!path) continue;
+        for (auto s : {"", "-wal", "-shm"}) std::filesystem::remove(std::string(path) + s);
+        storage::Store store(path);
+        storage::RunWriter w(store);
+        auto h = header(10000);
+        h.spec.precisions = {Precision::Fp16, Precision::Bf16};
+        w.run_started(h);
+        std::vector<PassResult> passes;
+        for (auto p : {Precision::Fp32, Precision::Fp16, Precision::Bf16}) {
+            auto pass = pass_with_layers(5000, p);
+            pass.num_outputs = 4;
+            pass.outputs.resize(10000 * 4);
+            for (size_t i = 0; i < pass.outputs.size(); ++i) pass.outputs[i] = float(i % 97) * 0.01f + (p == Precision::Fp32 ? 0.f : 1e-3f * float(i % 7));
+            w.pass_finished(pass);
+            passes.push_back(pass);
+        }
+        for (size_t c = 1; c < passes.size(); ++c) {
+            Comparison cmp;
+            cmp.precision = passes[c].precision;
+            for (size_t i = 0; i < h.samples.size(); ++i) {
+                cmp.deltas.push_back({h.samples[i].id, h.samples[i].tag, 1e-4 * double(i % 50 + 1), 1e-3, true, i % 10 != 0, 0});
+                cmp.ref_decisions.push_back(int(i % 4));
+                cmp.amp_decisions.push_back(int(i % 4) ^ (i % 200 == 0));
+                if (i % 200 == 0) cmp.flips.push_back({h.samples[i].id, h.samples[i].tag, int(i % 4), int(i % 4) ^ 1, 1e-5, 1e-5});
+            }
+            w.comparison_finished(cmp);
+        }
+        h.finished_at = now_iso8601();
+        w.run_finished(h);
+    }
+}
+BENCHMARK(BM_MakeGuiFixture)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -33,6 +33,19 @@ r = t("BM_StoreReadLayers/real_time")
 if r:
     rows.append(("store: read one pass's 200k layer rows", f"{r:.1f} ms", "target 200 ms", f"{r / 200:.2f}x of target",
                  "< 200 ms"))
+extra = {}
+for path in sys.argv[2:]:
+    try:
+        extra.update(json.load(open(path)))
+    except (OSError, ValueError):
+        pass
+if "hooks_ms" in extra:
+    rows.append(("instrumented fp16 pass, 6-block MLP TorchScript", f"{extra['ampscope_ms']:.1f} ms",
+                 f"Python forward hooks {extra['hooks_ms']:.1f} ms", f"{extra['hooks_ms'] / extra['ampscope_ms']:.2f}x faster",
+                 "faster than hooks"))
+if "gui_first_paint_s" in extra:
+    rows.append(("GUI cold start to first painted run (10k samples, 5k layers)", f"{extra['gui_first_paint_s']:.2f} s",
+                 "-", "-", "(reported)"))
 widths = [max(len(str(row[i])) for row in rows) for i in range(5)]
 print(f"machine: {ctx.get('num_cpus')} CPUs at {ctx.get('mhz_per_cpu')} MHz; {ctx.get('date')}")
 for row in rows:

@@ -5,8 +5,22 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cmake --preset release >/dev/null
-cmake --build --preset release --target ampscope_bench >/dev/null
-out=$(mktemp)
-build-release/bench/ampscope_bench --benchmark_format=json --benchmark_out="$out" --benchmark_out_format=json \
+cmake --build --preset release --target ampscope_bench ampscope-cli >/dev/null
+cmake --build --preset release --target ampscope 2>/dev/null >/dev/null || true
+py=${AMPSCOPE_PYTHON:-.venv/bin/python}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export AMPSCOPE_GUI_FIXTURE=$tmp/gui.sqlite
+build-release/bench/ampscope_bench --benchmark_format=json --benchmark_out="$tmp/bench.json" --benchmark_out_format=json \
   --benchmark_min_time=0.5 "$@" >/dev/null
-"${AMPSCOPE_PYTHON:-.venv/bin/python}" bench/report.py "$out"
+# Python forward hooks (what a user writes) vs ampscope's instrumented pass, same model and probes
+"$py" bench/hooks_baseline.py build-release/app/ampscope-cli > "$tmp/hooks.json"
+# GUI: cold start to the first painted run view, offscreen; the fixture run has 10k samples, 5k layer rows
+gui=build-release/app/ampscope
+if [ -x "$gui" ]; then
+  start=$(date +%s%N)
+  QT_QPA_PLATFORM=offscreen "$gui" "$AMPSCOPE_GUI_FIXTURE" --screenshot "$tmp/gui.png" >/dev/null 2>&1
+  end=$(date +%s%N)
+  echo "{\"gui_first_paint_s\": $(( (end - start) / 1000000 ))e-3}" > "$tmp/gui.json"
+fi
+"$py" bench/report.py "$tmp/bench.json" "$tmp/hooks.json" "$tmp/gui.json"
