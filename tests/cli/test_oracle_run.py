@@ -16,6 +16,8 @@ import unittest
 import numpy as np
 import torch
 
+DEVICE = os.environ.get("AMPSCOPE_TEST_DEVICE", "cpu")
+
 from common import as_float, comparison_of, pass_of, run_json
 
 
@@ -76,15 +78,16 @@ class OracleRun(unittest.TestCase):
         torch.save({"inputs": x, "labels": labels, "ids": [f"p{i}" for i in range(len(x))], "tags": tags},
                    cls.probe_path)
         # The oracle, in the order ampscope runs its passes: fp32, fp16, bf16, whole set per pass.
-        model = torch.jit.load(cls.model_path).eval()
+        model = torch.jit.load(cls.model_path, map_location=DEVICE).eval()
         cls.eager = eager
         cls.expected = {}
         with torch.no_grad(), torch.jit.optimized_execution(False):
-            cls.expected["fp32"] = model(x).float().numpy()
+            xd = x.to(DEVICE)
+            cls.expected["fp32"] = model(xd).float().cpu().numpy()
             for name, dt in (("fp16", torch.float16), ("bf16", torch.bfloat16)):
-                with torch.autocast("cpu", dtype=dt):
-                    cls.expected[name] = model(x).float().numpy()
-        cls.rc, cls.result = run_json("run", "--model", cls.model_path, "--probes", cls.probe_path, "--device", "cpu",
+                with torch.autocast(DEVICE.split(":")[0], dtype=dt):
+                    cls.expected[name] = model(xd).float().cpu().numpy()
+        cls.rc, cls.result = run_json("run", "--model", cls.model_path, "--probes", cls.probe_path, "--device", DEVICE,
                                    "--precision", "fp16,bf16", "--batch-size", len(x), "--outputs")
 
     @classmethod
@@ -103,6 +106,8 @@ class OracleRun(unittest.TestCase):
                             f"{p}: max |diff| {np.nanmax(np.abs(got - want))}")
 
     def test_unoptimized_script_equals_eager(self):
+        if DEVICE != "cpu":
+            self.skipTest("eager comparison runs on the CPU")
         with torch.no_grad():
             for name, dt in (("fp16", torch.float16), ("bf16", torch.bfloat16)):
                 with torch.autocast("cpu", dtype=dt):
