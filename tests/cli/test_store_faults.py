@@ -61,11 +61,33 @@ class StoreFaults(unittest.TestCase):
         print(f"fault injection seed {seed} (set AMPSCOPE_FAULT_SEED to replay)", flush=True)
         rng = random.Random(seed)
         killed_states = {"interrupted": 0, "completed": 0, "not started": 0}
+        # how long a recording takes on this machine now (load varies: CI, sanitizers)
+        con = sqlite3.connect(self.db)
+        spans = [float(v) for (v,) in con.execute(
+            "SELECT (julianday(finished_at) - julianday(started_at)) * 86400 FROM runs")]
+        con.close()
+        span = max(0.2, max(spans))
+        known = set(before)
         for i in range(20):
-            delay = rng.uniform(0.02, 0.9)
             p = subprocess.Popen([CLI, *RUN, "--db", self.db], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                  stdin=subprocess.DEVNULL)
-            time.sleep(delay)
+            if i % 4 == 0:
+                delay = rng.uniform(0.0, 0.5)  # anywhere, start-up included
+                time.sleep(delay)
+            else:  # once recording has begun, at a random point of the recording
+                deadline = time.time() + 60
+                while time.time() < deadline and p.poll() is None:
+                    try:
+                        c = sqlite3.connect(self.db, timeout=5)
+                        n = c.execute("SELECT count(*) FROM runs").fetchone()[0]
+                        c.close()
+                        if n > len(known):
+                            break
+                    except sqlite3.OperationalError:
+                        pass
+                    time.sleep(0.005)
+                delay = rng.uniform(0.0, span / 2)
+                time.sleep(delay)
             p.send_signal(signal.SIGKILL)
             p.wait()
             self.assertEqual(self.integrity(), "ok", f"iteration {i}, delay {delay:.3f}, seed {seed}")
@@ -77,6 +99,7 @@ class StoreFaults(unittest.TestCase):
             new = [r for u, r in now.items() if u not in before]
             if not new:
                 killed_states["not started"] += 1
+                known = set(now)
                 continue
             self.assertEqual(len(new), 1)
             r = new[0]
@@ -92,6 +115,7 @@ class StoreFaults(unittest.TestCase):
             self.assertEqual(rc, 0, err)
             self.assertEqual(len(json.loads(out)["passes"]), passes)
             before = now
+            known = set(now)
             intact = {u: self.units(u) for u in now}
         print("killed runs:", killed_states, flush=True)
         self.assertGreater(killed_states["interrupted"], 0, f"no kill landed mid-run (seed {seed})")
