@@ -14,6 +14,7 @@
 
 #include <set>
 
+#include "ampscope/engine/train.h"
 #include "ampscope/storage/store.h"
 #include "mainwindow.h"
 #include "models.h"
@@ -102,6 +103,30 @@ private Q_SLOTS:
         }
         QVERIFY(w.layerModel()->rowCount() > 0);
         QVERIFY(w.flipModel()->rowCount() > 0);
+    }
+
+    void trainingRunRendersInTheTrainingView() {
+        QTemporaryDir dir;
+        const QString db = dir.filePath(QStringLiteral("train.sqlite"));
+        std::string uuid;
+        {
+            storage::Store store(db.toStdString());
+            storage::TrainWriter w(store);
+            TrainSpec spec;
+            spec.device = "cpu";
+            spec.steps = 12;
+            uuid = run_training(spec, &w).run_id;
+        }
+        MainWindow w;
+        QVERIFY(w.openDatabase(db));
+        w.resize(1280, 820);
+        w.show();
+        w.showRun(QString::fromStdString(uuid));
+        QCOMPARE(w.tabs()->tabText(w.tabs()->currentIndex()), QStringLiteral("Training"));
+        QCoreApplication::processEvents();
+        const QImage img = w.grab().toImage();
+        QVERIFY(img.save(QStringLiteral(AMPSCOPE_TEST_OUTPUT_DIR) + QStringLiteral("/view-training.png")));
+        QVERIFY(colours(img) > 20);
     }
 
     void cancelKeepsTheUiResponsive() {

@@ -230,6 +230,121 @@ QChart* makeLayerChart(const PassResult& pass) {
     return chart;
 }
 
+namespace {
+QValueAxis* stepAxis(const std::vector<TrainStep>& steps) {
+    auto* x = new QValueAxis;
+    x->setTitleText(QStringLiteral("iteration"));
+    x->setRange(steps.empty() ? 0 : steps.front().step, steps.empty() ? 1 : std::max(steps.back().step, steps.front().step + 1));
+    x->setLabelFormat(QStringLiteral("%d"));
+    return x;
+}
+void attach(QChart* c, QAbstractSeries* s, QAbstractAxis* x, QAbstractAxis* y) {
+    c->addSeries(s);
+    s->attachAxis(x);
+    s->attachAxis(y);
+}
+}  // namespace
+
+QChart* makeLossChart(const std::vector<TrainStep>& steps) {
+    auto* chart = new QChart;
+    chart->setTitle(QStringLiteral("Loss: FP32 reference vs AMP"));
+    auto* ref = new QLineSeries;
+    ref->setName(QStringLiteral("reference (FP32)"));
+    auto* amp = new QLineSeries;
+    amp->setName(QStringLiteral("AMP"));
+    double hi = 0;
+    for (const auto& s : steps) {
+        ref->append(s.step, s.loss_ref);
+        if (std::isfinite(s.loss_amp)) amp->append(s.step, s.loss_amp);
+        hi = std::max({hi, s.loss_ref, std::isfinite(s.loss_amp) ? s.loss_amp : 0.0});
+    }
+    auto* x = stepAxis(steps);
+    auto* y = new QValueAxis;
+    y->setRange(0, hi > 0 ? hi * 1.05 : 1);
+    y->setTitleText(QStringLiteral("loss"));
+    chart->addAxis(x, Qt::AlignBottom);
+    chart->addAxis(y, Qt::AlignLeft);
+    attach(chart, ref, x, y);
+    attach(chart, amp, x, y);
+    return chart;
+}
+
+QChart* makeScaleChart(const std::vector<TrainStep>& steps) {
+    auto* chart = new QChart;
+    chart->setTitle(QStringLiteral("Loss scale (log2) with skipped steps"));
+    auto* line = new QLineSeries;
+    line->setName(QStringLiteral("scale used"));
+    auto* skipped = new QScatterSeries;
+    skipped->setName(QStringLiteral("skipped step (inf/NaN gradients)"));
+    skipped->setColor(QColor(220, 30, 30));
+    skipped->setMarkerSize(10);
+    double lo = 1e300, hi = 0;
+    for (const auto& s : steps) {
+        line->append(s.step, s.scale);
+        if (s.skipped) skipped->append(s.step, s.scale);
+        lo = std::min(lo, s.scale);
+        hi = std::max(hi, s.scale);
+    }
+    auto* x = stepAxis(steps);
+    auto* y = new QLogValueAxis;
+    y->setBase(2);
+    y->setLabelFormat(QStringLiteral("%g"));
+    y->setTitleText(QStringLiteral("scale"));
+    y->setRange(steps.empty() ? 1 : lo / 2, steps.empty() ? 2 : hi * 2);
+    chart->addAxis(x, Qt::AlignBottom);
+    chart->addAxis(y, Qt::AlignLeft);
+    attach(chart, line, x, y);
+    attach(chart, skipped, x, y);
+    return chart;
+}
+
+QChart* makeUpdatesChart(const std::vector<TrainStep>& steps) {
+    auto* chart = new QChart;
+    chart->setTitle(QStringLiteral("Effective updates vs iterations"));
+    auto* eff = new QLineSeries;
+    eff->setName(QStringLiteral("effective updates"));
+    auto* it = new QLineSeries;
+    it->setName(QStringLiteral("iterations"));
+    QPen pen(Qt::DashLine);
+    pen.setColor(QColor(130, 130, 130));
+    it->setPen(pen);
+    for (const auto& s : steps) {
+        eff->append(s.step, s.effective_updates);
+        it->append(s.step, s.step + 1);
+    }
+    auto* x = stepAxis(steps);
+    auto* y = new QValueAxis;
+    y->setRange(0, steps.empty() ? 1 : steps.back().step + 1);
+    y->setLabelFormat(QStringLiteral("%d"));
+    chart->addAxis(x, Qt::AlignBottom);
+    chart->addAxis(y, Qt::AlignLeft);
+    attach(chart, it, x, y);
+    attach(chart, eff, x, y);
+    return chart;
+}
+
+QChart* makeGradChart(const std::vector<TrainStep>& steps) {
+    auto* chart = new QChart;
+    chart->setTitle(QStringLiteral("Unscaled gradient norm and weight divergence from FP32"));
+    auto* gn = new QLineSeries;
+    gn->setName(QStringLiteral("gradient norm (AMP)"));
+    auto* dv = new QLineSeries;
+    dv->setName(QStringLiteral("‖w_amp − w_ref‖ / ‖w_ref‖"));
+    double lo = 1e300, hi = 0;
+    for (const auto& s : steps) {
+        if (std::isfinite(s.grad_norm) && s.grad_norm > 0) { gn->append(s.step, s.grad_norm); lo = std::min(lo, s.grad_norm); hi = std::max(hi, s.grad_norm); }
+        if (std::isfinite(s.divergence) && s.divergence > 0) { dv->append(s.step, s.divergence); lo = std::min(lo, s.divergence); hi = std::max(hi, s.divergence); }
+    }
+    if (hi == 0) { lo = 1e-6; hi = 1; }
+    auto* x = stepAxis(steps);
+    auto* y = logAxis(QString(), lo, hi);
+    chart->addAxis(x, Qt::AlignBottom);
+    chart->addAxis(y, Qt::AlignLeft);
+    attach(chart, gn, x, y);
+    attach(chart, dv, x, y);
+    return chart;
+}
+
 QString exportImage(QWidget* w, const QString& path) {
     if (path.endsWith(QStringLiteral(".svg"), Qt::CaseInsensitive)) {
         QSvgGenerator gen;

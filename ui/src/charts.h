@@ -5,6 +5,7 @@
 #include <QString>
 
 #include "ampscope/engine/run.h"
+#include "ampscope/engine/train.h"
 
 class QChart;
 class QChartView;
@@ -20,6 +21,15 @@ QChart* makeDeltaHistogram(const RunResult& run);
 QChart* makeFlipChart(const RunResult& run);
 /// absmax per op (log scale) against the format's limit; origin and propagation marked.
 QChart* makeLayerChart(const PassResult& pass);
+
+/// Training: losses (reference vs AMP) per step.
+QChart* makeLossChart(const std::vector<TrainStep>& steps);
+/// Training: the loss scale on a log2 axis, skipped steps marked.
+QChart* makeScaleChart(const std::vector<TrainStep>& steps);
+/// Training: effective updates against iterations.
+QChart* makeUpdatesChart(const std::vector<TrainStep>& steps);
+/// Training: unscaled gradient norm and weight divergence (log axis).
+QChart* makeGradChart(const std::vector<TrainStep>& steps);
 
 /// Writes `widget` as PNG (by extension .png) or SVG (.svg). Returns an error message or "".
 QString exportImage(QWidget* widget, const QString& path);

@@ -9,6 +9,7 @@
 #include <QDragEnterEvent>
 #include <QDropEvent>
 #include <QFileDialog>
+#include <QGridLayout>
 #include <QHeaderView>
 #include <QInputDialog>
 #include <QLabel>
@@ -159,6 +160,19 @@ void MainWindow::buildUi() {
     lsplit->addWidget(layerView_);
     lay->addWidget(lsplit);
     tabs_->addTab(layersTab, QStringLiteral("Layers (first NaN)"));
+
+    auto* training = new QWidget;
+    auto* grid = new QGridLayout(training);
+    lossChart_ = new QChartView;
+    scaleChart_ = new QChartView;
+    updatesChart_ = new QChartView;
+    gradChart_ = new QChartView;
+    grid->addWidget(lossChart_, 0, 0);
+    grid->addWidget(scaleChart_, 0, 1);
+    grid->addWidget(updatesChart_, 1, 0);
+    grid->addWidget(gradChart_, 1, 1);
+    for (auto* v : {lossChart_, scaleChart_, updatesChart_, gradChart_}) v->setRenderHint(QPainter::Antialiasing);
+    tabs_->addTab(training, QStringLiteral("Training"));
 
     auto* split = new QSplitter;
     split->addWidget(left);

@@ -99,6 +99,11 @@ private:
     QChartView* histChart_ = nullptr;
     QChartView* flipChart_ = nullptr;
     QChartView* layerChart_ = nullptr;
+    QChartView* lossChart_ = nullptr;
+    QChartView* scaleChart_ = nullptr;
+    QChartView* updatesChart_ = nullptr;
+    QChartView* gradChart_ = nullptr;
+    void showTraining(const QString& uuid);
     QTableView* sampleView_ = nullptr;
     QTableView* flipView_ = nullptr;
     QTableView* layerView_ = nullptr;

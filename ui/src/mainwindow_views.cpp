@@ -26,8 +26,35 @@ void setChart(QChartView* view, QChart* chart) {
 }
 }  // namespace
 
+void MainWindow::showTraining(const QString& uuid) {
+    const auto steps = store_->training_steps(uuid.toStdString());
+    run_.reset();
+    current_ = uuid;
+    samples_->clearData();
+    flips_->clearData();
+    layers_->clearData();
+    setChart(lossChart_, makeLossChart(steps));
+    setChart(scaleChart_, makeScaleChart(steps));
+    setChart(updatesChart_, makeUpdatesChart(steps));
+    setChart(gradChart_, makeGradChart(steps));
+    int skipped = 0;
+    for (const auto& s : steps) skipped += s.skipped;
+    const auto status = QString::fromStdString(store_->status(uuid.toStdString()));
+    QString html = QStringLiteral("<h2>Training run %1</h2><p>status <b>%2</b></p><p>%3 iterations, %4 effective updates, "
+                                  "%5 skipped</p><pre>%6</pre>")
+                       .arg(uuid.left(8), status).arg(steps.size())
+                       .arg(steps.empty() ? 0 : steps.back().effective_updates).arg(skipped)
+                       .arg(QString::fromStdString(store_->header_json(uuid.toStdString())).toHtmlEscaped());
+    overview_->setHtml(html);
+    tabs_->setCurrentIndex(tabs_->count() - 1);
+}
+
 void MainWindow::showRun(const QString& uuid) {
     if (!store_ || uuid.isEmpty()) return;
+    if (store_->kind(uuid.toStdString()) == "train") {
+        showTraining(uuid);
+        return;
+    }
     try {
         run_ = store_->load_run(uuid.toStdString());
     } catch (const std::exception& e) {
