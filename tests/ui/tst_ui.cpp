@@ -129,6 +129,26 @@ private Q_SLOTS:
         QVERIFY(colours(img) > 20);
     }
 
+    void compareViewShowsTwoRuns() {
+        storage::Store store(db_.toStdString());
+        storage::RunWriter writer(store);
+        RunSpec spec;
+        spec.device = "cpu";
+        spec.precisions = {Precision::Fp16};
+        spec.keep_fp32 = {"embed"};
+        const auto second = run_comparison(spec, &writer).run_id;
+        MainWindow w;
+        QVERIFY(w.openDatabase(db_));
+        w.resize(1280, 820);
+        w.show();
+        w.compareRuns(QString::fromStdString(uuid_), QString::fromStdString(second));
+        QCOMPARE(w.tabs()->tabText(w.tabs()->currentIndex()), QStringLiteral("Compare"));
+        QCoreApplication::processEvents();
+        const QImage img = w.grab().toImage();
+        QVERIFY(img.save(QStringLiteral(AMPSCOPE_TEST_OUTPUT_DIR) + QStringLiteral("/view-compare.png")));
+        QVERIFY(colours(img) > 20);
+    }
+
     void cancelKeepsTheUiResponsive() {
         MainWindow w;
         QVERIFY(w.openDatabase(db_));

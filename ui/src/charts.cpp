@@ -27,9 +27,11 @@ constexpr double kFloor = 1e-12;  // log axes cannot show 0
 
 QColor tagColor(const std::string& tag, Precision p) {
     const bool bf = p == Precision::Bf16;
-    if (tag == "edge") return bf ? QColor(150, 60, 160) : QColor(220, 50, 50);
-    if (tag == "boundary") return bf ? QColor(30, 130, 130) : QColor(240, 150, 20);
-    return bf ? QColor(40, 90, 200) : QColor(90, 160, 90);
+    QColor c;
+    if (tag.find("edge") != std::string::npos) c = bf ? QColor(150, 60, 160) : QColor(220, 50, 50);
+    else if (tag.find("boundary") != std::string::npos) c = bf ? QColor(30, 130, 130) : QColor(240, 150, 20);
+    else c = bf ? QColor(40, 90, 200) : QColor(90, 160, 90);
+    return tag.rfind("B ", 0) == 0 ? c.darker(170) : c;  // second run of a comparison
 }
 
 QLogValueAxis* logAxis(const QString& title, double lo, double hi) {

@@ -174,6 +174,15 @@ void MainWindow::buildUi() {
     for (auto* v : {lossChart_, scaleChart_, updatesChart_, gradChart_}) v->setRenderHint(QPainter::Antialiasing);
     tabs_->addTab(training, QStringLiteral("Training"));
 
+    auto* compare = new QSplitter(Qt::Vertical);
+    compareText_ = new QTextBrowser;
+    compareText_->setHtml(QStringLiteral("<p>Select two runs in the browser and choose <b>Run → Compare two selected runs</b> (Ctrl+D).</p>"));
+    compareChart_ = new QChartView;
+    compareChart_->setRenderHint(QPainter::Antialiasing);
+    compare->addWidget(compareText_);
+    compare->addWidget(compareChart_);
+    tabs_->addTab(compare, QStringLiteral("Compare"));
+
     auto* split = new QSplitter;
     split->addWidget(left);
     split->addWidget(tabs_);
@@ -219,6 +228,7 @@ void MainWindow::buildMenus() {
     add(run, QStringLiteral("&Annotate…"), QKeySequence(QStringLiteral("Ctrl+M")), &MainWindow::annotate);
     add(run, QStringLiteral("Review: a&ccept"), QKeySequence(QStringLiteral("Ctrl+Shift+A")), [this] { setReview(QStringLiteral("accepted")); });
     add(run, QStringLiteral("Review: re&ject"), QKeySequence(QStringLiteral("Ctrl+Shift+J")), [this] { setReview(QStringLiteral("rejected")); });
+    add(run, QStringLiteral("C&ompare two selected runs"), QKeySequence(QStringLiteral("Ctrl+D")), &MainWindow::compareSelected);
     add(run, QStringLiteral("&Delete selected runs…"), QKeySequence::Delete, &MainWindow::deleteSelected);
     add(run, QStringLiteral("Cancel running job"), QKeySequence(QStringLiteral("Esc")), [this] { controller_->cancel(); });
     add(run, QStringLiteral("Re&fresh"), QKeySequence::Refresh, &MainWindow::refreshRuns);

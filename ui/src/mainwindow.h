@@ -34,6 +34,7 @@ class SampleModel;
 class MainWindow : public QMainWindow {
     Q_OBJECT
 public:
+    enum Tabs { kOverviewTab, kDeltasTab, kFlipsTab, kLayersTab, kTrainingTab, kCompareTab };
     explicit MainWindow(QWidget* parent = nullptr);
     ~MainWindow() override;
 
@@ -67,6 +68,9 @@ public Q_SLOTS:
     void setReview(const QString& status);
     void deleteSelected();
     void keepModuleInFp32();
+    /// Two runs side by side (e.g. FP16 vs BF16, or before/after an FP32 region).
+    void compareRuns(const QString& a, const QString& b);
+    void compareSelected();
     void about();
 
 protected:
@@ -103,6 +107,8 @@ private:
     QChartView* scaleChart_ = nullptr;
     QChartView* updatesChart_ = nullptr;
     QChartView* gradChart_ = nullptr;
+    QTextBrowser* compareText_ = nullptr;
+    QChartView* compareChart_ = nullptr;
     void showTraining(const QString& uuid);
     QTableView* sampleView_ = nullptr;
     QTableView* flipView_ = nullptr;

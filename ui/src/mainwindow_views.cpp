@@ -11,6 +11,8 @@
 #include <QTableView>
 #include <QTextBrowser>
 
+#include <QItemSelectionModel>
+
 #include "charts.h"
 #include "mainwindow.h"
 #include "models.h"
@@ -46,7 +48,7 @@ void MainWindow::showTraining(const QString& uuid) {
                        .arg(steps.empty() ? 0 : steps.back().effective_updates).arg(skipped)
                        .arg(QString::fromStdString(store_->header_json(uuid.toStdString())).toHtmlEscaped());
     overview_->setHtml(html);
-    tabs_->setCurrentIndex(tabs_->count() - 1);
+    tabs_->setCurrentIndex(kTrainingTab);
 }
 
 void MainWindow::showRun(const QString& uuid) {
@@ -93,6 +95,76 @@ void MainWindow::showLayersOf(int i) {
     layers_->resetData(p);
     setChart(layerChart_, makeLayerChart(p));
     keepButton_->setEnabled(p.precision != Precision::Fp32);
+}
+
+void MainWindow::compareSelected() {
+    QStringList ids;
+    for (const auto& i : runView_->selectionModel()->selectedRows()) ids << i.data(RunListModel::UuidRole).toString();
+    if (ids.size() != 2) {
+        error(QStringLiteral("Compare"), QStringLiteral("Select exactly two comparison runs in the run browser."));
+        return;
+    }
+    compareRuns(ids[0], ids[1]);
+}
+
+void MainWindow::compareRuns(const QString& a, const QString& b) {
+    if (!store_) return;
+    RunResult ra, rb;
+    try {
+        ra = store_->load_run(a.toStdString());
+        rb = store_->load_run(b.toStdString());
+    } catch (const std::exception& e) {
+        error(QStringLiteral("Compare"), QString::fromStdString(e.what()));
+        return;
+    }
+    auto cell = [](const RunResult& r, Precision p, int what) -> QString {
+        for (size_t i = 0; i < r.comparisons.size(); ++i) {
+            const auto& c = r.comparisons[i];
+            if (c.precision != p) continue;
+            const auto& pass = r.passes[i + 1];
+            switch (what) {
+            case 0: return QString::fromStdString(to_string(c.verdict));
+            case 1: return QString::number(c.max_abs_delta, 'g', 3);
+            case 2: return QString::number(c.flips.size());
+            case 3: return QString::number(pass.nonfinite_samples.size());
+            case 4: return pass.origin ? QString::fromStdString(pass.origin->module + " " + pass.origin->op) : QStringLiteral("-");
+            case 5: {
+                QStringList k;
+                for (const auto& g : pass.keep_fp32) k << QString::fromStdString(g);
+                return k.isEmpty() ? QStringLiteral("-") : k.join(QStringLiteral(", "));
+            }
+            }
+        }
+        return QStringLiteral("—");
+    };
+    QString h = QStringLiteral("<h2>Compare A = %1 and B = %2</h2>").arg(a.left(8), b.left(8));
+    const bool same_inputs = ra.model.weights_sha256 == rb.model.weights_sha256 && ra.probes.sha256 == rb.probes.sha256;
+    h += same_inputs ? QStringLiteral("<p>Same model weights and probe set: the differences come from the precision policy.</p>")
+                     : QStringLiteral("<p style='color:#c82828'>Different model weights or probe sets: compare with care.</p>");
+    h += QStringLiteral("<table border=1 cellspacing=0 cellpadding=4><tr><th></th><th>A %1</th><th>B %2</th></tr>").arg(a.left(8), b.left(8));
+    h += QStringLiteral("<tr><td>model</td><td>%1</td><td>%2</td></tr>").arg(QString::fromStdString(ra.model.source).toHtmlEscaped(),
+                                                                           QString::fromStdString(rb.model.source).toHtmlEscaped());
+    h += QStringLiteral("<tr><td>verdict</td><td>%1</td><td>%2</td></tr>").arg(QString::fromStdString(to_string(ra.verdict)),
+                                                                             QString::fromStdString(to_string(rb.verdict)));
+    static const char* rows[] = {"verdict", "max |delta|", "flips", "non-finite samples", "NaN/Inf born at", "FP32 regions"};
+    for (auto p : {Precision::Fp16, Precision::Bf16})
+        for (int w = 0; w < 6; ++w)
+            h += QStringLiteral("<tr><td>%1 %2</td><td>%3</td><td>%4</td></tr>")
+                     .arg(QString::fromStdString(to_string(p)), QString::fromLatin1(rows[w]), cell(ra, p, w), cell(rb, p, w));
+    h += QStringLiteral("</table>");
+    compareText_->setHtml(h);
+    // |Δ| of both runs, per sample, on one chart
+    RunResult merged = ra;
+    merged.comparisons.clear();
+    for (const auto* r : {&ra, &rb}) {
+        for (auto c : r->comparisons) {
+            for (auto& d : c.deltas) d.tag = (r == &ra ? "A " : "B ") + d.tag;
+            merged.comparisons.push_back(c);
+        }
+    }
+    if (merged.samples.size() < rb.samples.size()) merged.samples = rb.samples;
+    setChart(compareChart_, makeDeltaChart(merged));
+    tabs_->setCurrentIndex(kCompareTab);
 }
 
 void MainWindow::exportReport() {
