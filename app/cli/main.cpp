@@ -207,6 +207,7 @@ int main(int argc, char** argv) {
     bench->add_option("--warmup", bs.warmup, "untimed forwards first")->default_val(5);
     bench->add_option("--repeats", bs.repeats, "timed forwards per precision")->default_val(30);
     bench->add_option("--seed", bs.seed, "seed of the demo weights and probes")->default_val(0);
+    bench->add_flag("--train", bs.train, "time training steps (forward, loss, backward, SGD step; GradScaler for fp16)");
     bench->add_flag("--unvalidated", unvalidated, "measure without an accepted validation run (stored and shown as unvalidated)");
     bench->add_option("--db", bench_db, "run database holding the validation run");
     bench->add_option("--json", bench_json, "write the result JSON to PATH, or '-' for stdout");
@@ -277,7 +278,7 @@ int main(int argc, char** argv) {
             if (bench_json != "-") {
                 std::cout << (validated ? "validated by run " + validation.substr(0, 8) : std::string("UNVALIDATED: no accepted validation run"))
                           << "; " << res.model.source << ", batch " << res.batch << ", " << res.backend.device << " ("
-                          << res.backend.kind << ")\n";
+                          << res.backend.kind << ")" << (bs.train ? ", training steps" : ", forward passes") << "\n";
                 std::printf("  %-6s %10s %10s %10s %9s %12s %8s\n", "", "median ms", "p10", "p90", "speed-up", "peak MiB", "memory");
                 for (const auto& f : res.figures)
                     std::printf("  %-6s %10.3f %10.3f %10.3f %8.2fx %12.1f %7.2fx\n", to_string(f.precision).c_str(), f.median_ms,

@@ -10,8 +10,12 @@
 #include <torch/cuda.h>
 #include <torch/utils.h>
 #include <torch/version.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/optim/sgd.h>
 #if __has_include(<ATen/cuda/CUDAContext.h>) && __has_include(<cuda_runtime_api.h>)
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #define AMPSCOPE_HAVE_CUDA_PROPS 1
 #endif
 
@@ -23,6 +27,7 @@
 
 #include "ampscope/engine/compare.h"
 #include "ampscope/engine/errors.h"
+#include "gradscaler.h"
 #include "internal.h"
 
 namespace ampscope {
@@ -296,6 +301,7 @@ BenchResult run_benchmark(const BenchSpec& spec) {
     const int64_t n = probes.inputs[0].size(0);
     const int64_t b = std::min<int64_t>(spec.batch_size, n);
     res.batch = int(b);
+    res.train = spec.train;
     for (const auto& t : probes.inputs) {
         // the same batch for every precision: the first b samples, repeated to fill b if needed
         in.push_back(t.slice(0, 0, b).contiguous().to(device));
@@ -305,28 +311,76 @@ BenchResult run_benchmark(const BenchSpec& spec) {
     ctx.keep_fp32.clear();
     ctx.observing = false;  // no observer, no statistics, no guards in the timed loop
     const bool cuda = device.is_cuda();
-    res.timer = cuda ? "steady clock around each forward, device synchronised before and after" : "steady clock";
-    res.memory = cuda ? "peak resident set of the process (the CUDA allocator's peak is not read in this build)"
+    res.timer = cuda ? "CUDA events around each iteration" : "steady clock around each iteration";
+    res.memory = cuda ? "peak of the CUDA caching allocator (reset before each precision)"
                       : "peak resident set of the process (VmHWM, reset before each precision)";
+    if (spec.train && probes.labels.empty() && probes.targets.empty())
+        throw InputError(spec.probes, "labels", "--train needs labels or targets in the probe set");
     std::vector<Precision> all = {Precision::Fp32};
     for (auto p : spec.precisions) if (p != Precision::Fp32) all.push_back(p);
-    at::NoGradGuard ng;
+    std::optional<at::NoGradGuard> ng;
+    if (!spec.train) ng.emplace();
+    at::Tensor labels, targets;
+    if (!probes.labels.empty()) labels = at::tensor(std::vector<int64_t>(probes.labels.begin(), probes.labels.begin() + b)).to(device);
+    else if (!probes.targets.empty())
+        targets = at::tensor(std::vector<float>(probes.targets.begin(), probes.targets.begin() + b * probes.target_width))
+                      .reshape({b, probes.target_width}).to(device);
     for (auto p : all) {
         torch::manual_seed(spec.seed);
-        for (int i = 0; i < spec.warmup; ++i) {
-            AutocastGuard g(device.type(), p);
-            model->forward(in);
+        // training: a fresh copy of the model per precision, SGD, GradScaler for fp16
+        std::unique_ptr<Model> tm;
+        std::unique_ptr<torch::optim::SGD> opt;
+        std::unique_ptr<GradScaler> scaler;
+        std::vector<at::Tensor> params;
+        if (spec.train) {
+            tm = load_model(spec.model, spec.seed);
+            tm->to_device(device);
+            tm->set_train(true);
+            params = tm->parameters();
+            opt = std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(1e-3));
+            ScalerOptions so;
+            so.enabled = p == Precision::Fp16;
+            scaler = std::make_unique<GradScaler>(res.backend.device, so);
         }
-        if (cuda) torch::cuda::synchronize();
-        reset_and_read_hwm(true);
-        std::vector<double> ms;
-        for (int i = 0; i < spec.repeats; ++i) {
-            if (cuda) torch::cuda::synchronize();
-            const auto t0 = std::chrono::steady_clock::now();
-            {
+        auto iteration = [&] {
+            if (!spec.train) {
                 AutocastGuard g(device.type(), p);
                 model->forward(in);
+                return;
             }
+            opt->zero_grad();
+            at::Tensor loss;
+            {
+                AutocastGuard g(device.type(), p);
+                auto out = tm->forward(in);
+                loss = labels.defined() ? torch::nn::functional::cross_entropy(out, labels)
+                                        : torch::nn::functional::mse_loss(out.reshape(targets.sizes()), targets);
+            }
+            scaler->impl().scale_loss(loss).backward();
+            scaler->impl().step(*opt, params);
+            scaler->impl().update();
+        };
+        for (int i = 0; i < spec.warmup; ++i) iteration();
+        if (cuda) torch::cuda::synchronize();
+        reset_and_read_hwm(true);
+#ifdef AMPSCOPE_HAVE_CUDA_PROPS
+        if (cuda) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+#endif
+        std::vector<double> ms;
+        for (int i = 0; i < spec.repeats; ++i) {
+#ifdef AMPSCOPE_HAVE_CUDA_PROPS
+            if (cuda) {
+                at::cuda::CUDAEvent start(cudaEventDefault), stop(cudaEventDefault);
+                start.record();
+                iteration();
+                stop.record();
+                stop.synchronize();
+                ms.push_back(double(start.elapsed_time(stop)));
+                continue;
+            }
+#endif
+            const auto t0 = std::chrono::steady_clock::now();
+            iteration();
             if (cuda) torch::cuda::synchronize();
             ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
         }
@@ -337,6 +391,11 @@ BenchResult run_benchmark(const BenchSpec& spec) {
         f.p10_ms = ms[ms.size() / 10];
         f.p90_ms = ms[std::min(ms.size() - 1, ms.size() * 9 / 10)];
         f.peak_bytes = reset_and_read_hwm(false);
+#ifdef AMPSCOPE_HAVE_CUDA_PROPS
+        if (cuda)
+            f.peak_bytes = int64_t(c10::cuda::CUDACachingAllocator::getDeviceStats(device.index())
+                                       .allocated_bytes[size_t(c10::CachingAllocator::StatType::AGGREGATE)].peak);
+#endif
         res.figures.push_back(f);
     }
     for (auto& f : res.figures) {

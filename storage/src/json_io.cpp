@@ -181,6 +181,7 @@ std::string bench_to_json(const BenchResult& r, const std::string& validation_ru
     j["probes"] = {{"source", r.probes.source}, {"sha256", r.probes.sha256}};
     j["backend"] = backend_json(r.backend);
     j["batch"] = r.batch;
+    j["what"] = r.train ? "training step" : "forward";
     j["timer"] = r.timer;
     j["memory"] = r.memory;
     j["figures"] = ordered_json::array();

@@ -45,10 +45,15 @@ class Bench(unittest.TestCase):
                                  "--repeats", "3", "--warmup", "0", "--db", db, "--unvalidated", "--json", "-")
             self.assertEqual(rc, 0)
             self.assertFalse(json.loads(out)["validated"])
+            rc, out, err = run_cli(*base, "--train", "--json", "-")
+            self.assertEqual(rc, 0, err)
+            t = json.loads(out)
+            self.assertEqual(t["what"], "training step")
+            self.assertTrue(t["validated"])
             con = sqlite3.connect(db)
             rows = con.execute("SELECT validated, run_id IS NULL FROM benchmarks ORDER BY id").fetchall()
             con.close()
-            self.assertEqual(rows, [(1, 0), (0, 1)])
+            self.assertEqual(rows, [(1, 0), (0, 1), (1, 0)])
 
 
 if __name__ == "__main__":

@@ -135,6 +135,7 @@ struct BenchSpec {
     int warmup = 5;
     int repeats = 30;
     uint64_t seed = 0;
+    bool train = false;  ///< time training steps (forward, loss, backward, SGD; GradScaler for fp16)
 };
 
 struct BenchFigure {
@@ -150,6 +151,7 @@ struct BenchResult {
     ModelInfo model;
     ProbeInfo probes;
     int batch = 0;
+    bool train = false;           ///< training steps rather than forwards
     std::string timer;            ///< how time was taken
     std::string memory;           ///< how memory was taken
     std::vector<BenchFigure> figures;  ///< figures[0] is FP32
