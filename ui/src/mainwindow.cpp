@@ -232,6 +232,15 @@ void MainWindow::buildMenus() {
     add(run, QStringLiteral("&Delete selected runs…"), QKeySequence::Delete, &MainWindow::deleteSelected);
     add(run, QStringLiteral("Cancel running job"), QKeySequence(QStringLiteral("Esc")), [this] { controller_->cancel(); });
     add(run, QStringLiteral("Re&fresh"), QKeySequence::Refresh, &MainWindow::refreshRuns);
+    auto* edit = menuBar()->addMenu(QStringLiteral("&Edit"));
+    add(edit, QStringLiteral("&Preferences…"), QKeySequence::Preferences, [this] {
+        QSettings st;
+        bool ok = false;
+        const auto author = QInputDialog::getText(this, QStringLiteral("Preferences"),
+                                                  QStringLiteral("Author name for annotations and reviews:"), QLineEdit::Normal,
+                                                  st.value(QStringLiteral("author"), qEnvironmentVariable("USER")).toString(), &ok);
+        if (ok && !author.trimmed().isEmpty()) st.setValue(QStringLiteral("author"), author.trimmed());
+    });
     auto* help = menuBar()->addMenu(QStringLiteral("&Help"));
     add(help, QStringLiteral("&About ampscope"), QKeySequence(), &MainWindow::about);
     auto* tb = addToolBar(QStringLiteral("Main"));
