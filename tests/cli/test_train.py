@@ -194,6 +194,20 @@ class DemoTrainingStory(unittest.TestCase):
             self.assertEqual(rc, 0)
             self.assertIn("skipped steps: 0", out)
 
+    def test_autocast_only_fp16_on_the_demo(self):
+        """What the demo shows (README): gradients are O(1), so autocast-only FP16 neither
+        overflows nor visibly underflows; without the scaler's skipped steps it stays closer
+        to the FP32 weights than FP16 with the scaler does."""
+        args = ["--model", "demo:transformer", "--data", "demo", "--steps", 40, "--device", "cpu"]
+        rc, plain = train_json(*args, "--no-scaler")
+        rc2, scaled = train_json(*args)
+        self.assertEqual((rc, rc2), (0, 0))
+        self.assertEqual(plain["summary"]["skipped"], 0)
+        self.assertTrue(all(s["nonfinite_stage"] is None for s in plain["steps"]))
+        self.assertLess(as_float(plain["steps"][-1]["divergence"]), as_float(scaled["steps"][-1]["divergence"]))
+        self.assertAlmostEqual(as_float(plain["steps"][-1]["loss_amp"]), as_float(plain["steps"][-1]["loss_ref"]),
+                               delta=0.05 * as_float(plain["steps"][-1]["loss_ref"]))
+
     def test_lr_schedule_follows_effective_updates(self):
         rc, r = train_json("--model", "demo:transformer", "--data", "demo", "--steps", 6, "--device", "cpu",
                            "--lr-schedule", "cosine")
