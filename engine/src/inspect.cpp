@@ -59,7 +59,8 @@ void accumulate(const T* p, int64_t n, Acc& a) {
         float buf[kBlock];
         for (int64_t b = 0; b < n; b += kBlock) {
             const int len = int(std::min<int64_t>(kBlock, n - b));
-            at::vec::convert(p + b, buf, len);
+            if constexpr (std::is_same_v<T, at::Half>) half_to_float(reinterpret_cast<const uint16_t*>(p + b), buf, len);
+            else bf16_to_float(reinterpret_cast<const uint16_t*>(p + b), buf, len);
             stats_block(buf, len, a);
         }
     }

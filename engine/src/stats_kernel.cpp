@@ -40,8 +40,38 @@ void KernelAcc::add(const KernelAcc& o) {
 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-__attribute__((target_clones("arch=x86-64-v3", "default")))
+#define AMPSCOPE_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define AMPSCOPE_CLONES
 #endif
+
+AMPSCOPE_CLONES
+void half_to_float(const uint16_t* h, float* out, int n) {
+    // exponent/mantissa shifted into float position, rescaled by 2^112 (exact: this also
+    // normalises half subnormals); inf/NaN get the float all-ones exponent back.
+    for (int i = 0; i < n; ++i) {
+        const uint32_t x = h[i];
+        const uint32_t em = (x & 0x7fffu) << 13;
+        float f;
+        std::memcpy(&f, &em, 4);
+        f *= 0x1p112f;
+        uint32_t r;
+        std::memcpy(&r, &f, 4);
+        r |= em >= (0x7c00u << 13) ? 0x7f800000u : 0u;
+        r |= (x & 0x8000u) << 16;
+        std::memcpy(out + i, &r, 4);
+    }
+}
+
+AMPSCOPE_CLONES
+void bf16_to_float(const uint16_t* h, float* out, int n) {
+    for (int i = 0; i < n; ++i) {
+        const uint32_t r = uint32_t(h[i]) << 16;
+        std::memcpy(out + i, &r, 4);
+    }
+}
+
+AMPSCOPE_CLONES
 void stats_block(const float* v, int n, KernelAcc& a) {
     // Three simple loops over the same block (it stays in L1): each vectorises on its own,
     // where one loop with fourteen reductions does not.

@@ -20,6 +20,10 @@ struct KernelAcc {
     float max() const;
 };
 
+/// Widens IEEE half / bfloat16 bit patterns to float, branch-free (vectorised).
+void half_to_float(const uint16_t* h, float* out, int n);
+void bf16_to_float(const uint16_t* h, float* out, int n);
+
 /// Accumulates n values (n <= 2^30) into a.
 void stats_block(const float* v, int n, KernelAcc& a);
 
