@@ -93,6 +93,45 @@ private:
 at::Tensor scoped(const std::string& path, const at::Tensor& x,
                   const std::function<at::Tensor(const at::Tensor&)>& fn);
 
+// ---- passes (passes.cpp) ----------------------------------------------------------------
+
+at::ScalarType dtype_of(Precision p);
+/// The informative line of an error (TorchScript wraps the real message after a traceback).
+std::string first_line(const std::string& s);
+/// "cpu" | "cuda" | "cuda:N"; InputError when malformed or absent.
+at::Device parse_device(const std::string& d);
+
+/// RAII autocast region, as Python's torch.autocast(device, dtype, enabled) does it:
+/// saves enabled/dtype/cache flag, increments nesting, and on exit clears the cast cache
+/// when the outermost region ends, then restores the previous state.
+class AutocastGuard {
+public:
+    AutocastGuard(at::DeviceType dt, Precision p) : dt_(dt) {
+        prev_enabled_ = at::autocast::is_autocast_enabled(dt_);
+        prev_dtype_ = at::autocast::get_autocast_dtype(dt_);
+        prev_cache_ = at::autocast::is_autocast_cache_enabled();
+        const bool enable = p != Precision::Fp32;
+        if (enable) at::autocast::set_autocast_dtype(dt_, dtype_of(p));
+        at::autocast::set_autocast_enabled(dt_, enable);
+        at::autocast::increment_nesting();
+        at::autocast::set_autocast_cache_enabled(true);
+    }
+    ~AutocastGuard() {
+        if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+        at::autocast::set_autocast_enabled(dt_, prev_enabled_);
+        at::autocast::set_autocast_dtype(dt_, prev_dtype_);
+        at::autocast::set_autocast_cache_enabled(prev_cache_);
+    }
+    AutocastGuard(const AutocastGuard&) = delete;
+    AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+private:
+    at::DeviceType dt_;
+    bool prev_enabled_ = false, prev_cache_ = true;
+    at::ScalarType prev_dtype_ = at::kFloat;
+};
+
+
 /// One pass over the probe set (passes.cpp).
 struct PassOptions {
     Precision precision = Precision::Fp32;
