@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -73,6 +74,7 @@ Store::Store(const std::string& path, Mode mode) : path_(path) {
             sql::exec(db_, "PRAGMA synchronous=NORMAL");
             sql::exec(db_, "PRAGMA cache_size=-65536");
             migrate();
+            check_layout();
             mark_dead_runs_interrupted();
         }
     } catch (const sql::Error& e) {
@@ -105,6 +107,21 @@ void Store::migrate() {
         sql::exec(db_, "PRAGMA user_version=" + std::to_string(v + 1));
         t.commit();
         ++v;
+    }
+}
+
+void Store::check_layout() {
+    // A file whose tables do not have the columns this version writes (e.g. made by a
+    // development build with the same version number) is refused with a reason.
+    for (const auto& [table, cols] : schema::expected_tables()) {
+        Stmt q(db_, ("PRAGMA table_info(" + table + ")").c_str());
+        std::vector<std::string> have;
+        while (q.step()) have.push_back(q.text(1));
+        for (const auto& c : cols)
+            if (std::find(have.begin(), have.end(), c) == have.end())
+                throw StoreError(path_ + ": table '" + table + "' lacks column '" + c + "' of schema version " +
+                                 std::to_string(kSchemaVersion) + " (a database from a development build?); "
+                                 "use a new database file or export the runs with the build that wrote it");
     }
 }
 

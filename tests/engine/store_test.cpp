@@ -316,6 +316,19 @@ TEST(Store, HostileFilesAreRefusedWithAReason) {
     expect_refused(f, "newer ampscope");
 }
 
+TEST(Store, RefusesATableLayoutItDoesNotWrite) {
+    TempDir d;
+    const auto path = d.file("odd.sqlite");
+    { Store s(path); }
+    raw_exec(path, "DROP TABLE layers; CREATE TABLE layers(pass_id INTEGER, idx INTEGER)");
+    try {
+        Store s(path);
+        FAIL();
+    } catch (const StoreError& e) {
+        EXPECT_NE(std::string(e.what()).find("table 'layers' lacks column"), std::string::npos) << e.what();
+    }
+}
+
 TEST(Store, ReadOnlyWhenNotWritable) {
     if (geteuid() == 0) GTEST_SKIP() << "root can write any file";
     TempDir d;

@@ -123,6 +123,7 @@ public:
 
 private:
     void migrate();
+    void check_layout();
     void mark_dead_runs_interrupted();
     sqlite3* db_ = nullptr;
     std::string path_;
