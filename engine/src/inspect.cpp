@@ -2,8 +2,6 @@
 // Per-op observer (at::RecordFunction) and fused single-pass tensor statistics.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <ATen/cpu/vec/functional.h>
-#include <ATen/cpu/vec/vec.h>
 #include <ATen/record_function.h>
 
 #include <cmath>

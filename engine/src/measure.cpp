@@ -57,6 +57,17 @@ int64_t reset_and_read_hwm(bool reset) {
     return 0;
 }
 
+/// The model and probe set of a measurement, the model on `device` in the spec's mode.
+std::pair<std::unique_ptr<detail::Model>, detail::ProbeSet> load_on(const std::string& model_src,
+                                                                    const std::string& probes_src, uint64_t seed,
+                                                                    const at::Device& device, Mode mode) {
+    auto model = detail::load_model(model_src, seed);
+    auto probes = detail::load_probes(probes_src, *model, seed);
+    model->to_device(device);
+    model->set_train(mode == Mode::Train);
+    return {std::move(model), std::move(probes)};
+}
+
 }  // namespace
 
 BenchResult run_benchmark(const BenchSpec& spec) {
@@ -67,10 +78,9 @@ BenchResult run_benchmark(const BenchSpec& spec) {
     BenchResult res;
     res.backend = backend_report(spec.device);
     const at::Device device = parse_device(res.backend.device);
-    auto model = load_model(spec.model, spec.seed);
-    auto probes = load_probes(spec.probes, *model, spec.seed);
-    model->to_device(device);
-    model->set_train(spec.mode == Mode::Train);
+    auto loaded = load_on(spec.model, spec.probes, spec.seed, device, spec.mode);  // lambdas capture these
+    auto& model = loaded.first;
+    auto& probes = loaded.second;
     res.model = model->info;
     res.probes = probes.info;
     std::vector<at::Tensor> in;
@@ -190,10 +200,9 @@ OpsReport op_coverage(const RunSpec& spec) {
     rep.model = spec.model;
     rep.backend = backend_report(spec.device);
     const at::Device device = parse_device(rep.backend.device);
-    auto model = load_model(spec.model, spec.seed);
-    auto probes = load_probes(spec.probes, *model, spec.seed);
-    model->to_device(device);
-    model->set_train(spec.mode == Mode::Train);
+    auto loaded = load_on(spec.model, spec.probes, spec.seed, device, spec.mode);  // lambdas capture these
+    auto& model = loaded.first;
+    auto& probes = loaded.second;
     std::vector<at::Tensor> in;
     for (const auto& t : probes.inputs) in.push_back(t.slice(0, 0, 1).to(device));
     auto& ctx = pass_context();

@@ -6,16 +6,11 @@
 #include <ATen/Context.h>
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/cuda.h>
 #include <torch/utils.h>
 #include <torch/version.h>
-#include <torch/nn/functional/loss.h>
-#include <torch/optim/sgd.h>
 #if __has_include(<ATen/cuda/CUDAContext.h>) && __has_include(<cuda_runtime_api.h>)
 #include <ATen/cuda/CUDAContext.h>
-#include <ATen/cuda/CUDAEvent.h>
-#include <c10/cuda/CUDACachingAllocator.h>
 #define AMPSCOPE_HAVE_CUDA_PROPS 1
 #endif
 
@@ -27,7 +22,6 @@
 
 #include "ampscope/engine/compare.h"
 #include "ampscope/engine/errors.h"
-#include "gradscaler.h"
 #include "internal.h"
 
 namespace ampscope {

@@ -48,7 +48,7 @@ void validate(Store& s, const std::string& file) {
         Stmt q(db, "PRAGMA quick_check");
         if (!q.step() || q.text(0) != "ok") throw StoreError(file + ": damaged database (quick_check failed)");
     }
-    const auto& expected = schema::expected_tables();
+    const auto& expected = schema::expected_tables();  // the tables a file may hold
     const auto& ours = schema::migrations();
     {
         Stmt q(db, "SELECT type, name, COALESCE(sql,'') FROM sqlite_master");
@@ -64,17 +64,7 @@ void validate(Store& s, const std::string& file) {
                 throw StoreError(file + ": contains an unknown table '" + name + "'");
         }
     }
-    for (const auto& [table, cols] : expected) {
-        if (s.schema_version() < 2 && (table == "training_steps" || table == "checkpoints")) continue;
-        if (s.schema_version() < 3 && table == "benchmarks") continue;
-        Stmt q(db, ("PRAGMA table_info(" + table + ")").c_str());
-        std::vector<std::string> have;
-        while (q.step()) have.push_back(q.text(1));
-        if (have.empty()) throw StoreError(file + ": table '" + table + "' is missing");
-        for (const auto& c : cols)
-            if (std::find(have.begin(), have.end(), c) == have.end())
-                throw StoreError(file + ": table '" + table + "' lacks column '" + c + "'");
-    }
+    s.check_layout();
     struct TypeCheck { const char* table; const char* column; const char* allowed; };
     static const TypeCheck checks[] = {
         {"runs", "uuid", "'text'"}, {"runs", "header_json", "'text'"}, {"runs", "status", "'text'"},

@@ -110,17 +110,20 @@ void Store::migrate() {
     }
 }
 
-void Store::check_layout() {
-    // A file whose tables do not have the columns this version writes (e.g. made by a
-    // development build with the same version number) is refused with a reason.
+void Store::check_layout() const {
+    // Tables must have the columns this version reads and writes. Tables added by later
+    // migrations are not required of an older file opened read-only (an import).
+    const int v = schema_version();
     for (const auto& [table, cols] : schema::expected_tables()) {
+        if (v < 2 && (table == "training_steps" || table == "checkpoints")) continue;
+        if (v < 3 && table == "benchmarks") continue;
         Stmt q(db_, ("PRAGMA table_info(" + table + ")").c_str());
         std::vector<std::string> have;
         while (q.step()) have.push_back(q.text(1));
         for (const auto& c : cols)
             if (std::find(have.begin(), have.end(), c) == have.end())
                 throw StoreError(path_ + ": table '" + table + "' lacks column '" + c + "' of schema version " +
-                                 std::to_string(kSchemaVersion) + " (a database from a development build?); "
+                                 std::to_string(v) + " (a database from a development build?); "
                                  "use a new database file or export the runs with the build that wrote it");
     }
 }

@@ -29,9 +29,10 @@ std::string precisions_of(const RunSpec& s) {
 }
 
 int64_t insert_header(sqlite3* db, const RunResult& r, const std::string& status, int64_t pid) {
-    const std::string header = ser::header(r).dump();
+    const auto header_json = ser::header(r);
+    const std::string header = header_json.dump();
     Sha256 h;
-    h.update(ser::header(r).at("criteria").dump());
+    h.update(header_json.at("criteria").dump());
     Stmt s(db, "INSERT INTO runs(uuid, kind, status, model_source, model_sha256, weights_sha256, probes_source, "
                "probes_sha256, probe_count, device, precisions, mode, criteria_sha256, criteria_fixed_at, header_json, "
                "tool_version, started_at, pid, host) VALUES(?1,'compare',?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18)");

@@ -78,6 +78,8 @@ public:
     const std::string& path() const { return path_; }
     bool read_only() const { return read_only_; }
     int schema_version() const;
+    /// Throws StoreError when a table lacks a column this version uses.
+    void check_layout() const;
     sqlite3* handle() { return db_; }
 
     // ---- reading (one query per view) ----
@@ -123,7 +125,6 @@ public:
 
 private:
     void migrate();
-    void check_layout();
     void mark_dead_runs_interrupted();
     sqlite3* db_ = nullptr;
     std::string path_;
