@@ -45,47 +45,49 @@ TensorStats finish(const Acc& a) {
     return s;
 }
 
-constexpr int kBlock = 2048;
-
-/// One pass over memory: half and bfloat16 are widened block by block into an L1-resident
-/// buffer, then the block kernel takes every statistic.
+/// One pass over memory (see stats_kernel.h).
 template <class T>
 void accumulate(const T* p, int64_t n, Acc& a) {
-    if constexpr (std::is_same_v<T, float>) {
-        for (int64_t b = 0; b < n; b += kBlock) stats_block(p + b, int(std::min<int64_t>(kBlock, n - b)), a);
-    } else {
-        float buf[kBlock];
-        for (int64_t b = 0; b < n; b += kBlock) {
-            const int len = int(std::min<int64_t>(kBlock, n - b));
-            if constexpr (std::is_same_v<T, at::Half>) half_to_float(reinterpret_cast<const uint16_t*>(p + b), buf, len);
-            else bf16_to_float(reinterpret_cast<const uint16_t*>(p + b), buf, len);
-            stats_block(buf, len, a);
-        }
-    }
+    if constexpr (std::is_same_v<T, float>) stats_f32(p, n, a);
+    else if constexpr (std::is_same_v<T, at::Half>) stats_f16(reinterpret_cast<const uint16_t*>(p), n, a);
+    else stats_bf16(reinterpret_cast<const uint16_t*>(p), n, a);
+}
+
+template <class T>
+int64_t count_nonfinite(const T* p, int64_t n) {
+    if constexpr (std::is_same_v<T, float>) return count_nonfinite_f32(p, n);
+    else if constexpr (std::is_same_v<T, at::Half>) return count_nonfinite_f16(reinterpret_cast<const uint16_t*>(p), n);
+    else return count_nonfinite_bf16(reinterpret_cast<const uint16_t*>(p), n);
 }
 
 template <class T>
 TensorStats stats_typed(const at::Tensor& t, std::vector<int64_t>* rows_nonfinite) {
     const T* p = t.data_ptr<T>();
     const int64_t n = t.numel();
-    // Per-sample rows when asked; else virtual rows of 64 Ki elements for parallelism.
-    const bool per_row = rows_nonfinite && t.dim() >= 1 && t.size(0) > 0;
-    const int64_t rows = per_row ? t.size(0) : std::max<int64_t>(1, (n + 65535) / 65536);
-    const int64_t row_len = per_row ? n / rows : 65536;
-    std::vector<Acc> parts(static_cast<size_t>(rows));
-    at::parallel_for(0, rows, std::max<int64_t>(1, 65536 / std::max<int64_t>(row_len, 1)), [&](int64_t b, int64_t e) {
-        for (int64_t r = b; r < e; ++r) {
-            const int64_t begin = r * row_len, len = std::min(row_len, n - begin);
-            if (len > 0) accumulate(p + begin, len, parts[size_t(r)]);
-        }
-    });
+    // Chunks of 64 Ki elements for parallelism, merged in order.
+    constexpr int64_t kChunk = 65536;
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
     Acc total;
-    if (per_row) rows_nonfinite->assign(size_t(rows), 0);
-    for (int64_t r = 0; r < rows; ++r) {
-        total.add(parts[size_t(r)]);
-        if (per_row) (*rows_nonfinite)[size_t(r)] = parts[size_t(r)].nan + parts[size_t(r)].posinf + parts[size_t(r)].neginf;
+    if (chunks == 1) {
+        accumulate(p, n, total);
+    } else {
+        std::vector<Acc> parts(static_cast<size_t>(chunks));
+        at::parallel_for(0, chunks, 1, [&](int64_t b, int64_t e) {
+            for (int64_t c = b; c < e; ++c) accumulate(p + c * kChunk, std::min(kChunk, n - c * kChunk), parts[size_t(c)]);
+        });
+        for (const auto& a : parts) total.add(a);
     }
-    return finish(total);
+    TensorStats s = finish(total);
+    // Per-sample rows (along dimension 0) when asked: counted only where there is something to count.
+    if (rows_nonfinite && t.dim() >= 1) {
+        const int64_t rows = t.size(0);
+        rows_nonfinite->assign(size_t(rows), 0);
+        if (s.nonfinite() > 0 && rows > 0) {
+            const int64_t row_len = n / rows;
+            for (int64_t r = 0; r < rows; ++r) (*rows_nonfinite)[size_t(r)] = count_nonfinite(p + r * row_len, row_len);
+        }
+    }
+    return s;
 }
 
 }  // namespace

@@ -4,6 +4,11 @@
 #include <algorithm>
 #include <cstring>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define AMPSCOPE_X86_FAST 1
+#endif
+
 namespace ampscope::detail {
 
 namespace {
@@ -122,6 +127,302 @@ void stats_block(const float* v, int n, KernelAcc& a) {
     a.minnz_bits = std::min(a.minnz_bits, minnz);
     a.sum += sum;
     a.sumsq += sumsq;
+}
+
+
+namespace {
+
+constexpr int kBlock = 4096;                     // 16 KiB of floats: stays in L1 between passes
+constexpr int kChunk = 1024;                     // float lanes are summed into double per chunk
+constexpr uint32_t kFastLoBits = 0x21800000u;    // 2^-60: squares stay normal floats
+constexpr uint32_t kFastHiBits = 0x5b800000u;    // 2^56: 1024 squares stay below float max
+
+/// Range counters and the smallest non-zero magnitude of finite values (the counting loop
+/// of the exact path, without min/max/sums).
+AMPSCOPE_CLONES
+void range_counts(const float* v, int n, KernelAcc& a) {
+    const uint32_t* bits = reinterpret_cast<const uint32_t*>(v);
+    int zeros = 0, ho = 0, hs = 0, hu = 0, bo = 0, bs = 0, bu = 0;
+    uint32_t minnz_m1 = kExpMask - 1u;
+    for (int i = 0; i < n; ++i) {
+        const uint32_t ab = bits[i] & 0x7fffffffu;
+        const int nz = ab != 0;
+        zeros += ab == 0;
+        ho += ab > kFp16MaxBits;
+        hs += nz & (ab < kFp16MinNormalBits);
+        hu += nz & (ab < kFp16MinSubBits);
+        bo += ab > kBf16MaxBits;
+        bs += nz & (ab < kBf16MinNormalBits);
+        bu += nz & (ab < kBf16MinSubBits);
+        minnz_m1 = std::min(minnz_m1, ab - 1u);
+    }
+    a.zeros += zeros;
+    a.h_over += ho; a.h_sub += hs; a.h_under += hu; a.b_over += bo; a.b_sub += bs; a.b_under += bu;
+    a.minnz_bits = std::min(a.minnz_bits, minnz_m1 + 1u);
+}
+
+void generic_f16(const uint16_t* h, int64_t n, KernelAcc& a) {
+    float buf[kBlock];
+    for (int64_t b = 0; b < n; b += kBlock) {
+        const int len = int(std::min<int64_t>(kBlock, n - b));
+        half_to_float(h + b, buf, len);
+        stats_block(buf, len, a);
+    }
+}
+
+void generic_bf16(const uint16_t* h, int64_t n, KernelAcc& a) {
+    float buf[kBlock];
+    for (int64_t b = 0; b < n; b += kBlock) {
+        const int len = int(std::min<int64_t>(kBlock, n - b));
+        bf16_to_float(h + b, buf, len);
+        stats_block(buf, len, a);
+    }
+}
+
+#if defined(AMPSCOPE_X86_FAST) && !defined(__SANITIZE_ADDRESS__)
+#define AMPSCOPE_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+bool has_avx2() {
+    static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                           __builtin_cpu_supports("f16c");
+    return ok;
+}
+
+AMPSCOPE_AVX2 inline uint32_t hmin_u32(__m256i v) {
+    alignas(32) uint32_t t[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(t), v);
+    return *std::min_element(t, t + 8);
+}
+AMPSCOPE_AVX2 inline uint32_t hmax_u32(__m256i v) {
+    alignas(32) uint32_t t[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(t), v);
+    return *std::max_element(t, t + 8);
+}
+AMPSCOPE_AVX2 inline uint16_t hmin_u16(__m256i v) {
+    alignas(32) uint16_t t[16];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(t), v);
+    return *std::min_element(t, t + 16);
+}
+AMPSCOPE_AVX2 inline uint16_t hmax_u16(__m256i v) {
+    alignas(32) uint16_t t[16];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(t), v);
+    return *std::max_element(t, t + 16);
+}
+AMPSCOPE_AVX2 inline float hmin_ps(__m256 v) {
+    alignas(32) float t[8];
+    _mm256_store_ps(t, v);
+    return *std::min_element(t, t + 8);
+}
+AMPSCOPE_AVX2 inline float hmax_ps(__m256 v) {
+    alignas(32) float t[8];
+    _mm256_store_ps(t, v);
+    return *std::max_element(t, t + 8);
+}
+AMPSCOPE_AVX2 inline double hsum_ps(__m256 v) {
+    alignas(32) float t[8];
+    _mm256_store_ps(t, v);
+    double s = 0;
+    for (float x : t) s += double(x);
+    return s;
+}
+
+inline uint32_t bits_of(float f) {
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    return b;
+}
+
+/// The float pass of the fast path over n (a multiple of 32) finite floats obtained by load(i),
+/// which yields the 8 floats at i.
+/// The float pass also prefetches the next block (pf, elements of kElemBytes bytes): memory is
+/// otherwise idle while this pass works from L1.
+template <int kElemBytes, class Load>
+AMPSCOPE_AVX2 inline void moments(int n, Load load, const char* pf, KernelAcc& a) {
+    __m256 mn = _mm256_set1_ps(__builtin_inff()), mx = _mm256_set1_ps(-__builtin_inff());
+    double sum = 0, sumsq = 0;
+    for (int c = 0; c < n; c += kChunk) {
+        const int end = std::min(n, c + kChunk);
+        __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, q0 = s0, q1 = s0, q2 = s0, q3 = s0;
+        for (int i = c; i < end; i += 32) {
+            for (int l = 0; l < 32 * kElemBytes; l += 64) _mm_prefetch(pf + i * kElemBytes + l, _MM_HINT_T0);
+            const __m256 x0 = load(i), x1 = load(i + 8), x2 = load(i + 16), x3 = load(i + 24);
+            mn = _mm256_min_ps(_mm256_min_ps(mn, x0), _mm256_min_ps(x1, _mm256_min_ps(x2, x3)));
+            mx = _mm256_max_ps(_mm256_max_ps(mx, x0), _mm256_max_ps(x1, _mm256_max_ps(x2, x3)));
+            s0 = _mm256_add_ps(s0, x0); s1 = _mm256_add_ps(s1, x1);
+            s2 = _mm256_add_ps(s2, x2); s3 = _mm256_add_ps(s3, x3);
+            q0 = _mm256_fmadd_ps(x0, x0, q0); q1 = _mm256_fmadd_ps(x1, x1, q1);
+            q2 = _mm256_fmadd_ps(x2, x2, q2); q3 = _mm256_fmadd_ps(x3, x3, q3);
+        }
+        // Lanes summed in double: each lane holds at most kChunk/32 elements.
+        sum += hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+        sumsq += hsum_ps(_mm256_add_ps(_mm256_add_ps(q0, q1), _mm256_add_ps(q2, q3)));
+    }
+    a.sum += sum;
+    a.sumsq += sumsq;
+    a.min_key = std::min(a.min_key, key_of(bits_of(hmin_ps(mn))));
+    a.max_key = std::max(a.max_key, key_of(bits_of(hmax_ps(mx))));
+    a.count += n;
+}
+
+/// Magnitude range of n (a multiple of 32) 32-bit or 16-bit patterns: one load stream with four
+/// independent accumulator pairs, so that many cache lines are in flight.
+template <bool k16>
+AMPSCOPE_AVX2 inline void magnitude_range(const void* p, int n, __m256i& lo, __m256i& hi) {
+    const __m256i* v = static_cast<const __m256i*>(p);
+    const __m256i mask = k16 ? _mm256_set1_epi16(0x7fff) : _mm256_set1_epi32(0x7fffffff);
+    __m256i l0 = _mm256_set1_epi32(-1), l1 = l0, h0 = _mm256_setzero_si256(), h1 = h0;
+    const int vecs = n / (k16 ? 16 : 8);
+    int i = 0;
+    for (; i + 2 <= vecs; i += 2) {
+        const __m256i a0 = _mm256_and_si256(_mm256_loadu_si256(v + i), mask);
+        const __m256i a1 = _mm256_and_si256(_mm256_loadu_si256(v + i + 1), mask);
+        if constexpr (k16) {
+            l0 = _mm256_min_epu16(l0, a0); h0 = _mm256_max_epu16(h0, a0);
+            l1 = _mm256_min_epu16(l1, a1); h1 = _mm256_max_epu16(h1, a1);
+        } else {
+            l0 = _mm256_min_epu32(l0, a0); h0 = _mm256_max_epu32(h0, a0);
+            l1 = _mm256_min_epu32(l1, a1); h1 = _mm256_max_epu32(h1, a1);
+        }
+    }
+    for (; i < vecs; ++i) {
+        const __m256i a0 = _mm256_and_si256(_mm256_loadu_si256(v + i), mask);
+        if constexpr (k16) { l0 = _mm256_min_epu16(l0, a0); h0 = _mm256_max_epu16(h0, a0); }
+        else { l0 = _mm256_min_epu32(l0, a0); h0 = _mm256_max_epu32(h0, a0); }
+    }
+    if constexpr (k16) { lo = _mm256_min_epu16(l0, l1); hi = _mm256_max_epu16(h0, h1); }
+    else { lo = _mm256_min_epu32(l0, l1); hi = _mm256_max_epu32(h0, h1); }
+}
+
+/// One block of at most kBlock floats.
+AMPSCOPE_AVX2 void f32_block(const float* v, int n, KernelAcc& a) {
+    const int m = n & ~31;
+    if (m > 0) {
+        __m256i lo, hi;
+        magnitude_range<false>(v, m, lo, hi);
+        const uint32_t minab = hmin_u32(lo), maxab = hmax_u32(hi);
+        if (maxab >= kFastLoBits && maxab <= kFastHiBits) {
+            moments<4>(m, [v](int i) AMPSCOPE_AVX2 { return _mm256_loadu_ps(v + i); }, reinterpret_cast<const char*>(v + kBlock), a);
+            a.amax_bits = std::max(a.amax_bits, maxab);
+            // No value outside FP16's normal range: every range counter is zero.
+            if (minab >= kFp16MinNormalBits && maxab <= kFp16MaxBits) a.minnz_bits = std::min(a.minnz_bits, minab);
+            else range_counts(v, m, a);
+        } else {
+            stats_block(v, m, a);
+        }
+    }
+    if (n > m) stats_block(v + m, n - m, a);
+}
+
+AMPSCOPE_AVX2 void f16_block(const uint16_t* h, int n, KernelAcc& a) {
+    const int m = n & ~31;
+    float buf[kBlock];
+    if (m > 0) {
+        __m256i lo, hi;
+        magnitude_range<true>(h, m, lo, hi);
+        const uint16_t minab = hmin_u16(lo), maxab = hmax_u16(hi);
+        // Every finite half is within the fast range except when all are below 2^-60 (none).
+        if (maxab < 0x7c00u && maxab != 0) {
+            moments<2>(m, [h](int i) AMPSCOPE_AVX2 { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))); }, reinterpret_cast<const char*>(h + kBlock), a);
+            float amax;
+            half_to_float(&maxab, &amax, 1);
+            a.amax_bits = std::max(a.amax_bits, bits_of(amax));
+            if (minab >= 0x0400u) {  // no zero, no subnormal; halves never overflow FP16 or BF16
+                float mnz;
+                half_to_float(&minab, &mnz, 1);
+                a.minnz_bits = std::min(a.minnz_bits, bits_of(mnz));
+            } else {
+                half_to_float(h, buf, m);
+                range_counts(buf, m, a);
+            }
+        } else {
+            half_to_float(h, buf, m);
+            stats_block(buf, m, a);
+        }
+    }
+    if (n > m) {
+        half_to_float(h + m, buf, n - m);
+        stats_block(buf, n - m, a);
+    }
+}
+
+AMPSCOPE_AVX2 inline __m256 bf16_load(const uint16_t* p) {
+    return _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
+}
+
+AMPSCOPE_AVX2 void bf16_block(const uint16_t* h, int n, KernelAcc& a) {
+    const int m = n & ~31;
+    float buf[kBlock];
+    if (m > 0) {
+        __m256i lo, hi;
+        magnitude_range<true>(h, m, lo, hi);
+        const uint32_t minab = uint32_t(hmin_u16(lo)) << 16, maxab = uint32_t(hmax_u16(hi)) << 16;
+        if (maxab >= kFastLoBits && maxab <= kFastHiBits) {
+            moments<2>(m, [h](int i) AMPSCOPE_AVX2 { return bf16_load(h + i); }, reinterpret_cast<const char*>(h + kBlock), a);
+            a.amax_bits = std::max(a.amax_bits, maxab);
+            if (minab >= kFp16MinNormalBits && maxab <= kFp16MaxBits) a.minnz_bits = std::min(a.minnz_bits, minab);
+            else {
+                bf16_to_float(h, buf, m);
+                range_counts(buf, m, a);
+            }
+        } else {
+            bf16_to_float(h, buf, m);
+            stats_block(buf, m, a);
+        }
+    }
+    if (n > m) {
+        bf16_to_float(h + m, buf, n - m);
+        stats_block(buf, n - m, a);
+    }
+}
+#else
+bool has_avx2() { return false; }
+void f32_block(const float*, int, KernelAcc&) {}
+void f16_block(const uint16_t*, int, KernelAcc&) {}
+void bf16_block(const uint16_t*, int, KernelAcc&) {}
+#endif
+
+}  // namespace
+
+void stats_f32(const float* v, int64_t n, KernelAcc& a) {
+    const bool fast = has_avx2();
+    for (int64_t b = 0; b < n; b += kBlock) {
+        const int len = int(std::min<int64_t>(kBlock, n - b));
+        if (fast) f32_block(v + b, len, a);
+        else stats_block(v + b, len, a);
+    }
+}
+
+void stats_f16(const uint16_t* h, int64_t n, KernelAcc& a) {
+    if (!has_avx2()) return generic_f16(h, n, a);
+    for (int64_t b = 0; b < n; b += kBlock) f16_block(h + b, int(std::min<int64_t>(kBlock, n - b)), a);
+}
+
+void stats_bf16(const uint16_t* h, int64_t n, KernelAcc& a) {
+    if (!has_avx2()) return generic_bf16(h, n, a);
+    for (int64_t b = 0; b < n; b += kBlock) bf16_block(h + b, int(std::min<int64_t>(kBlock, n - b)), a);
+}
+
+AMPSCOPE_CLONES
+int64_t count_nonfinite_f32(const float* v, int64_t n) {
+    const uint32_t* bits = reinterpret_cast<const uint32_t*>(v);
+    int64_t c = 0;
+    for (int64_t i = 0; i < n; ++i) c += (bits[i] & 0x7fffffffu) >= kExpMask;
+    return c;
+}
+
+AMPSCOPE_CLONES
+int64_t count_nonfinite_f16(const uint16_t* h, int64_t n) {
+    int64_t c = 0;
+    for (int64_t i = 0; i < n; ++i) c += (h[i] & 0x7fffu) >= 0x7c00u;
+    return c;
+}
+
+AMPSCOPE_CLONES
+int64_t count_nonfinite_bf16(const uint16_t* h, int64_t n) {
+    int64_t c = 0;
+    for (int64_t i = 0; i < n; ++i) c += (h[i] & 0x7fffu) >= 0x7f80u;
+    return c;
 }
 
 }  // namespace ampscope::detail

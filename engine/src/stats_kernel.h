@@ -24,7 +24,23 @@ struct KernelAcc {
 void half_to_float(const uint16_t* h, float* out, int n);
 void bf16_to_float(const uint16_t* h, float* out, int n);
 
-/// Accumulates n values (n <= 2^30) into a.
+/// Accumulates n values (n <= 2^30) into a: the exact, portable path (double sums).
 void stats_block(const float* v, int n, KernelAcc& a);
+
+/// Accumulates n values of each storage type into a, block by block. Where the CPU has
+/// AVX2/FMA/F16C, a block whose values are finite and within [2^-60, 2^56] in magnitude
+/// takes a fast path: one integer pass for the magnitude range (which decides whether any
+/// range counter can be non-zero), one float pass for min, max, sum and sum of squares with
+/// 32 float lanes of at most 32 elements each (relative error of sum and sum of squares
+/// below 33 * 2^-24, as torch's own cascade sum), block sums in double. Every other block,
+/// and every CPU without those instructions, takes the exact path.
+void stats_f32(const float* v, int64_t n, KernelAcc& a);
+void stats_f16(const uint16_t* h, int64_t n, KernelAcc& a);
+void stats_bf16(const uint16_t* h, int64_t n, KernelAcc& a);
+
+/// Number of NaN and +-Inf values (for per-row counts, asked only when a tensor has some).
+int64_t count_nonfinite_f32(const float* v, int64_t n);
+int64_t count_nonfinite_f16(const uint16_t* h, int64_t n);
+int64_t count_nonfinite_bf16(const uint16_t* h, int64_t n);
 
 }  // namespace ampscope::detail
