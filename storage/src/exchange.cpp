@@ -73,8 +73,14 @@ void validate(Store& s, const std::string& file) {
         {"passes", "quality", "'real','integer','null'"}, {"layers", "idx", "'integer'"}, {"layers", "flags", "'integer'"}, {"layers", "stats", "'blob'"},
         {"layers", "absmax", "'real','integer','null'"}, {"layers", "module", "'text'"}, {"layers", "shape", "'blob'"}, {"deltas", "sample_idx", "'integer'"},
         {"deltas", "abs", "'real','integer'"}, {"flips", "sample_idx", "'integer'"}, {"annotations", "text", "'text'"},
-        {"comparisons", "verdict", "'text'"}};
+        {"comparisons", "verdict", "'text'"}, {"layer_chunks", "data", "'blob'"}, {"layer_chunks", "rows", "'integer'"},
+        {"layer_chunks", "first_idx", "'integer'"}};
     for (const auto& c : checks) {
+        {
+            Stmt has(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?1");
+            has.bind(1, std::string(c.table));
+            if (!has.step()) continue;  // a table of a later schema version than the file's
+        }
         const std::string q = std::string("SELECT count(*) FROM ") + c.table + " WHERE typeof(" + c.column + ") NOT IN (" + c.allowed + ")";
         Stmt st(db, q.c_str());
         if (st.step() && st.i64(0) > 0)
@@ -125,6 +131,10 @@ ImportResult import_file(Store& into, const std::string& file) {
         throw StoreError(file + ": unreadable: " + e.what());
     } catch (const std::out_of_range& e) {
         throw StoreError(file + ": inconsistent content: " + e.what());
+    } catch (const StoreError& e) {
+        const std::string m = e.what();
+        if (m.rfind(file, 0) == 0) throw;
+        throw StoreError(file + ": " + m);
     }
     ImportResult res;
     for (const auto& l : runs) {

@@ -101,6 +101,16 @@ CREATE TABLE benchmarks(
 CREATE INDEX benchmarks_run ON benchmarks(run_id);
 CREATE INDEX comparisons_verdict ON comparisons(precision, verdict);
 )sql",
+        // v4: per-op layer statistics in chunks of up to 4096 rows (storage/src/layer_chunk.h);
+        // rows written before stay in `layers` and are read from there.
+        R"sql(
+CREATE TABLE layer_chunks(
+  pass_id INTEGER NOT NULL REFERENCES passes(id) ON DELETE CASCADE,
+  first_idx INTEGER NOT NULL,        -- index of the chunk's first layer
+  rows INTEGER NOT NULL,
+  data BLOB NOT NULL,
+  PRIMARY KEY(pass_id, first_idx)) WITHOUT ROWID;
+)sql",
     };
     return m;
 }
@@ -113,6 +123,7 @@ const std::map<std::string, std::vector<std::string>>& expected_tables() {
         {"passes", {"id", "run_id", "seq", "precision", "keep_fp32", "num_outputs", "outputs", "nonfinite_json",
                     "origin_json", "quality", "seconds"}},
         {"layers", {"id", "pass_id", "idx", "module", "op", "dtype", "shape", "flags", "absmax", "nonfinite", "stats"}},
+        {"layer_chunks", {"pass_id", "first_idx", "rows", "data"}},
         {"comparisons", {"id", "run_id", "seq", "precision", "verdict", "max_abs_delta", "max_rel_delta"}},
         {"deltas", {"comparison_id", "sample_idx", "abs", "rel", "finite", "within", "ref_decision", "amp_decision"}},
         {"flips", {"comparison_id", "seq", "sample_idx", "ref", "amp", "ref_margin", "amp_margin"}},

@@ -12,8 +12,9 @@
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/storage/store.h"
-#include "schema.h"
+#include "layer_chunk.h"
 #include "layer_stats.h"
+#include "schema.h"
 #include "serialize.h"
 #include "sqlite.h"
 
@@ -117,6 +118,7 @@ void Store::check_layout() const {
     for (const auto& [table, cols] : schema::expected_tables()) {
         if (v < 2 && (table == "training_steps" || table == "checkpoints")) continue;
         if (v < 3 && table == "benchmarks") continue;
+        if (v < 4 && table == "layer_chunks") continue;
         Stmt q(db_, ("PRAGMA table_info(" + table + ")").c_str());
         std::vector<std::string> have;
         while (q.step()) have.push_back(q.text(1));
@@ -182,11 +184,31 @@ std::string Store::resolve(const std::string& prefix) const {
     return found[0];
 }
 
-namespace {
 std::vector<LayerStat> read_layers(sqlite3* db, int64_t pass_id) {
+    std::vector<LayerStat> out;
+    bool chunks = false;  // a file of schema v3 or older, opened read-only, has no chunks table
+    {
+        Stmt t(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name='layer_chunks'");
+        chunks = t.step();
+    }
+    if (chunks) {
+        {
+            Stmt n(db, "SELECT sum(rows) FROM layer_chunks WHERE pass_id=?1");
+            n.bind(1, pass_id);
+            if (n.step()) out.reserve(size_t(std::clamp<int64_t>(n.i64(0), 0, int64_t(1) << 24)));
+        }
+        Stmt c(db, "SELECT data FROM layer_chunks WHERE pass_id=?1 ORDER BY first_idx");
+        c.bind(1, pass_id);
+        const std::string where = "pass " + std::to_string(pass_id);
+        while (c.step()) {
+            if (c.type(0) != SQLITE_BLOB) throw StoreError("layer statistics of " + where + " are malformed: not a blob");
+            chunk::decode(c.blob_ptr(0), size_t(c.bytes(0)), out, where);
+        }
+        if (!out.empty()) return out;
+    }
+    // Rows written before schema v4, one per layer.
     Stmt s(db, "SELECT idx, module, op, dtype, shape, flags, stats FROM layers WHERE id BETWEEN ?1 AND ?2 ORDER BY id");
     s.bind(1, int64_t(pass_id << 32)).bind(2, int64_t(pass_id << 32 | int64_t(0xffffffff)));
-    std::vector<LayerStat> out;
     while (s.step()) {
         LayerStat l;
         l.index = int(s.i64(0)); l.module = s.text(1); l.op = s.text(2); l.dtype = s.text(3);
@@ -205,7 +227,6 @@ std::vector<LayerStat> read_layers(sqlite3* db, int64_t pass_id) {
     }
     return out;
 }
-}  // namespace
 
 std::string Store::status(const std::string& uuid) const {
     Stmt s(db_, "SELECT status FROM runs WHERE uuid=?1");

@@ -9,7 +9,7 @@
 #include "ampscope/engine/hash.h"
 #include "ampscope/storage/store.h"
 #include "ampscope/storage/json_io.h"
-#include "layer_stats.h"
+#include "layer_chunk.h"
 #include "serialize.h"
 #include "sqlite.h"
 
@@ -61,15 +61,12 @@ void insert_pass(sqlite3* db, int64_t run_id, int seq, const PassResult& p) {
     s.bind(10, p.seconds);
     s.run();
     const int64_t pass_id = sqlite3_last_insert_rowid(db);
-    Stmt l(db, "INSERT INTO layers VALUES(?11,?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)");
-    PackedStats packed;
-    for (const auto& x : p.layers) {
-        packed = pack(x.stats);
-        l.bind(1, pass_id).bind(2, x.index).bind_static(3, x.module).bind_static(4, x.op).bind_static(5, x.dtype)
-            .bind_blob_static(6, x.shape.data(), x.shape.size() * sizeof(int64_t))
-            .bind(7, int64_t(x.autocast) | int64_t(x.inputs_finite) << 1 | int64_t(x.origin) << 2)
-            .bind(8, x.stats.absmax).bind(9, x.stats.nonfinite()).bind_blob_static(10, &packed, sizeof packed)
-            .bind(11, pass_id << 32 | int64_t(uint32_t(x.index)));
+    Stmt l(db, "INSERT INTO layer_chunks VALUES(?1,?2,?3,?4)");
+    for (size_t b = 0; b < p.layers.size(); b += chunk::kChunkRows) {
+        const size_t e = std::min(p.layers.size(), b + chunk::kChunkRows);
+        const std::string data = chunk::encode(p.layers, b, e);
+        l.bind(1, pass_id).bind(2, int64_t(p.layers[b].index)).bind(3, int64_t(e - b))
+            .bind_blob_static(4, data.data(), data.size());
         l.exec_row();
     }
 }
@@ -259,14 +256,18 @@ void Store::annotate(const std::string& uuid, Annotation a) {
         const auto colon = a.target.find(':');
         const std::string prec = colon == std::string::npos ? "" : a.target.substr(0, colon);
         const std::string idx = colon == std::string::npos ? a.target : a.target.substr(colon + 1);
-        Stmt s(db_, "SELECT p.precision FROM layers l JOIN passes p ON p.id = l.pass_id WHERE p.run_id=?1 AND l.idx=?2 "
-                    "AND (?3 = '' OR p.precision = ?3) ORDER BY p.seq DESC LIMIT 1");
+        Stmt s(db_, "SELECT id, precision FROM passes WHERE run_id=?1 AND (?2 = '' OR precision = ?2) ORDER BY seq DESC");
         char* end = nullptr;
         const long v = std::strtol(idx.c_str(), &end, 10);
         if (idx.empty() || *end) throw InputError("--layer", "", "'" + a.target + "' is not a layer index (expected N or PRECISION:N)");
-        s.bind(1, id).bind(2, int64_t(v)).bind(3, prec);
-        if (!s.step()) throw InputError("--layer", "", "run " + uuid + " has no layer " + a.target);
-        a.target = s.text(0) + ":" + std::to_string(v);
+        s.bind(1, id).bind(2, prec);
+        std::string found;
+        while (found.empty() && s.step()) {
+            for (const auto& l : read_layers(db_, s.i64(0)))
+                if (l.index == v) { found = s.text(1); break; }
+        }
+        if (found.empty()) throw InputError("--layer", "", "run " + uuid + " has no layer " + a.target);
+        a.target = found + ":" + std::to_string(v);
     } else if (a.target_kind != "run") {
         throw InputError("annotation", "target", "expected run, sample or layer");
     }

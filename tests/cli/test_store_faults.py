@@ -45,7 +45,7 @@ class StoreFaults(unittest.TestCase):
             (rid,) = con.execute("SELECT id FROM runs WHERE uuid=?", (uuid,)).fetchone()
             passes = con.execute("SELECT count(*) FROM passes WHERE run_id=?", (rid,)).fetchone()[0]
             comps = con.execute("SELECT count(*) FROM comparisons WHERE run_id=?", (rid,)).fetchone()[0]
-            layers = con.execute("SELECT count(*) FROM layers l JOIN passes p ON p.id=l.pass_id WHERE p.run_id=?",
+            layers = con.execute("SELECT sum(c.rows) FROM layer_chunks c JOIN passes p ON p.id=c.pass_id WHERE p.run_id=?",
                                  (rid,)).fetchone()[0]
             return passes, comps, layers
         finally:

@@ -195,7 +195,7 @@ TEST(Store, AnnotationsAndReview) {
     s.delete_run(r.run_id);
     EXPECT_TRUE(s.list_runs().empty());
     sqlite3_stmt* st = nullptr;
-    sqlite3_prepare_v2(s.handle(), "SELECT count(*) FROM layers", -1, &st, nullptr);
+    sqlite3_prepare_v2(s.handle(), "SELECT (SELECT count(*) FROM layers) + (SELECT count(*) FROM layer_chunks)", -1, &st, nullptr);
     sqlite3_step(st);
     EXPECT_EQ(sqlite3_column_int(st, 0), 0);  // cascaded
     sqlite3_finalize(st);
@@ -225,6 +225,57 @@ TEST(Store, ExportImportRoundTripIsIdempotent) {
     EXPECT_EQ(b.list_runs().size(), 2u);
 }
 
+/// Rewrites a file's layer chunks as the one-row-per-layer table of schema versions 1 to 3:
+/// 11 int64 counters then 6 float64 in the stats blob, shape as int64 blob, id pass<<32|idx.
+void move_layers_to_rows(const std::string& path) {
+    std::vector<std::pair<int64_t, std::vector<LayerStat>>> by_pass;
+    {
+        Store s(path);
+        for (const auto& row : s.list_runs()) {
+            const auto run = s.load_run(row.uuid);
+            sqlite3_stmt* q = nullptr;
+            ASSERT_EQ(sqlite3_prepare_v2(s.handle(), "SELECT p.id FROM passes p JOIN runs r ON r.id=p.run_id WHERE r.uuid=? ORDER BY p.seq", -1, &q, nullptr), SQLITE_OK);
+            sqlite3_bind_text(q, 1, row.uuid.c_str(), -1, SQLITE_TRANSIENT);
+            for (size_t k = 0; sqlite3_step(q) == SQLITE_ROW; ++k) {
+                ASSERT_LT(k, run.passes.size());
+                by_pass.emplace_back(sqlite3_column_int64(q, 0), run.passes[k].layers);
+            }
+            sqlite3_finalize(q);
+        }
+    }
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    sqlite3_exec(db, "BEGIN; DELETE FROM layer_chunks", nullptr, nullptr, nullptr);
+    sqlite3_stmt* ins = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(db, "INSERT INTO layers VALUES(?,?,?,?,?,?,?,?,?,?,?)", -1, &ins, nullptr), SQLITE_OK);
+    for (const auto& [pid, layers] : by_pass) {
+        for (const auto& l : layers) {
+            const auto& t = l.stats;
+            const int64_t ints[11] = {t.count, t.nan, t.posinf, t.neginf, t.zeros, t.fp16_overflow, t.fp16_subnormal,
+                                      t.fp16_underflow, t.bf16_overflow, t.bf16_subnormal, t.bf16_underflow};
+            const double dbl[6] = {t.min, t.max, t.absmax, t.min_nonzero_abs, t.mean, t.rms};
+            std::string blob(reinterpret_cast<const char*>(ints), sizeof ints);
+            blob.append(reinterpret_cast<const char*>(dbl), sizeof dbl);
+            sqlite3_bind_int64(ins, 1, pid << 32 | l.index);
+            sqlite3_bind_int64(ins, 2, pid);
+            sqlite3_bind_int64(ins, 3, l.index);
+            sqlite3_bind_text(ins, 4, l.module.c_str(), -1, SQLITE_TRANSIENT);
+            sqlite3_bind_text(ins, 5, l.op.c_str(), -1, SQLITE_TRANSIENT);
+            sqlite3_bind_text(ins, 6, l.dtype.c_str(), -1, SQLITE_TRANSIENT);
+            sqlite3_bind_blob(ins, 7, l.shape.data(), int(l.shape.size() * 8), SQLITE_TRANSIENT);
+            sqlite3_bind_int64(ins, 8, int64_t(l.autocast) | int64_t(l.inputs_finite) << 1 | int64_t(l.origin) << 2);
+            sqlite3_bind_double(ins, 9, t.absmax);
+            sqlite3_bind_int64(ins, 10, t.nonfinite());
+            sqlite3_bind_blob(ins, 11, blob.data(), int(blob.size()), SQLITE_TRANSIENT);
+            ASSERT_EQ(sqlite3_step(ins), SQLITE_DONE);
+            sqlite3_reset(ins);
+        }
+    }
+    sqlite3_finalize(ins);
+    ASSERT_EQ(sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+}
+
 TEST(Store, MigratesFromEveryOlderVersion) {
     for (int from = 0; from < kSchemaVersion; ++from) {
         TempDir d;
@@ -243,8 +294,11 @@ TEST(Store, MigratesFromEveryOlderVersion) {
             EXPECT_TRUE(s.list_runs().empty());
             continue;
         }
-        // rebuild the file at version `from`: drop what later migrations added
-        std::string drop = "DROP TABLE benchmarks; DROP INDEX IF EXISTS comparisons_verdict; ";
+        // rebuild the file at version `from`: layer statistics as rows of `layers` (how versions
+        // before 4 wrote them), and drop what later migrations added
+        move_layers_to_rows(path);
+        std::string drop = "DROP TABLE layer_chunks; ";
+        if (from < 3) drop += "DROP TABLE benchmarks; DROP INDEX IF EXISTS comparisons_verdict; ";
         if (from < 2) drop += "DROP TABLE checkpoints; DROP TABLE training_steps; ";
         raw_exec(path, drop + "PRAGMA user_version=" + std::to_string(from));
         Store s(path);
@@ -297,8 +351,14 @@ TEST(Store, HostileFilesAreRefusedWithAReason) {
     raw_exec(f, "CREATE VIEW v AS SELECT * FROM runs");
     expect_refused(f, "view 'v'");
     f = exported("types.ampscope");
-    raw_exec(f, "DROP TRIGGER runs_criteria_immutable; UPDATE layers SET idx='abc' WHERE idx=1");
-    expect_refused(f, "layers.idx");
+    raw_exec(f, "DROP TRIGGER runs_criteria_immutable; UPDATE layer_chunks SET rows='abc'");
+    expect_refused(f, "layer_chunks.rows");
+    f = exported("chunk.ampscope");
+    raw_exec(f, "UPDATE layer_chunks SET data=substr(data, 1, length(data) - 9)");
+    expect_refused(f, "chunk.ampscope: layer statistics of pass");
+    f = exported("chunk2.ampscope");
+    raw_exec(f, "UPDATE layer_chunks SET data=zeroblob(20000000)");
+    expect_refused(f, "unknown chunk format");
     f = exported("blob.ampscope");
     raw_exec(f, "UPDATE passes SET outputs=zeroblob(50000000) WHERE seq=0");
     expect_refused(f, "outputs do not match");
@@ -314,6 +374,21 @@ TEST(Store, HostileFilesAreRefusedWithAReason) {
     f = exported("newer.ampscope");
     raw_exec(f, "PRAGMA user_version=7");
     expect_refused(f, "newer ampscope");
+}
+
+TEST(Store, ImportsAFileOfSchemaVersion3) {
+    // Files exported by an older ampscope are opened read-only, unmigrated: layer rows of `layers`.
+    TempDir d;
+    Store a(d.file("a.sqlite"));
+    auto r = make_run();
+    record(a, r);
+    const auto f = d.file("old.ampscope");
+    export_runs(a, {r.run_id}, f);
+    move_layers_to_rows(f);
+    raw_exec(f, "DROP TABLE layer_chunks; PRAGMA user_version=3");
+    Store into(d.file("into.sqlite"));
+    EXPECT_EQ(import_file(into, f).added, 1);
+    EXPECT_EQ(js(into.load_run(r.run_id)), js(r));
 }
 
 TEST(Store, RefusesATableLayoutItDoesNotWrite) {
