@@ -5,6 +5,8 @@
 
 #include <ATen/ATen.h>
 
+#include <limits>
+
 #include "ampscope/engine/run.h"
 #include "internal.h"
 
@@ -64,6 +66,17 @@ BENCHMARK_CAPTURE(BM_SeparateAtenOps, fp32, at::kFloat)->Unit(benchmark::kMillis
 BENCHMARK_CAPTURE(BM_FusedStats, fp16, at::kHalf)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_TorchSum, fp16, at::kHalf)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_SeparateAtenOps, fp16, at::kHalf)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+/// One op output of demo:transformer's size (40 x 16 x 64 half), as the observer sees it:
+/// finite, and with 8 of the 40 sample rows overflowed to inf (per-row counts asked).
+void BM_FusedStatsOpOutput(benchmark::State& st, bool with_inf) {
+    auto t = (at::randn({40, 16, 64}) * 3).to(at::kHalf);
+    if (with_inf) t.slice(0, 32, 40).fill_(std::numeric_limits<float>::infinity());
+    std::vector<int64_t> rows;
+    for (auto _ : st) benchmark::DoNotOptimize(ampscope::detail::tensor_stats(t, &rows));
+}
+BENCHMARK_CAPTURE(BM_FusedStatsOpOutput, finite, false)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_FusedStatsOpOutput, inf_rows, true)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 /// One FP16 autocast pass of demo:transformer over its probe set, with and without the observer.
 void BM_AmpPass(benchmark::State& st, bool inspect) {

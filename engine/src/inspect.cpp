@@ -64,8 +64,8 @@ template <class T>
 TensorStats stats_typed(const at::Tensor& t, std::vector<int64_t>* rows_nonfinite) {
     const T* p = t.data_ptr<T>();
     const int64_t n = t.numel();
-    // Chunks of 64 Ki elements for parallelism, merged in order.
-    constexpr int64_t kChunk = 65536;
+    // Chunks of 16 Ki elements for parallelism (op outputs of small models too), merged in order.
+    constexpr int64_t kChunk = 16384;
     const int64_t chunks = (n + kChunk - 1) / kChunk;
     Acc total;
     if (chunks == 1) {
@@ -88,6 +88,20 @@ TensorStats stats_typed(const at::Tensor& t, std::vector<int64_t>* rows_nonfinit
         }
     }
     return s;
+}
+
+/// Whether a tensor has a NaN or Inf (one counting pass; no other statistics).
+bool any_nonfinite(const at::Tensor& in) {
+    if (!in.defined() || in.numel() == 0 || !in.is_floating_point()) return false;
+    at::Tensor t = in;
+    if (!t.device().is_cpu()) t = t.to(at::kCPU);
+    if (!t.is_contiguous()) t = t.contiguous();
+    switch (t.scalar_type()) {
+    case at::kFloat: return count_nonfinite(t.data_ptr<float>(), t.numel()) > 0;
+    case at::kHalf: return count_nonfinite(t.data_ptr<at::Half>(), t.numel()) > 0;
+    case at::kBFloat16: return count_nonfinite(t.data_ptr<at::BFloat16>(), t.numel()) > 0;
+    default: return !t.isfinite().all().item<bool>();
+    }
 }
 
 }  // namespace
@@ -242,7 +256,7 @@ void OpObserver::State::on_end(Ctx& c, const at::RecordFunction& fn) {
     if (st.nonfinite() == 0) return;
     // Inputs finite? Checked only here, when the output has non-finite values.
     for (const auto& t : c.inputs) {
-        if (tensor_stats(t).nonfinite() > 0) { layer.inputs_finite = false; break; }
+        if (any_nonfinite(t)) { layer.inputs_finite = false; break; }
     }
     // A sample's values are born non-finite at the first op where its row is non-finite:
     // every value producer is observed, so that op's inputs were finite for that row.

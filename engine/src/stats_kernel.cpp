@@ -293,6 +293,88 @@ AMPSCOPE_AVX2 inline void magnitude_range(const void* p, int n, __m256i& lo, __m
     else { lo = _mm256_min_epu32(l0, l1); hi = _mm256_max_epu32(h0, h1); }
 }
 
+AMPSCOPE_AVX2 inline int64_t total(__m256i x) {
+    alignas(32) int32_t t[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(t), x);
+    int64_t s = 0;
+    for (int32_t y : t) s += y;
+    return s;
+}
+
+/// Every counter and the smallest non-zero finite magnitude of n (a multiple of 8) values, by
+/// threshold counts on the magnitude bits: each class is a difference of two of them.
+AMPSCOPE_AVX2 void counts_avx2(const float* v, int n, KernelAcc& a) {
+    const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
+#define c(x) _mm256_set1_epi32(int32_t(x))
+    const __m256i t_fin = c(kExpMask - 1u), t_inf = c(kExpMask), t_ninf = c(0xff800000u), zero = _mm256_setzero_si256();
+    const __m256i t_ho = c(kFp16MaxBits), t_bo = c(kBf16MaxBits), t_hs = c(kFp16MinNormalBits), t_hu = c(kFp16MinSubBits);
+    const __m256i t_bs = c(kBf16MinNormalBits), t_bu = c(kBf16MinSubBits), one = c(1u);
+#undef c
+    __m256i nonfin = zero, nan = zero, ninf = zero, zeros = zero, gh = zero, gb = zero, lhs = zero, lhu = zero, lbs = zero, lbu = zero;
+    __m256i minnz = _mm256_set1_epi32(-1);
+    for (int i = 0; i < n; i += 8) {
+        const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + i));
+        const __m256i ab = _mm256_and_si256(b, absmask);
+        const __m256i nf = _mm256_cmpgt_epi32(ab, t_fin);  // masks are -1: subtracting counts
+        nonfin = _mm256_sub_epi32(nonfin, nf);
+        nan = _mm256_sub_epi32(nan, _mm256_cmpgt_epi32(ab, t_inf));
+        ninf = _mm256_sub_epi32(ninf, _mm256_cmpeq_epi32(b, t_ninf));
+        zeros = _mm256_sub_epi32(zeros, _mm256_cmpeq_epi32(ab, zero));
+        gh = _mm256_sub_epi32(gh, _mm256_cmpgt_epi32(ab, t_ho));
+        gb = _mm256_sub_epi32(gb, _mm256_cmpgt_epi32(ab, t_bo));
+        lhs = _mm256_sub_epi32(lhs, _mm256_cmpgt_epi32(t_hs, ab));
+        lhu = _mm256_sub_epi32(lhu, _mm256_cmpgt_epi32(t_hu, ab));
+        lbs = _mm256_sub_epi32(lbs, _mm256_cmpgt_epi32(t_bs, ab));
+        lbu = _mm256_sub_epi32(lbu, _mm256_cmpgt_epi32(t_bu, ab));
+        // zero wraps to 0xffffffff and non-finite is forced there: never the minimum
+        minnz = _mm256_min_epu32(minnz, _mm256_or_si256(_mm256_sub_epi32(ab, one), nf));
+    }
+    const int64_t nf = total(nonfin), na = total(nan), ni = total(ninf), z = total(zeros);
+    a.nan += na; a.posinf += nf - na - ni; a.neginf += ni; a.zeros += z;
+    a.h_over += total(gh) - nf; a.b_over += total(gb) - nf;
+    a.h_sub += total(lhs) - z; a.h_under += total(lhu) - z; a.b_sub += total(lbs) - z; a.b_under += total(lbu) - z;
+    a.minnz_bits = std::min(a.minnz_bits, hmin_u32(minnz) + 1u);
+}
+
+/// The float pass for a block with NaN or Inf (n a multiple of 32): those values are left out
+/// of min, max and the sums by masks. Returns false, adding nothing, when the finite values
+/// are outside the fast range (the caller then takes the exact path).
+AMPSCOPE_AVX2 bool moments_masked(const float* v, int n, KernelAcc& a) {
+    const __m256i absmask = _mm256_set1_epi32(0x7fffffff), maxfin = _mm256_set1_epi32(0x7f7fffff);
+    const __m256 pinf = _mm256_set1_ps(__builtin_inff()), ninf = _mm256_set1_ps(-__builtin_inff());
+    __m256 mn = pinf, mx = ninf;
+    double sum = 0, sumsq = 0;
+    for (int c = 0; c < n; c += kChunk) {
+        const int end = std::min(n, c + kChunk);
+        __m256 s0 = _mm256_setzero_ps(), s1 = s0, q0 = s0, q1 = s0;
+        for (int i = c; i < end; i += 16) {
+            const __m256 x0 = _mm256_loadu_ps(v + i), x1 = _mm256_loadu_ps(v + i + 8);
+            const __m256 n0 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_and_si256(_mm256_castps_si256(x0), absmask), maxfin));
+            const __m256 n1 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_and_si256(_mm256_castps_si256(x1), absmask), maxfin));
+            mn = _mm256_min_ps(mn, _mm256_min_ps(_mm256_blendv_ps(x0, pinf, n0), _mm256_blendv_ps(x1, pinf, n1)));
+            mx = _mm256_max_ps(mx, _mm256_max_ps(_mm256_blendv_ps(x0, ninf, n0), _mm256_blendv_ps(x1, ninf, n1)));
+            const __m256 z0 = _mm256_andnot_ps(n0, x0), z1 = _mm256_andnot_ps(n1, x1);
+            s0 = _mm256_add_ps(s0, z0); s1 = _mm256_add_ps(s1, z1);
+            q0 = _mm256_fmadd_ps(z0, z0, q0); q1 = _mm256_fmadd_ps(z1, z1, q1);
+        }
+        sum += hsum_ps(_mm256_add_ps(s0, s1));
+        sumsq += hsum_ps(_mm256_add_ps(q0, q1));
+    }
+    const float lo = hmin_ps(mn), hi = hmax_ps(mx);
+    if (lo <= hi) {  // some finite value
+        const uint32_t amax = std::max(bits_of(lo) & 0x7fffffffu, bits_of(hi) & 0x7fffffffu);
+        if (amax < kFastLoBits || amax > kFastHiBits) return false;
+        a.sum += sum;
+        a.sumsq += sumsq;
+        a.min_key = std::min(a.min_key, key_of(bits_of(lo)));
+        a.max_key = std::max(a.max_key, key_of(bits_of(hi)));
+        a.amax_bits = std::max(a.amax_bits, amax);
+    }
+    a.count += n;
+    counts_avx2(v, n, a);
+    return true;
+}
+
 /// One block of at most kBlock floats.
 AMPSCOPE_AVX2 void f32_block(const float* v, int n, KernelAcc& a) {
     const int m = n & ~31;
@@ -306,7 +388,7 @@ AMPSCOPE_AVX2 void f32_block(const float* v, int n, KernelAcc& a) {
             // No value outside FP16's normal range: every range counter is zero.
             if (minab >= kFp16MinNormalBits && maxab <= kFp16MaxBits) a.minnz_bits = std::min(a.minnz_bits, minab);
             else range_counts(v, m, a);
-        } else {
+        } else if (maxab < kExpMask || !moments_masked(v, m, a)) {
             stats_block(v, m, a);
         }
     }
@@ -336,7 +418,7 @@ AMPSCOPE_AVX2 void f16_block(const uint16_t* h, int n, KernelAcc& a) {
             }
         } else {
             half_to_float(h, buf, m);
-            stats_block(buf, m, a);
+            f32_block(buf, m, a);
         }
     }
     if (n > m) {
@@ -367,7 +449,7 @@ AMPSCOPE_AVX2 void bf16_block(const uint16_t* h, int n, KernelAcc& a) {
             }
         } else {
             bf16_to_float(h, buf, m);
-            stats_block(buf, m, a);
+            f32_block(buf, m, a);
         }
     }
     if (n > m) {
@@ -375,7 +457,26 @@ AMPSCOPE_AVX2 void bf16_block(const uint16_t* h, int n, KernelAcc& a) {
         stats_block(buf, n - m, a);
     }
 }
+/// Number of 16-bit patterns whose magnitude bits exceed `finite_max` (NaN and Inf).
+AMPSCOPE_AVX2 int64_t count_above16(const uint16_t* h, int64_t n, uint16_t finite_max) {
+    const __m256i mask = _mm256_set1_epi16(0x7fff), t = _mm256_set1_epi16(int16_t(finite_max));
+    int64_t c = 0;
+    int64_t i = 0;
+    while (i + 16 <= n) {
+        __m256i acc = _mm256_setzero_si256();  // 16-bit lanes: at most 32767 steps per round
+        const int64_t end = std::min(n - 15, i + 16 * 32767);
+        for (; i < end; i += 16)
+            acc = _mm256_sub_epi16(acc, _mm256_cmpgt_epi16(_mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i)), mask), t));
+        alignas(32) uint16_t lanes[16];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc);
+        for (uint16_t x : lanes) c += x;
+    }
+    for (; i < n; ++i) c += (h[i] & 0x7fffu) > finite_max;
+    return c;
+}
+
 #else
+int64_t count_above16(const uint16_t*, int64_t, uint16_t) { return 0; }
 bool has_avx2() { return false; }
 void f32_block(const float*, int, KernelAcc&) {}
 void f16_block(const uint16_t*, int, KernelAcc&) {}
@@ -413,6 +514,7 @@ int64_t count_nonfinite_f32(const float* v, int64_t n) {
 
 AMPSCOPE_CLONES
 int64_t count_nonfinite_f16(const uint16_t* h, int64_t n) {
+    if (has_avx2()) return count_above16(h, n, 0x7bffu);
     int64_t c = 0;
     for (int64_t i = 0; i < n; ++i) c += (h[i] & 0x7fffu) >= 0x7c00u;
     return c;
@@ -420,6 +522,7 @@ int64_t count_nonfinite_f16(const uint16_t* h, int64_t n) {
 
 AMPSCOPE_CLONES
 int64_t count_nonfinite_bf16(const uint16_t* h, int64_t n) {
+    if (has_avx2()) return count_above16(h, n, 0x7f7fu);
     int64_t c = 0;
     for (int64_t i = 0; i < n; ++i) c += (h[i] & 0x7fffu) >= 0x7f80u;
     return c;
