@@ -4,6 +4,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <cstdio>
@@ -11,8 +12,15 @@
 #include <limits>
 #include <set>
 
+#include "ampscope/engine/errors.h"
 #include "internal.h"
 #include "stats_kernel.h"
+
+#ifdef AMPSCOPE_HAVE_GPU_STATS
+#include <c10/cuda/CUDAStream.h>
+
+#include "stats_gpu.h"
+#endif
 
 namespace ampscope::detail {
 
@@ -152,6 +160,41 @@ bool floating(const at::Tensor& t) { return t.defined() && t.is_floating_point()
 
 }  // namespace
 
+namespace {
+std::atomic<bool> g_device_statistics{true};
+
+#ifdef AMPSCOPE_HAVE_GPU_STATS
+/// Statistics of one batch's ops on a CUDA device: slots in device memory, written by the
+/// kernel on the op's stream; nothing is read back before the pass has ended.
+struct DeviceBatch {
+    int64_t first_row = 0, rows = 0;
+    at::Tensor slots, in_slots;  ///< uint8 [capacity * sizeof(DeviceStats)]: outputs, inputs
+    at::Tensor row_nf;           ///< int64 [capacity, rows]: non-finite values per sample row
+    struct Entry {
+        int idx;
+        bool rows_match;
+    };
+    std::vector<Entry> entries;  ///< entry k uses slot k
+};
+
+TensorStats from_device(const gpu::DeviceStats& d) {
+    KernelAcc a;
+    a.count = int64_t(d.count); a.nan = int64_t(d.nan); a.posinf = int64_t(d.posinf); a.neginf = int64_t(d.neginf);
+    a.zeros = int64_t(d.zeros); a.h_over = int64_t(d.h_over); a.h_sub = int64_t(d.h_sub); a.h_under = int64_t(d.h_under);
+    a.b_over = int64_t(d.b_over); a.b_sub = int64_t(d.b_sub); a.b_under = int64_t(d.b_under);
+    a.min_key = d.min_key; a.max_key = d.max_key; a.amax_bits = d.amax_bits; a.minnz_bits = d.minnz_bits;
+    a.sum = d.sum; a.sumsq = d.sumsq;
+    return finish(a);
+}
+
+gpu::DType device_dtype(at::ScalarType t) {
+    return t == at::kHalf ? gpu::DType::Float16 : t == at::kBFloat16 ? gpu::DType::BFloat16 : gpu::DType::Float32;
+}
+#endif
+}  // namespace
+
+void set_device_statistics(bool on) { g_device_statistics = on; }
+
 struct OpObserver::State {
     int64_t batch_rows = 0;  ///< rows of the current batch
     int64_t first_row = 0;
@@ -164,8 +207,21 @@ struct OpObserver::State {
     bool batch_nonfinite_seen = false;
     bool capture = false;
     std::vector<OpObserver::Captured> captured;
+#ifdef AMPSCOPE_HAVE_GPU_STATS
+    std::vector<DeviceBatch> device;
+    at::Tensor empty_slots;  ///< 256 initial slots on the device, appended when a batch needs more
+    bool device_batch_open = false;
+    void device_op(Ctx& c, int idx, const std::vector<at::Tensor>& outs, bool rows_match);
+#endif
+    bool finalized = true;
 
     void on_end(Ctx& c, const at::RecordFunction& fn);
+    LayerStat& layer_for(const Ctx& c, int idx, const std::string& name, const at::Tensor& out0);
+    /// Origin bookkeeping for one op of the current batch, given its statistics.
+    template <class InputsNonfinite>
+    void apply(int idx, const TensorStats& st, const std::vector<int64_t>& row_nf, bool rows_match, InputsNonfinite inputs_nonfinite);
+    /// Reads device statistics back (once, after the pass) and applies them in op order.
+    void finalize();
 };
 
 namespace {
@@ -235,29 +291,49 @@ void OpObserver::State::on_end(Ctx& c, const at::RecordFunction& fn) {
     }
     if (outs.empty()) return;
     const int idx = index++;
+    const bool rows_match = outs[0].dim() >= 1 && outs[0].size(0) == batch_rows;
+#ifdef AMPSCOPE_HAVE_GPU_STATS
+    if (outs[0].is_cuda() && g_device_statistics) {
+        layer_for(c, idx, name, outs[0]);
+        device_op(c, idx, outs, rows_match);
+        return;
+    }
+#endif
     TensorStats st;
     std::vector<int64_t> row_nf;
-    const bool rows_match = outs[0].dim() >= 1 && outs[0].size(0) == batch_rows;
     for (size_t i = 0; i < outs.size(); ++i) {
         st.merge(tensor_stats(outs[i], rows_match && i == 0 ? &row_nf : nullptr));
     }
+    layer_for(c, idx, name, outs[0]);
+    // Inputs finite? Checked only when the output has non-finite values.
+    apply(idx, st, row_nf, rows_match, [&] {
+        for (const auto& t : c.inputs)
+            if (any_nonfinite(t)) return true;
+        return false;
+    });
+}
+
+LayerStat& OpObserver::State::layer_for(const Ctx& c, int idx, const std::string& name, const at::Tensor& out0) {
     if (size_t(idx) >= layers.size()) {
         LayerStat l;
         l.index = idx;
         l.module = c.module;
         l.op = name;
-        l.dtype = c10::toString(outs[0].scalar_type());
-        l.shape = outs[0].sizes().vec();
+        l.dtype = c10::toString(out0.scalar_type());
+        l.shape = out0.sizes().vec();
         l.autocast = c.autocast;
         layers.push_back(std::move(l));
     }
+    return layers[size_t(idx)];
+}
+
+template <class InputsNonfinite>
+void OpObserver::State::apply(int idx, const TensorStats& st, const std::vector<int64_t>& row_nf, bool rows_match,
+                              InputsNonfinite inputs_nonfinite) {
     auto& layer = layers[size_t(idx)];
     layer.stats.merge(st);
     if (st.nonfinite() == 0) return;
-    // Inputs finite? Checked only here, when the output has non-finite values.
-    for (const auto& t : c.inputs) {
-        if (any_nonfinite(t)) { layer.inputs_finite = false; break; }
-    }
+    if (inputs_nonfinite()) layer.inputs_finite = false;
     // A sample's values are born non-finite at the first op where its row is non-finite:
     // every value producer is observed, so that op's inputs were finite for that row.
     bool born = false;
@@ -271,6 +347,80 @@ void OpObserver::State::on_end(Ctx& c, const at::RecordFunction& fn) {
     }
     batch_nonfinite_seen = true;
     if (born) layer.origin = true;
+}
+
+#ifdef AMPSCOPE_HAVE_GPU_STATS
+void OpObserver::State::device_op(Ctx& c, int idx, const std::vector<at::Tensor>& outs, bool rows_match) {
+    constexpr int64_t kSlot = int64_t(sizeof(gpu::DeviceStats));
+    const auto dev = outs[0].device();
+    if (!empty_slots.defined() || empty_slots.device() != dev) {
+        // One host-to-device copy, before this pass's first device op has a result to wait for.
+        std::vector<gpu::DeviceStats> init(256, gpu::empty_stats());
+        empty_slots = at::from_blob(init.data(), {256 * kSlot}, at::TensorOptions().dtype(at::kByte)).to(dev);
+    }
+    if (!device_batch_open) {
+        DeviceBatch b;
+        b.first_row = first_row;
+        b.rows = batch_rows;
+        b.slots = empty_slots.clone();
+        b.in_slots = empty_slots.clone();
+        b.row_nf = at::zeros({256, std::max<int64_t>(batch_rows, 1)}, at::TensorOptions().dtype(at::kLong).device(dev));
+        device.push_back(std::move(b));
+        device_batch_open = true;
+        finalized = false;
+    }
+    auto& b = device.back();
+    const int64_t k = int64_t(b.entries.size());
+    if ((k + 1) * kSlot > b.slots.numel()) {  // grow on the device: stream-ordered, no host wait
+        b.slots = at::cat({b.slots, empty_slots});
+        b.in_slots = at::cat({b.in_slots, empty_slots});
+        b.row_nf = at::cat({b.row_nf, at::zeros_like(b.row_nf)});
+    }
+    void* stream = c10::cuda::getCurrentCUDAStream(dev.index()).stream();
+    auto slot = [&](at::Tensor& s) { return reinterpret_cast<gpu::DeviceStats*>(static_cast<uint8_t*>(s.data_ptr()) + k * kSlot); };
+    auto launch = [&](const at::Tensor& in, at::Tensor& slots, unsigned long long* rows_out, int64_t rows) {
+        at::Tensor t = in.is_contiguous() ? in : in.contiguous();
+        if (t.scalar_type() != at::kFloat && t.scalar_type() != at::kHalf && t.scalar_type() != at::kBFloat16) t = t.to(at::kFloat);
+        if (t.numel() == 0) return;
+        const int err = gpu::launch_stats(t.data_ptr(), device_dtype(t.scalar_type()), t.numel(), rows, slot(slots), rows_out, stream);
+        if (err != 0) throw ModelError("statistics kernel failed to launch (error " + std::to_string(err) + ")");
+    };
+    auto* rows_out = reinterpret_cast<unsigned long long*>(b.row_nf.data_ptr<int64_t>() + k * b.row_nf.size(1));
+    for (size_t i = 0; i < outs.size(); ++i) launch(outs[i], b.slots, rows_match && i == 0 ? rows_out : nullptr, rows_match && i == 0 ? batch_rows : 0);
+    for (const auto& t : c.inputs)
+        if (t.is_cuda()) launch(t, b.in_slots, nullptr, 0);
+    b.entries.push_back({idx, rows_match});
+}
+#endif
+
+void OpObserver::State::finalize() {
+    if (finalized) return;
+    finalized = true;
+#ifdef AMPSCOPE_HAVE_GPU_STATS
+    constexpr int64_t kSlot = int64_t(sizeof(gpu::DeviceStats));
+    for (auto& b : device) {
+        const int64_t k = int64_t(b.entries.size());
+        if (k == 0) continue;
+        // The read-back: three copies after the pass, the only host waits the observer adds.
+        const auto slots = b.slots.slice(0, 0, k * kSlot).cpu();
+        const auto in_slots = b.in_slots.slice(0, 0, k * kSlot).cpu();
+        const auto row_nf = b.row_nf.slice(0, 0, k).cpu();
+        first_row = b.first_row;
+        batch_rows = b.rows;
+        row_nonfinite_seen.assign(size_t(b.rows), false);
+        batch_nonfinite_seen = false;
+        for (int64_t e = 0; e < k; ++e) {
+            gpu::DeviceStats ds, di;
+            std::memcpy(&ds, slots.data_ptr<uint8_t>() + e * kSlot, sizeof ds);
+            std::memcpy(&di, in_slots.data_ptr<uint8_t>() + e * kSlot, sizeof di);
+            const auto& en = b.entries[size_t(e)];
+            std::vector<int64_t> rows;
+            if (en.rows_match) rows.assign(row_nf.data_ptr<int64_t>() + e * row_nf.size(1), row_nf.data_ptr<int64_t>() + e * row_nf.size(1) + b.rows);
+            apply(en.idx, from_device(ds), rows, en.rows_match, [&] { return di.nan + di.posinf + di.neginf > 0; });
+        }
+    }
+    device.clear();
+#endif
 }
 
 OpObserver::OpObserver(int64_t total_rows) : s_(std::make_unique<State>()) {
@@ -292,14 +442,23 @@ void OpObserver::begin_batch(int64_t first_row, int64_t rows) {
     s_->depth = 0;
     s_->row_nonfinite_seen.assign(size_t(rows), false);
     s_->batch_nonfinite_seen = false;
+#ifdef AMPSCOPE_HAVE_GPU_STATS
+    s_->device_batch_open = false;
+#endif
     s_->busy = false;
 }
 
 void OpObserver::end_batch() { s_->busy = true; }
 
-std::vector<LayerStat> OpObserver::layers() const { return s_->layers; }
+std::vector<LayerStat> OpObserver::layers() const {
+    s_->finalize();
+    return s_->layers;
+}
 void OpObserver::set_capture(bool on) { s_->capture = on; }
 const std::vector<OpObserver::Captured>& OpObserver::captured() const { return s_->captured; }
-const std::vector<int>& OpObserver::row_origin() const { return s_->row_origin; }
+const std::vector<int>& OpObserver::row_origin() const {
+    s_->finalize();
+    return s_->row_origin;
+}
 
 }  // namespace ampscope::detail

@@ -152,6 +152,10 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
 TensorStats tensor_stats(const at::Tensor& t, std::vector<int64_t>* rows_nonfinite = nullptr);
 
 /// Observes every top-level op of the passes run while it is alive (this thread only).
+/// On CUDA devices the observer accumulates statistics in device memory and reads them back
+/// once, after the pass (default); off, it copies each op output to the host (tests compare both).
+void set_device_statistics(bool on);
+
 class OpObserver {
 public:
     explicit OpObserver(int64_t batch_rows);

@@ -59,3 +59,47 @@ TEST(GpuStats, MatchesTheCpuKernel) {
         for (int r = 0; r < 4; ++r) EXPECT_EQ(rows[r].item<int64_t>(), rows_cpu[size_t(r)]);
     }
 }
+
+TEST(GpuStats, ObserverOnTheDeviceEqualsHostCopies) {
+    // The same FP16 pass on the GPU, statistics kept on the device and read back once, and
+    // statistics of each op output copied to the host: same layers, same origin.
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+    using namespace ampscope::detail;
+    auto model = load_model("demo:transformer", 0);
+    auto probes = load_probes("demo", *model, 0);
+    model->to_device(at::Device(at::kCUDA));
+    PassOptions o;
+    o.precision = Precision::Fp16;
+    o.inspect = true;
+    o.batch_size = 16;  // several batches: slots per batch, one read-back per pass
+    set_device_statistics(true);
+    const auto dev = run_pass(*model, probes, at::Device(at::kCUDA), o, nullptr, false);
+    set_device_statistics(false);
+    const auto host = run_pass(*model, probes, at::Device(at::kCUDA), o, nullptr, false);
+    set_device_statistics(true);
+    ASSERT_EQ(dev.layers.size(), host.layers.size());
+    ASSERT_FALSE(dev.layers.empty());
+    for (size_t i = 0; i < dev.layers.size(); ++i) {
+        const auto &a = dev.layers[i], &b = host.layers[i];
+        SCOPED_TRACE(b.module + " " + b.op);
+        EXPECT_EQ(a.op, b.op);
+        EXPECT_EQ(a.module, b.module);
+        EXPECT_EQ(a.stats.count, b.stats.count);
+        EXPECT_EQ(a.stats.nonfinite(), b.stats.nonfinite());
+        EXPECT_EQ(a.stats.zeros, b.stats.zeros);
+        EXPECT_EQ(a.stats.fp16_overflow, b.stats.fp16_overflow);
+        EXPECT_EQ(a.stats.fp16_subnormal, b.stats.fp16_subnormal);
+        EXPECT_EQ(a.stats.absmax, b.stats.absmax);
+        EXPECT_EQ(a.stats.min, b.stats.min);
+        EXPECT_EQ(a.stats.max, b.stats.max);
+        EXPECT_NEAR(a.stats.rms, b.stats.rms, 1e-5 * b.stats.rms + 1e-30);
+        EXPECT_EQ(a.origin, b.origin);
+        EXPECT_EQ(a.inputs_finite, b.inputs_finite);
+    }
+    ASSERT_EQ(dev.origin.has_value(), host.origin.has_value());
+    if (host.origin) {
+        EXPECT_EQ(dev.origin->module, host.origin->module);
+        EXPECT_EQ(dev.origin->op, host.origin->op);
+        EXPECT_EQ(dev.origin->samples, host.origin->samples);
+    }
+}
