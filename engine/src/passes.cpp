@@ -293,7 +293,7 @@ RunResult run_comparison(const RunSpec& spec, RunSink* sink, ProgressObserver* p
             auto rows = t.reshape({t.size(0), -1}).isfinite().logical_not().any(1);
             for (int64_t i = 0; i < t.size(0); ++i)
                 if (rows[i].item<bool>()) {
-                    if (!input_origin) input_origin = Origin{"input", "", "", -1, {}};
+                    if (!input_origin) input_origin = Origin{"input", "", "", -1, {}, {}};
                     input_origin->samples.push_back(probes.samples[size_t(i)].id);
                 }
         }

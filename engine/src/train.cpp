@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // GradScaler (a port of torch.amp.GradScaler) and the side-by-side training session.
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/optim.h>
 #include <torch/serialize.h>
 #include <torch/nn/functional/loss.h>
@@ -235,7 +236,64 @@ std::optional<Origin> forward_origin(Side& amp, const std::vector<at::Tensor>& i
     ctx.observing = false;
     const auto layers = obs.layers();
     for (const auto& l : layers)
-        if (l.origin) return Origin{"forward", l.module, l.op, l.index, {}};
+        if (l.origin) return Origin{"forward", l.module, l.op, l.index, {}, {}};
+    return std::nullopt;
+}
+
+/// Model state (parameters and buffers) kept aside during a diagnostic re-run, so that the
+/// re-run (train mode: batch-norm statistics, ...) leaves no trace in the training.
+struct StateSnapshot {
+    std::vector<std::pair<at::Tensor, at::Tensor>> saved;
+    explicit StateSnapshot(Model& m) {
+        at::NoGradGuard ng;
+        for (auto& [name, t] : m.named_state()) saved.emplace_back(t, t.clone());
+    }
+    ~StateSnapshot() {
+        at::NoGradGuard ng;
+        for (auto& [t, copy] : saved) t.copy_(copy);
+    }
+};
+
+struct MicroBatch {
+    std::vector<at::Tensor> inputs;
+    int64_t b, e;
+    uint64_t seed;
+};
+
+/// Re-runs the step's AMP micro-batches (same seeds, same weights, same loss scale) with the
+/// backward probe, and names the first backward op that turns finite gradients non-finite.
+/// Gradients are returned by autograd::grad, not accumulated: the step's own are untouched.
+std::optional<Origin> backward_origin(Side& amp, const std::vector<MicroBatch>& micro, const detail::ProbeSet& data,
+                                      const TrainSpec& s, const at::Device& device, GradScaler& scaler) {
+    StateSnapshot snap(*amp.model);
+    auto& ctx = detail::pass_context();
+    for (const auto& mb : micro) {
+        detail::BackwardProbe probe;
+        probe.forward_phase();
+        torch::manual_seed(mb.seed);
+        ctx.keep_fp32 = s.keep_fp32;
+        ctx.observing = true;  // module scopes for TorchScript models (the instrumented graph)
+        at::Tensor l_a;
+        {
+            const bool was = at::autocast::is_autocast_enabled(device.type());
+            const auto dt = at::autocast::get_autocast_dtype(device.type());
+            at::autocast::set_autocast_dtype(device.type(), s.precision == Precision::Bf16 ? at::kBFloat16 : at::kHalf);
+            at::autocast::set_autocast_enabled(device.type(), s.autocast);
+            at::autocast::increment_nesting();
+            auto out_a = amp.model->forward(mb.inputs);
+            l_a = loss_of(s, out_a, data, mb.b, mb.e, device) / double(s.accumulate);
+            if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+            at::autocast::set_autocast_enabled(device.type(), was);
+            at::autocast::set_autocast_dtype(device.type(), dt);
+        }
+        ctx.keep_fp32.clear();
+        ctx.observing = false;
+        auto scaled = scaler.impl().scale_loss(l_a);
+        probe.backward_phase();
+        torch::autograd::grad({scaled}, amp.params, {}, /*retain_graph=*/false, /*create_graph=*/false, /*allow_unused=*/true);
+        probe.stop();
+        if (auto o = probe.origin()) return o;
+    }
     return std::nullopt;
 }
 
@@ -302,12 +360,14 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
             double loss_ref = 0, loss_amp = 0;
             bool out_nonfinite = false, loss_nonfinite = false;
             std::vector<at::Tensor> first_in;
+            std::vector<MicroBatch> micro_batches;
             for (int micro = 0; micro < s.accumulate; ++micro) {
                 const int64_t b = cursor, e = std::min(n, cursor + s.batch_size);
                 cursor = e >= n ? 0 : e;
                 std::vector<at::Tensor> in;
                 for (const auto& t : data.inputs) in.push_back(t.slice(0, b, e).to(device));
                 if (micro == 0) first_in = in;
+                micro_batches.push_back({in, b, e, s.seed * 1000003 + uint64_t(step) * 131 + uint64_t(micro)});
                 // reference: FP32
                 torch::manual_seed(s.seed * 1000003 + uint64_t(step) * 131 + uint64_t(micro));
                 ctx.keep_fp32.clear();
@@ -349,6 +409,10 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
             rec.grad_norm = norm_of(amp.params);
             if (s.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(amp.params, s.clip_grad_norm);
             bool grads_nonfinite = !std::isfinite(rec.grad_norm);
+            // Where the gradient went non-finite: before the step changes any weight.
+            std::optional<Origin> grad_origin;
+            if (s.guards && !out_nonfinite && !loss_nonfinite && (grads_nonfinite || (scaler.enabled() && scaler.impl().last_found_inf())))
+                grad_origin = backward_origin(amp, micro_batches, data, s, device, scaler);
             if (scaler.enabled()) {
                 rec.found_inf = scaler.impl().last_found_inf();
                 const bool stepped = scaler.impl().step(*amp.opt, amp.params);
@@ -366,17 +430,19 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
                 if (s.guards) rec.origin = forward_origin(amp, first_in, s, device);
             } else if (loss_nonfinite) {
                 rec.nonfinite_stage = "loss";
-                rec.origin = Origin{"loss", "", s.loss == "ce" ? "aten::cross_entropy_loss" : "aten::mse_loss", -1, {}};
+                rec.origin = Origin{"loss", "", s.loss == "ce" ? "aten::cross_entropy_loss" : "aten::mse_loss", -1, {}, {}};
             } else if (rec.found_inf || grads_nonfinite) {
                 rec.nonfinite_stage = "gradient";
-                // the parameter nearest the output whose gradient is non-finite: backward runs in reverse
-                for (size_t i = amp.params.size(); i-- > 0;) {
+                rec.origin = grad_origin;
+                // Without the probe's answer (guards off): the parameter nearest the output whose
+                // gradient is non-finite (backward runs in reverse).
+                for (size_t i = amp.params.size(); !rec.origin && i-- > 0;) {
                     const auto& g = amp.params[i].grad();
                     if (g.defined() && !g.isfinite().all().item<bool>()) {
                         const auto& nm = amp.names[i];
                         const auto dot = nm.rfind('.');
                         rec.origin = Origin{"backward", dot == std::string::npos ? "" : nm.substr(0, dot),
-                                            "grad of " + nm, -1, {}};
+                                            "grad of " + nm, -1, {}, {}};
                         break;
                     }
                 }

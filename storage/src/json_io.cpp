@@ -50,7 +50,9 @@ ordered_json stats_json(const TensorStats& s) {
 
 ordered_json origin_json(const std::optional<Origin>& o) {
     if (!o) return nullptr;
-    return {{"stage", o->stage}, {"module", o->module}, {"op", o->op}, {"index", o->index}, {"samples", o->samples}};
+    json j = {{"stage", o->stage}, {"module", o->module}, {"op", o->op}, {"index", o->index}, {"samples", o->samples}};
+    if (!o->grad_fn.empty()) j["grad_fn"] = o->grad_fn;
+    return j;
 }
 
 ordered_json backend_json(const BackendReport& b) {

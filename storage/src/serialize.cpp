@@ -108,12 +108,15 @@ void read_header(const json& j, RunResult& r) {
 
 json origin(const std::optional<Origin>& o) {
     if (!o) return nullptr;
-    return {{"stage", o->stage}, {"module", o->module}, {"op", o->op}, {"index", o->index}, {"samples", o->samples}};
+    json j = {{"stage", o->stage}, {"module", o->module}, {"op", o->op}, {"index", o->index}, {"samples", o->samples}};
+    if (!o->grad_fn.empty()) j["grad_fn"] = o->grad_fn;
+    return j;
 }
 
 std::optional<Origin> read_origin(const json& j) {
     if (j.is_null()) return std::nullopt;
-    return Origin{j.at("stage"), j.at("module"), j.at("op"), j.at("index"), j.at("samples").get<std::vector<std::string>>()};
+    return Origin{j.at("stage"), j.at("module"), j.at("op"), j.at("index"), j.at("samples").get<std::vector<std::string>>(),
+                  j.value("grad_fn", std::string())};
 }
 
 }  // namespace ampscope::storage::ser

@@ -69,7 +69,7 @@ RunResult make_run(int samples = 6, int layers = 5, const std::string& model = "
         if (p == Precision::Fp16) {
             pass.outputs[0] = std::numeric_limits<float>::quiet_NaN();
             pass.nonfinite_samples = {"s0"};
-            pass.origin = Origin{"forward", "fc1", "aten::linear", 0, {"s0"}};
+            pass.origin = Origin{"forward", "fc1", "aten::linear", 0, {"s0"}, {}};
             pass.keep_fp32 = {"blocks.1.*"};
         }
         pass.quality = 0.5;

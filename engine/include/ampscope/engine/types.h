@@ -113,6 +113,7 @@ struct Origin {
     std::string op;
     int index = -1;
     std::vector<std::string> samples;
+    std::string grad_fn;  ///< backward: the autograd node the op ran in (e.g. "MmBackward0")
 };
 
 /// Result of one pass over the probe set.
