@@ -95,7 +95,7 @@ void print_train(std::ostream& os, const TrainResult& r, bool color) {
             last = st.scale;
         }
     os << "\n";
-    os << "    step   loss_ref    loss_amp    scale      skip  eff  grad_norm  divergence  non-finite\n";
+    os << "    step   loss_ref    loss_amp    scale      skip  eff  grad_norm  divergence  underflow  non-finite\n";
     const size_t n = r.steps.size();
     for (size_t i = 0; i < n; ++i) {
         if (n > 24 && i >= 10 && i + 10 < n) {
@@ -106,6 +106,8 @@ void print_train(std::ostream& os, const TrainResult& r, bool color) {
         char line[256];
         std::snprintf(line, sizeof line, "    %-6d %-11.5g %-11.5g %-10.4g %-5s %-4d %-10.4g %-11.3g ", st.step, st.loss_ref,
                       st.loss_amp, st.scale, st.skipped ? "yes" : "", st.effective_updates, st.grad_norm, st.divergence);
+        os << line;
+        std::snprintf(line, sizeof line, "%-10s ", st.grad_underflow >= 0 ? std::to_string(st.grad_underflow).c_str() : "-");
         os << line;
         if (!st.nonfinite_stage.empty()) {
             os << paint(st.nonfinite_stage, "31", color);

@@ -409,6 +409,17 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
             rec.grad_norm = norm_of(amp.params);
             if (s.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(amp.params, s.clip_grad_norm);
             bool grads_nonfinite = !std::isfinite(rec.grad_norm);
+            if (s.guards) {
+                at::NoGradGuard ng;
+                int64_t lost = 0;
+                for (size_t i = 0; i < amp.params.size() && i < ref.params.size(); ++i) {
+                    const auto& ga = amp.params[i].grad();
+                    const auto& gr = ref.params[i].grad();
+                    if (!ga.defined() || !gr.defined()) continue;
+                    lost += (ga.eq(0) & gr.ne(0)).sum().item<int64_t>();
+                }
+                rec.grad_underflow = lost;
+            }
             // Where the gradient went non-finite: before the step changes any weight.
             std::optional<Origin> grad_origin;
             if (s.guards && !out_nonfinite && !loss_nonfinite && (grads_nonfinite || (scaler.enabled() && scaler.impl().last_found_inf())))

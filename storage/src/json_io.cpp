@@ -164,6 +164,7 @@ std::string train_to_json(const TrainResult& r, int indent) {
                               {"scale", num(st.scale)}, {"found_inf", st.found_inf}, {"skipped", st.skipped},
                               {"effective_updates", st.effective_updates}, {"grad_norm", num(st.grad_norm)},
                               {"lr", num(st.lr)}, {"divergence", num(st.divergence)},
+                              {"grad_underflow", st.grad_underflow >= 0 ? ordered_json(st.grad_underflow) : ordered_json(nullptr)},
                               {"nonfinite_stage", st.nonfinite_stage.empty() ? ordered_json(nullptr) : ordered_json(st.nonfinite_stage)},
                               {"origin", origin_json(st.origin)}});
     j["summary"] = {{"iterations", r.iterations}, {"effective_updates", r.effective_updates}, {"skipped", r.skipped},

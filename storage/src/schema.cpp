@@ -111,6 +111,10 @@ CREATE TABLE layer_chunks(
   data BLOB NOT NULL,
   PRIMARY KEY(pass_id, first_idx)) WITHOUT ROWID;
 )sql",
+        // v5: gradient elements lost to underflow per training step
+        R"sql(
+ALTER TABLE training_steps ADD COLUMN grad_underflow INTEGER;
+)sql",
     };
     return m;
 }

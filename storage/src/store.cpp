@@ -398,7 +398,7 @@ std::string Store::header_json(const std::string& uuid) const {
 
 std::vector<TrainStep> Store::training_steps(const std::string& uuid) const {
     Stmt s(db_, "SELECT t.step, t.loss_ref, t.loss_amp, t.scale, t.found_inf, t.skipped, t.effective_updates, t.grad_norm, "
-                "t.lr, t.divergence, COALESCE(t.nonfinite_stage,''), t.origin_json FROM training_steps t "
+                "t.lr, t.divergence, COALESCE(t.nonfinite_stage,''), t.origin_json, COALESCE(t.grad_underflow, -1) FROM training_steps t "
                 "JOIN runs r ON r.id = t.run_id WHERE r.uuid=?1 ORDER BY t.step");
     s.bind(1, uuid);
     std::vector<TrainStep> out;
@@ -408,6 +408,7 @@ std::vector<TrainStep> Store::training_steps(const std::string& uuid) const {
         st.found_inf = s.i64(4); st.skipped = s.i64(5); st.effective_updates = int(s.i64(6)); st.grad_norm = s.f64(7);
         st.lr = s.f64(8); st.divergence = s.f64(9); st.nonfinite_stage = s.text(10);
         if (!s.is_null(11)) st.origin = ser::read_origin(json::parse(s.text(11)));
+        st.grad_underflow = s.i64(12);
         out.push_back(std::move(st));
     }
     return out;

@@ -195,18 +195,21 @@ class DemoTrainingStory(unittest.TestCase):
             self.assertIn("skipped steps: 0", out)
 
     def test_autocast_only_fp16_on_the_demo(self):
-        """What the demo shows (README): gradients are O(1), so autocast-only FP16 neither
-        overflows nor visibly underflows; without the scaler's skipped steps it stays closer
-        to the FP32 weights than FP16 with the scaler does."""
+        """What the demo shows (README): autocast-only FP16 underflows. Gradient elements that
+        FP32 has and FP16 flushes to zero grow as the loss falls (hundreds, then over a
+        thousand per step); with the scaler almost none are lost. It never overflows, so
+        nothing is skipped."""
         args = ["--model", "demo:transformer", "--data", "demo", "--steps", 40, "--device", "cpu"]
         rc, plain = train_json(*args, "--no-scaler")
         rc2, scaled = train_json(*args)
         self.assertEqual((rc, rc2), (0, 0))
         self.assertEqual(plain["summary"]["skipped"], 0)
         self.assertTrue(all(s["nonfinite_stage"] is None for s in plain["steps"]))
-        self.assertLess(as_float(plain["steps"][-1]["divergence"]), as_float(scaled["steps"][-1]["divergence"]))
-        self.assertAlmostEqual(as_float(plain["steps"][-1]["loss_amp"]), as_float(plain["steps"][-1]["loss_ref"]),
-                               delta=0.05 * as_float(plain["steps"][-1]["loss_ref"]))
+        lost_plain = [s["grad_underflow"] for s in plain["steps"]]
+        lost_scaled = [s["grad_underflow"] for s in scaled["steps"] if not s["skipped"]]
+        self.assertTrue(all(x is not None and x > 0 for x in lost_plain), lost_plain)
+        self.assertGreater(sum(lost_plain[-10:]), 3 * sum(lost_plain[:10]), "underflow grows as the loss falls")
+        self.assertGreater(sum(lost_plain), 50 * max(1, sum(lost_scaled)), (lost_plain, lost_scaled))
 
     def test_lr_schedule_follows_effective_updates(self):
         rc, r = train_json("--model", "demo:transformer", "--data", "demo", "--steps", 6, "--device", "cpu",

@@ -296,8 +296,9 @@ TEST(Store, MigratesFromEveryOlderVersion) {
         }
         // rebuild the file at version `from`: layer statistics as rows of `layers` (how versions
         // before 4 wrote them), and drop what later migrations added
-        move_layers_to_rows(path);
-        std::string drop = "DROP TABLE layer_chunks; ";
+        if (from < 4) move_layers_to_rows(path);
+        std::string drop = "ALTER TABLE training_steps DROP COLUMN grad_underflow; ";
+        if (from < 4) drop += "DROP TABLE layer_chunks; ";
         if (from < 3) drop += "DROP TABLE benchmarks; DROP INDEX IF EXISTS comparisons_verdict; ";
         if (from < 2) drop += "DROP TABLE checkpoints; DROP TABLE training_steps; ";
         raw_exec(path, drop + "PRAGMA user_version=" + std::to_string(from));

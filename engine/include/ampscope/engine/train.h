@@ -88,6 +88,9 @@ struct TrainStep {
     double grad_norm = 0;        ///< of the unscaled AMP gradients (inf/nan when not finite)
     double lr = 0;
     double divergence = 0;       ///< ||w_amp - w_ref|| / ||w_ref||
+    /// Gradient elements lost to underflow: zero in the AMP gradient (after unscaling) where
+    /// the FP32 reference's is not (guards on; -1 when not measured).
+    int64_t grad_underflow = -1;
     std::string nonfinite_stage; ///< "" | forward | loss | gradient
     std::optional<Origin> origin;
 };
