@@ -4,6 +4,8 @@
 // criteria locked after start.
 #include <QAbstractItemModelTester>
 #include <QChartView>
+#include <QMenu>
+#include <QScatterSeries>
 #include <QElapsedTimer>
 #include <QImage>
 #include <QSignalSpy>
@@ -15,6 +17,7 @@
 #include <set>
 
 #include "ampscope/engine/train.h"
+#include "charts.h"
 #include "ampscope/storage/store.h"
 #include "mainwindow.h"
 #include "models.h"
@@ -103,6 +106,71 @@ private Q_SLOTS:
         }
         QVERIFY(w.layerModel()->rowCount() > 0);
         QVERIFY(w.flipModel()->rowCount() > 0);
+    }
+
+    void chartsNameWhatIsHovered() {
+        storage::Store store(db_.toStdString());
+        const auto run = store.load_run(uuid_);
+        std::unique_ptr<QChart> deltas(makeDeltaChart(run));
+        bool found = false;
+        for (auto* s : deltas->series()) {
+            auto* xy = qobject_cast<QScatterSeries*>(s);
+            if (!xy || xy->count() == 0) continue;
+            const QPointF p = xy->at(xy->count() - 1);
+            Q_EMIT xy->hovered(p, true);
+            const QString tip = xy->property("ampscopeTip").toString();
+            const int i = int(std::lround(p.x()));
+            QVERIFY2(tip.startsWith(QString::fromStdString(run.samples[size_t(i)].id) + QStringLiteral(" (")), qPrintable(tip));
+            QVERIFY(tip.contains(QStringLiteral("|Δ|")));
+            found = true;
+        }
+        QVERIFY(found);
+        std::unique_ptr<QChart> layers(makeLayerChart(run.passes[1]));
+        bool origin = false;
+        for (auto* s : layers->series()) {
+            auto* xy = qobject_cast<QScatterSeries*>(s);
+            if (!xy || xy->name() != QStringLiteral("origin of NaN/Inf") || xy->count() == 0) continue;
+            Q_EMIT xy->hovered(xy->at(0), true);
+            const QString tip = xy->property("ampscopeTip").toString();
+            QVERIFY2(tip.contains(QStringLiteral("NaN/Inf born here")) && tip.contains(QStringLiteral("embed")), qPrintable(tip));
+            origin = true;
+        }
+        QVERIFY(origin);
+    }
+
+    void recentDatabasesAreOffered() {
+        MainWindow w;
+        QVERIFY(w.openDatabase(db_));
+        auto* menu = w.findChild<QMenu*>(QStringLiteral("recentMenu"));
+        QVERIFY(menu);
+        Q_EMIT menu->aboutToShow();
+        bool listed = false;
+        for (auto* a : menu->actions()) listed = listed || a->data().toString() == db_;
+        QVERIFY(listed);
+    }
+
+    void darkPaletteDarkensTheCharts() {
+        QPalette dark;
+        dark.setColor(QPalette::Window, QColor(30, 30, 30));
+        dark.setColor(QPalette::Base, QColor(20, 20, 20));
+        dark.setColor(QPalette::WindowText, QColor(230, 230, 230));
+        dark.setColor(QPalette::Text, QColor(230, 230, 230));
+        const QPalette before = QApplication::palette();
+        QApplication::setPalette(dark);
+        MainWindow w;
+        QVERIFY(w.openDatabase(db_));
+        w.resize(1280, 820);
+        w.show();
+        w.showRun(QString::fromStdString(uuid_));
+        w.tabs()->setCurrentIndex(1);
+        QCoreApplication::processEvents();
+        auto* view = w.tabs()->currentWidget()->findChild<QChartView*>();
+        QVERIFY(view && view->chart());
+        QCOMPARE(view->chart()->backgroundBrush().color(), QColor(20, 20, 20));
+        const QImage img = view->grab().toImage();
+        QVERIFY(qGray(img.pixel(5, 5)) < 80);  // the frame is dark, not the default white
+        QVERIFY(colours(img) > 10);
+        QApplication::setPalette(before);
     }
 
     void trainingRunRendersInTheTrainingView() {

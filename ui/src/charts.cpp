@@ -5,6 +5,10 @@
 #include <QBarSeries>
 #include <QBarSet>
 #include <QChart>
+#include <QLegend>
+#include <QPalette>
+#include <QCursor>
+#include <QToolTip>
 #include <QLineSeries>
 #include <QLogValueAxis>
 #include <QPainter>
@@ -45,6 +49,44 @@ QLogValueAxis* logAxis(const QString& title, double lo, double hi) {
 
 }  // namespace
 
+void applyPalette(QChart* chart, const QPalette& pal) {
+    // Colours of the chart's frame from the widget palette (light or dark); the series keep
+    // their colours (QChart::setTheme would reset them).
+    const QColor text = pal.color(QPalette::WindowText), base = pal.color(QPalette::Base);
+    const QColor grid = pal.color(QPalette::Mid);
+    chart->setBackgroundBrush(base);
+    chart->setPlotAreaBackgroundVisible(false);
+    chart->setTitleBrush(text);
+    chart->legend()->setLabelColor(text);
+    for (auto* a : chart->axes()) {
+        a->setLabelsColor(text);
+        a->setTitleBrush(text);
+        a->setGridLineColor(grid);
+        a->setLinePenColor(grid);
+    }
+}
+
+void attachTooltips(QXYSeries* s, const QStringList& texts) {
+    // texts[i] belongs to the series' i-th point; the hovered point is found by value (the
+    // series hands over the data point under the cursor), else the nearest one.
+    QObject::connect(s, &QXYSeries::hovered, s, [s, texts](const QPointF& p, bool on) {
+        if (!on) {
+            QToolTip::hideText();
+            return;
+        }
+        const auto& pts = s->points();
+        qsizetype best = -1;
+        double bd = 0;
+        for (qsizetype i = 0; i < pts.size() && i < texts.size(); ++i) {
+            const double d = std::abs(pts[i].x() - p.x()) + std::abs(std::log10(std::max(pts[i].y(), kFloor)) - std::log10(std::max(p.y(), kFloor)));
+            if (best < 0 || d < bd) { best = i; bd = d; }
+        }
+        if (best < 0) return;
+        s->setProperty("ampscopeTip", texts[best]);  // what was shown (tests read it)
+        QToolTip::showText(QCursor::pos(), texts[best]);
+    });
+}
+
 QChart* makeDeltaChart(const RunResult& run) {
     auto* chart = new QChart;
     chart->setTitle(QStringLiteral("Per-sample |Δ| vs FP32 reference (non-finite samples drawn at the top)"));
@@ -63,8 +105,18 @@ QChart* makeDeltaChart(const RunResult& run) {
     chart->addAxis(y, Qt::AlignLeft);
     for (const auto& c : run.comparisons) {
         std::map<std::string, QScatterSeries*> by_tag;
+        std::map<std::string, QStringList> tips;
         for (size_t i = 0; i < c.deltas.size(); ++i) {
             const auto& d = c.deltas[i];
+            QString tip = QStringLiteral("%1 (%2), %3\n|Δ| %4, relative %5")
+                              .arg(qs(d.sample), qs(d.tag), qs(to_string(c.precision)))
+                              .arg(d.finite ? QString::number(d.abs, 'g', 4) : QStringLiteral("non-finite"))
+                              .arg(QString::number(d.rel, 'g', 4));
+            if (i < c.ref_decisions.size())
+                tip += QStringLiteral("\ndecision: reference %1, AMP %2%3")
+                           .arg(c.ref_decisions[i]).arg(c.amp_decisions[i])
+                           .arg(c.ref_decisions[i] != c.amp_decisions[i] ? QStringLiteral(" (flipped)") : QString());
+            tips[d.tag] << tip;
             auto*& s = by_tag[d.tag];
             if (!s) {
                 s = new QScatterSeries;
@@ -81,6 +133,7 @@ QChart* makeDeltaChart(const RunResult& run) {
             chart->addSeries(s);
             s->attachAxis(x);
             s->attachAxis(y);
+            attachTooltips(s, tips[tag]);
         }
     }
     auto* tol = new QLineSeries;
@@ -136,7 +189,7 @@ QChart* makeFlipChart(const RunResult& run) {
     const auto& ref = run.passes.front();
     const int k = ref.num_outputs;
     double mlo = 1e300, mhi = 0, dlo = 1e300, dhi = 0;
-    struct P { double margin, delta; bool flip; Precision p; };
+    struct P { double margin, delta; bool flip; Precision p; QString tip; };
     std::vector<P> pts;
     for (const auto& c : run.comparisons) {
         for (size_t i = 0; i < c.deltas.size() && i < c.ref_decisions.size(); ++i) {
@@ -147,7 +200,12 @@ QChart* makeFlipChart(const RunResult& run) {
             }
             const double m = std::max(t1 - t2, kFloor);
             const double d = c.deltas[i].finite ? std::max(c.deltas[i].abs, kFloor) : -1;
-            pts.push_back({m, d, c.ref_decisions[i] != c.amp_decisions[i], c.precision});
+            pts.push_back({m, d, c.ref_decisions[i] != c.amp_decisions[i], c.precision,
+                           QStringLiteral("%1 (%2), %3\nreference margin %4, |Δ| %5\ndecision: reference %6, AMP %7")
+                               .arg(qs(c.deltas[i].sample), qs(c.deltas[i].tag), qs(to_string(c.precision)))
+                               .arg(m, 0, 'g', 4)
+                               .arg(d > 0 ? QString::number(d, 'g', 4) : QStringLiteral("non-finite"))
+                               .arg(c.ref_decisions[i]).arg(c.amp_decisions[i])});
             mlo = std::min(mlo, m); mhi = std::max(mhi, m);
             if (d > 0) { dlo = std::min(dlo, d); dhi = std::max(dhi, d); }
         }
@@ -159,7 +217,9 @@ QChart* makeFlipChart(const RunResult& run) {
     chart->addAxis(x, Qt::AlignBottom);
     chart->addAxis(y, Qt::AlignLeft);
     std::map<std::pair<int, bool>, QScatterSeries*> series;
+    std::map<std::pair<int, bool>, QStringList> tips;
     for (const auto& p : pts) {
+        tips[{int(p.p), p.flip}] << p.tip;
         auto*& s = series[{int(p.p), p.flip}];
         if (!s) {
             s = new QScatterSeries;
@@ -175,6 +235,7 @@ QChart* makeFlipChart(const RunResult& run) {
         chart->addSeries(s);
         s->attachAxis(x);
         s->attachAxis(y);
+        attachTooltips(s, tips[key]);
     }
     return chart;
 }
@@ -210,11 +271,23 @@ QChart* makeLayerChart(const PassResult& pass) {
     origin->setColor(QColor(220, 30, 30));
     origin->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
     origin->setMarkerSize(14);
+    QStringList tf, tp, to;
     for (const auto& l : pass.layers) {
         const double v = l.stats.absmax > 0 ? l.stats.absmax : std::max(lo, kFloor);
         line->append(l.index, v);
-        (l.origin ? origin : l.stats.nonfinite() ? prop : finite)->append(l.index, l.origin || l.stats.nonfinite() ? hi * 2 : v);
+        auto* s = l.origin ? origin : l.stats.nonfinite() ? prop : finite;
+        s->append(l.index, l.origin || l.stats.nonfinite() ? hi * 2 : v);
+        const QString tip = QStringLiteral("#%1 %2 %3 (%4)\nabsmax %5; NaN %6, +Inf %7, -Inf %8\noverflow %9, subnormal %10%11")
+                                .arg(l.index).arg(qs(l.module.empty() ? std::string("(root)") : l.module), qs(l.op), qs(l.dtype))
+                                .arg(l.stats.absmax, 0, 'g', 4).arg(l.stats.nan).arg(l.stats.posinf).arg(l.stats.neginf)
+                                .arg(bf ? l.stats.bf16_overflow : l.stats.fp16_overflow)
+                                .arg(bf ? l.stats.bf16_subnormal : l.stats.fp16_subnormal)
+                                .arg(l.origin ? QStringLiteral("\nNaN/Inf born here") : QString());
+        (s == origin ? to : s == prop ? tp : tf) << tip;
     }
+    attachTooltips(finite, tf);
+    attachTooltips(prop, tp);
+    attachTooltips(origin, to);
     auto* lim = new QLineSeries;
     lim->setName(bf ? QStringLiteral("BF16 max") : QStringLiteral("FP16 max 65504"));
     lim->append(-1, limit);

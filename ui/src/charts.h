@@ -3,11 +3,14 @@
 // Chart builders for the run views (Qt Charts), and image export of any chart.
 
 #include <QString>
+#include <QStringList>
 
 #include "ampscope/engine/run.h"
 #include "ampscope/engine/train.h"
 
 class QChart;
+class QXYSeries;
+class QPalette;
 class QChartView;
 class QWidget;
 
@@ -30,6 +33,12 @@ QChart* makeScaleChart(const std::vector<TrainStep>& steps);
 QChart* makeUpdatesChart(const std::vector<TrainStep>& steps);
 /// Training: unscaled gradient norm and weight divergence (log axis).
 QChart* makeGradChart(const std::vector<TrainStep>& steps);
+
+/// Frame, text and grid colours from the palette (dark palettes included).
+void applyPalette(QChart* chart, const QPalette& pal);
+
+/// Hovering point i of `s` shows texts[i] as a tool tip (sample id and values, op and stats).
+void attachTooltips(QXYSeries* s, const QStringList& texts);
 
 /// Writes `widget` as PNG (by extension .png) or SVG (.svg). Returns an error message or "".
 QString exportImage(QWidget* widget, const QString& path);

@@ -14,6 +14,8 @@
 #include <QInputDialog>
 #include <QLabel>
 #include <QLineEdit>
+#include <QFileInfo>
+#include <QMenu>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
@@ -215,6 +217,10 @@ void MainWindow::buildMenus() {
                                                     QStringLiteral("ampscope databases (*.sqlite *.ampscope *.db);;All files (*)"));
         if (!f.isEmpty()) openDatabase(f);
     });
+    recentMenu_ = file->addMenu(QStringLiteral("Open &recent"));
+    recentMenu_->setObjectName(QStringLiteral("recentMenu"));
+    connect(recentMenu_, &QMenu::aboutToShow, this, &MainWindow::fillRecentMenu);
+    fillRecentMenu();
     add(file, QStringLiteral("&New run…"), QKeySequence::New, &MainWindow::newRun);
     file->addSeparator();
     add(file, QStringLiteral("&Import runs…"), QKeySequence(QStringLiteral("Ctrl+I")), [this] { importFile(); });
@@ -266,6 +272,25 @@ bool MainWindow::openDatabase(const QString& path) {
     current_.clear();
     refreshRuns();
     return true;
+}
+
+void MainWindow::fillRecentMenu() {
+    recentMenu_->clear();
+    const auto recent = QSettings().value(QStringLiteral("recentDatabases")).toStringList();
+    int n = 0;
+    for (const auto& path : recent) {
+        auto* a = recentMenu_->addAction(QStringLiteral("&%1  %2").arg(++n).arg(path));
+        a->setData(path);
+        a->setEnabled(QFileInfo::exists(path));  // moved or deleted files stay listed, greyed
+        connect(a, &QAction::triggered, this, [this, path] { openDatabase(path); });
+    }
+    if (recent.isEmpty()) recentMenu_->addAction(QStringLiteral("(none yet)"))->setEnabled(false);
+    else {
+        recentMenu_->addSeparator();
+        connect(recentMenu_->addAction(QStringLiteral("Clear list")), &QAction::triggered, this, [] {
+            QSettings().remove(QStringLiteral("recentDatabases"));
+        });
+    }
 }
 
 QString MainWindow::databasePath() const { return store_ ? QString::fromStdString(store_->path()) : QString(); }

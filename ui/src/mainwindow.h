@@ -19,6 +19,7 @@ class QProgressBar;
 class QPushButton;
 class QSortFilterProxyModel;
 class QTabWidget;
+class QMenu;
 class QTableView;
 class QTextBrowser;
 
@@ -81,6 +82,7 @@ protected:
 private:
     void buildUi();
     void buildMenus();
+    void fillRecentMenu();
     void showLayersOf(int passIndex);
     void setRunning(bool running);
     void error(const QString& title, const QString& message);
@@ -98,6 +100,7 @@ private:
     QTableView* runView_ = nullptr;
     QLineEdit* filter_ = nullptr;
     QTabWidget* tabs_ = nullptr;
+    QMenu* recentMenu_ = nullptr;
     QTextBrowser* overview_ = nullptr;
     QChartView* deltaChart_ = nullptr;
     QChartView* histChart_ = nullptr;

@@ -23,6 +23,7 @@ namespace ampscope::ui {
 namespace {
 void setChart(QChartView* view, QChart* chart) {
     QChart* old = view->chart();
+    applyPalette(chart, view->palette());
     view->setChart(chart);
     delete old;
 }
