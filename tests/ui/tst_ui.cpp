@@ -23,6 +23,7 @@
 #include "models.h"
 #include "newrundialog.h"
 #include "runcontroller.h"
+#include "trainingdialog.h"
 
 using namespace ampscope;
 using namespace ampscope::ui;
@@ -171,6 +172,46 @@ private Q_SLOTS:
         QVERIFY(qGray(img.pixel(5, 5)) < 80);  // the frame is dark, not the default white
         QVERIFY(colours(img) > 10);
         QApplication::setPalette(before);
+    }
+
+    void trainingRunStartedFromTheGui() {
+        // The dialog's spec, run by the controller on its worker: steps recorded, the run
+        // listed as a training run, the UI thread never blocked for long.
+        TrainingDialog dlg;
+        TrainSpec want;
+        want.model = "demo:mlp";
+        want.steps = 8;
+        want.batch_size = 8;
+        want.scaler.enabled = false;  // isolation: autocast only
+        want.keep_fp32 = {"head"};
+        want.device = "cpu";
+        dlg.setSpec(want);
+        const TrainSpec got = dlg.spec();
+        QCOMPARE(got.model, want.model);
+        QCOMPARE(got.steps, 8);
+        QVERIFY(!got.scaler.enabled && got.autocast);
+        QCOMPARE(got.keep_fp32, want.keep_fp32);
+        QTemporaryDir dir;
+        const QString db = dir.filePath(QStringLiteral("gui-train.sqlite"));
+        { storage::Store s(db.toStdString()); }
+        RunController c;
+        QSignalSpy done(&c, &RunController::finished);
+        QSignalSpy failed(&c, &RunController::failed);
+        QElapsedTimer beat;
+        qint64 worst = 0;
+        QTimer hb;
+        connect(&hb, &QTimer::timeout, [&] { worst = std::max(worst, beat.restart()); });
+        beat.start();
+        hb.start(10);
+        QVERIFY(c.startTraining(got, db));
+        QTRY_VERIFY_WITH_TIMEOUT(done.count() + failed.count() > 0, 60000);
+        QCOMPARE(failed.count(), 0);
+        QVERIFY2(worst < 100, qPrintable(QStringLiteral("UI thread blocked %1 ms").arg(worst)));
+        const auto uuid = done.at(0).at(0).toString().toStdString();
+        QVERIFY(done.at(0).at(1).toString().contains(QStringLiteral("of 8 updates")));
+        storage::Store s(db.toStdString());
+        QCOMPARE(s.kind(uuid), std::string("train"));
+        QCOMPARE(int(s.training_steps(uuid).size()), 8);
     }
 
     void trainingRunRendersInTheTrainingView() {

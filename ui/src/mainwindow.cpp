@@ -35,6 +35,7 @@
 #include "ampscope/engine/errors.h"
 #include "models.h"
 #include "newrundialog.h"
+#include "trainingdialog.h"
 #include "runcontroller.h"
 
 namespace ampscope::ui {
@@ -222,6 +223,7 @@ void MainWindow::buildMenus() {
     connect(recentMenu_, &QMenu::aboutToShow, this, &MainWindow::fillRecentMenu);
     fillRecentMenu();
     add(file, QStringLiteral("&New run…"), QKeySequence::New, &MainWindow::newRun);
+    add(file, QStringLiteral("New &training run…"), QKeySequence(QStringLiteral("Ctrl+Shift+N")), &MainWindow::newTrainingRun);
     file->addSeparator();
     add(file, QStringLiteral("&Import runs…"), QKeySequence(QStringLiteral("Ctrl+I")), [this] { importFile(); });
     add(file, QStringLiteral("&Export selected runs…"), QKeySequence(QStringLiteral("Ctrl+E")), &MainWindow::exportSelected);
@@ -325,6 +327,39 @@ void MainWindow::newRun() {
     } catch (const InputError& e) {
         error(QStringLiteral("Bad input"), QString::fromStdString(e.what()));
     }
+}
+
+void MainWindow::newTrainingRun() {
+    if (!store_) return;
+    TrainingDialog dlg(this);
+    QSettings st;
+    if (st.contains(QStringLiteral("training/model"))) {
+        TrainSpec last;
+        last.model = st.value(QStringLiteral("training/model")).toString().toStdString();
+        last.data = st.value(QStringLiteral("training/data"), QStringLiteral("demo")).toString().toStdString();
+        last.steps = st.value(QStringLiteral("training/steps"), 50).toInt();
+        dlg.setSpec(last);
+    }
+    if (dlg.exec() != QDialog::Accepted) return;
+    try {
+        const auto spec = dlg.spec();
+        st.setValue(QStringLiteral("training/model"), QString::fromStdString(spec.model));
+        st.setValue(QStringLiteral("training/data"), QString::fromStdString(spec.data));
+        st.setValue(QStringLiteral("training/steps"), spec.steps);
+        startTraining(spec);
+    } catch (const InputError& e) {
+        error(QStringLiteral("Bad input"), QString::fromStdString(e.what()));
+    }
+}
+
+bool MainWindow::startTraining(const TrainSpec& spec) {
+    if (!store_) return false;
+    if (!controller_->startTraining(spec, databasePath())) {
+        error(QStringLiteral("A run is going"), QStringLiteral("Wait for the current run to finish or cancel it."));
+        return false;
+    }
+    setRunning(true);
+    return true;
 }
 
 void MainWindow::keepModuleInFp32() {

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "ampscope/engine/run.h"
+#include "ampscope/engine/train.h"
 #include "ampscope/storage/store.h"
 
 class QChartView;
@@ -60,6 +61,8 @@ public:
 public Q_SLOTS:
     void refreshRuns();
     void newRun();
+    void newTrainingRun();
+    bool startTraining(const TrainSpec& spec);
     void importFile(const QString& path = {});
     void exportSelected();
     void exportReport();

@@ -67,41 +67,85 @@ void RunController::deliver(quint64 job, std::function<void()> fn) {
     }, Qt::QueuedConnection);
 }
 
+/// Records training steps and tells the UI, at most about five times a second.
+class TrainSinkUi : public storage::TrainWriter {
+public:
+    TrainSinkUi(storage::Store& s, std::function<void(const std::string&)> landed) : TrainWriter(s), landed_(std::move(landed)) {}
+    void step_finished(const TrainStep& st) override {
+        TrainWriter::step_finished(st);
+        const auto now = std::chrono::steady_clock::now();
+        if (now - last_ < std::chrono::milliseconds(200)) return;
+        last_ = now;
+        landed_(run_uuid());
+    }
+
+private:
+    std::function<void(const std::string&)> landed_;
+    std::chrono::steady_clock::time_point last_{};
+};
+
 bool RunController::start(const RunSpec& spec, const QString& db_path) {
     if (running_) return false;
-    if (worker_.joinable()) worker_.join();
     spec_ = spec;
+    return launch([spec](storage::Store& store, ProgressObserver& prog, std::function<void(const std::string&)> landed,
+                         std::string& uuid) {
+        Sink sink(store, landed);
+        try {
+            auto r = run_comparison(spec, &sink, &prog);
+            return std::make_pair(r.run_id, to_string(r.verdict));
+        } catch (...) {
+            uuid = sink.run_uuid();
+            throw;
+        }
+    }, db_path);
+}
+
+bool RunController::startTraining(const TrainSpec& spec, const QString& db_path) {
+    if (running_) return false;
+    return launch([spec](storage::Store& store, ProgressObserver& prog, std::function<void(const std::string&)> landed,
+                         std::string& uuid) {
+        TrainSinkUi sink(store, landed);
+        try {
+            auto r = run_training(spec, &sink, &prog);
+            return std::make_pair(r.run_id, std::to_string(r.effective_updates) + " of " + std::to_string(r.iterations) +
+                                                " updates took effect");
+        } catch (...) {
+            uuid = sink.run_uuid();
+            throw;
+        }
+    }, db_path);
+}
+
+bool RunController::launch(Work work, const QString& db_path) {
+    if (worker_.joinable()) worker_.join();
     cancel_ = false;
     running_ = true;
     const quint64 job = ++job_;
     Q_EMIT started(job);
     const std::string path = db_path.toStdString();
-    worker_ = std::thread([this, job, path, spec = spec_] {
+    worker_ = std::thread([this, job, path, work = std::move(work)] {
         std::string uuid;
         try {
             storage::Store store(path);
-            Sink sink(store, [this, job](const std::string& u) {
+            auto landed = [this, job](const std::string& u) {
                 deliver(job, [this, u] { Q_EMIT partialResult(QString::fromStdString(u)); });
-            });
+            };
             Progress prog(cancel_, [this, job](const std::string& stage, int permille) {
                 deliver(job, [this, stage, permille] { Q_EMIT progress(QString::fromStdString(stage), permille); });
             });
             try {
-                auto r = run_comparison(spec, &sink, &prog);
-                uuid = r.run_id;
-                const auto verdict = to_string(r.verdict);
-                deliver(job, [this, uuid, verdict] {
+                auto [id, verdict] = work(store, prog, landed, uuid);
+                uuid = id;
+                deliver(job, [this, uuid, verdict = verdict] {
                     running_ = false;
                     Q_EMIT finished(QString::fromStdString(uuid), QString::fromStdString(verdict));
                 });
             } catch (const Cancelled&) {
-                uuid = sink.run_uuid();
                 deliver(job, [this, uuid] {
                     running_ = false;
                     Q_EMIT cancelled(QString::fromStdString(uuid));
                 });
             } catch (const std::exception& e) {
-                uuid = sink.run_uuid();
                 const std::string msg = e.what();
                 deliver(job, [this, uuid, msg] {
                     running_ = false;

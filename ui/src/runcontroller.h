@@ -11,6 +11,11 @@
 #include <thread>
 
 #include "ampscope/engine/run.h"
+#include "ampscope/engine/train.h"
+
+namespace ampscope::storage {
+class Store;
+}
 
 namespace ampscope::ui {
 
@@ -23,6 +28,10 @@ public:
     /// Starts a run recorded into `db_path`. The spec (criteria included) is frozen from here
     /// on: spec() returns the copy in use. Returns false when a run is already going.
     bool start(const RunSpec& spec, const QString& db_path);
+    /// Starts a training run (FP32 reference and AMP side by side) recorded into `db_path`;
+    /// partialResult follows the recorded steps (at most ~5 per second), finished's verdict
+    /// says how many updates took effect.
+    bool startTraining(const TrainSpec& spec, const QString& db_path);
     void cancel();
     bool running() const { return running_; }
     const RunSpec& spec() const { return spec_; }
@@ -40,6 +49,11 @@ Q_SIGNALS:
 
 private:
     void deliver(quint64 job, std::function<void()> fn);
+    /// Common worker: `work` runs the engine with the store, progress and landed callback and
+    /// returns {uuid, verdict}; `uuid_now` tells the run id recorded so far (for failures).
+    using Work = std::function<std::pair<std::string, std::string>(storage::Store&, ProgressObserver&,
+                                                                   std::function<void(const std::string&)>, std::string&)>;
+    bool launch(Work work, const QString& db_path);
     RunSpec spec_;
     std::atomic<bool> cancel_{false};
     bool running_ = false;

@@ -1,0 +1,190 @@
+// SPDX-License-Identifier: MIT
+#include "trainingdialog.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDialogButtonBox>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QVBoxLayout>
+
+#include <cmath>
+
+#include "ampscope/engine/errors.h"
+#include "ampscope/engine/run.h"
+
+namespace ampscope::ui {
+
+namespace {
+QDoubleSpinBox* number(double lo, double hi, double v, int decimals) {
+    auto* b = new QDoubleSpinBox;
+    b->setRange(lo, hi);
+    b->setDecimals(decimals);
+    b->setValue(v);
+    return b;
+}
+QSpinBox* integer(int lo, int hi, int v) {
+    auto* b = new QSpinBox;
+    b->setRange(lo, hi);
+    b->setValue(v);
+    return b;
+}
+QHBoxLayout* withBrowse(QWidget* parent, QWidget* field, const QString& title, const QString& filter,
+                        std::function<void(const QString&)> set) {
+    auto* row = new QHBoxLayout;
+    auto* b = new QPushButton(QStringLiteral("Browse…"));
+    QObject::connect(b, &QPushButton::clicked, parent, [parent, title, filter, set] {
+        const auto f = QFileDialog::getOpenFileName(parent, title, {}, filter);
+        if (!f.isEmpty()) set(f);
+    });
+    row->addWidget(field, 1);
+    row->addWidget(b);
+    return row;
+}
+}  // namespace
+
+TrainingDialog::TrainingDialog(QWidget* parent) : QDialog(parent) {
+    setWindowTitle(QStringLiteral("New training run (FP32 reference and AMP side by side)"));
+    auto* form = new QFormLayout;
+    model_ = new QComboBox;
+    model_->setEditable(true);
+    for (const auto& m : demo_models()) model_->addItem(QStringLiteral("demo:") + QString::fromStdString(m));
+    form->addRow(QStringLiteral("Model"), withBrowse(this, model_, QStringLiteral("TorchScript model"),
+                                                     QStringLiteral("TorchScript (*.pt *.pth);;All files (*)"),
+                                                     [this](const QString& f) { model_->setCurrentText(f); }));
+    data_ = new QLineEdit(QStringLiteral("demo"));
+    data_->setToolTip(QStringLiteral("\"demo\", or a .pt/.csv file with inputs and labels or targets (file order, no shuffling)"));
+    form->addRow(QStringLiteral("Data"), withBrowse(this, data_, QStringLiteral("Training data"),
+                                                    QStringLiteral("Data (*.pt *.csv);;All files (*)"),
+                                                    [this](const QString& f) { data_->setText(f); }));
+    steps_ = integer(1, 1000000, 50);
+    form->addRow(QStringLiteral("Iterations"), steps_);
+    batch_ = integer(1, 1 << 20, 16);
+    form->addRow(QStringLiteral("Batch size"), batch_);
+    accumulate_ = integer(1, 1024, 1);
+    form->addRow(QStringLiteral("Micro-batches per step (accumulation)"), accumulate_);
+    loss_ = new QComboBox;
+    loss_->addItems({QStringLiteral("auto (ce with labels, mse with targets)"), QStringLiteral("ce"), QStringLiteral("mse")});
+    form->addRow(QStringLiteral("Loss"), loss_);
+    optimizer_ = new QComboBox;
+    optimizer_->addItems({QStringLiteral("sgd"), QStringLiteral("adam"), QStringLiteral("adamw")});
+    form->addRow(QStringLiteral("Optimizer"), optimizer_);
+    lr_ = number(0, 100, 0.05, 6);
+    form->addRow(QStringLiteral("Learning rate"), lr_);
+    momentum_ = number(0, 1, 0, 4);
+    form->addRow(QStringLiteral("Momentum (SGD)"), momentum_);
+    weight_decay_ = number(0, 10, 0, 6);
+    form->addRow(QStringLiteral("Weight decay"), weight_decay_);
+    schedule_ = new QComboBox;
+    schedule_->addItems({QStringLiteral("constant"), QStringLiteral("cosine (over effective updates)"),
+                         QStringLiteral("cosine (over iterations)")});
+    form->addRow(QStringLiteral("LR schedule"), schedule_);
+    precision_ = new QComboBox;
+    precision_->addItems({QStringLiteral("fp16"), QStringLiteral("bf16")});
+    form->addRow(QStringLiteral("AMP precision"), precision_);
+    isolation_ = new QComboBox;
+    isolation_->addItems({QStringLiteral("autocast + loss scaling"), QStringLiteral("autocast only (no scaler)"),
+                          QStringLiteral("loss scaling only (FP32 compute)")});
+    isolation_->setToolTip(QStringLiteral("Isolation modes tell which half of AMP causes trouble"));
+    form->addRow(QStringLiteral("Isolation"), isolation_);
+    init_scale_ = number(1, 1e30, 65536, 1);
+    form->addRow(QStringLiteral("Initial loss scale"), init_scale_);
+    growth_interval_ = integer(1, 1 << 30, 2000);
+    form->addRow(QStringLiteral("Scale growth interval"), growth_interval_);
+    clip_ = number(0, 1e9, 0, 4);
+    clip_->setToolTip(QStringLiteral("0: off. Applied after unscaling"));
+    form->addRow(QStringLiteral("Clip gradient norm"), clip_);
+    keep_fp32_ = new QLineEdit;
+    keep_fp32_->setPlaceholderText(QStringLiteral("module globs, comma-separated, e.g. head, blocks.1.*"));
+    form->addRow(QStringLiteral("Keep in FP32"), keep_fp32_);
+    device_ = new QComboBox;
+    const auto b = backend_report("cpu");
+    device_->addItem(QStringLiteral("cpu"));
+    for (int i = 0; i < b.cuda_device_count; ++i) device_->addItem(QStringLiteral("cuda:%1").arg(i));
+    form->addRow(QStringLiteral("Device"), device_);
+    seed_ = integer(0, 1 << 30, 0);
+    form->addRow(QStringLiteral("Seed"), seed_);
+    checkpoint_every_ = integer(0, 1000000, 0);
+    checkpoint_every_->setToolTip(QStringLiteral("0: no checkpoints"));
+    form->addRow(QStringLiteral("Checkpoint every N iterations"), checkpoint_every_);
+    checkpoint_dir_ = new QLineEdit(QStringLiteral("."));
+    form->addRow(QStringLiteral("Checkpoint folder"), checkpoint_dir_);
+    guards_ = new QCheckBox(QStringLiteral("Per-step guards (finiteness, origins, underflow; intrusive)"));
+    guards_->setChecked(true);
+    form->addRow(QString(), guards_);
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel);
+    buttons->button(QDialogButtonBox::Ok)->setText(QStringLiteral("Start"));
+    connect(buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
+    connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+    auto* v = new QVBoxLayout(this);
+    v->addLayout(form);
+    v->addWidget(buttons);
+}
+
+void TrainingDialog::setSpec(const TrainSpec& s) {
+    model_->setCurrentText(QString::fromStdString(s.model));
+    data_->setText(QString::fromStdString(s.data));
+    steps_->setValue(s.steps);
+    batch_->setValue(s.batch_size);
+    accumulate_->setValue(s.accumulate);
+    loss_->setCurrentIndex(s.loss == "ce" ? 1 : s.loss == "mse" ? 2 : 0);
+    optimizer_->setCurrentText(QString::fromStdString(s.optimizer));
+    lr_->setValue(s.lr);
+    momentum_->setValue(s.momentum);
+    weight_decay_->setValue(s.weight_decay);
+    schedule_->setCurrentIndex(s.lr_schedule == "cosine" ? (s.lr_per_iteration ? 2 : 1) : 0);
+    precision_->setCurrentIndex(s.precision == Precision::Bf16 ? 1 : 0);
+    isolation_->setCurrentIndex(!s.autocast ? 2 : !s.scaler.enabled ? 1 : 0);
+    init_scale_->setValue(s.scaler.init_scale);
+    growth_interval_->setValue(s.scaler.growth_interval);
+    clip_->setValue(s.clip_grad_norm);
+    QStringList regions;
+    for (const auto& r : s.keep_fp32) regions << QString::fromStdString(r);
+    keep_fp32_->setText(regions.join(QStringLiteral(", ")));
+    if (!s.device.empty()) device_->setCurrentText(QString::fromStdString(s.device));
+    seed_->setValue(int(s.seed));
+    checkpoint_every_->setValue(s.checkpoint_every);
+    checkpoint_dir_->setText(QString::fromStdString(s.checkpoint_dir));
+    guards_->setChecked(s.guards);
+}
+
+TrainSpec TrainingDialog::spec() const {
+    TrainSpec s;
+    s.model = model_->currentText().trimmed().toStdString();
+    if (s.model.empty()) throw InputError("Model", "", "empty; expected demo:NAME or a TorchScript file");
+    s.data = data_->text().trimmed().toStdString();
+    if (s.data.empty()) throw InputError("Data", "", "empty; expected \"demo\" or a .pt/.csv file");
+    s.steps = steps_->value();
+    s.batch_size = batch_->value();
+    s.accumulate = accumulate_->value();
+    s.loss = loss_->currentIndex() == 1 ? "ce" : loss_->currentIndex() == 2 ? "mse" : "";
+    s.optimizer = optimizer_->currentText().toStdString();
+    s.lr = lr_->value();
+    if (!(s.lr > 0)) throw InputError("Learning rate", "", "expected a number > 0");
+    s.momentum = momentum_->value();
+    s.weight_decay = weight_decay_->value();
+    s.lr_schedule = schedule_->currentIndex() == 0 ? "constant" : "cosine";
+    s.lr_per_iteration = schedule_->currentIndex() == 2;
+    s.precision = precision_->currentIndex() == 1 ? Precision::Bf16 : Precision::Fp16;
+    s.autocast = isolation_->currentIndex() != 2;
+    s.scaler.enabled = isolation_->currentIndex() != 1;
+    s.scaler.init_scale = init_scale_->value();
+    s.scaler.growth_interval = growth_interval_->value();
+    s.clip_grad_norm = clip_->value();
+    for (const auto& r : keep_fp32_->text().split(QLatin1Char(','), Qt::SkipEmptyParts))
+        if (!r.trimmed().isEmpty()) s.keep_fp32.push_back(r.trimmed().toStdString());
+    s.device = device_->currentText().toStdString();
+    s.seed = uint64_t(seed_->value());
+    s.checkpoint_every = checkpoint_every_->value();
+    s.checkpoint_dir = checkpoint_dir_->text().trimmed().toStdString();
+    if (s.checkpoint_every > 0 && s.checkpoint_dir.empty()) throw InputError("Checkpoint folder", "", "empty; expected a folder");
+    s.guards = guards_->isChecked();
+    return s;
+}
+
+}  // namespace ampscope::ui

@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+// The new-training-run dialog: model, data, schedule, optimizer, precision policy and
+// isolation mode (both halves / autocast only / scaler only), scaler parameters, FP32
+// regions, checkpoints. What `ampscope-cli train` takes, as a form.
+
+#include <QDialog>
+
+#include "ampscope/engine/train.h"
+
+class QCheckBox;
+class QComboBox;
+class QDoubleSpinBox;
+class QLineEdit;
+class QSpinBox;
+
+namespace ampscope::ui {
+
+class TrainingDialog : public QDialog {
+    Q_OBJECT
+public:
+    explicit TrainingDialog(QWidget* parent = nullptr);
+    void setSpec(const TrainSpec& s);
+    /// The spec as entered; throws InputError naming the field when it is not usable.
+    TrainSpec spec() const;
+
+private:
+    QComboBox *model_, *loss_, *optimizer_, *precision_, *isolation_, *schedule_, *device_;
+    QLineEdit *data_, *keep_fp32_, *checkpoint_dir_;
+    QSpinBox *steps_, *batch_, *accumulate_, *growth_interval_, *checkpoint_every_, *seed_;
+    QDoubleSpinBox *lr_, *momentum_, *weight_decay_, *init_scale_, *clip_;
+    QCheckBox* guards_;
+};
+
+}  // namespace ampscope::ui
