@@ -46,6 +46,15 @@ if "hooks_ms" in extra:
 if "gui_first_paint_s" in extra:
     rows.append(("GUI cold start to first painted run (10k samples, 5k layers)", f"{extra['gui_first_paint_s']:.2f} s",
                  "-", "-", "(reported)"))
+frames = extra.get("frames", {})
+for view, f in sorted(frames.items()):
+    rows.append((f"GUI repaint, {view} (10k samples, 5k layers)", f"median {f['median_ms']:.1f} ms",
+                 f"worst {f['worst_ms']:.1f} ms (first paint after a tab switch)", "-", "(reported; 16.7 ms = 60 Hz)"))
+o = t("BM_FusedStatsOpOutput/finite/real_time")
+oi = t("BM_FusedStatsOpOutput/inf_rows/real_time")
+if o and oi:
+    rows.append(("statistics of one 40x16x64 half op output", f"{o:.1f} us finite", f"{oi:.1f} us with 8 inf rows",
+                 "-", "(reported)"))
 widths = [max(len(str(row[i])) for row in rows) for i in range(5)]
 print(f"machine: {ctx.get('num_cpus')} CPUs at {ctx.get('mhz_per_cpu')} MHz; {ctx.get('date')}")
 for row in rows:

@@ -22,5 +22,9 @@ if [ -x "$gui" ]; then
   QT_QPA_PLATFORM=offscreen "$gui" "$AMPSCOPE_GUI_FIXTURE" --screenshot "$tmp/gui.png" >/dev/null 2>&1
   end=$(date +%s%N)
   echo "{\"gui_first_paint_s\": $(( (end - start) / 1000000 ))e-3}" > "$tmp/gui.json"
+  # smoothness: repaint of every view of the same run, 20 frames each
+  QT_QPA_PLATFORM=offscreen "$gui" "$AMPSCOPE_GUI_FIXTURE" --frame-times "$tmp/frames-raw.json" >/dev/null 2>&1 || true
+  [ -s "$tmp/frames-raw.json" ] && "$py" -c "import json,sys; print(json.dumps({'frames': json.load(open(sys.argv[1]))}))" \
+    "$tmp/frames-raw.json" > "$tmp/frames.json"
 fi
-"$py" bench/report.py "$tmp/bench.json" "$tmp/hooks.json" "$tmp/gui.json"
+"$py" bench/report.py "$tmp/bench.json" "$tmp/hooks.json" "$tmp/gui.json" "$tmp/frames.json"

@@ -2,7 +2,15 @@
 // ampscope: the desktop GUI. `ampscope [DB_FILE] [--demo]`.
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTabWidget>
 #include <QTimer>
+
+#include <algorithm>
+#include <vector>
 
 #include "ampscope/storage/store.h"
 #include "mainwindow.h"
@@ -22,8 +30,13 @@ int main(int argc, char** argv) {
     QCommandLineOption demo(QStringLiteral("demo"), QStringLiteral("record a demo run of demo:transformer first when the database has none"));
     QCommandLineOption shot(QStringLiteral("screenshot"), QStringLiteral("render the main window to FILE once the demo is shown, then quit"),
                             QStringLiteral("FILE"));
+    QCommandLineOption frames(QStringLiteral("frame-times"),
+                              QStringLiteral("benchmark: repaint every view of the first run 20 times, write the median and worst "
+                                             "frame time per view as JSON to FILE, then quit"),
+                              QStringLiteral("FILE"));
     p.addOption(demo);
     p.addOption(shot);
+    p.addOption(frames);
     p.process(app);
     const auto args = p.positionalArguments();
     const QString db = args.isEmpty() ? QString::fromStdString(ampscope::storage::default_db_path()) : args.first();
@@ -32,6 +45,29 @@ int main(int argc, char** argv) {
     if (!w.openDatabase(db)) return 2;
     w.show();
     auto finish = [&] {
+        if (p.isSet(frames)) {
+            // One frame = a full repaint of the window showing that tab (charts included).
+            QJsonObject out;
+            for (int t = 0; t < w.tabs()->count(); ++t) {
+                w.tabs()->setCurrentIndex(t);
+                QCoreApplication::processEvents();
+                std::vector<double> ms;
+                for (int i = 0; i < 20; ++i) {
+                    QElapsedTimer timer;
+                    timer.start();
+                    w.repaint();
+                    QCoreApplication::processEvents();
+                    ms.push_back(double(timer.nsecsElapsed()) / 1e6);
+                }
+                std::sort(ms.begin(), ms.end());
+                out.insert(w.tabs()->tabText(t), QJsonObject{{QStringLiteral("median_ms"), ms[ms.size() / 2]},
+                                                             {QStringLiteral("worst_ms"), ms.back()}});
+            }
+            QFile f(p.value(frames));
+            if (f.open(QIODevice::WriteOnly)) f.write(QJsonDocument(out).toJson());
+            app.quit();
+            return;
+        }
         if (p.isSet(shot)) {
             w.grab().save(p.value(shot));
             app.quit();
