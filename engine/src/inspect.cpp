@@ -356,7 +356,8 @@ void OpObserver::State::device_op(Ctx& c, int idx, const std::vector<at::Tensor>
     constexpr int64_t kSlot = int64_t(sizeof(gpu::DeviceStats));
     const auto dev = outs[0].device();
     if (!empty_slots.defined() || empty_slots.device() != dev) {
-        // One host-to-device copy, before this pass's first device op has a result to wait for.
+        // Initial slot values: one host-to-device copy per observer (it waits for the first
+        // op); every later batch and every growth copies on the device.
         std::vector<gpu::DeviceStats> init(256, gpu::empty_stats());
         empty_slots = at::from_blob(init.data(), {256 * kSlot}, at::TensorOptions().dtype(at::kByte)).to(dev);
     }
