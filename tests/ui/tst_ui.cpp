@@ -236,6 +236,16 @@ private Q_SLOTS:
         const QImage img = w.grab().toImage();
         QVERIFY(img.save(QStringLiteral(AMPSCOPE_TEST_OUTPUT_DIR) + QStringLiteral("/view-training.png")));
         QVERIFY(colours(img) > 20);
+        // the underflow measured per step (guards on) is plotted beside the gradient norm
+        storage::Store store(db.toStdString());
+        const auto steps = store.training_steps(uuid);
+        QVERIFY(steps.front().grad_underflow >= 0);
+        std::unique_ptr<QChart> grad(makeGradChart(steps));
+        bool plotted = false;
+        for (auto* s : grad->series())
+            plotted = plotted || (s->name() == QStringLiteral("gradient elements lost to underflow") &&
+                                  static_cast<QXYSeries*>(s)->count() == int(steps.size()));
+        QVERIFY(plotted);
     }
 
     void compareViewShowsTwoRuns() {

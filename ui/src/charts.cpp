@@ -417,6 +417,27 @@ QChart* makeGradChart(const std::vector<TrainStep>& steps) {
     chart->addAxis(y, Qt::AlignLeft);
     attach(chart, gn, x, y);
     attach(chart, dv, x, y);
+    // Gradient elements lost to underflow (right axis), when the run measured them.
+    auto* uf = new QLineSeries;
+    uf->setName(QStringLiteral("gradient elements lost to underflow"));
+    double umax = 0;
+    for (const auto& s : steps)
+        if (s.grad_underflow >= 0) { uf->append(s.step, double(s.grad_underflow)); umax = std::max(umax, double(s.grad_underflow)); }
+    if (uf->count() > 0) {
+        chart->setTitle(QStringLiteral("Unscaled gradient norm, weight divergence, and gradient underflow"));
+        auto* yu = new QValueAxis;
+        yu->setTitleText(QStringLiteral("elements lost"));
+        yu->setRange(0, std::max(1.0, umax * 1.1));
+        yu->setLabelFormat(QStringLiteral("%d"));
+        chart->addAxis(yu, Qt::AlignRight);
+        QPen pen(QColor(200, 120, 30));
+        pen.setStyle(Qt::DotLine);
+        pen.setWidth(2);
+        uf->setPen(pen);
+        attach(chart, uf, x, yu);
+    } else {
+        delete uf;
+    }
     return chart;
 }
 
