@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -188,36 +189,25 @@ bool has_avx2() {
     return ok;
 }
 
-AMPSCOPE_AVX2 inline uint32_t hmin_u32(__m256i v) {
-    alignas(32) uint32_t t[8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(t), v);
-    return *std::min_element(t, t + 8);
+/// The lanes of a 256-bit vector, reduced on the host side (once per block: not hot).
+template <class T, class V>
+AMPSCOPE_AVX2 inline T lane_min(V v) {
+    T t[sizeof(V) / sizeof(T)];
+    std::memcpy(t, &v, sizeof v);
+    return *std::min_element(std::begin(t), std::end(t));
 }
-AMPSCOPE_AVX2 inline uint32_t hmax_u32(__m256i v) {
-    alignas(32) uint32_t t[8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(t), v);
-    return *std::max_element(t, t + 8);
+template <class T, class V>
+AMPSCOPE_AVX2 inline T lane_max(V v) {
+    T t[sizeof(V) / sizeof(T)];
+    std::memcpy(t, &v, sizeof v);
+    return *std::max_element(std::begin(t), std::end(t));
 }
-AMPSCOPE_AVX2 inline uint16_t hmin_u16(__m256i v) {
-    alignas(32) uint16_t t[16];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(t), v);
-    return *std::min_element(t, t + 16);
-}
-AMPSCOPE_AVX2 inline uint16_t hmax_u16(__m256i v) {
-    alignas(32) uint16_t t[16];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(t), v);
-    return *std::max_element(t, t + 16);
-}
-AMPSCOPE_AVX2 inline float hmin_ps(__m256 v) {
-    alignas(32) float t[8];
-    _mm256_store_ps(t, v);
-    return *std::min_element(t, t + 8);
-}
-AMPSCOPE_AVX2 inline float hmax_ps(__m256 v) {
-    alignas(32) float t[8];
-    _mm256_store_ps(t, v);
-    return *std::max_element(t, t + 8);
-}
+AMPSCOPE_AVX2 inline uint32_t hmin_u32(__m256i v) { return lane_min<uint32_t>(v); }
+AMPSCOPE_AVX2 inline uint32_t hmax_u32(__m256i v) { return lane_max<uint32_t>(v); }
+AMPSCOPE_AVX2 inline uint16_t hmin_u16(__m256i v) { return lane_min<uint16_t>(v); }
+AMPSCOPE_AVX2 inline uint16_t hmax_u16(__m256i v) { return lane_max<uint16_t>(v); }
+AMPSCOPE_AVX2 inline float hmin_ps(__m256 v) { return lane_min<float>(v); }
+AMPSCOPE_AVX2 inline float hmax_ps(__m256 v) { return lane_max<float>(v); }
 AMPSCOPE_AVX2 inline double hsum_ps(__m256 v) {
     alignas(32) float t[8];
     _mm256_store_ps(t, v);

@@ -254,6 +254,16 @@ struct StateSnapshot {
     }
 };
 
+/// The AMP side's forward and loss inside the autocast region (PyTorch's recipe: the backward
+/// runs outside it). Returns {output, loss / accumulate}.
+std::pair<at::Tensor, at::Tensor> amp_forward_loss(Side& amp, const std::vector<at::Tensor>& in, const detail::ProbeSet& data,
+                                                   int64_t b, int64_t e, const TrainSpec& s, const at::Device& device) {
+    detail::AutocastGuard guard(device.type(), s.autocast ? s.precision : Precision::Fp32);
+    auto out = amp.model->forward(in);
+    auto loss = loss_of(s, out, data, b, e, device) / double(s.accumulate);
+    return {out, loss};
+}
+
 struct MicroBatch {
     std::vector<at::Tensor> inputs;
     int64_t b, e;
@@ -273,19 +283,7 @@ std::optional<Origin> backward_origin(Side& amp, const std::vector<MicroBatch>& 
         torch::manual_seed(mb.seed);
         ctx.keep_fp32 = s.keep_fp32;
         ctx.observing = true;  // module scopes for TorchScript models (the instrumented graph)
-        at::Tensor l_a;
-        {
-            const bool was = at::autocast::is_autocast_enabled(device.type());
-            const auto dt = at::autocast::get_autocast_dtype(device.type());
-            at::autocast::set_autocast_dtype(device.type(), s.precision == Precision::Bf16 ? at::kBFloat16 : at::kHalf);
-            at::autocast::set_autocast_enabled(device.type(), s.autocast);
-            at::autocast::increment_nesting();
-            auto out_a = amp.model->forward(mb.inputs);
-            l_a = loss_of(s, out_a, data, mb.b, mb.e, device) / double(s.accumulate);
-            if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-            at::autocast::set_autocast_enabled(device.type(), was);
-            at::autocast::set_autocast_dtype(device.type(), dt);
-        }
+        const at::Tensor l_a = amp_forward_loss(amp, mb.inputs, data, mb.b, mb.e, s, device).second;
         ctx.keep_fp32.clear();
         ctx.observing = false;
         auto scaled = scaler.impl().scale_loss(l_a);
@@ -380,16 +378,8 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
                 ctx.keep_fp32 = s.keep_fp32;
                 at::Tensor l_a;
                 {
-                    const bool was = at::autocast::is_autocast_enabled(device.type());
-                    const auto dt = at::autocast::get_autocast_dtype(device.type());
-                    at::autocast::set_autocast_dtype(device.type(), s.precision == Precision::Bf16 ? at::kBFloat16 : at::kHalf);
-                    at::autocast::set_autocast_enabled(device.type(), s.autocast);
-                    at::autocast::increment_nesting();
-                    auto out_a = amp.model->forward(in);
-                    l_a = loss_of(s, out_a, data, b, e, device) / double(s.accumulate);
-                    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-                    at::autocast::set_autocast_enabled(device.type(), was);
-                    at::autocast::set_autocast_dtype(device.type(), dt);
+                    auto [out_a, loss] = amp_forward_loss(amp, in, data, b, e, s, device);
+                    l_a = loss;
                     if (s.guards) {
                         if (!out_a.isfinite().all().item<bool>()) out_nonfinite = true;
                         else if (!l_a.isfinite().all().item<bool>()) loss_nonfinite = true;
