@@ -112,7 +112,9 @@ private Q_SLOTS:
     void chartsNameWhatIsHovered() {
         storage::Store store(db_.toStdString());
         const auto run = store.load_run(uuid_);
-        std::unique_ptr<QChart> deltas(makeDeltaChart(run));
+        SampleModel sampleModel;
+        sampleModel.resetData(run);
+        std::unique_ptr<QChart> deltas(makeDeltaChart(&sampleModel));
         bool found = false;
         for (auto* s : deltas->series()) {
             auto* xy = qobject_cast<QScatterSeries*>(s);
@@ -126,7 +128,9 @@ private Q_SLOTS:
             found = true;
         }
         QVERIFY(found);
-        std::unique_ptr<QChart> layers(makeLayerChart(run.passes[1]));
+        LayerModel model;
+        model.resetData(run.passes[1]);
+        std::unique_ptr<QChart> layers(makeLayerChart(&model));
         bool origin = false;
         for (auto* s : layers->series()) {
             auto* xy = qobject_cast<QScatterSeries*>(s);
@@ -137,6 +141,17 @@ private Q_SLOTS:
             origin = true;
         }
         QVERIFY(origin);
+        // the chart is driven by the model: another pass in the model, other points
+        int before = 0;
+        for (auto* s : layers->series())
+            if (s->name() == QStringLiteral("absmax")) before = static_cast<QXYSeries*>(s)->count();
+        QCOMPARE(before, int(run.passes[1].layers.size()));
+        PassResult fewer = run.passes[1];
+        fewer.layers.resize(3);
+        model.resetData(fewer);
+        for (auto* s : layers->series())
+            if (s->name() == QStringLiteral("absmax")) QCOMPARE(static_cast<QXYSeries*>(s)->count(), 3);
+        layers.reset();  // before the model it reads
     }
 
     void recentDatabasesAreOffered() {

@@ -1,7 +1,13 @@
 // SPDX-License-Identifier: MIT
 #include "charts.h"
 
+#include "models.h"
+
 #include <QBarCategoryAxis>
+#include <QIdentityProxyModel>
+#include <QRegularExpression>
+#include <QSortFilterProxyModel>
+#include <QVXYModelMapper>
 #include <QBarSeries>
 #include <QBarSet>
 #include <QChart>
@@ -85,68 +91,6 @@ void attachTooltips(QXYSeries* s, const QStringList& texts) {
         s->setProperty("ampscopeTip", texts[best]);  // what was shown (tests read it)
         QToolTip::showText(QCursor::pos(), texts[best]);
     });
-}
-
-QChart* makeDeltaChart(const RunResult& run) {
-    auto* chart = new QChart;
-    chart->setTitle(QStringLiteral("Per-sample |Δ| vs FP32 reference (non-finite samples drawn at the top)"));
-    double lo = 1e300, hi = 0;
-    for (const auto& c : run.comparisons)
-        for (const auto& d : c.deltas)
-            if (d.finite) { lo = std::min(lo, std::max(d.abs, kFloor)); hi = std::max(hi, d.abs); }
-    if (hi == 0) { lo = kFloor; hi = 1; }
-    hi = std::max(hi, run.criteria.atol);
-    auto* x = new QValueAxis;
-    x->setTitleText(QStringLiteral("sample"));
-    x->setRange(0, std::max<double>(1, double(run.samples.size())));
-    x->setLabelFormat(QStringLiteral("%d"));
-    auto* y = logAxis(QStringLiteral("max |amp − ref| over scores"), lo, hi * 4);
-    chart->addAxis(x, Qt::AlignBottom);
-    chart->addAxis(y, Qt::AlignLeft);
-    for (const auto& c : run.comparisons) {
-        std::map<std::string, QScatterSeries*> by_tag;
-        std::map<std::string, QStringList> tips;
-        for (size_t i = 0; i < c.deltas.size(); ++i) {
-            const auto& d = c.deltas[i];
-            QString tip = QStringLiteral("%1 (%2), %3\n|Δ| %4, relative %5")
-                              .arg(qs(d.sample), qs(d.tag), qs(to_string(c.precision)))
-                              .arg(d.finite ? QString::number(d.abs, 'g', 4) : QStringLiteral("non-finite"))
-                              .arg(QString::number(d.rel, 'g', 4));
-            if (i < c.ref_decisions.size())
-                tip += QStringLiteral("\ndecision: reference %1, AMP %2%3")
-                           .arg(c.ref_decisions[i]).arg(c.amp_decisions[i])
-                           .arg(c.ref_decisions[i] != c.amp_decisions[i] ? QStringLiteral(" (flipped)") : QString());
-            tips[d.tag] << tip;
-            auto*& s = by_tag[d.tag];
-            if (!s) {
-                s = new QScatterSeries;
-                s->setName(qs(to_string(c.precision) + " " + d.tag));
-                s->setMarkerSize(c.precision == Precision::Bf16 ? 7 : 9);
-                s->setMarkerShape(c.precision == Precision::Bf16 ? QScatterSeries::MarkerShapeRectangle
-                                                                 : QScatterSeries::MarkerShapeCircle);
-                s->setColor(tagColor(d.tag, c.precision));
-                s->setBorderColor(Qt::transparent);
-            }
-            s->append(double(i), d.finite ? std::max(d.abs, kFloor) : hi * 3);
-        }
-        for (auto& [tag, s] : by_tag) {
-            chart->addSeries(s);
-            s->attachAxis(x);
-            s->attachAxis(y);
-            attachTooltips(s, tips[tag]);
-        }
-    }
-    auto* tol = new QLineSeries;
-    tol->setName(QStringLiteral("atol %1").arg(run.criteria.atol));
-    tol->append(0, std::max(run.criteria.atol, kFloor));
-    tol->append(double(run.samples.size()), std::max(run.criteria.atol, kFloor));
-    QPen pen(Qt::DashLine);
-    pen.setColor(QColor(120, 120, 120));
-    tol->setPen(pen);
-    chart->addSeries(tol);
-    tol->attachAxis(x);
-    tol->attachAxis(y);
-    return chart;
 }
 
 QChart* makeDeltaHistogram(const RunResult& run) {
@@ -240,23 +184,140 @@ QChart* makeFlipChart(const RunResult& run) {
     return chart;
 }
 
-QChart* makeLayerChart(const PassResult& pass) {
+namespace {
+
+/// Presents a model's plot role as DisplayRole, which is what QVXYModelMapper reads.
+class PlotProxy : public QIdentityProxyModel {
+public:
+    PlotProxy(int role, QObject* parent) : QIdentityProxyModel(parent), role_(role) {}
+    QVariant data(const QModelIndex& idx, int role) const override {
+        return QIdentityProxyModel::data(idx, role == Qt::DisplayRole ? role_ : role);
+    }
+
+private:
+    int role_;
+};
+
+/// Series points = rows of `rows` (x and y columns through `role`), kept in step with the
+/// model by the mapper; the hovered point shows the row's SummaryRole.
+void mapSeries(QXYSeries* s, QAbstractItemModel* rows, int role, int x, int y, int summaryRole, int summaryColumn = 0) {
+    auto* plot = new PlotProxy(role, s);
+    plot->setSourceModel(rows);
+    auto* mapper = new QVXYModelMapper(s);
+    mapper->setXColumn(x);
+    mapper->setYColumn(y);
+    mapper->setSeries(s);
+    mapper->setModel(plot);
+    QObject::connect(s, &QXYSeries::hovered, s, [s, rows, summaryRole, summaryColumn](const QPointF& p, bool on) {
+        if (!on) {
+            QToolTip::hideText();
+            return;
+        }
+        const auto& pts = s->points();
+        qsizetype best = -1;
+        double bd = 0;
+        for (qsizetype i = 0; i < pts.size(); ++i) {
+            const double d = std::abs(pts[i].x() - p.x()) + std::abs(std::log10(std::max(pts[i].y(), kFloor)) - std::log10(std::max(p.y(), kFloor)));
+            if (best < 0 || d < bd) { best = i; bd = d; }
+        }
+        if (best < 0 || best >= rows->rowCount()) return;
+        const QString tip = rows->index(int(best), summaryColumn).data(summaryRole).toString();
+        s->setProperty("ampscopeTip", tip);
+        QToolTip::showText(QCursor::pos(), tip);
+    });
+}
+
+QSortFilterProxyModel* rowsWhere(QAbstractItemModel* model, int column, const QString& regex, QObject* parent) {
+    auto* f = new QSortFilterProxyModel(parent);
+    f->setSourceModel(model);
+    f->setFilterKeyColumn(column);
+    f->setFilterRegularExpression(QRegularExpression(regex));
+    return f;
+}
+
+}  // namespace
+
+QChart* makeDeltaChart(SampleModel* model) {
+    const RunResult& run = model->run();
     auto* chart = new QChart;
-    const bool bf = pass.precision == Precision::Bf16;
-    const double limit = bf ? 3.3895313892515355e38 : 65504.0;
-    chart->setTitle(QStringLiteral("absmax per op, %1 pass, against the %2 limit")
-                        .arg(qs(to_string(pass.precision)), bf ? QStringLiteral("BF16") : QStringLiteral("FP16")));
-    double lo = 1e300, hi = limit;
-    for (const auto& l : pass.layers)
-        if (l.stats.absmax > 0) { lo = std::min(lo, l.stats.absmax); hi = std::max(hi, l.stats.absmax); }
-    if (lo > hi) lo = 1e-3;
+    chart->setTitle(QStringLiteral("Per-sample |Δ| vs FP32 reference (non-finite samples drawn at the top)"));
     auto* x = new QValueAxis;
-    x->setTitleText(QStringLiteral("op index (execution order)"));
-    x->setRange(-1, std::max<double>(1, double(pass.layers.size())));
+    x->setTitleText(QStringLiteral("sample"));
     x->setLabelFormat(QStringLiteral("%d"));
-    auto* y = logAxis(QStringLiteral("absmax"), lo, hi * 4);
+    auto* y = logAxis(QStringLiteral("max |amp − ref| over scores"), model->plotLow(), model->plotHigh() * 4);
     chart->addAxis(x, Qt::AlignBottom);
     chart->addAxis(y, Qt::AlignLeft);
+    auto ranges = [model, x, y] {
+        x->setRange(0, std::max<double>(1, model->rowCount()));
+        y->setRange(std::max(kFloor, model->plotLow() / 2), std::max(model->plotHigh() * 8, model->plotLow() * 10));
+    };
+    ranges();
+    QObject::connect(model, &QAbstractItemModel::modelReset, chart, ranges);
+    // One series per precision and tag: rows of that tag, x = sample index, y = that precision's |Δ|.
+    std::vector<std::string> tags;
+    for (const auto& smp : run.samples)
+        if (std::find(tags.begin(), tags.end(), smp.tag) == tags.end()) tags.push_back(smp.tag);
+    for (size_t c = 0; c < run.comparisons.size(); ++c) {
+        const Precision p = run.comparisons[c].precision;
+        for (const auto& tag : tags) {
+            auto* s = new QScatterSeries;
+            s->setName(qs(to_string(p) + " " + tag));
+            s->setMarkerSize(p == Precision::Bf16 ? 7 : 9);
+            s->setMarkerShape(p == Precision::Bf16 ? QScatterSeries::MarkerShapeRectangle : QScatterSeries::MarkerShapeCircle);
+            s->setColor(tagColor(tag, p));
+            s->setBorderColor(Qt::transparent);
+            const int col = SampleModel::deltaColumn(int(c));
+            mapSeries(s, rowsWhere(model, 1, QStringLiteral("^%1$").arg(QRegularExpression::escape(qs(tag))), chart),
+                      SampleModel::PlotRole, 0, col, SampleModel::SummaryRole, col);
+            chart->addSeries(s);
+            s->attachAxis(x);
+            s->attachAxis(y);
+        }
+    }
+    auto* tol = new QLineSeries;
+    tol->setName(QStringLiteral("atol %1").arg(run.criteria.atol));
+    tol->append(0, std::max(run.criteria.atol, kFloor));
+    tol->append(std::max<double>(1, double(run.samples.size())), std::max(run.criteria.atol, kFloor));
+    QPen pen(Qt::DashLine);
+    pen.setColor(QColor(120, 120, 120));
+    tol->setPen(pen);
+    chart->addSeries(tol);
+    tol->attachAxis(x);
+    tol->attachAxis(y);
+    return chart;
+}
+
+QChart* makeLayerChart(LayerModel* model) {
+    auto* chart = new QChart;
+    const bool bf = model->precision() == Precision::Bf16;
+    const double limit = model->formatLimit();
+    chart->setTitle(QStringLiteral("absmax per op, %1 pass, against the %2 limit")
+                        .arg(qs(to_string(model->precision())), bf ? QStringLiteral("BF16") : QStringLiteral("FP16")));
+    auto* x = new QValueAxis;
+    x->setTitleText(QStringLiteral("op index (execution order)"));
+    x->setLabelFormat(QStringLiteral("%d"));
+    auto* y = logAxis(QStringLiteral("absmax"), 1e-3, limit * 4);
+    chart->addAxis(x, Qt::AlignBottom);
+    chart->addAxis(y, Qt::AlignLeft);
+    auto* lim = new QLineSeries;
+    lim->setName(bf ? QStringLiteral("BF16 max") : QStringLiteral("FP16 max 65504"));
+    QPen pen(Qt::DashLine);
+    pen.setColor(QColor(200, 40, 40));
+    lim->setPen(pen);
+    // Axis ranges and the limit line follow the model.
+    auto ranges = [model, x, y, lim, limit] {
+        double lo = 1e300;
+        const int n = model->rowCount();
+        for (int r = 0; r < n; ++r) {
+            const double v = model->index(r, LayerModel::Absmax).data(LayerModel::SortRole).toDouble();
+            if (v > 0) lo = std::min(lo, v);
+        }
+        x->setRange(-1, std::max<double>(1, n));
+        y->setRange(std::max(kFloor, std::min(lo, limit) / 2), limit * 4);
+        lim->replace(QList<QPointF>{{-1, limit}, {double(std::max(1, n)), limit}});
+    };
+    ranges();
+    QObject::connect(model, &QAbstractItemModel::modelReset, chart, ranges);
     auto* line = new QLineSeries;
     line->setName(QStringLiteral("absmax"));
     auto* finite = new QScatterSeries;
@@ -271,30 +332,11 @@ QChart* makeLayerChart(const PassResult& pass) {
     origin->setColor(QColor(220, 30, 30));
     origin->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
     origin->setMarkerSize(14);
-    QStringList tf, tp, to;
-    for (const auto& l : pass.layers) {
-        const double v = l.stats.absmax > 0 ? l.stats.absmax : std::max(lo, kFloor);
-        line->append(l.index, v);
-        auto* s = l.origin ? origin : l.stats.nonfinite() ? prop : finite;
-        s->append(l.index, l.origin || l.stats.nonfinite() ? hi * 2 : v);
-        const QString tip = QStringLiteral("#%1 %2 %3 (%4)\nabsmax %5; NaN %6, +Inf %7, -Inf %8\noverflow %9, subnormal %10%11")
-                                .arg(l.index).arg(qs(l.module.empty() ? std::string("(root)") : l.module), qs(l.op), qs(l.dtype))
-                                .arg(l.stats.absmax, 0, 'g', 4).arg(l.stats.nan).arg(l.stats.posinf).arg(l.stats.neginf)
-                                .arg(bf ? l.stats.bf16_overflow : l.stats.fp16_overflow)
-                                .arg(bf ? l.stats.bf16_subnormal : l.stats.fp16_subnormal)
-                                .arg(l.origin ? QStringLiteral("\nNaN/Inf born here") : QString());
-        (s == origin ? to : s == prop ? tp : tf) << tip;
-    }
-    attachTooltips(finite, tf);
-    attachTooltips(prop, tp);
-    attachTooltips(origin, to);
-    auto* lim = new QLineSeries;
-    lim->setName(bf ? QStringLiteral("BF16 max") : QStringLiteral("FP16 max 65504"));
-    lim->append(-1, limit);
-    lim->append(double(pass.layers.size()), limit);
-    QPen pen(Qt::DashLine);
-    pen.setColor(QColor(200, 40, 40));
-    lim->setPen(pen);
+    using L = LayerModel;
+    mapSeries(line, model, L::PlotRole, L::Index, L::Absmax, L::SummaryRole);
+    mapSeries(finite, rowsWhere(model, L::State, QStringLiteral("^$"), chart), L::MarkRole, L::Index, L::Absmax, L::SummaryRole);
+    mapSeries(prop, rowsWhere(model, L::State, QStringLiteral("^propagated$"), chart), L::MarkRole, L::Index, L::Absmax, L::SummaryRole);
+    mapSeries(origin, rowsWhere(model, L::State, QStringLiteral("^origin$"), chart), L::MarkRole, L::Index, L::Absmax, L::SummaryRole);
     for (QAbstractSeries* s : {static_cast<QAbstractSeries*>(line), static_cast<QAbstractSeries*>(finite),
                                static_cast<QAbstractSeries*>(prop), static_cast<QAbstractSeries*>(origin),
                                static_cast<QAbstractSeries*>(lim)}) {

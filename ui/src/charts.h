@@ -16,14 +16,19 @@ class QWidget;
 
 namespace ampscope::ui {
 
+class LayerModel;
+class SampleModel;
+
 /// Per-sample |Δ| (log scale) against the absolute tolerance, one series per precision and tag.
-QChart* makeDeltaChart(const RunResult& run);
+/// Driven by the model (the per-sample table's): it must outlive the chart.
+QChart* makeDeltaChart(SampleModel* model);
 /// Histogram of log10 |Δ| per precision.
 QChart* makeDeltaHistogram(const RunResult& run);
 /// |Δ| against the reference margin (log–log); flips marked: they sit at small margins.
 QChart* makeFlipChart(const RunResult& run);
 /// absmax per op (log scale) against the format's limit; origin and propagation marked.
-QChart* makeLayerChart(const PassResult& pass);
+/// Driven by the model (QVXYModelMapper through filter proxies): it must outlive the chart.
+QChart* makeLayerChart(LayerModel* model);
 
 /// Training: losses (reference vs AMP) per step.
 QChart* makeLossChart(const std::vector<TrainStep>& steps);

@@ -60,6 +60,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     controller_ = new RunController(this);
     runs_ = new RunListModel(this);
     samples_ = new SampleModel(this);
+    compareSamples_ = new SampleModel(this);
     flips_ = new FlipModel(this);
     layers_ = new LayerModel(this);
     buildUi();

@@ -98,6 +98,7 @@ private:
     RunListModel* runs_ = nullptr;
     QSortFilterProxyModel* runsProxy_ = nullptr;
     SampleModel* samples_ = nullptr;
+    SampleModel* compareSamples_ = nullptr;  ///< the Compare tab's chart reads both runs from it
     FlipModel* flips_ = nullptr;
     LayerModel* layers_ = nullptr;
     QTableView* runView_ = nullptr;

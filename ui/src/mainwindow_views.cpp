@@ -70,7 +70,7 @@ void MainWindow::showRun(const QString& uuid) {
                                     store_->benchmarks(uuid.toStdString())));
     samples_->resetData(*run_);
     flips_->resetData(*run_);
-    setChart(deltaChart_, makeDeltaChart(*run_));
+    setChart(deltaChart_, makeDeltaChart(samples_));  // its series follow samples_ (the table's model)
     setChart(histChart_, makeDeltaHistogram(*run_));
     setChart(flipChart_, makeFlipChart(*run_));
     const QSignalBlocker block(passBox_);
@@ -94,7 +94,7 @@ void MainWindow::showLayersOf(int i) {
     }
     const auto& p = run_->passes[size_t(i)];
     layers_->resetData(p);
-    setChart(layerChart_, makeLayerChart(p));
+    setChart(layerChart_, makeLayerChart(layers_));  // its series follow layers_ (the table's model)
     keepButton_->setEnabled(p.precision != Precision::Fp32);
 }
 
@@ -164,7 +164,8 @@ void MainWindow::compareRuns(const QString& a, const QString& b) {
         }
     }
     if (merged.samples.size() < rb.samples.size()) merged.samples = rb.samples;
-    setChart(compareChart_, makeDeltaChart(merged));
+    compareSamples_->resetData(merged);
+    setChart(compareChart_, makeDeltaChart(compareSamples_));
     tabs_->setCurrentIndex(kCompareTab);
 }
 

@@ -6,6 +6,7 @@
 #include <QGuiApplication>
 #include <QPalette>
 
+#include <algorithm>
 #include <cmath>
 
 namespace ampscope::ui {
@@ -70,6 +71,14 @@ QVariant RunListModel::data(const QModelIndex& idx, int role) const {
 void SampleModel::resetData(const RunResult& run) {
     beginResetModel();
     run_ = run;
+    constexpr double kFloor = 1e-12;
+    lo_ = 1e300;
+    hi_ = 0;
+    for (const auto& c : run_.comparisons)
+        for (const auto& d : c.deltas)
+            if (d.finite) { lo_ = std::min(lo_, std::max(d.abs, kFloor)); hi_ = std::max(hi_, d.abs); }
+    if (hi_ == 0) { lo_ = kFloor; hi_ = 1; }
+    hi_ = std::max(hi_, run_.criteria.atol);
     endResetModel();
 }
 int SampleModel::rowCount(const QModelIndex& p) const { return p.isValid() ? 0 : int(run_.samples.size()); }
@@ -91,6 +100,7 @@ QVariant SampleModel::data(const QModelIndex& idx, int role) const {
     const size_t i = size_t(idx.row());
     if (idx.column() < 2) {
         if (role == Qt::DisplayRole || role == SortRole) return qs(idx.column() == 0 ? run_.samples[i].id : run_.samples[i].tag);
+        if (role == PlotRole && idx.column() == 0) return double(i);
         return {};
     }
     const int c = (idx.column() - 2) / 3, k = (idx.column() - 2) % 3;
@@ -99,6 +109,18 @@ QVariant SampleModel::data(const QModelIndex& idx, int role) const {
     if (i >= cmp.deltas.size()) return {};
     const auto& d = cmp.deltas[i];
     const bool flipped = i < cmp.ref_decisions.size() && cmp.ref_decisions[i] != cmp.amp_decisions[i];
+    if (role == PlotRole) return k == 0 ? QVariant(d.finite ? std::max(d.abs, 1e-12) : plotTop()) : QVariant();
+    if (role == SummaryRole) {
+        QString tip = QStringLiteral("%1 (%2), %3\n|Δ| %4, relative %5")
+                          .arg(qs(d.sample), qs(d.tag), qs(to_string(cmp.precision)))
+                          .arg(d.finite ? QString::number(d.abs, 'g', 4) : QStringLiteral("non-finite"))
+                          .arg(QString::number(d.rel, 'g', 4));
+        if (i < cmp.ref_decisions.size())
+            tip += QStringLiteral("\ndecision: reference %1, AMP %2%3")
+                       .arg(cmp.ref_decisions[i]).arg(cmp.amp_decisions[i])
+                       .arg(flipped ? QStringLiteral(" (flipped)") : QString());
+        return tip;
+    }
     if (role == SortRole) {
         if (k == 0) return d.finite ? d.abs : 1e300;
         if (k == 1) return d.finite ? d.rel : 1e300;
@@ -170,10 +192,28 @@ QVariant LayerModel::headerData(int s, Qt::Orientation o, int role) const {
     return s >= 0 && s < NUM_COLUMNS ? QString::fromLatin1(names[s]) : QVariant();
 }
 
+double LayerModel::formatLimit() const { return pass_.precision == Precision::Bf16 ? 3.3895313892515355e38 : 65504.0; }
+
 QVariant LayerModel::data(const QModelIndex& idx, int role) const {
     if (!idx.isValid() || idx.row() >= int(pass_.layers.size())) return {};
     const auto& l = pass_.layers[size_t(idx.row())];
     if (role == ModuleRole) return qs(l.module);
+    if (role == PlotRole || role == MarkRole) {
+        constexpr double kFloor = 1e-12;  // log axes cannot show 0
+        if (idx.column() == Index) return double(l.index);
+        if (idx.column() != Absmax) return {};
+        if (role == MarkRole && (l.origin || l.stats.nonfinite())) return formatLimit() * 2;
+        return std::max(l.stats.absmax, kFloor);
+    }
+    if (role == SummaryRole) {
+        const bool bf = pass_.precision == Precision::Bf16;
+        return QStringLiteral("#%1 %2 %3 (%4)\nabsmax %5; NaN %6, +Inf %7, -Inf %8\noverflow %9, subnormal %10%11")
+            .arg(l.index).arg(l.module.empty() ? QStringLiteral("(root)") : qs(l.module), qs(l.op), qs(l.dtype))
+            .arg(l.stats.absmax, 0, 'g', 4).arg(l.stats.nan).arg(l.stats.posinf).arg(l.stats.neginf)
+            .arg(bf ? l.stats.bf16_overflow : l.stats.fp16_overflow)
+            .arg(bf ? l.stats.bf16_subnormal : l.stats.fp16_subnormal)
+            .arg(l.origin ? QStringLiteral("\nNaN/Inf born here") : QString());
+    }
     const double h = headroom(l, pass_.precision == Precision::Fp32 ? Precision::Fp16 : pass_.precision);
     const QString state = l.origin ? QStringLiteral("origin") : l.stats.nonfinite() ? QStringLiteral("propagated") : QString();
     if (role == Qt::DisplayRole || role == SortRole) {

@@ -33,9 +33,18 @@ private:
 class SampleModel : public QAbstractTableModel {
     Q_OBJECT
 public:
-    enum Roles { SortRole = Qt::UserRole };
+    /// PlotRole: column 0 the sample's index, |Δ| columns the value for a log axis
+    /// (non-finite ones at plotTop()); SummaryRole on a |Δ| column: that sample in that
+    /// precision in a few lines (chart tool tips).
+    enum Roles { SortRole = Qt::UserRole, PlotRole, SummaryRole };
+    static int deltaColumn(int comparison) { return 2 + 3 * comparison; }
     using QAbstractTableModel::QAbstractTableModel;
     void resetData(const RunResult& run);
+    const RunResult& run() const { return run_; }
+    /// Smallest and largest finite |Δ| (at least the tolerance), and where non-finite ones sit.
+    double plotLow() const { return lo_; }
+    double plotHigh() const { return hi_; }
+    double plotTop() const { return hi_ * 3; }
     void clearData() { resetData({}); }
     int rowCount(const QModelIndex& parent = {}) const override;
     int columnCount(const QModelIndex& parent = {}) const override;
@@ -44,6 +53,7 @@ public:
 
 private:
     RunResult run_;
+    double lo_ = 1e-12, hi_ = 1;
 };
 
 /// Decision flips of every comparison.
@@ -70,9 +80,15 @@ class LayerModel : public QAbstractTableModel {
     Q_OBJECT
 public:
     enum Columns { Index, Module, Op, Dtype, Absmax, Headroom, Fp16Overflow, Fp16Subnormal, NonFinite, State, NUM_COLUMNS };
-    enum Roles { SortRole = Qt::UserRole, ModuleRole };
+    /// PlotRole: numbers for charts (Index: the op index; Absmax: absmax, floored for log axes);
+    /// MarkRole: Absmax where the layer's marker sits (non-finite ones at the top, above the
+    /// format's limit); SummaryRole: one layer described in a few lines (chart tool tips).
+    enum Roles { SortRole = Qt::UserRole, ModuleRole, PlotRole, MarkRole, SummaryRole };
     using QAbstractTableModel::QAbstractTableModel;
     void resetData(const PassResult& pass);
+    Precision precision() const { return pass_.precision; }
+    /// The largest finite value of the pass's format (FP16 for the FP32 reference).
+    double formatLimit() const;
     void clearData() { resetData({}); }
     const LayerStat* layer(int r) const;
     int rowCount(const QModelIndex& parent = {}) const override;

@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "charts.h"
+#include "models.h"
 
 namespace ampscope::ui {
 
@@ -129,10 +130,16 @@ QString writeReport(const RunResult& r, const QString& status, const storage::Re
                                   "<style>body{font-family:sans-serif;max-width:1040px;margin:auto} img{max-width:100%}</style>"
                                   "</head><body>").arg(QString::fromStdString(r.run_id));
     html += overviewHtml(r, status, review, notes);
-    html += QStringLiteral("<h2>Score deltas</h2>") + png(makeDeltaChart(r)) + png(makeDeltaHistogram(r));
+    SampleModel samples;  // outlives the chart, which png() deletes with its view
+    samples.resetData(r);
+    html += QStringLiteral("<h2>Score deltas</h2>") + png(makeDeltaChart(&samples)) + png(makeDeltaHistogram(r));
     html += QStringLiteral("<h2>Decision flips</h2>") + png(makeFlipChart(r));
-    for (const auto& p : r.passes)
-        if (!p.layers.empty()) html += QStringLiteral("<h2>Layers, %1 pass</h2>").arg(QString::fromStdString(to_string(p.precision))) + png(makeLayerChart(p));
+    for (const auto& p : r.passes) {
+        if (p.layers.empty()) continue;
+        LayerModel layers;  // outlives the chart, which png() deletes with its view
+        layers.resetData(p);
+        html += QStringLiteral("<h2>Layers, %1 pass</h2>").arg(QString::fromStdString(to_string(p.precision))) + png(makeLayerChart(&layers));
+    }
     html += QStringLiteral("</body></html>");
     QFile f(path);
     if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)) return QStringLiteral("cannot write %1").arg(path);
