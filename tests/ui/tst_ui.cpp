@@ -72,7 +72,7 @@ private Q_SLOTS:
         QAbstractItemModelTester t2(&samples, QAbstractItemModelTester::FailureReportingMode::QtTest);
         samples.resetData(run);
         QCOMPARE(samples.rowCount(), 40);
-        QCOMPARE(samples.columnCount(), 2 + 3 * 2);
+        QCOMPARE(samples.columnCount(), 3 + 3 * 2);
         FlipModel flips;
         QAbstractItemModelTester t3(&flips, QAbstractItemModelTester::FailureReportingMode::QtTest);
         flips.resetData(run);

@@ -72,27 +72,6 @@ void applyPalette(QChart* chart, const QPalette& pal) {
     }
 }
 
-void attachTooltips(QXYSeries* s, const QStringList& texts) {
-    // texts[i] belongs to the series' i-th point; the hovered point is found by value (the
-    // series hands over the data point under the cursor), else the nearest one.
-    QObject::connect(s, &QXYSeries::hovered, s, [s, texts](const QPointF& p, bool on) {
-        if (!on) {
-            QToolTip::hideText();
-            return;
-        }
-        const auto& pts = s->points();
-        qsizetype best = -1;
-        double bd = 0;
-        for (qsizetype i = 0; i < pts.size() && i < texts.size(); ++i) {
-            const double d = std::abs(pts[i].x() - p.x()) + std::abs(std::log10(std::max(pts[i].y(), kFloor)) - std::log10(std::max(p.y(), kFloor)));
-            if (best < 0 || d < bd) { best = i; bd = d; }
-        }
-        if (best < 0) return;
-        s->setProperty("ampscopeTip", texts[best]);  // what was shown (tests read it)
-        QToolTip::showText(QCursor::pos(), texts[best]);
-    });
-}
-
 QChart* makeDeltaHistogram(const RunResult& run) {
     auto* chart = new QChart;
     chart->setTitle(QStringLiteral("Histogram of log10 |Δ|"));
@@ -123,64 +102,6 @@ QChart* makeDeltaHistogram(const RunResult& run) {
     chart->addAxis(y, Qt::AlignLeft);
     series->attachAxis(x);
     series->attachAxis(y);
-    return chart;
-}
-
-QChart* makeFlipChart(const RunResult& run) {
-    auto* chart = new QChart;
-    chart->setTitle(QStringLiteral("Decision flips against the reference margin (top-1 − top-2)"));
-    if (run.passes.empty()) return chart;
-    const auto& ref = run.passes.front();
-    const int k = ref.num_outputs;
-    double mlo = 1e300, mhi = 0, dlo = 1e300, dhi = 0;
-    struct P { double margin, delta; bool flip; Precision p; QString tip; };
-    std::vector<P> pts;
-    for (const auto& c : run.comparisons) {
-        for (size_t i = 0; i < c.deltas.size() && i < c.ref_decisions.size(); ++i) {
-            const float* s = &ref.outputs[i * size_t(k)];
-            double t1 = -INFINITY, t2 = -INFINITY;
-            for (int j = 0; j < k; ++j) {
-                if (s[j] > t1) { t2 = t1; t1 = s[j]; } else if (s[j] > t2) t2 = s[j];
-            }
-            const double m = std::max(t1 - t2, kFloor);
-            const double d = c.deltas[i].finite ? std::max(c.deltas[i].abs, kFloor) : -1;
-            pts.push_back({m, d, c.ref_decisions[i] != c.amp_decisions[i], c.precision,
-                           QStringLiteral("%1 (%2), %3\nreference margin %4, |Δ| %5\ndecision: reference %6, AMP %7")
-                               .arg(qs(c.deltas[i].sample), qs(c.deltas[i].tag), qs(to_string(c.precision)))
-                               .arg(m, 0, 'g', 4)
-                               .arg(d > 0 ? QString::number(d, 'g', 4) : QStringLiteral("non-finite"))
-                               .arg(c.ref_decisions[i]).arg(c.amp_decisions[i])});
-            mlo = std::min(mlo, m); mhi = std::max(mhi, m);
-            if (d > 0) { dlo = std::min(dlo, d); dhi = std::max(dhi, d); }
-        }
-    }
-    if (pts.empty()) return chart;
-    if (dhi == 0) { dlo = kFloor; dhi = 1; }
-    auto* x = logAxis(QStringLiteral("reference margin"), mlo, mhi);
-    auto* y = logAxis(QStringLiteral("|Δ|"), dlo, dhi * 4);
-    chart->addAxis(x, Qt::AlignBottom);
-    chart->addAxis(y, Qt::AlignLeft);
-    std::map<std::pair<int, bool>, QScatterSeries*> series;
-    std::map<std::pair<int, bool>, QStringList> tips;
-    for (const auto& p : pts) {
-        tips[{int(p.p), p.flip}] << p.tip;
-        auto*& s = series[{int(p.p), p.flip}];
-        if (!s) {
-            s = new QScatterSeries;
-            s->setName(qs(to_string(p.p)) + (p.flip ? QStringLiteral(" flipped") : QStringLiteral(" same decision")));
-            s->setMarkerSize(p.flip ? 11 : 6);
-            s->setColor(p.flip ? (p.p == Precision::Bf16 ? QColor(150, 60, 160) : QColor(220, 50, 50))
-                               : (p.p == Precision::Bf16 ? QColor(120, 150, 220) : QColor(150, 190, 150)));
-            s->setBorderColor(Qt::transparent);
-        }
-        s->append(p.margin, p.delta > 0 ? p.delta : dhi * 3);
-    }
-    for (auto& [key, s] : series) {
-        chart->addSeries(s);
-        s->attachAxis(x);
-        s->attachAxis(y);
-        attachTooltips(s, tips[key]);
-    }
     return chart;
 }
 
@@ -284,6 +205,48 @@ QChart* makeDeltaChart(SampleModel* model) {
     chart->addSeries(tol);
     tol->attachAxis(x);
     tol->attachAxis(y);
+    return chart;
+}
+
+QChart* makeFlipChart(SampleModel* model) {
+    const RunResult& run = model->run();
+    auto* chart = new QChart;
+    chart->setTitle(QStringLiteral("Decision flips against the reference margin (top-1 − top-2)"));
+    auto* x = logAxis(QStringLiteral("reference margin"), 1e-3, 1);
+    auto* y = logAxis(QStringLiteral("|Δ|"), model->plotLow(), model->plotHigh() * 4);
+    chart->addAxis(x, Qt::AlignBottom);
+    chart->addAxis(y, Qt::AlignLeft);
+    auto ranges = [model, x, y] {
+        double lo = 1e300, hi = 0;
+        for (int r = 0; r < model->rowCount(); ++r) {
+            const double m = model->index(r, SampleModel::kMarginColumn).data(SampleModel::PlotRole).toDouble();
+            lo = std::min(lo, m);
+            hi = std::max(hi, m);
+        }
+        if (hi == 0) { lo = 1e-3; hi = 1; }
+        x->setRange(std::max(kFloor, lo / 2), std::max(hi * 2, lo * 10));
+        y->setRange(std::max(kFloor, model->plotLow() / 2), std::max(model->plotHigh() * 8, model->plotLow() * 10));
+    };
+    ranges();
+    QObject::connect(model, &QAbstractItemModel::modelReset, chart, ranges);
+    // Per precision: samples whose decision flipped (the decision column shows "a → b"), and the rest.
+    for (size_t c = 0; c < run.comparisons.size(); ++c) {
+        const Precision p = run.comparisons[c].precision;
+        for (bool flip : {false, true}) {
+            auto* s = new QScatterSeries;
+            s->setName(qs(to_string(p)) + (flip ? QStringLiteral(" flipped") : QStringLiteral(" same decision")));
+            s->setMarkerSize(flip ? 11 : 6);
+            s->setColor(flip ? (p == Precision::Bf16 ? QColor(150, 60, 160) : QColor(220, 50, 50))
+                             : (p == Precision::Bf16 ? QColor(120, 150, 220) : QColor(150, 190, 150)));
+            s->setBorderColor(Qt::transparent);
+            const int col = SampleModel::deltaColumn(int(c));
+            mapSeries(s, rowsWhere(model, SampleModel::decisionColumn(int(c)), flip ? QStringLiteral("→") : QStringLiteral("^[^→]*$"), chart),
+                      SampleModel::PlotRole, SampleModel::kMarginColumn, col, SampleModel::SummaryRole, col);
+            chart->addSeries(s);
+            s->attachAxis(x);
+            s->attachAxis(y);
+        }
+    }
     return chart;
 }
 

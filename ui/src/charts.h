@@ -25,7 +25,8 @@ QChart* makeDeltaChart(SampleModel* model);
 /// Histogram of log10 |Δ| per precision.
 QChart* makeDeltaHistogram(const RunResult& run);
 /// |Δ| against the reference margin (log–log); flips marked: they sit at small margins.
-QChart* makeFlipChart(const RunResult& run);
+/// Driven by the per-sample model (margin and |Δ| columns), like the delta chart.
+QChart* makeFlipChart(SampleModel* model);
 /// absmax per op (log scale) against the format's limit; origin and propagation marked.
 /// Driven by the model (QVXYModelMapper through filter proxies): it must outlive the chart.
 QChart* makeLayerChart(LayerModel* model);
@@ -41,9 +42,6 @@ QChart* makeGradChart(const std::vector<TrainStep>& steps);
 
 /// Frame, text and grid colours from the palette (dark palettes included).
 void applyPalette(QChart* chart, const QPalette& pal);
-
-/// Hovering point i of `s` shows texts[i] as a tool tip (sample id and values, op and stats).
-void attachTooltips(QXYSeries* s, const QStringList& texts);
 
 /// Writes `widget` as PNG (by extension .png) or SVG (.svg). Returns an error message or "".
 QString exportImage(QWidget* widget, const QString& path);

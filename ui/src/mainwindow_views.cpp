@@ -72,7 +72,7 @@ void MainWindow::showRun(const QString& uuid) {
     flips_->resetData(*run_);
     setChart(deltaChart_, makeDeltaChart(samples_));  // its series follow samples_ (the table's model)
     setChart(histChart_, makeDeltaHistogram(*run_));
-    setChart(flipChart_, makeFlipChart(*run_));
+    setChart(flipChart_, makeFlipChart(samples_));
     const QSignalBlocker block(passBox_);
     const int previous = passBox_->currentIndex();
     passBox_->clear();

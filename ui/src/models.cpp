@@ -79,16 +79,30 @@ void SampleModel::resetData(const RunResult& run) {
             if (d.finite) { lo_ = std::min(lo_, std::max(d.abs, kFloor)); hi_ = std::max(hi_, d.abs); }
     if (hi_ == 0) { lo_ = kFloor; hi_ = 1; }
     hi_ = std::max(hi_, run_.criteria.atol);
+    margin_.assign(run_.samples.size(), 0.0);
+    if (!run_.passes.empty() && run_.passes.front().num_outputs > 0) {
+        const auto& ref = run_.passes.front();
+        const size_t k = size_t(ref.num_outputs);
+        for (size_t i = 0; i < margin_.size() && (i + 1) * k <= ref.outputs.size(); ++i) {
+            double t1 = -INFINITY, t2 = -INFINITY;
+            for (size_t j = 0; j < k; ++j) {
+                const double v = ref.outputs[i * k + j];
+                if (v > t1) { t2 = t1; t1 = v; } else if (v > t2) t2 = v;
+            }
+            margin_[i] = k > 1 ? t1 - t2 : std::abs(t1);
+        }
+    }
     endResetModel();
 }
 int SampleModel::rowCount(const QModelIndex& p) const { return p.isValid() ? 0 : int(run_.samples.size()); }
-int SampleModel::columnCount(const QModelIndex& p) const { return p.isValid() ? 0 : 2 + 3 * int(run_.comparisons.size()); }
+int SampleModel::columnCount(const QModelIndex& p) const { return p.isValid() ? 0 : 3 + 3 * int(run_.comparisons.size()); }
 
 QVariant SampleModel::headerData(int s, Qt::Orientation o, int role) const {
     if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
     if (s == 0) return QStringLiteral("Sample");
     if (s == 1) return QStringLiteral("Tag");
-    const int c = (s - 2) / 3, k = (s - 2) % 3;
+    if (s == kMarginColumn) return QStringLiteral("ref margin");
+    const int c = (s - 3) / 3, k = (s - 3) % 3;
     if (c >= int(run_.comparisons.size())) return {};
     const auto p = qs(to_string(run_.comparisons[size_t(c)].precision));
     const QString h = k == 0 ? QString(p + QStringLiteral(" |Δ|")) : k == 1 ? QString(p + QStringLiteral(" rel")) : QString(p + QStringLiteral(" decision"));
@@ -103,7 +117,14 @@ QVariant SampleModel::data(const QModelIndex& idx, int role) const {
         if (role == PlotRole && idx.column() == 0) return double(i);
         return {};
     }
-    const int c = (idx.column() - 2) / 3, k = (idx.column() - 2) % 3;
+    if (idx.column() == kMarginColumn) {
+        const double m = i < margin_.size() ? margin_[i] : 0.0;
+        if (role == PlotRole) return std::max(m, 1e-12);
+        if (role == SortRole) return m;
+        if (role == Qt::DisplayRole) return num(m);
+        return {};
+    }
+    const int c = (idx.column() - 3) / 3, k = (idx.column() - 3) % 3;
     if (c >= int(run_.comparisons.size())) return {};
     const auto& cmp = run_.comparisons[size_t(c)];
     if (i >= cmp.deltas.size()) return {};

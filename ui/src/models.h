@@ -33,11 +33,15 @@ private:
 class SampleModel : public QAbstractTableModel {
     Q_OBJECT
 public:
-    /// PlotRole: column 0 the sample's index, |Δ| columns the value for a log axis
-    /// (non-finite ones at plotTop()); SummaryRole on a |Δ| column: that sample in that
+    /// Columns: sample, tag, reference margin (top-1 minus top-2 reference score), then per
+    /// AMP precision |Δ|, relative |Δ|, decision.
+    /// PlotRole: column 0 the sample's index, the margin and |Δ| columns values for log axes
+    /// (non-finite |Δ| at plotTop()); SummaryRole on a |Δ| column: that sample in that
     /// precision in a few lines (chart tool tips).
     enum Roles { SortRole = Qt::UserRole, PlotRole, SummaryRole };
-    static int deltaColumn(int comparison) { return 2 + 3 * comparison; }
+    static constexpr int kMarginColumn = 2;
+    static int deltaColumn(int comparison) { return 3 + 3 * comparison; }
+    static int decisionColumn(int comparison) { return 5 + 3 * comparison; }
     using QAbstractTableModel::QAbstractTableModel;
     void resetData(const RunResult& run);
     const RunResult& run() const { return run_; }
@@ -53,6 +57,7 @@ public:
 
 private:
     RunResult run_;
+    std::vector<double> margin_;
     double lo_ = 1e-12, hi_ = 1;
 };
 

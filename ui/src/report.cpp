@@ -133,7 +133,7 @@ QString writeReport(const RunResult& r, const QString& status, const storage::Re
     SampleModel samples;  // outlives the chart, which png() deletes with its view
     samples.resetData(r);
     html += QStringLiteral("<h2>Score deltas</h2>") + png(makeDeltaChart(&samples)) + png(makeDeltaHistogram(r));
-    html += QStringLiteral("<h2>Decision flips</h2>") + png(makeFlipChart(r));
+    html += QStringLiteral("<h2>Decision flips</h2>") + png(makeFlipChart(&samples));
     for (const auto& p : r.passes) {
         if (p.layers.empty()) continue;
         LayerModel layers;  // outlives the chart, which png() deletes with its view
