@@ -255,12 +255,21 @@ private Q_SLOTS:
         storage::Store store(db.toStdString());
         const auto steps = store.training_steps(uuid);
         QVERIFY(steps.front().grad_underflow >= 0);
-        std::unique_ptr<QChart> grad(makeGradChart(steps));
+        TrainingStepModel stepModel;
+        QAbstractItemModelTester tester(&stepModel, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        stepModel.resetData(steps);
+        QCOMPARE(stepModel.rowCount(), 12);
+        std::unique_ptr<QChart> grad(makeGradChart(&stepModel));
         bool plotted = false;
         for (auto* s : grad->series())
             plotted = plotted || (s->name() == QStringLiteral("gradient elements lost to underflow") &&
                                   static_cast<QXYSeries*>(s)->count() == int(steps.size()));
         QVERIFY(plotted);
+        // driven by the model: fewer steps in it, fewer points
+        stepModel.resetData(std::vector<TrainStep>(steps.begin(), steps.begin() + 5));
+        for (auto* s : grad->series())
+            if (s->name() == QStringLiteral("gradient elements lost to underflow")) QCOMPARE(static_cast<QXYSeries*>(s)->count(), 5);
+        grad.reset();
     }
 
     void compareViewShowsTwoRuns() {

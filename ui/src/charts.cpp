@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 
 namespace ampscope::ui {
@@ -311,45 +312,102 @@ QChart* makeLayerChart(LayerModel* model) {
 }
 
 namespace {
-QValueAxis* stepAxis(const std::vector<TrainStep>& steps) {
+
+/// Rows of `src` that `keep` accepts (e.g. finite values for a line, skipped steps for markers).
+class RowsIf : public QSortFilterProxyModel {
+public:
+    RowsIf(QAbstractItemModel* src, std::function<bool(const QAbstractItemModel*, int)> keep, QObject* parent)
+        : QSortFilterProxyModel(parent), keep_(std::move(keep)) {
+        setSourceModel(src);
+    }
+
+protected:
+    bool filterAcceptsRow(int row, const QModelIndex&) const override { return keep_(sourceModel(), row); }
+
+private:
+    std::function<bool(const QAbstractItemModel*, int)> keep_;
+};
+
+using T = TrainingStepModel;
+
+double plotted(const QAbstractItemModel* m, int row, int column) {
+    return m->index(row, column).data(T::PlotRole).toDouble();
+}
+
+/// A series of the steps whose `column` is finite (and > 0 for log axes), x = step.
+void stepSeries(QXYSeries* s, TrainingStepModel* model, int column, bool positive, QObject* owner,
+                std::function<bool(const QAbstractItemModel*, int)> also = {}) {
+    auto* rows = new RowsIf(model, [column, positive, also](const QAbstractItemModel* m, int r) {
+        const double v = plotted(m, r, column);
+        return std::isfinite(v) && (!positive || v > 0) && (!also || also(m, r));
+    }, owner);
+    mapSeries(s, rows, T::PlotRole, T::Step, column, T::SummaryRole);
+}
+
+/// Range of a column over the rows (finite values, > 0 when `positive`); {lo, hi} or {1, 0}.
+std::pair<double, double> columnRange(const QAbstractItemModel* m, std::initializer_list<int> columns, bool positive) {
+    double lo = 1e300, hi = -1e300;
+    for (int r = 0; r < m->rowCount(); ++r)
+        for (int c : columns) {
+            const double v = plotted(m, r, c);
+            if (!std::isfinite(v) || (positive && v <= 0)) continue;
+            lo = std::min(lo, v);
+            hi = std::max(hi, v);
+        }
+    return lo <= hi ? std::make_pair(lo, hi) : std::make_pair(1.0, 0.0);
+}
+
+QValueAxis* stepAxis(QChart* chart, TrainingStepModel* model) {
     auto* x = new QValueAxis;
     x->setTitleText(QStringLiteral("iteration"));
-    x->setRange(steps.empty() ? 0 : steps.front().step, steps.empty() ? 1 : std::max(steps.back().step, steps.front().step + 1));
     x->setLabelFormat(QStringLiteral("%d"));
+    chart->addAxis(x, Qt::AlignBottom);
     return x;
 }
+
 void attach(QChart* c, QAbstractSeries* s, QAbstractAxis* x, QAbstractAxis* y) {
     c->addSeries(s);
     s->attachAxis(x);
     s->attachAxis(y);
 }
+
+/// Calls `update` now and whenever the model is reset (axis ranges follow the data).
+void follow(QChart* chart, TrainingStepModel* model, std::function<void()> update) {
+    update();
+    QObject::connect(model, &QAbstractItemModel::modelReset, chart, update);
+}
+
+void stepRange(QValueAxis* x, const TrainingStepModel* model) {
+    const auto [lo, hi] = columnRange(model, {T::Step}, false);
+    x->setRange(lo <= hi ? lo : 0, lo <= hi ? std::max(hi, lo + 1) : 1);
+}
+
 }  // namespace
 
-QChart* makeLossChart(const std::vector<TrainStep>& steps) {
+QChart* makeLossChart(TrainingStepModel* model) {
     auto* chart = new QChart;
     chart->setTitle(QStringLiteral("Loss: FP32 reference vs AMP"));
     auto* ref = new QLineSeries;
     ref->setName(QStringLiteral("reference (FP32)"));
     auto* amp = new QLineSeries;
     amp->setName(QStringLiteral("AMP"));
-    double hi = 0;
-    for (const auto& s : steps) {
-        ref->append(s.step, s.loss_ref);
-        if (std::isfinite(s.loss_amp)) amp->append(s.step, s.loss_amp);
-        hi = std::max({hi, s.loss_ref, std::isfinite(s.loss_amp) ? s.loss_amp : 0.0});
-    }
-    auto* x = stepAxis(steps);
+    stepSeries(ref, model, T::LossRef, false, chart);
+    stepSeries(amp, model, T::LossAmp, false, chart);
+    auto* x = stepAxis(chart, model);
     auto* y = new QValueAxis;
-    y->setRange(0, hi > 0 ? hi * 1.05 : 1);
     y->setTitleText(QStringLiteral("loss"));
-    chart->addAxis(x, Qt::AlignBottom);
     chart->addAxis(y, Qt::AlignLeft);
+    follow(chart, model, [model, x, y] {
+        stepRange(x, model);
+        const auto [lo, hi] = columnRange(model, {T::LossRef, T::LossAmp}, false);
+        y->setRange(std::min(0.0, lo <= hi ? lo : 0.0), lo <= hi && hi > 0 ? hi * 1.05 : 1);
+    });
     attach(chart, ref, x, y);
     attach(chart, amp, x, y);
     return chart;
 }
 
-QChart* makeScaleChart(const std::vector<TrainStep>& steps) {
+QChart* makeScaleChart(TrainingStepModel* model) {
     auto* chart = new QChart;
     chart->setTitle(QStringLiteral("Loss scale (log2) with skipped steps"));
     auto* line = new QLineSeries;
@@ -358,27 +416,25 @@ QChart* makeScaleChart(const std::vector<TrainStep>& steps) {
     skipped->setName(QStringLiteral("skipped step (inf/NaN gradients)"));
     skipped->setColor(QColor(220, 30, 30));
     skipped->setMarkerSize(10);
-    double lo = 1e300, hi = 0;
-    for (const auto& s : steps) {
-        line->append(s.step, s.scale);
-        if (s.skipped) skipped->append(s.step, s.scale);
-        lo = std::min(lo, s.scale);
-        hi = std::max(hi, s.scale);
-    }
-    auto* x = stepAxis(steps);
+    stepSeries(line, model, T::Scale, true, chart);
+    stepSeries(skipped, model, T::Scale, true, chart, [](const QAbstractItemModel* m, int r) { return plotted(m, r, T::Skipped) > 0; });
+    auto* x = stepAxis(chart, model);
     auto* y = new QLogValueAxis;
     y->setBase(2);
     y->setLabelFormat(QStringLiteral("%g"));
     y->setTitleText(QStringLiteral("scale"));
-    y->setRange(steps.empty() ? 1 : lo / 2, steps.empty() ? 2 : hi * 2);
-    chart->addAxis(x, Qt::AlignBottom);
     chart->addAxis(y, Qt::AlignLeft);
+    follow(chart, model, [model, x, y] {
+        stepRange(x, model);
+        const auto [lo, hi] = columnRange(model, {T::Scale}, true);
+        y->setRange(lo <= hi ? lo / 2 : 1, lo <= hi ? hi * 2 : 2);
+    });
     attach(chart, line, x, y);
     attach(chart, skipped, x, y);
     return chart;
 }
 
-QChart* makeUpdatesChart(const std::vector<TrainStep>& steps) {
+QChart* makeUpdatesChart(TrainingStepModel* model) {
     auto* chart = new QChart;
     chart->setTitle(QStringLiteral("Effective updates vs iterations"));
     auto* eff = new QLineSeries;
@@ -388,61 +444,57 @@ QChart* makeUpdatesChart(const std::vector<TrainStep>& steps) {
     QPen pen(Qt::DashLine);
     pen.setColor(QColor(130, 130, 130));
     it->setPen(pen);
-    for (const auto& s : steps) {
-        eff->append(s.step, s.effective_updates);
-        it->append(s.step, s.step + 1);
-    }
-    auto* x = stepAxis(steps);
+    stepSeries(eff, model, T::Effective, false, chart);
+    auto* x = stepAxis(chart, model);
     auto* y = new QValueAxis;
-    y->setRange(0, steps.empty() ? 1 : steps.back().step + 1);
     y->setLabelFormat(QStringLiteral("%d"));
-    chart->addAxis(x, Qt::AlignBottom);
     chart->addAxis(y, Qt::AlignLeft);
+    follow(chart, model, [model, x, y, it] {
+        stepRange(x, model);
+        const auto [lo, hi] = columnRange(model, {T::Step}, false);
+        it->clear();
+        if (lo <= hi) it->append({QPointF(lo, lo + 1), QPointF(hi, hi + 1)});  // one update per iteration
+        y->setRange(0, lo <= hi ? hi + 1 : 1);
+    });
     attach(chart, it, x, y);
     attach(chart, eff, x, y);
     return chart;
 }
 
-QChart* makeGradChart(const std::vector<TrainStep>& steps) {
+QChart* makeGradChart(TrainingStepModel* model) {
     auto* chart = new QChart;
-    chart->setTitle(QStringLiteral("Unscaled gradient norm and weight divergence from FP32"));
+    chart->setTitle(QStringLiteral("Unscaled gradient norm, weight divergence, and gradient underflow"));
     auto* gn = new QLineSeries;
     gn->setName(QStringLiteral("gradient norm (AMP)"));
     auto* dv = new QLineSeries;
     dv->setName(QStringLiteral("‖w_amp − w_ref‖ / ‖w_ref‖"));
-    double lo = 1e300, hi = 0;
-    for (const auto& s : steps) {
-        if (std::isfinite(s.grad_norm) && s.grad_norm > 0) { gn->append(s.step, s.grad_norm); lo = std::min(lo, s.grad_norm); hi = std::max(hi, s.grad_norm); }
-        if (std::isfinite(s.divergence) && s.divergence > 0) { dv->append(s.step, s.divergence); lo = std::min(lo, s.divergence); hi = std::max(hi, s.divergence); }
-    }
-    if (hi == 0) { lo = 1e-6; hi = 1; }
-    auto* x = stepAxis(steps);
-    auto* y = logAxis(QString(), lo, hi);
-    chart->addAxis(x, Qt::AlignBottom);
-    chart->addAxis(y, Qt::AlignLeft);
-    attach(chart, gn, x, y);
-    attach(chart, dv, x, y);
-    // Gradient elements lost to underflow (right axis), when the run measured them.
     auto* uf = new QLineSeries;
     uf->setName(QStringLiteral("gradient elements lost to underflow"));
-    double umax = 0;
-    for (const auto& s : steps)
-        if (s.grad_underflow >= 0) { uf->append(s.step, double(s.grad_underflow)); umax = std::max(umax, double(s.grad_underflow)); }
-    if (uf->count() > 0) {
-        chart->setTitle(QStringLiteral("Unscaled gradient norm, weight divergence, and gradient underflow"));
-        auto* yu = new QValueAxis;
-        yu->setTitleText(QStringLiteral("elements lost"));
-        yu->setRange(0, std::max(1.0, umax * 1.1));
-        yu->setLabelFormat(QStringLiteral("%d"));
-        chart->addAxis(yu, Qt::AlignRight);
-        QPen pen(QColor(200, 120, 30));
-        pen.setStyle(Qt::DotLine);
-        pen.setWidth(2);
-        uf->setPen(pen);
-        attach(chart, uf, x, yu);
-    } else {
-        delete uf;
-    }
+    QPen pen(QColor(200, 120, 30));
+    pen.setStyle(Qt::DotLine);
+    pen.setWidth(2);
+    uf->setPen(pen);
+    stepSeries(gn, model, T::GradNorm, true, chart);
+    stepSeries(dv, model, T::Divergence, true, chart);
+    stepSeries(uf, model, T::Underflow, false, chart);
+    auto* x = stepAxis(chart, model);
+    auto* y = logAxis(QString(), 1e-6, 1);
+    chart->addAxis(y, Qt::AlignLeft);
+    auto* yu = new QValueAxis;
+    yu->setTitleText(QStringLiteral("elements lost"));
+    yu->setLabelFormat(QStringLiteral("%d"));
+    chart->addAxis(yu, Qt::AlignRight);
+    follow(chart, model, [model, x, y, yu] {
+        stepRange(x, model);
+        const auto [lo, hi] = columnRange(model, {T::GradNorm, T::Divergence}, true);
+        y->setRange(std::max(kFloor, (lo <= hi ? lo : 1e-6) / 2), std::max((lo <= hi ? hi : 1) * 2, (lo <= hi ? lo : 1e-6) * 10));
+        const auto [ulo, uhi] = columnRange(model, {T::Underflow}, false);
+        yu->setRange(0, std::max(4.0, (ulo <= uhi ? uhi : 0) * 1.1));
+        yu->applyNiceNumbers();
+    });
+    attach(chart, gn, x, y);
+    attach(chart, dv, x, y);
+    attach(chart, uf, x, yu);
     return chart;
 }
 

@@ -18,6 +18,7 @@ namespace ampscope::ui {
 
 class LayerModel;
 class SampleModel;
+class TrainingStepModel;
 
 /// Per-sample |Δ| (log scale) against the absolute tolerance, one series per precision and tag.
 /// Driven by the model (the per-sample table's): it must outlive the chart.
@@ -31,14 +32,15 @@ QChart* makeFlipChart(SampleModel* model);
 /// Driven by the model (QVXYModelMapper through filter proxies): it must outlive the chart.
 QChart* makeLayerChart(LayerModel* model);
 
+/// Training charts, driven by the steps model (it must outlive them).
 /// Training: losses (reference vs AMP) per step.
-QChart* makeLossChart(const std::vector<TrainStep>& steps);
+QChart* makeLossChart(TrainingStepModel* model);
 /// Training: the loss scale on a log2 axis, skipped steps marked.
-QChart* makeScaleChart(const std::vector<TrainStep>& steps);
+QChart* makeScaleChart(TrainingStepModel* model);
 /// Training: effective updates against iterations.
-QChart* makeUpdatesChart(const std::vector<TrainStep>& steps);
+QChart* makeUpdatesChart(TrainingStepModel* model);
 /// Training: unscaled gradient norm and weight divergence (log axis).
-QChart* makeGradChart(const std::vector<TrainStep>& steps);
+QChart* makeGradChart(TrainingStepModel* model);
 
 /// Frame, text and grid colours from the palette (dark palettes included).
 void applyPalette(QChart* chart, const QPalette& pal);

@@ -61,6 +61,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     runs_ = new RunListModel(this);
     samples_ = new SampleModel(this);
     compareSamples_ = new SampleModel(this);
+    steps_ = new TrainingStepModel(this);
     flips_ = new FlipModel(this);
     layers_ = new LayerModel(this);
     buildUi();
@@ -165,8 +166,9 @@ void MainWindow::buildUi() {
     lay->addWidget(lsplit);
     tabs_->addTab(layersTab, QStringLiteral("Layers (first NaN)"));
 
-    auto* training = new QWidget;
-    auto* grid = new QGridLayout(training);
+    auto* training = new QSplitter(Qt::Vertical);
+    auto* chartsBox = new QWidget;
+    auto* grid = new QGridLayout(chartsBox);
     lossChart_ = new QChartView;
     scaleChart_ = new QChartView;
     updatesChart_ = new QChartView;
@@ -176,6 +178,11 @@ void MainWindow::buildUi() {
     grid->addWidget(updatesChart_, 1, 0);
     grid->addWidget(gradChart_, 1, 1);
     for (auto* v : {lossChart_, scaleChart_, updatesChart_, gradChart_}) v->setRenderHint(QPainter::Antialiasing);
+    training->addWidget(chartsBox);
+    stepView_ = makeTable(steps_, TrainingStepModel::SortRole);
+    training->addWidget(stepView_);
+    training->setStretchFactor(0, 3);
+    training->setStretchFactor(1, 1);
     tabs_->addTab(training, QStringLiteral("Training"));
 
     auto* compare = new QSplitter(Qt::Vertical);

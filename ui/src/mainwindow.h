@@ -32,6 +32,7 @@ class NewRunDialog;
 class RunController;
 class RunListModel;
 class SampleModel;
+class TrainingStepModel;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -99,6 +100,8 @@ private:
     QSortFilterProxyModel* runsProxy_ = nullptr;
     SampleModel* samples_ = nullptr;
     SampleModel* compareSamples_ = nullptr;  ///< the Compare tab's chart reads both runs from it
+    TrainingStepModel* steps_ = nullptr;
+    QTableView* stepView_ = nullptr;
     FlipModel* flips_ = nullptr;
     LayerModel* layers_ = nullptr;
     QTableView* runView_ = nullptr;

@@ -36,10 +36,15 @@ void MainWindow::showTraining(const QString& uuid) {
     samples_->clearData();
     flips_->clearData();
     layers_->clearData();
-    setChart(lossChart_, makeLossChart(steps));
-    setChart(scaleChart_, makeScaleChart(steps));
-    setChart(updatesChart_, makeUpdatesChart(steps));
-    setChart(gradChart_, makeGradChart(steps));
+    steps_->resetData(steps);
+    if (!lossChart_->chart() || !lossChart_->chart()->property("ampscopeSteps").toBool()) {
+        // built once: the charts follow steps_ (the table's model) from then on
+        setChart(lossChart_, makeLossChart(steps_));
+        setChart(scaleChart_, makeScaleChart(steps_));
+        setChart(updatesChart_, makeUpdatesChart(steps_));
+        setChart(gradChart_, makeGradChart(steps_));
+        lossChart_->chart()->setProperty("ampscopeSteps", true);
+    }
     int skipped = 0;
     for (const auto& s : steps) skipped += s.skipped;
     const auto status = QString::fromStdString(store_->status(uuid.toStdString()));

@@ -269,4 +269,72 @@ QVariant LayerModel::data(const QModelIndex& idx, int role) const {
     return {};
 }
 
+// ---- TrainingStepModel -------------------------------------------------------------------------
+
+void TrainingStepModel::resetData(std::vector<TrainStep> steps) {
+    beginResetModel();
+    steps_ = std::move(steps);
+    endResetModel();
+}
+int TrainingStepModel::rowCount(const QModelIndex& p) const { return p.isValid() ? 0 : int(steps_.size()); }
+int TrainingStepModel::columnCount(const QModelIndex& p) const { return p.isValid() ? 0 : NUM_COLUMNS; }
+
+QVariant TrainingStepModel::headerData(int s, Qt::Orientation o, int role) const {
+    if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
+    static const char* names[] = {"Step", "Loss (FP32)", "Loss (AMP)", "Scale", "Skipped", "Effective updates", "Grad norm",
+                                  "LR", "Divergence", "Underflow", "Non-finite", "Origin"};
+    return s >= 0 && s < NUM_COLUMNS ? QString::fromLatin1(names[s]) : QVariant();
+}
+
+QVariant TrainingStepModel::data(const QModelIndex& idx, int role) const {
+    if (!idx.isValid() || idx.row() >= int(steps_.size())) return {};
+    const auto& s = steps_[size_t(idx.row())];
+    auto origin = [&s] {
+        if (!s.origin) return QString();
+        QString o = (s.origin->module.empty() ? QStringLiteral("(root)") : qs(s.origin->module)) + QStringLiteral(", ") + qs(s.origin->op);
+        if (!s.origin->grad_fn.empty()) o += QStringLiteral(" in ") + qs(s.origin->grad_fn);
+        return o;
+    };
+    if (role == PlotRole || role == SortRole) {
+        switch (idx.column()) {
+        case Step: return double(s.step);
+        case LossRef: return s.loss_ref;
+        case LossAmp: return s.loss_amp;
+        case Scale: return s.scale;
+        case Skipped: return s.skipped ? 1.0 : 0.0;
+        case Effective: return double(s.effective_updates);
+        case GradNorm: return s.grad_norm;
+        case Lr: return s.lr;
+        case Divergence: return s.divergence;
+        case Underflow: return s.grad_underflow >= 0 ? double(s.grad_underflow) : std::nan("");
+        case Stage: return role == SortRole ? QVariant(qs(s.nonfinite_stage)) : QVariant(std::nan(""));
+        case Origin: return role == SortRole ? QVariant(origin()) : QVariant(std::nan(""));
+        }
+    }
+    if (role == Qt::DisplayRole) {
+        switch (idx.column()) {
+        case Step: return s.step;
+        case LossRef: return num(s.loss_ref);
+        case LossAmp: return num(s.loss_amp);
+        case Scale: return num(s.scale);
+        case Skipped: return s.skipped ? QStringLiteral("skipped") : QString();
+        case Effective: return s.effective_updates;
+        case GradNorm: return num(s.grad_norm);
+        case Lr: return num(s.lr);
+        case Divergence: return num(s.divergence);
+        case Underflow: return s.grad_underflow >= 0 ? QVariant(qlonglong(s.grad_underflow)) : QVariant(QStringLiteral("-"));
+        case Stage: return qs(s.nonfinite_stage);
+        case Origin: return origin();
+        }
+    }
+    if (role == SummaryRole)
+        return QStringLiteral("step %1: loss FP32 %2, AMP %3\nscale %4%5, %6 effective updates\ngrad norm %7, divergence %8%9")
+            .arg(s.step).arg(num(s.loss_ref), num(s.loss_amp), num(s.scale))
+            .arg(s.skipped ? QStringLiteral(" (skipped)") : QString()).arg(s.effective_updates)
+            .arg(num(s.grad_norm), num(s.divergence))
+            .arg(s.nonfinite_stage.empty() ? QString() : QStringLiteral("\nnon-finite: %1 — %2").arg(qs(s.nonfinite_stage), origin()));
+    if (role == Qt::ForegroundRole && (s.skipped || !s.nonfinite_stage.empty())) return bad();
+    return {};
+}
+
 }  // namespace ampscope::ui

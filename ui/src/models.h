@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "ampscope/engine/train.h"
 #include "ampscope/storage/store.h"
 
 namespace ampscope::ui {
@@ -103,6 +104,27 @@ public:
 
 private:
     PassResult pass_;
+};
+
+/// The steps of a training run (the Training view's table and charts).
+class TrainingStepModel : public QAbstractTableModel {
+    Q_OBJECT
+public:
+    enum Columns { Step, LossRef, LossAmp, Scale, Skipped, Effective, GradNorm, Lr, Divergence, Underflow, Stage, Origin, NUM_COLUMNS };
+    /// PlotRole: the column as a number (NaN where there is none); SummaryRole: the step in a
+    /// few lines.
+    enum Roles { SortRole = Qt::UserRole, PlotRole, SummaryRole };
+    using QAbstractTableModel::QAbstractTableModel;
+    void resetData(std::vector<TrainStep> steps);
+    void clearData() { resetData({}); }
+    const std::vector<TrainStep>& steps() const { return steps_; }
+    int rowCount(const QModelIndex& parent = {}) const override;
+    int columnCount(const QModelIndex& parent = {}) const override;
+    QVariant data(const QModelIndex& index, int role) const override;
+    QVariant headerData(int section, Qt::Orientation o, int role) const override;
+
+private:
+    std::vector<TrainStep> steps_;
 };
 
 /// log2(format max / absmax): how many doublings are left before overflow.
