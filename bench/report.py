@@ -3,7 +3,14 @@
 import json
 import sys
 
-b = {x["name"]: x for x in json.load(open(sys.argv[1]))["benchmarks"]}
+# Medians of interleaved repetitions (bench/run.sh): noise on a shared VM spreads over both
+# sides of a ratio instead of landing on one.
+b = {}
+for x in json.load(open(sys.argv[1]))["benchmarks"]:
+    name = x["name"]
+    if x.get("aggregate_name") not in (None, "median"):
+        continue
+    b[name[: -len("_median")] if name.endswith("_median") else name] = x
 ctx = json.load(open(sys.argv[1]))["context"]
 
 

@@ -12,7 +12,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export AMPSCOPE_GUI_FIXTURE=$tmp/gui.sqlite
 build-release/bench/ampscope_bench --benchmark_format=json --benchmark_out="$tmp/bench.json" --benchmark_out_format=json \
-  --benchmark_min_time=0.5 "$@" >/dev/null
+  --benchmark_min_time=0.5 --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true \
+  --benchmark_report_aggregates_only=true "$@" >/dev/null
 # Python forward hooks (what a user writes) vs ampscope's instrumented pass, same model and probes
 "$py" bench/hooks_baseline.py build-release/app/ampscope-cli > "$tmp/hooks.json"
 # GUI: cold start to the first painted run view, offscreen; the fixture run has 10k samples, 5k layer rows
