@@ -10,8 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
-#include <map>
-#include <mutex>
 #include <set>
 
 #include "ampscope/engine/errors.h"
@@ -31,29 +29,6 @@ namespace ampscope::detail {
 namespace {
 
 using Acc = KernelAcc;
-
-TensorStats finish(const Acc& a) {
-    TensorStats s;
-    s.count = a.count; s.nan = a.nan; s.posinf = a.posinf; s.neginf = a.neginf; s.zeros = a.zeros;
-    const int64_t fin = a.count - a.nan - a.posinf - a.neginf;
-    if (fin > 0 && a.any_finite()) {
-        s.min = a.min();
-        s.max = a.max();
-        float amax;
-        std::memcpy(&amax, &a.amax_bits, 4);
-        s.absmax = amax;
-        s.mean = a.sum / double(fin);
-        s.rms = std::sqrt(a.sumsq / double(fin));
-    }
-    if (a.minnz_bits < 0x7f800000u) {
-        float m;
-        std::memcpy(&m, &a.minnz_bits, 4);
-        s.min_nonzero_abs = m;
-    }
-    s.fp16_overflow = a.h_over; s.fp16_subnormal = a.h_sub; s.fp16_underflow = a.h_under;
-    s.bf16_overflow = a.b_over; s.bf16_subnormal = a.b_sub; s.bf16_underflow = a.b_under;
-    return s;
-}
 
 /// One pass over memory (see stats_kernel.h).
 template <class T>
@@ -87,7 +62,7 @@ TensorStats stats_typed(const at::Tensor& t, std::vector<int64_t>* rows_nonfinit
         });
         for (const auto& a : parts) total.add(a);
     }
-    TensorStats s = finish(total);
+    TensorStats s = to_stats(total);
     // Per-sample rows (along dimension 0) when asked: counted only where there is something to count.
     if (rows_nonfinite && t.dim() >= 1) {
         const int64_t rows = t.size(0);
@@ -100,36 +75,37 @@ TensorStats stats_typed(const at::Tensor& t, std::vector<int64_t>* rows_nonfinit
     return s;
 }
 
-/// Whether a tensor has a NaN or Inf (one counting pass; no other statistics).
-bool any_nonfinite(const at::Tensor& in) {
-    if (!in.defined() || in.numel() == 0 || !in.is_floating_point()) return false;
+/// The tensor's values on the host, contiguous, in float32 unless half or bfloat16.
+at::Tensor host_values(const at::Tensor& in) {
     at::Tensor t = in;
     if (!t.device().is_cpu()) t = t.to(at::kCPU);
     if (!t.is_contiguous()) t = t.contiguous();
-    switch (t.scalar_type()) {
-    case at::kFloat: return count_nonfinite(t.data_ptr<float>(), t.numel()) > 0;
-    case at::kHalf: return count_nonfinite(t.data_ptr<at::Half>(), t.numel()) > 0;
-    case at::kBFloat16: return count_nonfinite(t.data_ptr<at::BFloat16>(), t.numel()) > 0;
-    default: return !t.isfinite().all().item<bool>();
-    }
+    if (t.scalar_type() != at::kFloat && t.scalar_type() != at::kHalf && t.scalar_type() != at::kBFloat16) t = t.to(at::kFloat);
+    return t;
 }
 
 }  // namespace
+
+bool any_nonfinite(const at::Tensor& in) {
+    if (!in.defined() || in.numel() == 0 || !in.is_floating_point()) return false;
+    const at::Tensor t = host_values(in);
+    switch (t.scalar_type()) {
+    case at::kHalf: return count_nonfinite(t.data_ptr<at::Half>(), t.numel()) > 0;
+    case at::kBFloat16: return count_nonfinite(t.data_ptr<at::BFloat16>(), t.numel()) > 0;
+    default: return count_nonfinite(t.data_ptr<float>(), t.numel()) > 0;
+    }
+}
 
 TensorStats tensor_stats(const at::Tensor& in, std::vector<int64_t>* rows_nonfinite) {
     if (!in.defined() || in.numel() == 0) {
         if (rows_nonfinite) rows_nonfinite->assign(in.defined() && in.dim() > 0 ? size_t(in.size(0)) : 0, 0);
         return {};
     }
-    at::Tensor t = in;
-    if (!t.device().is_cpu()) t = t.to(at::kCPU);
-    if (!t.is_contiguous()) t = t.contiguous();
+    const at::Tensor t = host_values(in);
     switch (t.scalar_type()) {
-    case at::kFloat: return stats_typed<float>(t, rows_nonfinite);
     case at::kHalf: return stats_typed<at::Half>(t, rows_nonfinite);
     case at::kBFloat16: return stats_typed<at::BFloat16>(t, rows_nonfinite);
-    case at::kDouble: return stats_typed<float>(t.to(at::kFloat), rows_nonfinite);
-    default: return stats_typed<float>(t.to(at::kFloat), rows_nonfinite);
+    default: return stats_typed<float>(t, rows_nonfinite);
     }
 }
 
@@ -138,7 +114,7 @@ TensorStats tensor_stats(const at::Tensor& in, std::vector<int64_t>* rows_nonfin
 namespace {
 
 /// Ops that only re-view or copy existing values: they cannot create non-finite values.
-const std::set<std::string>& view_ops() {
+const std::set<std::string>& view_ops_set() {
     static const std::set<std::string> s = {
         "aten::view", "aten::reshape", "aten::_reshape_alias", "aten::_unsafe_view", "aten::permute",
         "aten::transpose", "aten::t", "aten::select", "aten::slice", "aten::expand", "aten::unsqueeze",
@@ -150,6 +126,12 @@ const std::set<std::string>& view_ops() {
     return s;
 }
 
+}  // namespace
+
+bool is_view_op(const std::string& name) { return view_ops_set().count(name) > 0; }
+
+namespace {
+
 struct Ctx : at::ObserverContext {
     bool top = false;
     std::vector<c10::IValue> captured_inputs;
@@ -158,7 +140,6 @@ struct Ctx : at::ObserverContext {
     std::vector<at::Tensor> inputs;
 };
 
-bool floating(const at::Tensor& t) { return t.defined() && t.is_floating_point(); }
 
 }  // namespace
 
@@ -186,7 +167,7 @@ TensorStats from_device(const gpu::DeviceStats& d) {
     a.b_over = int64_t(d.b_over); a.b_sub = int64_t(d.b_sub); a.b_under = int64_t(d.b_under);
     a.min_key = d.min_key; a.max_key = d.max_key; a.amax_bits = d.amax_bits; a.minnz_bits = d.minnz_bits;
     a.sum = d.sum; a.sumsq = d.sumsq;
-    return finish(a);
+    return to_stats(a);
 }
 
 gpu::DType device_dtype(at::ScalarType t) {
@@ -244,11 +225,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
         if (s->capture)
             for (const auto& v : fn.inputs())  // copies: in-place ops would change them later
                 c->captured_inputs.push_back(v.isTensor() && v.toTensor().defined() ? c10::IValue(v.toTensor().clone()) : v);
-        for (const auto& v : fn.inputs()) {
-            if (v.isTensor() && floating(v.toTensor())) c->inputs.push_back(v.toTensor());
-            else if (v.isTensorList())
-                for (const auto& t : v.toTensorVector()) if (floating(t)) c->inputs.push_back(t);
-        }
+        c->inputs = floating_tensors(fn.inputs());
         s->busy = false;
     }
     return c;
@@ -276,7 +253,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
 
 void OpObserver::State::on_end(Ctx& c, const at::RecordFunction& fn) {
     const std::string name = fn.name();
-    if (view_ops().count(name)) return;
+    if (is_view_op(name)) return;
     if (capture) {
         std::string full = name;
         if (auto on = fn.operator_name(); on && !on->overload_name.empty()) full += "." + on->overload_name;
@@ -285,12 +262,7 @@ void OpObserver::State::on_end(Ctx& c, const at::RecordFunction& fn) {
             if (v.isTensor() && v.toTensor().defined()) { odt = c10::toString(v.toTensor().scalar_type()); break; }
         captured.push_back({full, c.module, std::move(c.captured_inputs), odt});
     }
-    std::vector<at::Tensor> outs;
-    for (const auto& v : fn.outputs()) {
-        if (v.isTensor() && floating(v.toTensor())) outs.push_back(v.toTensor());
-        else if (v.isTensorList())
-            for (const auto& t : v.toTensorVector()) if (floating(t)) outs.push_back(t);
-    }
+    const std::vector<at::Tensor> outs = floating_tensors(fn.outputs());
     if (outs.empty()) return;
     const int idx = index++;
     const bool rows_match = outs[0].dim() >= 1 && outs[0].size(0) == batch_rows;
@@ -462,160 +434,6 @@ const std::vector<OpObserver::Captured>& OpObserver::captured() const { return s
 const std::vector<int>& OpObserver::row_origin() const {
     s_->finalize();
     return s_->row_origin;
-}
-
-// ---- the backward probe -----------------------------------------------------------------
-
-struct BackwardProbe::State {
-    enum class Phase { Off, Forward, Backward } phase = Phase::Off;
-    struct Fwd {
-        std::string module, op;
-    };
-    std::map<int64_t, Fwd> by_seq;  ///< autograd sequence number -> forward module and op
-    int fwd_depth = 0;
-    std::string fwd_module, fwd_op;  ///< the current top-level forward op
-    struct Node {
-        std::string name;
-        int64_t seq;
-        int depth;  ///< ATen nesting inside the node
-    };
-    std::vector<Node> nodes;
-    int outside_depth = 0;
-    int index = 0;
-    std::optional<Origin> origin;
-    std::mutex mu;  ///< backward may run on the engine's device threads
-};
-
-namespace {
-std::atomic<BackwardProbe::State*> g_probe{nullptr};
-thread_local bool tls_in_probe = false;  ///< ops the probe itself runs are not observed
-
-struct InProbe {
-    InProbe() { tls_in_probe = true; }
-    ~InProbe() { tls_in_probe = false; }
-};
-
-struct ProbeCtx : at::ObserverContext {
-    bool node = false;
-    bool top = false;  ///< a top-level ATen op (of the forward, or inside a backward node)
-    std::vector<at::Tensor> inputs;
-};
-
-std::unique_ptr<at::ObserverContext> probe_start(const at::RecordFunction& fn) {
-    auto* s = g_probe.load();
-    if (!s || tls_in_probe || s->phase == BackwardProbe::State::Phase::Off) return nullptr;
-    InProbe guard;
-    std::lock_guard<std::mutex> lock(s->mu);
-    auto c = std::make_unique<ProbeCtx>();
-    if (s->phase == BackwardProbe::State::Phase::Forward) {
-        if (fn.scope() != at::RecordScope::FUNCTION) return c;
-        if (s->fwd_depth++ == 0) {
-            const auto& scope = pass_context().scope;
-            s->fwd_module = scope.empty() ? std::string() : scope.back();
-            s->fwd_op = fn.name();
-        }
-        // The outer op and the first op inside it share the next sequence number: the first
-        // record wins, so an autograd node maps to the top-level op the user's module ran.
-        if (fn.seqNr() >= 0) s->by_seq.emplace(fn.seqNr(), BackwardProbe::State::Fwd{s->fwd_module, s->fwd_op});
-        return c;
-    }
-    if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
-        c->node = true;
-        s->nodes.push_back({fn.name(), fn.seqNr(), 0});
-        return c;
-    }
-    if (fn.scope() != at::RecordScope::FUNCTION) return c;
-    int& depth = s->nodes.empty() ? s->outside_depth : s->nodes.back().depth;
-    c->top = depth++ == 0;
-    if (c->top && !s->origin) {
-        for (const auto& v : fn.inputs()) {
-            if (v.isTensor() && floating(v.toTensor())) c->inputs.push_back(v.toTensor());
-            else if (v.isTensorList())
-                for (const auto& t : v.toTensorVector()) if (floating(t)) c->inputs.push_back(t);
-        }
-    }
-    return c;
-}
-
-void probe_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
-    auto* s = g_probe.load();
-    if (!s || !ctx || tls_in_probe) return;
-    InProbe guard;
-    std::lock_guard<std::mutex> lock(s->mu);
-    auto* c = static_cast<ProbeCtx*>(ctx);
-    if (s->phase == BackwardProbe::State::Phase::Forward) {
-        if (fn.scope() == at::RecordScope::FUNCTION) --s->fwd_depth;
-        return;
-    }
-    if (s->phase != BackwardProbe::State::Phase::Backward) return;
-    if (c->node) {
-        if (!s->nodes.empty()) s->nodes.pop_back();
-        return;
-    }
-    if (fn.scope() != at::RecordScope::FUNCTION) return;
-    int& depth = s->nodes.empty() ? s->outside_depth : s->nodes.back().depth;
-    --depth;
-    if (!c->top || s->origin) return;
-    const int idx = s->index++;
-    if (view_ops().count(fn.name())) return;
-    bool out_nonfinite = false;
-    for (const auto& v : fn.outputs()) {
-        if (v.isTensor() && floating(v.toTensor())) out_nonfinite = out_nonfinite || any_nonfinite(v.toTensor());
-        else if (v.isTensorList())
-            for (const auto& t : v.toTensorVector()) out_nonfinite = out_nonfinite || (floating(t) && any_nonfinite(t));
-    }
-    if (!out_nonfinite) return;
-    for (const auto& t : c->inputs)
-        if (any_nonfinite(t)) return;  // propagation, not birth
-    Origin o;
-    o.stage = "backward";
-    o.op = fn.name();
-    o.index = idx;
-    if (!s->nodes.empty()) {
-        o.grad_fn = s->nodes.back().name;
-        auto it = s->by_seq.find(s->nodes.back().seq);
-        if (it != s->by_seq.end()) o.module = it->second.module;
-    }
-    s->origin = std::move(o);
-}
-}  // namespace
-
-BackwardProbe::BackwardProbe() : s_(std::make_unique<State>()) {
-    State* expected = nullptr;
-    if (!g_probe.compare_exchange_strong(expected, s_.get())) throw std::logic_error("one backward probe at a time");
-    handle_ = at::addGlobalCallback(at::RecordFunctionCallback(&probe_start, &probe_end)
-                                        .needsInputs(true)
-                                        .needsOutputs(true)
-                                        .needsIds(true)
-                                        .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
-}
-
-BackwardProbe::~BackwardProbe() {
-    at::removeCallback(handle_);
-    g_probe = nullptr;
-}
-
-void BackwardProbe::forward_phase() {
-    std::lock_guard<std::mutex> lock(s_->mu);
-    s_->phase = State::Phase::Forward;
-    s_->fwd_depth = 0;
-}
-
-void BackwardProbe::backward_phase() {
-    std::lock_guard<std::mutex> lock(s_->mu);
-    s_->phase = State::Phase::Backward;
-    s_->nodes.clear();
-    s_->outside_depth = 0;
-}
-
-void BackwardProbe::stop() {
-    std::lock_guard<std::mutex> lock(s_->mu);
-    s_->phase = State::Phase::Off;
-}
-
-std::optional<Origin> BackwardProbe::origin() const {
-    std::lock_guard<std::mutex> lock(s_->mu);
-    return s_->origin;
 }
 
 }  // namespace ampscope::detail

@@ -152,6 +152,23 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
 TensorStats tensor_stats(const at::Tensor& t, std::vector<int64_t>* rows_nonfinite = nullptr);
 
 /// Observes every top-level op of the passes run while it is alive (this thread only).
+/// Whether a tensor holds a NaN or Inf (one counting pass; no other statistics).
+bool any_nonfinite(const at::Tensor& t);
+/// Ops that only re-view or copy existing values (they cannot create non-finite values).
+bool is_view_op(const std::string& name);
+/// The defined floating-point tensors among op arguments or results (tensors, tensor lists).
+template <class Values>
+std::vector<at::Tensor> floating_tensors(const Values& values) {
+    std::vector<at::Tensor> out;
+    auto add = [&out](const at::Tensor& t) { if (t.defined() && t.is_floating_point()) out.push_back(t); };
+    for (const auto& v : values) {
+        if (v.isTensor()) add(v.toTensor());
+        else if (v.isTensorList())
+            for (const auto& t : v.toTensorVector()) add(t);
+    }
+    return out;
+}
+
 /// Finds where a backward pass first produces NaN/Inf: the first ATen op, in backward
 /// execution order, whose inputs are finite and whose output is not, inside which autograd
 /// node, and the forward module that node belongs to (matched by autograd sequence number).

@@ -2,6 +2,7 @@
 #include "stats_kernel.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <iterator>
 
@@ -32,6 +33,23 @@ inline float as_float(uint32_t b) {
 }  // namespace
 
 float KernelAcc::min() const { return as_float(bits_of_key(min_key)); }
+
+TensorStats to_stats(const KernelAcc& a) {
+    TensorStats s;
+    s.count = a.count; s.nan = a.nan; s.posinf = a.posinf; s.neginf = a.neginf; s.zeros = a.zeros;
+    const int64_t fin = a.count - a.nan - a.posinf - a.neginf;
+    if (fin > 0 && a.any_finite()) {
+        s.min = a.min();
+        s.max = a.max();
+        s.absmax = as_float(a.amax_bits);
+        s.mean = a.sum / double(fin);
+        s.rms = std::sqrt(a.sumsq / double(fin));
+    }
+    if (a.minnz_bits < kExpMask) s.min_nonzero_abs = as_float(a.minnz_bits);
+    s.fp16_overflow = a.h_over; s.fp16_subnormal = a.h_sub; s.fp16_underflow = a.h_under;
+    s.bf16_overflow = a.b_over; s.bf16_subnormal = a.b_sub; s.bf16_underflow = a.b_under;
+    return s;
+}
 float KernelAcc::max() const { return as_float(bits_of_key(max_key)); }
 
 void KernelAcc::add(const KernelAcc& o) {
@@ -138,44 +156,12 @@ constexpr int kChunk = 1024;                     // float lanes are summed into 
 constexpr uint32_t kFastLoBits = 0x21800000u;    // 2^-60: squares stay normal floats
 constexpr uint32_t kFastHiBits = 0x5b800000u;    // 2^56: 1024 squares stay below float max
 
-/// Range counters and the smallest non-zero magnitude of finite values (the counting loop
-/// of the exact path, without min/max/sums).
-[[maybe_unused]] AMPSCOPE_CLONES
-void range_counts(const float* v, int n, KernelAcc& a) {
-    const uint32_t* bits = reinterpret_cast<const uint32_t*>(v);
-    int zeros = 0, ho = 0, hs = 0, hu = 0, bo = 0, bs = 0, bu = 0;
-    uint32_t minnz_m1 = kExpMask - 1u;
-    for (int i = 0; i < n; ++i) {
-        const uint32_t ab = bits[i] & 0x7fffffffu;
-        const int nz = ab != 0;
-        zeros += ab == 0;
-        ho += ab > kFp16MaxBits;
-        hs += nz & (ab < kFp16MinNormalBits);
-        hu += nz & (ab < kFp16MinSubBits);
-        bo += ab > kBf16MaxBits;
-        bs += nz & (ab < kBf16MinNormalBits);
-        bu += nz & (ab < kBf16MinSubBits);
-        minnz_m1 = std::min(minnz_m1, ab - 1u);
-    }
-    a.zeros += zeros;
-    a.h_over += ho; a.h_sub += hs; a.h_under += hu; a.b_over += bo; a.b_sub += bs; a.b_under += bu;
-    a.minnz_bits = std::min(a.minnz_bits, minnz_m1 + 1u);
-}
-
-void generic_f16(const uint16_t* h, int64_t n, KernelAcc& a) {
+/// The exact path for 16-bit formats: widened block by block, then stats_block.
+void generic_16(const uint16_t* h, int64_t n, KernelAcc& a, void (*widen)(const uint16_t*, float*, int)) {
     float buf[kBlock];
     for (int64_t b = 0; b < n; b += kBlock) {
         const int len = int(std::min<int64_t>(kBlock, n - b));
-        half_to_float(h + b, buf, len);
-        stats_block(buf, len, a);
-    }
-}
-
-void generic_bf16(const uint16_t* h, int64_t n, KernelAcc& a) {
-    float buf[kBlock];
-    for (int64_t b = 0; b < n; b += kBlock) {
-        const int len = int(std::min<int64_t>(kBlock, n - b));
-        bf16_to_float(h + b, buf, len);
+        widen(h + b, buf, len);
         stats_block(buf, len, a);
     }
 }
@@ -377,7 +363,7 @@ AMPSCOPE_AVX2 void f32_block(const float* v, int n, KernelAcc& a) {
             a.amax_bits = std::max(a.amax_bits, maxab);
             // No value outside FP16's normal range: every range counter is zero.
             if (minab >= kFp16MinNormalBits && maxab <= kFp16MaxBits) a.minnz_bits = std::min(a.minnz_bits, minab);
-            else range_counts(v, m, a);
+            else counts_avx2(v, m, a);  // finite: the non-finite counters add nothing
         } else if (maxab < kExpMask || !moments_masked(v, m, a)) {
             stats_block(v, m, a);
         }
@@ -413,67 +399,68 @@ AMPSCOPE_AVX2 void half_counts(const uint16_t* h, int n, KernelAcc& a) {
     }
 }
 
-AMPSCOPE_AVX2 void f16_block(const uint16_t* h, int n, KernelAcc& a) {
+/// IEEE half: every finite half is within the fast range; its range counters are zeros and
+/// FP16 subnormals only, counted on the bit patterns.
+struct Half16 {
+    static void widen(const uint16_t* h, float* out, int n) { half_to_float(h, out, n); }
+    AMPSCOPE_AVX2 static __m256 load(const uint16_t* p) {
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    }
+    static bool fast(uint16_t maxab) { return maxab < 0x7c00u && maxab != 0; }
+    static uint32_t float_bits(uint16_t bits) {
+        float f;
+        half_to_float(&bits, &f, 1);
+        return bits_of(f);
+    }
+    AMPSCOPE_AVX2 static void range(const uint16_t* h, int m, uint16_t minab, uint16_t, float*, KernelAcc& a) {
+        if (minab >= 0x0400u) a.minnz_bits = std::min(a.minnz_bits, float_bits(minab));  // no zero, no subnormal
+        else half_counts(h, m, a);
+    }
+};
+
+/// bfloat16: the fast range as for floats; range counters on the widened block when needed.
+struct BFloat16 {
+    static void widen(const uint16_t* h, float* out, int n) { bf16_to_float(h, out, n); }
+    AMPSCOPE_AVX2 static __m256 load(const uint16_t* p) {
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
+    }
+    static bool fast(uint16_t maxab) { return (uint32_t(maxab) << 16) >= kFastLoBits && (uint32_t(maxab) << 16) <= kFastHiBits; }
+    static uint32_t float_bits(uint16_t bits) { return uint32_t(bits) << 16; }
+    AMPSCOPE_AVX2 static void range(const uint16_t* h, int m, uint16_t minab, uint16_t maxab, float* buf, KernelAcc& a) {
+        if (float_bits(minab) >= kFp16MinNormalBits && float_bits(maxab) <= kFp16MaxBits) {
+            a.minnz_bits = std::min(a.minnz_bits, float_bits(minab));
+        } else {
+            widen(h, buf, m);
+            counts_avx2(buf, m, a);
+        }
+    }
+};
+
+/// One block of at most kBlock 16-bit values: magnitude range on the 16-bit patterns, the
+/// float pass on values widened in registers, else the float block path on a widened copy.
+template <class Fmt>
+AMPSCOPE_AVX2 void block16(const uint16_t* h, int n, KernelAcc& a) {
     const int m = n & ~31;
     float buf[kBlock];
     if (m > 0) {
         __m256i lo, hi;
         magnitude_range<true>(h, m, lo, hi);
         const uint16_t minab = hmin_u16(lo), maxab = hmax_u16(hi);
-        // Every finite half is within the fast range except when all are below 2^-60 (none).
-        if (maxab < 0x7c00u && maxab != 0) {
-            moments<2>(m, [h](int i) AMPSCOPE_AVX2 { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))); }, reinterpret_cast<const char*>(h + kBlock), a);
-            float amax;
-            half_to_float(&maxab, &amax, 1);
-            a.amax_bits = std::max(a.amax_bits, bits_of(amax));
-            if (minab >= 0x0400u) {  // no zero, no subnormal; halves never overflow FP16 or BF16
-                float mnz;
-                half_to_float(&minab, &mnz, 1);
-                a.minnz_bits = std::min(a.minnz_bits, bits_of(mnz));
-            } else {
-                half_counts(h, m, a);
-            }
+        if (Fmt::fast(maxab)) {
+            moments<2>(m, [h](int i) AMPSCOPE_AVX2 { return Fmt::load(h + i); }, reinterpret_cast<const char*>(h + kBlock), a);
+            a.amax_bits = std::max(a.amax_bits, Fmt::float_bits(maxab));
+            Fmt::range(h, m, minab, maxab, buf, a);
         } else {
-            half_to_float(h, buf, m);
+            Fmt::widen(h, buf, m);
             f32_block(buf, m, a);
         }
     }
     if (n > m) {
-        half_to_float(h + m, buf, n - m);
+        Fmt::widen(h + m, buf, n - m);
         stats_block(buf, n - m, a);
     }
 }
 
-AMPSCOPE_AVX2 inline __m256 bf16_load(const uint16_t* p) {
-    return _mm256_castsi256_ps(
-        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
-}
-
-AMPSCOPE_AVX2 void bf16_block(const uint16_t* h, int n, KernelAcc& a) {
-    const int m = n & ~31;
-    float buf[kBlock];
-    if (m > 0) {
-        __m256i lo, hi;
-        magnitude_range<true>(h, m, lo, hi);
-        const uint32_t minab = uint32_t(hmin_u16(lo)) << 16, maxab = uint32_t(hmax_u16(hi)) << 16;
-        if (maxab >= kFastLoBits && maxab <= kFastHiBits) {
-            moments<2>(m, [h](int i) AMPSCOPE_AVX2 { return bf16_load(h + i); }, reinterpret_cast<const char*>(h + kBlock), a);
-            a.amax_bits = std::max(a.amax_bits, maxab);
-            if (minab >= kFp16MinNormalBits && maxab <= kFp16MaxBits) a.minnz_bits = std::min(a.minnz_bits, minab);
-            else {
-                bf16_to_float(h, buf, m);
-                range_counts(buf, m, a);
-            }
-        } else {
-            bf16_to_float(h, buf, m);
-            f32_block(buf, m, a);
-        }
-    }
-    if (n > m) {
-        bf16_to_float(h + m, buf, n - m);
-        stats_block(buf, n - m, a);
-    }
-}
 /// Number of 16-bit patterns whose magnitude bits exceed `finite_max` (NaN and Inf).
 AMPSCOPE_AVX2 int64_t count_above16(const uint16_t* h, int64_t n, uint16_t finite_max) {
     const __m256i mask = _mm256_set1_epi16(0x7fff), t = _mm256_set1_epi16(int16_t(finite_max));
@@ -496,8 +483,10 @@ AMPSCOPE_AVX2 int64_t count_above16(const uint16_t* h, int64_t n, uint16_t finit
 int64_t count_above16(const uint16_t*, int64_t, uint16_t) { return 0; }
 bool has_avx2() { return false; }
 void f32_block(const float*, int, KernelAcc&) {}
-void f16_block(const uint16_t*, int, KernelAcc&) {}
-void bf16_block(const uint16_t*, int, KernelAcc&) {}
+struct Half16 {};
+struct BFloat16 {};
+template <class Fmt>
+void block16(const uint16_t*, int, KernelAcc&) {}
 #endif
 
 }  // namespace
@@ -512,13 +501,13 @@ void stats_f32(const float* v, int64_t n, KernelAcc& a) {
 }
 
 void stats_f16(const uint16_t* h, int64_t n, KernelAcc& a) {
-    if (!has_avx2()) return generic_f16(h, n, a);
-    for (int64_t b = 0; b < n; b += kBlock) f16_block(h + b, int(std::min<int64_t>(kBlock, n - b)), a);
+    if (!has_avx2()) return generic_16(h, n, a, half_to_float);
+    for (int64_t b = 0; b < n; b += kBlock) block16<Half16>(h + b, int(std::min<int64_t>(kBlock, n - b)), a);
 }
 
 void stats_bf16(const uint16_t* h, int64_t n, KernelAcc& a) {
-    if (!has_avx2()) return generic_bf16(h, n, a);
-    for (int64_t b = 0; b < n; b += kBlock) bf16_block(h + b, int(std::min<int64_t>(kBlock, n - b)), a);
+    if (!has_avx2()) return generic_16(h, n, a, bf16_to_float);
+    for (int64_t b = 0; b < n; b += kBlock) block16<BFloat16>(h + b, int(std::min<int64_t>(kBlock, n - b)), a);
 }
 
 AMPSCOPE_CLONES

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "ampscope/engine/types.h"
+
 namespace ampscope::detail {
 
 struct KernelAcc {
@@ -19,6 +21,9 @@ struct KernelAcc {
     float min() const;
     float max() const;
 };
+
+/// The statistics of what a accumulated.
+TensorStats to_stats(const KernelAcc& a);
 
 /// Widens IEEE half / bfloat16 bit patterns to float, branch-free (vectorised).
 void half_to_float(const uint16_t* h, float* out, int n);

@@ -214,32 +214,6 @@ Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, 
     return r;
 }
 
-std::optional<Origin> forward_origin(Side& amp, const std::vector<at::Tensor>& in, const TrainSpec& s,
-                                     const at::Device& device) {
-    // Re-run the step's forward with the observer (no grad) to name where NaN/Inf is born.
-    at::NoGradGuard ng;
-    auto& ctx = detail::pass_context();
-    ctx.observing = true;
-    detail::OpObserver obs(in[0].size(0));
-    obs.begin_batch(0, in[0].size(0));
-    {
-        const bool was = at::autocast::is_autocast_enabled(device.type());
-        const auto dt = at::autocast::get_autocast_dtype(device.type());
-        at::autocast::set_autocast_enabled(device.type(), s.autocast);
-        at::autocast::set_autocast_dtype(device.type(), s.precision == Precision::Bf16 ? at::kBFloat16 : at::kHalf);
-        amp.model->forward(in);
-        at::autocast::clear_cache();
-        at::autocast::set_autocast_enabled(device.type(), was);
-        at::autocast::set_autocast_dtype(device.type(), dt);
-    }
-    obs.end_batch();
-    ctx.observing = false;
-    const auto layers = obs.layers();
-    for (const auto& l : layers)
-        if (l.origin) return Origin{"forward", l.module, l.op, l.index, {}, {}};
-    return std::nullopt;
-}
-
 /// Model state (parameters and buffers) kept aside during a diagnostic re-run, so that the
 /// re-run (train mode: batch-norm statistics, ...) leaves no trace in the training.
 struct StateSnapshot {
@@ -269,6 +243,32 @@ struct MicroBatch {
     int64_t b, e;
     uint64_t seed;
 };
+
+/// Re-runs the step's AMP forward passes (same seeds, weights and FP32 regions; no grad) with
+/// the observer, before the step changes any weight, and names where NaN/Inf is born.
+std::optional<Origin> forward_origin(Side& amp, const std::vector<MicroBatch>& micro, const TrainSpec& s,
+                                     const at::Device& device) {
+    StateSnapshot snap(*amp.model);
+    at::NoGradGuard ng;
+    auto& ctx = detail::pass_context();
+    for (const auto& mb : micro) {
+        torch::manual_seed(mb.seed);
+        ctx.keep_fp32 = s.keep_fp32;
+        ctx.observing = true;
+        detail::OpObserver obs(mb.inputs[0].size(0));
+        obs.begin_batch(0, mb.inputs[0].size(0));
+        {
+            detail::AutocastGuard guard(device.type(), s.autocast ? s.precision : Precision::Fp32);
+            amp.model->forward(mb.inputs);
+        }
+        obs.end_batch();
+        ctx.observing = false;
+        ctx.keep_fp32.clear();
+        for (const auto& l : obs.layers())
+            if (l.origin) return Origin{"forward", l.module, l.op, l.index, {}, {}};
+    }
+    return std::nullopt;
+}
 
 /// Re-runs the step's AMP micro-batches (same seeds, same weights, same loss scale) with the
 /// backward probe, and names the first backward op that turns finite gradients non-finite.
@@ -357,14 +357,12 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
             amp.opt->zero_grad();
             double loss_ref = 0, loss_amp = 0;
             bool out_nonfinite = false, loss_nonfinite = false;
-            std::vector<at::Tensor> first_in;
             std::vector<MicroBatch> micro_batches;
             for (int micro = 0; micro < s.accumulate; ++micro) {
                 const int64_t b = cursor, e = std::min(n, cursor + s.batch_size);
                 cursor = e >= n ? 0 : e;
                 std::vector<at::Tensor> in;
                 for (const auto& t : data.inputs) in.push_back(t.slice(0, b, e).to(device));
-                if (micro == 0) first_in = in;
                 micro_batches.push_back({in, b, e, s.seed * 1000003 + uint64_t(step) * 131 + uint64_t(micro)});
                 // reference: FP32
                 torch::manual_seed(s.seed * 1000003 + uint64_t(step) * 131 + uint64_t(micro));
@@ -401,19 +399,19 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
             bool grads_nonfinite = !std::isfinite(rec.grad_norm);
             if (s.guards) {
                 at::NoGradGuard ng;
-                int64_t lost = 0;
+                at::Tensor lost = at::zeros({}, at::TensorOptions().dtype(at::kLong).device(device));
                 for (size_t i = 0; i < amp.params.size() && i < ref.params.size(); ++i) {
                     const auto& ga = amp.params[i].grad();
                     const auto& gr = ref.params[i].grad();
-                    if (!ga.defined() || !gr.defined()) continue;
-                    lost += (ga.eq(0) & gr.ne(0)).sum().item<int64_t>();
+                    if (ga.defined() && gr.defined()) lost += (ga.eq(0) & gr.ne(0)).sum();
                 }
-                rec.grad_underflow = lost;
+                rec.grad_underflow = lost.item<int64_t>();  // one host read per step
             }
-            // Where the gradient went non-finite: before the step changes any weight.
-            std::optional<Origin> grad_origin;
-            if (s.guards && !out_nonfinite && !loss_nonfinite && (grads_nonfinite || (scaler.enabled() && scaler.impl().last_found_inf())))
-                grad_origin = backward_origin(amp, micro_batches, data, s, device, scaler);
+            // Where values went non-finite: re-runs before the step changes any weight.
+            std::optional<Origin> rerun_origin;
+            if (s.guards && out_nonfinite) rerun_origin = forward_origin(amp, micro_batches, s, device);
+            else if (s.guards && !loss_nonfinite && (grads_nonfinite || (scaler.enabled() && scaler.impl().last_found_inf())))
+                rerun_origin = backward_origin(amp, micro_batches, data, s, device, scaler);
             if (scaler.enabled()) {
                 rec.found_inf = scaler.impl().last_found_inf();
                 const bool stepped = scaler.impl().step(*amp.opt, amp.params);
@@ -428,13 +426,13 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
             rec.divergence = divergence(amp, ref);
             if (out_nonfinite) {
                 rec.nonfinite_stage = "forward";
-                if (s.guards) rec.origin = forward_origin(amp, first_in, s, device);
+                rec.origin = rerun_origin;
             } else if (loss_nonfinite) {
                 rec.nonfinite_stage = "loss";
                 rec.origin = Origin{"loss", "", s.loss == "ce" ? "aten::cross_entropy_loss" : "aten::mse_loss", -1, {}, {}};
             } else if (rec.found_inf || grads_nonfinite) {
                 rec.nonfinite_stage = "gradient";
-                rec.origin = grad_origin;
+                rec.origin = rerun_origin;
                 // Without the probe's answer (guards off): the parameter nearest the output whose
                 // gradient is non-finite (backward runs in reverse).
                 for (size_t i = amp.params.size(); !rec.origin && i-- > 0;) {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/storage/store.h"
@@ -50,6 +51,7 @@ void validate(Store& s, const std::string& file) {
     }
     const auto& expected = schema::expected_tables();  // the tables a file may hold
     const auto& ours = schema::migrations();
+    std::set<std::string> tables;
     {
         Stmt q(db, "SELECT type, name, COALESCE(sql,'') FROM sqlite_master");
         while (q.step()) {
@@ -62,6 +64,7 @@ void validate(Store& s, const std::string& file) {
             }
             if (type == "table" && !expected.count(name) && name.rfind("sqlite_", 0) != 0)
                 throw StoreError(file + ": contains an unknown table '" + name + "'");
+            if (type == "table") tables.insert(name);
         }
     }
     s.check_layout();
@@ -76,11 +79,7 @@ void validate(Store& s, const std::string& file) {
         {"comparisons", "verdict", "'text'"}, {"layer_chunks", "data", "'blob'"}, {"layer_chunks", "rows", "'integer'"},
         {"layer_chunks", "first_idx", "'integer'"}};
     for (const auto& c : checks) {
-        {
-            Stmt has(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?1");
-            has.bind(1, std::string(c.table));
-            if (!has.step()) continue;  // a table of a later schema version than the file's
-        }
+        if (!tables.count(c.table)) continue;  // a table of a later schema version than the file's
         const std::string q = std::string("SELECT count(*) FROM ") + c.table + " WHERE typeof(" + c.column + ") NOT IN (" + c.allowed + ")";
         Stmt st(db, q.c_str());
         if (st.step() && st.i64(0) > 0)

@@ -34,7 +34,7 @@ namespace ampscope::ui {
 namespace {
 
 QString qs(const std::string& s) { return QString::fromStdString(s); }
-constexpr double kFloor = 1e-12;  // log axes cannot show 0
+constexpr double kFloor = kPlotFloor;
 
 QColor tagColor(const std::string& tag, Precision p) {
     const bool bf = p == Precision::Bf16;
@@ -149,6 +149,18 @@ void mapSeries(QXYSeries* s, QAbstractItemModel* rows, int role, int x, int y, i
     });
 }
 
+void attach(QChart* c, QAbstractSeries* s, QAbstractAxis* x, QAbstractAxis* y) {
+    c->addSeries(s);
+    s->attachAxis(x);
+    s->attachAxis(y);
+}
+
+/// Calls `update` now and whenever the model is reset (axis ranges follow the data).
+void follow(QChart* chart, QAbstractItemModel* model, std::function<void()> update) {
+    update();
+    QObject::connect(model, &QAbstractItemModel::modelReset, chart, update);
+}
+
 QSortFilterProxyModel* rowsWhere(QAbstractItemModel* model, int column, const QString& regex, QObject* parent) {
     auto* f = new QSortFilterProxyModel(parent);
     f->setSourceModel(model);
@@ -173,8 +185,7 @@ QChart* makeDeltaChart(SampleModel* model) {
         x->setRange(0, std::max<double>(1, model->rowCount()));
         y->setRange(std::max(kFloor, model->plotLow() / 2), std::max(model->plotHigh() * 8, model->plotLow() * 10));
     };
-    ranges();
-    QObject::connect(model, &QAbstractItemModel::modelReset, chart, ranges);
+    follow(chart, model, ranges);
     // One series per precision and tag: rows of that tag, x = sample index, y = that precision's |Δ|.
     std::vector<std::string> tags;
     for (const auto& smp : run.samples)
@@ -191,9 +202,7 @@ QChart* makeDeltaChart(SampleModel* model) {
             const int col = SampleModel::deltaColumn(int(c));
             mapSeries(s, rowsWhere(model, 1, QStringLiteral("^%1$").arg(QRegularExpression::escape(qs(tag))), chart),
                       SampleModel::PlotRole, 0, col, SampleModel::SummaryRole, col);
-            chart->addSeries(s);
-            s->attachAxis(x);
-            s->attachAxis(y);
+            attach(chart, s, x, y);
         }
     }
     auto* tol = new QLineSeries;
@@ -203,9 +212,7 @@ QChart* makeDeltaChart(SampleModel* model) {
     QPen pen(Qt::DashLine);
     pen.setColor(QColor(120, 120, 120));
     tol->setPen(pen);
-    chart->addSeries(tol);
-    tol->attachAxis(x);
-    tol->attachAxis(y);
+    attach(chart, tol, x, y);
     return chart;
 }
 
@@ -228,8 +235,7 @@ QChart* makeFlipChart(SampleModel* model) {
         x->setRange(std::max(kFloor, lo / 2), std::max(hi * 2, lo * 10));
         y->setRange(std::max(kFloor, model->plotLow() / 2), std::max(model->plotHigh() * 8, model->plotLow() * 10));
     };
-    ranges();
-    QObject::connect(model, &QAbstractItemModel::modelReset, chart, ranges);
+    follow(chart, model, ranges);
     // Per precision: samples whose decision flipped (the decision column shows "a → b"), and the rest.
     for (size_t c = 0; c < run.comparisons.size(); ++c) {
         const Precision p = run.comparisons[c].precision;
@@ -243,9 +249,7 @@ QChart* makeFlipChart(SampleModel* model) {
             const int col = SampleModel::deltaColumn(int(c));
             mapSeries(s, rowsWhere(model, SampleModel::decisionColumn(int(c)), flip ? QStringLiteral("→") : QStringLiteral("^[^→]*$"), chart),
                       SampleModel::PlotRole, SampleModel::kMarginColumn, col, SampleModel::SummaryRole, col);
-            chart->addSeries(s);
-            s->attachAxis(x);
-            s->attachAxis(y);
+            attach(chart, s, x, y);
         }
     }
     return chart;
@@ -280,8 +284,7 @@ QChart* makeLayerChart(LayerModel* model) {
         y->setRange(std::max(kFloor, std::min(lo, limit) / 2), limit * 4);
         lim->replace(QList<QPointF>{{-1, limit}, {double(std::max(1, n)), limit}});
     };
-    ranges();
-    QObject::connect(model, &QAbstractItemModel::modelReset, chart, ranges);
+    follow(chart, model, ranges);
     auto* line = new QLineSeries;
     line->setName(QStringLiteral("absmax"));
     auto* finite = new QScatterSeries;
@@ -303,11 +306,8 @@ QChart* makeLayerChart(LayerModel* model) {
     mapSeries(origin, rowsWhere(model, L::State, QStringLiteral("^origin$"), chart), L::MarkRole, L::Index, L::Absmax, L::SummaryRole);
     for (QAbstractSeries* s : {static_cast<QAbstractSeries*>(line), static_cast<QAbstractSeries*>(finite),
                                static_cast<QAbstractSeries*>(prop), static_cast<QAbstractSeries*>(origin),
-                               static_cast<QAbstractSeries*>(lim)}) {
-        chart->addSeries(s);
-        s->attachAxis(x);
-        s->attachAxis(y);
-    }
+                               static_cast<QAbstractSeries*>(lim)})
+        attach(chart, s, x, y);
     return chart;
 }
 
@@ -357,7 +357,7 @@ std::pair<double, double> columnRange(const QAbstractItemModel* m, std::initiali
     return lo <= hi ? std::make_pair(lo, hi) : std::make_pair(1.0, 0.0);
 }
 
-QValueAxis* stepAxis(QChart* chart, TrainingStepModel* model) {
+QValueAxis* stepAxis(QChart* chart) {
     auto* x = new QValueAxis;
     x->setTitleText(QStringLiteral("iteration"));
     x->setLabelFormat(QStringLiteral("%d"));
@@ -365,17 +365,6 @@ QValueAxis* stepAxis(QChart* chart, TrainingStepModel* model) {
     return x;
 }
 
-void attach(QChart* c, QAbstractSeries* s, QAbstractAxis* x, QAbstractAxis* y) {
-    c->addSeries(s);
-    s->attachAxis(x);
-    s->attachAxis(y);
-}
-
-/// Calls `update` now and whenever the model is reset (axis ranges follow the data).
-void follow(QChart* chart, TrainingStepModel* model, std::function<void()> update) {
-    update();
-    QObject::connect(model, &QAbstractItemModel::modelReset, chart, update);
-}
 
 void stepRange(QValueAxis* x, const TrainingStepModel* model) {
     const auto [lo, hi] = columnRange(model, {T::Step}, false);
@@ -393,7 +382,7 @@ QChart* makeLossChart(TrainingStepModel* model) {
     amp->setName(QStringLiteral("AMP"));
     stepSeries(ref, model, T::LossRef, false, chart);
     stepSeries(amp, model, T::LossAmp, false, chart);
-    auto* x = stepAxis(chart, model);
+    auto* x = stepAxis(chart);
     auto* y = new QValueAxis;
     y->setTitleText(QStringLiteral("loss"));
     chart->addAxis(y, Qt::AlignLeft);
@@ -418,7 +407,7 @@ QChart* makeScaleChart(TrainingStepModel* model) {
     skipped->setMarkerSize(10);
     stepSeries(line, model, T::Scale, true, chart);
     stepSeries(skipped, model, T::Scale, true, chart, [](const QAbstractItemModel* m, int r) { return plotted(m, r, T::Skipped) > 0; });
-    auto* x = stepAxis(chart, model);
+    auto* x = stepAxis(chart);
     auto* y = new QLogValueAxis;
     y->setBase(2);
     y->setLabelFormat(QStringLiteral("%g"));
@@ -445,7 +434,7 @@ QChart* makeUpdatesChart(TrainingStepModel* model) {
     pen.setColor(QColor(130, 130, 130));
     it->setPen(pen);
     stepSeries(eff, model, T::Effective, false, chart);
-    auto* x = stepAxis(chart, model);
+    auto* x = stepAxis(chart);
     auto* y = new QValueAxis;
     y->setLabelFormat(QStringLiteral("%d"));
     chart->addAxis(y, Qt::AlignLeft);
@@ -477,7 +466,7 @@ QChart* makeGradChart(TrainingStepModel* model) {
     stepSeries(gn, model, T::GradNorm, true, chart);
     stepSeries(dv, model, T::Divergence, true, chart);
     stepSeries(uf, model, T::Underflow, false, chart);
-    auto* x = stepAxis(chart, model);
+    auto* x = stepAxis(chart);
     auto* y = logAxis(QString(), 1e-6, 1);
     chart->addAxis(y, Qt::AlignLeft);
     auto* yu = new QValueAxis;

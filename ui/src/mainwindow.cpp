@@ -314,9 +314,14 @@ void MainWindow::refreshRuns() {
     }
 }
 
-bool MainWindow::startRun(const RunSpec& spec) {
-    if (!store_) return false;
-    if (!controller_->start(spec, databasePath())) {
+bool MainWindow::startRun(const RunSpec& spec) { return store_ && launched(controller_->start(spec, databasePath())); }
+
+bool MainWindow::startTraining(const TrainSpec& spec) {
+    return store_ && launched(controller_->startTraining(spec, databasePath()));
+}
+
+bool MainWindow::launched(bool accepted) {
+    if (!accepted) {
         error(QStringLiteral("A run is going"), QStringLiteral("Wait for the current run to finish or cancel it."));
         return false;
     }
@@ -358,16 +363,6 @@ void MainWindow::newTrainingRun() {
     } catch (const InputError& e) {
         error(QStringLiteral("Bad input"), QString::fromStdString(e.what()));
     }
-}
-
-bool MainWindow::startTraining(const TrainSpec& spec) {
-    if (!store_) return false;
-    if (!controller_->startTraining(spec, databasePath())) {
-        error(QStringLiteral("A run is going"), QStringLiteral("Wait for the current run to finish or cancel it."));
-        return false;
-    }
-    setRunning(true);
-    return true;
 }
 
 void MainWindow::keepModuleInFp32() {

@@ -64,6 +64,8 @@ public Q_SLOTS:
     void newRun();
     void newTrainingRun();
     bool startTraining(const TrainSpec& spec);
+    /// After a start request: a dialog when the controller refused (a job is going).
+    bool launched(bool accepted);
     void importFile(const QString& path = {});
     void exportSelected();
     void exportReport();

@@ -71,13 +71,12 @@ QVariant RunListModel::data(const QModelIndex& idx, int role) const {
 void SampleModel::resetData(const RunResult& run) {
     beginResetModel();
     run_ = run;
-    constexpr double kFloor = 1e-12;
     lo_ = 1e300;
     hi_ = 0;
     for (const auto& c : run_.comparisons)
         for (const auto& d : c.deltas)
-            if (d.finite) { lo_ = std::min(lo_, std::max(d.abs, kFloor)); hi_ = std::max(hi_, d.abs); }
-    if (hi_ == 0) { lo_ = kFloor; hi_ = 1; }
+            if (d.finite) { lo_ = std::min(lo_, std::max(d.abs, kPlotFloor)); hi_ = std::max(hi_, d.abs); }
+    if (hi_ == 0) { lo_ = kPlotFloor; hi_ = 1; }
     hi_ = std::max(hi_, run_.criteria.atol);
     margin_.assign(run_.samples.size(), 0.0);
     if (!run_.passes.empty() && run_.passes.front().num_outputs > 0) {
@@ -119,7 +118,7 @@ QVariant SampleModel::data(const QModelIndex& idx, int role) const {
     }
     if (idx.column() == kMarginColumn) {
         const double m = i < margin_.size() ? margin_[i] : 0.0;
-        if (role == PlotRole) return std::max(m, 1e-12);
+        if (role == PlotRole) return std::max(m, kPlotFloor);
         if (role == SortRole) return m;
         if (role == Qt::DisplayRole) return num(m);
         return {};
@@ -130,7 +129,7 @@ QVariant SampleModel::data(const QModelIndex& idx, int role) const {
     if (i >= cmp.deltas.size()) return {};
     const auto& d = cmp.deltas[i];
     const bool flipped = i < cmp.ref_decisions.size() && cmp.ref_decisions[i] != cmp.amp_decisions[i];
-    if (role == PlotRole) return k == 0 ? QVariant(d.finite ? std::max(d.abs, 1e-12) : plotTop()) : QVariant();
+    if (role == PlotRole) return k == 0 ? QVariant(d.finite ? std::max(d.abs, kPlotFloor) : plotTop()) : QVariant();
     if (role == SummaryRole) {
         QString tip = QStringLiteral("%1 (%2), %3\n|Δ| %4, relative %5")
                           .arg(qs(d.sample), qs(d.tag), qs(to_string(cmp.precision)))
@@ -220,11 +219,10 @@ QVariant LayerModel::data(const QModelIndex& idx, int role) const {
     const auto& l = pass_.layers[size_t(idx.row())];
     if (role == ModuleRole) return qs(l.module);
     if (role == PlotRole || role == MarkRole) {
-        constexpr double kFloor = 1e-12;  // log axes cannot show 0
         if (idx.column() == Index) return double(l.index);
         if (idx.column() != Absmax) return {};
         if (role == MarkRole && (l.origin || l.stats.nonfinite())) return formatLimit() * 2;
-        return std::max(l.stats.absmax, kFloor);
+        return std::max(l.stats.absmax, kPlotFloor);
     }
     if (role == SummaryRole) {
         const bool bf = pass_.precision == Precision::Bf16;

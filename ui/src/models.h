@@ -11,6 +11,9 @@
 
 namespace ampscope::ui {
 
+/// The smallest value plotted on log axes (they cannot show 0).
+constexpr double kPlotFloor = 1e-12;
+
 /// The run browser's rows.
 class RunListModel : public QAbstractTableModel {
     Q_OBJECT
@@ -59,7 +62,7 @@ public:
 private:
     RunResult run_;
     std::vector<double> margin_;
-    double lo_ = 1e-12, hi_ = 1;
+    double lo_ = kPlotFloor, hi_ = 1;
 };
 
 /// Decision flips of every comparison.
