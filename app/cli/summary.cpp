@@ -77,6 +77,7 @@ void print_train(std::ostream& os, const TrainResult& r, bool color) {
                             : std::string(", no GradScaler"))
        << "\n";
     if (!r.resumed_from.empty()) os << "  resumed from " << r.resumed_from << (r.policy_changed ? " (policy changed: experiment change)" : "") << "\n";
+    for (const auto& w : r.warnings) os << "  warning: " << w << "\n";
     os << "  iterations " << r.iterations << ", effective updates " << r.effective_updates << ", skipped " << r.skipped
        << ", final scale " << fmtg(r.final_scale) << "\n";
     if (r.skipped) {
@@ -172,7 +173,8 @@ void print_run_summary(std::ostream& os, const RunResult& r, bool layers, bool c
     if (r.verdict == Verdict::InvalidReference) {
         os << "\n" << paint("verdict: invalid_reference", "1;31", color)
            << " - the FP32 reference itself is not finite for:";
-        for (const auto& s : r.passes.front().nonfinite_samples) os << " " << s;
+        if (!r.passes.empty())
+            for (const auto& s : r.passes.front().nonfinite_samples) os << " " << s;
         os << "\n";
         return;
     }
@@ -192,9 +194,10 @@ void print_run_summary(std::ostream& os, const RunResult& r, bool layers, bool c
         }
         std::vector<const SampleDelta*> worst;
         for (const auto& d : c.deltas) worst.push_back(&d);
-        std::sort(worst.begin(), worst.end(), [](auto* a, auto* b) {
+        std::sort(worst.begin(), worst.end(), [](auto* a, auto* b) {  // a strict order even for NaN read from a file
             if (a->finite != b->finite) return !a->finite;
-            return a->abs > b->abs;
+            const double x = std::isnan(a->abs) ? INFINITY : a->abs, y = std::isnan(b->abs) ? INFINITY : b->abs;
+            return x > y;
         });
         os << "    worst samples:";
         for (size_t i = 0; i < std::min<size_t>(5, worst.size()); ++i)

@@ -5,8 +5,10 @@
 
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
+#include <ATen/core/ivalue.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +36,10 @@ public:
     /// Expected per-sample input shapes (without the batch dim); empty when unknown.
     std::vector<std::vector<int64_t>> input_shapes;
     int num_outputs = 0;  ///< 0 when unknown before a forward
+    /// Names of forward's inputs (TorchScript schema; empty when fixed by input_shapes) and
+    /// how many of them have no default.
+    std::vector<std::string> input_names;
+    size_t required_inputs = 0;
 };
 
 /// Loads "demo:NAME" (seeded weights) or a TorchScript file. Throws InputError.
@@ -53,9 +59,34 @@ struct ProbeSet {
 /// model's expected input shapes. Throws InputError naming the file and field.
 ProbeSet load_probes(const std::string& source, Model& model, uint64_t seed);
 
+/// Reads a probe-format file (.pt written by torch.save, or .csv) without a model: every
+/// tensor checked against the data the file holds, dtypes, labels, ids (unique, non-empty,
+/// UTF-8) validated. Throws InputError naming the file and field. (Fuzzed: tests/fuzz.)
+ProbeSet read_probe_file(const std::string& path);
+
+/// A torch.save archive read with every record size checked against the file.
+struct PtArchive {
+    c10::IValue root;
+    std::map<const void*, size_t> record_bytes;  ///< storage data pointer -> bytes in the file
+    /// Bytes the file holds for this tensor's storage (0 when it came from no record).
+    size_t bytes_for(const at::Tensor& t) const;
+};
+/// Unpickles a torch.save zip archive. Throws InputError naming the file.
+PtArchive read_pt_archive(const std::vector<char>& bytes, const std::string& file);
+/// Checks a loaded tensor against the bytes its file holds: storage size, sizes, strides,
+/// offset (overflow-safe), and no more elements than stored. Throws InputError.
+void check_tensor_fits(const at::Tensor& t, size_t record_bytes, const std::string& file, const std::string& field);
+
 /// Training data: "demo" (a learnable set for the demo model, in file order) or a probe-format
 /// file with labels or targets.
 ProbeSet load_training_data(const std::string& source, Model& model, uint64_t seed);
+
+/// FP32 regions (--keep-fp32) against the model's module paths: each glob non-empty, matching
+/// at least one module and not the root (which would run the whole model in FP32).
+void check_fp32_regions(Model& model, const std::vector<std::string>& globs);
+
+/// Labels and targets of a probe or training set against the scores the model gives.
+void check_outputs_fit(const ProbeSet& probes, const std::string& file, int num_outputs);
 
 /// Whether `path` matches any of the globs (fnmatch; '*' also crosses dots).
 bool matches_any(const std::string& path, const std::vector<std::string>& globs);
@@ -140,6 +171,9 @@ struct PassOptions {
     uint64_t seed = 0;
     int batch_size = 64;
     bool inspect = true;
+    /// When given: set to true if the model changed its input tensors in place (each pass
+    /// gets its own copies, so this only warns).
+    bool* inputs_mutated = nullptr;
 };
 
 PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& device, const PassOptions& o,

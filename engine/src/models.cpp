@@ -33,6 +33,28 @@ bool matches_any(const std::string& path, const std::vector<std::string>& globs)
     return false;
 }
 
+void check_fp32_regions(Model& model, const std::vector<std::string>& globs) {
+    if (globs.empty()) return;
+    if (!model.has_module_scopes()) throw InputError("--keep-fp32", "", "this model has no module scopes to keep in FP32");
+    std::string listing;  // the module paths that exist, for the message
+    size_t shown = 0;
+    for (const auto& m : model.info.modules)
+        if (!m.empty() && shown++ < 40) listing += (listing.empty() ? "" : ", ") + m;
+    if (shown > 40) listing += ", ... (" + std::to_string(shown) + " modules)";
+    for (const auto& g : globs) {
+        if (g.empty())
+            throw InputError("--keep-fp32", "", "an empty glob; expected a module path or glob such as 'blocks.1.*'. Modules of " +
+                                                    model.info.source + ": " + listing);
+        if (matches_any("", {g}))
+            throw InputError("--keep-fp32", "", "'" + g + "' matches the root module, which would run the whole model in FP32; "
+                                                          "expected submodules. Modules of " + model.info.source + ": " + listing);
+        bool hit = false;
+        for (const auto& m : model.info.modules) hit = hit || (!m.empty() && matches_any(m, {g}));
+        if (!hit)
+            throw InputError("--keep-fp32", "", "'" + g + "' matches no module of " + model.info.source + "; modules: " + listing);
+    }
+}
+
 PassContext& pass_context() {
     thread_local PassContext ctx;
     return ctx;
@@ -417,8 +439,15 @@ public:
         if (out.isTensor()) return out.toTensor();
         if (out.isTuple() && !out.toTupleRef().elements().empty() && out.toTupleRef().elements()[0].isTensor())
             return out.toTupleRef().elements()[0].toTensor();
-        throw ModelError("the model's forward returned " + out.tagKind() +
-                         "; expected a Tensor (or a tuple whose first element is a Tensor)");
+        const std::string found = out.isGenericDict() ? "a dict"
+                                  : out.isList()      ? "a list"
+                                  : out.isNone()      ? "None"
+                                  : out.isTuple()     ? (out.toTupleRef().elements().empty()
+                                                             ? std::string("an empty tuple")
+                                                             : "a tuple whose first element is " + out.toTupleRef().elements()[0].tagKind())
+                                                      : out.tagKind();
+        throw ModelError("the model " + info.source + " returned " + found +
+                         " from forward; expected a Tensor [N, scores] (or a tuple whose first element is one)");
     }
     void set_train(bool t) override { m_.train(t); }
     void to_device(const at::Device& d) override { m_.to(d); }
@@ -510,6 +539,11 @@ std::unique_ptr<Model> load_model(const std::string& source, uint64_t seed) {
         auto sm = std::make_unique<ScriptModel>(std::move(m));
         if (!sm->module().find_method("forward"))
             throw InputError(source, "--model", "the TorchScript module has no forward method");
+        for (const auto& arg : sm->module().get_method("forward").function().getSchema().arguments()) {
+            if (arg.name() == "self") continue;
+            sm->input_names.push_back(arg.name());
+            if (!arg.default_value()) sm->required_inputs = sm->input_names.size();
+        }
         sm->info.kind = "torchscript";
         sm->info.sha256 = file_hash;
         model = std::move(sm);

@@ -6,6 +6,7 @@
 #include <ATen/Context.h>
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/jit/runtime/jit_exception.h>
 #include <torch/cuda.h>
 #include <torch/utils.h>
 #include <torch/version.h>
@@ -44,10 +45,10 @@ std::string first_line(const std::string& s) {
 }
 
 at::Device parse_device(const std::string& d) {
-    static const std::regex re("^(cpu|cuda)(:([0-9]+))?$");
+    static const std::regex re("^(cpu|cuda)(:([0-9]{1,4}))?$");
     std::smatch m;
     if (!std::regex_match(d, m, re))
-        throw InputError("--device", "", "'" + d + "' is not a device; expected cpu, cuda or cuda:N");
+        throw InputError("--device", "", "'" + d + "' is not a device; expected cpu, cuda or cuda:N (N a device index)");
     if (m[1] == "cpu") return at::Device(at::kCPU);
     const int idx = m[3].matched ? std::stoi(m[3]) : 0;
     if (!torch::cuda::is_available())
@@ -58,6 +59,43 @@ at::Device parse_device(const std::string& d) {
 }
 
 namespace {
+
+/// What the model did when its forward threw, as the error the user sees: out of memory
+/// (runtime, 3), the model's own exception (3), or its inputs refused on the first batch (2).
+std::exception_ptr forward_error(const std::exception& err, const Model& model, const ProbeSet& probes,
+                                 const std::string& stage, bool first_batch, int64_t rows) {
+    if (dynamic_cast<const ModelError*>(&err) || dynamic_cast<const InputError*>(&err)) return std::current_exception();
+    const auto* c10err = dynamic_cast<const c10::Error*>(&err);
+    const std::string full = c10err ? c10err->what_without_backtrace() : err.what();
+    const std::string msg = first_line(full);
+    if (dynamic_cast<const c10::OutOfMemoryError*>(&err) || dynamic_cast<const std::bad_alloc*>(&err) ||
+        full.find("not enough memory") != std::string::npos || full.find("out of memory") != std::string::npos ||
+        full.find("can't allocate memory") != std::string::npos)
+        return std::make_exception_ptr(ModelError("out of memory in " + stage + " (batch of " + std::to_string(rows) +
+                                                  "); try a smaller --batch-size: " + msg));
+    if (dynamic_cast<const torch::jit::JITException*>(&err))
+        return std::make_exception_ptr(ModelError("the model " + model.info.source + " raised an exception in " + stage + ": " + msg));
+    if (first_batch && model.info.kind == "torchscript") {
+        std::string shapes;
+        for (const auto& t : probes.inputs) shapes += (shapes.empty() ? "" : ", ") + c10::str(t.sizes());
+        return std::make_exception_ptr(InputError(probes.info.source, "inputs",
+                                                  "the model " + model.info.source + " failed on inputs of shape " + shapes +
+                                                      " (is that the input it expects?): " + msg));
+    }
+    return std::make_exception_ptr(ModelError(stage + " failed: " + msg));
+}
+
+/// Accumulates, on the device, whether the model changed its input copies (bitwise).
+void note_mutation(const std::vector<at::Tensor>& in, const std::vector<at::Tensor>& probes, int64_t b, int64_t e,
+                   const at::Device& device, at::Tensor& flag) {
+    for (size_t i = 0; i < in.size(); ++i) {
+        const auto orig = probes[i].slice(0, b, e).to(device);
+        at::Tensor changed = in[i].sizes() != orig.sizes() || in[i].scalar_type() != orig.scalar_type()
+                                 ? at::ones({}, at::TensorOptions().dtype(at::kBool).device(device))
+                                 : in[i].view(at::kInt).ne(orig.view(at::kInt)).any();
+        flag = flag.defined() ? flag.logical_or(changed) : changed;
+    }
+}
 
 std::string cpu_name() {
     std::ifstream in("/proc/cpuinfo");
@@ -92,6 +130,7 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
     std::unique_ptr<OpObserver> observer;
     if (o.inspect) observer = std::make_unique<OpObserver>(n);
     std::vector<at::Tensor> outs;
+    at::Tensor mutated;  // device flag: the model wrote into an input
     const int64_t bs = std::max(1, o.batch_size);
     for (int64_t b = 0; b < n; b += bs) {
         if (progress) {
@@ -99,36 +138,32 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
             progress->progress(stage, int(b), int(n));
         }
         const int64_t e = std::min(n, b + bs);
+        // Copies, always: a model that writes into its inputs (x.mul_(2)) must not change
+        // the probes the next pass reads.
         std::vector<at::Tensor> in;
-        for (const auto& t : probes.inputs) in.push_back(t.slice(0, b, e).to(device));
+        for (const auto& t : probes.inputs) in.push_back(t.slice(0, b, e).to(device, t.scalar_type(), false, /*copy=*/true));
         if (observer) observer->begin_batch(b, e - b);
         at::Tensor y;
         try {
             AutocastGuard guard(device.type(), o.precision);
             y = model.forward(in);
             if (observer) observer->end_batch();
-        } catch (const c10::OutOfMemoryError& err) {
-            throw ModelError("out of memory in " + stage + " (batch of " + std::to_string(e - b) +
-                             "); try a smaller --batch-size: " + first_line(err.what()));
         } catch (const Cancelled&) {
             throw;
         } catch (const std::exception& err) {
-            const auto* c10err = dynamic_cast<const c10::Error*>(&err);
-            const std::string msg = first_line(c10err ? c10err->what_without_backtrace() : err.what());
-            if (first_pass && b == 0 && model.info.kind == "torchscript") {
-                std::string shapes;
-                for (const auto& t : probes.inputs) shapes += (shapes.empty() ? "" : ", ") + c10::str(t.sizes());
-                throw InputError(probes.info.source, "inputs",
-                                 "shape " + shapes + " is not accepted by the model " + model.info.source + ": " + msg);
-            }
-            throw ModelError(stage + " failed: " + msg);
+            std::rethrow_exception(forward_error(err, model, probes, stage, first_pass && b == 0, e - b));
         }
+        if (o.inputs_mutated) note_mutation(in, probes.inputs, b, e, device, mutated);
         if (y.dim() == 0 || y.size(0) != e - b)
             throw ModelError("the model's output has shape " + c10::str(y.sizes()) + "; expected a batch dimension of " +
                              std::to_string(e - b));
+        if (y.numel() == 0)
+            throw InputError(model.info.source, "outputs", "the model returned no scores (shape " + c10::str(y.sizes()) +
+                                                               "); expected at least one score per sample");
         outs.push_back(y.detach().to(at::kCPU).to(at::kFloat).reshape({e - b, -1}));
     }
     if (progress) progress->progress(stage, int(n), int(n));
+    if (o.inputs_mutated && mutated.defined()) *o.inputs_mutated = mutated.item<bool>();  // one read per pass
     auto all = at::cat(outs, 0).contiguous();
     r.num_outputs = int(all.size(1));
     r.outputs.assign(all.data_ptr<float>(), all.data_ptr<float>() + all.numel());
@@ -155,6 +190,17 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
     }
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return r;
+}
+
+/// Labels and targets against the scores the model really gives (known after a forward).
+void check_outputs_fit(const ProbeSet& probes, const std::string& file, int num_outputs) {
+    if (!probes.targets.empty() && probes.target_width != num_outputs)
+        throw InputError(file, "targets", "has " + std::to_string(probes.target_width) + " values per sample; the model gives " +
+                                              std::to_string(num_outputs));
+    for (size_t i = 0; i < probes.labels.size(); ++i)
+        if (probes.labels[i] >= num_outputs)
+            throw InputError(file, "labels", "label " + std::to_string(probes.labels[i]) + " of sample '" + probes.samples[i].id +
+                                                 "' is out of range; the model gives " + std::to_string(num_outputs) + " scores");
 }
 
 namespace {
@@ -247,18 +293,7 @@ RunResult run_comparison(const RunSpec& spec, RunSink* sink, ProgressObserver* p
 
     if (progress) progress->progress("load model", 0, 1);
     auto model = load_model(spec.model, spec.seed);
-    if (!spec.keep_fp32.empty()) {
-        if (!model->has_module_scopes())
-            throw InputError("--keep-fp32", "", "this model has no module scopes to keep in FP32");
-        for (const auto& g : spec.keep_fp32)
-            if (!matches_any("", {g}) && ![&] {
-                    for (const auto& m : model->info.modules) if (matches_any(m, {g})) return true;
-                    return false;
-                }())
-                throw InputError("--keep-fp32", "", "'" + g + "' matches no module of " + spec.model +
-                                                        "; module paths look like '" +
-                                                        (model->info.modules.size() > 1 ? model->info.modules[1] : std::string("")) + "'");
-    }
+    check_fp32_regions(*model, spec.keep_fp32);
     if (progress) progress->progress("load probes", 0, 1);
     auto probes = load_probes(spec.probes, *model, spec.seed);
     model->to_device(device);
@@ -302,17 +337,21 @@ RunResult run_comparison(const RunSpec& spec, RunSink* sink, ProgressObserver* p
             p.quality = quality(p, truth, res.criteria);
         };
         // 1. the FP32 reference, checked before it is trusted
+        bool mutated = false;
+        o.inputs_mutated = &mutated;
         PassResult ref = run_pass(*model, probes, device, o, progress, true);
+        o.inputs_mutated = nullptr;
+        if (mutated)
+            res.warnings.push_back("the model changes its input tensors in place; every pass was given its own copy of "
+                                   "the probes, but the model's outputs may depend on that side effect");
         fix_origin(ref);
+        check_outputs_fit(probes, spec.probes, ref.num_outputs);
         if (!res.criteria.heads.empty())
             for (size_t i = 0; i < res.criteria.heads.size(); ++i)
                 if (res.criteria.heads[i].end > ref.num_outputs)
                     throw InputError("criteria", "heads[" + std::to_string(i) + "]",
                                      "end " + std::to_string(res.criteria.heads[i].end) + " exceeds the model's " +
                                          std::to_string(ref.num_outputs) + " outputs");
-        if (!probes.targets.empty() && probes.target_width != ref.num_outputs)
-            throw InputError(spec.probes, "targets", "has " + std::to_string(probes.target_width) +
-                                                         " values per sample; the model gives " + std::to_string(ref.num_outputs));
         res.passes.push_back(ref);
         if (sink) sink->pass_finished(ref);
         if (!ref.nonfinite_samples.empty()) {

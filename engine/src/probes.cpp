@@ -132,10 +132,22 @@ std::vector<char> read_all(const std::string& path) {
     return std::vector<char>(std::istreambuf_iterator<char>(in), {});
 }
 
-at::Tensor as_tensor(const c10::IValue& v, const std::string& file, const std::string& field) {
+/// What a probe-file field holds: a floating point input, integer labels or float targets.
+enum class Want { Floating, Integer };
+
+at::Tensor as_tensor(const c10::IValue& v, const PtArchive& ar, const std::string& file, const std::string& field,
+                     Want want) {
     if (!v.isTensor()) throw InputError(file, field, "expected a Tensor, found " + v.tagKind());
-    auto t = v.toTensor().detach().cpu();
-    if (t.is_floating_point()) t = t.to(at::kFloat);
+    const auto& raw = v.toTensor();
+    check_tensor_fits(raw, ar.bytes_for(raw), file, field);  // before any element is read
+    const auto st = raw.scalar_type();
+    const std::string found = std::string(c10::toString(st)) + " " + shape_str(raw.sizes());
+    if (want == Want::Floating && (!at::isFloatingType(st) || at::isComplexType(st)))
+        throw InputError(file, field, "expected a floating-point Tensor (float32, float64, float16 or bfloat16), found " + found);
+    if (want == Want::Integer && (!at::isIntegralType(st, /*includeBool=*/false)))
+        throw InputError(file, field, "expected an integer Tensor (int64 class indices), found " + found);
+    auto t = raw.detach();
+    if (want == Want::Floating) t = t.to(at::kFloat);
     return t.contiguous();
 }
 
@@ -159,14 +171,8 @@ std::vector<std::string> as_strings(const c10::IValue& v, const std::string& fil
 
 ProbeSet load_pt(const std::string& path) {
     const auto bytes = read_all(path);
-    c10::IValue root;
-    try {
-        root = torch::pickle_load(bytes);
-    } catch (const std::exception& e) {
-        std::string w = e.what();
-        throw InputError(path, "", "not a readable torch.save file (expected a dict saved by torch.save): " +
-                                       w.substr(0, w.find('\n')));
-    }
+    const PtArchive ar = read_pt_archive(bytes, path);
+    const c10::IValue& root = ar.root;
     if (!root.isGenericDict()) throw InputError(path, "", "expected a dict with key 'inputs', found " + root.tagKind());
     std::map<std::string, c10::IValue> d;
     for (const auto& kv : root.toGenericDict()) {
@@ -179,11 +185,11 @@ ProbeSet load_pt(const std::string& path) {
     if (!d.count("inputs")) throw InputError(path, "inputs", "missing; expected a Tensor [N, ...] or a list of them");
     ProbeSet ps;
     const auto& in = d["inputs"];
-    if (in.isTensor()) ps.inputs.push_back(as_tensor(in, path, "inputs"));
+    if (in.isTensor()) ps.inputs.push_back(as_tensor(in, ar, path, "inputs", Want::Floating));
     else if (in.isList() || in.isTuple()) {
         int i = 0;
         auto elems = in.isList() ? in.toListRef().vec() : in.toTupleRef().elements().vec();
-        for (const auto& e : elems) ps.inputs.push_back(as_tensor(e, path, "inputs[" + std::to_string(i++) + "]"));
+        for (const auto& e : elems) ps.inputs.push_back(as_tensor(e, ar, path, "inputs[" + std::to_string(i++) + "]", Want::Floating));
         if (ps.inputs.empty()) throw InputError(path, "inputs", "empty list; expected at least one Tensor");
     } else {
         throw InputError(path, "inputs", "expected a Tensor [N, ...] or a list of them, found " + in.tagKind());
@@ -197,8 +203,8 @@ ProbeSet load_pt(const std::string& path) {
                                  " samples; expected " + std::to_string(n) + " like inputs[0]");
     if (n == 0) throw InputError(path, "inputs", "empty probe set; expected at least one sample");
     if (d.count("labels")) {
-        auto l = as_tensor(d["labels"], path, "labels");
-        if (l.is_floating_point() || l.dim() != 1)
+        auto l = as_tensor(d["labels"], ar, path, "labels", Want::Integer);
+        if (l.dim() != 1)
             throw InputError(path, "labels", "expected an integer Tensor [N], found " +
                                                  std::string(c10::toString(l.scalar_type())) + " " + shape_str(l.sizes()));
         if (l.size(0) != n)
@@ -206,13 +212,18 @@ ProbeSet load_pt(const std::string& path) {
                                                  " (one per sample in inputs)");
         l = l.to(at::kLong);
         ps.labels.assign(l.data_ptr<int64_t>(), l.data_ptr<int64_t>() + n);
+        for (int64_t i = 0; i < n; ++i)
+            if (ps.labels[size_t(i)] < 0)
+                throw InputError(path, "labels", "label " + std::to_string(ps.labels[size_t(i)]) + " of sample " + std::to_string(i) +
+                                                     " is negative; expected a class index >= 0");
     }
     if (d.count("targets")) {
-        auto t = as_tensor(d["targets"], path, "targets");
-        if (!t.is_floating_point() || t.dim() < 1 || t.size(0) != n)
+        auto t = as_tensor(d["targets"], ar, path, "targets", Want::Floating);
+        if (t.dim() < 1 || t.size(0) != n)
             throw InputError(path, "targets", "expected a float Tensor [" + std::to_string(n) + ", ...], found " +
                                                   shape_str(t.sizes()));
         t = t.reshape({n, -1}).contiguous();
+        if (t.size(1) == 0) throw InputError(path, "targets", "has no values per sample; expected a float Tensor [N, K] with K >= 1");
         ps.target_width = int(t.size(1));
         ps.targets.assign(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
     }
@@ -242,8 +253,19 @@ struct CsvRows {
     std::vector<std::string> cur;
 };
 
+/// The CSV text after a UTF-8 byte-order mark; UTF-16/32 files (BOM or NUL bytes) refused.
+std::string_view csv_text(const std::vector<char>& bytes, const std::string& path) {
+    std::string_view text(bytes.data(), bytes.size());
+    auto starts = [&](std::string_view p) { return text.substr(0, p.size()) == p; };
+    if (starts("\xFF\xFE") || starts("\xFE\xFF") || text.find('\0') != std::string_view::npos)
+        throw InputError(path, "", "is not UTF-8 text (UTF-16 or binary: it holds NUL bytes); save the CSV as UTF-8");
+    if (starts("\xEF\xBB\xBF")) text.remove_prefix(3);
+    return text;
+}
+
 ProbeSet load_csv(const std::string& path) {
-    const auto bytes = read_all(path);
+    const auto file_bytes = read_all(path);
+    const std::string_view bytes = csv_text(file_bytes, path);
     csv_parser p;
     csv_init(&p, CSV_STRICT | CSV_STRICT_FINI | CSV_APPEND_NULL);
     CsvRows r;
@@ -298,7 +320,9 @@ ProbeSet load_csv(const std::string& path) {
         for (size_t j = 0; j < feature_cols.size(); ++j) xp[i * int64_t(feature_cols.size()) + int64_t(j)] = float(number(row[size_t(feature_cols[j])], i, feature_cols[j]));
         if (label_col >= 0) {
             const double l = number(row[size_t(label_col)], i, label_col);
-            if (l != std::floor(l) || l < 0) throw InputError(path, "row " + std::to_string(i + 2) + ", column 'label'", "expected a non-negative integer class index");
+            if (l != std::floor(l) || l < 0 || l > double(1 << 30))
+                throw InputError(path, "row " + std::to_string(i + 2) + ", column 'label'",
+                                 "'" + row[size_t(label_col)] + "' is not a class index; expected an integer in [0, 2^30]");
             ps.labels.push_back(int64_t(l));
         }
         for (int c : target_cols) ps.targets.push_back(float(number(row[size_t(c)], i, c)));
@@ -308,7 +332,7 @@ ProbeSet load_csv(const std::string& path) {
     ps.target_width = int(target_cols.size());
     ps.inputs.push_back(x);
     Sha256 h;
-    h.update(bytes.data(), bytes.size());
+    h.update(file_bytes.data(), file_bytes.size());
     ps.info.sha256 = h.hex();
     return ps;
 }
@@ -368,6 +392,59 @@ ProbeSet load_training_data(const std::string& source, Model& model, uint64_t se
     return ps;
 }
 
+namespace {
+
+/// Valid UTF-8 without control characters (ids and tags are printed, stored and exported).
+bool printable_utf8(const std::string& s) {
+    for (size_t i = 0; i < s.size();) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        if (c < 0x20 || c == 0x7F) return false;
+        const int extra = c < 0x80 ? 0 : (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xE ? 2 : (c >> 3) == 0x1E ? 3 : -1;
+        if (extra < 0 || i + size_t(extra) >= s.size()) return false;
+        uint32_t cp = extra == 0 ? c : extra == 1 ? (c & 0x1Fu) : extra == 2 ? (c & 0x0Fu) : (c & 0x07u);
+        for (int k = 1; k <= extra; ++k) {
+            const auto cc = static_cast<unsigned char>(s[i + size_t(k)]);
+            if ((cc >> 6) != 0x2) return false;
+            cp = (cp << 6) | (cc & 0x3Fu);
+        }
+        static constexpr uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+        if (cp < kMin[extra] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+        i += size_t(extra) + 1;
+    }
+    return true;
+}
+
+void check_samples(const ProbeSet& ps, const std::string& file) {
+    std::set<std::string> seen;
+    for (size_t i = 0; i < ps.samples.size(); ++i) {
+        const auto& s = ps.samples[i];
+        if (s.id.empty()) throw InputError(file, "ids", "empty sample id; every sample needs a non-empty id");
+        if (!printable_utf8(s.id))
+            throw InputError(file, "ids", "the id of sample " + std::to_string(i) + " is not printable UTF-8 text; expected UTF-8 without control characters");
+        if (!printable_utf8(s.tag))
+            throw InputError(file, "tags", "the tag of sample " + std::to_string(i) + " is not printable UTF-8 text; expected UTF-8 without control characters");
+        if (!seen.insert(s.id).second) throw InputError(file, "ids", "duplicate sample id '" + s.id + "'; ids must be unique");
+    }
+}
+
+}  // namespace
+
+ProbeSet read_probe_file(const std::string& source) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (!fs::exists(source, ec)) throw InputError(source, "--probes", "file not found");
+    if (fs::is_directory(source, ec)) throw InputError(source, "--probes", "is a directory; expected a .pt or .csv file");
+    const auto ext = fs::path(source).extension().string();
+    ProbeSet ps;
+    if (ext == ".pt" || ext == ".pth") ps = load_pt(source);
+    else if (ext == ".csv") ps = load_csv(source);
+    else throw InputError(source, "--probes", "unknown file type '" + ext + "'; expected .pt (torch.save dict) or .csv");
+    check_samples(ps, source);
+    if (!ps.labels.empty() && !ps.targets.empty())
+        throw InputError(source, "labels", "both labels and targets given; expected labels (classifier) or targets (regressor)");
+    return ps;
+}
+
 ProbeSet load_probes(const std::string& source, Model& model, uint64_t seed) {
     ProbeSet ps;
     if (source == "demo") {
@@ -375,24 +452,21 @@ ProbeSet load_probes(const std::string& source, Model& model, uint64_t seed) {
             throw InputError("demo", "--probes", "the built-in probe set belongs to the demo models; give a .pt or .csv file for " + model.info.source);
         ps = demo_probes(model, seed);
     } else {
-        namespace fs = std::filesystem;
-        std::error_code ec;
-        if (!fs::exists(source, ec)) throw InputError(source, "--probes", "file not found");
-        const auto ext = fs::path(source).extension().string();
-        if (ext == ".pt" || ext == ".pth") ps = load_pt(source);
-        else if (ext == ".csv") ps = load_csv(source);
-        else throw InputError(source, "--probes", "unknown file type '" + ext + "'; expected .pt (torch.save dict) or .csv");
+        ps = read_probe_file(source);
     }
     ps.info.source = source;
     const std::string file = source;
-    // stable, unique ids
-    std::set<std::string> seen;
-    for (const auto& s : ps.samples) {
-        if (s.id.empty()) throw InputError(file, "ids", "empty sample id; every sample needs a non-empty id");
-        if (!seen.insert(s.id).second) throw InputError(file, "ids", "duplicate sample id '" + s.id + "'; ids must be unique");
+    if (!model.input_names.empty() || model.info.kind == "torchscript") {
+        const size_t given = ps.inputs.size(), most = model.input_names.size();
+        if (given < model.required_inputs || given > most) {
+            std::string names;
+            for (const auto& nm : model.input_names) names += (names.empty() ? "" : ", ") + nm;
+            throw InputError(file, "inputs", "gives " + std::to_string(given) + " input tensor(s); the model's forward takes " +
+                                                 (model.required_inputs == most ? std::to_string(most)
+                                                                                : std::to_string(model.required_inputs) + " to " + std::to_string(most)) +
+                                                 " (" + names + "): save 'inputs' as a list of that many tensors [N, ...]");
+        }
     }
-    if (!ps.labels.empty() && !ps.targets.empty())
-        throw InputError(file, "labels", "both labels and targets given; expected labels (classifier) or targets (regressor)");
     // shapes against what the model expects, when known
     if (!model.input_shapes.empty()) {
         if (ps.inputs.size() != model.input_shapes.size())

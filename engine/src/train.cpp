@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <unistd.h>
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/train.h"
@@ -112,13 +113,60 @@ double norm_of(const std::vector<at::Tensor>& params) {
     return std::sqrt(sq);
 }
 
+/// ||w_amp - w_ref|| / ||w_ref||: NaN when either side's weights are not finite (never 0 for
+/// a broken reference), inf when the reference weights are all zero and the AMP ones are not.
 double divergence(const Side& a, const Side& ref) {
     double num = 0, den = 0;
     for (size_t i = 0; i < a.params.size(); ++i) {
         num += (a.params[i].detach().to(at::kDouble) - ref.params[i].detach().to(at::kDouble)).pow(2).sum().item<double>();
         den += ref.params[i].detach().to(at::kDouble).pow(2).sum().item<double>();
     }
-    return den > 0 ? std::sqrt(num / den) : 0.0;
+    if (!std::isfinite(num) || !std::isfinite(den)) return std::nan("");
+    if (den == 0) return num == 0 ? 0.0 : INFINITY;
+    return std::sqrt(num / den);
+}
+
+/// Whether the FP32 reference side has non-finite weights (after its step).
+bool reference_broken(const Side& ref) {
+    for (const auto& p : ref.params)
+        if (!p.detach().isfinite().all().item<bool>()) return true;
+    return false;
+}
+
+/// Every numeric option checked before anything runs (PyTorch's optimizers and GradScaler
+/// assert the same ranges), and the checkpoint directory before the first step.
+void validate_spec(const TrainSpec& s) {
+    auto finite_at_least = [](double v, double lo, bool strict, const char* flag) {
+        if (!std::isfinite(v) || (strict ? !(v > lo) : !(v >= lo)))
+            throw InputError(flag, "", std::string("expected a finite number ") + (strict ? "> " : ">= ") + c10::str(lo) +
+                                           ", got " + c10::str(v));
+    };
+    if (s.steps < 1) throw InputError("--steps", "", "expected an integer >= 1");
+    if (s.batch_size < 1) throw InputError("--batch-size", "", "expected an integer >= 1");
+    if (s.accumulate < 1) throw InputError("--accumulate", "", "expected an integer >= 1");
+    if (s.precision == Precision::Fp32 && s.autocast) throw InputError("--precision", "", "expected fp16 or bf16");
+    finite_at_least(s.lr, 0, true, "--lr");
+    finite_at_least(s.momentum, 0, false, "--momentum");
+    finite_at_least(s.weight_decay, 0, false, "--weight-decay");
+    finite_at_least(s.clip_grad_norm, 0, false, "--clip-grad-norm");
+    finite_at_least(s.scaler.init_scale, 0, true, "--init-scale");
+    finite_at_least(s.scaler.growth_factor, 1, true, "--growth-factor");
+    if (!std::isfinite(s.scaler.backoff_factor) || !(s.scaler.backoff_factor > 0 && s.scaler.backoff_factor < 1))
+        throw InputError("--backoff-factor", "", "expected a number in (0, 1) (torch.amp.GradScaler asserts backoff_factor < 1), got " +
+                                                     c10::str(s.scaler.backoff_factor));
+    if (s.scaler.growth_interval < 1) throw InputError("--growth-interval", "", "expected an integer >= 1");
+    if (s.checkpoint_every < 0) throw InputError("--checkpoint-every", "", "expected an integer >= 0 (0 = no checkpoints)");
+    if (s.lr_schedule != "constant" && s.lr_schedule != "cosine")
+        throw InputError("--lr-schedule", "", "'" + s.lr_schedule + "'; expected constant or cosine");
+    if (s.checkpoint_every > 0) {
+        std::error_code ec;
+        if (!std::filesystem::is_directory(s.checkpoint_dir, ec))
+            throw InputError(s.checkpoint_dir, "--checkpoint-dir", std::filesystem::exists(s.checkpoint_dir, ec)
+                                                                      ? "is not a directory; expected a directory for checkpoints"
+                                                                      : "does not exist; expected an existing directory for checkpoints");
+        if (::access(s.checkpoint_dir.c_str(), W_OK) != 0)
+            throw InputError(s.checkpoint_dir, "--checkpoint-dir", "is not writable; expected a directory checkpoints can be written to");
+    }
 }
 
 std::string policy_string(const TrainSpec& s) {
@@ -302,13 +350,7 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
     TrainResult res;
     res.run_id = make_uuid();
     res.started_at = now_iso8601();
-    if (s.steps < 1) throw InputError("--steps", "", "expected an integer >= 1");
-    if (s.batch_size < 1) throw InputError("--batch-size", "", "expected an integer >= 1");
-    if (s.accumulate < 1) throw InputError("--accumulate", "", "expected an integer >= 1");
-    if (s.precision == Precision::Fp32 && s.autocast) throw InputError("--precision", "", "expected fp16 or bf16");
-    if (!(s.lr > 0)) throw InputError("--lr", "", "expected a number > 0");
-    if (s.lr_schedule != "constant" && s.lr_schedule != "cosine")
-        throw InputError("--lr-schedule", "", "'" + s.lr_schedule + "'; expected constant or cosine");
+    validate_spec(s);
     res.backend = backend_report(s.device);
     const at::Device device(res.backend.device);
     Side ref = make_side(s, device), amp = make_side(s, device);
@@ -319,8 +361,7 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
     if (s.loss != "ce" && s.loss != "mse") throw InputError("--loss", "", "'" + s.loss + "'; expected ce or mse");
     if (s.loss == "ce" && data.labels.empty()) throw InputError(s.data, "labels", "loss ce needs labels in the training data");
     if (s.loss == "mse" && data.targets.empty()) throw InputError(s.data, "targets", "loss mse needs targets in the training data");
-    if (!s.keep_fp32.empty() && !amp.model->has_module_scopes())
-        throw InputError("--keep-fp32", "", "this model has no module scopes to keep in FP32");
+    detail::check_fp32_regions(*amp.model, s.keep_fp32);
     GradScaler scaler(res.backend.device, s.scaler);
     int start_step = 0, effective = 0;
     if (!s.resume.empty()) {
@@ -339,6 +380,7 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
     const std::string weights_hash = res.model.weights_sha256;
     auto& ctx = detail::pass_context();
     ctx.device_type = device.type();
+    bool reference_invalid = false;
     try {
         int64_t cursor = int64_t(start_step) * s.accumulate * s.batch_size % n;
         for (int step = start_step; step < s.steps; ++step) {
@@ -368,6 +410,8 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
                 torch::manual_seed(s.seed * 1000003 + uint64_t(step) * 131 + uint64_t(micro));
                 ctx.keep_fp32.clear();
                 auto out_r = ref.model->forward(in);
+                if (step == start_step && micro == 0)  // the model's width is known only now
+                    detail::check_outputs_fit(data, s.data, int(out_r.dim() ? out_r.numel() / std::max<int64_t>(1, out_r.size(0)) : 0));
                 auto l_r = loss_of(s, out_r, data, b, e, device) / double(s.accumulate);
                 l_r.backward();
                 loss_ref += l_r.item<double>();
@@ -424,6 +468,11 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
             if (!rec.skipped) ++effective;
             rec.effective_updates = effective;
             rec.divergence = divergence(amp, ref);
+            if (!reference_invalid && (!std::isfinite(loss_ref) || (std::isnan(rec.divergence) && reference_broken(ref)))) {
+                reference_invalid = true;
+                res.warnings.push_back("invalid_reference: the FP32 reference is not finite from step " + std::to_string(step) +
+                                       " (loss " + c10::str(loss_ref) + "); its divergence is reported as nan, not judged");
+            }
             if (out_nonfinite) {
                 rec.nonfinite_stage = "forward";
                 rec.origin = rerun_origin;
@@ -459,7 +508,8 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
     } catch (const Cancelled& e) {
         if (sink) sink->train_failed("cancelled", e.what());
         throw;
-    } catch (const InputError&) {
+    } catch (const InputError& e) {
+        if (sink) sink->train_failed("failed", e.what());
         throw;
     } catch (const std::exception& e) {
         if (sink) sink->train_failed("failed", e.what());

@@ -89,7 +89,7 @@ class CliErrors(unittest.TestCase):
 
     def test_inputs_wrong_shape_for_torchscript_model(self):
         p = self.probes("shape.pt", {"inputs": torch.randn(5, 7)})
-        self.expect_bad_input(["--model", self.model, "--probes", p], p, "'inputs'", "not accepted by the model")
+        self.expect_bad_input(["--model", self.model, "--probes", p], p, "'inputs'", "failed on inputs of shape [5, 7]")
 
     def test_labels_count_mismatch(self):
         p = self.probes("labels.pt", {"inputs": torch.randn(6, 4), "labels": torch.zeros(4, dtype=torch.long)})

@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: MIT
+// Reading torch.save archives from outside: every record, storage and tensor view is checked
+// against what the file really holds before any tensor data is touched.
+//
+// LibTorch's own torch::pickle_load trusts the archive: a storage's size comes from the
+// pickle (not from its record), and a tensor's sizes, strides and offset are set on it
+// unchecked, so a hostile file reads past its buffers or allocates what it declares. Python's
+// torch.load refuses such files; so do we, with the file and the field named.
+#include <sys/types.h>  // off_t, which in_memory_adapter.h uses without including
+
+#include <caffe2/serialize/in_memory_adapter.h>
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/unpickler.h>
+
+#include <cstring>
+#include <map>
+
+#include "ampscope/engine/errors.h"
+#include "internal.h"
+
+namespace ampscope::detail {
+namespace {
+
+std::string shape_of(const at::Tensor& t) { return c10::str(t.sizes()); }
+
+/// a * b, or nullopt on overflow (sizes and strides are checked before they are trusted).
+std::optional<int64_t> mul(int64_t a, int64_t b) {
+    int64_t r = 0;
+    if (__builtin_mul_overflow(a, b, &r)) return std::nullopt;
+    return r;
+}
+
+std::optional<int64_t> add(int64_t a, int64_t b) {
+    int64_t r = 0;
+    if (__builtin_add_overflow(a, b, &r)) return std::nullopt;
+    return r;
+}
+
+}  // namespace
+
+void check_tensor_fits(const at::Tensor& t, size_t record_bytes, const std::string& file, const std::string& field) {
+    if (!t.defined()) throw InputError(file, field, "an undefined Tensor; expected a Tensor with data");
+    if (t.layout() != at::kStrided) throw InputError(file, field, "a sparse or non-strided Tensor; expected a dense Tensor");
+    if (t.is_quantized()) throw InputError(file, field, "a quantized Tensor; expected a floating-point Tensor (dequantize before saving)");
+    const auto& st = t.storage();
+    const int64_t storage_bytes = int64_t(st.nbytes());
+    if (storage_bytes < 0 || size_t(storage_bytes) > record_bytes)
+        throw InputError(file, field, "declares a storage of " + std::to_string(st.nbytes()) + " bytes, but the file holds " +
+                                          std::to_string(record_bytes) + " for it (a damaged or hand-edited file)");
+    const int64_t item = int64_t(t.element_size());
+    const auto sizes = t.sizes();
+    const auto strides = t.strides();
+    int64_t numel = 1, last = 0;  // last: offset of the last element, relative to the storage offset
+    for (size_t d = 0; d < sizes.size(); ++d) {
+        if (sizes[d] < 0 || strides[d] < 0)
+            throw InputError(file, field, "declares negative sizes or strides; expected a Tensor saved by torch.save");
+        const auto n = mul(numel, sizes[d]);
+        if (!n) throw InputError(file, field, "declares a shape whose element count overflows; expected a Tensor saved by torch.save");
+        numel = *n;
+        if (sizes[d] > 0) {
+            const auto span = mul(sizes[d] - 1, strides[d]);
+            const auto l = span ? add(last, *span) : std::nullopt;
+            if (!l) throw InputError(file, field, "declares strides that overflow; expected a Tensor saved by torch.save");
+            last = *l;
+        }
+    }
+    if (numel == 0) return;
+    const int64_t offset = t.storage_offset();
+    const auto end_elems = offset < 0 ? std::nullopt : add(offset, last + 1);
+    const auto end_bytes = end_elems ? mul(*end_elems, item) : std::nullopt;
+    if (!end_bytes || *end_bytes > storage_bytes)
+        throw InputError(file, field, "shape " + shape_of(t) + " at offset " + std::to_string(offset) +
+                                          " reaches past the end of its stored data (" + std::to_string(storage_bytes / item) +
+                                          " elements); a damaged or hand-edited file");
+    // A tensor may not declare more elements than the file holds for it (stride-0 views saved
+    // by torch.save are refused too: they would be materialised at their full size).
+    if (numel > storage_bytes / item)
+        throw InputError(file, field, "shape " + shape_of(t) + " declares " + std::to_string(numel) + " elements, but its stored data holds " +
+                                          std::to_string(storage_bytes / item) + "; save a contiguous Tensor (x.contiguous())");
+}
+
+PtArchive read_pt_archive(const std::vector<char>& bytes, const std::string& file) {
+    using caffe2::serialize::PyTorchStreamReader;
+    PtArchive out;
+    try {
+        auto reader = std::make_shared<PyTorchStreamReader>(
+            std::make_unique<caffe2::serialize::MemoryReadAdapter>(bytes.data(), off_t(bytes.size())));
+        // torch.save stores records uncompressed: none can be larger than the file itself.
+        for (const auto& name : reader->getAllRecords()) {
+            const size_t size = reader->getRecordSize(name);
+            if (size > bytes.size())
+                throw InputError(file, name, "record declares " + std::to_string(size) + " bytes in a file of " +
+                                                 std::to_string(bytes.size()) + " (a damaged or hostile archive)");
+        }
+        if (!reader->hasRecord("data.pkl"))
+            throw InputError(file, "", "a zip archive without data.pkl; expected a file written by torch.save");
+        auto [pkl, pkl_size] = reader->getRecord("data.pkl");
+        size_t pos = 0;
+        const char* pkl_data = static_cast<const char*>(pkl.get());
+        auto read = [&](char* buf, size_t n) -> size_t {
+            n = std::min(n, pkl_size - pos);
+            if (n) std::memcpy(buf, pkl_data + pos, n);
+            pos += n;
+            return n;
+        };
+        auto& records = out.record_bytes;
+        auto read_record = [&, reader](const std::string& key) -> at::DataPtr {
+            const std::string name = "data/" + key;
+            if (!reader->hasRecord(name)) throw InputError(file, name, "storage record missing from the archive");
+            auto [ptr, size] = reader->getRecord(name);
+            records[ptr.get()] = size;
+            return std::move(ptr);
+        };
+        torch::jit::Unpickler unpickler(read, nullptr, nullptr, read_record, at::Device(at::kCPU));
+        unpickler.set_version(reader->version());
+        out.root = unpickler.parse_ivalue();
+    } catch (const InputError&) {
+        throw;
+    } catch (const std::exception& e) {
+        const auto* c10err = dynamic_cast<const c10::Error*>(&e);
+        std::string w = c10err ? c10err->what_without_backtrace() : e.what();
+        throw InputError(file, "", "not a readable torch.save file (expected a dict saved by torch.save): " + w.substr(0, w.find('\n')));
+    }
+    return out;
+}
+
+size_t PtArchive::bytes_for(const at::Tensor& t) const {
+    if (!t.defined() || !t.has_storage()) return 0;
+    const auto it = record_bytes.find(t.storage().data());
+    return it == record_bytes.end() ? 0 : it->second;
+}
+
+}  // namespace ampscope::detail
