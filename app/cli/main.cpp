@@ -17,6 +17,7 @@
 #include "ampscope/engine/train.h"
 #include "ampscope/storage/json_io.h"
 #include "ampscope/storage/store.h"
+#include "checks.h"
 #include "store_commands.h"
 #include "summary.h"
 
@@ -111,23 +112,25 @@ int main(int argc, char** argv) {
     run->add_option("--probes", spec.probes, "'demo' (the demo model's built-in set) or a .pt / .csv probe file")->required();
     run->add_option("--precision", precisions, "AMP passes to run, comma-separated; the FP32 reference always runs")
         ->default_str("fp16,bf16");
-    run->add_option("--device", spec.device, "cpu | cuda | cuda:N (default: cuda when available, else cpu)");
+    run->add_option("--device", spec.device, "cpu | cuda | cuda:N (default: cuda when available, else cpu)")->check(cli::checks::Device());
     run->add_option("--mode", mode, "eval | train, fixed for every pass")->check(CLI::IsMember({"eval", "train"}))->default_str("eval");
     run->add_option("--criteria", criteria_file, "criteria JSON file; flags below override its keys");
-    run->add_option("--atol", atol, "absolute tolerance per score (default 1e-3)");
-    run->add_option("--rtol", rtol, "relative tolerance per score (default 1e-2)");
-    run->add_option("--tie-tolerance", tie_tol, "scores within this of the maximum count as tied (default 0)");
+    run->add_option("--atol", atol, "absolute tolerance per score (default 1e-3)")->check(cli::checks::Number(0));
+    run->add_option("--rtol", rtol, "relative tolerance per score (default 1e-2)")->check(cli::checks::Number(0));
+    run->add_option("--tie-tolerance", tie_tol, "scores within this of the maximum count as tied (default 0)")->check(cli::checks::Number(0));
     run->add_option("--tie-rule", tie_rule, "lowest-index | abstain")->check(CLI::IsMember({"lowest-index", "abstain"}));
-    run->add_option("--max-flips", max_flips, "decision flips allowed (default 0)");
+    run->add_option("--max-flips", max_flips, "decision flips allowed (default 0)")->check(cli::checks::Integer(0));
     run->add_option("--quality-metric", quality_metric, "accuracy | mse | max_abs_error")
         ->check(CLI::IsMember({"accuracy", "mse", "max_abs_error"}));
-    run->add_option("--quality-threshold", qthresh, "accuracy: at least this; mse, max_abs_error: at most this");
+    run->add_option("--quality-threshold", qthresh, "accuracy: at least this; mse, max_abs_error: at most this")->check(cli::checks::Finite());
     run->add_flag("--allow-nonfinite", allow_nonfinite, "do not reject a pass for non-finite outputs");
     run->add_option("--keep-fp32", spec.keep_fp32, "module-path glob run without autocast (repeatable), e.g. 'blocks.1.*'");
-    run->add_option("--seed", spec.seed, "seed for weights of demo models, demo probes and every pass's RNG")->default_val(0);
-    run->add_option("--batch-size", spec.batch_size, "samples per forward")->default_val(64);
-    run->add_option("--db", db, "run database (default: $AMPSCOPE_DB, else ${XDG_DATA_HOME:-~/.local/share}/ampscope/runs.sqlite)");
-    bool no_db = false;
+    run->add_option("--seed", spec.seed, "seed for weights of demo models, demo probes and every pass's RNG")->default_val(0)->check(cli::checks::Seed());
+    run->add_option("--batch-size", spec.batch_size, "samples per forward")->default_val(64)->check(cli::checks::Integer(1));
+    run->add_option("--db", db, "run database (default: $AMPSCOPE_DB, else ${XDG_DATA_HOME:-~/.local/share}/ampscope/runs.sqlite)")
+        ->check(cli::checks::NonEmptyPath());
+    bool no_db = false, run_init_db = false;
+    run->add_flag("--init-db", run_init_db, "add ampscope's tables to an existing SQLite file of another application");
     run->add_flag("--no-db", no_db, "do not record the run");
     run->add_option("--json", json_path, "write the run result JSON to PATH, or '-' for stdout");
     run->add_flag("--layers", layers, "print the per-layer table (module, op, dtype, absmax, headroom, overflow)");
@@ -163,33 +166,35 @@ int main(int argc, char** argv) {
     bool no_scaler = false, no_autocast = false, train_quiet = false, no_guards = false;
     train->add_option("--model", ts.model, "demo:NAME or a TorchScript file (its parameters are trained)")->required();
     train->add_option("--data", ts.data, "'demo' or a .pt/.csv file with labels or targets")->required();
-    train->add_option("--steps", ts.steps, "optimizer iterations")->required();
-    train->add_option("--batch-size", ts.batch_size, "samples per micro-batch, taken in file order")->default_val(16);
+    train->add_option("--steps", ts.steps, "optimizer iterations")->required()->check(cli::checks::Integer(1));
+    train->add_option("--batch-size", ts.batch_size, "samples per micro-batch, taken in file order")->default_val(16)->check(cli::checks::Integer(1));
     train->add_option("--loss", ts.loss, "ce | mse (default: ce with labels, mse with targets)")->check(CLI::IsMember({"ce", "mse"}));
     train->add_option("--optimizer", ts.optimizer, "sgd | adam | adamw")->check(CLI::IsMember({"sgd", "adam", "adamw"}))->default_val("sgd");
-    train->add_option("--lr", ts.lr, "learning rate")->default_val(0.05);
-    train->add_option("--momentum", ts.momentum, "SGD momentum")->default_val(0.0);
-    train->add_option("--weight-decay", ts.weight_decay, "weight decay")->default_val(0.0);
+    train->add_option("--lr", ts.lr, "learning rate")->default_val(0.05)->check(cli::checks::Number(0));
+    train->add_option("--momentum", ts.momentum, "SGD momentum")->default_val(0.0)->check(cli::checks::Number(0));
+    train->add_option("--weight-decay", ts.weight_decay, "weight decay")->default_val(0.0)->check(cli::checks::Number(0));
     train->add_option("--lr-schedule", ts.lr_schedule, "constant | cosine (over --steps)")->check(CLI::IsMember({"constant", "cosine"}))->default_val("constant");
     train->add_flag("--lr-per-iteration", ts.lr_per_iteration, "advance the schedule per iteration, not per effective update (warns when steps were skipped)");
     train->add_option("--precision", train_precision, "fp16 | bf16")->default_val("fp16");
     train->add_flag("--no-scaler", no_scaler, "isolation: autocast only, no GradScaler");
     train->add_flag("--no-autocast", no_autocast, "isolation: FP32 compute with loss scaling only");
-    train->add_option("--init-scale", ts.scaler.init_scale, "GradScaler init_scale")->default_val(65536.0);
-    train->add_option("--growth-factor", ts.scaler.growth_factor, "GradScaler growth_factor")->default_val(2.0);
-    train->add_option("--backoff-factor", ts.scaler.backoff_factor, "GradScaler backoff_factor")->default_val(0.5);
-    train->add_option("--growth-interval", ts.scaler.growth_interval, "GradScaler growth_interval")->default_val(2000);
-    train->add_option("--clip-grad-norm", ts.clip_grad_norm, "clip the unscaled gradient norm to this (0 = off)")->default_val(0.0);
-    train->add_option("--accumulate", ts.accumulate, "micro-batches per optimizer step (unscale once, after accumulating)")->default_val(1);
-    train->add_option("--checkpoint-every", ts.checkpoint_every, "write a checkpoint every N steps (model, optimizer, scaler, RNG, counters, policy)")->default_val(0);
+    train->add_option("--init-scale", ts.scaler.init_scale, "GradScaler init_scale")->default_val(65536.0)->check(cli::checks::Number(0, INFINITY, true));
+    train->add_option("--growth-factor", ts.scaler.growth_factor, "GradScaler growth_factor")->default_val(2.0)->check(cli::checks::Number(1, INFINITY, true));
+    train->add_option("--backoff-factor", ts.scaler.backoff_factor, "GradScaler backoff_factor")->default_val(0.5)->check(cli::checks::Number(0, 1, true, true));
+    train->add_option("--growth-interval", ts.scaler.growth_interval, "GradScaler growth_interval")->default_val(2000)->check(cli::checks::Integer(1));
+    train->add_option("--clip-grad-norm", ts.clip_grad_norm, "clip the unscaled gradient norm to this (0 = off)")->default_val(0.0)->check(cli::checks::Number(0));
+    train->add_option("--accumulate", ts.accumulate, "micro-batches per optimizer step (unscale once, after accumulating)")->default_val(1)->check(cli::checks::Integer(1));
+    train->add_option("--checkpoint-every", ts.checkpoint_every, "write a checkpoint every N steps (model, optimizer, scaler, RNG, counters, policy)")->default_val(0)->check(cli::checks::Integer(0));
     train->add_option("--checkpoint-dir", ts.checkpoint_dir, "where checkpoints go")->default_val(".");
     train->add_option("--resume", ts.resume, "continue from a checkpoint");
     train->add_option("--keep-fp32", ts.keep_fp32, "module-path glob run without autocast (repeatable)");
-    train->add_option("--seed", ts.seed, "seed for weights, data and per-step RNG")->default_val(0);
-    train->add_option("--device", ts.device, "cpu | cuda | cuda:N");
+    train->add_option("--seed", ts.seed, "seed for weights, data and per-step RNG")->default_val(0)->check(cli::checks::Seed());
+    train->add_option("--device", ts.device, "cpu | cuda | cuda:N")->check(cli::checks::Device());
     train->add_flag("--no-guards", no_guards, "skip the per-step finiteness checks (they synchronise with the device)");
-    train->add_option("--db", train_db, "run database (default: $AMPSCOPE_DB, else ${XDG_DATA_HOME:-~/.local/share}/ampscope/runs.sqlite)");
-    bool train_no_db = false;
+    train->add_option("--db", train_db, "run database (default: $AMPSCOPE_DB, else ${XDG_DATA_HOME:-~/.local/share}/ampscope/runs.sqlite)")
+        ->check(cli::checks::NonEmptyPath());
+    bool train_no_db = false, train_init_db = false;
+    train->add_flag("--init-db", train_init_db, "add ampscope's tables to an existing SQLite file of another application");
     train->add_flag("--no-db", train_no_db, "do not record the run");
     train->add_option("--json", train_json, "write the training JSON to PATH, or '-' for stdout");
     train->add_flag("-q,--quiet", train_quiet, "no terminal summary");
@@ -201,15 +206,17 @@ int main(int argc, char** argv) {
     bool unvalidated = false;
     bench->add_option("--model", bs.model, "demo:NAME or a TorchScript file")->required();
     bench->add_option("--probes", bs.probes, "the probe set the validation run used")->required();
-    bench->add_option("--device", bs.device, "cpu | cuda | cuda:N");
+    bench->add_option("--device", bs.device, "cpu | cuda | cuda:N")->check(cli::checks::Device());
     bench->add_option("--precision", bench_precision, "AMP precisions to time against FP32")->default_str("fp16,bf16");
-    bench->add_option("--batch-size", bs.batch_size, "samples per forward")->default_val(64);
-    bench->add_option("--warmup", bs.warmup, "untimed forwards first")->default_val(5);
-    bench->add_option("--repeats", bs.repeats, "timed forwards per precision")->default_val(30);
-    bench->add_option("--seed", bs.seed, "seed of the demo weights and probes")->default_val(0);
+    bench->add_option("--batch-size", bs.batch_size, "samples per forward")->default_val(64)->check(cli::checks::Integer(1));
+    bench->add_option("--warmup", bs.warmup, "untimed forwards first")->default_val(5)->check(cli::checks::Integer(0));
+    bench->add_option("--repeats", bs.repeats, "timed forwards per precision")->default_val(30)->check(cli::checks::Integer(1));
+    bench->add_option("--seed", bs.seed, "seed of the demo weights and probes")->default_val(0)->check(cli::checks::Seed());
     bench->add_flag("--train", bs.train, "time training steps (forward, loss, backward, SGD step; GradScaler for fp16)");
     bench->add_flag("--unvalidated", unvalidated, "measure without an accepted validation run (stored and shown as unvalidated)");
-    bench->add_option("--db", bench_db, "run database holding the validation run");
+    bench->add_option("--db", bench_db, "run database holding the validation run")->check(cli::checks::NonEmptyPath());
+    bool bench_init_db = false;
+    bench->add_flag("--init-db", bench_init_db, "add ampscope's tables to an existing SQLite file of another application");
     bench->add_option("--json", bench_json, "write the result JSON to PATH, or '-' for stdout");
 
     auto store_command = cli::add_store_commands(app);
@@ -251,7 +258,7 @@ int main(int argc, char** argv) {
                 if (!p || *p == Precision::Fp32) throw InputError("--precision", "", "'" + item + "'; expected fp16 and/or bf16");
                 bs.precisions.push_back(*p);
             }
-            storage::Store store(storage::default_db_path(bench_db));
+            storage::Store store(storage::default_db_path(bench_db), storage::Store::Mode::Create, bench_init_db);
             const auto ids = identify_inputs(bs.model, bs.probes, bs.device, bs.seed);
             std::string validation;
             std::vector<std::string> missing;
@@ -298,7 +305,7 @@ int main(int argc, char** argv) {
             std::unique_ptr<storage::Store> tstore;
             std::unique_ptr<storage::TrainWriter> twriter;
             if (!train_no_db) {
-                tstore = std::make_unique<storage::Store>(storage::default_db_path(train_db));
+                tstore = std::make_unique<storage::Store>(storage::default_db_path(train_db), storage::Store::Mode::Create, train_init_db);
                 twriter = std::make_unique<storage::TrainWriter>(*tstore);
             }
             const auto r = run_training(ts, twriter.get(), &progress);
@@ -344,7 +351,7 @@ int main(int argc, char** argv) {
             std::unique_ptr<storage::Store> store;
             std::unique_ptr<storage::RunWriter> writer;
             if (!no_db) {
-                store = std::make_unique<storage::Store>(storage::default_db_path(db));
+                store = std::make_unique<storage::Store>(storage::default_db_path(db), storage::Store::Mode::Create, run_init_db);
                 writer = std::make_unique<storage::RunWriter>(*store);
             }
             RunResult r = run_comparison(spec, writer.get(), &progress);

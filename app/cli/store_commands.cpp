@@ -7,10 +7,12 @@
 
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 #include "ampscope/storage/json_io.h"
 #include "ampscope/engine/errors.h"
 #include "ampscope/storage/store.h"
+#include "checks.h"
 #include "summary.h"
 
 namespace ampscope::cli {
@@ -30,6 +32,7 @@ struct State {
     // export / import
     std::vector<std::string> runs;
     std::string out, file;
+    bool force = false, init_db = false;
     // annotate / review
     std::string text, sample, layer, author, review_status;
 };
@@ -39,39 +42,165 @@ std::string pad(std::string s, size_t w) {
     return s + std::string(w - s.size(), ' ');
 }
 
+/// The header of a training run as TrainResult fields; StoreError naming the column when it
+/// is not the JSON a training run writes.
+TrainResult read_train_header(const Store& s, const std::string& uuid) {
+    TrainResult tr;
+    tr.run_id = uuid;
+    try {
+        const auto header = nlohmann::json::parse(s.header_json(uuid));
+        tr.model.source = header.value("model", nlohmann::json::object()).value("source", "");
+        tr.spec.data = header.value("data", "");
+        tr.spec.precision = parse_precision(header.value("precision", "fp16")).value_or(Precision::Fp16);
+        tr.spec.autocast = header.value("autocast", true);
+        const auto sc = header.value("scaler", nlohmann::json::object());
+        tr.spec.scaler.enabled = sc.value("enabled", true);
+        tr.spec.scaler.init_scale = sc.value("init_scale", 65536.0);
+        tr.spec.scaler.growth_factor = sc.value("growth_factor", 2.0);
+        tr.spec.scaler.backoff_factor = sc.value("backoff_factor", 0.5);
+        tr.spec.scaler.growth_interval = sc.value("growth_interval", 2000);
+        const auto opt = header.value("optimizer", nlohmann::json::object());
+        tr.spec.optimizer = opt.value("name", "");
+        tr.spec.lr = opt.value("lr", 0.0);
+        tr.spec.loss = header.value("loss", "");
+        tr.spec.batch_size = header.value("batch_size", 0);
+        tr.spec.accumulate = header.value("accumulate", 1);
+    } catch (const nlohmann::json::exception& e) {
+        throw storage::StoreError(s.path() + ": run " + uuid + ": column runs.header_json is not the JSON of a training run: " + e.what());
+    }
+    return tr;
+}
+
+int show_training(const Store& s, const std::string& uuid) {
+    TrainResult tr = read_train_header(s, uuid);
+    tr.steps = s.training_steps(uuid);
+    tr.checkpoints = s.checkpoints(uuid);
+    tr.iterations = int(tr.steps.size());
+    for (const auto& x : tr.steps) tr.skipped += x.skipped;
+    tr.effective_updates = tr.steps.empty() ? 0 : tr.steps.back().effective_updates;
+    tr.final_scale = tr.steps.empty() ? 1.0 : tr.steps.back().scale;
+    std::cout << "status: " << s.status(uuid) << (s.error(uuid).empty() ? "" : " (" + s.error(uuid) + ")") << "\n";
+    print_train(std::cout, tr, isatty(STDOUT_FILENO));
+    return 0;
+}
+
+void print_benchmarks(const Store& s, const std::string& uuid) {
+    for (const auto& b : s.benchmarks(uuid)) {
+        std::cout << "\nbenchmark " << b.uuid.substr(0, 8) << " (" << b.created_at.substr(0, 19);
+        try {
+            const auto j = nlohmann::json::parse(b.result_json);
+            std::string line = ", batch " + std::to_string(j.value("batch", 0)) + "):";
+            for (const auto& f : j.at("figures")) {
+                std::ostringstream o;
+                o << " " << f.value("precision", "") << " " << f.value("median_ms", 0.0) << " ms (" << f.value("speedup", 1.0) << "x)";
+                line += o.str();
+            }
+            std::cout << line << "\n";
+        } catch (const nlohmann::json::exception& e) {
+            std::cout << std::endl;
+            throw storage::StoreError(s.path() + ": run " + uuid + ": benchmark " + b.uuid +
+                                      ": column benchmarks.result_json is malformed: " + e.what());
+        }
+    }
+}
+
+int show_run(const Store& s, const State& st) {
+    const auto uuid = s.resolve(st.run);
+    if (s.kind(uuid) == "train") return show_training(s, uuid);
+    std::vector<std::string> damaged;
+    const auto r = s.load_run(uuid, &damaged);
+    for (const auto& d : damaged)
+        std::cerr << "ampscope-cli: warning: " << s.path() << ": damaged: " << d << std::endl;
+    if (st.json) {
+        std::cout << json::run_to_json(r, st.outputs, 2, damaged) << std::endl;
+        return 0;
+    }
+    std::cout << "status: " << s.status(uuid);
+    if (!s.error(uuid).empty()) std::cout << " (" << s.error(uuid) << ")";
+    const auto rv = s.review(uuid);
+    std::cout << "   review: " << rv.status << (rv.by.empty() ? "" : " by " + rv.by + " at " + rv.at) << "\n";
+    for (const auto& d : damaged) std::cout << "DAMAGED: " << d << "\n";
+    print_run_summary(std::cout, r, st.layers, isatty(STDOUT_FILENO));
+    print_benchmarks(s, uuid);
+    const auto notes = s.annotations(uuid);
+    if (!notes.empty()) {
+        std::cout << "\nannotations:\n";
+        for (const auto& a : notes)
+            std::cout << "  " << a.created_at.substr(0, 19) << " " << a.author << " on " << a.target_kind
+                      << (a.target.empty() ? "" : " " + a.target) << ": " << a.text << "\n";
+    }
+    if (!damaged.empty())
+        std::cout << "\n" << damaged.size() << " damaged part(s) of this run were left out (see DAMAGED above)\n";
+    return 0;
+}
+
+int list_runs(const Store& s, const State& st) {
+    const auto rows = s.list_runs(st.filter);
+    if (st.json) {
+        std::cout << "[";
+        for (size_t i = 0; i < rows.size(); ++i) {
+            const auto& r = rows[i];
+            nlohmann::ordered_json j = {{"run_id", r.uuid}, {"kind", r.kind}, {"status", r.status},
+                                        {"verdict", r.verdict}, {"model", r.model}, {"probes", r.probes},
+                                        {"device", r.device}, {"precisions", r.precisions}, {"mode", r.mode},
+                                        {"samples", r.samples}, {"started_at", r.started_at},
+                                        {"finished_at", r.finished_at}, {"review", r.review_status},
+                                        {"annotations", r.annotations}, {"error", r.error}};
+            std::cout << (i ? ",\n " : "\n ") << j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+        }
+        std::cout << "\n]" << std::endl;
+        return 0;
+    }
+    std::cout << pad("run", 10) << pad("started", 21) << pad("status", 12) << pad("verdict", 18) << pad("review", 9)
+              << pad("device", 8) << pad("passes", 15) << "model\n";
+    for (const auto& r : rows)
+        std::cout << pad(r.uuid.substr(0, 8), 10) << pad(r.started_at.substr(0, 19), 21) << pad(r.status, 12)
+                  << pad(r.verdict.empty() ? "-" : r.verdict, 18) << pad(r.review_status, 9) << pad(r.device, 8)
+                  << pad(r.precisions, 15) << r.model << (r.annotations ? "  [" + std::to_string(r.annotations) + " notes]" : "")
+                  << "\n";
+    std::cout << rows.size() << " run(s) in " << s.path() << std::endl;
+    return 0;
+}
+
 }  // namespace
 
 std::function<int()> add_store_commands(CLI::App& app) {
     auto st = std::make_shared<State>();
     const char* db_help = "run database (default: $AMPSCOPE_DB, else ${XDG_DATA_HOME:-~/.local/share}/ampscope/runs.sqlite)";
+    auto db_option = [&](CLI::App* c) { c->add_option("--db", st->db, db_help)->check(checks::NonEmptyPath()); };
 
     auto* list = app.add_subcommand("list", "list recorded runs, newest first");
-    list->add_option("--db", st->db, db_help);
+    db_option(list);
     list->add_option("--model", st->filter.model, "model source contains");
-    list->add_option("--precision", st->filter.precision, "has a pass of this precision");
+    list->add_option("--precision", st->filter.precision, "has a pass of this precision")->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
     list->add_option("--device", st->filter.device, "device, e.g. cpu or cuda:0");
-    list->add_option("--verdict", st->filter.verdict, "accepted | rejected | invalid_reference");
-    list->add_option("--status", st->filter.status, "running | completed | failed | interrupted | cancelled");
-    list->add_option("--since", st->filter.since, "started at or after (ISO-8601)");
-    list->add_option("--until", st->filter.until, "started at or before (ISO-8601)");
-    list->add_option("--limit", st->filter.limit, "at most this many runs")->default_val(1000);
+    list->add_option("--verdict", st->filter.verdict, "accepted | rejected | invalid_reference")
+        ->check(CLI::IsMember({"accepted", "rejected", "invalid_reference"}));
+    list->add_option("--status", st->filter.status, "running | completed | failed | interrupted | cancelled")
+        ->check(CLI::IsMember({"running", "completed", "failed", "interrupted", "cancelled"}));
+    list->add_option("--since", st->filter.since, "started at or after (ISO-8601 date or UTC time, e.g. 2025-01-31T14:05)")
+        ->check(checks::IsoTime());
+    list->add_option("--until", st->filter.until, "started at or before (ISO-8601 date or UTC time)")->check(checks::IsoTime());
+    list->add_option("--limit", st->filter.limit, "at most this many runs")->default_val(1000)->check(checks::Integer(0));
     list->add_flag("--json", st->json, "print JSON");
 
     auto* show = app.add_subcommand("show", "show one recorded run: summary, criteria, origins, annotations, review");
     show->add_option("RUN", st->run, "run id (or a unique prefix)")->required();
-    show->add_option("--db", st->db, db_help);
+    db_option(show);
     show->add_flag("--layers", st->layers, "print the per-layer tables");
     show->add_flag("--json", st->json, "print the run result JSON");
     show->add_flag("--outputs", st->outputs, "with --json: per-sample scores and decisions");
 
     auto* exp = app.add_subcommand("export", "write runs to a self-contained .ampscope file for a teammate");
     exp->add_option("RUN", st->runs, "run ids (or unique prefixes)")->required();
-    exp->add_option("-o,--output", st->out, "file to write (e.g. runs.ampscope)")->required();
-    exp->add_option("--db", st->db, db_help);
+    exp->add_option("-o,--output", st->out, "file to write (e.g. runs.ampscope)")->required()->check(checks::NonEmptyPath());
+    db_option(exp);
+    exp->add_flag("--force", st->force, "replace an existing file that is not an ampscope export (never the database itself)");
 
     auto* imp = app.add_subcommand("import", "merge an .ampscope file into the database (idempotent, by run UUID)");
     imp->add_option("FILE", st->file, "file written by `ampscope-cli export`")->required();
-    imp->add_option("--db", st->db, db_help);
+    db_option(imp);
+    imp->add_flag("--init-db", st->init_db, "add ampscope's tables to an existing SQLite file of another application");
 
     auto* ann = app.add_subcommand("annotate", "comment on a run, one of its samples or one of its layers");
     ann->add_option("RUN", st->run, "run id (or a unique prefix)")->required();
@@ -79,121 +208,36 @@ std::function<int()> add_store_commands(CLI::App& app) {
     ann->add_option("--sample", st->sample, "sample id the comment is about");
     ann->add_option("--layer", st->layer, "layer index (N or PRECISION:N) the comment is about");
     ann->add_option("--author", st->author, "author (default: $USER)");
-    ann->add_option("--db", st->db, db_help);
+    db_option(ann);
 
     auto* rev = app.add_subcommand("review", "set a run's review status");
     rev->add_option("RUN", st->run, "run id (or a unique prefix)")->required();
     rev->add_option("STATUS", st->review_status, "accepted | rejected | open")
         ->required()->check(CLI::IsMember({"accepted", "rejected", "open"}));
     rev->add_option("--author", st->author, "reviewer (default: $USER)");
-    rev->add_option("--db", st->db, db_help);
+    db_option(rev);
 
     return [st, list, show, exp, imp, ann, rev]() -> int {
         const auto path = storage::default_db_path(st->db);
-        if (*list) {
-            Store s(path, Store::Mode::ReadWrite);
-            const auto rows = s.list_runs(st->filter);
-            if (st->json) {
-                std::cout << "[";
-                for (size_t i = 0; i < rows.size(); ++i) {
-                    const auto& r = rows[i];
-                    nlohmann::ordered_json j = {{"run_id", r.uuid}, {"kind", r.kind}, {"status", r.status},
-                                                {"verdict", r.verdict}, {"model", r.model}, {"probes", r.probes},
-                                                {"device", r.device}, {"precisions", r.precisions}, {"mode", r.mode},
-                                                {"samples", r.samples}, {"started_at", r.started_at},
-                                                {"finished_at", r.finished_at}, {"review", r.review_status},
-                                                {"annotations", r.annotations}, {"error", r.error}};
-                    std::cout << (i ? ",\n " : "\n ") << j.dump();
-                }
-                std::cout << "\n]" << std::endl;
-                return 0;
-            }
-            std::cout << pad("run", 10) << pad("started", 21) << pad("status", 12) << pad("verdict", 18) << pad("review", 9)
-                      << pad("device", 8) << pad("passes", 15) << "model\n";
-            for (const auto& r : rows)
-                std::cout << pad(r.uuid.substr(0, 8), 10) << pad(r.started_at.substr(0, 19), 21) << pad(r.status, 12)
-                          << pad(r.verdict.empty() ? "-" : r.verdict, 18) << pad(r.review_status, 9) << pad(r.device, 8)
-                          << pad(r.precisions, 15) << r.model << (r.annotations ? "  [" + std::to_string(r.annotations) + " notes]" : "")
-                          << "\n";
-            std::cout << rows.size() << " run(s) in " << path << std::endl;
-            return 0;
-        }
-        if (*show) {
-            Store s(path, Store::Mode::ReadWrite);
-            const auto uuid = s.resolve(st->run);
-            if (s.kind(uuid) == "train") {
-                const auto header = nlohmann::json::parse(s.header_json(uuid));
-                TrainResult tr;
-                tr.run_id = uuid;
-                tr.steps = s.training_steps(uuid);
-                tr.checkpoints = s.checkpoints(uuid);
-                tr.model.source = header.value("model", nlohmann::json::object()).value("source", "");
-                tr.spec.data = header.value("data", "");
-                tr.spec.precision = parse_precision(header.value("precision", "fp16")).value_or(Precision::Fp16);
-                tr.spec.autocast = header.value("autocast", true);
-                const auto sc = header.value("scaler", nlohmann::json::object());
-                tr.spec.scaler.enabled = sc.value("enabled", true);
-                tr.spec.scaler.init_scale = sc.value("init_scale", 65536.0);
-                tr.spec.scaler.growth_factor = sc.value("growth_factor", 2.0);
-                tr.spec.scaler.backoff_factor = sc.value("backoff_factor", 0.5);
-                tr.spec.scaler.growth_interval = sc.value("growth_interval", 2000);
-                const auto opt = header.value("optimizer", nlohmann::json::object());
-                tr.spec.optimizer = opt.value("name", "");
-                tr.spec.lr = opt.value("lr", 0.0);
-                tr.spec.loss = header.value("loss", "");
-                tr.spec.batch_size = header.value("batch_size", 0);
-                tr.spec.accumulate = header.value("accumulate", 1);
-                tr.iterations = int(tr.steps.size());
-                for (const auto& x : tr.steps) tr.skipped += x.skipped;
-                tr.effective_updates = tr.steps.empty() ? 0 : tr.steps.back().effective_updates;
-                tr.final_scale = tr.steps.empty() ? 1.0 : tr.steps.back().scale;
-                std::cout << "status: " << s.status(uuid) << (s.error(uuid).empty() ? "" : " (" + s.error(uuid) + ")") << "\n";
-                print_train(std::cout, tr, isatty(STDOUT_FILENO));
-                return 0;
-            }
-            const auto r = s.load_run(uuid);
-            if (st->json) {
-                std::cout << json::run_to_json(r, st->outputs) << std::endl;
-                return 0;
-            }
-            std::cout << "status: " << s.status(uuid);
-            if (!s.error(uuid).empty()) std::cout << " (" << s.error(uuid) << ")";
-            const auto rv = s.review(uuid);
-            std::cout << "   review: " << rv.status << (rv.by.empty() ? "" : " by " + rv.by + " at " + rv.at) << "\n";
-            print_run_summary(std::cout, r, st->layers, isatty(STDOUT_FILENO));
-            for (const auto& b : s.benchmarks(uuid)) {
-                const auto j = nlohmann::json::parse(b.result_json);
-                std::cout << "\nbenchmark " << b.uuid.substr(0, 8) << " (" << b.created_at.substr(0, 19) << ", batch " << j.value("batch", 0) << "):";
-                for (const auto& f : j["figures"])
-                    std::cout << " " << f.value("precision", "") << " " << f.value("median_ms", 0.0) << " ms ("
-                              << f.value("speedup", 1.0) << "x)";
-                std::cout << "\n";
-            }
-            const auto notes = s.annotations(uuid);
-            if (!notes.empty()) {
-                std::cout << "\nannotations:\n";
-                for (const auto& a : notes)
-                    std::cout << "  " << a.created_at.substr(0, 19) << " " << a.author << " on " << a.target_kind
-                              << (a.target.empty() ? "" : " " + a.target) << ": " << a.text << "\n";
-            }
-            return 0;
-        }
+        // Reading commands never create a database; list and show may mark dead runs interrupted.
+        if (*list) return list_runs(Store(path, Store::Mode::ReadWrite), *st);
+        if (*show) return show_run(Store(path, Store::Mode::ReadWrite), *st);
         if (*exp) {
             Store s(path, Store::Mode::ReadOnly);
             std::vector<std::string> uuids;
             for (const auto& r : st->runs) uuids.push_back(s.resolve(r));
-            storage::export_runs(s, uuids, st->out);
+            storage::export_runs(s, uuids, st->out, st->force);
             std::cout << "exported " << uuids.size() << " run(s) to " << st->out << std::endl;
             return 0;
         }
         if (*imp) {
-            Store s(path);
+            Store s(path, Store::Mode::Create, st->init_db);
             const auto res = storage::import_file(s, st->file);
             std::cout << "imported " << res.added << " run(s), " << res.skipped << " already present, into " << path << std::endl;
             return 0;
         }
         if (*ann) {
-            Store s(path);
+            Store s(path, Store::Mode::ReadWrite);
             storage::Annotation a;
             a.author = st->author;
             a.text = st->text;
@@ -206,7 +250,7 @@ std::function<int()> add_store_commands(CLI::App& app) {
             return 0;
         }
         if (*rev) {
-            Store s(path);
+            Store s(path, Store::Mode::ReadWrite);
             const auto uuid = s.resolve(st->run);
             s.set_review(uuid, st->review_status, st->author);
             std::cout << "run " << uuid.substr(0, 8) << " review: " << st->review_status << std::endl;

@@ -1,11 +1,17 @@
 // SPDX-License-Identifier: MIT
 // Export of runs to a self-contained file and import of files from others (untrusted).
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 
 #include "ampscope/engine/errors.h"
@@ -17,26 +23,122 @@ namespace ampscope::storage {
 
 using sql::Stmt;
 
-void export_runs(const Store& from, const std::vector<std::string>& uuids, const std::string& file) {
+namespace {
+
+constexpr uint32_t kExportApplicationId = 0x414D5053;  // "AMPS": PRAGMA application_id of export files
+
+struct FileId {
+    dev_t dev;
+    ino_t ino;
+    bool operator==(const FileId& o) const { return dev == o.dev && ino == o.ino; }
+};
+
+/// The file a path leads to (symlinks followed); nullopt when nothing is there.
+std::optional<FileId> file_id(const std::string& path, bool* directory = nullptr) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+    if (directory) *directory = S_ISDIR(st.st_mode);
+    return FileId{st.st_dev, st.st_ino};
+}
+
+uint32_t big_endian(const unsigned char* p) { return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3]; }
+
+/// Removes a temporary database file and its journals unless released.
+class TempFile {
+public:
+    explicit TempFile(std::string path) : path_(std::move(path)) {}
+    ~TempFile() {
+        if (path_.empty()) return;
+        for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::remove((path_ + suffix).c_str());
+    }
+    TempFile(const TempFile&) = delete;
+    TempFile& operator=(const TempFile&) = delete;
+    const std::string& path() const { return path_; }
+    void release() { path_.clear(); }
+
+private:
+    std::string path_;
+};
+
+/// An empty file next to `file` (same folder: the rename is atomic), readable as umask allows.
+std::string make_temp_next_to(const std::string& file) {
     namespace fs = std::filesystem;
-    if (uuids.empty()) throw InputError("RUN", "", "no runs to export");
-    const std::string tmp = file + ".partial";
-    std::error_code ec;
-    fs::remove(tmp, ec);
+    const fs::path target(file);
+    const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    std::string tmpl = (dir / ("." + target.filename().string() + ".XXXXXX.partial")).string();
+    const int fd = mkstemps(tmpl.data(), 8);
+    if (fd < 0) throw InputError(file, "-o", "cannot create a file in " + dir.string() + ": " + std::strerror(errno));
+    const mode_t mask = umask(0);
+    umask(mask);
+    fchmod(fd, 0666 & ~mask);
+    close(fd);
+    return tmpl;
+}
+
+/// Refuses an output path that would destroy something: the open database, a folder, or an
+/// existing file that is not an ampscope export (unless forced).
+void check_export_target(const Store& from, const std::string& file, bool force) {
+    if (file.empty()) throw InputError("-o", "", "empty output path; expected a file name for the export");
+    bool directory = false;
+    const auto target = file_id(file, &directory);
+    if (!target) return;  // a new file
+    if (directory) throw InputError(file, "-o", "is a directory; expected a file name for the export");
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+        if (file_id(from.path() + suffix) == target)
+            throw InputError(file, "-o", std::string("is the run database being exported from (") + from.path() + suffix +
+                                             "); refusing to overwrite it, even with --force: choose another output file");
+    if (!force && !is_export_file(file))
+        throw InputError(file, "-o", "exists and is not an ampscope export; refusing to overwrite it "
+                                     "(choose another file name, or pass --force to replace it)");
+}
+
+}  // namespace
+
+bool is_export_file(const std::string& file) {
+    unsigned char h[100] = {0};
     {
-        Store out(tmp);
+        std::ifstream in(file, std::ios::binary);
+        if (!in.read(reinterpret_cast<char*>(h), sizeof h)) return false;
+    }
+    if (std::memcmp(h, "SQLite format 3", 16) != 0) return false;
+    const uint32_t version = big_endian(h + 60), app = big_endian(h + 68);
+    if (app == kExportApplicationId) return true;
+    // Exports of earlier versions: ampscope's schema in rollback-journal mode (run databases
+    // are in WAL mode: header bytes 18 and 19 are 2).
+    if (app != 0 || h[18] != 1 || h[19] != 1 || version < 1 || version > uint32_t(kSchemaVersion)) return false;
+    try {
+        Store s(file, Store::Mode::ReadOnly);
+        return true;
+    } catch (const std::exception&) {
+        return false;
+    }
+}
+
+void export_runs(const Store& from, const std::vector<std::string>& uuids, const std::string& file, bool force) {
+    if (uuids.empty()) throw InputError("RUN", "", "no runs to export");
+    check_export_target(from, file, force);
+    for (const auto& u : uuids)
+        if (from.kind(u) == "train") throw InputError(u, "RUN", "is a training run; exporting training runs is not supported yet");
+    TempFile tmp(make_temp_next_to(file));
+    {
+        Store out(tmp.path());
         for (const auto& u : uuids) {
-            if (from.kind(u) == "train")
-                throw InputError(u, "RUN", "is a training run; exporting training runs is not supported yet");
-            auto r = from.load_run(u);
+            RunResult r;
+            try {
+                r = from.load_run(u);
+            } catch (const StoreError& e) {
+                const std::string m = e.what();
+                throw StoreError((m.rfind(from.path(), 0) == 0 ? "" : from.path() + ": ") + m +
+                                 "; not exported (`ampscope-cli show " + u.substr(0, 8) + "` shows what is intact)");
+            }
             out.insert_run(r, from.status(u), from.error(u), from.annotations(u), from.review(u));
         }
+        sql::exec(out.handle(), "PRAGMA application_id=" + std::to_string(kExportApplicationId));
         sql::exec(out.handle(), "PRAGMA journal_mode=DELETE");  // one self-contained file
     }
-    fs::remove(tmp + "-wal", ec);
-    fs::remove(tmp + "-shm", ec);
-    fs::rename(tmp, file, ec);
-    if (ec) throw InputError(file, "-o", "cannot write the export file: " + ec.message());
+    if (std::rename(tmp.path().c_str(), file.c_str()) != 0)
+        throw InputError(file, "-o", std::string("cannot write the export file: ") + std::strerror(errno));
+    tmp.release();
 }
 
 namespace {

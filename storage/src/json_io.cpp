@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "ampscope/engine/errors.h"
 
@@ -75,15 +77,77 @@ T get(const json& j, const char* key, const std::string& file) {
     }
 }
 
+/// A finite number, >= 0 for tolerances. `field` names it in messages.
+double get_number(const json& j, const char* key, const std::string& file, const std::string& field, bool nonnegative) {
+    const auto& v = j.at(key);
+    const std::string want = nonnegative ? "a finite number >= 0" : "a finite number";
+    if (!v.is_number()) throw InputError(file, field, "expected " + want + ", found " + std::string(v.type_name()));
+    const double x = v.get<double>();
+    if (!std::isfinite(x) || (nonnegative && x < 0)) throw InputError(file, field, "expected " + want + ", found " + v.dump());
+    return x;
+}
+
+double get_tolerance(const json& j, const char* key, const std::string& file, const std::string& field) {
+    return get_number(j, key, file, field, true);
+}
+
+/// An integer within [lo, hi]; no silent wrap of values beyond int.
+int get_int(const json& j, const char* key, const std::string& file, const std::string& field, int64_t lo, int64_t hi) {
+    const auto& v = j.at(key);
+    const std::string range = "an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
+    if (!v.is_number_integer()) throw InputError(file, field, "expected " + range + ", found " + v.dump());
+    if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(hi) : (v.get<int64_t>() < lo || v.get<int64_t>() > hi))
+        throw InputError(file, field, "expected " + range + ", found " + v.dump());
+    return int(v.get<int64_t>());
+}
+
+/// Parses, naming the key whose value could not be read (e.g. 1e400 overflows a double).
+json parse_document(const std::string& text, const std::string& file) {
+    std::string key;
+    auto track = [&key](int, json::parse_event_t event, json& parsed) {
+        if (event == json::parse_event_t::key) key = parsed.get<std::string>();
+        return true;
+    };
+    try {
+        return json::parse(text, track);
+    } catch (const json::out_of_range& e) {
+        throw InputError(file, key, std::string("a number out of range (beyond a 64-bit double): ") + e.what());
+    } catch (const json::exception& e) {
+        throw InputError(file, "", std::string("not valid JSON: ") + e.what());
+    }
+}
+
+std::vector<HeadTolerance> parse_heads(const json& heads, const std::string& file, const Criteria& c) {
+    if (!heads.is_array()) throw InputError(file, "heads", "expected an array of {name, begin, end, atol, rtol}");
+    std::vector<HeadTolerance> out;
+    for (size_t i = 0; i < heads.size(); ++i) {
+        const auto& h = heads[i];
+        const std::string f = "heads[" + std::to_string(i) + "]";
+        if (!h.is_object() || !h.contains("begin") || !h.contains("end"))
+            throw InputError(file, f, "expected an object with integer begin and end");
+        for (auto it = h.begin(); it != h.end(); ++it)
+            if (it.key() != "name" && it.key() != "begin" && it.key() != "end" && it.key() != "atol" && it.key() != "rtol")
+                throw InputError(file, f + "." + it.key(), "unknown key; expected name, begin, end, atol, rtol");
+        HeadTolerance t;
+        if (h.contains("name") && !h["name"].is_string())
+            throw InputError(file, f + ".name", "expected a string, found " + std::string(h["name"].type_name()));
+        t.name = h.value("name", f);
+        constexpr int64_t kMax = std::numeric_limits<int>::max();
+        t.begin = get_int(h, "begin", file, f + ".begin", 0, kMax - 1);
+        t.end = get_int(h, "end", file, f + ".end", 1, kMax);
+        if (t.end <= t.begin)
+            throw InputError(file, f + ".end", "expected end > begin (" + std::to_string(t.begin) + "), found " + std::to_string(t.end));
+        t.atol = h.contains("atol") ? get_tolerance(h, "atol", file, f + ".atol") : c.atol;
+        t.rtol = h.contains("rtol") ? get_tolerance(h, "rtol", file, f + ".rtol") : c.rtol;
+        out.push_back(t);
+    }
+    return out;
+}
+
 }  // namespace
 
 Criteria parse_criteria(const std::string& text, const std::string& file, Criteria c) {
-    json j;
-    try {
-        j = json::parse(text);
-    } catch (const json::parse_error& e) {
-        throw InputError(file, "", std::string("not valid JSON: ") + e.what());
-    }
+    const json j = parse_document(text, file);
     if (!j.is_object()) throw InputError(file, "", "expected a JSON object of criteria");
     static const std::vector<std::string> keys = {"atol", "rtol", "heads", "tie_tolerance", "tie_rule", "max_flips",
                                                   "quality_metric", "quality_threshold", "allow_nonfinite", "fixed_at"};
@@ -91,18 +155,16 @@ Criteria parse_criteria(const std::string& text, const std::string& file, Criter
         if (std::find(keys.begin(), keys.end(), it.key()) == keys.end())
             throw InputError(file, it.key(), "unknown key; expected one of atol, rtol, heads, tie_tolerance, tie_rule, "
                                              "max_flips, quality_metric, quality_threshold, allow_nonfinite");
-    if (j.contains("atol")) c.atol = get<double>(j, "atol", file);
-    if (j.contains("rtol")) c.rtol = get<double>(j, "rtol", file);
-    if (j.contains("tie_tolerance")) c.tie_tolerance = get<double>(j, "tie_tolerance", file);
-    if (j.contains("max_flips")) {
-        if (!j["max_flips"].is_number_integer()) throw InputError(file, "max_flips", "expected an integer >= 0");
-        c.max_flips = j["max_flips"].get<int>();
-    }
+    if (j.contains("atol")) c.atol = get_tolerance(j, "atol", file, "atol");
+    if (j.contains("rtol")) c.rtol = get_tolerance(j, "rtol", file, "rtol");
+    if (j.contains("tie_tolerance")) c.tie_tolerance = get_tolerance(j, "tie_tolerance", file, "tie_tolerance");
+    if (j.contains("max_flips")) c.max_flips = get_int(j, "max_flips", file, "max_flips", 0, std::numeric_limits<int>::max());
     if (j.contains("quality_threshold")) {
-        c.quality_threshold = get<double>(j, "quality_threshold", file);
+        c.quality_threshold = get_number(j, "quality_threshold", file, "quality_threshold", false);
         c.quality_threshold_set = true;
     }
     if (j.contains("allow_nonfinite")) c.allow_nonfinite = get<bool>(j, "allow_nonfinite", file);
+    if (j.contains("fixed_at") && !j["fixed_at"].is_string()) throw InputError(file, "fixed_at", "expected a string (ISO-8601 time)");
     if (j.contains("tie_rule")) {
         auto r = parse_tie_rule(get<std::string>(j, "tie_rule", file));
         if (!r) throw InputError(file, "tie_rule", "expected \"lowest-index\" or \"abstain\"");
@@ -114,24 +176,7 @@ Criteria parse_criteria(const std::string& text, const std::string& file, Criter
         c.quality_metric = *m;
         c.quality_metric_set = true;
     }
-    if (j.contains("heads")) {
-        if (!j["heads"].is_array()) throw InputError(file, "heads", "expected an array of {name, begin, end, atol, rtol}");
-        c.heads.clear();
-        for (size_t i = 0; i < j["heads"].size(); ++i) {
-            const auto& h = j["heads"][i];
-            const std::string f = "heads[" + std::to_string(i) + "]";
-            if (!h.is_object() || !h.contains("begin") || !h.contains("end") || !h["begin"].is_number_integer() ||
-                !h["end"].is_number_integer())
-                throw InputError(file, f, "expected an object with integer begin and end");
-            HeadTolerance t;
-            t.name = h.value("name", f);
-            t.begin = h["begin"].get<int>();
-            t.end = h["end"].get<int>();
-            t.atol = h.contains("atol") ? get<double>(h, "atol", file) : c.atol;
-            t.rtol = h.contains("rtol") ? get<double>(h, "rtol", file) : c.rtol;
-            c.heads.push_back(t);
-        }
-    }
+    if (j.contains("heads")) c.heads = parse_heads(j["heads"], file, c);
     return c;
 }
 
@@ -173,7 +218,7 @@ std::string train_to_json(const TrainResult& r, int indent) {
     j["warnings"] = r.warnings;
     j["started_at"] = r.started_at;
     j["finished_at"] = r.finished_at;
-    return j.dump(indent);
+    return j.dump(indent, ' ', false, ordered_json::error_handler_t::replace);
 }
 
 std::string bench_to_json(const BenchResult& r, const std::string& validation_run, bool validated, int indent) {
@@ -210,7 +255,66 @@ std::string ops_to_json(const OpsReport& r, int indent) {
 
 std::string backend_to_json(const BackendReport& b, int indent) { return backend_json(b).dump(indent); }
 
-std::string run_to_json(const RunResult& r, bool with_outputs, int indent) {
+namespace {
+
+ordered_json pass_json(const PassResult& p, bool with_outputs) {
+    ordered_json pj;
+    pj["precision"] = to_string(p.precision);
+    pj["keep_fp32"] = p.keep_fp32;
+    pj["nonfinite_samples"] = p.nonfinite_samples;
+    pj["origin"] = origin_json(p.origin);
+    pj["quality"] = p.quality ? num(*p.quality) : ordered_json(nullptr);
+    pj["seconds"] = p.seconds;
+    pj["num_outputs"] = p.num_outputs;
+    pj["layers"] = ordered_json::array();
+    for (const auto& l : p.layers) {
+        ordered_json lj = {{"index", l.index}, {"module", l.module}, {"op", l.op}, {"dtype", l.dtype},
+                           {"shape", l.shape}, {"autocast", l.autocast}, {"inputs_finite", l.inputs_finite},
+                           {"origin", l.origin}};
+        const ordered_json stats = stats_json(l.stats);  // keep alive while iterating
+        for (auto it = stats.begin(); it != stats.end(); ++it) lj[it.key()] = it.value();
+        pj["layers"].push_back(lj);
+    }
+    if (with_outputs) {
+        ordered_json outs = ordered_json::array();
+        const int k = p.num_outputs;
+        for (size_t i = 0; k > 0 && i < p.outputs.size() / size_t(k); ++i) {
+            ordered_json row = ordered_json::array();
+            for (int c = 0; c < k; ++c) row.push_back(num(p.outputs[i * size_t(k) + size_t(c)]));
+            outs.push_back(row);
+        }
+        pj["outputs"] = outs;
+    }
+    return pj;
+}
+
+ordered_json comparison_json(const Comparison& c, bool with_outputs) {
+    ordered_json cj;
+    cj["precision"] = to_string(c.precision);
+    cj["verdict"] = to_string(c.verdict);
+    cj["max_abs_delta"] = num(c.max_abs_delta);
+    cj["max_rel_delta"] = num(c.max_rel_delta);
+    cj["deltas"] = ordered_json::array();
+    for (const auto& d : c.deltas)
+        cj["deltas"].push_back({{"sample", d.sample}, {"tag", d.tag}, {"abs", num(d.abs)}, {"rel", num(d.rel)},
+                                {"finite", d.finite}, {"within_tolerance", d.within_tolerance}});
+    cj["flips"] = ordered_json::array();
+    for (const auto& f : c.flips)
+        cj["flips"].push_back({{"sample", f.sample}, {"tag", f.tag}, {"ref", f.ref}, {"amp", f.amp},
+                               {"ref_margin", num(f.ref_margin)}, {"amp_margin", num(f.amp_margin)}});
+    cj["criteria"] = ordered_json::array();
+    for (const auto& k : c.criteria)
+        cj["criteria"].push_back({{"name", k.name}, {"passed", k.passed}, {"detail", k.detail}, {"samples", k.samples}});
+    if (with_outputs) {
+        cj["ref_decisions"] = c.ref_decisions;
+        cj["amp_decisions"] = c.amp_decisions;
+    }
+    return cj;
+}
+
+}  // namespace
+
+std::string run_to_json(const RunResult& r, bool with_outputs, int indent, const std::vector<std::string>& damaged) {
     ordered_json j;
     j["run_id"] = r.run_id;
     j["verdict"] = to_string(r.verdict);
@@ -230,62 +334,13 @@ std::string run_to_json(const RunResult& r, bool with_outputs, int indent) {
     j["seed"] = r.spec.seed;
     j["batch_size"] = r.spec.batch_size;
     j["warnings"] = r.warnings;
+    if (!damaged.empty()) j["damaged"] = damaged;  // parts of a stored run that could not be read
     j["passes"] = ordered_json::array();
-    for (const auto& p : r.passes) {
-        ordered_json pj;
-        pj["precision"] = to_string(p.precision);
-        pj["keep_fp32"] = p.keep_fp32;
-        pj["nonfinite_samples"] = p.nonfinite_samples;
-        pj["origin"] = origin_json(p.origin);
-        pj["quality"] = p.quality ? num(*p.quality) : ordered_json(nullptr);
-        pj["seconds"] = p.seconds;
-        pj["num_outputs"] = p.num_outputs;
-        pj["layers"] = ordered_json::array();
-        for (const auto& l : p.layers) {
-            ordered_json lj = {{"index", l.index}, {"module", l.module}, {"op", l.op}, {"dtype", l.dtype},
-                               {"shape", l.shape}, {"autocast", l.autocast}, {"inputs_finite", l.inputs_finite},
-                               {"origin", l.origin}};
-            const ordered_json stats = stats_json(l.stats);  // keep alive while iterating
-            for (auto it = stats.begin(); it != stats.end(); ++it) lj[it.key()] = it.value();
-            pj["layers"].push_back(lj);
-        }
-        if (with_outputs) {
-            ordered_json outs = ordered_json::array();
-            const int k = p.num_outputs;
-            for (size_t i = 0; k > 0 && i < p.outputs.size() / size_t(k); ++i) {
-                ordered_json row = ordered_json::array();
-                for (int c = 0; c < k; ++c) row.push_back(num(p.outputs[i * size_t(k) + size_t(c)]));
-                outs.push_back(row);
-            }
-            pj["outputs"] = outs;
-        }
-        j["passes"].push_back(pj);
-    }
+    for (const auto& p : r.passes) j["passes"].push_back(pass_json(p, with_outputs));
     j["comparisons"] = ordered_json::array();
-    for (const auto& c : r.comparisons) {
-        ordered_json cj;
-        cj["precision"] = to_string(c.precision);
-        cj["verdict"] = to_string(c.verdict);
-        cj["max_abs_delta"] = num(c.max_abs_delta);
-        cj["max_rel_delta"] = num(c.max_rel_delta);
-        cj["deltas"] = ordered_json::array();
-        for (const auto& d : c.deltas)
-            cj["deltas"].push_back({{"sample", d.sample}, {"tag", d.tag}, {"abs", num(d.abs)}, {"rel", num(d.rel)},
-                                    {"finite", d.finite}, {"within_tolerance", d.within_tolerance}});
-        cj["flips"] = ordered_json::array();
-        for (const auto& f : c.flips)
-            cj["flips"].push_back({{"sample", f.sample}, {"tag", f.tag}, {"ref", f.ref}, {"amp", f.amp},
-                                   {"ref_margin", num(f.ref_margin)}, {"amp_margin", num(f.amp_margin)}});
-        cj["criteria"] = ordered_json::array();
-        for (const auto& k : c.criteria)
-            cj["criteria"].push_back({{"name", k.name}, {"passed", k.passed}, {"detail", k.detail}, {"samples", k.samples}});
-        if (with_outputs) {
-            cj["ref_decisions"] = c.ref_decisions;
-            cj["amp_decisions"] = c.amp_decisions;
-        }
-        j["comparisons"].push_back(cj);
-    }
-    return j.dump(indent);
+    for (const auto& c : r.comparisons) j["comparisons"].push_back(comparison_json(c, with_outputs));
+    // Strings come from files others may have edited: invalid UTF-8 is replaced, not fatal.
+    return j.dump(indent, ' ', false, ordered_json::error_handler_t::replace);
 }
 
 }  // namespace ampscope::json

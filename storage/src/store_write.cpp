@@ -263,8 +263,9 @@ void Store::annotate(const std::string& uuid, Annotation a) {
         if (idx.empty() || *end) throw InputError("--layer", "", "'" + a.target + "' is not a layer index (expected N or PRECISION:N)");
         s.bind(1, id).bind(2, prec);
         std::string found;
+        std::vector<std::string> damaged;  // a damaged chunk only hides its own layers
         while (found.empty() && s.step()) {
-            for (const auto& l : read_layers(db_, s.i64(0)))
+            for (const auto& l : read_layers(db_, s.i64(0), "pass " + s.text(1) + " of run " + uuid, &damaged))
                 if (l.index == v) { found = s.text(1); break; }
         }
         if (found.empty()) throw InputError("--layer", "", "run " + uuid + " has no layer " + a.target);

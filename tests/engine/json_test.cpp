@@ -40,3 +40,32 @@ TEST(CriteriaJson, ErrorsNameFileAndField) {
     expect_error(R"({"heads": [{"begin": "a"}]})", "heads[0]");
     expect_error("[1, 2]", "");
 }
+
+TEST(CriteriaJson, RangesAreCheckedNotWrapped) {
+    auto expect_error = [](const std::string& text, const std::string& field, const std::string& words) {
+        try {
+            json::parse_criteria(text, "crit.json");
+            FAIL() << "no error for " << text;
+        } catch (const InputError& e) {
+            EXPECT_EQ(e.file(), "crit.json") << e.what();
+            EXPECT_EQ(e.field(), field) << e.what();
+            EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+        }
+    };
+    expect_error(R"({"atol": 1e400})", "atol", "out of range");
+    expect_error(R"({"heads": [{"begin": 0, "end": 2, "rtol": -1e999}]})", "rtol", "out of range");
+    expect_error(R"({"max_flips": 4294967297})", "max_flips", "from 0 to 2147483647");
+    expect_error(R"({"max_flips": -1})", "max_flips", "from 0 to 2147483647");
+    expect_error(R"({"max_flips": 18446744073709551615})", "max_flips", "from 0 to 2147483647");
+    expect_error(R"({"heads": [{"begin": 0, "end": 4294967297}]})", "heads[0].end", "to 2147483647");
+    expect_error(R"({"heads": [{"begin": 3, "end": 3}]})", "heads[0].end", "end > begin");
+    expect_error(R"({"heads": [{"name": 7, "begin": 0, "end": 3}]})", "heads[0].name", "a string");
+    expect_error(R"({"atol": -0.1})", "atol", ">= 0");
+    expect_error(R"({"tie_tolerance": "nan"})", "tie_tolerance", "a finite number");
+    expect_error(R"({"rtol": true})", "rtol", "a finite number");
+    expect_error(R"({"heads": [{"begin": 0, "end": 2, "atol": -1}]})", "heads[0].atol", ">= 0");
+    expect_error(R"({"quality_threshold": null})", "quality_threshold", "a finite number");
+    const auto c = json::parse_criteria(R"({"max_flips": 2147483647, "heads": [{"begin": 0, "end": 2147483647}]})", "c.json");
+    EXPECT_EQ(c.max_flips, 2147483647);
+    EXPECT_EQ(c.heads[0].end, 2147483647);
+}

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include "ampscope/engine/errors.h"
@@ -482,4 +483,117 @@ TEST(Store, ReaderLoopsWhileAWriterRecords) {
     reader.join();
     EXPECT_EQ(failure, "");
     EXPECT_GT(reads.load(), 0);
+}
+
+// ---- hostile and unusual files (issue #15) ----
+
+namespace {
+std::string error_of(const std::function<void()>& f) {
+    try { f(); } catch (const std::exception& e) { return e.what(); }
+    return "(no error)";
+}
+}  // namespace
+
+TEST(StoreHostile, ImpossibleSchemaVersionsAreRefusedByValue) {
+    TempDir d;
+    const auto path = d.file("v.sqlite");
+    { Store s(path); record(s, make_run()); }
+    for (const char* v : {"-1", "-2147483648", "2147483647", "1001"}) {
+        raw_exec(path, std::string("PRAGMA user_version=") + v);
+        for (auto mode : {Store::Mode::Create, Store::Mode::ReadWrite, Store::Mode::ReadOnly}) {
+            const auto m = error_of([&] { Store s(path, mode); });
+            EXPECT_NE(m.find(path), std::string::npos) << m;
+            EXPECT_NE(m.find("impossible schema version " + std::string(v)), std::string::npos) << m;
+        }
+    }
+    raw_exec(path, "PRAGMA user_version=5");
+    EXPECT_EQ(Store(path).list_runs().size(), 1u);  // nothing was written meanwhile
+}
+
+TEST(StoreHostile, ReadingModesNeverCreateAFile) {
+    TempDir d;
+    const auto path = d.file("missing.sqlite");
+    for (auto mode : {Store::Mode::ReadWrite, Store::Mode::ReadOnly})
+        EXPECT_NE(error_of([&] { Store s(path, mode); }).find("file not found"), std::string::npos);
+    EXPECT_FALSE(fs::exists(path));
+    EXPECT_NE(error_of([] { Store s(""); }).find("empty database path"), std::string::npos);
+    std::ofstream(d.file("empty.sqlite")).close();  // 0 bytes: an empty database, read as holding no runs
+    Store ro(d.file("empty.sqlite"), Store::Mode::ReadOnly);
+    EXPECT_TRUE(ro.list_runs().empty());
+    EXPECT_THROW(ro.resolve("abc"), InputError);
+    EXPECT_EQ(fs::file_size(d.file("empty.sqlite")), 0u);
+}
+
+TEST(StoreHostile, AForeignDatabaseIsNotWrittenUnlessAsked) {
+    TempDir d;
+    const auto path = d.file("people.sqlite");
+    raw_exec(path, "CREATE TABLE people(name TEXT); INSERT INTO people VALUES('ada')");
+    const auto before = fs::file_size(path);
+    for (auto mode : {Store::Mode::Create, Store::Mode::ReadWrite, Store::Mode::ReadOnly}) {
+        const auto m = error_of([&] { Store s(path, mode); });
+        EXPECT_NE(m.find(path + ": not an ampscope run database"), std::string::npos) << m;
+        EXPECT_NE(m.find("people"), std::string::npos) << m;
+    }
+    EXPECT_EQ(fs::file_size(path), before);
+    EXPECT_FALSE(fs::exists(path + "-wal"));
+    Store s(path, Store::Mode::Create, /*init_foreign=*/true);
+    record(s, make_run());
+    EXPECT_EQ(s.list_runs().size(), 1u);
+}
+
+TEST(StoreHostile, ADamagedLayerChunkLeavesTheRestReadable) {
+    TempDir d;
+    const auto path = d.file("runs.sqlite");
+    auto r = make_run();
+    { Store s(path); record(s, r); }
+    raw_exec(path, "UPDATE layer_chunks SET data=X'00010203' WHERE pass_id=(SELECT max(pass_id) FROM layer_chunks)");
+    Store s(path);
+    EXPECT_THROW(s.load_run(r.run_id), StoreError);  // strict: export refuses
+    std::vector<std::string> damaged;
+    const auto got = s.load_run(r.run_id, &damaged);
+    ASSERT_EQ(damaged.size(), 1u);
+    EXPECT_NE(damaged[0].find("pass fp16"), std::string::npos) << damaged[0];
+    ASSERT_EQ(got.passes.size(), 2u);
+    EXPECT_EQ(got.passes[0].layers.size(), r.passes[0].layers.size());  // the fp32 pass is intact
+    EXPECT_TRUE(got.passes[1].layers.empty());
+    EXPECT_EQ(got.comparisons.size(), 1u);
+    const auto m = error_of([&] { export_runs(s, {r.run_id}, d.file("out.ampscope")); });
+    EXPECT_NE(m.find("not exported"), std::string::npos) << m;
+    EXPECT_EQ(std::distance(fs::directory_iterator(d.file("")), fs::directory_iterator()), 3);  // db, -wal, -shm only
+}
+
+TEST(StoreHostile, MalformedJsonColumnsNameTheFileRunAndColumn) {
+    TempDir d;
+    const auto path = d.file("runs.sqlite");
+    auto r = make_run();
+    { Store s(path); record(s, r); }
+    raw_exec(path, "DROP TRIGGER runs_criteria_immutable; UPDATE runs SET header_json='{oops'");
+    auto m = error_of([&] { Store(path).load_run(r.run_id); });
+    EXPECT_NE(m.find(path + ": run " + r.run_id + ": column runs.header_json"), std::string::npos) << m;
+    const auto path2 = d.file("runs2.sqlite");
+    { Store s(path2); record(s, r); }
+    raw_exec(path2, "UPDATE passes SET keep_fp32='[1, 2]'");
+    m = error_of([&] { Store(path2).load_run(r.run_id); });
+    EXPECT_NE(m.find("column passes.keep_fp32"), std::string::npos) << m;
+}
+
+TEST(StoreHostile, ExportNeverReplacesTheOpenDatabase) {
+    TempDir d;
+    const auto path = d.file("runs.sqlite");
+    auto r = make_run();
+    Store s(path);
+    record(s, r);
+    fs::create_symlink(path, d.file("link.sqlite"));
+    for (const auto& target : {path, d.file("link.sqlite"), d.file("./runs.sqlite"), path + "-wal"}) {
+        const auto m = error_of([&] { export_runs(s, {r.run_id}, target, /*force=*/true); });
+        EXPECT_NE(m.find("run database being exported from"), std::string::npos) << m;
+    }
+    std::ofstream(d.file("notes.txt")) << "keep me\n";
+    EXPECT_NE(error_of([&] { export_runs(s, {r.run_id}, d.file("notes.txt")); }).find("not an ampscope export"), std::string::npos);
+    for (int i = 0; i < 2; ++i) export_runs(s, {r.run_id}, d.file("a.ampscope"));  // an export may be replaced
+    EXPECT_TRUE(is_export_file(d.file("a.ampscope")));
+    EXPECT_FALSE(is_export_file(path));
+    export_runs(s, {r.run_id}, d.file("notes.txt"), /*force=*/true);
+    EXPECT_TRUE(is_export_file(d.file("notes.txt")));
+    EXPECT_EQ(s.list_runs().size(), 1u);
 }

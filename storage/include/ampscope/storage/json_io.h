@@ -5,6 +5,7 @@
 /// nlohmann-json stays inside the .cpp; callers see strings.
 
 #include <string>
+#include <vector>
 
 #include "ampscope/engine/run.h"
 #include "ampscope/engine/train.h"
@@ -19,8 +20,10 @@ Criteria parse_criteria(const std::string& text, const std::string& file, Criter
 std::string criteria_to_json(const Criteria& c);
 
 /// The run result as the contract's JSON. `with_outputs` adds passes[].outputs (scores per
-/// sample) and comparisons[].decisions.
-std::string run_to_json(const RunResult& r, bool with_outputs = false, int indent = 2);
+/// sample) and comparisons[].decisions. `damaged` (parts of a stored run that could not be
+/// read, see Store::load_run) becomes a "damaged" array when not empty.
+std::string run_to_json(const RunResult& r, bool with_outputs = false, int indent = 2,
+                        const std::vector<std::string>& damaged = {});
 
 /// The training result JSON of ../shared/CONTRACT.md.
 std::string train_to_json(const TrainResult& r, int indent = 2);

@@ -67,10 +67,18 @@ struct LayerRow {
 
 class Store {
 public:
-    enum class Mode { ReadWrite, ReadOnly };
-    /// Opens (creating when absent, ReadWrite only) and migrates to kSchemaVersion. A file
-    /// with a newer schema is refused. ReadWrite marks runs of dead processes interrupted.
-    explicit Store(const std::string& path, Mode mode = Mode::ReadWrite);
+    /// How a file is opened:
+    ///  - Create: recording (run, train, bench, import, the GUI): a path with no file becomes
+    ///    a new database; an existing ampscope database is migrated.
+    ///  - ReadWrite: an existing file only (list, show, annotate, review); never creates one.
+    ///  - ReadOnly: an existing file only, never written (export, the source of an import).
+    /// An empty SQLite file (0 bytes) is an empty database: initialised when writable, read as
+    /// holding no runs otherwise. A file of another application (tables, no ampscope schema)
+    /// is refused, unless `init_foreign` asks to add ampscope's tables to it. Impossible
+    /// schema versions (negative, far beyond kSchemaVersion) and newer ones are refused.
+    /// Writable opens mark runs of dead processes interrupted. Errors: StoreError naming the file.
+    enum class Mode { Create, ReadWrite, ReadOnly };
+    explicit Store(const std::string& path, Mode mode = Mode::Create, bool init_foreign = false);
     ~Store();
     Store(const Store&) = delete;
     Store& operator=(const Store&) = delete;
@@ -86,11 +94,14 @@ public:
     std::vector<RunRow> list_runs(const RunFilter& f = {}) const;
     /// Resolves a full UUID or a unique prefix; throws InputError otherwise.
     std::string resolve(const std::string& uuid_or_prefix) const;
-    /// The whole run as the engine produced it (samples, passes, layers, comparisons).
-    RunResult load_run(const std::string& uuid) const;
+    /// The whole run as the engine produced it (samples, passes, layers, comparisons). With
+    /// `damaged`, unreadable layer-statistics chunks are skipped and described there (what is
+    /// intact is returned); without it, they throw StoreError. Malformed JSON columns throw
+    /// StoreError naming the file, the run and the column.
+    RunResult load_run(const std::string& uuid, std::vector<std::string>* damaged = nullptr) const;
     std::string status(const std::string& uuid) const;
     std::string error(const std::string& uuid) const;
-    std::vector<LayerStat> layers(const std::string& uuid, Precision p) const;
+    std::vector<LayerStat> layers(const std::string& uuid, Precision p, std::vector<std::string>* damaged = nullptr) const;
     std::vector<Annotation> annotations(const std::string& uuid) const;
     /// "compare" or "train".
     std::string kind(const std::string& uuid) const;
@@ -124,11 +135,15 @@ public:
                     const std::vector<Annotation>& notes, const Review& review);
 
 private:
+    void open_checked(bool init_foreign);
     void migrate();
     void mark_dead_runs_interrupted();
+    void load_passes(int64_t run_pk, RunResult& r, std::vector<std::string>* damaged) const;
+    void load_comparisons(int64_t run_pk, RunResult& r) const;
     sqlite3* db_ = nullptr;
     std::string path_;
     bool read_only_ = false;
+    bool empty_ = false;  ///< an empty SQLite file opened read-only: no tables, no runs
     friend class RunWriter;
     friend class TrainWriter;
 };
@@ -173,8 +188,16 @@ private:
     std::vector<SampleInfo> samples_;
 };
 
-/// Writes the given runs (with annotations and review) into a new self-contained file.
-void export_runs(const Store& from, const std::vector<std::string>& uuids, const std::string& file);
+/// Writes the given runs (with annotations and review) into a new self-contained file,
+/// through a temporary file in the same folder renamed into place (a failure leaves nothing).
+/// An existing `file` is replaced only when it is an ampscope export, or with `force`; the
+/// database being exported from (by file identity: symlinks and other paths to it included)
+/// is never replaced. A run with damaged layer statistics is refused (nothing would say so in
+/// the file). Errors: InputError naming the file.
+void export_runs(const Store& from, const std::vector<std::string>& uuids, const std::string& file, bool force = false);
+
+/// True when `file` is an ampscope export (what export_runs may replace without force).
+bool is_export_file(const std::string& file);
 
 struct ImportResult {
     int added = 0, skipped = 0;

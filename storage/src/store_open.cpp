@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: MIT
+// Opening the run store: which files may be created, written or only read; schema version
+// checks; forward-only migrations; runs of dead processes marked interrupted.
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+
+#include "ampscope/storage/store.h"
+#include "schema.h"
+#include "sqlite.h"
+
+namespace ampscope::storage {
+
+using sql::Stmt;
+
+namespace {
+
+/// Beyond this a user_version is no ampscope schema at all, newer or not.
+constexpr int64_t kMaxPlausibleSchema = 1000;
+
+enum class Content { Empty, Ours, Foreign };
+
+/// What a file holds, read without writing anything. Throws StoreError for schema versions
+/// that no ampscope writes, and for files that claim a version but hold no run table.
+Content inspect(sqlite3* db, const std::string& path, std::string& foreign_tables) {
+    int64_t v = 0;
+    {
+        Stmt s(db, "PRAGMA user_version");
+        if (s.step()) v = s.i64(0);
+    }
+    if (v < 0 || v > kMaxPlausibleSchema)
+        throw StoreError(path + ": impossible schema version " + std::to_string(v) + " (PRAGMA user_version; expected 0 to " +
+                         std::to_string(kSchemaVersion) + "): not an ampscope run database, or a damaged one");
+    if (v > kSchemaVersion)
+        throw StoreError(path + ": written by a newer ampscope (schema version " + std::to_string(v) +
+                         "); this ampscope reads schema versions up to " + std::to_string(kSchemaVersion) +
+                         ": update ampscope to open it");
+    std::set<std::string> tables;
+    {
+        Stmt s(db, "SELECT name FROM sqlite_master WHERE type IN ('table','view') AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'");
+        while (s.step()) tables.insert(s.text(0));
+    }
+    if (tables.empty()) {
+        if (v == 0) return Content::Empty;
+        throw StoreError(path + ": schema version " + std::to_string(v) + " but no tables: not an ampscope run database, or a damaged one");
+    }
+    if (v >= 1 && tables.count("runs")) return Content::Ours;
+    for (const auto& t : tables) {
+        if (foreign_tables.size() > 60) { foreign_tables += ", ..."; break; }
+        foreign_tables += (foreign_tables.empty() ? "" : ", ") + t;
+    }
+    if (v >= 1)
+        throw StoreError(path + ": not an ampscope run database (schema version " + std::to_string(v) +
+                         " but no 'runs' table; it holds " + foreign_tables + ")");
+    return Content::Foreign;
+}
+
+}  // namespace
+
+std::string default_db_path(const std::string& flag) {
+    if (!flag.empty()) return flag;
+    if (const char* e = std::getenv("AMPSCOPE_DB"); e && *e) return e;
+    std::string base;
+    if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x) base = x;
+    else if (const char* h = std::getenv("HOME"); h && *h) base = std::string(h) + "/.local/share";
+    else base = ".";
+    return base + "/ampscope/runs.sqlite";
+}
+
+std::string host_name() {
+    char buf[256] = {0};
+    gethostname(buf, sizeof buf - 1);
+    return buf;
+}
+
+Store::Store(const std::string& path, Mode mode, bool init_foreign) : path_(path) {
+    namespace fs = std::filesystem;
+    if (path.empty()) throw StoreError("empty database path; expected the name of a run database file");
+    std::error_code ec;
+    const bool exists = fs::exists(path, ec);
+    read_only_ = mode == Mode::ReadOnly;
+    if (!exists) {
+        if (mode != Mode::Create) throw StoreError(path + ": file not found; expected an existing ampscope run database");
+        if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path(), ec);
+    } else if (fs::is_directory(path, ec)) {
+        throw StoreError(path + ": is a directory; expected an ampscope run database file");
+    } else if (!read_only_ && access(path.c_str(), W_OK) != 0) {
+        read_only_ = true;  // not writable: read-only
+    }
+    const int flags = read_only_ ? SQLITE_OPEN_READONLY : exists ? SQLITE_OPEN_READWRITE : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    if (sqlite3_open_v2(path.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
+        std::string m = db_ ? sqlite3_errmsg(db_) : "cannot open";
+        sqlite3_close(db_);
+        db_ = nullptr;
+        throw StoreError(path + ": cannot open database: " + m);
+    }
+    // Files may come from others: defensive mode, no trust in schema-defined functions.
+    sqlite3_db_config(db_, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+    sqlite3_db_config(db_, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
+    sqlite3_db_config(db_, SQLITE_DBCONFIG_ENABLE_TRIGGER, 1, nullptr);
+    sqlite3_busy_timeout(db_, 15000);
+    try {
+        open_checked(init_foreign);
+    } catch (const sql::Error& e) {
+        sqlite3_close(db_);
+        db_ = nullptr;
+        std::string m = e.what();
+        if (m.find("not a database") != std::string::npos || m.find("malformed") != std::string::npos)
+            throw StoreError(path + ": not an ampscope run database (not a readable SQLite file): " + m);
+        throw StoreError(path + ": " + m);
+    } catch (...) {
+        sqlite3_close(db_);
+        db_ = nullptr;
+        throw;
+    }
+}
+
+void Store::open_checked(bool init_foreign) {
+    sql::exec(db_, "PRAGMA foreign_keys=ON");
+    std::string foreign;
+    const Content content = inspect(db_, path_, foreign);  // reads only: nothing is written before this
+    if (content == Content::Foreign && (read_only_ || !init_foreign))
+        throw StoreError(path_ + ": not an ampscope run database (it holds other tables: " + foreign + ")" +
+                         (read_only_ ? std::string()
+                                     : std::string("; refusing to add ampscope's tables to it: choose another database "
+                                                   "file, or ask for them explicitly (ampscope-cli --init-db)")));
+    if (read_only_) {
+        empty_ = content == Content::Empty;
+        if (!empty_) check_layout();
+        return;
+    }
+    if (content == Content::Ours) check_layout();  // before any write: a layout this build does not write is refused
+    sql::exec(db_, "PRAGMA journal_mode=WAL");
+    sql::exec(db_, "PRAGMA synchronous=NORMAL");
+    sql::exec(db_, "PRAGMA cache_size=-65536");
+    migrate();
+    check_layout();
+    mark_dead_runs_interrupted();
+}
+
+Store::~Store() { sqlite3_close(db_); }
+
+int Store::schema_version() const {
+    Stmt s(db_, "PRAGMA user_version");
+    return s.step() ? int(s.i64(0)) : 0;
+}
+
+void Store::migrate() {
+    const auto& m = schema::migrations();
+    while (schema_version() < int(m.size())) {
+        // The version is read again inside the write transaction: two processes opening a new
+        // file at once migrate it once.
+        sql::Transaction t(db_);
+        const int v = schema_version();
+        if (v < 0 || v >= int(m.size())) break;
+        sql::exec(db_, m[size_t(v)]);
+        sql::exec(db_, "PRAGMA user_version=" + std::to_string(v + 1));
+        t.commit();
+    }
+}
+
+void Store::check_layout() const {
+    // Tables must have the columns this version reads and writes. Tables added by later
+    // migrations are not required of an older file (an import, or before migrating).
+    const int v = schema_version();
+    for (const auto& [table, cols] : schema::expected_tables()) {
+        if (v < 2 && (table == "training_steps" || table == "checkpoints")) continue;
+        if (v < 3 && table == "benchmarks") continue;
+        if (v < 4 && table == "layer_chunks") continue;
+        Stmt q(db_, ("PRAGMA table_info(" + table + ")").c_str());
+        std::vector<std::string> have;
+        while (q.step()) have.push_back(q.text(1));
+        for (const auto& c : cols)
+            if (std::find(have.begin(), have.end(), c) == have.end())
+                throw StoreError(path_ + ": table '" + table + "' lacks column '" + c + "' of schema version " +
+                                 std::to_string(v) + " (a database from a development build?); "
+                                 "use a new database file or export the runs with the build that wrote it");
+    }
+}
+
+void Store::mark_dead_runs_interrupted() {
+    Stmt q(db_, "SELECT id, pid, host FROM runs WHERE status='running'");
+    std::vector<int64_t> dead;
+    const auto me = host_name();
+    while (q.step()) {
+        const int64_t pid = q.i64(1);
+        if (q.text(2) != me) continue;  // another machine's run: cannot tell
+        if (pid > 0 && pid <= INT32_MAX && (kill(pid_t(pid), 0) == 0 || errno != ESRCH)) continue;  // still alive
+        dead.push_back(q.i64(0));
+    }
+    for (auto id : dead) {
+        Stmt u(db_, "UPDATE runs SET status='interrupted', error='the recording process ended before the run finished' "
+                    "WHERE id=?1 AND status='running'");
+        u.bind(1, id).run();
+    }
+}
+
+}  // namespace ampscope::storage

@@ -1,0 +1,121 @@
+# SPDX-License-Identifier: MIT
+"""Out-of-range flag values and criteria files (issue #15): each exits 2 with a message that
+names the flag (or the criteria file and key) and the allowed range; nothing wraps silently,
+nothing reaches the engine as an exception (exit 3)."""
+import json
+import os
+import tempfile
+import unittest
+
+from common import run_cli
+
+RUN = ["run", "--model", "demo:mlp", "--probes", "demo", "--device", "cpu", "--no-inspect", "-q", "--no-db"]
+TRAIN = ["train", "--model", "demo:mlp", "--data", "demo", "--steps", "1", "--device", "cpu", "-q", "--no-db"]
+BENCH = ["bench", "--model", "demo:mlp", "--probes", "demo", "--device", "cpu", "--unvalidated"]
+
+
+class HostileCli(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.db = os.path.join(cls.tmp.name, "runs.sqlite")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def bad(self, args, *words):
+        rc, out, err = run_cli(*args)
+        self.assertEqual(rc, 2, f"{args}: rc {rc}\nstdout {out}\nstderr {err}")
+        for w in words:
+            self.assertIn(w, err, f"{args}: message lacks {w!r}: {err}")
+        self.assertNotIn("terminate called", err)
+
+    def criteria(self, name, text):
+        path = os.path.join(self.tmp.name, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    # ---- 6. criteria files ----
+    def test_criteria_values_out_of_range(self):
+        cases = [
+            ('{"atol": 1e400}', "atol", "out of range"),
+            ('{"rtol": -1e400}', "rtol", "out of range"),
+            ('{"max_flips": 4294967297}', "max_flips", "from 0 to 2147483647"),
+            ('{"max_flips": -1}', "max_flips", "from 0 to 2147483647"),
+            ('{"heads": [{"name": "a", "begin": 0, "end": 4294967297}]}', "heads[0].end", "to 2147483647"),
+            ('{"heads": [{"begin": -1, "end": 2}]}', "heads[0].begin", "from 0"),
+            ('{"heads": [{"begin": 2, "end": 1}]}', "heads[0].end", "end > begin"),
+            ('{"atol": -0.001}', "atol", ">= 0"),
+            ('{"tie_tolerance": "NaN"}', "tie_tolerance", "finite number"),
+            ('{"atol": NaN}', "", "not valid JSON"),
+            ('{"rtol": [1]}', "rtol", "finite number"),
+            ('{"quality_threshold": "inf"}', "quality_threshold", "finite number"),
+            ('{"allow_nonfinite": 1}', "allow_nonfinite", "true or false"),
+            ('{"heads": [{"name": 3, "begin": 0, "end": 2}]}', "heads[0].name", "a string"),
+        ]
+        for i, (text, key, words) in enumerate(cases):
+            path = self.criteria(f"c{i}.json", text)
+            needles = [path, words] + ([f"field '{key}'"] if key else [])
+            self.bad([*RUN, "--criteria", path], *needles)
+
+    def test_criteria_flags_out_of_range(self):
+        for flag, value in (("--atol", "-1"), ("--atol", "nan"), ("--atol", "inf"), ("--rtol", "-0.5"),
+                            ("--tie-tolerance", "nan"), ("--quality-threshold", "inf"), ("--max-flips", "-1"),
+                            ("--max-flips", "4294967297"), ("--max-flips", "1.5")):
+            self.bad([*RUN, flag, value], flag, value)
+
+    # ---- 7. values of run, train, bench and list flags ----
+    def test_run_values(self):
+        for flag, value, words in (("--seed", "-1", "from 0 to 18446744073709551615"),
+                                   ("--seed", "18446744073709551616", "from 0"),
+                                   ("--batch-size", "0", "from 1"), ("--batch-size", "-4", "from 1"),
+                                   ("--device", "cuda:99999999999", "cuda:N"), ("--device", "gpu", "cpu, cuda"),
+                                   ("--device", "cpu:0", "cpu, cuda")):
+            self.bad([*RUN, flag, value], flag, words)
+
+    def test_train_values(self):
+        cases = [("--growth-factor", "-2", "> 1"), ("--growth-factor", "1", "> 1"), ("--growth-factor", "inf", "> 1"),
+                 ("--backoff-factor", "2", "< 1"), ("--backoff-factor", "1", "< 1"), ("--backoff-factor", "0", "> 0"),
+                 ("--init-scale", "0", "> 0"), ("--init-scale", "-1", "> 0"), ("--init-scale", "inf", "finite"),
+                 ("--init-scale", "nan", "finite"), ("--growth-interval", "0", "from 1"),
+                 ("--growth-interval", "-5", "from 1"), ("--momentum", "-1", ">= 0"), ("--weight-decay", "nan", "finite"),
+                 ("--lr", "inf", "finite"), ("--lr", "-0.1", ">= 0"), ("--steps", "0", "from 1"),
+                 ("--steps", "-3", "from 1"), ("--batch-size", "0", "from 1"), ("--accumulate", "0", "from 1"),
+                 ("--clip-grad-norm", "-1", ">= 0"), ("--checkpoint-every", "-1", "from 0"), ("--seed", "-1", "from 0"),
+                 ("--device", "cuda:99999999999", "cuda:N")]
+        for flag, value, words in cases:
+            self.bad([*TRAIN, flag, value], flag, words)
+
+    def test_bench_values(self):
+        for flag, value in (("--seed", "-1"), ("--batch-size", "0"), ("--repeats", "0"), ("--warmup", "-1"),
+                            ("--device", "cuda:99999999999")):
+            self.bad([*BENCH, flag, value, "--db", self.db], flag)
+
+    def test_list_filters(self):
+        run_cli(*RUN[:-1], "--db", self.db)  # one recorded run
+        for flag, value, words in (("--since", "yesterday", "ISO-8601"), ("--until", "2025-13-01", "ISO-8601"),
+                                   ("--since", "2025-01-01T25:00", "ISO-8601"), ("--verdict", "maybe", "accepted"),
+                                   ("--status", "bogus", "completed"), ("--precision", "fp8", "fp16"),
+                                   ("--limit", "-1", "from 0")):
+            self.bad(["list", "--db", self.db, flag, value], flag, words)
+        rc, out, err = run_cli("list", "--json", "--db", self.db, "--since", "2000-01-01", "--until", "2999-12-31 23:59",
+                               "--verdict", json.loads(run_cli("list", "--json", "--db", self.db)[1])[0]["verdict"],
+                               check_rc=0)
+        self.assertEqual(len(json.loads(out)), 1)
+        rc, out, err = run_cli("list", "--json", "--db", self.db, "--since", "2999-01-01T00:00:00Z", check_rc=0)
+        self.assertEqual(json.loads(out), [])
+
+    def test_valid_values_still_run(self):
+        path = self.criteria("ok.json", '{"atol": 0.5, "rtol": 0.5, "max_flips": 2147483647, '
+                                        '"heads": [{"name": "all", "begin": 0, "end": 10}]}')
+        rc, out, err = run_cli(*RUN, "--criteria", path, "--seed", "18446744073709551615")
+        self.assertIn(rc, (0, 1), err)
+        rc, out, err = run_cli(*TRAIN, "--growth-factor", "1.5", "--backoff-factor", "0.25", "--init-scale", "1024",
+                               "--growth-interval", "3", "--batch-size", "8")
+        self.assertEqual(rc, 0, err)
+
+
+if __name__ == "__main__":
+    unittest.main()
