@@ -194,9 +194,20 @@ void MainWindow::buildUi() {
     compare->addWidget(compareChart_);
     tabs_->addTab(compare, QStringLiteral("Compare"));
 
+    auto* right = new QWidget;
+    auto* rv = new QVBoxLayout(right);
+    rv->setContentsMargins(0, 0, 0, 0);
+    notice_ = new QLabel;
+    notice_->setObjectName(QStringLiteral("runNotice"));
+    notice_->setWordWrap(true);
+    notice_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    notice_->setStyleSheet(QStringLiteral("QLabel { background: #fdecea; color: #8a1c1c; border: 1px solid #e0a0a0; padding: 6px; }"));
+    notice_->hide();
+    rv->addWidget(notice_);
+    rv->addWidget(tabs_);
     auto* split = new QSplitter;
     split->addWidget(left);
-    split->addWidget(tabs_);
+    split->addWidget(right);
     split->setStretchFactor(1, 3);
     setCentralWidget(split);
 
@@ -266,6 +277,13 @@ void MainWindow::buildMenus() {
 }
 
 bool MainWindow::openDatabase(const QString& path) {
+    const QFileInfo info(path);
+    const bool emptyFile = info.exists() && info.isFile() && info.size() == 0;
+    if (emptyFile && !qEnvironmentVariableIsSet("AMPSCOPE_NO_DIALOGS") &&
+        QMessageBox::question(this, QStringLiteral("Empty file"),
+                              QStringLiteral("%1 is empty (0 bytes).\n\nCreate a new ampscope run database in it?").arg(path),
+                              QMessageBox::Yes | QMessageBox::Cancel) != QMessageBox::Yes)
+        return false;
     try {
         store_ = std::make_unique<storage::Store>(path.toStdString());
     } catch (const std::exception& e) {
@@ -280,6 +298,8 @@ bool MainWindow::openDatabase(const QString& path) {
     setWindowTitle(QStringLiteral("ampscope — %1%2").arg(path, store_->read_only() ? QStringLiteral(" (read-only)") : QString()));
     run_.reset();
     current_.clear();
+    setNotice(emptyFile ? QStringLiteral("%1 was an empty file: it is now a new ampscope run database, with no runs yet.").arg(path)
+                        : QString());
     refreshRuns();
     return true;
 }
@@ -310,7 +330,7 @@ void MainWindow::refreshRuns() {
     try {
         runs_->resetData(store_->list_runs());
     } catch (const std::exception& e) {
-        statusBar()->showMessage(QString::fromStdString(e.what()), 10000);
+        setNotice(QStringLiteral("Cannot list the runs of %1: %2").arg(databasePath(), QString::fromStdString(e.what())));
     }
 }
 
@@ -398,6 +418,13 @@ void MainWindow::error(const QString& title, const QString& message) {
     QMessageBox::warning(this, title, message);
 }
 
+void MainWindow::setNotice(const QString& text) {
+    notice_->setText(text);
+    notice_->setVisible(!text.isEmpty());
+}
+
+QString MainWindow::notice() const { return notice_->text(); }
+
 QStringList MainWindow::selectedRuns() const {
     QStringList out;
     for (const auto& i : runView_->selectionModel()->selectedRows()) out << i.data(RunListModel::UuidRole).toString();
@@ -429,7 +456,9 @@ void MainWindow::exportSelected() {
     try {
         std::vector<std::string> uuids;
         for (const auto& i : ids) uuids.push_back(i.toStdString());
-        storage::export_runs(*store_, uuids, path.toStdString());
+        // the save dialog asked before replacing a file: that is the CLI's --force (the open
+        // database itself is still refused)
+        storage::export_runs(*store_, uuids, path.toStdString(), true);
         statusBar()->showMessage(QStringLiteral("exported %1 run(s) to %2").arg(ids.size()).arg(path), 10000);
     } catch (const std::exception& e) {
         error(QStringLiteral("Cannot export"), QString::fromStdString(e.what()));

@@ -58,6 +58,9 @@ public:
     FlipModel* flipModel() const { return flips_; }
     LayerModel* layerModel() const { return layers_; }
     NewRunDialog* lastDialog() const { return dialog_; }
+    /// The notice above the views: a run that cannot be read, damaged parts left out, a new
+    /// database created in an empty file. Empty when there is nothing to say.
+    QString notice() const;
 
 public Q_SLOTS:
     void refreshRuns();
@@ -92,6 +95,10 @@ private:
     void showLayersOf(int passIndex);
     void setRunning(bool running);
     void error(const QString& title, const QString& message);
+    /// Shows `text` above the views until the next run is shown (empty: hides it).
+    void setNotice(const QString& text);
+    /// A run that could not be read: the views are cleared and say why.
+    void showUnreadable(const QString& uuid, const QString& message);
     QStringList selectedRuns() const;
 
     std::unique_ptr<storage::Store> store_;
@@ -111,6 +118,7 @@ private:
     QTabWidget* tabs_ = nullptr;
     QMenu* recentMenu_ = nullptr;
     QTextBrowser* overview_ = nullptr;
+    QLabel* notice_ = nullptr;
     QChartView* deltaChart_ = nullptr;
     QChartView* histChart_ = nullptr;
     QChartView* flipChart_ = nullptr;

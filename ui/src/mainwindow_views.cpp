@@ -30,7 +30,8 @@ void setChart(QChartView* view, QChart* chart) {
 }  // namespace
 
 void MainWindow::showTraining(const QString& uuid) {
-    const auto steps = store_->training_steps(uuid.toStdString());
+    const auto steps = store_->training_steps(uuid.toStdString());  // throws for a malformed run: showRun says so
+    setNotice(QString());
     run_.reset();
     current_ = uuid;
     samples_->clearData();
@@ -57,22 +58,53 @@ void MainWindow::showTraining(const QString& uuid) {
     tabs_->setCurrentIndex(kTrainingTab);
 }
 
+void MainWindow::showUnreadable(const QString& uuid, const QString& message) {
+    run_.reset();
+    current_ = uuid;
+    samples_->clearData();
+    flips_->clearData();
+    layers_->clearData();
+    steps_->clearData();
+    {
+        const QSignalBlocker block(passBox_);
+        passBox_->clear();
+    }
+    keepButton_->setEnabled(false);
+    overview_->setHtml(QStringLiteral("<h2>Run %1 cannot be read</h2><p style='color:#c82828'>%2</p>"
+                                      "<p>The database file holds it, but its content is not what ampscope writes "
+                                      "(edited by hand, or damaged). Other runs are not affected.</p>")
+                           .arg(uuid.left(8), message.toHtmlEscaped()));
+    setNotice(QStringLiteral("Run %1 cannot be read: %2").arg(uuid.left(8), message));
+    tabs_->setCurrentIndex(kOverviewTab);
+}
+
 void MainWindow::showRun(const QString& uuid) {
     if (!store_ || uuid.isEmpty()) return;
-    if (store_->kind(uuid.toStdString()) == "train") {
-        showTraining(uuid);
-        return;
-    }
+    std::vector<std::string> damaged;
+    QString html;
     try {
-        run_ = store_->load_run(uuid.toStdString());
+        const auto id = uuid.toStdString();
+        if (store_->kind(id) == "train") {
+            showTraining(uuid);
+            return;
+        }
+        run_ = store_->load_run(id, &damaged);
+        html = overviewHtml(*run_, QString::fromStdString(store_->status(id)), store_->review(id), store_->annotations(id),
+                            store_->benchmarks(id));
     } catch (const std::exception& e) {
-        statusBar()->showMessage(QString::fromStdString(e.what()), 10000);
+        showUnreadable(uuid, QString::fromStdString(e.what()));
         return;
     }
     current_ = uuid;
-    const auto status = QString::fromStdString(store_->status(uuid.toStdString()));
-    overview_->setHtml(overviewHtml(*run_, status, store_->review(uuid.toStdString()), store_->annotations(uuid.toStdString()),
-                                    store_->benchmarks(uuid.toStdString())));
+    QString damage;
+    for (const auto& d : damaged) damage += QStringLiteral("<li>%1</li>").arg(QString::fromStdString(d).toHtmlEscaped());
+    if (!damage.isEmpty())
+        html = QStringLiteral("<div style='color:#c82828'><h3>Damaged: parts of this run are left out</h3><ul>%1</ul></div>")
+                   .arg(damage) + html;
+    setNotice(damaged.empty() ? QString()
+                              : QStringLiteral("Run %1 is damaged: %2 part(s) could not be read and are left out (%3)")
+                                    .arg(uuid.left(8)).arg(damaged.size()).arg(QString::fromStdString(damaged.front())));
+    overview_->setHtml(html);
     samples_->resetData(*run_);
     flips_->resetData(*run_);
     setChart(deltaChart_, makeDeltaChart(samples_));  // its series follow samples_ (the table's model)
@@ -127,6 +159,7 @@ void MainWindow::compareRuns(const QString& a, const QString& b) {
         for (size_t i = 0; i < r.comparisons.size(); ++i) {
             const auto& c = r.comparisons[i];
             if (c.precision != p) continue;
+            if (i + 1 >= r.passes.size()) break;  // a file edited by hand: no pass for this comparison
             const auto& pass = r.passes[i + 1];
             switch (what) {
             case 0: return QString::fromStdString(to_string(c.verdict));
