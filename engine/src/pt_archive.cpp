@@ -6,10 +6,8 @@
 // pickle (not from its record), and a tensor's sizes, strides and offset are set on it
 // unchecked, so a hostile file reads past its buffers or allocates what it declares. Python's
 // torch.load refuses such files; so do we, with the file and the field named.
-#include <sys/types.h>  // off_t, which in_memory_adapter.h uses without including
-
-#include <caffe2/serialize/in_memory_adapter.h>
 #include <caffe2/serialize/inline_container.h>
+#include <caffe2/serialize/read_adapter_interface.h>
 #include <torch/csrc/jit/serialization/unpickler.h>
 
 #include <cstring>
@@ -20,6 +18,24 @@
 
 namespace ampscope::detail {
 namespace {
+
+/// The archive's bytes for miniz. LibTorch's MemoryReadAdapter copies whatever miniz asks for,
+/// and miniz asks for offsets taken from the (possibly damaged) central directory: clamp.
+class BoundedReader final : public caffe2::serialize::ReadAdapterInterface {
+public:
+    explicit BoundedReader(const std::vector<char>& bytes) : bytes_(bytes) {}
+    size_t size() const override { return bytes_.size(); }
+    size_t read(uint64_t pos, void* buf, size_t n, const char* what = "") const override {
+        (void)what;
+        if (pos >= bytes_.size()) return 0;
+        n = std::min<uint64_t>(n, bytes_.size() - pos);
+        if (n) std::memcpy(buf, bytes_.data() + pos, n);
+        return n;
+    }
+
+private:
+    const std::vector<char>& bytes_;
+};
 
 std::string shape_of(const at::Tensor& t) { return c10::str(t.sizes()); }
 
@@ -83,8 +99,7 @@ PtArchive read_pt_archive(const std::vector<char>& bytes, const std::string& fil
     using caffe2::serialize::PyTorchStreamReader;
     PtArchive out;
     try {
-        auto reader = std::make_shared<PyTorchStreamReader>(
-            std::make_unique<caffe2::serialize::MemoryReadAdapter>(bytes.data(), off_t(bytes.size())));
+        auto reader = std::make_shared<PyTorchStreamReader>(std::make_unique<BoundedReader>(bytes));
         // torch.save stores records uncompressed: none can be larger than the file itself.
         for (const auto& name : reader->getAllRecords()) {
             const size_t size = reader->getRecordSize(name);
@@ -94,7 +109,9 @@ PtArchive read_pt_archive(const std::vector<char>& bytes, const std::string& fil
         }
         if (!reader->hasRecord("data.pkl"))
             throw InputError(file, "", "a zip archive without data.pkl; expected a file written by torch.save");
-        auto [pkl, pkl_size] = reader->getRecord("data.pkl");
+        const auto pkl_record = reader->getRecord("data.pkl");
+        const at::DataPtr& pkl = std::get<0>(pkl_record);
+        const size_t pkl_size = std::get<1>(pkl_record);
         size_t pos = 0;
         const char* pkl_data = static_cast<const char*>(pkl.get());
         auto read = [&](char* buf, size_t n) -> size_t {
