@@ -1,0 +1,2 @@
+// SPDX-License-Identifier: MIT
+extern const char* const kProbeExtension; const char* const kProbeExtension = ".csv";

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Writes the checked-in seed corpus of the fuzz targets (tests/fuzz/corpus/TARGET/).
+
+    .venv/bin/python tests/fuzz/make_corpus.py [--make-db build-fuzz/tests/fuzz/fuzz_make_db]
+
+.pt seeds are torch.save dicts written by the Python torch of .venv (the same wheel whose
+LibTorch the engine links); CSV and criteria JSON seeds are written out below; database,
+.ampscope and layer-chunk seeds come from fuzz_make_db (tests/fuzz/make_db.cpp, built by
+`cmake --build build-fuzz --target fuzz_make_db`). Seeds are small on purpose: the fuzzer
+mutates them, and the whole corpus stays far below 2 MB. Files whose name starts with
+`regress_` reproduce defects found before; they must be refused cleanly.
+"""
+import argparse
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+CORPUS = os.path.join(HERE, "corpus")
+
+
+def write(target, name, data):
+    d = os.path.join(CORPUS, target)
+    os.makedirs(d, exist_ok=True)
+    mode = "wb" if isinstance(data, bytes) else "w"
+    with open(os.path.join(d, name), mode, **({} if mode == "wb" else {"newline": ""})) as f:
+        f.write(data)
+
+
+def pt_seeds():
+    import torch
+
+    torch.manual_seed(0)
+
+    def save(name, obj, **kw):
+        buf = io.BytesIO()
+        torch.save(obj, buf, **kw)
+        write("probe_pt", name, buf.getvalue())
+
+    save("inputs.pt", {"inputs": torch.randn(4, 3)})
+    save("labels_ids_tags.pt", {"inputs": torch.randn(3, 2, 2), "labels": torch.tensor([0, 1, 2]),
+                                "ids": ["a", "b", "c"], "tags": ["ordinary", "edge", "boundary"]})
+    save("two_inputs_targets.pt", {"inputs": [torch.randn(2, 3), torch.randn(2, 1)], "targets": torch.randn(2, 2)})
+    save("tuple_inputs_half.pt", {"inputs": (torch.randn(2, 4).half(),), "ids": ("x", "y")})
+    save("bf16_noncontiguous.pt", {"inputs": torch.randn(3, 2).bfloat16().t(), "labels": torch.tensor([1, 0], dtype=torch.int32)})
+    save("int_tokens.pt", {"inputs": torch.randint(0, 100, (2, 5)), "targets": torch.randn(2).double()})
+    save("shared_storage.pt", {"inputs": torch.arange(12.0).view(3, 4)[1:], "targets": torch.arange(12.0)[:2]})
+    save("bad_root_list.pt", [torch.randn(2, 2)])
+    save("bad_unknown_key.pt", {"inputs": torch.randn(1, 1), "weights": torch.randn(1)})
+    save("bad_scalar_input.pt", {"inputs": torch.tensor(1.0)})
+    save("bad_ids.pt", {"inputs": torch.randn(2, 1), "ids": ["same", "same"], "tags": [1, 2]})
+    save("bad_legacy_format.pt", {"inputs": torch.randn(1, 2)}, _use_new_zipfile_serialization=False)
+    # a 1-element storage viewed as 4.3e9 samples: 17 GB once materialised
+    save("regress_expand_17gb.pt", {"inputs": torch.zeros(1).expand(4_300_000_000)})
+
+
+CSV = {
+    "plain.csv": "x0,x1,x2\n0.5,-1,2e3\n1,2,3\n",
+    "id_tag_label.csv": "id,tag,x0,x1,label\ns0,ordinary,0.1,0.2,0\ns1,edge,65504,-1e-7,1\ns2,,0,0,2\n",
+    "targets_crlf.csv": "id,a,b,target,target_2\r\nr1,1,2,0.5,1.5\r\nr2,3,4,nan,-inf\r\n",
+    "quoted.csv": 'id,"x,0",x1\n"a ""quoted"" id",1,2\n"multi\nline",3 ,4\t\n',
+    "bad_fields.csv": "x0,x1\n1\n",
+    "bad_number.csv": "x0,label\nabc,1\n1,-1\n",
+    "bad_header_only.csv": "id,tag,label\n",
+    "bad_quote.csv": 'x0\n"unterminated\n',
+    "bad_duplicate_ids.csv": "id,x\na,1\na,2\n",
+}
+
+CRITERIA = {
+    "all_keys.json": '{"atol": 0.001, "rtol": 0.01, "tie_tolerance": 1e-6, "tie_rule": "abstain", "max_flips": 2,\n'
+                     ' "quality_metric": "accuracy", "quality_threshold": 0.5, "allow_nonfinite": false,\n'
+                     ' "fixed_at": "2025-01-02T03:04:05.678Z",\n'
+                     ' "heads": [{"name": "logits", "begin": 0, "end": 2, "atol": 0.01}, {"begin": 2, "end": 3}]}\n',
+    "empty.json": "{}",
+    "mse.json": '{"quality_metric": "mse", "quality_threshold": 1e308, "tie_rule": "lowest-index"}',
+    "max_abs_error.json": '{"quality_metric": "max_abs_error", "atol": 0, "rtol": 0, "max_flips": 0}',
+    "bad_types.json": '{"atol": "1e-3", "max_flips": 1.5, "heads": {"begin": 0}}',
+    "bad_negative.json": '{"max_flips": -1, "heads": [{"begin": 5, "end": -3, "rtol": -1}], "tie_tolerance": -2}',
+    "bad_key.json": '{"atol": 1e-3, "unknown": true}',
+    "bad_not_object.json": "[1, 2, 3]",
+    "bad_syntax.json": '{"atol": 1e-3,',
+}
+
+
+def db_seeds(make_db):
+    if not os.path.exists(make_db):
+        sys.exit(f"make_corpus: {make_db} missing; build it: cmake --build build-fuzz --target fuzz_make_db")
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1")
+        subprocess.run([make_db, tmp], check=True, env=env)
+
+        def copy(target, name, as_name=None):
+            with open(os.path.join(tmp, name), "rb") as f:
+                write(target, as_name or name, f.read())
+
+        for name in ("runs.sqlite", "export.ampscope", "runs-v3.sqlite", "empty.sqlite"):
+            copy("store", name)
+        for name in ("export.ampscope", "runs-v3.sqlite"):
+            copy("import", name)
+        copy("import", "runs.sqlite", "bad_training_run.ampscope")  # holds a training run: refused
+        write("import", "bad_not_sqlite.ampscope", b"SQLite format 2\0" + bytes(100))
+        copy("layer_chunk", "layers.chunk")
+        write("layer_chunk", "bad_truncated.chunk", open(os.path.join(tmp, "layers.chunk"), "rb").read()[:40])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--make-db", default=os.path.join(ROOT, "build-fuzz", "tests", "fuzz", "fuzz_make_db"))
+    a = ap.parse_args()
+    for t in ("probe_pt", "probe_csv", "criteria", "store", "import", "layer_chunk"):
+        shutil.rmtree(os.path.join(CORPUS, t), ignore_errors=True)
+    pt_seeds()
+    for name, text in CSV.items():
+        write("probe_csv", name, text)
+    for name, text in CRITERIA.items():
+        write("criteria", name, text)
+    db_seeds(a.make_db)
+    total = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(CORPUS) for f in fs)
+    print(f"make_corpus: {sum(len(fs) for _, _, fs in os.walk(CORPUS))} files, {total} bytes in {CORPUS}")
+
+
+if __name__ == "__main__":
+    main()
