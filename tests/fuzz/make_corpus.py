@@ -98,10 +98,12 @@ def db_seeds(make_db):
             with open(os.path.join(tmp, name), "rb") as f:
                 write(target, as_name or name, f.read())
 
-        for name in ("runs.sqlite", "export.ampscope", "runs-v3.sqlite", "empty.sqlite"):
-            copy("store", name)
-        for name in ("export.ampscope", "runs-v3.sqlite"):
-            copy("import", name)
+        # (.db rather than .sqlite: *.sqlite is git-ignored)
+        for name in ("runs.sqlite", "runs-v3.sqlite", "empty.sqlite"):
+            copy("store", name, name.replace(".sqlite", ".db"))
+        copy("store", "export.ampscope")
+        copy("import", "export.ampscope")
+        copy("import", "runs-v3.sqlite", "runs-v3.ampscope")
         copy("import", "runs.sqlite", "bad_training_run.ampscope")  # holds a training run: refused
         write("import", "bad_not_sqlite.ampscope", b"SQLite format 2\0" + bytes(100))
         copy("layer_chunk", "layers.chunk")
