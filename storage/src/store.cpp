@@ -23,8 +23,14 @@ namespace ampscope::storage {
 using nlohmann::json;
 using sql::Stmt;
 
+bool Store::still_empty() const {
+    if (!empty_) return false;
+    Stmt t(db_, "SELECT 1 FROM sqlite_master WHERE type='table' AND name='runs'");  // another process may have initialised it
+    return !t.step();
+}
+
 std::vector<RunRow> Store::list_runs(const RunFilter& f) const {
-    if (empty_) return {};
+    if (still_empty()) return {};
     Stmt s(db_, R"sql(
 SELECT r.uuid, r.kind, r.status, COALESCE(r.verdict,''), COALESCE(r.model_source,''), COALESCE(r.probes_source,''),
        COALESCE(r.device,''), COALESCE(r.precisions,''), COALESCE(r.mode,''), r.started_at, COALESCE(r.finished_at,''),
@@ -52,7 +58,7 @@ ORDER BY r.started_at DESC, r.id DESC LIMIT ?8)sql");
 
 std::string Store::resolve(const std::string& prefix) const {
     if (prefix.empty()) throw InputError("RUN", "", "empty run id");
-    if (empty_) throw InputError(path_, "RUN", "no run '" + prefix + "': the database is empty");
+    if (still_empty()) throw InputError(path_, "RUN", "no run '" + prefix + "': the database is empty");
     Stmt s(db_, "SELECT uuid FROM runs WHERE substr(uuid, 1, length(?1)) = ?1 LIMIT 2");
     s.bind(1, prefix);
     std::vector<std::string> found;

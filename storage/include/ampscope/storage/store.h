@@ -140,6 +140,8 @@ private:
     void mark_dead_runs_interrupted();
     void load_passes(int64_t run_pk, RunResult& r, std::vector<std::string>* damaged) const;
     void load_comparisons(int64_t run_pk, RunResult& r) const;
+    /// An empty file opened read-only that nobody has initialised since.
+    bool still_empty() const;
     sqlite3* db_ = nullptr;
     std::string path_;
     bool read_only_ = false;
