@@ -162,6 +162,53 @@ int list_runs(const Store& s, const State& st) {
     return 0;
 }
 
+struct Commands {
+    CLI::App *list, *show, *exp, *imp, *ann, *rev;
+};
+
+/// Runs the selected store command; -1 when none was selected.
+int dispatch(const State& st, const Commands& c) {
+    const auto path = storage::default_db_path(st.db);
+    // Reading commands never create a database; list and show may mark dead runs interrupted.
+    if (*c.list) return list_runs(Store(path, Store::Mode::ReadWrite), st);
+    if (*c.show) return show_run(Store(path, Store::Mode::ReadWrite), st);
+    if (*c.exp) {
+        Store s(path, Store::Mode::ReadOnly);
+        std::vector<std::string> uuids;
+        for (const auto& r : st.runs) uuids.push_back(s.resolve(r));
+        storage::export_runs(s, uuids, st.out, st.force);
+        std::cout << "exported " << uuids.size() << " run(s) to " << st.out << std::endl;
+        return 0;
+    }
+    if (*c.imp) {
+        Store s(path, Store::Mode::Create, st.init_db);
+        const auto res = storage::import_file(s, st.file);
+        std::cout << "imported " << res.added << " run(s), " << res.skipped << " already present, into " << path << std::endl;
+        return 0;
+    }
+    if (*c.ann) {
+        Store s(path, Store::Mode::ReadWrite);
+        storage::Annotation a;
+        a.author = st.author;
+        a.text = st.text;
+        if (!st.sample.empty() && !st.layer.empty())
+            throw InputError("--sample/--layer", "", "give one target: a sample or a layer");
+        if (!st.sample.empty()) { a.target_kind = "sample"; a.target = st.sample; }
+        if (!st.layer.empty()) { a.target_kind = "layer"; a.target = st.layer; }
+        s.annotate(s.resolve(st.run), a);
+        std::cout << "annotated " << st.run << std::endl;
+        return 0;
+    }
+    if (*c.rev) {
+        Store s(path, Store::Mode::ReadWrite);
+        const auto uuid = s.resolve(st.run);
+        s.set_review(uuid, st.review_status, st.author);
+        std::cout << "run " << uuid.substr(0, 8) << " review: " << st.review_status << std::endl;
+        return 0;
+    }
+    return -1;
+}
+
 }  // namespace
 
 std::function<int()> add_store_commands(CLI::App& app) {
@@ -217,47 +264,8 @@ std::function<int()> add_store_commands(CLI::App& app) {
     rev->add_option("--author", st->author, "reviewer (default: $USER)");
     db_option(rev);
 
-    return [st, list, show, exp, imp, ann, rev]() -> int {
-        const auto path = storage::default_db_path(st->db);
-        // Reading commands never create a database; list and show may mark dead runs interrupted.
-        if (*list) return list_runs(Store(path, Store::Mode::ReadWrite), *st);
-        if (*show) return show_run(Store(path, Store::Mode::ReadWrite), *st);
-        if (*exp) {
-            Store s(path, Store::Mode::ReadOnly);
-            std::vector<std::string> uuids;
-            for (const auto& r : st->runs) uuids.push_back(s.resolve(r));
-            storage::export_runs(s, uuids, st->out, st->force);
-            std::cout << "exported " << uuids.size() << " run(s) to " << st->out << std::endl;
-            return 0;
-        }
-        if (*imp) {
-            Store s(path, Store::Mode::Create, st->init_db);
-            const auto res = storage::import_file(s, st->file);
-            std::cout << "imported " << res.added << " run(s), " << res.skipped << " already present, into " << path << std::endl;
-            return 0;
-        }
-        if (*ann) {
-            Store s(path, Store::Mode::ReadWrite);
-            storage::Annotation a;
-            a.author = st->author;
-            a.text = st->text;
-            if (!st->sample.empty() && !st->layer.empty())
-                throw InputError("--sample/--layer", "", "give one target: a sample or a layer");
-            if (!st->sample.empty()) { a.target_kind = "sample"; a.target = st->sample; }
-            if (!st->layer.empty()) { a.target_kind = "layer"; a.target = st->layer; }
-            s.annotate(s.resolve(st->run), a);
-            std::cout << "annotated " << st->run << std::endl;
-            return 0;
-        }
-        if (*rev) {
-            Store s(path, Store::Mode::ReadWrite);
-            const auto uuid = s.resolve(st->run);
-            s.set_review(uuid, st->review_status, st->author);
-            std::cout << "run " << uuid.substr(0, 8) << " review: " << st->review_status << std::endl;
-            return 0;
-        }
-        return -1;
-    };
+    const Commands c{list, show, exp, imp, ann, rev};
+    return [st, c]() -> int { return dispatch(*st, c); };
 }
 
 }  // namespace ampscope::cli

@@ -144,6 +144,38 @@ void MainWindow::buildUi() {
     flips->addWidget(flipView_);
     tabs_->addTab(flips, QStringLiteral("Decision flips"));
 
+    tabs_->addTab(buildLayersTab(), QStringLiteral("Layers (first NaN)"));
+    tabs_->addTab(buildTrainingTab(), QStringLiteral("Training"));
+
+    auto* compare = new QSplitter(Qt::Vertical);
+    compareText_ = new QTextBrowser;
+    compareText_->setHtml(QStringLiteral("<p>Select two runs in the browser and choose <b>Run → Compare two selected runs</b> (Ctrl+D).</p>"));
+    compareChart_ = new QChartView;
+    compareChart_->setRenderHint(QPainter::Antialiasing);
+    compare->addWidget(compareText_);
+    compare->addWidget(compareChart_);
+    tabs_->addTab(compare, QStringLiteral("Compare"));
+
+    auto* split = new QSplitter;
+    split->addWidget(left);
+    split->addWidget(withNotice(tabs_));
+    split->setStretchFactor(1, 3);
+    setCentralWidget(split);
+
+    progress_ = new QProgressBar;
+    progress_->setRange(0, 1000);
+    progress_->setMaximumWidth(220);
+    stage_ = new QLabel;
+    cancel_ = new QPushButton(QStringLiteral("Cancel"));
+    connect(cancel_, &QPushButton::clicked, controller_, &RunController::cancel);
+    statusBar()->addPermanentWidget(stage_);
+    statusBar()->addPermanentWidget(progress_);
+    statusBar()->addPermanentWidget(cancel_);
+    setRunning(false);
+    resize(1280, 820);
+}
+
+QWidget* MainWindow::buildLayersTab() {
     auto* layersTab = new QWidget;
     auto* lay = new QVBoxLayout(layersTab);
     auto* bar = new QHBoxLayout;
@@ -164,8 +196,10 @@ void MainWindow::buildUi() {
     lsplit->addWidget(layerChart_);
     lsplit->addWidget(layerView_);
     lay->addWidget(lsplit);
-    tabs_->addTab(layersTab, QStringLiteral("Layers (first NaN)"));
+    return layersTab;
+}
 
+QWidget* MainWindow::buildTrainingTab() {
     auto* training = new QSplitter(Qt::Vertical);
     auto* chartsBox = new QWidget;
     auto* grid = new QGridLayout(chartsBox);
@@ -183,17 +217,10 @@ void MainWindow::buildUi() {
     training->addWidget(stepView_);
     training->setStretchFactor(0, 3);
     training->setStretchFactor(1, 1);
-    tabs_->addTab(training, QStringLiteral("Training"));
+    return training;
+}
 
-    auto* compare = new QSplitter(Qt::Vertical);
-    compareText_ = new QTextBrowser;
-    compareText_->setHtml(QStringLiteral("<p>Select two runs in the browser and choose <b>Run → Compare two selected runs</b> (Ctrl+D).</p>"));
-    compareChart_ = new QChartView;
-    compareChart_->setRenderHint(QPainter::Antialiasing);
-    compare->addWidget(compareText_);
-    compare->addWidget(compareChart_);
-    tabs_->addTab(compare, QStringLiteral("Compare"));
-
+QWidget* MainWindow::withNotice(QWidget* views) {
     auto* right = new QWidget;
     auto* rv = new QVBoxLayout(right);
     rv->setContentsMargins(0, 0, 0, 0);
@@ -204,24 +231,8 @@ void MainWindow::buildUi() {
     notice_->setStyleSheet(QStringLiteral("QLabel { background: #fdecea; color: #8a1c1c; border: 1px solid #e0a0a0; padding: 6px; }"));
     notice_->hide();
     rv->addWidget(notice_);
-    rv->addWidget(tabs_);
-    auto* split = new QSplitter;
-    split->addWidget(left);
-    split->addWidget(right);
-    split->setStretchFactor(1, 3);
-    setCentralWidget(split);
-
-    progress_ = new QProgressBar;
-    progress_->setRange(0, 1000);
-    progress_->setMaximumWidth(220);
-    stage_ = new QLabel;
-    cancel_ = new QPushButton(QStringLiteral("Cancel"));
-    connect(cancel_, &QPushButton::clicked, controller_, &RunController::cancel);
-    statusBar()->addPermanentWidget(stage_);
-    statusBar()->addPermanentWidget(progress_);
-    statusBar()->addPermanentWidget(cancel_);
-    setRunning(false);
-    resize(1280, 820);
+    rv->addWidget(views);
+    return right;
 }
 
 void MainWindow::buildMenus() {

@@ -90,6 +90,10 @@ protected:
 
 private:
     void buildUi();
+    QWidget* buildLayersTab();
+    QWidget* buildTrainingTab();
+    /// `views` under the notice label (setNotice).
+    QWidget* withNotice(QWidget* views);
     void buildMenus();
     void fillRecentMenu();
     void showLayersOf(int passIndex);
