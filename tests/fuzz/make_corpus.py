@@ -7,7 +7,8 @@
 .pt seeds are torch.save dicts written by the Python torch of .venv (the same wheel whose
 LibTorch the engine links); CSV and criteria JSON seeds are written out below; database,
 .ampscope and layer-chunk seeds come from fuzz_make_db (tests/fuzz/make_db.cpp, built by
-`cmake --build build-fuzz --target fuzz_make_db`). Seeds are small on purpose: the fuzzer
+`cmake --build build-fuzz --target fuzz_make_db`) and from the released schema layouts in
+tests/fixtures/store (compacted). Seeds are small on purpose: the fuzzer
 mutates them, and the whole corpus stays far below 2 MB. Files whose name starts with
 `regress_` reproduce defects found before; they must be refused cleanly.
 """
@@ -110,6 +111,28 @@ def db_seeds(make_db):
         write("layer_chunk", "bad_truncated.chunk", open(os.path.join(tmp, "layers.chunk"), "rb").read()[:40])
 
 
+def fixture_seeds():
+    """The released schema layouts of tests/fixtures/store (every migration path), compacted to
+    512-byte pages: mutating 130 KB files would slow the fuzzer for nothing."""
+    import sqlite3
+
+    src = os.path.join(ROOT, "tests", "fixtures", "store")
+    picks = {"store": ["v2-4fe01ea.db", "v2-236a746.db", "v2-7376c9d.db", "v3-from-4fe01ea.db", "v4-289f193.db"],
+             "import": ["v2-7376c9d.ampscope", "v3-a19053a.ampscope", "v4-289f193.ampscope"]}
+    with tempfile.TemporaryDirectory() as tmp:
+        for target, names in picks.items():
+            for name in names:
+                path = os.path.join(tmp, name)
+                shutil.copyfile(os.path.join(src, name), path)
+                db = sqlite3.connect(path)
+                db.execute("PRAGMA journal_mode=DELETE")
+                db.execute("PRAGMA page_size=512")
+                db.execute("VACUUM")
+                db.close()
+                with open(path, "rb") as f:
+                    write(target, "fixture-" + name, f.read())
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--make-db", default=os.path.join(ROOT, "build-fuzz", "tests", "fuzz", "fuzz_make_db"))
@@ -122,6 +145,7 @@ def main():
     for name, text in CRITERIA.items():
         write("criteria", name, text)
     db_seeds(a.make_db)
+    fixture_seeds()
     total = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(CORPUS) for f in fs)
     print(f"make_corpus: {sum(len(fs) for _, _, fs in os.walk(CORPUS))} files, {total} bytes in {CORPUS}")
 
