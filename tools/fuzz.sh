@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Builds the libFuzzer targets (preset `fuzz`: clang, ASan + UBSan) and runs them on their
-# checked-in seed corpus (tests/fuzz/corpus/TARGET).
+# checked-in seed corpus (tests/fuzz/corpus/TARGET, written by tests/fuzz/make_corpus.py) and
+# the inputs of defects found before (tests/fuzz/regressions/TARGET, kept by hand).
 #   tools/fuzz.sh TARGET SECONDS       one target for SECONDS
 #   tools/fuzz.sh all SECONDS          every target, one after the other, SECONDS each
 #   tools/fuzz.sh --keep-going ...     fork mode: keep fuzzing after a finding, collect them all
@@ -24,7 +25,7 @@ args=()
 for a in "$@"; do
   case "$a" in
     --keep-going) keep_going=1 ;;
-    -h|--help) sed -n '3,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,20p' "$0"; exit 0 ;;
     *) args+=("$a") ;;
   esac
 done
@@ -75,7 +76,9 @@ for t in "${run[@]}"; do
   [ $keep_going = 1 ] && opts+=(-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
   echo "[fuzz] $t for ${seconds} s (log $log)"
   set +e
-  timeout --signal=KILL $((seconds + 300)) "$bin" "${opts[@]}" "$work/corpus" "tests/fuzz/corpus/$t" >"$log" 2>&1
+  seeds=("tests/fuzz/corpus/$t")
+  [ -d "tests/fuzz/regressions/$t" ] && seeds+=("tests/fuzz/regressions/$t")
+  timeout --signal=KILL $((seconds + 300)) "$bin" "${opts[@]}" "$work/corpus" "${seeds[@]}" >"$log" 2>&1
   rc=$?
   set -e
   count() { find "$art" -maxdepth 1 -name "$1-*" | wc -l; }
