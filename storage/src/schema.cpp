@@ -1,5 +1,11 @@
 // SPDX-License-Identifier: MIT
 // Schema and forward-only migrations. Version N's script takes a database at N-1 to N.
+//
+// A released script is never edited: every table change is a new version with its own
+// script (and kSchemaVersion + 1), because files written by earlier builds exist and must
+// migrate. The v1 script below was edited in place twice before this rule (236a746, 8ebd10b);
+// the layouts those builds left are recognised by their columns and converted
+// (legacy_layers.h), and tests/fixtures/store holds a file written by every released layout.
 #include "schema.h"
 
 namespace ampscope::storage::schema {

@@ -13,6 +13,7 @@
 #include "ampscope/engine/errors.h"
 #include "ampscope/storage/store.h"
 #include "layer_chunk.h"
+#include "legacy_layers.h"
 #include "layer_stats.h"
 #include "schema.h"
 #include "serialize.h"
@@ -101,7 +102,9 @@ std::vector<LayerStat> read_layers(sqlite3* db, int64_t pass_id, const std::stri
         }
         if (any) return out;
     }
-    // Rows written before schema v4, one per layer.
+    // Rows written before schema v4, one per layer: packed (8ebd10b on), or the 26 columns of the
+    // first builds in a file opened read-only (a writable open has converted them).
+    if (legacy::has_legacy_layers(db)) return legacy::read_legacy_layers(db, pass_id, where, damaged);
     Stmt s(db, "SELECT idx, module, op, dtype, shape, flags, stats FROM layers WHERE id BETWEEN ?1 AND ?2 ORDER BY id");
     s.bind(1, int64_t(pass_id << 32)).bind(2, int64_t(pass_id << 32 | int64_t(0xffffffff)));
     int bad = 0;
@@ -341,9 +344,11 @@ std::string Store::header_json(const std::string& uuid) const {
 }
 
 std::vector<TrainStep> Store::training_steps(const std::string& uuid) const {
-    Stmt s(db_, "SELECT t.step, t.loss_ref, t.loss_amp, t.scale, t.found_inf, t.skipped, t.effective_updates, t.grad_norm, "
-                "t.lr, t.divergence, COALESCE(t.nonfinite_stage,''), t.origin_json, COALESCE(t.grad_underflow, -1) FROM training_steps t "
-                "JOIN runs r ON r.id = t.run_id WHERE r.uuid=?1 ORDER BY t.step");
+    // grad_underflow came with schema v5; a file of an older version opened read-only lacks the column
+    const std::string underflow = schema_version() >= 5 ? "COALESCE(t.grad_underflow, -1)" : "-1";
+    Stmt s(db_, ("SELECT t.step, t.loss_ref, t.loss_amp, t.scale, t.found_inf, t.skipped, t.effective_updates, t.grad_norm, "
+                 "t.lr, t.divergence, COALESCE(t.nonfinite_stage,''), t.origin_json, " + underflow + " FROM training_steps t "
+                 "JOIN runs r ON r.id = t.run_id WHERE r.uuid=?1 ORDER BY t.step").c_str());
     s.bind(1, uuid);
     std::vector<TrainStep> out;
     while (s.step()) {

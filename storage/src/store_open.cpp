@@ -12,6 +12,7 @@
 #include <set>
 
 #include "ampscope/storage/store.h"
+#include "legacy_layers.h"
 #include "schema.h"
 #include "sqlite.h"
 
@@ -152,6 +153,13 @@ int Store::schema_version() const {
 }
 
 void Store::migrate() {
+    if (legacy::has_legacy_layers(db_)) {
+        // The first builds' 26-column layers table (schema 2, or 3 after a19053a migrated such a
+        // file): converted once, in one transaction, whatever the version says.
+        sql::Transaction t(db_);
+        if (legacy::has_legacy_layers(db_)) legacy::convert_legacy_layers(db_, path_);
+        t.commit();
+    }
     const auto& m = schema::migrations();
     while (schema_version() < int(m.size())) {
         // The version is read again inside the write transaction: two processes opening a new
@@ -176,7 +184,9 @@ void Store::check_layout() const {
         Stmt q(db_, ("PRAGMA table_info(" + table + ")").c_str());
         std::vector<std::string> have;
         while (q.step()) have.push_back(q.text(1));
-        for (const auto& c : cols)
+        // the released 26-column layers table: read as it is, converted by a writable open
+        const bool legacy = table == "layers" && v <= 3 && legacy::has_legacy_layers(db_);
+        for (const auto& c : legacy ? legacy::layer_columns() : cols)
             if (std::find(have.begin(), have.end(), c) == have.end())
                 throw StoreError(path_ + ": table '" + table + "' lacks column '" + c + "' of schema version " +
                                  std::to_string(v) + " (a database from a development build?); "

@@ -1,134 +1,17 @@
 // SPDX-License-Identifier: MIT
-// The run store: round trips, migrations, hostile files, concurrency, crash marking.
-#include <gtest/gtest.h>
-#include <sqlite3.h>
+// The run store: round trips, hostile files, concurrency, crash marking, read-only files.
+// Schema versions and migrations: store_migration_test.cpp.
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cmath>
-#include <filesystem>
 #include <fstream>
-#include <functional>
 #include <thread>
 
-#include "ampscope/engine/errors.h"
-#include "ampscope/storage/json_io.h"
-#include "ampscope/storage/store.h"
+#include "store_test_util.h"
 
-using namespace ampscope;
-using namespace ampscope::storage;
-namespace fs = std::filesystem;
-
-namespace {
-
-class TempDir {
-public:
-    TempDir() {
-        char tmpl[] = "/tmp/ampscope-store-XXXXXX";
-        path_ = mkdtemp(tmpl);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path_, ec);
-    }
-    std::string file(const std::string& name) const { return path_ + "/" + name; }
-
-private:
-    std::string path_;
-};
-
-/// A synthetic but complete run: two passes with layers, a comparison with flips.
-RunResult make_run(int samples = 6, int layers = 5, const std::string& model = "demo:mlp") {
-    RunResult r;
-    r.run_id = make_uuid();
-    r.tool_version = version();
-    r.spec.model = model;
-    r.spec.precisions = {Precision::Fp16};
-    r.spec.keep_fp32 = {"blocks.1.*"};
-    r.criteria.atol = 2e-3;
-    r.criteria.heads = {{"logits", 0, 2, 1e-3, 1e-2}};
-    r.criteria.fixed_at = now_iso8601();
-    r.started_at = r.criteria.fixed_at;
-    r.backend.device = "cpu";
-    r.backend.torch_version = "2.11.0";
-    r.backend.notes = {"a note"};
-    r.model = {model, "demo", "abc", "def", "eval", 123, {"", "fc1"}};
-    r.probes.source = "demo";
-    r.probes.sha256 = "123";
-    r.probes.count = samples;
-    r.probes.tags = {{"ordinary", samples - 1}, {"edge", 1}};
-    r.probes.input_shapes = {{4}};
-    r.labels.assign(size_t(samples), 1);
-    for (int i = 0; i < samples; ++i) r.samples.push_back({"s" + std::to_string(i), i == 0 ? "edge" : "ordinary"});
-    for (auto p : {Precision::Fp32, Precision::Fp16}) {
-        PassResult pass;
-        pass.precision = p;
-        pass.num_outputs = 2;
-        for (int i = 0; i < samples * 2; ++i) pass.outputs.push_back(float(i) * 0.25f + (p == Precision::Fp16 ? 1e-3f : 0.f));
-        if (p == Precision::Fp16) {
-            pass.outputs[0] = std::numeric_limits<float>::quiet_NaN();
-            pass.nonfinite_samples = {"s0"};
-            pass.origin = Origin{"forward", "fc1", "aten::linear", 0, {"s0"}, {}};
-            pass.keep_fp32 = {"blocks.1.*"};
-        }
-        pass.quality = 0.5;
-        pass.seconds = 0.01;
-        for (int l = 0; l < layers; ++l) {
-            LayerStat s;
-            s.index = l;
-            s.module = "fc" + std::to_string(l);
-            s.op = "aten::linear";
-            s.dtype = "Half";
-            s.shape = {samples, 2};
-            s.origin = l == 0 && p == Precision::Fp16;
-            s.stats.count = 12;
-            s.stats.absmax = 70000.0 + l;
-            s.stats.fp16_overflow = 3;
-            s.stats.mean = 0.1 * l;
-            pass.layers.push_back(s);
-        }
-        r.passes.push_back(pass);
-    }
-    Comparison c;
-    c.precision = Precision::Fp16;
-    c.verdict = Verdict::Rejected;
-    c.max_abs_delta = 1e-3;
-    for (const auto& s : r.samples) c.deltas.push_back({s.id, s.tag, 1e-3, 1e-2, s.id != "s0", false, 1});
-    c.flips.push_back({"s1", "ordinary", 1, 0, 1e-5, 2e-5});
-    c.criteria = {{"finite_outputs", false, "1 of 6", {"s0"}}, {"decision_flips", false, "1 flip", {"s1"}}};
-    c.ref_decisions.assign(size_t(samples), 1);
-    c.amp_decisions.assign(size_t(samples), 1);
-    c.amp_decisions[1] = 0;
-    r.comparisons.push_back(c);
-    r.verdict = Verdict::Rejected;
-    r.finished_at = now_iso8601();
-    return r;
-}
-
-void record(Store& s, const RunResult& r) {
-    RunWriter w(s);
-    w.run_started(r);
-    for (const auto& p : r.passes) w.pass_finished(p);
-    for (const auto& c : r.comparisons) w.comparison_finished(c);
-    w.run_finished(r);
-}
-
-std::string js(const RunResult& r) { return json::run_to_json(r, true); }
-
-void raw_exec(const std::string& path, const std::string& sql) {
-    sqlite3* db = nullptr;
-    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-    char* err = nullptr;
-    const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
-    std::string m = err ? err : "";
-    sqlite3_free(err);
-    sqlite3_close(db);
-    ASSERT_EQ(rc, SQLITE_OK) << m;
-}
-
-}  // namespace
+using namespace store_test;
 
 TEST(Store, RecordedRunReadsBackFieldForField) {
     TempDir d;
@@ -226,108 +109,6 @@ TEST(Store, ExportImportRoundTripIsIdempotent) {
     EXPECT_EQ(b.list_runs().size(), 2u);
 }
 
-/// Rewrites a file's layer chunks as the one-row-per-layer table of schema versions 1 to 3:
-/// 11 int64 counters then 6 float64 in the stats blob, shape as int64 blob, id pass<<32|idx.
-void move_layers_to_rows(const std::string& path) {
-    std::vector<std::pair<int64_t, std::vector<LayerStat>>> by_pass;
-    {
-        Store s(path);
-        for (const auto& row : s.list_runs()) {
-            const auto run = s.load_run(row.uuid);
-            sqlite3_stmt* q = nullptr;
-            ASSERT_EQ(sqlite3_prepare_v2(s.handle(), "SELECT p.id FROM passes p JOIN runs r ON r.id=p.run_id WHERE r.uuid=? ORDER BY p.seq", -1, &q, nullptr), SQLITE_OK);
-            sqlite3_bind_text(q, 1, row.uuid.c_str(), -1, SQLITE_TRANSIENT);
-            for (size_t k = 0; sqlite3_step(q) == SQLITE_ROW; ++k) {
-                ASSERT_LT(k, run.passes.size());
-                by_pass.emplace_back(sqlite3_column_int64(q, 0), run.passes[k].layers);
-            }
-            sqlite3_finalize(q);
-        }
-    }
-    sqlite3* db = nullptr;
-    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-    sqlite3_exec(db, "BEGIN; DELETE FROM layer_chunks", nullptr, nullptr, nullptr);
-    sqlite3_stmt* ins = nullptr;
-    ASSERT_EQ(sqlite3_prepare_v2(db, "INSERT INTO layers VALUES(?,?,?,?,?,?,?,?,?,?,?)", -1, &ins, nullptr), SQLITE_OK);
-    for (const auto& [pid, layers] : by_pass) {
-        for (const auto& l : layers) {
-            const auto& t = l.stats;
-            const int64_t ints[11] = {t.count, t.nan, t.posinf, t.neginf, t.zeros, t.fp16_overflow, t.fp16_subnormal,
-                                      t.fp16_underflow, t.bf16_overflow, t.bf16_subnormal, t.bf16_underflow};
-            const double dbl[6] = {t.min, t.max, t.absmax, t.min_nonzero_abs, t.mean, t.rms};
-            std::string blob(reinterpret_cast<const char*>(ints), sizeof ints);
-            blob.append(reinterpret_cast<const char*>(dbl), sizeof dbl);
-            sqlite3_bind_int64(ins, 1, pid << 32 | l.index);
-            sqlite3_bind_int64(ins, 2, pid);
-            sqlite3_bind_int64(ins, 3, l.index);
-            sqlite3_bind_text(ins, 4, l.module.c_str(), -1, SQLITE_TRANSIENT);
-            sqlite3_bind_text(ins, 5, l.op.c_str(), -1, SQLITE_TRANSIENT);
-            sqlite3_bind_text(ins, 6, l.dtype.c_str(), -1, SQLITE_TRANSIENT);
-            sqlite3_bind_blob(ins, 7, l.shape.data(), int(l.shape.size() * 8), SQLITE_TRANSIENT);
-            sqlite3_bind_int64(ins, 8, int64_t(l.autocast) | int64_t(l.inputs_finite) << 1 | int64_t(l.origin) << 2);
-            sqlite3_bind_double(ins, 9, t.absmax);
-            sqlite3_bind_int64(ins, 10, t.nonfinite());
-            sqlite3_bind_blob(ins, 11, blob.data(), int(blob.size()), SQLITE_TRANSIENT);
-            ASSERT_EQ(sqlite3_step(ins), SQLITE_DONE);
-            sqlite3_reset(ins);
-        }
-    }
-    sqlite3_finalize(ins);
-    ASSERT_EQ(sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
-    sqlite3_close(db);
-}
-
-TEST(Store, MigratesFromEveryOlderVersion) {
-    for (int from = 0; from < kSchemaVersion; ++from) {
-        TempDir d;
-        const auto path = d.file("old.sqlite");
-        auto r = make_run();
-        {
-            Store s(path);
-            record(s, r);
-        }
-        if (from == 0) {
-            // version 0: an empty SQLite file (what a first open creates)
-            fs::remove(path);
-            raw_exec(path, "PRAGMA user_version=0");
-            Store s(path);
-            EXPECT_EQ(s.schema_version(), kSchemaVersion);
-            EXPECT_TRUE(s.list_runs().empty());
-            continue;
-        }
-        // rebuild the file at version `from`: layer statistics as rows of `layers` (how versions
-        // before 4 wrote them), and drop what later migrations added
-        if (from < 4) move_layers_to_rows(path);
-        std::string drop = "ALTER TABLE training_steps DROP COLUMN grad_underflow; ";
-        if (from < 4) drop += "DROP TABLE layer_chunks; ";
-        if (from < 3) drop += "DROP TABLE benchmarks; DROP INDEX IF EXISTS comparisons_verdict; ";
-        if (from < 2) drop += "DROP TABLE checkpoints; DROP TABLE training_steps; ";
-        raw_exec(path, drop + "PRAGMA user_version=" + std::to_string(from));
-        Store s(path);
-        EXPECT_EQ(s.schema_version(), kSchemaVersion) << "from " << from;
-        EXPECT_EQ(js(s.load_run(r.run_id)), js(r)) << "from " << from;
-        sqlite3_stmt* st = nullptr;
-        ASSERT_EQ(sqlite3_prepare_v2(s.handle(), "SELECT count(*) FROM training_steps", -1, &st, nullptr), SQLITE_OK);
-        sqlite3_finalize(st);
-        ASSERT_EQ(sqlite3_prepare_v2(s.handle(), "SELECT count(*) FROM benchmarks", -1, &st, nullptr), SQLITE_OK);
-        sqlite3_finalize(st);
-    }
-}
-
-TEST(Store, RefusesANewerSchema) {
-    TempDir d;
-    const auto path = d.file("new.sqlite");
-    { Store s(path); }
-    raw_exec(path, "PRAGMA user_version=99");
-    try {
-        Store s(path);
-        FAIL();
-    } catch (const StoreError& e) {
-        EXPECT_NE(std::string(e.what()).find("schema version 99"), std::string::npos) << e.what();
-        EXPECT_NE(std::string(e.what()).find("up to " + std::to_string(kSchemaVersion)), std::string::npos) << e.what();
-    }
-}
-
 TEST(Store, HostileFilesAreRefusedWithAReason) {
     TempDir d;
     auto exported = [&](const std::string& name) {
@@ -376,34 +157,6 @@ TEST(Store, HostileFilesAreRefusedWithAReason) {
     f = exported("newer.ampscope");
     raw_exec(f, "PRAGMA user_version=7");
     expect_refused(f, "newer ampscope");
-}
-
-TEST(Store, ImportsAFileOfSchemaVersion3) {
-    // Files exported by an older ampscope are opened read-only, unmigrated: layer rows of `layers`.
-    TempDir d;
-    Store a(d.file("a.sqlite"));
-    auto r = make_run();
-    record(a, r);
-    const auto f = d.file("old.ampscope");
-    export_runs(a, {r.run_id}, f);
-    move_layers_to_rows(f);
-    raw_exec(f, "DROP TABLE layer_chunks; PRAGMA user_version=3");
-    Store into(d.file("into.sqlite"));
-    EXPECT_EQ(import_file(into, f).added, 1);
-    EXPECT_EQ(js(into.load_run(r.run_id)), js(r));
-}
-
-TEST(Store, RefusesATableLayoutItDoesNotWrite) {
-    TempDir d;
-    const auto path = d.file("odd.sqlite");
-    { Store s(path); }
-    raw_exec(path, "DROP TABLE layers; CREATE TABLE layers(pass_id INTEGER, idx INTEGER)");
-    try {
-        Store s(path);
-        FAIL();
-    } catch (const StoreError& e) {
-        EXPECT_NE(std::string(e.what()).find("table 'layers' lacks column"), std::string::npos) << e.what();
-    }
 }
 
 TEST(Store, ReadOnlyWhenNotWritable) {
@@ -487,12 +240,6 @@ TEST(Store, ReaderLoopsWhileAWriterRecords) {
 
 // ---- hostile and unusual files (issue #15) ----
 
-namespace {
-std::string error_of(const std::function<void()>& f) {
-    try { f(); } catch (const std::exception& e) { return e.what(); }
-    return "(no error)";
-}
-}  // namespace
 
 TEST(StoreHostile, ImpossibleSchemaVersionsAreRefusedByValue) {
     TempDir d;
@@ -506,7 +253,7 @@ TEST(StoreHostile, ImpossibleSchemaVersionsAreRefusedByValue) {
             EXPECT_NE(m.find("impossible schema version " + std::string(v)), std::string::npos) << m;
         }
     }
-    raw_exec(path, "PRAGMA user_version=5");
+    raw_exec(path, "PRAGMA user_version=" + std::to_string(kSchemaVersion));
     EXPECT_EQ(Store(path).list_runs().size(), 1u);  // nothing was written meanwhile
 }
 
