@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
 // The run store: round trips, hostile files, concurrency, crash marking, read-only files.
 // Schema versions and migrations: store_migration_test.cpp.
+#include <grp.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "store_test_util.h"
@@ -159,15 +161,72 @@ TEST(Store, HostileFilesAreRefusedWithAReason) {
     expect_refused(f, "newer ampscope");
 }
 
+namespace {
+
+/// What Store does with a file this process cannot write: opened read-only, runs read,
+/// writes refused with a StoreError naming the file, not a byte changed. "" when all holds.
+std::string check_unwritable_file(const std::string& path, const std::string& uuid, const std::string& before) {
+    if (access(path.c_str(), W_OK) == 0) return "the file is writable for this process: nothing would be proven";
+    Store s(path);  // a recording open (Create mode): must fall back to read-only, not fail
+    std::string out;
+    if (!s.read_only()) out += "not opened read-only; ";
+    if (s.list_runs().size() != 1u || s.load_run(uuid).passes.size() != 2u) out += "its run does not read back; ";
+    const auto m = error_of([&] { s.set_review(uuid, "accepted", "x"); });
+    if (m.find(path + ": opened read-only") == std::string::npos) out += "a write was not refused by name: " + m + "; ";
+    std::ifstream in(path, std::ios::binary);
+    if (std::string(std::istreambuf_iterator<char>(in), {}) != before) out += "the file was written; ";
+    return out;
+}
+
+}  // namespace
+
 TEST(Store, ReadOnlyWhenNotWritable) {
-    if (geteuid() == 0) GTEST_SKIP() << "root can write any file";
+    // A file without write permission. Root may write any file, so as root the same check runs
+    // in a child process that has first given up root for the unprivileged uid/gid 65534
+    // ("nobody"): the real open path on a file that process really cannot write (access() and
+    // SQLite both refuse it), not a simulation. The folder stays writable, as in a user's home.
     TempDir d;
     const auto path = d.file("ro.sqlite");
-    { Store s(path); record(s, make_run()); }
-    chmod(path.c_str(), 0444);
-    Store s(path);
-    EXPECT_TRUE(s.read_only());
-    EXPECT_EQ(s.list_runs().size(), 1u);
+    const auto r = make_run();
+    { Store s(path); record(s, r); }
+    ASSERT_EQ(chmod(path.c_str(), 0444), 0);
+    ASSERT_EQ(chmod(fs::path(path).parent_path().c_str(), 0777), 0);
+    std::string before;
+    {
+        std::ifstream in(path, std::ios::binary);
+        before.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    if (geteuid() != 0) {
+        EXPECT_EQ(check_unwritable_file(path, r.run_id, before), "");
+        return;
+    }
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        close(fds[0]);
+        if (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0) _exit(77);
+        std::string res;
+        try {
+            res = check_unwritable_file(path, r.run_id, before);
+        } catch (const std::exception& e) {
+            res = std::string("threw: ") + e.what();
+        }
+        res = "result:" + res;
+        [[maybe_unused]] const auto n = write(fds[1], res.data(), res.size());
+        _exit(0);
+    }
+    close(fds[1]);
+    std::string got;
+    char buf[512];
+    for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) got.append(buf, size_t(n));
+    close(fds[0]);
+    int status = 0;
+    waitpid(child, &status, 0);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 77) GTEST_SKIP() << "root without CAP_SETUID cannot drop to uid 65534";
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+    EXPECT_EQ(got, "result:");
 }
 
 TEST(Store, ExplicitReadOnlyRefusesWrites) {
