@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <string>
 
+#include "ampscope/engine/compare.h"
+
 namespace ampscope::cli {
 namespace {
 
@@ -207,7 +209,7 @@ void print_run_summary(std::ostream& os, const RunResult& r, bool layers, bool c
             os << "    flips:";
             for (size_t i = 0; i < std::min<size_t>(8, c.flips.size()); ++i) {
                 const auto& f = c.flips[i];
-                os << " " << f.sample << "(" << f.tag << " " << f.ref << "->" << f.amp << ", margin " << fmtg(f.ref_margin, 2) << ")";
+                os << " " << f.sample << "(" << f.tag << " " << decision_label(f.ref) << "->" << decision_label(f.amp) << ", margin " << fmtg(f.ref_margin, 2) << ")";
             }
             if (c.flips.size() > 8) os << " ...";
             os << "\n";

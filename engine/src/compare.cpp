@@ -11,13 +11,12 @@ namespace ampscope {
 int decide(const float* scores, int n, double tie_tolerance, TieRule rule) {
     int best = -1;
     for (int i = 0; i < n; ++i) {
-        if (std::isnan(scores[i])) continue;  // NaN never wins; +inf may
+        if (!std::isfinite(scores[i])) return kNonFinite;
         if (best < 0 || scores[i] > scores[best]) best = i;
     }
-    if (best < 0) return -1;
+    if (best < 0) return kNonFinite;  // no scores
     int first_tied = best, tied = 0;
     for (int i = 0; i < n; ++i) {
-        if (std::isnan(scores[i])) continue;
         const bool within = (scores[i] == scores[best]) ||
                             (double(scores[best]) - double(scores[i]) <= tie_tolerance);
         if (within) {
@@ -25,8 +24,12 @@ int decide(const float* scores, int n, double tie_tolerance, TieRule rule) {
             first_tied = std::min(first_tied, i);
         }
     }
-    if (tied > 1) return rule == TieRule::Abstain ? -1 : first_tied;
+    if (tied > 1) return rule == TieRule::Abstain ? kAbstain : first_tied;
     return best;
+}
+
+std::string decision_label(int d) {
+    return d == kAbstain ? "abstain" : d == kNonFinite ? "non-finite" : std::to_string(d);
 }
 
 double margin(const float* scores, int n) {
@@ -140,8 +143,10 @@ Comparison compare(const PassResult& ref, const PassResult& amp,
                 d.worst_index = j;
             }
         }
+        // A non-finite sample is counted once, by finite_outputs (which allow_nonfinite may
+        // pass); it is excluded from the tolerance and flip checks.
         if (!d.finite) finite.samples.push_back(d.sample);
-        if (!d.within_tolerance) tol.samples.push_back(d.sample);
+        else if (!d.within_tolerance) tol.samples.push_back(d.sample);
         if (d.finite) {
             out.max_abs_delta = std::max(out.max_abs_delta, d.abs);
             out.max_rel_delta = std::max(out.max_rel_delta, d.rel);
@@ -158,11 +163,14 @@ Comparison compare(const PassResult& ref, const PassResult& amp,
         finite.detail = "all " + std::to_string(n) + " samples finite";
     }
     tol.passed = tol.samples.empty();
-    tol.detail = std::to_string(tol.samples.size()) + " of " + std::to_string(n) +
-                 " samples outside |amp-ref| <= atol + rtol*|ref|; max |delta| " +
-                 fmt(out.max_abs_delta);
+    const size_t finite_n = n - finite.samples.size();
+    tol.detail = std::to_string(tol.samples.size()) + " of " + std::to_string(finite_n) +
+                 " finite samples outside |amp-ref| <= atol + rtol*|ref|; max |delta| " +
+                 fmt(out.max_abs_delta) +
+                 (finite.samples.empty() ? "" : "; " + std::to_string(finite.samples.size()) + " non-finite samples not compared");
 
     if (is_classifier(k, truth)) {
+        size_t uncounted = 0;
         out.ref_decisions.resize(n);
         out.amp_decisions.resize(n);
         for (size_t i = 0; i < n; ++i) {
@@ -172,14 +180,16 @@ Comparison compare(const PassResult& ref, const PassResult& amp,
             const int ad = decide(as, k, c.tie_tolerance, c.tie_rule);
             out.ref_decisions[i] = rd;
             out.amp_decisions[i] = ad;
-            if (rd != ad) {
+            if (rd != ad) {  // listed; counted as a flip only when both sides decided on finite scores
                 out.flips.push_back({samples[i].id, samples[i].tag, rd, ad, margin(rs, k), margin(as, k)});
-                flips.samples.push_back(samples[i].id);
+                if (rd != kNonFinite && ad != kNonFinite) flips.samples.push_back(samples[i].id);
+                else ++uncounted;
             }
         }
-        flips.passed = int(out.flips.size()) <= c.max_flips;
-        flips.detail = std::to_string(out.flips.size()) + " decision flips (allowed " +
-                       std::to_string(c.max_flips) + ", tie rule " + to_string(c.tie_rule) + ")";
+        flips.passed = int(flips.samples.size()) <= c.max_flips;
+        flips.detail = std::to_string(flips.samples.size()) + " decision flips (allowed " +
+                       std::to_string(c.max_flips) + ", tie rule " + to_string(c.tie_rule) + ")" +
+                       (uncounted ? "; " + std::to_string(uncounted) + " non-finite samples not counted" : "");
     } else {
         flips.detail = "not a classifier: no decisions to flip";
     }

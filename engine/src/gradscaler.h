@@ -59,10 +59,18 @@ struct GradScaler::Impl {
         }
         if (stage == Stage::Stepped) throw std::runtime_error("step() has already been called since the last update().");
         if (stage == Stage::Ready) unscale(params);
-        const bool stepped = found_inf.item<float>() == 0.0f;
-        if (stepped) opt.step();
+        return step_known(opt, found_inf.item<float>() != 0.0f);  // PyTorch's own host read
+    }
+    /// step() when the caller has already read found_inf (after unscale) with its other figures.
+    bool step_known(torch::optim::Optimizer& opt, bool found) {
+        if (!o.enabled) {
+            opt.step();
+            return true;
+        }
+        if (stage != Stage::Unscaled) throw std::runtime_error("step_known() needs unscale() first.");
+        if (!found) opt.step();
         stage = Stage::Stepped;
-        return stepped;
+        return !found;
     }
     bool last_found_inf() const { return found_inf.defined() && found_inf.item<float>() != 0.0f; }
     /// scaler.update()

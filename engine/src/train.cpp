@@ -16,6 +16,7 @@
 #include "ampscope/engine/train.h"
 #include "gradscaler.h"
 #include "internal.h"
+#include "train_parts.h"
 
 namespace ampscope {
 
@@ -53,6 +54,10 @@ void GradScaler::load_state_dict(const ScalerState& s) {
 namespace {
 
 using detail::Model;
+using train_parts::Side;
+using train_parts::load_checkpoint;
+using train_parts::policy_string;
+using train_parts::save_checkpoint;
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainSpec& s, const std::vector<at::Tensor>& params) {
     if (s.optimizer == "sgd")
@@ -73,20 +78,16 @@ double schedule(const TrainSpec& s, int progress) {
     return s.lr;
 }
 
-struct Side {
-    std::unique_ptr<Model> model;
-    std::vector<at::Tensor> params;
-    std::vector<std::string> names;
-    std::unique_ptr<torch::optim::Optimizer> opt;
-};
-
 Side make_side(const TrainSpec& s, const at::Device& device) {
     Side side;
     side.model = detail::load_model(s.model, s.seed);
     side.model->to_device(device);
     side.model->set_train(true);
     for (auto& [name, t] : side.model->named_state()) {
-        if (!t.requires_grad()) continue;
+        if (!t.requires_grad()) {
+            side.buffers.emplace_back(name, t);
+            continue;
+        }
         side.names.push_back(name);
         side.params.push_back(t);
     }
@@ -106,21 +107,21 @@ at::Tensor loss_of(const TrainSpec& s, const at::Tensor& out, const detail::Prob
     return F::mse_loss(out.reshape({e - b, -1}), t);
 }
 
-double norm_of(const std::vector<at::Tensor>& params) {
-    double sq = 0;
-    for (const auto& p : params)
-        if (p.grad().defined()) sq += p.grad().to(at::kDouble).pow(2).sum().item<double>();
-    return std::sqrt(sq);
+/// ||w_amp - w_ref||^2 and ||w_ref||^2 on the device (read with the step's other figures).
+std::pair<at::Tensor, at::Tensor> divergence_terms(const Side& a, const Side& ref) {
+    const auto dopt = at::TensorOptions().dtype(at::kDouble).device(ref.params.empty() ? at::Device(at::kCPU) : ref.params[0].device());
+    at::Tensor num = at::zeros({}, dopt), den = at::zeros({}, dopt);
+    at::NoGradGuard ng;
+    for (size_t i = 0; i < a.params.size(); ++i) {
+        num += (a.params[i].detach().to(at::kDouble) - ref.params[i].detach().to(at::kDouble)).pow(2).sum();
+        den += ref.params[i].detach().to(at::kDouble).pow(2).sum();
+    }
+    return {num, den};
 }
 
 /// ||w_amp - w_ref|| / ||w_ref||: NaN when either side's weights are not finite (never 0 for
 /// a broken reference), inf when the reference weights are all zero and the AMP ones are not.
-double divergence(const Side& a, const Side& ref) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < a.params.size(); ++i) {
-        num += (a.params[i].detach().to(at::kDouble) - ref.params[i].detach().to(at::kDouble)).pow(2).sum().item<double>();
-        den += ref.params[i].detach().to(at::kDouble).pow(2).sum().item<double>();
-    }
+double divergence(double num, double den) {
     if (!std::isfinite(num) || !std::isfinite(den)) return std::nan("");
     if (den == 0) return num == 0 ? 0.0 : INFINITY;
     return std::sqrt(num / den);
@@ -167,99 +168,6 @@ void validate_spec(const TrainSpec& s) {
         if (::access(s.checkpoint_dir.c_str(), W_OK) != 0)
             throw InputError(s.checkpoint_dir, "--checkpoint-dir", "is not writable; expected a directory checkpoints can be written to");
     }
-}
-
-std::string policy_string(const TrainSpec& s) {
-    std::string k;
-    for (const auto& g : s.keep_fp32) k += g + ",";
-    return to_string(s.precision) + (s.autocast ? "+autocast" : "") + (s.scaler.enabled ? "+scaler" : "") + "|" + k;
-}
-
-void save_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler, int step,
-                     int effective, const std::string& weights_hash) {
-    torch::serialize::OutputArchive ar;
-    ar.write("ampscope.format", c10::IValue(std::string("ampscope-checkpoint-1")));
-    ar.write("model.source", c10::IValue(s.model));
-    ar.write("model.weights_sha256_at_start", c10::IValue(weights_hash));
-    ar.write("policy", c10::IValue(policy_string(s)));
-    ar.write("step", c10::IValue(int64_t(step)));
-    ar.write("effective_updates", c10::IValue(int64_t(effective)));
-    for (size_t i = 0; i < ref.params.size(); ++i) {
-        ar.write("ref." + ref.names[i], ref.params[i].detach());
-        ar.write("amp." + amp.names[i], amp.params[i].detach());
-    }
-    torch::serialize::OutputArchive ro, ao;
-    ref.opt->save(ro);
-    amp.opt->save(ao);
-    ar.write("ref_optimizer", ro);
-    ar.write("amp_optimizer", ao);
-    const auto st = scaler.state_dict();
-    ar.write("scaler.scale", c10::IValue(st.scale));
-    ar.write("scaler.growth_factor", c10::IValue(st.growth_factor));
-    ar.write("scaler.backoff_factor", c10::IValue(st.backoff_factor));
-    ar.write("scaler.growth_interval", c10::IValue(int64_t(st.growth_interval)));
-    ar.write("scaler._growth_tracker", c10::IValue(int64_t(st.growth_tracker)));
-    ar.write("rng.cpu", at::detail::getDefaultCPUGenerator().get_state());
-    const std::string tmp = path + ".partial";
-    ar.save_to(tmp);
-    std::filesystem::rename(tmp, path);
-}
-
-struct Resumed {
-    int step = 0, effective = 0;
-    bool policy_changed = false;
-};
-
-Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler) {
-    torch::serialize::InputArchive ar;
-    try {
-        ar.load_from(path);
-    } catch (const std::exception& e) {
-        std::string w = e.what();
-        throw InputError(path, "--resume", "not a readable ampscope checkpoint: " + w.substr(0, w.find('\n')));
-    }
-    auto read = [&](const std::string& key) {
-        c10::IValue v;
-        if (!ar.try_read(key, v)) throw InputError(path, key, "missing from the checkpoint; expected an ampscope checkpoint");
-        return v;
-    };
-    if (read("ampscope.format").toStringRef() != "ampscope-checkpoint-1")
-        throw InputError(path, "ampscope.format", "unknown checkpoint format");
-    for (auto* side : {&ref, &amp}) {
-        const std::string prefix = side == &ref ? "ref." : "amp.";
-        for (size_t i = 0; i < side->params.size(); ++i) {
-            at::Tensor t;
-            if (!ar.try_read(prefix + side->names[i], t))
-                throw InputError(path, prefix + side->names[i], "missing: the checkpoint is for another model than " + s.model);
-            if (t.sizes() != side->params[i].sizes())
-                throw InputError(path, prefix + side->names[i], "has shape " + c10::str(t.sizes()) + "; the model's is " +
-                                                                    c10::str(side->params[i].sizes()) + " (another model?)");
-            torch::NoGradGuard ng;
-            side->params[i].copy_(t);
-        }
-    }
-    torch::serialize::InputArchive ro, ao;
-    ar.read("ref_optimizer", ro);
-    ar.read("amp_optimizer", ao);
-    ref.opt->load(ro);
-    amp.opt->load(ao);
-    ScalerState st;
-    st.scale = read("scaler.scale").toDouble();
-    st.growth_factor = read("scaler.growth_factor").toDouble();
-    st.backoff_factor = read("scaler.backoff_factor").toDouble();
-    st.growth_interval = int(read("scaler.growth_interval").toInt());
-    st.growth_tracker = int(read("scaler._growth_tracker").toInt());
-    if (scaler.enabled()) scaler.load_state_dict(st);
-    at::Tensor rng;
-    if (ar.try_read("rng.cpu", rng)) {
-        auto gen = at::detail::getDefaultCPUGenerator();
-        gen.set_state(rng);
-    }
-    Resumed r;
-    r.step = int(read("step").toInt());
-    r.effective = int(read("effective_updates").toInt());
-    r.policy_changed = read("policy").toStringRef() != policy_string(s);
-    return r;
 }
 
 /// Model state (parameters and buffers) kept aside during a diagnostic re-run, so that the
@@ -343,6 +251,212 @@ std::optional<Origin> backward_origin(Side& amp, const std::vector<MicroBatch>& 
     return std::nullopt;
 }
 
+/// One training run's step loop. A step's figures (scale, losses, gradient norm, underflow,
+/// non-finite flags, weight divergence) stay on the device. With guards on they are read
+/// once per step, before the optimizer step (where the diagnostic re-runs need them), and the
+/// previous step's divergence rides along in the same read; with guards off nothing is read
+/// per step but GradScaler's own found_inf (as PyTorch's step does): the figures of all steps
+/// are read once, after the last one, and the steps are recorded then.
+struct Session {
+    const TrainSpec& s;
+    const detail::ProbeSet& data;
+    const at::Device& device;
+    Side& ref;
+    Side& amp;
+    GradScaler& scaler;
+    TrainResult& res;
+    TrainSink* sink;
+    int effective = 0;
+    int64_t cursor = 0;
+    bool reference_invalid = false;
+
+    enum Fig { kScale, kLossRef, kLossAmp, kGradSq, kUnderflow, kOutBad, kLossBad, kFound, kPrevNum, kPrevDen, kPrevTracker, kFigs };
+    struct Pending {
+        TrainStep rec;
+        at::Tensor figures;           ///< [kFigs] doubles on the device, until read (guards off)
+        at::Tensor div_num, div_den;  ///< after this step's update, until read
+        at::Tensor tracker;           ///< GradScaler's growth tracker after the update (double)
+        bool found_known = false;     ///< found_inf already known on the host
+    };
+    std::vector<Pending> pending;
+
+    at::TensorOptions dopt() const { return at::TensorOptions().dtype(at::kDouble).device(device); }
+
+    /// Forward and backward of every micro-batch on both sides; fills figures on the device.
+    std::vector<MicroBatch> forward_backward(int step, bool first, at::Tensor* f) {
+        auto& ctx = detail::pass_context();
+        const int64_t n = data.inputs[0].size(0);
+        std::vector<MicroBatch> micro_batches;
+        for (int micro = 0; micro < s.accumulate; ++micro) {
+            const int64_t b = cursor, e = std::min(n, cursor + s.batch_size);
+            cursor = e >= n ? 0 : e;
+            std::vector<at::Tensor> in;
+            for (const auto& t : data.inputs) in.push_back(t.slice(0, b, e).to(device));
+            const uint64_t seed = s.seed * 1000003 + uint64_t(step) * 131 + uint64_t(micro);
+            micro_batches.push_back({in, b, e, seed});
+            torch::manual_seed(seed);  // reference: FP32
+            ctx.keep_fp32.clear();
+            auto out_r = ref.model->forward(in);
+            if (first && micro == 0)  // the model's width is known only now
+                detail::check_outputs_fit(data, s.data, int(out_r.dim() ? out_r.numel() / std::max<int64_t>(1, out_r.size(0)) : 0));
+            auto l_r = loss_of(s, out_r, data, b, e, device) / double(s.accumulate);
+            l_r.backward();
+            f[kLossRef] += l_r.detach().to(at::kDouble);
+            torch::manual_seed(seed);  // AMP: autocast around forward and loss, backward outside
+            ctx.keep_fp32 = s.keep_fp32;
+            at::Tensor l_a;
+            {
+                auto [out_a, loss] = amp_forward_loss(amp, in, data, b, e, s, device);
+                l_a = loss;
+                if (s.guards) {
+                    const auto out_bad = out_a.isfinite().all().logical_not().to(at::kDouble);
+                    f[kOutBad] = at::maximum(f[kOutBad], out_bad);
+                    f[kLossBad] = at::maximum(f[kLossBad], (1.0 - out_bad) * l_a.isfinite().all().logical_not().to(at::kDouble));
+                }
+            }
+            ctx.keep_fp32.clear();
+            auto scaled = scaler.impl().scale_loss(l_a);
+            if (micro == 0 && scaler.enabled()) f[kScale] = scaler.impl().scale.detach().to(at::kDouble).clone();
+            scaled.backward();
+            f[kLossAmp] += l_a.detach().to(at::kDouble);
+        }
+        return micro_batches;
+    }
+
+    /// Unscale, clip, and the AMP side's gradient figures (on the device).
+    void gradient_figures(at::Tensor* f) {
+        scaler.impl().unscale(amp.params);
+        for (const auto& p : amp.params)
+            if (p.grad().defined()) f[kGradSq] += p.grad().to(at::kDouble).pow(2).sum();
+        if (s.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(amp.params, s.clip_grad_norm);
+        if (s.guards) {
+            at::NoGradGuard ng;
+            for (size_t i = 0; i < amp.params.size() && i < ref.params.size(); ++i) {
+                const auto& ga = amp.params[i].grad();
+                const auto& gr = ref.params[i].grad();
+                if (ga.defined() && gr.defined()) f[kUnderflow] += (ga.eq(0) & gr.ne(0)).sum().to(at::kDouble);
+            }
+        }
+        f[kFound] = scaler.enabled() ? scaler.impl().found_inf.to(at::kDouble) : f[kGradSq].isfinite().logical_not().to(at::kDouble);
+    }
+
+    void run_step(int step, int start_step) {
+        Pending p;
+        TrainStep& rec = p.rec;
+        rec.step = step;
+        rec.lr = schedule(s, s.lr_per_iteration ? step : effective);
+        set_lr(*ref.opt, rec.lr);
+        set_lr(*amp.opt, rec.lr);
+        ref.opt->zero_grad();
+        amp.opt->zero_grad();
+        std::vector<at::Tensor> f(kFigs);
+        for (auto& t : f) t = at::zeros({}, dopt());
+        f[kScale] = at::ones({}, dopt());
+        const auto micro_batches = forward_backward(step, step == start_step, f.data());
+        if (s.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(ref.params, s.clip_grad_norm);
+        ref.opt->step();
+        gradient_figures(f.data());
+        if (s.guards) {
+            Pending* prev = pending.empty() ? nullptr : &pending.back();
+            if (prev) f[kPrevNum] = prev->div_num, f[kPrevDen] = prev->div_den, f[kPrevTracker] = prev->tracker;
+            const auto host = at::stack(f).to(at::kCPU);  // the step's one read
+            const double* h = host.data_ptr<double>();
+            if (prev) {
+                emit(*prev, h[kPrevNum], h[kPrevDen], h[kPrevTracker]);
+                pending.pop_back();
+            }
+            apply(p, h);
+            diagnose(p, micro_batches);  // before the optimizer step changes any weight
+            const bool stepped = scaler.impl().step_known(*amp.opt, h[kFound] != 0);
+            p.rec.skipped = !stepped;
+        } else {
+            p.figures = at::stack(f);
+            p.rec.skipped = !scaler.impl().step(*amp.opt, amp.params);
+            p.found_known = scaler.enabled();
+            p.rec.found_inf = p.rec.skipped;
+        }
+        scaler.impl().update();
+        if (!p.rec.skipped) ++effective;
+        p.rec.effective_updates = effective;
+        std::tie(p.div_num, p.div_den) = divergence_terms(amp, ref);
+        p.tracker = scaler.enabled() ? scaler.impl().tracker.to(at::kDouble).clone() : at::full({}, -1.0, dopt());
+        pending.push_back(std::move(p));
+    }
+
+    /// Host values of a step's figures into its record.
+    void apply(Pending& p, const double* h) {
+        TrainStep& rec = p.rec;
+        rec.scale = h[kScale];
+        rec.loss_ref = h[kLossRef];
+        rec.loss_amp = h[kLossAmp];
+        rec.grad_norm = std::sqrt(h[kGradSq]);
+        rec.grad_underflow = int64_t(h[kUnderflow]);
+        const bool grads_nonfinite = !std::isfinite(rec.grad_norm);
+        rec.found_inf = h[kFound] != 0;
+        if (h[kOutBad] != 0) rec.nonfinite_stage = "forward";
+        else if (h[kLossBad] != 0) rec.nonfinite_stage = "loss";
+        else if (rec.found_inf || grads_nonfinite) rec.nonfinite_stage = "gradient";
+        if (rec.nonfinite_stage == "loss")
+            rec.origin = Origin{"loss", "", s.loss == "ce" ? "aten::cross_entropy_loss" : "aten::mse_loss", -1, {}, {}};
+    }
+
+    /// Where values went non-finite: re-runs before the step changes any weight (guards on).
+    void diagnose(Pending& p, const std::vector<MicroBatch>& micro_batches) {
+        TrainStep& rec = p.rec;
+        if (rec.nonfinite_stage == "forward") rec.origin = forward_origin(amp, micro_batches, s, device);
+        else if (rec.nonfinite_stage == "gradient") rec.origin = backward_origin(amp, micro_batches, data, s, device, scaler);
+        if (rec.nonfinite_stage == "gradient" && !rec.origin) {
+            // No answer from the probe: the parameter nearest the output whose gradient is
+            // non-finite (backward runs in reverse). Reads only on this rare path.
+            for (size_t i = amp.params.size(); !rec.origin && i-- > 0;) {
+                const auto& g = amp.params[i].grad();
+                if (g.defined() && !g.isfinite().all().item<bool>()) {
+                    const auto& nm = amp.names[i];
+                    const auto dot = nm.rfind('.');
+                    rec.origin = Origin{"backward", dot == std::string::npos ? "" : nm.substr(0, dot), "grad of " + nm, -1, {}, {}};
+                }
+            }
+        }
+    }
+
+    /// Completes a step with its divergence and records it.
+    void emit(Pending& p, double num, double den, double tracker) {
+        TrainStep& rec = p.rec;
+        rec.divergence = divergence(num, den);
+        rec.growth_tracker = int(tracker);
+        if (!reference_invalid && (!std::isfinite(rec.loss_ref) || (std::isnan(rec.divergence) && reference_broken(ref)))) {
+            reference_invalid = true;
+            res.warnings.push_back("invalid_reference: the FP32 reference is not finite from step " + std::to_string(rec.step) +
+                                   " (loss " + c10::str(rec.loss_ref) + "); its divergence is reported as nan, not judged");
+        }
+        res.steps.push_back(rec);
+        if (sink) sink->step_finished(rec);
+    }
+
+    /// After the last step: the one read of everything still on the device.
+    void finish() {
+        if (pending.empty()) return;
+        std::vector<at::Tensor> all;
+        for (const auto& p : pending) {
+            if (p.figures.defined()) all.push_back(p.figures);
+            all.push_back(at::stack({p.div_num, p.div_den, p.tracker}));
+        }
+        const auto host = at::cat(all).to(at::kCPU);
+        const double* h = host.data_ptr<double>();
+        for (auto& p : pending) {
+            if (p.figures.defined()) {
+                const bool skipped = p.rec.skipped, known = p.found_known;
+                apply(p, h);
+                if (known) p.rec.found_inf = skipped;
+                h += kFigs;
+            }
+            emit(p, h[0], h[1], h[2]);
+            h += 3;
+        }
+        pending.clear();
+    }
+};
+
 }  // namespace
 
 TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObserver* progress) {
@@ -364,10 +478,12 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
     detail::check_fp32_regions(*amp.model, s.keep_fp32);
     GradScaler scaler(res.backend.device, s.scaler);
     int start_step = 0, effective = 0;
+    int64_t resumed_cursor = -1;
     if (!s.resume.empty()) {
-        auto r = load_checkpoint(s.resume, s, ref, amp, scaler);
+        auto r = load_checkpoint(s.resume, s, ref, amp, scaler, device);
         start_step = r.step;
         effective = r.effective;
+        resumed_cursor = r.cursor;
         res.resumed_from = s.resume;
         res.policy_changed = r.policy_changed;
         if (r.policy_changed)
@@ -380,132 +496,31 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
     const std::string weights_hash = res.model.weights_sha256;
     auto& ctx = detail::pass_context();
     ctx.device_type = device.type();
-    bool reference_invalid = false;
+    Session ss{s, data, device, ref, amp, scaler, res, sink, 0, 0, false, {}};
+    ss.effective = effective;
+    // Batches in file order, restarting after a short last batch: the cursor of a resumed
+    // run is where the uninterrupted run would be (or what the checkpoint recorded).
+    const int64_t per_epoch = (n + s.batch_size - 1) / s.batch_size;
+    ss.cursor = resumed_cursor >= 0 && resumed_cursor < n ? resumed_cursor
+                                                           : (int64_t(start_step) * s.accumulate % per_epoch) * s.batch_size;
     try {
-        int64_t cursor = int64_t(start_step) * s.accumulate * s.batch_size % n;
         for (int step = start_step; step < s.steps; ++step) {
             if (progress) {
                 if (progress->cancel_requested()) throw Cancelled();
                 progress->progress("train", step - start_step, s.steps - start_step);
             }
-            TrainStep rec;
-            rec.step = step;
-            rec.scale = scaler.get_scale();
-            const int progress_count = s.lr_per_iteration ? step : effective;
-            rec.lr = schedule(s, progress_count);
-            set_lr(*ref.opt, rec.lr);
-            set_lr(*amp.opt, rec.lr);
-            ref.opt->zero_grad();
-            amp.opt->zero_grad();
-            double loss_ref = 0, loss_amp = 0;
-            bool out_nonfinite = false, loss_nonfinite = false;
-            std::vector<MicroBatch> micro_batches;
-            for (int micro = 0; micro < s.accumulate; ++micro) {
-                const int64_t b = cursor, e = std::min(n, cursor + s.batch_size);
-                cursor = e >= n ? 0 : e;
-                std::vector<at::Tensor> in;
-                for (const auto& t : data.inputs) in.push_back(t.slice(0, b, e).to(device));
-                micro_batches.push_back({in, b, e, s.seed * 1000003 + uint64_t(step) * 131 + uint64_t(micro)});
-                // reference: FP32
-                torch::manual_seed(s.seed * 1000003 + uint64_t(step) * 131 + uint64_t(micro));
-                ctx.keep_fp32.clear();
-                auto out_r = ref.model->forward(in);
-                if (step == start_step && micro == 0)  // the model's width is known only now
-                    detail::check_outputs_fit(data, s.data, int(out_r.dim() ? out_r.numel() / std::max<int64_t>(1, out_r.size(0)) : 0));
-                auto l_r = loss_of(s, out_r, data, b, e, device) / double(s.accumulate);
-                l_r.backward();
-                loss_ref += l_r.item<double>();
-                // AMP: autocast region around forward and loss, backward outside (the recipe)
-                torch::manual_seed(s.seed * 1000003 + uint64_t(step) * 131 + uint64_t(micro));
-                ctx.keep_fp32 = s.keep_fp32;
-                at::Tensor l_a;
-                {
-                    auto [out_a, loss] = amp_forward_loss(amp, in, data, b, e, s, device);
-                    l_a = loss;
-                    if (s.guards) {
-                        if (!out_a.isfinite().all().item<bool>()) out_nonfinite = true;
-                        else if (!l_a.isfinite().all().item<bool>()) loss_nonfinite = true;
-                    }
-                }
-                ctx.keep_fp32.clear();
-                scaler.impl().scale_loss(l_a).backward();
-                loss_amp += l_a.item<double>();
-            }
-            rec.loss_ref = loss_ref;
-            rec.loss_amp = loss_amp;
-            // reference step
-            if (s.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(ref.params, s.clip_grad_norm);
-            ref.opt->step();
-            // AMP: unscale once (after accumulation), then clip, then step (skipped on inf)
-            scaler.impl().unscale(amp.params);
-            rec.grad_norm = norm_of(amp.params);
-            if (s.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(amp.params, s.clip_grad_norm);
-            bool grads_nonfinite = !std::isfinite(rec.grad_norm);
-            if (s.guards) {
-                at::NoGradGuard ng;
-                at::Tensor lost = at::zeros({}, at::TensorOptions().dtype(at::kLong).device(device));
-                for (size_t i = 0; i < amp.params.size() && i < ref.params.size(); ++i) {
-                    const auto& ga = amp.params[i].grad();
-                    const auto& gr = ref.params[i].grad();
-                    if (ga.defined() && gr.defined()) lost += (ga.eq(0) & gr.ne(0)).sum();
-                }
-                rec.grad_underflow = lost.item<int64_t>();  // one host read per step
-            }
-            // Where values went non-finite: re-runs before the step changes any weight.
-            std::optional<Origin> rerun_origin;
-            if (s.guards && out_nonfinite) rerun_origin = forward_origin(amp, micro_batches, s, device);
-            else if (s.guards && !loss_nonfinite && (grads_nonfinite || (scaler.enabled() && scaler.impl().last_found_inf())))
-                rerun_origin = backward_origin(amp, micro_batches, data, s, device, scaler);
-            if (scaler.enabled()) {
-                rec.found_inf = scaler.impl().last_found_inf();
-                const bool stepped = scaler.impl().step(*amp.opt, amp.params);
-                rec.skipped = !stepped;
-                scaler.impl().update();
-            } else {
-                rec.found_inf = grads_nonfinite;
-                amp.opt->step();  // without a scaler nothing skips: non-finite values go into the weights
-            }
-            if (!rec.skipped) ++effective;
-            rec.effective_updates = effective;
-            rec.divergence = divergence(amp, ref);
-            if (!reference_invalid && (!std::isfinite(loss_ref) || (std::isnan(rec.divergence) && reference_broken(ref)))) {
-                reference_invalid = true;
-                res.warnings.push_back("invalid_reference: the FP32 reference is not finite from step " + std::to_string(step) +
-                                       " (loss " + c10::str(loss_ref) + "); its divergence is reported as nan, not judged");
-            }
-            if (out_nonfinite) {
-                rec.nonfinite_stage = "forward";
-                rec.origin = rerun_origin;
-            } else if (loss_nonfinite) {
-                rec.nonfinite_stage = "loss";
-                rec.origin = Origin{"loss", "", s.loss == "ce" ? "aten::cross_entropy_loss" : "aten::mse_loss", -1, {}, {}};
-            } else if (rec.found_inf || grads_nonfinite) {
-                rec.nonfinite_stage = "gradient";
-                rec.origin = rerun_origin;
-                // Without the probe's answer (guards off): the parameter nearest the output whose
-                // gradient is non-finite (backward runs in reverse).
-                for (size_t i = amp.params.size(); !rec.origin && i-- > 0;) {
-                    const auto& g = amp.params[i].grad();
-                    if (g.defined() && !g.isfinite().all().item<bool>()) {
-                        const auto& nm = amp.names[i];
-                        const auto dot = nm.rfind('.');
-                        rec.origin = Origin{"backward", dot == std::string::npos ? "" : nm.substr(0, dot),
-                                            "grad of " + nm, -1, {}, {}};
-                        break;
-                    }
-                }
-            }
-            res.steps.push_back(rec);
-            if (sink) sink->step_finished(rec);
+            ss.run_step(step, start_step);
             if (s.checkpoint_every > 0 && (step + 1) % s.checkpoint_every == 0) {
                 const auto path = (std::filesystem::path(s.checkpoint_dir) /
                                    ("ampscope-" + res.run_id.substr(0, 8) + "-step" + std::to_string(step + 1) + ".ckpt")).string();
-                save_checkpoint(path, s, ref, amp, scaler, step + 1, effective, weights_hash);
+                save_checkpoint(path, s, ref, amp, scaler, {step + 1, ss.effective, ss.cursor}, weights_hash, device);
                 res.checkpoints.push_back(path);
                 if (sink) sink->checkpoint_written(path, step + 1);
             }
         }
+        ss.finish();
     } catch (const Cancelled& e) {
+        ss.finish();  // the steps that ran are recorded
         if (sink) sink->train_failed("cancelled", e.what());
         throw;
     } catch (const InputError& e) {
@@ -515,8 +530,9 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
         if (sink) sink->train_failed("failed", e.what());
         throw ModelError(std::string("training failed: ") + e.what());
     }
+    const int effective_end = ss.effective;
     res.iterations = int(res.steps.size());
-    res.effective_updates = effective;
+    res.effective_updates = effective_end;
     for (const auto& st : res.steps) res.skipped += st.skipped;
     res.final_scale = scaler.get_scale();
     if (s.lr_per_iteration && res.skipped > 0)

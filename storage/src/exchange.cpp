@@ -243,8 +243,13 @@ ImportResult import_file(Store& into, const std::string& file) {
     }
     ImportResult res;
     for (const auto& l : runs) {
-        if (into.insert_run(l.run, l.status, l.error, l.notes, l.review)) ++res.added;
-        else ++res.skipped;
+        try {  // each run in its own transaction: a refused one leaves the earlier ones
+            if (into.insert_run(l.run, l.status, l.error, l.notes, l.review)) ++res.added;
+            else ++res.skipped;
+        } catch (const sql::Error& e) {
+            throw StoreError(file + ": run " + l.run.run_id + " cannot be imported (inconsistent content: " + e.what() +
+                             "); " + std::to_string(res.added) + " earlier run(s) were imported");
+        }
     }
     return res;
 }

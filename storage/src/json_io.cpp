@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "ampscope/storage/json_io.h"
 
+#include "ampscope/engine/compare.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -210,6 +212,7 @@ std::string train_to_json(const TrainResult& r, int indent) {
                               {"effective_updates", st.effective_updates}, {"grad_norm", num(st.grad_norm)},
                               {"lr", num(st.lr)}, {"divergence", num(st.divergence)},
                               {"grad_underflow", st.grad_underflow >= 0 ? ordered_json(st.grad_underflow) : ordered_json(nullptr)},
+                              {"growth_tracker", st.growth_tracker >= 0 ? ordered_json(st.growth_tracker) : ordered_json(nullptr)},
                               {"nonfinite_stage", st.nonfinite_stage.empty() ? ordered_json(nullptr) : ordered_json(st.nonfinite_stage)},
                               {"origin", origin_json(st.origin)}});
     j["summary"] = {{"iterations", r.iterations}, {"effective_updates", r.effective_updates}, {"skipped", r.skipped},
@@ -300,14 +303,20 @@ ordered_json comparison_json(const Comparison& c, bool with_outputs) {
                                 {"finite", d.finite}, {"within_tolerance", d.within_tolerance}});
     cj["flips"] = ordered_json::array();
     for (const auto& f : c.flips)
-        cj["flips"].push_back({{"sample", f.sample}, {"tag", f.tag}, {"ref", f.ref}, {"amp", f.amp},
+        cj["flips"].push_back({{"sample", f.sample}, {"tag", f.tag}, {"ref", decision_json(f.ref)}, {"amp", decision_json(f.amp)},
                                {"ref_margin", num(f.ref_margin)}, {"amp_margin", num(f.amp_margin)}});
     cj["criteria"] = ordered_json::array();
     for (const auto& k : c.criteria)
         cj["criteria"].push_back({{"name", k.name}, {"passed", k.passed}, {"detail", k.detail}, {"samples", k.samples}});
     if (with_outputs) {
-        cj["ref_decisions"] = c.ref_decisions;
-        cj["amp_decisions"] = c.amp_decisions;
+/// A decision in JSON: the class index, -1 for abstain (as before), "non-finite" for a score
+/// vector with NaN/Inf (never shown as a class or as abstain).
+ordered_json decision_json(int d) { return d == kNonFinite ? ordered_json("non-finite") : ordered_json(d); }
+
+        cj["ref_decisions"] = ordered_json::array();
+        cj["amp_decisions"] = ordered_json::array();
+        for (int d : c.ref_decisions) cj["ref_decisions"].push_back(decision_json(d));
+        for (int d : c.amp_decisions) cj["amp_decisions"].push_back(decision_json(d));
     }
     return cj;
 }

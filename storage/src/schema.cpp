@@ -121,6 +121,10 @@ CREATE TABLE layer_chunks(
         R"sql(
 ALTER TABLE training_steps ADD COLUMN grad_underflow INTEGER;
 )sql",
+        // v6: GradScaler's growth tracker per training step
+        R"sql(
+ALTER TABLE training_steps ADD COLUMN growth_tracker INTEGER;
+)sql",
     };
     return m;
 }

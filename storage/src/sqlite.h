@@ -9,11 +9,16 @@
 #include <string>
 #include <vector>
 
+#include "ampscope/storage/store.h"
+
 namespace ampscope::storage::sql {
 
-class Error : public std::runtime_error {
+/// An SQLite failure. A StoreError, so that a damaged or hostile file that only fails deep
+/// inside a read or an import (malformed pages, violated constraints) still reaches the user
+/// as a database problem (exit 2), never as an untyped runtime error.
+class Error : public StoreError {
 public:
-    using std::runtime_error::runtime_error;
+    using StoreError::StoreError;
 };
 
 [[noreturn]] inline void fail(sqlite3* db, const std::string& what) {

@@ -337,6 +337,7 @@ std::string Store::kind(const std::string& uuid) const {
     return s.step() ? s.text(0) : std::string();
 }
 
+    const std::string tracker = schema_version() >= 6 ? "COALESCE(t.growth_tracker, -1)" : "-1";
 std::string Store::header_json(const std::string& uuid) const {
     Stmt s(db_, "SELECT header_json FROM runs WHERE uuid=?1");
     s.bind(1, uuid);
@@ -347,7 +348,7 @@ std::vector<TrainStep> Store::training_steps(const std::string& uuid) const {
     // grad_underflow came with schema v5; a file of an older version opened read-only lacks the column
     const std::string underflow = schema_version() >= 5 ? "COALESCE(t.grad_underflow, -1)" : "-1";
     Stmt s(db_, ("SELECT t.step, t.loss_ref, t.loss_amp, t.scale, t.found_inf, t.skipped, t.effective_updates, t.grad_norm, "
-                 "t.lr, t.divergence, COALESCE(t.nonfinite_stage,''), t.origin_json, " + underflow + " FROM training_steps t "
+                 "t.lr, t.divergence, COALESCE(t.nonfinite_stage,''), t.origin_json, " + underflow + ", " + tracker + " FROM training_steps t "
                  "JOIN runs r ON r.id = t.run_id WHERE r.uuid=?1 ORDER BY t.step").c_str());
     s.bind(1, uuid);
     std::vector<TrainStep> out;
@@ -356,6 +357,7 @@ std::vector<TrainStep> Store::training_steps(const std::string& uuid) const {
         st.step = int(s.i64(0)); st.loss_ref = s.f64(1); st.loss_amp = s.f64(2); st.scale = s.f64(3);
         st.found_inf = s.i64(4); st.skipped = s.i64(5); st.effective_updates = int(s.i64(6)); st.grad_norm = s.f64(7);
         st.lr = s.f64(8); st.divergence = s.f64(9); st.nonfinite_stage = s.text(10);
+        st.growth_tracker = int(s.i64(13));
         if (!s.is_null(11)) {
             const auto o = parse_column(s.text(11), path_, uuid, "training_steps.origin_json");
             try {

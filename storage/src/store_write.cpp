@@ -189,12 +189,13 @@ void TrainWriter::train_started(const TrainResult& h) {
 
 void TrainWriter::step_finished(const TrainStep& st) {
     sql::Transaction t(store_.db_);
-    Stmt s(store_.db_, "INSERT INTO training_steps VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)");
+    Stmt s(store_.db_, "INSERT INTO training_steps VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)");
     s.bind(1, run_id_).bind(2, st.step).bind(3, st.loss_ref).bind(4, st.loss_amp).bind(5, st.scale).bind(6, st.found_inf)
         .bind(7, st.skipped).bind(8, st.effective_updates).bind(9, st.grad_norm).bind(10, st.lr).bind(11, st.divergence);
     if (st.nonfinite_stage.empty()) s.bind_null(12); else s.bind(12, st.nonfinite_stage);
     if (st.origin) s.bind(13, ser::origin(st.origin).dump()); else s.bind_null(13);
     if (st.grad_underflow >= 0) s.bind(14, st.grad_underflow); else s.bind_null(14);
+    if (st.growth_tracker >= 0) s.bind(15, st.growth_tracker); else s.bind_null(15);
     s.run();
     t.commit();
     effective_ = st.effective_updates;

@@ -44,6 +44,31 @@ class DemoStory(unittest.TestCase):
             for f in boundary:
                 self.assertLess(f["ref_margin"], 1e-3)
 
+    def test_nonfinite_samples_are_counted_once_and_shown_as_such(self):
+        edge = set(self.edge_ids())
+        cmp = comparison_of(self.result, "fp16")
+        crit = {c["name"]: c for c in cmp["criteria"]}
+        self.assertEqual(set(crit["finite_outputs"]["samples"]), edge)
+        self.assertFalse(crit["finite_outputs"]["passed"])
+        # excluded from the tolerance and flip checks, listed as non-finite (never as a class or abstain)
+        self.assertFalse(edge & set(crit["score_tolerance"]["samples"]))
+        self.assertFalse(edge & set(crit["decision_flips"]["samples"]))
+        listed = {f["sample"]: f for f in cmp["flips"] if f["sample"] in edge}
+        self.assertEqual(set(listed), edge)
+        self.assertTrue(all(f["amp"] == "non-finite" for f in listed.values()), listed)
+        self.assertIn("8 non-finite samples not counted", crit["decision_flips"]["detail"])
+
+    def test_allow_nonfinite_changes_the_verdict(self):
+        base = ["run", "--model", "demo:transformer", "--probes", "demo", "--device", "cpu", "--precision", "fp16",
+                "--atol", "10", "--rtol", "10", "--max-flips", "100"]
+        rc, strict = run_json(*base)
+        self.assertEqual((rc, strict["verdict"]), (1, "rejected"))
+        rc, allowed = run_json(*base, "--allow-nonfinite")
+        crit = {c["name"]: c for c in comparison_of(allowed, "fp16")["criteria"]}
+        self.assertTrue(crit["finite_outputs"]["passed"])
+        self.assertEqual(len(crit["finite_outputs"]["samples"]), 8)  # still reported
+        self.assertEqual((rc, allowed["verdict"]), (0, "accepted"))
+
     def test_criteria_recorded_before_results(self):
         c = self.result["criteria"]
         self.assertLessEqual(c["fixed_at"], self.result["finished_at"])

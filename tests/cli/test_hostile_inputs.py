@@ -320,6 +320,53 @@ class HostileInputs(unittest.TestCase):
         self.expect(2, ["run", "--model", "demo:mlp", "--probes", "demo", "--device", "cuda:99999999999", "-q"],
                     "--device", "cuda:99999999999")
 
+    def test_ops_and_backend_values(self):
+        rc, _, err = run_cli("ops", "--model", "demo:mlp", "--seed", "-1")
+        self.assertEqual(rc, 2, err)
+        self.assertIn("--seed", err)
+        rc, _, err = run_cli("backend", "--device", "cuda:99999999999")
+        self.assertEqual(rc, 2, err)
+        self.assertIn("--device", err)
+
+    def test_damaged_pages_deep_in_a_database(self):
+        db = self.path("damaged.sqlite")
+        rc, _, err = run_cli("run", "--model", "demo:mlp", "--probes", "demo", "--db", db, "-q")
+        self.assertIn(rc, (0, 1), err)
+        with sqlite3.connect(db) as con:
+            con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            page = con.execute("PRAGMA page_size").fetchone()[0]
+            run = con.execute("SELECT uuid FROM runs").fetchone()[0]
+        pages = os.path.getsize(db) // page
+        with open(db, "r+b") as f:  # scribble over the b-tree pages after the schema page
+            for i in range(2, pages):
+                f.seek(i * page)
+                f.write(bytes([0x0D, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF]) + b"\xAB" * 64)
+        for args in (["list"], ["show", run[:8]], ["show", run[:8], "--json"],
+                     ["export", run[:8], "-o", self.path("damaged.ampscope")]):
+            rc, out, err = run_cli(*args, "--db", db)
+            self.assertEqual(rc, 2, f"{args}: rc {rc}\n{out}\n{err}")
+            self.assertIn(db, err)
+            self.assertNotIn("runtime error", err)
+
+    def test_bundle_whose_rows_break_the_schema_constraints(self):
+        db, bundle = self.path("src.sqlite"), self.path("dup.ampscope")
+        rc, _, err = run_cli("run", "--model", "demo:mlp", "--probes", "demo", "--db", db, "-q")
+        self.assertIn(rc, (0, 1), err)
+        with sqlite3.connect(db) as con:
+            run = con.execute("SELECT uuid FROM runs").fetchone()[0]
+        rc, _, err = run_cli("export", run[:8], "-o", bundle, "--db", db)
+        self.assertEqual(rc, 0, err)
+        with sqlite3.connect(bundle) as con:  # same columns, no primary key, one sample twice
+            con.executescript("""
+                CREATE TABLE d2 AS SELECT * FROM deltas; DROP TABLE deltas; ALTER TABLE d2 RENAME TO deltas;
+                INSERT INTO deltas SELECT * FROM deltas LIMIT 1;""")
+        rc, out, err = run_cli("import", bundle, "--db", self.db)
+        self.assertEqual(rc, 2, f"rc {rc}\n{out}\n{err}")
+        self.assertIn(bundle, err)
+        self.assertIn("cannot be imported", err)
+        self.check_db()  # the refused run left nothing half-written
+        self.assertNotIn(run, self.runs_in(self.db))
+
     # ---- Ctrl-C ---------------------------------------------------------------------------
     def test_second_interrupt_ends_a_model_stuck_in_forward(self):
         p = subprocess.Popen([CLI, "run", "--model", self.models["spins"], "--probes", self.good, "--db", self.db,

@@ -140,6 +140,38 @@ class OracleRun(unittest.TestCase):
             total_flips += len(want_flips)
         self.assertGreater(total_flips, 0, "the near-tie probes should flip at least one decision under AMP")
 
+    @staticmethod
+    def reference_decide(scores, tol, rule):
+        """The tie rule as the README states it, written independently of ampscope."""
+        if not np.all(np.isfinite(scores)):
+            return "non-finite"
+        best = int(np.argmax(scores))
+        tied = [i for i, v in enumerate(scores) if v == scores[best] or float(scores[best]) - float(v) <= tol]
+        if len(tied) > 1:
+            return -1 if rule == "abstain" else min(tied)
+        return best
+
+    def test_tie_rules_with_a_tolerance_match_a_python_reference(self):
+        tol = 1e-3
+        separated = {"lowest-index": 0, "abstain": 0}
+        for rule in ("lowest-index", "abstain"):
+            rc, run = run_json("run", "--model", self.model_path, "--probes", self.probe_path, "--device", DEVICE,
+                               "--precision", "fp16,bf16", "--batch-size", len(self.x), "--outputs",
+                               "--tie-tolerance", tol, "--tie-rule", rule)
+            ref = [self.reference_decide(r, tol, rule) for r in self.expected["fp32"]]
+            for p in ("fp16", "bf16"):
+                amp = [self.reference_decide(r, tol, rule) for r in self.expected[p]]
+                cmp = comparison_of(run, p)
+                self.assertEqual(cmp["ref_decisions"], ref, f"{rule} {p}")
+                self.assertEqual(cmp["amp_decisions"], amp, f"{rule} {p}")
+                want_flips = [f"p{i}" for i in range(len(ref)) if ref[i] != amp[i]]
+                self.assertEqual([f["sample"] for f in cmp["flips"]], want_flips, f"{rule} {p}")
+            argmax = self.expected["fp32"].argmax(1)
+            separated[rule] = sum(1 for i, d in enumerate(ref) if d != int(argmax[i]))
+        # the data must separate the rules from plain argmax, or this test could not fail
+        self.assertGreater(separated["lowest-index"], 0, "no tie whose lowest index differs from argmax")
+        self.assertGreater(separated["abstain"], 0, "no abstention")
+
     def test_verdict_and_exit_status(self):
         self.assertEqual(self.result["verdict"], "rejected")  # flips exceed max_flips 0
         self.assertEqual(self.rc, 1)

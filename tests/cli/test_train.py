@@ -5,6 +5,7 @@ report the same scale every step, the same skipped steps and the same losses (bi
 graph, same kernels, same optimizer arithmetic). Also resume equivalence, bad checkpoints,
 and the demo story."""
 import json
+import math
 import os
 import tempfile
 import unittest
@@ -122,6 +123,41 @@ class TrainOracle(unittest.TestCase):
                     for k in ("loss_ref", "loss_amp", "scale", "skipped", "effective_updates", "divergence", "grad_norm"):
                         self.assertEqual(a[k], b[k], f"{policy} step {a['step']} {k}")
 
+    def test_resume_with_buffers_dropout_and_a_short_last_batch(self):
+        """BatchNorm running statistics (buffers), dropout in train mode, and batch counts that do
+        not divide the data: a resumed run must continue bitwise as the uninterrupted one."""
+        class BnDrop(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc1 = torch.nn.Linear(12, 24)
+                self.bn = torch.nn.BatchNorm1d(24)
+                self.drop = torch.nn.Dropout(0.3)
+                self.fc2 = torch.nn.Linear(24, 3)
+
+            def forward(self, x):
+                return self.fc2(self.drop(torch.relu(self.bn(self.fc1(x)))))
+
+        torch.manual_seed(3)
+        model = os.path.join(self.tmp.name, "bndrop.pt")
+        torch.jit.script(BnDrop()).save(model)
+        g = torch.Generator().manual_seed(2)
+        for n, bs, acc, stop in ((100, 16, 1, 7), (100, 16, 3, 3), (50, 12, 2, 4)):
+            data = os.path.join(self.tmp.name, f"data{n}.pt")
+            torch.save({"inputs": torch.randn(n, 12, generator=g) * 3, "labels": torch.randint(0, 3, (n,), generator=g)}, data)
+            with tempfile.TemporaryDirectory() as d:
+                common = ["--model", model, "--data", data, "--batch-size", bs, "--accumulate", acc, "--lr", 0.05,
+                          "--optimizer", "adam", "--precision", "fp16", "--device", "cpu", "--seed", 5]
+                rc, straight = train_json(*common, "--steps", stop + 5)
+                self.assertIn(rc, (0, 1), straight)
+                rc, first = train_json(*common, "--steps", stop, "--checkpoint-every", stop, "--checkpoint-dir", d)
+                self.assertIn(rc, (0, 1), first)
+                rc, second = train_json(*common, "--steps", stop + 5, "--resume", first["checkpoints"][0])
+                self.assertIn(rc, (0, 1), second)
+                self.assertEqual([s["step"] for s in second["steps"]], list(range(stop, stop + 5)))
+                for a, b in zip(straight["steps"][stop:], second["steps"]):
+                    for k in ("loss_ref", "loss_amp", "scale", "skipped", "divergence", "grad_norm"):
+                        self.assertEqual(a[k], b[k], f"n={n} bs={bs} acc={acc}: step {a['step']} {k}")
+
     def test_resume_with_another_policy_is_an_experiment_change(self):
         with tempfile.TemporaryDirectory() as d:
             common = ["--model", self.model, "--data", self.data, "--device", "cpu"]
@@ -145,6 +181,129 @@ class TrainOracle(unittest.TestCase):
                                  first["checkpoints"][0])
             self.assertEqual(rc, 2, err)
             self.assertIn("another model", err)
+
+
+class WideOracle(unittest.TestCase):
+    """PyTorch's own recipe under every option ampscope offers: the optimizers, clipping after
+    unscale_, gradient accumulation, BF16, a cosine schedule on effective updates, an FP32
+    region (autocast disabled around a module, its input cast to FP32), and GradScaler's scale,
+    skips and growth tracker compared every step."""
+
+    @classmethod
+    def setUpClass(cls):
+        torch.manual_seed(4)
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.model = os.path.join(cls.tmp.name, "net.pt")
+        torch.jit.script(Net()).save(cls.model)
+        g = torch.Generator().manual_seed(6)
+        cls.x = torch.randn(70, 12, generator=g) * 4  # 70 = 4 batches of 16 + a short one
+        cls.y = torch.randint(0, 3, (70,), generator=g)
+        cls.data = os.path.join(cls.tmp.name, "data.pt")
+        torch.save({"inputs": cls.x, "labels": cls.y}, cls.data)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def python_run(self, steps, o):
+        ref, amp = torch.jit.load(self.model), torch.jit.load(self.model)
+        ref.train()
+        amp.train()
+        if o.get("keep_fp32"):  # what --keep-fp32 fc2 does, written the way a user would
+            amp = torch.jit.load(self.model)
+            amp.train()
+        make = {"sgd": lambda p: torch.optim.SGD(p, lr=o["lr"], momentum=0.9, weight_decay=o.get("wd", 0.0)),
+                "adam": lambda p: torch.optim.Adam(p, lr=o["lr"], weight_decay=o.get("wd", 0.0)),
+                "adamw": lambda p: torch.optim.AdamW(p, lr=o["lr"], weight_decay=o.get("wd", 0.0))}[o["opt"]]
+        opt_r, opt_a = make(ref.parameters()), make(amp.parameters())
+        dtype = torch.bfloat16 if o.get("bf16") else torch.float16
+        scaler = torch.amp.GradScaler("cpu", init_scale=o["init"], growth_interval=o["interval"])
+        acc, bs, n = o.get("acc", 1), o["bs"], len(self.x)
+        out, cursor, effective = [], 0, 0
+        with torch.jit.optimized_execution(False):
+            for step in range(steps):
+                lr = o["lr"] * 0.5 * (1 + math.cos(math.pi * min(effective, steps) / steps)) if o.get("cosine") else o["lr"]
+                for opt in (opt_r, opt_a):
+                    for gr in opt.param_groups:
+                        gr["lr"] = lr
+                opt_r.zero_grad()
+                opt_a.zero_grad()
+                loss_r = loss_a = 0.0
+                scale = scaler.get_scale()
+                for _ in range(acc):
+                    b, e = cursor, min(n, cursor + bs)
+                    cursor = 0 if e >= n else e
+                    xb, yb = self.x[b:e], self.y[b:e]
+                    lr_ = F.cross_entropy(ref(xb), yb) / acc
+                    lr_.backward()
+                    loss_r += lr_.item()
+                    with torch.autocast("cpu", dtype=dtype):
+                        if o.get("keep_fp32"):
+                            h = amp.act(amp.fc1(xb))
+                            with torch.autocast("cpu", enabled=False):
+                                logits = amp.fc2(h.float())
+                        else:
+                            logits = amp(xb)
+                        la = F.cross_entropy(logits, yb) / acc
+                    scaler.scale(la).backward()
+                    loss_a += la.item()
+                if o.get("clip"):
+                    torch.nn.utils.clip_grad_norm_(ref.parameters(), o["clip"])
+                opt_r.step()
+                scaler.unscale_(opt_a)
+                if o.get("clip"):
+                    torch.nn.utils.clip_grad_norm_(amp.parameters(), o["clip"])
+                found = sum(v.item() for v in scaler._per_optimizer_states[id(opt_a)]["found_inf_per_device"].values())
+                scaler.step(opt_a)
+                scaler.update()
+                effective += found == 0
+                out.append({"loss_ref": loss_r, "loss_amp": loss_a, "scale": scale, "skipped": found > 0,
+                            "lr": lr, "growth_tracker": int(scaler._growth_tracker.item())})
+        return out
+
+    def check(self, steps, o, exact=True):
+        want = self.python_run(steps, o)
+        args = ["--model", self.model, "--data", self.data, "--steps", steps, "--batch-size", o["bs"], "--lr", o["lr"],
+                "--optimizer", o["opt"], "--init-scale", o["init"], "--growth-interval", o["interval"], "--device", "cpu",
+                "--precision", "bf16" if o.get("bf16") else "fp16", "--accumulate", o.get("acc", 1)]
+        if o["opt"] == "sgd":
+            args += ["--momentum", 0.9]
+        if o.get("wd"):
+            args += ["--weight-decay", o["wd"]]
+        if o.get("clip"):
+            args += ["--clip-grad-norm", o["clip"]]
+        if o.get("cosine"):
+            args += ["--lr-schedule", "cosine"]
+        if o.get("keep_fp32"):
+            args += ["--keep-fp32", "fc2"]
+        rc, got = train_json(*args)
+        self.assertIn(rc, (0, 1), got)
+        skipped = 0
+        for w, g in zip(want, got["steps"], strict=True):
+            where = f"{o} step {g['step']}"
+            for k in ("scale", "lr", "growth_tracker"):
+                self.assertEqual(as_float(g[k]), w[k], f"{where} {k}")
+            self.assertEqual(g["skipped"], w["skipped"], where)
+            for k in ("loss_ref", "loss_amp"):
+                if exact:
+                    self.assertEqual(as_float(g[k]), w[k], f"{where} {k}")
+                else:
+                    self.assertAlmostEqual(as_float(g[k]), w[k], delta=1e-5 * max(1.0, abs(w[k])), msg=f"{where} {k}")
+            skipped += w["skipped"]
+        return skipped
+
+    def test_sgd_clipping_accumulation_cosine(self):
+        skipped = self.check(14, {"opt": "sgd", "lr": 0.05, "bs": 16, "acc": 3, "clip": 0.5, "cosine": True,
+                                  "init": 2.0 ** 24, "interval": 2})
+        self.assertGreater(skipped, 0, "the schedule must follow effective updates across skipped steps")
+
+    def test_adam_and_adamw(self):
+        for opt in ("adam", "adamw"):
+            self.check(10, {"opt": opt, "lr": 0.01, "wd": 0.01, "bs": 16, "init": 2.0 ** 20, "interval": 3}, exact=False)
+
+    def test_bf16_and_an_fp32_region(self):
+        self.check(8, {"opt": "sgd", "lr": 0.05, "bs": 16, "bf16": True, "init": 2.0 ** 10, "interval": 2})
+        self.check(8, {"opt": "sgd", "lr": 0.05, "bs": 16, "keep_fp32": True, "init": 2.0 ** 16, "interval": 2})
 
 
 class DemoTrainingStory(unittest.TestCase):
@@ -181,7 +340,8 @@ class DemoTrainingStory(unittest.TestCase):
             self.assertEqual(rows[0]["status"], "completed")
             import sqlite3
             con = sqlite3.connect(db)
-            steps = con.execute("SELECT step, scale, skipped, effective_updates FROM training_steps ORDER BY step").fetchall()
+            steps = con.execute("SELECT step, scale, skipped, effective_updates, growth_tracker, divergence "
+                                "FROM training_steps ORDER BY step").fetchall()
             ckpts = con.execute("SELECT step, path FROM checkpoints ORDER BY step").fetchall()
             con.close()
             self.assertEqual([s[0] for s in steps], [0, 1, 2, 3])
@@ -189,6 +349,9 @@ class DemoTrainingStory(unittest.TestCase):
                 self.assertEqual(got[1], as_float(want["scale"]))
                 self.assertEqual(bool(got[2]), want["skipped"])
                 self.assertEqual(got[3], want["effective_updates"])
+                self.assertEqual(got[4], want["growth_tracker"])
+                self.assertEqual(got[5], as_float(want["divergence"]))
+            self.assertEqual([s[4] for s in steps], [0, 1, 2, 3])  # demo: skips step 0, then grows its tracker
             self.assertEqual([c[0] for c in ckpts], [2, 4])
             rc, out, _ = run_cli("show", r["run_id"], "--db", db)
             self.assertEqual(rc, 0)

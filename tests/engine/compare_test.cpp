@@ -38,12 +38,22 @@ TEST(Decide, ArgmaxAndTieRules) {
     EXPECT_EQ(decide(near, 3, 0.0, TieRule::LowestIndex), 1);
     EXPECT_EQ(decide(near, 3, 1e-3, TieRule::LowestIndex), 1);  // lowest tied index among {1,2}
     EXPECT_EQ(decide(near, 3, 1e-3, TieRule::Abstain), -1);
+    // The tied set's lowest index is not the argmax: the rules disagree.
+    const float lower_first[] = {0.4999f, 0.5f, 0.1f};
+    EXPECT_EQ(decide(lower_first, 3, 0.0, TieRule::LowestIndex), 1);     // no tolerance: argmax
+    EXPECT_EQ(decide(lower_first, 3, 1e-3, TieRule::LowestIndex), 0);    // tied {0, 1}: lowest
+    EXPECT_EQ(decide(lower_first, 3, 1e-3, TieRule::Abstain), kAbstain);
+    EXPECT_EQ(decide(lower_first, 3, 1e-5, TieRule::LowestIndex), 1);    // 1e-4 apart: not tied
+    // Non-finite scores: no decision (torch.argmax would name the NaN's or the inf's index).
     const float nan[] = {std::numeric_limits<float>::quiet_NaN(), 0.2f, 0.1f};
-    EXPECT_EQ(decide(nan, 3, 0.0, TieRule::LowestIndex), 1);
+    EXPECT_EQ(decide(nan, 3, 0.0, TieRule::LowestIndex), kNonFinite);
     const float allnan[] = {std::nanf(""), std::nanf("")};
-    EXPECT_EQ(decide(allnan, 2, 0.0, TieRule::LowestIndex), -1);
+    EXPECT_EQ(decide(allnan, 2, 0.0, TieRule::Abstain), kNonFinite);
     const float inf[] = {1.0f, std::numeric_limits<float>::infinity()};
-    EXPECT_EQ(decide(inf, 2, 0.0, TieRule::LowestIndex), 1);
+    EXPECT_EQ(decide(inf, 2, 0.0, TieRule::LowestIndex), kNonFinite);
+    EXPECT_EQ(decision_label(kNonFinite), "non-finite");
+    EXPECT_EQ(decision_label(kAbstain), "abstain");
+    EXPECT_EQ(decision_label(3), "3");
 }
 
 TEST(Margin, TopOneMinusTopTwo) {
@@ -99,10 +109,28 @@ TEST(Compare, NonFiniteAndAllowPolicy) {
     EXPECT_FALSE(crit(cmp, "finite_outputs").passed);
     EXPECT_EQ(crit(cmp, "finite_outputs").samples, std::vector<std::string>{"s0"});
     EXPECT_FALSE(cmp.deltas[0].finite);
+    EXPECT_EQ(cmp.verdict, Verdict::Rejected);
+    // The non-finite sample is counted once, by finite_outputs: not by tolerance or flips.
+    EXPECT_TRUE(crit(cmp, "score_tolerance").passed) << crit(cmp, "score_tolerance").detail;
+    EXPECT_TRUE(crit(cmp, "score_tolerance").samples.empty());
+    ASSERT_EQ(cmp.flips.size(), 1u);  // listed, as non-finite
+    EXPECT_EQ(cmp.flips[0].amp, kNonFinite);
+    EXPECT_EQ(cmp.amp_decisions[0], kNonFinite);
+    c.max_flips = 0;
+    cmp = compare(ref, amp, samples(2), {}, c);
+    EXPECT_TRUE(crit(cmp, "decision_flips").passed) << crit(cmp, "decision_flips").detail;
+    EXPECT_NE(crit(cmp, "decision_flips").detail.find("1 non-finite samples not counted"), std::string::npos);
+    // allow_nonfinite changes the verdict: the rest is within tolerance, so accepted.
     c.allow_nonfinite = true;
     cmp = compare(ref, amp, samples(2), {}, c);
     EXPECT_TRUE(crit(cmp, "finite_outputs").passed);
-    EXPECT_FALSE(crit(cmp, "score_tolerance").passed);  // still outside tolerance
+    EXPECT_EQ(cmp.verdict, Verdict::Accepted);
+    // ... but not when a finite sample is outside tolerance.
+    auto amp2 = pass(Precision::Fp16, 2, {std::numeric_limits<float>::quiet_NaN(), 0.0f, 0.5f, 1.0f});
+    cmp = compare(ref, amp2, samples(2), {}, c);
+    EXPECT_FALSE(crit(cmp, "score_tolerance").passed);
+    EXPECT_EQ(crit(cmp, "score_tolerance").samples, std::vector<std::string>{"s1"});
+    EXPECT_EQ(cmp.verdict, Verdict::Rejected);
 }
 
 TEST(Compare, QualityAccuracyAndRegression) {

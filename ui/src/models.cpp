@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ampscope/engine/compare.h"
+
 namespace ampscope::ui {
 
 namespace {
@@ -137,7 +139,7 @@ QVariant SampleModel::data(const QModelIndex& idx, int role) const {
                           .arg(QString::number(d.rel, 'g', 4));
         if (i < cmp.ref_decisions.size())
             tip += QStringLiteral("\ndecision: reference %1, AMP %2%3")
-                       .arg(cmp.ref_decisions[i]).arg(cmp.amp_decisions[i])
+                       .arg(qs(decision_label(cmp.ref_decisions[i])), qs(decision_label(cmp.amp_decisions[i])))
                        .arg(flipped ? QStringLiteral(" (flipped)") : QString());
         return tip;
     }
@@ -150,8 +152,8 @@ QVariant SampleModel::data(const QModelIndex& idx, int role) const {
         if (k == 0) return d.finite ? num(d.abs) : QStringLiteral("non-finite");
         if (k == 1) return d.finite ? num(d.rel) : QStringLiteral("-");
         if (i >= cmp.ref_decisions.size()) return QStringLiteral("-");
-        return flipped ? QStringLiteral("%1 → %2").arg(cmp.ref_decisions[i]).arg(cmp.amp_decisions[i])
-                       : QString::number(cmp.ref_decisions[i]);
+        return flipped ? QStringLiteral("%1 → %2").arg(qs(decision_label(cmp.ref_decisions[i])), qs(decision_label(cmp.amp_decisions[i])))
+                       : qs(decision_label(cmp.ref_decisions[i]));
     }
     if (role == Qt::ForegroundRole) {
         if ((k < 2 && !d.within_tolerance) || (k == 2 && flipped)) return bad();
@@ -181,7 +183,7 @@ QVariant FlipModel::data(const QModelIndex& idx, int role) const {
     if (!idx.isValid() || idx.row() >= int(rows_.size())) return {};
     const auto& r = rows_[size_t(idx.row())];
     if (role != Qt::DisplayRole && role != SortRole) return {};
-    auto cls = [](int c) { return c < 0 ? QStringLiteral("abstain") : QString::number(c); };
+    auto cls = [](int c) { return qs(decision_label(c)); };
     switch (idx.column()) {
     case Precision_: return qs(to_string(r.precision));
     case Sample: return qs(r.flip.sample);

@@ -8,10 +8,19 @@
 
 namespace ampscope {
 
+/// Decisions that are not a class index.
+constexpr int kAbstain = -1;    ///< a tie under TieRule::Abstain
+constexpr int kNonFinite = -2;  ///< a score vector holding NaN or +-Inf: no decision at all
+
 /// Decision for one score vector: argmax, where every score within `tie_tolerance` of the
-/// maximum counts as tied; LowestIndex picks the lowest tied index, Abstain returns -1 on a
-/// tie. Non-finite scores: NaN never wins; returns -1 when no score is finite.
+/// maximum counts as tied; LowestIndex picks the lowest tied index, Abstain returns kAbstain
+/// on a tie. A vector with any NaN or infinite score has no decision: kNonFinite (unlike
+/// torch.argmax, which returns the index of a NaN, or of +inf: neither is a class the model
+/// chose, both are an overflow).
 int decide(const float* scores, int n, double tie_tolerance, TieRule rule);
+
+/// "3", "abstain" or "non-finite": how a decision is shown in tables and summaries.
+std::string decision_label(int decision);
 
 /// Top-1 minus top-2 over finite scores (0 for fewer than two finite scores).
 double margin(const float* scores, int n);

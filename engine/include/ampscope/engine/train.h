@@ -91,6 +91,8 @@ struct TrainStep {
     /// Gradient elements lost to underflow: zero in the AMP gradient (after unscaling) where
     /// the FP32 reference's is not (guards on; -1 when not measured).
     int64_t grad_underflow = -1;
+    /// GradScaler's growth tracker after this step's update (-1 without a scaler).
+    int growth_tracker = -1;
     std::string nonfinite_stage; ///< "" | forward | loss | gradient
     std::optional<Origin> origin;
 };

@@ -19,7 +19,7 @@ struct sqlite3;
 namespace ampscope::storage {
 
 /// Current schema version (PRAGMA user_version).
-constexpr int kSchemaVersion = 5;
+constexpr int kSchemaVersion = 6;
 
 /// Database problems: unreadable, not SQLite, newer schema, hostile content.
 class StoreError : public std::runtime_error {

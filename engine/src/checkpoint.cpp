@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: MIT
+// Training checkpoints: both sides' parameters and buffers, optimizers, GradScaler state, RNG,
+// counters, data cursor and precision policy.
+#include <torch/serialize.h>
+
+#include <filesystem>
+
+#include "ampscope/engine/errors.h"
+#include "train_parts.h"
+
+namespace ampscope::train_parts {
+
+std::string policy_string(const TrainSpec& s) {
+    std::string k;
+    for (const auto& g : s.keep_fp32) k += g + ",";
+    return to_string(s.precision) + (s.autocast ? "+autocast" : "") + (s.scaler.enabled ? "+scaler" : "") + "|" + k;
+}
+
+void save_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler,
+                     const Position& pos, const std::string& weights_hash, const at::Device& device) {
+    const int step = pos.step, effective = pos.effective;
+    torch::serialize::OutputArchive ar;
+    ar.write("ampscope.format", c10::IValue(std::string("ampscope-checkpoint-2")));
+    ar.write("data.cursor", c10::IValue(pos.cursor));
+    for (auto* side : {&ref, &amp})
+        for (const auto& [name, t] : side->buffers) ar.write((side == &ref ? "ref.buffer." : "amp.buffer.") + name, t.detach(), true);
+    ar.write("model.source", c10::IValue(s.model));
+    ar.write("model.weights_sha256_at_start", c10::IValue(weights_hash));
+    ar.write("policy", c10::IValue(policy_string(s)));
+    ar.write("step", c10::IValue(int64_t(step)));
+    ar.write("effective_updates", c10::IValue(int64_t(effective)));
+    for (size_t i = 0; i < ref.params.size(); ++i) {
+        ar.write("ref." + ref.names[i], ref.params[i].detach());
+        ar.write("amp." + amp.names[i], amp.params[i].detach());
+    }
+    torch::serialize::OutputArchive ro, ao;
+    ref.opt->save(ro);
+    amp.opt->save(ao);
+    ar.write("ref_optimizer", ro);
+    ar.write("amp_optimizer", ao);
+    const auto st = scaler.state_dict();
+    ar.write("scaler.scale", c10::IValue(st.scale));
+    ar.write("scaler.growth_factor", c10::IValue(st.growth_factor));
+    ar.write("scaler.backoff_factor", c10::IValue(st.backoff_factor));
+    ar.write("scaler.growth_interval", c10::IValue(int64_t(st.growth_interval)));
+    ar.write("scaler._growth_tracker", c10::IValue(int64_t(st.growth_tracker)));
+    ar.write("rng.cpu", at::detail::getDefaultCPUGenerator().get_state());
+    if (device.is_cuda()) ar.write("rng.cuda", at::globalContext().defaultGenerator(device).get_state());
+    const std::string tmp = path + ".partial";
+    ar.save_to(tmp);
+    std::filesystem::rename(tmp, path);
+}
+
+Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler,
+                        const at::Device& device) {
+    torch::serialize::InputArchive ar;
+    try {
+        ar.load_from(path);
+    } catch (const std::exception& e) {
+        std::string w = e.what();
+        throw InputError(path, "--resume", "not a readable ampscope checkpoint: " + w.substr(0, w.find('\n')));
+    }
+    auto read = [&](const std::string& key) {
+        c10::IValue v;
+        if (!ar.try_read(key, v)) throw InputError(path, key, "missing from the checkpoint; expected an ampscope checkpoint");
+        return v;
+    };
+    const std::string format = read("ampscope.format").toStringRef();
+    if (format != "ampscope-checkpoint-1" && format != "ampscope-checkpoint-2")
+        throw InputError(path, "ampscope.format", "unknown checkpoint format '" + format + "'");
+    for (auto* side : {&ref, &amp})
+        for (auto& [name, buf] : side->buffers) {
+            const std::string key = (side == &ref ? "ref.buffer." : "amp.buffer.") + name;
+            at::Tensor t;
+            if (!ar.try_read(key, t))
+                throw InputError(path, key, format == "ampscope-checkpoint-1"
+                                                ? "missing: checkpoints of this format did not keep buffers (e.g. BatchNorm statistics); resuming would not continue the run faithfully"
+                                                : "missing: the checkpoint is for another model than " + s.model);
+            if (t.sizes() != buf.sizes()) throw InputError(path, key, "has shape " + c10::str(t.sizes()) + "; the model's is " + c10::str(buf.sizes()));
+            torch::NoGradGuard ng;
+            buf.copy_(t);
+        }
+    for (auto* side : {&ref, &amp}) {
+        const std::string prefix = side == &ref ? "ref." : "amp.";
+        for (size_t i = 0; i < side->params.size(); ++i) {
+            at::Tensor t;
+            if (!ar.try_read(prefix + side->names[i], t))
+                throw InputError(path, prefix + side->names[i], "missing: the checkpoint is for another model than " + s.model);
+            if (t.sizes() != side->params[i].sizes())
+                throw InputError(path, prefix + side->names[i], "has shape " + c10::str(t.sizes()) + "; the model's is " +
+                                                                    c10::str(side->params[i].sizes()) + " (another model?)");
+            torch::NoGradGuard ng;
+            side->params[i].copy_(t);
+        }
+    }
+    torch::serialize::InputArchive ro, ao;
+    ar.read("ref_optimizer", ro);
+    ar.read("amp_optimizer", ao);
+    ref.opt->load(ro);
+    amp.opt->load(ao);
+    ScalerState st;
+    st.scale = read("scaler.scale").toDouble();
+    st.growth_factor = read("scaler.growth_factor").toDouble();
+    st.backoff_factor = read("scaler.backoff_factor").toDouble();
+    st.growth_interval = int(read("scaler.growth_interval").toInt());
+    st.growth_tracker = int(read("scaler._growth_tracker").toInt());
+    if (scaler.enabled()) scaler.load_state_dict(st);
+    at::Tensor rng;
+    if (ar.try_read("rng.cpu", rng)) {
+        auto gen = at::detail::getDefaultCPUGenerator();
+        gen.set_state(rng);
+    }
+    if (device.is_cuda() && ar.try_read("rng.cuda", rng)) {
+        auto gen = at::globalContext().defaultGenerator(device);  // a handle to the device's generator
+        gen.set_state(rng);
+    }
+    Resumed r;
+    c10::IValue cursor;
+    if (ar.try_read("data.cursor", cursor)) r.cursor = cursor.toInt();
+    r.step = int(read("step").toInt());
+    r.effective = int(read("effective_updates").toInt());
+    r.policy_changed = read("policy").toStringRef() != policy_string(s);
+    return r;
+}
+
+}  // namespace ampscope::train_parts

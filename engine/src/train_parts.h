@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+// Engine-internal pieces of the training session shared by train.cpp and checkpoint.cpp.
+
+#include <torch/optim.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ampscope/engine/train.h"
+#include "gradscaler.h"
+#include "internal.h"
+
+namespace ampscope::train_parts {
+
+/// One side of the side-by-side run (FP32 reference or AMP): model, parameters, buffers, optimizer.
+struct Side {
+    std::unique_ptr<detail::Model> model;
+    std::vector<at::Tensor> params;
+    std::vector<std::string> names;
+    std::vector<std::pair<std::string, at::Tensor>> buffers;  ///< e.g. BatchNorm running statistics
+    std::unique_ptr<torch::optim::Optimizer> opt;
+};
+
+/// Where a run stands between steps.
+struct Position {
+    int step = 0, effective = 0;
+    int64_t cursor = -1;  ///< first sample of the next batch (-1: not recorded, older checkpoints)
+};
+
+struct Resumed {
+    int step = 0, effective = 0;
+    int64_t cursor = -1;
+    bool policy_changed = false;
+};
+
+/// The precision policy as one string (checkpoints compare it on resume).
+std::string policy_string(const TrainSpec& s);
+
+/// Both models (parameters and buffers), both optimizers, the scaler, RNG (CPU, and CUDA on a
+/// GPU), counters, data cursor and policy; written to PATH.partial and renamed.
+void save_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler,
+                     const Position& pos, const std::string& weights_hash, const at::Device& device);
+
+/// Restores what save_checkpoint wrote; InputError naming the file and key.
+Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler,
+                        const at::Device& device);
+
+}  // namespace ampscope::train_parts
