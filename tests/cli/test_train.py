@@ -12,6 +12,8 @@ import unittest
 
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from common import as_float, run_cli
 
@@ -408,64 +410,115 @@ def finite(ts):
     return all(t is None or bool(torch.isfinite(t).all()) for t in ts)
 
 
+class MidOverflow(torch.nn.Module):
+    """The same overflow planted in a middle block: large activations into `mid`, whose small
+    output keeps the head's gradient finite; mid's weight gradient overflows in FP16."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 64)
+        self.act = torch.nn.ReLU()
+        self.mid = torch.nn.Linear(64, 64)
+        self.act2 = torch.nn.ReLU()
+        self.head = torch.nn.Linear(64, 3)
+        with torch.no_grad():
+            self.fc1.weight.mul_(300.0)
+            self.mid.weight.mul_(0.002)
+
+    def forward(self, x):
+        return self.head(self.act2(self.mid(self.act(self.fc1(x)))))
+
+
+class FirstNonFiniteOp(TorchDispatchMode):
+    """Every ATen op of the backward pass, as the dispatcher runs it: the first whose floating
+    inputs are finite and whose outputs are not."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if self.first is None:
+            leaves = lambda v: [t for t in tree_leaves(v) if isinstance(t, torch.Tensor) and t.is_floating_point()]
+            outs = leaves(out)
+            if outs and finite(leaves((args, kwargs))) and not finite(outs):
+                self.first = func._schema.name
+        return out
+
+
+def python_backward_origin(net, x, y, scale=65536.0):
+    """The user's step in Python with hooks on every autograd node; the origin is the first
+    node to run whose incoming gradients are finite and whose results are not (its module
+    from forward hooks), and the first ATen op inside it that made them non-finite."""
+    module_of = {}
+
+    def remember(name):
+        def hook(mod, inp, out):
+            module_of.setdefault(out.grad_fn, name)  # returns None: the output stays as it is
+        return hook
+
+    handles = [m.register_forward_hook(remember(name)) for name, m in net.named_modules() if name]
+    with torch.autocast("cpu", dtype=torch.float16):
+        loss = F.cross_entropy(net(x), y)
+    for h in handles:
+        h.remove()
+    assert bool(torch.isfinite(loss))
+    scaled = loss * scale
+    events, seen, todo = [], set(), [scaled.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        node.register_hook(lambda gi, go, node=node: events.append((node, finite(go), finite(gi))))
+        todo.extend(n for n, _ in node.next_functions)
+    mode = FirstNonFiniteOp()
+    with mode:
+        torch.autograd.grad(scaled, list(net.parameters()), allow_unused=True)
+    born = [n for n, go_finite, gi_finite in events if go_finite and not gi_finite]
+    assert born, "the planted overflow must happen in Python too"
+    return born[0].name(), module_of.get(born[0], ""), mode.first
+
+
 class BackwardOrigin(unittest.TestCase):
-    def test_gradient_origin_is_the_node_python_hooks_see(self):
-        torch.manual_seed(3)
-        net = Wide()
+    def check(self, net, want_module):
         with tempfile.TemporaryDirectory() as tmp:
-            model = os.path.join(tmp, "wide.pt")
+            model = os.path.join(tmp, "net.pt")
             torch.jit.script(net).save(model)
             g = torch.Generator().manual_seed(4)
             x = torch.randn(64, 8, generator=g)
             y = torch.randint(0, 3, (64,), generator=g)
             data = os.path.join(tmp, "data.pt")
             torch.save({"inputs": x, "labels": y}, data)
-            rc, res = train_json("--model", model, "--data", data, "--steps", 1, "--batch-size", 32,
-                                 "--precision", "fp16", "--db", os.path.join(tmp, "db.sqlite"))
+            args = ["--model", model, "--data", data, "--steps", 3, "--batch-size", 32, "--precision", "fp16", "--no-db"]
+            rc, res = train_json(*args)
+            rc2, unguarded = train_json(*args, "--no-guards")
         self.assertIn(rc, (0, 1), res)
+        self.assertIn(rc2, (0, 1), unguarded)
         step = res["steps"][0]
-
-        # Python: the same step (first batch, scale 2^16) with hooks on every autograd node;
-        # the origin is the first node to run whose incoming gradients are finite and whose
-        # results are not. Forward hooks name the module whose output a node produced.
-        module_of = {}
-
-        def remember(name):
-            def hook(mod, inp, out):
-                module_of.setdefault(out.grad_fn, name)  # returns None: the output stays as it is
-            return hook
-
-        for name, m in net.named_modules():
-            if name:
-                m.register_forward_hook(remember(name))
-        with torch.autocast("cpu", dtype=torch.float16):
-            loss = F.cross_entropy(net(x[:32]), y[:32])
-        self.assertTrue(bool(torch.isfinite(loss)))
-        scaled = loss * 65536.0
-        events, seen, todo = [], set(), [scaled.grad_fn]
-        while todo:
-            node = todo.pop()
-            if node is None or node in seen:
-                continue
-            seen.add(node)
-            node.register_hook(lambda gi, go, node=node: events.append((node, finite(go), finite(gi))))
-            todo.extend(n for n, _ in node.next_functions)
-        torch.autograd.grad(scaled, list(net.parameters()), allow_unused=True)
-        born = [n for n, go_finite, gi_finite in events if go_finite and not gi_finite]
-        self.assertTrue(born, "the planted overflow must happen in Python too")
-        want_node, want_module = born[0].name(), module_of.get(born[0], "")
-
+        want_node, module, want_op = python_backward_origin(net, x[:32], y[:32])
+        self.assertEqual(module, want_module, "the planted overflow is where the test meant it")
         self.assertTrue(step["found_inf"] and step["skipped"], step)
         self.assertEqual(step["nonfinite_stage"], "gradient")
         origin = step["origin"]
         self.assertEqual(origin["stage"], "backward")
         self.assertEqual(origin["grad_fn"], want_node)
-        self.assertEqual(origin["module"], want_module)
-        self.assertEqual(want_module, "head")
-        self.assertTrue(origin["op"].startswith("aten::"), origin)
-        # the training itself is untouched by the diagnostic re-run: step 0 is skipped with
-        # the scale halved, exactly as without guards
-        self.assertEqual(step["scale"], 65536.0)
+        self.assertEqual(origin["module"], module)
+        self.assertEqual(origin["op"], want_op)
+        # the diagnostic re-run leaves the training untouched: every step as without guards
+        # (and so without re-runs): losses, scales, skips, gradient norms, weights' divergence
+        for a, b in zip(res["steps"], unguarded["steps"], strict=True):
+            for k in ("loss_ref", "loss_amp", "scale", "skipped", "effective_updates", "grad_norm", "divergence"):
+                self.assertEqual(a[k], b[k], f"step {a['step']} {k}")
+
+    def test_origin_in_the_head(self):
+        torch.manual_seed(3)
+        self.check(Wide(), "head")
+
+    def test_origin_in_a_middle_block(self):
+        torch.manual_seed(3)
+        self.check(MidOverflow(), "mid")
 
 
 if __name__ == "__main__":
