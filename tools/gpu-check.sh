@@ -1,18 +1,43 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# One-shot GPU check, on a machine with an NVIDIA GPU, Python torch (LibTorch), nvcc, CMake
-# and Ninja but no Qt and no network. Prepare here: tools/fetch-gpu-deps.sh (fills .deps/),
-# then run there from the repository root, carrying .deps:  bash tools/gpu-check.sh
-# It builds engine + storage + CLI + tests with the UI off, runs the GPU tests (statistics
-# kernel vs the CPU kernel), the engine tests, a CUDA demo run and `ampscope-cli bench`,
-# and writes a report to $OUT/gpu-check.txt (or ./gpu-check.txt). Fits one 10-minute call
-# on 16 cores.
-set -uo pipefail
+# One-shot GPU check, on a machine with an NVIDIA GPU, Python torch (the LibTorch it builds
+# against: python3's torch.utils.cmake_prefix_path), nvcc, CMake and Ninja but no Qt and no
+# network. Prepare here: tools/fetch-gpu-deps.sh (fills .deps/), then run there from the
+# repository root, carrying .deps:  bash tools/gpu-check.sh
+# Builds engine + storage + CLI + the engine and GPU tests (UI and benchmarks off), then runs
+# each check below; every check prints one line "PASS|FAIL name figure". Any failure fails
+# the script (exit 1), after every check has run. The report, with each check's output, goes
+# to $OUT/gpu-check.txt (or ./gpu-check.txt). Budget: 8 minutes on 16 cores, build included.
+set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-out=${OUT:-.}/gpu-check.txt
-: > "$out"
-log() { echo "$*" | tee -a "$out"; }
-run() { log "\$ $*"; "$@" 2>&1 | tee -a "$out"; return "${PIPESTATUS[0]}"; }
+t_start=$SECONDS
+out_dir=${OUT:-.}
+report=$out_dir/gpu-check.txt
+logs=$(mktemp -d)
+: > "$report"
+log() { echo "$*" | tee -a "$report"; }
+summary=()
+failed=0
+
+# check NAME FUNCTION [ARGS]: runs FUNCTION in a subshell with errexit in force (a background
+# job, so that `set -e` holds inside it), its output into the report; the last line it
+# prints that starts with "figure: " is the figure of the summary line.
+check() {
+  local name=$1 t0=$SECONDS rc=0 figure
+  shift
+  log "== $name"
+  "$@" > "$logs/$name.log" 2>&1 &
+  wait $! || rc=$?
+  cat "$logs/$name.log" >> "$report"
+  figure=$(grep -a '^figure: ' "$logs/$name.log" | tail -n 1 | cut -c 9-) || true
+  if [ "$rc" -eq 0 ]; then
+    summary+=("$(printf 'PASS %-16s %s (%ss)' "$name" "${figure:-ok}" $((SECONDS - t0)))")
+  else
+    summary+=("$(printf 'FAIL %-16s %s (exit %s, %ss)' "$name" "${figure:-see $report}" "$rc" $((SECONDS - t0)))")
+    failed=$((failed + 1))
+  fi
+  log "${summary[-1]}"
+}
 
 root=$PWD/.deps/root
 if ls .deps/*.deb >/dev/null 2>&1; then
@@ -24,37 +49,127 @@ if ls .deps/*.deb >/dev/null 2>&1; then
   export LD_LIBRARY_PATH="$root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 fi
 py=$(command -v python3)
-log "== machine"; run nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
-run "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))'
-log "== configure + build (UI off)"
-t0=$(date +%s)
-run cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DAMPSCOPE_BUILD_UI=OFF -DAMPSCOPE_BUILD_BENCH=ON \
-  -DAMPSCOPE_HIP_CHECK=OFF -DAMPSCOPE_PYTHON="$py" -DTORCH_CUDA_ARCH_LIST=9.0 -DCMAKE_CUDA_ARCHITECTURES=90 || exit 1
-run cmake --build build-gpu -j"$(nproc)" --target ampscope-cli engine_tests gpu_tests core_tests ampscope_bench || exit 1
-log "build: $(( $(date +%s) - t0 )) s"
-log "== GPU statistics kernel vs CPU kernel"; run build-gpu/tests/gpu_tests
-log "== engine tests"; run build-gpu/tests/engine_tests --gtest_brief=1
-log "== core tests"; run build-gpu/tests/core_tests --gtest_brief=1
-cli=build-gpu/app/ampscope-cli
+log "== machine"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1 | tee -a "$report" || true
+"$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))' 2>&1 | tee -a "$report" || true
+
+log "== configure + build (engine, storage, CLI, engine and GPU tests; UI and benchmarks off)"
+t0=$SECONDS
+{
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DAMPSCOPE_BUILD_UI=OFF -DAMPSCOPE_BUILD_BENCH=OFF \
+    -DAMPSCOPE_HIP_CHECK=OFF -DAMPSCOPE_PYTHON="$py" -DTORCH_CUDA_ARCH_LIST=9.0 -DCMAKE_CUDA_ARCHITECTURES=90 &&
+  cmake --build build-gpu -j"$(nproc)" --target ampscope-cli gpu_tests engine_tests
+} > "$logs/build.log" 2>&1 || { cat "$logs/build.log" >> "$report"; tail -n 40 "$logs/build.log"; log "FAIL build"; exit 1; }
+cat "$logs/build.log" >> "$report"
+summary+=("$(printf 'PASS %-16s %s' build "$((SECONDS - t0)) s")")
+log "${summary[-1]}"
+cli=$PWD/build-gpu/app/ampscope-cli
+gpu_tests=$PWD/build-gpu/tests/gpu_tests
 export AMPSCOPE_DB=$PWD/build-gpu/gpu-check.sqlite
-log "== backend"; run $cli backend --device cuda
-log "== demo story on CUDA"; run $cli run --model demo:transformer --probes demo --device cuda --layers
-log "== GradScaler training on CUDA"; run $cli train --model demo:transformer --data demo --steps 20 --device cuda
-log "== oracle: Python autocast on CUDA vs ampscope"
-AMPSCOPE_CLI=$cli AMPSCOPE_TEST_DEVICE=cuda run "$py" -W ignore tests/cli/test_oracle_run.py
-log "== bench (validated by a tolerant run on CUDA)"
-run $cli run --model demo:transformer --probes demo --device cuda --atol 1 --rtol 1 --max-flips 100 --allow-nonfinite -q
-run $cli bench --model demo:transformer --probes demo --device cuda --batch-size 40
-log "== statistics kernel bandwidth vs device-to-device copy"
-run "$py" - <<'PY'
-import ctypes, time, torch
-x = torch.randn(64 * 2**20 // 4, device="cuda")
-y = torch.empty_like(x)
-torch.cuda.synchronize()
-for _ in range(3): y.copy_(x)
-torch.cuda.synchronize(); t0 = time.perf_counter()
-for _ in range(20): y.copy_(x)
-torch.cuda.synchronize(); copy = (time.perf_counter() - t0) / 20
-print(f"device-to-device copy of 64 MiB: {copy*1e3:.3f} ms ({2*x.numel()*4/copy/1e9:.0f} GB/s)")
+rm -f "$AMPSCOPE_DB"
+json=$logs  # JSON results of the checks (copied to $OUT at the end)
+
+# ---- checks ---------------------------------------------------------------------------------
+# The CUDA statistics kernel against the CPU kernel; the observer on the device against host copies.
+gpu_kernel() {
+  "$gpu_tests" --gtest_brief=1 --gtest_filter='GpuStats.MatchesTheCpuKernel:GpuStats.ObserverOnTheDeviceEqualsHostCopies:GpuStats.DeviceInfoNamesTheDevice'
+  echo "figure: 3 tests"
+}
+# Host synchronisations of instrumented passes (CUDA sync debug mode): one per pass, not per batch.
+host_syncs() {
+  local rc=0
+  "$gpu_tests" --gtest_filter='GpuSync.*' | tee "$json/syncs.txt" || rc=$?
+  echo "figure: at most $(grep -a '^\[ sync' "$json/syncs.txt" | sed 's/.*: \([0-9]*\) host.*/\1/' | sort -n | tail -n 1) host sync(s) per pass"
+  return "$rc"
+}
+kernel_bandwidth() {
+  local rc=0
+  "$gpu_tests" --gtest_filter='GpuStats.KernelBandwidthAgainstADeviceCopy' | tee "$json/bw.txt" || rc=$?
+  echo "figure: $(grep -a '^\[ bandwidth' "$json/bw.txt" | sed 's/^\[ bandwidth \] //')"
+  return "$rc"
+}
+# The CPU statistics on this machine's CPU, both paths (fast and portable), and the notes.
+cpu_stats() {
+  build-gpu/tests/engine_tests --gtest_brief=1 --gtest_filter='Path/TensorStatsTest.*:TensorStatsPath.*:DeviceNotes.*:BenchLabels.*'
+  echo "figure: $(build-gpu/tests/engine_tests --gtest_list_tests --gtest_filter='Path/TensorStatsTest.*:TensorStatsPath.*:DeviceNotes.*:BenchLabels.*' | grep -c '^  ') tests"
+}
+backend() {
+  "$cli" backend --device cuda --json > "$json/backend.json"
+  "$py" - "$json/backend.json" <<'PY'
+import json, sys
+b = json.load(open(sys.argv[1]))
+print(json.dumps(b, indent=1))
+assert b["kind"] == "cuda", b["kind"]
+assert any("on the device by the CUDA statistics kernel" in n for n in b["notes"]), b["notes"]
+print(f"figure: {b['name']}, compute {b['compute_capability']}, CUDA {b['cuda_version']}")
 PY
-log "done"
+}
+# The README's demo story on CUDA: FP16 rejected for 8 non-finite edge samples born in embed.
+demo_story() {
+  local rc=0
+  "$cli" run --model demo:transformer --probes demo --device cuda --layers --json "$json/demo.json" || rc=$?
+  [ "$rc" -eq 1 ] || { echo "expected exit 1 (rejected), got $rc"; return 1; }
+  "$py" - "$json/demo.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+fp16 = next(p for p in r["passes"] if p["precision"] == "fp16")
+o = fp16["origin"]
+print("warnings:", r["warnings"])
+assert r["verdict"] == "rejected", r["verdict"]
+assert len(fp16["nonfinite_samples"]) == 8 and all(s.startswith("edge-") for s in fp16["nonfinite_samples"]), fp16["nonfinite_samples"]
+assert o and o["module"] == "embed" and o["op"] == "aten::matmul", o
+assert not any("per-op statistics on the host" in w for w in r["warnings"]), r["warnings"]
+flips = {c["precision"]: len(c["flips"]) for c in r["comparisons"]}
+print(f"figure: fp16 8 non-finite from embed {o['op']}; flips {flips}")
+PY
+}
+keep_fp32_embed() {
+  local rc=0
+  "$cli" run --model demo:transformer --probes demo --device cuda --precision fp16 --keep-fp32 embed --json "$json/keep.json" -q || rc=$?
+  [ "$rc" -le 1 ] || return "$rc"
+  "$py" -c 'import json,sys; r=json.load(open(sys.argv[1])); p=r["passes"][1]; assert p["nonfinite_samples"]==[], p["nonfinite_samples"]; print("figure: fp16 + keep-fp32 embed: 0 non-finite, verdict", r["verdict"])' "$json/keep.json"
+}
+train_cuda() {
+  "$cli" train --model demo:transformer --data demo --steps 20 --device cuda --json "$json/train.json" -q
+  "$py" -c 'import json,sys; r=json.load(open(sys.argv[1])); s=r["summary"]; print("figure:", s["iterations"], "steps,", s["skipped"], "skipped, final scale", s["final_scale"])' "$json/train.json"
+}
+oracle_cuda() {
+  local rc=0
+  AMPSCOPE_CLI=$cli AMPSCOPE_TEST_DEVICE=cuda "$py" -W ignore tests/cli/test_oracle_run.py 2>&1 | tee "$json/oracle.txt" || rc=$?
+  echo "figure: $(grep -a '^Ran ' "$json/oracle.txt")"
+  return "$rc"
+}
+# bench only after an accepted validation of the same policy: BF16, plain autocast, criteria
+# the demo accepts (README: FP16 is rejected by design; bench has no FP32 regions).
+bench_validated() {
+  "$cli" run --model demo:transformer --probes demo --device cuda --precision bf16 --atol 0.1 --max-flips 40 \
+    --json "$json/validation.json" -q || { echo "the BF16 validation run was not accepted"; return 1; }
+  "$cli" bench --model demo:transformer --probes demo --device cuda --precision bf16 --batch-size 40 --json "$json/bench.json"
+  "$py" - "$json/bench.json" <<'PY'
+import json, sys
+b = json.load(open(sys.argv[1]))
+assert b["validated"] is True, b["validated"]
+assert "CUDA events" in b["timer"] and "caching allocator" in b["memory"], (b["timer"], b["memory"])
+f = {x["precision"]: x for x in b["figures"]}
+assert f["fp32"]["median_ms"] > 0 and f["bf16"]["median_ms"] > 0
+print(f"figure: bf16 {f['bf16']['median_ms']:.3f} ms vs fp32 {f['fp32']['median_ms']:.3f} ms, "
+      f"speed-up {f['bf16']['speedup']:.2f}, memory x{f['bf16']['memory_ratio']:.2f}")
+PY
+}
+
+check gpu-kernel gpu_kernel
+check host-syncs host_syncs
+check kernel-bandwidth kernel_bandwidth
+check cpu-stats cpu_stats
+check backend backend
+check demo-story demo_story
+check keep-fp32-embed keep_fp32_embed
+check train-cuda train_cuda
+check oracle-cuda oracle_cuda
+check bench bench_validated
+
+mkdir -p "$out_dir/gpu-check-json" && cp "$json"/*.json "$out_dir/gpu-check-json/" 2>/dev/null || true
+log "== summary"
+for line in "${summary[@]}"; do log "$line"; done
+log "total: $((SECONDS - t_start)) s, $failed failed"
+[ "$failed" -eq 0 ]

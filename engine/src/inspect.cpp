@@ -17,10 +17,11 @@
 #include "stats_kernel.h"
 
 #ifdef AMPSCOPE_HAVE_GPU_STATS
-#include <c10/cuda/CUDAStream.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include "stats_gpu.h"
 #endif
+#include "gpu/device_notes.h"
 
 namespace ampscope::detail {
 
@@ -173,10 +174,41 @@ TensorStats from_device(const gpu::DeviceStats& d) {
 gpu::DType device_dtype(at::ScalarType t) {
     return t == at::kHalf ? gpu::DType::Float16 : t == at::kBFloat16 ? gpu::DType::BFloat16 : gpu::DType::Float32;
 }
+
+constexpr int64_t kSlot = int64_t(sizeof(gpu::DeviceStats));
+static_assert(kSlot % 4 == 0, "slots are filled as 32-bit words");
+
+/// `count` empty slots (gpu::empty_stats()) made on the device: zeros, then the words that are
+/// not zero filled in place. No host-to-device copy, which would wait for the device.
+at::Tensor empty_slots_on(const at::Device& dev, int64_t count) {
+    auto words = at::zeros({count, kSlot / 4}, at::TensorOptions().dtype(at::kInt).device(dev));
+    const gpu::DeviceStats init = gpu::empty_stats();
+    int32_t w[kSlot / 4];
+    std::memcpy(w, &init, sizeof init);
+    for (int64_t i = 0; i < kSlot / 4; ++i)
+        if (w[i] != 0) words.select(1, i).fill_(int64_t(w[i]));
+    return words.reshape({-1}).view(at::kByte);
+}
+
+/// The current stream of a GPU device (cudaStream_t or hipStream_t), through c10's
+/// device-generic interface: the same code for CUDA and ROCm builds.
+void* current_stream(const at::Device& dev) {
+    return c10::impl::VirtualGuardImpl(dev.type()).getStream(dev).native_handle();
+}
 #endif
 }  // namespace
 
 void set_device_statistics(bool on) { g_device_statistics = on; }
+
+const char* device_statistics_platform() {
+#if defined(AMPSCOPE_HAVE_GPU_STATS) && defined(AMPSCOPE_GPU_STATS_HIP)
+    return "hip";
+#elif defined(AMPSCOPE_HAVE_GPU_STATS)
+    return "cuda";
+#else
+    return "";
+#endif
+}
 
 struct OpObserver::State {
     int64_t batch_rows = 0;  ///< rows of the current batch
@@ -197,13 +229,18 @@ struct OpObserver::State {
     void device_op(Ctx& c, int idx, const std::vector<at::Tensor>& outs, bool rows_match);
 #endif
     bool finalized = true;
+    /// Every batch's device slots as one byte tensor on the device (undefined when none).
+    at::Tensor pending_bytes() const;
+    /// Applies the host copy of pending_bytes(), batch by batch, in op order.
+    void apply_bytes(const uint8_t* p, int64_t size);
 
     void on_end(Ctx& c, const at::RecordFunction& fn);
     LayerStat& layer_for(const Ctx& c, int idx, const std::string& name, const at::Tensor& out0);
     /// Origin bookkeeping for one op of the current batch, given its statistics.
     template <class InputsNonfinite>
     void apply(int idx, const TensorStats& st, const std::vector<int64_t>& row_nf, bool rows_match, InputsNonfinite inputs_nonfinite);
-    /// Reads device statistics back (once, after the pass) and applies them in op order.
+    /// Reads device statistics back (one copy, after the pass) unless the pass did, and
+    /// applies them in op order.
     void finalize();
 };
 
@@ -325,14 +362,8 @@ void OpObserver::State::apply(int idx, const TensorStats& st, const std::vector<
 
 #ifdef AMPSCOPE_HAVE_GPU_STATS
 void OpObserver::State::device_op(Ctx& c, int idx, const std::vector<at::Tensor>& outs, bool rows_match) {
-    constexpr int64_t kSlot = int64_t(sizeof(gpu::DeviceStats));
     const auto dev = outs[0].device();
-    if (!empty_slots.defined() || empty_slots.device() != dev) {
-        // Initial slot values: one host-to-device copy per observer (it waits for the first
-        // op); every later batch and every growth copies on the device.
-        std::vector<gpu::DeviceStats> init(256, gpu::empty_stats());
-        empty_slots = at::from_blob(init.data(), {256 * kSlot}, at::TensorOptions().dtype(at::kByte)).to(dev);
-    }
+    if (!empty_slots.defined() || empty_slots.device() != dev) empty_slots = empty_slots_on(dev, 256);
     if (!device_batch_open) {
         DeviceBatch b;
         b.first_row = first_row;
@@ -351,7 +382,7 @@ void OpObserver::State::device_op(Ctx& c, int idx, const std::vector<at::Tensor>
         b.in_slots = at::cat({b.in_slots, empty_slots});
         b.row_nf = at::cat({b.row_nf, at::zeros_like(b.row_nf)});
     }
-    void* stream = c10::cuda::getCurrentCUDAStream(dev.index()).stream();
+    void* stream = current_stream(dev);
     auto slot = [&](at::Tensor& s) { return reinterpret_cast<gpu::DeviceStats*>(static_cast<uint8_t*>(s.data_ptr()) + k * kSlot); };
     auto launch = [&](const at::Tensor& in, at::Tensor& slots, unsigned long long* rows_out, int64_t rows) {
         at::Tensor t = in.is_contiguous() ? in : in.contiguous();
@@ -368,34 +399,57 @@ void OpObserver::State::device_op(Ctx& c, int idx, const std::vector<at::Tensor>
 }
 #endif
 
-void OpObserver::State::finalize() {
-    if (finalized) return;
-    finalized = true;
+at::Tensor OpObserver::State::pending_bytes() const {
+    std::vector<at::Tensor> parts;
 #ifdef AMPSCOPE_HAVE_GPU_STATS
-    constexpr int64_t kSlot = int64_t(sizeof(gpu::DeviceStats));
-    for (auto& b : device) {
+    for (const auto& b : device) {
         const int64_t k = int64_t(b.entries.size());
         if (k == 0) continue;
-        // The read-back: three copies after the pass, the only host waits the observer adds.
-        const auto slots = b.slots.slice(0, 0, k * kSlot).cpu();
-        const auto in_slots = b.in_slots.slice(0, 0, k * kSlot).cpu();
-        const auto row_nf = b.row_nf.slice(0, 0, k).cpu();
+        parts.push_back(b.slots.slice(0, 0, k * kSlot));
+        parts.push_back(b.in_slots.slice(0, 0, k * kSlot));
+        parts.push_back(b.row_nf.slice(0, 0, k).reshape({-1}).view(at::kByte));
+    }
+#endif
+    return parts.empty() ? at::Tensor() : at::cat(parts);
+}
+
+void OpObserver::State::apply_bytes(const uint8_t* p, int64_t size) {
+    finalized = true;
+#ifdef AMPSCOPE_HAVE_GPU_STATS
+    int64_t off = 0;
+    for (const auto& b : device) {
+        const int64_t k = int64_t(b.entries.size()), width = b.row_nf.size(1);
+        if (k == 0) continue;
+        TORCH_CHECK(off + k * (2 * kSlot + width * 8) <= size, "device statistics read back short");
+        const uint8_t *slots = p + off, *in_slots = slots + k * kSlot, *row_nf = in_slots + k * kSlot;
+        off += k * (2 * kSlot + width * 8);
         first_row = b.first_row;
         batch_rows = b.rows;
         row_nonfinite_seen.assign(size_t(b.rows), false);
         batch_nonfinite_seen = false;
         for (int64_t e = 0; e < k; ++e) {
             gpu::DeviceStats ds, di;
-            std::memcpy(&ds, slots.data_ptr<uint8_t>() + e * kSlot, sizeof ds);
-            std::memcpy(&di, in_slots.data_ptr<uint8_t>() + e * kSlot, sizeof di);
+            std::memcpy(&ds, slots + e * kSlot, sizeof ds);
+            std::memcpy(&di, in_slots + e * kSlot, sizeof di);
             const auto& en = b.entries[size_t(e)];
             std::vector<int64_t> rows;
-            if (en.rows_match) rows.assign(row_nf.data_ptr<int64_t>() + e * row_nf.size(1), row_nf.data_ptr<int64_t>() + e * row_nf.size(1) + b.rows);
+            if (en.rows_match) {
+                rows.resize(size_t(b.rows));
+                std::memcpy(rows.data(), row_nf + e * width * 8, size_t(b.rows) * 8);
+            }
             apply(en.idx, from_device(ds), rows, en.rows_match, [&] { return di.nan + di.posinf + di.neginf > 0; });
         }
     }
     device.clear();
 #endif
+}
+
+void OpObserver::State::finalize() {
+    if (finalized) return;
+    const at::Tensor bytes = pending_bytes();
+    if (!bytes.defined()) return apply_bytes(nullptr, 0);
+    const at::Tensor host = bytes.to(at::kCPU);  // the observer's one read-back
+    apply_bytes(host.data_ptr<uint8_t>(), host.numel());
 }
 
 OpObserver::OpObserver(int64_t total_rows) : s_(std::make_unique<State>()) {
@@ -431,6 +485,11 @@ std::vector<LayerStat> OpObserver::layers() const {
 }
 void OpObserver::set_capture(bool on) { s_->capture = on; }
 const std::vector<OpObserver::Captured>& OpObserver::captured() const { return s_->captured; }
+at::Tensor OpObserver::pending_device_bytes() const { return s_->finalized ? at::Tensor() : s_->pending_bytes(); }
+void OpObserver::apply_device_bytes(const at::Tensor& host) {
+    TORCH_CHECK(host.is_cpu() && host.scalar_type() == at::kByte && host.is_contiguous(), "device statistics: expected host bytes");
+    s_->apply_bytes(host.data_ptr<uint8_t>(), host.numel());
+}
 const std::vector<int>& OpObserver::row_origin() const {
     s_->finalize();
     return s_->row_origin;

@@ -228,6 +228,7 @@ private:
 
 /// On CUDA devices the observer accumulates statistics in device memory and reads them back
 /// once, after the pass (default); off, it copies each op output to the host (tests compare both).
+/// Builds without a kernel for the device (see gpu/device_notes.h) always copy, and say so.
 void set_device_statistics(bool on);
 
 class OpObserver {
@@ -242,6 +243,11 @@ public:
     std::vector<LayerStat> layers() const;
     /// Origin per sample row: first op index whose inputs were finite and output was not.
     const std::vector<int>& row_origin() const;
+    /// Statistics still on the device (every batch's slots, as one byte tensor there), for the
+    /// pass to read back together with its outputs; undefined when there are none. Give the
+    /// host copy to apply_device_bytes; else layers() reads them back itself (one copy).
+    at::Tensor pending_device_bytes() const;
+    void apply_device_bytes(const at::Tensor& host_bytes);
 
     /// Capture mode (operator coverage): keeps each top-level op's handle and a copy of its
     /// inputs, in call order, instead of statistics only.

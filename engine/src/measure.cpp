@@ -7,7 +7,7 @@
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
-#if __has_include(<ATen/cuda/CUDAContext.h>) && __has_include(<cuda_runtime_api.h>)
+#if !defined(AMPSCOPE_ROCM_TORCH) && __has_include(<ATen/cuda/CUDAContext.h>) && __has_include(<cuda_runtime_api.h>)
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -17,10 +17,12 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 
 #include "ampscope/engine/errors.h"
+#include "gpu/device_notes.h"
 #include "gradscaler.h"
 #include "internal.h"
 
@@ -42,7 +44,27 @@ RunInputs identify_inputs(const std::string& model_src, const std::string& probe
     return r;
 }
 
+namespace detail {
+
+BenchLabels bench_labels(const std::string& kind, bool device_counters) {
+    const std::string rss = "peak resident set of the process (VmHWM, reset before each precision)";
+    if (kind == "cpu") return {"steady clock around each iteration", rss};
+    const std::string api = kind == "hip" ? "HIP" : "CUDA";
+    if (device_counters)
+        return {api + " events around each iteration", "peak of the " + api + " caching allocator (reset before each precision)"};
+    return {"steady clock around each iteration, the device synchronised after each (this build reads no " + api + " events)",
+            "host memory only: " + rss + "; device memory is not measured by this build"};
+}
+
+}  // namespace detail
+
 namespace {
+
+#ifdef AMPSCOPE_HAVE_CUDA_PROPS
+constexpr bool kDeviceCounters = true;  ///< CUDA events and the caching allocator's statistics
+#else
+constexpr bool kDeviceCounters = false;
+#endif
 
 /// Peak resident set since the last reset (Linux: VmHWM, reset through clear_refs).
 int64_t reset_and_read_hwm(bool reset) {
@@ -66,6 +88,60 @@ std::pair<std::unique_ptr<detail::Model>, detail::ProbeSet> load_on(const std::s
     model->to_device(device);
     model->set_train(mode == Mode::Train);
     return {std::move(model), std::move(probes)};
+}
+
+/// Times `iteration` after spec.warmup untimed ones, spec.repeats times: median, p10, p90 and
+/// the peak memory (see bench_labels for what is measured where).
+BenchFigure time_precision(const std::function<void()>& iteration, const BenchSpec& spec, const at::Device& device,
+                           Precision p) {
+    const bool cuda = device.is_cuda();
+    for (int i = 0; i < spec.warmup; ++i) iteration();
+    if (cuda) torch::cuda::synchronize();
+    reset_and_read_hwm(true);
+#ifdef AMPSCOPE_HAVE_CUDA_PROPS
+    if (cuda) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+#endif
+    std::vector<double> ms;
+    for (int i = 0; i < spec.repeats; ++i) {
+#ifdef AMPSCOPE_HAVE_CUDA_PROPS
+        if (cuda) {
+            at::cuda::CUDAEvent start(cudaEventDefault), stop(cudaEventDefault);
+            start.record();
+            iteration();
+            stop.record();
+            stop.synchronize();
+            ms.push_back(double(start.elapsed_time(stop)));
+            continue;
+        }
+#endif
+        const auto t0 = std::chrono::steady_clock::now();
+        iteration();
+        if (cuda) torch::cuda::synchronize();
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    BenchFigure f;
+    f.precision = p;
+    f.median_ms = ms[ms.size() / 2];
+    f.p10_ms = ms[ms.size() / 10];
+    f.p90_ms = ms[std::min(ms.size() - 1, ms.size() * 9 / 10)];
+    f.peak_bytes = reset_and_read_hwm(false);
+#ifdef AMPSCOPE_HAVE_CUDA_PROPS
+    if (cuda)
+        f.peak_bytes = int64_t(c10::cuda::CUDACachingAllocator::getDeviceStats(device.index())
+                                   .allocated_bytes[size_t(c10::CachingAllocator::StatType::AGGREGATE)].peak);
+#endif
+    return f;
+}
+
+/// The labels (or else targets) of the first b probe samples, on the device (training steps).
+std::pair<at::Tensor, at::Tensor> batch_truth(const detail::ProbeSet& probes, int64_t b, const at::Device& device) {
+    at::Tensor labels, targets;
+    if (!probes.labels.empty()) labels = at::tensor(std::vector<int64_t>(probes.labels.begin(), probes.labels.begin() + b)).to(device);
+    else if (!probes.targets.empty())
+        targets = at::tensor(std::vector<float>(probes.targets.begin(), probes.targets.begin() + b * probes.target_width))
+                      .reshape({b, probes.target_width}).to(device);
+    return {labels, targets};
 }
 
 }  // namespace
@@ -97,20 +173,16 @@ BenchResult run_benchmark(const BenchSpec& spec) {
     ctx.keep_fp32.clear();
     ctx.observing = false;  // no observer, no statistics, no guards in the timed loop
     const bool cuda = device.is_cuda();
-    res.timer = cuda ? "CUDA events around each iteration" : "steady clock around each iteration";
-    res.memory = cuda ? "peak of the CUDA caching allocator (reset before each precision)"
-                      : "peak resident set of the process (VmHWM, reset before each precision)";
+    const auto measured = bench_labels(res.backend.kind, cuda && kDeviceCounters);  // what is measured below
+    res.timer = measured.timer;
+    res.memory = measured.memory;
     if (spec.train && probes.labels.empty() && probes.targets.empty())
         throw InputError(spec.probes, "labels", "--train needs labels or targets in the probe set");
     std::vector<Precision> all = {Precision::Fp32};
     for (auto p : spec.precisions) if (p != Precision::Fp32) all.push_back(p);
     std::optional<at::NoGradGuard> ng;
     if (!spec.train) ng.emplace();
-    at::Tensor labels, targets;
-    if (!probes.labels.empty()) labels = at::tensor(std::vector<int64_t>(probes.labels.begin(), probes.labels.begin() + b)).to(device);
-    else if (!probes.targets.empty())
-        targets = at::tensor(std::vector<float>(probes.targets.begin(), probes.targets.begin() + b * probes.target_width))
-                      .reshape({b, probes.target_width}).to(device);
+    const auto truth = batch_truth(probes, b, device);  // labels, or else targets
     for (auto p : all) {
         torch::manual_seed(spec.seed);
         // training: a fresh copy of the model per precision, SGD, GradScaler for fp16
@@ -139,50 +211,14 @@ BenchResult run_benchmark(const BenchSpec& spec) {
             {
                 AutocastGuard g(device.type(), p);
                 auto out = tm->forward(in);
-                loss = labels.defined() ? torch::nn::functional::cross_entropy(out, labels)
-                                        : torch::nn::functional::mse_loss(out.reshape(targets.sizes()), targets);
+                loss = truth.first.defined() ? torch::nn::functional::cross_entropy(out, truth.first)
+                                             : torch::nn::functional::mse_loss(out.reshape(truth.second.sizes()), truth.second);
             }
             scaler->impl().scale_loss(loss).backward();
             scaler->impl().step(*opt, params);
             scaler->impl().update();
         };
-        for (int i = 0; i < spec.warmup; ++i) iteration();
-        if (cuda) torch::cuda::synchronize();
-        reset_and_read_hwm(true);
-#ifdef AMPSCOPE_HAVE_CUDA_PROPS
-        if (cuda) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
-#endif
-        std::vector<double> ms;
-        for (int i = 0; i < spec.repeats; ++i) {
-#ifdef AMPSCOPE_HAVE_CUDA_PROPS
-            if (cuda) {
-                at::cuda::CUDAEvent start(cudaEventDefault), stop(cudaEventDefault);
-                start.record();
-                iteration();
-                stop.record();
-                stop.synchronize();
-                ms.push_back(double(start.elapsed_time(stop)));
-                continue;
-            }
-#endif
-            const auto t0 = std::chrono::steady_clock::now();
-            iteration();
-            if (cuda) torch::cuda::synchronize();
-            ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-        }
-        std::sort(ms.begin(), ms.end());
-        BenchFigure f;
-        f.precision = p;
-        f.median_ms = ms[ms.size() / 2];
-        f.p10_ms = ms[ms.size() / 10];
-        f.p90_ms = ms[std::min(ms.size() - 1, ms.size() * 9 / 10)];
-        f.peak_bytes = reset_and_read_hwm(false);
-#ifdef AMPSCOPE_HAVE_CUDA_PROPS
-        if (cuda)
-            f.peak_bytes = int64_t(c10::cuda::CUDACachingAllocator::getDeviceStats(device.index())
-                                       .allocated_bytes[size_t(c10::CachingAllocator::StatType::AGGREGATE)].peak);
-#endif
-        res.figures.push_back(f);
+        res.figures.push_back(time_precision(iteration, spec, device, p));
     }
     for (auto& f : res.figures) {
         f.speedup = res.figures[0].median_ms / f.median_ms;

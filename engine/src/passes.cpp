@@ -10,9 +10,12 @@
 #include <torch/cuda.h>
 #include <torch/utils.h>
 #include <torch/version.h>
-#if __has_include(<ATen/cuda/CUDAContext.h>) && __has_include(<cuda_runtime_api.h>)
+#if !defined(AMPSCOPE_ROCM_TORCH) && __has_include(<ATen/cuda/CUDAContext.h>) && __has_include(<cuda_runtime_api.h>)
 #include <ATen/cuda/CUDAContext.h>
 #define AMPSCOPE_HAVE_CUDA_PROPS 1
+#endif
+#if defined(AMPSCOPE_HAVE_GPU_STATS) && defined(AMPSCOPE_GPU_STATS_HIP)
+#include "stats_gpu.h"
 #endif
 
 #include <algorithm>
@@ -23,6 +26,7 @@
 
 #include "ampscope/engine/compare.h"
 #include "ampscope/engine/errors.h"
+#include "gpu/device_notes.h"
 #include "internal.h"
 
 namespace ampscope {
@@ -85,16 +89,83 @@ std::exception_ptr forward_error(const std::exception& err, const Model& model, 
     return std::make_exception_ptr(ModelError(stage + " failed: " + msg));
 }
 
+/// One batch of the probe inputs on `device`, as copies the model may write into. On a GPU
+/// they go through pinned host memory and are copied asynchronously, in stream order: no
+/// host wait. `originals`, when given, receives what the model was given (to compare after).
+std::vector<at::Tensor> upload_batch(const std::vector<at::Tensor>& inputs, int64_t b, int64_t e, const at::Device& device,
+                                     std::vector<at::Tensor>* originals) {
+    std::vector<at::Tensor> in;
+    if (originals) originals->clear();
+    for (const auto& t : inputs) {
+        at::Tensor src = t.slice(0, b, e);  // a view of the probes
+        if (!device.is_cpu()) {
+            if (src.is_cpu()) src = src.contiguous().pin_memory();
+            src = src.to(device, t.scalar_type(), /*non_blocking=*/true, /*copy=*/true);
+        }
+        in.push_back(device.is_cpu() || originals ? src.clone() : src);
+        if (originals) originals->push_back(src);
+    }
+    return in;
+}
+
 /// Accumulates, on the device, whether the model changed its input copies (bitwise).
-void note_mutation(const std::vector<at::Tensor>& in, const std::vector<at::Tensor>& probes, int64_t b, int64_t e,
-                   const at::Device& device, at::Tensor& flag) {
+void note_mutation(const std::vector<at::Tensor>& in, const std::vector<at::Tensor>& originals, const at::Device& device,
+                   at::Tensor& flag) {
     for (size_t i = 0; i < in.size(); ++i) {
-        const auto orig = probes[i].slice(0, b, e).to(device);
+        const auto& orig = originals[i];
         at::Tensor changed = in[i].sizes() != orig.sizes() || in[i].scalar_type() != orig.scalar_type()
                                  ? at::ones({}, at::TensorOptions().dtype(at::kBool).device(device))
                                  : in[i].view(at::kInt).ne(orig.view(at::kInt)).any();
         flag = flag.defined() ? flag.logical_or(changed) : changed;
     }
+}
+
+/// The model's output of one batch, checked, as [rows, scores] float32 (left on its device).
+at::Tensor batch_scores(const at::Tensor& y, int64_t rows, const Model& model) {
+    if (y.dim() == 0 || y.size(0) != rows)
+        throw ModelError("the model's output has shape " + c10::str(y.sizes()) + "; expected a batch dimension of " +
+                         std::to_string(rows));
+    if (y.numel() == 0)
+        throw InputError(model.info.source, "outputs", "the model returned no scores (shape " + c10::str(y.sizes()) +
+                                                           "); expected at least one score per sample");
+    return y.detach().to(at::kFloat).reshape({rows, -1});
+}
+
+/// What a pass leaves on its device, read back in one copy after its last batch: the scores,
+/// the observer's statistics slots and the input-mutation flag. The only host read of a pass.
+struct HostRead {
+    at::Tensor scores;  ///< [n, k] float32, on the host
+    bool mutated = false;
+};
+HostRead read_back(const std::vector<at::Tensor>& outs, const at::Tensor& mutated, OpObserver* observer) {
+    const at::Tensor all = at::cat(outs, 0);
+    const int64_t score_bytes = all.numel() * int64_t(sizeof(float));
+    std::vector<at::Tensor> parts{all.reshape({-1}).view(at::kByte)};
+    const at::Tensor stats = observer ? observer->pending_device_bytes() : at::Tensor();
+    if (stats.defined()) parts.push_back(stats);
+    if (mutated.defined()) parts.push_back(mutated.to(at::kByte).reshape({1}));
+    const at::Tensor host = (parts.size() == 1 ? parts[0] : at::cat(parts)).to(at::kCPU).contiguous();
+    HostRead r;
+    r.scores = host.slice(0, 0, score_bytes).view(at::kFloat).view(all.sizes());
+    if (stats.defined()) observer->apply_device_bytes(host.slice(0, score_bytes, score_bytes + stats.numel()));
+    if (mutated.defined()) r.mutated = host[host.numel() - 1].item<uint8_t>() != 0;
+    return r;
+}
+
+/// The forward origin: the earliest op where some sample's values were born non-finite.
+std::optional<Origin> forward_origin(const std::vector<LayerStat>& layers, const std::vector<int>& ro, const ProbeSet& probes) {
+    int first = -1;
+    for (int v : ro)
+        if (v >= 0 && (first < 0 || v < first)) first = v;
+    if (first < 0 || size_t(first) >= layers.size()) return std::nullopt;
+    Origin org;
+    org.stage = "forward";
+    org.index = first;
+    org.module = layers[size_t(first)].module;
+    org.op = layers[size_t(first)].op;
+    for (size_t i = 0; i < ro.size(); ++i)
+        if (ro[i] == first) org.samples.push_back(probes.samples[i].id);
+    return org;
 }
 
 std::string cpu_name() {
@@ -129,7 +200,7 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
     ctx.observing = o.inspect;
     std::unique_ptr<OpObserver> observer;
     if (o.inspect) observer = std::make_unique<OpObserver>(n);
-    std::vector<at::Tensor> outs;
+    std::vector<at::Tensor> outs, originals;  // scores stay on the device until the pass ends
     at::Tensor mutated;  // device flag: the model wrote into an input
     const int64_t bs = std::max(1, o.batch_size);
     for (int64_t b = 0; b < n; b += bs) {
@@ -140,8 +211,7 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
         const int64_t e = std::min(n, b + bs);
         // Copies, always: a model that writes into its inputs (x.mul_(2)) must not change
         // the probes the next pass reads.
-        std::vector<at::Tensor> in;
-        for (const auto& t : probes.inputs) in.push_back(t.slice(0, b, e).to(device, t.scalar_type(), false, /*copy=*/true));
+        const auto in = upload_batch(probes.inputs, b, e, device, o.inputs_mutated ? &originals : nullptr);
         if (observer) observer->begin_batch(b, e - b);
         at::Tensor y;
         try {
@@ -153,40 +223,21 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
         } catch (const std::exception& err) {
             std::rethrow_exception(forward_error(err, model, probes, stage, first_pass && b == 0, e - b));
         }
-        if (o.inputs_mutated) note_mutation(in, probes.inputs, b, e, device, mutated);
-        if (y.dim() == 0 || y.size(0) != e - b)
-            throw ModelError("the model's output has shape " + c10::str(y.sizes()) + "; expected a batch dimension of " +
-                             std::to_string(e - b));
-        if (y.numel() == 0)
-            throw InputError(model.info.source, "outputs", "the model returned no scores (shape " + c10::str(y.sizes()) +
-                                                               "); expected at least one score per sample");
-        outs.push_back(y.detach().to(at::kCPU).to(at::kFloat).reshape({e - b, -1}));
+        if (o.inputs_mutated) note_mutation(in, originals, device, mutated);
+        outs.push_back(batch_scores(y, e - b, model));
     }
     if (progress) progress->progress(stage, int(n), int(n));
-    if (o.inputs_mutated && mutated.defined()) *o.inputs_mutated = mutated.item<bool>();  // one read per pass
-    auto all = at::cat(outs, 0).contiguous();
-    r.num_outputs = int(all.size(1));
-    r.outputs.assign(all.data_ptr<float>(), all.data_ptr<float>() + all.numel());
-    auto nonfinite_rows = all.isfinite().logical_not().any(1);
+    const HostRead host = read_back(outs, mutated, observer.get());
+    if (o.inputs_mutated && mutated.defined()) *o.inputs_mutated = host.mutated;
+    r.num_outputs = int(host.scores.size(1));
+    r.outputs.assign(host.scores.data_ptr<float>(), host.scores.data_ptr<float>() + host.scores.numel());
+    auto nonfinite_rows = host.scores.isfinite().logical_not().any(1);
     auto* nf = nonfinite_rows.data_ptr<bool>();
     for (int64_t i = 0; i < n; ++i)
         if (nf[i]) r.nonfinite_samples.push_back(probes.samples[size_t(i)].id);
     if (observer) {
         r.layers = observer->layers();
-        const auto& ro = observer->row_origin();
-        int first = -1;
-        for (int64_t i = 0; i < n; ++i)
-            if (ro[size_t(i)] >= 0 && (first < 0 || ro[size_t(i)] < first)) first = ro[size_t(i)];
-        if (first >= 0 && size_t(first) < r.layers.size()) {
-            Origin org;
-            org.stage = "forward";
-            org.index = first;
-            org.module = r.layers[size_t(first)].module;
-            org.op = r.layers[size_t(first)].op;
-            for (int64_t i = 0; i < n; ++i)
-                if (ro[size_t(i)] == first) org.samples.push_back(probes.samples[size_t(i)].id);
-            r.origin = org;
-        }
+        r.origin = forward_origin(r.layers, observer->row_origin(), probes);
     }
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return r;
@@ -226,6 +277,61 @@ void validate_criteria(const Criteria& c) {
 }  // namespace
 }  // namespace detail
 
+namespace detail {
+
+bool statistics_on_device(const std::string& kind, const std::string& built) { return kind == "cpu" || kind == built; }
+
+std::string device_statistics_note(const std::string& kind, const std::string& built) {
+    if (kind == "cpu") return "op statistics: the fused CPU kernel, on the host";
+    const std::string api = kind == "hip" ? "HIP" : "CUDA";
+    if (statistics_on_device(kind, built))
+        return "op statistics: accumulated on the device by the " + api + " statistics kernel, read back once per pass";
+    return "op statistics: this build has no " + api + " statistics kernel (" +
+           (kind == "hip" ? "built without hipcc for a ROCm LibTorch" : "built without nvcc") +
+           "): with inspection on, every op output is copied to the host (one synchronisation per op); "
+           "--no-inspect avoids it, a build with " + (kind == "hip" ? "hipcc" : "the CUDA toolkit") + " keeps them on the device";
+}
+
+std::string host_statistics_warning(const std::string& kind, const std::string& built, bool inspect) {
+    if (!inspect || statistics_on_device(kind, built)) return {};
+    return "per-op statistics on the host: " + device_statistics_note(kind, built).substr(std::strlen("op statistics: "));
+}
+
+namespace {
+
+/// Name, architecture, bf16 support and library notes of a GPU (CUDA or ROCm/HIP).
+void describe_gpu(BackendReport& b, const at::Device& d) {
+    b.device = "cuda:" + std::to_string(int(d.index()));
+    const auto& hooks = at::detail::getCUDAHooks();
+    b.kind = hooks.hasROCM() ? "hip" : "cuda";  // ROCm still calls the device cuda
+#ifdef AMPSCOPE_HAVE_CUDA_PROPS
+    const auto* prop = at::cuda::getDeviceProperties(d.index());
+    b.name = prop->name;
+    b.compute_capability = std::to_string(prop->major) + "." + std::to_string(prop->minor);
+    b.bf16_supported = b.kind == "hip" || prop->major >= 8;
+#else
+    b.name = b.kind == "hip" ? "HIP device" : "cuda device";
+    b.bf16_supported = hooks.supportsBFloat16ConvolutionWithCuDNNv8() || b.kind == "hip";
+#endif
+    if (b.kind == "hip") {
+        char name[256] = {}, arch[256] = {};
+#if defined(AMPSCOPE_HAVE_GPU_STATS) && defined(AMPSCOPE_GPU_STATS_HIP)
+        if (gpu::device_info(int(d.index()), name, sizeof name, arch, sizeof arch) != 0) name[0] = arch[0] = '\0';
+#endif
+        if (arch[0] != '\0') {
+            b.name = name;
+            b.compute_capability = arch;  // gcnArchName, e.g. gfx90a:sramecc+:xnack-
+            b.notes.push_back(std::string("HIP device architecture ") + arch + " (gcnArchName)");
+        } else {
+            b.notes.push_back("HIP device name and architecture not read: this build has no HIP code (built without hipcc)");
+        }
+    }
+    b.notes.push_back(device_statistics_note(b.kind, device_statistics_platform()));
+}
+
+}  // namespace
+}  // namespace detail
+
 BackendReport backend_report(const std::string& device) {
     using namespace detail;
     BackendReport b;
@@ -243,18 +349,7 @@ BackendReport backend_report(const std::string& device) {
         b.fp16_supported = true;  // CPU autocast float16 exists since torch 2.3
         b.notes.push_back("CPU autocast: fp16 and bf16 run; speed depends on AVX512-FP16/AMX support");
     } else {
-        b.device = "cuda:" + std::to_string(int(d.index()));
-        const auto& hooks = at::detail::getCUDAHooks();
-        b.kind = hooks.hasROCM() ? "hip" : "cuda";  // ROCm still calls the device cuda
-#ifdef AMPSCOPE_HAVE_CUDA_PROPS
-        const auto* prop = at::cuda::getDeviceProperties(d.index());
-        b.name = prop->name;
-        b.compute_capability = std::to_string(prop->major) + "." + std::to_string(prop->minor);
-        b.bf16_supported = b.kind == "hip" || prop->major >= 8;
-#else
-        b.name = "cuda device";
-        b.bf16_supported = hooks.supportsBFloat16ConvolutionWithCuDNNv8() || b.kind == "hip";
-#endif
+        describe_gpu(b, d);
     }
     if (at::detail::getCUDAHooks().hasCUDA() || at::hasCUDA()) {
         const long v = at::detail::getCUDAHooks().versionCUDART();
@@ -285,6 +380,8 @@ RunResult run_comparison(const RunSpec& spec, RunSink* sink, ProgressObserver* p
     if (progress) progress->progress("backend", 0, 1);
     res.backend = backend_report(spec.device);
     const at::Device device = parse_device(res.backend.device);
+    if (auto w = host_statistics_warning(res.backend.kind, device_statistics_platform(), spec.inspect); !w.empty())
+        res.warnings.push_back(std::move(w));
     for (auto p : spec.precisions) {
         if (p == Precision::Bf16 && !res.backend.bf16_supported)
             throw InputError("--precision", "", "bf16 requested, but " + res.backend.device + " (" + res.backend.name +

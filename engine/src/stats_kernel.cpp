@@ -2,7 +2,9 @@
 #include "stats_kernel.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 
@@ -169,7 +171,7 @@ void generic_16(const uint16_t* h, int64_t n, KernelAcc& a, void (*widen)(const 
 #if defined(AMPSCOPE_X86_FAST) && !defined(__SANITIZE_ADDRESS__)
 #define AMPSCOPE_AVX2 __attribute__((target("avx2,fma,f16c")))
 
-bool has_avx2() {
+bool cpu_has_avx2() {
     static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                            __builtin_cpu_supports("f16c");
     return ok;
@@ -481,7 +483,7 @@ AMPSCOPE_AVX2 int64_t count_above16(const uint16_t* h, int64_t n, uint16_t finit
 
 #else
 int64_t count_above16(const uint16_t*, int64_t, uint16_t) { return 0; }
-bool has_avx2() { return false; }
+bool cpu_has_avx2() { return false; }
 void f32_block(const float*, int, KernelAcc&) {}
 struct Half16 {};
 struct BFloat16 {};
@@ -489,7 +491,22 @@ template <class Fmt>
 void block16(const uint16_t*, int, KernelAcc&) {}
 #endif
 
+/// The portable path forced (set_stats_portable, or AMPSCOPE_STATS_PORTABLE=1 read once).
+std::atomic<bool>& portable_forced() {
+    static std::atomic<bool> on{[] {
+        const char* e = std::getenv("AMPSCOPE_STATS_PORTABLE");
+        return e != nullptr && std::strcmp(e, "1") == 0;
+    }()};
+    return on;
+}
+
+/// Whether blocks may take the AVX2 fast path now.
+bool has_avx2() { return cpu_has_avx2() && !portable_forced().load(std::memory_order_relaxed); }
+
 }  // namespace
+
+void set_stats_portable(bool on) { portable_forced() = on; }
+bool stats_fast_path() { return has_avx2(); }
 
 void stats_f32(const float* v, int64_t n, KernelAcc& a) {
     const bool fast = has_avx2();

@@ -43,6 +43,13 @@ void stats_f32(const float* v, int64_t n, KernelAcc& a);
 void stats_f16(const uint16_t* h, int64_t n, KernelAcc& a);
 void stats_bf16(const uint16_t* h, int64_t n, KernelAcc& a);
 
+/// Forces the exact, portable path that CPUs without AVX2/FMA/F16C take (tests run the
+/// statistics on both paths). Default: on when the environment has AMPSCOPE_STATS_PORTABLE=1
+/// (read once, at first use).
+void set_stats_portable(bool on);
+/// Whether blocks may take the AVX2 fast path now (the CPU has it and it is not forced off).
+bool stats_fast_path();
+
 /// Number of NaN and +-Inf values (for per-row counts, asked only when a tensor has some).
 int64_t count_nonfinite_f32(const float* v, int64_t n);
 int64_t count_nonfinite_f16(const uint16_t* h, int64_t n);

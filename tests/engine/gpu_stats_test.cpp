@@ -5,9 +5,12 @@
 
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
 #include <torch/cuda.h>
 
+#include <cstdio>
 #include <cstring>
+#include <functional>
 #include <limits>
 
 #include "internal.h"
@@ -102,4 +105,40 @@ TEST(GpuStats, ObserverOnTheDeviceEqualsHostCopies) {
         EXPECT_EQ(dev.origin->op, host.origin->op);
         EXPECT_EQ(dev.origin->samples, host.origin->samples);
     }
+}
+
+TEST(GpuStats, DeviceInfoNamesTheDevice) {
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+    char name[256], arch[64];
+    ASSERT_EQ(0, gpu::device_info(0, name, sizeof name, arch, sizeof arch));
+    const auto* prop = at::cuda::getDeviceProperties(0);
+    EXPECT_STREQ(name, prop->name);
+    EXPECT_EQ(std::string(arch), "sm_" + std::to_string(prop->major) + std::to_string(prop->minor));
+}
+
+TEST(GpuStats, KernelBandwidthAgainstADeviceCopy) {
+    // The kernel reads each value once: its bandwidth against a device-to-device copy (which
+    // reads and writes each value). Printed for tools/gpu-check.sh; fails below a tenth.
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+    auto x = at::randn({64 << 20}, at::TensorOptions().device(at::kCUDA));  // 256 MiB
+    auto y = at::empty_like(x);
+    auto slot = at::zeros({int64_t(sizeof(gpu::DeviceStats))}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA));
+    auto stream = at::cuda::getCurrentCUDAStream();
+    auto run_kernel = [&] {
+        ASSERT_EQ(0, gpu::launch_stats(x.data_ptr(), gpu::DType::Float32, x.numel(), 0,
+                                       static_cast<gpu::DeviceStats*>(slot.data_ptr()), nullptr, stream.stream()));
+    };
+    auto time_ms = [&](const std::function<void()>& f) {
+        f();
+        at::cuda::CUDAEvent start(cudaEventDefault), stop(cudaEventDefault);
+        start.record(stream);
+        for (int i = 0; i < 10; ++i) f();
+        stop.record(stream);
+        stop.synchronize();
+        return double(start.elapsed_time(stop)) / 10;
+    };
+    const double bytes = double(x.numel()) * 4;
+    const double kernel = bytes / time_ms(run_kernel) / 1e6, copy = 2 * bytes / time_ms([&] { y.copy_(x); }) / 1e6;
+    std::printf("[ bandwidth ] statistics kernel %.0f GB/s, device copy %.0f GB/s (%.0f%%)\n", kernel, copy, 100 * kernel / copy);
+    EXPECT_GT(kernel, 0.1 * copy);
 }

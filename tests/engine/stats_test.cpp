@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Fused statistics against ATen's own reductions on random and salted tensors.
+// Fused statistics against ATen's own reductions on random and salted tensors, on both
+// paths of the CPU kernel: the AVX2 fast path and the exact portable path (CPUs without
+// AVX2), which set_stats_portable forces.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -7,6 +9,7 @@
 #include <limits>
 
 #include "internal.h"
+#include "stats_kernel.h"
 
 using namespace ampscope;
 using ampscope::detail::tensor_stats;
@@ -42,6 +45,11 @@ TensorStats reference(const at::Tensor& in) {
     return s;
 }
 
+/// Relative tolerance of mean and RMS (times RMS) on the path under test: the fast path sums
+/// in float lanes of at most 32 elements (relative error below 33 * 2^-24 < 2e-6, see
+/// stats_kernel.h); the portable path sums in double.
+double g_sum_tolerance = 2e-6;
+
 void expect_same(const TensorStats& got, const TensorStats& want, const std::string& what) {
     SCOPED_TRACE(what);
     EXPECT_EQ(got.count, want.count);
@@ -53,10 +61,8 @@ void expect_same(const TensorStats& got, const TensorStats& want, const std::str
     EXPECT_EQ(got.max, want.max);
     EXPECT_EQ(got.absmax, want.absmax);
     EXPECT_EQ(got.min_nonzero_abs, want.min_nonzero_abs);
-    // Sums accumulate in float lanes of at most 32 elements per block (stats_kernel.h): the
-    // relative error of the sum of |x| and of x^2 is below 33 * 2^-24 < 2e-6.
-    EXPECT_NEAR(got.mean, want.mean, 2e-6 * want.rms + 1e-300);
-    EXPECT_NEAR(got.rms, want.rms, 2e-6 * want.rms + 1e-300);
+    EXPECT_NEAR(got.mean, want.mean, g_sum_tolerance * want.rms + 1e-300);
+    EXPECT_NEAR(got.rms, want.rms, g_sum_tolerance * want.rms + 1e-300);
     EXPECT_EQ(got.fp16_overflow, want.fp16_overflow);
     EXPECT_EQ(got.fp16_subnormal, want.fp16_subnormal);
     EXPECT_EQ(got.fp16_underflow, want.fp16_underflow);
@@ -77,14 +83,48 @@ at::Tensor salted(at::ScalarType dt, int64_t n, uint64_t seed) {
     return t.to(dt);
 }
 
+bool cpu_has_avx2() {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+#else
+    return false;
+#endif
+}
+
+/// Every test below runs twice: on the fast path (where the CPU has it) and on the portable path.
+class TensorStatsTest : public ::testing::TestWithParam<bool> {
+protected:
+    void SetUp() override {
+        portable_ = GetParam();
+        ampscope::detail::set_stats_portable(portable_);
+        g_sum_tolerance = portable_ ? 1e-10 : 2e-6;
+        ASSERT_EQ(ampscope::detail::stats_fast_path(), !portable_ && cpu_has_avx2());
+    }
+    void TearDown() override {
+        ampscope::detail::set_stats_portable(false);
+        g_sum_tolerance = 2e-6;
+    }
+    bool portable_ = false;
+};
+
 }  // namespace
 
-TEST(TensorStats, RandomFloat32MatchesAten) {
+INSTANTIATE_TEST_SUITE_P(Path, TensorStatsTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "Portable" : "Fast"; });
+
+TEST(TensorStatsPath, SwitchForcesThePortablePath) {
+    ampscope::detail::set_stats_portable(true);
+    EXPECT_FALSE(ampscope::detail::stats_fast_path());
+    ampscope::detail::set_stats_portable(false);
+    EXPECT_EQ(ampscope::detail::stats_fast_path(), cpu_has_avx2());
+}
+
+TEST_P(TensorStatsTest, RandomFloat32MatchesAten) {
     auto t = at::randn({1000, 37}) * 1e3;
     expect_same(tensor_stats(t), reference(t), "randn f32");
 }
 
-TEST(TensorStats, SaltedTensorsEveryDtype) {
+TEST_P(TensorStatsTest, SaltedTensorsEveryDtype) {
     for (auto dt : {at::kFloat, at::kHalf, at::kBFloat16}) {
         for (int64_t n : {1, 5, 140, 65536 + 17, 300001}) {
             auto t = salted(dt, n, uint64_t(n));
@@ -93,7 +133,7 @@ TEST(TensorStats, SaltedTensorsEveryDtype) {
     }
 }
 
-TEST(TensorStats, EveryBlockPathEveryDtype) {
+TEST_P(TensorStatsTest, EveryBlockPathEveryDtype) {
     // Blocks of the fast path (finite, magnitudes in [2^-60, 2^56]) with and without range
     // counts, and blocks that take the exact path: huge, tiny, all-zero, non-finite.
     auto gen = at::detail::createCPUGenerator(11);
@@ -122,7 +162,7 @@ TEST(TensorStats, EveryBlockPathEveryDtype) {
     }
 }
 
-TEST(TensorStats, NonContiguousAndEmpty) {
+TEST_P(TensorStatsTest, NonContiguousAndEmpty) {
     auto base = salted(at::kFloat, 4096, 7).view({64, 64});
     auto t = base.t().slice(0, 0, 64, 3);
     ASSERT_FALSE(t.is_contiguous());
@@ -133,7 +173,7 @@ TEST(TensorStats, NonContiguousAndEmpty) {
     EXPECT_EQ(s.absmax, 0);
 }
 
-TEST(TensorStats, PerRowNonFiniteCounts) {
+TEST_P(TensorStatsTest, PerRowNonFiniteCounts) {
     auto t = at::zeros({4, 10});
     t[1][3] = std::numeric_limits<float>::infinity();
     t[3][0] = std::numeric_limits<float>::quiet_NaN();
@@ -144,7 +184,7 @@ TEST(TensorStats, PerRowNonFiniteCounts) {
     EXPECT_EQ(s.nonfinite(), 3);
 }
 
-TEST(TensorStats, MergeOfPartsEqualsWhole) {
+TEST_P(TensorStatsTest, MergeOfPartsEqualsWhole) {
     auto t = salted(at::kFloat, 10000, 3);
     auto a = tensor_stats(t.slice(0, 0, 4000)), b = tensor_stats(t.slice(0, 4000, 10000));
     a.merge(b);

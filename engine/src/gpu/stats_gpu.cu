@@ -13,6 +13,8 @@
 #define gpuSuccess cudaSuccess
 #endif
 
+#include <cstdio>
+
 #include "stats_gpu.h"
 
 namespace ampscope::gpu {
@@ -106,6 +108,24 @@ int launch_stats(const void* data, DType dtype, int64_t n, int64_t rows, DeviceS
     stats_kernel<<<unsigned(blocks), threads, 0, static_cast<gpuStream_t>(stream)>>>(data, dtype, n, row_len > 0 ? row_len : 1,
                                                                                    out, rows > 0 ? row_nonfinite : nullptr);
     return int(gpuGetLastError());
+}
+
+int device_info(int index, char* name, int name_len, char* arch, int arch_len) {
+    if (name_len > 0) name[0] = '\0';
+    if (arch_len > 0) arch[0] = '\0';
+#if defined(__HIPCC__)
+    hipDeviceProp_t p;
+    const hipError_t err = hipGetDeviceProperties(&p, index);
+    if (err != hipSuccess) return int(err);
+    std::snprintf(arch, size_t(arch_len), "%s", p.gcnArchName);
+#else
+    cudaDeviceProp p;
+    const cudaError_t err = cudaGetDeviceProperties(&p, index);
+    if (err != cudaSuccess) return int(err);
+    std::snprintf(arch, size_t(arch_len), "sm_%d%d", p.major, p.minor);
+#endif
+    std::snprintf(name, size_t(name_len), "%s", p.name);
+    return 0;
 }
 
 }  // namespace ampscope::gpu

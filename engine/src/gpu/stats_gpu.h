@@ -27,4 +27,9 @@ DeviceStats empty_stats();
 int launch_stats(const void* data, DType dtype, int64_t n, int64_t rows, DeviceStats* out,
                  unsigned long long* row_nonfinite, void* stream);
 
+/// The device's name and architecture ("sm_90" on CUDA; gcnArchName on HIP, e.g.
+/// "gfx90a:sramecc+:xnack-"), NUL-terminated and truncated to the buffers; returns 0 or the
+/// runtime's error code.
+int device_info(int index, char* name, int name_len, char* arch, int arch_len);
+
 }  // namespace ampscope::gpu
