@@ -10,6 +10,7 @@
 #include <caffe2/serialize/read_adapter_interface.h>
 #include <torch/csrc/jit/serialization/unpickler.h>
 
+#include <cstdio>
 #include <cstring>
 #include <map>
 
@@ -36,6 +37,74 @@ public:
 private:
     const std::vector<char>& bytes_;
 };
+
+/// Walks the opcodes of a pickle and refuses any length it declares beyond the bytes left:
+/// LibTorch's Unpickler reserves a declared length before reading it (a 2 KB file could ask
+/// for 4 GB). Opcodes outside the set the Unpickler knows are refused here too.
+void check_pickle_lengths(const char* data, size_t size, const std::string& file) {
+    size_t pos = 0;
+    auto fail = [&](const std::string& what) {
+        throw InputError(file, "data.pkl", what + " at byte " + std::to_string(pos) + " of " + std::to_string(size) +
+                                               " (a damaged or hostile pickle)");
+    };
+    auto need = [&](uint64_t n) {
+        if (n > size - pos) fail("declares " + std::to_string(n) + " bytes, but " + std::to_string(size - pos) + " remain");
+    };
+    auto le = [&](int bytes) {
+        need(uint64_t(bytes));
+        uint64_t v = 0;
+        for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(data[pos + size_t(i)]);
+        pos += size_t(bytes);
+        return v;
+    };
+    auto line = [&] {
+        const void* nl = std::memchr(data + pos, '\n', size - pos);
+        if (!nl) fail("an unterminated line");
+        pos = size_t(static_cast<const char*>(nl) - data) + 1;
+    };
+    while (pos < size) {
+        const auto op = static_cast<unsigned char>(data[pos++]);
+        switch (op) {
+        case '(': case '0': case '1': case '2': case 'N': case 'Q': case 'R': case 'a': case 'b': case 'd': case '}':
+        case 'e': case 'l': case ']': case 'o': case 's': case 't': case ')': case 'u': case 0x81: case 0x85: case 0x86:
+        case 0x87: case 0x88: case 0x89: case 0x8f: case 0x90: case 0x91: case 0x92: case 0x93: case 0x94:
+            break;
+        case '.':
+            return;  // STOP
+        case 'F': case 'I': case 'L': case 'P': case 'S': case 'V': case 'g': case 'p':
+            line();
+            break;
+        case 'c': case 'i':
+            line();
+            line();
+            break;
+        case 'K': case 'h': case 'q': case 0x80: case 0x82: le(1); break;
+        case 'M': case 0x83: le(2); break;
+        case 'J': case 'j': case 'r': case 0x84: le(4); break;
+        case 'G': case 0x95: le(8); break;
+        case 'U': case 'C': case 0x8c: case 0x8a: need(le(1)); pos += static_cast<unsigned char>(data[pos - 1]); break;
+        case 'T': case 'X': case 'B': case 0x8b: {
+            const uint64_t n = le(4);
+            need(n);
+            pos += size_t(n);
+            break;
+        }
+        case 0x8d: case 0x8e: {
+            const uint64_t n = le(8);
+            need(n);
+            pos += size_t(n);
+            break;
+        }
+        default: {
+            char hex[8];
+            std::snprintf(hex, sizeof hex, "0x%02x", op);
+            --pos;
+            fail(std::string("pickle opcode ") + hex + " that torch.save does not write");
+        }
+        }
+    }
+    fail("no STOP opcode before the end");
+}
 
 std::string shape_of(const at::Tensor& t) { return c10::str(t.sizes()); }
 
@@ -112,6 +181,7 @@ PtArchive read_pt_archive(const std::vector<char>& bytes, const std::string& fil
         const auto pkl_record = reader->getRecord("data.pkl");
         const at::DataPtr& pkl = std::get<0>(pkl_record);
         const size_t pkl_size = std::get<1>(pkl_record);
+        check_pickle_lengths(static_cast<const char*>(pkl.get()), pkl_size, file);
         size_t pos = 0;
         const char* pkl_data = static_cast<const char*>(pkl.get());
         auto read = [&](char* buf, size_t n) -> size_t {

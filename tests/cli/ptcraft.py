@@ -40,6 +40,15 @@ def floats(values):
     return torch.tensor(values, dtype=torch.float32).numpy().tobytes()
 
 
+def write_raw_pt(path, pickle_bytes):
+    """A torch.save archive whose data.pkl is exactly `pickle_bytes`."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("archive/data.pkl", pickle_bytes)
+        z.writestr("archive/byteorder", "little")
+        z.writestr("archive/version", "3\n")
+    return path
+
+
 def write_pt(path, obj, compress_records=False):
     """Writes `obj` (dicts, lists, str, RawTensor) as torch.save would lay it out."""
     tensors = []

@@ -17,7 +17,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 from common import CLI, run_cli  # noqa: E402
-from ptcraft import RawTensor, floats, write_pt  # noqa: E402
+from ptcraft import RawTensor, floats, write_pt, write_raw_pt  # noqa: E402
 
 ASAN = os.environ.get("AMPSCOPE_ASAN") == "1"
 
@@ -152,6 +152,15 @@ class HostileInputs(unittest.TestCase):
                      compress_records=True)
         self.assertLess(os.path.getsize(p), 1 << 20)
         self.run_probes(p, "declares 67108864 bytes in a file of")
+
+    def test_pickle_lengths_beyond_the_file(self):
+        # a 2 GB string (BINUNICODE) and an 8-byte length (BINBYTES8) declared in a few bytes:
+        # LibTorch's unpickler would reserve them before reading
+        for name, pkl in [("str", b"\x80\x02}q\x00X\x01\x00\x00\x80abc."), ("bytes8", b"\x80\x02\x8e" + (2**62).to_bytes(8, "little") + b"x.")]:
+            p = write_raw_pt(self.path(f"pickle-{name}.pt"), pkl)
+            self.run_probes(p, "data.pkl", "declares", "remain")
+        p = write_raw_pt(self.path("pickle-op.pt"), b"\x80\x02\x96\x00.")  # BYTEARRAY8: not what torch.save writes
+        self.run_probes(p, "data.pkl", "opcode 0x96")
 
     def test_labels_and_training_data_are_checked_too(self):
         p = write_pt(self.path("labels.pt"), {"inputs": RawTensor(floats(range(8)), size=(2, 4)),
