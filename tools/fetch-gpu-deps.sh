@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Run HERE (a machine with Debian's registry): downloads the Debian packages that the GPU
-# machine lacks (SQLite, CLI11, nlohmann-json, libcsv, OpenSSL and GoogleTest headers) into
+# machine lacks (SQLite, CLI11, nlohmann-json, libcsv, OpenSSL (with its runtime, which the
+# -dev symlinks point at) and GoogleTest) into
 # .deps/ (git-ignored), for tools/gpu-check.sh to unpack there. Carry .deps with the tree.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -9,5 +10,5 @@ mkdir -p .deps /tmp/amd64-lists/partial
 o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64-lists'
 apt-get $o update -qq
 (cd .deps && apt-get $o download libsqlite3-dev libsqlite3-0 libcli11-dev nlohmann-json3-dev libcsv-dev libcsv3 \
-  libssl-dev libgtest-dev libgmock-dev googletest >/dev/null)
+  libssl-dev libssl3 libgtest-dev libgmock-dev googletest >/dev/null)
 ls -1 .deps/*.deb
