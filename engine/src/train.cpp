@@ -15,6 +15,7 @@
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/train.h"
 #include "gradscaler.h"
+#include "gpu/device_notes.h"
 #include "internal.h"
 #include "train_parts.h"
 
@@ -466,6 +467,9 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
     res.started_at = now_iso8601();
     validate_spec(s);
     res.backend = backend_report(s.device);
+    // The diagnostic re-runs observe ops (guards on): say when that copies outputs to the host.
+    if (auto w = detail::host_statistics_warning(res.backend.kind, detail::device_statistics_platform(), s.guards); !w.empty())
+        res.warnings.push_back(w);
     const at::Device device(res.backend.device);
     Side ref = make_side(s, device), amp = make_side(s, device);
     res.model = ref.model->info;
