@@ -361,127 +361,171 @@ BackendReport backend_report(const std::string& device) {
     return b;
 }
 
-RunResult run_comparison(const RunSpec& spec, RunSink* sink, ProgressObserver* progress) {
-    using namespace detail;
+namespace detail {
+namespace {
+
+/// A comparison run in its phases: criteria fixed, backend, inputs, the FP32 reference
+/// (checked before it is trusted), then each AMP pass compared with it.
+struct ComparisonRun {
+    const RunSpec& spec;
+    RunSink* sink;
+    ProgressObserver* progress;
     RunResult res;
-    res.run_id = make_uuid();
-    res.tool_version = version();
-    res.spec = spec;
-    // Criteria first: validated and fixed (timestamped) before anything runs.
-    validate_criteria(spec.criteria);
-    res.criteria = spec.criteria;
-    res.criteria.fixed_at = now_iso8601();
-    res.started_at = res.criteria.fixed_at;
-    if (spec.precisions.empty()) throw InputError("--precision", "", "no AMP precision given; expected fp16 and/or bf16");
-    for (auto p : spec.precisions)
-        if (p == Precision::Fp32) throw InputError("--precision", "", "fp32 is the reference and always runs; expected fp16 and/or bf16");
-    if (spec.batch_size < 1) throw InputError("--batch-size", "", "expected an integer >= 1");
+    std::unique_ptr<Model> model;
+    ProbeSet probes;
+    at::Device device = at::Device(at::kCPU);
+    std::optional<Origin> input_origin;
 
-    if (progress) progress->progress("backend", 0, 1);
-    res.backend = backend_report(spec.device);
-    const at::Device device = parse_device(res.backend.device);
-    if (auto w = host_statistics_warning(res.backend.kind, device_statistics_platform(), spec.inspect); !w.empty())
-        res.warnings.push_back(std::move(w));
-    for (auto p : spec.precisions) {
-        if (p == Precision::Bf16 && !res.backend.bf16_supported)
-            throw InputError("--precision", "", "bf16 requested, but " + res.backend.device + " (" + res.backend.name +
-                                                    ") has no bf16 support (needs compute capability >= 8.0 or a ROCm GPU)");
+    void stage(const char* name) {
+        if (progress) progress->progress(name, 0, 1);
     }
 
-    if (progress) progress->progress("load model", 0, 1);
-    auto model = load_model(spec.model, spec.seed);
-    check_fp32_regions(*model, spec.keep_fp32);
-    if (progress) progress->progress("load probes", 0, 1);
-    auto probes = load_probes(spec.probes, *model, spec.seed);
-    model->to_device(device);
-    res.model = model->info;
-    res.model.mode = to_string(spec.mode);
-    res.probes = probes.info;
-    res.samples = probes.samples;
-    res.labels = probes.labels;
-    res.targets = probes.targets;
-    if (!res.criteria.quality_metric_set && !probes.targets.empty()) res.criteria.quality_metric = QualityMetric::Mse;
-    if (res.criteria.quality_metric_set) {
-        const bool acc = res.criteria.quality_metric == QualityMetric::Accuracy;
-        if (acc && probes.labels.empty())
-            throw InputError(spec.probes, "labels", "quality_metric accuracy needs labels in the probe set");
-        if (!acc && probes.targets.empty())
-            throw InputError(spec.probes, "targets", "quality_metric " + to_string(res.criteria.quality_metric) +
-                                                         " needs targets in the probe set");
+    /// Criteria first: validated and fixed (timestamped) before anything runs.
+    void fix_criteria() {
+        res.run_id = make_uuid();
+        res.tool_version = version();
+        res.spec = spec;
+        validate_criteria(spec.criteria);
+        res.criteria = spec.criteria;
+        res.criteria.fixed_at = now_iso8601();
+        res.started_at = res.criteria.fixed_at;
+        if (spec.precisions.empty()) throw InputError("--precision", "", "no AMP precision given; expected fp16 and/or bf16");
+        for (auto p : spec.precisions)
+            if (p == Precision::Fp32) throw InputError("--precision", "", "fp32 is the reference and always runs; expected fp16 and/or bf16");
+        if (spec.batch_size < 1) throw InputError("--batch-size", "", "expected an integer >= 1");
     }
-    if (sink) sink->run_started(res);
 
-    try {
-        Truth truth{probes.labels, probes.targets};
+    void choose_backend() {
+        stage("backend");
+        res.backend = backend_report(spec.device);
+        device = parse_device(res.backend.device);
+        if (auto w = host_statistics_warning(res.backend.kind, device_statistics_platform(), spec.inspect); !w.empty())
+            res.warnings.push_back(std::move(w));
+        for (auto p : spec.precisions)
+            if (p == Precision::Bf16 && !res.backend.bf16_supported)
+                throw InputError("--precision", "", "bf16 requested, but " + res.backend.device + " (" + res.backend.name +
+                                                        ") has no bf16 support (needs compute capability >= 8.0 or a ROCm GPU)");
+    }
+
+    void load_inputs() {
+        stage("load model");
+        model = load_model(spec.model, spec.seed);
+        check_fp32_regions(*model, spec.keep_fp32);
+        stage("load probes");
+        probes = load_probes(spec.probes, *model, spec.seed);
+        model->to_device(device);
+        res.model = model->info;
+        res.model.mode = to_string(spec.mode);
+        res.probes = probes.info;
+        res.samples = probes.samples;
+        res.labels = probes.labels;
+        res.targets = probes.targets;
+        auto& c = res.criteria;
+        if (!c.quality_metric_set && !probes.targets.empty()) c.quality_metric = QualityMetric::Mse;
+        if (c.quality_metric_set) {
+            const bool acc = c.quality_metric == QualityMetric::Accuracy;
+            if (acc && probes.labels.empty())
+                throw InputError(spec.probes, "labels", "quality_metric accuracy needs labels in the probe set");
+            if (!acc && probes.targets.empty())
+                throw InputError(spec.probes, "targets", "quality_metric " + to_string(c.quality_metric) + " needs targets in the probe set");
+        }
+        // Probe inputs themselves non-finite: stage "input".
+        for (const auto& t : probes.inputs) {
+            const auto rows = t.reshape({t.size(0), -1}).isfinite().logical_not().any(1).contiguous();
+            const bool* r = rows.data_ptr<bool>();
+            for (int64_t i = 0; i < t.size(0); ++i)
+                if (r[i]) {
+                    if (!input_origin) input_origin = Origin{"input", "", "", -1, {}, {}};
+                    input_origin->samples.push_back(probes.samples[size_t(i)].id);
+                }
+        }
+    }
+
+    PassOptions options() const {
         PassOptions o;
         o.train = spec.mode == Mode::Train;
         o.seed = spec.seed;
         o.batch_size = spec.batch_size;
         o.inspect = spec.inspect;
-        // Probe inputs themselves non-finite: stage "input".
-        std::optional<Origin> input_origin;
-        for (const auto& t : probes.inputs) {
-            if (!t.is_floating_point()) continue;
-            auto rows = t.reshape({t.size(0), -1}).isfinite().logical_not().any(1);
-            for (int64_t i = 0; i < t.size(0); ++i)
-                if (rows[i].item<bool>()) {
-                    if (!input_origin) input_origin = Origin{"input", "", "", -1, {}, {}};
-                    input_origin->samples.push_back(probes.samples[size_t(i)].id);
-                }
-        }
-        auto fix_origin = [&](PassResult& p) {
-            if (input_origin) p.origin = input_origin;
-            p.quality = quality(p, truth, res.criteria);
-        };
-        // 1. the FP32 reference, checked before it is trusted
+        return o;
+    }
+
+    PassResult pass(PassOptions o, bool first) {
+        PassResult p = run_pass(*model, probes, device, o, progress, first);
+        if (input_origin) p.origin = input_origin;
+        p.quality = quality(p, Truth{probes.labels, probes.targets}, res.criteria);
+        return p;
+    }
+
+    /// The FP32 reference; false when it is not finite (invalid_reference).
+    bool reference(PassResult& ref) {
         bool mutated = false;
+        PassOptions o = options();
         o.inputs_mutated = &mutated;
-        PassResult ref = run_pass(*model, probes, device, o, progress, true);
-        o.inputs_mutated = nullptr;
+        ref = pass(o, true);
         if (mutated)
             res.warnings.push_back("the model changes its input tensors in place; every pass was given its own copy of "
                                    "the probes, but the model's outputs may depend on that side effect");
-        fix_origin(ref);
         check_outputs_fit(probes, spec.probes, ref.num_outputs);
-        if (!res.criteria.heads.empty())
-            for (size_t i = 0; i < res.criteria.heads.size(); ++i)
-                if (res.criteria.heads[i].end > ref.num_outputs)
-                    throw InputError("criteria", "heads[" + std::to_string(i) + "]",
-                                     "end " + std::to_string(res.criteria.heads[i].end) + " exceeds the model's " +
-                                         std::to_string(ref.num_outputs) + " outputs");
+        for (size_t i = 0; i < res.criteria.heads.size(); ++i)
+            if (res.criteria.heads[i].end > ref.num_outputs)
+                throw InputError("criteria", "heads[" + std::to_string(i) + "]",
+                                 "end " + std::to_string(res.criteria.heads[i].end) + " exceeds the model's " +
+                                     std::to_string(ref.num_outputs) + " outputs");
         res.passes.push_back(ref);
         if (sink) sink->pass_finished(ref);
-        if (!ref.nonfinite_samples.empty()) {
-            res.verdict = Verdict::InvalidReference;
-            res.warnings.push_back("the FP32 reference is not finite for " + std::to_string(ref.nonfinite_samples.size()) +
-                                   " samples; AMP passes were not run against a broken reference");
-        } else {
-            // 2. AMP passes, each compared with the same reference
-            o.keep_fp32 = spec.keep_fp32;
-            bool all_ok = true;
-            for (auto p : spec.precisions) {
-                o.precision = p;
-                PassResult amp = run_pass(*model, probes, device, o, progress, false);
-                fix_origin(amp);
-                res.passes.push_back(amp);
-                if (sink) sink->pass_finished(amp);
-                auto cmp = compare(ref, amp, probes.samples, truth, res.criteria);
-                all_ok = all_ok && cmp.verdict == Verdict::Accepted;
-                res.comparisons.push_back(cmp);
-                if (sink) sink->comparison_finished(cmp);
-            }
-            res.verdict = all_ok ? Verdict::Accepted : Verdict::Rejected;
-        }
-    } catch (const Cancelled& e) {
-        if (sink) sink->run_failed("cancelled", e.what());
-        throw;
-    } catch (const std::exception& e) {
-        if (sink) sink->run_failed("failed", e.what());
-        throw;
+        if (ref.nonfinite_samples.empty()) return true;
+        res.verdict = Verdict::InvalidReference;
+        res.warnings.push_back("the FP32 reference is not finite for " + std::to_string(ref.nonfinite_samples.size()) +
+                               " samples; AMP passes were not run against a broken reference");
+        return false;
     }
-    res.finished_at = now_iso8601();
-    if (sink) sink->run_finished(res);
-    return res;
+
+    /// AMP passes, each compared with the same reference.
+    void amp_passes(const PassResult& ref) {
+        PassOptions o = options();
+        o.keep_fp32 = spec.keep_fp32;
+        bool all_ok = true;
+        for (auto p : spec.precisions) {
+            o.precision = p;
+            PassResult amp = pass(o, false);
+            res.passes.push_back(amp);
+            if (sink) sink->pass_finished(amp);
+            auto cmp = compare(ref, amp, probes.samples, Truth{probes.labels, probes.targets}, res.criteria);
+            all_ok = all_ok && cmp.verdict == Verdict::Accepted;
+            res.comparisons.push_back(cmp);
+            if (sink) sink->comparison_finished(cmp);
+        }
+        res.verdict = all_ok ? Verdict::Accepted : Verdict::Rejected;
+    }
+
+    RunResult run() {
+        fix_criteria();
+        choose_backend();
+        load_inputs();
+        if (sink) sink->run_started(res);
+        try {
+            PassResult ref;
+            if (reference(ref)) amp_passes(ref);
+        } catch (const Cancelled& e) {
+            if (sink) sink->run_failed("cancelled", e.what());
+            throw;
+        } catch (const std::exception& e) {
+            if (sink) sink->run_failed("failed", e.what());
+            throw;
+        }
+        res.finished_at = now_iso8601();
+        if (sink) sink->run_finished(res);
+        return std::move(res);
+    }
+};
+
+}  // namespace
+}  // namespace detail
+
+RunResult run_comparison(const RunSpec& spec, RunSink* sink, ProgressObserver* progress) {
+    detail::ComparisonRun run{spec, sink, progress, {}, {}, {}, at::Device(at::kCPU), std::nullopt};
+    return run.run();
 }
 
 }  // namespace ampscope
