@@ -18,6 +18,7 @@
 #include "ampscope/storage/json_io.h"
 #include "ampscope/storage/store.h"
 #include "checks.h"
+#include "bench_command.h"
 #include "store_commands.h"
 #include "summary.h"
 
@@ -200,24 +201,7 @@ int main(int argc, char** argv) {
     train->add_flag("-q,--quiet", train_quiet, "no terminal summary");
 
     // ---- bench ----
-    auto* bench = app.add_subcommand("bench", "speed and memory of FP32 vs AMP, only after an accepted validation run");
-    BenchSpec bs;
-    std::string bench_precision = "fp16,bf16", bench_db, bench_json;
-    bool unvalidated = false;
-    bench->add_option("--model", bs.model, "demo:NAME or a TorchScript file")->required();
-    bench->add_option("--probes", bs.probes, "the probe set the validation run used")->required();
-    bench->add_option("--device", bs.device, "cpu | cuda | cuda:N")->check(cli::checks::Device());
-    bench->add_option("--precision", bench_precision, "AMP precisions to time against FP32")->default_str("fp16,bf16");
-    bench->add_option("--batch-size", bs.batch_size, "samples per forward")->default_val(64)->check(cli::checks::Integer(1));
-    bench->add_option("--warmup", bs.warmup, "untimed forwards first")->default_val(5)->check(cli::checks::Integer(0));
-    bench->add_option("--repeats", bs.repeats, "timed forwards per precision")->default_val(30)->check(cli::checks::Integer(1));
-    bench->add_option("--seed", bs.seed, "seed of the demo weights and probes")->default_val(0)->check(cli::checks::Seed());
-    bench->add_flag("--train", bs.train, "time training steps (forward, loss, backward, SGD step; GradScaler for fp16)");
-    bench->add_flag("--unvalidated", unvalidated, "measure without an accepted validation run (stored and shown as unvalidated)");
-    bench->add_option("--db", bench_db, "run database holding the validation run")->check(cli::checks::NonEmptyPath());
-    bool bench_init_db = false;
-    bench->add_flag("--init-db", bench_init_db, "add ampscope's tables to an existing SQLite file of another application");
-    bench->add_option("--json", bench_json, "write the result JSON to PATH, or '-' for stdout");
+    auto bench_command = cli::add_bench_command(app, write_output);
 
     auto store_command = cli::add_store_commands(app);
 
@@ -249,51 +233,7 @@ int main(int argc, char** argv) {
             for (const auto& o : rep.ops) failing += !o.kernel_ok;
             return failing ? kRejected : kOk;
         }
-        if (*bench) {
-            std::stringstream ss(bench_precision);
-            std::string item;
-            bs.precisions.clear();
-            while (std::getline(ss, item, ',')) {
-                auto p = parse_precision(item);
-                if (!p || *p == Precision::Fp32) throw InputError("--precision", "", "'" + item + "'; expected fp16 and/or bf16");
-                bs.precisions.push_back(*p);
-            }
-            storage::Store store(storage::default_db_path(bench_db), storage::Store::Mode::Create, bench_init_db);
-            const auto ids = identify_inputs(bs.model, bs.probes, bs.device, bs.seed);
-            std::string validation;
-            std::vector<std::string> missing;
-            for (auto p : bs.precisions) {
-                const auto v = store.find_validation(ids.model.weights_sha256, ids.probes.sha256, ids.backend.device, p);
-                if (v.empty()) missing.push_back(to_string(p));
-                else if (validation.empty()) validation = v;
-            }
-            if (!missing.empty() && !unvalidated) {
-                std::string m;
-                for (const auto& x : missing) m += (m.empty() ? "" : ", ") + x;
-                std::cerr << "ampscope-cli: refusing to measure: " << store.path() << " holds no accepted validation run of "
-                          << bs.model << " (weights " << ids.model.weights_sha256.substr(0, 12) << ") on " << bs.probes
-                          << " (" << ids.probes.sha256.substr(0, 12) << ") on " << ids.backend.device << " for " << m
-                          << ". Run `ampscope-cli run` with these inputs until it is accepted, or pass --unvalidated.\n";
-                return kRejected;
-            }
-            const bool validated = missing.empty();
-            const auto res = run_benchmark(bs);
-            const auto text = json::bench_to_json(res, validation, validated);
-            const auto id = store.record_benchmark(validated ? validation : std::string(), validated, ids.model.weights_sha256,
-                                                   ids.probes.sha256, ids.backend.device, text);
-            if (!bench_json.empty()) write_output(bench_json, text);
-            if (bench_json != "-") {
-                std::cout << (validated ? "validated by run " + validation.substr(0, 8) : std::string("UNVALIDATED: no accepted validation run"))
-                          << "; " << res.model.source << ", batch " << res.batch << ", " << res.backend.device << " ("
-                          << res.backend.kind << ")" << (bs.train ? ", training steps" : ", forward passes") << "\n";
-                std::printf("  %-6s %10s %10s %10s %9s %12s %8s\n", "", "median ms", "p10", "p90", "speed-up", "peak MiB", "memory");
-                for (const auto& f : res.figures)
-                    std::printf("  %-6s %10.3f %10.3f %10.3f %8.2fx %12.1f %7.2fx\n", to_string(f.precision).c_str(), f.median_ms,
-                                f.p10_ms, f.p90_ms, f.speedup, double(f.peak_bytes) / (1 << 20), f.memory_ratio);
-                std::cout << "  timer: " << res.timer << "; memory: " << res.memory << "\n  recorded as benchmark " << id.substr(0, 8) << "\n";
-            }
-            return kOk;
-        }
+        if (const int rc = bench_command(); rc >= 0) return rc;
         if (*train) {
             auto p = parse_precision(train_precision);
             if (!p || *p == Precision::Fp32) throw InputError("--precision", "", "'" + train_precision + "'; expected fp16 or bf16");

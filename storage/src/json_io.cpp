@@ -224,10 +224,28 @@ std::string train_to_json(const TrainResult& r, int indent) {
     return j.dump(indent, ' ', false, ordered_json::error_handler_t::replace);
 }
 
-std::string bench_to_json(const BenchResult& r, const std::string& validation_run, bool validated, int indent) {
+std::string bench_to_json(const BenchResult& r, const BenchSpec& spec, const std::vector<storage::Validation>& validations,
+                          int indent) {
     ordered_json j;
+    bool validated = !validations.empty();
+    ordered_json vs = ordered_json::array();
+    for (const auto& v : validations) {
+        validated = validated && !v.run.empty();
+        ordered_json vj;
+        vj["precision"] = to_string(v.precision);
+        vj["run"] = v.run.empty() ? ordered_json(nullptr) : ordered_json(v.run);
+        if (!v.run.empty()) {
+            vj["review"] = {{"status", v.review.status}, {"by", v.review.by}, {"at", v.review.at}};
+            vj["criteria"] = criteria_json(v.criteria);
+        }
+        vj["refusal"] = v.refusal.empty() ? ordered_json(nullptr) : ordered_json(v.refusal);
+        vs.push_back(vj);
+    }
     j["validated"] = validated;
-    j["validation_run"] = validation_run.empty() ? ordered_json(nullptr) : ordered_json(validation_run);
+    j["validation_run"] = validations.empty() || validations[0].run.empty() ? ordered_json(nullptr) : ordered_json(validations[0].run);
+    j["validations"] = vs;
+    j["keep_fp32"] = spec.keep_fp32;
+    j["mode"] = to_string(spec.mode);
     j["model"] = {{"source", r.model.source}, {"sha256", r.model.sha256}, {"weights_sha256", r.model.weights_sha256}};
     j["probes"] = {{"source", r.probes.source}, {"sha256", r.probes.sha256}};
     j["backend"] = backend_json(r.backend);
@@ -291,6 +309,10 @@ ordered_json pass_json(const PassResult& p, bool with_outputs) {
     return pj;
 }
 
+/// A decision in JSON: the class index, -1 for abstain (as before), "non-finite" for a score
+/// vector with NaN/Inf (never shown as a class or as abstain).
+ordered_json decision_json(int d) { return d == kNonFinite ? ordered_json("non-finite") : ordered_json(d); }
+
 ordered_json comparison_json(const Comparison& c, bool with_outputs) {
     ordered_json cj;
     cj["precision"] = to_string(c.precision);
@@ -309,10 +331,6 @@ ordered_json comparison_json(const Comparison& c, bool with_outputs) {
     for (const auto& k : c.criteria)
         cj["criteria"].push_back({{"name", k.name}, {"passed", k.passed}, {"detail", k.detail}, {"samples", k.samples}});
     if (with_outputs) {
-/// A decision in JSON: the class index, -1 for abstain (as before), "non-finite" for a score
-/// vector with NaN/Inf (never shown as a class or as abstain).
-ordered_json decision_json(int d) { return d == kNonFinite ? ordered_json("non-finite") : ordered_json(d); }
-
         cj["ref_decisions"] = ordered_json::array();
         cj["amp_decisions"] = ordered_json::array();
         for (int d : c.ref_decisions) cj["ref_decisions"].push_back(decision_json(d));

@@ -299,15 +299,6 @@ std::vector<Annotation> Store::annotations(const std::string& uuid) const {
     return out;
 }
 
-std::string Store::find_validation(const std::string& model_sha256, const std::string& probes_sha256,
-                                   const std::string& device, Precision precision) const {
-    Stmt s(db_, "SELECT r.uuid FROM runs r JOIN comparisons c ON c.run_id = r.id WHERE r.kind='compare' AND "
-                "r.status='completed' AND r.weights_sha256=?1 AND r.probes_sha256=?2 AND r.device=?3 AND c.precision=?4 "
-                "AND c.verdict='accepted' ORDER BY r.started_at DESC LIMIT 1");
-    s.bind(1, model_sha256).bind(2, probes_sha256).bind(3, device).bind(4, to_string(precision));
-    return s.step() ? s.text(0) : std::string();
-}
-
 std::vector<Store::BenchmarkRow> Store::benchmarks(const std::string& run_uuid) const {
     std::vector<BenchmarkRow> out;
     if (schema_version() < 3) return out;
@@ -337,7 +328,6 @@ std::string Store::kind(const std::string& uuid) const {
     return s.step() ? s.text(0) : std::string();
 }
 
-    const std::string tracker = schema_version() >= 6 ? "COALESCE(t.growth_tracker, -1)" : "-1";
 std::string Store::header_json(const std::string& uuid) const {
     Stmt s(db_, "SELECT header_json FROM runs WHERE uuid=?1");
     s.bind(1, uuid);
@@ -347,6 +337,7 @@ std::string Store::header_json(const std::string& uuid) const {
 std::vector<TrainStep> Store::training_steps(const std::string& uuid) const {
     // grad_underflow came with schema v5; a file of an older version opened read-only lacks the column
     const std::string underflow = schema_version() >= 5 ? "COALESCE(t.grad_underflow, -1)" : "-1";
+    const std::string tracker = schema_version() >= 6 ? "COALESCE(t.growth_tracker, -1)" : "-1";
     Stmt s(db_, ("SELECT t.step, t.loss_ref, t.loss_amp, t.scale, t.found_inf, t.skipped, t.effective_updates, t.grad_norm, "
                  "t.lr, t.divergence, COALESCE(t.nonfinite_stage,''), t.origin_json, " + underflow + ", " + tracker + " FROM training_steps t "
                  "JOIN runs r ON r.id = t.run_id WHERE r.uuid=?1 ORDER BY t.step").c_str());
@@ -357,7 +348,6 @@ std::vector<TrainStep> Store::training_steps(const std::string& uuid) const {
         st.step = int(s.i64(0)); st.loss_ref = s.f64(1); st.loss_amp = s.f64(2); st.scale = s.f64(3);
         st.found_inf = s.i64(4); st.skipped = s.i64(5); st.effective_updates = int(s.i64(6)); st.grad_norm = s.f64(7);
         st.lr = s.f64(8); st.divergence = s.f64(9); st.nonfinite_stage = s.text(10);
-        st.growth_tracker = int(s.i64(13));
         if (!s.is_null(11)) {
             const auto o = parse_column(s.text(11), path_, uuid, "training_steps.origin_json");
             try {
@@ -367,6 +357,7 @@ std::vector<TrainStep> Store::training_steps(const std::string& uuid) const {
             }
         }
         st.grad_underflow = s.i64(12);
+        st.growth_tracker = int(s.i64(13));
         out.push_back(std::move(st));
     }
     return out;

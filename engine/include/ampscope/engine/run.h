@@ -136,6 +136,9 @@ struct BenchSpec {
     int repeats = 30;
     uint64_t seed = 0;
     bool train = false;  ///< time training steps (forward, loss, backward, SGD; GradScaler for fp16)
+    /// Module-path globs the AMP passes run without autocast (as RunSpec::keep_fp32): the
+    /// benchmarked policy must be the validated one, FP32 regions included.
+    std::vector<std::string> keep_fp32;
 };
 
 struct BenchFigure {
@@ -155,6 +158,9 @@ struct BenchResult {
     std::string timer;            ///< how time was taken
     std::string memory;           ///< how memory was taken
     std::vector<BenchFigure> figures;  ///< figures[0] is FP32
+    /// The FP32 regions the timed AMP passes ran with: spec.keep_fp32 once the benchmark applies
+    /// them. The CLI records no benchmark whose regions differ from the asked ones.
+    std::vector<std::string> keep_fp32;
 };
 
 /// The identity a validation run must share with a benchmark: model and probe hashes and the

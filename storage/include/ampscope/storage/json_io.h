@@ -9,6 +9,7 @@
 
 #include "ampscope/engine/run.h"
 #include "ampscope/engine/train.h"
+#include "ampscope/storage/store.h"
 
 namespace ampscope::json {
 
@@ -28,8 +29,11 @@ std::string run_to_json(const RunResult& r, bool with_outputs = false, int inden
 /// The training result JSON of ../shared/CONTRACT.md.
 std::string train_to_json(const TrainResult& r, int indent = 2);
 
-/// A benchmark result as JSON (validation run and label included).
-std::string bench_to_json(const BenchResult& r, const std::string& validation_run, bool validated, int indent = 2);
+/// A benchmark result as JSON: the benchmarked policy (`spec`: FP32 regions, mode), and per AMP
+/// precision the validation run it relies on (its review and criteria) or why none does.
+/// "validated" is true when every precision has one; "validation_run" is the first's.
+std::string bench_to_json(const BenchResult& r, const BenchSpec& spec, const std::vector<storage::Validation>& validations,
+                          int indent = 2);
 
 /// Operator coverage as JSON.
 std::string ops_to_json(const OpsReport& r, int indent = 2);

@@ -60,6 +60,23 @@ struct Review {
     std::string by, at;
 };
 
+/// What a benchmark times, which a validation run must have passed exactly.
+struct BenchPolicy {
+    std::string model_sha256, weights_sha256, probes_sha256, device;
+    Precision precision = Precision::Fp16;
+    std::string mode = "eval";           ///< eval | train
+    std::vector<std::string> keep_fp32;  ///< FP32 regions (globs), compared as a set
+};
+
+/// The bench gate's answer for one precision (Store::find_validation).
+struct Validation {
+    Precision precision = Precision::Fp16;
+    std::string run;      ///< the validation run relied on; empty when none qualifies
+    Review review;        ///< that run's human review
+    Criteria criteria;    ///< what it was accepted under (how strict)
+    std::string refusal;  ///< why none qualifies (empty when `run` is set)
+};
+
 /// One row of the per-layer table (what the GUI and `show --layers` read).
 struct LayerRow {
     LayerStat layer;
@@ -112,10 +129,13 @@ public:
     std::string header_json(const std::string& uuid) const;
     Review review(const std::string& uuid) const;
 
-    /// The newest completed comparison run that accepted `precision` for this model, probe
-    /// set and device; empty when there is none.
-    std::string find_validation(const std::string& model_sha256, const std::string& probes_sha256,
-                                const std::string& device, Precision precision) const;
+    /// The validation a benchmark relies on (the bench gate; the rule lives here only): the
+    /// newest completed comparison run whose `policy.precision` comparison was accepted and
+    /// whose policy is exactly the benchmarked one: model file and weights hashes, probe-set
+    /// hash, device, mode, and the FP32 regions of that AMP pass (as a set of globs). When that
+    /// run's human review is `rejected`, nothing validates (an older run does not stand in
+    /// for it). `refusal` says why, naming the nearest run and each way it differs.
+    Validation find_validation(const BenchPolicy& policy) const;
     struct BenchmarkRow {
         std::string uuid, created_at, result_json;
         bool validated = false;

@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: MIT
+// ampscope-cli bench (see bench_command.h).
+#include "bench_command.h"
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "ampscope/engine/errors.h"
+#include "ampscope/engine/run.h"
+#include "ampscope/storage/json_io.h"
+#include "ampscope/storage/store.h"
+#include "checks.h"
+
+namespace ampscope::cli {
+
+namespace {
+
+struct BenchOptions {
+    BenchSpec spec;
+    std::string precision = "fp16,bf16", mode = "eval", db, json;
+    bool unvalidated = false, init_db = false;
+};
+
+std::vector<Precision> parse_precisions(const std::string& list) {
+    std::stringstream ss(list);
+    std::string item;
+    std::vector<Precision> out;
+    while (std::getline(ss, item, ',')) {
+        auto p = parse_precision(item);
+        if (!p || *p == Precision::Fp32) throw InputError("--precision", "", "'" + item + "'; expected fp16 and/or bf16");
+        out.push_back(*p);
+    }
+    return out;
+}
+
+std::string glob_list(const std::vector<std::string>& v) {
+    std::string out;
+    for (const auto& g : v) out += (out.empty() ? "" : ", ") + g;
+    return out.empty() ? "none" : out;
+}
+
+/// The validation of each benchmarked precision (Store::find_validation holds the rule).
+std::vector<storage::Validation> validations(const storage::Store& store, const BenchSpec& bs) {
+    const auto ids = identify_inputs(bs.model, bs.probes, bs.device, bs.seed);
+    std::vector<storage::Validation> out;
+    for (auto p : bs.precisions) {
+        storage::BenchPolicy policy;
+        policy.model_sha256 = ids.model.sha256;
+        policy.weights_sha256 = ids.model.weights_sha256;
+        policy.probes_sha256 = ids.probes.sha256;
+        policy.device = ids.backend.device;
+        policy.precision = p;
+        policy.mode = to_string(bs.mode);
+        policy.keep_fp32 = bs.keep_fp32;
+        out.push_back(store.find_validation(policy));
+    }
+    return out;
+}
+
+void print_result(const BenchResult& res, const BenchSpec& bs, const std::vector<storage::Validation>& vs,
+                  const std::string& id) {
+    for (const auto& v : vs) {
+        if (v.run.empty()) {
+            std::cout << "UNVALIDATED " << to_string(v.precision) << ": " << v.refusal << "\n";
+            continue;
+        }
+        std::printf("validated %s by run %s (review %s; accepted under atol %g, rtol %g, max flips %d%s)\n",
+                    to_string(v.precision).c_str(), v.run.c_str(), v.review.status.c_str(), v.criteria.atol, v.criteria.rtol,
+                    v.criteria.max_flips, v.criteria.allow_nonfinite ? ", non-finite outputs allowed" : "");
+    }
+    std::cout << res.model.source << ", batch " << res.batch << ", " << res.backend.device << " (" << res.backend.kind << "), "
+              << (bs.train ? "training steps" : "forward passes") << ", mode " << to_string(bs.mode) << ", FP32 regions "
+              << glob_list(bs.keep_fp32) << "\n";
+    std::printf("  %-6s %10s %10s %10s %9s %12s %8s\n", "", "median ms", "p10", "p90", "speed-up", "peak MiB", "memory");
+    for (const auto& f : res.figures)
+        std::printf("  %-6s %10.3f %10.3f %10.3f %8.2fx %12.1f %7.2fx\n", to_string(f.precision).c_str(), f.median_ms, f.p10_ms,
+                    f.p90_ms, f.speedup, double(f.peak_bytes) / (1 << 20), f.memory_ratio);
+    std::cout << "  timer: " << res.timer << "; memory: " << res.memory << "\n  recorded as benchmark " << id.substr(0, 8) << "\n";
+}
+
+int run_bench(BenchOptions& o, const std::function<void(const std::string&, const std::string&)>& write_output) {
+    auto& bs = o.spec;
+    bs.precisions = parse_precisions(o.precision);
+    bs.mode = o.mode == "train" ? Mode::Train : Mode::Eval;
+    storage::Store store(storage::default_db_path(o.db), storage::Store::Mode::Create, o.init_db);
+    const auto vs = validations(store, bs);
+    bool validated = true;
+    for (const auto& v : vs) validated = validated && !v.run.empty();
+    if (!validated && !o.unvalidated) {
+        std::cerr << "ampscope-cli: refusing to measure " << bs.model << " on " << bs.probes << ":\n";
+        for (const auto& v : vs)
+            if (v.run.empty()) std::cerr << "  " << to_string(v.precision) << ": " << v.refusal << "\n";
+        std::cerr << "Run `ampscope-cli run` with exactly this policy (model, probes, device, precision, --keep-fp32, "
+                     "--mode) until it is accepted, or pass --unvalidated.\n";
+        return 1;
+    }
+    const auto res = run_benchmark(bs);
+    if (res.keep_fp32 != bs.keep_fp32)
+        throw InputError("--keep-fp32", "", "this build's benchmark does not run FP32 regions (asked: " + glob_list(bs.keep_fp32) +
+                                                "; timed: " + glob_list(res.keep_fp32) + "); nothing was recorded");
+    const auto text = json::bench_to_json(res, bs, vs);
+    const auto id = store.record_benchmark(vs.empty() ? std::string() : vs[0].run, validated, res.model.weights_sha256,
+                                           res.probes.sha256, res.backend.device, text);
+    if (!o.json.empty()) write_output(o.json, text);
+    if (o.json != "-") print_result(res, bs, vs, id);
+    return 0;
+}
+
+}  // namespace
+
+std::function<int()> add_bench_command(CLI::App& app,
+                                       std::function<void(const std::string&, const std::string&)> write_output) {
+    auto* bench = app.add_subcommand("bench", "speed and memory of FP32 vs AMP, only after a validation run of exactly "
+                                              "this policy was accepted");
+    auto o = std::make_shared<BenchOptions>();
+    auto& bs = o->spec;
+    bench->add_option("--model", bs.model, "demo:NAME or a TorchScript file")->required();
+    bench->add_option("--probes", bs.probes, "the probe set the validation run used")->required();
+    bench->add_option("--device", bs.device, "cpu | cuda | cuda:N")->check(checks::Device());
+    bench->add_option("--precision", o->precision, "AMP precisions to time against FP32")->default_str("fp16,bf16");
+    bench->add_option("--keep-fp32", bs.keep_fp32, "module-path glob run without autocast (repeatable), as validated");
+    bench->add_option("--mode", o->mode, "eval | train, as validated")->check(CLI::IsMember({"eval", "train"}))->default_str("eval");
+    bench->add_option("--batch-size", bs.batch_size, "samples per forward")->default_val(64)->check(checks::Integer(1));
+    bench->add_option("--warmup", bs.warmup, "untimed forwards first")->default_val(5)->check(checks::Integer(0));
+    bench->add_option("--repeats", bs.repeats, "timed forwards per precision")->default_val(30)->check(checks::Integer(1));
+    bench->add_option("--seed", bs.seed, "seed of the demo weights and probes")->default_val(0)->check(checks::Seed());
+    bench->add_flag("--train", bs.train, "time training steps (forward, loss, backward, SGD step; GradScaler for fp16)");
+    bench->add_flag("--unvalidated", o->unvalidated, "measure without a validation run (stored and shown as unvalidated)");
+    bench->add_option("--db", o->db, "run database holding the validation run")->check(checks::NonEmptyPath());
+    bench->add_flag("--init-db", o->init_db, "add ampscope's tables to an existing SQLite file of another application");
+    bench->add_option("--json", o->json, "write the result JSON to PATH, or '-' for stdout");
+    return [bench, o, write_output] { return *bench ? run_bench(*o, write_output) : -1; };
+}
+
+}  // namespace ampscope::cli
