@@ -5,12 +5,16 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/run.h"
@@ -27,7 +31,51 @@ using namespace ampscope;
 namespace {
 
 std::atomic<bool> g_interrupted{false};
-extern "C" void on_sigint(int) { g_interrupted.store(true); }
+std::atomic<int> g_signals{0};
+int g_abort_pipe[2] = {-1, -1};
+/// First Ctrl-C/SIGTERM: finish the current batch or step, record the run cancelled, exit 130.
+/// Second one (e.g. the model is stuck inside one op): the abort thread ends the process now.
+extern "C" void on_sigint(int) {
+    g_interrupted.store(true);
+    if (g_signals.fetch_add(1) >= 1 && g_abort_pipe[1] >= 0) {
+        const char c = 1;
+        [[maybe_unused]] const auto n = write(g_abort_pipe[1], &c, 1);
+    }
+}
+
+std::mutex g_abort_mutex;
+std::function<void()> g_on_abort;  ///< marks the current run cancelled (set while one records)
+
+/// Sets what the abort thread does before exiting, for the lifetime of a recording command.
+struct AbortAction {
+    explicit AbortAction(std::function<void()> f) {
+        std::lock_guard<std::mutex> l(g_abort_mutex);
+        g_on_abort = std::move(f);
+    }
+    ~AbortAction() {
+        std::lock_guard<std::mutex> l(g_abort_mutex);
+        g_on_abort = nullptr;
+    }
+};
+
+void start_abort_thread() {
+    if (pipe(g_abort_pipe) != 0) return;
+    std::thread([] {
+        char c = 0;
+        while (read(g_abort_pipe[0], &c, 1) < 0 && errno == EINTR) {
+        }
+        {
+            std::lock_guard<std::mutex> l(g_abort_mutex);
+            try {
+                if (g_on_abort) g_on_abort();
+            } catch (const std::exception& e) {
+                std::fprintf(stderr, "ampscope-cli: could not mark the run cancelled: %s\n", e.what());
+            }
+        }
+        std::fprintf(stderr, "\nampscope-cli: interrupted twice: stopped inside the model; the run is recorded as cancelled\n");
+        std::_Exit(130);
+    }).detach();
+}
 
 enum Exit { kOk = 0, kRejected = 1, kBadInput = 2, kRuntime = 3, kInterrupted = 130 };
 
@@ -94,6 +142,7 @@ int report(const std::exception& e, int code) {
 
 int main(int argc, char** argv) {
     // Ctrl-C / SIGTERM: finish the current batch, record the run as cancelled, exit 130.
+    start_abort_thread();
     std::signal(SIGINT, on_sigint);
     std::signal(SIGTERM, on_sigint);
     CLI::App app{"ampscope-cli: is it safe to run this model in mixed precision? Runs an FP32 reference pass and "
@@ -144,7 +193,7 @@ int main(int argc, char** argv) {
     bool backend_json = false;
     std::string backend_device;
     backend->add_flag("--json", backend_json, "print JSON");
-    backend->add_option("--device", backend_device, "cpu | cuda | cuda:N (default: the default device)");
+    backend->add_option("--device", backend_device, "cpu | cuda | cuda:N (default: the default device)")->check(cli::checks::Device());
 
     // ---- ops ----
     auto* ops = app.add_subcommand("ops", "operator coverage: the ops a model runs, which autocast keeps in FP32, "
@@ -155,9 +204,9 @@ int main(int argc, char** argv) {
     ops->add_option("--model", ops_spec.model, "demo:NAME or a TorchScript file")->required();
     ops->add_option("--probes", ops_spec.probes, "probe file whose first sample drives the forward (default: demo)")
         ->default_str("demo");
-    ops->add_option("--device", ops_spec.device, "cpu | cuda | cuda:N");
+    ops->add_option("--device", ops_spec.device, "cpu | cuda | cuda:N")->check(cli::checks::Device());
     ops->add_option("--precision", ops_precision, "fp16 | bf16")->default_str("fp16");
-    ops->add_option("--seed", ops_spec.seed, "seed for demo weights")->default_val(0);
+    ops->add_option("--seed", ops_spec.seed, "seed for demo weights")->default_val(0)->check(cli::checks::Seed());
     ops->add_flag("--json", ops_json, "print JSON");
 
     // ---- train ----
@@ -248,6 +297,9 @@ int main(int argc, char** argv) {
                 tstore = std::make_unique<storage::Store>(storage::default_db_path(train_db), storage::Store::Mode::Create, train_init_db);
                 twriter = std::make_unique<storage::TrainWriter>(*tstore);
             }
+            AbortAction abort([w = twriter.get()] {
+                if (w) w->train_failed("cancelled", "interrupted twice while the model was running");
+            });
             const auto r = run_training(ts, twriter.get(), &progress);
             progress.clear();
             if (!train_quiet && train_json != "-") cli::print_train(std::cout, r, isatty(STDOUT_FILENO));
@@ -294,6 +346,9 @@ int main(int argc, char** argv) {
                 store = std::make_unique<storage::Store>(storage::default_db_path(db), storage::Store::Mode::Create, run_init_db);
                 writer = std::make_unique<storage::RunWriter>(*store);
             }
+            AbortAction abort([w = writer.get()] {
+                if (w) w->run_failed("cancelled", "interrupted twice while the model was running");
+            });
             RunResult r = run_comparison(spec, writer.get(), &progress);
             if (g_interrupted) throw Cancelled();
             progress.clear();
