@@ -379,7 +379,8 @@ class HostileInputs(unittest.TestCase):
     # ---- Ctrl-C ---------------------------------------------------------------------------
     def test_second_interrupt_ends_a_model_stuck_in_forward(self):
         p = subprocess.Popen([CLI, "run", "--model", self.models["spins"], "--probes", self.good, "--db", self.db,
-                              "--no-inspect", "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              "--no-inspect", "-q", "--atol", "0.125", "--max-flips", "3"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.time() + 60
         # wait until this run is recorded as running (inside the reference pass)
         while time.time() < deadline:
@@ -401,8 +402,14 @@ class HostileInputs(unittest.TestCase):
         self.assertEqual(p.returncode, 130, err)
         self.assertIn("interrupted twice", err)
         with sqlite3.connect(self.db) as con:
-            status = con.execute("SELECT status FROM runs ORDER BY id DESC LIMIT 1").fetchone()[0]
+            status, header, run_id = con.execute("SELECT status, header_json, id FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+            passes = con.execute("SELECT COUNT(*) FROM passes WHERE run_id=?", (run_id,)).fetchone()[0]
         self.assertEqual(status, "cancelled")
+        # Criteria before results: stored, timestamped, with the run before its first pass ended
+        self.assertEqual(passes, 0)
+        criteria = json.loads(header)["criteria"]
+        self.assertTrue(criteria["fixed_at"], criteria)
+        self.assertEqual((criteria["atol"], criteria["max_flips"]), (0.125, 3))
         self.check_db()
 
 
