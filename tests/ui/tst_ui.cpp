@@ -8,6 +8,7 @@
 #include <QScatterSeries>
 #include <QElapsedTimer>
 #include <QImage>
+#include <QScopeGuard>
 #include <QSignalSpy>
 #include <QTabWidget>
 #include <QTemporaryDir>
@@ -18,9 +19,8 @@
 
 #include <sqlite3.h>
 
-#include <set>
-
 #include "ampscope/engine/train.h"
+#include "chart_probe.h"
 #include "charts.h"
 #include "ampscope/storage/store.h"
 #include "mainwindow.h"
@@ -34,7 +34,6 @@ using namespace ampscope::ui;
 
 namespace {
 
-/// Distinct colours in an image: a blank render has one or two.
 /// Runs SQL on a file the way a person editing it by hand would (sqlite3 shell).
 void rawExec(const QString& path, const char* sql) {
     sqlite3* db = nullptr;
@@ -49,14 +48,16 @@ void rawExec(const QString& path, const char* sql) {
 
 QString overviewText(MainWindow& w) { return static_cast<QTextBrowser*>(w.tabs()->widget(MainWindow::kOverviewTab))->toPlainText(); }
 
-int colours(const QImage& img) {
-    std::set<QRgb> seen;
-    for (int y = 0; y < img.height(); y += 3)
-        for (int x = 0; x < img.width(); x += 3) {
-            seen.insert(img.pixel(x, y));
-            if (seen.size() > 64) return int(seen.size());
-        }
-    return int(seen.size());
+/// The chart views of `tab` that are on screen; each must draw every series with points where
+/// its points map to (chart_probe.h). Returns how many there were; `why` names a failure.
+int chartsDrawn(QWidget* tab, QString* why) {
+    int n = 0;
+    for (auto* v : tab->findChildren<QChartView*>()) {
+        if (!v->isVisible() || !v->chart()) continue;
+        if (!chart_probe::everySeriesDrawn(v, why)) return -1;
+        ++n;
+    }
+    return n;
 }
 
 }  // namespace
@@ -121,8 +122,15 @@ private Q_SLOTS:
             const QImage img = w.grab().toImage();
             const QString file = out + QStringLiteral("/view-%1.png").arg(t);
             QVERIFY(img.save(file));
-            QVERIFY2(colours(img) > 20, qPrintable(QStringLiteral("tab %1 looks blank").arg(t)));
+            // what the view shows: the charts of this run's views draw each series where its points are
+            if (t != MainWindow::kDeltasTab && t != MainWindow::kFlipsTab && t != MainWindow::kLayersTab) continue;
+            QString why;
+            const int charts = chartsDrawn(w.tabs()->widget(t), &why);
+            QVERIFY2(charts > 0, qPrintable(QStringLiteral("tab %1: %2").arg(t).arg(charts < 0 ? why : QStringLiteral("no chart"))));
         }
+        const QString overview = overviewText(w);
+        QVERIFY2(overview.startsWith(QStringLiteral("Run %1 — rejected").arg(QString::fromStdString(uuid_.substr(0, 8)))), qPrintable(overview));
+        QVERIFY(overview.contains(QStringLiteral("NaN/Inf born at forward op #0 aten::matmul in module embed for 8 samples")));
         QVERIFY(w.layerModel()->rowCount() > 0);
         QVERIFY(w.flipModel()->rowCount() > 0);
     }
@@ -191,6 +199,7 @@ private Q_SLOTS:
         dark.setColor(QPalette::Text, QColor(230, 230, 230));
         const QPalette before = QApplication::palette();
         QApplication::setPalette(dark);
+        const auto restore = qScopeGuard([&] { QApplication::setPalette(before); });  // also when a check fails
         MainWindow w;
         QVERIFY(w.openDatabase(db_));
         w.resize(1280, 820);
@@ -198,13 +207,15 @@ private Q_SLOTS:
         w.showRun(QString::fromStdString(uuid_));
         w.tabs()->setCurrentIndex(1);
         QCoreApplication::processEvents();
-        auto* view = w.tabs()->currentWidget()->findChild<QChartView*>();
+        QChartView* view = nullptr;  // the chart on screen (the histogram waits in another sub-tab)
+        for (auto* v : w.tabs()->currentWidget()->findChildren<QChartView*>())
+            if (!view && v->isVisible()) view = v;
         QVERIFY(view && view->chart());
         QCOMPARE(view->chart()->backgroundBrush().color(), QColor(20, 20, 20));
         const QImage img = view->grab().toImage();
         QVERIFY(qGray(img.pixel(5, 5)) < 80);  // the frame is dark, not the default white
-        QVERIFY(colours(img) > 10);
-        QApplication::setPalette(before);
+        QString why;
+        QVERIFY2(chart_probe::everySeriesDrawn(view, &why), qPrintable(why));  // and the data drawn on it
     }
 
     void trainingRunStartedFromTheGui() {
@@ -268,7 +279,8 @@ private Q_SLOTS:
         QCoreApplication::processEvents();
         const QImage img = w.grab().toImage();
         QVERIFY(img.save(QStringLiteral(AMPSCOPE_TEST_OUTPUT_DIR) + QStringLiteral("/view-training.png")));
-        QVERIFY(colours(img) > 20);
+        QString why;
+        QVERIFY2(chartsDrawn(w.tabs()->currentWidget(), &why) == 4, qPrintable(why));  // loss, scale, updates, gradients
         // the underflow measured per step (guards on) is plotted beside the gradient norm
         storage::Store store(db.toStdString());
         const auto steps = store.training_steps(uuid);
@@ -307,7 +319,8 @@ private Q_SLOTS:
         QCoreApplication::processEvents();
         const QImage img = w.grab().toImage();
         QVERIFY(img.save(QStringLiteral(AMPSCOPE_TEST_OUTPUT_DIR) + QStringLiteral("/view-compare.png")));
-        QVERIFY(colours(img) > 20);
+        QString why;
+        QVERIFY2(chartsDrawn(w.tabs()->currentWidget(), &why) > 0, qPrintable(why));
     }
 
     void cancelKeepsTheUiResponsive() {

@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: MIT
+// What the flip, loss and scale charts show, from hand-made runs whose every value is known:
+// point counts, the values of chosen points, axis ranges, and (rendered) each series' colour at
+// the pixel its point maps to. The charts are driven by the item models: a model reset moves
+// them. (The score-delta and layer charts: tst_ui.)
+#include <QLogValueAxis>
+#include <QValueAxis>
+#include <QtTest>
+
+#include <cmath>
+#include <limits>
+#include <memory>
+
+#include "ampscope/engine/run.h"
+#include "chart_probe.h"
+#include "charts.h"
+#include "models.h"
+
+using namespace ampscope;
+using namespace ampscope::ui;
+using chart_probe::series;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+/// Five samples; reference scores give margins 0.5, 0.01, 2, 0.1, 0.05; FP16 |Δ| 1e-3, 2e-2,
+/// 1e-4, 5e-3, 3e-2; the decisions of s1 and s4 flip.
+RunResult flipRun(int samples = 5) {
+    RunResult r;
+    r.criteria.atol = 1e-3;
+    const float scores[5][2] = {{1.0f, 0.5f}, {0.3f, 0.29f}, {2.0f, 0.0f}, {0.6f, 0.5f}, {0.05f, 0.0f}};
+    const double abs[5] = {1e-3, 2e-2, 1e-4, 5e-3, 3e-2};
+    PassResult ref;
+    ref.num_outputs = 2;
+    Comparison c;
+    c.precision = Precision::Fp16;
+    for (int i = 0; i < samples; ++i) {
+        r.samples.push_back({"s" + std::to_string(i), "ordinary"});
+        ref.outputs.push_back(scores[i][0]);
+        ref.outputs.push_back(scores[i][1]);
+        SampleDelta d;
+        d.sample = r.samples.back().id;
+        d.tag = "ordinary";
+        d.abs = abs[i];
+        c.deltas.push_back(d);
+        c.ref_decisions.push_back(0);
+        c.amp_decisions.push_back(i == 1 || i == 4 ? 1 : 0);
+    }
+    r.passes.push_back(ref);
+    r.comparisons.push_back(c);
+    return r;
+}
+
+std::vector<TrainStep> steps() {
+    const double ref[8] = {2.0, 1.8, 1.6, 1.4, 1.2, 1.0, 0.9, 0.8};
+    const double amp[8] = {2.01, kNaN, 1.61, std::numeric_limits<double>::infinity(), 1.21, 1.01, 0.91, 0.81};
+    const double scale[8] = {65536, 65536, 65536, 32768, 32768, 32768, 16384, 16384};
+    std::vector<TrainStep> v;
+    for (int i = 0; i < 8; ++i) {
+        TrainStep s;
+        s.step = i;
+        s.loss_ref = ref[i];
+        s.loss_amp = amp[i];
+        s.scale = scale[i];
+        s.skipped = s.found_inf = i == 2 || i == 5;
+        v.push_back(s);
+    }
+    return v;
+}
+
+QList<QPointF> pointsOf(QChart* chart, const QString& name) {
+    auto* s = series(chart, name);
+    return s ? s->points() : QList<QPointF>{};
+}
+
+/// Equal within float precision (margins come from float scores).
+bool close(double a, double b) { return std::abs(a - b) <= 1e-5 * std::max(std::abs(a), std::abs(b)); }
+
+template <class Axis>
+std::pair<double, double> range(QChart* chart, Qt::Orientation o) {
+    auto* a = qobject_cast<Axis*>(chart->axes(o).value(0));
+    return a ? std::make_pair(double(a->min()), double(a->max())) : std::make_pair(kNaN, kNaN);
+}
+
+/// A view that shows `chart` at a fixed size, rendered.
+std::unique_ptr<QChartView> showIn(QChart* chart) {
+    auto v = std::make_unique<QChartView>(chart);
+    v->resize(700, 450);
+    v->show();
+    QCoreApplication::processEvents();
+    return v;
+}
+
+}  // namespace
+
+class TstCharts : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void flipChartPlacesFlipsAtTheirMargin() {
+        SampleModel model;
+        model.resetData(flipRun());
+        auto* chart = makeFlipChart(&model);
+        const auto flipped = pointsOf(chart, QStringLiteral("fp16 flipped"));
+        const auto same = pointsOf(chart, QStringLiteral("fp16 same decision"));
+        QCOMPARE(flipped.size(), 2);
+        QCOMPARE(same.size(), 3);
+        // x = the reference margin (top-1 − top-2), y = |Δ|, in row order
+        QVERIFY2(close(flipped[0].x(), 0.01) && close(flipped[0].y(), 2e-2), qPrintable(QStringLiteral("%1 %2").arg(flipped[0].x()).arg(flipped[0].y())));
+        QVERIFY(close(flipped[1].x(), 0.05) && close(flipped[1].y(), 3e-2));
+        QVERIFY(close(same[1].x(), 2.0) && close(same[1].y(), 1e-4));
+        // axes: margins 0.01..2 widened by 2 each way; |Δ| 1e-4..3e-2 (>= atol) widened by 2 and 8
+        const auto x = range<QLogValueAxis>(chart, Qt::Horizontal), y = range<QLogValueAxis>(chart, Qt::Vertical);
+        QVERIFY2(close(x.first, 0.005) && close(x.second, 4.0), qPrintable(QStringLiteral("%1..%2").arg(x.first).arg(x.second)));
+        QVERIFY2(close(y.first, 5e-5) && close(y.second, 0.24), qPrintable(QStringLiteral("%1..%2").arg(y.first).arg(y.second)));
+        // rendered: each series' colour where its points are
+        auto view = showIn(chart);
+        const QImage img = chart_probe::render(view.get());
+        for (const auto& name : {QStringLiteral("fp16 flipped"), QStringLiteral("fp16 same decision")}) {
+            auto* s = series(chart, name);
+            QString why;
+            QVERIFY2(chart_probe::drawnAtItsPoints(img, view.get(), s, &why), qPrintable(why));
+        }
+        QCOMPARE(chart_probe::colourAt(img, view.get(), series(chart, QStringLiteral("fp16 flipped")), flipped[1]), QColor(220, 50, 50));
+        // driven by the model: the first three samples only, one flip left, ranges follow
+        model.resetData(flipRun(3));
+        QCOMPARE(pointsOf(chart, QStringLiteral("fp16 flipped")).size(), 1);
+        QCOMPARE(pointsOf(chart, QStringLiteral("fp16 same decision")).size(), 2);
+        QVERIFY(close(range<QLogValueAxis>(chart, Qt::Vertical).second, 0.16));
+        view.reset();  // the chart before the model it reads
+    }
+
+    void lossChartLeavesNonFiniteLossesOut() {
+        TrainingStepModel model;
+        model.resetData(steps());
+        auto* chart = makeLossChart(&model);
+        const auto ref = pointsOf(chart, QStringLiteral("reference (FP32)"));
+        const auto amp = pointsOf(chart, QStringLiteral("AMP"));
+        QCOMPARE(ref.size(), 8);
+        QCOMPARE(amp.size(), 6);  // the NaN of step 1 and the inf of step 3 are not drawn as numbers
+        QCOMPARE(amp[1], QPointF(2, 1.61));
+        QCOMPARE(amp[2], QPointF(4, 1.21));
+        QCOMPARE(ref[7], QPointF(7, 0.8));
+        const auto x = range<QValueAxis>(chart, Qt::Horizontal), y = range<QValueAxis>(chart, Qt::Vertical);
+        QCOMPARE(x, std::make_pair(0.0, 7.0));
+        QVERIFY2(y.first == 0 && close(y.second, 2.01 * 1.05), qPrintable(QStringLiteral("%1..%2").arg(y.first).arg(y.second)));
+        const auto all = steps();
+        model.resetData(std::vector<TrainStep>(all.begin() + 4, all.end()));
+        QCOMPARE(pointsOf(chart, QStringLiteral("AMP")).size(), 4);
+        QCOMPARE(range<QValueAxis>(chart, Qt::Horizontal), std::make_pair(4.0, 7.0));
+        QVERIFY(close(range<QValueAxis>(chart, Qt::Vertical).second, 1.21 * 1.05));
+        delete chart;
+    }
+
+    void scaleChartMarksTheSkippedSteps() {
+        TrainingStepModel model;
+        model.resetData(steps());
+        auto* chart = makeScaleChart(&model);
+        QCOMPARE(pointsOf(chart, QStringLiteral("scale used")).size(), 8);
+        const auto skipped = pointsOf(chart, QStringLiteral("skipped step (inf/NaN gradients)"));
+        QCOMPARE(skipped, (QList<QPointF>{{2, 65536}, {5, 32768}}));
+        const auto y = range<QLogValueAxis>(chart, Qt::Vertical);
+        QCOMPARE(y, std::make_pair(8192.0, 131072.0));  // 16384..65536, one doubling of room each way
+        QCOMPARE(range<QValueAxis>(chart, Qt::Horizontal), std::make_pair(0.0, 7.0));
+        auto view = showIn(chart);
+        const QImage img = chart_probe::render(view.get());
+        auto* marks = series(chart, QStringLiteral("skipped step (inf/NaN gradients)"));
+        QCOMPARE(chart_probe::colourAt(img, view.get(), marks, skipped[1]), QColor(220, 30, 30));
+        // a step that was not skipped has no red marker at its place
+        QVERIFY(!chart_probe::near(chart_probe::colourAt(img, view.get(), marks, QPointF(4, 32768)), QColor(220, 30, 30), 60));
+        const auto all = steps();
+        model.resetData(std::vector<TrainStep>(all.begin(), all.begin() + 4));
+        QCOMPARE(pointsOf(chart, QStringLiteral("skipped step (inf/NaN gradients)")), (QList<QPointF>{{2, 65536}}));
+        QCOMPARE(range<QLogValueAxis>(chart, Qt::Vertical), std::make_pair(16384.0, 131072.0));
+        view.reset();
+    }
+};
+
+QTEST_MAIN(TstCharts)
+#include "tst_charts.moc"
