@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <ctime>
 #include <cstring>
 #include <set>
 
@@ -33,12 +35,28 @@ public:
         events.push_back("started");
         fixed_at = h.criteria.fixed_at;
     }
-    void pass_finished(const PassResult& p) override { events.push_back("pass " + to_string(p.precision)); }
+    void pass_finished(const PassResult& p) override {
+        events.push_back("pass " + to_string(p.precision));
+        if (first_pass_finished.empty()) first_pass_finished = now_iso8601();
+    }
     void comparison_finished(const Comparison& c) override { events.push_back("compare " + to_string(c.precision)); }
     void run_finished(const RunResult&) override { events.push_back("finished"); }
     void run_failed(const std::string& status, const std::string&) override { events.push_back(status); }
     std::string fixed_at;
+    std::string first_pass_finished;  ///< wall clock when the FP32 reference pass was reported
 };
+
+/// Milliseconds since the epoch of an ISO-8601 UTC time with milliseconds ("...T14:10:27.366Z").
+int64_t ms_of(const std::string& iso) {
+    std::tm tm{};
+    int ms = 0;
+    if (std::sscanf(iso.c_str(), "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+                    &tm.tm_sec, &ms) != 7)
+        return -1;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    return int64_t(timegm(&tm)) * 1000 + ms;
+}
 
 }  // namespace
 
@@ -78,7 +96,12 @@ TEST(DemoStory, TransformerEdgeSamplesOverflowInFp16Only) {
     EXPECT_EQ(sink.events, (std::vector<std::string>{"started", "pass fp32", "pass fp16", "compare fp16", "pass bf16",
                                                      "compare bf16", "finished"}));
     EXPECT_EQ(sink.fixed_at, r.criteria.fixed_at);
-    EXPECT_LE(r.criteria.fixed_at, r.finished_at);
+    // fixed before the reference pass began (when it was reported, less its duration): criteria
+    // fixed any later (after a pass, at the end) would fail this by the pass's duration
+    const int64_t fixed = ms_of(r.criteria.fixed_at), began = ms_of(sink.first_pass_finished) - int64_t(pass(r, Precision::Fp32).seconds * 1000);
+    ASSERT_GT(fixed, 0) << r.criteria.fixed_at;
+    EXPECT_GT(pass(r, Precision::Fp32).seconds, 0.002);  // longer than the timestamps' resolution: the check can tell
+    EXPECT_LE(fixed, began + 1) << r.criteria.fixed_at << " vs first pass reported at " << sink.first_pass_finished;
 }
 
 TEST(DemoStory, KeepFp32OnTheOriginRemovesNonFinite) {
