@@ -148,6 +148,14 @@ TEST(StoreFixtures, EveryReleasedLayoutMigratesAndReadsBack) {
             s.annotate(fixture::kRejectedRun, a);
             EXPECT_EQ(s.annotations(fixture::kRejectedRun).back().target, "fp16:2") << f.name;
         }
+        // the bench gate reads old runs: the accepted BF16 run validates its own policy, not one with FP32 regions
+        BenchPolicy policy{fixture::kModelSha, fixture::kWeightsSha, fixture::kProbesSha, "cpu", Precision::Bf16, "eval", {}};
+        Store gate(path, Store::Mode::ReadOnly);
+        const auto v = gate.find_validation(policy);
+        EXPECT_EQ(v.run, fixture::kAcceptedRun) << f.name << ": " << v.refusal;
+        EXPECT_EQ(v.criteria.max_flips, 1) << f.name;
+        policy.keep_fp32 = {"fc1"};
+        EXPECT_NE(gate.find_validation(policy).refusal.find("FP32 regions (validated none, benchmarked [fc1])"), std::string::npos);
         Store again(path, Store::Mode::ReadWrite);  // a second open finds nothing to migrate
         EXPECT_EQ(again.list_runs().size(), f.train ? 4u : 3u) << f.name;
         expect_compare_runs(again, f, 3);  // and the note on a layer
