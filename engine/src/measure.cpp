@@ -159,6 +159,8 @@ BenchResult run_benchmark(const BenchSpec& spec) {
     auto& probes = loaded.second;
     res.model = model->info;
     res.probes = probes.info;
+    check_fp32_regions(*model, spec.keep_fp32);  // the policy timed is the one validated
+    res.keep_fp32 = spec.keep_fp32;
     std::vector<at::Tensor> in;
     const int64_t n = probes.inputs[0].size(0);
     const int64_t b = std::min<int64_t>(spec.batch_size, n);
@@ -185,6 +187,7 @@ BenchResult run_benchmark(const BenchSpec& spec) {
     const auto truth = batch_truth(probes, b, device);  // labels, or else targets
     for (auto p : all) {
         torch::manual_seed(spec.seed);
+        ctx.keep_fp32 = p == Precision::Fp32 ? std::vector<std::string>{} : spec.keep_fp32;  // AMP passes only
         // training: a fresh copy of the model per precision, SGD, GradScaler for fp16
         std::unique_ptr<Model> tm;
         std::unique_ptr<torch::optim::SGD> opt;
@@ -220,6 +223,7 @@ BenchResult run_benchmark(const BenchSpec& spec) {
         };
         res.figures.push_back(time_precision(iteration, spec, device, p));
     }
+    ctx.keep_fp32.clear();
     for (auto& f : res.figures) {
         f.speedup = res.figures[0].median_ms / f.median_ms;
         f.memory_ratio = res.figures[0].peak_bytes > 0 ? double(f.peak_bytes) / double(res.figures[0].peak_bytes) : 1.0;
