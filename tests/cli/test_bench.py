@@ -118,8 +118,6 @@ class BenchGate(unittest.TestCase):
     def test_fp32_regions_matching_are_measured(self):
         run_id = validate(self.db, "--keep-fp32", "fc1")
         rc, out, err = bench(self.db, "--keep-fp32", "fc1", "--json", "-")
-        if rc == 2 and "does not run FP32 regions" in err:
-            self.skipTest("the engine's run_benchmark does not apply BenchSpec::keep_fp32 yet: " + err.strip())
         self.assertEqual(rc, 0, err)
         r = json.loads(out)
         self.assertEqual(r["keep_fp32"], ["fc1"])
