@@ -75,9 +75,10 @@ for t in "${run[@]}"; do
   [ -f "tests/fuzz/$t.dict" ] && opts+=(-dict="tests/fuzz/$t.dict")
   [ $keep_going = 1 ] && opts+=(-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
   echo "[fuzz] $t for ${seconds} s (log $log)"
-  set +e
   seeds=("tests/fuzz/corpus/$t")
   [ -d "tests/fuzz/regressions/$t" ] && seeds+=("tests/fuzz/regressions/$t")
+  start=$SECONDS
+  set +e
   timeout --signal=KILL $((seconds + 300)) "$bin" "${opts[@]}" "$work/corpus" "${seeds[@]}" >"$log" 2>&1
   rc=$?
   set -e
@@ -90,10 +91,10 @@ for t in "${run[@]}"; do
   fi
   execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || true)
   [ -n "$execs" ] || execs=$(grep -o '^#[0-9]*' "$log" | tail -1 | tr -d '#' || true)
-  took=$(grep -o 'Done [0-9]* runs in [0-9]* second' "$log" | tail -1 | grep -o 'in [0-9]*' | grep -o '[0-9]*' || true)
+  took=$((SECONDS - start))
   corpus=$(find "$work/corpus" -type f | wc -l)
   line=$(printf '%-12s %10s executions %6s s   crashes %s  hangs %s  leaks %s  out-of-memory %s   (new corpus files: %s)' \
-         "$t" "${execs:-?}" "${took:-$seconds}" "$crashes" "$hangs" "$leaks" "$ooms" "$corpus")
+         "$t" "${execs:-?}" "$took" "$crashes" "$hangs" "$leaks" "$ooms" "$corpus")
   summary+=("$line")
   if [ $((crashes + hangs + leaks + ooms)) != 0 ]; then
     status=1
