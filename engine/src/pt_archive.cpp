@@ -10,7 +10,9 @@
 #include <caffe2/serialize/read_adapter_interface.h>
 #include <torch/csrc/jit/serialization/unpickler.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -62,25 +64,43 @@ void check_pickle_lengths(const char* data, size_t size, const std::string& file
         if (!nl) fail("an unterminated line");
         pos = size_t(static_cast<const char*>(nl) - data) + 1;
     };
+    // The memo is filled in order (0, 1, 2, ...); LibTorch's unpickler grows its table to any
+    // index it is given, so a sparse index (31 GB from a 4-byte LONG_BINPUT) is refused.
+    uint64_t memo = 0;
+    auto put = [&](uint64_t index) {
+        if (index > memo) fail("memo index " + std::to_string(index) + " out of order (next is " + std::to_string(memo) + ")");
+        memo = std::max(memo, index + 1);
+    };
     while (pos < size) {
         const auto op = static_cast<unsigned char>(data[pos++]);
         switch (op) {
         case '(': case '0': case '1': case '2': case 'N': case 'Q': case 'R': case 'a': case 'b': case 'd': case '}':
         case 'e': case 'l': case ']': case 'o': case 's': case 't': case ')': case 'u': case 0x81: case 0x85: case 0x86:
-        case 0x87: case 0x88: case 0x89: case 0x8f: case 0x90: case 0x91: case 0x92: case 0x93: case 0x94:
+        case 0x87: case 0x88: case 0x89: case 0x8f: case 0x90: case 0x91: case 0x92: case 0x93:
             break;
+        case 0x94:  // MEMOIZE
+            put(memo);
+            break;
+        case 'p': {  // PUT: a decimal index on its own line
+            const size_t start = pos;
+            line();
+            put(std::strtoull(std::string(data + start, pos - 1 - start).c_str(), nullptr, 10));
+            break;
+        }
+        case 'q': put(le(1)); break;
+        case 'r': put(le(4)); break;
         case '.':
             return;  // STOP
-        case 'F': case 'I': case 'L': case 'P': case 'S': case 'V': case 'g': case 'p':
+        case 'F': case 'I': case 'L': case 'P': case 'S': case 'V': case 'g':
             line();
             break;
         case 'c': case 'i':
             line();
             line();
             break;
-        case 'K': case 'h': case 'q': case 0x80: case 0x82: le(1); break;
+        case 'K': case 'h': case 0x80: case 0x82: le(1); break;
         case 'M': case 0x83: le(2); break;
-        case 'J': case 'j': case 'r': case 0x84: le(4); break;
+        case 'J': case 'j': case 0x84: le(4); break;
         case 'G': case 0x95: le(8); break;
         case 'U': case 'C': case 0x8c: case 0x8a: need(le(1)); pos += static_cast<unsigned char>(data[pos - 1]); break;
         case 'T': case 'X': case 'B': case 0x8b: {

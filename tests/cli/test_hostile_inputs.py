@@ -159,6 +159,9 @@ class HostileInputs(unittest.TestCase):
         for name, pkl in [("str", b"\x80\x02}q\x00X\x01\x00\x00\x80abc."), ("bytes8", b"\x80\x02\x8e" + (2**62).to_bytes(8, "little") + b"x.")]:
             p = write_raw_pt(self.path(f"pickle-{name}.pt"), pkl)
             self.run_probes(p, "data.pkl", "declares", "remain")
+        # a sparse memo index: the unpickler would grow its memo table to 2^31 entries
+        p = write_raw_pt(self.path("pickle-memo.pt"), b"\x80\x02}r\xff\xff\xff\x7f.")
+        self.run_probes(p, "data.pkl", "memo index 2147483647 out of order")
         p = write_raw_pt(self.path("pickle-op.pt"), b"\x80\x02\x96\x00.")  # BYTEARRAY8: not what torch.save writes
         self.run_probes(p, "data.pkl", "opcode 0x96")
 
