@@ -124,6 +124,7 @@ void decode(const void* data, size_t bytes, std::vector<LayerStat>& out, const s
             p += 8;
         }
         if (size_t(dims - p) < sizeof ps.d) throw bad("records truncated");
+        if (!plausible(ps)) throw bad("counters out of range (negative, above the element count, or overlapping)");
         std::memcpy(ps.d, p, sizeof ps.d);
         p += sizeof ps.d;
         LayerStat l;

@@ -23,6 +23,16 @@ inline PackedStats pack(const TensorStats& t) {
             {t.min, t.max, t.absmax, t.min_nonzero_abs, t.mean, t.rms}};
 }
 
+/// Counters a file may hold: none negative, none above the element count, NaN/+Inf/-Inf
+/// disjoint. Anything else is a damaged or hostile file (and would overflow sums later).
+inline bool plausible(const PackedStats& p) {
+    if (p.i[0] < 0) return false;
+    for (int k = 1; k < 11; ++k)
+        if (p.i[k] < 0 || p.i[k] > p.i[0]) return false;
+    return static_cast<unsigned __int128>(p.i[1]) + static_cast<unsigned __int128>(p.i[2]) +
+               static_cast<unsigned __int128>(p.i[3]) <= static_cast<unsigned __int128>(p.i[0]);
+}
+
 inline TensorStats unpack(const PackedStats& p) {
     TensorStats t;
     t.count = p.i[0]; t.nan = p.i[1]; t.posinf = p.i[2]; t.neginf = p.i[3]; t.zeros = p.i[4];

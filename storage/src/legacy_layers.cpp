@@ -53,7 +53,7 @@ bool read_row(const Stmt& s, LayerStat& l) {
     t.min = s.f64(14); t.max = s.f64(15); t.absmax = s.f64(16); t.min_nonzero_abs = s.f64(17); t.mean = s.f64(18);
     t.rms = s.f64(19); t.fp16_overflow = s.i64(20); t.fp16_subnormal = s.i64(21); t.fp16_underflow = s.i64(22);
     t.bf16_overflow = s.i64(23); t.bf16_subnormal = s.i64(24); t.bf16_underflow = s.i64(25);
-    return true;
+    return plausible(pack(t));
 }
 
 /// Today's `layers` definition, taken from the v1 script so that there is one.

@@ -125,6 +125,11 @@ std::vector<LayerStat> read_layers(sqlite3* db, int64_t pass_id, const std::stri
         l.autocast = flags & 1; l.inputs_finite = (flags >> 1) & 1; l.origin = (flags >> 2) & 1;
         PackedStats p;
         std::memcpy(&p, s.blob_ptr(6), sizeof p);
+        if (!plausible(p)) {
+            if (!damaged) throw StoreError("layer statistics of " + where + " are malformed (layer row " + std::to_string(l.index) + ": counters out of range)");
+            ++bad;
+            continue;
+        }
         l.stats = unpack(p);
         out.push_back(std::move(l));
     }
