@@ -126,6 +126,43 @@ void check_pickle_lengths(const char* data, size_t size, const std::string& file
     fail("no STOP opcode before the end");
 }
 
+/// The sizes a zip's central directory declares, before LibTorch's reader allocates any of them
+/// (its constructor already reads a record). A size beyond the file is refused; a directory
+/// that cannot be walked is left for the reader to refuse.
+void check_declared_sizes(const std::vector<char>& bytes, const std::string& file) {
+    const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
+    const size_t n = bytes.size();
+    auto u = [&](size_t at, int len) {
+        uint64_t v = 0;
+        for (int i = len - 1; i >= 0; --i) v = (v << 8) | b[at + size_t(i)];
+        return v;
+    };
+    if (n < 22) return;
+    size_t eocd = n - 22;
+    const size_t stop = n > 22 + 65535 ? n - 22 - 65535 : 0;
+    while (u(eocd, 4) != 0x06054b50) {
+        if (eocd == stop) return;
+        --eocd;
+    }
+    size_t pos = size_t(u(eocd + 16, 4));
+    for (uint64_t k = 0, count = u(eocd + 10, 2); k < count; ++k) {
+        if (pos > n || n - pos < 46 || u(pos, 4) != 0x02014b50) return;
+        uint64_t size = u(pos + 24, 4);
+        const size_t name = size_t(u(pos + 28, 2)), extra = size_t(u(pos + 30, 2)), comment = size_t(u(pos + 32, 2));
+        if (n - pos - 46 < name + extra + comment) return;
+        for (size_t e = pos + 46 + name; size == 0xFFFFFFFFu && e + 4 <= pos + 46 + name + extra;) {  // zip64 sizes
+            const size_t id = size_t(u(e, 2)), len = size_t(u(e + 2, 2));
+            if (id == 1 && len >= 8 && e + 12 <= pos + 46 + name + extra) size = u(e + 4, 8);
+            e += 4 + len;
+        }
+        if (size > n)
+            throw InputError(file, std::string(bytes.data() + pos + 46, name), "record declares " + std::to_string(size) +
+                                                                                   " bytes in a file of " + std::to_string(n) +
+                                                                                   " (a damaged or hostile archive)");
+        pos += 46 + name + extra + comment;
+    }
+}
+
 std::string shape_of(const at::Tensor& t) { return c10::str(t.sizes()); }
 
 /// a * b, or nullopt on overflow (sizes and strides are checked before they are trusted).
@@ -188,6 +225,7 @@ PtArchive read_pt_archive(const std::vector<char>& bytes, const std::string& fil
     using caffe2::serialize::PyTorchStreamReader;
     PtArchive out;
     try {
+        check_declared_sizes(bytes, file);
         auto reader = std::make_shared<PyTorchStreamReader>(std::make_unique<BoundedReader>(bytes));
         // torch.save stores records uncompressed: none can be larger than the file itself.
         for (const auto& name : reader->getAllRecords()) {
