@@ -8,7 +8,8 @@
 #include <limits>
 
 #include "ampscope/engine/run.h"
-#include "internal.h"
+#include "inspect/observer.h"
+#include "run/pass.h"
 
 namespace {
 

@@ -4,7 +4,7 @@
 // cannot run (ROCm, CUDA without nvcc): the texts are decided by plain functions.
 #include <gtest/gtest.h>
 
-#include "gpu/device_notes.h"
+#include "inspect/gpu/device_notes.h"
 
 using namespace ampscope::detail;
 

@@ -13,7 +13,8 @@
 #include <functional>
 #include <limits>
 
-#include "internal.h"
+#include "inspect/observer.h"
+#include "run/pass.h"
 #include "stats_gpu.h"
 
 using namespace ampscope;

@@ -16,7 +16,8 @@
 
 #include <cstdio>
 
-#include "internal.h"
+#include "inspect/observer.h"
+#include "run/pass.h"
 
 using namespace ampscope;
 

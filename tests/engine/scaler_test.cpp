@@ -12,7 +12,7 @@
 #include <fstream>
 #include <limits>
 
-#include "gradscaler.h"
+#include "train/gradscaler.h"
 
 using namespace ampscope;
 

@@ -8,8 +8,8 @@
 
 #include <limits>
 
-#include "internal.h"
-#include "stats_kernel.h"
+#include "inspect/observer.h"
+#include "inspect/stats_kernel.h"
 
 using namespace ampscope;
 using ampscope::detail::tensor_stats;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Fuzz target: probe and training-data files (.pt written by torch.save, .csv), read without a
-// model by detail::read_probe_file (engine/src/probes.cpp), the parser `run --probes` and
+// model by detail::read_probe_file (engine/src/probes/probes.cpp), the parser `run --probes` and
 // `train --data` use before the shapes are checked against the model.
 // Built twice: fuzz_probe_pt (input written to a .pt file) and fuzz_probe_csv (.csv); the
 // extension comes from fuzz_probe_ext_*.cpp so that this heavy translation unit compiles once.
@@ -11,7 +11,7 @@
 #include <string>
 
 #include "fuzz_util.h"
-#include "internal.h"
+#include "probes/probes.h"
 
 extern const char* const kProbeExtension;  // ".pt" or ".csv"
 
@@ -29,7 +29,7 @@ uint8_t touch(const at::Tensor& t) {
     return acc;
 }
 
-/// The invariants of ProbeSet (internal.h) that the passes and the trainer rely on.
+/// The invariants of ProbeSet (probes/probes.h) that the passes and the trainer rely on.
 void check(const ampscope::detail::ProbeSet& ps) {
     if (ps.inputs.empty()) fuzz::finding("a probe set without inputs was accepted");
     const int64_t n = ps.inputs[0].dim() >= 1 ? ps.inputs[0].size(0) : -1;

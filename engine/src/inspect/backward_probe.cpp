@@ -9,7 +9,9 @@
 #include <map>
 #include <mutex>
 
-#include "internal.h"
+#include "inspect/backward_probe.h"
+#include "inspect/observer.h"
+#include "precision/precision.h"
 
 namespace ampscope::detail {
 

@@ -13,15 +13,16 @@
 #include <set>
 
 #include "ampscope/engine/errors.h"
-#include "internal.h"
-#include "stats_kernel.h"
+#include "inspect/observer.h"
+#include "precision/precision.h"
+#include "inspect/stats_kernel.h"
 
 #ifdef AMPSCOPE_HAVE_GPU_STATS
 #include <c10/core/impl/VirtualGuardImpl.h>
 
 #include "stats_gpu.h"
 #endif
-#include "gpu/device_notes.h"
+#include "inspect/gpu/device_notes.h"
 
 namespace ampscope::detail {
 

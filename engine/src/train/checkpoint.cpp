@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "ampscope/engine/errors.h"
-#include "train_parts.h"
+#include "train/train_parts.h"
 
 namespace ampscope::train_parts {
 

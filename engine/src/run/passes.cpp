@@ -26,15 +26,13 @@
 
 #include "ampscope/engine/compare.h"
 #include "ampscope/engine/errors.h"
-#include "gpu/device_notes.h"
-#include "internal.h"
+#include "inspect/gpu/device_notes.h"
+#include "inspect/observer.h"
+#include "precision/precision.h"
+#include "run/pass.h"
 
 namespace ampscope {
 namespace detail {
-
-at::ScalarType dtype_of(Precision p) {
-    return p == Precision::Fp16 ? at::kHalf : p == Precision::Bf16 ? at::kBFloat16 : at::kFloat;
-}
 
 /// The informative line of an error: TorchScript wraps the real message after a traceback.
 std::string first_line(const std::string& s) {
@@ -192,12 +190,7 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
     model.set_train(o.train);
     torch::manual_seed(o.seed);  // same RNG stream (dropout) for every pass
     at::NoGradGuard no_grad;
-    auto& ctx = pass_context();
-    ctx.scope.clear();
-    ctx.regions_hit.clear();
-    ctx.device_type = device.type();
-    ctx.keep_fp32 = o.precision == Precision::Fp32 ? std::vector<std::string>{} : o.keep_fp32;
-    ctx.observing = o.inspect;
+    PassScope pass_scope(device.type(), o.precision == Precision::Fp32 ? std::vector<std::string>{} : o.keep_fp32, o.inspect);
     std::unique_ptr<OpObserver> observer;
     if (o.inspect) observer = std::make_unique<OpObserver>(n);
     std::vector<at::Tensor> outs, originals;  // scores stay on the device until the pass ends

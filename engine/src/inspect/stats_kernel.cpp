@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "stats_kernel.h"
+#include "inspect/stats_kernel.h"
 
 #include <algorithm>
 #include <atomic>

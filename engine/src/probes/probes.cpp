@@ -14,7 +14,9 @@
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/hash.h"
-#include "internal.h"
+#include "probes/probes.h"
+#include "precision/precision.h"
+#include "probes/pt_archive.h"
 
 namespace ampscope::detail {
 namespace {
@@ -35,12 +37,9 @@ std::string id_for(const std::string& tag, int i) {
 /// FP32 forward with autocast explicitly off, no grad, eval mode.
 at::Tensor reference_forward(Model& model, const at::Tensor& x) {
     torch::NoGradGuard ng;
-    const bool was = at::autocast::is_autocast_enabled(at::kCPU);
-    at::autocast::set_autocast_enabled(at::kCPU, false);
+    AutocastGuard fp32(at::kCPU, Precision::Fp32);  // restored also when forward throws
     model.set_train(false);
-    auto y = model.forward({x}).to(at::kFloat);
-    at::autocast::set_autocast_enabled(at::kCPU, was);
-    return y;
+    return model.forward({x}).to(at::kFloat);
 }
 
 // ---- demo generators ---------------------------------------------------------------------

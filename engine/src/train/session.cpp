@@ -14,10 +14,13 @@
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/train.h"
-#include "gradscaler.h"
-#include "gpu/device_notes.h"
-#include "internal.h"
-#include "train_parts.h"
+#include "train/gradscaler.h"
+#include "inspect/gpu/device_notes.h"
+#include "inspect/backward_probe.h"
+#include "inspect/observer.h"
+#include "precision/precision.h"
+#include "run/pass.h"
+#include "train/train_parts.h"
 
 namespace ampscope {
 
@@ -207,11 +210,9 @@ std::optional<Origin> forward_origin(Side& amp, const std::vector<MicroBatch>& m
                                      const at::Device& device) {
     StateSnapshot snap(*amp.model);
     at::NoGradGuard ng;
-    auto& ctx = detail::pass_context();
     for (const auto& mb : micro) {
         torch::manual_seed(mb.seed);
-        ctx.keep_fp32 = s.keep_fp32;
-        ctx.observing = true;
+        detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/true);
         detail::OpObserver obs(mb.inputs[0].size(0));
         obs.begin_batch(0, mb.inputs[0].size(0));
         {
@@ -219,8 +220,6 @@ std::optional<Origin> forward_origin(Side& amp, const std::vector<MicroBatch>& m
             amp.model->forward(mb.inputs);
         }
         obs.end_batch();
-        ctx.observing = false;
-        ctx.keep_fp32.clear();
         for (const auto& l : obs.layers())
             if (l.origin) return Origin{"forward", l.module, l.op, l.index, {}, {}};
     }
@@ -233,16 +232,15 @@ std::optional<Origin> forward_origin(Side& amp, const std::vector<MicroBatch>& m
 std::optional<Origin> backward_origin(Side& amp, const std::vector<MicroBatch>& micro, const detail::ProbeSet& data,
                                       const TrainSpec& s, const at::Device& device, GradScaler& scaler) {
     StateSnapshot snap(*amp.model);
-    auto& ctx = detail::pass_context();
     for (const auto& mb : micro) {
         detail::BackwardProbe probe;
         probe.forward_phase();
         torch::manual_seed(mb.seed);
-        ctx.keep_fp32 = s.keep_fp32;
-        ctx.observing = true;  // module scopes for TorchScript models (the instrumented graph)
-        const at::Tensor l_a = amp_forward_loss(amp, mb.inputs, data, mb.b, mb.e, s, device).second;
-        ctx.keep_fp32.clear();
-        ctx.observing = false;
+        at::Tensor l_a;
+        {  // observing: module scopes for TorchScript models (the instrumented graph)
+            detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/true);
+            l_a = amp_forward_loss(amp, mb.inputs, data, mb.b, mb.e, s, device).second;
+        }
         auto scaled = scaler.impl().scale_loss(l_a);
         probe.backward_phase();
         torch::autograd::grad({scaled}, amp.params, {}, /*retain_graph=*/false, /*create_graph=*/false, /*allow_unused=*/true);
@@ -285,7 +283,6 @@ struct Session {
 
     /// Forward and backward of every micro-batch on both sides; fills figures on the device.
     std::vector<MicroBatch> forward_backward(int step, bool first, at::Tensor* f) {
-        auto& ctx = detail::pass_context();
         const int64_t n = data.inputs[0].size(0);
         std::vector<MicroBatch> micro_batches;
         for (int micro = 0; micro < s.accumulate; ++micro) {
@@ -296,7 +293,6 @@ struct Session {
             const uint64_t seed = s.seed * 1000003 + uint64_t(step) * 131 + uint64_t(micro);
             micro_batches.push_back({in, b, e, seed});
             torch::manual_seed(seed);  // reference: FP32
-            ctx.keep_fp32.clear();
             auto out_r = ref.model->forward(in);
             if (first && micro == 0)  // the model's width is known only now
                 detail::check_outputs_fit(data, s.data, int(out_r.dim() ? out_r.numel() / std::max<int64_t>(1, out_r.size(0)) : 0));
@@ -304,9 +300,9 @@ struct Session {
             l_r.backward();
             f[kLossRef] += l_r.detach().to(at::kDouble);
             torch::manual_seed(seed);  // AMP: autocast around forward and loss, backward outside
-            ctx.keep_fp32 = s.keep_fp32;
             at::Tensor l_a;
             {
+                detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/false);
                 auto [out_a, loss] = amp_forward_loss(amp, in, data, b, e, s, device);
                 l_a = loss;
                 if (s.guards) {
@@ -315,7 +311,6 @@ struct Session {
                     f[kLossBad] = at::maximum(f[kLossBad], (1.0 - out_bad) * l_a.isfinite().all().logical_not().to(at::kDouble));
                 }
             }
-            ctx.keep_fp32.clear();
             auto scaled = scaler.impl().scale_loss(l_a);
             if (micro == 0 && scaler.enabled()) f[kScale] = scaler.impl().scale.detach().to(at::kDouble).clone();
             scaled.backward();
@@ -498,8 +493,7 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
     if (sink) sink->train_started(res);
     const int64_t n = data.inputs[0].size(0);
     const std::string weights_hash = res.model.weights_sha256;
-    auto& ctx = detail::pass_context();
-    ctx.device_type = device.type();
+    detail::PassScope pass_scope(device.type(), {}, /*observing=*/false);
     Session ss{s, data, device, ref, amp, scaler, res, sink, 0, 0, false, {}};
     ss.effective = effective;
     // Batches in file order, restarting after a short last batch: the cursor of a resumed

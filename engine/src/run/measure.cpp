@@ -22,9 +22,11 @@
 #include <optional>
 
 #include "ampscope/engine/errors.h"
-#include "gpu/device_notes.h"
-#include "gradscaler.h"
-#include "internal.h"
+#include "inspect/gpu/device_notes.h"
+#include "train/gradscaler.h"
+#include "inspect/observer.h"
+#include "precision/precision.h"
+#include "run/pass.h"
 
 namespace ampscope {
 
@@ -170,10 +172,6 @@ BenchResult run_benchmark(const BenchSpec& spec) {
         // the same batch for every precision: the first b samples, repeated to fill b if needed
         in.push_back(t.slice(0, 0, b).contiguous().to(device));
     }
-    auto& ctx = pass_context();
-    ctx.device_type = device.type();
-    ctx.keep_fp32.clear();
-    ctx.observing = false;  // no observer, no statistics, no guards in the timed loop
     const bool cuda = device.is_cuda();
     const auto measured = bench_labels(res.backend.kind, cuda && kDeviceCounters);  // what is measured below
     res.timer = measured.timer;
@@ -187,7 +185,8 @@ BenchResult run_benchmark(const BenchSpec& spec) {
     const auto truth = batch_truth(probes, b, device);  // labels, or else targets
     for (auto p : all) {
         torch::manual_seed(spec.seed);
-        ctx.keep_fp32 = p == Precision::Fp32 ? std::vector<std::string>{} : spec.keep_fp32;  // AMP passes only
+        // no observer, no statistics, no guards in the timed loop; FP32 regions in AMP passes only
+        PassScope pass_scope(device.type(), p == Precision::Fp32 ? std::vector<std::string>{} : spec.keep_fp32, false);
         // training: a fresh copy of the model per precision, SGD, GradScaler for fp16
         std::unique_ptr<Model> tm;
         std::unique_ptr<torch::optim::SGD> opt;
@@ -223,7 +222,6 @@ BenchResult run_benchmark(const BenchSpec& spec) {
         };
         res.figures.push_back(time_precision(iteration, spec, device, p));
     }
-    ctx.keep_fp32.clear();
     for (auto& f : res.figures) {
         f.speedup = res.figures[0].median_ms / f.median_ms;
         f.memory_ratio = res.figures[0].peak_bytes > 0 ? double(f.peak_bytes) / double(res.figures[0].peak_bytes) : 1.0;
@@ -245,10 +243,7 @@ OpsReport op_coverage(const RunSpec& spec) {
     auto& probes = loaded.second;
     std::vector<at::Tensor> in;
     for (const auto& t : probes.inputs) in.push_back(t.slice(0, 0, 1).to(device));
-    auto& ctx = pass_context();
-    ctx.device_type = device.type();
-    ctx.keep_fp32.clear();
-    ctx.observing = true;
+    PassScope pass_scope(device.type(), {}, /*observing=*/true);
     at::NoGradGuard no_grad;
     auto capture = [&](Precision p) {
         OpObserver obs(1);
@@ -310,7 +305,6 @@ OpsReport op_coverage(const RunSpec& spec) {
             oc.autocast_fp32 = amp[i].output_dtype == "Float";
         }
     }
-    ctx.observing = false;
     return rep;
 }
 

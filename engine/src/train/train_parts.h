@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-// Engine-internal pieces of the training session shared by train.cpp and checkpoint.cpp.
+// Engine-internal pieces of the training session shared by session.cpp and checkpoint.cpp.
 
 #include <torch/optim.h>
 
@@ -10,8 +10,9 @@
 #include <vector>
 
 #include "ampscope/engine/train.h"
-#include "gradscaler.h"
-#include "internal.h"
+#include "train/gradscaler.h"
+#include "model/model.h"
+#include "probes/probes.h"
 
 namespace ampscope::train_parts {
 

@@ -17,7 +17,7 @@
 #include <map>
 
 #include "ampscope/engine/errors.h"
-#include "internal.h"
+#include "probes/pt_archive.h"
 
 namespace ampscope::detail {
 namespace {

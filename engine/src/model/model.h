@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+// model/ owns the models the passes run: the built-in demo zoo (torch::nn, seeded weights),
+// TorchScript files (an instrumented, inlined graph) and torch.export programs (.pt2, an ATen
+// interpreter). All behind one interface, so passes, observer, training and advisor never ask
+// which format ran. Modules are named with the dotted paths Python's named_modules() gives.
+
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ampscope/engine/run.h"
+#include "ampscope/engine/types.h"
+
+namespace ampscope::detail {
+
+/// A model as the passes see it: forward on a batch, mode, device, named state.
+class Model {
+public:
+    virtual ~Model() = default;
+    virtual at::Tensor forward(const std::vector<at::Tensor>& inputs) = 0;
+    virtual void set_train(bool train) = 0;
+    virtual void to_device(const at::Device& device) = 0;
+    /// Parameters and buffers in named order (for hashing and checkpoints).
+    virtual std::vector<std::pair<std::string, at::Tensor>> named_state() = 0;
+    virtual std::vector<at::Tensor> parameters() = 0;
+    virtual std::vector<std::string> module_paths() = 0;
+    /// Whether FP32 regions and per-module op attribution work for this model.
+    virtual bool has_module_scopes() const = 0;
+
+    ModelInfo info;
+    /// Expected per-sample input shapes (without the batch dim); empty when unknown.
+    std::vector<std::vector<int64_t>> input_shapes;
+    int num_outputs = 0;  ///< 0 when unknown before a forward
+    /// Names of forward's inputs (TorchScript schema; empty when fixed by input_shapes) and
+    /// how many of them have no default.
+    std::vector<std::string> input_names;
+    size_t required_inputs = 0;
+};
+
+/// Loads "demo:NAME" (seeded weights) or a TorchScript file. Throws InputError.
+std::unique_ptr<Model> load_model(const std::string& source, uint64_t seed);
+
+/// The built-in demo models ("demo:NAME" without the prefix); InputError for unknown names.
+std::unique_ptr<Model> make_demo_model(const std::string& name, const std::string& source, uint64_t seed);
+/// A TorchScript file (torch.jit.save output), instrumented for module scopes and FP32 regions.
+std::unique_ptr<Model> load_torchscript(const std::string& path);
+/// SHA-256 over names, dtypes, shapes and bytes of a model's named state.
+std::string weights_hash(const std::vector<std::pair<std::string, at::Tensor>>& state);
+
+}  // namespace ampscope::detail

@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+// precision/ owns how a pass's precision policy is applied: the RAII autocast region (as
+// torch.autocast does it), the thread-local pass context (module scope, FP32 regions) with its
+// RAII scope, and FP32 regions (--keep-fp32) matched against module paths.
+
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ampscope/engine/types.h"
+#include "model/model.h"
+
+namespace ampscope::detail {
+
+/// FP32 regions (--keep-fp32) against the model's module paths: each glob non-empty, matching
+/// at least one module and not the root (which would run the whole model in FP32).
+void check_fp32_regions(Model& model, const std::vector<std::string>& globs);
+
+/// Whether `path` matches any of the globs (fnmatch; '*' also crosses dots).
+bool matches_any(const std::string& path, const std::vector<std::string>& globs);
+
+// ---- module scopes (demo models) and FP32 regions -------------------------------------
+
+/// Thread-local state of the running pass: module-path stack and FP32 regions.
+struct PassContext {
+    std::vector<std::string> scope;           ///< innermost last
+    std::vector<std::string> keep_fp32;       ///< globs
+    std::vector<std::string> regions_hit;     ///< module paths that ran in FP32
+    at::DeviceType device_type = at::kCPU;
+    bool observing = false;  ///< an OpObserver is active (TorchScript then runs instrumented)
+};
+PassContext& pass_context();
+
+/// Sets the calling thread's pass context for one pass or phase (fresh scope stack and
+/// regions, the given device, FP32 regions and observation) and restores the previous context
+/// on exit, also when an exception leaves, so regions or observation can never leak into the
+/// next pass. Nested scopes (a diagnostic re-run inside a training step) restore in order.
+class PassScope {
+public:
+    PassScope(at::DeviceType device_type, std::vector<std::string> keep_fp32, bool observing);
+    ~PassScope();
+    PassScope(const PassScope&) = delete;
+    PassScope& operator=(const PassScope&) = delete;
+    PassContext& context() { return pass_context(); }
+
+private:
+    PassContext saved_;
+};
+
+/// Enters a module scope: pushes its path and, when the path is an FP32 region and
+/// autocast is on, turns autocast off for the scope (restored on exit).
+class ModuleScope {
+public:
+    explicit ModuleScope(const std::string& path);
+    ~ModuleScope();
+    ModuleScope(const ModuleScope&) = delete;
+    ModuleScope& operator=(const ModuleScope&) = delete;
+    /// True when this scope runs without autocast (inputs must be cast to FP32).
+    bool fp32() const { return fp32_; }
+
+private:
+    bool fp32_ = false;
+    bool prev_enabled_ = false;
+};
+
+/// Calls fn(x) inside the module scope `path`, casting a floating input to FP32 when the
+/// scope is an FP32 region (as torch.autocast(enabled=False) plus an explicit cast).
+at::Tensor scoped(const std::string& path, const at::Tensor& x,
+                  const std::function<at::Tensor(const at::Tensor&)>& fn);
+
+at::ScalarType dtype_of(Precision p);
+
+/// RAII autocast region, as Python's torch.autocast(device, dtype, enabled) does it:
+/// saves enabled/dtype/cache flag, increments nesting, and on exit clears the cast cache
+/// when the outermost region ends, then restores the previous state.
+class AutocastGuard {
+public:
+    AutocastGuard(at::DeviceType dt, Precision p) : dt_(dt) {
+        prev_enabled_ = at::autocast::is_autocast_enabled(dt_);
+        prev_dtype_ = at::autocast::get_autocast_dtype(dt_);
+        prev_cache_ = at::autocast::is_autocast_cache_enabled();
+        const bool enable = p != Precision::Fp32;
+        if (enable) at::autocast::set_autocast_dtype(dt_, dtype_of(p));
+        at::autocast::set_autocast_enabled(dt_, enable);
+        at::autocast::increment_nesting();
+        at::autocast::set_autocast_cache_enabled(true);
+    }
+    ~AutocastGuard() {
+        if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+        at::autocast::set_autocast_enabled(dt_, prev_enabled_);
+        at::autocast::set_autocast_dtype(dt_, prev_dtype_);
+        at::autocast::set_autocast_cache_enabled(prev_cache_);
+    }
+    AutocastGuard(const AutocastGuard&) = delete;
+    AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+private:
+    at::DeviceType dt_;
+    bool prev_enabled_ = false, prev_cache_ = true;
+    at::ScalarType prev_dtype_ = at::kFloat;
+};
+
+}  // namespace ampscope::detail

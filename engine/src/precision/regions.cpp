@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: MIT
+// FP32 regions and the thread-local pass context: which modules run without autocast, the
+// module scope the observer attributes ops to, and the RAII scopes that set and restore both.
+#include <fnmatch.h>
+
+#include "ampscope/engine/errors.h"
+#include "precision/precision.h"
+
+namespace ampscope::detail {
+
+at::ScalarType dtype_of(Precision p) {
+    return p == Precision::Fp16 ? at::kHalf : p == Precision::Bf16 ? at::kBFloat16 : at::kFloat;
+}
+
+bool matches_any(const std::string& path, const std::vector<std::string>& globs) {
+    for (const auto& g : globs)
+        if (fnmatch(g.c_str(), path.c_str(), 0) == 0) return true;
+    return false;
+}
+
+void check_fp32_regions(Model& model, const std::vector<std::string>& globs) {
+    if (globs.empty()) return;
+    if (!model.has_module_scopes()) throw InputError("--keep-fp32", "", "this model has no module scopes to keep in FP32");
+    std::string listing;  // the module paths that exist, for the message
+    size_t shown = 0;
+    for (const auto& m : model.info.modules)
+        if (!m.empty() && shown++ < 40) listing += (listing.empty() ? "" : ", ") + m;
+    if (shown > 40) listing += ", ... (" + std::to_string(shown) + " modules)";
+    for (const auto& g : globs) {
+        if (g.empty())
+            throw InputError("--keep-fp32", "", "an empty glob; expected a module path or glob such as 'blocks.1.*'. Modules of " +
+                                                    model.info.source + ": " + listing);
+        if (matches_any("", {g}))
+            throw InputError("--keep-fp32", "", "'" + g + "' matches the root module, which would run the whole model in FP32; "
+                                                          "expected submodules. Modules of " + model.info.source + ": " + listing);
+        bool hit = false;
+        for (const auto& m : model.info.modules) hit = hit || (!m.empty() && matches_any(m, {g}));
+        if (!hit)
+            throw InputError("--keep-fp32", "", "'" + g + "' matches no module of " + model.info.source + "; modules: " + listing);
+    }
+}
+
+PassContext& pass_context() {
+    thread_local PassContext ctx;
+    return ctx;
+}
+
+ModuleScope::ModuleScope(const std::string& path) {
+    auto& ctx = pass_context();
+    ctx.scope.push_back(path);
+    prev_enabled_ = at::autocast::is_autocast_enabled(ctx.device_type);
+    if (prev_enabled_ && matches_any(path, ctx.keep_fp32)) {
+        fp32_ = true;
+        at::autocast::set_autocast_enabled(ctx.device_type, false);
+        ctx.regions_hit.push_back(path);
+    }
+}
+
+ModuleScope::~ModuleScope() {
+    auto& ctx = pass_context();
+    if (fp32_) at::autocast::set_autocast_enabled(ctx.device_type, prev_enabled_);
+    ctx.scope.pop_back();
+}
+
+at::Tensor scoped(const std::string& path, const at::Tensor& x,
+                  const std::function<at::Tensor(const at::Tensor&)>& fn) {
+    ModuleScope s(path);
+    if (s.fp32() && x.is_floating_point() && x.scalar_type() != at::kFloat)
+        return fn(x.to(at::kFloat));
+    return fn(x);
+}
+
+PassScope::PassScope(at::DeviceType device_type, std::vector<std::string> keep_fp32, bool observing) {
+    auto& ctx = pass_context();
+    saved_ = std::move(ctx);
+    ctx = PassContext{};
+    ctx.device_type = device_type;
+    ctx.keep_fp32 = std::move(keep_fp32);
+    ctx.observing = observing;
+}
+
+PassScope::~PassScope() { pass_context() = std::move(saved_); }
+
+}  // namespace ampscope::detail

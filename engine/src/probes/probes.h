@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+// probes/ owns the data the passes run on: the demo models' built-in probe and training sets,
+// and probe files (.pt written by torch.save, .csv), every field checked against what the file
+// holds before anything is trusted (pt_archive.h reads the torch.save zip).
+
+#include <ATen/ATen.h>
+
+#include <string>
+#include <vector>
+
+#include "ampscope/engine/run.h"
+#include "ampscope/engine/types.h"
+#include "model/model.h"
+
+namespace ampscope::detail {
+
+/// A probe set in memory, on the CPU, float32.
+struct ProbeSet {
+    std::vector<at::Tensor> inputs;  ///< each [N, ...]
+    std::vector<SampleInfo> samples;
+    std::vector<int64_t> labels;     ///< N or empty
+    std::vector<float> targets;      ///< N x target_width or empty
+    int target_width = 0;
+    ProbeInfo info;
+};
+
+/// Loads "demo" (the model's built-in set) or a .pt / .csv file and checks it against the
+/// model's expected input shapes. Throws InputError naming the file and field.
+ProbeSet load_probes(const std::string& source, Model& model, uint64_t seed);
+
+/// Reads a probe-format file (.pt written by torch.save, or .csv) without a model: every
+/// tensor checked against the data the file holds, dtypes, labels, ids (unique, non-empty,
+/// UTF-8) validated. Throws InputError naming the file and field. (Fuzzed: tests/fuzz.)
+ProbeSet read_probe_file(const std::string& path);
+
+/// Training data: "demo" (a learnable set for the demo model, in file order) or a probe-format
+/// file with labels or targets.
+ProbeSet load_training_data(const std::string& source, Model& model, uint64_t seed);
+
+/// Labels and targets of a probe or training set against the scores the model gives.
+void check_outputs_fit(const ProbeSet& probes, const std::string& file, int num_outputs);
+
+}  // namespace ampscope::detail

@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+// run/ owns running things end to end: one pass over the probe set (pass.h), the comparison
+// runner, the backend report, the benchmark and operator coverage (the public run.h API).
+
+#include <ATen/ATen.h>
+
+#include <string>
+#include <vector>
+
+#include "ampscope/engine/run.h"
+#include "ampscope/engine/types.h"
+#include "model/model.h"
+#include "probes/probes.h"
+
+namespace ampscope::detail {
+
+/// The informative line of an error (TorchScript wraps the real message after a traceback).
+std::string first_line(const std::string& s);
+/// "cpu" | "cuda" | "cuda:N"; InputError when malformed or absent.
+at::Device parse_device(const std::string& d);
+
+/// One pass over the probe set (passes.cpp).
+struct PassOptions {
+    Precision precision = Precision::Fp32;
+    std::vector<std::string> keep_fp32;
+    bool train = false;
+    uint64_t seed = 0;
+    int batch_size = 64;
+    bool inspect = true;
+    /// When given: set to true if the model changed its input tensors in place (each pass
+    /// gets its own copies, so this only warns).
+    bool* inputs_mutated = nullptr;
+};
+
+PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& device, const PassOptions& o,
+                    ProgressObserver* progress, bool first_pass);
+
+}  // namespace ampscope::detail
