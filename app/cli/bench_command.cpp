@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "ampscope/engine/errors.h"
+#include "ampscope/engine/rules.h"
 #include "ampscope/engine/run.h"
 #include "ampscope/storage/json_io.h"
 #include "ampscope/storage/store.h"
@@ -41,21 +42,11 @@ std::string glob_list(const std::vector<std::string>& v) {
     return out.empty() ? "none" : out;
 }
 
-/// The validation of each benchmarked precision (Store::find_validation holds the rule).
+/// The validation of each benchmarked precision (the rule: choose_validation, rules.h).
 std::vector<storage::Validation> validations(const storage::Store& store, const BenchSpec& bs) {
     const auto ids = identify_inputs(bs.model, bs.probes, bs.device, bs.seed);
     std::vector<storage::Validation> out;
-    for (auto p : bs.precisions) {
-        storage::BenchPolicy policy;
-        policy.model_sha256 = ids.model.sha256;
-        policy.weights_sha256 = ids.model.weights_sha256;
-        policy.probes_sha256 = ids.probes.sha256;
-        policy.device = ids.backend.device;
-        policy.precision = p;
-        policy.mode = to_string(bs.mode);
-        policy.keep_fp32 = bs.keep_fp32;
-        out.push_back(store.find_validation(policy));
-    }
+    for (auto p : bs.precisions) out.push_back(store.find_validation(bench_policy(bs, ids, p)));
     return out;
 }
 
@@ -86,9 +77,7 @@ int run_bench(BenchOptions& o, const std::function<void(const std::string&, cons
     bs.mode = o.mode == "train" ? Mode::Train : Mode::Eval;
     storage::Store store(storage::default_db_path(o.db), storage::Store::Mode::Create, o.init_db);
     const auto vs = validations(store, bs);
-    bool validated = true;
-    for (const auto& v : vs) validated = validated && !v.run.empty();
-    if (!validated && !o.unvalidated) {
+    if (!all_validated(vs) && !o.unvalidated) {
         std::cerr << "ampscope-cli: refusing to measure " << bs.model << " on " << bs.probes << ":\n";
         for (const auto& v : vs)
             if (v.run.empty()) std::cerr << "  " << to_string(v.precision) << ": " << v.refusal << "\n";
@@ -100,10 +89,8 @@ int run_bench(BenchOptions& o, const std::function<void(const std::string&, cons
     if (res.keep_fp32 != bs.keep_fp32)
         throw InputError("--keep-fp32", "", "this build's benchmark does not run FP32 regions (asked: " + glob_list(bs.keep_fp32) +
                                                 "; timed: " + glob_list(res.keep_fp32) + "); nothing was recorded");
-    const auto text = json::bench_to_json(res, bs, vs);
-    const auto id = store.record_benchmark(vs.empty() ? std::string() : vs[0].run, validated, res.model.weights_sha256,
-                                           res.probes.sha256, res.backend.device, text);
-    if (!o.json.empty()) write_output(o.json, text);
+    const auto id = store.record_benchmark(res, bs, vs);
+    if (!o.json.empty()) write_output(o.json, json::bench_to_json(res, bs, vs));
     if (o.json != "-") print_result(res, bs, vs, id);
     return 0;
 }

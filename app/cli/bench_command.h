@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 // ampscope-cli bench: speed and memory of FP32 vs AMP, gated on a validation run of exactly
-// the benchmarked policy (storage::Store::find_validation holds the rule).
+// the benchmarked policy (the rule: choose_validation in ampscope/engine/rules.h).
 
 #include <CLI/CLI.hpp>
 

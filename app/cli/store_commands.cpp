@@ -42,43 +42,8 @@ std::string pad(std::string s, size_t w) {
     return s + std::string(w - s.size(), ' ');
 }
 
-/// The header of a training run as TrainResult fields; StoreError naming the column when it
-/// is not the JSON a training run writes.
-TrainResult read_train_header(const Store& s, const std::string& uuid) {
-    TrainResult tr;
-    tr.run_id = uuid;
-    try {
-        const auto header = nlohmann::json::parse(s.header_json(uuid));
-        tr.model.source = header.value("model", nlohmann::json::object()).value("source", "");
-        tr.spec.data = header.value("data", "");
-        tr.spec.precision = parse_precision(header.value("precision", "fp16")).value_or(Precision::Fp16);
-        tr.spec.autocast = header.value("autocast", true);
-        const auto sc = header.value("scaler", nlohmann::json::object());
-        tr.spec.scaler.enabled = sc.value("enabled", true);
-        tr.spec.scaler.init_scale = sc.value("init_scale", 65536.0);
-        tr.spec.scaler.growth_factor = sc.value("growth_factor", 2.0);
-        tr.spec.scaler.backoff_factor = sc.value("backoff_factor", 0.5);
-        tr.spec.scaler.growth_interval = sc.value("growth_interval", 2000);
-        const auto opt = header.value("optimizer", nlohmann::json::object());
-        tr.spec.optimizer = opt.value("name", "");
-        tr.spec.lr = opt.value("lr", 0.0);
-        tr.spec.loss = header.value("loss", "");
-        tr.spec.batch_size = header.value("batch_size", 0);
-        tr.spec.accumulate = header.value("accumulate", 1);
-    } catch (const nlohmann::json::exception& e) {
-        throw storage::StoreError(s.path() + ": run " + uuid + ": column runs.header_json is not the JSON of a training run: " + e.what());
-    }
-    return tr;
-}
-
 int show_training(const Store& s, const std::string& uuid) {
-    TrainResult tr = read_train_header(s, uuid);
-    tr.steps = s.training_steps(uuid);
-    tr.checkpoints = s.checkpoints(uuid);
-    tr.iterations = int(tr.steps.size());
-    for (const auto& x : tr.steps) tr.skipped += x.skipped;
-    tr.effective_updates = tr.steps.empty() ? 0 : tr.steps.back().effective_updates;
-    tr.final_scale = tr.steps.empty() ? 1.0 : tr.steps.back().scale;
+    const TrainResult tr = s.load_training(uuid);
     std::cout << "status: " << s.status(uuid) << (s.error(uuid).empty() ? "" : " (" + s.error(uuid) + ")") << "\n";
     print_train(std::cout, tr, isatty(STDOUT_FILENO));
     return 0;
@@ -86,21 +51,11 @@ int show_training(const Store& s, const std::string& uuid) {
 
 void print_benchmarks(const Store& s, const std::string& uuid) {
     for (const auto& b : s.benchmarks(uuid)) {
-        std::cout << "\nbenchmark " << b.uuid.substr(0, 8) << " (" << b.created_at.substr(0, 19);
-        try {
-            const auto j = nlohmann::json::parse(b.result_json);
-            std::string line = ", batch " + std::to_string(j.value("batch", 0)) + "):";
-            for (const auto& f : j.at("figures")) {
-                std::ostringstream o;
-                o << " " << f.value("precision", "") << " " << f.value("median_ms", 0.0) << " ms (" << f.value("speedup", 1.0) << "x)";
-                line += o.str();
-            }
-            std::cout << line << "\n";
-        } catch (const nlohmann::json::exception& e) {
-            std::cout << std::endl;
-            throw storage::StoreError(s.path() + ": run " + uuid + ": benchmark " + b.uuid +
-                                      ": column benchmarks.result_json is malformed: " + e.what());
-        }
+        std::ostringstream o;
+        o << "\nbenchmark " << b.uuid.substr(0, 8) << " (" << b.created_at.substr(0, 19) << ", batch " << b.result.batch << "):";
+        for (const auto& f : b.result.figures)
+            o << " " << to_string(f.precision) << " " << f.median_ms << " ms (" << f.speedup << "x)";
+        std::cout << o.str() << "\n";
     }
 }
 

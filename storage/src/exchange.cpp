@@ -134,8 +134,8 @@ void export_runs(const Store& from, const std::vector<std::string>& uuids, const
             }
             out.insert_run(r, from.status(u), from.error(u), from.annotations(u), from.review(u));
         }
-        sql::exec(out.handle(), "PRAGMA application_id=" + std::to_string(kExportApplicationId));
-        sql::exec(out.handle(), "PRAGMA journal_mode=DELETE");  // one self-contained file
+        sql::exec(StoreAccess::db(out), "PRAGMA application_id=" + std::to_string(kExportApplicationId));
+        sql::exec(StoreAccess::db(out), "PRAGMA journal_mode=DELETE");  // one self-contained file
     }
     if (std::rename(tmp.path().c_str(), file.c_str()) != 0)
         throw InputError(file, "-o", std::string("cannot write the export file: ") + std::strerror(errno));
@@ -147,7 +147,7 @@ namespace {
 /// Refuses files whose schema is not ampscope's: unknown triggers or views, missing tables or
 /// columns, values of the wrong type, a failing integrity check.
 void validate(Store& s, const std::string& file) {
-    sqlite3* db = s.handle();
+    sqlite3* db = StoreAccess::db(s);
     {
         Stmt q(db, "PRAGMA quick_check");
         if (!q.step() || q.text(0) != "ok") throw StoreError(file + ": damaged database (quick_check failed)");

@@ -1,122 +1,250 @@
 // SPDX-License-Identifier: MIT
 #include "serialize.h"
 
+#include "ampscope/engine/errors.h"
+#include "ampscope/storage/errors.h"
+#include "json_map.h"
+
 namespace ampscope::storage::ser {
 
 using nlohmann::json;
+using nlohmann::ordered_json;
+
+json parse_column(const std::string& text, const std::string& column) {
+    try {
+        return json::parse(text);
+    } catch (const json::exception& e) {
+        throw StoreError(column + " is not valid JSON: " + e.what());
+    }
+}
 
 namespace {
 
-json criteria(const Criteria& c) {
-    json heads = json::array();
-    for (const auto& h : c.heads) heads.push_back({{"name", h.name}, {"begin", h.begin}, {"end", h.end}, {"atol", h.atol}, {"rtol", h.rtol}});
-    return {{"atol", c.atol}, {"rtol", c.rtol}, {"heads", heads}, {"tie_tolerance", c.tie_tolerance},
-            {"tie_rule", to_string(c.tie_rule)}, {"max_flips", c.max_flips},
-            {"quality_metric", to_string(c.quality_metric)}, {"quality_metric_set", c.quality_metric_set},
-            {"quality_threshold", c.quality_threshold}, {"quality_threshold_set", c.quality_threshold_set},
-            {"allow_nonfinite", c.allow_nonfinite}, {"fixed_at", c.fixed_at}};
+/// Runs `read`; a JSON of another shape, or values criteria do not allow, is a StoreError
+/// naming the column.
+template <class F>
+void reading(const std::string& column, const char* what, F&& read) {
+    try {
+        read();
+    } catch (const json::exception& e) {
+        throw StoreError(column + what + e.what());
+    } catch (const InputError& e) {
+        throw StoreError(column + what + e.what());
+    }
 }
 
-Criteria read_criteria(const json& j) {
-    Criteria c;
-    c.atol = j.at("atol");
-    c.rtol = j.at("rtol");
-    for (const auto& h : j.at("heads")) c.heads.push_back({h.at("name"), h.at("begin"), h.at("end"), h.at("atol"), h.at("rtol")});
-    c.tie_tolerance = j.at("tie_tolerance");
-    c.tie_rule = parse_tie_rule(j.at("tie_rule").get<std::string>()).value_or(TieRule::LowestIndex);
-    c.max_flips = j.at("max_flips");
-    c.quality_metric = parse_quality_metric(j.at("quality_metric").get<std::string>()).value_or(QualityMetric::Accuracy);
-    c.quality_metric_set = j.at("quality_metric_set");
-    c.quality_threshold = j.at("quality_threshold");
-    c.quality_threshold_set = j.at("quality_threshold_set");
-    c.allow_nonfinite = j.at("allow_nonfinite");
-    c.fixed_at = j.at("fixed_at");
-    return c;
+ordered_json model(const ModelInfo& m) {
+    return {{"source", m.source}, {"kind", m.kind}, {"sha256", m.sha256}, {"weights_sha256", m.weights_sha256},
+            {"mode", m.mode}, {"parameters", m.parameters}, {"modules", m.modules}};
 }
 
-json backend(const BackendReport& b) {
-    return {{"device", b.device}, {"kind", b.kind}, {"torch", b.torch_version}, {"cuda", b.cuda_version},
-            {"cudnn", b.cudnn_version}, {"hip", b.hip_version}, {"name", b.name}, {"cc", b.compute_capability},
-            {"cuda_available", b.cuda_available}, {"cuda_devices", b.cuda_device_count}, {"bf16", b.bf16_supported},
-            {"fp16", b.fp16_supported}, {"threads", b.num_threads}, {"notes", b.notes}};
+ModelInfo read_model(const json& m) {
+    ModelInfo r;
+    r.source = m.at("source"); r.kind = m.at("kind"); r.sha256 = m.at("sha256");
+    r.weights_sha256 = m.at("weights_sha256"); r.mode = m.at("mode"); r.parameters = m.at("parameters");
+    r.modules = m.at("modules").get<std::vector<std::string>>();
+    return r;
 }
 
-BackendReport read_backend(const json& j) {
-    BackendReport b;
-    b.device = j.at("device"); b.kind = j.at("kind"); b.torch_version = j.at("torch"); b.cuda_version = j.at("cuda");
-    b.cudnn_version = j.at("cudnn"); b.hip_version = j.at("hip"); b.name = j.at("name"); b.compute_capability = j.at("cc");
-    b.cuda_available = j.at("cuda_available"); b.cuda_device_count = j.at("cuda_devices"); b.bf16_supported = j.at("bf16");
-    b.fp16_supported = j.at("fp16"); b.num_threads = j.at("threads"); b.notes = j.at("notes").get<std::vector<std::string>>();
-    return b;
+ordered_json run_spec(const RunSpec& s) {
+    std::vector<std::string> precisions;
+    for (auto p : s.precisions) precisions.push_back(to_string(p));
+    return {{"model", s.model}, {"probes", s.probes}, {"precisions", precisions}, {"device", s.device},
+            {"mode", to_string(s.mode)}, {"criteria", jmap::criteria(s.criteria)}, {"keep_fp32", s.keep_fp32},
+            {"seed", s.seed}, {"batch_size", s.batch_size}, {"inspect", s.inspect}};
+}
+
+RunSpec read_run_spec(const json& s, const std::string& column) {
+    RunSpec r;
+    r.model = s.at("model");
+    r.probes = s.at("probes");
+    for (const auto& p : s.at("precisions")) r.precisions.push_back(parse_precision(p.get<std::string>()).value_or(Precision::Fp16));
+    r.device = s.at("device");
+    r.mode = s.at("mode") == "train" ? Mode::Train : Mode::Eval;
+    r.criteria = jmap::read_criteria(s.at("criteria"), column);
+    r.keep_fp32 = s.at("keep_fp32").get<std::vector<std::string>>();
+    r.seed = s.at("seed");
+    r.batch_size = s.at("batch_size");
+    r.inspect = s.at("inspect");
+    return r;
+}
+
+ordered_json probes(const ProbeInfo& p) {
+    ordered_json tags = ordered_json::object();
+    for (const auto& [k, v] : p.tags) tags[k] = v;
+    return {{"source", p.source}, {"sha256", p.sha256}, {"count", p.count}, {"tags", tags},
+            {"input_shapes", p.input_shapes}, {"has_labels", p.has_labels}, {"has_targets", p.has_targets}};
+}
+
+ProbeInfo read_probes(const json& p) {
+    ProbeInfo r;
+    r.source = p.at("source"); r.sha256 = p.at("sha256"); r.count = p.at("count");
+    r.tags = p.at("tags").get<std::map<std::string, int>>();
+    r.input_shapes = p.at("input_shapes").get<std::vector<std::vector<int64_t>>>();
+    r.has_labels = p.at("has_labels"); r.has_targets = p.at("has_targets");
+    return r;
 }
 
 }  // namespace
 
-json header(const RunResult& r) {
-    std::vector<std::string> precisions;
-    for (auto p : r.spec.precisions) precisions.push_back(to_string(p));
-    json spec = {{"model", r.spec.model}, {"probes", r.spec.probes}, {"precisions", precisions},
-                 {"device", r.spec.device}, {"mode", to_string(r.spec.mode)}, {"criteria", criteria(r.spec.criteria)},
-                 {"keep_fp32", r.spec.keep_fp32}, {"seed", r.spec.seed}, {"batch_size", r.spec.batch_size},
-                 {"inspect", r.spec.inspect}};
-    json tags = json::object();
-    for (const auto& [k, v] : r.probes.tags) tags[k] = v;
-    return {{"spec", spec},
-            {"criteria", criteria(r.criteria)},
-            {"backend", backend(r.backend)},
-            {"model", {{"source", r.model.source}, {"kind", r.model.kind}, {"sha256", r.model.sha256},
-                       {"weights_sha256", r.model.weights_sha256}, {"mode", r.model.mode},
-                       {"parameters", r.model.parameters}, {"modules", r.model.modules}}},
-            {"probes", {{"source", r.probes.source}, {"sha256", r.probes.sha256}, {"count", r.probes.count},
-                        {"tags", tags}, {"input_shapes", r.probes.input_shapes}, {"has_labels", r.probes.has_labels},
-                        {"has_targets", r.probes.has_targets}}},
+ordered_json header(const RunResult& r) {
+    return {{"kind", "compare"},
+            {"spec", run_spec(r.spec)},
+            {"backend", jmap::backend(r.backend)},
+            {"model", model(r.model)},
             {"warnings", r.warnings},
+            {"tool_version", r.tool_version},
+            {"criteria", jmap::criteria(r.criteria)},
+            {"probes", probes(r.probes)},
             {"labels", r.labels},
-            {"targets", r.targets},
-            {"tool_version", r.tool_version}};
+            {"targets", r.targets}};
 }
 
-void read_header(const json& j, RunResult& r) {
-    const auto& s = j.at("spec");
-    r.spec.model = s.at("model");
-    r.spec.probes = s.at("probes");
-    r.spec.precisions.clear();
-    for (const auto& p : s.at("precisions")) r.spec.precisions.push_back(parse_precision(p.get<std::string>()).value_or(Precision::Fp16));
-    r.spec.device = s.at("device");
-    r.spec.mode = s.at("mode") == "train" ? Mode::Train : Mode::Eval;
-    r.spec.criteria = read_criteria(s.at("criteria"));
-    r.spec.keep_fp32 = s.at("keep_fp32").get<std::vector<std::string>>();
-    r.spec.seed = s.at("seed");
-    r.spec.batch_size = s.at("batch_size");
-    r.spec.inspect = s.at("inspect");
-    r.criteria = read_criteria(j.at("criteria"));
-    r.backend = read_backend(j.at("backend"));
-    const auto& m = j.at("model");
-    r.model.source = m.at("source"); r.model.kind = m.at("kind"); r.model.sha256 = m.at("sha256");
-    r.model.weights_sha256 = m.at("weights_sha256"); r.model.mode = m.at("mode"); r.model.parameters = m.at("parameters");
-    r.model.modules = m.at("modules").get<std::vector<std::string>>();
-    const auto& p = j.at("probes");
-    r.probes.source = p.at("source"); r.probes.sha256 = p.at("sha256"); r.probes.count = p.at("count");
-    r.probes.tags = p.at("tags").get<std::map<std::string, int>>();
-    r.probes.input_shapes = p.at("input_shapes").get<std::vector<std::vector<int64_t>>>();
-    r.probes.has_labels = p.at("has_labels"); r.probes.has_targets = p.at("has_targets");
-    r.warnings = j.at("warnings").get<std::vector<std::string>>();
-    r.labels = j.at("labels").get<std::vector<int64_t>>();
-    r.targets = j.at("targets").get<std::vector<float>>();
-    r.tool_version = j.at("tool_version");
+void read_header(const std::string& text, RunResult& r, const std::string& column) {
+    const auto j = parse_column(text, column);
+    reading(column, " is malformed: ", [&] {
+        r.spec = read_run_spec(j.at("spec"), column);
+        r.criteria = jmap::read_criteria(j.at("criteria"), column);
+        r.backend = jmap::read_backend(j.at("backend"));
+        r.model = read_model(j.at("model"));
+        r.probes = read_probes(j.at("probes"));
+        r.warnings = j.at("warnings").get<std::vector<std::string>>();
+        r.labels = j.at("labels").get<std::vector<int64_t>>();
+        r.targets = j.at("targets").get<std::vector<float>>();
+        r.tool_version = j.at("tool_version");
+    });
 }
 
-json origin(const std::optional<Origin>& o) {
-    if (!o) return nullptr;
-    json j = {{"stage", o->stage}, {"module", o->module}, {"op", o->op}, {"index", o->index}, {"samples", o->samples}};
-    if (!o->grad_fn.empty()) j["grad_fn"] = o->grad_fn;
-    return j;
+// ---- training runs --------------------------------------------------------------------------
+
+namespace {
+
+ordered_json scaler(const ScalerOptions& s) {
+    return {{"enabled", s.enabled}, {"init_scale", s.init_scale}, {"growth_factor", s.growth_factor},
+            {"backoff_factor", s.backoff_factor}, {"growth_interval", s.growth_interval}};
 }
 
-std::optional<Origin> read_origin(const json& j) {
-    if (j.is_null()) return std::nullopt;
-    return Origin{j.at("stage"), j.at("module"), j.at("op"), j.at("index"), j.at("samples").get<std::vector<std::string>>(),
-                  j.value("grad_fn", std::string())};
+/// Every key optional (a header of an earlier build lacks some).
+void read_scaler(const json& sc, ScalerOptions& s) {
+    s.enabled = sc.value("enabled", true);
+    s.init_scale = sc.value("init_scale", 65536.0);
+    s.growth_factor = sc.value("growth_factor", 2.0);
+    s.backoff_factor = sc.value("backoff_factor", 0.5);
+    s.growth_interval = sc.value("growth_interval", 2000);
+}
+
+ordered_json train_spec(const TrainSpec& s) {
+    return {{"model", s.model}, {"data", s.data}, {"steps", s.steps}, {"batch_size", s.batch_size}, {"loss", s.loss},
+            {"optimizer", s.optimizer}, {"lr", s.lr}, {"momentum", s.momentum}, {"weight_decay", s.weight_decay},
+            {"precision", to_string(s.precision)}, {"autocast", s.autocast}, {"scaler", scaler(s.scaler)},
+            {"clip_grad_norm", s.clip_grad_norm}, {"accumulate", s.accumulate}, {"lr_schedule", s.lr_schedule},
+            {"lr_per_iteration", s.lr_per_iteration}, {"checkpoint_every", s.checkpoint_every},
+            {"checkpoint_dir", s.checkpoint_dir}, {"resume", s.resume}, {"keep_fp32", s.keep_fp32}, {"seed", s.seed},
+            {"device", s.device}, {"guards", s.guards}};
+}
+
+TrainSpec read_train_spec(const json& j) {
+    TrainSpec s;
+    s.model = j.at("model"); s.data = j.at("data"); s.steps = j.at("steps"); s.batch_size = j.at("batch_size");
+    s.loss = j.at("loss"); s.optimizer = j.at("optimizer"); s.lr = j.at("lr"); s.momentum = j.at("momentum");
+    s.weight_decay = j.at("weight_decay");
+    s.precision = parse_precision(j.at("precision").get<std::string>()).value_or(Precision::Fp16);
+    s.autocast = j.at("autocast");
+    read_scaler(j.at("scaler"), s.scaler);
+    s.clip_grad_norm = j.at("clip_grad_norm"); s.accumulate = j.at("accumulate"); s.lr_schedule = j.at("lr_schedule");
+    s.lr_per_iteration = j.at("lr_per_iteration"); s.checkpoint_every = j.at("checkpoint_every");
+    s.checkpoint_dir = j.at("checkpoint_dir"); s.resume = j.at("resume");
+    s.keep_fp32 = j.at("keep_fp32").get<std::vector<std::string>>();
+    s.seed = j.at("seed"); s.device = j.at("device"); s.guards = j.at("guards");
+    return s;
+}
+
+/// The header of builds before this layout: the training JSON without its steps (every key
+/// read with a default: what they wrote varied).
+void read_legacy_train_header(const json& h, TrainResult& t) {
+    t.model = jmap::read_model_identity(h.value("model", json::object()));
+    t.spec.model = t.model.source;
+    t.spec.data = h.value("data", "");
+    t.spec.precision = parse_precision(h.value("precision", "fp16")).value_or(Precision::Fp16);
+    t.spec.autocast = h.value("autocast", true);
+    read_scaler(h.value("scaler", json::object()), t.spec.scaler);
+    const auto opt = h.value("optimizer", json::object());
+    t.spec.optimizer = opt.value("name", "");
+    t.spec.lr = opt.value("lr", 0.0);
+    t.spec.momentum = opt.value("momentum", 0.0);
+    t.spec.weight_decay = opt.value("weight_decay", 0.0);
+    t.spec.lr_schedule = opt.value("schedule", "constant");
+    t.spec.lr_per_iteration = opt.value("schedule_follows", "effective_updates") == "iterations";
+    t.spec.loss = h.value("loss", "");
+    t.spec.batch_size = h.value("batch_size", 0);
+    t.spec.accumulate = h.value("accumulate", 1);
+    t.spec.clip_grad_norm = h.value("clip_grad_norm", 0.0);
+    t.spec.keep_fp32 = h.value("keep_fp32", std::vector<std::string>{});
+    if (h.contains("backend")) t.backend = jmap::read_backend(h.at("backend"));
+    const auto resumed = h.value("resumed_from", json());
+    t.resumed_from = resumed.is_null() ? "" : resumed.get<std::string>();
+    t.policy_changed = h.value("policy_changed", false);
+    t.warnings = h.value("warnings", std::vector<std::string>{});
+    t.started_at = h.value("started_at", "");
+}
+
+}  // namespace
+
+ordered_json train_header(const TrainResult& t) {
+    return {{"kind", "train"},
+            {"spec", train_spec(t.spec)},
+            {"backend", jmap::backend(t.backend)},
+            {"model", model(t.model)},
+            {"warnings", t.warnings},
+            {"tool_version", version()},
+            {"started_at", t.started_at},
+            {"resumed_from", t.resumed_from},
+            {"policy_changed", t.policy_changed}};
+}
+
+void read_train_header(const std::string& text, TrainResult& t, const std::string& column) {
+    const auto h = parse_column(text, column);
+    reading(column, " is not the JSON of a training run: ", [&] {
+        if (!h.is_object() || !h.contains("spec")) return read_legacy_train_header(h, t);
+        t.spec = read_train_spec(h.at("spec"));
+        t.backend = jmap::read_backend(h.at("backend"));
+        t.model = read_model(h.at("model"));
+        t.warnings = h.at("warnings").get<std::vector<std::string>>();
+        t.started_at = h.at("started_at");
+        t.resumed_from = h.at("resumed_from");
+        t.policy_changed = h.at("policy_changed");
+    });
+}
+
+// ---- benchmarks -----------------------------------------------------------------------------
+
+BenchResult read_bench(const std::string& text, const std::string& column) {
+    const auto j = parse_column(text, column);
+    BenchResult b;
+    reading(column, " is malformed: ", [&] {
+        b.model = jmap::read_model_identity(j.value("model", json::object()));
+        const auto p = j.value("probes", json::object());
+        b.probes.source = p.value("source", "");
+        b.probes.sha256 = p.value("sha256", "");
+        if (j.contains("backend")) b.backend = jmap::read_backend(j.at("backend"));
+        b.batch = j.value("batch", 0);
+        b.train = j.value("what", "forward") == "training step";
+        b.timer = j.value("timer", "");
+        b.memory = j.value("memory", "");
+        b.keep_fp32 = j.value("keep_fp32", std::vector<std::string>{});
+        for (const auto& f : j.at("figures")) {
+            BenchFigure x;
+            x.precision = parse_precision(f.value("precision", "")).value_or(Precision::Fp32);
+            x.median_ms = f.value("median_ms", 0.0);
+            x.p10_ms = f.value("p10_ms", 0.0);
+            x.p90_ms = f.value("p90_ms", 0.0);
+            x.peak_bytes = f.value("peak_bytes", int64_t(0));
+            x.speedup = f.value("speedup", 1.0);
+            x.memory_ratio = f.value("memory_ratio", 1.0);
+            b.figures.push_back(x);
+        }
+    });
+    return b;
 }
 
 }  // namespace ampscope::storage::ser

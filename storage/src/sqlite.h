@@ -11,6 +11,15 @@
 
 #include "ampscope/storage/store.h"
 
+namespace ampscope::storage {
+
+/// The connection of a Store, for the storage library's own files (never in its public API).
+struct StoreAccess {
+    static sqlite3* db(const Store& s) { return s.db_; }
+};
+
+}  // namespace ampscope::storage
+
 namespace ampscope::storage::sql {
 
 /// An SQLite failure. A StoreError, so that a damaged or hostile file that only fails deep

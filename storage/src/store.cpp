@@ -12,6 +12,9 @@
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/storage/store.h"
+#include "ampscope/engine/rules.h"
+#include "ampscope/storage/json_io.h"
+#include "json_map.h"
 #include "layer_chunk.h"
 #include "legacy_layers.h"
 #include "layer_stats.h"
@@ -139,24 +142,33 @@ std::vector<LayerStat> read_layers(sqlite3* db, int64_t pass_id, const std::stri
 
 namespace {
 
-/// Parses a JSON column of a run; StoreError naming the file, the run and the column.
-json parse_column(const std::string& text, const std::string& file, const std::string& uuid, const char* column) {
-    try {
-        return json::parse(text);
-    } catch (const json::exception& e) {
-        throw StoreError(file + ": run " + uuid + ": column " + column + " is not valid JSON: " + e.what());
-    }
+/// "FILE: run UUID: column COLUMN": how messages about a stored value name it.
+std::string column_of(const std::string& file, const std::string& uuid, const char* column) {
+    return file + ": run " + uuid + ": column " + column;
 }
 
 /// A JSON array of strings held in a column.
 std::vector<std::string> strings_column(const std::string& text, const std::string& file, const std::string& uuid,
                                         const char* column) {
-    const auto j = parse_column(text, file, uuid, column);
+    const auto where = column_of(file, uuid, column);
+    const auto j = ser::parse_column(text, where);
     try {
         return j.get<std::vector<std::string>>();
     } catch (const json::exception& e) {
-        throw StoreError(file + ": run " + uuid + ": column " + column + " is malformed: expected an array of strings (" +
-                         e.what() + ")");
+        throw StoreError(where + " is malformed: expected an array of strings (" + e.what() + ")");
+    }
+}
+
+/// An origin column (NULL: none).
+std::optional<Origin> origin_column(const Stmt& s, int col, const std::string& file, const std::string& uuid,
+                                    const char* column) {
+    if (s.is_null(col)) return std::nullopt;
+    const auto where = column_of(file, uuid, column);
+    const auto o = ser::parse_column(s.text(col), where);
+    try {
+        return jmap::read_origin(o);
+    } catch (const json::exception& e) {
+        throw StoreError(where + " is malformed: " + e.what());
     }
 }
 
@@ -185,12 +197,7 @@ RunResult Store::load_run(const std::string& uuid, std::vector<std::string>* dam
         s.bind(1, uuid);
         if (!s.step()) throw InputError(path_, "RUN", "no run '" + uuid + "'");
         id = s.i64(0);
-        const auto header = parse_column(s.text(1), path_, uuid, "runs.header_json");
-        try {
-            ser::read_header(header, r);
-        } catch (const json::exception& e) {
-            throw StoreError(path_ + ": run " + uuid + ": column runs.header_json is malformed: " + e.what());
-        }
+        ser::read_header(s.text(1), r, column_of(path_, uuid, "runs.header_json"));
         r.warnings = strings_column(s.text(5), path_, uuid, "runs.warnings_json");
         const auto v = s.text(2);
         r.verdict = v == "accepted" ? Verdict::Accepted : v == "invalid_reference" ? Verdict::InvalidReference : Verdict::Rejected;
@@ -228,14 +235,7 @@ void Store::load_passes(int64_t id, RunResult& r, std::vector<std::string>* dama
         p.outputs.resize(n);
         if (n) std::memcpy(p.outputs.data(), s.blob_ptr(4), n * sizeof(float));
         p.nonfinite_samples = strings_column(s.text(5), path_, uuid, "passes.nonfinite_json");
-        if (!s.is_null(6)) {
-            const auto o = parse_column(s.text(6), path_, uuid, "passes.origin_json");
-            try {
-                p.origin = ser::read_origin(o);
-            } catch (const json::exception& e) {
-                throw StoreError(path_ + ": run " + uuid + ": column passes.origin_json is malformed: " + e.what());
-            }
-        }
+        p.origin = origin_column(s, 6, path_, uuid, "passes.origin_json");
         if (!s.is_null(7)) p.quality = s.f64(7);
         p.seconds = s.f64(8);
         p.layers = read_layers(db_, s.i64(0), "pass " + to_string(p.precision) + " of run " + uuid, damaged);
@@ -310,19 +310,21 @@ std::vector<Store::BenchmarkRow> Store::benchmarks(const std::string& run_uuid) 
     Stmt s(db_, "SELECT b.uuid, b.created_at, b.result_json, b.validated FROM benchmarks b JOIN runs r ON r.id = b.run_id "
                 "WHERE r.uuid=?1 ORDER BY b.created_at");
     s.bind(1, run_uuid);
-    while (s.step()) out.push_back({s.text(0), s.text(1), s.text(2), s.i64(3) != 0});
+    while (s.step()) {
+        const auto column = path_ + ": run " + run_uuid + ": benchmark " + s.text(0) + ": column benchmarks.result_json";
+        out.push_back({s.text(0), s.text(1), s.i64(3) != 0, ser::read_bench(s.text(2), column)});
+    }
     return out;
 }
 
-std::string Store::record_benchmark(const std::string& validation_run, bool validated, const std::string& model_sha256,
-                                    const std::string& probes_sha256, const std::string& device,
-                                    const std::string& result_json) {
+std::string Store::record_benchmark(const BenchResult& r, const BenchSpec& spec, const std::vector<Validation>& vs) {
     if (read_only_) throw StoreError(path_ + ": opened read-only (the file is not writable)");
     const std::string uuid = make_uuid();
     Stmt s(db_, "INSERT INTO benchmarks(uuid, run_id, validated, model_sha256, probes_sha256, device, created_at, result_json) "
                 "VALUES(?1, (SELECT id FROM runs WHERE uuid=?2), ?3, ?4, ?5, ?6, ?7, ?8)");
-    s.bind(1, uuid).bind(2, validation_run).bind(3, validated).bind(4, model_sha256).bind(5, probes_sha256).bind(6, device)
-        .bind(7, now_iso8601()).bind(8, result_json);
+    s.bind(1, uuid).bind(2, vs.empty() ? std::string() : vs[0].run).bind(3, all_validated(vs))
+        .bind(4, r.model.weights_sha256).bind(5, r.probes.sha256).bind(6, r.backend.device).bind(7, now_iso8601())
+        .bind(8, ampscope::json::bench_to_json(r, spec, vs));
     s.run();
     return uuid;
 }
@@ -333,10 +335,28 @@ std::string Store::kind(const std::string& uuid) const {
     return s.step() ? s.text(0) : std::string();
 }
 
-std::string Store::header_json(const std::string& uuid) const {
-    Stmt s(db_, "SELECT header_json FROM runs WHERE uuid=?1");
-    s.bind(1, uuid);
-    return s.step() ? s.text(0) : std::string();
+TrainResult Store::load_training(const std::string& uuid) const {
+    if (kind(uuid) != "train") throw InputError(path_, "RUN", "no training run '" + uuid + "'");
+    TrainResult t;
+    {
+        Stmt s(db_, "SELECT header_json, started_at, COALESCE(finished_at,''), warnings_json FROM runs WHERE uuid=?1");
+        s.bind(1, uuid);
+        if (!s.step()) throw InputError(path_, "RUN", "no run '" + uuid + "'");
+        ser::read_train_header(s.text(0), t, column_of(path_, uuid, "runs.header_json"));
+        t.started_at = s.text(1);
+        t.finished_at = s.text(2);
+        for (auto& w : strings_column(s.text(3), path_, uuid, "runs.warnings_json"))
+            if (std::find(t.warnings.begin(), t.warnings.end(), w) == t.warnings.end()) t.warnings.push_back(std::move(w));
+    }
+    t.run_id = uuid;
+    t.steps = training_steps(uuid);
+    t.checkpoints = checkpoints(uuid);
+    const auto totals = training_totals(t.steps, t.spec.scaler);
+    t.iterations = totals.iterations;
+    t.effective_updates = totals.effective_updates;
+    t.skipped = totals.skipped;
+    t.final_scale = totals.final_scale;
+    return t;
 }
 
 std::vector<TrainStep> Store::training_steps(const std::string& uuid) const {
@@ -353,14 +373,7 @@ std::vector<TrainStep> Store::training_steps(const std::string& uuid) const {
         st.step = int(s.i64(0)); st.loss_ref = s.f64(1); st.loss_amp = s.f64(2); st.scale = s.f64(3);
         st.found_inf = s.i64(4); st.skipped = s.i64(5); st.effective_updates = int(s.i64(6)); st.grad_norm = s.f64(7);
         st.lr = s.f64(8); st.divergence = s.f64(9); st.nonfinite_stage = s.text(10);
-        if (!s.is_null(11)) {
-            const auto o = parse_column(s.text(11), path_, uuid, "training_steps.origin_json");
-            try {
-                st.origin = ser::read_origin(o);
-            } catch (const json::exception& e) {
-                throw StoreError(path_ + ": run " + uuid + ": column training_steps.origin_json is malformed: " + e.what());
-            }
-        }
+        st.origin = origin_column(s, 11, path_, uuid, "training_steps.origin_json");
         st.grad_underflow = s.i64(12);
         st.growth_tracker = int(s.i64(13));
         out.push_back(std::move(st));

@@ -8,7 +8,7 @@
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/hash.h"
 #include "ampscope/storage/store.h"
-#include "ampscope/storage/json_io.h"
+#include "json_map.h"
 #include "layer_chunk.h"
 #include "serialize.h"
 #include "sqlite.h"
@@ -56,7 +56,7 @@ void insert_pass(sqlite3* db, int64_t run_id, int seq, const PassResult& p) {
     s.bind(1, run_id).bind(2, seq).bind(3, to_string(p.precision)).bind(4, json(p.keep_fp32).dump())
         .bind(5, p.num_outputs).bind_blob(6, p.outputs.data(), p.outputs.size() * sizeof(float))
         .bind(7, json(p.nonfinite_samples).dump());
-    if (p.origin) s.bind(8, ser::origin(p.origin).dump()); else s.bind_null(8);
+    if (p.origin) s.bind(8, jmap::origin(p.origin).dump()); else s.bind_null(8);
     if (p.quality) s.bind(9, *p.quality); else s.bind_null(9);
     s.bind(10, p.seconds);
     s.run();
@@ -171,15 +171,14 @@ void RunWriter::run_failed(const std::string& status, const std::string& message
 
 void TrainWriter::train_started(const TrainResult& h) {
     require_writable(store_);
-    auto header = nlohmann::json::parse(ampscope::json::train_to_json(h, -1));
-    header.erase("steps");
+    const std::string header = ser::train_header(h).dump();
     sql::Transaction t(store_.db_);
     Stmt s(store_.db_, "INSERT INTO runs(uuid, kind, status, model_source, model_sha256, weights_sha256, probes_source, "
                        "device, precisions, mode, header_json, tool_version, started_at, pid, host) "
                        "VALUES(?1,'train','running',?2,?3,?4,?5,?6,?7,'train',?8,?9,?10,?11,?12)");
     const std::string precisions = std::string("fp32,") + to_string(h.spec.precision);
     s.bind(1, h.run_id).bind(2, h.model.source).bind(3, h.model.sha256).bind(4, h.model.weights_sha256)
-        .bind(5, h.spec.data).bind(6, h.backend.device).bind(7, precisions).bind(8, header.dump()).bind(9, version())
+        .bind(5, h.spec.data).bind(6, h.backend.device).bind(7, precisions).bind(8, header).bind(9, version())
         .bind(10, h.started_at).bind(11, int64_t(getpid())).bind(12, host_name());
     s.run();
     run_id_ = sqlite3_last_insert_rowid(store_.db_);
@@ -193,7 +192,7 @@ void TrainWriter::step_finished(const TrainStep& st) {
     s.bind(1, run_id_).bind(2, st.step).bind(3, st.loss_ref).bind(4, st.loss_amp).bind(5, st.scale).bind(6, st.found_inf)
         .bind(7, st.skipped).bind(8, st.effective_updates).bind(9, st.grad_norm).bind(10, st.lr).bind(11, st.divergence);
     if (st.nonfinite_stage.empty()) s.bind_null(12); else s.bind(12, st.nonfinite_stage);
-    if (st.origin) s.bind(13, ser::origin(st.origin).dump()); else s.bind_null(13);
+    if (st.origin) s.bind(13, jmap::origin(st.origin).dump()); else s.bind_null(13);
     if (st.grad_underflow >= 0) s.bind(14, st.grad_underflow); else s.bind_null(14);
     if (st.growth_tracker >= 0) s.bind(15, st.growth_tracker); else s.bind_null(15);
     s.run();

@@ -47,7 +47,8 @@ std::string copy_of(const FixtureFile& f, const char* ext, const TempDir& d) {
 
 std::string sql_text(Store& s, const std::string& q) {
     sqlite3_stmt* st = nullptr;
-    EXPECT_EQ(sqlite3_prepare_v2(s.handle(), q.c_str(), -1, &st, nullptr), SQLITE_OK) << q;
+    const RawDb raw(s.path());
+    EXPECT_EQ(sqlite3_prepare_v2(raw.get(), q.c_str(), -1, &st, nullptr), SQLITE_OK) << q;
     std::string out;
     while (st && sqlite3_step(st) == SQLITE_ROW) {
         const auto* t = sqlite3_column_text(st, 0);
@@ -107,7 +108,12 @@ void expect_fixture_runs(const Store& s, const FixtureFile& f) {
     const auto bench = s.benchmarks(fixture::kAcceptedRun);
     ASSERT_EQ(bench.size(), f.bench ? 1u : 0u) << f.name;
     if (f.bench) {
-        EXPECT_EQ(bench[0].result_json, fixture::kBenchJson);
+        // the stored result read as values (kBenchJson: two figures, nothing else)
+        ASSERT_EQ(bench[0].result.figures.size(), 2u);
+        EXPECT_EQ(bench[0].result.figures[0].precision, Precision::Fp32);
+        EXPECT_EQ(bench[0].result.figures[1].precision, Precision::Bf16);
+        EXPECT_EQ(bench[0].result.figures[1].median_ms, 1.0);
+        EXPECT_EQ(bench[0].result.batch, 0);
         EXPECT_TRUE(bench[0].validated);
     }
 }
@@ -200,7 +206,8 @@ void move_layers_to_rows(const std::string& path) {
         for (const auto& row : s.list_runs()) {
             const auto run = s.load_run(row.uuid);
             sqlite3_stmt* q = nullptr;
-            ASSERT_EQ(sqlite3_prepare_v2(s.handle(), "SELECT p.id FROM passes p JOIN runs r ON r.id=p.run_id WHERE r.uuid=? ORDER BY p.seq", -1, &q, nullptr), SQLITE_OK);
+            const RawDb raw(path);
+            ASSERT_EQ(sqlite3_prepare_v2(raw.get(), "SELECT p.id FROM passes p JOIN runs r ON r.id=p.run_id WHERE r.uuid=? ORDER BY p.seq", -1, &q, nullptr), SQLITE_OK);
             sqlite3_bind_text(q, 1, row.uuid.c_str(), -1, SQLITE_TRANSIENT);
             for (size_t k = 0; sqlite3_step(q) == SQLITE_ROW; ++k) {
                 ASSERT_LT(k, run.passes.size());
@@ -274,9 +281,10 @@ TEST(Store, MigratesFromEveryOlderVersion) {
         EXPECT_EQ(s.schema_version(), kSchemaVersion) << "from " << from;
         EXPECT_EQ(js(s.load_run(r.run_id)), js(r)) << "from " << from;
         sqlite3_stmt* st = nullptr;
-        ASSERT_EQ(sqlite3_prepare_v2(s.handle(), "SELECT count(*) FROM training_steps", -1, &st, nullptr), SQLITE_OK);
+        const RawDb raw(path);
+        ASSERT_EQ(sqlite3_prepare_v2(raw.get(), "SELECT count(*) FROM training_steps", -1, &st, nullptr), SQLITE_OK);
         sqlite3_finalize(st);
-        ASSERT_EQ(sqlite3_prepare_v2(s.handle(), "SELECT count(*) FROM benchmarks", -1, &st, nullptr), SQLITE_OK);
+        ASSERT_EQ(sqlite3_prepare_v2(raw.get(), "SELECT count(*) FROM benchmarks", -1, &st, nullptr), SQLITE_OK);
         sqlite3_finalize(st);
     }
 }

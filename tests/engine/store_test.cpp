@@ -55,7 +55,8 @@ TEST(Store, CriteriaCannotBeEditedAfterTheRunStarted) {
     auto r = make_run();
     record(s, r);
     char* err = nullptr;
-    const int rc = sqlite3_exec(s.handle(), "UPDATE runs SET criteria_fixed_at='2000-01-01'", nullptr, nullptr, &err);
+    const RawDb raw(s.path());
+    const int rc = sqlite3_exec(raw.get(), "UPDATE runs SET criteria_fixed_at='2000-01-01'", nullptr, nullptr, &err);
     EXPECT_NE(rc, SQLITE_OK);
     EXPECT_NE(std::string(err ? err : "").find("criteria are fixed"), std::string::npos);
     sqlite3_free(err);
@@ -81,7 +82,8 @@ TEST(Store, AnnotationsAndReview) {
     s.delete_run(r.run_id);
     EXPECT_TRUE(s.list_runs().empty());
     sqlite3_stmt* st = nullptr;
-    sqlite3_prepare_v2(s.handle(), "SELECT (SELECT count(*) FROM layers) + (SELECT count(*) FROM layer_chunks)", -1, &st, nullptr);
+    const RawDb raw(s.path());
+    sqlite3_prepare_v2(raw.get(), "SELECT (SELECT count(*) FROM layers) + (SELECT count(*) FROM layer_chunks)", -1, &st, nullptr);
     sqlite3_step(st);
     EXPECT_EQ(sqlite3_column_int(st, 0), 0);  // cascaded
     sqlite3_finalize(st);

@@ -125,6 +125,23 @@ inline void raw_exec(const std::string& path, const std::string& sql) {
     ASSERT_EQ(rc, SQLITE_OK) << m;
 }
 
+/// A second connection to a database file, for what the store's API does not offer on
+/// purpose (raw SQL: editing a file by hand, counting rows, checking integrity).
+class RawDb {
+public:
+    explicit RawDb(const std::string& path) {
+        if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) ADD_FAILURE() << "cannot open " << path;
+        sqlite3_busy_timeout(db_, 5000);
+    }
+    ~RawDb() { sqlite3_close(db_); }
+    RawDb(const RawDb&) = delete;
+    RawDb& operator=(const RawDb&) = delete;
+    sqlite3* get() const { return db_; }
+
+private:
+    sqlite3* db_ = nullptr;
+};
+
 inline std::string error_of(const std::function<void()>& f) {
     try { f(); } catch (const std::exception& e) { return e.what(); }
     return "(no error)";

@@ -28,18 +28,7 @@ void show(const Store& s, const std::string& listed_uuid) {
     const std::string uuid = s.resolve(listed_uuid);
     std::ostringstream os;
     if (s.kind(uuid) == "train") {
-        TrainResult tr;
-        tr.run_id = uuid;
-        tr.steps = s.training_steps(uuid);
-        tr.checkpoints = s.checkpoints(uuid);
-        const auto header = nlohmann::json::parse(s.header_json(uuid));
-        tr.model.source = header.value("model", nlohmann::json::object()).value("source", "");
-        tr.spec.data = header.value("data", "");
-        tr.spec.batch_size = header.value("batch_size", 0);
-        tr.iterations = int(tr.steps.size());
-        for (const auto& x : tr.steps) tr.skipped += x.skipped;
-        tr.effective_updates = tr.steps.empty() ? 0 : tr.steps.back().effective_updates;
-        tr.final_scale = tr.steps.empty() ? 1.0 : tr.steps.back().scale;
+        const TrainResult tr = s.load_training(uuid);
         cli::print_train(os, tr, true);
         os << json::train_to_json(tr);
     } else {
@@ -47,7 +36,7 @@ void show(const Store& s, const std::string& listed_uuid) {
         os << json::run_to_json(r, true) << json::run_to_json(r, false, -1);
         cli::print_run_summary(os, r, true, true);
         for (const auto& p : r.passes) os << s.layers(uuid, p.precision).size();
-        for (const auto& b : s.benchmarks(uuid)) os << nlohmann::json::parse(b.result_json, nullptr, false).dump();
+        for (const auto& b : s.benchmarks(uuid)) os << b.result.figures.size() << b.result.timer;
     }
     os << s.status(uuid) << s.error(uuid) << s.review(uuid).status;
     for (const auto& a : s.annotations(uuid)) os << a.text;

@@ -13,6 +13,7 @@
 
 #include <QItemSelectionModel>
 
+#include "ampscope/storage/json_io.h"
 #include "charts.h"
 #include "mainwindow.h"
 #include "models.h"
@@ -30,7 +31,8 @@ void setChart(QChartView* view, QChart* chart) {
 }  // namespace
 
 void MainWindow::showTraining(const QString& uuid) {
-    const auto steps = store_->training_steps(uuid.toStdString());  // throws for a malformed run: showRun says so
+    const auto run = store_->load_training(uuid.toStdString());  // throws for a malformed run: showRun says so
+    const auto& steps = run.steps;
     setNotice(QString());
     run_.reset();
     current_ = uuid;
@@ -46,14 +48,14 @@ void MainWindow::showTraining(const QString& uuid) {
         setChart(gradChart_, makeGradChart(steps_));
         lossChart_->chart()->setProperty("ampscopeSteps", true);
     }
-    int skipped = 0;
-    for (const auto& s : steps) skipped += s.skipped;
+    auto header = run;  // the run's spec, backend and model as the training JSON, without its steps
+    header.steps.clear();
     const auto status = QString::fromStdString(store_->status(uuid.toStdString()));
     QString html = QStringLiteral("<h2>Training run %1</h2><p>status <b>%2</b></p><p>%3 iterations, %4 effective updates, "
                                   "%5 skipped</p><pre>%6</pre>")
                        .arg(uuid.left(8), status).arg(steps.size())
-                       .arg(steps.empty() ? 0 : steps.back().effective_updates).arg(skipped)
-                       .arg(QString::fromStdString(store_->header_json(uuid.toStdString())).toHtmlEscaped());
+                       .arg(run.effective_updates).arg(run.skipped)
+                       .arg(QString::fromStdString(json::train_to_json(header)).toHtmlEscaped());
     overview_->setHtml(html);
     tabs_->setCurrentIndex(kTrainingTab);
 }

@@ -87,18 +87,16 @@ QString overviewHtml(const RunResult& r, const QString& status, const storage::R
     if (!benchmarks.empty()) {
         o << "<h3>Measured gains (validated by this run)</h3>";
         for (const auto& b : benchmarks) {
-            const auto j = QJsonDocument::fromJson(QByteArray::fromStdString(b.result_json)).object();
-            o << "<p><small>" << qs(b.created_at.substr(0, 19)) << ", batch " << j.value(QStringLiteral("batch")).toInt() << ", "
-              << j.value(QStringLiteral("timer")).toString().toHtmlEscaped() << "</small></p><table border=1 cellspacing=0 cellpadding=3>"
+            o << "<p><small>" << qs(b.created_at.substr(0, 19)) << ", batch " << b.result.batch << ", "
+              << qs(b.result.timer) << "</small></p><table border=1 cellspacing=0 cellpadding=3>"
               << "<tr><th>pass</th><th>median ms</th><th>p10–p90 ms</th><th>speed-up</th><th>peak MiB</th><th>memory</th></tr>";
-            for (const auto& fv : j.value(QStringLiteral("figures")).toArray()) {
-                const auto f = fv.toObject();
-                o << "<tr><td>" << f.value(QStringLiteral("precision")).toString() << "</td><td>"
-                  << num(f.value(QStringLiteral("median_ms")).toDouble()) << "</td><td>" << num(f.value(QStringLiteral("p10_ms")).toDouble())
-                  << "–" << num(f.value(QStringLiteral("p90_ms")).toDouble()) << "</td><td>"
-                  << num(f.value(QStringLiteral("speedup")).toDouble()) << "×</td><td>"
-                  << num(f.value(QStringLiteral("peak_bytes")).toDouble() / 1048576.0) << "</td><td>"
-                  << num(f.value(QStringLiteral("memory_ratio")).toDouble()) << "×</td></tr>";
+            for (const auto& f : b.result.figures) {
+                o << "<tr><td>" << qs(to_string(f.precision)) << "</td><td>"
+                  << num(f.median_ms) << "</td><td>" << num(f.p10_ms)
+                  << "–" << num(f.p90_ms) << "</td><td>"
+                  << num(f.speedup) << "×</td><td>"
+                  << num(double(f.peak_bytes) / 1048576.0) << "</td><td>"
+                  << num(f.memory_ratio) << "×</td></tr>";
             }
             o << "</table>";
         }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 /// \file json_io.h
-/// The run-result JSON of ../shared/CONTRACT.md and the criteria file, both ways.
+/// The run-result JSON of ../shared/CONTRACT.md and the criteria file, both ways (one mapping
+/// per type: storage/src/json_map.h, shared with what the store keeps).
 /// nlohmann-json stays inside the .cpp; callers see strings.
 
 #include <string>
@@ -9,7 +10,7 @@
 
 #include "ampscope/engine/run.h"
 #include "ampscope/engine/train.h"
-#include "ampscope/storage/store.h"
+#include "ampscope/engine/rules.h"
 
 namespace ampscope::json {
 
@@ -32,7 +33,7 @@ std::string train_to_json(const TrainResult& r, int indent = 2);
 /// A benchmark result as JSON: the benchmarked policy (`spec`: FP32 regions, mode), and per AMP
 /// precision the validation run it relies on (its review and criteria) or why none does.
 /// "validated" is true when every precision has one; "validation_run" is the first's.
-std::string bench_to_json(const BenchResult& r, const BenchSpec& spec, const std::vector<storage::Validation>& validations,
+std::string bench_to_json(const BenchResult& r, const BenchSpec& spec, const std::vector<Validation>& validations,
                           int indent = 2);
 
 /// Operator coverage as JSON.

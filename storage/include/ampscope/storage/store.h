@@ -7,12 +7,13 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "ampscope/engine/rules.h"
 #include "ampscope/engine/run.h"
 #include "ampscope/engine/train.h"
+#include "ampscope/storage/errors.h"
 
 struct sqlite3;
 
@@ -20,12 +21,6 @@ namespace ampscope::storage {
 
 /// Current schema version (PRAGMA user_version).
 constexpr int kSchemaVersion = 6;
-
-/// Database problems: unreadable, not SQLite, newer schema, hostile content.
-class StoreError : public std::runtime_error {
-public:
-    using std::runtime_error::runtime_error;
-};
 
 /// --db, else $AMPSCOPE_DB, else ${XDG_DATA_HOME:-~/.local/share}/ampscope/runs.sqlite.
 std::string default_db_path(const std::string& flag = "");
@@ -55,32 +50,10 @@ struct Annotation {
     std::string text;
 };
 
-struct Review {
-    std::string status = "open";  ///< open | accepted | rejected
-    std::string by, at;
-};
-
-/// What a benchmark times, which a validation run must have passed exactly.
-struct BenchPolicy {
-    std::string model_sha256, weights_sha256, probes_sha256, device;
-    Precision precision = Precision::Fp16;
-    std::string mode = "eval";           ///< eval | train
-    std::vector<std::string> keep_fp32;  ///< FP32 regions (globs), compared as a set
-};
-
-/// The bench gate's answer for one precision (Store::find_validation).
-struct Validation {
-    Precision precision = Precision::Fp16;
-    std::string run;      ///< the validation run relied on; empty when none qualifies
-    Review review;        ///< that run's human review
-    Criteria criteria;    ///< what it was accepted under (how strict)
-    std::string refusal;  ///< why none qualifies (empty when `run` is set)
-};
-
-/// One row of the per-layer table (what the GUI and `show --layers` read).
-struct LayerRow {
-    LayerStat layer;
-};
+// The bench gate's types are the engine's (rules.h holds the rule); named here too.
+using ampscope::BenchPolicy;
+using ampscope::Review;
+using ampscope::Validation;
 
 class Store {
 public:
@@ -105,7 +78,6 @@ public:
     int schema_version() const;
     /// Throws StoreError when a table lacks a column this version uses.
     void check_layout() const;
-    sqlite3* handle() { return db_; }
 
     // ---- reading (one query per view) ----
     std::vector<RunRow> list_runs(const RunFilter& f = {}) const;
@@ -122,29 +94,31 @@ public:
     std::vector<Annotation> annotations(const std::string& uuid) const;
     /// "compare" or "train".
     std::string kind(const std::string& uuid) const;
+    /// A training run as recorded: its spec, backend and model, steps, checkpoints, and the
+    /// totals of its steps (training_totals). InputError when there is no training run `uuid`;
+    /// StoreError naming the column when a stored value is malformed.
+    TrainResult load_training(const std::string& uuid) const;
     /// The recorded steps of a training run.
     std::vector<TrainStep> training_steps(const std::string& uuid) const;
     std::vector<std::string> checkpoints(const std::string& uuid) const;
-    /// The header JSON a run was started with (training runs: spec, backend, model).
-    std::string header_json(const std::string& uuid) const;
     Review review(const std::string& uuid) const;
 
-    /// The validation a benchmark relies on (the bench gate; the rule lives here only): the
-    /// newest completed comparison run whose `policy.precision` comparison was accepted and
-    /// whose policy is exactly the benchmarked one: model file and weights hashes, probe-set
-    /// hash, device, mode, and the FP32 regions of that AMP pass (as a set of globs). When that
-    /// run's human review is `rejected`, nothing validates (an older run does not stand in
-    /// for it). `refusal` says why, naming the nearest run and each way it differs.
+    /// The validation a benchmark relies on (the bench gate): choose_validation (rules.h) over
+    /// the completed comparison runs that accepted `policy.precision`, newest first, each with
+    /// the policy it ran (hashes, device, mode, the FP32 regions of that AMP pass); `criteria`
+    /// is the chosen run's.
     Validation find_validation(const BenchPolicy& policy) const;
+    /// A recorded benchmark: what was measured (figures, batch, timer; model, probes and backend).
     struct BenchmarkRow {
-        std::string uuid, created_at, result_json;
+        std::string uuid, created_at;
         bool validated = false;
+        BenchResult result;
     };
-    /// Benchmarks that rely on a run.
+    /// Benchmarks that rely on a run. StoreError naming the column when a result is malformed.
     std::vector<BenchmarkRow> benchmarks(const std::string& run_uuid) const;
-    /// Records a benchmark; `validation_run` empty for an unvalidated one. Returns its UUID.
-    std::string record_benchmark(const std::string& validation_run, bool validated, const std::string& model_sha256,
-                                 const std::string& probes_sha256, const std::string& device, const std::string& result_json);
+    /// Records a benchmark of `spec` with the validations it relied on (one per AMP precision;
+    /// validated when each has a run). Returns its UUID.
+    std::string record_benchmark(const BenchResult& result, const BenchSpec& spec, const std::vector<Validation>& validations);
 
     // ---- writing ----
     void annotate(const std::string& uuid, Annotation a);
@@ -168,6 +142,7 @@ private:
     bool empty_ = false;  ///< an empty SQLite file opened read-only: no tables, no runs
     friend class RunWriter;
     friend class TrainWriter;
+    friend struct StoreAccess;  ///< the connection, for the library's own files (src/sqlite.h)
 };
 
 /// Records a training run step by step (kind "train"): the header at start, each step and
