@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ampscope/engine/compare.h"
+#include "ampscope/engine/rules.h"
 
 namespace ampscope::cli {
 namespace {
@@ -125,13 +126,12 @@ void print_train(std::ostream& os, const TrainResult& r, bool color) {
 }
 
 void print_layers(std::ostream& os, const PassResult& p, bool color) {
-    const double fmax = p.precision == Precision::Bf16 ? 3.3895e38 : 65504.0;
     os << "  layers of the " << to_string(p.precision) << " pass (" << p.layers.size() << " ops; headroom = log2("
-       << (p.precision == Precision::Bf16 ? "bf16" : "fp16") << " max / absmax))\n";
+       << to_string(headroom_format(p.precision)) << " max / absmax))\n";
     os << "    " << pad("#", 5) << pad("module", 22) << pad("op", 22) << pad("dtype", 10) << pad("absmax", 11)
        << pad("headroom", 9) << pad("f16 ovf", 8) << pad("f16 sub", 8) << pad("nonfin", 8) << "\n";
     for (const auto& l : p.layers) {
-        const double head = l.stats.absmax > 0 ? std::log2(fmax / l.stats.absmax) : INFINITY;
+        const double head = headroom(l.stats.absmax, p.precision);
         std::string mark = l.origin ? paint("<- origin", "1;31", color)
                            : l.stats.nonfinite() > 0 ? std::string("  (propagated)") : std::string();
         os << "    " << pad(std::to_string(l.index), 5) << pad(l.module.empty() ? "(root)" : l.module, 22)

@@ -7,7 +7,7 @@
 // place (8ebd10b: packed rows) without a version bump, so such files carry a schema version
 // that today's layout also has: they are recognised by their columns, converted to the packed
 // rows on a writable open, and read as they are on a read-only one.
-// Tests: tests/engine/store_migration_test.cpp with the files of tests/fixtures/store.
+// Tests: tests/storage/store_migration_test.cpp with the files of tests/fixtures/store.
 
 #include <cstdint>
 #include <string>

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "ampscope/engine/compare.h"
+#include "ampscope/engine/rules.h"
 
 namespace ampscope::ui {
 
@@ -21,8 +22,7 @@ QColor good() { return QColor(30, 140, 60); }
 }  // namespace
 
 double headroom(const LayerStat& l, Precision p) {
-    const double fmax = p == Precision::Bf16 ? 3.3895313892515355e38 : 65504.0;
-    return l.stats.absmax > 0 ? std::log2(fmax / l.stats.absmax) : INFINITY;
+    return ampscope::headroom(l.stats.absmax, p);
 }
 
 // ---- RunListModel ---------------------------------------------------------------------------
@@ -84,14 +84,7 @@ void SampleModel::resetData(const RunResult& run) {
     if (!run_.passes.empty() && run_.passes.front().num_outputs > 0) {
         const auto& ref = run_.passes.front();
         const size_t k = size_t(ref.num_outputs);
-        for (size_t i = 0; i < margin_.size() && (i + 1) * k <= ref.outputs.size(); ++i) {
-            double t1 = -INFINITY, t2 = -INFINITY;
-            for (size_t j = 0; j < k; ++j) {
-                const double v = ref.outputs[i * k + j];
-                if (v > t1) { t2 = t1; t1 = v; } else if (v > t2) t2 = v;
-            }
-            margin_[i] = k > 1 ? t1 - t2 : std::abs(t1);
-        }
+        for (size_t i = 0; i < margin_.size() && (i + 1) * k <= ref.outputs.size(); ++i) margin_[i] = reference_margin(ref, i);
     }
     endResetModel();
 }
@@ -214,7 +207,7 @@ QVariant LayerModel::headerData(int s, Qt::Orientation o, int role) const {
     return s >= 0 && s < NUM_COLUMNS ? QString::fromLatin1(names[s]) : QVariant();
 }
 
-double LayerModel::formatLimit() const { return pass_.precision == Precision::Bf16 ? 3.3895313892515355e38 : 65504.0; }
+double LayerModel::formatLimit() const { return format_max(headroom_format(pass_.precision)); }
 
 QVariant LayerModel::data(const QModelIndex& idx, int role) const {
     if (!idx.isValid() || idx.row() >= int(pass_.layers.size())) return {};

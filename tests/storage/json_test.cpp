@@ -69,3 +69,37 @@ TEST(CriteriaJson, RangesAreCheckedNotWrapped) {
     EXPECT_EQ(c.max_flips, 2147483647);
     EXPECT_EQ(c.heads[0].end, 2147483647);
 }
+
+TEST(CriteriaJson, OneMappingBothWays) {
+    // What --json shows of criteria reads back as a criteria file, flags included.
+    Criteria c;
+    c.atol = 0.5;
+    c.heads = {{"logits", 0, 3, 1e-3, 2e-2}};
+    c.tie_rule = TieRule::Abstain;
+    c.quality_metric = QualityMetric::MaxAbsError;
+    c.quality_metric_set = false;  // a default chosen by the model's kind, not the user
+    c.quality_threshold = 0.25;
+    c.quality_threshold_set = true;
+    c.fixed_at = "2026-11-30T10:00:00.000Z";
+    const auto back = json::parse_criteria(json::criteria_to_json(c), "out.json");
+    EXPECT_EQ(back.atol, 0.5);
+    ASSERT_EQ(back.heads.size(), 1u);
+    EXPECT_EQ(back.heads[0].rtol, 2e-2);
+    EXPECT_EQ(back.tie_rule, TieRule::Abstain);
+    EXPECT_EQ(back.quality_metric, QualityMetric::MaxAbsError);
+    EXPECT_FALSE(back.quality_metric_set);
+    EXPECT_TRUE(back.quality_threshold_set);
+    EXPECT_EQ(back.fixed_at, c.fixed_at);
+}
+
+TEST(BackendJson, TheContractsKeys) {
+    BackendReport b;
+    b.compute_capability = "9.0";
+    b.cuda_device_count = 2;
+    b.bf16_supported = false;
+    b.num_threads = 16;
+    const auto text = json::backend_to_json(b, -1);
+    for (const char* key : {"\"torch\":", "\"compute_capability\":\"9.0\"", "\"cuda_device_count\":2",
+                            "\"bf16_supported\":false", "\"num_threads\":16"})
+        EXPECT_NE(text.find(key), std::string::npos) << key << " in " << text;
+}

@@ -51,7 +51,12 @@ inline RunResult make_run(int samples = 6, int layers = 5, const std::string& mo
     r.backend.device = "cpu";
     r.backend.torch_version = "2.11.0";
     r.backend.notes = {"a note"};
-    r.model = {model, "demo", "abc", "def", "eval", 123, {"", "fc1"}};
+    r.model.source = model;
+    r.model.kind = "demo";
+    r.model.sha256 = "abc";
+    r.model.weights_sha256 = "def";
+    r.model.parameters = 123;
+    r.model.modules = {"", "fc1"};
     r.probes.source = "demo";
     r.probes.sha256 = "123";
     r.probes.count = samples;

@@ -104,6 +104,17 @@ void expect_fixture_runs(const Store& s, const FixtureFile& f) {
             EXPECT_EQ(steps[i].grad_underflow, f.underflow ? int64_t(10 * i + 1) : -1) << f.name << " step " << i;
         }
         EXPECT_EQ(s.checkpoints(fixture::kTrainRun), std::vector<std::string>{fixture::kCheckpoint}) << f.name;
+        // the header of the training JSON these builds stored, read as values
+        const auto t = s.load_training(fixture::kTrainRun);
+        EXPECT_EQ(t.spec.data, "demo") << f.name;
+        EXPECT_EQ(t.spec.batch_size, 4) << f.name;
+        EXPECT_EQ(t.spec.precision, Precision::Fp16) << f.name;
+        EXPECT_EQ(t.model.source, "demo:mlp") << f.name;
+        EXPECT_EQ(t.model.weights_sha256, fixture::kWeightsSha) << f.name;
+        EXPECT_EQ(t.started_at, "2026-11-29T11:00:00.000Z") << f.name;
+        EXPECT_EQ(t.steps.size(), 3u) << f.name;
+        EXPECT_EQ(t.skipped, 1) << f.name;
+        EXPECT_EQ(t.effective_updates, 2) << f.name;
     }
     const auto bench = s.benchmarks(fixture::kAcceptedRun);
     ASSERT_EQ(bench.size(), f.bench ? 1u : 0u) << f.name;
