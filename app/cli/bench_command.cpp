@@ -71,7 +71,7 @@ void print_result(const BenchResult& res, const BenchSpec& bs, const std::vector
     std::cout << "  timer: " << res.timer << "; memory: " << res.memory << "\n  recorded as benchmark " << id.substr(0, 8) << "\n";
 }
 
-int run_bench(BenchOptions& o, const std::function<void(const std::string&, const std::string&)>& write_output) {
+int run_bench(BenchOptions& o) {
     auto& bs = o.spec;
     bs.precisions = parse_precisions(o.precision);
     bs.mode = o.mode == "train" ? Mode::Train : Mode::Eval;
@@ -95,30 +95,31 @@ int run_bench(BenchOptions& o, const std::function<void(const std::string&, cons
     return 0;
 }
 
-}  // namespace
-
-std::function<int()> add_bench_command(CLI::App& app,
-                                       std::function<void(const std::string&, const std::string&)> write_output) {
-    auto* bench = app.add_subcommand("bench", "speed and memory of FP32 vs AMP, only after a validation run of exactly "
-                                              "this policy was accepted");
-    auto o = std::make_shared<BenchOptions>();
-    auto& bs = o->spec;
+void add_bench_options(CLI::App* bench, BenchOptions& o) {
+    auto& bs = o.spec;
     bench->add_option("--model", bs.model, "demo:NAME or a TorchScript file")->required();
     bench->add_option("--probes", bs.probes, "the probe set the validation run used")->required();
     bench->add_option("--device", bs.device, "cpu | cuda | cuda:N")->check(checks::Device());
-    bench->add_option("--precision", o->precision, "AMP precisions to time against FP32")->default_str("fp16,bf16");
+    bench->add_option("--precision", o.precision, "AMP precisions to time against FP32")->default_str("fp16,bf16");
     bench->add_option("--keep-fp32", bs.keep_fp32, "module-path glob run without autocast (repeatable), as validated");
-    bench->add_option("--mode", o->mode, "eval | train, as validated")->check(CLI::IsMember({"eval", "train"}))->default_str("eval");
+    bench->add_option("--mode", o.mode, "eval | train, as validated")->check(CLI::IsMember({"eval", "train"}))->default_str("eval");
     bench->add_option("--batch-size", bs.batch_size, "samples per forward")->default_val(64)->check(checks::Integer(1));
     bench->add_option("--warmup", bs.warmup, "untimed forwards first")->default_val(5)->check(checks::Integer(0));
     bench->add_option("--repeats", bs.repeats, "timed forwards per precision")->default_val(30)->check(checks::Integer(1));
     bench->add_option("--seed", bs.seed, "seed of the demo weights and probes")->default_val(0)->check(checks::Seed());
     bench->add_flag("--train", bs.train, "time training steps (forward, loss, backward, SGD step; GradScaler for fp16)");
-    bench->add_flag("--unvalidated", o->unvalidated, "measure without a validation run (stored and shown as unvalidated)");
-    bench->add_option("--db", o->db, "run database holding the validation run")->check(checks::NonEmptyPath());
-    bench->add_flag("--init-db", o->init_db, "add ampscope's tables to an existing SQLite file of another application");
-    bench->add_option("--json", o->json, "write the result JSON to PATH, or '-' for stdout");
-    return [bench, o, write_output] { return *bench ? run_bench(*o, write_output) : -1; };
+    bench->add_flag("--unvalidated", o.unvalidated, "measure without a validation run (stored and shown as unvalidated)");
+    bench->add_option("--db", o.db, "run database holding the validation run")->check(checks::NonEmptyPath());
+    bench->add_flag("--init-db", o.init_db, "add ampscope's tables to an existing SQLite file of another application");
+    bench->add_option("--json", o.json, "write the result JSON to PATH, or '-' for stdout");
+}
+
+}  // namespace
+
+Command add_bench_command(CLI::App& app) {
+    return subcommand<BenchOptions>(app, "bench", "speed and memory of FP32 vs AMP, only after a validation run of exactly "
+                                                  "this policy was accepted",
+                                    add_bench_options, run_bench);
 }
 
 }  // namespace ampscope::cli

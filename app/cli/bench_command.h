@@ -5,14 +5,11 @@
 
 #include <CLI/CLI.hpp>
 
-#include <functional>
-#include <string>
+#include "common.h"
 
 namespace ampscope::cli {
 
-/// Registers `bench` on `app`; returns the handler to call after parsing (-1 when `bench`
-/// was not selected; else the exit status). `write_output(path, text)` writes --json.
-std::function<int()> add_bench_command(CLI::App& app,
-                                       std::function<void(const std::string&, const std::string&)> write_output);
+/// Registers `bench` on `app`; returns its handler (-1 when `bench` was not selected).
+Command add_bench_command(CLI::App& app);
 
 }  // namespace ampscope::cli

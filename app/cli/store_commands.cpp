@@ -166,60 +166,83 @@ int dispatch(const State& st, const Commands& c) {
 
 }  // namespace
 
-std::function<int()> add_store_commands(CLI::App& app) {
-    auto st = std::make_shared<State>();
-    const char* db_help = "run database (default: $AMPSCOPE_DB, else ${XDG_DATA_HOME:-~/.local/share}/ampscope/runs.sqlite)";
-    auto db_option = [&](CLI::App* c) { c->add_option("--db", st->db, db_help)->check(checks::NonEmptyPath()); };
+namespace {
 
+void add_db_option(CLI::App* c, State& st) { c->add_option("--db", st.db, kDbHelp)->check(checks::NonEmptyPath()); }
+
+CLI::App* add_list(CLI::App& app, State& st) {
     auto* list = app.add_subcommand("list", "list recorded runs, newest first");
-    db_option(list);
-    list->add_option("--model", st->filter.model, "model source contains");
-    list->add_option("--precision", st->filter.precision, "has a pass of this precision")->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
-    list->add_option("--device", st->filter.device, "device, e.g. cpu or cuda:0");
-    list->add_option("--verdict", st->filter.verdict, "accepted | rejected | invalid_reference")
+    add_db_option(list, st);
+    auto& f = st.filter;
+    list->add_option("--model", f.model, "model source contains");
+    list->add_option("--precision", f.precision, "has a pass of this precision")->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+    list->add_option("--device", f.device, "device, e.g. cpu or cuda:0");
+    list->add_option("--verdict", f.verdict, "accepted | rejected | invalid_reference")
         ->check(CLI::IsMember({"accepted", "rejected", "invalid_reference"}));
-    list->add_option("--status", st->filter.status, "running | completed | failed | interrupted | cancelled")
+    list->add_option("--status", f.status, "running | completed | failed | interrupted | cancelled")
         ->check(CLI::IsMember({"running", "completed", "failed", "interrupted", "cancelled"}));
-    list->add_option("--since", st->filter.since, "started at or after (ISO-8601 date or UTC time, e.g. 2025-01-31T14:05)")
+    list->add_option("--since", f.since, "started at or after (ISO-8601 date or UTC time, e.g. 2025-01-31T14:05)")
         ->check(checks::IsoTime());
-    list->add_option("--until", st->filter.until, "started at or before (ISO-8601 date or UTC time)")->check(checks::IsoTime());
-    list->add_option("--limit", st->filter.limit, "at most this many runs")->default_val(1000)->check(checks::Integer(0));
-    list->add_flag("--json", st->json, "print JSON");
+    list->add_option("--until", f.until, "started at or before (ISO-8601 date or UTC time)")->check(checks::IsoTime());
+    list->add_option("--limit", f.limit, "at most this many runs")->default_val(1000)->check(checks::Integer(0));
+    list->add_flag("--json", st.json, "print JSON");
+    return list;
+}
 
+CLI::App* add_show(CLI::App& app, State& st) {
     auto* show = app.add_subcommand("show", "show one recorded run: summary, criteria, origins, annotations, review");
-    show->add_option("RUN", st->run, "run id (or a unique prefix)")->required();
-    db_option(show);
-    show->add_flag("--layers", st->layers, "print the per-layer tables");
-    show->add_flag("--json", st->json, "print the run result JSON");
-    show->add_flag("--outputs", st->outputs, "with --json: per-sample scores and decisions");
+    show->add_option("RUN", st.run, "run id (or a unique prefix)")->required();
+    add_db_option(show, st);
+    show->add_flag("--layers", st.layers, "print the per-layer tables");
+    show->add_flag("--json", st.json, "print the run result JSON");
+    show->add_flag("--outputs", st.outputs, "with --json: per-sample scores and decisions");
+    return show;
+}
 
+CLI::App* add_export(CLI::App& app, State& st) {
     auto* exp = app.add_subcommand("export", "write runs to a self-contained .ampscope file for a teammate");
-    exp->add_option("RUN", st->runs, "run ids (or unique prefixes)")->required();
-    exp->add_option("-o,--output", st->out, "file to write (e.g. runs.ampscope)")->required()->check(checks::NonEmptyPath());
-    db_option(exp);
-    exp->add_flag("--force", st->force, "replace an existing file that is not an ampscope export (never the database itself)");
+    exp->add_option("RUN", st.runs, "run ids (or unique prefixes)")->required();
+    exp->add_option("-o,--output", st.out, "file to write (e.g. runs.ampscope)")->required()->check(checks::NonEmptyPath());
+    add_db_option(exp, st);
+    exp->add_flag("--force", st.force, "replace an existing file that is not an ampscope export (never the database itself)");
+    return exp;
+}
 
+CLI::App* add_import(CLI::App& app, State& st) {
     auto* imp = app.add_subcommand("import", "merge an .ampscope file into the database (idempotent, by run UUID)");
-    imp->add_option("FILE", st->file, "file written by `ampscope-cli export`")->required();
-    db_option(imp);
-    imp->add_flag("--init-db", st->init_db, "add ampscope's tables to an existing SQLite file of another application");
+    imp->add_option("FILE", st.file, "file written by `ampscope-cli export`")->required();
+    add_db_option(imp, st);
+    imp->add_flag("--init-db", st.init_db, "add ampscope's tables to an existing SQLite file of another application");
+    return imp;
+}
 
+CLI::App* add_annotate(CLI::App& app, State& st) {
     auto* ann = app.add_subcommand("annotate", "comment on a run, one of its samples or one of its layers");
-    ann->add_option("RUN", st->run, "run id (or a unique prefix)")->required();
-    ann->add_option("TEXT", st->text, "the comment")->required();
-    ann->add_option("--sample", st->sample, "sample id the comment is about");
-    ann->add_option("--layer", st->layer, "layer index (N or PRECISION:N) the comment is about");
-    ann->add_option("--author", st->author, "author (default: $USER)");
-    db_option(ann);
+    ann->add_option("RUN", st.run, "run id (or a unique prefix)")->required();
+    ann->add_option("TEXT", st.text, "the comment")->required();
+    ann->add_option("--sample", st.sample, "sample id the comment is about");
+    ann->add_option("--layer", st.layer, "layer index (N or PRECISION:N) the comment is about");
+    ann->add_option("--author", st.author, "author (default: $USER)");
+    add_db_option(ann, st);
+    return ann;
+}
 
+CLI::App* add_review(CLI::App& app, State& st) {
     auto* rev = app.add_subcommand("review", "set a run's review status");
-    rev->add_option("RUN", st->run, "run id (or a unique prefix)")->required();
-    rev->add_option("STATUS", st->review_status, "accepted | rejected | open")
+    rev->add_option("RUN", st.run, "run id (or a unique prefix)")->required();
+    rev->add_option("STATUS", st.review_status, "accepted | rejected | open")
         ->required()->check(CLI::IsMember({"accepted", "rejected", "open"}));
-    rev->add_option("--author", st->author, "reviewer (default: $USER)");
-    db_option(rev);
+    rev->add_option("--author", st.author, "reviewer (default: $USER)");
+    add_db_option(rev, st);
+    return rev;
+}
 
-    const Commands c{list, show, exp, imp, ann, rev};
+}  // namespace
+
+Command add_store_commands(CLI::App& app) {
+    auto st = std::make_shared<State>();
+    const Commands c{add_list(app, *st), add_show(app, *st), add_export(app, *st),
+                     add_import(app, *st), add_annotate(app, *st), add_review(app, *st)};
     return [st, c]() -> int { return dispatch(*st, c); };
 }
 

@@ -4,13 +4,12 @@
 
 #include <CLI/CLI.hpp>
 
-#include <functional>
-#include <string>
+#include "common.h"
 
 namespace ampscope::cli {
 
 /// Registers the store commands on `app`; returns the handler to call after parsing
 /// (returns -1 when none of them was selected).
-std::function<int()> add_store_commands(CLI::App& app);
+Command add_store_commands(CLI::App& app);
 
 }  // namespace ampscope::cli

@@ -85,19 +85,26 @@ ProbeInfo read_probes(const json& p) {
     return r;
 }
 
+/// What the header of every kind of run holds, then the keys of its kind (`own`).
+ordered_json envelope(const char* kind, ordered_json spec, const BackendReport& backend, const ModelInfo& m,
+                      const std::vector<std::string>& warnings, const std::string& tool_version, const ordered_json& own) {
+    ordered_json j;
+    j["kind"] = kind;
+    j["spec"] = std::move(spec);
+    j["backend"] = jmap::backend(backend);
+    j["model"] = model(m);
+    j["warnings"] = warnings;
+    j["tool_version"] = tool_version;
+    for (auto it = own.begin(); it != own.end(); ++it) j[it.key()] = it.value();
+    return j;
+}
+
 }  // namespace
 
 ordered_json header(const RunResult& r) {
-    return {{"kind", "compare"},
-            {"spec", run_spec(r.spec)},
-            {"backend", jmap::backend(r.backend)},
-            {"model", model(r.model)},
-            {"warnings", r.warnings},
-            {"tool_version", r.tool_version},
-            {"criteria", jmap::criteria(r.criteria)},
-            {"probes", probes(r.probes)},
-            {"labels", r.labels},
-            {"targets", r.targets}};
+    return envelope("compare", run_spec(r.spec), r.backend, r.model, r.warnings, r.tool_version,
+                    {{"criteria", jmap::criteria(r.criteria)}, {"probes", probes(r.probes)}, {"labels", r.labels},
+                     {"targets", r.targets}});
 }
 
 void read_header(const std::string& text, RunResult& r, const std::string& column) {
@@ -191,15 +198,8 @@ void read_legacy_train_header(const json& h, TrainResult& t) {
 }  // namespace
 
 ordered_json train_header(const TrainResult& t) {
-    return {{"kind", "train"},
-            {"spec", train_spec(t.spec)},
-            {"backend", jmap::backend(t.backend)},
-            {"model", model(t.model)},
-            {"warnings", t.warnings},
-            {"tool_version", version()},
-            {"started_at", t.started_at},
-            {"resumed_from", t.resumed_from},
-            {"policy_changed", t.policy_changed}};
+    return envelope("train", train_spec(t.spec), t.backend, t.model, t.warnings, version(),
+                    {{"started_at", t.started_at}, {"resumed_from", t.resumed_from}, {"policy_changed", t.policy_changed}});
 }
 
 void read_train_header(const std::string& text, TrainResult& t, const std::string& column) {

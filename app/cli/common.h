@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+// What every ampscope-cli command shares: exit statuses, Ctrl-C handling, terminal progress,
+// reading and writing files.
+
+#include <atomic>
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include <memory>
+
+#include "ampscope/engine/run.h"
+#include "ampscope/storage/store.h"
+
+namespace ampscope::cli {
+
+enum Exit { kOk = 0, kRejected = 1, kBadInput = 2, kRuntime = 3, kInterrupted = 130 };
+
+/// The handler of a command, called after parsing: -1 when its command was not selected, else
+/// the exit status.
+using Command = std::function<int()>;
+
+/// Registers subcommand `name`: its options (`add_options`) on a value of `Options` that
+/// lives as long as the returned handler, which calls `run` when `name` was selected.
+template <class Options>
+Command subcommand(CLI::App& app, const char* name, const std::string& help, void (*add_options)(CLI::App*, Options&),
+                   int (*run)(Options&)) {
+    auto* sub = app.add_subcommand(name, help);
+    auto options = std::make_shared<Options>();
+    add_options(sub, *options);
+    return [sub, options, run] { return *sub ? run(*options) : -1; };
+}
+
+/// First Ctrl-C/SIGTERM: finish the current batch or step, record the run cancelled, exit 130.
+/// Second one (e.g. the model is stuck inside one op): the process ends at once, after the
+/// current AbortAction ran.
+void install_signal_handlers();
+/// Whether Ctrl-C/SIGTERM arrived.
+bool interrupted();
+
+/// What the second Ctrl-C does before the process ends, while a recording command runs (e.g.
+/// mark the run cancelled).
+struct AbortAction {
+    explicit AbortAction(std::function<void()> f);
+    ~AbortAction();
+    AbortAction(const AbortAction&) = delete;
+    AbortAction& operator=(const AbortAction&) = delete;
+};
+
+/// Terminal progress on stderr (only when enabled: stderr a terminal, not --quiet), throttled
+/// to ~10 Hz; cancellation requested by Ctrl-C.
+class TerminalProgress : public ProgressObserver {
+public:
+    explicit TerminalProgress(bool enabled) : enabled_(enabled) {}
+    void progress(const std::string& stage, int done, int total) override;
+    bool cancel_requested() const override;
+    void clear();
+
+private:
+    bool enabled_;
+    std::string last_stage_;
+    std::chrono::steady_clock::time_point last_{};
+};
+
+/// The database a recording command writes to (--db, $AMPSCOPE_DB or the default; created
+/// when missing); none with --no-db.
+std::unique_ptr<storage::Store> recording_store(bool no_db, const std::string& db, bool init_db);
+
+/// What a recording command records into: the store (none with --no-db) and its `Writer`,
+/// whose `failed(status, message)` marks the run cancelled when a second Ctrl-C ends the process.
+template <class Writer>
+class Recording {
+public:
+    using Failed = void (Writer::*)(const std::string&, const std::string&);
+    Recording(bool no_db, const std::string& db, bool init_db, Failed failed)
+        : store_(recording_store(no_db, db, init_db)),
+          writer_(store_ ? std::make_unique<Writer>(*store_) : nullptr),
+          abort_([w = writer_.get(), failed] {
+              if (w) (w->*failed)("cancelled", "interrupted twice while the model was running");
+          }) {}
+    Writer* writer() const { return writer_.get(); }
+    const storage::Store* store() const { return store_.get(); }
+
+private:
+    std::unique_ptr<storage::Store> store_;
+    std::unique_ptr<Writer> writer_;
+    AbortAction abort_;
+};
+
+/// The whole file; InputError naming the file and `what` (the option) when it cannot be read.
+std::string read_file(const std::string& path, const std::string& what);
+
+/// Writes --json output to `path` (through a temporary file renamed into place), or to stdout
+/// for "-".
+void write_output(const std::string& path, const std::string& text);
+
+/// The help of --db.
+inline const char* const kDbHelp =
+    "run database (default: $AMPSCOPE_DB, else ${XDG_DATA_HOME:-~/.local/share}/ampscope/runs.sqlite)";
+
+}  // namespace ampscope::cli
