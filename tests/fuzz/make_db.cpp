@@ -180,8 +180,17 @@ int main(int argc, char** argv) {
         s.annotate(a.run_id, {"", "bob", "", "sample", "s1", "boundary sample"});
         s.annotate(a.run_id, {"", "bob", "", "layer", "fp16:1", "overflow born here"});
         s.set_review(a.run_id, "rejected", "carol");
-        s.record_benchmark(a.run_id, false, a.model.weights_sha256, a.probes.sha256, "cpu",
-                           R"({"batch":3,"figures":[{"precision":"fp32","median_ms":1.5,"speedup":1.0},{"precision":"fp16","median_ms":1.0,"speedup":1.5}]})");
+        {  // relies on run a for fp16, unvalidated (no run for bf16)
+            BenchResult bench;
+            bench.model = a.model;
+            bench.probes = a.probes;
+            bench.batch = 3;
+            bench.figures = {{Precision::Fp32, 1.5, 1.5, 1.5, 0, 1.0, 1.0}, {Precision::Fp16, 1.0, 1.0, 1.0, 0, 1.5, 1.0}};
+            Validation fp16, bf16;
+            fp16.run = a.run_id;
+            bf16.precision = Precision::Bf16;
+            s.record_benchmark(bench, BenchSpec{}, {fp16, bf16});
+        }
         // imported whole, failed
         auto b = run("0a1b2c3d-0000-4000-8000-000000000002", false);
         s.insert_run(b, "failed", "the model raised an error", {}, {});
