@@ -223,6 +223,7 @@ std::string run_to_json(const RunResult& r, bool with_outputs, int indent, const
     j["model"] = {{"source", r.model.source}, {"kind", r.model.kind}, {"sha256", r.model.sha256},
                   {"weights_sha256", r.model.weights_sha256}, {"mode", r.model.mode},
                   {"parameters", r.model.parameters}};
+    if (!r.model.format.empty()) j["model"]["format"] = r.model.format;  // torch.export: schema version, IR
     ordered_json tags = ordered_json::object();
     for (const auto& [k, v] : r.probes.tags) tags[k] = v;
     j["probes"] = {{"source", r.probes.source}, {"sha256", r.probes.sha256}, {"count", r.probes.count},

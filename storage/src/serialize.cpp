@@ -35,7 +35,7 @@ void reading(const std::string& column, const char* what, F&& read) {
 
 ordered_json model(const ModelInfo& m) {
     return {{"source", m.source}, {"kind", m.kind}, {"sha256", m.sha256}, {"weights_sha256", m.weights_sha256},
-            {"mode", m.mode}, {"parameters", m.parameters}, {"modules", m.modules}};
+            {"mode", m.mode}, {"parameters", m.parameters}, {"modules", m.modules}, {"format", m.format}};
 }
 
 ModelInfo read_model(const json& m) {
@@ -43,6 +43,7 @@ ModelInfo read_model(const json& m) {
     r.source = m.at("source"); r.kind = m.at("kind"); r.sha256 = m.at("sha256");
     r.weights_sha256 = m.at("weights_sha256"); r.mode = m.at("mode"); r.parameters = m.at("parameters");
     r.modules = m.at("modules").get<std::vector<std::string>>();
+    r.format = m.value("format", "");  // absent before torch.export programs
     return r;
 }
 

@@ -3,9 +3,12 @@
 #include <ATen/ATen.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/hash.h"
+#include "model/export_program.h"
 #include "model/model.h"
 
 namespace ampscope::detail {
@@ -23,6 +26,36 @@ std::string weights_hash(const std::vector<std::pair<std::string, at::Tensor>>& 
 }
 
 
+namespace {
+
+std::vector<char> read_bytes(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw InputError(path, "--model", "cannot be read");
+    return std::vector<char>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+/// The format is recognised by content, not by the file's extension.
+std::unique_ptr<Model> load_file(const std::string& source) {
+    const auto bytes = read_bytes(source);
+    switch (pt2::sniff_zip(bytes, source)) {
+        case pt2::ZipKind::Export: return load_export(bytes, source, "");
+        case pt2::ZipKind::AotInductor:
+            throw InputError(source, "--model", "an AOTInductor package: compiled packages fix precision at compile time and "
+                                                "cannot be inspected; give the torch.export program (torch.export.save) instead");
+        case pt2::ZipKind::NotZip:
+            throw InputError(source, "--model", "not a zip archive; expected a TorchScript file (torch.jit.save) or a "
+                                                "torch.export program (torch.export.save, .pt2)");
+        case pt2::ZipKind::Other:
+            throw InputError(source, "--model", "a zip archive that is neither a TorchScript file nor a torch.export program "
+                                                "(no models/*.json, code/ or constants.pkl); expected torch.jit.save or "
+                                                "torch.export.save output");
+        case pt2::ZipKind::TorchScript: break;
+    }
+    return load_torchscript(source);
+}
+
+}  // namespace
+
 std::unique_ptr<Model> load_model(const std::string& source, uint64_t seed) {
     std::unique_ptr<Model> model;
     if (source.rfind("demo:", 0) == 0) {
@@ -31,9 +64,9 @@ std::unique_ptr<Model> load_model(const std::string& source, uint64_t seed) {
         namespace fs = std::filesystem;
         std::error_code ec;
         if (!fs::exists(source, ec)) throw InputError(source, "--model", "file not found");
-        if (fs::is_directory(source, ec)) throw InputError(source, "--model", "is a directory; expected a TorchScript file (.pt)");
+        if (fs::is_directory(source, ec)) throw InputError(source, "--model", "is a directory; expected a TorchScript file (.pt) or a torch.export program (.pt2)");
         const auto file_hash = sha256_file(source);
-        model = load_torchscript(source);
+        model = load_file(source);
         model->info.sha256 = file_hash;
     }
     model->info.source = source;

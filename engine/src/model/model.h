@@ -39,6 +39,11 @@ public:
     /// how many of them have no default.
     std::vector<std::string> input_names;
     size_t required_inputs = 0;
+    /// A batch size the model must be fed (a torch.export program with a static batch
+    /// dimension); 0 when any batch size runs.
+    int64_t fixed_batch = 0;
+    /// Said in every run of this model (e.g. a decomposed torch.export program).
+    std::vector<std::string> warnings;
 };
 
 /// Loads "demo:NAME" (seeded weights) or a TorchScript file. Throws InputError.
@@ -48,6 +53,9 @@ std::unique_ptr<Model> load_model(const std::string& source, uint64_t seed);
 std::unique_ptr<Model> make_demo_model(const std::string& name, const std::string& source, uint64_t seed);
 /// A TorchScript file (torch.jit.save output), instrumented for module scopes and FP32 regions.
 std::unique_ptr<Model> load_torchscript(const std::string& path);
+/// A torch.export program (.pt2, torch.export.save output) read from `bytes`; `output` names
+/// the user output compared (name or index; empty: the first). Throws InputError.
+std::unique_ptr<Model> load_export(const std::vector<char>& bytes, const std::string& file, const std::string& output);
 /// SHA-256 over names, dtypes, shapes and bytes of a model's named state.
 std::string weights_hash(const std::vector<std::pair<std::string, at::Tensor>>& state);
 

@@ -221,19 +221,26 @@ void check_tensor_fits(const at::Tensor& t, size_t record_bytes, const std::stri
                                           std::to_string(storage_bytes / item) + "; save a contiguous Tensor (x.contiguous())");
 }
 
+std::shared_ptr<caffe2::serialize::PyTorchStreamReader> open_checked_zip(const std::vector<char>& bytes,
+                                                                        const std::string& file) {
+    using caffe2::serialize::PyTorchStreamReader;
+    check_declared_sizes(bytes, file);
+    auto reader = std::make_shared<PyTorchStreamReader>(std::make_unique<BoundedReader>(bytes));
+    // torch.save and torch.export.save store records uncompressed: none can be larger than the file.
+    for (const auto& name : reader->getAllRecords()) {
+        const size_t size = reader->getRecordSize(name);
+        if (size > bytes.size())
+            throw InputError(file, name, "record declares " + std::to_string(size) + " bytes in a file of " +
+                                             std::to_string(bytes.size()) + " (a damaged or hostile archive)");
+    }
+    return reader;
+}
+
 PtArchive read_pt_archive(const std::vector<char>& bytes, const std::string& file) {
     using caffe2::serialize::PyTorchStreamReader;
     PtArchive out;
     try {
-        check_declared_sizes(bytes, file);
-        auto reader = std::make_shared<PyTorchStreamReader>(std::make_unique<BoundedReader>(bytes));
-        // torch.save stores records uncompressed: none can be larger than the file itself.
-        for (const auto& name : reader->getAllRecords()) {
-            const size_t size = reader->getRecordSize(name);
-            if (size > bytes.size())
-                throw InputError(file, name, "record declares " + std::to_string(size) + " bytes in a file of " +
-                                                 std::to_string(bytes.size()) + " (a damaged or hostile archive)");
-        }
+        auto reader = open_checked_zip(bytes, file);
         if (!reader->hasRecord("data.pkl"))
             throw InputError(file, "", "a zip archive without data.pkl; expected a file written by torch.save");
         const auto pkl_record = reader->getRecord("data.pkl");

@@ -6,7 +6,10 @@
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
 
+#include <caffe2/serialize/inline_container.h>
+
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,6 +22,11 @@ struct PtArchive {
     /// Bytes the file holds for this tensor's storage (0 when it came from no record).
     size_t bytes_for(const at::Tensor& t) const;
 };
+/// LibTorch's zip reader over `bytes` (which must outlive it), after the central directory's
+/// declared sizes and every record's size were checked against the file. Throws InputError or
+/// c10::Error (not a zip).
+std::shared_ptr<caffe2::serialize::PyTorchStreamReader> open_checked_zip(const std::vector<char>& bytes,
+                                                                        const std::string& file);
 /// Unpickles a torch.save zip archive. Throws InputError naming the file.
 PtArchive read_pt_archive(const std::vector<char>& bytes, const std::string& file);
 /// Checks a loaded tensor against the bytes its file holds: storage size, sizes, strides,

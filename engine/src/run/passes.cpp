@@ -195,7 +195,7 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
     if (o.inspect) observer = std::make_unique<OpObserver>(n);
     std::vector<at::Tensor> outs, originals;  // scores stay on the device until the pass ends
     at::Tensor mutated;  // device flag: the model wrote into an input
-    const int64_t bs = std::max(1, o.batch_size);
+    const int64_t bs = model.fixed_batch > 0 ? model.fixed_batch : std::max(1, o.batch_size);
     for (int64_t b = 0; b < n; b += bs) {
         if (progress) {
             if (progress->cancel_requested()) throw Cancelled();
@@ -409,6 +409,11 @@ struct ComparisonRun {
         model->to_device(device);
         res.model = model->info;
         res.model.mode = to_string(spec.mode);
+        res.warnings.insert(res.warnings.end(), model->warnings.begin(), model->warnings.end());
+        if (model->fixed_batch > 0 && model->fixed_batch != spec.batch_size)
+            res.warnings.push_back("the model was exported with a static batch of " + std::to_string(model->fixed_batch) +
+                                   ": passes run in batches of that size (the last one padded in eval mode), not --batch-size " +
+                                   std::to_string(spec.batch_size));
         res.probes = probes.info;
         res.samples = probes.samples;
         res.labels = probes.labels;

@@ -30,7 +30,8 @@ struct RunSpec {
 
 struct ModelInfo {
     std::string source;          ///< as given ("demo:transformer", a path)
-    std::string kind;            ///< "demo" | "torchscript"
+    std::string kind;            ///< "demo" | "torchscript" | "torch.export"
+    std::string format;          ///< torch.export: schema version, IR kind (e.g. "torch.export schema 8.17, IR TRAINING")
     std::string sha256;          ///< of the file (TorchScript) or of the weights (demo)
     std::string weights_sha256;  ///< of the parameters and buffers, in named order
     std::string mode = "eval";

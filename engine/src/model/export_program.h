@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+// torch.export programs (.pt2, written by torch.export.save): the archive read into a graph of
+// nodes whose ATen ops are resolved once against this LibTorch's dispatcher, its weights, and
+// its signature. export_interpreter.cpp runs it node by node through c10::Dispatcher with the
+// pass's autocast state, so every node runs exactly as eager PyTorch runs it (EXPORT.md).
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/ivalue.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ampscope::detail::pt2 {
+
+/// One argument of a node as the program names it: a value from the environment (tensor,
+/// symbolic int, list of them), a constant, or a subgraph.
+struct Arg {
+    enum class Kind { Constant, Tensor, Tensors, OptionalTensors, SymInt, SymInts, Graph, Device };
+    Kind kind = Kind::Constant;
+    c10::IValue constant;             ///< Kind::Constant (ints, floats, bools, strings, dtype codes …)
+    std::string name;                 ///< Kind::Tensor / SymInt: the value's name
+    std::vector<std::string> names;   ///< Tensors / OptionalTensors ("" for None) / SymInts ("" for a literal)
+    std::vector<int64_t> literals;    ///< SymInts: the literal where names[i] is ""
+    int graph = -1;                   ///< Kind::Graph: index into Program::graphs
+};
+
+/// What a node produces: each output slot names a value (or a list of them, or nothing).
+struct Out {
+    enum class Kind { None, Tensor, Tensors, SymInt };
+    Kind kind = Kind::None;
+    std::string name;
+    std::vector<std::string> names;
+};
+
+struct Node {
+    enum class Kind { Op, Autocast, GradEnabled, SymOp };
+    Kind kind = Kind::Op;
+    std::string target;  ///< as serialized, e.g. torch.ops.aten.linear.default
+    std::string name;
+    std::optional<c10::OperatorHandle> op;
+    /// Arguments in the schema's order (Op): nullopt where the schema's default applies.
+    std::vector<std::optional<Arg>> args;
+    std::vector<Out> outputs;
+    std::string module;                      ///< innermost module path ("" = root)
+    std::vector<std::string> module_chain;   ///< every enclosing module path, outermost first
+    int train_flag = -1;  ///< index of a batch_norm 'training' / dropout 'train' argument, or -1
+};
+
+struct Graph {
+    std::vector<std::string> inputs;   ///< value names bound on entry
+    std::vector<Out> outputs;
+    std::vector<Node> nodes;
+};
+
+/// Where a graph input comes from (the program's signature, in graph input order).
+struct InputSpec {
+    enum class Kind { Parameter, Buffer, Constant, User };
+    Kind kind = Kind::User;
+    std::string arg;     ///< graph input name
+    std::string target;  ///< parameter / buffer / constant FQN
+};
+
+struct OutputSpec {
+    enum class Kind { User, BufferMutation, Other };
+    Kind kind = Kind::User;
+    int slot = 0;        ///< index into the root graph's outputs
+    std::string target;  ///< buffer FQN for mutations
+};
+
+struct UserInput {
+    std::string name;
+    at::ScalarType dtype = at::kFloat;
+    std::vector<int64_t> sizes;  ///< -1 where the dimension is symbolic
+};
+
+struct Program {
+    std::string file;
+    std::vector<Graph> graphs;  ///< graphs[0] is the root
+    std::vector<InputSpec> inputs;
+    std::vector<OutputSpec> outputs;
+    std::vector<UserInput> user_inputs;
+    std::vector<std::string> output_names;  ///< per user output, from the output tree ("0", "cls", …)
+    std::map<std::string, at::Tensor> parameters, buffers, constants;  ///< by FQN, on the CPU
+    std::vector<std::string> parameter_order, buffer_order;           ///< signature order
+    std::vector<std::string> modules;  ///< module paths, root "" first
+    std::string schema_version;        ///< "8.17"
+    std::string ir;                    ///< verifiers, e.g. "TRAINING"
+    bool decomposed = false;           ///< core-ATen ops whose autocast policy differs from eager's
+    std::vector<std::string> warnings;
+};
+
+/// What kind of model file a zip archive holds.
+enum class ZipKind { NotZip, Export, AotInductor, TorchScript, Other };
+ZipKind sniff_zip(const std::vector<char>& bytes, const std::string& file);
+
+/// Reads a torch.export.save archive. Throws InputError naming the file and what was expected.
+Program read_program(const std::vector<char>& bytes, const std::string& file);
+
+}  // namespace ampscope::detail::pt2
