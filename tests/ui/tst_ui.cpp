@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 // GUI tests (offscreen): item models under QAbstractItemModelTester, every view rendered from
 // a recorded database, a run started from the controller and cancelled with the UI responsive,
-// criteria locked after start.
+// criteria locked after start, live results appended as values with the user's selection left
+// alone, dialogs that validate before closing, errors through the injected reporter, empty
+// states, the demo, the run browser's columns.
 #include <QAbstractItemModelTester>
 #include <QChartView>
 #include <QMenu>
@@ -15,7 +17,12 @@
 #include <QTextBrowser>
 #include <QLabel>
 #include <QTimer>
+#include <QHeaderView>
+#include <QTableView>
 #include <QtTest>
+
+#include <chrono>
+#include <thread>
 
 #include <sqlite3.h>
 
@@ -26,6 +33,7 @@
 #include "mainwindow.h"
 #include "models.h"
 #include "newrundialog.h"
+#include "errorreporter.h"
 #include "runcontroller.h"
 #include "trainingdialog.h"
 
@@ -45,6 +53,21 @@ void rawExec(const QString& path, const char* sql) {
     sqlite3_close(db);
     QVERIFY2(rc == SQLITE_OK, qPrintable(m));
 }
+
+/// Records what the window would tell the user (and answers its questions with `answer`).
+class Recorder : public ErrorReporter {
+public:
+    explicit Recorder(QStringList* messages, bool answer = true) : messages_(messages), answer_(answer) {}
+    void error(QWidget*, const QString& title, const QString& message) override { *messages_ << title + QStringLiteral(": ") + message; }
+    bool confirm(QWidget*, const QString& title, const QString& question) override {
+        *messages_ << title + QStringLiteral("? ") + question;
+        return answer_;
+    }
+
+private:
+    QStringList* messages_;
+    bool answer_;
+};
 
 QString overviewText(MainWindow& w) { return static_cast<QTextBrowser*>(w.tabs()->widget(MainWindow::kOverviewTab))->toPlainText(); }
 
@@ -68,10 +91,19 @@ private:
     QTemporaryDir dir_;
     QString db_;
     std::string uuid_;
+    QStringList messages_;
+    std::unique_ptr<ErrorReporter> recorder() { return std::make_unique<Recorder>(&messages_); }
+    /// A window on `db` (the recorded database by default), 1280×820, shown.
+    std::unique_ptr<MainWindow> shownWindow(const QString& db = {}) {
+        auto w = std::make_unique<MainWindow>(recorder());
+        if (!w->openDatabase(db.isEmpty() ? db_ : db)) return nullptr;
+        w->resize(1280, 820);
+        w->show();
+        return w;
+    }
 
 private Q_SLOTS:
     void initTestCase() {
-        qputenv("AMPSCOPE_NO_DIALOGS", "1");
         db_ = dir_.filePath(QStringLiteral("runs.sqlite"));
         storage::Store store(db_.toStdString());
         storage::RunWriter w(store);
@@ -110,7 +142,7 @@ private Q_SLOTS:
     }
 
     void everyViewRendersFromARecordedDatabase() {
-        MainWindow w;
+        MainWindow w(recorder());
         QVERIFY(w.openDatabase(db_));
         w.resize(1280, 820);
         w.show();
@@ -181,7 +213,7 @@ private Q_SLOTS:
     }
 
     void recentDatabasesAreOffered() {
-        MainWindow w;
+        MainWindow w(recorder());
         QVERIFY(w.openDatabase(db_));
         auto* menu = w.findChild<QMenu*>(QStringLiteral("recentMenu"));
         QVERIFY(menu);
@@ -200,12 +232,12 @@ private Q_SLOTS:
         const QPalette before = QApplication::palette();
         QApplication::setPalette(dark);
         const auto restore = qScopeGuard([&] { QApplication::setPalette(before); });  // also when a check fails
-        MainWindow w;
+        MainWindow w(recorder());
         QVERIFY(w.openDatabase(db_));
         w.resize(1280, 820);
         w.show();
         w.showRun(QString::fromStdString(uuid_));
-        w.tabs()->setCurrentIndex(1);
+        w.tabs()->setCurrentIndex(MainWindow::kDeltasTab);
         QCoreApplication::processEvents();
         QChartView* view = nullptr;  // the chart on screen (the histogram waits in another sub-tab)
         for (auto* v : w.tabs()->currentWidget()->findChildren<QChartView*>())
@@ -270,7 +302,7 @@ private Q_SLOTS:
             spec.steps = 12;
             uuid = run_training(spec, &w).run_id;
         }
-        MainWindow w;
+        MainWindow w(recorder());
         QVERIFY(w.openDatabase(db));
         w.resize(1280, 820);
         w.show();
@@ -284,17 +316,20 @@ private Q_SLOTS:
         // the underflow measured per step (guards on) is plotted beside the gradient norm
         storage::Store store(db.toStdString());
         const auto steps = store.training_steps(uuid);
-        QVERIFY(steps.front().grad_underflow >= 0);
+        for (const auto& st : steps)  // measured on every step (-1: not measured)
+            QVERIFY2(st.grad_underflow != -1, qPrintable(QStringLiteral("step %1 has no underflow count").arg(st.step)));
         TrainingStepModel stepModel;
         QAbstractItemModelTester tester(&stepModel, QAbstractItemModelTester::FailureReportingMode::QtTest);
         stepModel.resetData(steps);
         QCOMPARE(stepModel.rowCount(), 12);
         std::unique_ptr<QChart> grad(makeGradChart(&stepModel));
-        bool plotted = false;
-        for (auto* s : grad->series())
-            plotted = plotted || (s->name() == QStringLiteral("gradient elements lost to underflow") &&
-                                  static_cast<QXYSeries*>(s)->count() == int(steps.size()));
-        QVERIFY(plotted);
+        auto* underflow = chart_probe::series(grad.get(), QStringLiteral("gradient elements lost to underflow"));
+        QVERIFY(underflow);
+        QCOMPARE(underflow->count(), int(steps.size()));
+        for (int i = 0; i < underflow->count(); ++i) {  // each step's count, at its step
+            QCOMPARE(underflow->at(i).x(), double(steps[size_t(i)].step));
+            QCOMPARE(underflow->at(i).y(), double(steps[size_t(i)].grad_underflow));
+        }
         // driven by the model: fewer steps in it, fewer points
         stepModel.resetData(std::vector<TrainStep>(steps.begin(), steps.begin() + 5));
         for (auto* s : grad->series())
@@ -310,7 +345,7 @@ private Q_SLOTS:
         spec.precisions = {Precision::Fp16};
         spec.keep_fp32 = {"embed"};
         const auto second = run_comparison(spec, &writer).run_id;
-        MainWindow w;
+        MainWindow w(recorder());
         QVERIFY(w.openDatabase(db_));
         w.resize(1280, 820);
         w.show();
@@ -324,7 +359,7 @@ private Q_SLOTS:
     }
 
     void cancelKeepsTheUiResponsive() {
-        MainWindow w;
+        MainWindow w(recorder());
         QVERIFY(w.openDatabase(db_));
         QSignalSpy cancelled(w.controller(), &RunController::cancelled);
         QElapsedTimer since;
@@ -382,6 +417,312 @@ private Q_SLOTS:
         QVERIFY(!run.criteria.fixed_at.empty());
     }
 
+    // ---- live runs: values appended, selection left alone ----------------------------------
+
+    /// A comparison "engine" that replays the recorded run through the sink (a new run id).
+    RunController::ComparisonEngine replay() {
+        storage::Store store(db_.toStdString());
+        const RunResult recorded = store.load_run(uuid_);
+        return [recorded](const RunSpec&, RunSink* sink, ProgressObserver*) {
+            RunResult r = recorded;
+            r.run_id = make_uuid();
+            r.spec.precisions.clear();  // as recorded (the spec read back may list them twice: see the report)
+            for (const auto& c : r.comparisons) r.spec.precisions.push_back(c.precision);
+            RunResult header = r;
+            header.passes.clear();
+            header.comparisons.clear();
+            sink->run_started(header);
+            for (const auto& p : r.passes) sink->pass_finished(p);
+            for (const auto& c : r.comparisons) sink->comparison_finished(c);
+            sink->run_finished(r);
+            return r;
+        };
+    }
+
+    /// A training "engine" producing `n` steps, `pause` apart.
+    static RunController::TrainingEngine fakeTraining(int n, std::chrono::milliseconds pause) {
+        return [n, pause](const TrainSpec& spec, TrainSink* sink, ProgressObserver*) {
+            TrainResult r;
+            r.run_id = make_uuid();
+            r.spec = spec;
+            r.started_at = now_iso8601();
+            sink->train_started(r);
+            for (int i = 0; i < n; ++i) {
+                TrainStep st;
+                st.step = i;
+                st.loss_ref = 2.0 / (1 + i);
+                st.loss_amp = st.loss_ref * 1.01;
+                st.scale = 65536;
+                st.effective_updates = i + 1;
+                st.grad_norm = 1;
+                st.divergence = 1e-4;
+                r.steps.push_back(st);
+                sink->step_finished(st);
+                std::this_thread::sleep_for(pause);
+            }
+            r.iterations = r.effective_updates = n;
+            r.finished_at = now_iso8601();
+            sink->train_finished(r);
+            return r;
+        };
+    }
+
+    void liveComparisonIsAppendedAsValues() {
+        MainWindow w(recorder());
+        QVERIFY(w.openDatabase(db_));
+        w.controller()->setEngines(replay(), {});
+        QSignalSpy started(w.controller(), &RunController::started);
+        QSignalSpy done(w.controller(), &RunController::finished);
+        int resets = 0, columnsAdded = 0, flipsAdded = 0;
+        bool live = false;
+        connect(w.controller(), &RunController::runStarted, &w, [&] { live = true; }, Qt::QueuedConnection);
+        connect(w.sampleModel(), &QAbstractItemModel::modelReset, [&] { resets += live; });
+        connect(w.sampleModel(), &QAbstractItemModel::columnsInserted, [&] { ++columnsAdded; });
+        connect(w.flipModel(), &QAbstractItemModel::rowsInserted, [&] { ++flipsAdded; });
+        QVERIFY(w.startRun(RunSpec{}));
+        QVERIFY(done.wait(30000));
+        const QString uuid = done.at(0).at(0).toString();
+        QCOMPARE(w.currentRun(), uuid);  // the run the user started is shown
+        QCOMPARE(columnsAdded, 2);       // fp16 and bf16 arrived as values and were appended
+        QVERIFY(flipsAdded > 0);
+        QCOMPARE(resets, 0);             // no reload after the start
+        QCOMPARE(w.sampleModel()->columnCount(), 3 + 3 * 2);
+        QVERIFY(w.layerModel()->rowCount() > 0);
+        QVERIFY2(overviewText(w).contains(QStringLiteral("rejected")), qPrintable(overviewText(w)));
+        QVERIFY(overviewText(w).contains(QStringLiteral("completed")));
+    }
+
+    void selectionStaysDuringALiveRun() {
+        auto w = shownWindow();
+        QVERIFY(w);
+        w->controller()->setEngines({}, fakeTraining(120, std::chrono::milliseconds(4)));
+        QSignalSpy done(w->controller(), &RunController::finished);
+        int batches = 0, resets = 0;
+        connect(w->controller(), &RunController::stepsFinished, [&] { ++batches; });
+        TrainSpec spec;
+        spec.model = "demo:mlp";
+        QVERIFY(w->startTraining(spec));
+        QTRY_VERIFY_WITH_TIMEOUT(batches > 0, 10000);
+        // the live run is shown, its steps appended (no reload)
+        QCOMPARE(w->tabs()->currentIndex(), int(MainWindow::kTrainingTab));
+        connect(w->stepModel(), &QAbstractItemModel::modelReset, [&] { ++resets; });
+        QTRY_VERIFY_WITH_TIMEOUT(w->stepModel()->rowCount() > 20, 10000);
+        QCOMPARE(resets, 0);
+        // the user picks a recorded run while the live one goes on
+        const QString recorded = QString::fromStdString(uuid_);
+        auto* proxy = w->runView()->model();
+        for (int r = 0; r < proxy->rowCount(); ++r)
+            if (proxy->index(r, 0).data(RunListModel::UuidRole).toString() == recorded)
+                w->runView()->selectionModel()->setCurrentIndex(proxy->index(r, 0), QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+        QCOMPARE(w->currentRun(), recorded);
+        QVERIFY(done.wait(30000));
+        QCoreApplication::processEvents();
+        QCOMPARE(w->currentRun(), recorded);  // nothing jumped back to the live run
+        QCOMPARE(w->runView()->currentIndex().data(RunListModel::UuidRole).toString(), recorded);
+        const auto rows = w->runView()->selectionModel()->selectedRows();
+        QCOMPARE(rows.size(), 1);
+        QCOMPARE(rows.front().data(RunListModel::UuidRole).toString(), recorded);
+        QCOMPARE(w->sampleModel()->rowCount(), 40);
+        QCOMPARE(w->stepModel()->rowCount(), 0);
+        const auto* row = w->runModel()->find(done.at(0).at(0).toString().toStdString());
+        QVERIFY(row);
+        QCOMPARE(row->status, std::string("completed"));
+        // selected again, the finished run is read from the database
+        w->showRun(done.at(0).at(0).toString());
+        QCOMPARE(w->stepModel()->rowCount(), 120);
+    }
+
+    void liveTrainingChartsFollowTheAppendedSteps() {
+        auto w = shownWindow();
+        QVERIFY(w);
+        w->controller()->setEngines({}, fakeTraining(50, std::chrono::milliseconds(1)));
+        QSignalSpy done(w->controller(), &RunController::finished);
+        TrainSpec spec;
+        QVERIFY(w->startTraining(spec));
+        QVERIFY(done.wait(30000));
+        QCOMPARE(w->stepModel()->rowCount(), 50);
+        auto* loss = w->currentChart();
+        QVERIFY(loss && loss->chart());
+        auto* amp = chart_probe::series(loss->chart(), QStringLiteral("AMP"));
+        QVERIFY(amp);
+        QTRY_COMPARE(amp->count(), 50);  // drawn in batches, at most kLiveRefreshMs late
+        QCOMPARE(amp->at(49).y(), 2.0 / 50 * 1.01);
+        QVERIFY2(overviewText(*w).contains(QStringLiteral("50 iterations, 50 effective updates")), qPrintable(overviewText(*w)));
+    }
+
+    // ---- dialogs, errors, views --------------------------------------------------------------
+
+    void dialogsValidateBeforeClosing() {
+        NewRunDialog d;
+        RunSpec spec;
+        spec.precisions = {};
+        d.setSpec(spec);
+        d.show();
+        d.accept();
+        QVERIFY(d.isVisible());  // still open, saying why
+        QVERIFY(d.result() != QDialog::Accepted);
+        QVERIFY2(d.errorText().contains(QStringLiteral("AMP passes")), qPrintable(d.errorText()));
+        spec.precisions = {Precision::Bf16};
+        d.setSpec(spec);
+        d.accept();
+        QCOMPARE(d.result(), int(QDialog::Accepted));
+        QVERIFY(d.errorText().isEmpty());
+        TrainingDialog t;
+        TrainSpec ts;
+        ts.model = "";
+        t.setSpec(ts);
+        t.show();
+        t.accept();
+        QVERIFY(t.isVisible());
+        QVERIFY2(t.errorText().contains(QStringLiteral("Model")), qPrintable(t.errorText()));
+    }
+
+    void errorsGoToTheInjectedReporter() {
+        messages_.clear();
+        MainWindow w(recorder());
+        QVERIFY(w.openDatabase(db_));
+        w.compareSelected();  // nothing selected
+        QCOMPARE(messages_.size(), 1);
+        QVERIFY2(messages_.front().startsWith(QStringLiteral("Compare: Select exactly two")), qPrintable(messages_.front()));
+        const QString foreign = dir_.filePath(QStringLiteral("foreign-reported.sqlite"));
+        rawExec(foreign, "CREATE TABLE people(name TEXT)");
+        QVERIFY(!w.openDatabase(foreign));
+        QCOMPARE(messages_.size(), 2);
+        QVERIFY2(messages_.back().startsWith(QStringLiteral("Cannot open database: ")), qPrintable(messages_.back()));
+        // a question is asked through it too, and a "no" is obeyed
+        QStringList asked;
+        MainWindow no(std::make_unique<Recorder>(&asked, false));
+        const QString empty = dir_.filePath(QStringLiteral("empty-refused.sqlite"));
+        QFile f(empty);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.close();
+        QVERIFY(!no.openDatabase(empty));
+        QCOMPARE(asked.size(), 1);
+        QVERIFY(asked.front().startsWith(QStringLiteral("Empty file? ")));
+        QCOMPARE(QFileInfo(empty).size(), 0);
+    }
+
+    void compareModelPairsTheSamplesOfTwoRuns() {
+        storage::Store store(db_.toStdString());
+        const RunResult a = store.load_run(uuid_);
+        RunResult b = a;
+        b.run_id = "b";
+        b.comparisons.resize(1);  // fp16 only
+        b.samples.push_back({"only-b", "edge"});
+        b.comparisons[0].deltas.push_back(SampleDelta{});
+        b.comparisons[0].deltas.back().sample = "only-b";
+        b.comparisons[0].deltas.back().abs = 0.5;
+        CompareModel m;
+        QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        m.resetData(a, b);
+        QCOMPARE(m.rowCount(), 41);
+        QCOMPARE(m.columnCount(), 2 + 2 + 1);
+        QCOMPARE(m.headerData(2, Qt::Horizontal).toString(), QStringLiteral("A fp16 |Δ|"));
+        QCOMPARE(m.headerData(4, Qt::Horizontal).toString(), QStringLiteral("B fp16 |Δ|"));
+        QCOMPARE(m.index(40, 0).data().toString(), QStringLiteral("only-b"));
+        QVERIFY(!m.index(40, 2).data(CompareModel::PlotRole).isValid());  // A has no such sample
+        QCOMPARE(m.index(40, 4).data(CompareModel::PlotRole).toDouble(), 0.5);
+        QCOMPARE(m.index(3, 4).data(CompareModel::SortRole), m.index(3, 2).data(CompareModel::SortRole));  // same fp16 deltas
+        std::unique_ptr<QChart> chart(makeCompareChart(&m));
+        QStringList names;
+        for (auto* s : chart->series()) names << s->name();
+        QCOMPARE(names, (QStringList{QStringLiteral("A fp16"), QStringLiteral("A bf16"), QStringLiteral("B fp16")}));
+        QCOMPARE(chart_probe::series(chart.get(), QStringLiteral("B fp16"))->count(), 41);
+        QCOMPARE(chart_probe::series(chart.get(), QStringLiteral("A bf16"))->count(), 40);
+        chart.reset();
+    }
+
+    void everyViewSaysHowToFillIt() {
+        QTemporaryDir dir;
+        auto w = shownWindow(dir.filePath(QStringLiteral("new.sqlite")));
+        QVERIFY(w);
+        QVERIFY(overviewText(*w).contains(QStringLiteral("No run selected")));
+        QVERIFY(overviewText(*w).contains(QStringLiteral("File → New run…")));
+        for (int t = MainWindow::kDeltasTab; t < MainWindow::NUM_TABS; ++t) {
+            w->tabs()->setCurrentIndex(t);
+            QCoreApplication::processEvents();
+            QLabel* shown = nullptr;
+            for (auto* l : w->tabs()->currentWidget()->findChildren<QLabel*>(QStringLiteral("emptyState")))
+                if (l->isVisible()) shown = l;
+            QVERIFY2(shown, qPrintable(QStringLiteral("tab %1 shows no empty state").arg(w->tabs()->tabText(t))));
+            QVERIFY2(shown->text().contains(QStringLiteral("This view shows")) && shown->text().contains(QStringLiteral(" → ")),
+                     qPrintable(shown->text()));
+            QVERIFY(!w->currentChart());  // no chart frames without data
+        }
+        QVERIFY(w->openDatabase(db_));
+        w->showRun(QString::fromStdString(uuid_));
+        w->tabs()->setCurrentIndex(MainWindow::kDeltasTab);
+        QCoreApplication::processEvents();
+        QVERIFY(w->currentChart());  // a run: its chart instead
+    }
+
+    void chartWidgetExportsItsChart() {
+        auto w = shownWindow();
+        QVERIFY(w);
+        w->showRun(QString::fromStdString(uuid_));
+        w->tabs()->setCurrentIndex(MainWindow::kLayersTab);
+        QCoreApplication::processEvents();
+        ChartWidget* c = w->currentChart();
+        QVERIFY(c);
+        QTemporaryDir dir;
+        const QString png = dir.filePath(QStringLiteral("layers.png")), svg = dir.filePath(QStringLiteral("layers.svg"));
+        QCOMPARE(c->exportTo(png), QString());
+        QImage img(png);
+        QVERIFY(!img.isNull());
+        QCOMPARE(img.size(), c->view()->size() * c->view()->devicePixelRatio());
+        QCOMPARE(c->exportTo(svg), QString());
+        QFile f(svg);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        QVERIFY(f.readAll().contains("absmax per op"));
+        QVERIFY(!c->exportTo(dir.filePath(QStringLiteral("no/such/dir/x.png"))).isEmpty());
+    }
+
+    void runBrowserColumnsFitAt1280() {
+        auto w = shownWindow();
+        QVERIFY(w);
+        QVERIFY(QTest::qWaitForWindowExposed(w.get()));
+        QCoreApplication::processEvents();
+        QVERIFY(w->runModel()->rowCount() > 0);
+        auto* v = w->runView();
+        int total = 0;
+        for (int c = 0; c < v->model()->columnCount(); ++c) {
+            if (v->isColumnHidden(c)) continue;  // behind the header's menu
+            const int need = std::max(static_cast<QAbstractItemView*>(v)->sizeHintForColumn(c), v->horizontalHeader()->sectionSizeHint(c));
+            QVERIFY2(v->columnWidth(c) >= need, qPrintable(QStringLiteral("column %1 (%2): %3 px for %4 px of content")
+                                                               .arg(c).arg(v->model()->headerData(c, Qt::Horizontal).toString())
+                                                               .arg(v->columnWidth(c)).arg(need)));
+            total += v->columnWidth(c);
+        }
+        QVERIFY2(total <= v->viewport()->width(), qPrintable(QStringLiteral("%1 px of columns in a %2 px view").arg(total).arg(v->viewport()->width())));
+        QString widths;
+        for (int c = 0; c < v->model()->columnCount(); ++c) widths += QStringLiteral(" %1").arg(v->columnWidth(c));
+        QVERIFY2(w->tabs()->width() >= 700, qPrintable(QStringLiteral("views %1 px; columns%2").arg(w->tabs()->width()).arg(widths)));  // and the views keep room
+    }
+
+    void demoRecordsAComparisonAndATrainingRun() {
+        QTemporaryDir dir;
+        MainWindow w(recorder());
+        QVERIFY(w.openDatabase(dir.filePath(QStringLiteral("demo.sqlite"))));
+        QSignalSpy demo(&w, &MainWindow::demoFinished);
+        w.startDemo();
+        QVERIFY(demo.wait(240000));
+        storage::Store store(dir.filePath(QStringLiteral("demo.sqlite")).toStdString());
+        const auto runs = store.list_runs();
+        QCOMPARE(int(runs.size()), 2);
+        QStringList kinds;
+        std::string train;
+        for (const auto& r : runs) {
+            kinds << QString::fromStdString(r.kind + " " + r.status);
+            if (r.kind == "train") train = r.uuid;
+        }
+        kinds.sort();
+        QCOMPARE(kinds, (QStringList{QStringLiteral("compare completed"), QStringLiteral("train completed")}));
+        QCOMPARE(int(store.training_steps(train).size()), MainWindow::kDemoTrainingSteps);
+        QCOMPARE(w.runModel()->find(w.currentRun().toStdString())->kind, std::string("compare"));  // the demo's story is shown
+        w.showRun(QString::fromStdString(train));
+        QCOMPARE(w.stepModel()->rowCount(), MainWindow::kDemoTrainingSteps);
+    }
+
     /// A copy of the recorded database to damage.
     QString copyOfDatabase(const QString& name) {
         rawExec(db_, "PRAGMA wal_checkpoint(TRUNCATE)");
@@ -395,7 +736,7 @@ private Q_SLOTS:
         const QString db = copyOfDatabase(QStringLiteral("unreadable.sqlite"));
         QVERIFY(!db.isEmpty());
         rawExec(db, "DROP TRIGGER runs_criteria_immutable; UPDATE runs SET header_json='{not json'");
-        MainWindow w;
+        MainWindow w(recorder());
         QVERIFY(w.openDatabase(db));
         QVERIFY(w.notice().isEmpty());
         w.showRun(QString::fromStdString(uuid_));
@@ -413,7 +754,7 @@ private Q_SLOTS:
         const std::string damage = "UPDATE layer_chunks SET data=X'00' WHERE pass_id=(SELECT max(p.id) FROM passes p "
                                    "JOIN runs r ON r.id=p.run_id WHERE r.uuid='" + uuid_ + "')";
         rawExec(db, damage.c_str());
-        MainWindow w;
+        MainWindow w(recorder());
         QVERIFY(w.openDatabase(db));
         w.showRun(QString::fromStdString(uuid_));
         QVERIFY2(w.notice().contains(QStringLiteral("damaged")), qPrintable(w.notice()));
@@ -431,7 +772,7 @@ private Q_SLOTS:
         QFile f(path);
         QVERIFY(f.open(QIODevice::WriteOnly));
         f.close();
-        MainWindow w;
+        MainWindow w(recorder());
         QVERIFY(w.openDatabase(path));
         QVERIFY2(w.notice().contains(QStringLiteral("empty file")), qPrintable(w.notice()));
         QVERIFY(w.notice().contains(QStringLiteral("new ampscope run database")));
@@ -445,7 +786,7 @@ private Q_SLOTS:
         const QString path = dir_.filePath(QStringLiteral("people.sqlite"));
         rawExec(path, "CREATE TABLE people(name TEXT)");
         const auto before = QFileInfo(path).size();
-        MainWindow w;
+        MainWindow w(recorder());
         QVERIFY(!w.openDatabase(path));
         QCOMPARE(QFileInfo(path).size(), before);
         QVERIFY(!QFileInfo::exists(path + QStringLiteral("-wal")));

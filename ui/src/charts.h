@@ -1,51 +1,95 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-// Chart builders for the run views (Qt Charts), and image export of any chart.
+// Charts of the run views (Qt Charts), each driven by an item model, and ChartWidget: one
+// chart over one model, rebuilt when the model's shape changes, with its empty state and its
+// own export (as heaptrack's ChartWidget).
 
 #include <QString>
 #include <QStringList>
+#include <QWidget>
+
+#include <functional>
 
 #include "ampscope/engine/run.h"
 #include "ampscope/engine/train.h"
 
+class QAbstractItemModel;
 class QChart;
-class QXYSeries;
-class QPalette;
 class QChartView;
-class QWidget;
+class QLabel;
+class QPalette;
+class QStackedLayout;
 
 namespace ampscope::ui {
 
+class CompareModel;
 class LayerModel;
 class SampleModel;
 class TrainingStepModel;
 
+/// The models a chart reads must outlive it.
 /// Per-sample |Δ| (log scale) against the absolute tolerance, one series per precision and tag.
-/// Driven by the model (the per-sample table's): it must outlive the chart.
 QChart* makeDeltaChart(SampleModel* model);
 /// Histogram of log10 |Δ| per precision.
-QChart* makeDeltaHistogram(const RunResult& run);
+QChart* makeDeltaHistogram(SampleModel* model);
 /// |Δ| against the reference margin (log–log); flips marked: they sit at small margins.
-/// Driven by the per-sample model (margin and |Δ| columns), like the delta chart.
 QChart* makeFlipChart(SampleModel* model);
 /// absmax per op (log scale) against the format's limit; origin and propagation marked.
-/// Driven by the model (QVXYModelMapper through filter proxies): it must outlive the chart.
 QChart* makeLayerChart(LayerModel* model);
+/// Per-sample |Δ| of two runs, one series per run and precision (run B darker, squares).
+QChart* makeCompareChart(CompareModel* model);
 
-/// Training charts, driven by the steps model (it must outlive them).
-/// Training: losses (reference vs AMP) per step.
+/// Training charts. Appended steps are drawn in batches (at most every kLiveRefreshMs), so a
+/// live run costs them one pass over the steps per refresh, not per step.
+/// Losses (reference vs AMP) per step.
 QChart* makeLossChart(TrainingStepModel* model);
-/// Training: the loss scale on a log2 axis, skipped steps marked.
+/// The loss scale on a log2 axis, skipped steps marked.
 QChart* makeScaleChart(TrainingStepModel* model);
-/// Training: effective updates against iterations.
+/// Effective updates against iterations.
 QChart* makeUpdatesChart(TrainingStepModel* model);
-/// Training: unscaled gradient norm and weight divergence (log axis).
+/// Unscaled gradient norm and weight divergence (log axis), gradient underflow.
 QChart* makeGradChart(TrainingStepModel* model);
+constexpr int kLiveRefreshMs = 100;
 
 /// Frame, text and grid colours from the palette (dark palettes included).
 void applyPalette(QChart* chart, const QPalette& pal);
 
 /// Writes `widget` as PNG (by extension .png) or SVG (.svg). Returns an error message or "".
 QString exportImage(QWidget* widget, const QString& path);
+
+/// One chart over one model. The chart is built by `build` and built again when the model is
+/// reset or gains or loses columns (rows are the chart's own business: it follows them); not
+/// while the model has no rows (the widget shows `emptyText`) or the widget is hidden (another
+/// tab): then it is built when rows arrive or it is shown.
+class ChartWidget : public QWidget {
+    Q_OBJECT
+public:
+    ChartWidget(QAbstractItemModel* model, std::function<QChart*()> build, const QString& emptyText, QWidget* parent = nullptr);
+    QChartView* view() const { return view_; }
+    QChart* chart() const;
+    bool showsEmptyState() const;
+    /// Writes the chart as PNG or SVG (by the extension). Returns an error message or "".
+    QString exportTo(const QString& path) const;
+
+public Q_SLOTS:
+    /// Asks for a file and exports the chart there (the widget's context menu).
+    void exportInteractively();
+
+Q_SIGNALS:
+    void exportFailed(const QString& message);
+
+protected:
+    void showEvent(QShowEvent* e) override;
+
+private:
+    void rebuild();
+    void updateEmptyState();
+    QAbstractItemModel* model_;
+    std::function<QChart*()> build_;
+    QChartView* view_;
+    QLabel* empty_;
+    QStackedLayout* stack_;
+    bool stale_ = false;  ///< the model changed while empty or hidden: build when rows arrive or it is shown
+};
 
 }  // namespace ampscope::ui

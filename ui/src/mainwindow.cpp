@@ -3,14 +3,11 @@
 
 #include <QAction>
 #include <QApplication>
-#include <QChartView>
 #include <QCloseEvent>
 #include <QComboBox>
 #include <QDragEnterEvent>
 #include <QDropEvent>
 #include <QFileDialog>
-#include <QGridLayout>
-#include <QHeaderView>
 #include <QInputDialog>
 #include <QLabel>
 #include <QLineEdit>
@@ -23,7 +20,6 @@
 #include <QPushButton>
 #include <QSettings>
 #include <QSortFilterProxyModel>
-#include <QSplitter>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTableView>
@@ -32,7 +28,7 @@
 #include <QUrl>
 #include <QVBoxLayout>
 
-#include "ampscope/engine/errors.h"
+#include "charts.h"
 #include "models.h"
 #include "newrundialog.h"
 #include "trainingdialog.h"
@@ -40,199 +36,51 @@
 
 namespace ampscope::ui {
 
-namespace {
-QTableView* makeTable(QAbstractItemModel* model, int sortRole) {
-    auto* proxy = new QSortFilterProxyModel(model);
-    proxy->setSourceModel(model);
-    proxy->setSortRole(sortRole);
-    auto* v = new QTableView;
-    v->setModel(proxy);
-    v->setSortingEnabled(true);
-    v->setSelectionBehavior(QAbstractItemView::SelectRows);
-    v->horizontalHeader()->setStretchLastSection(true);
-    v->verticalHeader()->hide();
-    v->setAlternatingRowColors(true);
-    return v;
-}
-}  // namespace
-
-MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+MainWindow::MainWindow(std::unique_ptr<ErrorReporter> reporter, QWidget* parent)
+    : QMainWindow(parent), reporter_(reporter ? std::move(reporter) : std::make_unique<MessageBoxReporter>()) {
     controller_ = new RunController(this);
     runs_ = new RunListModel(this);
     samples_ = new SampleModel(this);
-    compareSamples_ = new SampleModel(this);
+    compare_ = new CompareModel(this);
     steps_ = new TrainingStepModel(this);
     flips_ = new FlipModel(this);
     layers_ = new LayerModel(this);
     buildUi();
     buildMenus();
+    clearViews();
     setAcceptDrops(true);
     QSettings s;
     restoreGeometry(s.value(QStringLiteral("window/geometry")).toByteArray());
-
-    connect(controller_, &RunController::progress, this, [this](const QString& stage, int permille) {
-        stage_->setText(stage);
-        progress_->setValue(permille);
-    });
-    connect(controller_, &RunController::partialResult, this, [this](const QString& uuid) {
-        refreshRuns();
-        showRun(uuid);  // partial results appear as they are recorded
-    });
-    connect(controller_, &RunController::finished, this, [this](const QString& uuid, const QString& verdict) {
-        setRunning(false);
-        refreshRuns();
-        showRun(uuid);
-        statusBar()->showMessage(QStringLiteral("run %1: %2").arg(uuid.left(8), verdict), 10000);
-    });
-    connect(controller_, &RunController::cancelled, this, [this](const QString& uuid) {
-        setRunning(false);
-        refreshRuns();
-        if (!uuid.isEmpty()) showRun(uuid);
-        statusBar()->showMessage(QStringLiteral("run cancelled; finished passes are kept"), 10000);
-    });
-    connect(controller_, &RunController::failed, this, [this](const QString& uuid, const QString& msg) {
-        setRunning(false);
-        refreshRuns();
-        if (!uuid.isEmpty()) showRun(uuid);
-        error(QStringLiteral("Run failed"), msg + (uuid.isEmpty() ? QString() : QStringLiteral("\n\nThe run is kept as failed.")));
-    });
+    connectController();
 }
 
 MainWindow::~MainWindow() = default;
 
-void MainWindow::buildUi() {
-    filter_ = new QLineEdit;
-    filter_->setPlaceholderText(QStringLiteral("Filter runs (model, device, precision, verdict, status…)"));
-    filter_->setClearButtonEnabled(true);
-    runView_ = makeTable(runs_, RunListModel::SortRole);
-    runsProxy_ = static_cast<QSortFilterProxyModel*>(runView_->model());
-    runsProxy_->setFilterKeyColumn(-1);
-    runsProxy_->setFilterCaseSensitivity(Qt::CaseInsensitive);
-    runView_->setSelectionMode(QAbstractItemView::ExtendedSelection);
-    connect(filter_, &QLineEdit::textChanged, runsProxy_, &QSortFilterProxyModel::setFilterFixedString);
-    connect(runView_->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](const QModelIndex& cur) {
-        if (cur.isValid()) showRun(cur.data(RunListModel::UuidRole).toString());
+void MainWindow::connectController() {
+    connect(controller_, &RunController::progress, this, [this](const QString& stage, int permille) {
+        stage_->setText(stage);
+        progress_->setValue(permille);
     });
-    auto* left = new QWidget;
-    auto* lv = new QVBoxLayout(left);
-    lv->setContentsMargins(0, 0, 0, 0);
-    lv->addWidget(filter_);
-    lv->addWidget(runView_);
-
-    tabs_ = new QTabWidget;
-    overview_ = new QTextBrowser;
-    overview_->setOpenExternalLinks(false);
-    tabs_->addTab(overview_, QStringLiteral("Overview"));
-
-    auto* deltas = new QSplitter(Qt::Vertical);
-    deltaChart_ = new QChartView;
-    deltaChart_->setRenderHint(QPainter::Antialiasing);
-    histChart_ = new QChartView;
-    sampleView_ = makeTable(samples_, SampleModel::SortRole);
-    auto* charts = new QTabWidget;
-    charts->addTab(deltaChart_, QStringLiteral("Per sample"));
-    charts->addTab(histChart_, QStringLiteral("Histogram"));
-    deltas->addWidget(charts);
-    deltas->addWidget(sampleView_);
-    tabs_->addTab(deltas, QStringLiteral("Score deltas"));
-
-    auto* flips = new QSplitter(Qt::Vertical);
-    flipChart_ = new QChartView;
-    flipChart_->setRenderHint(QPainter::Antialiasing);
-    flipView_ = makeTable(flips_, FlipModel::SortRole);
-    flips->addWidget(flipChart_);
-    flips->addWidget(flipView_);
-    tabs_->addTab(flips, QStringLiteral("Decision flips"));
-
-    tabs_->addTab(buildLayersTab(), QStringLiteral("Layers (first NaN)"));
-    tabs_->addTab(buildTrainingTab(), QStringLiteral("Training"));
-
-    auto* compare = new QSplitter(Qt::Vertical);
-    compareText_ = new QTextBrowser;
-    compareText_->setHtml(QStringLiteral("<p>Select two runs in the browser and choose <b>Run → Compare two selected runs</b> (Ctrl+D).</p>"));
-    compareChart_ = new QChartView;
-    compareChart_->setRenderHint(QPainter::Antialiasing);
-    compare->addWidget(compareText_);
-    compare->addWidget(compareChart_);
-    tabs_->addTab(compare, QStringLiteral("Compare"));
-
-    auto* split = new QSplitter;
-    split->addWidget(left);
-    split->addWidget(withNotice(tabs_));
-    split->setStretchFactor(1, 3);
-    setCentralWidget(split);
-
-    progress_ = new QProgressBar;
-    progress_->setRange(0, 1000);
-    progress_->setMaximumWidth(220);
-    stage_ = new QLabel;
-    cancel_ = new QPushButton(QStringLiteral("Cancel"));
-    connect(cancel_, &QPushButton::clicked, controller_, &RunController::cancel);
-    statusBar()->addPermanentWidget(stage_);
-    statusBar()->addPermanentWidget(progress_);
-    statusBar()->addPermanentWidget(cancel_);
-    setRunning(false);
-    resize(1280, 820);
-}
-
-QWidget* MainWindow::buildLayersTab() {
-    auto* layersTab = new QWidget;
-    auto* lay = new QVBoxLayout(layersTab);
-    auto* bar = new QHBoxLayout;
-    passBox_ = new QComboBox;
-    keepButton_ = new QPushButton(QStringLiteral("Keep selected module in FP32 and re-run"));
-    keepButton_->setToolTip(QStringLiteral("Starts a run with the same model, probes and criteria, and the selected module as an FP32 region"));
-    connect(keepButton_, &QPushButton::clicked, this, &MainWindow::keepModuleInFp32);
-    connect(passBox_, qOverload<int>(&QComboBox::currentIndexChanged), this, &MainWindow::showLayersOf);
-    bar->addWidget(new QLabel(QStringLiteral("Pass")));
-    bar->addWidget(passBox_);
-    bar->addStretch();
-    bar->addWidget(keepButton_);
-    lay->addLayout(bar);
-    auto* lsplit = new QSplitter(Qt::Vertical);
-    layerChart_ = new QChartView;
-    layerChart_->setRenderHint(QPainter::Antialiasing);
-    layerView_ = makeTable(layers_, LayerModel::SortRole);
-    lsplit->addWidget(layerChart_);
-    lsplit->addWidget(layerView_);
-    lay->addWidget(lsplit);
-    return layersTab;
-}
-
-QWidget* MainWindow::buildTrainingTab() {
-    auto* training = new QSplitter(Qt::Vertical);
-    auto* chartsBox = new QWidget;
-    auto* grid = new QGridLayout(chartsBox);
-    lossChart_ = new QChartView;
-    scaleChart_ = new QChartView;
-    updatesChart_ = new QChartView;
-    gradChart_ = new QChartView;
-    grid->addWidget(lossChart_, 0, 0);
-    grid->addWidget(scaleChart_, 0, 1);
-    grid->addWidget(updatesChart_, 1, 0);
-    grid->addWidget(gradChart_, 1, 1);
-    for (auto* v : {lossChart_, scaleChart_, updatesChart_, gradChart_}) v->setRenderHint(QPainter::Antialiasing);
-    training->addWidget(chartsBox);
-    stepView_ = makeTable(steps_, TrainingStepModel::SortRole);
-    training->addWidget(stepView_);
-    training->setStretchFactor(0, 3);
-    training->setStretchFactor(1, 1);
-    return training;
-}
-
-QWidget* MainWindow::withNotice(QWidget* views) {
-    auto* right = new QWidget;
-    auto* rv = new QVBoxLayout(right);
-    rv->setContentsMargins(0, 0, 0, 0);
-    notice_ = new QLabel;
-    notice_->setObjectName(QStringLiteral("runNotice"));
-    notice_->setWordWrap(true);
-    notice_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    notice_->setStyleSheet(QStringLiteral("QLabel { background: #fdecea; color: #8a1c1c; border: 1px solid #e0a0a0; padding: 6px; }"));
-    notice_->hide();
-    rv->addWidget(notice_);
-    rv->addWidget(views);
-    return right;
+    connect(controller_, &RunController::runStarted, this, &MainWindow::liveRunStarted);
+    connect(controller_, &RunController::passFinished, this, &MainWindow::livePass);
+    connect(controller_, &RunController::comparisonFinished, this, &MainWindow::liveComparison);
+    connect(controller_, &RunController::runCompleted, this, [this](const RunResult& r) {
+        if (live_ && !live_->training) live_->run = r;
+    });
+    connect(controller_, &RunController::trainingStarted, this, &MainWindow::liveTrainingStarted);
+    connect(controller_, &RunController::stepsFinished, this, &MainWindow::liveSteps);
+    connect(controller_, &RunController::finished, this, [this](const QString& uuid, const QString& verdict) {
+        liveEnded(uuid, QStringLiteral("completed"));
+        statusBar()->showMessage(QStringLiteral("run %1: %2").arg(uuid.left(8), verdict), 10000);
+    });
+    connect(controller_, &RunController::cancelled, this, [this](const QString& uuid) {
+        liveEnded(uuid, QStringLiteral("cancelled"));
+        statusBar()->showMessage(QStringLiteral("run cancelled; finished passes are kept"), 10000);
+    });
+    connect(controller_, &RunController::failed, this, [this](const QString& uuid, const QString& msg) {
+        liveEnded(uuid, QStringLiteral("failed"));
+        error(QStringLiteral("Run failed"), msg + (uuid.isEmpty() ? QString() : QStringLiteral("\n\nThe run is kept as failed.")));
+    });
 }
 
 void MainWindow::buildMenus() {
@@ -290,10 +138,8 @@ void MainWindow::buildMenus() {
 bool MainWindow::openDatabase(const QString& path) {
     const QFileInfo info(path);
     const bool emptyFile = info.exists() && info.isFile() && info.size() == 0;
-    if (emptyFile && !qEnvironmentVariableIsSet("AMPSCOPE_NO_DIALOGS") &&
-        QMessageBox::question(this, QStringLiteral("Empty file"),
-                              QStringLiteral("%1 is empty (0 bytes).\n\nCreate a new ampscope run database in it?").arg(path),
-                              QMessageBox::Yes | QMessageBox::Cancel) != QMessageBox::Yes)
+    if (emptyFile && !reporter_->confirm(this, QStringLiteral("Empty file"),
+                                         QStringLiteral("%1 is empty (0 bytes).\n\nCreate a new ampscope run database in it?").arg(path)))
         return false;
     try {
         store_ = std::make_unique<storage::Store>(path.toStdString());
@@ -307,8 +153,7 @@ bool MainWindow::openDatabase(const QString& path) {
     recent.prepend(path);
     s.setValue(QStringLiteral("recentDatabases"), recent.mid(0, 8));
     setWindowTitle(QStringLiteral("ampscope — %1%2").arg(path, store_->read_only() ? QStringLiteral(" (read-only)") : QString()));
-    run_.reset();
-    current_.clear();
+    clearViews();
     setNotice(emptyFile ? QStringLiteral("%1 was an empty file: it is now a new ampscope run database, with no runs yet.").arg(path)
                         : QString());
     refreshRuns();
@@ -339,7 +184,11 @@ QString MainWindow::databasePath() const { return store_ ? QString::fromStdStrin
 void MainWindow::refreshRuns() {
     if (!store_) return;
     try {
+        QStringList selected;  // the user's selection stays where it was
+        for (const auto& i : runView_->selectionModel()->selectedRows()) selected << i.data(RunListModel::UuidRole).toString();
         runs_->resetData(store_->list_runs());
+        if (live_) listLive(QString(), false);  // a live run not recorded as running yet (or never: a foreign file)
+        selectRuns(selected, current_);
     } catch (const std::exception& e) {
         setNotice(QStringLiteral("Cannot list the runs of %1: %2").arg(databasePath(), QString::fromStdString(e.what())));
     }
@@ -364,13 +213,8 @@ void MainWindow::newRun() {
     delete dialog_;
     dialog_ = new NewRunDialog(this);
     if (run_) dialog_->setSpec(run_->spec);
-    if (dialog_->exec() != QDialog::Accepted) return;
-    try {
-        const auto spec = dialog_->spec();
-        if (startRun(spec)) dialog_->lockCriteria();
-    } catch (const InputError& e) {
-        error(QStringLiteral("Bad input"), QString::fromStdString(e.what()));
-    }
+    if (dialog_->exec() != QDialog::Accepted) return;  // the dialog validated its fields
+    if (startRun(dialog_->spec())) dialog_->lockCriteria();
 }
 
 void MainWindow::newTrainingRun() {
@@ -384,21 +228,17 @@ void MainWindow::newTrainingRun() {
         last.steps = st.value(QStringLiteral("training/steps"), 50).toInt();
         dlg.setSpec(last);
     }
-    if (dlg.exec() != QDialog::Accepted) return;
-    try {
-        const auto spec = dlg.spec();
-        st.setValue(QStringLiteral("training/model"), QString::fromStdString(spec.model));
-        st.setValue(QStringLiteral("training/data"), QString::fromStdString(spec.data));
-        st.setValue(QStringLiteral("training/steps"), spec.steps);
-        startTraining(spec);
-    } catch (const InputError& e) {
-        error(QStringLiteral("Bad input"), QString::fromStdString(e.what()));
-    }
+    if (dlg.exec() != QDialog::Accepted) return;  // the dialog validated its fields
+    const auto spec = dlg.spec();
+    st.setValue(QStringLiteral("training/model"), QString::fromStdString(spec.model));
+    st.setValue(QStringLiteral("training/data"), QString::fromStdString(spec.data));
+    st.setValue(QStringLiteral("training/steps"), spec.steps);
+    startTraining(spec);
 }
 
 void MainWindow::keepModuleInFp32() {
     if (!run_) return;
-    const auto idx = layerView_->currentIndex();
+    const auto idx = tables_[kLayersTab]->currentIndex();
     if (!idx.isValid()) {
         error(QStringLiteral("Keep in FP32"), QStringLiteral("Select a layer (an op of a module) in the table first."));
         return;
@@ -421,13 +261,7 @@ void MainWindow::setRunning(bool running) {
     if (!running) progress_->setValue(0);
 }
 
-void MainWindow::error(const QString& title, const QString& message) {
-    if (qEnvironmentVariableIsSet("AMPSCOPE_NO_DIALOGS")) {  // tests
-        statusBar()->showMessage(title + QStringLiteral(": ") + message);
-        return;
-    }
-    QMessageBox::warning(this, title, message);
-}
+void MainWindow::error(const QString& title, const QString& message) { reporter_->error(this, title, message); }
 
 void MainWindow::setNotice(const QString& text) {
     notice_->setText(text);
@@ -441,6 +275,18 @@ QStringList MainWindow::selectedRuns() const {
     for (const auto& i : runView_->selectionModel()->selectedRows()) out << i.data(RunListModel::UuidRole).toString();
     if (out.isEmpty() && !current_.isEmpty()) out << current_;
     return out;
+}
+
+void MainWindow::selectRuns(const QStringList& uuids, const QString& current) {
+    const QSignalBlocker block(runView_->selectionModel());  // the views show `current` already
+    runView_->selectionModel()->clearSelection();
+    for (int r = 0; r < runsProxy_->rowCount(); ++r) {
+        const QModelIndex i = runsProxy_->index(r, 0);
+        const QString uuid = i.data(RunListModel::UuidRole).toString();
+        if (uuids.contains(uuid))
+            runView_->selectionModel()->select(i, QItemSelectionModel::Select | QItemSelectionModel::Rows);
+        if (uuid == current) runView_->selectionModel()->setCurrentIndex(i, QItemSelectionModel::NoUpdate);
+    }
 }
 
 void MainWindow::importFile(const QString& given) {
@@ -479,13 +325,15 @@ void MainWindow::exportSelected() {
 void MainWindow::annotate() {
     if (!store_ || current_.isEmpty()) return;
     QString targetKind = QStringLiteral("run"), target;
-    if (tabs_->currentIndex() == 3 && layerView_->currentIndex().isValid()) {
+    const QTableView* layerView = tables_[kLayersTab];
+    const QTableView* sampleView = tables_[kDeltasTab];
+    if (tabs_->currentIndex() == kLayersTab && layerView->currentIndex().isValid()) {
         targetKind = QStringLiteral("layer");
-        const auto* l = layers_->layer(static_cast<QSortFilterProxyModel*>(layerView_->model())->mapToSource(layerView_->currentIndex()).row());
+        const auto* l = layers_->layer(static_cast<QSortFilterProxyModel*>(layerView->model())->mapToSource(layerView->currentIndex()).row());
         if (l) target = passBox_->currentText() + QStringLiteral(":") + QString::number(l->index);
-    } else if (tabs_->currentIndex() == 1 && sampleView_->currentIndex().isValid()) {
+    } else if (tabs_->currentIndex() == kDeltasTab && sampleView->currentIndex().isValid()) {
         targetKind = QStringLiteral("sample");
-        target = sampleView_->model()->index(sampleView_->currentIndex().row(), 0).data().toString();
+        target = sampleView->model()->index(sampleView->currentIndex().row(), 0).data().toString();
     }
     bool ok = false;
     const auto text = QInputDialog::getMultiLineText(this, QStringLiteral("Annotate"),
@@ -522,18 +370,15 @@ void MainWindow::setReview(const QString& status) {
 void MainWindow::deleteSelected() {
     const auto ids = selectedRuns();
     if (!store_ || ids.isEmpty()) return;
-    if (!qEnvironmentVariableIsSet("AMPSCOPE_NO_DIALOGS") &&
-        QMessageBox::question(this, QStringLiteral("Delete runs"),
-                              QStringLiteral("Delete %1 run(s) with their passes, layers and annotations?").arg(ids.size())) !=
-            QMessageBox::Yes)
+    if (!reporter_->confirm(this, QStringLiteral("Delete runs"),
+                            QStringLiteral("Delete %1 run(s) with their passes, layers and annotations?").arg(ids.size())))
         return;
     try {
         for (const auto& i : ids) store_->delete_run(i.toStdString());
     } catch (const std::exception& e) {
         error(QStringLiteral("Cannot delete"), QString::fromStdString(e.what()));
     }
-    run_.reset();
-    current_.clear();
+    clearViews();
     refreshRuns();
 }
 

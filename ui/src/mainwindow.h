@@ -1,18 +1,23 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 // The main window: run browser on the left, the views of the selected run on the right.
+// A run started here is shown from the values the run controller delivers (appended to the
+// views' models as they arrive); a recorded run is read from the database when selected.
 
 #include <QMainWindow>
 #include <QString>
 
+#include <functional>
 #include <memory>
 #include <optional>
 
 #include "ampscope/engine/run.h"
 #include "ampscope/engine/train.h"
 #include "ampscope/storage/store.h"
+#include "errorreporter.h"
 
-class QChartView;
+class QAbstractItemModel;
+class QChart;
 class QComboBox;
 class QLabel;
 class QLineEdit;
@@ -26,6 +31,8 @@ class QTextBrowser;
 
 namespace ampscope::ui {
 
+class ChartWidget;
+class CompareModel;
 class FlipModel;
 class LayerModel;
 class NewRunDialog;
@@ -37,37 +44,50 @@ class TrainingStepModel;
 class MainWindow : public QMainWindow {
     Q_OBJECT
 public:
-    enum Tabs { kOverviewTab, kDeltasTab, kFlipsTab, kLayersTab, kTrainingTab, kCompareTab };
-    explicit MainWindow(QWidget* parent = nullptr);
+    enum Tabs { kOverviewTab, kDeltasTab, kFlipsTab, kLayersTab, kTrainingTab, kCompareTab, NUM_TABS };
+    /// `reporter` tells the user about errors and asks questions (message boxes by default).
+    explicit MainWindow(std::unique_ptr<ErrorReporter> reporter = nullptr, QWidget* parent = nullptr);
     ~MainWindow() override;
 
-    /// Opens (creating when needed) a run database; shows a dialog on error. False on failure.
+    /// Opens (creating when needed) a run database; reports an error on failure. False on failure.
     bool openDatabase(const QString& path);
     QString databasePath() const;
-    /// Selects and shows a run by UUID.
+    /// Selects and shows a run by UUID (a live run from its values, else from the database).
     void showRun(const QString& uuid);
     QString currentRun() const { return current_; }
     /// Starts a run with the given spec on the worker thread; criteria are fixed from here.
     bool startRun(const RunSpec& spec);
+    /// First start: a demo comparison run of demo:transformer, then a short demo training run;
+    /// demoFinished() when both are recorded (the comparison is shown then).
+    void startDemo();
+    static constexpr int kDemoTrainingSteps = 40;
 
     // for tests and the smoke renderer
     QTabWidget* tabs() const { return tabs_; }
     RunController* controller() const { return controller_; }
     RunListModel* runModel() const { return runs_; }
+    QTableView* runView() const { return runView_; }
     SampleModel* sampleModel() const { return samples_; }
     FlipModel* flipModel() const { return flips_; }
     LayerModel* layerModel() const { return layers_; }
+    TrainingStepModel* stepModel() const { return steps_; }
+    CompareModel* compareModel() const { return compare_; }
     NewRunDialog* lastDialog() const { return dialog_; }
+    /// The chart on screen in the current tab (the one Export current chart writes).
+    ChartWidget* currentChart() const;
     /// The notice above the views: a run that cannot be read, damaged parts left out, a new
     /// database created in an empty file. Empty when there is nothing to say.
     QString notice() const;
+
+Q_SIGNALS:
+    void demoFinished();
 
 public Q_SLOTS:
     void refreshRuns();
     void newRun();
     void newTrainingRun();
     bool startTraining(const TrainSpec& spec);
-    /// After a start request: a dialog when the controller refused (a job is going).
+    /// After a start request: an error when the controller refused (a job is going).
     bool launched(bool accepted);
     void importFile(const QString& path = {});
     void exportSelected();
@@ -89,13 +109,47 @@ protected:
     void dropEvent(QDropEvent* e) override;
 
 private:
+    // building (mainwindow_tabs.cpp): one builder per tab
     void buildUi();
+    QWidget* buildRunBrowser();
+    QWidget* buildOverviewTab();
+    QWidget* buildDeltasTab();
+    QWidget* buildFlipsTab();
     QWidget* buildLayersTab();
     QWidget* buildTrainingTab();
+    QWidget* buildCompareTab();
+    void buildStatusBar();
+    /// `content` while `model` has rows, else a text saying what the view shows and how to fill it.
+    QWidget* withEmptyState(QWidget* content, QAbstractItemModel* model, const QString& text);
+    ChartWidget* chartWidgetFor(QAbstractItemModel* model, std::function<QChart*()> build, const QString& emptyText);
     /// `views` under the notice label (setNotice).
     QWidget* withNotice(QWidget* views);
     void buildMenus();
     void fillRecentMenu();
+    void connectController();
+
+    // a live run (mainwindow_live.cpp): values from the controller
+    void liveRunStarted(const RunResult& header);
+    void livePass(const PassResult& pass);
+    void liveComparison(const Comparison& cmp);
+    void liveTrainingStarted(const TrainResult& header);
+    void liveSteps(const std::vector<TrainStep>& steps);
+    void liveEnded(const QString& uuid, const QString& status);
+    /// The demo's next run once `finished` (its run id) ended.
+    void demoStep(const QString& finished);
+    bool showingLive() const;
+    void showLive();
+    void showLiveOverview();
+    /// Adds the live run to the browser (or updates its row) and, at its start, selects it.
+    void listLive(const QString& status, bool select);
+
+    // views (mainwindow_views.cpp)
+    /// The comparison views from `run`; the overview too when `status` is given.
+    void showComparison(const RunResult& run, const QString& status);
+    void showTrainingRun(const TrainResult& run, const QString& status);
+    void showTraining(const QString& uuid);
+    void addPassChoice(const PassResult& pass);
+    void clearViews();
     void showLayersOf(int passIndex);
     void setRunning(bool running);
     void error(const QString& title, const QString& message);
@@ -104,17 +158,28 @@ private:
     /// A run that could not be read: the views are cleared and say why.
     void showUnreadable(const QString& uuid, const QString& message);
     QStringList selectedRuns() const;
+    void selectRuns(const QStringList& uuids, const QString& current);
 
+    struct Live {
+        QString uuid;
+        bool training = false;
+        RunResult run;     ///< comparison: header, passes and comparisons so far
+        TrainResult train; ///< training: header and steps so far
+    };
+
+    std::unique_ptr<ErrorReporter> reporter_;
     std::unique_ptr<storage::Store> store_;
     std::optional<RunResult> run_;
+    std::optional<Live> live_;
     QString current_;
+    int demoStage_ = 0;  ///< 1: demo comparison going, 2: demo training going
+    QString demoRun_;
     RunController* controller_ = nullptr;
     RunListModel* runs_ = nullptr;
     QSortFilterProxyModel* runsProxy_ = nullptr;
     SampleModel* samples_ = nullptr;
-    SampleModel* compareSamples_ = nullptr;  ///< the Compare tab's chart reads both runs from it
+    CompareModel* compare_ = nullptr;
     TrainingStepModel* steps_ = nullptr;
-    QTableView* stepView_ = nullptr;
     FlipModel* flips_ = nullptr;
     LayerModel* layers_ = nullptr;
     QTableView* runView_ = nullptr;
@@ -123,20 +188,8 @@ private:
     QMenu* recentMenu_ = nullptr;
     QTextBrowser* overview_ = nullptr;
     QLabel* notice_ = nullptr;
-    QChartView* deltaChart_ = nullptr;
-    QChartView* histChart_ = nullptr;
-    QChartView* flipChart_ = nullptr;
-    QChartView* layerChart_ = nullptr;
-    QChartView* lossChart_ = nullptr;
-    QChartView* scaleChart_ = nullptr;
-    QChartView* updatesChart_ = nullptr;
-    QChartView* gradChart_ = nullptr;
     QTextBrowser* compareText_ = nullptr;
-    QChartView* compareChart_ = nullptr;
-    void showTraining(const QString& uuid);
-    QTableView* sampleView_ = nullptr;
-    QTableView* flipView_ = nullptr;
-    QTableView* layerView_ = nullptr;
+    QTableView* tables_[NUM_TABS] = {};  ///< the table of each tab (Export current table)
     QComboBox* passBox_ = nullptr;
     QPushButton* keepButton_ = nullptr;
     QProgressBar* progress_ = nullptr;

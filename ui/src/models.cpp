@@ -25,6 +25,11 @@ double headroom(const LayerStat& l, Precision p) {
     return ampscope::headroom(l.stats.absmax, p);
 }
 
+QVariant TableModel::headerData(int s, Qt::Orientation o, int role) const {
+    if (o != Qt::Horizontal || role != Qt::DisplayRole || s < 0 || s >= columns()) return {};
+    return columnName(s);
+}
+
 // ---- RunListModel ---------------------------------------------------------------------------
 
 void RunListModel::resetData(std::vector<storage::RunRow> rows) {
@@ -32,15 +37,31 @@ void RunListModel::resetData(std::vector<storage::RunRow> rows) {
     rows_ = std::move(rows);
     endResetModel();
 }
-const storage::RunRow* RunListModel::row(int r) const { return r >= 0 && r < int(rows_.size()) ? &rows_[size_t(r)] : nullptr; }
-int RunListModel::rowCount(const QModelIndex& p) const { return p.isValid() ? 0 : int(rows_.size()); }
-int RunListModel::columnCount(const QModelIndex& p) const { return p.isValid() ? 0 : NUM_COLUMNS; }
 
-QVariant RunListModel::headerData(int s, Qt::Orientation o, int role) const {
-    if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
-    static const char* names[] = {"Started", "Model", "Device", "Passes", "Status", "Verdict", "Review", "Notes", "Run"};
-    return s >= 0 && s < NUM_COLUMNS ? QString::fromLatin1(names[s]) : QVariant();
+void RunListModel::upsert(const storage::RunRow& row) {
+    if (const auto* known = find(row.uuid)) {
+        const int i = int(known - rows_.data());
+        rows_[size_t(i)] = row;
+        Q_EMIT dataChanged(index(i, 0), index(i, NUM_COLUMNS - 1));
+        return;
+    }
+    beginInsertRows({}, int(rows_.size()), int(rows_.size()));
+    rows_.push_back(row);
+    endInsertRows();
 }
+
+const storage::RunRow* RunListModel::find(const std::string& uuid) const {
+    for (const auto& r : rows_)
+        if (r.uuid == uuid) return &r;
+    return nullptr;
+}
+
+const storage::RunRow* RunListModel::row(int r) const { return r >= 0 && r < int(rows_.size()) ? &rows_[size_t(r)] : nullptr; }
+
+RunListModel::RunListModel(QObject* parent)
+    : TableModel(parent, {QStringLiteral("Started"), QStringLiteral("Model"), QStringLiteral("Device"), QStringLiteral("Passes"),
+                          QStringLiteral("Status"), QStringLiteral("Verdict"), QStringLiteral("Review"), QStringLiteral("Notes"),
+                          QStringLiteral("Run")}) {}
 
 QVariant RunListModel::data(const QModelIndex& idx, int role) const {
     if (!idx.isValid() || idx.row() >= int(rows_.size())) return {};
@@ -48,7 +69,8 @@ QVariant RunListModel::data(const QModelIndex& idx, int role) const {
     if (role == UuidRole) return qs(r.uuid);
     if (role == Qt::DisplayRole || role == SortRole) {
         switch (idx.column()) {
-        case Started: return qs(r.started_at.substr(0, 19)).replace(QLatin1Char('T'), QLatin1Char(' '));
+        case Started:  // to the minute on screen (the browser stays narrow), to the second for sorting
+            return qs(r.started_at.substr(0, role == SortRole ? 19 : 16)).replace(QLatin1Char('T'), QLatin1Char(' '));
         case Model: return qs(r.model);
         case Device: return qs(r.device);
         case Passes: return qs(r.precisions);
@@ -64,7 +86,7 @@ QVariant RunListModel::data(const QModelIndex& idx, int role) const {
         if (!r.verdict.empty()) return bad();
     }
     if (role == Qt::ForegroundRole && idx.column() == Status && r.status != "completed" && r.status != "running") return bad();
-    if (role == Qt::ToolTipRole) return qs(r.uuid + (r.error.empty() ? "" : "\n" + r.error));
+    if (role == Qt::ToolTipRole) return qs(r.uuid + ", started " + r.started_at + " on " + r.device + (r.error.empty() ? "" : "\n" + r.error));
     return {};
 }
 
@@ -73,6 +95,29 @@ QVariant RunListModel::data(const QModelIndex& idx, int role) const {
 void SampleModel::resetData(const RunResult& run) {
     beginResetModel();
     run_ = run;
+    for (auto& p : run_.passes) p.layers.clear();  // the layer model holds them
+    updatePlotRange();
+    computeMargins();
+    endResetModel();
+}
+
+void SampleModel::addPass(const PassResult& pass) {
+    run_.passes.push_back(pass);
+    run_.passes.back().layers.clear();
+    if (run_.passes.size() != 1 || run_.samples.empty()) return;
+    computeMargins();
+    Q_EMIT dataChanged(index(0, kMarginColumn), index(rows() - 1, kMarginColumn));
+}
+
+void SampleModel::addComparison(const Comparison& cmp) {
+    const int first = columns();
+    beginInsertColumns({}, first, first + 2);
+    run_.comparisons.push_back(cmp);
+    updatePlotRange();
+    endInsertColumns();
+}
+
+void SampleModel::updatePlotRange() {
     lo_ = 1e300;
     hi_ = 0;
     for (const auto& c : run_.comparisons)
@@ -80,27 +125,24 @@ void SampleModel::resetData(const RunResult& run) {
             if (d.finite) { lo_ = std::min(lo_, std::max(d.abs, kPlotFloor)); hi_ = std::max(hi_, d.abs); }
     if (hi_ == 0) { lo_ = kPlotFloor; hi_ = 1; }
     hi_ = std::max(hi_, run_.criteria.atol);
+}
+
+void SampleModel::computeMargins() {
     margin_.assign(run_.samples.size(), 0.0);
     if (!run_.passes.empty() && run_.passes.front().num_outputs > 0) {
         const auto& ref = run_.passes.front();
         const size_t k = size_t(ref.num_outputs);
         for (size_t i = 0; i < margin_.size() && (i + 1) * k <= ref.outputs.size(); ++i) margin_[i] = reference_margin(ref, i);
     }
-    endResetModel();
 }
-int SampleModel::rowCount(const QModelIndex& p) const { return p.isValid() ? 0 : int(run_.samples.size()); }
-int SampleModel::columnCount(const QModelIndex& p) const { return p.isValid() ? 0 : 3 + 3 * int(run_.comparisons.size()); }
 
-QVariant SampleModel::headerData(int s, Qt::Orientation o, int role) const {
-    if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
+QString SampleModel::columnName(int s) const {
     if (s == 0) return QStringLiteral("Sample");
     if (s == 1) return QStringLiteral("Tag");
     if (s == kMarginColumn) return QStringLiteral("ref margin");
     const int c = (s - 3) / 3, k = (s - 3) % 3;
-    if (c >= int(run_.comparisons.size())) return {};
     const auto p = qs(to_string(run_.comparisons[size_t(c)].precision));
-    const QString h = k == 0 ? QString(p + QStringLiteral(" |Δ|")) : k == 1 ? QString(p + QStringLiteral(" rel")) : QString(p + QStringLiteral(" decision"));
-    return h;
+    return k == 0 ? QString(p + QStringLiteral(" |Δ|")) : k == 1 ? QString(p + QStringLiteral(" rel")) : QString(p + QStringLiteral(" decision"));
 }
 
 QVariant SampleModel::data(const QModelIndex& idx, int role) const {
@@ -163,14 +205,17 @@ void FlipModel::resetData(const RunResult& run) {
         for (const auto& f : c.flips) rows_.push_back({c.precision, f});
     endResetModel();
 }
-int FlipModel::rowCount(const QModelIndex& p) const { return p.isValid() ? 0 : int(rows_.size()); }
-int FlipModel::columnCount(const QModelIndex& p) const { return p.isValid() ? 0 : NUM_COLUMNS; }
 
-QVariant FlipModel::headerData(int s, Qt::Orientation o, int role) const {
-    if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
-    static const char* names[] = {"Precision", "Sample", "Tag", "Reference class", "AMP class", "Reference margin", "AMP margin"};
-    return s >= 0 && s < NUM_COLUMNS ? QString::fromLatin1(names[s]) : QVariant();
+void FlipModel::addComparison(const Comparison& c) {
+    if (c.flips.empty()) return;
+    beginInsertRows({}, rows(), rows() + int(c.flips.size()) - 1);
+    for (const auto& f : c.flips) rows_.push_back({c.precision, f});
+    endInsertRows();
 }
+
+FlipModel::FlipModel(QObject* parent)
+    : TableModel(parent, {QStringLiteral("Precision"), QStringLiteral("Sample"), QStringLiteral("Tag"), QStringLiteral("Reference class"),
+                          QStringLiteral("AMP class"), QStringLiteral("Reference margin"), QStringLiteral("AMP margin")}) {}
 
 QVariant FlipModel::data(const QModelIndex& idx, int role) const {
     if (!idx.isValid() || idx.row() >= int(rows_.size())) return {};
@@ -197,15 +242,11 @@ void LayerModel::resetData(const PassResult& pass) {
     endResetModel();
 }
 const LayerStat* LayerModel::layer(int r) const { return r >= 0 && r < int(pass_.layers.size()) ? &pass_.layers[size_t(r)] : nullptr; }
-int LayerModel::rowCount(const QModelIndex& p) const { return p.isValid() ? 0 : int(pass_.layers.size()); }
-int LayerModel::columnCount(const QModelIndex& p) const { return p.isValid() ? 0 : NUM_COLUMNS; }
 
-QVariant LayerModel::headerData(int s, Qt::Orientation o, int role) const {
-    if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
-    static const char* names[] = {"#", "Module", "Op", "Dtype", "absmax", "Headroom (log2)", "FP16 overflow",
-                                  "FP16 subnormal", "Non-finite", "State"};
-    return s >= 0 && s < NUM_COLUMNS ? QString::fromLatin1(names[s]) : QVariant();
-}
+LayerModel::LayerModel(QObject* parent)
+    : TableModel(parent, {QStringLiteral("#"), QStringLiteral("Module"), QStringLiteral("Op"), QStringLiteral("Dtype"),
+                          QStringLiteral("absmax"), QStringLiteral("Headroom (log2)"), QStringLiteral("FP16 overflow"),
+                          QStringLiteral("FP16 subnormal"), QStringLiteral("Non-finite"), QStringLiteral("State")}) {}
 
 double LayerModel::formatLimit() const { return format_max(headroom_format(pass_.precision)); }
 
@@ -269,14 +310,34 @@ void TrainingStepModel::resetData(std::vector<TrainStep> steps) {
     steps_ = std::move(steps);
     endResetModel();
 }
-int TrainingStepModel::rowCount(const QModelIndex& p) const { return p.isValid() ? 0 : int(steps_.size()); }
-int TrainingStepModel::columnCount(const QModelIndex& p) const { return p.isValid() ? 0 : NUM_COLUMNS; }
 
-QVariant TrainingStepModel::headerData(int s, Qt::Orientation o, int role) const {
-    if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
-    static const char* names[] = {"Step", "Loss (FP32)", "Loss (AMP)", "Scale", "Skipped", "Effective updates", "Grad norm",
-                                  "LR", "Divergence", "Underflow", "Non-finite", "Origin"};
-    return s >= 0 && s < NUM_COLUMNS ? QString::fromLatin1(names[s]) : QVariant();
+void TrainingStepModel::appendSteps(const std::vector<TrainStep>& steps) {
+    if (steps.empty()) return;
+    beginInsertRows({}, rows(), rows() + int(steps.size()) - 1);
+    steps_.insert(steps_.end(), steps.begin(), steps.end());
+    endInsertRows();
+}
+
+TrainingStepModel::TrainingStepModel(QObject* parent)
+    : TableModel(parent, {QStringLiteral("Step"), QStringLiteral("Loss (FP32)"), QStringLiteral("Loss (AMP)"), QStringLiteral("Scale"),
+                          QStringLiteral("Skipped"), QStringLiteral("Effective updates"), QStringLiteral("Grad norm"), QStringLiteral("LR"),
+                          QStringLiteral("Divergence"), QStringLiteral("Underflow"), QStringLiteral("Non-finite"), QStringLiteral("Origin")}) {}
+
+double TrainingStepModel::value(int row, int column) const {
+    const auto& s = steps_[size_t(row)];
+    switch (column) {
+    case Step: return double(s.step);
+    case LossRef: return s.loss_ref;
+    case LossAmp: return s.loss_amp;
+    case Scale: return s.scale;
+    case Skipped: return s.skipped ? 1.0 : 0.0;
+    case Effective: return double(s.effective_updates);
+    case GradNorm: return s.grad_norm;
+    case Lr: return s.lr;
+    case Divergence: return s.divergence;
+    case Underflow: return s.grad_underflow >= 0 ? double(s.grad_underflow) : std::nan("");
+    }
+    return std::nan("");
 }
 
 QVariant TrainingStepModel::data(const QModelIndex& idx, int role) const {
@@ -289,20 +350,9 @@ QVariant TrainingStepModel::data(const QModelIndex& idx, int role) const {
         return o;
     };
     if (role == PlotRole || role == SortRole) {
-        switch (idx.column()) {
-        case Step: return double(s.step);
-        case LossRef: return s.loss_ref;
-        case LossAmp: return s.loss_amp;
-        case Scale: return s.scale;
-        case Skipped: return s.skipped ? 1.0 : 0.0;
-        case Effective: return double(s.effective_updates);
-        case GradNorm: return s.grad_norm;
-        case Lr: return s.lr;
-        case Divergence: return s.divergence;
-        case Underflow: return s.grad_underflow >= 0 ? double(s.grad_underflow) : std::nan("");
-        case Stage: return role == SortRole ? QVariant(qs(s.nonfinite_stage)) : QVariant(std::nan(""));
-        case Origin: return role == SortRole ? QVariant(origin()) : QVariant(std::nan(""));
-        }
+        if (role == SortRole && idx.column() == Stage) return qs(s.nonfinite_stage);
+        if (role == SortRole && idx.column() == Origin) return origin();
+        return value(idx.row(), idx.column());
     }
     if (role == Qt::DisplayRole) {
         switch (idx.column()) {

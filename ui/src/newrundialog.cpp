@@ -3,52 +3,36 @@
 
 #include <QCheckBox>
 #include <QComboBox>
-#include <QDialogButtonBox>
 #include <QDoubleSpinBox>
 #include <QDragEnterEvent>
 #include <QDropEvent>
-#include <QFileDialog>
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QLineEdit>
 #include <QMimeData>
-#include <QPushButton>
 #include <QSpinBox>
 #include <QUrl>
-#include <QVBoxLayout>
 
 #include "ampscope/engine/errors.h"
 
 namespace ampscope::ui {
 
-NewRunDialog::NewRunDialog(QWidget* parent) : QDialog(parent) {
+NewRunDialog::NewRunDialog(QWidget* parent) : SpecDialogFor(parent) {
     setWindowTitle(QStringLiteral("New comparison run"));
     setAcceptDrops(true);
+    auto* form = buildInputs();
+    finish(form, buildCriteria());
+}
+
+QFormLayout* NewRunDialog::buildInputs() {
     auto* form = new QFormLayout;
-    model_ = new QComboBox;
-    model_->setEditable(true);
-    for (const auto& m : demo_models()) model_->addItem(QStringLiteral("demo:") + QString::fromStdString(m));
-    model_->setToolTip(QStringLiteral("A built-in demo model or a TorchScript file (drop one here)"));
-    auto* browse = new QPushButton(QStringLiteral("Browse…"));
-    connect(browse, &QPushButton::clicked, this, [this] {
-        const auto f = QFileDialog::getOpenFileName(this, QStringLiteral("TorchScript model"), {}, QStringLiteral("TorchScript (*.pt *.pth);;All files (*)"));
-        if (!f.isEmpty()) model_->setCurrentText(f);
-    });
-    auto* mrow = new QHBoxLayout;
-    mrow->addWidget(model_, 1);
-    mrow->addWidget(browse);
-    form->addRow(QStringLiteral("Model"), mrow);
+    model_ = modelField();
+    form->addRow(QStringLiteral("Model"), withBrowse(model_, QStringLiteral("Model file"), QStringLiteral("Models (*.pt *.pth *.pt2);;All files (*)"),
+                                                     [this](const QString& f) { model_->setCurrentText(f); }));
     probes_ = new QLineEdit(QStringLiteral("demo"));
-    auto* pbrowse = new QPushButton(QStringLiteral("Browse…"));
-    connect(pbrowse, &QPushButton::clicked, this, [this] {
-        const auto f = QFileDialog::getOpenFileName(this, QStringLiteral("Probe set"), {}, QStringLiteral("Probe sets (*.pt *.csv);;All files (*)"));
-        if (!f.isEmpty()) probes_->setText(f);
-    });
-    auto* prow = new QHBoxLayout;
-    prow->addWidget(probes_, 1);
-    prow->addWidget(pbrowse);
-    form->addRow(QStringLiteral("Probes"), prow);
+    form->addRow(QStringLiteral("Probes"), withBrowse(probes_, QStringLiteral("Probe set"), QStringLiteral("Probe sets (*.pt *.csv);;All files (*)"),
+                                                      [this](const QString& f) { probes_->setText(f); }));
     fp16_ = new QCheckBox(QStringLiteral("FP16"));
     bf16_ = new QCheckBox(QStringLiteral("BF16"));
     fp16_->setChecked(true);
@@ -58,40 +42,28 @@ NewRunDialog::NewRunDialog(QWidget* parent) : QDialog(parent) {
     precs->addWidget(bf16_);
     precs->addStretch();
     form->addRow(QStringLiteral("AMP passes (FP32 reference always runs)"), precs);
-    device_ = new QComboBox;
-    const auto b = backend_report(QStringLiteral("cpu").toStdString());
-    device_->addItem(QStringLiteral("cpu"));
-    for (int i = 0; i < b.cuda_device_count; ++i) device_->addItem(QStringLiteral("cuda:%1").arg(i));
+    device_ = deviceField();
     form->addRow(QStringLiteral("Device"), device_);
     mode_ = new QComboBox;
     mode_->addItems({QStringLiteral("eval"), QStringLiteral("train")});
     form->addRow(QStringLiteral("Mode"), mode_);
-    keep_fp32_ = new QLineEdit;
-    keep_fp32_->setPlaceholderText(QStringLiteral("module globs, comma-separated, e.g. embed, blocks.1.*"));
+    keep_fp32_ = regionsField(QStringLiteral("embed, blocks.1.*"));
     form->addRow(QStringLiteral("Keep in FP32"), keep_fp32_);
-    seed_ = new QSpinBox;
-    seed_->setRange(0, 1 << 30);
+    seed_ = integer(0, 1 << 30, 0);
     form->addRow(QStringLiteral("Seed"), seed_);
-    batch_ = new QSpinBox;
-    batch_->setRange(1, 1 << 20);
-    batch_->setValue(64);
+    batch_ = integer(1, 1 << 20, 64);
     form->addRow(QStringLiteral("Batch size"), batch_);
+    return form;
+}
 
+QGroupBox* NewRunDialog::buildCriteria() {
     criteria_ = new QGroupBox(QStringLiteral("Criteria (fixed before the first pass)"));
     auto* cf = new QFormLayout(criteria_);
-    auto dspin = [](double v, double max, int dec) {
-        auto* s = new QDoubleSpinBox;
-        s->setDecimals(dec);
-        s->setRange(0, max);
-        s->setValue(v);
-        return s;
-    };
-    atol_ = dspin(1e-3, 1e6, 6);
-    rtol_ = dspin(1e-2, 1e6, 6);
-    tie_tol_ = dspin(0, 1e6, 6);
-    quality_ = dspin(0, 1e9, 4);
-    max_flips_ = new QSpinBox;
-    max_flips_->setRange(0, 1 << 30);
+    atol_ = number(0, 1e6, 1e-3, 6);
+    rtol_ = number(0, 1e6, 1e-2, 6);
+    tie_tol_ = number(0, 1e6, 0, 6);
+    quality_ = number(0, 1e9, 0, 4);
+    max_flips_ = integer(0, 1 << 30, 0);
     tie_rule_ = new QComboBox;
     tie_rule_->addItems({QStringLiteral("lowest-index"), QStringLiteral("abstain")});
     allow_nonfinite_ = new QCheckBox(QStringLiteral("allow non-finite outputs"));
@@ -102,16 +74,7 @@ NewRunDialog::NewRunDialog(QWidget* parent) : QDialog(parent) {
     cf->addRow(QStringLiteral("Allowed flips"), max_flips_);
     cf->addRow(QStringLiteral("Quality threshold (accuracy ≥)"), quality_);
     cf->addRow(QString(), allow_nonfinite_);
-
-    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Cancel);
-    auto* start = buttons->addButton(QStringLiteral("Start"), QDialogButtonBox::AcceptRole);
-    start->setDefault(true);
-    connect(buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
-    connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
-    auto* v = new QVBoxLayout(this);
-    v->addLayout(form);
-    v->addWidget(criteria_);
-    v->addWidget(buttons);
+    return criteria_;
 }
 
 void NewRunDialog::setSpec(const RunSpec& s) {
@@ -122,9 +85,7 @@ void NewRunDialog::setSpec(const RunSpec& s) {
     const int d = device_->findText(QString::fromStdString(s.device.empty() ? "cpu" : s.device));
     if (d >= 0) device_->setCurrentIndex(d);
     mode_->setCurrentIndex(s.mode == Mode::Train ? 1 : 0);
-    QStringList k;
-    for (const auto& g : s.keep_fp32) k << QString::fromStdString(g);
-    keep_fp32_->setText(k.join(QStringLiteral(", ")));
+    setRegions(keep_fp32_, s.keep_fp32);
     seed_->setValue(int(s.seed));
     batch_->setValue(s.batch_size);
     atol_->setValue(s.criteria.atol);
@@ -147,8 +108,7 @@ RunSpec NewRunDialog::spec() const {
     if (s.model.empty()) throw InputError("Model", "", "choose a demo model or a TorchScript file");
     s.device = device_->currentText().toStdString();
     s.mode = mode_->currentIndex() == 1 ? Mode::Train : Mode::Eval;
-    for (const auto& g : keep_fp32_->text().split(QLatin1Char(','), Qt::SkipEmptyParts))
-        if (!g.trimmed().isEmpty()) s.keep_fp32.push_back(g.trimmed().toStdString());
+    s.keep_fp32 = regions(keep_fp32_);
     s.seed = uint64_t(seed_->value());
     s.batch_size = batch_->value();
     s.criteria.atol = atol_->value();

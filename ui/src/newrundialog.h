@@ -3,27 +3,21 @@
 // The new-run dialog: model, probes, precisions, device, mode, criteria, FP32 regions.
 // Criteria are set here, before Start, and shown locked once the run started.
 
-#include <QDialog>
-
 #include "ampscope/engine/run.h"
+#include "specdialog.h"
 
 class QCheckBox;
-class QComboBox;
-class QDoubleSpinBox;
-class QLineEdit;
-class QSpinBox;
 class QGroupBox;
+class QFormLayout;
 
 namespace ampscope::ui {
 
-class NewRunDialog : public QDialog {
+class NewRunDialog : public SpecDialogFor<RunSpec> {
     Q_OBJECT
 public:
     explicit NewRunDialog(QWidget* parent = nullptr);
-    /// Prefills from an existing spec (e.g. "keep in FP32 and re-run").
-    void setSpec(const RunSpec& spec);
-    /// The spec as entered; throws InputError for malformed fields.
-    RunSpec spec() const;
+    RunSpec spec() const override;
+    void setSpec(const RunSpec& spec) override;  ///< e.g. "keep in FP32 and re-run"
     /// After Start: criteria widgets become read-only.
     void lockCriteria();
     bool criteriaLocked() const;
@@ -33,6 +27,8 @@ protected:
     void dropEvent(QDropEvent* e) override;
 
 private:
+    QFormLayout* buildInputs();
+    QGroupBox* buildCriteria();
     QComboBox* model_;
     QLineEdit* probes_;
     QCheckBox *fp16_, *bf16_;

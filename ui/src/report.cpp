@@ -22,6 +22,25 @@ namespace ampscope::ui {
 namespace {
 QString qs(const std::string& s) { return QString::fromStdString(s).toHtmlEscaped(); }
 QString num(double v) { return QString::number(v, 'g', 4); }
+
+/// The benchmarks validated by the run: one table of figures each.
+void benchmarksHtml(QTextStream& o, const std::vector<storage::Store::BenchmarkRow>& benchmarks) {
+    o << "<h3>Measured gains (validated by this run)</h3>";
+    for (const auto& b : benchmarks) {
+        o << "<p><small>" << qs(b.created_at.substr(0, 19)) << ", batch " << b.result.batch << ", "
+          << qs(b.result.timer) << "</small></p><table border=1 cellspacing=0 cellpadding=3>"
+          << "<tr><th>pass</th><th>median ms</th><th>p10–p90 ms</th><th>speed-up</th><th>peak MiB</th><th>memory</th></tr>";
+        for (const auto& f : b.result.figures) {
+            o << "<tr><td>" << qs(to_string(f.precision)) << "</td><td>"
+              << num(f.median_ms) << "</td><td>" << num(f.p10_ms)
+              << "–" << num(f.p90_ms) << "</td><td>"
+              << num(f.speedup) << "×</td><td>"
+              << num(double(f.peak_bytes) / 1048576.0) << "</td><td>"
+              << num(f.memory_ratio) << "×</td></tr>";
+        }
+        o << "</table>";
+    }
+}
 }  // namespace
 
 QString overviewHtml(const RunResult& r, const QString& status, const storage::Review& review,
@@ -84,23 +103,7 @@ QString overviewHtml(const RunResult& r, const QString& status, const storage::R
         }
         o << "</table>";
     }
-    if (!benchmarks.empty()) {
-        o << "<h3>Measured gains (validated by this run)</h3>";
-        for (const auto& b : benchmarks) {
-            o << "<p><small>" << qs(b.created_at.substr(0, 19)) << ", batch " << b.result.batch << ", "
-              << qs(b.result.timer) << "</small></p><table border=1 cellspacing=0 cellpadding=3>"
-              << "<tr><th>pass</th><th>median ms</th><th>p10–p90 ms</th><th>speed-up</th><th>peak MiB</th><th>memory</th></tr>";
-            for (const auto& f : b.result.figures) {
-                o << "<tr><td>" << qs(to_string(f.precision)) << "</td><td>"
-                  << num(f.median_ms) << "</td><td>" << num(f.p10_ms)
-                  << "–" << num(f.p90_ms) << "</td><td>"
-                  << num(f.speedup) << "×</td><td>"
-                  << num(double(f.peak_bytes) / 1048576.0) << "</td><td>"
-                  << num(f.memory_ratio) << "×</td></tr>";
-            }
-            o << "</table>";
-        }
-    }
+    if (!benchmarks.empty()) benchmarksHtml(o, benchmarks);
     if (!notes.empty()) {
         o << "<h3>Annotations</h3><ul>";
         for (const auto& a : notes)
@@ -130,7 +133,7 @@ QString writeReport(const RunResult& r, const QString& status, const storage::Re
     html += overviewHtml(r, status, review, notes);
     SampleModel samples;  // outlives the chart, which png() deletes with its view
     samples.resetData(r);
-    html += QStringLiteral("<h2>Score deltas</h2>") + png(makeDeltaChart(&samples)) + png(makeDeltaHistogram(r));
+    html += QStringLiteral("<h2>Score deltas</h2>") + png(makeDeltaChart(&samples)) + png(makeDeltaHistogram(&samples));
     html += QStringLiteral("<h2>Decision flips</h2>") + png(makeFlipChart(&samples));
     for (const auto& p : r.passes) {
         if (p.layers.empty()) continue;

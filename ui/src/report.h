@@ -19,6 +19,9 @@ QString overviewHtml(const RunResult& run, const QString& status, const storage:
 QString writeReport(const RunResult& run, const QString& status, const storage::Review& review,
                     const std::vector<storage::Annotation>& notes, const QString& path);
 
+/// Two comparison runs side by side: inputs, verdicts and per precision what differs.
+QString compareHtml(const RunResult& a, const RunResult& b);
+
 /// Writes a table model as CSV (display text, header row first).
 QString writeCsv(const QAbstractItemModel* model, const QString& path);
 

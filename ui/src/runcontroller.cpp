@@ -5,6 +5,7 @@
 #include <QPointer>
 
 #include <chrono>
+#include <mutex>
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/storage/store.h"
@@ -34,30 +35,93 @@ private:
     std::chrono::steady_clock::time_point last_time_{};
 };
 
-/// Records through RunWriter and tells the UI when a unit landed.
-class Sink : public storage::RunWriter {
+}  // namespace
+
+/// Steps produced on the worker, waiting for the UI thread: one delivery is pending at a time
+/// and takes every step queued until it runs, so a busy UI thread gets fewer, larger batches.
+class RunController::StepQueue {
 public:
-    Sink(storage::Store& s, std::function<void(const std::string&)> landed) : RunWriter(s), landed_(std::move(landed)) {}
-    void pass_finished(const PassResult& p) override {
-        RunWriter::pass_finished(p);
-        landed_(run_uuid());
+    /// True when the caller must schedule a delivery (none pending).
+    bool push(const TrainStep& s) {
+        std::lock_guard<std::mutex> lock(m_);
+        steps_.push_back(s);
+        const bool schedule = !pending_;
+        pending_ = true;
+        return schedule;
     }
-    void comparison_finished(const Comparison& c) override {
-        RunWriter::comparison_finished(c);
-        landed_(run_uuid());
+    std::vector<TrainStep> take() {
+        std::lock_guard<std::mutex> lock(m_);
+        pending_ = false;
+        return std::exchange(steps_, {});
     }
 
 private:
-    std::function<void(const std::string&)> landed_;
+    std::mutex m_;
+    std::vector<TrainStep> steps_;
+    bool pending_ = false;
+};
+
+namespace {
+
+/// A writer (RunWriter, TrainWriter) that also hands what it recorded to the UI thread:
+/// `emit(signal, value)` emits the controller's signal there with a copy of the value.
+template <class Writer>
+class Live : public Writer {
+public:
+    Live(storage::Store& s, RunController* c, std::function<void(std::function<void()>)> deliver)
+        : Writer(s), c_(c), deliver_(std::move(deliver)) {}
+
+protected:
+    template <class T>
+    void emit(void (RunController::*signal)(const T&), const T& value) {
+        deliver_([c = c_, signal, value] { (c->*signal)(value); });
+    }
+    RunController* c_;
+    std::function<void(std::function<void()>)> deliver_;
 };
 
 }  // namespace
 
-RunController::RunController(QObject* parent) : QObject(parent) {}
+/// Records through RunWriter and hands each result to the UI thread as a value.
+class RunController::LiveRunSink : public Live<storage::RunWriter> {
+public:
+    using Live::Live;
+    // recorded first, then handed over
+    void run_started(const RunResult& h) override { RunWriter::run_started(h), emit(&RunController::runStarted, h); }
+    void pass_finished(const PassResult& p) override { RunWriter::pass_finished(p), emit(&RunController::passFinished, p); }
+    void comparison_finished(const Comparison& c) override {
+        RunWriter::comparison_finished(c), emit(&RunController::comparisonFinished, c);
+    }
+    void run_finished(const RunResult& r) override { RunWriter::run_finished(r), emit(&RunController::runCompleted, r); }
+};
+
+/// Records through TrainWriter and hands the steps to the UI thread (StepQueue).
+class RunController::LiveTrainSink : public Live<storage::TrainWriter> {
+public:
+    using Live::Live;
+    void train_started(const TrainResult& h) override { TrainWriter::train_started(h), emit(&RunController::trainingStarted, h); }
+    void step_finished(const TrainStep& st) override {
+        TrainWriter::step_finished(st);
+        if (queue_->push(st)) deliver_([c = c_, queue = queue_] { Q_EMIT c->stepsFinished(queue->take()); });
+    }
+
+private:
+    std::shared_ptr<StepQueue> queue_ = std::make_shared<StepQueue>();
+};
+
+RunController::RunController(QObject* parent)
+    : QObject(parent),
+      comparison_([](const RunSpec& s, RunSink* sink, ProgressObserver* p) { return run_comparison(s, sink, p); }),
+      training_([](const TrainSpec& s, TrainSink* sink, ProgressObserver* p) { return run_training(s, sink, p); }) {}
 
 RunController::~RunController() {
     cancel_ = true;
     if (worker_.joinable()) worker_.join();
+}
+
+void RunController::setEngines(ComparisonEngine comparison, TrainingEngine training) {
+    if (comparison) comparison_ = std::move(comparison);
+    if (training) training_ = std::move(training);
 }
 
 void RunController::deliver(quint64 job, std::function<void()> fn) {
@@ -67,31 +131,14 @@ void RunController::deliver(quint64 job, std::function<void()> fn) {
     }, Qt::QueuedConnection);
 }
 
-/// Records training steps and tells the UI, at most about five times a second.
-class TrainSinkUi : public storage::TrainWriter {
-public:
-    TrainSinkUi(storage::Store& s, std::function<void(const std::string&)> landed) : TrainWriter(s), landed_(std::move(landed)) {}
-    void step_finished(const TrainStep& st) override {
-        TrainWriter::step_finished(st);
-        const auto now = std::chrono::steady_clock::now();
-        if (now - last_ < std::chrono::milliseconds(200)) return;
-        last_ = now;
-        landed_(run_uuid());
-    }
-
-private:
-    std::function<void(const std::string&)> landed_;
-    std::chrono::steady_clock::time_point last_{};
-};
-
 bool RunController::start(const RunSpec& spec, const QString& db_path) {
     if (running_) return false;
     spec_ = spec;
-    return launch([spec](storage::Store& store, ProgressObserver& prog, std::function<void(const std::string&)> landed,
-                         std::string& uuid) {
-        Sink sink(store, landed);
+    const quint64 job = job_ + 1;
+    return launch([this, spec, job, engine = comparison_](storage::Store& store, ProgressObserver& prog, std::string& uuid) {
+        LiveRunSink sink(store, this, [this, job](std::function<void()> fn) { deliver(job, std::move(fn)); });
         try {
-            auto r = run_comparison(spec, &sink, &prog);
+            auto r = engine(spec, &sink, &prog);
             return std::make_pair(r.run_id, to_string(r.verdict));
         } catch (...) {
             uuid = sink.run_uuid();
@@ -102,11 +149,11 @@ bool RunController::start(const RunSpec& spec, const QString& db_path) {
 
 bool RunController::startTraining(const TrainSpec& spec, const QString& db_path) {
     if (running_) return false;
-    return launch([spec](storage::Store& store, ProgressObserver& prog, std::function<void(const std::string&)> landed,
-                         std::string& uuid) {
-        TrainSinkUi sink(store, landed);
+    const quint64 job = job_ + 1;
+    return launch([this, spec, job, engine = training_](storage::Store& store, ProgressObserver& prog, std::string& uuid) {
+        LiveTrainSink sink(store, this, [this, job](std::function<void()> fn) { deliver(job, std::move(fn)); });
         try {
-            auto r = run_training(spec, &sink, &prog);
+            auto r = engine(spec, &sink, &prog);
             return std::make_pair(r.run_id, std::to_string(r.effective_updates) + " of " + std::to_string(r.iterations) +
                                                 " updates took effect");
         } catch (...) {
@@ -122,45 +169,37 @@ bool RunController::launch(Work work, const QString& db_path) {
     running_ = true;
     const quint64 job = ++job_;
     Q_EMIT started(job);
-    const std::string path = db_path.toStdString();
-    worker_ = std::thread([this, job, path, work = std::move(work)] {
-        std::string uuid;
-        try {
-            storage::Store store(path);
-            auto landed = [this, job](const std::string& u) {
-                deliver(job, [this, u] { Q_EMIT partialResult(QString::fromStdString(u)); });
-            };
-            Progress prog(cancel_, [this, job](const std::string& stage, int permille) {
-                deliver(job, [this, stage, permille] { Q_EMIT progress(QString::fromStdString(stage), permille); });
-            });
-            try {
-                auto [id, verdict] = work(store, prog, landed, uuid);
-                uuid = id;
-                deliver(job, [this, uuid, verdict = verdict] {
-                    running_ = false;
-                    Q_EMIT finished(QString::fromStdString(uuid), QString::fromStdString(verdict));
-                });
-            } catch (const Cancelled&) {
-                deliver(job, [this, uuid] {
-                    running_ = false;
-                    Q_EMIT cancelled(QString::fromStdString(uuid));
-                });
-            } catch (const std::exception& e) {
-                const std::string msg = e.what();
-                deliver(job, [this, uuid, msg] {
-                    running_ = false;
-                    Q_EMIT failed(QString::fromStdString(uuid), QString::fromStdString(msg));
-                });
-            }
-        } catch (const std::exception& e) {  // the store could not be opened
-            const std::string msg = e.what();
-            deliver(job, [this, msg] {
-                running_ = false;
-                Q_EMIT failed(QString(), QString::fromStdString(msg));
-            });
-        }
-    });
+    worker_ = std::thread([this, job, path = db_path.toStdString(), work = std::move(work)] { runWorker(job, path, work); });
     return true;
+}
+
+void RunController::runWorker(quint64 job, const std::string& path, const Work& work) {
+    auto end = [this, job](auto signal, const std::string& uuid, const std::string& text) {
+        deliver(job, [this, signal, uuid, text] {
+            running_ = false;
+            (this->*signal)(QString::fromStdString(uuid), QString::fromStdString(text));
+        });
+    };
+    std::string uuid;
+    try {
+        storage::Store store(path);
+        Progress prog(cancel_, [this, job](const std::string& stage, int permille) {
+            deliver(job, [this, stage, permille] { Q_EMIT progress(QString::fromStdString(stage), permille); });
+        });
+        try {
+            auto [id, verdict] = work(store, prog, uuid);
+            end(&RunController::finished, id, verdict);
+        } catch (const Cancelled&) {
+            deliver(job, [this, uuid] {
+                running_ = false;
+                Q_EMIT cancelled(QString::fromStdString(uuid));
+            });
+        } catch (const std::exception& e) {
+            end(&RunController::failed, uuid, e.what());
+        }
+    } catch (const std::exception& e) {  // the store could not be opened
+        end(&RunController::failed, std::string(), e.what());
+    }
 }
 
 void RunController::cancel() { cancel_ = true; }

@@ -3,15 +3,10 @@
 
 #include <QCheckBox>
 #include <QComboBox>
-#include <QDialogButtonBox>
 #include <QDoubleSpinBox>
-#include <QFileDialog>
 #include <QFormLayout>
-#include <QHBoxLayout>
 #include <QLineEdit>
-#include <QPushButton>
 #include <QSpinBox>
-#include <QVBoxLayout>
 
 #include <cmath>
 
@@ -20,48 +15,36 @@
 
 namespace ampscope::ui {
 
-namespace {
-QDoubleSpinBox* number(double lo, double hi, double v, int decimals) {
-    auto* b = new QDoubleSpinBox;
-    b->setRange(lo, hi);
-    b->setDecimals(decimals);
-    b->setValue(v);
-    return b;
-}
-QSpinBox* integer(int lo, int hi, int v) {
-    auto* b = new QSpinBox;
-    b->setRange(lo, hi);
-    b->setValue(v);
-    return b;
-}
-QHBoxLayout* withBrowse(QWidget* parent, QWidget* field, const QString& title, const QString& filter,
-                        std::function<void(const QString&)> set) {
-    auto* row = new QHBoxLayout;
-    auto* b = new QPushButton(QStringLiteral("Browse…"));
-    QObject::connect(b, &QPushButton::clicked, parent, [parent, title, filter, set] {
-        const auto f = QFileDialog::getOpenFileName(parent, title, {}, filter);
-        if (!f.isEmpty()) set(f);
-    });
-    row->addWidget(field, 1);
-    row->addWidget(b);
-    return row;
-}
-}  // namespace
-
-TrainingDialog::TrainingDialog(QWidget* parent) : QDialog(parent) {
+TrainingDialog::TrainingDialog(QWidget* parent) : SpecDialogFor(parent) {
     setWindowTitle(QStringLiteral("New training run (FP32 reference and AMP side by side)"));
     auto* form = new QFormLayout;
-    model_ = new QComboBox;
-    model_->setEditable(true);
-    for (const auto& m : demo_models()) model_->addItem(QStringLiteral("demo:") + QString::fromStdString(m));
-    form->addRow(QStringLiteral("Model"), withBrowse(this, model_, QStringLiteral("TorchScript model"),
-                                                     QStringLiteral("TorchScript (*.pt *.pth);;All files (*)"),
+    model_ = modelField();
+    form->addRow(QStringLiteral("Model"), withBrowse(model_, QStringLiteral("Model file"),
+                                                     QStringLiteral("Models (*.pt *.pth *.pt2);;All files (*)"),
                                                      [this](const QString& f) { model_->setCurrentText(f); }));
     data_ = new QLineEdit(QStringLiteral("demo"));
     data_->setToolTip(QStringLiteral("\"demo\", or a .pt/.csv file with inputs and labels or targets (file order, no shuffling)"));
-    form->addRow(QStringLiteral("Data"), withBrowse(this, data_, QStringLiteral("Training data"),
+    form->addRow(QStringLiteral("Data"), withBrowse(data_, QStringLiteral("Training data"),
                                                     QStringLiteral("Data (*.pt *.csv);;All files (*)"),
                                                     [this](const QString& f) { data_->setText(f); }));
+    addSchedule(form);
+    addPrecisionPolicy(form);
+    device_ = deviceField();
+    form->addRow(QStringLiteral("Device"), device_);
+    seed_ = integer(0, 1 << 30, 0);
+    form->addRow(QStringLiteral("Seed"), seed_);
+    checkpoint_every_ = integer(0, 1000000, 0);
+    checkpoint_every_->setToolTip(QStringLiteral("0: no checkpoints"));
+    form->addRow(QStringLiteral("Checkpoint every N iterations"), checkpoint_every_);
+    checkpoint_dir_ = new QLineEdit(QStringLiteral("."));
+    form->addRow(QStringLiteral("Checkpoint folder"), checkpoint_dir_);
+    guards_ = new QCheckBox(QStringLiteral("Per-step guards (finiteness, origins, underflow; intrusive)"));
+    guards_->setChecked(true);
+    form->addRow(QString(), guards_);
+    finish(form);
+}
+
+void TrainingDialog::addSchedule(QFormLayout* form) {
     steps_ = integer(1, 1000000, 50);
     form->addRow(QStringLiteral("Iterations"), steps_);
     batch_ = integer(1, 1 << 20, 16);
@@ -84,6 +67,9 @@ TrainingDialog::TrainingDialog(QWidget* parent) : QDialog(parent) {
     schedule_->addItems({QStringLiteral("constant"), QStringLiteral("cosine (over effective updates)"),
                          QStringLiteral("cosine (over iterations)")});
     form->addRow(QStringLiteral("LR schedule"), schedule_);
+}
+
+void TrainingDialog::addPrecisionPolicy(QFormLayout* form) {
     precision_ = new QComboBox;
     precision_->addItems({QStringLiteral("fp16"), QStringLiteral("bf16")});
     form->addRow(QStringLiteral("AMP precision"), precision_);
@@ -99,31 +85,8 @@ TrainingDialog::TrainingDialog(QWidget* parent) : QDialog(parent) {
     clip_ = number(0, 1e9, 0, 4);
     clip_->setToolTip(QStringLiteral("0: off. Applied after unscaling"));
     form->addRow(QStringLiteral("Clip gradient norm"), clip_);
-    keep_fp32_ = new QLineEdit;
-    keep_fp32_->setPlaceholderText(QStringLiteral("module globs, comma-separated, e.g. head, blocks.1.*"));
+    keep_fp32_ = regionsField(QStringLiteral("head, blocks.1.*"));
     form->addRow(QStringLiteral("Keep in FP32"), keep_fp32_);
-    device_ = new QComboBox;
-    const auto b = backend_report("cpu");
-    device_->addItem(QStringLiteral("cpu"));
-    for (int i = 0; i < b.cuda_device_count; ++i) device_->addItem(QStringLiteral("cuda:%1").arg(i));
-    form->addRow(QStringLiteral("Device"), device_);
-    seed_ = integer(0, 1 << 30, 0);
-    form->addRow(QStringLiteral("Seed"), seed_);
-    checkpoint_every_ = integer(0, 1000000, 0);
-    checkpoint_every_->setToolTip(QStringLiteral("0: no checkpoints"));
-    form->addRow(QStringLiteral("Checkpoint every N iterations"), checkpoint_every_);
-    checkpoint_dir_ = new QLineEdit(QStringLiteral("."));
-    form->addRow(QStringLiteral("Checkpoint folder"), checkpoint_dir_);
-    guards_ = new QCheckBox(QStringLiteral("Per-step guards (finiteness, origins, underflow; intrusive)"));
-    guards_->setChecked(true);
-    form->addRow(QString(), guards_);
-    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel);
-    buttons->button(QDialogButtonBox::Ok)->setText(QStringLiteral("Start"));
-    connect(buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
-    connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
-    auto* v = new QVBoxLayout(this);
-    v->addLayout(form);
-    v->addWidget(buttons);
 }
 
 void TrainingDialog::setSpec(const TrainSpec& s) {
@@ -143,9 +106,7 @@ void TrainingDialog::setSpec(const TrainSpec& s) {
     init_scale_->setValue(s.scaler.init_scale);
     growth_interval_->setValue(s.scaler.growth_interval);
     clip_->setValue(s.clip_grad_norm);
-    QStringList regions;
-    for (const auto& r : s.keep_fp32) regions << QString::fromStdString(r);
-    keep_fp32_->setText(regions.join(QStringLiteral(", ")));
+    setRegions(keep_fp32_, s.keep_fp32);
     if (!s.device.empty()) device_->setCurrentText(QString::fromStdString(s.device));
     seed_->setValue(int(s.seed));
     checkpoint_every_->setValue(s.checkpoint_every);
@@ -176,8 +137,7 @@ TrainSpec TrainingDialog::spec() const {
     s.scaler.init_scale = init_scale_->value();
     s.scaler.growth_interval = growth_interval_->value();
     s.clip_grad_norm = clip_->value();
-    for (const auto& r : keep_fp32_->text().split(QLatin1Char(','), Qt::SkipEmptyParts))
-        if (!r.trimmed().isEmpty()) s.keep_fp32.push_back(r.trimmed().toStdString());
+    s.keep_fp32 = regions(keep_fp32_);
     s.device = device_->currentText().toStdString();
     s.seed = uint64_t(seed_->value());
     s.checkpoint_every = checkpoint_every_->value();

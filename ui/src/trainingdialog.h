@@ -4,27 +4,24 @@
 // isolation mode (both halves / autocast only / scaler only), scaler parameters, FP32
 // regions, checkpoints. What `ampscope-cli train` takes, as a form.
 
-#include <QDialog>
-
 #include "ampscope/engine/train.h"
+#include "specdialog.h"
 
 class QCheckBox;
-class QComboBox;
-class QDoubleSpinBox;
-class QLineEdit;
-class QSpinBox;
+class QFormLayout;
 
 namespace ampscope::ui {
 
-class TrainingDialog : public QDialog {
+class TrainingDialog : public SpecDialogFor<TrainSpec> {
     Q_OBJECT
 public:
     explicit TrainingDialog(QWidget* parent = nullptr);
-    void setSpec(const TrainSpec& s);
-    /// The spec as entered; throws InputError naming the field when it is not usable.
-    TrainSpec spec() const;
+    void setSpec(const TrainSpec& s) override;
+    TrainSpec spec() const override;
 
 private:
+    void addSchedule(QFormLayout* form);
+    void addPrecisionPolicy(QFormLayout* form);
     QComboBox *model_, *loss_, *optimizer_, *precision_, *isolation_, *schedule_, *device_;
     QLineEdit *data_, *keep_fp32_, *checkpoint_dir_;
     QSpinBox *steps_, *batch_, *accumulate_, *growth_interval_, *checkpoint_every_, *seed_;

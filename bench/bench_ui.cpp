@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: MIT
+// GUI: a training run shown live. A fake training engine produces N steps on the run
+// controller's worker (recorded through TrainWriter, as a real run is); the main window shows
+// the run and appends the steps to the Training view's model, table and four charts, exactly
+// as for a real run. Reported per N (500, 1000, 2000): the UI heartbeat (largest gap between
+// ticks of a 5 ms QTimer on the UI thread; target < 50 ms), the UI thread's CPU time for the
+// whole run (its refresh work) and that time per step (constant when the work is linear in the
+// steps). Offscreen; its own main (a QApplication).
+#include <benchmark/benchmark.h>
+
+#include <QApplication>
+#include <QElapsedTimer>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTimer>
+
+#include <ctime>
+
+#include "mainwindow.h"
+#include "models.h"
+#include "charts.h"
+#include "runcontroller.h"
+
+namespace {
+
+using namespace ampscope;
+
+class Silent : public ui::ErrorReporter {
+    void error(QWidget*, const QString&, const QString&) override {}
+    bool confirm(QWidget*, const QString&, const QString&) override { return true; }
+};
+
+double threadCpuMs() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) / 1e6;
+}
+
+TrainResult fakeRun(int n, TrainSink* sink) {
+    TrainResult r;
+    r.run_id = make_uuid();
+    r.started_at = now_iso8601();
+    sink->train_started(r);
+    for (int i = 0; i < n; ++i) {
+        TrainStep s;
+        s.step = i;
+        s.loss_ref = 2.0 / (1 + 0.01 * i);
+        s.loss_amp = s.loss_ref * (1 + 0.001 * (i % 7));
+        s.scale = 65536.0 / double(1 << (i % 5));
+        s.skipped = i % 97 == 3;
+        s.found_inf = s.skipped;
+        s.effective_updates = i + 1 - i / 97;
+        s.grad_norm = 1.0 + 0.1 * (i % 13);
+        s.divergence = 1e-5 * (1 + i);
+        s.grad_underflow = i % 11;
+        sink->step_finished(s);
+    }
+    r.iterations = n;
+    sink->train_finished(r);
+    return r;
+}
+
+void BM_LiveTrainingRun(benchmark::State& state) {
+    const int n = int(state.range(0));
+    double worstGap = 0, uiCpu = 0;
+    for (auto _ : state) {
+        QTemporaryDir dir;
+        ui::MainWindow w(std::make_unique<Silent>());
+        w.openDatabase(dir.filePath(QStringLiteral("live.sqlite")));
+        w.resize(1280, 820);
+        w.show();
+        w.controller()->setEngines({}, [n](const TrainSpec&, TrainSink* sink, ProgressObserver*) { return fakeRun(n, sink); });
+        QSignalSpy done(w.controller(), &ui::RunController::finished);
+        QElapsedTimer beat;
+        qint64 worst = 0;
+        QTimer heartbeat;
+        QObject::connect(&heartbeat, &QTimer::timeout, [&] { worst = std::max(worst, beat.restart()); });
+        const double cpu0 = threadCpuMs();
+        beat.start();
+        heartbeat.start(5);
+        w.startTraining(TrainSpec{});
+        while (done.isEmpty() || w.stepModel()->rowCount() < n) QCoreApplication::processEvents(QEventLoop::AllEvents, 5);
+        QElapsedTimer settle;  // the last batch's chart refresh
+        settle.start();
+        while (settle.elapsed() < 2 * ui::kLiveRefreshMs) QCoreApplication::processEvents(QEventLoop::AllEvents, 5);
+        uiCpu = threadCpuMs() - cpu0;
+        worstGap = double(worst);
+    }
+    state.counters["heartbeat_max_ms"] = worstGap;
+    state.counters["ui_cpu_ms"] = uiCpu;
+    state.counters["ui_cpu_us_per_step"] = 1000.0 * uiCpu / n;
+}
+BENCHMARK(BM_LiveTrainingRun)->Arg(500)->Arg(1000)->Arg(2000)->Unit(benchmark::kMillisecond)->Iterations(1)->UseRealTime();
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+    QApplication app(argc, argv);
+    benchmark::Initialize(&argc, argv);
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}

@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: MIT
+#include "chartparts.h"
+
+#include <QChart>
+#include <QCursor>
+#include <QIdentityProxyModel>
+#include <QLogValueAxis>
+#include <QRegularExpression>
+#include <QTimer>
+#include <QToolTip>
+#include <QVXYModelMapper>
+#include <QXYSeries>
+
+#include <algorithm>
+#include <cmath>
+
+#include "charts.h"
+#include "models.h"
+
+namespace ampscope::ui::parts {
+
+namespace {
+
+/// Presents a model's plot role as DisplayRole, which is what QVXYModelMapper reads.
+class PlotProxy : public QIdentityProxyModel {
+public:
+    PlotProxy(int role, QObject* parent) : QIdentityProxyModel(parent), role_(role) {}
+    QVariant data(const QModelIndex& idx, int role) const override {
+        return QIdentityProxyModel::data(idx, role == Qt::DisplayRole ? role_ : role);
+    }
+
+private:
+    int role_;
+};
+
+}  // namespace
+
+QLogValueAxis* logAxis(const QString& title, double lo, double hi) {
+    auto* a = new QLogValueAxis;
+    a->setTitleText(title);
+    a->setBase(10);
+    a->setLabelFormat(QStringLiteral("%.0e"));
+    a->setRange(std::max(kPlotFloor, lo / 2), std::max(hi * 2, lo * 10));
+    return a;
+}
+
+void attach(QChart* c, QAbstractSeries* s, QAbstractAxis* x, QAbstractAxis* y) {
+    c->addSeries(s);
+    s->attachAxis(x);
+    s->attachAxis(y);
+}
+
+QChart* attach(QChart* c, std::initializer_list<QAbstractSeries*> series, QAbstractAxis* x, QAbstractAxis* y) {
+    for (auto* s : series) attach(c, s, x, y);
+    return c;
+}
+
+QChart* titled(const QString& title) {
+    auto* c = new QChart;
+    c->setTitle(title);
+    return c;
+}
+
+void tipOnHover(QXYSeries* s, std::function<QString(qsizetype)> tip) {
+    QObject::connect(s, &QXYSeries::hovered, s, [s, tip = std::move(tip)](const QPointF& p, bool on) {
+        if (!on) {
+            QToolTip::hideText();
+            return;
+        }
+        const auto& pts = s->points();
+        qsizetype best = -1;
+        double bd = 0;
+        const auto ly = [](double y) { return std::log10(std::max(y, kPlotFloor)); };
+        for (qsizetype i = 0; i < pts.size(); ++i) {
+            const double d = std::abs(pts[i].x() - p.x()) + std::abs(ly(pts[i].y()) - ly(p.y()));
+            if (best < 0 || d < bd) { best = i; bd = d; }
+        }
+        if (best < 0) return;
+        const QString text = tip(best);
+        if (text.isEmpty()) return;
+        s->setProperty("ampscopeTip", text);
+        QToolTip::showText(QCursor::pos(), text);
+    });
+}
+
+void mapSeries(QXYSeries* s, QAbstractItemModel* rows, int role, int x, int y, int summaryRole, int summaryColumn) {
+    auto* plot = new PlotProxy(role, s);
+    plot->setSourceModel(rows);
+    auto* mapper = new QVXYModelMapper(s);
+    mapper->setXColumn(x);
+    mapper->setYColumn(y);
+    mapper->setSeries(s);
+    mapper->setModel(plot);
+    tipOnHover(s, [rows, summaryRole, summaryColumn](qsizetype row) {
+        return row < rows->rowCount() ? rows->index(int(row), summaryColumn).data(summaryRole).toString() : QString();
+    });
+}
+
+void follow(QChart* chart, QAbstractItemModel* model, std::function<void()> update) {
+    update();
+    QObject::connect(model, &QAbstractItemModel::modelReset, chart, update);
+    auto* later = new QTimer(chart);
+    later->setSingleShot(true);
+    later->setInterval(kLiveRefreshMs);
+    QObject::connect(later, &QTimer::timeout, chart, update);
+    QObject::connect(model, &QAbstractItemModel::rowsInserted, later, [later] {
+        if (!later->isActive()) later->start();
+    });
+}
+
+QSortFilterProxyModel* rowsWhere(QAbstractItemModel* model, int column, const QString& regex, QObject* parent) {
+    auto* f = new QSortFilterProxyModel(parent);
+    f->setSourceModel(model);
+    f->setFilterKeyColumn(column);
+    f->setFilterRegularExpression(QRegularExpression(regex));
+    return f;
+}
+
+}  // namespace ampscope::ui::parts

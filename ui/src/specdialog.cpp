@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: MIT
+#include "specdialog.h"
+
+#include <QComboBox>
+#include <QDialogButtonBox>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QVBoxLayout>
+
+#include "ampscope/engine/errors.h"
+#include "ampscope/engine/run.h"
+
+namespace ampscope::ui {
+
+SpecDialog::SpecDialog(QWidget* parent) : QDialog(parent) {}
+
+void SpecDialog::finish(QLayout* fields, QWidget* below) {
+    error_ = new QLabel;
+    error_->setObjectName(QStringLiteral("specError"));
+    error_->setWordWrap(true);
+    error_->setStyleSheet(QStringLiteral("QLabel { color: #c82828; }"));
+    error_->hide();
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Cancel);
+    buttons->addButton(QStringLiteral("Start"), QDialogButtonBox::AcceptRole)->setDefault(true);
+    connect(buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
+    connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+    auto* v = new QVBoxLayout(this);
+    v->addLayout(fields);
+    if (below) v->addWidget(below);
+    v->addWidget(error_);
+    v->addWidget(buttons);
+}
+
+void SpecDialog::accept() {
+    try {
+        validate();
+    } catch (const InputError& e) {
+        error_->setText(QString::fromStdString(e.what()));
+        error_->show();
+        return;
+    }
+    error_->hide();
+    QDialog::accept();
+}
+
+QString SpecDialog::errorText() const { return error_ && !error_->isHidden() ? error_->text() : QString(); }
+
+QHBoxLayout* SpecDialog::withBrowse(QWidget* field, const QString& title, const QString& filter, std::function<void(const QString&)> set) {
+    auto* row = new QHBoxLayout;
+    auto* b = new QPushButton(QStringLiteral("Browse…"));
+    connect(b, &QPushButton::clicked, this, [this, title, filter, set = std::move(set)] {
+        const auto f = QFileDialog::getOpenFileName(this, title, {}, filter);
+        if (!f.isEmpty()) set(f);
+    });
+    row->addWidget(field, 1);
+    row->addWidget(b);
+    return row;
+}
+
+QComboBox* SpecDialog::modelField() {
+    auto* m = new QComboBox;
+    m->setEditable(true);
+    for (const auto& name : demo_models()) m->addItem(QStringLiteral("demo:") + QString::fromStdString(name));
+    m->setToolTip(QStringLiteral("A built-in demo model or a model file (TorchScript, torch.export)"));
+    return m;
+}
+
+QComboBox* SpecDialog::deviceField() {
+    auto* d = new QComboBox;
+    d->addItem(QStringLiteral("cpu"));
+    const auto b = backend_report("cpu");
+    for (int i = 0; i < b.cuda_device_count; ++i) d->addItem(QStringLiteral("cuda:%1").arg(i));
+    return d;
+}
+
+QLineEdit* SpecDialog::regionsField(const QString& example) {
+    auto* e = new QLineEdit;
+    e->setPlaceholderText(QStringLiteral("module globs, comma-separated, e.g. ") + example);
+    return e;
+}
+
+std::vector<std::string> SpecDialog::regions(const QLineEdit* field) {
+    std::vector<std::string> out;
+    for (const auto& g : field->text().split(QLatin1Char(','), Qt::SkipEmptyParts))
+        if (!g.trimmed().isEmpty()) out.push_back(g.trimmed().toStdString());
+    return out;
+}
+
+void SpecDialog::setRegions(QLineEdit* field, const std::vector<std::string>& globs) {
+    QStringList k;
+    for (const auto& g : globs) k << QString::fromStdString(g);
+    field->setText(k.join(QStringLiteral(", ")));
+}
+
+QDoubleSpinBox* SpecDialog::number(double lo, double hi, double value, int decimals) {
+    auto* b = new QDoubleSpinBox;
+    b->setDecimals(decimals);
+    b->setRange(lo, hi);
+    b->setValue(value);
+    return b;
+}
+
+QSpinBox* SpecDialog::integer(int lo, int hi, int value) {
+    auto* b = new QSpinBox;
+    b->setRange(lo, hi);
+    b->setValue(value);
+    return b;
+}
+
+}  // namespace ampscope::ui

@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+// What the run dialogs share: fields for a model, a device and FP32 regions, Browse… rows,
+// Start/Cancel, and validation in accept(): a spec that cannot run keeps the dialog open
+// with the reason shown in it.
+
+#include <QDialog>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+class QComboBox;
+class QDoubleSpinBox;
+class QHBoxLayout;
+class QLabel;
+class QLayout;
+class QLineEdit;
+class QSpinBox;
+
+namespace ampscope::ui {
+
+class SpecDialog : public QDialog {
+    Q_OBJECT
+public:
+    /// Closes only when validate() accepts the fields; otherwise shows why (errorText()).
+    void accept() override;
+    QString errorText() const;
+
+protected:
+    explicit SpecDialog(QWidget* parent);
+    /// Throws InputError naming the field when the entered spec is not usable.
+    virtual void validate() const = 0;
+    /// Lays out `fields` above the error line and the Start/Cancel buttons.
+    void finish(QLayout* fields, QWidget* below = nullptr);
+
+    /// `field` with a Browse… button that sets it from a chosen file.
+    QHBoxLayout* withBrowse(QWidget* field, const QString& title, const QString& filter, std::function<void(const QString&)> set);
+    /// Editable: the demo models, or a model file.
+    static QComboBox* modelField();
+    /// cpu and the CUDA devices present.
+    static QComboBox* deviceField();
+    static QLineEdit* regionsField(const QString& example);
+    static std::vector<std::string> regions(const QLineEdit* field);
+    static void setRegions(QLineEdit* field, const std::vector<std::string>& globs);
+    static QDoubleSpinBox* number(double lo, double hi, double value, int decimals);
+    static QSpinBox* integer(int lo, int hi, int value);
+
+private:
+    QLabel* error_ = nullptr;
+};
+
+/// A SpecDialog for one kind of spec: what it validates is the spec it would give.
+template <class Spec>
+class SpecDialogFor : public SpecDialog {
+public:
+    /// Prefills the fields from `spec`.
+    virtual void setSpec(const Spec& spec) = 0;
+    /// The spec as entered; throws InputError naming the field when it is not usable (accept()
+    /// shows why and keeps the dialog open).
+    virtual Spec spec() const = 0;
+
+protected:
+    using SpecDialog::SpecDialog;
+    void validate() const override { (void)spec(); }
+};
+
+}  // namespace ampscope::ui
