@@ -101,7 +101,12 @@ RunResult run(const std::string& uuid, bool rejected) {
     r.verdict = rejected ? Verdict::Rejected : Verdict::Accepted;
     r.backend.torch_version = "2.11.0";
     r.backend.notes = {"seed corpus"};
-    r.model = {"demo:mlp", "demo", std::string(64, 'a'), std::string(64, 'b'), "eval", 1234, {"", "encoder", "encoder.0", "head"}};
+    r.model.source = "demo:mlp";
+    r.model.kind = "demo";
+    r.model.sha256 = std::string(64, 'a');
+    r.model.weights_sha256 = std::string(64, 'b');
+    r.model.parameters = 1234;
+    r.model.modules = {"", "encoder", "encoder.0", "head"};
     r.probes.source = "probes.pt";
     r.probes.sha256 = std::string(64, 'c');
     r.probes.count = 3;
