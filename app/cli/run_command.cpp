@@ -21,7 +21,7 @@ namespace {
 
 struct RunOptions {
     RunSpec spec;
-    std::string precisions = "fp16,bf16", mode = "eval", criteria_file, json_path, db, tie_rule, quality_metric;
+    std::string precisions = "fp16,bf16", mode = "eval", criteria_file, json_path, db, tie_rule, quality_metric, output;
     std::optional<double> atol, rtol, tie_tol, qthresh;
     std::optional<int> max_flips;
     bool allow_nonfinite = false, layers = false, outputs = false, no_inspect = false, quiet = false;
@@ -44,7 +44,8 @@ void add_criteria_options(CLI::App* run, RunOptions& o) {
 
 void add_run_options(CLI::App* run, RunOptions& o) {
     auto& spec = o.spec;
-    run->add_option("--model", spec.model, "demo:NAME (transformer, mlp, regressor) or a TorchScript file")->required();
+    run->add_option("--model", spec.model, "demo:NAME (transformer, mlp, regressor), a TorchScript file or a torch.export program (.pt2)")->required();
+    run->add_option("--output", o.output, "the output compared, for torch.export programs with several outputs: a name from its output tree (e.g. cls) or an index; default: the first tensor output");
     run->add_option("--probes", spec.probes, "'demo' (the demo model's built-in set) or a .pt / .csv probe file")->required();
     run->add_option("--precision", o.precisions, "AMP passes to run, comma-separated; the FP32 reference always runs")
         ->default_str("fp16,bf16");
@@ -95,6 +96,7 @@ Criteria criteria_of(const RunOptions& o) {
         c.quality_threshold_set = true;
     }
     if (o.allow_nonfinite) c.allow_nonfinite = true;
+    if (!o.output.empty()) c.output = o.output;
     return c;
 }
 

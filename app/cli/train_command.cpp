@@ -47,7 +47,8 @@ void add_optimizer_options(CLI::App* train, TrainOptions& o) {
 
 void add_train_options(CLI::App* train, TrainOptions& o) {
     auto& ts = o.spec;
-    train->add_option("--model", ts.model, "demo:NAME or a TorchScript file (its parameters are trained)")->required();
+    train->add_option("--model", ts.model, "demo:NAME, a TorchScript file or a torch.export program (.pt2) (its parameters are trained)")->required();
+    train->add_option("--output", ts.output, "the output compared, for torch.export programs with several outputs: a name from its output tree (e.g. cls) or an index; default: the first tensor output");
     train->add_option("--data", ts.data, "'demo' or a .pt/.csv file with labels or targets")->required();
     train->add_option("--steps", ts.steps, "optimizer iterations")->required()->check(checks::Integer(1));
     train->add_option("--batch-size", ts.batch_size, "samples per micro-batch, taken in file order")->default_val(16)->check(checks::Integer(1));

@@ -42,6 +42,7 @@ ordered_json criteria(const Criteria& c) {
     j["allow_nonfinite"] = c.allow_nonfinite;
     j["quality_metric_set"] = c.quality_metric_set;
     j["quality_threshold_set"] = c.quality_threshold_set;
+    if (!c.output.empty()) j["output"] = c.output;
     if (!c.fixed_at.empty()) j["fixed_at"] = c.fixed_at;
     return j;
 }
@@ -114,11 +115,11 @@ std::vector<HeadTolerance> parse_heads(const json& heads, const std::string& fil
 void check_keys(const json& j, const std::string& file) {
     static const std::vector<std::string> keys = {"atol", "rtol", "heads", "tie_tolerance", "tie_rule", "max_flips",
                                                   "quality_metric", "quality_threshold", "allow_nonfinite", "fixed_at",
-                                                  "quality_metric_set", "quality_threshold_set"};
+                                                  "quality_metric_set", "quality_threshold_set", "output"};
     for (auto it = j.begin(); it != j.end(); ++it)
         if (std::find(keys.begin(), keys.end(), it.key()) == keys.end())
             throw InputError(file, it.key(), "unknown key; expected one of atol, rtol, heads, tie_tolerance, tie_rule, "
-                                             "max_flips, quality_metric, quality_threshold, allow_nonfinite");
+                                             "max_flips, quality_metric, quality_threshold, allow_nonfinite, output");
 }
 
 /// The keys of criteria that name an enum value.
@@ -155,6 +156,8 @@ Criteria read_criteria(const json& j, const std::string& file, Criteria c) {
     if (j.contains("allow_nonfinite")) c.allow_nonfinite = get<bool>(j, "allow_nonfinite", file);
     if (j.contains("fixed_at") && !j["fixed_at"].is_string()) throw InputError(file, "fixed_at", "expected a string (ISO-8601 time)");
     if (j.contains("fixed_at")) c.fixed_at = j["fixed_at"].get<std::string>();
+    if (j.contains("output") && !j["output"].is_string()) throw InputError(file, "output", "expected a string (an output name or index)");
+    if (j.contains("output")) c.output = j["output"].get<std::string>();
     read_choices(j, file, c);
     if (j.contains("heads")) c.heads = parse_heads(j["heads"], file, c);
     return c;

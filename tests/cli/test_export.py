@@ -271,6 +271,26 @@ class ExportedPrograms(unittest.TestCase):
         self.assertEqual(len(m["weights_sha256"]), 64)
         self.assertEqual(m["parameters"], sum(p.numel() for p in self.cases["mlp"].model.parameters()))
 
+    def test_output_by_name_and_index(self):
+        """--output picks the compared output of a dict-returning program and is recorded with the criteria."""
+        case = self.cases["two-outputs"]
+        rc, run = self.runs["two-outputs"]
+        self.assertEqual(run["criteria"]["output"], "reg")  # default: the first tensor output (dict order)
+        for flag, key in (("cls", "cls"), ("1", "cls"), ("0", "reg")):
+            rc, run = case.run("--output", flag)
+            want = case.eager("fp16") if key == "reg" else None
+            if key == "cls":
+                case.pick, saved = (lambda y: y["cls"]), case.pick
+                try:
+                    want = case.eager("fp16")
+                finally:
+                    case.pick = saved
+            self.assertTrue(bits_equal(outputs_of(run, "fp16"), want), flag)
+            self.assertEqual(run["criteria"]["output"], key)
+        rc, out, err = run_cli("run", "--model", case.path, "--probes", case.probe_path, "--output", "logits", "-q")
+        self.assertEqual(rc, 2, err)
+        self.assertIn("reg, cls", err)
+
     def test_static_batch_is_said_and_kept(self):
         """--batch-size 11 on a program exported with batch 4: batches of 4, the last padded, and said."""
         case = self.cases["encoder"]

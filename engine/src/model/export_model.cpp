@@ -367,6 +367,13 @@ private:
 std::unique_ptr<Model> load_export(const std::vector<char>& bytes, const std::string& file, const std::string& output) {
     auto m = std::make_unique<ExportModel>(pt2::read_program(bytes, file));
     const auto& p = m->program();
+    int chosen = -1, user = 0;
+    for (const auto& o : p.outputs) {  // default: the first tensor output
+        if (o.kind != pt2::OutputSpec::Kind::User) continue;
+        if (chosen < 0 && p.graphs[0].outputs.at(size_t(o.slot)).kind == pt2::Out::Kind::Tensor) chosen = user;
+        ++user;
+    }
+    if (chosen < 0) throw InputError(file, "outputs", "the program returns no tensor; expected scores [N, K]");
     if (!output.empty()) {
         int index = -1;
         for (size_t i = 0; i < p.output_names.size(); ++i)
@@ -379,8 +386,10 @@ std::unique_ptr<Model> load_export(const std::vector<char>& bytes, const std::st
             for (const auto& nm : p.output_names) names += (names.empty() ? "" : ", ") + nm;
             throw InputError("--output", output, "no such output of " + file + "; its outputs: " + names);
         }
-        m->set_output(index);
+        chosen = index;
     }
+    m->set_output(chosen);
+    m->output_name = p.output_names.at(size_t(chosen));
     m->info.kind = "torch.export";
     m->info.format = "torch.export schema " + p.schema_version + (p.ir.empty() ? "" : ", IR " + p.ir) +
                      (p.decomposed ? ", decomposed (core ATen)" : "");

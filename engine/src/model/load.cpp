@@ -35,10 +35,10 @@ std::vector<char> read_bytes(const std::string& path) {
 }
 
 /// The format is recognised by content, not by the file's extension.
-std::unique_ptr<Model> load_file(const std::string& source) {
+std::unique_ptr<Model> load_file(const std::string& source, const std::string& output) {
     const auto bytes = read_bytes(source);
     switch (pt2::sniff_zip(bytes, source)) {
-        case pt2::ZipKind::Export: return load_export(bytes, source, "");
+        case pt2::ZipKind::Export: return load_export(bytes, source, output);
         case pt2::ZipKind::AotInductor:
             throw InputError(source, "--model", "an AOTInductor package: compiled packages fix precision at compile time and "
                                                 "cannot be inspected; give the torch.export program (torch.export.save) instead");
@@ -56,7 +56,7 @@ std::unique_ptr<Model> load_file(const std::string& source) {
 
 }  // namespace
 
-std::unique_ptr<Model> load_model(const std::string& source, uint64_t seed) {
+std::unique_ptr<Model> load_model(const std::string& source, uint64_t seed, const std::string& output) {
     std::unique_ptr<Model> model;
     if (source.rfind("demo:", 0) == 0) {
         model = make_demo_model(source.substr(5), source, seed);
@@ -66,9 +66,12 @@ std::unique_ptr<Model> load_model(const std::string& source, uint64_t seed) {
         if (!fs::exists(source, ec)) throw InputError(source, "--model", "file not found");
         if (fs::is_directory(source, ec)) throw InputError(source, "--model", "is a directory; expected a TorchScript file (.pt) or a torch.export program (.pt2)");
         const auto file_hash = sha256_file(source);
-        model = load_file(source);
+        model = load_file(source, output);
         model->info.sha256 = file_hash;
     }
+    if (!output.empty() && model->info.kind != "torch.export")
+        throw InputError("--output", output, "only torch.export programs with several outputs take --output; " + source +
+                                                 " returns one score tensor");
     model->info.source = source;
     auto state = model->named_state();
     model->info.weights_sha256 = weights_hash(state);

@@ -42,12 +42,16 @@ public:
     /// A batch size the model must be fed (a torch.export program with a static batch
     /// dimension); 0 when any batch size runs.
     int64_t fixed_batch = 0;
+    /// The output forward returns, by name (torch.export programs; "" for single-output models).
+    std::string output_name;
     /// Said in every run of this model (e.g. a decomposed torch.export program).
     std::vector<std::string> warnings;
 };
 
-/// Loads "demo:NAME" (seeded weights) or a TorchScript file. Throws InputError.
-std::unique_ptr<Model> load_model(const std::string& source, uint64_t seed);
+/// Loads "demo:NAME" (seeded weights), a TorchScript file or a torch.export program (by
+/// content); `output` picks a program's output (name or index, "" = the first tensor output).
+/// Throws InputError.
+std::unique_ptr<Model> load_model(const std::string& source, uint64_t seed, const std::string& output = "");
 
 /// The built-in demo models ("demo:NAME" without the prefix); InputError for unknown names.
 std::unique_ptr<Model> make_demo_model(const std::string& name, const std::string& source, uint64_t seed);

@@ -84,8 +84,9 @@ int64_t reset_and_read_hwm(bool reset) {
 /// The model and probe set of a measurement, the model on `device` in the spec's mode.
 std::pair<std::unique_ptr<detail::Model>, detail::ProbeSet> load_on(const std::string& model_src,
                                                                     const std::string& probes_src, uint64_t seed,
-                                                                    const at::Device& device, Mode mode) {
-    auto model = detail::load_model(model_src, seed);
+                                                                    const at::Device& device, Mode mode,
+                                                                    const std::string& output) {
+    auto model = detail::load_model(model_src, seed, output);
     auto probes = detail::load_probes(probes_src, *model, seed);
     model->to_device(device);
     model->set_train(mode == Mode::Train);
@@ -156,7 +157,7 @@ BenchResult run_benchmark(const BenchSpec& spec) {
     BenchResult res;
     res.backend = backend_report(spec.device);
     const at::Device device = parse_device(res.backend.device);
-    auto loaded = load_on(spec.model, spec.probes, spec.seed, device, spec.mode);  // lambdas capture these
+    auto loaded = load_on(spec.model, spec.probes, spec.seed, device, spec.mode, spec.output);  // lambdas capture these
     auto& model = loaded.first;
     auto& probes = loaded.second;
     res.model = model->info;
@@ -193,7 +194,7 @@ BenchResult run_benchmark(const BenchSpec& spec) {
         std::unique_ptr<GradScaler> scaler;
         std::vector<at::Tensor> params;
         if (spec.train) {
-            tm = load_model(spec.model, spec.seed);
+            tm = load_model(spec.model, spec.seed, spec.output);
             tm->to_device(device);
             tm->set_train(true);
             params = tm->parameters();
@@ -238,7 +239,7 @@ OpsReport op_coverage(const RunSpec& spec) {
     rep.model = spec.model;
     rep.backend = backend_report(spec.device);
     const at::Device device = parse_device(rep.backend.device);
-    auto loaded = load_on(spec.model, spec.probes, spec.seed, device, spec.mode);  // lambdas capture these
+    auto loaded = load_on(spec.model, spec.probes, spec.seed, device, spec.mode, spec.criteria.output);  // lambdas capture these
     auto& model = loaded.first;
     auto& probes = loaded.second;
     std::vector<at::Tensor> in;

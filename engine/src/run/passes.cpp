@@ -402,11 +402,12 @@ struct ComparisonRun {
 
     void load_inputs() {
         stage("load model");
-        model = load_model(spec.model, spec.seed);
+        model = load_model(spec.model, spec.seed, spec.criteria.output);
         check_fp32_regions(*model, spec.keep_fp32);
         stage("load probes");
         probes = load_probes(spec.probes, *model, spec.seed);
         model->to_device(device);
+        res.criteria.output = model->output_name;  // recorded as resolved, with the criteria
         res.model = model->info;
         res.model.mode = to_string(spec.mode);
         res.warnings.insert(res.warnings.end(), model->warnings.begin(), model->warnings.end());

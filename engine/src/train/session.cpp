@@ -84,7 +84,7 @@ double schedule(const TrainSpec& s, int progress) {
 
 Side make_side(const TrainSpec& s, const at::Device& device) {
     Side side;
-    side.model = detail::load_model(s.model, s.seed);
+    side.model = detail::load_model(s.model, s.seed, s.output);
     side.model->to_device(device);
     side.model->set_train(true);
     for (auto& [name, t] : side.model->named_state()) {

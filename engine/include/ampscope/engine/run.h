@@ -16,7 +16,7 @@ namespace ampscope {
 
 /// Everything that fixes a run. Passes differ only in precision policy.
 struct RunSpec {
-    std::string model = "demo:transformer";  ///< "demo:NAME" or a TorchScript file
+    std::string model = "demo:transformer";  ///< "demo:NAME", a TorchScript file or a torch.export program
     std::string probes = "demo";             ///< "demo" or a .pt / .csv file
     std::vector<Precision> precisions = {Precision::Fp16, Precision::Bf16};
     std::string device;                      ///< "" = cuda when available, else cpu
@@ -136,6 +136,7 @@ struct BenchSpec {
     int warmup = 5;
     int repeats = 30;
     uint64_t seed = 0;
+    std::string output;  ///< the output timed against (as Criteria::output)
     bool train = false;  ///< time training steps (forward, loss, backward, SGD; GradScaler for fp16)
     /// Module-path globs the AMP passes run without autocast (as RunSpec::keep_fp32): the
     /// benchmarked policy must be the validated one, FP32 regions included.

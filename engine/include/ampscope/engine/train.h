@@ -58,6 +58,7 @@ private:
 struct TrainSpec {
     std::string model = "demo:transformer";
     std::string data = "demo";  ///< "demo" or a .pt/.csv with labels or targets
+    std::string output;         ///< the output the loss reads (as Criteria::output)
     int steps = 50;             ///< optimizer iterations
     int batch_size = 16;
     std::string loss;           ///< "ce" | "mse" | "" (ce with labels, mse with targets)

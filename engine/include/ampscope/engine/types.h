@@ -52,6 +52,9 @@ struct Criteria {
     double quality_threshold = 0.0;
     bool quality_threshold_set = false;
     bool allow_nonfinite = false;
+    /// The model output compared (torch.export programs with several outputs: a name from the
+    /// output tree or an index); "" = the first tensor output. Recorded as resolved.
+    std::string output;
     std::string fixed_at;  ///< ISO-8601 UTC, set by Runner before the first pass
 };
 
