@@ -24,6 +24,7 @@
 #include <QTabWidget>
 #include <QTableView>
 #include <QTextBrowser>
+#include <QTimer>
 #include <QToolBar>
 #include <QUrl>
 #include <QVBoxLayout>
@@ -39,6 +40,12 @@ namespace ampscope::ui {
 MainWindow::MainWindow(std::unique_ptr<ErrorReporter> reporter, QWidget* parent)
     : QMainWindow(parent), reporter_(reporter ? std::move(reporter) : std::make_unique<MessageBoxReporter>()) {
     controller_ = new RunController(this);
+    overviewLater_ = new QTimer(this);
+    overviewLater_->setSingleShot(true);
+    overviewLater_->setInterval(250);
+    connect(overviewLater_, &QTimer::timeout, this, [this] {
+        if (showingLive()) showLiveOverview();
+    });
     runs_ = new RunListModel(this);
     samples_ = new SampleModel(this);
     compare_ = new CompareModel(this);

@@ -28,6 +28,7 @@ class QTabWidget;
 class QMenu;
 class QTableView;
 class QTextBrowser;
+class QTimer;
 
 namespace ampscope::ui {
 
@@ -172,6 +173,7 @@ private:
     std::optional<RunResult> run_;
     std::optional<Live> live_;
     QString current_;
+    QTimer* overviewLater_ = nullptr;  ///< a live training run's overview, refreshed at most every 250 ms
     int demoStage_ = 0;  ///< 1: demo comparison going, 2: demo training going
     QString demoRun_;
     RunController* controller_ = nullptr;

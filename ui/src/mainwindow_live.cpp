@@ -8,6 +8,7 @@
 #include <QTabWidget>
 #include <QTableView>
 #include <QTextBrowser>
+#include <QTimer>
 
 #include "ampscope/engine/rules.h"
 #include "mainwindow.h"
@@ -113,11 +114,12 @@ void MainWindow::liveSteps(const std::vector<TrainStep>& steps) {
     live_->train.steps.insert(live_->train.steps.end(), steps.begin(), steps.end());
     if (!showingLive()) return;
     steps_->appendSteps(steps);  // the table and charts follow their model
-    showLiveOverview();
+    if (!overviewLater_->isActive()) overviewLater_->start();  // the totals, at most a few times a second
 }
 
 void MainWindow::liveEnded(const QString& uuid, const QString& status) {
     setRunning(false);
+    overviewLater_->stop();
     if (live_ && live_->uuid == uuid) {
         listLive(status, false);
         if (showingLive()) {
