@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cmake --preset release >/dev/null
 cmake --build --preset release --target ampscope_bench ampscope-cli >/dev/null
-cmake --build --preset release --target ampscope 2>/dev/null >/dev/null || true
+cmake --build --preset release --target ampscope ampscope_bench_ui 2>/dev/null >/dev/null || true
 py=${AMPSCOPE_PYTHON:-.venv/bin/python}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -29,3 +29,5 @@ if [ -x "$gui" ]; then
     "$tmp/frames-raw.json" > "$tmp/frames.json"
 fi
 "$py" bench/report.py "$tmp/bench.json" "$tmp/hooks.json" "$tmp/gui.json" "$tmp/frames.json"
+# GUI: a training run shown live (heartbeat, UI CPU per step at 500/1000/2000 steps; bench/README.md)
+[ -x build-release/bench/ampscope_bench_ui ] && QT_QPA_PLATFORM=offscreen build-release/bench/ampscope_bench_ui 2>/dev/null | grep BM_ || true
