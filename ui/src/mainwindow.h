@@ -24,6 +24,7 @@ class QLineEdit;
 class QProgressBar;
 class QPushButton;
 class QSortFilterProxyModel;
+class QSplitter;
 class QTabWidget;
 class QMenu;
 class QTableView;
@@ -113,6 +114,8 @@ private:
     // building (mainwindow_tabs.cpp): one builder per tab
     void buildUi();
     QWidget* buildRunBrowser();
+    /// Widens the run browser to its columns when they grew (views keep at least 640 px).
+    void fitRunBrowser();
     QWidget* buildOverviewTab();
     QWidget* buildDeltasTab();
     QWidget* buildFlipsTab();
@@ -185,6 +188,7 @@ private:
     FlipModel* flips_ = nullptr;
     LayerModel* layers_ = nullptr;
     QTableView* runView_ = nullptr;
+    QSplitter* split_ = nullptr;
     QLineEdit* filter_ = nullptr;
     QTabWidget* tabs_ = nullptr;
     QMenu* recentMenu_ = nullptr;

@@ -16,6 +16,7 @@
 #include <QTabWidget>
 #include <QTableView>
 #include <QTextBrowser>
+#include <QScrollBar>
 #include <QVBoxLayout>
 
 #include "charts.h"
@@ -67,12 +68,12 @@ void MainWindow::buildUi() {
     tabs_->addTab(buildTrainingTab(), QStringLiteral("Training"));
     tabs_->addTab(buildCompareTab(), QStringLiteral("Compare"));
     Q_ASSERT(tabs_->count() == NUM_TABS);
-    auto* split = new QSplitter;
-    split->addWidget(buildRunBrowser());
-    split->addWidget(withNotice(tabs_));
-    split->setStretchFactor(1, 1);
-    split->setCollapsible(0, false);
-    setCentralWidget(split);
+    split_ = new QSplitter;
+    split_->addWidget(buildRunBrowser());
+    split_->addWidget(withNotice(tabs_));
+    split_->setStretchFactor(1, 1);
+    split_->setCollapsible(0, false);
+    setCentralWidget(split_);
     buildStatusBar();
     resize(1280, 820);
 }
@@ -104,6 +105,10 @@ QWidget* MainWindow::buildRunBrowser() {
     }
     tables_[kOverviewTab] = runView_;
     connect(filter_, &QLineEdit::textChanged, runsProxy_, &QSortFilterProxyModel::setFilterFixedString);
+    for (auto sig : {&QAbstractItemModel::rowsInserted, &QAbstractItemModel::rowsRemoved})
+        connect(runs_, sig, this, &MainWindow::fitRunBrowser, Qt::QueuedConnection);
+    connect(runs_, &QAbstractItemModel::modelReset, this, &MainWindow::fitRunBrowser, Qt::QueuedConnection);
+    connect(runs_, &QAbstractItemModel::dataChanged, this, &MainWindow::fitRunBrowser, Qt::QueuedConnection);
     connect(runView_->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](const QModelIndex& cur) {
         if (cur.isValid()) showRun(cur.data(RunListModel::UuidRole).toString());
     });
@@ -113,6 +118,18 @@ QWidget* MainWindow::buildRunBrowser() {
     lv->addWidget(filter_);
     lv->addWidget(runView_);
     return left;
+}
+
+void MainWindow::fitRunBrowser() {
+    runView_->resizeColumnsToContents();
+    int need = 2 * runView_->frameWidth() + runView_->verticalScrollBar()->sizeHint().width();
+    for (int c = 0; c < runs_->columnCount(); ++c)
+        if (!runView_->isColumnHidden(c)) need += runView_->columnWidth(c);
+    const auto sizes = split_->sizes();
+    const int total = sizes.value(0) + sizes.value(1);
+    if (sizes.size() != 2 || sizes[0] >= need || total <= 0) return;
+    const int left = std::min(need, std::max(sizes[0], total - 640));
+    split_->setSizes({left, total - left});
 }
 
 QWidget* MainWindow::buildOverviewTab() {

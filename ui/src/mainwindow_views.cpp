@@ -95,6 +95,7 @@ void MainWindow::showRun(const QString& uuid) {
     }
     const RunResult run = *run_;
     showComparison(run, QString());
+    if (tabs_->currentIndex() == kTrainingTab) tabs_->setCurrentIndex(kOverviewTab);  // a comparison run has no training view
     current_ = uuid;
     QString damage;
     for (const auto& d : damaged) damage += QStringLiteral("<li>%1</li>").arg(QString::fromStdString(d).toHtmlEscaped());
