@@ -291,9 +291,12 @@ struct Reader {
             fail(fqn, "tensor_meta " + c10::str(at::IntArrayRef(sizes)) + " needs more bytes than record " + record + " holds (" +
                           std::to_string(bytes) + ")");
         auto base = at::empty({int64_t(bytes / elem)}, at::TensorOptions().dtype(st));
-        if (bytes / elem) {
-            auto [ptr, n] = zip.getRecord(record);
-            std::memcpy(base.data_ptr(), ptr.get(), std::min(n, size_t(base.nbytes())));
+        if (bytes / elem) {  // straight into the tensor's storage (one copy)
+            if (bytes == size_t(base.nbytes())) zip.getRecord(record, base.data_ptr(), bytes);
+            else {  // a record that is not a whole number of elements: read all, keep the elements
+                auto [ptr, n] = zip.getRecord(record);
+                std::memcpy(base.data_ptr(), ptr.get(), std::min(n, size_t(base.nbytes())));
+            }
         }
         return empty ? at::empty(sizes, base.options()) : base.as_strided(sizes, strides, offset).detach();
     }

@@ -35,8 +35,12 @@ std::vector<char> read_bytes(const std::string& path) {
 }
 
 /// The format is recognised by content, not by the file's extension.
-std::unique_ptr<Model> load_file(const std::string& source, const std::string& output) {
+/// `file_hash` receives the file's SHA-256 (from the bytes read once).
+std::unique_ptr<Model> load_file(const std::string& source, const std::string& output, std::string& file_hash) {
     const auto bytes = read_bytes(source);
+    Sha256 h;
+    h.update(bytes.data(), bytes.size());
+    file_hash = h.hex();
     switch (pt2::sniff_zip(bytes, source)) {
         case pt2::ZipKind::Export: return load_export(bytes, source, output);
         case pt2::ZipKind::AotInductor:
@@ -65,8 +69,8 @@ std::unique_ptr<Model> load_model(const std::string& source, uint64_t seed, cons
         std::error_code ec;
         if (!fs::exists(source, ec)) throw InputError(source, "--model", "file not found");
         if (fs::is_directory(source, ec)) throw InputError(source, "--model", "is a directory; expected a TorchScript file (.pt) or a torch.export program (.pt2)");
-        const auto file_hash = sha256_file(source);
-        model = load_file(source, output);
+        std::string file_hash;
+        model = load_file(source, output, file_hash);
         model->info.sha256 = file_hash;
     }
     if (!output.empty() && model->info.kind != "torch.export")
