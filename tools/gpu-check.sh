@@ -154,6 +154,13 @@ oracle_cuda() {
   echo "figure: $(grep -a '^Ran ' "$json/oracle.txt")"
   return "$rc"
 }
+# torch.export programs on the GPU: the same bitwise equality with eager torch.autocast("cuda")
+export_cuda() {
+  local rc=0
+  AMPSCOPE_CLI=$cli AMPSCOPE_TEST_DEVICE=cuda "$py" -W ignore tests/cli/test_export.py ExportedPrograms 2>&1 | tee "$json/export.txt" || rc=$?
+  echo "figure: .pt2 on cuda: $(grep -a '^Ran ' "$json/export.txt") $(tail -1 "$json/export.txt")"
+  return "$rc"
+}
 # bench only after an accepted validation of the same policy: BF16, plain autocast, criteria
 # the demo accepts (README: FP16 is rejected by design; bench has no FP32 regions).
 bench_validated() {
@@ -181,6 +188,7 @@ check demo-story demo_story
 check keep-fp32-embed keep_fp32_embed
 check train-cuda train_cuda
 check oracle-cuda oracle_cuda
+check export-cuda export_cuda
 check bench bench_validated
 
 mkdir -p "$out_dir/gpu-check-json" && cp "$json"/*.json "$out_dir/gpu-check-json/" 2>/dev/null || true

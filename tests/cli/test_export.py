@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from common import as_float, comparison_of, pass_of, run_cli, run_json
 
 SEED = 5
+DEVICE = os.environ.get("AMPSCOPE_TEST_DEVICE", "cpu")  # tools/gpu-check.sh runs this with cuda
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
@@ -130,7 +131,7 @@ class ExportCase:
 
     def eager(self, precision, keep_fp32=()):
         """Eager PyTorch as ampscope's passes run it: seeded, no grad, in batches of the exported size."""
-        m = copy.deepcopy(self.model)  # train-mode BatchNorm updates its running statistics
+        m = copy.deepcopy(self.model).to(DEVICE)  # train-mode BatchNorm updates its running statistics
         m.train(self.train)
         hooks = []
         for path in keep_fp32:  # autocast(enabled=False) around the module, inputs cast to FP32
@@ -156,19 +157,20 @@ class ExportCase:
                 n = len(part)
                 if n < bs:  # ampscope pads a static batch with copies of its last row
                     part = torch.cat([part, part[-1:].expand(bs - n, *part.shape[1:])])
+                part = part.to(DEVICE)
                 if precision == "fp32":
                     y = self.pick(m(part))
                 else:
-                    with torch.autocast("cpu", dtype=DTYPES[precision]):
+                    with torch.autocast(DEVICE.split(":")[0], dtype=DTYPES[precision]):
                         y = self.pick(m(part))
-                outs.append(y.float()[:n])
+                outs.append(y.float()[:n].cpu())
         for h in hooks:
             h.remove()
         return torch.cat(outs).numpy()
 
     def run(self, *extra):
         args = ["run", "--model", self.path, "--probes", self.probe_path, "--precision", "fp16,bf16", "--outputs",
-                "--seed", SEED]
+                "--seed", SEED, "--device", DEVICE]
         if "--batch-size" not in extra:
             args += ["--batch-size", self.batch or len(self.x)]
         if self.train:
@@ -252,7 +254,7 @@ class ExportedPrograms(unittest.TestCase):
         'training' flag in the graph follows the run's mode, as module.eval() does)."""
         case = self.cases["conv-train"]
         args = ["run", "--model", case.path, "--probes", case.probe_path, "--precision", "bf16", "--outputs",
-                "--seed", SEED, "--batch-size", len(case.x)]
+                "--seed", SEED, "--batch-size", len(case.x), "--device", DEVICE]
         rc, run = run_json(*args)
         case.train = False
         try:
