@@ -59,7 +59,12 @@ RunSpec read_run_spec(const json& s, const std::string& column) {
     RunSpec r;
     r.model = s.at("model");
     r.probes = s.at("probes");
-    for (const auto& p : s.at("precisions")) r.precisions.push_back(parse_precision(p.get<std::string>()).value_or(Precision::Fp16));
+    r.precisions.clear();  // not RunSpec's default: exactly the precisions run
+    for (const auto& p : s.at("precisions")) {
+        const auto parsed = parse_precision(p.get<std::string>());
+        if (!parsed) throw json::type_error::create(302, "unknown precision \"" + p.get<std::string>() + "\" in spec.precisions", &p);
+        r.precisions.push_back(*parsed);
+    }
     r.device = s.at("device");
     r.mode = s.at("mode") == "train" ? Mode::Train : Mode::Eval;
     r.criteria = jmap::read_criteria(s.at("criteria"), column);

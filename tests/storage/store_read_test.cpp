@@ -208,3 +208,21 @@ TEST(StoreRead, StoredCriteriaKeepWhetherTheUserChoseMetricAndThreshold) {
         EXPECT_EQ(got.criteria.fixed_at, r.criteria.fixed_at);
     }
 }
+
+TEST(StoreRead, TheStoredSpecIsTheSpecRun) {
+    // A recorded spec is what "keep in FP32 and re-run" replays: its precisions must come back as
+    // they were run (they were appended to RunSpec's default {fp16, bf16}), the output choice too.
+    TempDir d;
+    Store s(d.file("runs.sqlite"));
+    auto r = make_run();
+    r.spec.precisions = {Precision::Bf16};
+    r.spec.keep_fp32 = {"blocks.1.*"};
+    r.spec.criteria.output = "cls";
+    r.criteria.output = "cls";
+    record(s, r);
+    const auto got = s.load_run(r.run_id);
+    EXPECT_EQ(got.spec.precisions, std::vector<Precision>{Precision::Bf16});
+    EXPECT_EQ(got.spec.keep_fp32, std::vector<std::string>{"blocks.1.*"});
+    EXPECT_EQ(got.spec.criteria.output, "cls");
+    EXPECT_EQ(got.criteria.output, "cls");
+}
