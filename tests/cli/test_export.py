@@ -319,6 +319,85 @@ class ExportedPrograms(unittest.TestCase):
         self.assertIn(("", "aten::scaled_dot_product_attention"), ops)
 
 
+class GradRegion(nn.Module):
+    """torch.no_grad() inside forward: a wrap_with_set_grad_enabled region."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(12, 16)
+        self.b = nn.Linear(16, 3)
+
+    def forward(self, x):
+        with torch.no_grad():
+            h = torch.relu(self.a(x))
+        return self.b(h)
+
+
+class Branchy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(12, 3)
+
+    def forward(self, x):
+        return torch.cond(x.sum() > 0, lambda v: self.a(v), lambda v: self.a(-v), (x,))
+
+
+class MoreGraphs(unittest.TestCase):
+    """Higher-order regions, decomposed programs and the op listing."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_set_grad_enabled_region(self):
+        torch.manual_seed(0)
+        case = ExportCase(self.tmp.name, "grad-region", GradRegion(), torch.randn(16, 12))
+        with open(case.path, "rb") as f:
+            self.assertIn(b"wrap_with_set_grad_enabled", f.read(), "the export did not make the region this test is about")
+        rc, run = case.run()
+        for p in ("fp32", "fp16", "bf16"):
+            self.assertTrue(bits_equal(outputs_of(run, p), case.eager(p)), p)
+
+    def test_cond_is_refused_by_name(self):
+        path = os.path.join(self.tmp.name, "cond.pt2")
+        probes = os.path.join(self.tmp.name, "cond-probes.pt")
+        torch.export.save(torch.export.export(Branchy(), (torch.randn(4, 12),)), path)
+        torch.save({"inputs": torch.randn(4, 12)}, probes)
+        rc, out, err = run_cli("run", "--model", path, "--probes", probes, "-q")
+        self.assertEqual(rc, 2, err)
+        self.assertIn("higher-order op 'cond'", err)
+
+    def test_decomposed_program_runs_and_says_so(self):
+        torch.manual_seed(0)
+        model = ConvNet().eval()
+        x = torch.randn(8, 3, 10, 10)
+        path = os.path.join(self.tmp.name, "core.pt2")
+        probes = os.path.join(self.tmp.name, "core-probes.pt")
+        torch.export.save(torch.export.export(model, (x,)).run_decompositions(), path)
+        torch.save({"inputs": x}, probes)
+        rc, run = run_json("run", "--model", path, "--probes", probes, "--outputs", "--batch-size", 8, "--precision", "bf16")
+        self.assertTrue(any("decomposed" in w for w in run["warnings"]), run["warnings"])
+        with torch.no_grad():
+            want = model(x).numpy()
+        self.assertTrue(np.allclose(outputs_of(run, "fp32"), want, atol=1e-5), "FP32 of the core-ATen graph differs from eager")
+        self.assertIn("decomposed", run["model"]["format"])
+
+    def test_ops_lists_the_programs_ops(self):
+        torch.manual_seed(0)
+        case = ExportCase(self.tmp.name, "ops-enc", Encoder(), torch.randn(4, 6, 16), labels=False)
+        rc, out, err = run_cli("ops", "--model", case.path, "--probes", case.probe_path, "--json")
+        self.assertEqual(rc, 0, err)
+        ops = {o["op"]: o for o in json.loads(out)["ops"]}
+        self.assertIn("aten::scaled_dot_product_attention", ops)
+        self.assertIn("qkv", ops["aten::linear"]["modules"])
+        self.assertEqual(ops["aten::linear"]["calls"], 5)
+        self.assertNotIn("aten::cat", ops, "the runner's own padding must not be listed as the model's")
+
+
 class TrainNet(nn.Module):
     def __init__(self):
         super().__init__()
