@@ -68,7 +68,7 @@ TrainResult fakeRun(int n, TrainSink* sink, std::chrono::microseconds pause) {
 
 void BM_LiveTrainingRun(benchmark::State& state) {
     const int n = int(state.range(0));
-    double worstGap = 0, uiCpu = 0, deliveries = 0;
+    double worstGap = 0, worstGapAt = 0, uiCpu = 0, deliveries = 0;
     for (auto _ : state) {
         QTemporaryDir dir;
         ui::MainWindow w(std::make_unique<Silent>());
@@ -84,8 +84,15 @@ void BM_LiveTrainingRun(benchmark::State& state) {
         QTest::qWait(200);
         QElapsedTimer beat;
         qint64 worst = 0;
+        int worstAt = -1;  // the rows shown when the longest gap ended
         QTimer heartbeat;
-        QObject::connect(&heartbeat, &QTimer::timeout, [&] { worst = std::max(worst, beat.restart()); });
+        QObject::connect(&heartbeat, &QTimer::timeout, [&] {
+            const qint64 gap = beat.restart();
+            if (gap > worst) {
+                worst = gap;
+                worstAt = w.stepModel()->rowCount();
+            }
+        });
         const double cpu0 = threadCpuMs();
         beat.start();
         heartbeat.start(5);
@@ -96,9 +103,11 @@ void BM_LiveTrainingRun(benchmark::State& state) {
         while (settle.elapsed() < 2 * ui::kLiveRefreshMs) QCoreApplication::processEvents(QEventLoop::AllEvents, 5);
         uiCpu = threadCpuMs() - cpu0;
         worstGap = double(worst);
+        worstGapAt = worstAt;
         deliveries = batches.count();
     }
     state.counters["heartbeat_max_ms"] = worstGap;
+    state.counters["heartbeat_max_at_rows"] = worstGapAt;
     state.counters["ui_cpu_ms"] = uiCpu;
     state.counters["ui_cpu_us_per_step"] = 1000.0 * uiCpu / n;
     state.counters["deliveries"] = deliveries;

@@ -10,9 +10,13 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <map>
+#include <random>
+#include <set>
 
 #include "ampscope/engine/run.h"
 #include "chart_probe.h"
+#include "chartparts.h"
 #include "charts.h"
 #include "models.h"
 
@@ -90,6 +94,54 @@ std::unique_ptr<QChartView> showIn(QChart* chart) {
     v->show();
     QCoreApplication::processEvents();
     return v;
+}
+
+/// `n` steps of a long run: noisy losses with one spike, a loss scale that halves on each
+/// skipped step (every 37th from step 11) and grows back, NaN AMP losses on the skipped steps.
+std::vector<TrainStep> longRun(int n) {
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<double> noise(-0.05, 0.05);
+    std::vector<TrainStep> v;
+    double scale = 65536;
+    for (int i = 0; i < n; ++i) {
+        TrainStep s;
+        s.step = i;
+        s.skipped = s.found_inf = i % 37 == 11;
+        s.loss_ref = 2.0 / (1 + 0.001 * i) + noise(rng);
+        s.loss_amp = s.skipped ? kNaN : i == n / 3 ? 40.0 : s.loss_ref + noise(rng);
+        scale = s.skipped ? scale / 2 : std::min(65536.0, scale * 1.02);
+        s.scale = scale;
+        s.effective_updates = i + 1;
+        v.push_back(s);
+    }
+    return v;
+}
+
+/// The pixel column of `x` when [x0, x1] is split in `columns` equal parts (thinToColumns').
+int columnOf(double x, double x0, double x1, int columns) {
+    return x1 > x0 ? std::min(columns - 1, int((x - x0) / (x1 - x0) * columns)) : 0;
+}
+
+/// Empty when `kept` (indices into `pts`) holds, per pixel column, a point at that column's
+/// minimum and one at its maximum, and every index `marked`; else what is missing.
+QString missingExtremes(const QList<QPointF>& pts, const std::vector<qsizetype>& kept, int columns, const std::vector<bool>& marked) {
+    const std::set<qsizetype> in(kept.begin(), kept.end());
+    std::map<int, std::pair<double, double>> want, got;  // column: {min y, max y}
+    const double x0 = pts.front().x(), x1 = pts.back().x();
+    auto widen = [](std::map<int, std::pair<double, double>>& m, int c, double y) {
+        auto [it, fresh] = m.try_emplace(c, y, y);
+        if (!fresh) it->second = {std::min(it->second.first, y), std::max(it->second.second, y)};
+    };
+    for (qsizetype i = 0; i < pts.size(); ++i) {
+        widen(want, columnOf(pts[i].x(), x0, x1, columns), pts[i].y());
+        if (in.count(i)) widen(got, columnOf(pts[i].x(), x0, x1, columns), pts[i].y());
+        if (size_t(i) < marked.size() && marked[size_t(i)] && !in.count(i)) return QStringLiteral("marked point %1 dropped").arg(i);
+    }
+    for (const auto& [c, mm] : want)
+        if (!got.count(c) || got[c] != mm)
+            return QStringLiteral("column %1: min/max %2/%3, kept %4/%5").arg(c).arg(mm.first).arg(mm.second)
+                .arg(got.count(c) ? got[c].first : kNaN).arg(got.count(c) ? got[c].second : kNaN);
+    return {};
 }
 
 }  // namespace
@@ -173,6 +225,66 @@ private Q_SLOTS:
         QCOMPARE(pointsOf(chart, QStringLiteral("skipped step (inf/NaN gradients)")), (QList<QPointF>{{2, 65536}}));
         QCOMPARE(range<QLogValueAxis>(chart, Qt::Vertical), std::make_pair(16384.0, 131072.0));
         view.reset();
+    }
+    void thinningKeepsEveryMinimumMaximumAndMark() {
+        // 20 000 noisy points with isolated spikes up and down, on 600 columns; marks on points
+        // that are neither (e.g. skipped steps in the middle of a column)
+        std::mt19937 rng(3);
+        std::uniform_real_distribution<double> noise(0, 1);
+        QList<QPointF> pts;
+        std::vector<bool> marked;
+        for (int i = 0; i < 20000; ++i) {
+            const double y = i % 997 == 5 ? 50.0 : i % 1301 == 7 ? -50.0 : noise(rng);
+            pts.append(QPointF(i * 0.5, y));
+            marked.push_back(i % 409 == 200);
+        }
+        const int columns = 600;
+        const auto kept = parts::thinToColumns(pts, columns, marked);
+        QVERIFY(std::is_sorted(kept.begin(), kept.end()));
+        QVERIFY(std::adjacent_find(kept.begin(), kept.end()) == kept.end());
+        QCOMPARE(kept.front(), qsizetype(0));
+        QCOMPARE(kept.back(), pts.size() - 1);
+        const QString missing = missingExtremes(pts, kept, columns, marked);
+        QVERIFY2(missing.isEmpty(), qPrintable(missing));
+        const auto marks = std::count(marked.begin(), marked.end(), true);
+        QVERIFY2(qsizetype(kept.size()) <= 2 * columns + marks + 2, qPrintable(QString::number(kept.size())));
+        // few points: all of them
+        const QList<QPointF> few = pts.mid(0, 2 * columns);
+        QCOMPARE(qsizetype(parts::thinToColumns(few, columns).size()), few.size());
+    }
+
+    void longRunChartsAreThinnedToThePlotKeepingSpikesAndSkippedSteps() {
+        TrainingStepModel model;
+        const auto run = longRun(6000);
+        model.resetData(run);
+        auto* loss = makeLossChart(&model);
+        auto* scale = makeScaleChart(&model);
+        auto lossView = showIn(loss), scaleView = showIn(scale);
+        model.resetData(run);  // refreshed with the plots laid out (their pixel width known)
+        QCoreApplication::processEvents();
+        const int columns = int(loss->plotArea().width());
+        QVERIFY(columns > 100);
+        // the AMP loss: thinned, its spike kept
+        const auto amp = pointsOf(loss, QStringLiteral("AMP"));
+        QVERIFY2(amp.size() < 3000 && amp.size() > columns, qPrintable(QString::number(amp.size())));
+        QVERIFY(amp.contains(QPointF(2000, 40.0)));
+        // every drawn pixel column shows the same minimum and maximum as all the steps
+        QList<QPointF> all;
+        std::vector<bool> skipped;
+        for (const auto& st : run)
+            if (std::isfinite(st.loss_amp)) all.append(QPointF(st.step, st.loss_amp));
+        std::vector<qsizetype> kept;
+        for (const auto& p : amp) kept.push_back(all.indexOf(p));
+        QString missing = missingExtremes(all, kept, columns, {});
+        QVERIFY2(missing.isEmpty(), qPrintable(missing));
+        // the loss scale line keeps every skipped step (the marker series has each of them)
+        const auto used = pointsOf(scale, QStringLiteral("scale used"));
+        const auto marks = pointsOf(scale, QStringLiteral("skipped step (inf/NaN gradients)"));
+        QCOMPARE(marks.size(), qsizetype(std::count_if(run.begin(), run.end(), [](const TrainStep& st) { return st.skipped; })));
+        QVERIFY(used.size() < qsizetype(run.size()));
+        for (const auto& m : marks) QVERIFY2(used.contains(m), qPrintable(QStringLiteral("skipped step %1 not on the line").arg(m.x())));
+        lossView.reset();
+        scaleView.reset();
     }
 };
 

@@ -6,6 +6,7 @@
 #include <QIdentityProxyModel>
 #include <QLogValueAxis>
 #include <QRegularExpression>
+#include <QPointer>
 #include <QTimer>
 #include <QToolTip>
 #include <QVXYModelMapper>
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 
 #include "charts.h"
 #include "models.h"
@@ -96,13 +98,79 @@ void mapSeries(QXYSeries* s, QAbstractItemModel* rows, int role, int x, int y, i
     });
 }
 
+namespace {
+
+/// Updates of charts waiting for their turn: one per event-loop turn (a zero timer), so that a
+/// chart's repaint (a posted event) runs between two charts' updates. A chart deleted while
+/// waiting is skipped.
+class RefreshQueue {
+public:
+    static RefreshQueue& instance() {
+        static RefreshQueue q;
+        return q;
+    }
+    void enqueue(QObject* owner, std::function<void()> update) {
+        for (const auto& w : waiting_)
+            if (w.first == owner) return;  // already waiting: it reads the model when it runs
+        waiting_.emplace_back(owner, std::move(update));
+        schedule();
+    }
+
+private:
+    void schedule() {
+        if (scheduled_ || waiting_.empty()) return;
+        scheduled_ = true;
+        QTimer::singleShot(0, [this] { runOne(); });
+    }
+    void runOne() {
+        scheduled_ = false;
+        while (!waiting_.empty()) {
+            auto [owner, update] = std::move(waiting_.front());
+            waiting_.pop_front();
+            if (!owner) continue;
+            update();
+            break;
+        }
+        schedule();  // the next one in a later turn
+    }
+    std::deque<std::pair<QPointer<QObject>, std::function<void()>>> waiting_;
+    bool scheduled_ = false;
+};
+
+}  // namespace
+
+std::vector<qsizetype> thinToColumns(const QList<QPointF>& pts, int columns, const std::vector<bool>& marked) {
+    const qsizetype n = pts.size();
+    columns = std::max(columns, 1);
+    std::vector<qsizetype> keep;
+    keep.reserve(size_t(std::min<qsizetype>(n, 2 * qsizetype(columns) + 2)));
+    if (n <= 2 * qsizetype(columns)) {
+        for (qsizetype i = 0; i < n; ++i) keep.push_back(i);
+        return keep;
+    }
+    const double x0 = pts.front().x(), span = pts.back().x() - x0;
+    const auto column = [&](qsizetype i) { return span > 0 ? std::min(columns - 1, int((pts[i].x() - x0) / span * columns)) : 0; };
+    for (qsizetype i = 0; i < n;) {
+        const int c = column(i);
+        qsizetype lo = i, hi = i, j = i;
+        for (; j < n && column(j) == c; ++j) {
+            if (pts[j].y() < pts[lo].y()) lo = j;
+            if (pts[j].y() > pts[hi].y()) hi = j;
+        }
+        for (qsizetype k = i; k < j; ++k)
+            if (k == lo || k == hi || k == 0 || k == n - 1 || (size_t(k) < marked.size() && marked[size_t(k)])) keep.push_back(k);
+        i = j;
+    }
+    return keep;
+}
+
 void follow(QChart* chart, QAbstractItemModel* model, std::function<void()> update) {
     update();
     QObject::connect(model, &QAbstractItemModel::modelReset, chart, update);
     auto* later = new QTimer(chart);
     later->setSingleShot(true);
     later->setInterval(kLiveRefreshMs);
-    QObject::connect(later, &QTimer::timeout, chart, update);
+    QObject::connect(later, &QTimer::timeout, chart, [chart, update] { RefreshQueue::instance().enqueue(chart, update); });
     QObject::connect(model, &QAbstractItemModel::rowsInserted, later, [later] {
         if (!later->isActive()) later->start();
     });

@@ -7,6 +7,7 @@
 #include <QSortFilterProxyModel>
 
 #include <functional>
+#include <vector>
 
 class QAbstractAxis;
 class QAbstractSeries;
@@ -30,8 +31,17 @@ void mapSeries(QXYSeries* s, QAbstractItemModel* rows, int role, int x, int y, i
 void tipOnHover(QXYSeries* s, std::function<QString(qsizetype)> tip);
 
 /// Calls `update` now, when the model is reset, and after rows were appended (coalesced: at
-/// most once per kLiveRefreshMs, so that a live run's appends cost one update per batch).
+/// most once per kLiveRefreshMs, so that a live run's appends cost one update per batch). The
+/// appended-rows updates of all charts go through one queue that runs one chart's update per
+/// event-loop turn (its repaint comes before the next one's update), so that charts that follow
+/// the same model do not refresh and repaint in one long turn.
 void follow(QChart* chart, QAbstractItemModel* model, std::function<void()> update);
+
+/// The points of `pts` (x ascending) a line needs to draw them on `columns` pixel columns (the
+/// x range first..last split in `columns` equal parts): per column its minimum and maximum, in x
+/// order; the first and the last point; and every point `marked` (e.g. skipped steps). Indices
+/// into `pts`, ascending; all of them when there are at most 2 per column.
+std::vector<qsizetype> thinToColumns(const QList<QPointF>& pts, int columns, const std::vector<bool>& marked = {});
 
 /// Rows of `model` whose `column` matches `regex`.
 QSortFilterProxyModel* rowsWhere(QAbstractItemModel* model, int column, const QString& regex, QObject* parent);

@@ -25,26 +25,56 @@ namespace {
 using T = TrainingStepModel;
 using Keep = std::function<bool(const TrainingStepModel*, int)>;
 
+/// A series' points from the steps model, kept as the rows arrive: each refresh reads only the
+/// rows appended since the last one (a reset starts over), then hands the series the points
+/// its plot's pixel columns need (thinToColumns: every minimum, maximum and skipped step kept).
+struct StepPoints {
+    QList<QPointF> all;      ///< every kept row's point, x = step
+    std::vector<int> rows;   ///< the model row of each point of `all`
+    std::vector<bool> marks; ///< the row's step was skipped (never thinned away)
+    std::vector<int> shown;  ///< the model row of each point the series shows (tool tips)
+    int scanned = 0;         ///< model rows read so far
+};
+
+/// Pixel columns of the plot `s` is drawn in (before the first layout: a wide window's).
+int plotColumns(QXYSeries* s) {
+    const int w = s->chart() ? int(s->chart()->plotArea().width()) : 0;
+    return w > 0 ? w : 1000;
+}
+
+/// Reads the rows appended since the last call into `p`, then refills `s` with its thinned points.
+void refill(QXYSeries* s, StepPoints& p, TrainingStepModel* model, int column, bool positive, const Keep& also) {
+    if (model->rowCount() < p.scanned) p = StepPoints{};
+    for (int r = p.scanned; r < model->rowCount(); ++r) {
+        const double v = model->value(r, column);
+        if (!std::isfinite(v) || (positive && v <= 0) || (also && !also(model, r))) continue;
+        p.all.append(QPointF(model->value(r, T::Step), v));
+        p.rows.push_back(r);
+        p.marks.push_back(model->value(r, T::Skipped) > 0);
+    }
+    p.scanned = model->rowCount();
+    const auto keep = thinToColumns(p.all, plotColumns(s), p.marks);
+    QList<QPointF> pts;
+    pts.reserve(qsizetype(keep.size()));
+    p.shown.clear();
+    for (qsizetype i : keep) {
+        pts.append(p.all[i]);
+        p.shown.push_back(p.rows[size_t(i)]);
+    }
+    if (pts != s->points()) s->replace(pts);  // one re-layout per refresh (append would re-lay out per point)
+}
+
 /// A series of the steps whose `column` is finite (and > 0 for log axes, and kept by `also`),
-/// x = step. Returns what refills its points from the model (the chart's update calls it); the
+/// x = step. Returns what refreshes its points from the model (the chart's update calls it); the
 /// hovered point shows its step's summary.
 std::function<void()> stepSeries(QXYSeries* s, TrainingStepModel* model, int column, bool positive, Keep also = {}) {
-    auto rows = std::make_shared<std::vector<int>>();
-    tipOnHover(s, [model, rows](qsizetype i) {
-        if (size_t(i) >= rows->size() || (*rows)[size_t(i)] >= model->rowCount()) return QString();
-        return model->index((*rows)[size_t(i)], 0).data(T::SummaryRole).toString();
+    auto p = std::make_shared<StepPoints>();
+    QObject::connect(model, &QAbstractItemModel::modelReset, s, [p] { *p = StepPoints{}; });  // before the chart's update
+    tipOnHover(s, [model, p](qsizetype i) {
+        if (size_t(i) >= p->shown.size() || p->shown[size_t(i)] >= model->rowCount()) return QString();
+        return model->index(p->shown[size_t(i)], 0).data(T::SummaryRole).toString();
     });
-    return [s, model, column, positive, also = std::move(also), rows] {
-        QList<QPointF> pts;
-        rows->clear();
-        for (int r = 0; r < model->rowCount(); ++r) {
-            const double v = model->value(r, column);
-            if (!std::isfinite(v) || (positive && v <= 0) || (also && !also(model, r))) continue;
-            pts.append(QPointF(model->value(r, T::Step), v));
-            rows->push_back(r);
-        }
-        s->replace(pts);
-    };
+    return [s, model, column, positive, also = std::move(also), p] { refill(s, *p, model, column, positive, also); };
 }
 
 /// Range of columns over the rows (finite values, > 0 when `positive`); {lo, hi} or {1, 0}.
