@@ -133,13 +133,72 @@ def fixture_seeds():
                     write(target, "fixture-" + name, f.read())
 
 
+def pt2_seeds():
+    """torch.export.save archives: plain layers with a buffer, an autocast region (a subgraph),
+    a dynamic batch (symbolic sizes); the sample inputs are dropped to keep the seeds small."""
+    import torch
+    import torch.nn as nn
+    import zipfile
+
+    class Plain(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 2)
+            self.bn = nn.BatchNorm1d(2)
+
+        def forward(self, x):
+            return self.bn(torch.relu(self.fc(x))).softmax(-1)
+
+    class Region(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(3, 3)
+            self.b = nn.Linear(3, 2)
+
+        def forward(self, x):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                y = self.a(x)
+            with torch.no_grad():
+                y = y + 1
+            return self.b(y.float())
+
+    class Dynamic(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(6, 2)
+
+        def forward(self, x):
+            return self.fc(x.reshape(x.shape[0], 6))
+
+    torch.manual_seed(0)
+    programs = {
+        "plain.pt2": torch.export.export(Plain().eval(), (torch.randn(2, 3),)),
+        "region.pt2": torch.export.export(Region(), (torch.randn(2, 3),)),
+        "dynamic.pt2": torch.export.export(Dynamic(), (torch.randn(4, 2, 3),),
+                                           dynamic_shapes=({0: torch.export.Dim("batch", min=2)},)),
+    }
+    for name, ep in programs.items():
+        buf = io.BytesIO()
+        torch.export.save(ep, buf)
+        out = io.BytesIO()
+        with zipfile.ZipFile(buf) as zin, zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zout:
+            for info in zin.infolist():
+                if "/sample_inputs/" not in info.filename:
+                    zout.writestr(info.filename, zin.read(info.filename))
+        write("pt2", name, out.getvalue())
+        with zipfile.ZipFile(out) as z:  # the program text alone: fuzz_pt2 zips it with region.pt2's weights
+            model = next(n for n in z.namelist() if n.endswith("models/model.json"))
+            write("pt2", name.replace(".pt2", ".json"), z.read(model))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--make-db", default=os.path.join(ROOT, "build-fuzz", "tests", "fuzz", "fuzz_make_db"))
     a = ap.parse_args()
-    for t in ("probe_pt", "probe_csv", "criteria", "store", "import", "layer_chunk"):
+    for t in ("probe_pt", "probe_csv", "criteria", "store", "import", "layer_chunk", "pt2"):
         shutil.rmtree(os.path.join(CORPUS, t), ignore_errors=True)
     pt_seeds()
+    pt2_seeds()
     for name, text in CSV.items():
         write("probe_csv", name, text)
     for name, text in CRITERIA.items():

@@ -46,9 +46,50 @@ std::optional<at::ScalarType> dtype_of_code(int64_t code) {
     }
 }
 
+constexpr int kMaxJsonDepth = 256;     ///< a real program nests ~16 levels (7 more per subgraph level)
+constexpr int kMaxGraphDepth = 16;     ///< subgraphs inside subgraphs (autocast regions nest one or two)
+constexpr int64_t kMaxInputElements = int64_t(1) << 31;  ///< a static user input's elements (padding allocates them)
+
+/// nlohmann's parser and destructor are iterative, but copying, dump() and comparisons recurse:
+/// deep nesting is refused right after parsing, before anything else touches the value.
+void check_depth(const json& j, const std::string& file, const std::string& field) {
+    std::vector<std::pair<const json*, int>> todo{{&j, 1}};
+    while (!todo.empty()) {
+        const auto [v, d] = todo.back();
+        todo.pop_back();
+        if (d > kMaxJsonDepth)
+            throw InputError(file, field, "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels (a serialized program nests far less)");
+        if (v->is_structured())
+            for (const auto& c : *v) todo.emplace_back(&c, d + 1);
+    }
+}
+
+json parse_json(const void* data, size_t n, const std::string& file, const std::string& field) {
+    json j;
+    try {
+        j = json::parse(static_cast<const char*>(data), static_cast<const char*>(data) + n);
+    } catch (const std::exception& e) {
+        throw InputError(file, field, std::string("malformed JSON: ") + e.what());
+    }
+    check_depth(j, file, field);
+    return j;
+}
+
 struct Reader {
     const std::string& file;
     Program& p;
+    int depth = 0;  ///< subgraph nesting while reading
+
+    /// A serialized union: an object with exactly one key (its kind).
+    std::pair<std::string, const json*> single(const json& j, const std::string& where) const {
+        if (!j.is_object() || j.size() != 1) fail(where, "a single-key object (its kind), not " + std::string(j.type_name()));
+        return {j.begin().key(), &j.begin().value()};
+    }
+
+    std::string name_of(const json& j, const std::string& where) const {
+        if (!j.is_string() || j.get_ref<const std::string&>().empty()) fail(where, "a non-empty value name (string)");
+        return j.get<std::string>();
+    }
 
     [[noreturn]] void fail(const std::string& field, const std::string& what) const { throw InputError(file, field, what); }
 
@@ -73,10 +114,6 @@ struct Reader {
         fail(where, "layout code " + std::to_string(v) + " is not a strided layout; only dense tensors are supported");
     }
 
-    static std::string value_name(const json& j) {
-        if (j.contains("as_name")) return j["as_name"].get<std::string>();
-        return j.value("name", std::string());
-    }
 
     /// One serialized argument (a single-key object) to an Arg.
     Arg arg(const json& a, const c10::Argument* schema, const std::string& where) {
@@ -86,9 +123,9 @@ struct Reader {
         const json& v = first_.value();
         Arg r;
         if (kind == "as_none") return r;
-        if (kind == "as_tensor") { r.kind = Arg::Kind::Tensor; r.name = v.at("name"); return r; }
+        if (kind == "as_tensor") { r.kind = Arg::Kind::Tensor; r.name = name_of(v.at("name"), where); return r; }
         if (kind == "as_optional_tensor") {
-            if (v.contains("as_tensor")) { r.kind = Arg::Kind::Tensor; r.name = v["as_tensor"].at("name"); }
+            if (v.contains("as_tensor")) { r.kind = Arg::Kind::Tensor; r.name = name_of(v["as_tensor"].at("name"), where); }
             return r;
         }
         if (kind == "as_tensors" || kind == "as_optional_tensors") {
@@ -119,7 +156,7 @@ struct Reader {
         if (kind == "as_layout") { r.constant = layout(v.get<int64_t>(), where); return r; }
         if (kind == "as_device") { r.kind = Arg::Kind::Device; return r; }
         if (kind == "as_sym_int" || kind == "as_sym_bool" || kind == "as_sym_float") {
-            if (v.contains("as_name")) { r.kind = Arg::Kind::SymInt; r.name = v["as_name"]; return r; }
+            if (v.contains("as_name")) { r.kind = Arg::Kind::SymInt; r.name = name_of(v["as_name"], where); return r; }
             if (v.contains("as_int")) r.constant = v["as_int"].get<int64_t>();
             else if (v.contains("as_bool")) r.constant = v["as_bool"].get<bool>();
             else if (v.contains("as_float")) r.constant = v["as_float"].get<double>();
@@ -128,34 +165,41 @@ struct Reader {
         if (kind == "as_sym_ints") {
             r.kind = Arg::Kind::SymInts;
             for (const auto& e : v) {
-                r.names.push_back(e.contains("as_name") ? e["as_name"].get<std::string>() : "");
-                r.literals.push_back(e.contains("as_int") ? e["as_int"].get<int64_t>() : 0);
+                const bool named = e.is_object() && e.contains("as_name");
+                if (!named && !(e.is_object() && e.contains("as_int") && e["as_int"].is_number_integer()))
+                    fail(where, "an as_sym_ints element that is {\"as_name\": ...} or {\"as_int\": N}, not " + e.dump());
+                r.names.push_back(named ? name_of(e["as_name"], where) : "");
+                r.literals.push_back(named ? 0 : e["as_int"].get<int64_t>());
             }
             return r;
         }
         if (kind == "as_graph") {
+            if (depth >= kMaxGraphDepth) fail(where, "subgraphs nested deeper than " + std::to_string(kMaxGraphDepth) + " levels");
             r.kind = Arg::Kind::Graph;
             r.graph = int(p.graphs.size());
             p.graphs.emplace_back();
+            ++depth;
             Graph g = graph(v.at("graph"), where + " subgraph " + v.value("name", std::string()));
+            --depth;
             p.graphs[size_t(r.graph)] = std::move(g);
             return r;
         }
         fail(where, "argument kind '" + kind + "' is not supported by ampscope's interpreter");
     }
 
-    std::vector<Out> outs(const json& list) const {
+    std::vector<Out> outs(const json& list, const std::string& where) const {
         std::vector<Out> r;
         for (const auto& o : list) {
             Out out;
-            if (o.contains("as_tensor")) { out.kind = Out::Kind::Tensor; out.name = o["as_tensor"].at("name"); }
+            if (!o.is_object()) fail(where, "an output that is an object, not " + std::string(o.type_name()));
+            if (o.contains("as_tensor")) { out.kind = Out::Kind::Tensor; out.name = name_of(o["as_tensor"].at("name"), where); }
             else if (o.contains("as_tensors")) {
                 out.kind = Out::Kind::Tensors;
-                for (const auto& t : o["as_tensors"]) out.names.push_back(t.at("name"));
+                for (const auto& t : o["as_tensors"]) out.names.push_back(name_of(t.at("name"), where));
             } else if (o.contains("as_sym_int") || o.contains("as_sym_bool") || o.contains("as_sym_float")) {
                 out.kind = Out::Kind::SymInt;
                 const auto& s = o.contains("as_sym_int") ? o["as_sym_int"] : o.contains("as_sym_bool") ? o["as_sym_bool"] : o["as_sym_float"];
-                out.name = value_name(s);
+                out.name = name_of(s.is_object() && s.contains("as_name") ? s["as_name"] : s.at("name"), where);
             }
             r.push_back(std::move(out));
         }
@@ -224,6 +268,14 @@ struct Reader {
                 n.args.back()->kind == Arg::Kind::Constant)
                 n.train_flag = int(i);
         }
+        if (positional < by_position.size())
+            fail(where, std::to_string(by_position.size()) + " positional arguments for " + schema.name() + ", which takes at most " +
+                            std::to_string(positional));
+        for (const auto& kv : given) {
+            const std::string& name = kv.first;
+            if (std::none_of(schema.arguments().begin(), schema.arguments().end(), [&](const c10::Argument& sa) { return sa.name() == name; }))
+                fail(where, "argument '" + name + "' is not in the schema of " + schema.name());
+        }
     }
 
     Node node(const json& jn) {
@@ -232,7 +284,7 @@ struct Reader {
         n.name = jn.value("name", std::string());
         const std::string where = "node '" + n.name + "' (" + n.target + ")";
         module_stack(jn.value("metadata", json::object()), n);
-        n.outputs = outs(jn.at("outputs"));
+        n.outputs = outs(jn.at("outputs"), where + " outputs");
         if (n.target == "torch.ops.higher_order.wrap_with_autocast" || n.target == "torch.ops.higher_order.wrap_with_set_grad_enabled") {
             n.kind = n.target.find("autocast") != std::string::npos ? Node::Kind::Autocast : Node::Kind::GradEnabled;
             for (const auto& in : jn.at("inputs")) n.args.emplace_back(arg(in.at("arg"), nullptr, where));
@@ -253,42 +305,60 @@ struct Reader {
     Graph graph(const json& jg, const std::string& where) {
         Graph g;
         for (const auto& in : jg.at("inputs")) {
-            const auto first_ = in.begin();
-        const std::string kind = first_.key();
-        const json& v = first_.value();
+            const auto [kind, vp] = single(in, where + " inputs");
+            const json& v = *vp;
             if (kind != "as_tensor" && kind != "as_sym_int")
                 fail(where + " inputs", "graph input of kind '" + kind + "' is not supported (tensor inputs expected)");
-            g.inputs.push_back(kind == "as_tensor" ? v.at("name").get<std::string>() : value_name(v));
+            g.inputs.push_back(name_of(kind == "as_tensor" ? v.at("name") : v.contains("as_name") ? v["as_name"] : v.at("name"), where + " inputs"));
         }
-        g.outputs = outs(jg.at("outputs"));
+        g.outputs = outs(jg.at("outputs"), where + " outputs");
         for (const auto& jn : jg.at("nodes")) g.nodes.push_back(node(jn));
         return g;
+    }
+
+    /// The sizes, strides and offset of a tensor_meta, checked: non-negative, and the view's
+    /// highest element and element count computed without overflow.
+    struct View {
+        std::vector<int64_t> sizes, strides;
+        int64_t offset = 0;
+        bool empty = false;
+        __int128 last = 0;  ///< the highest element the view reaches
+    };
+    View view(const json& meta, const std::string& fqn) const {
+        View w;
+        for (const auto& s : meta.at("sizes")) {
+            if (!s.is_object() || !s.contains("as_int")) fail(fqn, "a weight with a symbolic size");
+            w.sizes.push_back(s["as_int"].get<int64_t>());
+        }
+        for (const auto& s : meta.at("strides")) w.strides.push_back(s.at("as_int").get<int64_t>());
+        w.offset = meta.contains("storage_offset") ? meta["storage_offset"].value("as_int", int64_t(0)) : 0;
+        if (w.sizes.size() != w.strides.size() || w.offset < 0 || w.sizes.size() > 64)
+            fail(fqn, "tensor_meta with inconsistent sizes/strides/offset (as many sizes as strides, at most 64, offset >= 0 expected)");
+        constexpr int64_t kHuge = int64_t(1) << 48;  // each size, stride, the offset and the element count below this
+        __int128 numel = 1;
+        w.last = w.offset;
+        for (size_t i = 0; i < w.sizes.size(); ++i) {
+            if (w.sizes[i] < 0 || w.strides[i] < 0) fail(fqn, "negative size or stride");
+            if (w.sizes[i] >= kHuge || w.strides[i] >= kHuge || w.offset >= kHuge)
+                fail(fqn, "tensor_meta size, stride or offset beyond 2^48: not a tensor this archive can hold");
+            if (w.sizes[i] == 0) w.empty = true;
+            numel *= w.sizes[i];
+            if (numel >= kHuge) numel = kHuge;  // saturate: no overflow with 64 dims
+            w.last += __int128(std::max<int64_t>(w.sizes[i] - 1, 0)) * w.strides[i];
+        }
+        if (!w.empty && numel >= kHuge) fail(fqn, "tensor_meta with 2^48 elements or more");
+        return w;
     }
 
     /// Bytes of a tensor described by tensor_meta, read from its record, with every size checked.
     at::Tensor tensor(caffe2::serialize::PyTorchStreamReader& zip, const std::string& record, const json& meta, const std::string& fqn) {
         const auto st = dtype(meta.at("dtype"), fqn);
-        std::vector<int64_t> sizes, strides;
-        for (const auto& s : meta.at("sizes")) {
-            if (!s.contains("as_int")) fail(fqn, "a weight with a symbolic size");
-            sizes.push_back(s["as_int"].get<int64_t>());
-        }
-        for (const auto& s : meta.at("strides")) strides.push_back(s.at("as_int").get<int64_t>());
-        const int64_t offset = meta.contains("storage_offset") ? meta["storage_offset"].value("as_int", int64_t(0)) : 0;
-        if (sizes.size() != strides.size() || offset < 0) fail(fqn, "tensor_meta with inconsistent sizes/strides/offset");
+        const View w = view(meta, fqn);
         if (!zip.hasRecord(record)) fail(record, "weight record missing from the archive (for '" + fqn + "')");
         const size_t bytes = zip.getRecordSize(record);
         const size_t elem = c10::elementSize(st);
-        // the highest element the view reaches, overflow-safe
-        __int128 last = offset;
-        bool empty = false;
-        for (size_t i = 0; i < sizes.size(); ++i) {
-            if (sizes[i] < 0 || strides[i] < 0) fail(fqn, "negative size or stride");
-            if (sizes[i] == 0) empty = true;
-            last += __int128(sizes[i] - 1) * strides[i];
-        }
-        if (!empty && (last + 1) * __int128(elem) > __int128(bytes))
-            fail(fqn, "tensor_meta " + c10::str(at::IntArrayRef(sizes)) + " needs more bytes than record " + record + " holds (" +
+        if (!w.empty && (w.last + 1) * __int128(elem) > __int128(bytes))
+            fail(fqn, "tensor_meta " + c10::str(at::IntArrayRef(w.sizes)) + " needs more bytes than record " + record + " holds (" +
                           std::to_string(bytes) + ")");
         auto base = at::empty({int64_t(bytes / elem)}, at::TensorOptions().dtype(st));
         if (bytes / elem) {  // straight into the tensor's storage (one copy)
@@ -298,66 +368,226 @@ struct Reader {
                 std::memcpy(base.data_ptr(), ptr.get(), std::min(n, size_t(base.nbytes())));
             }
         }
-        return empty ? at::empty(sizes, base.options()) : base.as_strided(sizes, strides, offset).detach();
+        return w.empty ? at::empty(w.sizes, base.options()) : base.as_strided(w.sizes, w.strides, w.offset).detach();
     }
 
     void tensors(caffe2::serialize::PyTorchStreamReader& zip, const std::string& config, const std::string& dir,
                  std::map<std::string, at::Tensor>& out) {
         if (!zip.hasRecord(config)) return;
         auto [ptr, n] = zip.getRecord(config);
-        json j;
+        const json j = parse_json(ptr.get(), n, file, config);
         try {
-            j = json::parse(static_cast<const char*>(ptr.get()), static_cast<const char*>(ptr.get()) + n);
+            const auto& cfg = j.at("config");
+            if (!cfg.is_object()) fail(config, "'config' is an object of FQN: weight entries, not " + std::string(cfg.type_name()));
+            for (auto it = cfg.begin(); it != cfg.end(); ++it) {
+                const std::string fqn = it.key();
+                const json& c = it.value();
+                if (!c.is_object()) fail(config, "entry '" + fqn + "' is an object (path_name, tensor_meta), not " + std::string(c.type_name()));
+                if (c.value("use_pickle", false))
+                    fail(fqn, "a pickled (tensor-subclass) weight; ampscope reads plain tensors only (export without tensor subclasses)");
+                const std::string path = c.at("path_name").get<std::string>();
+                if (path.empty() || path.find('/') != std::string::npos || path.find("..") != std::string::npos)
+                    fail(config, "path_name '" + path + "' of '" + fqn + "' is a record name inside " + dir + " (no '/' or '..')");
+                out[fqn] = tensor(zip, dir + path, c.at("tensor_meta"), fqn);
+            }
+        } catch (const InputError&) {
+            throw;
         } catch (const std::exception& e) {
-            fail(config, std::string("malformed JSON: ") + e.what());
-        }
-        for (auto it = j.at("config").begin(); it != j.at("config").end(); ++it) {
-            const std::string fqn = it.key();
-            const json& c = it.value();
-            if (c.value("use_pickle", false))
-                fail(fqn, "a pickled (tensor-subclass) weight; ampscope reads plain tensors only (export without tensor subclasses)");
-            out[fqn] = tensor(zip, dir + c.at("path_name").get<std::string>(), c.at("tensor_meta"), fqn);
+            fail(config, std::string("not a weights config this build reads: ") + e.what());
         }
     }
 
-    void signature(const json& sig, const json& root) {
+    void input_specs(const json& sig) {
+        std::set<std::string> args, targets;
         for (const auto& s : sig.at("input_specs")) {
-            const auto first_ = s.begin();
-        const std::string kind = first_.key();
-        const json& v = first_.value();
+            const auto [kind, vp] = single(s, "signature input_specs");
+            const json& v = *vp;
             InputSpec in;
-            if (kind == "parameter") { in.kind = InputSpec::Kind::Parameter; in.arg = v.at("arg").at("name"); in.target = v.at("parameter_name"); }
-            else if (kind == "buffer") { in.kind = InputSpec::Kind::Buffer; in.arg = v.at("arg").at("name"); in.target = v.at("buffer_name"); }
-            else if (kind == "tensor_constant") { in.kind = InputSpec::Kind::Constant; in.arg = v.at("arg").at("name"); in.target = v.at("tensor_constant_name"); }
-            else if (kind == "user_input") {
+            const char* fqn_key = kind == "parameter" ? "parameter_name" : kind == "buffer" ? "buffer_name" : "tensor_constant_name";
+            if (kind == "parameter" || kind == "buffer" || kind == "tensor_constant") {
+                in.kind = kind == "parameter" ? InputSpec::Kind::Parameter : kind == "buffer" ? InputSpec::Kind::Buffer : InputSpec::Kind::Constant;
+                in.arg = name_of(v.at("arg").at("name"), "signature input_specs");
+                in.target = name_of(v.at(fqn_key), "signature input_specs " + std::string(fqn_key));
+                if (!targets.insert(in.target).second) fail("signature input_specs", "'" + in.target + "' named twice (each FQN once expected)");
+            } else if (kind == "user_input") {
                 if (!v.at("arg").contains("as_tensor"))
                     fail("signature", "a non-tensor user input (" + v.at("arg").dump() + "); ampscope feeds tensors only");
-                in.arg = v.at("arg").at("as_tensor").at("name");
+                in.arg = name_of(v.at("arg").at("as_tensor").at("name"), "signature input_specs");
             } else fail("signature", "an input of kind '" + kind + "' (custom objects and effect tokens are not supported)");
+            if (!args.insert(in.arg).second) fail("signature input_specs", "graph input '" + in.arg + "' named twice");
             p.inputs.push_back(in);
         }
+    }
+
+    void output_specs(const json& sig) {
+        std::set<std::string> buffers;
+        for (const auto& in : p.inputs)
+            if (in.kind == InputSpec::Kind::Buffer) buffers.insert(in.target);
         int slot = 0;
         for (const auto& s : sig.at("output_specs")) {
-            const auto first_ = s.begin();
-        const std::string kind = first_.key();
-        const json& v = first_.value();
+            const auto [kind, vp] = single(s, "signature output_specs");
+            const json& v = *vp;
             OutputSpec o;
             o.slot = slot++;
             if (kind == "user_output") o.kind = OutputSpec::Kind::User;
-            else if (kind == "buffer_mutation") { o.kind = OutputSpec::Kind::BufferMutation; o.target = v.at("buffer_name"); }
-            else o.kind = OutputSpec::Kind::Other;
+            else if (kind == "buffer_mutation") {
+                o.kind = OutputSpec::Kind::BufferMutation;
+                o.target = v.at("buffer_name").get<std::string>();
+                if (!buffers.count(o.target))
+                    fail("signature output_specs", "buffer mutation of '" + o.target + "', which is not a buffer input of the signature");
+            } else o.kind = OutputSpec::Kind::Other;
             p.outputs.push_back(o);
         }
+    }
+
+    /// Each user input's dtype and sizes from the root graph's tensor_values (-1: symbolic).
+    void user_inputs(const json& root) {
         const auto& tv = root.at("tensor_values");
         for (const auto& in : p.inputs) {
             if (in.kind != InputSpec::Kind::User) continue;
+            const std::string where = "graph tensor_values '" + in.arg + "'";
+            if (!tv.is_object() || !tv.contains(in.arg)) fail(where, "user input '" + in.arg + "' has no tensor_values entry (dtype and sizes expected)");
             UserInput u;
             u.name = in.arg;
             const auto& meta = tv.at(in.arg);
             u.dtype = dtype(meta.at("dtype"), "input '" + in.arg + "'");
-            for (const auto& d : meta.at("sizes")) u.sizes.push_back(d.contains("as_int") ? d["as_int"].get<int64_t>() : -1);
+            int64_t elements = 1;
+            for (const auto& d : meta.at("sizes")) {
+                const int64_t n = d.is_object() && d.contains("as_int") ? d["as_int"].get<int64_t>() : -1;
+                if (d.is_object() && d.contains("as_int") && (n < 0 || n > kMaxInputElements))
+                    fail(where, "size " + std::to_string(n) + " (0 .. 2^31 expected)");
+                if (n > 0) elements = std::min(kMaxInputElements + 1, elements * n);
+                u.sizes.push_back(n);
+            }
+            if (elements > kMaxInputElements || u.sizes.size() > 64)
+                fail(where, "a static input of more than 2^31 elements or 64 dimensions (the example batch of the export)");
             p.user_inputs.push_back(u);
         }
+    }
+};
+
+/// The graphs checked as the interpreter will walk them, so that it can trust what it reads:
+/// every value defined once before it is used (a subgraph sees only its own inputs), the root
+/// graph's inputs and outputs matching the signature, higher-order and symbolic nodes with the
+/// arity and argument kinds export_model.cpp's hop() and sym() take.
+struct Checker {
+    const std::string& file;
+    const Program& p;
+
+    [[noreturn]] void fail(const std::string& field, const std::string& what) const { throw InputError(file, field, what); }
+
+    static std::string where(int gi, const Node& n) {
+        return (gi == 0 ? std::string("graph") : "subgraph " + std::to_string(gi)) + " node '" + n.name + "' (" + n.target + ")";
+    }
+
+    void use(const std::set<std::string>& defined, const std::string& name, const std::string& at) const {
+        if (!name.empty() && !defined.count(name)) fail(at, "reads '" + name + "', which no earlier node or graph input defines");
+    }
+
+    void uses(const std::set<std::string>& defined, const Arg& a, const std::string& at) const {
+        if (a.kind == Arg::Kind::Tensors && std::count(a.names.begin(), a.names.end(), std::string()))
+            fail(at, "a tensor list with an unnamed element (names of tensors expected)");
+        use(defined, a.name, at);
+        for (const auto& nm : a.names) use(defined, nm, at);
+    }
+
+    static bool is_constant(const Arg& a, bool (c10::IValue::*is)() const) { return a.kind == Arg::Kind::Constant && (a.constant.*is)(); }
+
+    /// (device_type, dtype, enabled, cache_enabled, graph, *operands) / (enabled, graph, *operands)
+    void hop(const Node& n, const std::string& at) const {
+        const bool autocast = n.kind == Node::Kind::Autocast;
+        const size_t g = autocast ? 4 : 1;
+        const char* shape = autocast ? "(device_type: str, dtype: scalar type or None, enabled: bool, cache_enabled: bool or None, "
+                                       "subgraph, operands...)"
+                                     : "(enabled: bool, subgraph, operands...)";
+        auto bad = [&] { fail(at, std::string("arguments ") + shape + " expected"); };
+        if (n.args.size() <= g) bad();
+        for (const auto& a : n.args)
+            if (!a) bad();
+        if (autocast) {
+            if (!is_constant(*n.args[0], &c10::IValue::isString)) bad();
+            try {
+                (void)c10::Device(n.args[0]->constant.toStringRef());
+            } catch (const std::exception&) {
+                fail(at, "device type '" + n.args[0]->constant.toStringRef() + "' is not a device");
+            }
+            const auto& dt = n.args[1]->constant;
+            if (n.args[1]->kind != Arg::Kind::Constant || !(dt.isNone() || (dt.isInt() && dt.toInt() >= 0 && dt.toInt() < int64_t(c10::ScalarType::NumOptions))))
+                bad();
+            if (!is_constant(*n.args[2], &c10::IValue::isBool)) bad();
+            if (n.args[3]->kind != Arg::Kind::Constant || !(n.args[3]->constant.isNone() || n.args[3]->constant.isBool())) bad();
+        } else if (!is_constant(*n.args[0], &c10::IValue::isBool)) bad();
+        if (n.args[g]->kind != Arg::Kind::Graph) bad();
+        for (size_t i = g + 1; i < n.args.size(); ++i)
+            if (n.args[i]->kind == Arg::Kind::Graph) bad();
+        const auto& sub = p.graphs.at(size_t(n.args[g]->graph));
+        if (sub.inputs.size() != n.args.size() - g - 1)
+            fail(at, "passes " + std::to_string(n.args.size() - g - 1) + " operands to a subgraph of " + std::to_string(sub.inputs.size()) + " inputs");
+    }
+
+    /// The symbolic operations export_model.cpp's sym() computes, and their arity.
+    void sym(const Node& n, const std::string& at) const {
+        static const std::map<std::string, size_t> arity{{"neg", 1}, {"add", 2}, {"sub", 2}, {"mul", 2}, {"floordiv", 2},
+                                                         {"mod", 2}, {"sym_max", 2}, {"sym_min", 2}, {"eq", 2}, {"ne", 2},
+                                                         {"lt", 2}, {"le", 2}, {"gt", 2}, {"ge", 2}};
+        const std::string f = n.target.substr(n.target.find('.') + 1);
+        const auto it = arity.find(f);
+        if (it == arity.end()) fail(at, "symbolic operation '" + n.target + "' is not supported by ampscope's interpreter");
+        if (n.args.size() != it->second) fail(at, std::to_string(it->second) + " arguments expected, not " + std::to_string(n.args.size()));
+        for (const auto& a : n.args) {
+            const bool ok = a && (a->kind == Arg::Kind::SymInt ||
+                                  (a->kind == Arg::Kind::Constant && (a->constant.isInt() || a->constant.isBool() || a->constant.isDouble())));
+            if (!ok) fail(at, "symbolic ints, bools, floats or literals as arguments expected");
+        }
+        if (n.outputs.size() != 1 || n.outputs[0].kind != Out::Kind::SymInt) fail(at, "one symbolic output expected");
+    }
+
+    void define(std::set<std::string>& defined, const std::string& name, const std::string& at) const {
+        if (!defined.insert(name).second) fail(at, "defines '" + name + "' a second time (each value once expected)");
+    }
+
+    void graph(int gi) const {
+        const auto& g = p.graphs[size_t(gi)];
+        std::set<std::string> defined;
+        for (const auto& in : g.inputs) define(defined, in, gi == 0 ? "graph inputs" : "subgraph " + std::to_string(gi) + " inputs");
+        for (const auto& n : g.nodes) {
+            const std::string at = where(gi, n);
+            for (const auto& a : n.args) {
+                if (!a) continue;
+                if (a->kind == Arg::Kind::Graph && n.kind != Node::Kind::Autocast && n.kind != Node::Kind::GradEnabled)
+                    fail(at, "a subgraph passed to an operator (only wrap_with_autocast / wrap_with_set_grad_enabled take one)");
+                uses(defined, *a, at);
+            }
+            if (n.kind == Node::Kind::Autocast || n.kind == Node::Kind::GradEnabled) hop(n, at);
+            if (n.kind == Node::Kind::SymOp) sym(n, at);
+            for (const auto& o : n.outputs) {
+                if (o.kind == Out::Kind::Tensor || o.kind == Out::Kind::SymInt) define(defined, o.name, at);
+                for (const auto& nm : o.names) define(defined, nm, at);
+            }
+        }
+        const std::string at = gi == 0 ? "graph outputs" : "subgraph " + std::to_string(gi) + " outputs";
+        for (const auto& o : g.outputs) {
+            use(defined, o.name, at);
+            for (const auto& nm : o.names) use(defined, nm, at);
+        }
+    }
+
+    void signature() const {
+        const auto& root = p.graphs.at(0);
+        if (root.inputs.size() != p.inputs.size())
+            fail("graph inputs", std::to_string(root.inputs.size()) + " graph inputs for " + std::to_string(p.inputs.size()) +
+                                     " signature input_specs (one per spec, in order, expected)");
+        for (size_t i = 0; i < root.inputs.size(); ++i)
+            if (root.inputs[i] != p.inputs[i].arg)
+                fail("graph inputs", "input " + std::to_string(i) + " is '" + root.inputs[i] + "' but the signature names '" + p.inputs[i].arg + "'");
+        if (root.outputs.size() != p.outputs.size())
+            fail("graph outputs", std::to_string(root.outputs.size()) + " graph outputs for " + std::to_string(p.outputs.size()) +
+                                      " signature output_specs (one per spec expected)");
+    }
+
+    void all() const {
+        signature();
+        for (size_t gi = 0; gi < p.graphs.size(); ++gi) graph(int(gi));
     }
 };
 
@@ -399,53 +629,113 @@ ZipKind sniff_zip(const std::vector<char>& bytes, const std::string& file) {
     return ts ? ZipKind::TorchScript : ZipKind::Other;
 }
 
+namespace {
+
+/// The serialized program's record: models/model.json, else the only models/*.json.
+std::string find_model_json(caffe2::serialize::PyTorchStreamReader& zip, const Reader& rd) {
+    std::string model_json;
+    for (const auto& r : zip.getAllRecords())
+        if (r.rfind("models/", 0) == 0 && r.substr(r.size() - 5) == ".json" && (model_json.empty() || r == "models/model.json"))
+            model_json = r;
+    if (model_json.empty()) rd.fail("models/", "a zip without a serialized program (models/*.json); expected torch.export.save output");
+    return model_json;
+}
+
+/// Module paths: root "" first, then the module call graph's, then any a node names.
+void collect_modules(const json& gm, Program& p) {
+    std::set<std::string> seen{""};
+    p.modules.push_back("");
+    for (const auto& c : gm.value("module_call_graph", json::array()))
+        if (seen.insert(c.value("fqn", std::string())).second) p.modules.push_back(c["fqn"]);
+    for (const auto& g : p.graphs)
+        for (const auto& nd : g.nodes)
+            for (const auto& m : nd.module_chain)
+                if (seen.insert(m).second) p.modules.push_back(m);
+}
+
+/// Names of the user outputs from the root call's out_spec; "0", "1", … where it does not fit.
+void collect_output_names(const json& gm, const std::string& file, const std::string& model_json, Program& p) {
+    const auto& mcg = gm.value("module_call_graph", json::array());
+    std::vector<std::string> leaves;
+    if (!mcg.empty() && mcg[0].contains("signature") && !mcg[0]["signature"].is_null()) {
+        const std::string text = mcg[0]["signature"].value("out_spec", std::string("[1, {}]"));
+        const auto spec = parse_json(text.data(), text.size(), file, model_json + " out_spec");
+        if (spec.is_array() && spec.size() == 2) tree_leaves(spec[1], "", leaves);
+    }
+    int users = 0;
+    for (const auto& o : p.outputs) users += o.kind == OutputSpec::Kind::User;
+    if (int(leaves.size()) != users) {
+        leaves.clear();
+        for (int i = 0; i < users; ++i) leaves.push_back(std::to_string(i));
+    }
+    p.output_names = leaves;
+}
+
+/// The ExportedProgram JSON: schema version, graphs, signature, module paths, output names.
+void read_model_json(const json& j, Reader& rd, const std::string& model_json) {
+    Program& p = rd.p;
+    const int major = j.at("schema_version").at("major").get<int>();
+    const int minor = j.at("schema_version").at("minor").get<int>();
+    p.schema_version = std::to_string(major) + "." + std::to_string(minor);
+    if (major != 8)
+        rd.fail(model_json, "schema version " + p.schema_version + "; this build reads schema major version 8 (torch 2.11 writes 8.17)");
+    for (const auto& v : j.value("verifiers", json::array())) p.ir += (p.ir.empty() ? "" : ",") + v.get<std::string>();
+    const auto& gm = j.at("graph_module");
+    p.graphs.emplace_back();
+    Graph root = rd.graph(gm.at("graph"), "graph");
+    p.graphs[0] = std::move(root);
+    rd.input_specs(gm.at("signature"));
+    rd.output_specs(gm.at("signature"));
+    rd.user_inputs(gm.at("graph"));
+    Checker{rd.file, p}.all();
+    collect_modules(gm, p);
+    collect_output_names(gm, rd.file, model_json, p);
+}
+
+/// The weights file holds parameters and persistent buffers together: split by the signature.
+void assign_weights(Program& p, const Reader& rd) {
+    for (const auto& in : p.inputs) {
+        auto& from = p.parameters.count(in.target) ? p.parameters : p.constants;
+        if (in.kind == InputSpec::Kind::User) continue;
+        if (!from.count(in.target))
+            rd.fail(in.target, "no weight record for this " + std::string(in.kind == InputSpec::Kind::Parameter ? "parameter"
+                                                                          : in.kind == InputSpec::Kind::Buffer  ? "buffer"
+                                                                                                                 : "constant"));
+        if (in.kind == InputSpec::Kind::Parameter) p.parameter_order.push_back(in.target);
+        if (in.kind == InputSpec::Kind::Buffer) {
+            p.buffers[in.target] = from[in.target];
+            p.buffer_order.push_back(in.target);
+        }
+        if (in.kind == InputSpec::Kind::Constant) p.constants[in.target] = from[in.target];
+    }
+    for (const auto& b : p.buffer_order) p.parameters.erase(b);
+}
+
+void flag_decomposed(Program& p) {
+    static const std::set<std::string> decomposed{"torch.ops.aten.convolution.default", "torch.ops.aten._softmax.default",
+                                                  "torch.ops.aten.native_layer_norm.default",
+                                                  "torch.ops.aten._native_batch_norm_legit_no_training.default"};
+    for (const auto& g : p.graphs)
+        for (const auto& nd : g.nodes) p.decomposed = p.decomposed || decomposed.count(nd.target);
+    if (p.decomposed)
+        p.warnings.push_back("the program is decomposed (core ATen: convolution/_softmax/native_layer_norm): autocast's op lists do "
+                             "not name some of these ops as eager's, so AMP passes may differ from eager autocast; export without "
+                             "run_decompositions() for an eager-faithful policy");
+}
+
+}  // namespace
+
 Program read_program(const std::vector<char>& bytes, const std::string& file) {
     Program p;
     p.file = file;
     Reader rd{file, p};
     auto zip = open_checked_zip(bytes, file);
-    std::string model_json;
-    for (const auto& r : zip->getAllRecords())
-        if (r.rfind("models/", 0) == 0 && r.substr(r.size() - 5) == ".json" && (model_json.empty() || r == "models/model.json"))
-            model_json = r;
-    if (model_json.empty()) rd.fail("models/", "a zip without a serialized program (models/*.json); expected torch.export.save output");
+    const std::string model_json = find_model_json(*zip, rd);
     const std::string name = model_json.substr(7, model_json.size() - 12);
     auto [ptr, n] = zip->getRecord(model_json);
-    json j;
+    const json j = parse_json(ptr.get(), n, file, model_json);
     try {
-        j = json::parse(static_cast<const char*>(ptr.get()), static_cast<const char*>(ptr.get()) + n);
-        const int major = j.at("schema_version").at("major").get<int>();
-        const int minor = j.at("schema_version").at("minor").get<int>();
-        p.schema_version = std::to_string(major) + "." + std::to_string(minor);
-        if (major != 8)
-            rd.fail(model_json, "schema version " + p.schema_version + "; this build reads schema major version 8 (torch 2.11 writes 8.17)");
-        for (const auto& v : j.value("verifiers", json::array())) p.ir += (p.ir.empty() ? "" : ",") + v.get<std::string>();
-        const auto& gm = j.at("graph_module");
-        p.graphs.emplace_back();
-        Graph root = rd.graph(gm.at("graph"), "graph");
-        p.graphs[0] = std::move(root);
-        rd.signature(gm.at("signature"), gm.at("graph"));
-        std::set<std::string> seen{""};
-        p.modules.push_back("");
-        for (const auto& c : gm.value("module_call_graph", json::array()))
-            if (seen.insert(c.value("fqn", std::string())).second) p.modules.push_back(c["fqn"]);
-        for (const auto& g : p.graphs)
-            for (const auto& nd : g.nodes)
-                for (const auto& m : nd.module_chain)
-                    if (seen.insert(m).second) p.modules.push_back(m);
-        const auto& mcg = gm.value("module_call_graph", json::array());
-        std::vector<std::string> leaves;
-        if (!mcg.empty() && mcg[0].contains("signature") && !mcg[0]["signature"].is_null()) {
-            const auto spec = json::parse(mcg[0]["signature"].value("out_spec", std::string("[1, {}]")));
-            if (spec.is_array() && spec.size() == 2) tree_leaves(spec[1], "", leaves);
-        }
-        int users = 0;
-        for (const auto& o : p.outputs) users += o.kind == OutputSpec::Kind::User;
-        if (int(leaves.size()) != users) {
-            leaves.clear();
-            for (int i = 0; i < users; ++i) leaves.push_back(std::to_string(i));
-        }
-        p.output_names = leaves;
+        read_model_json(j, rd, model_json);
     } catch (const InputError&) {
         throw;
     } catch (const std::exception& e) {
@@ -459,28 +749,8 @@ Program read_program(const std::vector<char>& bytes, const std::string& file) {
     } catch (const std::exception& e) {
         rd.fail("data/", std::string("weights not readable: ") + e.what());
     }
-    // the weights file holds parameters and persistent buffers together: split by the signature
-    for (const auto& in : p.inputs) {
-        auto& from = p.parameters.count(in.target) ? p.parameters : p.constants;
-        if (in.kind == InputSpec::Kind::User) continue;
-        if (!from.count(in.target)) rd.fail(in.target, "no weight record for this " + std::string(in.kind == InputSpec::Kind::Parameter ? "parameter" : in.kind == InputSpec::Kind::Buffer ? "buffer" : "constant"));
-        if (in.kind == InputSpec::Kind::Parameter) p.parameter_order.push_back(in.target);
-        if (in.kind == InputSpec::Kind::Buffer) {
-            p.buffers[in.target] = from[in.target];
-            p.buffer_order.push_back(in.target);
-        }
-        if (in.kind == InputSpec::Kind::Constant) p.constants[in.target] = from[in.target];
-    }
-    for (const auto& b : p.buffer_order) p.parameters.erase(b);
-    static const std::set<std::string> decomposed{"torch.ops.aten.convolution.default", "torch.ops.aten._softmax.default",
-                                                  "torch.ops.aten.native_layer_norm.default",
-                                                  "torch.ops.aten._native_batch_norm_legit_no_training.default"};
-    for (const auto& g : p.graphs)
-        for (const auto& nd : g.nodes) p.decomposed = p.decomposed || decomposed.count(nd.target);
-    if (p.decomposed)
-        p.warnings.push_back("the program is decomposed (core ATen: convolution/_softmax/native_layer_norm): autocast's op lists do "
-                             "not name some of these ops as eager's, so AMP passes may differ from eager autocast; export without "
-                             "run_decompositions() for an eager-faithful policy");
+    assign_weights(p, rd);
+    flag_decomposed(p);
     return p;
 }
 
