@@ -308,7 +308,7 @@ private Q_SLOTS:
         w.show();
         w.showRun(QString::fromStdString(uuid));
         QCOMPARE(w.tabs()->tabText(w.tabs()->currentIndex()), QStringLiteral("Training"));
-        QCoreApplication::processEvents();
+        QTRY_COMPARE(chartsDrawn(w.tabs()->currentWidget(), nullptr), 4);  // charts shown together are built one per event-loop turn
         const QImage img = w.grab().toImage();
         QVERIFY(img.save(QStringLiteral(AMPSCOPE_TEST_OUTPUT_DIR) + QStringLiteral("/view-training.png")));
         QString why;

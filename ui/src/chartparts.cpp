@@ -139,6 +139,8 @@ private:
 
 }  // namespace
 
+void inLaterTurn(QObject* owner, std::function<void()> work) { RefreshQueue::instance().enqueue(owner, std::move(work)); }
+
 std::vector<qsizetype> thinToColumns(const QList<QPointF>& pts, int columns, const std::vector<bool>& marked) {
     const qsizetype n = pts.size();
     columns = std::max(columns, 1);
@@ -170,7 +172,7 @@ void follow(QChart* chart, QAbstractItemModel* model, std::function<void()> upda
     auto* later = new QTimer(chart);
     later->setSingleShot(true);
     later->setInterval(kLiveRefreshMs);
-    QObject::connect(later, &QTimer::timeout, chart, [chart, update] { RefreshQueue::instance().enqueue(chart, update); });
+    QObject::connect(later, &QTimer::timeout, chart, [chart, update] { inLaterTurn(chart, update); });
     QObject::connect(model, &QAbstractItemModel::rowsInserted, later, [later] {
         if (!later->isActive()) later->start();
     });

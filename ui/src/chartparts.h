@@ -37,6 +37,10 @@ void tipOnHover(QXYSeries* s, std::function<QString(qsizetype)> tip);
 /// the same model do not refresh and repaint in one long turn.
 void follow(QChart* chart, QAbstractItemModel* model, std::function<void()> update);
 
+/// Runs `work` in a later event-loop turn, through the queue of follow()'s updates (one piece
+/// of work per turn); not when `owner` is gone by then, once when enqueued again while waiting.
+void inLaterTurn(QObject* owner, std::function<void()> work);
+
 /// The points of `pts` (x ascending) a line needs to draw them on `columns` pixel columns (the
 /// x range first..last split in `columns` equal parts): per column its minimum and maximum, in x
 /// order; the first and the last point; and every point `marked` (e.g. skipped steps). Indices

@@ -7,6 +7,7 @@
 #include <QLabel>
 #include <QStackedLayout>
 
+#include "chartparts.h"
 #include "charts.h"
 
 namespace ampscope::ui {
@@ -29,7 +30,9 @@ ChartWidget::ChartWidget(QAbstractItemModel* model, std::function<QChart*()> bui
     connect(model_, &QAbstractItemModel::modelReset, this, &ChartWidget::rebuild);
     connect(model_, &QAbstractItemModel::columnsInserted, this, &ChartWidget::rebuild);
     connect(model_, &QAbstractItemModel::columnsRemoved, this, &ChartWidget::rebuild);
-    connect(model_, &QAbstractItemModel::rowsInserted, this, [this] { stale_ ? rebuild() : updateEmptyState(); });
+    connect(model_, &QAbstractItemModel::rowsInserted, this, [this] {  // a live run's first rows: the charts built one per turn
+        stale_ ? parts::inLaterTurn(this, [this] { if (stale_) rebuild(); }) : updateEmptyState();
+    });
     connect(model_, &QAbstractItemModel::rowsRemoved, this, &ChartWidget::updateEmptyState);
 }
 
@@ -37,7 +40,7 @@ QChart* ChartWidget::chart() const { return view_->chart(); }
 
 void ChartWidget::showEvent(QShowEvent* e) {
     QWidget::showEvent(e);
-    if (stale_) rebuild();
+    if (stale_) parts::inLaterTurn(this, [this] { if (stale_) rebuild(); });  // charts shown together: built one per turn
 }
 
 bool ChartWidget::showsEmptyState() const { return stack_->currentWidget() == empty_; }
