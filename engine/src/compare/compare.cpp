@@ -101,48 +101,45 @@ std::pair<double, double> tolerance_for(const Criteria& c, int j) {
     return {c.atol, c.rtol};
 }
 
-}  // namespace
+/// One sample's largest deltas over its K scores, and whether every score is finite and within
+/// its tolerance; worst_index is the score furthest beyond its tolerance.
+SampleDelta sample_delta(const float* ref, const float* amp, int k, const SampleInfo& sample, const Criteria& c) {
+    SampleDelta d;
+    d.sample = sample.id;
+    d.tag = sample.tag;
+    double worst_excess = -1;
+    for (int j = 0; j < k; ++j) {
+        const double r = ref[j], a = amp[j];
+        const auto [atol, rtol] = tolerance_for(c, j);
+        if (!std::isfinite(a)) {
+            d.finite = false;
+            d.within_tolerance = false;
+            d.worst_index = j;
+            worst_excess = std::numeric_limits<double>::infinity();
+            continue;
+        }
+        const double diff = std::fabs(a - r);
+        const double rel = diff == 0 ? 0.0 : diff / std::max(std::fabs(r), 1e-12);
+        d.abs = std::max(d.abs, diff);
+        d.rel = std::max(d.rel, rel);
+        const double allowed = atol + rtol * std::fabs(r);
+        if (diff > allowed) d.within_tolerance = false;
+        if (diff - allowed > worst_excess && std::isfinite(worst_excess)) {
+            worst_excess = diff - allowed;
+            d.worst_index = j;
+        }
+    }
+    return d;
+}
 
-Comparison compare(const PassResult& ref, const PassResult& amp,
-                   const std::vector<SampleInfo>& samples, const Truth& truth,
-                   const Criteria& c) {
-    Comparison out;
-    out.precision = amp.precision;
+/// Per-sample deltas, and the finite_outputs and score_tolerance criteria they decide.
+void compare_scores(const PassResult& ref, const PassResult& amp, const std::vector<SampleInfo>& samples, const Criteria& c,
+                    Comparison& out, CriterionResult& finite, CriterionResult& tol) {
     const int k = ref.num_outputs;
     const size_t n = samples.size();
-
-    CriterionResult finite{"finite_outputs", true, "", {}};
-    CriterionResult tol{"score_tolerance", true, "", {}};
-    CriterionResult flips{"decision_flips", true, "", {}};
-    CriterionResult qual{"quality", true, "", {}};
-
     out.deltas.reserve(n);
     for (size_t i = 0; i < n; ++i) {
-        SampleDelta d;
-        d.sample = samples[i].id;
-        d.tag = samples[i].tag;
-        double worst_excess = -1;
-        for (int j = 0; j < k; ++j) {
-            const double r = ref.outputs[i * k + j], a = amp.outputs[i * k + j];
-            const auto [atol, rtol] = tolerance_for(c, j);
-            if (!std::isfinite(a)) {
-                d.finite = false;
-                d.within_tolerance = false;
-                d.worst_index = j;
-                worst_excess = std::numeric_limits<double>::infinity();
-                continue;
-            }
-            const double diff = std::fabs(a - r);
-            const double rel = diff == 0 ? 0.0 : diff / std::max(std::fabs(r), 1e-12);
-            d.abs = std::max(d.abs, diff);
-            d.rel = std::max(d.rel, rel);
-            const double allowed = atol + rtol * std::fabs(r);
-            if (diff > allowed) d.within_tolerance = false;
-            if (diff - allowed > worst_excess && std::isfinite(worst_excess)) {
-                worst_excess = diff - allowed;
-                d.worst_index = j;
-            }
-        }
+        SampleDelta d = sample_delta(ref.outputs.data() + i * k, amp.outputs.data() + i * k, k, samples[i], c);
         // A non-finite sample is counted once, by finite_outputs (which allow_nonfinite may
         // pass); it is excluded from the tolerance and flip checks.
         if (!d.finite) finite.samples.push_back(d.sample);
@@ -168,50 +165,78 @@ Comparison compare(const PassResult& ref, const PassResult& amp,
                  " finite samples outside |amp-ref| <= atol + rtol*|ref|; max |delta| " +
                  fmt(out.max_abs_delta) +
                  (finite.samples.empty() ? "" : "; " + std::to_string(finite.samples.size()) + " non-finite samples not compared");
+}
 
-    if (is_classifier(k, truth)) {
-        size_t uncounted = 0;
-        out.ref_decisions.resize(n);
-        out.amp_decisions.resize(n);
-        for (size_t i = 0; i < n; ++i) {
-            const float* rs = &ref.outputs[i * k];
-            const float* as = &amp.outputs[i * k];
-            const int rd = decide(rs, k, c.tie_tolerance, c.tie_rule);
-            const int ad = decide(as, k, c.tie_tolerance, c.tie_rule);
-            out.ref_decisions[i] = rd;
-            out.amp_decisions[i] = ad;
-            if (rd != ad) {  // listed; counted as a flip only when both sides decided on finite scores
-                out.flips.push_back({samples[i].id, samples[i].tag, rd, ad, margin(rs, k), margin(as, k)});
-                if (rd != kNonFinite && ad != kNonFinite) flips.samples.push_back(samples[i].id);
-                else ++uncounted;
-            }
-        }
-        flips.passed = int(flips.samples.size()) <= c.max_flips;
-        flips.detail = std::to_string(flips.samples.size()) + " decision flips (allowed " +
-                       std::to_string(c.max_flips) + ", tie rule " + to_string(c.tie_rule) + ")" +
-                       (uncounted ? "; " + std::to_string(uncounted) + " non-finite samples not counted" : "");
-    } else {
+/// Decisions of both passes (classifiers) and the decision_flips criterion.
+void compare_decisions(const PassResult& ref, const PassResult& amp, const std::vector<SampleInfo>& samples, const Truth& truth,
+                       const Criteria& c, Comparison& out, CriterionResult& flips) {
+    const int k = ref.num_outputs;
+    const size_t n = samples.size();
+    if (!is_classifier(k, truth)) {
         flips.detail = "not a classifier: no decisions to flip";
+        return;
     }
+    size_t uncounted = 0;
+    out.ref_decisions.resize(n);
+    out.amp_decisions.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+        const float* rs = &ref.outputs[i * k];
+        const float* as = &amp.outputs[i * k];
+        const int rd = decide(rs, k, c.tie_tolerance, c.tie_rule);
+        const int ad = decide(as, k, c.tie_tolerance, c.tie_rule);
+        out.ref_decisions[i] = rd;
+        out.amp_decisions[i] = ad;
+        if (rd != ad) {  // listed; counted as a flip only when both sides decided on finite scores
+            out.flips.push_back({samples[i].id, samples[i].tag, rd, ad, margin(rs, k), margin(as, k)});
+            if (rd != kNonFinite && ad != kNonFinite) flips.samples.push_back(samples[i].id);
+            else ++uncounted;
+        }
+    }
+    flips.passed = int(flips.samples.size()) <= c.max_flips;
+    flips.detail = std::to_string(flips.samples.size()) + " decision flips (allowed " +
+                   std::to_string(c.max_flips) + ", tie rule " + to_string(c.tie_rule) + ")" +
+                   (uncounted ? "; " + std::to_string(uncounted) + " non-finite samples not counted" : "");
+}
 
+/// The quality criterion of the AMP pass against the ground truth, when the probe set has one.
+void compare_quality(const PassResult& amp, const std::vector<SampleInfo>& samples, const Truth& truth, const Criteria& c,
+                     CriterionResult& qual) {
     int worst = -1;
     const auto q = quality(amp, truth, c, &worst);
-    if (q) {
-        const bool higher_better = c.quality_metric == QualityMetric::Accuracy;
-        qual.passed = higher_better ? (*q >= c.quality_threshold) : (*q <= c.quality_threshold);
-        if (!higher_better && !c.quality_threshold_set) qual.passed = true;  // report only
-        qual.detail = to_string(c.quality_metric) + " " + fmt(*q) +
-                      (higher_better ? " (at least " : " (at most ") + fmt(c.quality_threshold) +
-                      (!higher_better && !c.quality_threshold_set ? ", no threshold set)" : ")");
-        if (worst >= 0) {
-            qual.samples.push_back(samples[size_t(worst)].id);
-            qual.detail += "; largest error at sample " + samples[size_t(worst)].id;
-        }
-    } else {
+    if (!q) {
         qual.detail = "no ground truth (" +
                       std::string(c.quality_metric == QualityMetric::Accuracy ? "labels" : "targets") +
                       ") in the probe set: not evaluated";
+        return;
     }
+    const bool higher_better = c.quality_metric == QualityMetric::Accuracy;
+    qual.passed = higher_better ? (*q >= c.quality_threshold) : (*q <= c.quality_threshold);
+    if (!higher_better && !c.quality_threshold_set) qual.passed = true;  // report only
+    qual.detail = to_string(c.quality_metric) + " " + fmt(*q) +
+                  (higher_better ? " (at least " : " (at most ") + fmt(c.quality_threshold) +
+                  (!higher_better && !c.quality_threshold_set ? ", no threshold set)" : ")");
+    if (worst >= 0) {
+        qual.samples.push_back(samples[size_t(worst)].id);
+        qual.detail += "; largest error at sample " + samples[size_t(worst)].id;
+    }
+}
+
+}  // namespace
+
+Comparison compare(const PassResult& ref, const PassResult& amp,
+                   const std::vector<SampleInfo>& samples, const Truth& truth,
+                   const Criteria& c) {
+    Comparison out;
+    out.precision = amp.precision;
+
+    CriterionResult finite{"finite_outputs", true, "", {}};
+    CriterionResult tol{"score_tolerance", true, "", {}};
+    CriterionResult flips{"decision_flips", true, "", {}};
+    CriterionResult qual{"quality", true, "", {}};
+
+    compare_scores(ref, amp, samples, c, out, finite, tol);
+    compare_decisions(ref, amp, samples, truth, c, out, flips);
+    compare_quality(amp, samples, truth, c, qual);
 
     out.criteria = {finite, tol, flips, qual};
     const bool ok = std::all_of(out.criteria.begin(), out.criteria.end(),

@@ -453,6 +453,44 @@ struct Session {
     }
 };
 
+/// The loss: the one asked for, else ce for labels and mse for targets; checked against the data.
+void choose_loss(TrainSpec& s, const detail::ProbeSet& data) {
+    if (s.loss.empty()) s.loss = data.labels.empty() ? "mse" : "ce";
+    if (s.loss != "ce" && s.loss != "mse") throw InputError("--loss", "", "'" + s.loss + "'; expected ce or mse");
+    if (s.loss == "ce" && data.labels.empty()) throw InputError(s.data, "labels", "loss ce needs labels in the training data");
+    if (s.loss == "mse" && data.targets.empty()) throw InputError(s.data, "targets", "loss mse needs targets in the training data");
+}
+
+/// Where a resumed run starts: the checkpoint's counters (none: step 0, cursor -1).
+struct ResumePoint {
+    int step = 0, effective = 0;
+    int64_t cursor = -1;
+};
+ResumePoint resume_from(const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler, const at::Device& device, TrainResult& res) {
+    ResumePoint at;
+    if (s.resume.empty()) return at;
+    auto r = load_checkpoint(s.resume, s, ref, amp, scaler, device);
+    at = {r.step, r.effective, r.cursor};
+    res.resumed_from = s.resume;
+    res.policy_changed = r.policy_changed;
+    if (r.policy_changed)
+        res.warnings.push_back("resumed under a different precision policy (" + policy_string(s) +
+                               "): an experiment change, not a plain continuation");
+    return at;
+}
+
+/// The run's totals once its steps ran.
+void sum_up(TrainResult& res, const TrainSpec& s, const GradScaler& scaler, int effective_end) {
+    res.iterations = int(res.steps.size());
+    res.effective_updates = effective_end;
+    for (const auto& st : res.steps) res.skipped += st.skipped;
+    res.final_scale = scaler.get_scale();
+    if (s.lr_per_iteration && res.skipped > 0)
+        res.warnings.push_back("the LR schedule followed iterations while " + std::to_string(res.skipped) +
+                               " steps were skipped: the schedule ran ahead of the weights");
+    res.finished_at = now_iso8601();
+}
+
 }  // namespace
 
 TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObserver* progress) {
@@ -470,32 +508,19 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
     res.model = ref.model->info;
     res.model.mode = "train";
     auto data = detail::load_training_data(s.data, *ref.model, s.seed);
-    if (s.loss.empty()) s.loss = data.labels.empty() ? "mse" : "ce";
-    if (s.loss != "ce" && s.loss != "mse") throw InputError("--loss", "", "'" + s.loss + "'; expected ce or mse");
-    if (s.loss == "ce" && data.labels.empty()) throw InputError(s.data, "labels", "loss ce needs labels in the training data");
-    if (s.loss == "mse" && data.targets.empty()) throw InputError(s.data, "targets", "loss mse needs targets in the training data");
+    choose_loss(s, data);
     detail::check_fp32_regions(*amp.model, s.keep_fp32);
     GradScaler scaler(res.backend.device, s.scaler);
-    int start_step = 0, effective = 0;
-    int64_t resumed_cursor = -1;
-    if (!s.resume.empty()) {
-        auto r = load_checkpoint(s.resume, s, ref, amp, scaler, device);
-        start_step = r.step;
-        effective = r.effective;
-        resumed_cursor = r.cursor;
-        res.resumed_from = s.resume;
-        res.policy_changed = r.policy_changed;
-        if (r.policy_changed)
-            res.warnings.push_back("resumed under a different precision policy (" + policy_string(s) +
-                                   "): an experiment change, not a plain continuation");
-    }
+    const ResumePoint resumed = resume_from(s, ref, amp, scaler, device, res);
+    const int start_step = resumed.step;
+    const int64_t resumed_cursor = resumed.cursor;
     res.spec = s;
     if (sink) sink->train_started(res);
     const int64_t n = data.inputs[0].size(0);
     const std::string weights_hash = res.model.weights_sha256;
     detail::PassScope pass_scope(device.type(), {}, /*observing=*/false);
     Session ss{s, data, device, ref, amp, scaler, res, sink, 0, 0, false, {}};
-    ss.effective = effective;
+    ss.effective = resumed.effective;
     // Batches in file order, restarting after a short last batch: the cursor of a resumed
     // run is where the uninterrupted run would be (or what the checkpoint recorded).
     const int64_t per_epoch = (n + s.batch_size - 1) / s.batch_size;
@@ -528,15 +553,7 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
         if (sink) sink->train_failed("failed", e.what());
         throw ModelError(std::string("training failed: ") + e.what());
     }
-    const int effective_end = ss.effective;
-    res.iterations = int(res.steps.size());
-    res.effective_updates = effective_end;
-    for (const auto& st : res.steps) res.skipped += st.skipped;
-    res.final_scale = scaler.get_scale();
-    if (s.lr_per_iteration && res.skipped > 0)
-        res.warnings.push_back("the LR schedule followed iterations while " + std::to_string(res.skipped) +
-                               " steps were skipped: the schedule ran ahead of the weights");
-    res.finished_at = now_iso8601();
+    sum_up(res, s, scaler, ss.effective);
     if (progress) progress->progress("train", s.steps - start_step, s.steps - start_step);
     if (sink) sink->train_finished(res);
     return res;
