@@ -13,6 +13,7 @@
 #include <set>
 
 #include "ampscope/engine/errors.h"
+#include "model/export_json.h"
 #include "model/export_program.h"
 #include "probes/pt_archive.h"
 
@@ -21,59 +22,8 @@ namespace {
 
 using nlohmann::json;
 
-/// The serialized dtype codes (torch/_export/serde/schema.py ScalarType), not c10's numbers.
-std::optional<at::ScalarType> dtype_of_code(int64_t code) {
-    switch (code) {
-        case 1: return at::kByte;
-        case 2: return at::kChar;
-        case 3: return at::kShort;
-        case 4: return at::kInt;
-        case 5: return at::kLong;
-        case 6: return at::kHalf;
-        case 7: return at::kFloat;
-        case 8: return at::kDouble;
-        case 9: return at::kComplexHalf;
-        case 10: return at::kComplexFloat;
-        case 11: return at::kComplexDouble;
-        case 12: return at::kBool;
-        case 13: return at::kBFloat16;
-        case 28: return at::kUInt16;
-        case 29: return at::kFloat8_e4m3fn;
-        case 30: return at::kFloat8_e5m2;
-        case 31: return at::kFloat8_e4m3fnuz;
-        case 32: return at::kFloat8_e5m2fnuz;
-        default: return std::nullopt;
-    }
-}
-
-constexpr int kMaxJsonDepth = 256;     ///< a real program nests ~16 levels (7 more per subgraph level)
 constexpr int kMaxGraphDepth = 16;     ///< subgraphs inside subgraphs (autocast regions nest one or two)
 constexpr int64_t kMaxInputElements = int64_t(1) << 31;  ///< a static user input's elements (padding allocates them)
-
-/// nlohmann's parser and destructor are iterative, but copying, dump() and comparisons recurse:
-/// deep nesting is refused right after parsing, before anything else touches the value.
-void check_depth(const json& j, const std::string& file, const std::string& field) {
-    std::vector<std::pair<const json*, int>> todo{{&j, 1}};
-    while (!todo.empty()) {
-        const auto [v, d] = todo.back();
-        todo.pop_back();
-        if (d > kMaxJsonDepth)
-            throw InputError(file, field, "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels (a serialized program nests far less)");
-        if (v->is_structured())
-            for (const auto& c : *v) todo.emplace_back(&c, d + 1);
-    }
-}
-
-json parse_json(const void* data, size_t n, const std::string& file, const std::string& field) {
-    json j;
-    try {
-        j = json::parse(static_cast<const char*>(data), static_cast<const char*>(data) + n);
-    } catch (const std::exception& e) {
-        throw InputError(file, field, std::string("malformed JSON: ") + e.what());
-    }
-    check_depth(j, file, field);
-    return j;
-}
 
 struct Reader {
     const std::string& file;
@@ -316,87 +266,6 @@ struct Reader {
         return g;
     }
 
-    /// The sizes, strides and offset of a tensor_meta, checked: non-negative, and the view's
-    /// highest element and element count computed without overflow.
-    struct View {
-        std::vector<int64_t> sizes, strides;
-        int64_t offset = 0;
-        bool empty = false;
-        __int128 last = 0;  ///< the highest element the view reaches
-    };
-    View view(const json& meta, const std::string& fqn) const {
-        View w;
-        for (const auto& s : meta.at("sizes")) {
-            if (!s.is_object() || !s.contains("as_int")) fail(fqn, "a weight with a symbolic size");
-            w.sizes.push_back(s["as_int"].get<int64_t>());
-        }
-        for (const auto& s : meta.at("strides")) w.strides.push_back(s.at("as_int").get<int64_t>());
-        w.offset = meta.contains("storage_offset") ? meta["storage_offset"].value("as_int", int64_t(0)) : 0;
-        if (w.sizes.size() != w.strides.size() || w.offset < 0 || w.sizes.size() > 64)
-            fail(fqn, "tensor_meta with inconsistent sizes/strides/offset (as many sizes as strides, at most 64, offset >= 0 expected)");
-        constexpr int64_t kHuge = int64_t(1) << 48;  // each size, stride, the offset and the element count below this
-        __int128 numel = 1;
-        w.last = w.offset;
-        for (size_t i = 0; i < w.sizes.size(); ++i) {
-            if (w.sizes[i] < 0 || w.strides[i] < 0) fail(fqn, "negative size or stride");
-            if (w.sizes[i] >= kHuge || w.strides[i] >= kHuge || w.offset >= kHuge)
-                fail(fqn, "tensor_meta size, stride or offset beyond 2^48: not a tensor this archive can hold");
-            if (w.sizes[i] == 0) w.empty = true;
-            numel *= w.sizes[i];
-            if (numel >= kHuge) numel = kHuge;  // saturate: no overflow with 64 dims
-            w.last += __int128(std::max<int64_t>(w.sizes[i] - 1, 0)) * w.strides[i];
-        }
-        if (!w.empty && numel >= kHuge) fail(fqn, "tensor_meta with 2^48 elements or more");
-        return w;
-    }
-
-    /// Bytes of a tensor described by tensor_meta, read from its record, with every size checked.
-    at::Tensor tensor(caffe2::serialize::PyTorchStreamReader& zip, const std::string& record, const json& meta, const std::string& fqn) {
-        const auto st = dtype(meta.at("dtype"), fqn);
-        const View w = view(meta, fqn);
-        if (!zip.hasRecord(record)) fail(record, "weight record missing from the archive (for '" + fqn + "')");
-        const size_t bytes = zip.getRecordSize(record);
-        const size_t elem = c10::elementSize(st);
-        if (!w.empty && (w.last + 1) * __int128(elem) > __int128(bytes))
-            fail(fqn, "tensor_meta " + c10::str(at::IntArrayRef(w.sizes)) + " needs more bytes than record " + record + " holds (" +
-                          std::to_string(bytes) + ")");
-        auto base = at::empty({int64_t(bytes / elem)}, at::TensorOptions().dtype(st));
-        if (bytes / elem) {  // straight into the tensor's storage (one copy)
-            if (bytes == size_t(base.nbytes())) zip.getRecord(record, base.data_ptr(), bytes);
-            else {  // a record that is not a whole number of elements: read all, keep the elements
-                auto [ptr, n] = zip.getRecord(record);
-                std::memcpy(base.data_ptr(), ptr.get(), std::min(n, size_t(base.nbytes())));
-            }
-        }
-        return w.empty ? at::empty(w.sizes, base.options()) : base.as_strided(w.sizes, w.strides, w.offset).detach();
-    }
-
-    void tensors(caffe2::serialize::PyTorchStreamReader& zip, const std::string& config, const std::string& dir,
-                 std::map<std::string, at::Tensor>& out) {
-        if (!zip.hasRecord(config)) return;
-        auto [ptr, n] = zip.getRecord(config);
-        const json j = parse_json(ptr.get(), n, file, config);
-        try {
-            const auto& cfg = j.at("config");
-            if (!cfg.is_object()) fail(config, "'config' is an object of FQN: weight entries, not " + std::string(cfg.type_name()));
-            for (auto it = cfg.begin(); it != cfg.end(); ++it) {
-                const std::string fqn = it.key();
-                const json& c = it.value();
-                if (!c.is_object()) fail(config, "entry '" + fqn + "' is an object (path_name, tensor_meta), not " + std::string(c.type_name()));
-                if (c.value("use_pickle", false))
-                    fail(fqn, "a pickled (tensor-subclass) weight; ampscope reads plain tensors only (export without tensor subclasses)");
-                const std::string path = c.at("path_name").get<std::string>();
-                if (path.empty() || path.find('/') != std::string::npos || path.find("..") != std::string::npos)
-                    fail(config, "path_name '" + path + "' of '" + fqn + "' is a record name inside " + dir + " (no '/' or '..')");
-                out[fqn] = tensor(zip, dir + path, c.at("tensor_meta"), fqn);
-            }
-        } catch (const InputError&) {
-            throw;
-        } catch (const std::exception& e) {
-            fail(config, std::string("not a weights config this build reads: ") + e.what());
-        }
-    }
-
     void input_specs(const json& sig) {
         std::set<std::string> args, targets;
         for (const auto& s : sig.at("input_specs")) {
@@ -466,130 +335,6 @@ struct Reader {
     }
 };
 
-/// The graphs checked as the interpreter will walk them, so that it can trust what it reads:
-/// every value defined once before it is used (a subgraph sees only its own inputs), the root
-/// graph's inputs and outputs matching the signature, higher-order and symbolic nodes with the
-/// arity and argument kinds export_model.cpp's hop() and sym() take.
-struct Checker {
-    const std::string& file;
-    const Program& p;
-
-    [[noreturn]] void fail(const std::string& field, const std::string& what) const { throw InputError(file, field, what); }
-
-    static std::string where(int gi, const Node& n) {
-        return (gi == 0 ? std::string("graph") : "subgraph " + std::to_string(gi)) + " node '" + n.name + "' (" + n.target + ")";
-    }
-
-    void use(const std::set<std::string>& defined, const std::string& name, const std::string& at) const {
-        if (!name.empty() && !defined.count(name)) fail(at, "reads '" + name + "', which no earlier node or graph input defines");
-    }
-
-    void uses(const std::set<std::string>& defined, const Arg& a, const std::string& at) const {
-        if (a.kind == Arg::Kind::Tensors && std::count(a.names.begin(), a.names.end(), std::string()))
-            fail(at, "a tensor list with an unnamed element (names of tensors expected)");
-        use(defined, a.name, at);
-        for (const auto& nm : a.names) use(defined, nm, at);
-    }
-
-    static bool is_constant(const Arg& a, bool (c10::IValue::*is)() const) { return a.kind == Arg::Kind::Constant && (a.constant.*is)(); }
-
-    /// (device_type, dtype, enabled, cache_enabled, graph, *operands) / (enabled, graph, *operands)
-    void hop(const Node& n, const std::string& at) const {
-        const bool autocast = n.kind == Node::Kind::Autocast;
-        const size_t g = autocast ? 4 : 1;
-        const char* shape = autocast ? "(device_type: str, dtype: scalar type or None, enabled: bool, cache_enabled: bool or None, "
-                                       "subgraph, operands...)"
-                                     : "(enabled: bool, subgraph, operands...)";
-        auto bad = [&] { fail(at, std::string("arguments ") + shape + " expected"); };
-        if (n.args.size() <= g) bad();
-        for (const auto& a : n.args)
-            if (!a) bad();
-        if (autocast) {
-            if (!is_constant(*n.args[0], &c10::IValue::isString)) bad();
-            try {
-                (void)c10::Device(n.args[0]->constant.toStringRef());
-            } catch (const std::exception&) {
-                fail(at, "device type '" + n.args[0]->constant.toStringRef() + "' is not a device");
-            }
-            const auto& dt = n.args[1]->constant;
-            if (n.args[1]->kind != Arg::Kind::Constant || !(dt.isNone() || (dt.isInt() && dt.toInt() >= 0 && dt.toInt() < int64_t(c10::ScalarType::NumOptions))))
-                bad();
-            if (!is_constant(*n.args[2], &c10::IValue::isBool)) bad();
-            if (n.args[3]->kind != Arg::Kind::Constant || !(n.args[3]->constant.isNone() || n.args[3]->constant.isBool())) bad();
-        } else if (!is_constant(*n.args[0], &c10::IValue::isBool)) bad();
-        if (n.args[g]->kind != Arg::Kind::Graph) bad();
-        for (size_t i = g + 1; i < n.args.size(); ++i)
-            if (n.args[i]->kind == Arg::Kind::Graph) bad();
-        const auto& sub = p.graphs.at(size_t(n.args[g]->graph));
-        if (sub.inputs.size() != n.args.size() - g - 1)
-            fail(at, "passes " + std::to_string(n.args.size() - g - 1) + " operands to a subgraph of " + std::to_string(sub.inputs.size()) + " inputs");
-    }
-
-    /// The symbolic operations export_model.cpp's sym() computes, and their arity.
-    void sym(const Node& n, const std::string& at) const {
-        static const std::map<std::string, size_t> arity{{"neg", 1}, {"add", 2}, {"sub", 2}, {"mul", 2}, {"floordiv", 2},
-                                                         {"mod", 2}, {"sym_max", 2}, {"sym_min", 2}, {"eq", 2}, {"ne", 2},
-                                                         {"lt", 2}, {"le", 2}, {"gt", 2}, {"ge", 2}};
-        const std::string f = n.target.substr(n.target.find('.') + 1);
-        const auto it = arity.find(f);
-        if (it == arity.end()) fail(at, "symbolic operation '" + n.target + "' is not supported by ampscope's interpreter");
-        if (n.args.size() != it->second) fail(at, std::to_string(it->second) + " arguments expected, not " + std::to_string(n.args.size()));
-        for (const auto& a : n.args) {
-            const bool ok = a && (a->kind == Arg::Kind::SymInt ||
-                                  (a->kind == Arg::Kind::Constant && (a->constant.isInt() || a->constant.isBool() || a->constant.isDouble())));
-            if (!ok) fail(at, "symbolic ints, bools, floats or literals as arguments expected");
-        }
-        if (n.outputs.size() != 1 || n.outputs[0].kind != Out::Kind::SymInt) fail(at, "one symbolic output expected");
-    }
-
-    void define(std::set<std::string>& defined, const std::string& name, const std::string& at) const {
-        if (!defined.insert(name).second) fail(at, "defines '" + name + "' a second time (each value once expected)");
-    }
-
-    void graph(int gi) const {
-        const auto& g = p.graphs[size_t(gi)];
-        std::set<std::string> defined;
-        for (const auto& in : g.inputs) define(defined, in, gi == 0 ? "graph inputs" : "subgraph " + std::to_string(gi) + " inputs");
-        for (const auto& n : g.nodes) {
-            const std::string at = where(gi, n);
-            for (const auto& a : n.args) {
-                if (!a) continue;
-                if (a->kind == Arg::Kind::Graph && n.kind != Node::Kind::Autocast && n.kind != Node::Kind::GradEnabled)
-                    fail(at, "a subgraph passed to an operator (only wrap_with_autocast / wrap_with_set_grad_enabled take one)");
-                uses(defined, *a, at);
-            }
-            if (n.kind == Node::Kind::Autocast || n.kind == Node::Kind::GradEnabled) hop(n, at);
-            if (n.kind == Node::Kind::SymOp) sym(n, at);
-            for (const auto& o : n.outputs) {
-                if (o.kind == Out::Kind::Tensor || o.kind == Out::Kind::SymInt) define(defined, o.name, at);
-                for (const auto& nm : o.names) define(defined, nm, at);
-            }
-        }
-        const std::string at = gi == 0 ? "graph outputs" : "subgraph " + std::to_string(gi) + " outputs";
-        for (const auto& o : g.outputs) {
-            use(defined, o.name, at);
-            for (const auto& nm : o.names) use(defined, nm, at);
-        }
-    }
-
-    void signature() const {
-        const auto& root = p.graphs.at(0);
-        if (root.inputs.size() != p.inputs.size())
-            fail("graph inputs", std::to_string(root.inputs.size()) + " graph inputs for " + std::to_string(p.inputs.size()) +
-                                     " signature input_specs (one per spec, in order, expected)");
-        for (size_t i = 0; i < root.inputs.size(); ++i)
-            if (root.inputs[i] != p.inputs[i].arg)
-                fail("graph inputs", "input " + std::to_string(i) + " is '" + root.inputs[i] + "' but the signature names '" + p.inputs[i].arg + "'");
-        if (root.outputs.size() != p.outputs.size())
-            fail("graph outputs", std::to_string(root.outputs.size()) + " graph outputs for " + std::to_string(p.outputs.size()) +
-                                      " signature output_specs (one per spec expected)");
-    }
-
-    void all() const {
-        signature();
-        for (size_t gi = 0; gi < p.graphs.size(); ++gi) graph(int(gi));
-    }
-};
 
 /// Leaf names of a pytree spec ("[1, {type, context, children_spec}]"), joined with '.'.
 void tree_leaves(const json& spec, const std::string& prefix, std::vector<std::string>& out) {
@@ -687,7 +432,7 @@ void read_model_json(const json& j, Reader& rd, const std::string& model_json) {
     rd.input_specs(gm.at("signature"));
     rd.output_specs(gm.at("signature"));
     rd.user_inputs(gm.at("graph"));
-    Checker{rd.file, p}.all();
+    check_program(p);
     collect_modules(gm, p);
     collect_output_names(gm, rd.file, model_json, p);
 }
@@ -742,8 +487,8 @@ Program read_program(const std::vector<char>& bytes, const std::string& file) {
         rd.fail(model_json, std::string("not a serialized ExportedProgram this build reads: ") + e.what());
     }
     try {
-        rd.tensors(*zip, "data/weights/" + name + "_weights_config.json", "data/weights/", p.parameters);
-        rd.tensors(*zip, "data/constants/" + name + "_constants_config.json", "data/constants/", p.constants);
+        read_weights(*zip, file, "data/weights/" + name + "_weights_config.json", "data/weights/", p.parameters);
+        read_weights(*zip, file, "data/constants/" + name + "_constants_config.json", "data/constants/", p.constants);
     } catch (const InputError&) {
         throw;
     } catch (const std::exception& e) {

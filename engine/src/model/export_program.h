@@ -98,6 +98,10 @@ struct Program {
 enum class ZipKind { NotZip, Export, AotInductor, TorchScript, Other };
 ZipKind sniff_zip(const std::vector<char>& bytes, const std::string& file);
 
+/// Checks a read program's graphs against its signature: every value defined once before use,
+/// higher-order and symbolic nodes well formed. Throws InputError (export_check.cpp).
+void check_program(const Program& p);
+
 /// Reads a torch.export.save archive. Throws InputError naming the file and what was expected.
 Program read_program(const std::vector<char>& bytes, const std::string& file);
 

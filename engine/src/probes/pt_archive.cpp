@@ -43,88 +43,92 @@ private:
 /// Walks the opcodes of a pickle and refuses any length it declares beyond the bytes left:
 /// LibTorch's Unpickler reserves a declared length before reading it (a 2 KB file could ask
 /// for 4 GB). Opcodes outside the set the Unpickler knows are refused here too.
-void check_pickle_lengths(const char* data, size_t size, const std::string& file) {
-    size_t pos = 0;
-    auto fail = [&](const std::string& what) {
-        throw InputError(file, "data.pkl", what + " at byte " + std::to_string(pos) + " of " + std::to_string(size) +
-                                               " (a damaged or hostile pickle)");
-    };
-    auto need = [&](uint64_t n) {
-        if (n > size - pos) fail("declares " + std::to_string(n) + " bytes, but " + std::to_string(size - pos) + " remain");
-    };
-    auto le = [&](int bytes) {
+class PickleWalker {
+public:
+    PickleWalker(const char* data, size_t size, const std::string& file) : data_(data), size_(size), file_(file) {}
+
+    void walk() {
+        while (pos_ < size_)
+            if (!step(static_cast<unsigned char>(data_[pos_++]))) return;
+        fail("no STOP opcode before the end");
+    }
+
+private:
+    [[noreturn]] void fail(const std::string& what) const {
+        throw InputError(file_, "data.pkl", what + " at byte " + std::to_string(pos_) + " of " + std::to_string(size_) +
+                                                " (a damaged or hostile pickle)");
+    }
+    void need(uint64_t n) const {
+        if (n > size_ - pos_) fail("declares " + std::to_string(n) + " bytes, but " + std::to_string(size_ - pos_) + " remain");
+    }
+    /// A little-endian integer of `bytes` bytes.
+    uint64_t le(int bytes) {
         need(uint64_t(bytes));
         uint64_t v = 0;
-        for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(data[pos + size_t(i)]);
-        pos += size_t(bytes);
+        for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(data_[pos_ + size_t(i)]);
+        pos_ += size_t(bytes);
         return v;
-    };
-    auto line = [&] {
-        const void* nl = std::memchr(data + pos, '\n', size - pos);
+    }
+    /// A payload whose length was just read.
+    void skip(uint64_t n) {
+        need(n);
+        pos_ += size_t(n);
+    }
+    void line() {
+        const void* nl = std::memchr(data_ + pos_, '\n', size_ - pos_);
         if (!nl) fail("an unterminated line");
-        pos = size_t(static_cast<const char*>(nl) - data) + 1;
-    };
-    // The memo is filled in order (0, 1, 2, ...); LibTorch's unpickler grows its table to any
-    // index it is given, so a sparse index (31 GB from a 4-byte LONG_BINPUT) is refused.
-    uint64_t memo = 0;
-    auto put = [&](uint64_t index) {
-        if (index > memo) fail("memo index " + std::to_string(index) + " out of order (next is " + std::to_string(memo) + ")");
-        memo = std::max(memo, index + 1);
-    };
-    while (pos < size) {
-        const auto op = static_cast<unsigned char>(data[pos++]);
+        pos_ = size_t(static_cast<const char*>(nl) - data_) + 1;
+    }
+    /// The memo is filled in order (0, 1, 2, ...); LibTorch's unpickler grows its table to any
+    /// index it is given, so a sparse index (31 GB from a 4-byte LONG_BINPUT) is refused.
+    void put(uint64_t index) {
+        if (index > memo_) fail("memo index " + std::to_string(index) + " out of order (next is " + std::to_string(memo_) + ")");
+        memo_ = std::max(memo_, index + 1);
+    }
+
+    /// One opcode (already consumed) and its arguments; false at STOP.
+    bool step(unsigned char op) {
         switch (op) {
         case '(': case '0': case '1': case '2': case 'N': case 'Q': case 'R': case 'a': case 'b': case 'd': case '}':
         case 'e': case 'l': case ']': case 'o': case 's': case 't': case ')': case 'u': case 0x81: case 0x85: case 0x86:
-        case 0x87: case 0x88: case 0x89: case 0x8f: case 0x90: case 0x91: case 0x92: case 0x93:
-            break;
-        case 0x94:  // MEMOIZE
-            put(memo);
-            break;
+        case 0x87: case 0x88: case 0x89: case 0x8f: case 0x90: case 0x91: case 0x92: case 0x93: break;
+        case 0x94: put(memo_); break;  // MEMOIZE
         case 'p': {  // PUT: a decimal index on its own line
-            const size_t start = pos;
+            const size_t start = pos_;
             line();
-            put(std::strtoull(std::string(data + start, pos - 1 - start).c_str(), nullptr, 10));
+            put(std::strtoull(std::string(data_ + start, pos_ - 1 - start).c_str(), nullptr, 10));
             break;
         }
         case 'q': put(le(1)); break;
         case 'r': put(le(4)); break;
-        case '.':
-            return;  // STOP
-        case 'F': case 'I': case 'L': case 'P': case 'S': case 'V': case 'g':
-            line();
-            break;
-        case 'c': case 'i':
-            line();
-            line();
-            break;
+        case '.': return false;  // STOP
+        case 'F': case 'I': case 'L': case 'P': case 'S': case 'V': case 'g': line(); break;
+        case 'c': case 'i': line(); line(); break;
         case 'K': case 'h': case 0x80: case 0x82: le(1); break;
         case 'M': case 0x83: le(2); break;
         case 'J': case 'j': case 0x84: le(4); break;
         case 'G': case 0x95: le(8); break;
-        case 'U': case 'C': case 0x8c: case 0x8a: need(le(1)); pos += static_cast<unsigned char>(data[pos - 1]); break;
-        case 'T': case 'X': case 'B': case 0x8b: {
-            const uint64_t n = le(4);
-            need(n);
-            pos += size_t(n);
-            break;
-        }
-        case 0x8d: case 0x8e: {
-            const uint64_t n = le(8);
-            need(n);
-            pos += size_t(n);
-            break;
-        }
+        case 'U': case 'C': case 0x8c: case 0x8a: skip(le(1)); break;
+        case 'T': case 'X': case 'B': case 0x8b: skip(le(4)); break;
+        case 0x8d: case 0x8e: skip(le(8)); break;
         default: {
             char hex[8];
             std::snprintf(hex, sizeof hex, "0x%02x", op);
-            --pos;
+            --pos_;
             fail(std::string("pickle opcode ") + hex + " that torch.save does not write");
         }
         }
+        return true;
     }
-    fail("no STOP opcode before the end");
-}
+
+    const char* data_;
+    size_t size_;
+    const std::string& file_;
+    size_t pos_ = 0;
+    uint64_t memo_ = 0;
+};
+
+void check_pickle_lengths(const char* data, size_t size, const std::string& file) { PickleWalker(data, size, file).walk(); }
 
 /// The sizes a zip's central directory declares, before LibTorch's reader allocates any of them
 /// (its constructor already reads a record). A size beyond the file is refused; a directory

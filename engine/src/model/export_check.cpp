@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: MIT
+// The consistency checks of a read torch.export program (export_program.h: check_program), so
+// the interpreter can trust what it runs: a malformed file is refused at load time (exit 2).
+#include <algorithm>
+#include <set>
+
+#include "ampscope/engine/errors.h"
+#include "model/export_program.h"
+
+namespace ampscope::detail::pt2 {
+namespace {
+
+/// The graphs checked as the interpreter will walk them, so that it can trust what it reads:
+/// every value defined once before it is used (a subgraph sees only its own inputs), the root
+/// graph's inputs and outputs matching the signature, higher-order and symbolic nodes with the
+/// arity and argument kinds export_model.cpp's hop() and sym() take.
+struct Checker {
+    const std::string& file;
+    const Program& p;
+
+    [[noreturn]] void fail(const std::string& field, const std::string& what) const { throw InputError(file, field, what); }
+
+    static std::string where(int gi, const Node& n) {
+        return (gi == 0 ? std::string("graph") : "subgraph " + std::to_string(gi)) + " node '" + n.name + "' (" + n.target + ")";
+    }
+
+    void use(const std::set<std::string>& defined, const std::string& name, const std::string& at) const {
+        if (!name.empty() && !defined.count(name)) fail(at, "reads '" + name + "', which no earlier node or graph input defines");
+    }
+
+    void uses(const std::set<std::string>& defined, const Arg& a, const std::string& at) const {
+        if (a.kind == Arg::Kind::Tensors && std::count(a.names.begin(), a.names.end(), std::string()))
+            fail(at, "a tensor list with an unnamed element (names of tensors expected)");
+        use(defined, a.name, at);
+        for (const auto& nm : a.names) use(defined, nm, at);
+    }
+
+    static bool is_constant(const Arg& a, bool (c10::IValue::*is)() const) { return a.kind == Arg::Kind::Constant && (a.constant.*is)(); }
+
+    /// (device_type, dtype, enabled, cache_enabled, graph, *operands) / (enabled, graph, *operands)
+    void hop(const Node& n, const std::string& at) const {
+        const bool autocast = n.kind == Node::Kind::Autocast;
+        const size_t g = autocast ? 4 : 1;
+        const char* shape = autocast ? "(device_type: str, dtype: scalar type or None, enabled: bool, cache_enabled: bool or None, "
+                                       "subgraph, operands...)"
+                                     : "(enabled: bool, subgraph, operands...)";
+        auto bad = [&] { fail(at, std::string("arguments ") + shape + " expected"); };
+        if (n.args.size() <= g) bad();
+        for (const auto& a : n.args)
+            if (!a) bad();
+        if (autocast) {
+            if (!is_constant(*n.args[0], &c10::IValue::isString)) bad();
+            try {
+                (void)c10::Device(n.args[0]->constant.toStringRef());
+            } catch (const std::exception&) {
+                fail(at, "device type '" + n.args[0]->constant.toStringRef() + "' is not a device");
+            }
+            const auto& dt = n.args[1]->constant;
+            if (n.args[1]->kind != Arg::Kind::Constant || !(dt.isNone() || (dt.isInt() && dt.toInt() >= 0 && dt.toInt() < int64_t(c10::ScalarType::NumOptions))))
+                bad();
+            if (!is_constant(*n.args[2], &c10::IValue::isBool)) bad();
+            if (n.args[3]->kind != Arg::Kind::Constant || !(n.args[3]->constant.isNone() || n.args[3]->constant.isBool())) bad();
+        } else if (!is_constant(*n.args[0], &c10::IValue::isBool)) bad();
+        if (n.args[g]->kind != Arg::Kind::Graph) bad();
+        for (size_t i = g + 1; i < n.args.size(); ++i)
+            if (n.args[i]->kind == Arg::Kind::Graph) bad();
+        const auto& sub = p.graphs.at(size_t(n.args[g]->graph));
+        if (sub.inputs.size() != n.args.size() - g - 1)
+            fail(at, "passes " + std::to_string(n.args.size() - g - 1) + " operands to a subgraph of " + std::to_string(sub.inputs.size()) + " inputs");
+    }
+
+    /// The symbolic operations export_model.cpp's sym() computes, and their arity.
+    void sym(const Node& n, const std::string& at) const {
+        static const std::map<std::string, size_t> arity{{"neg", 1}, {"add", 2}, {"sub", 2}, {"mul", 2}, {"floordiv", 2},
+                                                         {"mod", 2}, {"sym_max", 2}, {"sym_min", 2}, {"eq", 2}, {"ne", 2},
+                                                         {"lt", 2}, {"le", 2}, {"gt", 2}, {"ge", 2}};
+        const std::string f = n.target.substr(n.target.find('.') + 1);
+        const auto it = arity.find(f);
+        if (it == arity.end()) fail(at, "symbolic operation '" + n.target + "' is not supported by ampscope's interpreter");
+        if (n.args.size() != it->second) fail(at, std::to_string(it->second) + " arguments expected, not " + std::to_string(n.args.size()));
+        for (const auto& a : n.args) {
+            const bool ok = a && (a->kind == Arg::Kind::SymInt ||
+                                  (a->kind == Arg::Kind::Constant && (a->constant.isInt() || a->constant.isBool() || a->constant.isDouble())));
+            if (!ok) fail(at, "symbolic ints, bools, floats or literals as arguments expected");
+        }
+        if (n.outputs.size() != 1 || n.outputs[0].kind != Out::Kind::SymInt) fail(at, "one symbolic output expected");
+    }
+
+    void define(std::set<std::string>& defined, const std::string& name, const std::string& at) const {
+        if (!defined.insert(name).second) fail(at, "defines '" + name + "' a second time (each value once expected)");
+    }
+
+    void graph(int gi) const {
+        const auto& g = p.graphs[size_t(gi)];
+        std::set<std::string> defined;
+        for (const auto& in : g.inputs) define(defined, in, gi == 0 ? "graph inputs" : "subgraph " + std::to_string(gi) + " inputs");
+        for (const auto& n : g.nodes) {
+            const std::string at = where(gi, n);
+            for (const auto& a : n.args) {
+                if (!a) continue;
+                if (a->kind == Arg::Kind::Graph && n.kind != Node::Kind::Autocast && n.kind != Node::Kind::GradEnabled)
+                    fail(at, "a subgraph passed to an operator (only wrap_with_autocast / wrap_with_set_grad_enabled take one)");
+                uses(defined, *a, at);
+            }
+            if (n.kind == Node::Kind::Autocast || n.kind == Node::Kind::GradEnabled) hop(n, at);
+            if (n.kind == Node::Kind::SymOp) sym(n, at);
+            for (const auto& o : n.outputs) {
+                if (o.kind == Out::Kind::Tensor || o.kind == Out::Kind::SymInt) define(defined, o.name, at);
+                for (const auto& nm : o.names) define(defined, nm, at);
+            }
+        }
+        const std::string at = gi == 0 ? "graph outputs" : "subgraph " + std::to_string(gi) + " outputs";
+        for (const auto& o : g.outputs) {
+            use(defined, o.name, at);
+            for (const auto& nm : o.names) use(defined, nm, at);
+        }
+    }
+
+    void signature() const {
+        const auto& root = p.graphs.at(0);
+        if (root.inputs.size() != p.inputs.size())
+            fail("graph inputs", std::to_string(root.inputs.size()) + " graph inputs for " + std::to_string(p.inputs.size()) +
+                                     " signature input_specs (one per spec, in order, expected)");
+        for (size_t i = 0; i < root.inputs.size(); ++i)
+            if (root.inputs[i] != p.inputs[i].arg)
+                fail("graph inputs", "input " + std::to_string(i) + " is '" + root.inputs[i] + "' but the signature names '" + p.inputs[i].arg + "'");
+        if (root.outputs.size() != p.outputs.size())
+            fail("graph outputs", std::to_string(root.outputs.size()) + " graph outputs for " + std::to_string(p.outputs.size()) +
+                                      " signature output_specs (one per spec expected)");
+    }
+
+    void all() const {
+        signature();
+        for (size_t gi = 0; gi < p.graphs.size(); ++gi) graph(int(gi));
+    }
+};
+
+}  // namespace
+
+void check_program(const Program& p) { Checker{p.file, p}.all(); }
+
+}  // namespace ampscope::detail::pt2

@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+// Pieces of the torch.export archive reader shared by export_program.cpp and export_weights.cpp:
+// bounded JSON parsing, the serialized dtype codes, and the weights/constants records.
+
+#include <ATen/ATen.h>
+#include <caffe2/serialize/inline_container.h>
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <optional>
+#include <string>
+
+namespace ampscope::detail::pt2 {
+
+/// Parses a JSON record; malformed or deeper than 256 levels is an InputError naming file and field.
+nlohmann::json parse_json(const void* data, size_t n, const std::string& file, const std::string& field);
+
+/// The serialized dtype codes (torch/_export/serde/schema.py ScalarType), not c10's numbers.
+std::optional<at::ScalarType> dtype_of_code(int64_t code);
+
+/// Reads the tensors a weights or constants config names (config record `config`, records in
+/// `dir`) into `out` by FQN, every tensor_meta checked against its record. A missing config is
+/// no tensors. Throws InputError.
+void read_weights(caffe2::serialize::PyTorchStreamReader& zip, const std::string& file, const std::string& config,
+                  const std::string& dir, std::map<std::string, at::Tensor>& out);
+
+}  // namespace ampscope::detail::pt2

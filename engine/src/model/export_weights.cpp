@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: MIT
+// torch.export archives: bounded JSON parsing, dtype codes, and the weights/constants records
+// (raw bytes read straight into their tensors, every tensor_meta checked against its record).
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "ampscope/engine/errors.h"
+#include "model/export_json.h"
+
+namespace ampscope::detail::pt2 {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr int kMaxJsonDepth = 256;  ///< a real program nests ~16 levels (7 more per subgraph level)
+
+/// nlohmann's parser and destructor are iterative, but copying, dump() and comparisons recurse:
+/// deep nesting is refused right after parsing, before anything else touches the value.
+void check_depth(const json& j, const std::string& file, const std::string& field) {
+    std::vector<std::pair<const json*, int>> todo{{&j, 1}};
+    while (!todo.empty()) {
+        const auto [v, d] = todo.back();
+        todo.pop_back();
+        if (d > kMaxJsonDepth)
+            throw InputError(file, field, "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels (a serialized program nests far less)");
+        if (v->is_structured())
+            for (const auto& c : *v) todo.emplace_back(&c, d + 1);
+    }
+}
+
+}  // namespace
+
+json parse_json(const void* data, size_t n, const std::string& file, const std::string& field) {
+    json j;
+    try {
+        j = json::parse(static_cast<const char*>(data), static_cast<const char*>(data) + n);
+    } catch (const std::exception& e) {
+        throw InputError(file, field, std::string("malformed JSON: ") + e.what());
+    }
+    check_depth(j, file, field);
+    return j;
+}
+
+std::optional<at::ScalarType> dtype_of_code(int64_t code) {
+    switch (code) {
+        case 1: return at::kByte;
+        case 2: return at::kChar;
+        case 3: return at::kShort;
+        case 4: return at::kInt;
+        case 5: return at::kLong;
+        case 6: return at::kHalf;
+        case 7: return at::kFloat;
+        case 8: return at::kDouble;
+        case 9: return at::kComplexHalf;
+        case 10: return at::kComplexFloat;
+        case 11: return at::kComplexDouble;
+        case 12: return at::kBool;
+        case 13: return at::kBFloat16;
+        case 28: return at::kUInt16;
+        case 29: return at::kFloat8_e4m3fn;
+        case 30: return at::kFloat8_e5m2;
+        case 31: return at::kFloat8_e4m3fnuz;
+        case 32: return at::kFloat8_e5m2fnuz;
+        default: return std::nullopt;
+    }
+}
+
+namespace {
+
+struct WeightReader {
+    const std::string& file;
+
+    [[noreturn]] void fail(const std::string& field, const std::string& what) const { throw InputError(file, field, what); }
+
+    at::ScalarType dtype(const json& code, const std::string& where) const {
+        const auto d = code.is_number_integer() ? dtype_of_code(code.get<int64_t>()) : std::nullopt;
+        if (!d) fail(where, "dtype code " + code.dump() + " is unknown to this build (torch 2.11 serialization codes expected)");
+        return *d;
+    }
+
+    /// The sizes, strides and offset of a tensor_meta, checked: non-negative, and the view's
+    /// highest element and element count computed without overflow.
+    struct View {
+        std::vector<int64_t> sizes, strides;
+        int64_t offset = 0;
+        bool empty = false;
+        __int128 last = 0;  ///< the highest element the view reaches
+    };
+    View view(const json& meta, const std::string& fqn) const {
+        View w;
+        for (const auto& s : meta.at("sizes")) {
+            if (!s.is_object() || !s.contains("as_int")) fail(fqn, "a weight with a symbolic size");
+            w.sizes.push_back(s["as_int"].get<int64_t>());
+        }
+        for (const auto& s : meta.at("strides")) w.strides.push_back(s.at("as_int").get<int64_t>());
+        w.offset = meta.contains("storage_offset") ? meta["storage_offset"].value("as_int", int64_t(0)) : 0;
+        if (w.sizes.size() != w.strides.size() || w.offset < 0 || w.sizes.size() > 64)
+            fail(fqn, "tensor_meta with inconsistent sizes/strides/offset (as many sizes as strides, at most 64, offset >= 0 expected)");
+        constexpr int64_t kHuge = int64_t(1) << 48;  // each size, stride, the offset and the element count below this
+        __int128 numel = 1;
+        w.last = w.offset;
+        for (size_t i = 0; i < w.sizes.size(); ++i) {
+            if (w.sizes[i] < 0 || w.strides[i] < 0) fail(fqn, "negative size or stride");
+            if (w.sizes[i] >= kHuge || w.strides[i] >= kHuge || w.offset >= kHuge)
+                fail(fqn, "tensor_meta size, stride or offset beyond 2^48: not a tensor this archive can hold");
+            if (w.sizes[i] == 0) w.empty = true;
+            numel *= w.sizes[i];
+            if (numel >= kHuge) numel = kHuge;  // saturate: no overflow with 64 dims
+            w.last += __int128(std::max<int64_t>(w.sizes[i] - 1, 0)) * w.strides[i];
+        }
+        if (!w.empty && numel >= kHuge) fail(fqn, "tensor_meta with 2^48 elements or more");
+        return w;
+    }
+
+    /// Bytes of a tensor described by tensor_meta, read from its record, with every size checked.
+    at::Tensor tensor(caffe2::serialize::PyTorchStreamReader& zip, const std::string& record, const json& meta, const std::string& fqn) const {
+        const auto st = dtype(meta.at("dtype"), fqn);
+        const View w = view(meta, fqn);
+        if (!zip.hasRecord(record)) fail(record, "weight record missing from the archive (for '" + fqn + "')");
+        const size_t bytes = zip.getRecordSize(record);
+        const size_t elem = c10::elementSize(st);
+        if (!w.empty && (w.last + 1) * __int128(elem) > __int128(bytes))
+            fail(fqn, "tensor_meta " + c10::str(at::IntArrayRef(w.sizes)) + " needs more bytes than record " + record + " holds (" +
+                          std::to_string(bytes) + ")");
+        auto base = at::empty({int64_t(bytes / elem)}, at::TensorOptions().dtype(st));
+        if (bytes / elem) {  // straight into the tensor's storage (one copy)
+            if (bytes == size_t(base.nbytes())) zip.getRecord(record, base.data_ptr(), bytes);
+            else {  // a record that is not a whole number of elements: read all, keep the elements
+                auto [ptr, n] = zip.getRecord(record);
+                std::memcpy(base.data_ptr(), ptr.get(), std::min(n, size_t(base.nbytes())));
+            }
+        }
+        return w.empty ? at::empty(w.sizes, base.options()) : base.as_strided(w.sizes, w.strides, w.offset).detach();
+    }
+
+    void tensors(caffe2::serialize::PyTorchStreamReader& zip, const std::string& config, const std::string& dir,
+                 std::map<std::string, at::Tensor>& out) const {
+        if (!zip.hasRecord(config)) return;
+        auto [ptr, n] = zip.getRecord(config);
+        const json j = parse_json(ptr.get(), n, file, config);
+        try {
+            const auto& cfg = j.at("config");
+            if (!cfg.is_object()) fail(config, "'config' is an object of FQN: weight entries, not " + std::string(cfg.type_name()));
+            for (auto it = cfg.begin(); it != cfg.end(); ++it) {
+                const std::string fqn = it.key();
+                const json& c = it.value();
+                if (!c.is_object()) fail(config, "entry '" + fqn + "' is an object (path_name, tensor_meta), not " + std::string(c.type_name()));
+                if (c.value("use_pickle", false))
+                    fail(fqn, "a pickled (tensor-subclass) weight; ampscope reads plain tensors only (export without tensor subclasses)");
+                const std::string path = c.at("path_name").get<std::string>();
+                if (path.empty() || path.find('/') != std::string::npos || path.find("..") != std::string::npos)
+                    fail(config, "path_name '" + path + "' of '" + fqn + "' is a record name inside " + dir + " (no '/' or '..')");
+                out[fqn] = tensor(zip, dir + path, c.at("tensor_meta"), fqn);
+            }
+        } catch (const InputError&) {
+            throw;
+        } catch (const std::exception& e) {
+            fail(config, std::string("not a weights config this build reads: ") + e.what());
+        }
+    }
+};
+
+}  // namespace
+
+void read_weights(caffe2::serialize::PyTorchStreamReader& zip, const std::string& file, const std::string& config,
+                  const std::string& dir, std::map<std::string, at::Tensor>& out) {
+    WeightReader{file}.tensors(zip, config, dir, out);
+}
+
+}  // namespace ampscope::detail::pt2
