@@ -14,6 +14,7 @@ import torch
 import torch.nn as nn
 
 from common import run_cli
+from test_export import rewrite
 
 
 class Region(nn.Module):
@@ -41,15 +42,6 @@ class Dynamic(nn.Module):
 
     def forward(self, x):
         return self.fc(x.reshape(x.shape[0], 6))
-
-
-def rewrite(src, dst, edit):
-    """Copies a .pt2 zip, passing each record's (name, bytes) through edit (None drops it)."""
-    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_STORED) as zout:
-        for info in zin.infolist():
-            data = edit(info.filename, zin.read(info.filename))
-            if data is not None:
-                zout.writestr(info.filename, data)
 
 
 def nodes(j):

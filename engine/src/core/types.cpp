@@ -8,65 +8,51 @@
 namespace ampscope {
 
 namespace {
-std::string lower(std::string s) {
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-    return s;
+
+/// One spelling of an enum value; the first spelling of a value is its name.
+template <class E>
+struct Spelling {
+    E value;
+    const char* text;
+};
+
+constexpr Spelling<Precision> kPrecisions[] = {{Precision::Fp32, "fp32"}, {Precision::Fp16, "fp16"}, {Precision::Bf16, "bf16"},
+                                               {Precision::Fp32, "float32"}, {Precision::Fp16, "float16"},
+                                               {Precision::Fp16, "half"}, {Precision::Bf16, "bfloat16"}};
+constexpr Spelling<TieRule> kTieRules[] = {{TieRule::LowestIndex, "lowest-index"}, {TieRule::Abstain, "abstain"},
+                                           {TieRule::LowestIndex, "lowest_index"}};
+constexpr Spelling<QualityMetric> kQualityMetrics[] = {{QualityMetric::Accuracy, "accuracy"}, {QualityMetric::Mse, "mse"},
+                                                       {QualityMetric::MaxAbsError, "max_abs_error"},
+                                                       {QualityMetric::MaxAbsError, "max-abs-error"}};
+constexpr Spelling<Verdict> kVerdicts[] = {{Verdict::Accepted, "accepted"}, {Verdict::Rejected, "rejected"},
+                                           {Verdict::InvalidReference, "invalid_reference"}};
+
+template <class E, size_t N>
+std::string name_of(const Spelling<E> (&table)[N], E v) {
+    for (const auto& e : table)
+        if (e.value == v) return e.text;
+    return "?";
 }
+
+/// Case-insensitive.
+template <class E, size_t N>
+std::optional<E> parse(const Spelling<E> (&table)[N], std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+    for (const auto& e : table)
+        if (s == e.text) return e.value;
+    return std::nullopt;
+}
+
 }  // namespace
 
-std::string to_string(Precision p) {
-    switch (p) {
-    case Precision::Fp32: return "fp32";
-    case Precision::Fp16: return "fp16";
-    case Precision::Bf16: return "bf16";
-    }
-    return "?";
-}
-
-std::optional<Precision> parse_precision(const std::string& s) {
-    const auto l = lower(s);
-    if (l == "fp32" || l == "float32") return Precision::Fp32;
-    if (l == "fp16" || l == "float16" || l == "half") return Precision::Fp16;
-    if (l == "bf16" || l == "bfloat16") return Precision::Bf16;
-    return std::nullopt;
-}
-
+std::string to_string(Precision p) { return name_of(kPrecisions, p); }
+std::optional<Precision> parse_precision(const std::string& s) { return parse(kPrecisions, s); }
 std::string to_string(Mode m) { return m == Mode::Eval ? "eval" : "train"; }
-
-std::string to_string(TieRule r) { return r == TieRule::LowestIndex ? "lowest-index" : "abstain"; }
-
-std::optional<TieRule> parse_tie_rule(const std::string& s) {
-    const auto l = lower(s);
-    if (l == "lowest-index" || l == "lowest_index") return TieRule::LowestIndex;
-    if (l == "abstain") return TieRule::Abstain;
-    return std::nullopt;
-}
-
-std::string to_string(QualityMetric m) {
-    switch (m) {
-    case QualityMetric::Accuracy: return "accuracy";
-    case QualityMetric::Mse: return "mse";
-    case QualityMetric::MaxAbsError: return "max_abs_error";
-    }
-    return "?";
-}
-
-std::optional<QualityMetric> parse_quality_metric(const std::string& s) {
-    const auto l = lower(s);
-    if (l == "accuracy") return QualityMetric::Accuracy;
-    if (l == "mse") return QualityMetric::Mse;
-    if (l == "max_abs_error" || l == "max-abs-error") return QualityMetric::MaxAbsError;
-    return std::nullopt;
-}
-
-std::string to_string(Verdict v) {
-    switch (v) {
-    case Verdict::Accepted: return "accepted";
-    case Verdict::Rejected: return "rejected";
-    case Verdict::InvalidReference: return "invalid_reference";
-    }
-    return "?";
-}
+std::string to_string(TieRule r) { return name_of(kTieRules, r); }
+std::optional<TieRule> parse_tie_rule(const std::string& s) { return parse(kTieRules, s); }
+std::string to_string(QualityMetric m) { return name_of(kQualityMetrics, m); }
+std::optional<QualityMetric> parse_quality_metric(const std::string& s) { return parse(kQualityMetrics, s); }
+std::string to_string(Verdict v) { return name_of(kVerdicts, v); }
 
 void TensorStats::merge(const TensorStats& o) {
     if (o.count == 0) return;

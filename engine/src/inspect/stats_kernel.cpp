@@ -535,20 +535,16 @@ int64_t count_nonfinite_f32(const float* v, int64_t n) {
     return c;
 }
 
+/// Non-finite 16-bit values: magnitude bits above the largest finite one (`inf_bits` - 1).
 AMPSCOPE_CLONES
-int64_t count_nonfinite_f16(const uint16_t* h, int64_t n) {
-    if (has_avx2()) return count_above16(h, n, 0x7bffu);
+int64_t count_nonfinite_16(const uint16_t* h, int64_t n, uint16_t inf_bits) {
+    if (has_avx2()) return count_above16(h, n, uint16_t(inf_bits - 1));
     int64_t c = 0;
-    for (int64_t i = 0; i < n; ++i) c += (h[i] & 0x7fffu) >= 0x7c00u;
+    for (int64_t i = 0; i < n; ++i) c += (h[i] & 0x7fffu) >= inf_bits;
     return c;
 }
 
-AMPSCOPE_CLONES
-int64_t count_nonfinite_bf16(const uint16_t* h, int64_t n) {
-    if (has_avx2()) return count_above16(h, n, 0x7f7fu);
-    int64_t c = 0;
-    for (int64_t i = 0; i < n; ++i) c += (h[i] & 0x7fffu) >= 0x7f80u;
-    return c;
-}
+int64_t count_nonfinite_f16(const uint16_t* h, int64_t n) { return count_nonfinite_16(h, n, 0x7c00u); }
+int64_t count_nonfinite_bf16(const uint16_t* h, int64_t n) { return count_nonfinite_16(h, n, 0x7f80u); }
 
 }  // namespace ampscope::detail

@@ -118,16 +118,17 @@ struct TransformerImpl : nn::Module {
 };
 TORCH_MODULE(Transformer);
 
-// ---- demo:mlp: [N, 32] -> 10 classes ------------------------------------------------------
-struct DemoMlpImpl : nn::Module {
+// ---- demo:mlp and demo:regressor: linear, activation, linear, activation, linear -------------
+template <class Act>
+struct StackImpl : nn::Module {
     nn::Linear fc1{nullptr}, fc2{nullptr}, out{nullptr};
-    nn::ReLU act1{nullptr}, act2{nullptr};
-    DemoMlpImpl() {
-        fc1 = register_module("fc1", nn::Linear(32, 64));
-        act1 = register_module("act1", nn::ReLU());
-        fc2 = register_module("fc2", nn::Linear(64, 64));
-        act2 = register_module("act2", nn::ReLU());
-        out = register_module("out", nn::Linear(64, 10));
+    Act act1{nullptr}, act2{nullptr};
+    StackImpl(int64_t in, int64_t hidden, int64_t outputs) {
+        fc1 = this->register_module("fc1", nn::Linear(in, hidden));
+        act1 = this->register_module("act1", Act());
+        fc2 = this->register_module("fc2", nn::Linear(hidden, hidden));
+        act2 = this->register_module("act2", Act());
+        out = this->register_module("out", nn::Linear(hidden, outputs));
     }
     at::Tensor forward(const at::Tensor& x) {
         return scoped("", x, [&](const at::Tensor& in) {
@@ -139,28 +140,16 @@ struct DemoMlpImpl : nn::Module {
         });
     }
 };
+
+/// demo:mlp: [N, 32] -> 10 classes.
+struct DemoMlpImpl : StackImpl<nn::ReLU> {
+    DemoMlpImpl() : StackImpl(32, 64, 10) {}
+};
 TORCH_MODULE(DemoMlp);
 
-// ---- demo:regressor: [N, 8] -> 1 ------------------------------------------------------------
-struct RegressorImpl : nn::Module {
-    nn::Linear fc1{nullptr}, fc2{nullptr}, out{nullptr};
-    nn::Tanh act1{nullptr}, act2{nullptr};
-    RegressorImpl() {
-        fc1 = register_module("fc1", nn::Linear(8, 32));
-        act1 = register_module("act1", nn::Tanh());
-        fc2 = register_module("fc2", nn::Linear(32, 32));
-        act2 = register_module("act2", nn::Tanh());
-        out = register_module("out", nn::Linear(32, 1));
-    }
-    at::Tensor forward(const at::Tensor& x) {
-        return scoped("", x, [&](const at::Tensor& in) {
-            auto h = scoped("fc1", in, [&](const at::Tensor& v) { return fc1->forward(v); });
-            h = scoped("act1", h, [&](const at::Tensor& v) { return act1->forward(v); });
-            h = scoped("fc2", h, [&](const at::Tensor& v) { return fc2->forward(v); });
-            h = scoped("act2", h, [&](const at::Tensor& v) { return act2->forward(v); });
-            return scoped("out", h, [&](const at::Tensor& v) { return out->forward(v); });
-        });
-    }
+/// demo:regressor: [N, 8] -> 1.
+struct RegressorImpl : StackImpl<nn::Tanh> {
+    RegressorImpl() : StackImpl(8, 32, 1) {}
 };
 TORCH_MODULE(Regressor);
 

@@ -20,33 +20,6 @@ using pt2::Arg;
 using pt2::Node;
 using pt2::Out;
 
-/// Restores the autocast state of one device type on exit (a user's autocast region).
-class AutocastState {
-public:
-    AutocastState(at::DeviceType dt, bool enabled, at::ScalarType dtype, bool cache) : dt_(dt) {
-        prev_enabled_ = at::autocast::is_autocast_enabled(dt_);
-        prev_dtype_ = at::autocast::get_autocast_dtype(dt_);
-        prev_cache_ = at::autocast::is_autocast_cache_enabled();
-        at::autocast::set_autocast_enabled(dt_, enabled);
-        at::autocast::set_autocast_dtype(dt_, dtype);
-        at::autocast::increment_nesting();
-        at::autocast::set_autocast_cache_enabled(cache);
-    }
-    ~AutocastState() {
-        if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-        at::autocast::set_autocast_enabled(dt_, prev_enabled_);
-        at::autocast::set_autocast_dtype(dt_, prev_dtype_);
-        at::autocast::set_autocast_cache_enabled(prev_cache_);
-    }
-    AutocastState(const AutocastState&) = delete;
-    AutocastState& operator=(const AutocastState&) = delete;
-
-private:
-    at::DeviceType dt_;
-    bool prev_enabled_ = false, prev_cache_ = true;
-    at::ScalarType prev_dtype_ = at::kFloat;
-};
-
 using Env = std::unordered_map<std::string, c10::IValue>;
 
 /// The shape of `rows` copies of one row of `t`.
@@ -72,7 +45,6 @@ public:
         }
         if (!all_static) input_shapes.clear();
         required_inputs = p_.user_inputs.size();
-        for (const auto& o : p_.outputs) users_ += o.kind == pt2::OutputSpec::Kind::User;
     }
 
     at::Tensor forward(const std::vector<at::Tensor>& in) override {
@@ -279,7 +251,7 @@ private:
             const auto dt = c10::Device(dev).type();
             const auto dtype = n.args.at(1)->constant.isNone() ? at::autocast::get_autocast_dtype(dt)
                                                                : static_cast<at::ScalarType>(n.args.at(1)->constant.toInt());
-            AutocastState region(dt, n.args.at(2)->constant.toBool(), dtype,
+            AutocastGuard region(dt, n.args.at(2)->constant.toBool(), dtype,
                                  n.args.at(3)->constant.isNone() ? true : n.args.at(3)->constant.toBool());
             const bool saved = base_autocast_;
             base_autocast_ = at::autocast::is_autocast_enabled(device_type_);
@@ -310,8 +282,10 @@ private:
             if (f == "add") r = a[0] + a[1];
             else if (f == "sub") r = a[0] - a[1];
             else if (f == "mul") r = a[0] * a[1];
-            else if (f == "floordiv" && a[1] != 0) r = (a[0] - (((a[0] % a[1]) + a[1]) % a[1])) / a[1];
-            else if (f == "mod" && a[1] != 0) r = ((a[0] % a[1]) + a[1]) % a[1];
+            else if ((f == "floordiv" || f == "mod") && a[1] == 0)
+                throw ModelError(p_.file + ": node '" + n.name + "' (" + n.target + ") divides by zero");
+            else if (f == "floordiv") r = (a[0] - (((a[0] % a[1]) + a[1]) % a[1])) / a[1];
+            else if (f == "mod") r = ((a[0] % a[1]) + a[1]) % a[1];
             else if (f == "sym_max") r = std::max(a[0], a[1]);
             else if (f == "sym_min") r = std::min(a[0], a[1]);
             else if (f == "eq") r = a[0] == a[1];
@@ -356,7 +330,6 @@ private:
     bool train_ = false;
     bool base_autocast_ = false;
     int output_ = 0;
-    int users_ = 0;
     bool regions_valid_ = false;
     std::vector<std::string> region_globs_;
     std::vector<std::vector<bool>> node_fp32_;

@@ -79,15 +79,18 @@ at::ScalarType dtype_of(Precision p);
 /// when the outermost region ends, then restores the previous state.
 class AutocastGuard {
 public:
-    AutocastGuard(at::DeviceType dt, Precision p) : dt_(dt) {
+    /// A pass's policy: autocast to the precision's dtype, or off for FP32.
+    AutocastGuard(at::DeviceType dt, Precision p)
+        : AutocastGuard(dt, p != Precision::Fp32, p != Precision::Fp32 ? dtype_of(p) : at::autocast::get_autocast_dtype(dt), true) {}
+    /// An explicit region, as a model's own torch.autocast(device, dtype, enabled, cache_enabled).
+    AutocastGuard(at::DeviceType dt, bool enabled, at::ScalarType dtype, bool cache) : dt_(dt) {
         prev_enabled_ = at::autocast::is_autocast_enabled(dt_);
         prev_dtype_ = at::autocast::get_autocast_dtype(dt_);
         prev_cache_ = at::autocast::is_autocast_cache_enabled();
-        const bool enable = p != Precision::Fp32;
-        if (enable) at::autocast::set_autocast_dtype(dt_, dtype_of(p));
-        at::autocast::set_autocast_enabled(dt_, enable);
+        at::autocast::set_autocast_dtype(dt_, dtype);
+        at::autocast::set_autocast_enabled(dt_, enabled);
         at::autocast::increment_nesting();
-        at::autocast::set_autocast_cache_enabled(true);
+        at::autocast::set_autocast_cache_enabled(cache);
     }
     ~AutocastGuard() {
         if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
