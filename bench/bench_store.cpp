@@ -98,7 +98,8 @@ void BM_MakeGuiFixture(benchmark::State& st) {
             auto pass = pass_with_layers(5000, p);
             pass.num_outputs = 4;
             pass.outputs.resize(10000 * 4);
-            for (size_t i = 0; i < pass.outputs.size(); ++i) pass.outputs[i] = float(i % 97) * 0.01f + (p == Precision::Fp32 ? 0.f : 1e-3f * float(i % 7));
+            for (size_t i = 0; i < pass.outputs.size(); ++i)
+                pass.outputs[i] = float(i % 97) * 0.01f + (p == Precision::Fp32 ? 0.f : 1e-3f * float(i % 7));
             w.pass_finished(pass);
             passes.push_back(pass);
         }

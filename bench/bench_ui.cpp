@@ -75,9 +75,8 @@ void BM_LiveTrainingRun(benchmark::State& state) {
         w.openDatabase(dir.filePath(QStringLiteral("live.sqlite")));
         w.resize(1280, 820);
         w.show();
-        w.controller()->setEngines({}, [n](const TrainSpec&, TrainSink* sink, ProgressObserver*) {
-            return fakeRun(n, sink, std::chrono::microseconds(250));
-        });
+        w.controller()->setEngines(
+            {}, [n](const TrainSpec&, TrainSink* sink, ProgressObserver*) { return fakeRun(n, sink, std::chrono::microseconds(250)); });
         QSignalSpy done(w.controller(), &ui::RunController::finished);
         QSignalSpy batches(w.controller(), &ui::RunController::stepsFinished);
         (void)QTest::qWaitForWindowExposed(&w);  // the window's first paint is not the run's

@@ -26,7 +26,7 @@ say() { echo "[bootstrap] $*"; }
 pkgs=(build-essential cmake ninja-build ccache pkg-config git python3 python3-venv python3-pip
       libsqlite3-dev sqlite3 libgtest-dev libgmock-dev googletest libbenchmark-dev
       nlohmann-json3-dev libcli11-dev libssl-dev libcsv-dev hipcc
-      clang libclang-rt-14-dev)  # clang + libFuzzer runtime: tools/fuzz.sh
+      clang libclang-rt-14-dev clang-format)  # clang + libFuzzer runtime: tools/fuzz.sh; clang-format: lint.code
 [ $with_qt = 1 ] && pkgs+=(qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libgl-dev xvfb xauth)
 
 if [ $with_apt = 1 ]; then
@@ -56,4 +56,5 @@ if [ "${have%%+*}" != "$TORCH_VERSION" ]; then
 else
   say "torch $have present in $VENV"
 fi
+"$VENV/bin/python" -c 'import lizard' 2>/dev/null || "$VENV/bin/python" -m pip install -q lizard  # lint.code: function lengths
 "$VENV/bin/python" -c 'import torch,numpy; print("[bootstrap] torch", torch.__version__, "cmake prefix", torch.utils.cmake_prefix_path)'

@@ -50,24 +50,23 @@ std::vector<storage::Validation> validations(const storage::Store& store, const 
     return out;
 }
 
-void print_result(const BenchResult& res, const BenchSpec& bs, const std::vector<storage::Validation>& vs,
-                  const std::string& id) {
+void print_result(const BenchResult& res, const BenchSpec& bs, const std::vector<storage::Validation>& vs, const std::string& id) {
     for (const auto& v : vs) {
         if (v.run.empty()) {
             std::cout << "UNVALIDATED " << to_string(v.precision) << ": " << v.refusal << "\n";
             continue;
         }
-        std::printf("validated %s by run %s (review %s; accepted under atol %g, rtol %g, max flips %d%s)\n",
-                    to_string(v.precision).c_str(), v.run.c_str(), v.review.status.c_str(), v.criteria.atol, v.criteria.rtol,
-                    v.criteria.max_flips, v.criteria.allow_nonfinite ? ", non-finite outputs allowed" : "");
+        std::printf("validated %s by run %s (review %s; accepted under atol %g, rtol %g, max flips %d%s)\n", to_string(v.precision).c_str(),
+                    v.run.c_str(), v.review.status.c_str(), v.criteria.atol, v.criteria.rtol, v.criteria.max_flips,
+                    v.criteria.allow_nonfinite ? ", non-finite outputs allowed" : "");
     }
     std::cout << res.model.source << ", batch " << res.batch << ", " << res.backend.device << " (" << res.backend.kind << "), "
               << (bs.train ? "training steps" : "forward passes") << ", mode " << to_string(bs.mode) << ", FP32 regions "
               << glob_list(bs.keep_fp32) << "\n";
     std::printf("  %-6s %10s %10s %10s %9s %12s %8s\n", "", "median ms", "p10", "p90", "speed-up", "peak MiB", "memory");
     for (const auto& f : res.figures)
-        std::printf("  %-6s %10.3f %10.3f %10.3f %8.2fx %12.1f %7.2fx\n", to_string(f.precision).c_str(), f.median_ms, f.p10_ms,
-                    f.p90_ms, f.speedup, double(f.peak_bytes) / (1 << 20), f.memory_ratio);
+        std::printf("  %-6s %10.3f %10.3f %10.3f %8.2fx %12.1f %7.2fx\n", to_string(f.precision).c_str(), f.median_ms, f.p10_ms, f.p90_ms,
+                    f.speedup, double(f.peak_bytes) / (1 << 20), f.memory_ratio);
     std::cout << "  timer: " << res.timer << "; memory: " << res.memory << "\n  recorded as benchmark " << id.substr(0, 8) << "\n";
 }
 
@@ -87,8 +86,9 @@ int run_bench(BenchOptions& o) {
     }
     const auto res = run_benchmark(bs);
     if (res.keep_fp32 != bs.keep_fp32)
-        throw InputError("--keep-fp32", "", "this build's benchmark does not run FP32 regions (asked: " + glob_list(bs.keep_fp32) +
-                                                "; timed: " + glob_list(res.keep_fp32) + "); nothing was recorded");
+        throw InputError("--keep-fp32", "",
+                         "this build's benchmark does not run FP32 regions (asked: " + glob_list(bs.keep_fp32) +
+                             "; timed: " + glob_list(res.keep_fp32) + "); nothing was recorded");
     const auto id = store.record_benchmark(res, bs, vs);
     if (!o.json.empty()) write_output(o.json, json::bench_to_json(res, bs, vs));
     if (o.json != "-") print_result(res, bs, vs, id);
@@ -98,7 +98,9 @@ int run_bench(BenchOptions& o) {
 void add_bench_options(CLI::App* bench, BenchOptions& o) {
     auto& bs = o.spec;
     bench->add_option("--model", bs.model, "demo:NAME, a TorchScript file or a torch.export program (.pt2)")->required();
-    bench->add_option("--output", bs.output, "the output compared, for torch.export programs with several outputs: a name from its output tree (e.g. cls) or an index; default: the first tensor output");
+    bench->add_option("--output", bs.output,
+                      "the output compared, for torch.export programs with several outputs: a name from its output tree (e.g. cls) or an "
+                      "index; default: the first tensor output");
     bench->add_option("--probes", bs.probes, "the probe set the validation run used")->required();
     bench->add_option("--device", bs.device, "cpu | cuda | cuda:N")->check(checks::Device());
     bench->add_option("--precision", o.precision, "AMP precisions to time against FP32")->default_str("fp16,bf16");
@@ -118,8 +120,9 @@ void add_bench_options(CLI::App* bench, BenchOptions& o) {
 }  // namespace
 
 Command add_bench_command(CLI::App& app) {
-    return subcommand<BenchOptions>(app, "bench", "speed and memory of FP32 vs AMP, only after a validation run of exactly "
-                                                  "this policy was accepted",
+    return subcommand<BenchOptions>(app, "bench",
+                                    "speed and memory of FP32 vs AMP, only after a validation run of exactly "
+                                    "this policy was accepted",
                                     add_bench_options, run_bench);
 }
 

@@ -60,7 +60,9 @@ void install_signal_handlers() {
     std::signal(SIGTERM, on_sigint);
 }
 
-bool interrupted() { return g_interrupted.load(); }
+bool interrupted() {
+    return g_interrupted.load();
+}
 
 AbortAction::AbortAction(std::function<void()> f) {
     std::lock_guard<std::mutex> l(g_abort_mutex);
@@ -86,7 +88,9 @@ void TerminalProgress::progress(const std::string& stage, int done, int total) {
     std::fflush(stderr);
 }
 
-bool TerminalProgress::cancel_requested() const { return g_interrupted.load() || cancel.load(); }
+bool TerminalProgress::cancel_requested() const {
+    return g_interrupted.load() || cancel.load();
+}
 
 void TerminalProgress::clear() {
     if (enabled_) std::fprintf(stderr, "\r\033[K");

@@ -98,7 +98,6 @@ std::string read_file(const std::string& path, const std::string& what);
 void write_output(const std::string& path, const std::string& text);
 
 /// The help of --db.
-inline const char* const kDbHelp =
-    "run database (default: $AMPSCOPE_DB, else ${XDG_DATA_HOME:-~/.local/share}/ampscope/runs.sqlite)";
+inline const char* const kDbHelp = "run database (default: $AMPSCOPE_DB, else ${XDG_DATA_HOME:-~/.local/share}/ampscope/runs.sqlite)";
 
 }  // namespace ampscope::cli

@@ -9,6 +9,7 @@
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/run.h"
 #include "ampscope/storage/errors.h"
+#include "advise_command.h"
 #include "bench_command.h"
 #include "common.h"
 #include "ops_command.h"
@@ -22,8 +23,7 @@ using namespace ampscope::cli;
 namespace {
 
 int report(const std::exception& e, int code) {
-    std::cerr << "ampscope-cli: " << (code == kBadInput ? "error: " : code == kRuntime ? "runtime error: " : "") << e.what()
-              << std::endl;
+    std::cerr << "ampscope-cli: " << (code == kBadInput ? "error: " : code == kRuntime ? "runtime error: " : "") << e.what() << std::endl;
     return code;
 }
 
@@ -53,13 +53,14 @@ int dispatch(const std::vector<Command>& commands) {
 
 int main(int argc, char** argv) {
     install_signal_handlers();  // Ctrl-C / SIGTERM: finish the current batch, record the run as cancelled, exit 130
-    CLI::App app{"ampscope-cli: is it safe to run this model in mixed precision? Runs an FP32 reference pass and "
-                 "autocast FP16/BF16 passes on a fixed probe set, compares scores and decisions against criteria "
-                 "fixed before the run, and names where NaN/Inf is born."};
+    CLI::App app{
+        "ampscope-cli: is it safe to run this model in mixed precision? Runs an FP32 reference pass and "
+        "autocast FP16/BF16 passes on a fixed probe set, compares scores and decisions against criteria "
+        "fixed before the run, and names where NaN/Inf is born."};
     app.set_version_flag("--version", "ampscope-cli " + version() + " (torch " + backend_report("cpu").torch_version + ")");
     app.require_subcommand(1);
-    const std::vector<Command> commands = {add_run_command(app), add_backend_command(app), add_ops_command(app),
-                                           add_train_command(app), add_bench_command(app), add_store_commands(app)};
+    const std::vector<Command> commands = {add_run_command(app),   add_backend_command(app), add_ops_command(app),   add_train_command(app),
+                                           add_bench_command(app), add_store_commands(app),  add_advise_command(app)};
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -26,8 +26,10 @@ void add_backend_options(CLI::App* backend, BackendOptions& o) {
 
 int run_backend(BackendOptions& o) {
     const auto b = backend_report(o.device);
-    if (o.json) std::cout << json::backend_to_json(b) << std::endl;
-    else print_backend(std::cout, b);
+    if (o.json)
+        std::cout << json::backend_to_json(b) << std::endl;
+    else
+        print_backend(std::cout, b);
     return kOk;
 }
 
@@ -39,9 +41,10 @@ struct OpsOptions {
 
 void add_ops_options(CLI::App* ops, OpsOptions& o) {
     ops->add_option("--model", o.spec.model, "demo:NAME, a TorchScript file or a torch.export program (.pt2)")->required();
-    ops->add_option("--output", o.spec.criteria.output, "the output compared, for torch.export programs with several outputs: a name from its output tree (e.g. cls) or an index; default: the first tensor output");
-    ops->add_option("--probes", o.spec.probes, "probe file whose first sample drives the forward (default: demo)")
-        ->default_str("demo");
+    ops->add_option("--output", o.spec.criteria.output,
+                    "the output compared, for torch.export programs with several outputs: a name from its output tree (e.g. cls) or an "
+                    "index; default: the first tensor output");
+    ops->add_option("--probes", o.spec.probes, "probe file whose first sample drives the forward (default: demo)")->default_str("demo");
     ops->add_option("--device", o.spec.device, "cpu | cuda | cuda:N")->check(checks::Device());
     ops->add_option("--precision", o.precision, "fp16 | bf16")->default_str("fp16");
     ops->add_option("--seed", o.spec.seed, "seed for demo weights")->default_val(0)->check(checks::Seed());
@@ -53,8 +56,10 @@ int run_ops(OpsOptions& o) {
     if (!p || *p == Precision::Fp32) throw InputError("--precision", "", "'" + o.precision + "'; expected fp16 or bf16");
     o.spec.precisions = {*p};
     const auto rep = op_coverage(o.spec);
-    if (o.json) std::cout << json::ops_to_json(rep) << std::endl;
-    else print_ops(std::cout, rep);
+    if (o.json)
+        std::cout << json::ops_to_json(rep) << std::endl;
+    else
+        print_ops(std::cout, rep);
     int failing = 0;
     for (const auto& op : rep.ops) failing += !op.kernel_ok;
     return failing ? kRejected : kOk;
@@ -68,8 +73,9 @@ Command add_backend_command(CLI::App& app) {
 }
 
 Command add_ops_command(CLI::App& app) {
-    return subcommand<OpsOptions>(app, "ops", "operator coverage: the ops a model runs, which autocast keeps in FP32, "
-                                              "and which have no kernel for the target device and dtype",
+    return subcommand<OpsOptions>(app, "ops",
+                                  "operator coverage: the ops a model runs, which autocast keeps in FP32, "
+                                  "and which have no kernel for the target device and dtype",
                                   add_ops_options, run_ops);
 }
 

@@ -53,8 +53,7 @@ void print_benchmarks(const Store& s, const std::string& uuid) {
     for (const auto& b : s.benchmarks(uuid)) {
         std::ostringstream o;
         o << "\nbenchmark " << b.uuid.substr(0, 8) << " (" << b.created_at.substr(0, 19) << ", batch " << b.result.batch << "):";
-        for (const auto& f : b.result.figures)
-            o << " " << to_string(f.precision) << " " << f.median_ms << " ms (" << f.speedup << "x)";
+        for (const auto& f : b.result.figures) o << " " << to_string(f.precision) << " " << f.median_ms << " ms (" << f.speedup << "x)";
         std::cout << o.str() << "\n";
     }
 }
@@ -64,8 +63,7 @@ int show_run(const Store& s, const State& st) {
     if (s.kind(uuid) == "train") return show_training(s, uuid);
     std::vector<std::string> damaged;
     const auto r = s.load_run(uuid, &damaged);
-    for (const auto& d : damaged)
-        std::cerr << "ampscope-cli: warning: " << s.path() << ": damaged: " << d << std::endl;
+    for (const auto& d : damaged) std::cerr << "ampscope-cli: warning: " << s.path() << ": damaged: " << d << std::endl;
     if (st.json) {
         std::cout << json::run_to_json(r, st.outputs, 2, damaged) << std::endl;
         return 0;
@@ -84,8 +82,7 @@ int show_run(const Store& s, const State& st) {
             std::cout << "  " << a.created_at.substr(0, 19) << " " << a.author << " on " << a.target_kind
                       << (a.target.empty() ? "" : " " + a.target) << ": " << a.text << "\n";
     }
-    if (!damaged.empty())
-        std::cout << "\n" << damaged.size() << " damaged part(s) of this run were left out (see DAMAGED above)\n";
+    if (!damaged.empty()) std::cout << "\n" << damaged.size() << " damaged part(s) of this run were left out (see DAMAGED above)\n";
     return 0;
 }
 
@@ -95,24 +92,32 @@ int list_runs(const Store& s, const State& st) {
         std::cout << "[";
         for (size_t i = 0; i < rows.size(); ++i) {
             const auto& r = rows[i];
-            nlohmann::ordered_json j = {{"run_id", r.uuid}, {"kind", r.kind}, {"status", r.status},
-                                        {"verdict", r.verdict}, {"model", r.model}, {"probes", r.probes},
-                                        {"device", r.device}, {"precisions", r.precisions}, {"mode", r.mode},
-                                        {"samples", r.samples}, {"started_at", r.started_at},
-                                        {"finished_at", r.finished_at}, {"review", r.review_status},
-                                        {"annotations", r.annotations}, {"error", r.error}};
+            nlohmann::ordered_json j = {{"run_id", r.uuid},
+                                        {"kind", r.kind},
+                                        {"status", r.status},
+                                        {"verdict", r.verdict},
+                                        {"model", r.model},
+                                        {"probes", r.probes},
+                                        {"device", r.device},
+                                        {"precisions", r.precisions},
+                                        {"mode", r.mode},
+                                        {"samples", r.samples},
+                                        {"started_at", r.started_at},
+                                        {"finished_at", r.finished_at},
+                                        {"review", r.review_status},
+                                        {"annotations", r.annotations},
+                                        {"error", r.error}};
             std::cout << (i ? ",\n " : "\n ") << j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
         }
         std::cout << "\n]" << std::endl;
         return 0;
     }
-    std::cout << pad("run", 10) << pad("started", 21) << pad("status", 12) << pad("verdict", 18) << pad("review", 9)
-              << pad("device", 8) << pad("passes", 15) << "model\n";
+    std::cout << pad("run", 10) << pad("started", 21) << pad("status", 12) << pad("verdict", 18) << pad("review", 9) << pad("device", 8)
+              << pad("passes", 15) << "model\n";
     for (const auto& r : rows)
         std::cout << pad(r.uuid.substr(0, 8), 10) << pad(r.started_at.substr(0, 19), 21) << pad(r.status, 12)
-                  << pad(r.verdict.empty() ? "-" : r.verdict, 18) << pad(r.review_status, 9) << pad(r.device, 8)
-                  << pad(r.precisions, 15) << r.model << (r.annotations ? "  [" + std::to_string(r.annotations) + " notes]" : "")
-                  << "\n";
+                  << pad(r.verdict.empty() ? "-" : r.verdict, 18) << pad(r.review_status, 9) << pad(r.device, 8) << pad(r.precisions, 15)
+                  << r.model << (r.annotations ? "  [" + std::to_string(r.annotations) + " notes]" : "") << "\n";
     std::cout << rows.size() << " run(s) in " << s.path() << std::endl;
     return 0;
 }
@@ -146,10 +151,15 @@ int dispatch(const State& st, const Commands& c) {
         storage::Annotation a;
         a.author = st.author;
         a.text = st.text;
-        if (!st.sample.empty() && !st.layer.empty())
-            throw InputError("--sample/--layer", "", "give one target: a sample or a layer");
-        if (!st.sample.empty()) { a.target_kind = "sample"; a.target = st.sample; }
-        if (!st.layer.empty()) { a.target_kind = "layer"; a.target = st.layer; }
+        if (!st.sample.empty() && !st.layer.empty()) throw InputError("--sample/--layer", "", "give one target: a sample or a layer");
+        if (!st.sample.empty()) {
+            a.target_kind = "sample";
+            a.target = st.sample;
+        }
+        if (!st.layer.empty()) {
+            a.target_kind = "layer";
+            a.target = st.layer;
+        }
         s.annotate(s.resolve(st.run), a);
         std::cout << "annotated " << st.run << std::endl;
         return 0;
@@ -168,7 +178,9 @@ int dispatch(const State& st, const Commands& c) {
 
 namespace {
 
-void add_db_option(CLI::App* c, State& st) { c->add_option("--db", st.db, kDbHelp)->check(checks::NonEmptyPath()); }
+void add_db_option(CLI::App* c, State& st) {
+    c->add_option("--db", st.db, kDbHelp)->check(checks::NonEmptyPath());
+}
 
 CLI::App* add_list(CLI::App& app, State& st) {
     auto* list = app.add_subcommand("list", "list recorded runs, newest first");
@@ -231,7 +243,8 @@ CLI::App* add_review(CLI::App& app, State& st) {
     auto* rev = app.add_subcommand("review", "set a run's review status");
     rev->add_option("RUN", st.run, "run id (or a unique prefix)")->required();
     rev->add_option("STATUS", st.review_status, "accepted | rejected | open")
-        ->required()->check(CLI::IsMember({"accepted", "rejected", "open"}));
+        ->required()
+        ->check(CLI::IsMember({"accepted", "rejected", "open"}));
     rev->add_option("--author", st.author, "reviewer (default: $USER)");
     add_db_option(rev, st);
     return rev;
@@ -241,7 +254,7 @@ CLI::App* add_review(CLI::App& app, State& st) {
 
 Command add_store_commands(CLI::App& app) {
     auto st = std::make_shared<State>();
-    const Commands c{add_list(app, *st), add_show(app, *st), add_export(app, *st),
+    const Commands c{add_list(app, *st),   add_show(app, *st),     add_export(app, *st),
                      add_import(app, *st), add_annotate(app, *st), add_review(app, *st)};
     return [st, c]() -> int { return dispatch(*st, c); };
 }

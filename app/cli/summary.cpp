@@ -50,8 +50,8 @@ void print_backend(std::ostream& os, const BackendReport& b) {
 }
 
 void print_ops(std::ostream& os, const OpsReport& r) {
-    os << "operator coverage of " << r.model << " for " << to_string(r.precision) << " on " << r.backend.device << " ("
-       << r.backend.kind << ", torch " << r.backend.torch_version << ")\n";
+    os << "operator coverage of " << r.model << " for " << to_string(r.precision) << " on " << r.backend.device << " (" << r.backend.kind
+       << ", torch " << r.backend.torch_version << ")\n";
     os << "  " << pad("op", 30) << pad("calls", 7) << pad("autocast out", 14) << pad("kernel", 8) << "modules\n";
     int failing = 0, fp32 = 0;
     for (const auto& o : r.ops) {
@@ -59,30 +59,30 @@ void print_ops(std::ostream& os, const OpsReport& r) {
         for (size_t i = 0; i < std::min<size_t>(3, o.modules.size()); ++i)
             mods += (i ? ", " : "") + (o.modules[i].empty() ? std::string("(root)") : o.modules[i]);
         if (o.modules.size() > 3) mods += ", ...";
-        os << "  " << pad(o.op, 30) << pad(std::to_string(o.calls), 7)
-           << pad(o.amp_output_dtype + (o.autocast_fp32 ? " (fp32)" : ""), 14) << pad(o.kernel_ok ? "ok" : "MISSING", 8)
-           << mods << "\n";
+        os << "  " << pad(o.op, 30) << pad(std::to_string(o.calls), 7) << pad(o.amp_output_dtype + (o.autocast_fp32 ? " (fp32)" : ""), 14)
+           << pad(o.kernel_ok ? "ok" : "MISSING", 8) << mods << "\n";
         if (!o.kernel_ok) os << "      " << o.error << "\n";
         failing += !o.kernel_ok;
         fp32 += o.autocast_fp32;
     }
-    os << r.ops.size() << " ops; " << fp32 << " run in FP32 under autocast; " << failing << " without a "
-       << to_string(r.precision) << " kernel on " << r.backend.device << "\n";
+    os << r.ops.size() << " ops; " << fp32 << " run in FP32 under autocast; " << failing << " without a " << to_string(r.precision)
+       << " kernel on " << r.backend.device << "\n";
 }
 
 void print_train(std::ostream& os, const TrainResult& r, bool color) {
     const auto& s = r.spec;
-    os << "training run " << r.run_id << "\n  model " << r.model.source << ", data " << s.data << ", " << s.optimizer
-       << " lr " << s.lr << ", batch " << s.batch_size << (s.accumulate > 1 ? " x" + std::to_string(s.accumulate) : "")
-       << ", loss " << s.loss << "\n  policy: " << to_string(s.precision) << (s.autocast ? " autocast" : " (no autocast: FP32 compute)")
-       << (s.scaler.enabled ? ", GradScaler(init " + fmtg(s.scaler.init_scale) + ", growth " + fmtg(s.scaler.growth_factor) +
-                                  ", backoff " + fmtg(s.scaler.backoff_factor) + ", interval " + std::to_string(s.scaler.growth_interval) + ")"
+    os << "training run " << r.run_id << "\n  model " << r.model.source << ", data " << s.data << ", " << s.optimizer << " lr " << s.lr
+       << ", batch " << s.batch_size << (s.accumulate > 1 ? " x" + std::to_string(s.accumulate) : "") << ", loss " << s.loss
+       << "\n  policy: " << to_string(s.precision) << (s.autocast ? " autocast" : " (no autocast: FP32 compute)")
+       << (s.scaler.enabled ? ", GradScaler(init " + fmtg(s.scaler.init_scale) + ", growth " + fmtg(s.scaler.growth_factor) + ", backoff " +
+                                  fmtg(s.scaler.backoff_factor) + ", interval " + std::to_string(s.scaler.growth_interval) + ")"
                             : std::string(", no GradScaler"))
        << "\n";
-    if (!r.resumed_from.empty()) os << "  resumed from " << r.resumed_from << (r.policy_changed ? " (policy changed: experiment change)" : "") << "\n";
+    if (!r.resumed_from.empty())
+        os << "  resumed from " << r.resumed_from << (r.policy_changed ? " (policy changed: experiment change)" : "") << "\n";
     for (const auto& w : r.warnings) os << "  warning: " << w << "\n";
-    os << "  iterations " << r.iterations << ", effective updates " << r.effective_updates << ", skipped " << r.skipped
-       << ", final scale " << fmtg(r.final_scale) << "\n";
+    os << "  iterations " << r.iterations << ", effective updates " << r.effective_updates << ", skipped " << r.skipped << ", final scale "
+       << fmtg(r.final_scale) << "\n";
     if (r.skipped) {
         os << "  skipped steps:";
         int shown = 0;
@@ -108,8 +108,8 @@ void print_train(std::ostream& os, const TrainResult& r, bool color) {
         }
         const auto& st = r.steps[i];
         char line[256];
-        std::snprintf(line, sizeof line, "    %-6d %-11.5g %-11.5g %-10.4g %-5s %-4d %-10.4g %-11.3g ", st.step, st.loss_ref,
-                      st.loss_amp, st.scale, st.skipped ? "yes" : "", st.effective_updates, st.grad_norm, st.divergence);
+        std::snprintf(line, sizeof line, "    %-6d %-11.5g %-11.5g %-10.4g %-5s %-4d %-10.4g %-11.3g ", st.step, st.loss_ref, st.loss_amp,
+                      st.scale, st.skipped ? "yes" : "", st.effective_updates, st.grad_norm, st.divergence);
         os << line;
         std::snprintf(line, sizeof line, "%-10s ", st.grad_underflow >= 0 ? std::to_string(st.grad_underflow).c_str() : "-");
         os << line;
@@ -128,17 +128,17 @@ void print_train(std::ostream& os, const TrainResult& r, bool color) {
 void print_layers(std::ostream& os, const PassResult& p, bool color) {
     os << "  layers of the " << to_string(p.precision) << " pass (" << p.layers.size() << " ops; headroom = log2("
        << to_string(headroom_format(p.precision)) << " max / absmax))\n";
-    os << "    " << pad("#", 5) << pad("module", 22) << pad("op", 22) << pad("dtype", 10) << pad("absmax", 11)
-       << pad("headroom", 9) << pad("f16 ovf", 8) << pad("f16 sub", 8) << pad("nonfin", 8) << "\n";
+    os << "    " << pad("#", 5) << pad("module", 22) << pad("op", 22) << pad("dtype", 10) << pad("absmax", 11) << pad("headroom", 9)
+       << pad("f16 ovf", 8) << pad("f16 sub", 8) << pad("nonfin", 8) << "\n";
     for (const auto& l : p.layers) {
         const double head = headroom(l.stats.absmax, p.precision);
-        std::string mark = l.origin ? paint("<- origin", "1;31", color)
-                           : l.stats.nonfinite() > 0 ? std::string("  (propagated)") : std::string();
-        os << "    " << pad(std::to_string(l.index), 5) << pad(l.module.empty() ? "(root)" : l.module, 22)
-           << pad(l.op, 22) << pad(l.dtype, 10) << pad(fmtg(l.stats.absmax), 11)
-           << pad(std::isinf(head) ? "-" : fmtg(head, 3), 9) << pad(std::to_string(l.stats.fp16_overflow), 8)
-           << pad(std::to_string(l.stats.fp16_subnormal), 8) << pad(std::to_string(l.stats.nonfinite()), 8) << mark
-           << "\n";
+        std::string mark = l.origin                  ? paint("<- origin", "1;31", color)
+                           : l.stats.nonfinite() > 0 ? std::string("  (propagated)")
+                                                     : std::string();
+        os << "    " << pad(std::to_string(l.index), 5) << pad(l.module.empty() ? "(root)" : l.module, 22) << pad(l.op, 22)
+           << pad(l.dtype, 10) << pad(fmtg(l.stats.absmax), 11) << pad(std::isinf(head) ? "-" : fmtg(head, 3), 9)
+           << pad(std::to_string(l.stats.fp16_overflow), 8) << pad(std::to_string(l.stats.fp16_subnormal), 8)
+           << pad(std::to_string(l.stats.nonfinite()), 8) << mark << "\n";
     }
 }
 
@@ -149,8 +149,9 @@ void print_run_summary(std::ostream& os, const RunResult& r, bool layers, bool c
        << "  probes  " << r.probes.source << " (" << r.probes.count << " samples:";
     for (const auto& [t, n] : r.probes.tags) os << " " << n << " " << t;
     os << ")\n  device  " << r.backend.device << " (" << r.backend.kind << ", torch " << r.backend.torch_version << ")\n"
-       << "  criteria fixed at " << r.criteria.fixed_at << ": atol " << r.criteria.atol << ", rtol " << r.criteria.rtol
-       << ", max flips " << r.criteria.max_flips << ", tie rule " << to_string(r.criteria.tie_rule) << "\n";
+       << "  criteria fixed at " << r.criteria.fixed_at << ": atol " << r.criteria.atol << ", rtol " << r.criteria.rtol << ", max flips "
+       << r.criteria.max_flips << ", tie rule " << to_string(r.criteria.tie_rule) << "\n";
+    if (!r.spec.advised_from.empty()) os << "  verifies the FP32 set advised for run " << r.spec.advised_from << "\n";
     for (const auto& p : r.passes) {
         os << "\n" << paint("pass " + to_string(p.precision), "1", color);
         if (!p.keep_fp32.empty()) {
@@ -173,19 +174,18 @@ void print_run_summary(std::ostream& os, const RunResult& r, bool layers, bool c
         if (layers && !p.layers.empty()) print_layers(os, p, color);
     }
     if (r.verdict == Verdict::InvalidReference) {
-        os << "\n" << paint("verdict: invalid_reference", "1;31", color)
-           << " - the FP32 reference itself is not finite for:";
+        os << "\n" << paint("verdict: invalid_reference", "1;31", color) << " - the FP32 reference itself is not finite for:";
         if (!r.passes.empty())
             for (const auto& s : r.passes.front().nonfinite_samples) os << " " << s;
         os << "\n";
         return;
     }
     for (const auto& c : r.comparisons) {
-        os << "\n" << paint(to_string(c.precision) + " vs fp32", "1", color) << ": " << verdict_text(c.verdict, color)
-           << "  (max |delta| " << fmtg(c.max_abs_delta) << ", max rel " << fmtg(c.max_rel_delta) << ")\n";
+        os << "\n"
+           << paint(to_string(c.precision) + " vs fp32", "1", color) << ": " << verdict_text(c.verdict, color) << "  (max |delta| "
+           << fmtg(c.max_abs_delta) << ", max rel " << fmtg(c.max_rel_delta) << ")\n";
         for (const auto& k : c.criteria) {
-            os << "    " << (k.passed ? paint("pass", "32", color) : paint("FAIL", "31", color)) << "  "
-               << pad(k.name, 16) << k.detail;
+            os << "    " << (k.passed ? paint("pass", "32", color) : paint("FAIL", "31", color)) << "  " << pad(k.name, 16) << k.detail;
             if (!k.passed && !k.samples.empty()) {
                 os << " [";
                 for (size_t i = 0; i < std::min<size_t>(5, k.samples.size()); ++i) os << (i ? " " : "") << k.samples[i];
@@ -209,7 +209,8 @@ void print_run_summary(std::ostream& os, const RunResult& r, bool layers, bool c
             os << "    flips:";
             for (size_t i = 0; i < std::min<size_t>(8, c.flips.size()); ++i) {
                 const auto& f = c.flips[i];
-                os << " " << f.sample << "(" << f.tag << " " << decision_label(f.ref) << "->" << decision_label(f.amp) << ", margin " << fmtg(f.ref_margin, 2) << ")";
+                os << " " << f.sample << "(" << f.tag << " " << decision_label(f.ref) << "->" << decision_label(f.amp) << ", margin "
+                   << fmtg(f.ref_margin, 2) << ")";
             }
             if (c.flips.size() > 8) os << " ...";
             os << "\n";

@@ -28,33 +28,59 @@ struct TrainOptions {
 /// The optimizer, schedule and GradScaler options.
 void add_optimizer_options(CLI::App* train, TrainOptions& o) {
     auto& ts = o.spec;
-    train->add_option("--optimizer", ts.optimizer, "sgd | adam | adamw")->check(CLI::IsMember({"sgd", "adam", "adamw"}))->default_val("sgd");
+    train->add_option("--optimizer", ts.optimizer, "sgd | adam | adamw")
+        ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
+        ->default_val("sgd");
     train->add_option("--lr", ts.lr, "learning rate")->default_val(0.05)->check(checks::Number(0));
     train->add_option("--momentum", ts.momentum, "SGD momentum")->default_val(0.0)->check(checks::Number(0));
     train->add_option("--weight-decay", ts.weight_decay, "weight decay")->default_val(0.0)->check(checks::Number(0));
-    train->add_option("--lr-schedule", ts.lr_schedule, "constant | cosine (over --steps)")->check(CLI::IsMember({"constant", "cosine"}))->default_val("constant");
-    train->add_flag("--lr-per-iteration", ts.lr_per_iteration, "advance the schedule per iteration, not per effective update (warns when steps were skipped)");
+    train->add_option("--lr-schedule", ts.lr_schedule, "constant | cosine (over --steps)")
+        ->check(CLI::IsMember({"constant", "cosine"}))
+        ->default_val("constant");
+    train->add_flag("--lr-per-iteration", ts.lr_per_iteration,
+                    "advance the schedule per iteration, not per effective update (warns when steps were skipped)");
     train->add_option("--precision", o.precision, "fp16 | bf16")->default_val("fp16");
     train->add_flag("--no-scaler", o.no_scaler, "isolation: autocast only, no GradScaler");
     train->add_flag("--no-autocast", o.no_autocast, "isolation: FP32 compute with loss scaling only");
-    train->add_option("--init-scale", ts.scaler.init_scale, "GradScaler init_scale")->default_val(65536.0)->check(checks::Number(0, INFINITY, true));
-    train->add_option("--growth-factor", ts.scaler.growth_factor, "GradScaler growth_factor")->default_val(2.0)->check(checks::Number(1, INFINITY, true));
-    train->add_option("--backoff-factor", ts.scaler.backoff_factor, "GradScaler backoff_factor")->default_val(0.5)->check(checks::Number(0, 1, true, true));
-    train->add_option("--growth-interval", ts.scaler.growth_interval, "GradScaler growth_interval")->default_val(2000)->check(checks::Integer(1));
-    train->add_option("--clip-grad-norm", ts.clip_grad_norm, "clip the unscaled gradient norm to this (0 = off)")->default_val(0.0)->check(checks::Number(0));
-    train->add_option("--accumulate", ts.accumulate, "micro-batches per optimizer step (unscale once, after accumulating)")->default_val(1)->check(checks::Integer(1));
+    train->add_option("--init-scale", ts.scaler.init_scale, "GradScaler init_scale")
+        ->default_val(65536.0)
+        ->check(checks::Number(0, INFINITY, true));
+    train->add_option("--growth-factor", ts.scaler.growth_factor, "GradScaler growth_factor")
+        ->default_val(2.0)
+        ->check(checks::Number(1, INFINITY, true));
+    train->add_option("--backoff-factor", ts.scaler.backoff_factor, "GradScaler backoff_factor")
+        ->default_val(0.5)
+        ->check(checks::Number(0, 1, true, true));
+    train->add_option("--growth-interval", ts.scaler.growth_interval, "GradScaler growth_interval")
+        ->default_val(2000)
+        ->check(checks::Integer(1));
+    train->add_option("--clip-grad-norm", ts.clip_grad_norm, "clip the unscaled gradient norm to this (0 = off)")
+        ->default_val(0.0)
+        ->check(checks::Number(0));
+    train->add_option("--accumulate", ts.accumulate, "micro-batches per optimizer step (unscale once, after accumulating)")
+        ->default_val(1)
+        ->check(checks::Integer(1));
 }
 
 void add_train_options(CLI::App* train, TrainOptions& o) {
     auto& ts = o.spec;
-    train->add_option("--model", ts.model, "demo:NAME, a TorchScript file or a torch.export program (.pt2) (its parameters are trained)")->required();
-    train->add_option("--output", ts.output, "the output compared, for torch.export programs with several outputs: a name from its output tree (e.g. cls) or an index; default: the first tensor output");
+    train->add_option("--model", ts.model, "demo:NAME, a TorchScript file or a torch.export program (.pt2) (its parameters are trained)")
+        ->required();
+    train->add_option("--output", ts.output,
+                      "the output compared, for torch.export programs with several outputs: a name from its output tree (e.g. cls) or an "
+                      "index; default: the first tensor output");
     train->add_option("--data", ts.data, "'demo' or a .pt/.csv file with labels or targets")->required();
     train->add_option("--steps", ts.steps, "optimizer iterations")->required()->check(checks::Integer(1));
-    train->add_option("--batch-size", ts.batch_size, "samples per micro-batch, taken in file order")->default_val(16)->check(checks::Integer(1));
+    train->add_option("--batch-size", ts.batch_size, "samples per micro-batch, taken in file order")
+        ->default_val(16)
+        ->check(checks::Integer(1));
     train->add_option("--loss", ts.loss, "ce | mse (default: ce with labels, mse with targets)")->check(CLI::IsMember({"ce", "mse"}));
     add_optimizer_options(train, o);
-    train->add_option("--checkpoint-every", ts.checkpoint_every, "write a checkpoint every N steps (model, optimizer, scaler, RNG, counters, policy)")->default_val(0)->check(checks::Integer(0));
+    train
+        ->add_option("--checkpoint-every", ts.checkpoint_every,
+                     "write a checkpoint every N steps (model, optimizer, scaler, RNG, counters, policy)")
+        ->default_val(0)
+        ->check(checks::Integer(0));
     train->add_option("--checkpoint-dir", ts.checkpoint_dir, "where checkpoints go")->default_val(".");
     train->add_option("--resume", ts.resume, "continue from a checkpoint");
     train->add_option("--keep-fp32", ts.keep_fp32, "module-path glob run without autocast (repeatable)");
@@ -91,8 +117,8 @@ int run_train(TrainOptions& o) {
 }  // namespace
 
 Command add_train_command(CLI::App& app) {
-    return subcommand<TrainOptions>(app, "train", "reference FP32 and AMP training side by side, with a GradScaler port",
-                                    add_train_options, run_train);
+    return subcommand<TrainOptions>(app, "train", "reference FP32 and AMP training side by side, with a GradScaler port", add_train_options,
+                                    run_train);
 }
 
 }  // namespace ampscope::cli

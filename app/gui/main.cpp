@@ -38,7 +38,8 @@ void setUp(QCommandLineParser& p, const Options& o) {
     p.setApplicationDescription(QStringLiteral("Is it safe to run this model in mixed precision?"));
     p.addHelpOption();
     p.addVersionOption();
-    p.addPositionalArgument(QStringLiteral("DB_FILE"), QStringLiteral("run database to open (default: $AMPSCOPE_DB or the per-user database)"));
+    p.addPositionalArgument(QStringLiteral("DB_FILE"),
+                            QStringLiteral("run database to open (default: $AMPSCOPE_DB or the per-user database)"));
     p.addOption(o.demo);
     p.addOption(o.shot);
     p.addOption(o.frames);
@@ -68,8 +69,8 @@ void writeFrameTimes(ampscope::ui::MainWindow& w, const QString& path) {
             ms.push_back(double(timer.nsecsElapsed()) / 1e6);
         }
         std::sort(ms.begin(), ms.end());
-        out.insert(w.tabs()->tabText(t), QJsonObject{{QStringLiteral("median_ms"), ms[ms.size() / 2]},
-                                                     {QStringLiteral("worst_ms"), ms.back()}});
+        out.insert(w.tabs()->tabText(t),
+                   QJsonObject{{QStringLiteral("median_ms"), ms[ms.size() / 2]}, {QStringLiteral("worst_ms"), ms.back()}});
     }
     QFile f(path);
     if (f.open(QIODevice::WriteOnly)) f.write(QJsonDocument(out).toJson());
@@ -97,9 +98,12 @@ int main(int argc, char** argv) {
     if (!w.openDatabase(db)) return 2;
     w.show();
     auto finish = [&] {
-        if (p.isSet(o.frames)) writeFrameTimes(w, p.value(o.frames));
-        else if (p.isSet(o.shot)) w.grab().save(p.value(o.shot));
-        else return;
+        if (p.isSet(o.frames))
+            writeFrameTimes(w, p.value(o.frames));
+        else if (p.isSet(o.shot))
+            w.grab().save(p.value(o.shot));
+        else
+            return;
         app.quit();
     };
     if (p.isSet(o.demo) && w.runModel()->rowCount() == 0) {

@@ -42,7 +42,9 @@ std::optional<FileId> file_id(const std::string& path, bool* directory = nullptr
     return FileId{st.st_dev, st.st_ino};
 }
 
-uint32_t big_endian(const unsigned char* p) { return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3]; }
+uint32_t big_endian(const unsigned char* p) {
+    return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
+}
 
 /// Removes a temporary database file and its journals unless released.
 class TempFile {
@@ -86,11 +88,13 @@ void check_export_target(const Store& from, const std::string& file, bool force)
     if (directory) throw InputError(file, "-o", "is a directory; expected a file name for the export");
     for (const char* suffix : {"", "-wal", "-shm", "-journal"})
         if (file_id(from.path() + suffix) == target)
-            throw InputError(file, "-o", std::string("is the run database being exported from (") + from.path() + suffix +
-                                             "); refusing to overwrite it, even with --force: choose another output file");
+            throw InputError(file, "-o",
+                             std::string("is the run database being exported from (") + from.path() + suffix +
+                                 "); refusing to overwrite it, even with --force: choose another output file");
     if (!force && !is_export_file(file))
-        throw InputError(file, "-o", "exists and is not an ampscope export; refusing to overwrite it "
-                                     "(choose another file name, or pass --force to replace it)");
+        throw InputError(file, "-o",
+                         "exists and is not an ampscope export; refusing to overwrite it "
+                         "(choose another file name, or pass --force to replace it)");
 }
 
 }  // namespace
@@ -129,8 +133,8 @@ void export_runs(const Store& from, const std::vector<std::string>& uuids, const
                 r = from.load_run(u);
             } catch (const StoreError& e) {
                 const std::string m = e.what();
-                throw StoreError((m.rfind(from.path(), 0) == 0 ? "" : from.path() + ": ") + m +
-                                 "; not exported (`ampscope-cli show " + u.substr(0, 8) + "` shows what is intact)");
+                throw StoreError((m.rfind(from.path(), 0) == 0 ? "" : from.path() + ": ") + m + "; not exported (`ampscope-cli show " +
+                                 u.substr(0, 8) + "` shows what is intact)");
             }
             out.insert_run(r, from.status(u), from.error(u), from.annotations(u), from.review(u));
         }
@@ -171,16 +175,34 @@ void validate(Store& s, const std::string& file) {
         }
     }
     s.check_layout();
-    struct TypeCheck { const char* table; const char* column; const char* allowed; };
-    static const TypeCheck checks[] = {
-        {"runs", "uuid", "'text'"}, {"runs", "header_json", "'text'"}, {"runs", "status", "'text'"},
-        {"samples", "idx", "'integer'"}, {"samples", "sample_id", "'text'"},
-        {"passes", "seq", "'integer'"}, {"passes", "num_outputs", "'integer'"}, {"passes", "outputs", "'blob'"},
-        {"passes", "quality", "'real','integer','null'"}, {"layers", "idx", "'integer'"}, {"layers", "flags", "'integer'"}, {"layers", "stats", "'blob'"},
-        {"layers", "absmax", "'real','integer','null'"}, {"layers", "module", "'text'"}, {"layers", "shape", "'blob'"}, {"deltas", "sample_idx", "'integer'"},
-        {"deltas", "abs", "'real','integer'"}, {"flips", "sample_idx", "'integer'"}, {"annotations", "text", "'text'"},
-        {"comparisons", "verdict", "'text'"}, {"layer_chunks", "data", "'blob'"}, {"layer_chunks", "rows", "'integer'"},
-        {"layer_chunks", "first_idx", "'integer'"}};
+    struct TypeCheck {
+        const char* table;
+        const char* column;
+        const char* allowed;
+    };
+    static const TypeCheck checks[] = {{"runs", "uuid", "'text'"},
+                                       {"runs", "header_json", "'text'"},
+                                       {"runs", "status", "'text'"},
+                                       {"samples", "idx", "'integer'"},
+                                       {"samples", "sample_id", "'text'"},
+                                       {"passes", "seq", "'integer'"},
+                                       {"passes", "num_outputs", "'integer'"},
+                                       {"passes", "outputs", "'blob'"},
+                                       {"passes", "quality", "'real','integer','null'"},
+                                       {"layers", "idx", "'integer'"},
+                                       {"layers", "flags", "'integer'"},
+                                       {"layers", "stats", "'blob'"},
+                                       {"layers", "absmax", "'real','integer','null'"},
+                                       {"layers", "module", "'text'"},
+                                       {"layers", "shape", "'blob'"},
+                                       {"deltas", "sample_idx", "'integer'"},
+                                       {"deltas", "abs", "'real','integer'"},
+                                       {"flips", "sample_idx", "'integer'"},
+                                       {"annotations", "text", "'text'"},
+                                       {"comparisons", "verdict", "'text'"},
+                                       {"layer_chunks", "data", "'blob'"},
+                                       {"layer_chunks", "rows", "'integer'"},
+                                       {"layer_chunks", "first_idx", "'integer'"}};
     // the first builds' 26-column layers table: each row is checked as it is read (legacy_layers.h)
     const bool legacy_layers = legacy::has_legacy_layers(db);
     for (const auto& c : checks) {
@@ -192,8 +214,9 @@ void validate(Store& s, const std::string& file) {
             throw StoreError(file + ": " + std::to_string(st.i64(0)) + " value(s) of " + c.table + "." + c.column +
                              " have the wrong type (expected " + c.allowed + ")");
     }
-    Stmt big(db, "SELECT count(*) FROM passes p WHERE p.num_outputs < 0 OR p.num_outputs > 1000000 OR length(p.outputs) != "
-                 "4 * p.num_outputs * (SELECT count(*) FROM samples s WHERE s.run_id = p.run_id)");
+    Stmt big(db,
+             "SELECT count(*) FROM passes p WHERE p.num_outputs < 0 OR p.num_outputs > 1000000 OR length(p.outputs) != "
+             "4 * p.num_outputs * (SELECT count(*) FROM samples s WHERE s.run_id = p.run_id)");
     if (big.step() && big.i64(0) > 0)
         throw StoreError(file + ": " + std::to_string(big.i64(0)) + " pass(es) whose outputs do not match their sample count");
 }
@@ -222,8 +245,8 @@ ImportResult import_file(Store& into, const std::string& file) {
         RunFilter all;
         all.limit = 1 << 30;
         for (const auto& row : src.list_runs(all)) {
-            if (row.kind != "compare") throw StoreError(file + ": run " + row.uuid + " is of kind '" + row.kind +
-                                                        "'; this ampscope imports comparison runs only");
+            if (row.kind != "compare")
+                throw StoreError(file + ": run " + row.uuid + " is of kind '" + row.kind + "'; this ampscope imports comparison runs only");
             Loaded l;
             l.run = src.load_run(row.uuid);
             l.status = row.status == "running" ? "interrupted" : row.status;
@@ -244,11 +267,13 @@ ImportResult import_file(Store& into, const std::string& file) {
     ImportResult res;
     for (const auto& l : runs) {
         try {  // each run in its own transaction: a refused one leaves the earlier ones
-            if (into.insert_run(l.run, l.status, l.error, l.notes, l.review)) ++res.added;
-            else ++res.skipped;
+            if (into.insert_run(l.run, l.status, l.error, l.notes, l.review))
+                ++res.added;
+            else
+                ++res.skipped;
         } catch (const sql::Error& e) {
-            throw StoreError(file + ": run " + l.run.run_id + " cannot be imported (inconsistent content: " + e.what() +
-                             "); " + std::to_string(res.added) + " earlier run(s) were imported");
+            throw StoreError(file + ": run " + l.run.run_id + " cannot be imported (inconsistent content: " + e.what() + "); " +
+                             std::to_string(res.added) + " earlier run(s) were imported");
         }
     }
     return res;

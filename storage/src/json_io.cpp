@@ -24,12 +24,23 @@ namespace {
 using jmap::num;
 
 ordered_json stats_json(const TensorStats& s) {
-    return {{"count", s.count}, {"nan", s.nan}, {"posinf", s.posinf}, {"neginf", s.neginf}, {"zeros", s.zeros},
-            {"min", num(s.min)}, {"max", num(s.max)}, {"absmax", num(s.absmax)},
-            {"min_nonzero_abs", num(s.min_nonzero_abs)}, {"mean", num(s.mean)}, {"rms", num(s.rms)},
-            {"fp16_overflow", s.fp16_overflow}, {"fp16_subnormal", s.fp16_subnormal},
-            {"fp16_underflow", s.fp16_underflow}, {"bf16_overflow", s.bf16_overflow},
-            {"bf16_subnormal", s.bf16_subnormal}, {"bf16_underflow", s.bf16_underflow}};
+    return {{"count", s.count},
+            {"nan", s.nan},
+            {"posinf", s.posinf},
+            {"neginf", s.neginf},
+            {"zeros", s.zeros},
+            {"min", num(s.min)},
+            {"max", num(s.max)},
+            {"absmax", num(s.absmax)},
+            {"min_nonzero_abs", num(s.min_nonzero_abs)},
+            {"mean", num(s.mean)},
+            {"rms", num(s.rms)},
+            {"fp16_overflow", s.fp16_overflow},
+            {"fp16_subnormal", s.fp16_subnormal},
+            {"fp16_underflow", s.fp16_underflow},
+            {"bf16_overflow", s.bf16_overflow},
+            {"bf16_subnormal", s.bf16_subnormal},
+            {"bf16_underflow", s.bf16_underflow}};
 }
 
 /// Parses, naming the key whose value could not be read (e.g. 1e400 overflows a double).
@@ -54,21 +65,25 @@ Criteria parse_criteria(const std::string& text, const std::string& file, Criter
     return jmap::read_criteria(parse_document(text, file), file, std::move(c));
 }
 
-std::string criteria_to_json(const Criteria& c) { return jmap::criteria(c).dump(2); }
+std::string criteria_to_json(const Criteria& c) {
+    return jmap::criteria(c).dump(2);
+}
 
 std::string train_to_json(const TrainResult& r, int indent) {
     ordered_json j;
     j["run_id"] = r.run_id;
     j["precision"] = to_string(r.spec.precision);
     j["autocast"] = r.spec.autocast;
-    j["scaler"] = {{"enabled", r.spec.scaler.enabled}, {"init_scale", r.spec.scaler.init_scale},
-                   {"growth_factor", r.spec.scaler.growth_factor}, {"backoff_factor", r.spec.scaler.backoff_factor},
+    j["scaler"] = {{"enabled", r.spec.scaler.enabled},
+                   {"init_scale", r.spec.scaler.init_scale},
+                   {"growth_factor", r.spec.scaler.growth_factor},
+                   {"backoff_factor", r.spec.scaler.backoff_factor},
                    {"growth_interval", r.spec.scaler.growth_interval}};
     j["model"] = jmap::model_identity(r.model);
     j["data"] = r.spec.data;
-    j["optimizer"] = {{"name", r.spec.optimizer}, {"lr", r.spec.lr}, {"momentum", r.spec.momentum},
-                      {"weight_decay", r.spec.weight_decay}, {"schedule", r.spec.lr_schedule},
-                      {"schedule_follows", r.spec.lr_per_iteration ? "iterations" : "effective_updates"}};
+    j["optimizer"] = {{"name", r.spec.optimizer},       {"lr", r.spec.lr},
+                      {"momentum", r.spec.momentum},    {"weight_decay", r.spec.weight_decay},
+                      {"schedule", r.spec.lr_schedule}, {"schedule_follows", r.spec.lr_per_iteration ? "iterations" : "effective_updates"}};
     j["loss"] = r.spec.loss;
     j["batch_size"] = r.spec.batch_size;
     j["accumulate"] = r.spec.accumulate;
@@ -79,15 +94,23 @@ std::string train_to_json(const TrainResult& r, int indent) {
     j["policy_changed"] = r.policy_changed;
     j["steps"] = ordered_json::array();
     for (const auto& st : r.steps)
-        j["steps"].push_back({{"step", st.step}, {"loss_ref", num(st.loss_ref)}, {"loss_amp", num(st.loss_amp)},
-                              {"scale", num(st.scale)}, {"found_inf", st.found_inf}, {"skipped", st.skipped},
-                              {"effective_updates", st.effective_updates}, {"grad_norm", num(st.grad_norm)},
-                              {"lr", num(st.lr)}, {"divergence", num(st.divergence)},
+        j["steps"].push_back({{"step", st.step},
+                              {"loss_ref", num(st.loss_ref)},
+                              {"loss_amp", num(st.loss_amp)},
+                              {"scale", num(st.scale)},
+                              {"found_inf", st.found_inf},
+                              {"skipped", st.skipped},
+                              {"effective_updates", st.effective_updates},
+                              {"grad_norm", num(st.grad_norm)},
+                              {"lr", num(st.lr)},
+                              {"divergence", num(st.divergence)},
                               {"grad_underflow", st.grad_underflow >= 0 ? ordered_json(st.grad_underflow) : ordered_json(nullptr)},
                               {"growth_tracker", st.growth_tracker >= 0 ? ordered_json(st.growth_tracker) : ordered_json(nullptr)},
                               {"nonfinite_stage", st.nonfinite_stage.empty() ? ordered_json(nullptr) : ordered_json(st.nonfinite_stage)},
                               {"origin", jmap::origin(st.origin)}});
-    j["summary"] = {{"iterations", r.iterations}, {"effective_updates", r.effective_updates}, {"skipped", r.skipped},
+    j["summary"] = {{"iterations", r.iterations},
+                    {"effective_updates", r.effective_updates},
+                    {"skipped", r.skipped},
                     {"final_scale", num(r.final_scale)}};
     j["checkpoints"] = r.checkpoints;
     j["warnings"] = r.warnings;
@@ -96,8 +119,7 @@ std::string train_to_json(const TrainResult& r, int indent) {
     return j.dump(indent, ' ', false, ordered_json::error_handler_t::replace);
 }
 
-std::string bench_to_json(const BenchResult& r, const BenchSpec& spec, const std::vector<Validation>& validations,
-                          int indent) {
+std::string bench_to_json(const BenchResult& r, const BenchSpec& spec, const std::vector<Validation>& validations, int indent) {
     ordered_json j;
     ordered_json vs = ordered_json::array();
     for (const auto& v : validations) {
@@ -125,8 +147,12 @@ std::string bench_to_json(const BenchResult& r, const BenchSpec& spec, const std
     j["memory"] = r.memory;
     j["figures"] = ordered_json::array();
     for (const auto& f : r.figures)
-        j["figures"].push_back({{"precision", to_string(f.precision)}, {"median_ms", f.median_ms}, {"p10_ms", f.p10_ms},
-                                {"p90_ms", f.p90_ms}, {"peak_bytes", f.peak_bytes}, {"speedup", f.speedup},
+        j["figures"].push_back({{"precision", to_string(f.precision)},
+                                {"median_ms", f.median_ms},
+                                {"p10_ms", f.p10_ms},
+                                {"p90_ms", f.p90_ms},
+                                {"peak_bytes", f.peak_bytes},
+                                {"speedup", f.speedup},
                                 {"memory_ratio", f.memory_ratio}});
     return j.dump(indent);
 }
@@ -138,13 +164,72 @@ std::string ops_to_json(const OpsReport& r, int indent) {
     j["backend"] = jmap::backend(r.backend);
     j["ops"] = ordered_json::array();
     for (const auto& o : r.ops)
-        j["ops"].push_back({{"op", o.op}, {"calls", o.calls}, {"modules", o.modules}, {"input_dtypes", o.input_dtypes},
-                            {"amp_output_dtype", o.amp_output_dtype}, {"autocast_fp32", o.autocast_fp32},
-                            {"kernel_ok", o.kernel_ok}, {"error", o.error}});
+        j["ops"].push_back({{"op", o.op},
+                            {"calls", o.calls},
+                            {"modules", o.modules},
+                            {"input_dtypes", o.input_dtypes},
+                            {"amp_output_dtype", o.amp_output_dtype},
+                            {"autocast_fp32", o.autocast_fp32},
+                            {"kernel_ok", o.kernel_ok},
+                            {"error", o.error}});
     return j.dump(indent);
 }
 
-std::string backend_to_json(const BackendReport& b, int indent) { return jmap::backend(b).dump(indent); }
+std::string backend_to_json(const BackendReport& b, int indent) {
+    return jmap::backend(b).dump(indent);
+}
+
+namespace {
+
+ordered_json advise_timing(const AdviseRecord& rec) {
+    if (!rec.full_amp || !rec.with_set) return nullptr;
+    ordered_json t = ordered_json::array();
+    auto add = [&t](const BenchFigure& f, const std::string& policy) {
+        t.push_back({{"precision", to_string(f.precision)},
+                     {"policy", policy},
+                     {"median_ms", num(f.median_ms)},
+                     {"peak_bytes", f.peak_bytes},
+                     {"speedup_vs_fp32", num(f.speedup)}});
+    };
+    for (const auto& f : rec.full_amp->figures) add(f, f.precision == Precision::Fp32 ? "fp32" : "full amp");
+    for (const auto& f : rec.with_set->figures)
+        if (f.precision != Precision::Fp32) add(f, "amp with the set in fp32");
+    return {{"timer", rec.with_set->timer}, {"memory", rec.with_set->memory}, {"figures", t}};
+}
+
+}  // namespace
+
+std::string advise_to_json(const AdviseResult& r, const AdviseRecord& rec, int indent) {
+    ordered_json j;
+    j["outcome"] = to_string(r.outcome);
+    j["message"] = r.message;
+    j["keep_fp32"] = r.keep_fp32;
+    j["reasons"] = ordered_json::array();
+    for (const auto& x : r.reasons) j["reasons"].push_back({{"module", x.module}, {"why", x.why}, {"detail", x.detail}});
+    j["verified_run"] = rec.verified_run.empty() ? ordered_json(nullptr) : ordered_json(rec.verified_run);
+    j["verified_verdict"] = rec.verified_verdict.empty() ? ordered_json(nullptr) : ordered_json(rec.verified_verdict);
+    j["advised_from"] = rec.advised_from.empty() ? ordered_json(nullptr) : ordered_json(rec.advised_from);
+    j["granularity"] = rec.granularity;
+    j["evaluations"] = r.evaluations;
+    j["passes_used"] = r.passes_used;
+    j["fp32_share"] = {{"ops", num(r.fp32_share_ops)}, {"flops", num(r.fp32_share_flops)}};
+    j["model"] = jmap::model_identity(r.model);
+    j["backend"] = jmap::backend(r.backend);
+    j["candidates"] = r.candidates;
+    j["sensitivity"] = ordered_json::array();
+    for (const auto& s : r.sensitivity)
+        j["sensitivity"].push_back({{"module", s.module},
+                                    {"precision", to_string(s.precision)},
+                                    {"order", s.order},
+                                    {"sqnr_db", num(s.sqnr_db)},
+                                    {"rel_error", num(s.rel_error)},
+                                    {"overflow", s.overflow},
+                                    {"underflow", s.underflow},
+                                    {"elements", s.elements},
+                                    {"origin", s.origin}});
+    j["timing"] = advise_timing(rec);
+    return j.dump(indent);
+}
 
 namespace {
 
@@ -159,8 +244,13 @@ ordered_json pass_json(const PassResult& p, bool with_outputs) {
     pj["num_outputs"] = p.num_outputs;
     pj["layers"] = ordered_json::array();
     for (const auto& l : p.layers) {
-        ordered_json lj = {{"index", l.index}, {"module", l.module}, {"op", l.op}, {"dtype", l.dtype},
-                           {"shape", l.shape}, {"autocast", l.autocast}, {"inputs_finite", l.inputs_finite},
+        ordered_json lj = {{"index", l.index},
+                           {"module", l.module},
+                           {"op", l.op},
+                           {"dtype", l.dtype},
+                           {"shape", l.shape},
+                           {"autocast", l.autocast},
+                           {"inputs_finite", l.inputs_finite},
                            {"origin", l.origin}};
         const ordered_json stats = stats_json(l.stats);  // keep alive while iterating
         for (auto it = stats.begin(); it != stats.end(); ++it) lj[it.key()] = it.value();
@@ -181,7 +271,9 @@ ordered_json pass_json(const PassResult& p, bool with_outputs) {
 
 /// A decision in JSON: the class index, -1 for abstain (as before), "non-finite" for a score
 /// vector with NaN/Inf (never shown as a class or as abstain).
-ordered_json decision_json(int d) { return d == kNonFinite ? ordered_json("non-finite") : ordered_json(d); }
+ordered_json decision_json(int d) {
+    return d == kNonFinite ? ordered_json("non-finite") : ordered_json(d);
+}
 
 ordered_json comparison_json(const Comparison& c, bool with_outputs) {
     ordered_json cj;
@@ -191,12 +283,20 @@ ordered_json comparison_json(const Comparison& c, bool with_outputs) {
     cj["max_rel_delta"] = num(c.max_rel_delta);
     cj["deltas"] = ordered_json::array();
     for (const auto& d : c.deltas)
-        cj["deltas"].push_back({{"sample", d.sample}, {"tag", d.tag}, {"abs", num(d.abs)}, {"rel", num(d.rel)},
-                                {"finite", d.finite}, {"within_tolerance", d.within_tolerance}});
+        cj["deltas"].push_back({{"sample", d.sample},
+                                {"tag", d.tag},
+                                {"abs", num(d.abs)},
+                                {"rel", num(d.rel)},
+                                {"finite", d.finite},
+                                {"within_tolerance", d.within_tolerance}});
     cj["flips"] = ordered_json::array();
     for (const auto& f : c.flips)
-        cj["flips"].push_back({{"sample", f.sample}, {"tag", f.tag}, {"ref", decision_json(f.ref)}, {"amp", decision_json(f.amp)},
-                               {"ref_margin", num(f.ref_margin)}, {"amp_margin", num(f.amp_margin)}});
+        cj["flips"].push_back({{"sample", f.sample},
+                               {"tag", f.tag},
+                               {"ref", decision_json(f.ref)},
+                               {"amp", decision_json(f.amp)},
+                               {"ref_margin", num(f.ref_margin)},
+                               {"amp_margin", num(f.amp_margin)}});
     cj["criteria"] = ordered_json::array();
     for (const auto& k : c.criteria)
         cj["criteria"].push_back({{"name", k.name}, {"passed", k.passed}, {"detail", k.detail}, {"samples", k.samples}});
@@ -220,17 +320,23 @@ std::string run_to_json(const RunResult& r, bool with_outputs, int indent, const
     j["finished_at"] = r.finished_at;
     j["criteria"] = jmap::criteria(r.criteria);
     j["backend"] = jmap::backend(r.backend);
-    j["model"] = {{"source", r.model.source}, {"kind", r.model.kind}, {"sha256", r.model.sha256},
-                  {"weights_sha256", r.model.weights_sha256}, {"mode", r.model.mode},
-                  {"parameters", r.model.parameters}};
+    j["model"] = {{"source", r.model.source}, {"kind", r.model.kind},
+                  {"sha256", r.model.sha256}, {"weights_sha256", r.model.weights_sha256},
+                  {"mode", r.model.mode},     {"parameters", r.model.parameters}};
     if (!r.model.format.empty()) j["model"]["format"] = r.model.format;  // torch.export: schema version, IR
     ordered_json tags = ordered_json::object();
     for (const auto& [k, v] : r.probes.tags) tags[k] = v;
-    j["probes"] = {{"source", r.probes.source}, {"sha256", r.probes.sha256}, {"count", r.probes.count},
-                   {"tags", tags}, {"input_shapes", r.probes.input_shapes},
-                   {"has_labels", r.probes.has_labels}, {"has_targets", r.probes.has_targets}};
+    j["probes"] = {{"source", r.probes.source},
+                   {"sha256", r.probes.sha256},
+                   {"count", r.probes.count},
+                   {"tags", tags},
+                   {"input_shapes", r.probes.input_shapes},
+                   {"has_labels", r.probes.has_labels},
+                   {"has_targets", r.probes.has_targets}};
     j["seed"] = r.spec.seed;
     j["batch_size"] = r.spec.batch_size;
+    // a run verifying an advised FP32 set names the run it was advised on (ampscope-cli advise)
+    j["advised_from"] = r.spec.advised_from.empty() ? ordered_json(nullptr) : ordered_json(r.spec.advised_from);
     j["warnings"] = r.warnings;
     if (!damaged.empty()) j["damaged"] = damaged;  // parts of a stored run that could not be read
     j["passes"] = ordered_json::array();

@@ -54,9 +54,10 @@ T get(const json& j, const char* key, const std::string& file) {
     try {
         return j.at(key).get<T>();
     } catch (const json::exception&) {
-        std::string want = std::is_same_v<T, bool> ? "true or false"
+        std::string want = std::is_same_v<T, bool>          ? "true or false"
                            : std::is_same_v<T, std::string> ? "a string"
-                           : std::is_integral_v<T> ? "an integer" : "a number";
+                           : std::is_integral_v<T>          ? "an integer"
+                                                            : "a number";
         throw InputError(file, key, "expected " + want + ", found " + std::string(j.at(key).type_name()));
     }
 }
@@ -113,13 +114,24 @@ std::vector<HeadTolerance> parse_heads(const json& heads, const std::string& fil
 }
 
 void check_keys(const json& j, const std::string& file) {
-    static const std::vector<std::string> keys = {"atol", "rtol", "heads", "tie_tolerance", "tie_rule", "max_flips",
-                                                  "quality_metric", "quality_threshold", "allow_nonfinite", "fixed_at",
-                                                  "quality_metric_set", "quality_threshold_set", "output"};
+    static const std::vector<std::string> keys = {"atol",
+                                                  "rtol",
+                                                  "heads",
+                                                  "tie_tolerance",
+                                                  "tie_rule",
+                                                  "max_flips",
+                                                  "quality_metric",
+                                                  "quality_threshold",
+                                                  "allow_nonfinite",
+                                                  "fixed_at",
+                                                  "quality_metric_set",
+                                                  "quality_threshold_set",
+                                                  "output"};
     for (auto it = j.begin(); it != j.end(); ++it)
         if (std::find(keys.begin(), keys.end(), it.key()) == keys.end())
-            throw InputError(file, it.key(), "unknown key; expected one of atol, rtol, heads, tie_tolerance, tie_rule, "
-                                             "max_flips, quality_metric, quality_threshold, allow_nonfinite, output");
+            throw InputError(file, it.key(),
+                             "unknown key; expected one of atol, rtol, heads, tie_tolerance, tie_rule, "
+                             "max_flips, quality_metric, quality_threshold, allow_nonfinite, output");
 }
 
 /// The keys of criteria that name an enum value.
@@ -166,11 +178,20 @@ Criteria read_criteria(const json& j, const std::string& file, Criteria c) {
 // ---- BackendReport --------------------------------------------------------------------------
 
 ordered_json backend(const BackendReport& b) {
-    return {{"device", b.device}, {"kind", b.kind}, {"torch", b.torch_version}, {"name", b.name},
-            {"cuda", b.cuda_version}, {"cudnn", b.cudnn_version}, {"hip", b.hip_version},
-            {"compute_capability", b.compute_capability}, {"cuda_available", b.cuda_available},
-            {"cuda_device_count", b.cuda_device_count}, {"bf16_supported", b.bf16_supported},
-            {"fp16_supported", b.fp16_supported}, {"num_threads", b.num_threads}, {"notes", b.notes}};
+    return {{"device", b.device},
+            {"kind", b.kind},
+            {"torch", b.torch_version},
+            {"name", b.name},
+            {"cuda", b.cuda_version},
+            {"cudnn", b.cudnn_version},
+            {"hip", b.hip_version},
+            {"compute_capability", b.compute_capability},
+            {"cuda_available", b.cuda_available},
+            {"cuda_device_count", b.cuda_device_count},
+            {"bf16_supported", b.bf16_supported},
+            {"fp16_supported", b.fp16_supported},
+            {"num_threads", b.num_threads},
+            {"notes", b.notes}};
 }
 
 namespace {
@@ -183,8 +204,13 @@ void read_key(const json& j, const char* key, const char* before, T& out) {
 
 BackendReport read_backend(const json& j) {
     BackendReport b;
-    b.device = j.at("device"); b.kind = j.at("kind"); b.torch_version = j.at("torch"); b.name = j.at("name");
-    b.cuda_version = j.at("cuda"); b.cudnn_version = j.at("cudnn"); b.hip_version = j.at("hip");
+    b.device = j.at("device");
+    b.kind = j.at("kind");
+    b.torch_version = j.at("torch");
+    b.name = j.at("name");
+    b.cuda_version = j.at("cuda");
+    b.cudnn_version = j.at("cudnn");
+    b.hip_version = j.at("hip");
     read_key(j, "compute_capability", "cc", b.compute_capability);
     b.cuda_available = j.at("cuda_available");
     read_key(j, "cuda_device_count", "cuda_devices", b.cuda_device_count);
@@ -211,7 +237,11 @@ ordered_json origin(const std::optional<Origin>& o) {
 
 std::optional<Origin> read_origin(const json& j) {
     if (j.is_null()) return std::nullopt;
-    return Origin{j.at("stage"), j.at("module"), j.at("op"), j.at("index"), j.at("samples").get<std::vector<std::string>>(),
+    return Origin{j.at("stage"),
+                  j.at("module"),
+                  j.at("op"),
+                  j.at("index"),
+                  j.at("samples").get<std::vector<std::string>>(),
                   j.value("grad_fn", std::string())};
 }
 

@@ -66,7 +66,8 @@ std::string encode(const std::vector<LayerStat>& layers, size_t begin, size_t en
         const PackedStats ps = pack(l.stats);
         for (int k = 0; k < 11; ++k) r.counter_mask |= uint16_t(ps.i[k] != 0) << k;
         put(recs, r);
-        for (int k = 0; k < 11; ++k) if (ps.i[k] != 0) put(recs, ps.i[k]);
+        for (int k = 0; k < 11; ++k)
+            if (ps.i[k] != 0) put(recs, ps.i[k]);
         recs.append(reinterpret_cast<const char*>(ps.d), sizeof ps.d);
     }
     std::string out;

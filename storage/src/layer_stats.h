@@ -18,8 +18,8 @@ struct PackedStats {
 static_assert(sizeof(PackedStats) == 136, "layers.stats is 136 bytes");
 
 inline PackedStats pack(const TensorStats& t) {
-    return {{t.count, t.nan, t.posinf, t.neginf, t.zeros, t.fp16_overflow, t.fp16_subnormal, t.fp16_underflow,
-             t.bf16_overflow, t.bf16_subnormal, t.bf16_underflow},
+    return {{t.count, t.nan, t.posinf, t.neginf, t.zeros, t.fp16_overflow, t.fp16_subnormal, t.fp16_underflow, t.bf16_overflow,
+             t.bf16_subnormal, t.bf16_underflow},
             {t.min, t.max, t.absmax, t.min_nonzero_abs, t.mean, t.rms}};
 }
 
@@ -29,16 +29,29 @@ inline bool plausible(const PackedStats& p) {
     if (p.i[0] < 0) return false;
     for (int k = 1; k < 11; ++k)
         if (p.i[k] < 0 || p.i[k] > p.i[0]) return false;
-    return static_cast<unsigned __int128>(p.i[1]) + static_cast<unsigned __int128>(p.i[2]) +
-               static_cast<unsigned __int128>(p.i[3]) <= static_cast<unsigned __int128>(p.i[0]);
+    return static_cast<unsigned __int128>(p.i[1]) + static_cast<unsigned __int128>(p.i[2]) + static_cast<unsigned __int128>(p.i[3]) <=
+           static_cast<unsigned __int128>(p.i[0]);
 }
 
 inline TensorStats unpack(const PackedStats& p) {
     TensorStats t;
-    t.count = p.i[0]; t.nan = p.i[1]; t.posinf = p.i[2]; t.neginf = p.i[3]; t.zeros = p.i[4];
-    t.fp16_overflow = p.i[5]; t.fp16_subnormal = p.i[6]; t.fp16_underflow = p.i[7];
-    t.bf16_overflow = p.i[8]; t.bf16_subnormal = p.i[9]; t.bf16_underflow = p.i[10];
-    t.min = p.d[0]; t.max = p.d[1]; t.absmax = p.d[2]; t.min_nonzero_abs = p.d[3]; t.mean = p.d[4]; t.rms = p.d[5];
+    t.count = p.i[0];
+    t.nan = p.i[1];
+    t.posinf = p.i[2];
+    t.neginf = p.i[3];
+    t.zeros = p.i[4];
+    t.fp16_overflow = p.i[5];
+    t.fp16_subnormal = p.i[6];
+    t.fp16_underflow = p.i[7];
+    t.bf16_overflow = p.i[8];
+    t.bf16_subnormal = p.i[9];
+    t.bf16_underflow = p.i[10];
+    t.min = p.d[0];
+    t.max = p.d[1];
+    t.absmax = p.d[2];
+    t.min_nonzero_abs = p.d[3];
+    t.mean = p.d[4];
+    t.rms = p.d[5];
     return t;
 }
 

@@ -45,14 +45,31 @@ bool read_shape(const Stmt& s, int c, std::vector<int64_t>& shape) {
 bool read_row(const Stmt& s, LayerStat& l) {
     if (s.i64(1) < 0 || s.i64(1) > INT32_MAX || s.type(2) != SQLITE_TEXT || s.type(3) != SQLITE_TEXT) return false;
     l.index = int(s.i64(1));
-    l.module = s.text(2); l.op = s.text(3); l.dtype = s.text(4);
+    l.module = s.text(2);
+    l.op = s.text(3);
+    l.dtype = s.text(4);
     if (!read_shape(s, 5, l.shape)) return false;
-    l.autocast = s.i64(6) != 0; l.inputs_finite = s.i64(7) != 0; l.origin = s.i64(8) != 0;
+    l.autocast = s.i64(6) != 0;
+    l.inputs_finite = s.i64(7) != 0;
+    l.origin = s.i64(8) != 0;
     auto& t = l.stats;
-    t.count = s.i64(9); t.nan = s.i64(10); t.posinf = s.i64(11); t.neginf = s.i64(12); t.zeros = s.i64(13);
-    t.min = s.f64(14); t.max = s.f64(15); t.absmax = s.f64(16); t.min_nonzero_abs = s.f64(17); t.mean = s.f64(18);
-    t.rms = s.f64(19); t.fp16_overflow = s.i64(20); t.fp16_subnormal = s.i64(21); t.fp16_underflow = s.i64(22);
-    t.bf16_overflow = s.i64(23); t.bf16_subnormal = s.i64(24); t.bf16_underflow = s.i64(25);
+    t.count = s.i64(9);
+    t.nan = s.i64(10);
+    t.posinf = s.i64(11);
+    t.neginf = s.i64(12);
+    t.zeros = s.i64(13);
+    t.min = s.f64(14);
+    t.max = s.f64(15);
+    t.absmax = s.f64(16);
+    t.min_nonzero_abs = s.f64(17);
+    t.mean = s.f64(18);
+    t.rms = s.f64(19);
+    t.fp16_overflow = s.i64(20);
+    t.fp16_subnormal = s.i64(21);
+    t.fp16_underflow = s.i64(22);
+    t.bf16_overflow = s.i64(23);
+    t.bf16_subnormal = s.i64(24);
+    t.bf16_underflow = s.i64(25);
     return plausible(pack(t));
 }
 
@@ -68,10 +85,32 @@ std::string packed_table(const std::string& name) {
 }  // namespace
 
 const std::vector<std::string>& layer_columns() {
-    static const std::vector<std::string> c = {
-        "pass_id", "idx", "module", "op", "dtype", "shape", "autocast", "inputs_finite", "origin", "count", "nan",
-        "posinf", "neginf", "zeros", "min", "max", "absmax", "min_nonzero_abs", "mean", "rms", "fp16_overflow",
-        "fp16_subnormal", "fp16_underflow", "bf16_overflow", "bf16_subnormal", "bf16_underflow"};
+    static const std::vector<std::string> c = {"pass_id",
+                                               "idx",
+                                               "module",
+                                               "op",
+                                               "dtype",
+                                               "shape",
+                                               "autocast",
+                                               "inputs_finite",
+                                               "origin",
+                                               "count",
+                                               "nan",
+                                               "posinf",
+                                               "neginf",
+                                               "zeros",
+                                               "min",
+                                               "max",
+                                               "absmax",
+                                               "min_nonzero_abs",
+                                               "mean",
+                                               "rms",
+                                               "fp16_overflow",
+                                               "fp16_subnormal",
+                                               "fp16_underflow",
+                                               "bf16_overflow",
+                                               "bf16_subnormal",
+                                               "bf16_underflow"};
     return c;
 }
 
@@ -82,8 +121,9 @@ bool has_legacy_layers(sqlite3* db) {
 
 void convert_legacy_layers(sqlite3* db, const std::string& path) {
     sql::exec(db, packed_table("layers_packed"));
-    Stmt ins(db, "INSERT INTO layers_packed(id, pass_id, idx, module, op, dtype, shape, flags, absmax, nonfinite, stats) "
-                 "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)");
+    Stmt ins(db,
+             "INSERT INTO layers_packed(id, pass_id, idx, module, op, dtype, shape, flags, absmax, nonfinite, stats) "
+             "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)");
     Stmt s(db, (std::string(kSelect) + " ORDER BY pass_id, idx").c_str());
     while (s.step()) {
         LayerStat l;
@@ -92,17 +132,23 @@ void convert_legacy_layers(sqlite3* db, const std::string& path) {
                              std::to_string(s.i64(1)) + ") is malformed; the file was not changed");
         const int64_t pass_id = s.i64(0);
         const PackedStats p = pack(l.stats);
-        ins.bind(1, pass_id << 32 | int64_t(l.index)).bind(2, pass_id).bind(3, l.index).bind(4, l.module).bind(5, l.op)
-            .bind(6, l.dtype).bind_blob(7, l.shape.data(), l.shape.size() * sizeof(int64_t))
+        ins.bind(1, pass_id << 32 | int64_t(l.index))
+            .bind(2, pass_id)
+            .bind(3, l.index)
+            .bind(4, l.module)
+            .bind(5, l.op)
+            .bind(6, l.dtype)
+            .bind_blob(7, l.shape.data(), l.shape.size() * sizeof(int64_t))
             .bind(8, int64_t(l.autocast) | int64_t(l.inputs_finite) << 1 | int64_t(l.origin) << 2)
-            .bind(9, l.stats.absmax).bind(10, l.stats.nonfinite()).bind_blob(11, &p, sizeof p);
+            .bind(9, l.stats.absmax)
+            .bind(10, l.stats.nonfinite())
+            .bind_blob(11, &p, sizeof p);
         ins.run();
     }
     sql::exec(db, "DROP TABLE layers; ALTER TABLE layers_packed RENAME TO layers");
 }
 
-std::vector<LayerStat> read_legacy_layers(sqlite3* db, int64_t pass_id, const std::string& where,
-                                          std::vector<std::string>* damaged) {
+std::vector<LayerStat> read_legacy_layers(sqlite3* db, int64_t pass_id, const std::string& where, std::vector<std::string>* damaged) {
     Stmt s(db, (std::string(kSelect) + " WHERE pass_id=?1 ORDER BY idx").c_str());
     s.bind(1, pass_id);
     std::vector<LayerStat> out;

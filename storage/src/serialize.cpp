@@ -34,14 +34,19 @@ void reading(const std::string& column, const char* what, F&& read) {
 }
 
 ordered_json model(const ModelInfo& m) {
-    return {{"source", m.source}, {"kind", m.kind}, {"sha256", m.sha256}, {"weights_sha256", m.weights_sha256},
-            {"mode", m.mode}, {"parameters", m.parameters}, {"modules", m.modules}, {"format", m.format}};
+    return {
+        {"source", m.source},         {"kind", m.kind},       {"sha256", m.sha256}, {"weights_sha256", m.weights_sha256}, {"mode", m.mode},
+        {"parameters", m.parameters}, {"modules", m.modules}, {"format", m.format}};
 }
 
 ModelInfo read_model(const json& m) {
     ModelInfo r;
-    r.source = m.at("source"); r.kind = m.at("kind"); r.sha256 = m.at("sha256");
-    r.weights_sha256 = m.at("weights_sha256"); r.mode = m.at("mode"); r.parameters = m.at("parameters");
+    r.source = m.at("source");
+    r.kind = m.at("kind");
+    r.sha256 = m.at("sha256");
+    r.weights_sha256 = m.at("weights_sha256");
+    r.mode = m.at("mode");
+    r.parameters = m.at("parameters");
     r.modules = m.at("modules").get<std::vector<std::string>>();
     r.format = m.value("format", "");  // absent before torch.export programs
     return r;
@@ -50,9 +55,13 @@ ModelInfo read_model(const json& m) {
 ordered_json run_spec(const RunSpec& s) {
     std::vector<std::string> precisions;
     for (auto p : s.precisions) precisions.push_back(to_string(p));
-    return {{"model", s.model}, {"probes", s.probes}, {"precisions", precisions}, {"device", s.device},
-            {"mode", to_string(s.mode)}, {"criteria", jmap::criteria(s.criteria)}, {"keep_fp32", s.keep_fp32},
-            {"seed", s.seed}, {"batch_size", s.batch_size}, {"inspect", s.inspect}};
+    ordered_json j = {{"model", s.model},           {"probes", s.probes},
+                      {"precisions", precisions},   {"device", s.device},
+                      {"mode", to_string(s.mode)},  {"criteria", jmap::criteria(s.criteria)},
+                      {"keep_fp32", s.keep_fp32},   {"seed", s.seed},
+                      {"batch_size", s.batch_size}, {"inspect", s.inspect}};
+    if (!s.advised_from.empty()) j["advised_from"] = s.advised_from;  // a run verifying an advised FP32 set
+    return j;
 }
 
 RunSpec read_run_spec(const json& s, const std::string& column) {
@@ -72,22 +81,27 @@ RunSpec read_run_spec(const json& s, const std::string& column) {
     r.seed = s.at("seed");
     r.batch_size = s.at("batch_size");
     r.inspect = s.at("inspect");
+    r.advised_from = s.value("advised_from", "");
     return r;
 }
 
 ordered_json probes(const ProbeInfo& p) {
     ordered_json tags = ordered_json::object();
     for (const auto& [k, v] : p.tags) tags[k] = v;
-    return {{"source", p.source}, {"sha256", p.sha256}, {"count", p.count}, {"tags", tags},
-            {"input_shapes", p.input_shapes}, {"has_labels", p.has_labels}, {"has_targets", p.has_targets}};
+    return {
+        {"source", p.source},         {"sha256", p.sha256},          {"count", p.count}, {"tags", tags}, {"input_shapes", p.input_shapes},
+        {"has_labels", p.has_labels}, {"has_targets", p.has_targets}};
 }
 
 ProbeInfo read_probes(const json& p) {
     ProbeInfo r;
-    r.source = p.at("source"); r.sha256 = p.at("sha256"); r.count = p.at("count");
+    r.source = p.at("source");
+    r.sha256 = p.at("sha256");
+    r.count = p.at("count");
     r.tags = p.at("tags").get<std::map<std::string, int>>();
     r.input_shapes = p.at("input_shapes").get<std::vector<std::vector<int64_t>>>();
-    r.has_labels = p.at("has_labels"); r.has_targets = p.at("has_targets");
+    r.has_labels = p.at("has_labels");
+    r.has_targets = p.at("has_targets");
     return r;
 }
 
@@ -109,8 +123,7 @@ ordered_json envelope(const char* kind, ordered_json spec, const BackendReport& 
 
 ordered_json header(const RunResult& r) {
     return envelope("compare", run_spec(r.spec), r.backend, r.model, r.warnings, r.tool_version,
-                    {{"criteria", jmap::criteria(r.criteria)}, {"probes", probes(r.probes)}, {"labels", r.labels},
-                     {"targets", r.targets}});
+                    {{"criteria", jmap::criteria(r.criteria)}, {"probes", probes(r.probes)}, {"labels", r.labels}, {"targets", r.targets}});
 }
 
 void read_header(const std::string& text, RunResult& r, const std::string& column) {
@@ -133,8 +146,11 @@ void read_header(const std::string& text, RunResult& r, const std::string& colum
 namespace {
 
 ordered_json scaler(const ScalerOptions& s) {
-    return {{"enabled", s.enabled}, {"init_scale", s.init_scale}, {"growth_factor", s.growth_factor},
-            {"backoff_factor", s.backoff_factor}, {"growth_interval", s.growth_interval}};
+    return {{"enabled", s.enabled},
+            {"init_scale", s.init_scale},
+            {"growth_factor", s.growth_factor},
+            {"backoff_factor", s.backoff_factor},
+            {"growth_interval", s.growth_interval}};
 }
 
 /// Every key optional (a header of an earlier build lacks some).
@@ -147,28 +163,56 @@ void read_scaler(const json& sc, ScalerOptions& s) {
 }
 
 ordered_json train_spec(const TrainSpec& s) {
-    return {{"model", s.model}, {"data", s.data}, {"steps", s.steps}, {"batch_size", s.batch_size}, {"loss", s.loss},
-            {"optimizer", s.optimizer}, {"lr", s.lr}, {"momentum", s.momentum}, {"weight_decay", s.weight_decay},
-            {"precision", to_string(s.precision)}, {"autocast", s.autocast}, {"scaler", scaler(s.scaler)},
-            {"clip_grad_norm", s.clip_grad_norm}, {"accumulate", s.accumulate}, {"lr_schedule", s.lr_schedule},
-            {"lr_per_iteration", s.lr_per_iteration}, {"checkpoint_every", s.checkpoint_every},
-            {"checkpoint_dir", s.checkpoint_dir}, {"resume", s.resume}, {"keep_fp32", s.keep_fp32}, {"seed", s.seed},
-            {"device", s.device}, {"guards", s.guards}};
+    return {{"model", s.model},
+            {"data", s.data},
+            {"steps", s.steps},
+            {"batch_size", s.batch_size},
+            {"loss", s.loss},
+            {"optimizer", s.optimizer},
+            {"lr", s.lr},
+            {"momentum", s.momentum},
+            {"weight_decay", s.weight_decay},
+            {"precision", to_string(s.precision)},
+            {"autocast", s.autocast},
+            {"scaler", scaler(s.scaler)},
+            {"clip_grad_norm", s.clip_grad_norm},
+            {"accumulate", s.accumulate},
+            {"lr_schedule", s.lr_schedule},
+            {"lr_per_iteration", s.lr_per_iteration},
+            {"checkpoint_every", s.checkpoint_every},
+            {"checkpoint_dir", s.checkpoint_dir},
+            {"resume", s.resume},
+            {"keep_fp32", s.keep_fp32},
+            {"seed", s.seed},
+            {"device", s.device},
+            {"guards", s.guards}};
 }
 
 TrainSpec read_train_spec(const json& j) {
     TrainSpec s;
-    s.model = j.at("model"); s.data = j.at("data"); s.steps = j.at("steps"); s.batch_size = j.at("batch_size");
-    s.loss = j.at("loss"); s.optimizer = j.at("optimizer"); s.lr = j.at("lr"); s.momentum = j.at("momentum");
+    s.model = j.at("model");
+    s.data = j.at("data");
+    s.steps = j.at("steps");
+    s.batch_size = j.at("batch_size");
+    s.loss = j.at("loss");
+    s.optimizer = j.at("optimizer");
+    s.lr = j.at("lr");
+    s.momentum = j.at("momentum");
     s.weight_decay = j.at("weight_decay");
     s.precision = parse_precision(j.at("precision").get<std::string>()).value_or(Precision::Fp16);
     s.autocast = j.at("autocast");
     read_scaler(j.at("scaler"), s.scaler);
-    s.clip_grad_norm = j.at("clip_grad_norm"); s.accumulate = j.at("accumulate"); s.lr_schedule = j.at("lr_schedule");
-    s.lr_per_iteration = j.at("lr_per_iteration"); s.checkpoint_every = j.at("checkpoint_every");
-    s.checkpoint_dir = j.at("checkpoint_dir"); s.resume = j.at("resume");
+    s.clip_grad_norm = j.at("clip_grad_norm");
+    s.accumulate = j.at("accumulate");
+    s.lr_schedule = j.at("lr_schedule");
+    s.lr_per_iteration = j.at("lr_per_iteration");
+    s.checkpoint_every = j.at("checkpoint_every");
+    s.checkpoint_dir = j.at("checkpoint_dir");
+    s.resume = j.at("resume");
     s.keep_fp32 = j.at("keep_fp32").get<std::vector<std::string>>();
-    s.seed = j.at("seed"); s.device = j.at("device"); s.guards = j.at("guards");
+    s.seed = j.at("seed");
+    s.device = j.at("device");
+    s.guards = j.at("guards");
     return s;
 }
 

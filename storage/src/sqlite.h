@@ -43,10 +43,16 @@ public:
     Stmt(const Stmt&) = delete;
     Stmt& operator=(const Stmt&) = delete;
 
-    Stmt& bind(int i, int64_t v) { check(sqlite3_bind_int64(s_, i, v)); return *this; }
+    Stmt& bind(int i, int64_t v) {
+        check(sqlite3_bind_int64(s_, i, v));
+        return *this;
+    }
     Stmt& bind(int i, int v) { return bind(i, int64_t(v)); }
     Stmt& bind(int i, bool v) { return bind(i, int64_t(v)); }
-    Stmt& bind(int i, double v) { check(sqlite3_bind_double(s_, i, v)); return *this; }
+    Stmt& bind(int i, double v) {
+        check(sqlite3_bind_double(s_, i, v));
+        return *this;
+    }
     Stmt& bind(int i, const std::string& v) {
         check(sqlite3_bind_text(s_, i, v.data(), int(v.size()), SQLITE_TRANSIENT));
         return *this;
@@ -65,7 +71,10 @@ public:
         check(sqlite3_bind_blob(s_, i, p, int(n), SQLITE_TRANSIENT));
         return *this;
     }
-    Stmt& bind_null(int i) { check(sqlite3_bind_null(s_, i)); return *this; }
+    Stmt& bind_null(int i) {
+        check(sqlite3_bind_null(s_, i));
+        return *this;
+    }
 
     /// true while a row is available
     bool step() {
@@ -75,7 +84,8 @@ public:
         fail(db_, "step");
     }
     void run() {
-        while (step()) {}
+        while (step()) {
+        }
         reset();
     }
     /// Executes an INSERT/UPDATE and resets, keeping bindings (the next row rebinds all).

@@ -46,15 +46,32 @@ WHERE (?1 = '' OR instr(r.model_source, ?1) > 0)
   AND (?3 = '' OR r.device = ?3) AND (?4 = '' OR r.verdict = ?4) AND (?5 = '' OR r.status = ?5)
   AND (?6 = '' OR r.started_at >= ?6) AND (?7 = '' OR r.started_at <= ?7)
 ORDER BY r.started_at DESC, r.id DESC LIMIT ?8)sql");
-    s.bind(1, f.model).bind(2, f.precision).bind(3, f.device).bind(4, f.verdict).bind(5, f.status)
-        .bind(6, f.since).bind(7, f.until).bind(8, int64_t(f.limit));
+    s.bind(1, f.model)
+        .bind(2, f.precision)
+        .bind(3, f.device)
+        .bind(4, f.verdict)
+        .bind(5, f.status)
+        .bind(6, f.since)
+        .bind(7, f.until)
+        .bind(8, int64_t(f.limit));
     std::vector<RunRow> out;
     while (s.step()) {
         RunRow r;
-        r.uuid = s.text(0); r.kind = s.text(1); r.status = s.text(2); r.verdict = s.text(3); r.model = s.text(4);
-        r.probes = s.text(5); r.device = s.text(6); r.precisions = s.text(7); r.mode = s.text(8);
-        r.started_at = s.text(9); r.finished_at = s.text(10); r.review_status = s.text(11); r.error = s.text(12);
-        r.samples = int(s.i64(13)); r.annotations = int(s.i64(14));
+        r.uuid = s.text(0);
+        r.kind = s.text(1);
+        r.status = s.text(2);
+        r.verdict = s.text(3);
+        r.model = s.text(4);
+        r.probes = s.text(5);
+        r.device = s.text(6);
+        r.precisions = s.text(7);
+        r.mode = s.text(8);
+        r.started_at = s.text(9);
+        r.finished_at = s.text(10);
+        r.review_status = s.text(11);
+        r.error = s.text(12);
+        r.samples = int(s.i64(13));
+        r.annotations = int(s.i64(14));
         out.push_back(std::move(r));
     }
     return out;
@@ -99,8 +116,8 @@ std::vector<LayerStat> read_layers(sqlite3* db, int64_t pass_id, const std::stri
             } catch (const StoreError& e) {
                 if (!damaged) throw;
                 out.resize(before);  // nothing of a damaged chunk is shown
-                damaged->push_back(std::string(e.what()) + " (the chunk of layers from index " + std::to_string(c.i64(1)) +
-                                   ", " + std::to_string(c.i64(2)) + " rows, is left out)");
+                damaged->push_back(std::string(e.what()) + " (the chunk of layers from index " + std::to_string(c.i64(1)) + ", " +
+                                   std::to_string(c.i64(2)) + " rows, is left out)");
             }
         }
         if (any) return out;
@@ -113,7 +130,10 @@ std::vector<LayerStat> read_layers(sqlite3* db, int64_t pass_id, const std::stri
     int bad = 0;
     while (s.step()) {
         LayerStat l;
-        l.index = int(s.i64(0)); l.module = s.text(1); l.op = s.text(2); l.dtype = s.text(3);
+        l.index = int(s.i64(0));
+        l.module = s.text(1);
+        l.op = s.text(2);
+        l.dtype = s.text(3);
         const int nb = s.bytes(4);
         const bool ok = (s.type(4) == SQLITE_BLOB || nb == 0) && nb % int(sizeof(int64_t)) == 0 && nb <= 64 * 8 &&
                         s.bytes(6) == int(sizeof(PackedStats)) && s.i64(0) >= 0 && s.i64(0) <= INT32_MAX;
@@ -125,11 +145,15 @@ std::vector<LayerStat> read_layers(sqlite3* db, int64_t pass_id, const std::stri
         l.shape.resize(size_t(nb) / sizeof(int64_t));
         if (nb) std::memcpy(l.shape.data(), s.blob_ptr(4), size_t(nb));
         const int64_t flags = s.i64(5);
-        l.autocast = flags & 1; l.inputs_finite = (flags >> 1) & 1; l.origin = (flags >> 2) & 1;
+        l.autocast = flags & 1;
+        l.inputs_finite = (flags >> 1) & 1;
+        l.origin = (flags >> 2) & 1;
         PackedStats p;
         std::memcpy(&p, s.blob_ptr(6), sizeof p);
         if (!plausible(p)) {
-            if (!damaged) throw StoreError("layer statistics of " + where + " are malformed (layer row " + std::to_string(l.index) + ": counters out of range)");
+            if (!damaged)
+                throw StoreError("layer statistics of " + where + " are malformed (layer row " + std::to_string(l.index) +
+                                 ": counters out of range)");
             ++bad;
             continue;
         }
@@ -148,8 +172,7 @@ std::string column_of(const std::string& file, const std::string& uuid, const ch
 }
 
 /// A JSON array of strings held in a column.
-std::vector<std::string> strings_column(const std::string& text, const std::string& file, const std::string& uuid,
-                                        const char* column) {
+std::vector<std::string> strings_column(const std::string& text, const std::string& file, const std::string& uuid, const char* column) {
     const auto where = column_of(file, uuid, column);
     const auto j = ser::parse_column(text, where);
     try {
@@ -160,8 +183,7 @@ std::vector<std::string> strings_column(const std::string& text, const std::stri
 }
 
 /// An origin column (NULL: none).
-std::optional<Origin> origin_column(const Stmt& s, int col, const std::string& file, const std::string& uuid,
-                                    const char* column) {
+std::optional<Origin> origin_column(const Stmt& s, int col, const std::string& file, const std::string& uuid, const char* column) {
     if (s.is_null(col)) return std::nullopt;
     const auto where = column_of(file, uuid, column);
     const auto o = ser::parse_column(s.text(col), where);
@@ -192,8 +214,9 @@ RunResult Store::load_run(const std::string& uuid, std::vector<std::string>* dam
     RunResult r;
     int64_t id = -1;
     {
-        Stmt s(db_, "SELECT id, header_json, COALESCE(verdict,''), started_at, COALESCE(finished_at,''), warnings_json "
-                    "FROM runs WHERE uuid=?1");
+        Stmt s(db_,
+               "SELECT id, header_json, COALESCE(verdict,''), started_at, COALESCE(finished_at,''), warnings_json "
+               "FROM runs WHERE uuid=?1");
         s.bind(1, uuid);
         if (!s.step()) throw InputError(path_, "RUN", "no run '" + uuid + "'");
         id = s.i64(0);
@@ -217,8 +240,9 @@ RunResult Store::load_run(const std::string& uuid, std::vector<std::string>* dam
 
 void Store::load_passes(int64_t id, RunResult& r, std::vector<std::string>* damaged) const {
     const auto& uuid = r.run_id;
-    Stmt s(db_, "SELECT id, precision, keep_fp32, num_outputs, outputs, nonfinite_json, origin_json, quality, seconds "
-                "FROM passes WHERE run_id=?1 ORDER BY seq");
+    Stmt s(db_,
+           "SELECT id, precision, keep_fp32, num_outputs, outputs, nonfinite_json, origin_json, quality, seconds "
+           "FROM passes WHERE run_id=?1 ORDER BY seq");
     s.bind(1, id);
     while (s.step()) {
         PassResult p;
@@ -254,16 +278,22 @@ void Store::load_comparisons(int64_t id, RunResult& r) const {
         c.verdict = s.text(2) == "accepted" ? Verdict::Accepted : Verdict::Rejected;
         c.max_abs_delta = s.f64(3);
         c.max_rel_delta = s.f64(4);
-        Stmt d(db_, "SELECT sample_idx, abs, rel, finite, within, worst_index, ref_decision, amp_decision "
-                    "FROM deltas WHERE comparison_id=?1 ORDER BY sample_idx");
+        Stmt d(db_,
+               "SELECT sample_idx, abs, rel, finite, within, worst_index, ref_decision, amp_decision "
+               "FROM deltas WHERE comparison_id=?1 ORDER BY sample_idx");
         d.bind(1, cid);
         bool decisions = false;
         while (d.step()) {
             const int64_t i = d.i64(0);
-            if (i < 0 || size_t(i) >= r.samples.size()) throw StoreError(path_ + ": run " + uuid + ": delta for unknown sample index " + std::to_string(i));
+            if (i < 0 || size_t(i) >= r.samples.size())
+                throw StoreError(path_ + ": run " + uuid + ": delta for unknown sample index " + std::to_string(i));
             SampleDelta x;
-            x.sample = r.samples[size_t(i)].id; x.tag = r.samples[size_t(i)].tag;
-            x.abs = d.f64(1); x.rel = d.f64(2); x.finite = d.i64(3); x.within_tolerance = d.i64(4);
+            x.sample = r.samples[size_t(i)].id;
+            x.tag = r.samples[size_t(i)].tag;
+            x.abs = d.f64(1);
+            x.rel = d.f64(2);
+            x.finite = d.i64(3);
+            x.within_tolerance = d.i64(4);
             x.worst_index = int(std::clamp<int64_t>(d.i64(5), -1, INT32_MAX));
             c.deltas.push_back(x);
             if (!d.is_null(6)) {
@@ -272,19 +302,24 @@ void Store::load_comparisons(int64_t id, RunResult& r) const {
                 c.amp_decisions.push_back(int(std::clamp<int64_t>(d.i64(7), -1, INT32_MAX)));
             }
         }
-        if (!decisions) { c.ref_decisions.clear(); c.amp_decisions.clear(); }
+        if (!decisions) {
+            c.ref_decisions.clear();
+            c.amp_decisions.clear();
+        }
         Stmt f(db_, "SELECT sample_idx, ref, amp, ref_margin, amp_margin FROM flips WHERE comparison_id=?1 ORDER BY seq");
         f.bind(1, cid);
         while (f.step()) {
             const int64_t i = f.i64(0);
-            if (i < 0 || size_t(i) >= r.samples.size()) throw StoreError(path_ + ": run " + uuid + ": flip for unknown sample index " + std::to_string(i));
+            if (i < 0 || size_t(i) >= r.samples.size())
+                throw StoreError(path_ + ": run " + uuid + ": flip for unknown sample index " + std::to_string(i));
             c.flips.push_back({r.samples[size_t(i)].id, r.samples[size_t(i)].tag, int(std::clamp<int64_t>(f.i64(1), -1, INT32_MAX)),
                                int(std::clamp<int64_t>(f.i64(2), -1, INT32_MAX)), f.f64(3), f.f64(4)});
         }
         Stmt k(db_, "SELECT name, passed, detail, samples_json FROM criteria_results WHERE comparison_id=?1 ORDER BY seq");
         k.bind(1, cid);
         while (k.step())
-            c.criteria.push_back({k.text(0), k.i64(1) != 0, k.text(2), strings_column(k.text(3), path_, uuid, "criteria_results.samples_json")});
+            c.criteria.push_back(
+                {k.text(0), k.i64(1) != 0, k.text(2), strings_column(k.text(3), path_, uuid, "criteria_results.samples_json")});
         r.comparisons.push_back(std::move(c));
     }
 }
@@ -296,8 +331,9 @@ std::vector<LayerStat> Store::layers(const std::string& uuid, Precision p, std::
 }
 
 std::vector<Annotation> Store::annotations(const std::string& uuid) const {
-    Stmt s(db_, "SELECT a.uuid, a.author, a.created_at, a.target_kind, a.target, a.text FROM annotations a "
-                "JOIN runs r ON r.id = a.run_id WHERE r.uuid=?1 ORDER BY a.created_at, a.id");
+    Stmt s(db_,
+           "SELECT a.uuid, a.author, a.created_at, a.target_kind, a.target, a.text FROM annotations a "
+           "JOIN runs r ON r.id = a.run_id WHERE r.uuid=?1 ORDER BY a.created_at, a.id");
     s.bind(1, uuid);
     std::vector<Annotation> out;
     while (s.step()) out.push_back({s.text(0), s.text(1), s.text(2), s.text(3), s.text(4), s.text(5)});
@@ -307,8 +343,9 @@ std::vector<Annotation> Store::annotations(const std::string& uuid) const {
 std::vector<Store::BenchmarkRow> Store::benchmarks(const std::string& run_uuid) const {
     std::vector<BenchmarkRow> out;
     if (schema_version() < 3) return out;
-    Stmt s(db_, "SELECT b.uuid, b.created_at, b.result_json, b.validated FROM benchmarks b JOIN runs r ON r.id = b.run_id "
-                "WHERE r.uuid=?1 ORDER BY b.created_at");
+    Stmt s(db_,
+           "SELECT b.uuid, b.created_at, b.result_json, b.validated FROM benchmarks b JOIN runs r ON r.id = b.run_id "
+           "WHERE r.uuid=?1 ORDER BY b.created_at");
     s.bind(1, run_uuid);
     while (s.step()) {
         const auto column = path_ + ": run " + run_uuid + ": benchmark " + s.text(0) + ": column benchmarks.result_json";
@@ -320,10 +357,16 @@ std::vector<Store::BenchmarkRow> Store::benchmarks(const std::string& run_uuid) 
 std::string Store::record_benchmark(const BenchResult& r, const BenchSpec& spec, const std::vector<Validation>& vs) {
     if (read_only_) throw StoreError(path_ + ": opened read-only (the file is not writable)");
     const std::string uuid = make_uuid();
-    Stmt s(db_, "INSERT INTO benchmarks(uuid, run_id, validated, model_sha256, probes_sha256, device, created_at, result_json) "
-                "VALUES(?1, (SELECT id FROM runs WHERE uuid=?2), ?3, ?4, ?5, ?6, ?7, ?8)");
-    s.bind(1, uuid).bind(2, vs.empty() ? std::string() : vs[0].run).bind(3, all_validated(vs))
-        .bind(4, r.model.weights_sha256).bind(5, r.probes.sha256).bind(6, r.backend.device).bind(7, now_iso8601())
+    Stmt s(db_,
+           "INSERT INTO benchmarks(uuid, run_id, validated, model_sha256, probes_sha256, device, created_at, result_json) "
+           "VALUES(?1, (SELECT id FROM runs WHERE uuid=?2), ?3, ?4, ?5, ?6, ?7, ?8)");
+    s.bind(1, uuid)
+        .bind(2, vs.empty() ? std::string() : vs[0].run)
+        .bind(3, all_validated(vs))
+        .bind(4, r.model.weights_sha256)
+        .bind(5, r.probes.sha256)
+        .bind(6, r.backend.device)
+        .bind(7, now_iso8601())
         .bind(8, ampscope::json::bench_to_json(r, spec, vs));
     s.run();
     return uuid;
@@ -364,15 +407,26 @@ std::vector<TrainStep> Store::training_steps(const std::string& uuid) const {
     const std::string underflow = schema_version() >= 5 ? "COALESCE(t.grad_underflow, -1)" : "-1";
     const std::string tracker = schema_version() >= 6 ? "COALESCE(t.growth_tracker, -1)" : "-1";
     Stmt s(db_, ("SELECT t.step, t.loss_ref, t.loss_amp, t.scale, t.found_inf, t.skipped, t.effective_updates, t.grad_norm, "
-                 "t.lr, t.divergence, COALESCE(t.nonfinite_stage,''), t.origin_json, " + underflow + ", " + tracker + " FROM training_steps t "
-                 "JOIN runs r ON r.id = t.run_id WHERE r.uuid=?1 ORDER BY t.step").c_str());
+                 "t.lr, t.divergence, COALESCE(t.nonfinite_stage,''), t.origin_json, " +
+                 underflow + ", " + tracker +
+                 " FROM training_steps t "
+                 "JOIN runs r ON r.id = t.run_id WHERE r.uuid=?1 ORDER BY t.step")
+                    .c_str());
     s.bind(1, uuid);
     std::vector<TrainStep> out;
     while (s.step()) {
         TrainStep st;
-        st.step = int(s.i64(0)); st.loss_ref = s.f64(1); st.loss_amp = s.f64(2); st.scale = s.f64(3);
-        st.found_inf = s.i64(4); st.skipped = s.i64(5); st.effective_updates = int(s.i64(6)); st.grad_norm = s.f64(7);
-        st.lr = s.f64(8); st.divergence = s.f64(9); st.nonfinite_stage = s.text(10);
+        st.step = int(s.i64(0));
+        st.loss_ref = s.f64(1);
+        st.loss_amp = s.f64(2);
+        st.scale = s.f64(3);
+        st.found_inf = s.i64(4);
+        st.skipped = s.i64(5);
+        st.effective_updates = int(s.i64(6));
+        st.grad_norm = s.f64(7);
+        st.lr = s.f64(8);
+        st.divergence = s.f64(9);
+        st.nonfinite_stage = s.text(10);
         st.origin = origin_column(s, 11, path_, uuid, "training_steps.origin_json");
         st.grad_underflow = s.i64(12);
         st.growth_tracker = int(s.i64(13));

@@ -40,8 +40,7 @@ Content inspect(sqlite3* db, const std::string& path, std::string& foreign_table
                          std::to_string(kSchemaVersion) + "): not an ampscope run database, or a damaged one");
     if (v > kSchemaVersion)
         throw StoreError(path + ": written by a newer ampscope (schema version " + std::to_string(v) +
-                         "); this ampscope reads schema versions up to " + std::to_string(kSchemaVersion) +
-                         ": update ampscope to open it");
+                         "); this ampscope reads schema versions up to " + std::to_string(kSchemaVersion) + ": update ampscope to open it");
     std::set<std::string> tables;
     {
         Stmt s(db, "SELECT name FROM sqlite_master WHERE type IN ('table','view') AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'");
@@ -53,12 +52,15 @@ Content inspect(sqlite3* db, const std::string& path, std::string& foreign_table
     }
     if (v >= 1 && tables.count("runs")) return Content::Ours;
     for (const auto& t : tables) {
-        if (foreign_tables.size() > 60) { foreign_tables += ", ..."; break; }
+        if (foreign_tables.size() > 60) {
+            foreign_tables += ", ...";
+            break;
+        }
         foreign_tables += (foreign_tables.empty() ? "" : ", ") + t;
     }
     if (v >= 1)
-        throw StoreError(path + ": not an ampscope run database (schema version " + std::to_string(v) +
-                         " but no 'runs' table; it holds " + foreign_tables + ")");
+        throw StoreError(path + ": not an ampscope run database (schema version " + std::to_string(v) + " but no 'runs' table; it holds " +
+                         foreign_tables + ")");
     return Content::Foreign;
 }
 
@@ -68,9 +70,12 @@ std::string default_db_path(const std::string& flag) {
     if (!flag.empty()) return flag;
     if (const char* e = std::getenv("AMPSCOPE_DB"); e && *e) return e;
     std::string base;
-    if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x) base = x;
-    else if (const char* h = std::getenv("HOME"); h && *h) base = std::string(h) + "/.local/share";
-    else base = ".";
+    if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x)
+        base = x;
+    else if (const char* h = std::getenv("HOME"); h && *h)
+        base = std::string(h) + "/.local/share";
+    else
+        base = ".";
     return base + "/ampscope/runs.sqlite";
 }
 
@@ -145,7 +150,9 @@ void Store::open_checked(bool init_foreign) {
     mark_dead_runs_interrupted();
 }
 
-Store::~Store() { sqlite3_close(db_); }
+Store::~Store() {
+    sqlite3_close(db_);
+}
 
 int Store::schema_version() const {
     Stmt s(db_, "PRAGMA user_version");
@@ -188,8 +195,8 @@ void Store::check_layout() const {
         const bool legacy = table == "layers" && v <= 3 && legacy::has_legacy_layers(db_);
         for (const auto& c : legacy ? legacy::layer_columns() : cols)
             if (std::find(have.begin(), have.end(), c) == have.end())
-                throw StoreError(path_ + ": table '" + table + "' lacks column '" + c + "' of schema version " +
-                                 std::to_string(v) + " (a database from a development build?); "
+                throw StoreError(path_ + ": table '" + table + "' lacks column '" + c + "' of schema version " + std::to_string(v) +
+                                 " (a database from a development build?); "
                                  "use a new database file or export the runs with the build that wrote it");
     }
 }
@@ -200,13 +207,14 @@ void Store::mark_dead_runs_interrupted() {
     const auto me = host_name();
     while (q.step()) {
         const int64_t pid = q.i64(1);
-        if (q.text(2) != me) continue;  // another machine's run: cannot tell
+        if (q.text(2) != me) continue;                                                              // another machine's run: cannot tell
         if (pid > 0 && pid <= INT32_MAX && (kill(pid_t(pid), 0) == 0 || errno != ESRCH)) continue;  // still alive
         dead.push_back(q.i64(0));
     }
     for (auto id : dead) {
-        Stmt u(db_, "UPDATE runs SET status='interrupted', error='the recording process ended before the run finished' "
-                    "WHERE id=?1 AND status='running'");
+        Stmt u(db_,
+               "UPDATE runs SET status='interrupted', error='the recording process ended before the run finished' "
+               "WHERE id=?1 AND status='running'");
         u.bind(1, id).run();
     }
 }

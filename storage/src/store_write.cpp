@@ -33,13 +33,28 @@ int64_t insert_header(sqlite3* db, const RunResult& r, const std::string& status
     const std::string header = header_json.dump();
     Sha256 h;
     h.update(header_json.at("criteria").dump());
-    Stmt s(db, "INSERT INTO runs(uuid, kind, status, model_source, model_sha256, weights_sha256, probes_source, "
-               "probes_sha256, probe_count, device, precisions, mode, criteria_sha256, criteria_fixed_at, header_json, "
-               "tool_version, started_at, pid, host) VALUES(?1,'compare',?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18)");
-    s.bind(1, r.run_id).bind(2, status).bind(3, r.model.source).bind(4, r.model.sha256).bind(5, r.model.weights_sha256)
-        .bind(6, r.probes.source).bind(7, r.probes.sha256).bind(8, int64_t(r.samples.size())).bind(9, r.backend.device)
-        .bind(10, precisions_of(r.spec)).bind(11, to_string(r.spec.mode)).bind(12, h.hex()).bind(13, r.criteria.fixed_at)
-        .bind(14, header).bind(15, r.tool_version).bind(16, r.started_at).bind(17, pid).bind(18, host_name());
+    Stmt s(db,
+           "INSERT INTO runs(uuid, kind, status, model_source, model_sha256, weights_sha256, probes_source, "
+           "probes_sha256, probe_count, device, precisions, mode, criteria_sha256, criteria_fixed_at, header_json, "
+           "tool_version, started_at, pid, host) VALUES(?1,'compare',?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18)");
+    s.bind(1, r.run_id)
+        .bind(2, status)
+        .bind(3, r.model.source)
+        .bind(4, r.model.sha256)
+        .bind(5, r.model.weights_sha256)
+        .bind(6, r.probes.source)
+        .bind(7, r.probes.sha256)
+        .bind(8, int64_t(r.samples.size()))
+        .bind(9, r.backend.device)
+        .bind(10, precisions_of(r.spec))
+        .bind(11, to_string(r.spec.mode))
+        .bind(12, h.hex())
+        .bind(13, r.criteria.fixed_at)
+        .bind(14, header)
+        .bind(15, r.tool_version)
+        .bind(16, r.started_at)
+        .bind(17, pid)
+        .bind(18, host_name());
     s.run();
     const int64_t id = sqlite3_last_insert_rowid(db);
     Stmt smp(db, "INSERT INTO samples(run_id, idx, sample_id, tag) VALUES(?1,?2,?3,?4)");
@@ -51,13 +66,24 @@ int64_t insert_header(sqlite3* db, const RunResult& r, const std::string& status
 }
 
 void insert_pass(sqlite3* db, int64_t run_id, int seq, const PassResult& p) {
-    Stmt s(db, "INSERT INTO passes(run_id, seq, precision, keep_fp32, num_outputs, outputs, nonfinite_json, origin_json, "
-               "quality, seconds) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)");
-    s.bind(1, run_id).bind(2, seq).bind(3, to_string(p.precision)).bind(4, json(p.keep_fp32).dump())
-        .bind(5, p.num_outputs).bind_blob(6, p.outputs.data(), p.outputs.size() * sizeof(float))
+    Stmt s(db,
+           "INSERT INTO passes(run_id, seq, precision, keep_fp32, num_outputs, outputs, nonfinite_json, origin_json, "
+           "quality, seconds) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)");
+    s.bind(1, run_id)
+        .bind(2, seq)
+        .bind(3, to_string(p.precision))
+        .bind(4, json(p.keep_fp32).dump())
+        .bind(5, p.num_outputs)
+        .bind_blob(6, p.outputs.data(), p.outputs.size() * sizeof(float))
         .bind(7, json(p.nonfinite_samples).dump());
-    if (p.origin) s.bind(8, jmap::origin(p.origin).dump()); else s.bind_null(8);
-    if (p.quality) s.bind(9, *p.quality); else s.bind_null(9);
+    if (p.origin)
+        s.bind(8, jmap::origin(p.origin).dump());
+    else
+        s.bind_null(8);
+    if (p.quality)
+        s.bind(9, *p.quality);
+    else
+        s.bind_null(9);
     s.bind(10, p.seconds);
     s.run();
     const int64_t pass_id = sqlite3_last_insert_rowid(db);
@@ -65,16 +91,19 @@ void insert_pass(sqlite3* db, int64_t run_id, int seq, const PassResult& p) {
     for (size_t b = 0; b < p.layers.size(); b += chunk::kChunkRows) {
         const size_t e = std::min(p.layers.size(), b + chunk::kChunkRows);
         const std::string data = chunk::encode(p.layers, b, e);
-        l.bind(1, pass_id).bind(2, int64_t(p.layers[b].index)).bind(3, int64_t(e - b))
-            .bind_blob_static(4, data.data(), data.size());
+        l.bind(1, pass_id).bind(2, int64_t(p.layers[b].index)).bind(3, int64_t(e - b)).bind_blob_static(4, data.data(), data.size());
         l.exec_row();
     }
 }
 
 void insert_comparison(sqlite3* db, int64_t run_id, int seq, const Comparison& c, const std::vector<SampleInfo>& samples) {
     Stmt s(db, "INSERT INTO comparisons(run_id, seq, precision, verdict, max_abs_delta, max_rel_delta) VALUES(?1,?2,?3,?4,?5,?6)");
-    s.bind(1, run_id).bind(2, seq).bind(3, to_string(c.precision)).bind(4, to_string(c.verdict))
-        .bind(5, c.max_abs_delta).bind(6, c.max_rel_delta);
+    s.bind(1, run_id)
+        .bind(2, seq)
+        .bind(3, to_string(c.precision))
+        .bind(4, to_string(c.verdict))
+        .bind(5, c.max_abs_delta)
+        .bind(6, c.max_rel_delta);
     s.run();
     const int64_t cid = sqlite3_last_insert_rowid(db);
     std::map<std::string, int64_t> index;
@@ -82,17 +111,29 @@ void insert_comparison(sqlite3* db, int64_t run_id, int seq, const Comparison& c
     Stmt d(db, "INSERT INTO deltas VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9)");
     for (size_t i = 0; i < c.deltas.size(); ++i) {
         const auto& x = c.deltas[i];
-        d.bind(1, cid).bind(2, index.at(x.sample)).bind(3, x.abs).bind(4, x.rel).bind(5, x.finite)
-            .bind(6, x.within_tolerance).bind(7, x.worst_index);
-        if (i < c.ref_decisions.size()) d.bind(8, c.ref_decisions[i]).bind(9, c.amp_decisions[i]);
-        else d.bind_null(8).bind_null(9);
+        d.bind(1, cid)
+            .bind(2, index.at(x.sample))
+            .bind(3, x.abs)
+            .bind(4, x.rel)
+            .bind(5, x.finite)
+            .bind(6, x.within_tolerance)
+            .bind(7, x.worst_index);
+        if (i < c.ref_decisions.size())
+            d.bind(8, c.ref_decisions[i]).bind(9, c.amp_decisions[i]);
+        else
+            d.bind_null(8).bind_null(9);
         d.run();
     }
     Stmt f(db, "INSERT INTO flips VALUES(?1,?2,?3,?4,?5,?6,?7)");
     for (size_t i = 0; i < c.flips.size(); ++i) {
         const auto& x = c.flips[i];
-        f.bind(1, cid).bind(2, int64_t(i)).bind(3, index.at(x.sample)).bind(4, x.ref).bind(5, x.amp)
-            .bind(6, x.ref_margin).bind(7, x.amp_margin);
+        f.bind(1, cid)
+            .bind(2, int64_t(i))
+            .bind(3, index.at(x.sample))
+            .bind(4, x.ref)
+            .bind(5, x.amp)
+            .bind(6, x.ref_margin)
+            .bind(7, x.amp_margin);
         f.run();
     }
     Stmt k(db, "INSERT INTO criteria_results VALUES(?1,?2,?3,?4,?5,?6)");
@@ -173,13 +214,23 @@ void TrainWriter::train_started(const TrainResult& h) {
     require_writable(store_);
     const std::string header = ser::train_header(h).dump();
     sql::Transaction t(store_.db_);
-    Stmt s(store_.db_, "INSERT INTO runs(uuid, kind, status, model_source, model_sha256, weights_sha256, probes_source, "
-                       "device, precisions, mode, header_json, tool_version, started_at, pid, host) "
-                       "VALUES(?1,'train','running',?2,?3,?4,?5,?6,?7,'train',?8,?9,?10,?11,?12)");
+    Stmt s(store_.db_,
+           "INSERT INTO runs(uuid, kind, status, model_source, model_sha256, weights_sha256, probes_source, "
+           "device, precisions, mode, header_json, tool_version, started_at, pid, host) "
+           "VALUES(?1,'train','running',?2,?3,?4,?5,?6,?7,'train',?8,?9,?10,?11,?12)");
     const std::string precisions = std::string("fp32,") + to_string(h.spec.precision);
-    s.bind(1, h.run_id).bind(2, h.model.source).bind(3, h.model.sha256).bind(4, h.model.weights_sha256)
-        .bind(5, h.spec.data).bind(6, h.backend.device).bind(7, precisions).bind(8, header).bind(9, version())
-        .bind(10, h.started_at).bind(11, int64_t(getpid())).bind(12, host_name());
+    s.bind(1, h.run_id)
+        .bind(2, h.model.source)
+        .bind(3, h.model.sha256)
+        .bind(4, h.model.weights_sha256)
+        .bind(5, h.spec.data)
+        .bind(6, h.backend.device)
+        .bind(7, precisions)
+        .bind(8, header)
+        .bind(9, version())
+        .bind(10, h.started_at)
+        .bind(11, int64_t(getpid()))
+        .bind(12, host_name());
     s.run();
     run_id_ = sqlite3_last_insert_rowid(store_.db_);
     t.commit();
@@ -189,12 +240,33 @@ void TrainWriter::train_started(const TrainResult& h) {
 void TrainWriter::step_finished(const TrainStep& st) {
     sql::Transaction t(store_.db_);
     Stmt s(store_.db_, "INSERT INTO training_steps VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)");
-    s.bind(1, run_id_).bind(2, st.step).bind(3, st.loss_ref).bind(4, st.loss_amp).bind(5, st.scale).bind(6, st.found_inf)
-        .bind(7, st.skipped).bind(8, st.effective_updates).bind(9, st.grad_norm).bind(10, st.lr).bind(11, st.divergence);
-    if (st.nonfinite_stage.empty()) s.bind_null(12); else s.bind(12, st.nonfinite_stage);
-    if (st.origin) s.bind(13, jmap::origin(st.origin).dump()); else s.bind_null(13);
-    if (st.grad_underflow >= 0) s.bind(14, st.grad_underflow); else s.bind_null(14);
-    if (st.growth_tracker >= 0) s.bind(15, st.growth_tracker); else s.bind_null(15);
+    s.bind(1, run_id_)
+        .bind(2, st.step)
+        .bind(3, st.loss_ref)
+        .bind(4, st.loss_amp)
+        .bind(5, st.scale)
+        .bind(6, st.found_inf)
+        .bind(7, st.skipped)
+        .bind(8, st.effective_updates)
+        .bind(9, st.grad_norm)
+        .bind(10, st.lr)
+        .bind(11, st.divergence);
+    if (st.nonfinite_stage.empty())
+        s.bind_null(12);
+    else
+        s.bind(12, st.nonfinite_stage);
+    if (st.origin)
+        s.bind(13, jmap::origin(st.origin).dump());
+    else
+        s.bind_null(13);
+    if (st.grad_underflow >= 0)
+        s.bind(14, st.grad_underflow);
+    else
+        s.bind_null(14);
+    if (st.growth_tracker >= 0)
+        s.bind(15, st.growth_tracker);
+    else
+        s.bind_null(15);
     s.run();
     t.commit();
     effective_ = st.effective_updates;
@@ -223,8 +295,8 @@ void TrainWriter::train_failed(const std::string& status, const std::string& mes
 
 // ---- Store writes ---------------------------------------------------------------------------
 
-bool Store::insert_run(const RunResult& r, const std::string& status, const std::string& error,
-                       const std::vector<Annotation>& notes, const Review& review) {
+bool Store::insert_run(const RunResult& r, const std::string& status, const std::string& error, const std::vector<Annotation>& notes,
+                       const Review& review) {
     require_writable(*this);
     {
         Stmt s(db_, "SELECT 1 FROM runs WHERE uuid=?1");
@@ -266,7 +338,10 @@ void Store::annotate(const std::string& uuid, Annotation a) {
         std::vector<std::string> damaged;  // a damaged chunk only hides its own layers
         while (found.empty() && s.step()) {
             for (const auto& l : read_layers(db_, s.i64(0), "pass " + s.text(1) + " of run " + uuid, &damaged))
-                if (l.index == v) { found = s.text(1); break; }
+                if (l.index == v) {
+                    found = s.text(1);
+                    break;
+                }
         }
         if (found.empty()) throw InputError("--layer", "", "run " + uuid + " has no layer " + a.target);
         a.target = found + ":" + std::to_string(v);

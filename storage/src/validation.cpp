@@ -17,13 +17,14 @@ namespace {
 /// Every completed comparison run that accepted `precision`, newest first, with the policy it
 /// ran; `headers` gets each one's header column (read only for the chosen run).
 std::vector<ValidationCandidate> candidates(sqlite3* db, Precision precision, std::vector<std::string>& headers) {
-    Stmt s(db, "SELECT r.uuid, COALESCE(r.model_sha256,''), COALESCE(r.weights_sha256,''), "
-               "COALESCE(r.probes_sha256,''), COALESCE(r.device,''), COALESCE(r.mode,''), p.keep_fp32, r.review_status, "
-               "COALESCE(r.reviewed_by,''), COALESCE(r.reviewed_at,''), r.header_json "
-               "FROM runs r JOIN comparisons c ON c.run_id = r.id "
-               "JOIN passes p ON p.run_id = r.id AND p.precision = c.precision "
-               "WHERE r.kind='compare' AND r.status='completed' AND c.precision=?1 AND c.verdict='accepted' "
-               "ORDER BY r.started_at DESC, r.id DESC");
+    Stmt s(db,
+           "SELECT r.uuid, COALESCE(r.model_sha256,''), COALESCE(r.weights_sha256,''), "
+           "COALESCE(r.probes_sha256,''), COALESCE(r.device,''), COALESCE(r.mode,''), p.keep_fp32, r.review_status, "
+           "COALESCE(r.reviewed_by,''), COALESCE(r.reviewed_at,''), r.header_json "
+           "FROM runs r JOIN comparisons c ON c.run_id = r.id "
+           "JOIN passes p ON p.run_id = r.id AND p.precision = c.precision "
+           "WHERE r.kind='compare' AND r.status='completed' AND c.precision=?1 AND c.verdict='accepted' "
+           "ORDER BY r.started_at DESC, r.id DESC");
     s.bind(1, to_string(precision));
     std::vector<ValidationCandidate> out;
     while (s.step()) {

@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import sqlite3
+import struct
 import subprocess
 import sys
 import tempfile
@@ -152,6 +153,33 @@ class HostileInputs(unittest.TestCase):
                      compress_records=True)
         self.assertLess(os.path.getsize(p), 1 << 20)
         self.run_probes(p, "declares 67108864 bytes in a file of")
+
+    def test_record_size_hidden_behind_the_zip64_directory(self):
+        # CI fuzz finding (probe_pt, out-of-memory malloc(4294967295)): miniz reads the directory the
+        # zip64 end record names; a classic end record pointing elsewhere must not hide an entry
+        # (here the 'version' record the reader allocates in its constructor) declaring 4 GB.
+        p = self.path("zip64.pt")
+        torch.save({"inputs": self.x}, p)
+        with open(p, "rb") as f:
+            d = bytearray(f.read())
+        eocd = d.rfind(b"PK\x05\x06")
+        loc = d.rfind(b"PK\x06\x07", 0, eocd)
+        self.assertEqual(loc, eocd - 20, "torch.save writes a zip64 locator")
+        cdir = struct.unpack_from("<Q", d, struct.unpack_from("<Q", d, loc + 8)[0] + 48)[0]
+        pos, entries = cdir, 0
+        while d[pos:pos + 4] == b"PK\x01\x02":
+            name_len, extra_len, comment_len = struct.unpack_from("<HHH", d, pos + 28)
+            if d[pos + 46:pos + 46 + name_len].endswith(b"/version"):
+                struct.pack_into("<I", d, pos + 24, 0xFFFFFFFF)  # uncompressed size, no zip64 extra field
+            pos += 46 + name_len + extra_len + comment_len
+            entries += 1
+        self.assertGreater(entries, 2)
+        struct.pack_into("<I", d, eocd + 16, 7)  # the classic record's directory offset: nowhere
+        with open(p, "wb") as f:
+            f.write(d)
+        # refused before LibTorch's reader allocates anything (the old check walked only the
+        # classic directory, gave up on it and let the reader allocate 4 GB for 'version')
+        self.run_probes(p, "central directory", "a damaged or hostile archive")
 
     def test_pickle_lengths_beyond_the_file(self):
         # a 2 GB string (BINUNICODE) and an 8-byte length (BINBYTES8) declared in a few bytes:

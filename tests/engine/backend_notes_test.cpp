@@ -9,15 +9,17 @@
 using namespace ampscope::detail;
 
 namespace {
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool has(const std::string& s, const std::string& part) {
+    return s.find(part) != std::string::npos;
+}
 }  // namespace
 
 TEST(DeviceNotes, StatisticsStayOnTheDeviceOnlyWithAKernelForIt) {
     EXPECT_TRUE(statistics_on_device("cpu", ""));
     EXPECT_TRUE(statistics_on_device("cuda", "cuda"));
     EXPECT_TRUE(statistics_on_device("hip", "hip"));
-    EXPECT_FALSE(statistics_on_device("cuda", ""));   // CUDA LibTorch, no nvcc
-    EXPECT_FALSE(statistics_on_device("hip", ""));    // ROCm LibTorch, no hipcc
+    EXPECT_FALSE(statistics_on_device("cuda", ""));  // CUDA LibTorch, no nvcc
+    EXPECT_FALSE(statistics_on_device("hip", ""));   // ROCm LibTorch, no hipcc
     EXPECT_FALSE(statistics_on_device("hip", "cuda"));
 }
 

@@ -40,10 +40,10 @@ TEST(Decide, ArgmaxAndTieRules) {
     EXPECT_EQ(decide(near, 3, 1e-3, TieRule::Abstain), -1);
     // The tied set's lowest index is not the argmax: the rules disagree.
     const float lower_first[] = {0.4999f, 0.5f, 0.1f};
-    EXPECT_EQ(decide(lower_first, 3, 0.0, TieRule::LowestIndex), 1);     // no tolerance: argmax
-    EXPECT_EQ(decide(lower_first, 3, 1e-3, TieRule::LowestIndex), 0);    // tied {0, 1}: lowest
+    EXPECT_EQ(decide(lower_first, 3, 0.0, TieRule::LowestIndex), 1);   // no tolerance: argmax
+    EXPECT_EQ(decide(lower_first, 3, 1e-3, TieRule::LowestIndex), 0);  // tied {0, 1}: lowest
     EXPECT_EQ(decide(lower_first, 3, 1e-3, TieRule::Abstain), kAbstain);
-    EXPECT_EQ(decide(lower_first, 3, 1e-5, TieRule::LowestIndex), 1);    // 1e-4 apart: not tied
+    EXPECT_EQ(decide(lower_first, 3, 1e-5, TieRule::LowestIndex), 1);  // 1e-4 apart: not tied
     // Non-finite scores: no decision (torch.argmax would name the NaN's or the inf's index).
     const float nan[] = {std::numeric_limits<float>::quiet_NaN(), 0.2f, 0.1f};
     EXPECT_EQ(decide(nan, 3, 0.0, TieRule::LowestIndex), kNonFinite);

@@ -40,8 +40,7 @@ TEST(GpuStats, MatchesTheCpuKernel) {
         auto drows = at::zeros({4}, at::TensorOptions().dtype(at::kLong).device(at::kCUDA));
         const auto kind = dt == at::kFloat ? gpu::DType::Float32 : dt == at::kHalf ? gpu::DType::Float16 : gpu::DType::BFloat16;
         ASSERT_EQ(0, gpu::launch_stats(d.data_ptr(), kind, d.numel(), 4, static_cast<gpu::DeviceStats*>(dslot.data_ptr()),
-                                       reinterpret_cast<unsigned long long*>(drows.data_ptr()),
-                                       at::cuda::getCurrentCUDAStream().stream()));
+                                       reinterpret_cast<unsigned long long*>(drows.data_ptr()), at::cuda::getCurrentCUDAStream().stream()));
         auto back = dslot.cpu();  // the one read-back
         gpu::DeviceStats got;
         std::memcpy(&got, back.data_ptr(), sizeof got);
@@ -126,8 +125,8 @@ TEST(GpuStats, KernelBandwidthAgainstADeviceCopy) {
     auto slot = at::zeros({int64_t(sizeof(gpu::DeviceStats))}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA));
     auto stream = at::cuda::getCurrentCUDAStream();
     auto run_kernel = [&] {
-        ASSERT_EQ(0, gpu::launch_stats(x.data_ptr(), gpu::DType::Float32, x.numel(), 0,
-                                       static_cast<gpu::DeviceStats*>(slot.data_ptr()), nullptr, stream.stream()));
+        ASSERT_EQ(0, gpu::launch_stats(x.data_ptr(), gpu::DType::Float32, x.numel(), 0, static_cast<gpu::DeviceStats*>(slot.data_ptr()),
+                                       nullptr, stream.stream()));
     };
     auto time_ms = [&](const std::function<void()>& f) {
         f();

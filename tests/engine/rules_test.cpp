@@ -94,8 +94,7 @@ TEST(Rules, ARegressorHasNoMargin) {
 
 TEST(Rules, TrainingTotalsCountSkippedStepsAndUpdates) {
     ScalerOptions sc;
-    const std::vector<TrainStep> steps = {step(0, 65536, false, 1, 1), step(1, 65536, true, 1, 0),
-                                          step(2, 32768, false, 2, 1)};
+    const std::vector<TrainStep> steps = {step(0, 65536, false, 1, 1), step(1, 65536, true, 1, 0), step(2, 32768, false, 2, 1)};
     const auto t = training_totals(steps, sc);
     EXPECT_EQ(t.iterations, 3);
     EXPECT_EQ(t.skipped, 1);
@@ -107,10 +106,10 @@ TEST(Rules, FinalScaleIsTheScaleAfterTheLastStep) {
     // `show` reported the scale the last step ran with; `train` the scaler's scale after it.
     ScalerOptions sc;
     sc.growth_interval = 2;
-    EXPECT_EQ(training_totals({step(0, 1024, true, 0, 0)}, sc).final_scale, 512.0);          // backed off
+    EXPECT_EQ(training_totals({step(0, 1024, true, 0, 0)}, sc).final_scale, 512.0);  // backed off
     EXPECT_EQ(training_totals({step(0, 1024, false, 1, 1), step(1, 1024, false, 2, 0)}, sc).final_scale,
-              2048.0);                                                                      // grown: tracker restarted
-    EXPECT_EQ(training_totals({step(0, 1024, false, 1, -1)}, sc).final_scale, 1024.0);        // no tracker recorded
+              2048.0);                                                                  // grown: tracker restarted
+    EXPECT_EQ(training_totals({step(0, 1024, false, 1, -1)}, sc).final_scale, 1024.0);  // no tracker recorded
     EXPECT_EQ(training_totals({}, sc).final_scale, sc.init_scale);
     sc.enabled = false;
     EXPECT_EQ(training_totals({step(0, 1.0, true, 0, -1)}, sc).final_scale, 1.0);
@@ -147,9 +146,10 @@ TEST(Rules, ARefusalNamesTheNearestRunAndEachDifference) {
     near.keep_fp32 = {"fc1"};
     const auto v = choose_validation(p, {candidate("far", far), candidate("near", near)}, "runs.sqlite");
     EXPECT_TRUE(v.run.empty());
-    EXPECT_EQ(v.refusal, "runs.sqlite holds no accepted validation run of fp16 with FP32 regions none, mode eval, on cpu; "
-                         "the nearest, run near, accepted fp16 but differs in FP32 regions (validated [fc1], "
-                         "benchmarked none)");
+    EXPECT_EQ(v.refusal,
+              "runs.sqlite holds no accepted validation run of fp16 with FP32 regions none, mode eval, on cpu; "
+              "the nearest, run near, accepted fp16 but differs in FP32 regions (validated [fc1], "
+              "benchmarked none)");
     EXPECT_EQ(choose_validation(p, {}, "x").refusal, "x holds no accepted validation run of " + describe(p));
 }
 

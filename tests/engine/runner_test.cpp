@@ -50,8 +50,8 @@ public:
 int64_t ms_of(const std::string& iso) {
     std::tm tm{};
     int ms = 0;
-    if (std::sscanf(iso.c_str(), "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
-                    &tm.tm_sec, &ms) != 7)
+    if (std::sscanf(iso.c_str(), "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) !=
+        7)
         return -1;
     tm.tm_year -= 1900;
     tm.tm_mon -= 1;
@@ -93,12 +93,13 @@ TEST(DemoStory, TransformerEdgeSamplesOverflowInFp16Only) {
     }
     EXPECT_EQ(r.verdict, Verdict::Rejected);
     // criteria fixed before the first pass and reported first
-    EXPECT_EQ(sink.events, (std::vector<std::string>{"started", "pass fp32", "pass fp16", "compare fp16", "pass bf16",
-                                                     "compare bf16", "finished"}));
+    EXPECT_EQ(sink.events,
+              (std::vector<std::string>{"started", "pass fp32", "pass fp16", "compare fp16", "pass bf16", "compare bf16", "finished"}));
     EXPECT_EQ(sink.fixed_at, r.criteria.fixed_at);
     // fixed before the reference pass began (when it was reported, less its duration): criteria
     // fixed any later (after a pass, at the end) would fail this by the pass's duration
-    const int64_t fixed = ms_of(r.criteria.fixed_at), began = ms_of(sink.first_pass_finished) - int64_t(pass(r, Precision::Fp32).seconds * 1000);
+    const int64_t fixed = ms_of(r.criteria.fixed_at),
+                  began = ms_of(sink.first_pass_finished) - int64_t(pass(r, Precision::Fp32).seconds * 1000);
     ASSERT_GT(fixed, 0) << r.criteria.fixed_at;
     EXPECT_GT(pass(r, Precision::Fp32).seconds, 0.002);  // longer than the timestamps' resolution: the check can tell
     EXPECT_LE(fixed, began + 1) << r.criteria.fixed_at << " vs first pass reported at " << sink.first_pass_finished;
@@ -114,7 +115,9 @@ TEST(DemoStory, KeepFp32OnTheOriginRemovesNonFinite) {
     EXPECT_EQ(pass(r, Precision::Fp16).keep_fp32, std::vector<std::string>{"embed"});
     // the embed op ran without autocast: its output stays float32
     for (const auto& l : pass(r, Precision::Fp16).layers) {
-        if (l.module == "embed") { EXPECT_EQ(l.dtype, "Float"); }
+        if (l.module == "embed") {
+            EXPECT_EQ(l.dtype, "Float");
+        }
     }
 }
 
@@ -127,8 +130,7 @@ TEST(DemoStory, DeterministicAcrossRuns) {
     EXPECT_EQ(a.probes.sha256, b.probes.sha256);
     for (size_t i = 0; i < a.passes.size(); ++i) {  // bitwise (NaN included)
         ASSERT_EQ(a.passes[i].outputs.size(), b.passes[i].outputs.size());
-        EXPECT_EQ(0, std::memcmp(a.passes[i].outputs.data(), b.passes[i].outputs.data(),
-                                 a.passes[i].outputs.size() * sizeof(float)));
+        EXPECT_EQ(0, std::memcmp(a.passes[i].outputs.data(), b.passes[i].outputs.data(), a.passes[i].outputs.size() * sizeof(float)));
     }
     spec.seed = 1;
     auto c = run_comparison(spec);

@@ -75,9 +75,26 @@ at::Tensor salted(at::ScalarType dt, int64_t n, uint64_t seed) {
     auto gen = at::detail::createCPUGenerator(seed);
     auto t = at::randn({n}, gen, at::TensorOptions().dtype(at::kFloat)) * 100.0;
     const float inf = std::numeric_limits<float>::infinity();
-    const std::vector<float> special = {std::numeric_limits<float>::quiet_NaN(), inf, -inf, 0.0f, -0.0f,
-                                        65504.0f, -65504.0f, 65520.0f, 7e4f, 6.1e-5f, 6.2e-5f, 3e-8f,
-                                        6e-8f, 1e-7f, -2e-6f, 1e-39f, 5e-41f, 3e38f, 1e-45f, 2.0f};
+    const std::vector<float> special = {std::numeric_limits<float>::quiet_NaN(),
+                                        inf,
+                                        -inf,
+                                        0.0f,
+                                        -0.0f,
+                                        65504.0f,
+                                        -65504.0f,
+                                        65520.0f,
+                                        7e4f,
+                                        6.1e-5f,
+                                        6.2e-5f,
+                                        3e-8f,
+                                        6e-8f,
+                                        1e-7f,
+                                        -2e-6f,
+                                        1e-39f,
+                                        5e-41f,
+                                        3e38f,
+                                        1e-45f,
+                                        2.0f};
     auto p = t.data_ptr<float>();
     for (size_t i = 0; i < special.size() && int64_t(i * 7) < n; ++i) p[i * 7] = special[i];
     return t.to(dt);
@@ -147,8 +164,8 @@ TEST_P(TensorStatsTest, EveryBlockPathEveryDtype) {
         {"zeros", at::zeros({n})},
         {"fp16 edge", base * 3e4},
         {"fp16 subnormal", base.clamp_min(0) * 1e-5},
-        {"mixed blocks", at::cat({base.slice(0, 0, 2048) * 1e20, base.slice(0, 2048, 4096) * 1e-3,
-                                  at::zeros({1024}), base.slice(0, 5120) * 1e-9})},
+        {"mixed blocks",
+         at::cat({base.slice(0, 0, 2048) * 1e20, base.slice(0, 2048, 4096) * 1e-3, at::zeros({1024}), base.slice(0, 5120) * 1e-9})},
     };
     auto with_nan = base.clone();
     with_nan[3000] = std::numeric_limits<float>::quiet_NaN();

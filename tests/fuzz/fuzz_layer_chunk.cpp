@@ -17,9 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // A copy of exactly `size` bytes: reads past the blob are heap-buffer-overflows.
     std::vector<uint8_t> blob(data, data + size);
     std::vector<LayerStat> layers;
-    fuzz::guarded<storage::StoreError>([&] {
-        storage::chunk::decode(blob.data(), blob.size(), layers, "fuzz");
-    });
+    fuzz::guarded<storage::StoreError>([&] { storage::chunk::decode(blob.data(), blob.size(), layers, "fuzz"); });
     if (layers.empty()) return 0;
     const std::string again = storage::chunk::encode(layers, 0, layers.size());
     std::vector<LayerStat> back;
@@ -32,9 +30,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (size_t i = 0; i < back.size(); ++i) {
         const auto &a = layers[i], &b = back[i];
         if (a.index != b.index || a.module != b.module || a.op != b.op || a.dtype != b.dtype || a.shape != b.shape ||
-            a.autocast != b.autocast || a.origin != b.origin || a.inputs_finite != b.inputs_finite ||
-            a.stats.count != b.stats.count || a.stats.nan != b.stats.nan ||
-            std::memcmp(&a.stats.min, &b.stats.min, sizeof(double)) != 0)
+            a.autocast != b.autocast || a.origin != b.origin || a.inputs_finite != b.inputs_finite || a.stats.count != b.stats.count ||
+            a.stats.nan != b.stats.nan || std::memcmp(&a.stats.min, &b.stats.min, sizeof(double)) != 0)
             fuzz::finding("re-encoded chunk row " + std::to_string(i) + " differs");
     }
     return 0;

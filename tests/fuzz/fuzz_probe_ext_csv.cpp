@@ -1,2 +1,3 @@
 // SPDX-License-Identifier: MIT
-extern const char* const kProbeExtension; const char* const kProbeExtension = ".csv";
+extern const char* const kProbeExtension;
+const char* const kProbeExtension = ".csv";

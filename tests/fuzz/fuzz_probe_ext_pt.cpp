@@ -1,2 +1,3 @@
 // SPDX-License-Identifier: MIT
-extern const char* const kProbeExtension; const char* const kProbeExtension = ".pt";
+extern const char* const kProbeExtension;
+const char* const kProbeExtension = ".pt";

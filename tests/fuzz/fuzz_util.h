@@ -48,7 +48,9 @@ inline const std::string& scratch() {
     return dir;
 }
 
-inline std::string scratch_path(const std::string& name) { return scratch() + "/" + name; }
+inline std::string scratch_path(const std::string& name) {
+    return scratch() + "/" + name;
+}
 
 inline void write_file(const std::string& path, const uint8_t* data, size_t size) {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);

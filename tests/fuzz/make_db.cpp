@@ -41,9 +41,18 @@ void compact(const std::string& path) {
 
 TensorStats stats(double absmax, int64_t nan = 0) {
     TensorStats s;
-    s.count = 64; s.nan = nan; s.zeros = 3; s.min = -absmax; s.max = absmax; s.absmax = absmax;
-    s.min_nonzero_abs = 1e-7; s.mean = 0.01; s.rms = absmax / 3;
-    s.fp16_overflow = absmax > 65504 ? 2 : 0; s.fp16_subnormal = 1; s.bf16_underflow = 1;
+    s.count = 64;
+    s.nan = nan;
+    s.zeros = 3;
+    s.min = -absmax;
+    s.max = absmax;
+    s.absmax = absmax;
+    s.min_nonzero_abs = 1e-7;
+    s.mean = 0.01;
+    s.rms = absmax / 3;
+    s.fp16_overflow = absmax > 65504 ? 2 : 0;
+    s.fp16_subnormal = 1;
+    s.bf16_underflow = 1;
     return s;
 }
 
@@ -79,7 +88,8 @@ Comparison comparison(Precision p, bool rejected) {
                 {"s1", "boundary", 1e-3, 1e-3, true, true, 1},
                 {"s2", "edge", rejected ? 1.0 / 0.0 : 0, 0, !rejected, !rejected, 0}};
     if (rejected) c.flips = {{"s1", "boundary", 0, 1, 0.25, 0.0}};
-    c.criteria = {{"finite_outputs", !rejected, rejected ? "1 sample non-finite" : "", rejected ? std::vector<std::string>{"s2"} : std::vector<std::string>{}},
+    c.criteria = {{"finite_outputs", !rejected, rejected ? "1 sample non-finite" : "",
+                   rejected ? std::vector<std::string>{"s2"} : std::vector<std::string>{}},
                   {"score_tolerance", true, "", {}},
                   {"decision_flips", !rejected, rejected ? "1 flip > 0 allowed" : "", {}}};
     c.ref_decisions = {0, 0, 1};
@@ -128,8 +138,10 @@ void downgrade_to_v3(const std::string& path) {
     sqlite3_stmt* q = nullptr;
     sqlite3_prepare_v2(db, "SELECT pass_id, data FROM layer_chunks", -1, &q, nullptr);
     sqlite3_stmt* ins = nullptr;
-    sqlite3_prepare_v2(db, "INSERT INTO layers(id, pass_id, idx, module, op, dtype, shape, flags, absmax, nonfinite, stats) "
-                           "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)", -1, &ins, nullptr);
+    sqlite3_prepare_v2(db,
+                       "INSERT INTO layers(id, pass_id, idx, module, op, dtype, shape, flags, absmax, nonfinite, stats) "
+                       "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
+                       -1, &ins, nullptr);
     while (sqlite3_step(q) == SQLITE_ROW) {
         const int64_t pass_id = sqlite3_column_int64(q, 0);
         std::vector<LayerStat> layers;
@@ -147,7 +159,10 @@ void downgrade_to_v3(const std::string& path) {
             sqlite3_bind_double(ins, 9, l.stats.absmax);
             sqlite3_bind_int64(ins, 10, l.stats.nonfinite());
             sqlite3_bind_blob(ins, 11, &p, sizeof p, SQLITE_TRANSIENT);
-            if (sqlite3_step(ins) != SQLITE_DONE) { std::fprintf(stderr, "make_db: %s\n", sqlite3_errmsg(db)); std::exit(1); }
+            if (sqlite3_step(ins) != SQLITE_DONE) {
+                std::fprintf(stderr, "make_db: %s\n", sqlite3_errmsg(db));
+                std::exit(1);
+            }
             sqlite3_reset(ins);
         }
     }
@@ -215,11 +230,15 @@ int main(int argc, char** argv) {
         for (int i = 0; i < 3; ++i) {
             TrainStep st;
             st.step = i;
-            st.loss_ref = 1.0 - 0.1 * i; st.loss_amp = st.loss_ref + 1e-3; st.scale = 65536.0 / (1 << i);
+            st.loss_ref = 1.0 - 0.1 * i;
+            st.loss_amp = st.loss_ref + 1e-3;
+            st.scale = 65536.0 / (1 << i);
             st.found_inf = st.skipped = i == 0;
             st.effective_updates = i;
             st.grad_norm = i == 0 ? 1.0 / 0.0 : 0.5;
-            st.lr = 0.05; st.divergence = 1e-4 * i; st.grad_underflow = i;
+            st.lr = 0.05;
+            st.divergence = 1e-4 * i;
+            st.grad_underflow = i;
             if (i == 0) {
                 st.nonfinite_stage = "gradient";
                 st.origin = Origin{"backward", "head", "aten::mm", 4, {}, "MmBackward0"};
@@ -243,7 +262,6 @@ int main(int argc, char** argv) {
         const auto p = pass(Precision::Fp16, true);
         std::ofstream(out + "/layers.chunk", std::ios::binary) << storage::chunk::encode(p.layers, 0, p.layers.size());
     }
-    for (const auto& f : {empty, db, bundle, v3})
-        std::printf("%s: %ju bytes\n", f.c_str(), std::uintmax_t(fs::file_size(f)));
+    for (const auto& f : {empty, db, bundle, v3}) std::printf("%s: %ju bytes\n", f.c_str(), std::uintmax_t(fs::file_size(f)));
     return 0;
 }

@@ -9,7 +9,8 @@ using namespace ampscope;
 TEST(CriteriaJson, ParsesEveryKey) {
     auto c = json::parse_criteria(R"({"atol": 0.5, "rtol": 0.25, "heads": [{"name": "logits", "begin": 0, "end": 10,
         "atol": 1e-3, "rtol": 1e-2}], "tie_tolerance": 0.01, "tie_rule": "abstain", "max_flips": 3,
-        "quality_metric": "mse", "quality_threshold": 0.2, "allow_nonfinite": true})", "c.json");
+        "quality_metric": "mse", "quality_threshold": 0.2, "allow_nonfinite": true})",
+                                  "c.json");
     EXPECT_EQ(c.atol, 0.5);
     EXPECT_EQ(c.rtol, 0.25);
     ASSERT_EQ(c.heads.size(), 1u);
@@ -99,7 +100,7 @@ TEST(BackendJson, TheContractsKeys) {
     b.bf16_supported = false;
     b.num_threads = 16;
     const auto text = json::backend_to_json(b, -1);
-    for (const char* key : {"\"torch\":", "\"compute_capability\":\"9.0\"", "\"cuda_device_count\":2",
-                            "\"bf16_supported\":false", "\"num_threads\":16"})
+    for (const char* key :
+         {"\"torch\":", "\"compute_capability\":\"9.0\"", "\"cuda_device_count\":2", "\"bf16_supported\":false", "\"num_threads\":16"})
         EXPECT_NE(text.find(key), std::string::npos) << key << " in " << text;
 }

@@ -23,8 +23,8 @@ struct FixtureFile {
 };
 
 const FixtureFile kFixtures[] = {
-    {"v2-4fe01ea", 2, false, false, false, true},  {"v2-236a746", 2, false, false, false, true},
-    {"v2-7376c9d", 2, true, false, false, true},   {"v3-a19053a", 3, true, true, false, true},
+    {"v2-4fe01ea", 2, false, false, false, true},      {"v2-236a746", 2, false, false, false, true},
+    {"v2-7376c9d", 2, true, false, false, true},       {"v3-a19053a", 3, true, true, false, true},
     {"v3-from-4fe01ea", 3, false, true, false, false}, {"v4-289f193", 4, true, true, false, true},
     {"v5-773949e", 5, true, true, true, true},
 };
@@ -218,7 +218,9 @@ void move_layers_to_rows(const std::string& path) {
             const auto run = s.load_run(row.uuid);
             sqlite3_stmt* q = nullptr;
             const RawDb raw(path);
-            ASSERT_EQ(sqlite3_prepare_v2(raw.get(), "SELECT p.id FROM passes p JOIN runs r ON r.id=p.run_id WHERE r.uuid=? ORDER BY p.seq", -1, &q, nullptr), SQLITE_OK);
+            ASSERT_EQ(sqlite3_prepare_v2(raw.get(), "SELECT p.id FROM passes p JOIN runs r ON r.id=p.run_id WHERE r.uuid=? ORDER BY p.seq",
+                                         -1, &q, nullptr),
+                      SQLITE_OK);
             sqlite3_bind_text(q, 1, row.uuid.c_str(), -1, SQLITE_TRANSIENT);
             for (size_t k = 0; sqlite3_step(q) == SQLITE_ROW; ++k) {
                 ASSERT_LT(k, run.passes.size());
@@ -235,8 +237,9 @@ void move_layers_to_rows(const std::string& path) {
     for (const auto& [pid, layers] : by_pass) {
         for (const auto& l : layers) {
             const auto& t = l.stats;
-            const int64_t ints[11] = {t.count, t.nan, t.posinf, t.neginf, t.zeros, t.fp16_overflow, t.fp16_subnormal,
-                                      t.fp16_underflow, t.bf16_overflow, t.bf16_subnormal, t.bf16_underflow};
+            const int64_t ints[11] = {
+                t.count,          t.nan,           t.posinf,         t.neginf,        t.zeros, t.fp16_overflow, t.fp16_subnormal,
+                t.fp16_underflow, t.bf16_overflow, t.bf16_subnormal, t.bf16_underflow};
             const double dbl[6] = {t.min, t.max, t.absmax, t.min_nonzero_abs, t.mean, t.rms};
             std::string blob(reinterpret_cast<const char*>(ints), sizeof ints);
             blob.append(reinterpret_cast<const char*>(dbl), sizeof dbl);

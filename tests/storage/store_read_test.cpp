@@ -182,9 +182,13 @@ TEST(StoreRead, AMalformedBenchmarkNamesTheColumn) {
     TempDir d;
     const auto path = d.file("runs.sqlite");
     const auto r = make_run();
-    { Store s(path); record(s, r); }
-    raw_exec(path, "INSERT INTO benchmarks(uuid, run_id, validated, model_sha256, probes_sha256, device, created_at, "
-                   "result_json) VALUES('b1', 1, 1, '', '', 'cpu', '2025', '{\"figures\": 3}')");
+    {
+        Store s(path);
+        record(s, r);
+    }
+    raw_exec(path,
+             "INSERT INTO benchmarks(uuid, run_id, validated, model_sha256, probes_sha256, device, created_at, "
+             "result_json) VALUES('b1', 1, 1, '', '', 'cpu', '2025', '{\"figures\": 3}')");
     const auto m = error_of([&] { Store(path).benchmarks(r.run_id); });
     EXPECT_NE(m.find(path + ": run " + r.run_id + ": benchmark b1: column benchmarks.result_json"), std::string::npos) << m;
 }

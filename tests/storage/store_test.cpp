@@ -190,7 +190,10 @@ TEST(Store, ReadOnlyWhenNotWritable) {
     TempDir d;
     const auto path = d.file("ro.sqlite");
     const auto r = make_run();
-    { Store s(path); record(s, r); }
+    {
+        Store s(path);
+        record(s, r);
+    }
     ASSERT_EQ(chmod(path.c_str(), 0444), 0);
     ASSERT_EQ(chmod(fs::path(path).parent_path().c_str(), 0777), 0);
     std::string before;
@@ -235,7 +238,10 @@ TEST(Store, ExplicitReadOnlyRefusesWrites) {
     TempDir d;
     const auto path = d.file("ro.sqlite");
     auto r = make_run();
-    { Store s(path); record(s, r); }
+    {
+        Store s(path);
+        record(s, r);
+    }
     Store s(path, Store::Mode::ReadOnly);
     EXPECT_TRUE(s.read_only());
     EXPECT_THROW(s.set_review(r.run_id, "accepted", "x"), StoreError);
@@ -301,11 +307,13 @@ TEST(Store, ReaderLoopsWhileAWriterRecords) {
 
 // ---- hostile and unusual files (issue #15) ----
 
-
 TEST(StoreHostile, ImpossibleSchemaVersionsAreRefusedByValue) {
     TempDir d;
     const auto path = d.file("v.sqlite");
-    { Store s(path); record(s, make_run()); }
+    {
+        Store s(path);
+        record(s, make_run());
+    }
     for (const char* v : {"-1", "-2147483648", "2147483647", "1001"}) {
         raw_exec(path, std::string("PRAGMA user_version=") + v);
         for (auto mode : {Store::Mode::Create, Store::Mode::ReadWrite, Store::Mode::ReadOnly}) {
@@ -353,7 +361,10 @@ TEST(StoreHostile, ADamagedLayerChunkLeavesTheRestReadable) {
     TempDir d;
     const auto path = d.file("runs.sqlite");
     auto r = make_run();
-    { Store s(path); record(s, r); }
+    {
+        Store s(path);
+        record(s, r);
+    }
     raw_exec(path, "UPDATE layer_chunks SET data=X'00010203' WHERE pass_id=(SELECT max(pass_id) FROM layer_chunks)");
     Store s(path);
     EXPECT_THROW(s.load_run(r.run_id), StoreError);  // strict: export refuses
@@ -374,12 +385,18 @@ TEST(StoreHostile, MalformedJsonColumnsNameTheFileRunAndColumn) {
     TempDir d;
     const auto path = d.file("runs.sqlite");
     auto r = make_run();
-    { Store s(path); record(s, r); }
+    {
+        Store s(path);
+        record(s, r);
+    }
     raw_exec(path, "DROP TRIGGER runs_criteria_immutable; UPDATE runs SET header_json='{oops'");
     auto m = error_of([&] { Store(path).load_run(r.run_id); });
     EXPECT_NE(m.find(path + ": run " + r.run_id + ": column runs.header_json"), std::string::npos) << m;
     const auto path2 = d.file("runs2.sqlite");
-    { Store s(path2); record(s, r); }
+    {
+        Store s(path2);
+        record(s, r);
+    }
     raw_exec(path2, "UPDATE passes SET keep_fp32='[1, 2]'");
     m = error_of([&] { Store(path2).load_run(r.run_id); });
     EXPECT_NE(m.find("column passes.keep_fp32"), std::string::npos) << m;

@@ -117,7 +117,9 @@ inline void record(Store& s, const RunResult& r) {
     w.run_finished(r);
 }
 
-inline std::string js(const RunResult& r) { return json::run_to_json(r, true); }
+inline std::string js(const RunResult& r) {
+    return json::run_to_json(r, true);
+}
 
 inline void raw_exec(const std::string& path, const std::string& sql) {
     sqlite3* db = nullptr;
@@ -148,7 +150,11 @@ private:
 };
 
 inline std::string error_of(const std::function<void()>& f) {
-    try { f(); } catch (const std::exception& e) { return e.what(); }
+    try {
+        f();
+    } catch (const std::exception& e) {
+        return e.what();
+    }
     return "(no error)";
 }
 

@@ -17,8 +17,7 @@ int decide(const float* scores, int n, double tie_tolerance, TieRule rule) {
     if (best < 0) return kNonFinite;  // no scores
     int first_tied = best, tied = 0;
     for (int i = 0; i < n; ++i) {
-        const bool within = (scores[i] == scores[best]) ||
-                            (double(scores[best]) - double(scores[i]) <= tie_tolerance);
+        const bool within = (scores[i] == scores[best]) || (double(scores[best]) - double(scores[i]) <= tie_tolerance);
         if (within) {
             ++tied;
             first_tied = std::min(first_tied, i);
@@ -39,8 +38,11 @@ double margin(const float* scores, int n) {
         if (!std::isfinite(scores[i])) continue;
         ++finite;
         const double v = scores[i];
-        if (v > top1) { top2 = top1; top1 = v; }
-        else if (v > top2) top2 = v;
+        if (v > top1) {
+            top2 = top1;
+            top1 = v;
+        } else if (v > top2)
+            top2 = v;
     }
     return finite < 2 ? 0.0 : top1 - top2;
 }
@@ -51,8 +53,7 @@ bool is_classifier(int num_outputs, const Truth& truth) {
     return num_outputs >= 2;
 }
 
-std::optional<double> quality(const PassResult& pass, const Truth& truth, const Criteria& c,
-                              int* worst_sample) {
+std::optional<double> quality(const PassResult& pass, const Truth& truth, const Criteria& c, int* worst_sample) {
     const int k = pass.num_outputs;
     const size_t n = k > 0 ? pass.outputs.size() / size_t(k) : 0;
     if (worst_sample) *worst_sample = -1;
@@ -142,8 +143,10 @@ void compare_scores(const PassResult& ref, const PassResult& amp, const std::vec
         SampleDelta d = sample_delta(ref.outputs.data() + i * k, amp.outputs.data() + i * k, k, samples[i], c);
         // A non-finite sample is counted once, by finite_outputs (which allow_nonfinite may
         // pass); it is excluded from the tolerance and flip checks.
-        if (!d.finite) finite.samples.push_back(d.sample);
-        else if (!d.within_tolerance) tol.samples.push_back(d.sample);
+        if (!d.finite)
+            finite.samples.push_back(d.sample);
+        else if (!d.within_tolerance)
+            tol.samples.push_back(d.sample);
         if (d.finite) {
             out.max_abs_delta = std::max(out.max_abs_delta, d.abs);
             out.max_rel_delta = std::max(out.max_rel_delta, d.rel);
@@ -153,8 +156,7 @@ void compare_scores(const PassResult& ref, const PassResult& amp, const std::vec
 
     if (!finite.samples.empty()) {
         finite.passed = c.allow_nonfinite;
-        finite.detail = std::to_string(finite.samples.size()) + " of " + std::to_string(n) +
-                        " samples have non-finite scores" +
+        finite.detail = std::to_string(finite.samples.size()) + " of " + std::to_string(n) + " samples have non-finite scores" +
                         (c.allow_nonfinite ? " (allowed by allow_nonfinite)" : "");
     } else {
         finite.detail = "all " + std::to_string(n) + " samples finite";
@@ -162,8 +164,7 @@ void compare_scores(const PassResult& ref, const PassResult& amp, const std::vec
     tol.passed = tol.samples.empty();
     const size_t finite_n = n - finite.samples.size();
     tol.detail = std::to_string(tol.samples.size()) + " of " + std::to_string(finite_n) +
-                 " finite samples outside |amp-ref| <= atol + rtol*|ref|; max |delta| " +
-                 fmt(out.max_abs_delta) +
+                 " finite samples outside |amp-ref| <= atol + rtol*|ref|; max |delta| " + fmt(out.max_abs_delta) +
                  (finite.samples.empty() ? "" : "; " + std::to_string(finite.samples.size()) + " non-finite samples not compared");
 }
 
@@ -188,14 +189,15 @@ void compare_decisions(const PassResult& ref, const PassResult& amp, const std::
         out.amp_decisions[i] = ad;
         if (rd != ad) {  // listed; counted as a flip only when both sides decided on finite scores
             out.flips.push_back({samples[i].id, samples[i].tag, rd, ad, margin(rs, k), margin(as, k)});
-            if (rd != kNonFinite && ad != kNonFinite) flips.samples.push_back(samples[i].id);
-            else ++uncounted;
+            if (rd != kNonFinite && ad != kNonFinite)
+                flips.samples.push_back(samples[i].id);
+            else
+                ++uncounted;
         }
     }
     flips.passed = int(flips.samples.size()) <= c.max_flips;
-    flips.detail = std::to_string(flips.samples.size()) + " decision flips (allowed " +
-                   std::to_string(c.max_flips) + ", tie rule " + to_string(c.tie_rule) + ")" +
-                   (uncounted ? "; " + std::to_string(uncounted) + " non-finite samples not counted" : "");
+    flips.detail = std::to_string(flips.samples.size()) + " decision flips (allowed " + std::to_string(c.max_flips) + ", tie rule " +
+                   to_string(c.tie_rule) + ")" + (uncounted ? "; " + std::to_string(uncounted) + " non-finite samples not counted" : "");
 }
 
 /// The quality criterion of the AMP pass against the ground truth, when the probe set has one.
@@ -204,16 +206,14 @@ void compare_quality(const PassResult& amp, const std::vector<SampleInfo>& sampl
     int worst = -1;
     const auto q = quality(amp, truth, c, &worst);
     if (!q) {
-        qual.detail = "no ground truth (" +
-                      std::string(c.quality_metric == QualityMetric::Accuracy ? "labels" : "targets") +
+        qual.detail = "no ground truth (" + std::string(c.quality_metric == QualityMetric::Accuracy ? "labels" : "targets") +
                       ") in the probe set: not evaluated";
         return;
     }
     const bool higher_better = c.quality_metric == QualityMetric::Accuracy;
     qual.passed = higher_better ? (*q >= c.quality_threshold) : (*q <= c.quality_threshold);
     if (!higher_better && !c.quality_threshold_set) qual.passed = true;  // report only
-    qual.detail = to_string(c.quality_metric) + " " + fmt(*q) +
-                  (higher_better ? " (at least " : " (at most ") + fmt(c.quality_threshold) +
+    qual.detail = to_string(c.quality_metric) + " " + fmt(*q) + (higher_better ? " (at least " : " (at most ") + fmt(c.quality_threshold) +
                   (!higher_better && !c.quality_threshold_set ? ", no threshold set)" : ")");
     if (worst >= 0) {
         qual.samples.push_back(samples[size_t(worst)].id);
@@ -223,8 +223,7 @@ void compare_quality(const PassResult& amp, const std::vector<SampleInfo>& sampl
 
 }  // namespace
 
-Comparison compare(const PassResult& ref, const PassResult& amp,
-                   const std::vector<SampleInfo>& samples, const Truth& truth,
+Comparison compare(const PassResult& ref, const PassResult& amp, const std::vector<SampleInfo>& samples, const Truth& truth,
                    const Criteria& c) {
     Comparison out;
     out.precision = amp.precision;
@@ -239,8 +238,7 @@ Comparison compare(const PassResult& ref, const PassResult& amp,
     compare_quality(amp, samples, truth, c, qual);
 
     out.criteria = {finite, tol, flips, qual};
-    const bool ok = std::all_of(out.criteria.begin(), out.criteria.end(),
-                                [](const CriterionResult& r) { return r.passed; });
+    const bool ok = std::all_of(out.criteria.begin(), out.criteria.end(), [](const CriterionResult& r) { return r.passed; });
     out.verdict = ok ? Verdict::Accepted : Verdict::Rejected;
     return out;
 }

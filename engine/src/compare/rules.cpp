@@ -15,14 +15,16 @@ namespace ampscope {
 
 double format_max(Precision format) {
     switch (format) {
-    case Precision::Fp16: return 65504.0;
-    case Precision::Bf16: return 3.3895313892515355e38;  // (2 - 2^-7) * 2^127
-    case Precision::Fp32: break;
+        case Precision::Fp16: return 65504.0;
+        case Precision::Bf16: return 3.3895313892515355e38;  // (2 - 2^-7) * 2^127
+        case Precision::Fp32: break;
     }
     return double(std::numeric_limits<float>::max());
 }
 
-Precision headroom_format(Precision pass) { return pass == Precision::Fp32 ? Precision::Fp16 : pass; }
+Precision headroom_format(Precision pass) {
+    return pass == Precision::Fp32 ? Precision::Fp16 : pass;
+}
 
 double headroom(double absmax, Precision pass) {
     return absmax > 0 ? std::log2(format_max(headroom_format(pass)) / absmax) : std::numeric_limits<double>::infinity();
@@ -77,9 +79,13 @@ std::string regions(const std::set<std::string>& s) {
     return "[" + out + "]";
 }
 
-std::set<std::string> region_set(const BenchPolicy& p) { return {p.keep_fp32.begin(), p.keep_fp32.end()}; }
+std::set<std::string> region_set(const BenchPolicy& p) {
+    return {p.keep_fp32.begin(), p.keep_fp32.end()};
+}
 
-std::string short_hash(const std::string& h) { return h.size() > 12 ? h.substr(0, 12) : h; }
+std::string short_hash(const std::string& h) {
+    return h.size() > 12 ? h.substr(0, 12) : h;
+}
 
 /// Each way the validated policy `v` differs from the benchmarked `p`, in words (none: the same).
 std::vector<std::string> differences(const BenchPolicy& v, const BenchPolicy& p) {
@@ -102,8 +108,7 @@ std::string describe(const BenchPolicy& p) {
     return to_string(p.precision) + " with FP32 regions " + regions(region_set(p)) + ", mode " + p.mode + ", on " + p.device;
 }
 
-Validation choose_validation(const BenchPolicy& p, const std::vector<ValidationCandidate>& newest_first,
-                             const std::string& source) {
+Validation choose_validation(const BenchPolicy& p, const std::vector<ValidationCandidate>& newest_first, const std::string& source) {
     Validation v;
     v.precision = p.precision;
     const std::string what = describe(p);

@@ -18,10 +18,14 @@ struct Sha256::Impl {
     ~Impl() { EVP_MD_CTX_free(ctx); }
 };
 
-Sha256::Sha256() : d(std::make_unique<Impl>()) { EVP_DigestInit_ex(d->ctx, EVP_sha256(), nullptr); }
+Sha256::Sha256() : d(std::make_unique<Impl>()) {
+    EVP_DigestInit_ex(d->ctx, EVP_sha256(), nullptr);
+}
 Sha256::~Sha256() = default;
 
-void Sha256::update(const void* data, size_t size) { EVP_DigestUpdate(d->ctx, data, size); }
+void Sha256::update(const void* data, size_t size) {
+    EVP_DigestUpdate(d->ctx, data, size);
+}
 
 std::string Sha256::hex() {
     unsigned char md[EVP_MAX_MD_SIZE];
@@ -48,7 +52,9 @@ std::string sha256_file(const std::string& path) {
     return h.hex();
 }
 
-std::string version() { return AMPSCOPE_VERSION; }
+std::string version() {
+    return AMPSCOPE_VERSION;
+}
 
 std::string now_iso8601() {
     const auto now = std::chrono::system_clock::now();
@@ -57,22 +63,20 @@ std::string now_iso8601() {
     std::tm tm{};
     gmtime_r(&t, &tm);
     char buf[96];
-    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, int(ms));
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+                  tm.tm_min, tm.tm_sec, int(ms));
     return buf;
 }
 
 std::string make_uuid() {
     std::random_device rd;
-    std::mt19937_64 gen((uint64_t(rd()) << 32) ^ rd() ^
-                        uint64_t(std::chrono::high_resolution_clock::now().time_since_epoch().count()));
+    std::mt19937_64 gen((uint64_t(rd()) << 32) ^ rd() ^ uint64_t(std::chrono::high_resolution_clock::now().time_since_epoch().count()));
     uint64_t a = gen(), b = gen();
     a = (a & 0xffffffffffff0fffULL) | 0x0000000000004000ULL;  // version 4
     b = (b & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;  // variant 1
     char buf[40];
-    std::snprintf(buf, sizeof buf, "%08x-%04x-%04x-%04x-%012llx", unsigned(a >> 32),
-                  unsigned((a >> 16) & 0xffff), unsigned(a & 0xffff), unsigned(b >> 48),
-                  (unsigned long long)(b & 0xffffffffffffULL));
+    std::snprintf(buf, sizeof buf, "%08x-%04x-%04x-%04x-%012llx", unsigned(a >> 32), unsigned((a >> 16) & 0xffff), unsigned(a & 0xffff),
+                  unsigned(b >> 48), (unsigned long long)(b & 0xffffffffffffULL));
     return buf;
 }
 

@@ -10,7 +10,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <set>
+#include <utility>
 
 #include "ampscope/engine/errors.h"
 #include "inspect/observer.h"
@@ -35,16 +37,22 @@ using Acc = KernelAcc;
 /// One pass over memory (see stats_kernel.h).
 template <class T>
 void accumulate(const T* p, int64_t n, Acc& a) {
-    if constexpr (std::is_same_v<T, float>) stats_f32(p, n, a);
-    else if constexpr (std::is_same_v<T, at::Half>) stats_f16(reinterpret_cast<const uint16_t*>(p), n, a);
-    else stats_bf16(reinterpret_cast<const uint16_t*>(p), n, a);
+    if constexpr (std::is_same_v<T, float>)
+        stats_f32(p, n, a);
+    else if constexpr (std::is_same_v<T, at::Half>)
+        stats_f16(reinterpret_cast<const uint16_t*>(p), n, a);
+    else
+        stats_bf16(reinterpret_cast<const uint16_t*>(p), n, a);
 }
 
 template <class T>
 int64_t count_nonfinite(const T* p, int64_t n) {
-    if constexpr (std::is_same_v<T, float>) return count_nonfinite_f32(p, n);
-    else if constexpr (std::is_same_v<T, at::Half>) return count_nonfinite_f16(reinterpret_cast<const uint16_t*>(p), n);
-    else return count_nonfinite_bf16(reinterpret_cast<const uint16_t*>(p), n);
+    if constexpr (std::is_same_v<T, float>)
+        return count_nonfinite_f32(p, n);
+    else if constexpr (std::is_same_v<T, at::Half>)
+        return count_nonfinite_f16(reinterpret_cast<const uint16_t*>(p), n);
+    else
+        return count_nonfinite_bf16(reinterpret_cast<const uint16_t*>(p), n);
 }
 
 template <class T>
@@ -92,9 +100,9 @@ bool any_nonfinite(const at::Tensor& in) {
     if (!in.defined() || in.numel() == 0 || !in.is_floating_point()) return false;
     const at::Tensor t = host_values(in);
     switch (t.scalar_type()) {
-    case at::kHalf: return count_nonfinite(t.data_ptr<at::Half>(), t.numel()) > 0;
-    case at::kBFloat16: return count_nonfinite(t.data_ptr<at::BFloat16>(), t.numel()) > 0;
-    default: return count_nonfinite(t.data_ptr<float>(), t.numel()) > 0;
+        case at::kHalf: return count_nonfinite(t.data_ptr<at::Half>(), t.numel()) > 0;
+        case at::kBFloat16: return count_nonfinite(t.data_ptr<at::BFloat16>(), t.numel()) > 0;
+        default: return count_nonfinite(t.data_ptr<float>(), t.numel()) > 0;
     }
 }
 
@@ -105,9 +113,9 @@ TensorStats tensor_stats(const at::Tensor& in, std::vector<int64_t>* rows_nonfin
     }
     const at::Tensor t = host_values(in);
     switch (t.scalar_type()) {
-    case at::kHalf: return stats_typed<at::Half>(t, rows_nonfinite);
-    case at::kBFloat16: return stats_typed<at::BFloat16>(t, rows_nonfinite);
-    default: return stats_typed<float>(t, rows_nonfinite);
+        case at::kHalf: return stats_typed<at::Half>(t, rows_nonfinite);
+        case at::kBFloat16: return stats_typed<at::BFloat16>(t, rows_nonfinite);
+        default: return stats_typed<float>(t, rows_nonfinite);
     }
 }
 
@@ -117,20 +125,50 @@ namespace {
 
 /// Ops that only re-view or copy existing values: they cannot create non-finite values.
 const std::set<std::string>& view_ops_set() {
-    static const std::set<std::string> s = {
-        "aten::view", "aten::reshape", "aten::_reshape_alias", "aten::_unsafe_view", "aten::permute",
-        "aten::transpose", "aten::t", "aten::select", "aten::slice", "aten::expand", "aten::unsqueeze",
-        "aten::squeeze", "aten::flatten", "aten::contiguous", "aten::detach", "aten::alias",
-        "aten::as_strided", "aten::split", "aten::chunk", "aten::unbind", "aten::narrow",
-        "aten::clone", "aten::empty", "aten::empty_like", "aten::resize_", "aten::size",
-        "aten::numel", "aten::dim", "aten::is_floating_point", "aten::item", "aten::_local_scalar_dense",
-        "aten::lift_fresh", "aten::set_", "aten::empty_strided", "ampscope::to_fp32", "ampscope::enter_scope"};
+    static const std::set<std::string> s = {"aten::view",
+                                            "aten::reshape",
+                                            "aten::_reshape_alias",
+                                            "aten::_unsafe_view",
+                                            "aten::permute",
+                                            "aten::transpose",
+                                            "aten::t",
+                                            "aten::select",
+                                            "aten::slice",
+                                            "aten::expand",
+                                            "aten::unsqueeze",
+                                            "aten::squeeze",
+                                            "aten::flatten",
+                                            "aten::contiguous",
+                                            "aten::detach",
+                                            "aten::alias",
+                                            "aten::as_strided",
+                                            "aten::split",
+                                            "aten::chunk",
+                                            "aten::unbind",
+                                            "aten::narrow",
+                                            "aten::clone",
+                                            "aten::empty",
+                                            "aten::empty_like",
+                                            "aten::resize_",
+                                            "aten::size",
+                                            "aten::numel",
+                                            "aten::dim",
+                                            "aten::is_floating_point",
+                                            "aten::item",
+                                            "aten::_local_scalar_dense",
+                                            "aten::lift_fresh",
+                                            "aten::set_",
+                                            "aten::empty_strided",
+                                            "ampscope::to_fp32",
+                                            "ampscope::enter_scope"};
     return s;
 }
 
 }  // namespace
 
-bool is_view_op(const std::string& name) { return view_ops_set().count(name) > 0; }
+bool is_view_op(const std::string& name) {
+    return view_ops_set().count(name) > 0;
+}
 
 namespace {
 
@@ -141,7 +179,6 @@ struct Ctx : at::ObserverContext {
     bool autocast = false;
     std::vector<at::Tensor> inputs;
 };
-
 
 }  // namespace
 
@@ -164,11 +201,23 @@ struct DeviceBatch {
 
 TensorStats from_device(const gpu::DeviceStats& d) {
     KernelAcc a;
-    a.count = int64_t(d.count); a.nan = int64_t(d.nan); a.posinf = int64_t(d.posinf); a.neginf = int64_t(d.neginf);
-    a.zeros = int64_t(d.zeros); a.h_over = int64_t(d.h_over); a.h_sub = int64_t(d.h_sub); a.h_under = int64_t(d.h_under);
-    a.b_over = int64_t(d.b_over); a.b_sub = int64_t(d.b_sub); a.b_under = int64_t(d.b_under);
-    a.min_key = d.min_key; a.max_key = d.max_key; a.amax_bits = d.amax_bits; a.minnz_bits = d.minnz_bits;
-    a.sum = d.sum; a.sumsq = d.sumsq;
+    a.count = int64_t(d.count);
+    a.nan = int64_t(d.nan);
+    a.posinf = int64_t(d.posinf);
+    a.neginf = int64_t(d.neginf);
+    a.zeros = int64_t(d.zeros);
+    a.h_over = int64_t(d.h_over);
+    a.h_sub = int64_t(d.h_sub);
+    a.h_under = int64_t(d.h_under);
+    a.b_over = int64_t(d.b_over);
+    a.b_sub = int64_t(d.b_sub);
+    a.b_under = int64_t(d.b_under);
+    a.min_key = d.min_key;
+    a.max_key = d.max_key;
+    a.amax_bits = d.amax_bits;
+    a.minnz_bits = d.minnz_bits;
+    a.sum = d.sum;
+    a.sumsq = d.sumsq;
     return to_stats(a);
 }
 
@@ -199,7 +248,9 @@ void* current_stream(const at::Device& dev) {
 #endif
 }  // namespace
 
-void set_device_statistics(bool on) { g_device_statistics = on; }
+void set_device_statistics(bool on) {
+    g_device_statistics = on;
+}
 
 const char* device_statistics_platform() {
 #if defined(AMPSCOPE_HAVE_GPU_STATS) && defined(AMPSCOPE_GPU_STATS_HIP)
@@ -211,18 +262,45 @@ const char* device_statistics_platform() {
 #endif
 }
 
+namespace {
+
+/// Floating-point operations of one op, from its shapes: 2 M N K for matrix products (linear,
+/// mm, addmm, bmm, baddbmm, matmul), 2 x output x (C_in / groups x kernel) for convolutions,
+/// 2 B H L S (E + E_v) for scaled dot-product attention, and one per output element otherwise.
+double op_flops(const std::string& name, const std::vector<at::Tensor>& in, const at::Tensor& out) {
+    const double n_out = double(out.numel());
+    auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
+    if (has("scaled_dot_product_attention") && in.size() >= 3 && in[0].dim() >= 2 && in[1].dim() >= 2) {
+        const double s = double(in[1].size(-2));
+        return 2.0 * double(in[0].numel()) * s + 2.0 * n_out * s;
+    }
+    if (has("conv") && in.size() >= 2 && in[1].dim() >= 1 && in[1].size(0) > 0) return 2.0 * n_out * double(in[1].numel() / in[1].size(0));
+    if (has("linear") && !in.empty() && in[0].dim() >= 1) return 2.0 * n_out * double(in[0].size(-1));
+    const bool with_bias = has("addmm") || has("baddbmm") || has("addbmm");
+    if ((with_bias || has("mm") || has("matmul")) && in.size() > size_t(with_bias) && in[size_t(with_bias)].dim() >= 1)
+        return 2.0 * n_out * double(in[size_t(with_bias)].size(-1));
+    return n_out;
+}
+
+}  // namespace
+
 struct OpObserver::State {
     int64_t batch_rows = 0;  ///< rows of the current batch
     int64_t first_row = 0;
     int depth = 0;
     bool busy = true;  ///< paused: between batches, and while the observer itself runs ops
-    int index = 0;  ///< op index within the current batch
+    int index = 0;     ///< op index within the current batch
     std::vector<LayerStat> layers;
-    std::vector<int> row_origin;            ///< per global row: op index, -1 none
-    std::vector<bool> row_nonfinite_seen;   ///< per row of the current batch
+    std::vector<int> row_origin;           ///< per global row: op index, -1 none
+    std::vector<bool> row_nonfinite_seen;  ///< per row of the current batch
     bool batch_nonfinite_seen = false;
     bool capture = false;
     std::vector<OpObserver::Captured> captured;
+    std::map<std::string, std::vector<at::Tensor>> module_outputs;  ///< keys: the modules captured
+    std::optional<std::string> open_module;                         ///< the captured module the last op ran in
+    at::Tensor open_output;                                         ///< its output so far
+    void capture_output(const std::string& module, const at::Tensor& out);
+    void close_module();
 #ifdef AMPSCOPE_HAVE_GPU_STATS
     std::vector<DeviceBatch> device;
     at::Tensor empty_slots;  ///< 256 initial slots on the device, appended when a batch needs more
@@ -297,16 +375,21 @@ void OpObserver::State::on_end(Ctx& c, const at::RecordFunction& fn) {
         if (auto on = fn.operator_name(); on && !on->overload_name.empty()) full += "." + on->overload_name;
         std::string odt;
         for (const auto& v : fn.outputs())
-            if (v.isTensor() && v.toTensor().defined()) { odt = c10::toString(v.toTensor().scalar_type()); break; }
+            if (v.isTensor() && v.toTensor().defined()) {
+                odt = c10::toString(v.toTensor().scalar_type());
+                break;
+            }
         captured.push_back({full, c.module, std::move(c.captured_inputs), odt});
     }
     const std::vector<at::Tensor> outs = floating_tensors(fn.outputs());
     if (outs.empty()) return;
+    if (!module_outputs.empty()) capture_output(c.module, outs[0]);
     const int idx = index++;
+    const double flops = op_flops(name, c.inputs, outs[0]);
     const bool rows_match = outs[0].dim() >= 1 && outs[0].size(0) == batch_rows;
 #ifdef AMPSCOPE_HAVE_GPU_STATS
     if (outs[0].is_cuda() && g_device_statistics) {
-        layer_for(c, idx, name, outs[0]);
+        layer_for(c, idx, name, outs[0]).flops += flops;
         device_op(c, idx, outs, rows_match);
         return;
     }
@@ -316,7 +399,7 @@ void OpObserver::State::on_end(Ctx& c, const at::RecordFunction& fn) {
     for (size_t i = 0; i < outs.size(); ++i) {
         st.merge(tensor_stats(outs[i], rows_match && i == 0 ? &row_nf : nullptr));
     }
-    layer_for(c, idx, name, outs[0]);
+    layer_for(c, idx, name, outs[0]).flops += flops;
     // Inputs finite? Checked only when the output has non-finite values.
     apply(idx, st, row_nf, rows_match, [&] {
         for (const auto& t : c.inputs)
@@ -393,7 +476,8 @@ void OpObserver::State::device_op(Ctx& c, int idx, const std::vector<at::Tensor>
         if (err != 0) throw ModelError("statistics kernel failed to launch (error " + std::to_string(err) + ")");
     };
     auto* rows_out = reinterpret_cast<unsigned long long*>(b.row_nf.data_ptr<int64_t>() + k * b.row_nf.size(1));
-    for (size_t i = 0; i < outs.size(); ++i) launch(outs[i], b.slots, rows_match && i == 0 ? rows_out : nullptr, rows_match && i == 0 ? batch_rows : 0);
+    for (size_t i = 0; i < outs.size(); ++i)
+        launch(outs[i], b.slots, rows_match && i == 0 ? rows_out : nullptr, rows_match && i == 0 ? batch_rows : 0);
     for (const auto& t : c.inputs)
         if (t.is_cuda()) launch(t, b.in_slots, nullptr, 0);
     b.entries.push_back({idx, rows_match});
@@ -478,15 +562,56 @@ void OpObserver::begin_batch(int64_t first_row, int64_t rows) {
     s_->busy = false;
 }
 
-void OpObserver::end_batch() { s_->busy = true; }
+void OpObserver::end_batch() {
+    s_->busy = true;
+    s_->close_module();
+}
+
+void OpObserver::capture_module_outputs(const std::vector<std::string>& modules) {
+    for (const auto& m : modules) s_->module_outputs[m];
+}
+
+std::map<std::string, std::vector<at::Tensor>> OpObserver::take_module_outputs() {
+    s_->close_module();
+    return std::exchange(s_->module_outputs, {});
+}
+
+void OpObserver::State::capture_output(const std::string& module, const at::Tensor& out) {
+    std::optional<std::string> key;  // the captured module this op belongs to: its path or the nearest enclosing one
+    for (std::string k = module;;) {
+        if (module_outputs.count(k)) {
+            key = k;
+            break;
+        }
+        if (k.empty()) break;
+        const auto dot = k.rfind('.');
+        k = dot == std::string::npos ? std::string() : k.substr(0, dot);
+    }
+    if (key != open_module) close_module();
+    if (!key) return;
+    open_module = key;
+    open_output = out.detach().to(at::kCPU, at::kFloat, false, true);  // a copy: in-place ops would change it
+}
+
+void OpObserver::State::close_module() {
+    if (open_module && open_output.defined()) module_outputs[*open_module].push_back(std::move(open_output));
+    open_output = at::Tensor();
+    open_module.reset();
+}
 
 std::vector<LayerStat> OpObserver::layers() const {
     s_->finalize();
     return s_->layers;
 }
-void OpObserver::set_capture(bool on) { s_->capture = on; }
-const std::vector<OpObserver::Captured>& OpObserver::captured() const { return s_->captured; }
-at::Tensor OpObserver::pending_device_bytes() const { return s_->finalized ? at::Tensor() : s_->pending_bytes(); }
+void OpObserver::set_capture(bool on) {
+    s_->capture = on;
+}
+const std::vector<OpObserver::Captured>& OpObserver::captured() const {
+    return s_->captured;
+}
+at::Tensor OpObserver::pending_device_bytes() const {
+    return s_->finalized ? at::Tensor() : s_->pending_bytes();
+}
 void OpObserver::apply_device_bytes(const at::Tensor& host) {
     TORCH_CHECK(host.is_cpu() && host.scalar_type() == at::kByte && host.is_contiguous(), "device statistics: expected host bytes");
     s_->apply_bytes(host.data_ptr<uint8_t>(), host.numel());

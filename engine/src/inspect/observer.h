@@ -8,6 +8,7 @@
 #include <ATen/core/ivalue.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,9 +30,12 @@ bool is_view_op(const std::string& name);
 template <class Values>
 std::vector<at::Tensor> floating_tensors(const Values& values) {
     std::vector<at::Tensor> out;
-    auto add = [&out](const at::Tensor& t) { if (t.defined() && t.is_floating_point()) out.push_back(t); };
+    auto add = [&out](const at::Tensor& t) {
+        if (t.defined() && t.is_floating_point()) out.push_back(t);
+    };
     for (const auto& v : values) {
-        if (v.isTensor()) add(v.toTensor());
+        if (v.isTensor())
+            add(v.toTensor());
         else if (v.isTensorList())
             for (const auto& t : v.toTensorVector()) add(t);
     }
@@ -71,6 +75,12 @@ public:
     };
     void set_capture(bool on);
     const std::vector<Captured>& captured() const;
+
+    /// Module outputs (the advisor's sensitivity): for each of `modules` (disjoint subtrees),
+    /// the floating output of the last op of every contiguous run of ops inside it, as an FP32
+    /// host copy, in call order over all batches.
+    void capture_module_outputs(const std::vector<std::string>& modules);
+    std::map<std::string, std::vector<at::Tensor>> take_module_outputs();
 
     struct State;
 

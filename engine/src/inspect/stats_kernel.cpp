@@ -25,8 +25,12 @@ constexpr uint32_t kBf16MinNormalBits = 0x00800000u;  // 2^-126
 constexpr uint32_t kBf16MinSubBits = 0x00010000u;     // 2^-133
 
 /// Monotone map float bits -> unsigned key (negative values reversed).
-inline uint32_t key_of(uint32_t b) { return (b & 0x80000000u) ? ~b : (b | 0x80000000u); }
-inline uint32_t bits_of_key(uint32_t k) { return (k & 0x80000000u) ? (k & 0x7fffffffu) : ~k; }
+inline uint32_t key_of(uint32_t b) {
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+inline uint32_t bits_of_key(uint32_t k) {
+    return (k & 0x80000000u) ? (k & 0x7fffffffu) : ~k;
+}
 inline float as_float(uint32_t b) {
     float f;
     std::memcpy(&f, &b, 4);
@@ -34,11 +38,17 @@ inline float as_float(uint32_t b) {
 }
 }  // namespace
 
-float KernelAcc::min() const { return as_float(bits_of_key(min_key)); }
+float KernelAcc::min() const {
+    return as_float(bits_of_key(min_key));
+}
 
 TensorStats to_stats(const KernelAcc& a) {
     TensorStats s;
-    s.count = a.count; s.nan = a.nan; s.posinf = a.posinf; s.neginf = a.neginf; s.zeros = a.zeros;
+    s.count = a.count;
+    s.nan = a.nan;
+    s.posinf = a.posinf;
+    s.neginf = a.neginf;
+    s.zeros = a.zeros;
     const int64_t fin = a.count - a.nan - a.posinf - a.neginf;
     if (fin > 0 && a.any_finite()) {
         s.min = a.min();
@@ -48,15 +58,30 @@ TensorStats to_stats(const KernelAcc& a) {
         s.rms = std::sqrt(a.sumsq / double(fin));
     }
     if (a.minnz_bits < kExpMask) s.min_nonzero_abs = as_float(a.minnz_bits);
-    s.fp16_overflow = a.h_over; s.fp16_subnormal = a.h_sub; s.fp16_underflow = a.h_under;
-    s.bf16_overflow = a.b_over; s.bf16_subnormal = a.b_sub; s.bf16_underflow = a.b_under;
+    s.fp16_overflow = a.h_over;
+    s.fp16_subnormal = a.h_sub;
+    s.fp16_underflow = a.h_under;
+    s.bf16_overflow = a.b_over;
+    s.bf16_subnormal = a.b_sub;
+    s.bf16_underflow = a.b_under;
     return s;
 }
-float KernelAcc::max() const { return as_float(bits_of_key(max_key)); }
+float KernelAcc::max() const {
+    return as_float(bits_of_key(max_key));
+}
 
 void KernelAcc::add(const KernelAcc& o) {
-    count += o.count; nan += o.nan; posinf += o.posinf; neginf += o.neginf; zeros += o.zeros;
-    h_over += o.h_over; h_sub += o.h_sub; h_under += o.h_under; b_over += o.b_over; b_sub += o.b_sub; b_under += o.b_under;
+    count += o.count;
+    nan += o.nan;
+    posinf += o.posinf;
+    neginf += o.neginf;
+    zeros += o.zeros;
+    h_over += o.h_over;
+    h_sub += o.h_sub;
+    h_under += o.h_under;
+    b_over += o.b_over;
+    b_sub += o.b_sub;
+    b_under += o.b_under;
     min_key = std::min(min_key, o.min_key);
     max_key = std::max(max_key, o.max_key);
     amax_bits = std::max(amax_bits, o.amax_bits);
@@ -140,8 +165,17 @@ void stats_block(const float* v, int n, KernelAcc& a) {
         sum += x;
         sumsq += x * x;
     }
-    a.count += n; a.nan += nan; a.posinf += pinf; a.neginf += ninf; a.zeros += zeros;
-    a.h_over += ho; a.h_sub += hs; a.h_under += hu; a.b_over += bo; a.b_sub += bs; a.b_under += bu;
+    a.count += n;
+    a.nan += nan;
+    a.posinf += pinf;
+    a.neginf += ninf;
+    a.zeros += zeros;
+    a.h_over += ho;
+    a.h_sub += hs;
+    a.h_under += hu;
+    a.b_over += bo;
+    a.b_sub += bs;
+    a.b_under += bu;
     a.min_key = std::min(a.min_key, mnk);
     a.max_key = std::max(a.max_key, mxk);
     a.amax_bits = std::max(a.amax_bits, amax);
@@ -150,13 +184,12 @@ void stats_block(const float* v, int n, KernelAcc& a) {
     a.sumsq += sumsq;
 }
 
-
 namespace {
 
-constexpr int kBlock = 4096;                     // 16 KiB of floats: stays in L1 between passes
-constexpr int kChunk = 1024;                     // float lanes are summed into double per chunk
-constexpr uint32_t kFastLoBits = 0x21800000u;    // 2^-60: squares stay normal floats
-constexpr uint32_t kFastHiBits = 0x5b800000u;    // 2^56: 1024 squares stay below float max
+constexpr int kBlock = 4096;                   // 16 KiB of floats: stays in L1 between passes
+constexpr int kChunk = 1024;                   // float lanes are summed into double per chunk
+constexpr uint32_t kFastLoBits = 0x21800000u;  // 2^-60: squares stay normal floats
+constexpr uint32_t kFastHiBits = 0x5b800000u;  // 2^56: 1024 squares stay below float max
 
 /// The exact path for 16-bit formats: widened block by block, then stats_block.
 void generic_16(const uint16_t* h, int64_t n, KernelAcc& a, void (*widen)(const uint16_t*, float*, int)) {
@@ -172,8 +205,7 @@ void generic_16(const uint16_t* h, int64_t n, KernelAcc& a, void (*widen)(const 
 #define AMPSCOPE_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 bool cpu_has_avx2() {
-    static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                           __builtin_cpu_supports("f16c");
+    static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
     return ok;
 }
 
@@ -190,12 +222,24 @@ AMPSCOPE_AVX2 inline T lane_max(V v) {
     std::memcpy(t, &v, sizeof v);
     return *std::max_element(std::begin(t), std::end(t));
 }
-AMPSCOPE_AVX2 inline uint32_t hmin_u32(__m256i v) { return lane_min<uint32_t>(v); }
-AMPSCOPE_AVX2 inline uint32_t hmax_u32(__m256i v) { return lane_max<uint32_t>(v); }
-AMPSCOPE_AVX2 inline uint16_t hmin_u16(__m256i v) { return lane_min<uint16_t>(v); }
-AMPSCOPE_AVX2 inline uint16_t hmax_u16(__m256i v) { return lane_max<uint16_t>(v); }
-AMPSCOPE_AVX2 inline float hmin_ps(__m256 v) { return lane_min<float>(v); }
-AMPSCOPE_AVX2 inline float hmax_ps(__m256 v) { return lane_max<float>(v); }
+AMPSCOPE_AVX2 inline uint32_t hmin_u32(__m256i v) {
+    return lane_min<uint32_t>(v);
+}
+AMPSCOPE_AVX2 inline uint32_t hmax_u32(__m256i v) {
+    return lane_max<uint32_t>(v);
+}
+AMPSCOPE_AVX2 inline uint16_t hmin_u16(__m256i v) {
+    return lane_min<uint16_t>(v);
+}
+AMPSCOPE_AVX2 inline uint16_t hmax_u16(__m256i v) {
+    return lane_max<uint16_t>(v);
+}
+AMPSCOPE_AVX2 inline float hmin_ps(__m256 v) {
+    return lane_min<float>(v);
+}
+AMPSCOPE_AVX2 inline float hmax_ps(__m256 v) {
+    return lane_max<float>(v);
+}
 AMPSCOPE_AVX2 inline double hsum_ps(__m256 v) {
     alignas(32) float t[8];
     _mm256_store_ps(t, v);
@@ -226,10 +270,14 @@ AMPSCOPE_AVX2 inline void moments(int n, Load load, const char* pf, KernelAcc& a
             const __m256 x0 = load(i), x1 = load(i + 8), x2 = load(i + 16), x3 = load(i + 24);
             mn = _mm256_min_ps(_mm256_min_ps(mn, x0), _mm256_min_ps(x1, _mm256_min_ps(x2, x3)));
             mx = _mm256_max_ps(_mm256_max_ps(mx, x0), _mm256_max_ps(x1, _mm256_max_ps(x2, x3)));
-            s0 = _mm256_add_ps(s0, x0); s1 = _mm256_add_ps(s1, x1);
-            s2 = _mm256_add_ps(s2, x2); s3 = _mm256_add_ps(s3, x3);
-            q0 = _mm256_fmadd_ps(x0, x0, q0); q1 = _mm256_fmadd_ps(x1, x1, q1);
-            q2 = _mm256_fmadd_ps(x2, x2, q2); q3 = _mm256_fmadd_ps(x3, x3, q3);
+            s0 = _mm256_add_ps(s0, x0);
+            s1 = _mm256_add_ps(s1, x1);
+            s2 = _mm256_add_ps(s2, x2);
+            s3 = _mm256_add_ps(s3, x3);
+            q0 = _mm256_fmadd_ps(x0, x0, q0);
+            q1 = _mm256_fmadd_ps(x1, x1, q1);
+            q2 = _mm256_fmadd_ps(x2, x2, q2);
+            q3 = _mm256_fmadd_ps(x3, x3, q3);
         }
         // Lanes summed in double: each lane holds at most kChunk/32 elements.
         sum += hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
@@ -255,20 +303,34 @@ AMPSCOPE_AVX2 inline void magnitude_range(const void* p, int n, __m256i& lo, __m
         const __m256i a0 = _mm256_and_si256(_mm256_loadu_si256(v + i), mask);
         const __m256i a1 = _mm256_and_si256(_mm256_loadu_si256(v + i + 1), mask);
         if constexpr (k16) {
-            l0 = _mm256_min_epu16(l0, a0); h0 = _mm256_max_epu16(h0, a0);
-            l1 = _mm256_min_epu16(l1, a1); h1 = _mm256_max_epu16(h1, a1);
+            l0 = _mm256_min_epu16(l0, a0);
+            h0 = _mm256_max_epu16(h0, a0);
+            l1 = _mm256_min_epu16(l1, a1);
+            h1 = _mm256_max_epu16(h1, a1);
         } else {
-            l0 = _mm256_min_epu32(l0, a0); h0 = _mm256_max_epu32(h0, a0);
-            l1 = _mm256_min_epu32(l1, a1); h1 = _mm256_max_epu32(h1, a1);
+            l0 = _mm256_min_epu32(l0, a0);
+            h0 = _mm256_max_epu32(h0, a0);
+            l1 = _mm256_min_epu32(l1, a1);
+            h1 = _mm256_max_epu32(h1, a1);
         }
     }
     for (; i < vecs; ++i) {
         const __m256i a0 = _mm256_and_si256(_mm256_loadu_si256(v + i), mask);
-        if constexpr (k16) { l0 = _mm256_min_epu16(l0, a0); h0 = _mm256_max_epu16(h0, a0); }
-        else { l0 = _mm256_min_epu32(l0, a0); h0 = _mm256_max_epu32(h0, a0); }
+        if constexpr (k16) {
+            l0 = _mm256_min_epu16(l0, a0);
+            h0 = _mm256_max_epu16(h0, a0);
+        } else {
+            l0 = _mm256_min_epu32(l0, a0);
+            h0 = _mm256_max_epu32(h0, a0);
+        }
     }
-    if constexpr (k16) { lo = _mm256_min_epu16(l0, l1); hi = _mm256_max_epu16(h0, h1); }
-    else { lo = _mm256_min_epu32(l0, l1); hi = _mm256_max_epu32(h0, h1); }
+    if constexpr (k16) {
+        lo = _mm256_min_epu16(l0, l1);
+        hi = _mm256_max_epu16(h0, h1);
+    } else {
+        lo = _mm256_min_epu32(l0, l1);
+        hi = _mm256_max_epu32(h0, h1);
+    }
 }
 
 AMPSCOPE_AVX2 inline int64_t total(__m256i x) {
@@ -308,9 +370,16 @@ AMPSCOPE_AVX2 void counts_avx2(const float* v, int n, KernelAcc& a) {
         minnz = _mm256_min_epu32(minnz, _mm256_or_si256(_mm256_sub_epi32(ab, one), nf));
     }
     const int64_t nf = total(nonfin), na = total(nan), ni = total(ninf), z = total(zeros);
-    a.nan += na; a.posinf += nf - na - ni; a.neginf += ni; a.zeros += z;
-    a.h_over += total(gh) - nf; a.b_over += total(gb) - nf;
-    a.h_sub += total(lhs) - z; a.h_under += total(lhu) - z; a.b_sub += total(lbs) - z; a.b_under += total(lbu) - z;
+    a.nan += na;
+    a.posinf += nf - na - ni;
+    a.neginf += ni;
+    a.zeros += z;
+    a.h_over += total(gh) - nf;
+    a.b_over += total(gb) - nf;
+    a.h_sub += total(lhs) - z;
+    a.h_under += total(lhu) - z;
+    a.b_sub += total(lbs) - z;
+    a.b_under += total(lbu) - z;
     a.minnz_bits = std::min(a.minnz_bits, hmin_u32(minnz) + 1u);
 }
 
@@ -332,8 +401,10 @@ AMPSCOPE_AVX2 bool moments_masked(const float* v, int n, KernelAcc& a) {
             mn = _mm256_min_ps(mn, _mm256_min_ps(_mm256_blendv_ps(x0, pinf, n0), _mm256_blendv_ps(x1, pinf, n1)));
             mx = _mm256_max_ps(mx, _mm256_max_ps(_mm256_blendv_ps(x0, ninf, n0), _mm256_blendv_ps(x1, ninf, n1)));
             const __m256 z0 = _mm256_andnot_ps(n0, x0), z1 = _mm256_andnot_ps(n1, x1);
-            s0 = _mm256_add_ps(s0, z0); s1 = _mm256_add_ps(s1, z1);
-            q0 = _mm256_fmadd_ps(z0, z0, q0); q1 = _mm256_fmadd_ps(z1, z1, q1);
+            s0 = _mm256_add_ps(s0, z0);
+            s1 = _mm256_add_ps(s1, z1);
+            q0 = _mm256_fmadd_ps(z0, z0, q0);
+            q1 = _mm256_fmadd_ps(z1, z1, q1);
         }
         sum += hsum_ps(_mm256_add_ps(s0, s1));
         sumsq += hsum_ps(_mm256_add_ps(q0, q1));
@@ -361,11 +432,14 @@ AMPSCOPE_AVX2 void f32_block(const float* v, int n, KernelAcc& a) {
         magnitude_range<false>(v, m, lo, hi);
         const uint32_t minab = hmin_u32(lo), maxab = hmax_u32(hi);
         if (maxab >= kFastLoBits && maxab <= kFastHiBits) {
-            moments<4>(m, [v](int i) AMPSCOPE_AVX2 { return _mm256_loadu_ps(v + i); }, reinterpret_cast<const char*>(v + kBlock), a);
+            moments<4>(
+                m, [v](int i) AMPSCOPE_AVX2 { return _mm256_loadu_ps(v + i); }, reinterpret_cast<const char*>(v + kBlock), a);
             a.amax_bits = std::max(a.amax_bits, maxab);
             // No value outside FP16's normal range: every range counter is zero.
-            if (minab >= kFp16MinNormalBits && maxab <= kFp16MaxBits) a.minnz_bits = std::min(a.minnz_bits, minab);
-            else counts_avx2(v, m, a);  // finite: the non-finite counters add nothing
+            if (minab >= kFp16MinNormalBits && maxab <= kFp16MaxBits)
+                a.minnz_bits = std::min(a.minnz_bits, minab);
+            else
+                counts_avx2(v, m, a);  // finite: the non-finite counters add nothing
         } else if (maxab < kExpMask || !moments_masked(v, m, a)) {
             stats_block(v, m, a);
         }
@@ -389,7 +463,10 @@ AMPSCOPE_AVX2 void half_counts(const uint16_t* h, int n, KernelAcc& a) {
     _mm256_store_si256(reinterpret_cast<__m256i*>(z), zeros);
     _mm256_store_si256(reinterpret_cast<__m256i*>(b), below);
     int64_t nz = 0, nb = 0;
-    for (int k = 0; k < 16; ++k) { nz += z[k]; nb += b[k]; }
+    for (int k = 0; k < 16; ++k) {
+        nz += z[k];
+        nb += b[k];
+    }
     a.zeros += nz;
     a.h_sub += nb - nz;
     const uint16_t mn = hmin_u16(minnz);
@@ -405,9 +482,7 @@ AMPSCOPE_AVX2 void half_counts(const uint16_t* h, int n, KernelAcc& a) {
 /// FP16 subnormals only, counted on the bit patterns.
 struct Half16 {
     static void widen(const uint16_t* h, float* out, int n) { half_to_float(h, out, n); }
-    AMPSCOPE_AVX2 static __m256 load(const uint16_t* p) {
-        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    }
+    AMPSCOPE_AVX2 static __m256 load(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
     static bool fast(uint16_t maxab) { return maxab < 0x7c00u && maxab != 0; }
     static uint32_t float_bits(uint16_t bits) {
         float f;
@@ -415,8 +490,10 @@ struct Half16 {
         return bits_of(f);
     }
     AMPSCOPE_AVX2 static void range(const uint16_t* h, int m, uint16_t minab, uint16_t, float*, KernelAcc& a) {
-        if (minab >= 0x0400u) a.minnz_bits = std::min(a.minnz_bits, float_bits(minab));  // no zero, no subnormal
-        else half_counts(h, m, a);
+        if (minab >= 0x0400u)
+            a.minnz_bits = std::min(a.minnz_bits, float_bits(minab));  // no zero, no subnormal
+        else
+            half_counts(h, m, a);
     }
 };
 
@@ -449,7 +526,8 @@ AMPSCOPE_AVX2 void block16(const uint16_t* h, int n, KernelAcc& a) {
         magnitude_range<true>(h, m, lo, hi);
         const uint16_t minab = hmin_u16(lo), maxab = hmax_u16(hi);
         if (Fmt::fast(maxab)) {
-            moments<2>(m, [h](int i) AMPSCOPE_AVX2 { return Fmt::load(h + i); }, reinterpret_cast<const char*>(h + kBlock), a);
+            moments<2>(
+                m, [h](int i) AMPSCOPE_AVX2 { return Fmt::load(h + i); }, reinterpret_cast<const char*>(h + kBlock), a);
             a.amax_bits = std::max(a.amax_bits, Fmt::float_bits(maxab));
             Fmt::range(h, m, minab, maxab, buf, a);
         } else {
@@ -472,7 +550,8 @@ AMPSCOPE_AVX2 int64_t count_above16(const uint16_t* h, int64_t n, uint16_t finit
         __m256i acc = _mm256_setzero_si256();  // 16-bit lanes: at most 32767 steps per round
         const int64_t end = std::min(n - 15, i + 16 * 32767);
         for (; i < end; i += 16)
-            acc = _mm256_sub_epi16(acc, _mm256_cmpgt_epi16(_mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i)), mask), t));
+            acc = _mm256_sub_epi16(
+                acc, _mm256_cmpgt_epi16(_mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i)), mask), t));
         alignas(32) uint16_t lanes[16];
         _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc);
         for (uint16_t x : lanes) c += x;
@@ -482,8 +561,12 @@ AMPSCOPE_AVX2 int64_t count_above16(const uint16_t* h, int64_t n, uint16_t finit
 }
 
 #else
-int64_t count_above16(const uint16_t*, int64_t, uint16_t) { return 0; }
-bool cpu_has_avx2() { return false; }
+int64_t count_above16(const uint16_t*, int64_t, uint16_t) {
+    return 0;
+}
+bool cpu_has_avx2() {
+    return false;
+}
 void f32_block(const float*, int, KernelAcc&) {}
 struct Half16 {};
 struct BFloat16 {};
@@ -501,19 +584,27 @@ std::atomic<bool>& portable_forced() {
 }
 
 /// Whether blocks may take the AVX2 fast path now.
-bool has_avx2() { return cpu_has_avx2() && !portable_forced().load(std::memory_order_relaxed); }
+bool has_avx2() {
+    return cpu_has_avx2() && !portable_forced().load(std::memory_order_relaxed);
+}
 
 }  // namespace
 
-void set_stats_portable(bool on) { portable_forced() = on; }
-bool stats_fast_path() { return has_avx2(); }
+void set_stats_portable(bool on) {
+    portable_forced() = on;
+}
+bool stats_fast_path() {
+    return has_avx2();
+}
 
 void stats_f32(const float* v, int64_t n, KernelAcc& a) {
     const bool fast = has_avx2();
     for (int64_t b = 0; b < n; b += kBlock) {
         const int len = int(std::min<int64_t>(kBlock, n - b));
-        if (fast) f32_block(v + b, len, a);
-        else stats_block(v + b, len, a);
+        if (fast)
+            f32_block(v + b, len, a);
+        else
+            stats_block(v + b, len, a);
     }
 }
 
@@ -544,7 +635,11 @@ int64_t count_nonfinite_16(const uint16_t* h, int64_t n, uint16_t inf_bits) {
     return c;
 }
 
-int64_t count_nonfinite_f16(const uint16_t* h, int64_t n) { return count_nonfinite_16(h, n, 0x7c00u); }
-int64_t count_nonfinite_bf16(const uint16_t* h, int64_t n) { return count_nonfinite_16(h, n, 0x7f80u); }
+int64_t count_nonfinite_f16(const uint16_t* h, int64_t n) {
+    return count_nonfinite_16(h, n, 0x7c00u);
+}
+int64_t count_nonfinite_bf16(const uint16_t* h, int64_t n) {
+    return count_nonfinite_16(h, n, 0x7f80u);
+}
 
 }  // namespace ampscope::detail

@@ -12,7 +12,9 @@
 
 namespace ampscope {
 
-std::vector<std::string> demo_models() { return {"transformer", "mlp", "regressor"}; }
+std::vector<std::string> demo_models() {
+    return {"transformer", "mlp", "regressor"};
+}
 
 namespace detail {
 
@@ -179,8 +181,7 @@ private:
 };
 
 template <class M>
-std::unique_ptr<Model> make_demo(const std::string& source, std::vector<std::vector<int64_t>> shapes,
-                                 int outputs, uint64_t seed) {
+std::unique_ptr<Model> make_demo(const std::string& source, std::vector<std::vector<int64_t>> shapes, int outputs, uint64_t seed) {
     torch::manual_seed(seed);
     auto model = std::make_unique<DemoModel<M>>(M());
     model->input_shapes = std::move(shapes);

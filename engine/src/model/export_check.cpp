@@ -56,31 +56,35 @@ struct Checker {
                 fail(at, "device type '" + n.args[0]->constant.toStringRef() + "' is not a device");
             }
             const auto& dt = n.args[1]->constant;
-            if (n.args[1]->kind != Arg::Kind::Constant || !(dt.isNone() || (dt.isInt() && dt.toInt() >= 0 && dt.toInt() < int64_t(c10::ScalarType::NumOptions))))
+            if (n.args[1]->kind != Arg::Kind::Constant ||
+                !(dt.isNone() || (dt.isInt() && dt.toInt() >= 0 && dt.toInt() < int64_t(c10::ScalarType::NumOptions))))
                 bad();
             if (!is_constant(*n.args[2], &c10::IValue::isBool)) bad();
             if (n.args[3]->kind != Arg::Kind::Constant || !(n.args[3]->constant.isNone() || n.args[3]->constant.isBool())) bad();
-        } else if (!is_constant(*n.args[0], &c10::IValue::isBool)) bad();
+        } else if (!is_constant(*n.args[0], &c10::IValue::isBool))
+            bad();
         if (n.args[g]->kind != Arg::Kind::Graph) bad();
         for (size_t i = g + 1; i < n.args.size(); ++i)
             if (n.args[i]->kind == Arg::Kind::Graph) bad();
         const auto& sub = p.graphs.at(size_t(n.args[g]->graph));
         if (sub.inputs.size() != n.args.size() - g - 1)
-            fail(at, "passes " + std::to_string(n.args.size() - g - 1) + " operands to a subgraph of " + std::to_string(sub.inputs.size()) + " inputs");
+            fail(at, "passes " + std::to_string(n.args.size() - g - 1) + " operands to a subgraph of " + std::to_string(sub.inputs.size()) +
+                         " inputs");
     }
 
     /// The symbolic operations export_model.cpp's sym() computes, and their arity.
     void sym(const Node& n, const std::string& at) const {
-        static const std::map<std::string, size_t> arity{{"neg", 1}, {"add", 2}, {"sub", 2}, {"mul", 2}, {"floordiv", 2},
-                                                         {"mod", 2}, {"sym_max", 2}, {"sym_min", 2}, {"eq", 2}, {"ne", 2},
-                                                         {"lt", 2}, {"le", 2}, {"gt", 2}, {"ge", 2}};
+        static const std::map<std::string, size_t> arity{{"neg", 1}, {"add", 2},     {"sub", 2},     {"mul", 2}, {"floordiv", 2},
+                                                         {"mod", 2}, {"sym_max", 2}, {"sym_min", 2}, {"eq", 2},  {"ne", 2},
+                                                         {"lt", 2},  {"le", 2},      {"gt", 2},      {"ge", 2}};
         const std::string f = n.target.substr(n.target.find('.') + 1);
         const auto it = arity.find(f);
         if (it == arity.end()) fail(at, "symbolic operation '" + n.target + "' is not supported by ampscope's interpreter");
         if (n.args.size() != it->second) fail(at, std::to_string(it->second) + " arguments expected, not " + std::to_string(n.args.size()));
         for (const auto& a : n.args) {
-            const bool ok = a && (a->kind == Arg::Kind::SymInt ||
-                                  (a->kind == Arg::Kind::Constant && (a->constant.isInt() || a->constant.isBool() || a->constant.isDouble())));
+            const bool ok =
+                a && (a->kind == Arg::Kind::SymInt ||
+                      (a->kind == Arg::Kind::Constant && (a->constant.isInt() || a->constant.isBool() || a->constant.isDouble())));
             if (!ok) fail(at, "symbolic ints, bools, floats or literals as arguments expected");
         }
         if (n.outputs.size() != 1 || n.outputs[0].kind != Out::Kind::SymInt) fail(at, "one symbolic output expected");
@@ -123,7 +127,8 @@ struct Checker {
                                      " signature input_specs (one per spec, in order, expected)");
         for (size_t i = 0; i < root.inputs.size(); ++i)
             if (root.inputs[i] != p.inputs[i].arg)
-                fail("graph inputs", "input " + std::to_string(i) + " is '" + root.inputs[i] + "' but the signature names '" + p.inputs[i].arg + "'");
+                fail("graph inputs",
+                     "input " + std::to_string(i) + " is '" + root.inputs[i] + "' but the signature names '" + p.inputs[i].arg + "'");
         if (root.outputs.size() != p.outputs.size())
             fail("graph outputs", std::to_string(root.outputs.size()) + " graph outputs for " + std::to_string(p.outputs.size()) +
                                       " signature output_specs (one per spec expected)");
@@ -137,6 +142,8 @@ struct Checker {
 
 }  // namespace
 
-void check_program(const Program& p) { Checker{p.file, p}.all(); }
+void check_program(const Program& p) {
+    Checker{p.file, p}.all();
+}
 
 }  // namespace ampscope::detail::pt2

@@ -22,7 +22,7 @@ std::optional<at::ScalarType> dtype_of_code(int64_t code);
 /// Reads the tensors a weights or constants config names (config record `config`, records in
 /// `dir`) into `out` by FQN, every tensor_meta checked against its record. A missing config is
 /// no tensors. Throws InputError.
-void read_weights(caffe2::serialize::PyTorchStreamReader& zip, const std::string& file, const std::string& config,
-                  const std::string& dir, std::map<std::string, at::Tensor>& out);
+void read_weights(caffe2::serialize::PyTorchStreamReader& zip, const std::string& file, const std::string& config, const std::string& dir,
+                  std::map<std::string, at::Tensor>& out);
 
 }  // namespace ampscope::detail::pt2

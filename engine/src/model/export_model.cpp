@@ -49,16 +49,18 @@ public:
 
     at::Tensor forward(const std::vector<at::Tensor>& in) override {
         if (in.size() != p_.user_inputs.size())
-            throw InputError(p_.file, "inputs", "the program takes " + std::to_string(p_.user_inputs.size()) + " inputs, given " +
-                                                    std::to_string(in.size()));
+            throw InputError(p_.file, "inputs",
+                             "the program takes " + std::to_string(p_.user_inputs.size()) + " inputs, given " + std::to_string(in.size()));
         const int64_t n = in.empty() || in[0].dim() == 0 ? 0 : in[0].size(0);
         if (fixed_batch <= 0 || n == fixed_batch) return run(in);
         if (train_)
-            throw InputError(p_.file, "batch", "the program was exported with a static batch of " + std::to_string(fixed_batch) +
-                                                   " and a batch of " + std::to_string(n) + " was given: in train mode batch "
-                                                   "statistics would change with padding; export with a dynamic batch dimension "
-                                                   "(dynamic_shapes) or use --batch-size " + std::to_string(fixed_batch) +
-                                                   " with a probe count it divides");
+            throw InputError(p_.file, "batch",
+                             "the program was exported with a static batch of " + std::to_string(fixed_batch) + " and a batch of " +
+                                 std::to_string(n) +
+                                 " was given: in train mode batch "
+                                 "statistics would change with padding; export with a dynamic batch dimension "
+                                 "(dynamic_shapes) or use --batch-size " +
+                                 std::to_string(fixed_batch) + " with a probe count it divides");
         // eval mode: split into exported-size batches, padding the last with copies of its last row;
         // the padding and joining are not the model's ops (the observer does not see them)
         std::vector<at::Tensor> outs;
@@ -112,7 +114,7 @@ private:
         auto& ctx = pass_context();
         base_autocast_ = at::autocast::is_autocast_enabled(ctx.device_type);
         device_type_ = ctx.device_type;
-        update_regions(ctx.keep_fp32);
+        update_regions(ctx.keep_fp32, ctx.amp_only);
         std::vector<c10::IValue> args;
         size_t user = 0;
         for (const auto& spec : p_.inputs) {
@@ -145,16 +147,20 @@ private:
         return chosen;
     }
 
-    void update_regions(const std::vector<std::string>& globs) {
-        if (regions_valid_ && globs == region_globs_) return;
+    void update_regions(const std::vector<std::string>& globs, const std::optional<std::string>& amp_only) {
+        if (regions_valid_ && globs == region_globs_ && amp_only == region_amp_only_) return;
         region_globs_ = globs;
+        region_amp_only_ = amp_only;
         regions_valid_ = true;
         node_fp32_.assign(p_.graphs.size(), {});
         for (size_t g = 0; g < p_.graphs.size(); ++g)
             for (const auto& n : p_.graphs[g].nodes) {
-                bool in = false;
-                for (const auto& m : n.module_chain) in = in || (!m.empty() && matches_any(m, globs));
-                node_fp32_[g].push_back(in);
+                bool in = false, inside_amp = !amp_only || within(n.module, *amp_only);
+                for (const auto& m : n.module_chain) {
+                    in = in || (!m.empty() && matches_any(m, globs));
+                    inside_amp = inside_amp || m == *amp_only;
+                }
+                node_fp32_[g].push_back(in || !inside_amp);
             }
     }
 
@@ -189,7 +195,8 @@ private:
             }
             case Arg::Kind::SymInts: {
                 std::vector<int64_t> v;
-                for (size_t i = 0; i < a.names.size(); ++i) v.push_back(a.names[i].empty() ? a.literals[i] : value(env, a.names[i], n).toInt());
+                for (size_t i = 0; i < a.names.size(); ++i)
+                    v.push_back(a.names[i].empty() ? a.literals[i] : value(env, a.names[i], n).toInt());
                 return v;
             }
             case Arg::Kind::Graph: break;
@@ -205,7 +212,8 @@ private:
         }
         for (size_t i = 0; i < outs.size() && i < results.size(); ++i) {
             const auto& o = outs[i];
-            if (o.kind == Out::Kind::Tensor || o.kind == Out::Kind::SymInt) env[o.name] = results[i];
+            if (o.kind == Out::Kind::Tensor || o.kind == Out::Kind::SymInt)
+                env[o.name] = results[i];
             else if (o.kind == Out::Kind::Tensors) {
                 const auto l = results[i].toTensorVector();
                 for (size_t k = 0; k < o.names.size() && k < l.size(); ++k) env[o.names[k]] = l[k];
@@ -218,9 +226,12 @@ private:
         stack.reserve(n.args.size());
         const auto& schema = n.op->schema();
         for (size_t i = 0; i < n.args.size(); ++i) {
-            if (!n.args[i]) stack.push_back(*schema.arguments()[i].default_value());
-            else if (int(i) == n.train_flag) stack.emplace_back(train_);
-            else stack.push_back(resolve(*n.args[i], env, n, fp32));
+            if (!n.args[i])
+                stack.push_back(*schema.arguments()[i].default_value());
+            else if (int(i) == n.train_flag)
+                stack.emplace_back(train_);
+            else
+                stack.push_back(resolve(*n.args[i], env, n, fp32));
         }
         auto& ctx = pass_context();
         ctx.scope.assign(1, n.module);
@@ -276,25 +287,40 @@ private:
         };
         int64_t r = 0;
         need(1);
-        if (f == "neg") r = -a[0];
+        if (f == "neg")
+            r = -a[0];
         else {
             need(2);
-            if (f == "add") r = a[0] + a[1];
-            else if (f == "sub") r = a[0] - a[1];
-            else if (f == "mul") r = a[0] * a[1];
+            if (f == "add")
+                r = a[0] + a[1];
+            else if (f == "sub")
+                r = a[0] - a[1];
+            else if (f == "mul")
+                r = a[0] * a[1];
             else if ((f == "floordiv" || f == "mod") && a[1] == 0)
                 throw ModelError(p_.file + ": node '" + n.name + "' (" + n.target + ") divides by zero");
-            else if (f == "floordiv") r = (a[0] - (((a[0] % a[1]) + a[1]) % a[1])) / a[1];
-            else if (f == "mod") r = ((a[0] % a[1]) + a[1]) % a[1];
-            else if (f == "sym_max") r = std::max(a[0], a[1]);
-            else if (f == "sym_min") r = std::min(a[0], a[1]);
-            else if (f == "eq") r = a[0] == a[1];
-            else if (f == "ne") r = a[0] != a[1];
-            else if (f == "lt") r = a[0] < a[1];
-            else if (f == "le") r = a[0] <= a[1];
-            else if (f == "gt") r = a[0] > a[1];
-            else if (f == "ge") r = a[0] >= a[1];
-            else throw ModelError(p_.file + ": symbolic operation '" + n.target + "' (node '" + n.name + "') is not supported");
+            else if (f == "floordiv")
+                r = (a[0] - (((a[0] % a[1]) + a[1]) % a[1])) / a[1];
+            else if (f == "mod")
+                r = ((a[0] % a[1]) + a[1]) % a[1];
+            else if (f == "sym_max")
+                r = std::max(a[0], a[1]);
+            else if (f == "sym_min")
+                r = std::min(a[0], a[1]);
+            else if (f == "eq")
+                r = a[0] == a[1];
+            else if (f == "ne")
+                r = a[0] != a[1];
+            else if (f == "lt")
+                r = a[0] < a[1];
+            else if (f == "le")
+                r = a[0] <= a[1];
+            else if (f == "gt")
+                r = a[0] > a[1];
+            else if (f == "ge")
+                r = a[0] >= a[1];
+            else
+                throw ModelError(p_.file + ": symbolic operation '" + n.target + "' (node '" + n.name + "') is not supported");
         }
         if (!n.outputs.empty()) env[n.outputs[0].name] = r;
     }
@@ -314,12 +340,14 @@ private:
         }
         std::vector<c10::IValue> out;
         for (const auto& o : g.outputs) {
-            if (o.kind == Out::Kind::None) out.emplace_back();
+            if (o.kind == Out::Kind::None)
+                out.emplace_back();
             else if (o.kind == Out::Kind::Tensors) {
                 c10::List<at::Tensor> l;
                 for (const auto& nm : o.names) l.push_back(env.at(nm).toTensor());
                 out.emplace_back(l);
-            } else out.push_back(env.at(o.name));
+            } else
+                out.push_back(env.at(o.name));
         }
         return out;
     }
@@ -331,6 +359,7 @@ private:
     bool base_autocast_ = false;
     int output_ = 0;
     bool regions_valid_ = false;
+    std::optional<std::string> region_amp_only_;
     std::vector<std::string> region_globs_;
     std::vector<std::vector<bool>> node_fp32_;
 };
@@ -364,8 +393,8 @@ std::unique_ptr<Model> load_export(const std::vector<char>& bytes, const std::st
     m->set_output(chosen);
     m->output_name = p.output_names.at(size_t(chosen));
     m->info.kind = "torch.export";
-    m->info.format = "torch.export schema " + p.schema_version + (p.ir.empty() ? "" : ", IR " + p.ir) +
-                     (p.decomposed ? ", decomposed (core ATen)" : "");
+    m->info.format =
+        "torch.export schema " + p.schema_version + (p.ir.empty() ? "" : ", IR " + p.ir) + (p.decomposed ? ", decomposed (core ATen)" : "");
     m->warnings = p.warnings;
     return m;
 }

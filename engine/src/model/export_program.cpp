@@ -22,7 +22,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int kMaxGraphDepth = 16;     ///< subgraphs inside subgraphs (autocast regions nest one or two)
+constexpr int kMaxGraphDepth = 16;                       ///< subgraphs inside subgraphs (autocast regions nest one or two)
 constexpr int64_t kMaxInputElements = int64_t(1) << 31;  ///< a static user input's elements (padding allocates them)
 
 struct Reader {
@@ -64,76 +64,102 @@ struct Reader {
         fail(where, "layout code " + std::to_string(v) + " is not a strided layout; only dense tensors are supported");
     }
 
-
     /// One serialized argument (a single-key object) to an Arg.
-    Arg arg(const json& a, const c10::Argument* schema, const std::string& where) {
-        if (!a.is_object() || a.size() != 1) fail(where, "an argument that is not a single-key object");
-        const auto first_ = a.begin();
-        const std::string kind = first_.key();
-        const json& v = first_.value();
-        Arg r;
-        if (kind == "as_none") return r;
-        if (kind == "as_tensor") { r.kind = Arg::Kind::Tensor; r.name = name_of(v.at("name"), where); return r; }
-        if (kind == "as_optional_tensor") {
-            if (v.contains("as_tensor")) { r.kind = Arg::Kind::Tensor; r.name = name_of(v["as_tensor"].at("name"), where); }
-            return r;
-        }
-        if (kind == "as_tensors" || kind == "as_optional_tensors") {
-            r.kind = kind == "as_tensors" ? Arg::Kind::Tensors : Arg::Kind::OptionalTensors;
-            for (const auto& t : v) r.names.push_back(t.contains("as_tensor") ? t["as_tensor"].at("name").get<std::string>()
-                                                                                : t.value("name", std::string()));
-            return r;
-        }
-        if (kind == "as_int") {
-            const bool want_float = schema && schema->type()->kind() == c10::TypeKind::FloatType;
-            r.constant = want_float ? c10::IValue(double(v.get<int64_t>())) : c10::IValue(v.get<int64_t>());
-            return r;
-        }
-        if (kind == "as_float") { r.constant = v.is_string() ? std::stod(v.get<std::string>()) : v.get<double>(); return r; }
-        if (kind == "as_bool") { r.constant = v.get<bool>(); return r; }
-        if (kind == "as_string") { r.constant = v.get<std::string>(); return r; }
-        if (kind == "as_ints") { r.constant = v.get<std::vector<int64_t>>(); return r; }
-        if (kind == "as_floats") { r.constant = v.get<std::vector<double>>(); return r; }
+    /// The plain constants: a value the schema's argument receives as it is written.
+    std::optional<c10::IValue> constant(const std::string& kind, const json& v, const c10::Argument* schema, const std::string& where) {
+        const bool want_float = schema && schema->type()->kind() == c10::TypeKind::FloatType;
+        if (kind == "as_int") return want_float ? c10::IValue(double(v.get<int64_t>())) : c10::IValue(v.get<int64_t>());
+        if (kind == "as_float") return c10::IValue(v.is_string() ? std::stod(v.get<std::string>()) : v.get<double>());
+        if (kind == "as_bool") return c10::IValue(v.get<bool>());
+        if (kind == "as_string") return c10::IValue(v.get<std::string>());
+        if (kind == "as_ints") return c10::IValue(v.get<std::vector<int64_t>>());
+        if (kind == "as_floats") return c10::IValue(v.get<std::vector<double>>());
+        if (kind == "as_strings") return c10::IValue(v.get<std::vector<std::string>>());
+        if (kind == "as_scalar_type") return c10::IValue(int64_t(dtype(v, where)));
+        if (kind == "as_memory_format") return c10::IValue(memory_format(v.get<int64_t>(), where));
+        if (kind == "as_layout") return c10::IValue(layout(v.get<int64_t>(), where));
         if (kind == "as_bools") {
             c10::List<bool> l;
             for (const auto& b : v) l.push_back(b.get<bool>());
-            r.constant = l;
+            return c10::IValue(l);
+        }
+        return std::nullopt;
+    }
+
+    /// A symbolic scalar: a name bound at run time, or the literal it was specialised to.
+    Arg sym_scalar(const json& v, const std::string& where) {
+        Arg r;
+        if (v.contains("as_name")) {
+            r.kind = Arg::Kind::SymInt;
+            r.name = name_of(v["as_name"], where);
+        } else if (v.contains("as_int")) {
+            r.constant = v["as_int"].get<int64_t>();
+        } else if (v.contains("as_bool")) {
+            r.constant = v["as_bool"].get<bool>();
+        } else if (v.contains("as_float")) {
+            r.constant = v["as_float"].get<double>();
+        }
+        return r;
+    }
+
+    Arg sym_ints(const json& v, const std::string& where) {
+        Arg r;
+        r.kind = Arg::Kind::SymInts;
+        for (const auto& e : v) {
+            const bool named = e.is_object() && e.contains("as_name");
+            if (!named && !(e.is_object() && e.contains("as_int") && e["as_int"].is_number_integer()))
+                fail(where, "an as_sym_ints element that is {\"as_name\": ...} or {\"as_int\": N}, not " + e.dump());
+            r.names.push_back(named ? name_of(e["as_name"], where) : "");
+            r.literals.push_back(named ? 0 : e["as_int"].get<int64_t>());
+        }
+        return r;
+    }
+
+    Arg subgraph(const json& v, const std::string& where) {
+        if (depth >= kMaxGraphDepth) fail(where, "subgraphs nested deeper than " + std::to_string(kMaxGraphDepth) + " levels");
+        Arg r;
+        r.kind = Arg::Kind::Graph;
+        r.graph = int(p.graphs.size());
+        p.graphs.emplace_back();
+        ++depth;
+        Graph g = graph(v.at("graph"), where + " subgraph " + v.value("name", std::string()));
+        --depth;
+        p.graphs[size_t(r.graph)] = std::move(g);
+        return r;
+    }
+
+    Arg tensors(const std::string& kind, const json& v) {
+        Arg r;
+        r.kind = kind == "as_tensors" ? Arg::Kind::Tensors : Arg::Kind::OptionalTensors;
+        for (const auto& t : v)
+            r.names.push_back(t.contains("as_tensor") ? t["as_tensor"].at("name").get<std::string>() : t.value("name", std::string()));
+        return r;
+    }
+
+    Arg arg(const json& a, const c10::Argument* schema, const std::string& where) {
+        if (!a.is_object() || a.size() != 1) fail(where, "an argument that is not a single-key object");
+        const std::string kind = a.begin().key();
+        const json& v = a.begin().value();
+        Arg r;
+        if (kind == "as_none") return r;
+        if (auto c = constant(kind, v, schema, where)) {
+            r.constant = std::move(*c);
             return r;
         }
-        if (kind == "as_strings") { r.constant = v.get<std::vector<std::string>>(); return r; }
-        if (kind == "as_scalar_type") { r.constant = int64_t(dtype(v, where)); return r; }
-        if (kind == "as_memory_format") { r.constant = memory_format(v.get<int64_t>(), where); return r; }
-        if (kind == "as_layout") { r.constant = layout(v.get<int64_t>(), where); return r; }
-        if (kind == "as_device") { r.kind = Arg::Kind::Device; return r; }
-        if (kind == "as_sym_int" || kind == "as_sym_bool" || kind == "as_sym_float") {
-            if (v.contains("as_name")) { r.kind = Arg::Kind::SymInt; r.name = name_of(v["as_name"], where); return r; }
-            if (v.contains("as_int")) r.constant = v["as_int"].get<int64_t>();
-            else if (v.contains("as_bool")) r.constant = v["as_bool"].get<bool>();
-            else if (v.contains("as_float")) r.constant = v["as_float"].get<double>();
+        if (kind == "as_tensor" || (kind == "as_optional_tensor" && v.contains("as_tensor"))) {
+            r.kind = Arg::Kind::Tensor;
+            r.name = name_of(kind == "as_tensor" ? v.at("name") : v["as_tensor"].at("name"), where);
             return r;
         }
-        if (kind == "as_sym_ints") {
-            r.kind = Arg::Kind::SymInts;
-            for (const auto& e : v) {
-                const bool named = e.is_object() && e.contains("as_name");
-                if (!named && !(e.is_object() && e.contains("as_int") && e["as_int"].is_number_integer()))
-                    fail(where, "an as_sym_ints element that is {\"as_name\": ...} or {\"as_int\": N}, not " + e.dump());
-                r.names.push_back(named ? name_of(e["as_name"], where) : "");
-                r.literals.push_back(named ? 0 : e["as_int"].get<int64_t>());
-            }
+        if (kind == "as_optional_tensor") return r;
+        if (kind == "as_tensors" || kind == "as_optional_tensors") return tensors(kind, v);
+        if (kind == "as_device") {
+            r.kind = Arg::Kind::Device;
             return r;
         }
-        if (kind == "as_graph") {
-            if (depth >= kMaxGraphDepth) fail(where, "subgraphs nested deeper than " + std::to_string(kMaxGraphDepth) + " levels");
-            r.kind = Arg::Kind::Graph;
-            r.graph = int(p.graphs.size());
-            p.graphs.emplace_back();
-            ++depth;
-            Graph g = graph(v.at("graph"), where + " subgraph " + v.value("name", std::string()));
-            --depth;
-            p.graphs[size_t(r.graph)] = std::move(g);
-            return r;
-        }
+        if (kind == "as_sym_int" || kind == "as_sym_bool" || kind == "as_sym_float") return sym_scalar(v, where);
+        if (kind == "as_sym_ints") return sym_ints(v, where);
+        if (kind == "as_graph") return subgraph(v, where);
         fail(where, "argument kind '" + kind + "' is not supported by ampscope's interpreter");
     }
 
@@ -142,13 +168,17 @@ struct Reader {
         for (const auto& o : list) {
             Out out;
             if (!o.is_object()) fail(where, "an output that is an object, not " + std::string(o.type_name()));
-            if (o.contains("as_tensor")) { out.kind = Out::Kind::Tensor; out.name = name_of(o["as_tensor"].at("name"), where); }
-            else if (o.contains("as_tensors")) {
+            if (o.contains("as_tensor")) {
+                out.kind = Out::Kind::Tensor;
+                out.name = name_of(o["as_tensor"].at("name"), where);
+            } else if (o.contains("as_tensors")) {
                 out.kind = Out::Kind::Tensors;
                 for (const auto& t : o["as_tensors"]) out.names.push_back(name_of(t.at("name"), where));
             } else if (o.contains("as_sym_int") || o.contains("as_sym_bool") || o.contains("as_sym_float")) {
                 out.kind = Out::Kind::SymInt;
-                const auto& s = o.contains("as_sym_int") ? o["as_sym_int"] : o.contains("as_sym_bool") ? o["as_sym_bool"] : o["as_sym_float"];
+                const auto& s = o.contains("as_sym_int")    ? o["as_sym_int"]
+                                : o.contains("as_sym_bool") ? o["as_sym_bool"]
+                                                            : o["as_sym_float"];
                 out.name = name_of(s.is_object() && s.contains("as_name") ? s["as_name"] : s.at("name"), where);
             }
             r.push_back(std::move(out));
@@ -181,8 +211,9 @@ struct Reader {
         auto h = c10::Dispatcher::singleton().findSchema({ns + "::" + op, ov == "default" ? "" : ov});
         if (!h)
             fail(where, "operator " + ns + "::" + op + "." + ov + " is not registered in this LibTorch" +
-                            (ns == "aten" || ns == "prims" ? std::string(" (a newer PyTorch wrote it?)")
-                                                           : "; it is a custom op: its library must be loaded into ampscope (it cannot run without it)"));
+                            (ns == "aten" || ns == "prims"
+                                 ? std::string(" (a newer PyTorch wrote it?)")
+                                 : "; it is a custom op: its library must be loaded into ampscope (it cannot run without it)"));
         n.op = *h;
         const auto& schema = h->schema();
         std::map<std::string, const json*> given;
@@ -190,14 +221,18 @@ struct Reader {
         std::vector<const json*> by_position;
         for (const auto& in : jn.at("inputs")) {
             const std::string name = in.value("name", std::string());
-            if (!name.empty()) given[name] = &in.at("arg");
-            else by_position.push_back(&in.at("arg"));
+            if (!name.empty())
+                given[name] = &in.at("arg");
+            else
+                by_position.push_back(&in.at("arg"));
         }
         for (size_t i = 0; i < schema.arguments().size(); ++i) {
             const auto& sa = schema.arguments()[i];
             const json* a = nullptr;
-            if (auto it = given.find(sa.name()); it != given.end()) a = it->second;
-            else if (positional < by_position.size()) a = by_position[positional++];
+            if (auto it = given.find(sa.name()); it != given.end())
+                a = it->second;
+            else if (positional < by_position.size())
+                a = by_position[positional++];
             if (!a) {
                 if (!sa.default_value()) fail(where, "argument '" + sa.name() + "' of " + schema.name() + " is missing");
                 n.args.emplace_back(std::nullopt);
@@ -208,7 +243,7 @@ struct Reader {
             // a number where the schema takes a Tensor (x.add_(1)): a wrapped number, as Python passes it
             if (made.kind == Arg::Kind::Constant && sa.type()->kind() == c10::TypeKind::TensorType &&
                 (made.constant.isInt() || made.constant.isDouble() || made.constant.isBool())) {
-                auto t = made.constant.isInt() ? at::scalar_to_tensor(made.constant.toInt())
+                auto t = made.constant.isInt()      ? at::scalar_to_tensor(made.constant.toInt())
                          : made.constant.isDouble() ? at::scalar_to_tensor(made.constant.toDouble())
                                                     : at::scalar_to_tensor(made.constant.toBool());
                 t.unsafeGetTensorImpl()->set_wrapped_number(true);
@@ -223,7 +258,8 @@ struct Reader {
                             std::to_string(positional));
         for (const auto& kv : given) {
             const std::string& name = kv.first;
-            if (std::none_of(schema.arguments().begin(), schema.arguments().end(), [&](const c10::Argument& sa) { return sa.name() == name; }))
+            if (std::none_of(schema.arguments().begin(), schema.arguments().end(),
+                             [&](const c10::Argument& sa) { return sa.name() == name; }))
                 fail(where, "argument '" + name + "' is not in the schema of " + schema.name());
         }
     }
@@ -239,8 +275,9 @@ struct Reader {
             n.kind = n.target.find("autocast") != std::string::npos ? Node::Kind::Autocast : Node::Kind::GradEnabled;
             for (const auto& in : jn.at("inputs")) n.args.emplace_back(arg(in.at("arg"), nullptr, where));
         } else if (n.target.rfind("torch.ops.higher_order.", 0) == 0) {
-            fail(where, "higher-order op '" + n.target.substr(23) + "' is not supported (ampscope runs wrap_with_autocast and "
-                        "wrap_with_set_grad_enabled; export without data-dependent control flow such as torch.cond / while_loop)");
+            fail(where, "higher-order op '" + n.target.substr(23) +
+                            "' is not supported (ampscope runs wrap_with_autocast and "
+                            "wrap_with_set_grad_enabled; export without data-dependent control flow such as torch.cond / while_loop)");
         } else if (n.target.rfind("torch.ops.", 0) == 0) {
             op_node(jn, n, where);
         } else if (n.target.rfind("_operator.", 0) == 0 || n.target.rfind("torch.sym_", 0) == 0 || n.target.rfind("math.", 0) == 0) {
@@ -259,7 +296,10 @@ struct Reader {
             const json& v = *vp;
             if (kind != "as_tensor" && kind != "as_sym_int")
                 fail(where + " inputs", "graph input of kind '" + kind + "' is not supported (tensor inputs expected)");
-            g.inputs.push_back(name_of(kind == "as_tensor" ? v.at("name") : v.contains("as_name") ? v["as_name"] : v.at("name"), where + " inputs"));
+            g.inputs.push_back(name_of(kind == "as_tensor"     ? v.at("name")
+                                       : v.contains("as_name") ? v["as_name"]
+                                                               : v.at("name"),
+                                       where + " inputs"));
         }
         g.outputs = outs(jg.at("outputs"), where + " outputs");
         for (const auto& jn : jg.at("nodes")) g.nodes.push_back(node(jn));
@@ -274,15 +314,19 @@ struct Reader {
             InputSpec in;
             const char* fqn_key = kind == "parameter" ? "parameter_name" : kind == "buffer" ? "buffer_name" : "tensor_constant_name";
             if (kind == "parameter" || kind == "buffer" || kind == "tensor_constant") {
-                in.kind = kind == "parameter" ? InputSpec::Kind::Parameter : kind == "buffer" ? InputSpec::Kind::Buffer : InputSpec::Kind::Constant;
+                in.kind = kind == "parameter" ? InputSpec::Kind::Parameter
+                          : kind == "buffer"  ? InputSpec::Kind::Buffer
+                                              : InputSpec::Kind::Constant;
                 in.arg = name_of(v.at("arg").at("name"), "signature input_specs");
                 in.target = name_of(v.at(fqn_key), "signature input_specs " + std::string(fqn_key));
-                if (!targets.insert(in.target).second) fail("signature input_specs", "'" + in.target + "' named twice (each FQN once expected)");
+                if (!targets.insert(in.target).second)
+                    fail("signature input_specs", "'" + in.target + "' named twice (each FQN once expected)");
             } else if (kind == "user_input") {
                 if (!v.at("arg").contains("as_tensor"))
                     fail("signature", "a non-tensor user input (" + v.at("arg").dump() + "); ampscope feeds tensors only");
                 in.arg = name_of(v.at("arg").at("as_tensor").at("name"), "signature input_specs");
-            } else fail("signature", "an input of kind '" + kind + "' (custom objects and effect tokens are not supported)");
+            } else
+                fail("signature", "an input of kind '" + kind + "' (custom objects and effect tokens are not supported)");
             if (!args.insert(in.arg).second) fail("signature input_specs", "graph input '" + in.arg + "' named twice");
             p.inputs.push_back(in);
         }
@@ -298,13 +342,15 @@ struct Reader {
             const json& v = *vp;
             OutputSpec o;
             o.slot = slot++;
-            if (kind == "user_output") o.kind = OutputSpec::Kind::User;
+            if (kind == "user_output")
+                o.kind = OutputSpec::Kind::User;
             else if (kind == "buffer_mutation") {
                 o.kind = OutputSpec::Kind::BufferMutation;
                 o.target = v.at("buffer_name").get<std::string>();
                 if (!buffers.count(o.target))
                     fail("signature output_specs", "buffer mutation of '" + o.target + "', which is not a buffer input of the signature");
-            } else o.kind = OutputSpec::Kind::Other;
+            } else
+                o.kind = OutputSpec::Kind::Other;
             p.outputs.push_back(o);
         }
     }
@@ -315,7 +361,8 @@ struct Reader {
         for (const auto& in : p.inputs) {
             if (in.kind != InputSpec::Kind::User) continue;
             const std::string where = "graph tensor_values '" + in.arg + "'";
-            if (!tv.is_object() || !tv.contains(in.arg)) fail(where, "user input '" + in.arg + "' has no tensor_values entry (dtype and sizes expected)");
+            if (!tv.is_object() || !tv.contains(in.arg))
+                fail(where, "user input '" + in.arg + "' has no tensor_values entry (dtype and sizes expected)");
             UserInput u;
             u.name = in.arg;
             const auto& meta = tv.at(in.arg);
@@ -335,7 +382,6 @@ struct Reader {
     }
 };
 
-
 /// Leaf names of a pytree spec ("[1, {type, context, children_spec}]"), joined with '.'.
 void tree_leaves(const json& spec, const std::string& prefix, std::vector<std::string>& out) {
     const auto& children = spec.value("children_spec", json::array());
@@ -345,11 +391,15 @@ void tree_leaves(const json& spec, const std::string& prefix, std::vector<std::s
     }
     json keys;
     if (spec.value("type", std::string()) == "builtins.dict") {
-        try { keys = json::parse(spec.value("context", std::string("[]"))); } catch (...) { keys = json::array(); }
+        try {
+            keys = json::parse(spec.value("context", std::string("[]")));
+        } catch (...) {
+            keys = json::array();
+        }
     }
     for (size_t i = 0; i < children.size(); ++i) {
-        std::string k = keys.is_array() && i < keys.size() ? (keys[i].is_string() ? keys[i].get<std::string>() : keys[i].dump())
-                                                            : std::to_string(i);
+        std::string k =
+            keys.is_array() && i < keys.size() ? (keys[i].is_string() ? keys[i].get<std::string>() : keys[i].dump()) : std::to_string(i);
         tree_leaves(children[i], prefix.empty() ? k : prefix + "." + k, out);
     }
 }
@@ -445,7 +495,7 @@ void assign_weights(Program& p, const Reader& rd) {
         if (!from.count(in.target))
             rd.fail(in.target, "no weight record for this " + std::string(in.kind == InputSpec::Kind::Parameter ? "parameter"
                                                                           : in.kind == InputSpec::Kind::Buffer  ? "buffer"
-                                                                                                                 : "constant"));
+                                                                                                                : "constant"));
         if (in.kind == InputSpec::Kind::Parameter) p.parameter_order.push_back(in.target);
         if (in.kind == InputSpec::Kind::Buffer) {
             p.buffers[in.target] = from[in.target];
@@ -463,9 +513,10 @@ void flag_decomposed(Program& p) {
     for (const auto& g : p.graphs)
         for (const auto& nd : g.nodes) p.decomposed = p.decomposed || decomposed.count(nd.target);
     if (p.decomposed)
-        p.warnings.push_back("the program is decomposed (core ATen: convolution/_softmax/native_layer_norm): autocast's op lists do "
-                             "not name some of these ops as eager's, so AMP passes may differ from eager autocast; export without "
-                             "run_decompositions() for an eager-faithful policy");
+        p.warnings.push_back(
+            "the program is decomposed (core ATen: convolution/_softmax/native_layer_norm): autocast's op lists do "
+            "not name some of these ops as eager's, so AMP passes may differ from eager autocast; export without "
+            "run_decompositions() for an eager-faithful policy");
 }
 
 }  // namespace

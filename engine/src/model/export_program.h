@@ -22,11 +22,11 @@ namespace ampscope::detail::pt2 {
 struct Arg {
     enum class Kind { Constant, Tensor, Tensors, OptionalTensors, SymInt, SymInts, Graph, Device };
     Kind kind = Kind::Constant;
-    c10::IValue constant;             ///< Kind::Constant (ints, floats, bools, strings, dtype codes …)
-    std::string name;                 ///< Kind::Tensor / SymInt: the value's name
-    std::vector<std::string> names;   ///< Tensors / OptionalTensors ("" for None) / SymInts ("" for a literal)
-    std::vector<int64_t> literals;    ///< SymInts: the literal where names[i] is ""
-    int graph = -1;                   ///< Kind::Graph: index into Program::graphs
+    c10::IValue constant;            ///< Kind::Constant (ints, floats, bools, strings, dtype codes …)
+    std::string name;                ///< Kind::Tensor / SymInt: the value's name
+    std::vector<std::string> names;  ///< Tensors / OptionalTensors ("" for None) / SymInts ("" for a literal)
+    std::vector<int64_t> literals;   ///< SymInts: the literal where names[i] is ""
+    int graph = -1;                  ///< Kind::Graph: index into Program::graphs
 };
 
 /// What a node produces: each output slot names a value (or a list of them, or nothing).
@@ -46,13 +46,13 @@ struct Node {
     /// Arguments in the schema's order (Op): nullopt where the schema's default applies.
     std::vector<std::optional<Arg>> args;
     std::vector<Out> outputs;
-    std::string module;                      ///< innermost module path ("" = root)
-    std::vector<std::string> module_chain;   ///< every enclosing module path, outermost first
-    int train_flag = -1;  ///< index of a batch_norm 'training' / dropout 'train' argument, or -1
+    std::string module;                     ///< innermost module path ("" = root)
+    std::vector<std::string> module_chain;  ///< every enclosing module path, outermost first
+    int train_flag = -1;                    ///< index of a batch_norm 'training' / dropout 'train' argument, or -1
 };
 
 struct Graph {
-    std::vector<std::string> inputs;   ///< value names bound on entry
+    std::vector<std::string> inputs;  ///< value names bound on entry
     std::vector<Out> outputs;
     std::vector<Node> nodes;
 };
@@ -84,13 +84,13 @@ struct Program {
     std::vector<InputSpec> inputs;
     std::vector<OutputSpec> outputs;
     std::vector<UserInput> user_inputs;
-    std::vector<std::string> output_names;  ///< per user output, from the output tree ("0", "cls", …)
+    std::vector<std::string> output_names;                             ///< per user output, from the output tree ("0", "cls", …)
     std::map<std::string, at::Tensor> parameters, buffers, constants;  ///< by FQN, on the CPU
-    std::vector<std::string> parameter_order, buffer_order;           ///< signature order
-    std::vector<std::string> modules;  ///< module paths, root "" first
-    std::string schema_version;        ///< "8.17"
-    std::string ir;                    ///< verifiers, e.g. "TRAINING"
-    bool decomposed = false;           ///< core-ATen ops whose autocast policy differs from eager's
+    std::vector<std::string> parameter_order, buffer_order;            ///< signature order
+    std::vector<std::string> modules;                                  ///< module paths, root "" first
+    std::string schema_version;                                        ///< "8.17"
+    std::string ir;                                                    ///< verifiers, e.g. "TRAINING"
+    bool decomposed = false;                                           ///< core-ATen ops whose autocast policy differs from eager's
     std::vector<std::string> warnings;
 };
 

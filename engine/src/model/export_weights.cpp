@@ -24,7 +24,8 @@ void check_depth(const json& j, const std::string& file, const std::string& fiel
         const auto [v, d] = todo.back();
         todo.pop_back();
         if (d > kMaxJsonDepth)
-            throw InputError(file, field, "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels (a serialized program nests far less)");
+            throw InputError(file, field,
+                             "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels (a serialized program nests far less)");
         if (v->is_structured())
             for (const auto& c : *v) todo.emplace_back(&c, d + 1);
     }
@@ -115,7 +116,8 @@ struct WeightReader {
     }
 
     /// Bytes of a tensor described by tensor_meta, read from its record, with every size checked.
-    at::Tensor tensor(caffe2::serialize::PyTorchStreamReader& zip, const std::string& record, const json& meta, const std::string& fqn) const {
+    at::Tensor tensor(caffe2::serialize::PyTorchStreamReader& zip, const std::string& record, const json& meta,
+                      const std::string& fqn) const {
         const auto st = dtype(meta.at("dtype"), fqn);
         const View w = view(meta, fqn);
         if (!zip.hasRecord(record)) fail(record, "weight record missing from the archive (for '" + fqn + "')");
@@ -126,7 +128,8 @@ struct WeightReader {
                           std::to_string(bytes) + ")");
         auto base = at::empty({int64_t(bytes / elem)}, at::TensorOptions().dtype(st));
         if (bytes / elem) {  // straight into the tensor's storage (one copy)
-            if (bytes == size_t(base.nbytes())) zip.getRecord(record, base.data_ptr(), bytes);
+            if (bytes == size_t(base.nbytes()))
+                zip.getRecord(record, base.data_ptr(), bytes);
             else {  // a record that is not a whole number of elements: read all, keep the elements
                 auto [ptr, n] = zip.getRecord(record);
                 std::memcpy(base.data_ptr(), ptr.get(), std::min(n, size_t(base.nbytes())));
@@ -146,7 +149,8 @@ struct WeightReader {
             for (auto it = cfg.begin(); it != cfg.end(); ++it) {
                 const std::string fqn = it.key();
                 const json& c = it.value();
-                if (!c.is_object()) fail(config, "entry '" + fqn + "' is an object (path_name, tensor_meta), not " + std::string(c.type_name()));
+                if (!c.is_object())
+                    fail(config, "entry '" + fqn + "' is an object (path_name, tensor_meta), not " + std::string(c.type_name()));
                 if (c.value("use_pickle", false))
                     fail(fqn, "a pickled (tensor-subclass) weight; ampscope reads plain tensors only (export without tensor subclasses)");
                 const std::string path = c.at("path_name").get<std::string>();
@@ -164,8 +168,8 @@ struct WeightReader {
 
 }  // namespace
 
-void read_weights(caffe2::serialize::PyTorchStreamReader& zip, const std::string& file, const std::string& config,
-                  const std::string& dir, std::map<std::string, at::Tensor>& out) {
+void read_weights(caffe2::serialize::PyTorchStreamReader& zip, const std::string& file, const std::string& config, const std::string& dir,
+                  std::map<std::string, at::Tensor>& out) {
     WeightReader{file}.tensors(zip, config, dir, out);
 }
 

@@ -25,7 +25,6 @@ std::string weights_hash(const std::vector<std::pair<std::string, at::Tensor>>& 
     return h.hex();
 }
 
-
 namespace {
 
 std::vector<char> read_bytes(const std::string& path) {
@@ -44,15 +43,18 @@ std::unique_ptr<Model> load_file(const std::string& source, const std::string& o
     switch (pt2::sniff_zip(bytes, source)) {
         case pt2::ZipKind::Export: return load_export(bytes, source, output);
         case pt2::ZipKind::AotInductor:
-            throw InputError(source, "--model", "an AOTInductor package: compiled packages fix precision at compile time and "
-                                                "cannot be inspected; give the torch.export program (torch.export.save) instead");
+            throw InputError(source, "--model",
+                             "an AOTInductor package: compiled packages fix precision at compile time and "
+                             "cannot be inspected; give the torch.export program (torch.export.save) instead");
         case pt2::ZipKind::NotZip:
-            throw InputError(source, "--model", "not a zip archive; expected a TorchScript file (torch.jit.save) or a "
-                                                "torch.export program (torch.export.save, .pt2)");
+            throw InputError(source, "--model",
+                             "not a zip archive; expected a TorchScript file (torch.jit.save) or a "
+                             "torch.export program (torch.export.save, .pt2)");
         case pt2::ZipKind::Other:
-            throw InputError(source, "--model", "a zip archive that is neither a TorchScript file nor a torch.export program "
-                                                "(no models/*.json, code/ or constants.pkl); expected torch.jit.save or "
-                                                "torch.export.save output");
+            throw InputError(source, "--model",
+                             "a zip archive that is neither a TorchScript file nor a torch.export program "
+                             "(no models/*.json, code/ or constants.pkl); expected torch.jit.save or "
+                             "torch.export.save output");
         case pt2::ZipKind::TorchScript: break;
     }
     return load_torchscript(source);
@@ -68,14 +70,15 @@ std::unique_ptr<Model> load_model(const std::string& source, uint64_t seed, cons
         namespace fs = std::filesystem;
         std::error_code ec;
         if (!fs::exists(source, ec)) throw InputError(source, "--model", "file not found");
-        if (fs::is_directory(source, ec)) throw InputError(source, "--model", "is a directory; expected a TorchScript file (.pt) or a torch.export program (.pt2)");
+        if (fs::is_directory(source, ec))
+            throw InputError(source, "--model", "is a directory; expected a TorchScript file (.pt) or a torch.export program (.pt2)");
         std::string file_hash;
         model = load_file(source, output, file_hash);
         model->info.sha256 = file_hash;
     }
     if (!output.empty() && model->info.kind != "torch.export")
-        throw InputError("--output", output, "only torch.export programs with several outputs take --output; " + source +
-                                                 " returns one score tensor");
+        throw InputError("--output", output,
+                         "only torch.export programs with several outputs take --output; " + source + " returns one score tensor");
     model->info.source = source;
     auto state = model->named_state();
     model->info.weights_sha256 = weights_hash(state);
@@ -88,4 +91,3 @@ std::unique_ptr<Model> load_model(const std::string& source, uint64_t seed, cons
 }
 
 }  // namespace ampscope::detail
-

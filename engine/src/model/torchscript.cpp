@@ -53,8 +53,7 @@ void enter_scope(int64_t id) {
     ctx.scope.assign(1, run.plan->node_module[size_t(id)]);
     const bool fp32 = run.plan->node_fp32[size_t(id)];
     at::autocast::set_autocast_enabled(ctx.device_type, run.base_autocast && !fp32);
-    if (fp32 && run.base_autocast &&
-        (ctx.regions_hit.empty() || ctx.regions_hit.back() != run.plan->node_module[size_t(id)]))
+    if (fp32 && run.base_autocast && (ctx.regions_hit.empty() || ctx.regions_hit.back() != run.plan->node_module[size_t(id)]))
         ctx.regions_hit.push_back(run.plan->node_module[size_t(id)]);
 }
 
@@ -124,26 +123,16 @@ NodePaths inline_with_paths(torch::jit::Graph& g) {
     return paths;
 }
 
-bool in_region(const std::string& path, const std::vector<std::string>& keep_fp32) {
-    if (keep_fp32.empty()) return false;
-    for (std::string p = path;;) {  // a region covers its submodules
-        if (matches_any(p, keep_fp32)) return true;
-        const auto dot = p.rfind('.');
-        if (dot == std::string::npos) return false;
-        p = p.substr(0, dot);
-    }
-}
-
 void instrument_block(torch::jit::Block* block, ScriptPlan& plan, const std::vector<std::string>& keep_fp32,
-                      const NodePaths& paths) {
+                      const std::optional<std::string>& amp_only, const NodePaths& paths) {
     using namespace torch::jit;
     for (auto it = block->nodes().begin(); it != block->nodes().end(); ++it) {
         Node* n = *it;
-        for (torch::jit::Block* sub : n->blocks()) instrument_block(sub, plan, keep_fp32, paths);
+        for (torch::jit::Block* sub : n->blocks()) instrument_block(sub, plan, keep_fp32, amp_only, paths);
         if (!n->kind().is_aten()) continue;
         const auto found = paths.find(n);
         const std::string path = found == paths.end() ? std::string() : found->second;
-        const bool fp32 = in_region(path, keep_fp32);
+        const bool fp32 = runs_fp32(path, keep_fp32, amp_only);
         const int64_t id = int64_t(plan.node_module.size());
         plan.node_module.push_back(path);
         plan.node_fp32.push_back(fp32);
@@ -171,8 +160,8 @@ public:
         std::vector<torch::jit::IValue> args(in.begin(), in.end());
         torch::jit::IValue out;
         const auto& ctx = pass_context();
-        if (ctx.observing || !ctx.keep_fp32.empty()) {
-            const ScriptPlan& plan = plan_for(ctx.keep_fp32);
+        if (ctx.observing || !ctx.keep_fp32.empty() || ctx.amp_only) {
+            const ScriptPlan& plan = plan_for(ctx.keep_fp32, ctx.amp_only);
             torch::jit::Stack stack;
             stack.emplace_back(m_._ivalue());
             for (auto& a : args) stack.push_back(a);
@@ -227,8 +216,8 @@ public:
     torch::jit::Module& module() { return m_; }
 
 private:
-    const ScriptPlan& plan_for(const std::vector<std::string>& keep_fp32) {
-        std::string key;
+    const ScriptPlan& plan_for(const std::vector<std::string>& keep_fp32, const std::optional<std::string>& amp_only) {
+        std::string key = amp_only ? "amp only " + *amp_only + "\n" : std::string();
         for (const auto& k : keep_fp32) key += k + '\n';
         auto& slot = plans_[key];
         if (!slot) {
@@ -236,7 +225,7 @@ private:
             auto& fn = torch::jit::toGraphFunction(m_.get_method("forward").function());
             slot->graph = fn.graph()->copy();
             const auto paths = inline_with_paths(*slot->graph);
-            instrument_block(slot->graph->block(), *slot, keep_fp32, paths);
+            instrument_block(slot->graph->block(), *slot, keep_fp32, amp_only, paths);
             if (std::getenv("AMPSCOPE_DUMP_GRAPH")) std::cerr << *slot->graph << std::endl;
             slot->code = std::make_unique<torch::jit::Code>(slot->graph, "forward");
         }

@@ -8,6 +8,7 @@
 #include <ATen/autocast_mode.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,13 +24,23 @@ void check_fp32_regions(Model& model, const std::vector<std::string>& globs);
 /// Whether `path` matches any of the globs (fnmatch; '*' also crosses dots).
 bool matches_any(const std::string& path, const std::vector<std::string>& globs);
 
+/// `path` is `module` or one of its submodules (every path is within the root "").
+bool within(const std::string& path, const std::string& module);
+
+/// Whether ops attributed to module `path` run without autocast in an AMP pass: inside an FP32
+/// region (a region covers its submodules) or, in a pass that runs only one module under
+/// autocast (the advisor's sensitivity passes), outside that module.
+bool runs_fp32(const std::string& path, const std::vector<std::string>& keep_fp32, const std::optional<std::string>& amp_only);
+
 // ---- module scopes (demo models) and FP32 regions -------------------------------------
 
 /// Thread-local state of the running pass: module-path stack and FP32 regions.
 struct PassContext {
-    std::vector<std::string> scope;           ///< innermost last
-    std::vector<std::string> keep_fp32;       ///< globs
-    std::vector<std::string> regions_hit;     ///< module paths that ran in FP32
+    std::vector<std::string> scope;        ///< innermost last
+    std::vector<std::string> keep_fp32;    ///< globs
+    std::vector<std::string> regions_hit;  ///< module paths that ran in FP32
+    /// Set: autocast applies only inside this module, everything else runs in FP32.
+    std::optional<std::string> amp_only;
     at::DeviceType device_type = at::kCPU;
     bool observing = false;  ///< an OpObserver is active (TorchScript then runs instrumented)
 };
@@ -64,13 +75,13 @@ public:
 
 private:
     bool fp32_ = false;
+    bool changed_ = false;  ///< autocast state switched for this scope (restored on exit)
     bool prev_enabled_ = false;
 };
 
 /// Calls fn(x) inside the module scope `path`, casting a floating input to FP32 when the
 /// scope is an FP32 region (as torch.autocast(enabled=False) plus an explicit cast).
-at::Tensor scoped(const std::string& path, const at::Tensor& x,
-                  const std::function<at::Tensor(const at::Tensor&)>& fn);
+at::Tensor scoped(const std::string& path, const at::Tensor& x, const std::function<at::Tensor(const at::Tensor&)>& fn);
 
 at::ScalarType dtype_of(Precision p);
 

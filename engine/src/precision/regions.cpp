@@ -18,6 +18,22 @@ bool matches_any(const std::string& path, const std::vector<std::string>& globs)
     return false;
 }
 
+bool within(const std::string& path, const std::string& module) {
+    return module.empty() || path == module ||
+           (path.size() > module.size() && path.compare(0, module.size(), module) == 0 && path[module.size()] == '.');
+}
+
+bool runs_fp32(const std::string& path, const std::vector<std::string>& keep_fp32, const std::optional<std::string>& amp_only) {
+    if (amp_only && !within(path, *amp_only)) return true;
+    if (keep_fp32.empty()) return false;
+    for (std::string p = path;;) {  // a region covers its submodules
+        if (matches_any(p, keep_fp32)) return true;
+        const auto dot = p.rfind('.');
+        if (dot == std::string::npos) return false;
+        p = p.substr(0, dot);
+    }
+}
+
 void check_fp32_regions(Model& model, const std::vector<std::string>& globs) {
     if (globs.empty()) return;
     if (!model.has_module_scopes()) throw InputError("--keep-fp32", "", "this model has no module scopes to keep in FP32");
@@ -28,15 +44,18 @@ void check_fp32_regions(Model& model, const std::vector<std::string>& globs) {
     if (shown > 40) listing += ", ... (" + std::to_string(shown) + " modules)";
     for (const auto& g : globs) {
         if (g.empty())
-            throw InputError("--keep-fp32", "", "an empty glob; expected a module path or glob such as 'blocks.1.*'. Modules of " +
-                                                    model.info.source + ": " + listing);
+            throw InputError(
+                "--keep-fp32", "",
+                "an empty glob; expected a module path or glob such as 'blocks.1.*'. Modules of " + model.info.source + ": " + listing);
         if (matches_any("", {g}))
-            throw InputError("--keep-fp32", "", "'" + g + "' matches the root module, which would run the whole model in FP32; "
-                                                          "expected submodules. Modules of " + model.info.source + ": " + listing);
+            throw InputError("--keep-fp32", "",
+                             "'" + g +
+                                 "' matches the root module, which would run the whole model in FP32; "
+                                 "expected submodules. Modules of " +
+                                 model.info.source + ": " + listing);
         bool hit = false;
         for (const auto& m : model.info.modules) hit = hit || (!m.empty() && matches_any(m, {g}));
-        if (!hit)
-            throw InputError("--keep-fp32", "", "'" + g + "' matches no module of " + model.info.source + "; modules: " + listing);
+        if (!hit) throw InputError("--keep-fp32", "", "'" + g + "' matches no module of " + model.info.source + "; modules: " + listing);
     }
 }
 
@@ -49,8 +68,16 @@ ModuleScope::ModuleScope(const std::string& path) {
     auto& ctx = pass_context();
     ctx.scope.push_back(path);
     prev_enabled_ = at::autocast::is_autocast_enabled(ctx.device_type);
+    if (ctx.amp_only) {  // one module under autocast, everything else in FP32 (inputs cast)
+        fp32_ = !within(path, *ctx.amp_only);
+        if (fp32_ == prev_enabled_) {
+            changed_ = true;
+            at::autocast::set_autocast_enabled(ctx.device_type, !fp32_);
+        }
+        return;
+    }
     if (prev_enabled_ && matches_any(path, ctx.keep_fp32)) {
-        fp32_ = true;
+        fp32_ = changed_ = true;
         at::autocast::set_autocast_enabled(ctx.device_type, false);
         ctx.regions_hit.push_back(path);
     }
@@ -58,15 +85,13 @@ ModuleScope::ModuleScope(const std::string& path) {
 
 ModuleScope::~ModuleScope() {
     auto& ctx = pass_context();
-    if (fp32_) at::autocast::set_autocast_enabled(ctx.device_type, prev_enabled_);
+    if (changed_) at::autocast::set_autocast_enabled(ctx.device_type, prev_enabled_);
     ctx.scope.pop_back();
 }
 
-at::Tensor scoped(const std::string& path, const at::Tensor& x,
-                  const std::function<at::Tensor(const at::Tensor&)>& fn) {
+at::Tensor scoped(const std::string& path, const at::Tensor& x, const std::function<at::Tensor(const at::Tensor&)>& fn) {
     ModuleScope s(path);
-    if (s.fp32() && x.is_floating_point() && x.scalar_type() != at::kFloat)
-        return fn(x.to(at::kFloat));
+    if (s.fp32() && x.is_floating_point() && x.scalar_type() != at::kFloat) return fn(x.to(at::kFloat));
     return fn(x);
 }
 
@@ -79,6 +104,8 @@ PassScope::PassScope(at::DeviceType device_type, std::vector<std::string> keep_f
     ctx.observing = observing;
 }
 
-PassScope::~PassScope() { pass_context() = std::move(saved_); }
+PassScope::~PassScope() {
+    pass_context() = std::move(saved_);
+}
 
 }  // namespace ampscope::detail

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -44,6 +45,61 @@ at::Tensor reference_forward(Model& model, const at::Tensor& x) {
 
 // ---- demo generators ---------------------------------------------------------------------
 
+using AddSample = std::function<void(at::Tensor, const std::string&, int)>;
+
+/// Edge samples: values near the FP16 limit in some positions, FP16-subnormal and
+/// flush-to-zero magnitudes and exact zeros in others. Large values are signed to follow the
+/// first layer's weights so that they overflow FP16 (65504) after that layer, not before.
+void add_edge_samples(Model& model, const std::vector<int64_t>& full, at::Generator& gen, const AddSample& add) {
+    at::Tensor w0;
+    for (auto& [name, t] : model.named_state())
+        if (name.find("weight") != std::string::npos && t.dim() == 2) {
+            w0 = t.detach().cpu();
+            break;
+        }
+    const int64_t last = full.back();
+    for (int i = 0; i < 8; ++i) {
+        auto x = at::randn(full, gen);
+        auto flat = x.view({-1, last});
+        const int64_t positions = flat.size(0);
+        const auto row = w0.defined() ? w0[i % w0.size(0)].sign() : at::ones({last});
+        const double big = 60000.0 + 500.0 * i;  // < 65504: representable, overflows after
+        flat[0].copy_(row * big * (i % 2 ? -1 : 1));
+        if (positions > 1) flat[1].fill_(1e-7);  // FP16 subnormal
+        if (positions > 2) flat[2].zero_();
+        if (positions > 3) flat[3].fill_(3e-9 * (i + 1));  // flushes to zero in FP16
+        if (positions == 1) {                              // flat inputs: mix in one row
+            flat[0].narrow(0, last / 2, last - last / 2).fill_(1e-7);
+            flat[0][last - 1] = 0.0;
+        }
+        add(x, "edge", i);
+    }
+}
+
+/// Boundary samples: bisect between two ordinary-like samples with different decisions until
+/// the FP32 top-2 margin is below 1e-4 (well inside the 1e-3 the brief asks).
+void add_boundary_samples(Model& model, const std::vector<int64_t>& full, at::Generator& gen, const AddSample& add) {
+    int made = 0;
+    for (int attempt = 0; attempt < 400 && made < 8; ++attempt) {
+        auto a = at::randn(full, gen), b = at::randn(full, gen);
+        auto ya = reference_forward(model, a), yb = reference_forward(model, b);
+        if (ya.argmax(1).item<int64_t>() == yb.argmax(1).item<int64_t>()) continue;
+        at::Tensor lo = a, hi = b;
+        const auto cls_lo = ya.argmax(1).item<int64_t>();
+        at::Tensor mid;
+        double m = 1.0;
+        for (int it = 0; it < 60; ++it) {
+            mid = (lo + hi) * 0.5;
+            auto y = reference_forward(model, mid);
+            auto top = std::get<0>(y.topk(2, 1));
+            m = (top[0][0] - top[0][1]).item().toDouble();
+            if (m < 1e-4 && m > 0) break;
+            (y.argmax(1).item<int64_t>() == cls_lo ? lo : hi) = mid;
+        }
+        if (m < 1e-4 && m > 0) add(mid, "boundary", made++);
+    }
+}
+
 ProbeSet demo_probes(Model& model, uint64_t seed) {
     ProbeSet ps;
     const auto& shape = model.input_shapes.at(0);
@@ -52,58 +108,13 @@ ProbeSet demo_probes(Model& model, uint64_t seed) {
     const bool classifier = model.num_outputs >= 2;
     auto gen = at::detail::createCPUGenerator(seed + 12345);
     std::vector<at::Tensor> rows;
-    auto add = [&](at::Tensor x, const std::string& tag, int i) {
+    const AddSample add = [&](at::Tensor x, const std::string& tag, int i) {
         rows.push_back(std::move(x));
         ps.samples.push_back({id_for(tag, i), tag});
     };
-    // ordinary: standard normal features
-    for (int i = 0; i < 24; ++i) add(at::randn(full, gen), "ordinary", i);
-    // edge: values near the FP16 limit in some positions, FP16-subnormal and flush-to-zero
-    // magnitudes and exact zeros in others. Large values are signed to follow the first
-    // layer's weights so that they overflow FP16 (65504) after that layer, not before.
-    at::Tensor w0;
-    for (auto& [name, t] : model.named_state())
-        if (name.find("weight") != std::string::npos && t.dim() == 2) { w0 = t.detach().cpu(); break; }
-    const int64_t last = shape.back();
-    for (int i = 0; i < 8; ++i) {
-        auto x = at::randn(full, gen);
-        auto flat = x.view({-1, last});
-        const int64_t positions = flat.size(0);
-        const auto row = w0.defined() ? w0[i % w0.size(0)].sign() : at::ones({last});
-        const double big = 60000.0 + 500.0 * i;  // < 65504: representable, overflows after
-        flat[0].copy_(row * big * (i % 2 ? -1 : 1));
-        if (positions > 1) flat[1].fill_(1e-7);              // FP16 subnormal
-        if (positions > 2) flat[2].zero_();
-        if (positions > 3) flat[3].fill_(3e-9 * (i + 1));    // flushes to zero in FP16
-        if (positions == 1) {                                 // flat inputs: mix in one row
-            flat[0].narrow(0, last / 2, last - last / 2).fill_(1e-7);
-            flat[0][last - 1] = 0.0;
-        }
-        add(x, "edge", i);
-    }
-    if (classifier) {
-        // boundary: bisect between two ordinary-like samples with different decisions
-        // until the FP32 top-2 margin is below 1e-4 (well inside the 1e-3 the brief asks).
-        int made = 0;
-        for (int attempt = 0; attempt < 400 && made < 8; ++attempt) {
-            auto a = at::randn(full, gen), b = at::randn(full, gen);
-            auto ya = reference_forward(model, a), yb = reference_forward(model, b);
-            if (ya.argmax(1).item<int64_t>() == yb.argmax(1).item<int64_t>()) continue;
-            at::Tensor lo = a, hi = b;
-            const auto cls_lo = ya.argmax(1).item<int64_t>();
-            at::Tensor mid;
-            double m = 1.0;
-            for (int it = 0; it < 60; ++it) {
-                mid = (lo + hi) * 0.5;
-                auto y = reference_forward(model, mid);
-                auto top = std::get<0>(y.topk(2, 1));
-                m = (top[0][0] - top[0][1]).item().toDouble();
-                if (m < 1e-4 && m > 0) break;
-                if (y.argmax(1).item<int64_t>() == cls_lo) lo = mid; else hi = mid;
-            }
-            if (m < 1e-4 && m > 0) add(mid, "boundary", made++);
-        }
-    }
+    for (int i = 0; i < 24; ++i) add(at::randn(full, gen), "ordinary", i);  // standard normal features
+    add_edge_samples(model, full, gen, add);
+    if (classifier) add_boundary_samples(model, full, gen, add);
     ps.inputs.push_back(at::cat(rows, 0).contiguous());
     auto ref = reference_forward(model, ps.inputs[0]);
     if (classifier) {
@@ -134,8 +145,7 @@ std::vector<char> read_all(const std::string& path) {
 /// What a probe-file field holds: a floating point input, integer labels or float targets.
 enum class Want { Floating, Integer };
 
-at::Tensor as_tensor(const c10::IValue& v, const PtArchive& ar, const std::string& file, const std::string& field,
-                     Want want) {
+at::Tensor as_tensor(const c10::IValue& v, const PtArchive& ar, const std::string& file, const std::string& field, Want want) {
     if (!v.isTensor()) throw InputError(file, field, "expected a Tensor, found " + v.tagKind());
     const auto& raw = v.toTensor();
     check_tensor_fits(raw, ar.bytes_for(raw), file, field);  // before any element is read
@@ -184,7 +194,8 @@ ProbeSet load_pt(const std::string& path) {
     if (!d.count("inputs")) throw InputError(path, "inputs", "missing; expected a Tensor [N, ...] or a list of them");
     ProbeSet ps;
     const auto& in = d["inputs"];
-    if (in.isTensor()) ps.inputs.push_back(as_tensor(in, ar, path, "inputs", Want::Floating));
+    if (in.isTensor())
+        ps.inputs.push_back(as_tensor(in, ar, path, "inputs", Want::Floating));
     else if (in.isList() || in.isTuple()) {
         int i = 0;
         auto elems = in.isList() ? in.toListRef().vec() : in.toTupleRef().elements().vec();
@@ -198,29 +209,31 @@ ProbeSet load_pt(const std::string& path) {
     const int64_t n = ps.inputs[0].size(0);
     for (size_t i = 1; i < ps.inputs.size(); ++i)
         if (ps.inputs[i].size(0) != n)
-            throw InputError(path, "inputs[" + std::to_string(i) + "]", "has " + std::to_string(ps.inputs[i].size(0)) +
-                                 " samples; expected " + std::to_string(n) + " like inputs[0]");
+            throw InputError(path, "inputs[" + std::to_string(i) + "]",
+                             "has " + std::to_string(ps.inputs[i].size(0)) + " samples; expected " + std::to_string(n) + " like inputs[0]");
     if (n == 0) throw InputError(path, "inputs", "empty probe set; expected at least one sample");
     if (d.count("labels")) {
         auto l = as_tensor(d["labels"], ar, path, "labels", Want::Integer);
         if (l.dim() != 1)
-            throw InputError(path, "labels", "expected an integer Tensor [N], found " +
-                                                 std::string(c10::toString(l.scalar_type())) + " " + shape_str(l.sizes()));
+            throw InputError(
+                path, "labels",
+                "expected an integer Tensor [N], found " + std::string(c10::toString(l.scalar_type())) + " " + shape_str(l.sizes()));
         if (l.size(0) != n)
-            throw InputError(path, "labels", "has " + std::to_string(l.size(0)) + " entries; expected " + std::to_string(n) +
-                                                 " (one per sample in inputs)");
+            throw InputError(
+                path, "labels",
+                "has " + std::to_string(l.size(0)) + " entries; expected " + std::to_string(n) + " (one per sample in inputs)");
         l = l.to(at::kLong);
         ps.labels.assign(l.data_ptr<int64_t>(), l.data_ptr<int64_t>() + n);
         for (int64_t i = 0; i < n; ++i)
             if (ps.labels[size_t(i)] < 0)
-                throw InputError(path, "labels", "label " + std::to_string(ps.labels[size_t(i)]) + " of sample " + std::to_string(i) +
-                                                     " is negative; expected a class index >= 0");
+                throw InputError(path, "labels",
+                                 "label " + std::to_string(ps.labels[size_t(i)]) + " of sample " + std::to_string(i) +
+                                     " is negative; expected a class index >= 0");
     }
     if (d.count("targets")) {
         auto t = as_tensor(d["targets"], ar, path, "targets", Want::Floating);
         if (t.dim() < 1 || t.size(0) != n)
-            throw InputError(path, "targets", "expected a float Tensor [" + std::to_string(n) + ", ...], found " +
-                                                  shape_str(t.sizes()));
+            throw InputError(path, "targets", "expected a float Tensor [" + std::to_string(n) + ", ...], found " + shape_str(t.sizes()));
         t = t.reshape({n, -1}).contiguous();
         if (t.size(1) == 0) throw InputError(path, "targets", "has no values per sample; expected a float Tensor [N, K] with K >= 1");
         ps.target_width = int(t.size(1));
@@ -276,8 +289,7 @@ ProbeSet load_csv(const std::string& path) {
         rr->rows.push_back(std::move(rr->cur));
         rr->cur.clear();
     };
-    if (csv_parse(&p, bytes.data(), bytes.size(), on_field, on_row, &r) != bytes.size() ||
-        csv_fini(&p, on_field, on_row, &r) != 0) {
+    if (csv_parse(&p, bytes.data(), bytes.size(), on_field, on_row, &r) != bytes.size() || csv_fini(&p, on_field, on_row, &r) != 0) {
         const std::string err = csv_strerror(csv_error(&p));
         csv_free(&p);
         throw InputError(path, "", "malformed CSV: " + err);
@@ -289,13 +301,19 @@ ProbeSet load_csv(const std::string& path) {
     std::vector<int> target_cols, feature_cols;
     for (int c = 0; c < int(header.size()); ++c) {
         const auto& h = header[size_t(c)];
-        if (h == "id") id_col = c;
-        else if (h == "tag") tag_col = c;
-        else if (h == "label") label_col = c;
-        else if (h == "target" || h.rfind("target_", 0) == 0) target_cols.push_back(c);
-        else feature_cols.push_back(c);
+        if (h == "id")
+            id_col = c;
+        else if (h == "tag")
+            tag_col = c;
+        else if (h == "label")
+            label_col = c;
+        else if (h == "target" || h.rfind("target_", 0) == 0)
+            target_cols.push_back(c);
+        else
+            feature_cols.push_back(c);
     }
-    if (feature_cols.empty()) throw InputError(path, "header", "no feature columns; expected numeric columns besides id, tag, label, target");
+    if (feature_cols.empty())
+        throw InputError(path, "header", "no feature columns; expected numeric columns besides id, tag, label, target");
     const int64_t n = int64_t(r.rows.size()) - 1;
     if (n == 0) throw InputError(path, "rows", "empty probe set; expected at least one data row after the header");
     ProbeSet ps;
@@ -314,9 +332,10 @@ ProbeSet load_csv(const std::string& path) {
     for (int64_t i = 0; i < n; ++i) {
         const auto& row = r.rows[size_t(i + 1)];
         if (row.size() != header.size())
-            throw InputError(path, "row " + std::to_string(i + 2), "has " + std::to_string(row.size()) +
-                                                                   " fields; expected " + std::to_string(header.size()));
-        for (size_t j = 0; j < feature_cols.size(); ++j) xp[i * int64_t(feature_cols.size()) + int64_t(j)] = float(number(row[size_t(feature_cols[j])], i, feature_cols[j]));
+            throw InputError(path, "row " + std::to_string(i + 2),
+                             "has " + std::to_string(row.size()) + " fields; expected " + std::to_string(header.size()));
+        for (size_t j = 0; j < feature_cols.size(); ++j)
+            xp[i * int64_t(feature_cols.size()) + int64_t(j)] = float(number(row[size_t(feature_cols[j])], i, feature_cols[j]));
         if (label_col >= 0) {
             const double l = number(row[size_t(label_col)], i, label_col);
             if (l != std::floor(l) || l < 0 || l > double(1 << 30))
@@ -419,9 +438,13 @@ void check_samples(const ProbeSet& ps, const std::string& file) {
         const auto& s = ps.samples[i];
         if (s.id.empty()) throw InputError(file, "ids", "empty sample id; every sample needs a non-empty id");
         if (!printable_utf8(s.id))
-            throw InputError(file, "ids", "the id of sample " + std::to_string(i) + " is not printable UTF-8 text; expected UTF-8 without control characters");
+            throw InputError(
+                file, "ids",
+                "the id of sample " + std::to_string(i) + " is not printable UTF-8 text; expected UTF-8 without control characters");
         if (!printable_utf8(s.tag))
-            throw InputError(file, "tags", "the tag of sample " + std::to_string(i) + " is not printable UTF-8 text; expected UTF-8 without control characters");
+            throw InputError(
+                file, "tags",
+                "the tag of sample " + std::to_string(i) + " is not printable UTF-8 text; expected UTF-8 without control characters");
         if (!seen.insert(s.id).second) throw InputError(file, "ids", "duplicate sample id '" + s.id + "'; ids must be unique");
     }
 }
@@ -435,9 +458,12 @@ ProbeSet read_probe_file(const std::string& source) {
     if (fs::is_directory(source, ec)) throw InputError(source, "--probes", "is a directory; expected a .pt or .csv file");
     const auto ext = fs::path(source).extension().string();
     ProbeSet ps;
-    if (ext == ".pt" || ext == ".pth") ps = load_pt(source);
-    else if (ext == ".csv") ps = load_csv(source);
-    else throw InputError(source, "--probes", "unknown file type '" + ext + "'; expected .pt (torch.save dict) or .csv");
+    if (ext == ".pt" || ext == ".pth")
+        ps = load_pt(source);
+    else if (ext == ".csv")
+        ps = load_csv(source);
+    else
+        throw InputError(source, "--probes", "unknown file type '" + ext + "'; expected .pt (torch.save dict) or .csv");
     check_samples(ps, source);
     if (!ps.labels.empty() && !ps.targets.empty())
         throw InputError(source, "labels", "both labels and targets given; expected labels (classifier) or targets (regressor)");
@@ -448,7 +474,8 @@ ProbeSet load_probes(const std::string& source, Model& model, uint64_t seed) {
     ProbeSet ps;
     if (source == "demo") {
         if (model.info.kind != "demo")
-            throw InputError("demo", "--probes", "the built-in probe set belongs to the demo models; give a .pt or .csv file for " + model.info.source);
+            throw InputError("demo", "--probes",
+                             "the built-in probe set belongs to the demo models; give a .pt or .csv file for " + model.info.source);
         ps = demo_probes(model, seed);
     } else {
         ps = read_probe_file(source);
@@ -460,17 +487,19 @@ ProbeSet load_probes(const std::string& source, Model& model, uint64_t seed) {
         if (given < model.required_inputs || given > most) {
             std::string names;
             for (const auto& nm : model.input_names) names += (names.empty() ? "" : ", ") + nm;
-            throw InputError(file, "inputs", "gives " + std::to_string(given) + " input tensor(s); the model's forward takes " +
-                                                 (model.required_inputs == most ? std::to_string(most)
-                                                                                : std::to_string(model.required_inputs) + " to " + std::to_string(most)) +
-                                                 " (" + names + "): save 'inputs' as a list of that many tensors [N, ...]");
+            throw InputError(file, "inputs",
+                             "gives " + std::to_string(given) + " input tensor(s); the model's forward takes " +
+                                 (model.required_inputs == most ? std::to_string(most)
+                                                                : std::to_string(model.required_inputs) + " to " + std::to_string(most)) +
+                                 " (" + names + "): save 'inputs' as a list of that many tensors [N, ...]");
         }
     }
     // shapes against what the model expects, when known
     if (!model.input_shapes.empty()) {
         if (ps.inputs.size() != model.input_shapes.size())
-            throw InputError(file, "inputs", "has " + std::to_string(ps.inputs.size()) + " input tensors; the model takes " +
-                                                 std::to_string(model.input_shapes.size()));
+            throw InputError(
+                file, "inputs",
+                "has " + std::to_string(ps.inputs.size()) + " input tensors; the model takes " + std::to_string(model.input_shapes.size()));
         for (size_t i = 0; i < ps.inputs.size(); ++i) {
             const auto& want = model.input_shapes[i];
             auto got = ps.inputs[i].sizes().slice(1);
@@ -478,15 +507,16 @@ ProbeSet load_probes(const std::string& source, Model& model, uint64_t seed) {
                 std::string expect = "[N";
                 for (auto d : want) expect += ", " + std::to_string(d);
                 throw InputError(file, ps.inputs.size() > 1 ? "inputs[" + std::to_string(i) + "]" : "inputs",
-                                 "shape " + shape_str(ps.inputs[i].sizes()) + " does not fit the model; expected " +
-                                     expect + "] (rank " + std::to_string(want.size() + 1) + ")");
+                                 "shape " + shape_str(ps.inputs[i].sizes()) + " does not fit the model; expected " + expect + "] (rank " +
+                                     std::to_string(want.size() + 1) + ")");
             }
         }
         if (!ps.labels.empty() && model.num_outputs > 0)
             for (size_t i = 0; i < ps.labels.size(); ++i)
                 if (ps.labels[i] >= model.num_outputs)
-                    throw InputError(file, "labels", "label " + std::to_string(ps.labels[i]) + " of sample '" + ps.samples[i].id +
-                                                         "' is out of range; the model has " + std::to_string(model.num_outputs) + " classes");
+                    throw InputError(file, "labels",
+                                     "label " + std::to_string(ps.labels[i]) + " of sample '" + ps.samples[i].id +
+                                         "' is out of range; the model has " + std::to_string(model.num_outputs) + " classes");
     }
     ps.info.count = int(ps.samples.size());
     for (const auto& s : ps.samples) ps.info.tags[s.tag]++;

@@ -19,8 +19,8 @@ namespace ampscope::detail {
 struct ProbeSet {
     std::vector<at::Tensor> inputs;  ///< each [N, ...]
     std::vector<SampleInfo> samples;
-    std::vector<int64_t> labels;     ///< N or empty
-    std::vector<float> targets;      ///< N x target_width or empty
+    std::vector<int64_t> labels;  ///< N or empty
+    std::vector<float> targets;   ///< N x target_width or empty
     int target_width = 0;
     ProbeInfo info;
 };

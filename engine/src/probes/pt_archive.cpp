@@ -11,10 +11,12 @@
 #include <torch/csrc/jit/serialization/unpickler.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <string_view>
 
 #include "ampscope/engine/errors.h"
 #include "probes/pt_archive.h"
@@ -55,8 +57,8 @@ public:
 
 private:
     [[noreturn]] void fail(const std::string& what) const {
-        throw InputError(file_, "data.pkl", what + " at byte " + std::to_string(pos_) + " of " + std::to_string(size_) +
-                                                " (a damaged or hostile pickle)");
+        throw InputError(file_, "data.pkl",
+                         what + " at byte " + std::to_string(pos_) + " of " + std::to_string(size_) + " (a damaged or hostile pickle)");
     }
     void need(uint64_t n) const {
         if (n > size_ - pos_) fail("declares " + std::to_string(n) + " bytes, but " + std::to_string(size_ - pos_) + " remain");
@@ -86,37 +88,81 @@ private:
         memo_ = std::max(memo_, index + 1);
     }
 
+    /// What an opcode's arguments are, by opcode: the protocol 0-5 opcodes torch.save can write.
+    enum class Args : unsigned char {
+        Refused,
+        None,
+        Line,
+        TwoLines,
+        Int1,
+        Int2,
+        Int4,
+        Int8,
+        Len1,
+        Len4,
+        Len8,
+        Memoize,
+        Put,
+        Put1,
+        Put4,
+        Stop
+    };
+    static const std::array<Args, 256>& opcodes() {
+        static const std::array<Args, 256> table = [] {
+            std::array<Args, 256> t{};  // Refused
+            const std::pair<std::string_view, Args> rows[] = {
+                {"(012NQRabd}el]ostu)\x81\x85\x86\x87\x88\x89\x8f\x90\x91\x92\x93", Args::None},
+                {"FILPSVg", Args::Line},
+                {"ci", Args::TwoLines},
+                {"Kh\x80\x82", Args::Int1},
+                {"M\x83", Args::Int2},
+                {"Jj\x84", Args::Int4},
+                {"G\x95", Args::Int8},
+                {"UC\x8c\x8a", Args::Len1},
+                {"TXB\x8b", Args::Len4},
+                {"\x8d\x8e", Args::Len8},
+                {"\x94", Args::Memoize},
+                {"p", Args::Put},
+                {"q", Args::Put1},
+                {"r", Args::Put4},
+                {".", Args::Stop},
+            };
+            for (const auto& [ops, args] : rows)
+                for (const char op : ops) t[static_cast<unsigned char>(op)] = args;
+            return t;
+        }();
+        return table;
+    }
+
     /// One opcode (already consumed) and its arguments; false at STOP.
     bool step(unsigned char op) {
-        switch (op) {
-        case '(': case '0': case '1': case '2': case 'N': case 'Q': case 'R': case 'a': case 'b': case 'd': case '}':
-        case 'e': case 'l': case ']': case 'o': case 's': case 't': case ')': case 'u': case 0x81: case 0x85: case 0x86:
-        case 0x87: case 0x88: case 0x89: case 0x8f: case 0x90: case 0x91: case 0x92: case 0x93: break;
-        case 0x94: put(memo_); break;  // MEMOIZE
-        case 'p': {  // PUT: a decimal index on its own line
-            const size_t start = pos_;
-            line();
-            put(std::strtoull(std::string(data_ + start, pos_ - 1 - start).c_str(), nullptr, 10));
-            break;
-        }
-        case 'q': put(le(1)); break;
-        case 'r': put(le(4)); break;
-        case '.': return false;  // STOP
-        case 'F': case 'I': case 'L': case 'P': case 'S': case 'V': case 'g': line(); break;
-        case 'c': case 'i': line(); line(); break;
-        case 'K': case 'h': case 0x80: case 0x82: le(1); break;
-        case 'M': case 0x83: le(2); break;
-        case 'J': case 'j': case 0x84: le(4); break;
-        case 'G': case 0x95: le(8); break;
-        case 'U': case 'C': case 0x8c: case 0x8a: skip(le(1)); break;
-        case 'T': case 'X': case 'B': case 0x8b: skip(le(4)); break;
-        case 0x8d: case 0x8e: skip(le(8)); break;
-        default: {
-            char hex[8];
-            std::snprintf(hex, sizeof hex, "0x%02x", op);
-            --pos_;
-            fail(std::string("pickle opcode ") + hex + " that torch.save does not write");
-        }
+        switch (opcodes()[op]) {
+            case Args::None: break;
+            case Args::Line: line(); break;
+            case Args::TwoLines: line(), line(); break;
+            case Args::Int1: le(1); break;
+            case Args::Int2: le(2); break;
+            case Args::Int4: le(4); break;
+            case Args::Int8: le(8); break;
+            case Args::Len1: skip(le(1)); break;
+            case Args::Len4: skip(le(4)); break;
+            case Args::Len8: skip(le(8)); break;
+            case Args::Memoize: put(memo_); break;
+            case Args::Put: {  // PUT: a decimal index on its own line
+                const size_t start = pos_;
+                line();
+                put(std::strtoull(std::string(data_ + start, pos_ - 1 - start).c_str(), nullptr, 10));
+                break;
+            }
+            case Args::Put1: put(le(1)); break;
+            case Args::Put4: put(le(4)); break;
+            case Args::Stop: return false;
+            case Args::Refused: {
+                char hex[8];
+                std::snprintf(hex, sizeof hex, "0x%02x", op);
+                --pos_;
+                fail(std::string("pickle opcode ") + hex + " that torch.save does not write");
+            }
         }
         return true;
     }
@@ -128,11 +174,15 @@ private:
     uint64_t memo_ = 0;
 };
 
-void check_pickle_lengths(const char* data, size_t size, const std::string& file) { PickleWalker(data, size, file).walk(); }
+void check_pickle_lengths(const char* data, size_t size, const std::string& file) {
+    PickleWalker(data, size, file).walk();
+}
 
 /// The sizes a zip's central directory declares, before LibTorch's reader allocates any of them
-/// (its constructor already reads a record). A size beyond the file is refused; a directory
-/// that cannot be walked is left for the reader to refuse.
+/// (its constructor already reads a record). miniz takes the directory from the zip64 end record
+/// when a zip64 locator is present (torch writes one in every archive) and from the classic end
+/// record otherwise: both directories are walked, a size beyond the file is refused, and so is a
+/// directory that cannot be walked to its last entry (it is what miniz would read).
 void check_declared_sizes(const std::vector<char>& bytes, const std::string& file) {
     const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
     const size_t n = bytes.size();
@@ -141,33 +191,61 @@ void check_declared_sizes(const std::vector<char>& bytes, const std::string& fil
         for (int i = len - 1; i >= 0; --i) v = (v << 8) | b[at + size_t(i)];
         return v;
     };
+    auto damaged = [&](const std::string& field, const std::string& what) {
+        return InputError(file, field, what + " (a damaged or hostile archive)");
+    };
     if (n < 22) return;
     size_t eocd = n - 22;
     const size_t stop = n > 22 + 65535 ? n - 22 - 65535 : 0;
     while (u(eocd, 4) != 0x06054b50) {
-        if (eocd == stop) return;
+        if (eocd == stop) return;  // no directory: the reader refuses the file without allocating
         --eocd;
     }
-    size_t pos = size_t(u(eocd + 16, 4));
-    for (uint64_t k = 0, count = u(eocd + 10, 2); k < count; ++k) {
-        if (pos > n || n - pos < 46 || u(pos, 4) != 0x02014b50) return;
-        uint64_t size = u(pos + 24, 4);
-        const size_t name = size_t(u(pos + 28, 2)), extra = size_t(u(pos + 30, 2)), comment = size_t(u(pos + 32, 2));
-        if (n - pos - 46 < name + extra + comment) return;
-        for (size_t e = pos + 46 + name; size == 0xFFFFFFFFu && e + 4 <= pos + 46 + name + extra;) {  // zip64 sizes
-            const size_t id = size_t(u(e, 2)), len = size_t(u(e + 2, 2));
-            if (id == 1 && len >= 8 && e + 12 <= pos + 46 + name + extra) size = u(e + 4, 8);
-            e += 4 + len;
+    std::vector<std::pair<uint64_t, uint64_t>> directories;  // (entries, offset)
+    if (u(eocd + 10, 2) != 0xFFFF && u(eocd + 16, 4) != 0xFFFFFFFFu) directories.emplace_back(u(eocd + 10, 2), u(eocd + 16, 4));
+    if (eocd >= 20 && u(eocd - 20, 4) == 0x07064b50) {
+        const uint64_t z = u(eocd - 20 + 8, 8);
+        if (z > n || n - z < 56 || u(size_t(z), 4) != 0x06064b50)
+            throw damaged("zip64 end record", "the zip64 locator points outside the file");
+        directories.emplace_back(u(size_t(z) + 32, 8), u(size_t(z) + 48, 8));
+    }
+    for (const auto& [count, start] : directories) {
+        if (count > n / 46)
+            throw damaged("central directory",
+                          "declares " + std::to_string(count) + " entries in a file of " + std::to_string(n) + " bytes");
+        uint64_t pos = start;
+        for (uint64_t k = 0; k < count; ++k) {
+            if (pos > n || n - pos < 46 || u(size_t(pos), 4) != 0x02014b50)
+                throw damaged("central directory",
+                              "entry " + std::to_string(k) + " of " + std::to_string(count) + " is not where the directory says");
+            const size_t at = size_t(pos);
+            uint64_t sizes[2] = {u(at + 24, 4), u(at + 20, 4)};  // uncompressed, compressed
+            const size_t name = size_t(u(at + 28, 2)), extra = size_t(u(at + 30, 2)), comment = size_t(u(at + 32, 2));
+            if (n - at - 46 < name + extra + comment)
+                throw damaged("central directory", "entry " + std::to_string(k) + " runs past the end of the file");
+            const size_t extra_end = at + 46 + name + extra;
+            for (size_t e = at + 46 + name; e + 4 <= extra_end;) {  // zip64 sizes, in the order the spec gives
+                const size_t id = size_t(u(e, 2)), len = size_t(u(e + 2, 2));
+                if (id == 1) {
+                    size_t f = e + 4;
+                    for (auto& s : sizes)
+                        if (s == 0xFFFFFFFFu && f + 8 <= std::min(e + 4 + len, extra_end)) s = u(f, 8), f += 8;
+                }
+                e += 4 + len;
+            }
+            for (const uint64_t s : sizes)
+                if (s > n)
+                    throw InputError(file, std::string(bytes.data() + at + 46, name),
+                                     "record declares " + std::to_string(s) + " bytes in a file of " + std::to_string(n) +
+                                         " (a damaged or hostile archive)");
+            pos += 46 + name + extra + comment;
         }
-        if (size > n)
-            throw InputError(file, std::string(bytes.data() + pos + 46, name), "record declares " + std::to_string(size) +
-                                                                                   " bytes in a file of " + std::to_string(n) +
-                                                                                   " (a damaged or hostile archive)");
-        pos += 46 + name + extra + comment;
     }
 }
 
-std::string shape_of(const at::Tensor& t) { return c10::str(t.sizes()); }
+std::string shape_of(const at::Tensor& t) {
+    return c10::str(t.sizes());
+}
 
 /// a * b, or nullopt on overflow (sizes and strides are checked before they are trusted).
 std::optional<int64_t> mul(int64_t a, int64_t b) {
@@ -191,8 +269,9 @@ void check_tensor_fits(const at::Tensor& t, size_t record_bytes, const std::stri
     const auto& st = t.storage();
     const int64_t storage_bytes = int64_t(st.nbytes());
     if (storage_bytes < 0 || size_t(storage_bytes) > record_bytes)
-        throw InputError(file, field, "declares a storage of " + std::to_string(st.nbytes()) + " bytes, but the file holds " +
-                                          std::to_string(record_bytes) + " for it (a damaged or hand-edited file)");
+        throw InputError(file, field,
+                         "declares a storage of " + std::to_string(st.nbytes()) + " bytes, but the file holds " +
+                             std::to_string(record_bytes) + " for it (a damaged or hand-edited file)");
     const int64_t item = int64_t(t.element_size());
     const auto sizes = t.sizes();
     const auto strides = t.strides();
@@ -215,18 +294,18 @@ void check_tensor_fits(const at::Tensor& t, size_t record_bytes, const std::stri
     const auto end_elems = offset < 0 ? std::nullopt : add(offset, last + 1);
     const auto end_bytes = end_elems ? mul(*end_elems, item) : std::nullopt;
     if (!end_bytes || *end_bytes > storage_bytes)
-        throw InputError(file, field, "shape " + shape_of(t) + " at offset " + std::to_string(offset) +
-                                          " reaches past the end of its stored data (" + std::to_string(storage_bytes / item) +
-                                          " elements); a damaged or hand-edited file");
+        throw InputError(file, field,
+                         "shape " + shape_of(t) + " at offset " + std::to_string(offset) + " reaches past the end of its stored data (" +
+                             std::to_string(storage_bytes / item) + " elements); a damaged or hand-edited file");
     // A tensor may not declare more elements than the file holds for it (stride-0 views saved
     // by torch.save are refused too: they would be materialised at their full size).
     if (numel > storage_bytes / item)
-        throw InputError(file, field, "shape " + shape_of(t) + " declares " + std::to_string(numel) + " elements, but its stored data holds " +
-                                          std::to_string(storage_bytes / item) + "; save a contiguous Tensor (x.contiguous())");
+        throw InputError(file, field,
+                         "shape " + shape_of(t) + " declares " + std::to_string(numel) + " elements, but its stored data holds " +
+                             std::to_string(storage_bytes / item) + "; save a contiguous Tensor (x.contiguous())");
 }
 
-std::shared_ptr<caffe2::serialize::PyTorchStreamReader> open_checked_zip(const std::vector<char>& bytes,
-                                                                        const std::string& file) {
+std::shared_ptr<caffe2::serialize::PyTorchStreamReader> open_checked_zip(const std::vector<char>& bytes, const std::string& file) {
     using caffe2::serialize::PyTorchStreamReader;
     check_declared_sizes(bytes, file);
     auto reader = std::make_shared<PyTorchStreamReader>(std::make_unique<BoundedReader>(bytes));
@@ -234,8 +313,9 @@ std::shared_ptr<caffe2::serialize::PyTorchStreamReader> open_checked_zip(const s
     for (const auto& name : reader->getAllRecords()) {
         const size_t size = reader->getRecordSize(name);
         if (size > bytes.size())
-            throw InputError(file, name, "record declares " + std::to_string(size) + " bytes in a file of " +
-                                             std::to_string(bytes.size()) + " (a damaged or hostile archive)");
+            throw InputError(file, name,
+                             "record declares " + std::to_string(size) + " bytes in a file of " + std::to_string(bytes.size()) +
+                                 " (a damaged or hostile archive)");
     }
     return reader;
 }

@@ -25,8 +25,7 @@ struct PtArchive {
 /// LibTorch's zip reader over `bytes` (which must outlive it), after the central directory's
 /// declared sizes and every record's size were checked against the file. Throws InputError or
 /// c10::Error (not a zip).
-std::shared_ptr<caffe2::serialize::PyTorchStreamReader> open_checked_zip(const std::vector<char>& bytes,
-                                                                        const std::string& file);
+std::shared_ptr<caffe2::serialize::PyTorchStreamReader> open_checked_zip(const std::vector<char>& bytes, const std::string& file);
 /// Unpickles a torch.save zip archive. Throws InputError naming the file.
 PtArchive read_pt_archive(const std::vector<char>& bytes, const std::string& file);
 /// Checks a loaded tensor against the bytes its file holds: storage size, sizes, strides,

@@ -35,8 +35,7 @@ using detail::dtype_of;
 using detail::first_line;
 using detail::parse_device;
 
-RunInputs identify_inputs(const std::string& model_src, const std::string& probes_src, const std::string& device,
-                          uint64_t seed) {
+RunInputs identify_inputs(const std::string& model_src, const std::string& probes_src, const std::string& device, uint64_t seed) {
     RunInputs r;
     r.backend = backend_report(device);
     auto model = detail::load_model(model_src, seed);
@@ -82,9 +81,8 @@ int64_t reset_and_read_hwm(bool reset) {
 }
 
 /// The model and probe set of a measurement, the model on `device` in the spec's mode.
-std::pair<std::unique_ptr<detail::Model>, detail::ProbeSet> load_on(const std::string& model_src,
-                                                                    const std::string& probes_src, uint64_t seed,
-                                                                    const at::Device& device, Mode mode,
+std::pair<std::unique_ptr<detail::Model>, detail::ProbeSet> load_on(const std::string& model_src, const std::string& probes_src,
+                                                                    uint64_t seed, const at::Device& device, Mode mode,
                                                                     const std::string& output) {
     auto model = detail::load_model(model_src, seed, output);
     auto probes = detail::load_probes(probes_src, *model, seed);
@@ -95,8 +93,7 @@ std::pair<std::unique_ptr<detail::Model>, detail::ProbeSet> load_on(const std::s
 
 /// Times `iteration` after spec.warmup untimed ones, spec.repeats times: median, p10, p90 and
 /// the peak memory (see bench_labels for what is measured where).
-BenchFigure time_precision(const std::function<void()>& iteration, const BenchSpec& spec, const at::Device& device,
-                           Precision p) {
+BenchFigure time_precision(const std::function<void()>& iteration, const BenchSpec& spec, const at::Device& device, Precision p) {
     const bool cuda = device.is_cuda();
     for (int i = 0; i < spec.warmup; ++i) iteration();
     if (cuda) torch::cuda::synchronize();
@@ -132,7 +129,8 @@ BenchFigure time_precision(const std::function<void()>& iteration, const BenchSp
 #ifdef AMPSCOPE_HAVE_CUDA_PROPS
     if (cuda)
         f.peak_bytes = int64_t(c10::cuda::CUDACachingAllocator::getDeviceStats(device.index())
-                                   .allocated_bytes[size_t(c10::CachingAllocator::StatType::AGGREGATE)].peak);
+                                   .allocated_bytes[size_t(c10::CachingAllocator::StatType::AGGREGATE)]
+                                   .peak);
 #endif
     return f;
 }
@@ -140,20 +138,34 @@ BenchFigure time_precision(const std::function<void()>& iteration, const BenchSp
 /// The labels (or else targets) of the first b probe samples, on the device (training steps).
 std::pair<at::Tensor, at::Tensor> batch_truth(const detail::ProbeSet& probes, int64_t b, const at::Device& device) {
     at::Tensor labels, targets;
-    if (!probes.labels.empty()) labels = at::tensor(std::vector<int64_t>(probes.labels.begin(), probes.labels.begin() + b)).to(device);
+    if (!probes.labels.empty())
+        labels = at::tensor(std::vector<int64_t>(probes.labels.begin(), probes.labels.begin() + b)).to(device);
     else if (!probes.targets.empty())
         targets = at::tensor(std::vector<float>(probes.targets.begin(), probes.targets.begin() + b * probes.target_width))
-                      .reshape({b, probes.target_width}).to(device);
+                      .reshape({b, probes.target_width})
+                      .to(device);
     return {labels, targets};
+}
+
+void check_bench_spec(const BenchSpec& spec) {
+    if (spec.repeats < 3) throw InputError("--repeats", "", "expected an integer >= 3");
+    if (spec.warmup < 0) throw InputError("--warmup", "", "expected an integer >= 0");
+    if (spec.batch_size < 1) throw InputError("--batch-size", "", "expected an integer >= 1");
+}
+
+/// Speed-up and memory ratio of every precision against the FP32 figures (the first).
+void relative_to_fp32(std::vector<BenchFigure>& figures) {
+    for (auto& f : figures) {
+        f.speedup = figures[0].median_ms / f.median_ms;
+        f.memory_ratio = figures[0].peak_bytes > 0 ? double(f.peak_bytes) / double(figures[0].peak_bytes) : 1.0;
+    }
 }
 
 }  // namespace
 
 BenchResult run_benchmark(const BenchSpec& spec) {
     using namespace detail;
-    if (spec.repeats < 3) throw InputError("--repeats", "", "expected an integer >= 3");
-    if (spec.warmup < 0) throw InputError("--warmup", "", "expected an integer >= 0");
-    if (spec.batch_size < 1) throw InputError("--batch-size", "", "expected an integer >= 1");
+    check_bench_spec(spec);
     BenchResult res;
     res.backend = backend_report(spec.device);
     const at::Device device = parse_device(res.backend.device);
@@ -180,7 +192,8 @@ BenchResult run_benchmark(const BenchSpec& spec) {
     if (spec.train && probes.labels.empty() && probes.targets.empty())
         throw InputError(spec.probes, "labels", "--train needs labels or targets in the probe set");
     std::vector<Precision> all = {Precision::Fp32};
-    for (auto p : spec.precisions) if (p != Precision::Fp32) all.push_back(p);
+    for (auto p : spec.precisions)
+        if (p != Precision::Fp32) all.push_back(p);
     std::optional<at::NoGradGuard> ng;
     if (!spec.train) ng.emplace();
     const auto truth = batch_truth(probes, b, device);  // labels, or else targets
@@ -223,18 +236,14 @@ BenchResult run_benchmark(const BenchSpec& spec) {
         };
         res.figures.push_back(time_precision(iteration, spec, device, p));
     }
-    for (auto& f : res.figures) {
-        f.speedup = res.figures[0].median_ms / f.median_ms;
-        f.memory_ratio = res.figures[0].peak_bytes > 0 ? double(f.peak_bytes) / double(res.figures[0].peak_bytes) : 1.0;
-    }
+    relative_to_fp32(res.figures);
     return res;
 }
 
 OpsReport op_coverage(const RunSpec& spec) {
     using namespace detail;
     OpsReport rep;
-    if (spec.precisions.empty() || spec.precisions[0] == Precision::Fp32)
-        throw InputError("--precision", "", "expected fp16 or bf16");
+    if (spec.precisions.empty() || spec.precisions[0] == Precision::Fp32) throw InputError("--precision", "", "expected fp16 or bf16");
     rep.precision = spec.precisions[0];
     rep.model = spec.model;
     rep.backend = backend_report(spec.device);
@@ -308,6 +317,5 @@ OpsReport op_coverage(const RunSpec& spec) {
     }
     return rep;
 }
-
 
 }  // namespace ampscope

@@ -5,6 +5,8 @@
 
 #include <ATen/ATen.h>
 
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,9 +33,14 @@ struct PassOptions {
     /// When given: set to true if the model changed its input tensors in place (each pass
     /// gets its own copies, so this only warns).
     bool* inputs_mutated = nullptr;
+    /// The advisor's sensitivity passes: autocast only inside this module (everything else in
+    /// FP32), and the outputs of these modules captured (needs inspect).
+    std::optional<std::string> amp_only;
+    std::vector<std::string> capture_modules;
+    std::map<std::string, std::vector<at::Tensor>>* module_outputs = nullptr;
 };
 
-PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& device, const PassOptions& o,
-                    ProgressObserver* progress, bool first_pass);
+PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& device, const PassOptions& o, ProgressObserver* progress,
+                    bool first_pass);
 
 }  // namespace ampscope::detail

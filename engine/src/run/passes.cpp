@@ -29,6 +29,7 @@
 #include "inspect/gpu/device_notes.h"
 #include "inspect/observer.h"
 #include "precision/precision.h"
+#include "run/comparison.h"
 #include "run/pass.h"
 
 namespace ampscope {
@@ -54,9 +55,11 @@ at::Device parse_device(const std::string& d) {
     if (m[1] == "cpu") return at::Device(at::kCPU);
     const int idx = m[3].matched ? std::stoi(m[3]) : 0;
     if (!torch::cuda::is_available())
-        throw InputError("--device", "", "'" + d + "' requested, but no CUDA (or ROCm) device is available on this machine; use --device cpu");
+        throw InputError("--device", "",
+                         "'" + d + "' requested, but no CUDA (or ROCm) device is available on this machine; use --device cpu");
     if (idx >= int(torch::cuda::device_count()))
-        throw InputError("--device", "", "'" + d + "' requested, but only " + std::to_string(torch::cuda::device_count()) + " CUDA device(s) exist");
+        throw InputError("--device", "",
+                         "'" + d + "' requested, but only " + std::to_string(torch::cuda::device_count()) + " CUDA device(s) exist");
     return at::Device(at::kCUDA, c10::DeviceIndex(idx));
 }
 
@@ -64,8 +67,8 @@ namespace {
 
 /// What the model did when its forward threw, as the error the user sees: out of memory
 /// (runtime, 3), the model's own exception (3), or its inputs refused on the first batch (2).
-std::exception_ptr forward_error(const std::exception& err, const Model& model, const ProbeSet& probes,
-                                 const std::string& stage, bool first_batch, int64_t rows) {
+std::exception_ptr forward_error(const std::exception& err, const Model& model, const ProbeSet& probes, const std::string& stage,
+                                 bool first_batch, int64_t rows) {
     if (dynamic_cast<const ModelError*>(&err) || dynamic_cast<const InputError*>(&err)) return std::current_exception();
     const auto* c10err = dynamic_cast<const c10::Error*>(&err);
     const std::string full = c10err ? c10err->what_without_backtrace() : err.what();
@@ -73,16 +76,16 @@ std::exception_ptr forward_error(const std::exception& err, const Model& model, 
     if (dynamic_cast<const c10::OutOfMemoryError*>(&err) || dynamic_cast<const std::bad_alloc*>(&err) ||
         full.find("not enough memory") != std::string::npos || full.find("out of memory") != std::string::npos ||
         full.find("can't allocate memory") != std::string::npos)
-        return std::make_exception_ptr(ModelError("out of memory in " + stage + " (batch of " + std::to_string(rows) +
-                                                  "); try a smaller --batch-size: " + msg));
+        return std::make_exception_ptr(
+            ModelError("out of memory in " + stage + " (batch of " + std::to_string(rows) + "); try a smaller --batch-size: " + msg));
     if (dynamic_cast<const torch::jit::JITException*>(&err))
         return std::make_exception_ptr(ModelError("the model " + model.info.source + " raised an exception in " + stage + ": " + msg));
     if (first_batch && model.info.kind == "torchscript") {
         std::string shapes;
         for (const auto& t : probes.inputs) shapes += (shapes.empty() ? "" : ", ") + c10::str(t.sizes());
-        return std::make_exception_ptr(InputError(probes.info.source, "inputs",
-                                                  "the model " + model.info.source + " failed on inputs of shape " + shapes +
-                                                      " (is that the input it expects?): " + msg));
+        return std::make_exception_ptr(InputError(
+            probes.info.source, "inputs",
+            "the model " + model.info.source + " failed on inputs of shape " + shapes + " (is that the input it expects?): " + msg));
     }
     return std::make_exception_ptr(ModelError(stage + " failed: " + msg));
 }
@@ -121,11 +124,10 @@ void note_mutation(const std::vector<at::Tensor>& in, const std::vector<at::Tens
 /// The model's output of one batch, checked, as [rows, scores] float32 (left on its device).
 at::Tensor batch_scores(const at::Tensor& y, int64_t rows, const Model& model) {
     if (y.dim() == 0 || y.size(0) != rows)
-        throw ModelError("the model's output has shape " + c10::str(y.sizes()) + "; expected a batch dimension of " +
-                         std::to_string(rows));
+        throw ModelError("the model's output has shape " + c10::str(y.sizes()) + "; expected a batch dimension of " + std::to_string(rows));
     if (y.numel() == 0)
-        throw InputError(model.info.source, "outputs", "the model returned no scores (shape " + c10::str(y.sizes()) +
-                                                           "); expected at least one score per sample");
+        throw InputError(model.info.source, "outputs",
+                         "the model returned no scores (shape " + c10::str(y.sizes()) + "); expected at least one score per sample");
     return y.detach().to(at::kFloat).reshape({rows, -1});
 }
 
@@ -179,8 +181,8 @@ std::string cpu_name() {
 
 }  // namespace
 
-PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& device, const PassOptions& o,
-                    ProgressObserver* progress, bool first_pass) {
+PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& device, const PassOptions& o, ProgressObserver* progress,
+                    bool first_pass) {
     PassResult r;
     r.precision = o.precision;
     r.keep_fp32 = o.keep_fp32;
@@ -191,10 +193,12 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
     torch::manual_seed(o.seed);  // same RNG stream (dropout) for every pass
     at::NoGradGuard no_grad;
     PassScope pass_scope(device.type(), o.precision == Precision::Fp32 ? std::vector<std::string>{} : o.keep_fp32, o.inspect);
+    if (o.precision != Precision::Fp32) pass_scope.context().amp_only = o.amp_only;
     std::unique_ptr<OpObserver> observer;
     if (o.inspect) observer = std::make_unique<OpObserver>(n);
+    if (observer && o.module_outputs) observer->capture_module_outputs(o.capture_modules);
     std::vector<at::Tensor> outs, originals;  // scores stay on the device until the pass ends
-    at::Tensor mutated;  // device flag: the model wrote into an input
+    at::Tensor mutated;                       // device flag: the model wrote into an input
     const int64_t bs = model.fixed_batch > 0 ? model.fixed_batch : std::max(1, o.batch_size);
     for (int64_t b = 0; b < n; b += bs) {
         if (progress) {
@@ -229,6 +233,7 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
     for (int64_t i = 0; i < n; ++i)
         if (nf[i]) r.nonfinite_samples.push_back(probes.samples[size_t(i)].id);
     if (observer) {
+        if (o.module_outputs) *o.module_outputs = observer->take_module_outputs();
         r.layers = observer->layers();
         r.origin = forward_origin(r.layers, observer->row_origin(), probes);
     }
@@ -239,12 +244,14 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
 /// Labels and targets against the scores the model really gives (known after a forward).
 void check_outputs_fit(const ProbeSet& probes, const std::string& file, int num_outputs) {
     if (!probes.targets.empty() && probes.target_width != num_outputs)
-        throw InputError(file, "targets", "has " + std::to_string(probes.target_width) + " values per sample; the model gives " +
-                                              std::to_string(num_outputs));
+        throw InputError(
+            file, "targets",
+            "has " + std::to_string(probes.target_width) + " values per sample; the model gives " + std::to_string(num_outputs));
     for (size_t i = 0; i < probes.labels.size(); ++i)
         if (probes.labels[i] >= num_outputs)
-            throw InputError(file, "labels", "label " + std::to_string(probes.labels[i]) + " of sample '" + probes.samples[i].id +
-                                                 "' is out of range; the model gives " + std::to_string(num_outputs) + " scores");
+            throw InputError(file, "labels",
+                             "label " + std::to_string(probes.labels[i]) + " of sample '" + probes.samples[i].id +
+                                 "' is out of range; the model gives " + std::to_string(num_outputs) + " scores");
 }
 
 namespace {
@@ -272,7 +279,9 @@ void validate_criteria(const Criteria& c) {
 
 namespace detail {
 
-bool statistics_on_device(const std::string& kind, const std::string& built) { return kind == "cpu" || kind == built; }
+bool statistics_on_device(const std::string& kind, const std::string& built) {
+    return kind == "cpu" || kind == built;
+}
 
 std::string device_statistics_note(const std::string& kind, const std::string& built) {
     if (kind == "cpu") return "op statistics: the fused CPU kernel, on the host";
@@ -282,7 +291,8 @@ std::string device_statistics_note(const std::string& kind, const std::string& b
     return "op statistics: this build has no " + api + " statistics kernel (" +
            (kind == "hip" ? "built without hipcc for a ROCm LibTorch" : "built without nvcc") +
            "): with inspection on, every op output is copied to the host (one synchronisation per op); "
-           "--no-inspect avoids it, a build with " + (kind == "hip" ? "hipcc" : "the CUDA toolkit") + " keeps them on the device";
+           "--no-inspect avoids it, a build with " +
+           (kind == "hip" ? "hipcc" : "the CUDA toolkit") + " keeps them on the device";
 }
 
 std::string host_statistics_warning(const std::string& kind, const std::string& built, bool inspect) {
@@ -346,184 +356,172 @@ BackendReport backend_report(const std::string& device) {
     }
     if (at::detail::getCUDAHooks().hasCUDA() || at::hasCUDA()) {
         const long v = at::detail::getCUDAHooks().versionCUDART();
-        if (at::detail::getCUDAHooks().hasROCM()) b.hip_version = std::to_string(v);
-        else b.cuda_version = std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
-        if (at::detail::getCUDAHooks().hasCuDNN())
-            b.cudnn_version = std::to_string(at::detail::getCUDAHooks().versionCuDNN());
+        if (at::detail::getCUDAHooks().hasROCM())
+            b.hip_version = std::to_string(v);
+        else
+            b.cuda_version = std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+        if (at::detail::getCUDAHooks().hasCuDNN()) b.cudnn_version = std::to_string(at::detail::getCUDAHooks().versionCuDNN());
     }
     return b;
 }
 
 namespace detail {
-namespace {
 
-/// A comparison run in its phases: criteria fixed, backend, inputs, the FP32 reference
-/// (checked before it is trusted), then each AMP pass compared with it.
-struct ComparisonRun {
-    const RunSpec& spec;
-    RunSink* sink;
-    ProgressObserver* progress;
-    RunResult res;
-    std::unique_ptr<Model> model;
-    ProbeSet probes;
-    at::Device device = at::Device(at::kCPU);
-    std::optional<Origin> input_origin;
+void ComparisonRun::stage(const char* name) {
+    if (progress) progress->progress(name, 0, 1);
+}
 
-    void stage(const char* name) {
-        if (progress) progress->progress(name, 0, 1);
+void ComparisonRun::fix_criteria() {
+    res.run_id = make_uuid();
+    res.tool_version = version();
+    res.spec = spec;
+    validate_criteria(spec.criteria);
+    res.criteria = spec.criteria;
+    res.criteria.fixed_at = now_iso8601();
+    res.started_at = res.criteria.fixed_at;
+    if (spec.precisions.empty()) throw InputError("--precision", "", "no AMP precision given; expected fp16 and/or bf16");
+    for (auto p : spec.precisions)
+        if (p == Precision::Fp32) throw InputError("--precision", "", "fp32 is the reference and always runs; expected fp16 and/or bf16");
+    if (spec.batch_size < 1) throw InputError("--batch-size", "", "expected an integer >= 1");
+}
+
+void ComparisonRun::choose_backend() {
+    stage("backend");
+    res.backend = backend_report(spec.device);
+    device = parse_device(res.backend.device);
+    if (auto w = host_statistics_warning(res.backend.kind, device_statistics_platform(), spec.inspect); !w.empty())
+        res.warnings.push_back(std::move(w));
+    for (auto p : spec.precisions)
+        if (p == Precision::Bf16 && !res.backend.bf16_supported)
+            throw InputError("--precision", "",
+                             "bf16 requested, but " + res.backend.device + " (" + res.backend.name +
+                                 ") has no bf16 support (needs compute capability >= 8.0 or a ROCm GPU)");
+}
+
+void ComparisonRun::load_inputs() {
+    stage("load model");
+    model = load_model(spec.model, spec.seed, spec.criteria.output);
+    check_fp32_regions(*model, spec.keep_fp32);
+    stage("load probes");
+    probes = load_probes(spec.probes, *model, spec.seed);
+    model->to_device(device);
+    res.criteria.output = model->output_name;  // recorded as resolved, with the criteria
+    res.model = model->info;
+    res.model.mode = to_string(spec.mode);
+    res.warnings.insert(res.warnings.end(), model->warnings.begin(), model->warnings.end());
+    if (model->fixed_batch > 0 && model->fixed_batch != spec.batch_size)
+        res.warnings.push_back("the model was exported with a static batch of " + std::to_string(model->fixed_batch) +
+                               ": passes run in batches of that size (the last one padded in eval mode), not --batch-size " +
+                               std::to_string(spec.batch_size));
+    res.probes = probes.info;
+    res.samples = probes.samples;
+    res.labels = probes.labels;
+    res.targets = probes.targets;
+    auto& c = res.criteria;
+    if (!c.quality_metric_set && !probes.targets.empty()) c.quality_metric = QualityMetric::Mse;
+    if (c.quality_metric_set) {
+        const bool acc = c.quality_metric == QualityMetric::Accuracy;
+        if (acc && probes.labels.empty()) throw InputError(spec.probes, "labels", "quality_metric accuracy needs labels in the probe set");
+        if (!acc && probes.targets.empty())
+            throw InputError(spec.probes, "targets", "quality_metric " + to_string(c.quality_metric) + " needs targets in the probe set");
     }
-
-    /// Criteria first: validated and fixed (timestamped) before anything runs.
-    void fix_criteria() {
-        res.run_id = make_uuid();
-        res.tool_version = version();
-        res.spec = spec;
-        validate_criteria(spec.criteria);
-        res.criteria = spec.criteria;
-        res.criteria.fixed_at = now_iso8601();
-        res.started_at = res.criteria.fixed_at;
-        if (spec.precisions.empty()) throw InputError("--precision", "", "no AMP precision given; expected fp16 and/or bf16");
-        for (auto p : spec.precisions)
-            if (p == Precision::Fp32) throw InputError("--precision", "", "fp32 is the reference and always runs; expected fp16 and/or bf16");
-        if (spec.batch_size < 1) throw InputError("--batch-size", "", "expected an integer >= 1");
+    // Probe inputs themselves non-finite: stage "input".
+    for (const auto& t : probes.inputs) {
+        const auto rows = t.reshape({t.size(0), -1}).isfinite().logical_not().any(1).contiguous();
+        const bool* r = rows.data_ptr<bool>();
+        for (int64_t i = 0; i < t.size(0); ++i)
+            if (r[i]) {
+                if (!input_origin) input_origin = Origin{"input", "", "", -1, {}, {}};
+                input_origin->samples.push_back(probes.samples[size_t(i)].id);
+            }
     }
+}
 
-    void choose_backend() {
-        stage("backend");
-        res.backend = backend_report(spec.device);
-        device = parse_device(res.backend.device);
-        if (auto w = host_statistics_warning(res.backend.kind, device_statistics_platform(), spec.inspect); !w.empty())
-            res.warnings.push_back(std::move(w));
-        for (auto p : spec.precisions)
-            if (p == Precision::Bf16 && !res.backend.bf16_supported)
-                throw InputError("--precision", "", "bf16 requested, but " + res.backend.device + " (" + res.backend.name +
-                                                        ") has no bf16 support (needs compute capability >= 8.0 or a ROCm GPU)");
+PassOptions ComparisonRun::options() const {
+    PassOptions o;
+    o.train = spec.mode == Mode::Train;
+    o.seed = spec.seed;
+    o.batch_size = spec.batch_size;
+    o.inspect = spec.inspect;
+    return o;
+}
+
+PassResult ComparisonRun::pass(PassOptions o, bool first) {
+    PassResult p = run_pass(*model, probes, device, o, progress, first);
+    if (input_origin) p.origin = input_origin;
+    p.quality = quality(p, Truth{probes.labels, probes.targets}, res.criteria);
+    return p;
+}
+
+bool ComparisonRun::reference(PassResult& ref) {
+    bool mutated = false;
+    PassOptions o = options();
+    o.inputs_mutated = &mutated;
+    if (module_outputs) {
+        o.inspect = true;
+        o.capture_modules = capture_modules;
+        o.module_outputs = module_outputs;
     }
+    ref = pass(o, true);
+    if (mutated)
+        res.warnings.push_back(
+            "the model changes its input tensors in place; every pass was given its own copy of "
+            "the probes, but the model's outputs may depend on that side effect");
+    check_outputs_fit(probes, spec.probes, ref.num_outputs);
+    for (size_t i = 0; i < res.criteria.heads.size(); ++i)
+        if (res.criteria.heads[i].end > ref.num_outputs)
+            throw InputError("criteria", "heads[" + std::to_string(i) + "]",
+                             "end " + std::to_string(res.criteria.heads[i].end) + " exceeds the model's " +
+                                 std::to_string(ref.num_outputs) + " outputs");
+    res.passes.push_back(ref);
+    if (sink) sink->pass_finished(ref);
+    if (ref.nonfinite_samples.empty()) return true;
+    res.verdict = Verdict::InvalidReference;
+    res.warnings.push_back("the FP32 reference is not finite for " + std::to_string(ref.nonfinite_samples.size()) +
+                           " samples; AMP passes were not run against a broken reference");
+    return false;
+}
 
-    void load_inputs() {
-        stage("load model");
-        model = load_model(spec.model, spec.seed, spec.criteria.output);
-        check_fp32_regions(*model, spec.keep_fp32);
-        stage("load probes");
-        probes = load_probes(spec.probes, *model, spec.seed);
-        model->to_device(device);
-        res.criteria.output = model->output_name;  // recorded as resolved, with the criteria
-        res.model = model->info;
-        res.model.mode = to_string(spec.mode);
-        res.warnings.insert(res.warnings.end(), model->warnings.begin(), model->warnings.end());
-        if (model->fixed_batch > 0 && model->fixed_batch != spec.batch_size)
-            res.warnings.push_back("the model was exported with a static batch of " + std::to_string(model->fixed_batch) +
-                                   ": passes run in batches of that size (the last one padded in eval mode), not --batch-size " +
-                                   std::to_string(spec.batch_size));
-        res.probes = probes.info;
-        res.samples = probes.samples;
-        res.labels = probes.labels;
-        res.targets = probes.targets;
-        auto& c = res.criteria;
-        if (!c.quality_metric_set && !probes.targets.empty()) c.quality_metric = QualityMetric::Mse;
-        if (c.quality_metric_set) {
-            const bool acc = c.quality_metric == QualityMetric::Accuracy;
-            if (acc && probes.labels.empty())
-                throw InputError(spec.probes, "labels", "quality_metric accuracy needs labels in the probe set");
-            if (!acc && probes.targets.empty())
-                throw InputError(spec.probes, "targets", "quality_metric " + to_string(c.quality_metric) + " needs targets in the probe set");
-        }
-        // Probe inputs themselves non-finite: stage "input".
-        for (const auto& t : probes.inputs) {
-            const auto rows = t.reshape({t.size(0), -1}).isfinite().logical_not().any(1).contiguous();
-            const bool* r = rows.data_ptr<bool>();
-            for (int64_t i = 0; i < t.size(0); ++i)
-                if (r[i]) {
-                    if (!input_origin) input_origin = Origin{"input", "", "", -1, {}, {}};
-                    input_origin->samples.push_back(probes.samples[size_t(i)].id);
-                }
-        }
+void ComparisonRun::amp_passes(const PassResult& ref) {
+    PassOptions o = options();
+    o.keep_fp32 = spec.keep_fp32;
+    bool all_ok = true;
+    for (auto p : spec.precisions) {
+        o.precision = p;
+        PassResult amp = pass(o, false);
+        res.passes.push_back(amp);
+        if (sink) sink->pass_finished(amp);
+        auto cmp = compare(ref, amp, probes.samples, Truth{probes.labels, probes.targets}, res.criteria);
+        all_ok = all_ok && cmp.verdict == Verdict::Accepted;
+        res.comparisons.push_back(cmp);
+        if (sink) sink->comparison_finished(cmp);
     }
+    res.verdict = all_ok ? Verdict::Accepted : Verdict::Rejected;
+}
 
-    PassOptions options() const {
-        PassOptions o;
-        o.train = spec.mode == Mode::Train;
-        o.seed = spec.seed;
-        o.batch_size = spec.batch_size;
-        o.inspect = spec.inspect;
-        return o;
+RunResult ComparisonRun::run() {
+    fix_criteria();
+    choose_backend();
+    load_inputs();
+    if (sink) sink->run_started(res);
+    try {
+        PassResult ref;
+        if (reference(ref)) amp_passes(ref);
+    } catch (const Cancelled& e) {
+        if (sink) sink->run_failed("cancelled", e.what());
+        throw;
+    } catch (const std::exception& e) {
+        if (sink) sink->run_failed("failed", e.what());
+        throw;
     }
-
-    PassResult pass(PassOptions o, bool first) {
-        PassResult p = run_pass(*model, probes, device, o, progress, first);
-        if (input_origin) p.origin = input_origin;
-        p.quality = quality(p, Truth{probes.labels, probes.targets}, res.criteria);
-        return p;
-    }
-
-    /// The FP32 reference; false when it is not finite (invalid_reference).
-    bool reference(PassResult& ref) {
-        bool mutated = false;
-        PassOptions o = options();
-        o.inputs_mutated = &mutated;
-        ref = pass(o, true);
-        if (mutated)
-            res.warnings.push_back("the model changes its input tensors in place; every pass was given its own copy of "
-                                   "the probes, but the model's outputs may depend on that side effect");
-        check_outputs_fit(probes, spec.probes, ref.num_outputs);
-        for (size_t i = 0; i < res.criteria.heads.size(); ++i)
-            if (res.criteria.heads[i].end > ref.num_outputs)
-                throw InputError("criteria", "heads[" + std::to_string(i) + "]",
-                                 "end " + std::to_string(res.criteria.heads[i].end) + " exceeds the model's " +
-                                     std::to_string(ref.num_outputs) + " outputs");
-        res.passes.push_back(ref);
-        if (sink) sink->pass_finished(ref);
-        if (ref.nonfinite_samples.empty()) return true;
-        res.verdict = Verdict::InvalidReference;
-        res.warnings.push_back("the FP32 reference is not finite for " + std::to_string(ref.nonfinite_samples.size()) +
-                               " samples; AMP passes were not run against a broken reference");
-        return false;
-    }
-
-    /// AMP passes, each compared with the same reference.
-    void amp_passes(const PassResult& ref) {
-        PassOptions o = options();
-        o.keep_fp32 = spec.keep_fp32;
-        bool all_ok = true;
-        for (auto p : spec.precisions) {
-            o.precision = p;
-            PassResult amp = pass(o, false);
-            res.passes.push_back(amp);
-            if (sink) sink->pass_finished(amp);
-            auto cmp = compare(ref, amp, probes.samples, Truth{probes.labels, probes.targets}, res.criteria);
-            all_ok = all_ok && cmp.verdict == Verdict::Accepted;
-            res.comparisons.push_back(cmp);
-            if (sink) sink->comparison_finished(cmp);
-        }
-        res.verdict = all_ok ? Verdict::Accepted : Verdict::Rejected;
-    }
-
-    RunResult run() {
-        fix_criteria();
-        choose_backend();
-        load_inputs();
-        if (sink) sink->run_started(res);
-        try {
-            PassResult ref;
-            if (reference(ref)) amp_passes(ref);
-        } catch (const Cancelled& e) {
-            if (sink) sink->run_failed("cancelled", e.what());
-            throw;
-        } catch (const std::exception& e) {
-            if (sink) sink->run_failed("failed", e.what());
-            throw;
-        }
-        res.finished_at = now_iso8601();
-        if (sink) sink->run_finished(res);
-        return std::move(res);
-    }
-};
-
-}  // namespace
+    res.finished_at = now_iso8601();
+    if (sink) sink->run_finished(res);
+    return std::move(res);
+}
 }  // namespace detail
 
 RunResult run_comparison(const RunSpec& spec, RunSink* sink, ProgressObserver* progress) {
-    detail::ComparisonRun run{spec, sink, progress, {}, {}, {}, at::Device(at::kCPU), std::nullopt};
+    detail::ComparisonRun run(spec, sink, progress);
     return run.run();
 }
 

@@ -16,8 +16,8 @@ std::string policy_string(const TrainSpec& s) {
     return to_string(s.precision) + (s.autocast ? "+autocast" : "") + (s.scaler.enabled ? "+scaler" : "") + "|" + k;
 }
 
-void save_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler,
-                     const Position& pos, const std::string& weights_hash, const at::Device& device) {
+void save_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler, const Position& pos,
+                     const std::string& weights_hash, const at::Device& device) {
     const int step = pos.step, effective = pos.effective;
     torch::serialize::OutputArchive ar;
     ar.write("ampscope.format", c10::IValue(std::string("ampscope-checkpoint-2")));
@@ -51,8 +51,7 @@ void save_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Sid
     std::filesystem::rename(tmp, path);
 }
 
-Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler,
-                        const at::Device& device) {
+Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler, const at::Device& device) {
     torch::serialize::InputArchive ar;
     try {
         ar.load_from(path);
@@ -73,10 +72,12 @@ Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, 
             const std::string key = (side == &ref ? "ref.buffer." : "amp.buffer.") + name;
             at::Tensor t;
             if (!ar.try_read(key, t))
-                throw InputError(path, key, format == "ampscope-checkpoint-1"
-                                                ? "missing: checkpoints of this format did not keep buffers (e.g. BatchNorm statistics); resuming would not continue the run faithfully"
-                                                : "missing: the checkpoint is for another model than " + s.model);
-            if (t.sizes() != buf.sizes()) throw InputError(path, key, "has shape " + c10::str(t.sizes()) + "; the model's is " + c10::str(buf.sizes()));
+                throw InputError(path, key,
+                                 format == "ampscope-checkpoint-1" ? "missing: checkpoints of this format did not keep buffers (e.g. "
+                                                                     "BatchNorm statistics); resuming would not continue the run faithfully"
+                                                                   : "missing: the checkpoint is for another model than " + s.model);
+            if (t.sizes() != buf.sizes())
+                throw InputError(path, key, "has shape " + c10::str(t.sizes()) + "; the model's is " + c10::str(buf.sizes()));
             torch::NoGradGuard ng;
             buf.copy_(t);
         }
@@ -87,8 +88,9 @@ Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, 
             if (!ar.try_read(prefix + side->names[i], t))
                 throw InputError(path, prefix + side->names[i], "missing: the checkpoint is for another model than " + s.model);
             if (t.sizes() != side->params[i].sizes())
-                throw InputError(path, prefix + side->names[i], "has shape " + c10::str(t.sizes()) + "; the model's is " +
-                                                                    c10::str(side->params[i].sizes()) + " (another model?)");
+                throw InputError(
+                    path, prefix + side->names[i],
+                    "has shape " + c10::str(t.sizes()) + "; the model's is " + c10::str(side->params[i].sizes()) + " (another model?)");
             torch::NoGradGuard ng;
             side->params[i].copy_(t);
         }

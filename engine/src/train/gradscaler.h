@@ -83,5 +83,4 @@ struct GradScaler::Impl {
     }
 };
 
-
 }  // namespace ampscope

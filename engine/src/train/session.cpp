@@ -33,12 +33,16 @@ GradScaler::GradScaler(const std::string& device, ScalerOptions o) : d_(std::mak
 GradScaler::~GradScaler() = default;
 GradScaler::GradScaler(GradScaler&&) noexcept = default;
 GradScaler& GradScaler::operator=(GradScaler&&) noexcept = default;
-bool GradScaler::enabled() const { return d_->o.enabled; }
+bool GradScaler::enabled() const {
+    return d_->o.enabled;
+}
 double GradScaler::get_scale() const {
     if (!d_->o.enabled) return 1.0;
     return d_->scale.defined() ? d_->scale.item<double>() : d_->o.init_scale;
 }
-int GradScaler::growth_tracker() const { return d_->tracker.defined() ? d_->tracker.item<int>() : d_->init_tracker; }
+int GradScaler::growth_tracker() const {
+    return d_->tracker.defined() ? d_->tracker.item<int>() : d_->init_tracker;
+}
 ScalerState GradScaler::state_dict() const {
     return {get_scale(), d_->o.growth_factor, d_->o.backoff_factor, d_->o.growth_interval, growth_tracker()};
 }
@@ -58,14 +62,15 @@ void GradScaler::load_state_dict(const ScalerState& s) {
 namespace {
 
 using detail::Model;
-using train_parts::Side;
 using train_parts::load_checkpoint;
 using train_parts::policy_string;
 using train_parts::save_checkpoint;
+using train_parts::Side;
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainSpec& s, const std::vector<at::Tensor>& params) {
     if (s.optimizer == "sgd")
-        return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(s.lr).momentum(s.momentum).weight_decay(s.weight_decay));
+        return std::make_unique<torch::optim::SGD>(params,
+                                                   torch::optim::SGDOptions(s.lr).momentum(s.momentum).weight_decay(s.weight_decay));
     if (s.optimizer == "adam")
         return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(s.lr).weight_decay(s.weight_decay));
     if (s.optimizer == "adamw")
@@ -143,8 +148,8 @@ bool reference_broken(const Side& ref) {
 void validate_spec(const TrainSpec& s) {
     auto finite_at_least = [](double v, double lo, bool strict, const char* flag) {
         if (!std::isfinite(v) || (strict ? !(v > lo) : !(v >= lo)))
-            throw InputError(flag, "", std::string("expected a finite number ") + (strict ? "> " : ">= ") + c10::str(lo) +
-                                           ", got " + c10::str(v));
+            throw InputError(flag, "",
+                             std::string("expected a finite number ") + (strict ? "> " : ">= ") + c10::str(lo) + ", got " + c10::str(v));
     };
     if (s.steps < 1) throw InputError("--steps", "", "expected an integer >= 1");
     if (s.batch_size < 1) throw InputError("--batch-size", "", "expected an integer >= 1");
@@ -157,8 +162,9 @@ void validate_spec(const TrainSpec& s) {
     finite_at_least(s.scaler.init_scale, 0, true, "--init-scale");
     finite_at_least(s.scaler.growth_factor, 1, true, "--growth-factor");
     if (!std::isfinite(s.scaler.backoff_factor) || !(s.scaler.backoff_factor > 0 && s.scaler.backoff_factor < 1))
-        throw InputError("--backoff-factor", "", "expected a number in (0, 1) (torch.amp.GradScaler asserts backoff_factor < 1), got " +
-                                                     c10::str(s.scaler.backoff_factor));
+        throw InputError(
+            "--backoff-factor", "",
+            "expected a number in (0, 1) (torch.amp.GradScaler asserts backoff_factor < 1), got " + c10::str(s.scaler.backoff_factor));
     if (s.scaler.growth_interval < 1) throw InputError("--growth-interval", "", "expected an integer >= 1");
     if (s.checkpoint_every < 0) throw InputError("--checkpoint-every", "", "expected an integer >= 0 (0 = no checkpoints)");
     if (s.lr_schedule != "constant" && s.lr_schedule != "cosine")
@@ -166,9 +172,10 @@ void validate_spec(const TrainSpec& s) {
     if (s.checkpoint_every > 0) {
         std::error_code ec;
         if (!std::filesystem::is_directory(s.checkpoint_dir, ec))
-            throw InputError(s.checkpoint_dir, "--checkpoint-dir", std::filesystem::exists(s.checkpoint_dir, ec)
-                                                                      ? "is not a directory; expected a directory for checkpoints"
-                                                                      : "does not exist; expected an existing directory for checkpoints");
+            throw InputError(s.checkpoint_dir, "--checkpoint-dir",
+                             std::filesystem::exists(s.checkpoint_dir, ec)
+                                 ? "is not a directory; expected a directory for checkpoints"
+                                 : "does not exist; expected an existing directory for checkpoints");
         if (::access(s.checkpoint_dir.c_str(), W_OK) != 0)
             throw InputError(s.checkpoint_dir, "--checkpoint-dir", "is not writable; expected a directory checkpoints can be written to");
     }
@@ -190,8 +197,8 @@ struct StateSnapshot {
 
 /// The AMP side's forward and loss inside the autocast region (PyTorch's recipe: the backward
 /// runs outside it). Returns {output, loss / accumulate}.
-std::pair<at::Tensor, at::Tensor> amp_forward_loss(Side& amp, const std::vector<at::Tensor>& in, const detail::ProbeSet& data,
-                                                   int64_t b, int64_t e, const TrainSpec& s, const at::Device& device) {
+std::pair<at::Tensor, at::Tensor> amp_forward_loss(Side& amp, const std::vector<at::Tensor>& in, const detail::ProbeSet& data, int64_t b,
+                                                   int64_t e, const TrainSpec& s, const at::Device& device) {
     detail::AutocastGuard guard(device.type(), s.autocast ? s.precision : Precision::Fp32);
     auto out = amp.model->forward(in);
     auto loss = loss_of(s, out, data, b, e, device) / double(s.accumulate);
@@ -206,8 +213,7 @@ struct MicroBatch {
 
 /// Re-runs the step's AMP forward passes (same seeds, weights and FP32 regions; no grad) with
 /// the observer, before the step changes any weight, and names where NaN/Inf is born.
-std::optional<Origin> forward_origin(Side& amp, const std::vector<MicroBatch>& micro, const TrainSpec& s,
-                                     const at::Device& device) {
+std::optional<Origin> forward_origin(Side& amp, const std::vector<MicroBatch>& micro, const TrainSpec& s, const at::Device& device) {
     StateSnapshot snap(*amp.model);
     at::NoGradGuard ng;
     for (const auto& mb : micro) {
@@ -229,8 +235,8 @@ std::optional<Origin> forward_origin(Side& amp, const std::vector<MicroBatch>& m
 /// Re-runs the step's AMP micro-batches (same seeds, same weights, same loss scale) with the
 /// backward probe, and names the first backward op that turns finite gradients non-finite.
 /// Gradients are returned by autograd::grad, not accumulated: the step's own are untouched.
-std::optional<Origin> backward_origin(Side& amp, const std::vector<MicroBatch>& micro, const detail::ProbeSet& data,
-                                      const TrainSpec& s, const at::Device& device, GradScaler& scaler) {
+std::optional<Origin> backward_origin(Side& amp, const std::vector<MicroBatch>& micro, const detail::ProbeSet& data, const TrainSpec& s,
+                                      const at::Device& device, GradScaler& scaler) {
     StateSnapshot snap(*amp.model);
     for (const auto& mb : micro) {
         detail::BackwardProbe probe;
@@ -389,9 +395,12 @@ struct Session {
         rec.grad_underflow = int64_t(h[kUnderflow]);
         const bool grads_nonfinite = !std::isfinite(rec.grad_norm);
         rec.found_inf = h[kFound] != 0;
-        if (h[kOutBad] != 0) rec.nonfinite_stage = "forward";
-        else if (h[kLossBad] != 0) rec.nonfinite_stage = "loss";
-        else if (rec.found_inf || grads_nonfinite) rec.nonfinite_stage = "gradient";
+        if (h[kOutBad] != 0)
+            rec.nonfinite_stage = "forward";
+        else if (h[kLossBad] != 0)
+            rec.nonfinite_stage = "loss";
+        else if (rec.found_inf || grads_nonfinite)
+            rec.nonfinite_stage = "gradient";
         if (rec.nonfinite_stage == "loss")
             rec.origin = Origin{"loss", "", s.loss == "ce" ? "aten::cross_entropy_loss" : "aten::mse_loss", -1, {}, {}};
     }
@@ -399,8 +408,10 @@ struct Session {
     /// Where values went non-finite: re-runs before the step changes any weight (guards on).
     void diagnose(Pending& p, const std::vector<MicroBatch>& micro_batches) {
         TrainStep& rec = p.rec;
-        if (rec.nonfinite_stage == "forward") rec.origin = forward_origin(amp, micro_batches, s, device);
-        else if (rec.nonfinite_stage == "gradient") rec.origin = backward_origin(amp, micro_batches, data, s, device, scaler);
+        if (rec.nonfinite_stage == "forward")
+            rec.origin = forward_origin(amp, micro_batches, s, device);
+        else if (rec.nonfinite_stage == "gradient")
+            rec.origin = backward_origin(amp, micro_batches, data, s, device, scaler);
         if (rec.nonfinite_stage == "gradient" && !rec.origin) {
             // No answer from the probe: the parameter nearest the output whose gradient is
             // non-finite (backward runs in reverse). Reads only on this rare path.
@@ -422,8 +433,8 @@ struct Session {
         rec.growth_tracker = int(tracker);
         if (!reference_invalid && (!std::isfinite(rec.loss_ref) || (std::isnan(rec.divergence) && reference_broken(ref)))) {
             reference_invalid = true;
-            res.warnings.push_back("invalid_reference: the FP32 reference is not finite from step " + std::to_string(rec.step) +
-                                   " (loss " + c10::str(rec.loss_ref) + "); its divergence is reported as nan, not judged");
+            res.warnings.push_back("invalid_reference: the FP32 reference is not finite from step " + std::to_string(rec.step) + " (loss " +
+                                   c10::str(rec.loss_ref) + "); its divergence is reported as nan, not judged");
         }
         res.steps.push_back(rec);
         if (sink) sink->step_finished(rec);
@@ -524,8 +535,8 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
     // Batches in file order, restarting after a short last batch: the cursor of a resumed
     // run is where the uninterrupted run would be (or what the checkpoint recorded).
     const int64_t per_epoch = (n + s.batch_size - 1) / s.batch_size;
-    ss.cursor = resumed_cursor >= 0 && resumed_cursor < n ? resumed_cursor
-                                                           : (int64_t(start_step) * s.accumulate % per_epoch) * s.batch_size;
+    ss.cursor =
+        resumed_cursor >= 0 && resumed_cursor < n ? resumed_cursor : (int64_t(start_step) * s.accumulate % per_epoch) * s.batch_size;
     try {
         for (int step = start_step; step < s.steps; ++step) {
             if (progress) {
@@ -535,7 +546,8 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
             ss.run_step(step, start_step);
             if (s.checkpoint_every > 0 && (step + 1) % s.checkpoint_every == 0) {
                 const auto path = (std::filesystem::path(s.checkpoint_dir) /
-                                   ("ampscope-" + res.run_id.substr(0, 8) + "-step" + std::to_string(step + 1) + ".ckpt")).string();
+                                   ("ampscope-" + res.run_id.substr(0, 8) + "-step" + std::to_string(step + 1) + ".ckpt"))
+                                      .string();
                 save_checkpoint(path, s, ref, amp, scaler, {step + 1, ss.effective, ss.cursor}, weights_hash, device);
                 res.checkpoints.push_back(path);
                 if (sink) sink->checkpoint_written(path, step + 1);

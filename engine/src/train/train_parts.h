@@ -42,11 +42,10 @@ std::string policy_string(const TrainSpec& s);
 
 /// Both models (parameters and buffers), both optimizers, the scaler, RNG (CPU, and CUDA on a
 /// GPU), counters, data cursor and policy; written to PATH.partial and renamed.
-void save_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler,
-                     const Position& pos, const std::string& weights_hash, const at::Device& device);
+void save_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler, const Position& pos,
+                     const std::string& weights_hash, const at::Device& device);
 
 /// Restores what save_checkpoint wrote; InputError naming the file and key.
-Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler,
-                        const at::Device& device);
+Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler, const at::Device& device);
 
 }  // namespace ampscope::train_parts

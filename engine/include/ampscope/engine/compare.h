@@ -33,15 +33,13 @@ struct Truth {
 
 /// Quality of one pass's outputs under the criteria's metric; nullopt when the metric has
 /// no ground truth to use.
-std::optional<double> quality(const PassResult& pass, const Truth& truth,
-                              const Criteria& criteria, int* worst_sample = nullptr);
+std::optional<double> quality(const PassResult& pass, const Truth& truth, const Criteria& criteria, int* worst_sample = nullptr);
 
 /// Whether the run is a classifier (decisions and flips are meaningful).
 bool is_classifier(int num_outputs, const Truth& truth);
 
 /// Compares `amp` against `ref` (same samples, same outputs) under fixed criteria.
-Comparison compare(const PassResult& ref, const PassResult& amp,
-                   const std::vector<SampleInfo>& samples, const Truth& truth,
+Comparison compare(const PassResult& ref, const PassResult& amp, const std::vector<SampleInfo>& samples, const Truth& truth,
                    const Criteria& criteria);
 
 }  // namespace ampscope

@@ -13,15 +13,16 @@ namespace ampscope {
 class InputError : public std::runtime_error {
 public:
     InputError(std::string file, std::string field, std::string expected)
-        : std::runtime_error(compose(file, field, expected)), file_(std::move(file)),
-          field_(std::move(field)), expected_(std::move(expected)) {}
+        : std::runtime_error(compose(file, field, expected)),
+          file_(std::move(file)),
+          field_(std::move(field)),
+          expected_(std::move(expected)) {}
     const std::string& file() const { return file_; }
     const std::string& field() const { return field_; }
     const std::string& expected() const { return expected_; }
 
 private:
-    static std::string compose(const std::string& file, const std::string& field,
-                               const std::string& expected) {
+    static std::string compose(const std::string& file, const std::string& field, const std::string& expected) {
         std::string s = file.empty() ? std::string() : file;
         if (!field.empty()) s += (s.empty() ? "" : ": ") + std::string("field '") + field + "'";
         return s + (s.empty() ? "" : ": ") + expected;

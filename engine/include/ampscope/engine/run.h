@@ -19,13 +19,15 @@ struct RunSpec {
     std::string model = "demo:transformer";  ///< "demo:NAME", a TorchScript file or a torch.export program
     std::string probes = "demo";             ///< "demo" or a .pt / .csv file
     std::vector<Precision> precisions = {Precision::Fp16, Precision::Bf16};
-    std::string device;                      ///< "" = cuda when available, else cpu
+    std::string device;  ///< "" = cuda when available, else cpu
     Mode mode = Mode::Eval;
     Criteria criteria;
-    std::vector<std::string> keep_fp32;      ///< module-path globs run without autocast
+    std::vector<std::string> keep_fp32;  ///< module-path globs run without autocast
     uint64_t seed = 0;
     int batch_size = 64;
-    bool inspect = true;                     ///< per-op statistics and origins
+    bool inspect = true;  ///< per-op statistics and origins
+    /// The run this one verifies (ampscope-cli advise: the rejected run whose FP32 set it checks).
+    std::string advised_from;
 };
 
 struct ModelInfo {
@@ -60,10 +62,10 @@ struct RunResult {
     ModelInfo model;
     ProbeInfo probes;
     std::vector<SampleInfo> samples;
-    std::vector<int64_t> labels;   ///< empty when none
-    std::vector<float> targets;    ///< empty when none
-    std::vector<PassResult> passes;        ///< passes[0] is the FP32 reference
-    std::vector<Comparison> comparisons;   ///< one per AMP pass
+    std::vector<int64_t> labels;          ///< empty when none
+    std::vector<float> targets;           ///< empty when none
+    std::vector<PassResult> passes;       ///< passes[0] is the FP32 reference
+    std::vector<Comparison> comparisons;  ///< one per AMP pass
     std::vector<std::string> warnings;
 };
 
@@ -78,7 +80,8 @@ public:
     virtual void run_finished(const RunResult& result) { (void)result; }
     /// status: "failed" or "cancelled".
     virtual void run_failed(const std::string& status, const std::string& message) {
-        (void)status; (void)message;
+        (void)status;
+        (void)message;
     }
 };
 
@@ -88,7 +91,9 @@ public:
     virtual ~ProgressObserver() = default;
     /// stage: e.g. "load model", "pass fp16"; done/total in that stage's units.
     virtual void progress(const std::string& stage, int done, int total) {
-        (void)stage; (void)done; (void)total;
+        (void)stage;
+        (void)done;
+        (void)total;
     }
     virtual bool cancel_requested() const { return cancel.load(std::memory_order_relaxed); }
     std::atomic<bool> cancel{false};
@@ -97,8 +102,7 @@ public:
 /// Runs the FP32 reference and the AMP passes of `spec` and compares them.
 /// Throws InputError, ModelError, BackendError or Cancelled; the sink has been told
 /// (run_failed) before the exception leaves, when the run had started.
-RunResult run_comparison(const RunSpec& spec, RunSink* sink = nullptr,
-                         ProgressObserver* progress = nullptr);
+RunResult run_comparison(const RunSpec& spec, RunSink* sink = nullptr, ProgressObserver* progress = nullptr);
 
 /// Operator coverage of a model for a device and AMP dtype (`ampscope-cli ops`).
 struct OpCoverage {
@@ -146,9 +150,9 @@ struct BenchSpec {
 struct BenchFigure {
     Precision precision = Precision::Fp32;
     double median_ms = 0, p10_ms = 0, p90_ms = 0;
-    int64_t peak_bytes = 0;       ///< peak resident memory (CPU) or allocator peak (CUDA) during the timed loop
-    double speedup = 1.0;         ///< FP32 median / this median
-    double memory_ratio = 1.0;    ///< this peak / FP32 peak
+    int64_t peak_bytes = 0;     ///< peak resident memory (CPU) or allocator peak (CUDA) during the timed loop
+    double speedup = 1.0;       ///< FP32 median / this median
+    double memory_ratio = 1.0;  ///< this peak / FP32 peak
 };
 
 struct BenchResult {
@@ -156,9 +160,9 @@ struct BenchResult {
     ModelInfo model;
     ProbeInfo probes;
     int batch = 0;
-    bool train = false;           ///< training steps rather than forwards
-    std::string timer;            ///< how time was taken
-    std::string memory;           ///< how memory was taken
+    bool train = false;                ///< training steps rather than forwards
+    std::string timer;                 ///< how time was taken
+    std::string memory;                ///< how memory was taken
     std::vector<BenchFigure> figures;  ///< figures[0] is FP32
     /// The FP32 regions the timed AMP passes ran with: spec.keep_fp32 once the benchmark applies
     /// them. The CLI records no benchmark whose regions differ from the asked ones.

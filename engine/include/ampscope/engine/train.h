@@ -42,7 +42,7 @@ public:
     GradScaler(GradScaler&&) noexcept;
     GradScaler& operator=(GradScaler&&) noexcept;
     bool enabled() const;
-    double get_scale() const;   ///< 1.0 when disabled, as PyTorch
+    double get_scale() const;  ///< 1.0 when disabled, as PyTorch
     int growth_tracker() const;
     ScalerState state_dict() const;
     void load_state_dict(const ScalerState& s);
@@ -61,40 +61,40 @@ struct TrainSpec {
     std::string output;         ///< the output the loss reads (as Criteria::output)
     int steps = 50;             ///< optimizer iterations
     int batch_size = 16;
-    std::string loss;           ///< "ce" | "mse" | "" (ce with labels, mse with targets)
+    std::string loss;               ///< "ce" | "mse" | "" (ce with labels, mse with targets)
     std::string optimizer = "sgd";  ///< sgd | adam | adamw
     double lr = 0.05, momentum = 0.0, weight_decay = 0.0;
     Precision precision = Precision::Fp16;
-    bool autocast = true;       ///< false: FP32 compute (isolation "scaler only")
-    ScalerOptions scaler;       ///< scaler.enabled false: isolation "autocast only"
-    double clip_grad_norm = 0;  ///< 0 = off; applied after unscale_
-    int accumulate = 1;         ///< micro-batches per optimizer step
+    bool autocast = true;                  ///< false: FP32 compute (isolation "scaler only")
+    ScalerOptions scaler;                  ///< scaler.enabled false: isolation "autocast only"
+    double clip_grad_norm = 0;             ///< 0 = off; applied after unscale_
+    int accumulate = 1;                    ///< micro-batches per optimizer step
     std::string lr_schedule = "constant";  ///< constant | cosine
-    bool lr_per_iteration = false;  ///< schedule follows iterations instead of effective updates
+    bool lr_per_iteration = false;         ///< schedule follows iterations instead of effective updates
     int checkpoint_every = 0;
     std::string checkpoint_dir = ".";
-    std::string resume;         ///< checkpoint file to resume from
+    std::string resume;  ///< checkpoint file to resume from
     std::vector<std::string> keep_fp32;
     uint64_t seed = 0;
     std::string device;
-    bool guards = true;         ///< per-step finiteness checks and origins (intrusive: host syncs)
+    bool guards = true;  ///< per-step finiteness checks and origins (intrusive: host syncs)
 };
 
 struct TrainStep {
     int step = 0;
     double loss_ref = 0, loss_amp = 0;
-    double scale = 1.0;          ///< the scale this step's loss was multiplied by
+    double scale = 1.0;  ///< the scale this step's loss was multiplied by
     bool found_inf = false, skipped = false;
-    int effective_updates = 0;   ///< after this step
-    double grad_norm = 0;        ///< of the unscaled AMP gradients (inf/nan when not finite)
+    int effective_updates = 0;  ///< after this step
+    double grad_norm = 0;       ///< of the unscaled AMP gradients (inf/nan when not finite)
     double lr = 0;
-    double divergence = 0;       ///< ||w_amp - w_ref|| / ||w_ref||
+    double divergence = 0;  ///< ||w_amp - w_ref|| / ||w_ref||
     /// Gradient elements lost to underflow: zero in the AMP gradient (after unscaling) where
     /// the FP32 reference's is not (guards on; -1 when not measured).
     int64_t grad_underflow = -1;
     /// GradScaler's growth tracker after this step's update (-1 without a scaler).
     int growth_tracker = -1;
-    std::string nonfinite_stage; ///< "" | forward | loss | gradient
+    std::string nonfinite_stage;  ///< "" | forward | loss | gradient
     std::optional<Origin> origin;
 };
 
@@ -119,9 +119,15 @@ public:
     virtual ~TrainSink() = default;
     virtual void train_started(const TrainResult& header) { (void)header; }
     virtual void step_finished(const TrainStep& s) { (void)s; }
-    virtual void checkpoint_written(const std::string& path, int step) { (void)path; (void)step; }
+    virtual void checkpoint_written(const std::string& path, int step) {
+        (void)path;
+        (void)step;
+    }
     virtual void train_finished(const TrainResult& r) { (void)r; }
-    virtual void train_failed(const std::string& status, const std::string& message) { (void)status; (void)message; }
+    virtual void train_failed(const std::string& status, const std::string& message) {
+        (void)status;
+        (void)message;
+    }
 };
 
 TrainResult run_training(const TrainSpec& spec, TrainSink* sink = nullptr, ProgressObserver* progress = nullptr);

@@ -33,8 +33,8 @@ std::optional<QualityMetric> parse_quality_metric(const std::string& s);
 /// A slice of the output vector with its own tolerances (e.g. logits vs a box head).
 struct HeadTolerance {
     std::string name;
-    int begin = 0;   ///< first score index
-    int end = 0;     ///< one past the last score index
+    int begin = 0;  ///< first score index
+    int end = 0;    ///< one past the last score index
     double atol = 1e-3;
     double rtol = 1e-2;
 };
@@ -63,10 +63,10 @@ struct BackendReport {
     std::string device = "cpu";  ///< "cpu" or "cuda:N"
     std::string kind = "cpu";    ///< "cpu" | "cuda" | "hip" (ROCm still calls the device cuda)
     std::string torch_version;
-    std::string cuda_version;   ///< empty when not a CUDA build / not used
+    std::string cuda_version;  ///< empty when not a CUDA build / not used
     std::string cudnn_version;
     std::string hip_version;
-    std::string name;           ///< CPU model or GPU name
+    std::string name;  ///< CPU model or GPU name
     std::string compute_capability;
     bool cuda_available = false;
     int cuda_device_count = 0;
@@ -98,20 +98,21 @@ struct TensorStats {
 
 /// One observed op output in a pass.
 struct LayerStat {
-    int index = 0;          ///< execution index within one forward
-    std::string module;     ///< dotted path as Python's named_modules() gives ("" = root)
-    std::string op;         ///< ATen op name, e.g. "aten::linear"
-    std::string dtype;      ///< output dtype ("float16", ...)
+    int index = 0;               ///< execution index within one forward
+    std::string module;          ///< dotted path as Python's named_modules() gives ("" = root)
+    std::string op;              ///< ATen op name, e.g. "aten::linear"
+    std::string dtype;           ///< output dtype ("float16", ...)
     std::vector<int64_t> shape;  ///< output shape of the first batch
     bool inputs_finite = true;   ///< all floating inputs finite, for every batch
     bool origin = false;         ///< non-finite born here (inputs finite, output not)
     bool autocast = false;       ///< autocast was enabled when the op ran
+    double flops = 0;            ///< floating-point operations, summed over batches (see observer.cpp)
     TensorStats stats;
 };
 
 /// Where non-finite values were born.
 struct Origin {
-    std::string stage;   ///< "input" | "forward" | "loss" | "backward"
+    std::string stage;  ///< "input" | "forward" | "loss" | "backward"
     std::string module;
     std::string op;
     int index = -1;
@@ -128,7 +129,7 @@ struct PassResult {
     std::vector<std::string> nonfinite_samples;  ///< ids with any non-finite score
     std::optional<Origin> origin;
     std::optional<double> quality;
-    std::vector<LayerStat> layers;               ///< empty unless inspection was on
+    std::vector<LayerStat> layers;  ///< empty unless inspection was on
     double seconds = 0;
 };
 

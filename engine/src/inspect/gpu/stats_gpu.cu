@@ -30,9 +30,12 @@ __device__ __forceinline__ unsigned half_bits_to_float_bits(unsigned short h) {
     unsigned exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
     if (exp == 0x1fu) return sign | 0x7f800000u | (mant << 13);  // inf / nan
     if (exp == 0) {
-        if (mant == 0) return sign;                                  // +-0
-        int e = -1;                                                  // subnormal: normalise
-        do { mant <<= 1; ++e; } while ((mant & 0x400u) == 0);
+        if (mant == 0) return sign;  // +-0
+        int e = -1;                  // subnormal: normalise
+        do {
+            mant <<= 1;
+            ++e;
+        } while ((mant & 0x400u) == 0);
         mant &= 0x3ffu;
         return sign | unsigned(127 - 15 - e) << 23 | (mant << 13);
     }
@@ -61,13 +64,22 @@ __global__ void stats_kernel(const void* data, DType dt, long long n, long long 
         const bool fin = ab < kExpMask, nz = fin && ab != 0;
         ++cnt;
         if (!fin) {
-            if (ab > kExpMask) ++nan; else if (b >> 31) ++ninf; else ++pinf;
+            if (ab > kExpMask)
+                ++nan;
+            else if (b >> 31)
+                ++ninf;
+            else
+                ++pinf;
             if (row_nonfinite) atomicAdd(row_nonfinite + i / row_len, 1ull);
             continue;
         }
         zeros += ab == 0;
-        ho += ab > kFp16MaxBits; hs += nz && ab < kFp16MinNormalBits; hu += nz && ab < kFp16MinSubBits;
-        bo += ab > kBf16MaxBits; bs += nz && ab < kBf16MinNormalBits; bu += nz && ab < kBf16MinSubBits;
+        ho += ab > kFp16MaxBits;
+        hs += nz && ab < kFp16MinNormalBits;
+        hu += nz && ab < kFp16MinSubBits;
+        bo += ab > kBf16MaxBits;
+        bs += nz && ab < kBf16MinNormalBits;
+        bu += nz && ab < kBf16MinSubBits;
         const unsigned k = b ^ (unsigned(int(b) >> 31) | 0x80000000u);
         mnk = min(mnk, k);
         mxk = max(mxk, k);
@@ -77,36 +89,60 @@ __global__ void stats_kernel(const void* data, DType dt, long long n, long long 
         sum += x;
         sumsq += x * x;
     }
-    atomicAdd(&s.count, cnt); atomicAdd(&s.nan, nan); atomicAdd(&s.posinf, pinf); atomicAdd(&s.neginf, ninf);
-    atomicAdd(&s.zeros, zeros); atomicAdd(&s.h_over, ho); atomicAdd(&s.h_sub, hs); atomicAdd(&s.h_under, hu);
-    atomicAdd(&s.b_over, bo); atomicAdd(&s.b_sub, bs); atomicAdd(&s.b_under, bu);
-    atomicMin(&s.min_key, mnk); atomicMax(&s.max_key, mxk); atomicMax(&s.amax_bits, amax); atomicMin(&s.minnz_bits, minnz);
-    atomicAdd(&s.sum, sum); atomicAdd(&s.sumsq, sumsq);
+    atomicAdd(&s.count, cnt);
+    atomicAdd(&s.nan, nan);
+    atomicAdd(&s.posinf, pinf);
+    atomicAdd(&s.neginf, ninf);
+    atomicAdd(&s.zeros, zeros);
+    atomicAdd(&s.h_over, ho);
+    atomicAdd(&s.h_sub, hs);
+    atomicAdd(&s.h_under, hu);
+    atomicAdd(&s.b_over, bo);
+    atomicAdd(&s.b_sub, bs);
+    atomicAdd(&s.b_under, bu);
+    atomicMin(&s.min_key, mnk);
+    atomicMax(&s.max_key, mxk);
+    atomicMax(&s.amax_bits, amax);
+    atomicMin(&s.minnz_bits, minnz);
+    atomicAdd(&s.sum, sum);
+    atomicAdd(&s.sumsq, sumsq);
     __syncthreads();
     if (threadIdx.x == 0) {
-        atomicAdd(&out->count, s.count); atomicAdd(&out->nan, s.nan); atomicAdd(&out->posinf, s.posinf);
-        atomicAdd(&out->neginf, s.neginf); atomicAdd(&out->zeros, s.zeros); atomicAdd(&out->h_over, s.h_over);
-        atomicAdd(&out->h_sub, s.h_sub); atomicAdd(&out->h_under, s.h_under); atomicAdd(&out->b_over, s.b_over);
-        atomicAdd(&out->b_sub, s.b_sub); atomicAdd(&out->b_under, s.b_under);
-        atomicMin(&out->min_key, s.min_key); atomicMax(&out->max_key, s.max_key);
-        atomicMax(&out->amax_bits, s.amax_bits); atomicMin(&out->minnz_bits, s.minnz_bits);
-        atomicAdd(&out->sum, s.sum); atomicAdd(&out->sumsq, s.sumsq);
+        atomicAdd(&out->count, s.count);
+        atomicAdd(&out->nan, s.nan);
+        atomicAdd(&out->posinf, s.posinf);
+        atomicAdd(&out->neginf, s.neginf);
+        atomicAdd(&out->zeros, s.zeros);
+        atomicAdd(&out->h_over, s.h_over);
+        atomicAdd(&out->h_sub, s.h_sub);
+        atomicAdd(&out->h_under, s.h_under);
+        atomicAdd(&out->b_over, s.b_over);
+        atomicAdd(&out->b_sub, s.b_sub);
+        atomicAdd(&out->b_under, s.b_under);
+        atomicMin(&out->min_key, s.min_key);
+        atomicMax(&out->max_key, s.max_key);
+        atomicMax(&out->amax_bits, s.amax_bits);
+        atomicMin(&out->minnz_bits, s.minnz_bits);
+        atomicAdd(&out->sum, s.sum);
+        atomicAdd(&out->sumsq, s.sumsq);
     }
 }
 
 }  // namespace
 
-DeviceStats empty_stats() { return DeviceStats{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xffffffffu, 0u, 0u, kExpMask, 0.0, 0.0}; }
+DeviceStats empty_stats() {
+    return DeviceStats{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xffffffffu, 0u, 0u, kExpMask, 0.0, 0.0};
+}
 
-int launch_stats(const void* data, DType dtype, int64_t n, int64_t rows, DeviceStats* out,
-                 unsigned long long* row_nonfinite, void* stream) {
+int launch_stats(const void* data, DType dtype, int64_t n, int64_t rows, DeviceStats* out, unsigned long long* row_nonfinite,
+                 void* stream) {
     if (n <= 0) return 0;
     const int threads = 256;
     long long blocks = (n + threads - 1) / threads;
     if (blocks > 2048) blocks = 2048;  // grid-stride beyond this
     const long long row_len = rows > 0 ? n / rows : n;
-    stats_kernel<<<unsigned(blocks), threads, 0, static_cast<gpuStream_t>(stream)>>>(data, dtype, n, row_len > 0 ? row_len : 1,
-                                                                                   out, rows > 0 ? row_nonfinite : nullptr);
+    stats_kernel<<<unsigned(blocks), threads, 0, static_cast<gpuStream_t>(stream)>>>(data, dtype, n, row_len > 0 ? row_len : 1, out,
+                                                                                     rows > 0 ? row_nonfinite : nullptr);
     return int(gpuGetLastError());
 }
 

@@ -125,8 +125,8 @@ public:
     void set_review(const std::string& uuid, const std::string& status, const std::string& by);
     void delete_run(const std::string& uuid);
     /// Inserts a complete run (import/export); false when the UUID is already present.
-    bool insert_run(const RunResult& r, const std::string& status, const std::string& error,
-                    const std::vector<Annotation>& notes, const Review& review);
+    bool insert_run(const RunResult& r, const std::string& status, const std::string& error, const std::vector<Annotation>& notes,
+                    const Review& review);
 
 private:
     void open_checked(bool init_foreign);

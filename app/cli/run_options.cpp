@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: MIT
+// The options that fix a run, shared by `run` and `advise`.
+#include "run_options.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "ampscope/engine/errors.h"
+#include "ampscope/storage/json_io.h"
+#include "checks.h"
+#include "common.h"
+
+namespace ampscope::cli {
+
+namespace {
+
+/// The criteria flags; they override the keys of a --criteria file.
+void add_criteria_options(CLI::App* run, RunOptions& o) {
+    run->add_option("--criteria", o.criteria_file, "criteria JSON file; flags below override its keys");
+    run->add_option("--atol", o.atol, "absolute tolerance per score (default 1e-3)")->check(checks::Number(0));
+    run->add_option("--rtol", o.rtol, "relative tolerance per score (default 1e-2)")->check(checks::Number(0));
+    run->add_option("--tie-tolerance", o.tie_tol, "scores within this of the maximum count as tied (default 0)")->check(checks::Number(0));
+    run->add_option("--tie-rule", o.tie_rule, "lowest-index | abstain")->check(CLI::IsMember({"lowest-index", "abstain"}));
+    run->add_option("--max-flips", o.max_flips, "decision flips allowed (default 0)")->check(checks::Integer(0));
+    run->add_option("--quality-metric", o.quality_metric, "accuracy | mse | max_abs_error")
+        ->check(CLI::IsMember({"accuracy", "mse", "max_abs_error"}));
+    run->add_option("--quality-threshold", o.qthresh, "accuracy: at least this; mse, max_abs_error: at most this")->check(checks::Finite());
+    run->add_flag("--allow-nonfinite", o.allow_nonfinite, "do not reject a pass for non-finite outputs");
+}
+
+}  // namespace
+
+void add_spec_options(CLI::App* run, RunOptions& o, bool model_required) {
+    auto& spec = o.spec;
+    auto* model = run->add_option("--model", spec.model,
+                                  "demo:NAME (transformer, mlp, regressor), a TorchScript file or a torch.export program (.pt2)");
+    if (model_required) model->required();
+    run->add_option("--output", o.output,
+                    "the output compared, for torch.export programs with several outputs: a name from its output tree (e.g. cls) or an "
+                    "index; default: the first tensor output");
+    auto* probes = run->add_option("--probes", spec.probes, "'demo' (the demo model's built-in set) or a .pt / .csv probe file");
+    if (model_required) probes->required();
+    run->add_option("--precision", o.precisions, "AMP passes to run, comma-separated; the FP32 reference always runs")
+        ->default_str("fp16,bf16");
+    run->add_option("--device", spec.device, "cpu | cuda | cuda:N (default: cuda when available, else cpu)")->check(checks::Device());
+    run->add_option("--mode", o.mode, "eval | train, fixed for every pass")->check(CLI::IsMember({"eval", "train"}))->default_str("eval");
+    add_criteria_options(run, o);
+    run->add_option("--seed", spec.seed, "seed for weights of demo models, demo probes and every pass's RNG")
+        ->default_val(0)
+        ->check(checks::Seed());
+    run->add_option("--batch-size", spec.batch_size, "samples per forward")->default_val(64)->check(checks::Integer(1));
+    run->add_option("--db", o.db, kDbHelp)->check(checks::NonEmptyPath());
+    run->add_flag("--init-db", o.init_db, "add ampscope's tables to an existing SQLite file of another application");
+    run->add_flag("--no-db", o.no_db, "do not record the run");
+}
+
+void add_run_options(CLI::App* run, RunOptions& o) {
+    add_spec_options(run, o, true);
+    run->add_option("--keep-fp32", o.spec.keep_fp32, "module-path glob run without autocast (repeatable), e.g. 'blocks.1.*'");
+    run->add_option("--keep-fp32-file", o.keep_fp32_file,
+                    "FP32 regions from a file: the JSON `ampscope-cli advise` writes (its keep_fp32 list) or one glob a line");
+    run->add_option("--json", o.json_path, "write the run result JSON to PATH, or '-' for stdout");
+    run->add_flag("--layers", o.layers, "print the per-layer table (module, op, dtype, absmax, headroom, overflow)");
+    run->add_flag("--outputs", o.outputs, "include per-sample scores and decisions in the JSON");
+    run->add_flag("--no-inspect", o.no_inspect, "skip per-op statistics (faster; no origins)");
+    run->add_flag("-q,--quiet", o.quiet, "no terminal summary");
+}
+
+std::vector<Precision> parse_amp_precisions(const std::string& list) {
+    std::vector<Precision> out;
+    std::stringstream ss(list);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        if (item.empty()) continue;
+        auto p = parse_precision(item);
+        if (!p) throw InputError("--precision", "", "unknown precision '" + item + "'; expected fp16 and/or bf16");
+        out.push_back(*p);
+    }
+    return out;
+}
+
+/// The criteria file, then the flags over it.
+Criteria criteria_of(const RunOptions& o) {
+    Criteria c;
+    if (!o.criteria_file.empty()) c = json::parse_criteria(read_file(o.criteria_file, "--criteria"), o.criteria_file);
+    if (o.atol) c.atol = *o.atol;
+    if (o.rtol) c.rtol = *o.rtol;
+    if (o.tie_tol) c.tie_tolerance = *o.tie_tol;
+    if (!o.tie_rule.empty()) c.tie_rule = *parse_tie_rule(o.tie_rule);
+    if (o.max_flips) c.max_flips = *o.max_flips;
+    if (!o.quality_metric.empty()) {
+        c.quality_metric = *parse_quality_metric(o.quality_metric);
+        c.quality_metric_set = true;
+    }
+    if (o.qthresh) {
+        c.quality_threshold = *o.qthresh;
+        c.quality_threshold_set = true;
+    }
+    if (o.allow_nonfinite) c.allow_nonfinite = true;
+    if (!o.output.empty()) c.output = o.output;
+    return c;
+}
+
+void finish_spec(RunOptions& o) {
+    auto& spec = o.spec;
+    spec.precisions = parse_amp_precisions(o.precisions);
+    spec.mode = o.mode == "train" ? Mode::Train : Mode::Eval;
+    spec.criteria = criteria_of(o);
+    spec.inspect = !o.no_inspect;
+    if (!o.keep_fp32_file.empty()) {
+        const auto regions = read_keep_fp32_file(o.keep_fp32_file);
+        spec.keep_fp32.insert(spec.keep_fp32.end(), regions.begin(), regions.end());
+    }
+}
+
+std::vector<std::string> read_keep_fp32_file(const std::string& path) {
+    const std::string text = read_file(path, "--keep-fp32-file");
+    std::vector<std::string> out;
+    const auto first = text.find_first_not_of(" \t\r\n");
+    if (first != std::string::npos && text[first] == '{') {
+        const auto j = nlohmann::json::parse(text, nullptr, false);
+        if (j.is_discarded() || !j.contains("keep_fp32") || !j["keep_fp32"].is_array())
+            throw InputError(path, "keep_fp32",
+                             "expected a JSON object with a \"keep_fp32\" list of module paths (as ampscope-cli advise writes)");
+        for (const auto& m : j["keep_fp32"]) {
+            if (!m.is_string() || m.get<std::string>().empty())
+                throw InputError(path, "keep_fp32", "expected non-empty module-path strings, found " + m.dump());
+            out.push_back(m.get<std::string>());
+        }
+        return out;
+    }
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+        if (const auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+        const auto b = line.find_first_not_of(" \t\r"), e = line.find_last_not_of(" \t\r");
+        if (b != std::string::npos) out.push_back(line.substr(b, e - b + 1));
+    }
+    if (out.empty()) throw InputError(path, "", "no FP32 region in the file; expected one module-path glob a line or an advise JSON");
+    return out;
+}
+
+}  // namespace ampscope::cli

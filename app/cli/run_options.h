@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+// The options that fix a run (model, probes, precisions, device, mode, criteria, seed, batch,
+// database), shared by `run` and `advise`.
+
+#include <CLI/CLI.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ampscope/engine/run.h"
+
+namespace ampscope::cli {
+
+struct RunOptions {
+    RunSpec spec;
+    std::string precisions = "fp16,bf16", mode = "eval", criteria_file, json_path, db, tie_rule, quality_metric, output, keep_fp32_file;
+    std::optional<double> atol, rtol, tie_tol, qthresh;
+    std::optional<int> max_flips;
+    bool allow_nonfinite = false, layers = false, outputs = false, no_inspect = false, quiet = false;
+    bool no_db = false, init_db = false;
+};
+
+/// Model, probes, precisions, device, mode, criteria flags, seed, batch size and database.
+void add_spec_options(CLI::App* cmd, RunOptions& o, bool model_required);
+/// Everything `run` takes.
+void add_run_options(CLI::App* run, RunOptions& o);
+
+std::vector<Precision> parse_amp_precisions(const std::string& list);
+/// The criteria file, then the flags over it.
+Criteria criteria_of(const RunOptions& o);
+/// The spec the options give: precisions, mode, criteria, inspection, --keep-fp32-file's regions.
+void finish_spec(RunOptions& o);
+/// FP32 regions from a file: an `ampscope-cli advise` JSON (its "keep_fp32" list) or one glob a
+/// line ('#' starts a comment). InputError naming the file otherwise.
+std::vector<std::string> read_keep_fp32_file(const std::string& path);
+
+}  // namespace ampscope::cli

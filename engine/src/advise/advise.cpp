@@ -1,0 +1,327 @@
+// SPDX-License-Identifier: MIT
+// The advisor's passes (advise/, see search.cpp): one FP32 reference with every candidate's
+// output captured, the plain AMP passes (the verdict to fix, origins), one more FP32 pass (can
+// FP32 itself meet the criteria?), a sensitivity pass per candidate and precision (autocast
+// only inside that module, so its inputs are exactly the reference's), then the search, each
+// candidate set checked by real AMP passes against the same reference.
+//
+// Sensitivity is measured the same way for every model format (demo zoo, TorchScript,
+// torch.export): the pass's FP32 regions are inverted, which each format's interpreter applies
+// per op (TorchScript and torch.export per graph node, the demo zoo per module scope), and the
+// module's output is the output of its last op, captured by the op observer. One pass per
+// module and precision; exact, as no op upstream of the module runs under autocast.
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "ampscope/engine/advise.h"
+#include "ampscope/engine/compare.h"
+#include "ampscope/engine/errors.h"
+#include "precision/precision.h"
+#include "run/comparison.h"
+#include "run/pass.h"
+
+namespace ampscope {
+namespace detail {
+namespace {
+
+using Outputs = std::map<std::string, std::vector<at::Tensor>>;
+
+std::string key_of(std::vector<std::string> set) {
+    std::sort(set.begin(), set.end());
+    std::string k;
+    for (const auto& s : set) k += s + '\n';
+    return k;
+}
+
+/// The first criterion a comparison fails ("" when it is accepted).
+const CriterionResult* first_failure(const Comparison& c) {
+    for (const auto& r : c.criteria)
+        if (!r.passed) return &r;
+    return nullptr;
+}
+
+/// SQNR, relative error, overflow and underflow of `amp` against `ref` (same shapes).
+ModuleSensitivity measure(const std::vector<at::Tensor>& ref, const std::vector<at::Tensor>& amp) {
+    ModuleSensitivity s;
+    double signal = 0, noise = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+        const auto r = ref[i].to(at::kDouble), a = amp[i].to(at::kDouble);
+        const auto finite_ref = r.isfinite();
+        s.overflow += (finite_ref & a.isfinite().logical_not()).sum().item<int64_t>();
+        s.underflow += ((r != 0) & (a == 0) & finite_ref).sum().item<int64_t>();
+        s.elements += r.numel();
+        const auto both = finite_ref & a.isfinite();
+        signal += r.masked_select(finite_ref).pow(2).sum().item<double>();
+        noise += (a - r).masked_select(both).pow(2).sum().item<double>();
+    }
+    const double inf = std::numeric_limits<double>::infinity();
+    if (s.overflow > 0) noise = inf;  // a non-finite output is the largest error there is
+    s.rel_error = signal > 0 ? std::sqrt(noise / signal) : (noise > 0 ? inf : 0.0);
+    s.sqnr_db = noise == 0 ? inf : noise == inf ? -inf : 10.0 * std::log10(signal / noise);
+    return s;
+}
+
+class Advisor {
+public:
+    Advisor(const AdviseSpec& spec, ProgressObserver* progress, AdviseResult& res)
+        : spec_(spec), progress_(progress), res_(res), run_(spec.run, nullptr, progress) {}
+
+    void run() {
+        run_.fix_criteria();
+        run_.choose_backend();
+        run_.load_inputs();
+        res_.backend = run_.res.backend;
+        res_.model = run_.res.model;
+        candidates_ = candidate_modules(run_.model->info.modules, spec_.granularity);
+        if (!run_.model->has_module_scopes() || candidates_.empty())
+            throw InputError("--granularity", "",
+                             "the model has no submodules at granularity " + to_string(spec_.granularity) +
+                                 " (expected a model with named submodules, as named_modules() lists them)");
+        if (!reference()) return;
+        if (plain_amp()) return;
+        if (!fp32_meets_criteria()) return;
+        sensitivity();
+        search();
+    }
+
+private:
+    void stage(const char* name, int done, int total) {
+        if (progress_) {
+            if (progress_->cancel_requested()) throw Cancelled();
+            progress_->progress(name, done, total);
+        }
+    }
+
+    void finish(AdviseResult::Outcome o, std::string message) {
+        res_.outcome = o;
+        res_.message = std::move(message);
+    }
+
+    bool reference() {
+        stage("reference", 0, 1);
+        run_.capture_modules = candidates_;
+        run_.module_outputs = &ref_outputs_;
+        const bool ok = run_.reference(ref_);
+        ++res_.passes_used;
+        // Modules with ops of their own outside every candidate (e.g. an attention module's
+        // matmuls around its qkv and proj leaves) are candidates too: else no set could reach them.
+        for (const auto& l : ref_.layers) {
+            const bool covered =
+                std::any_of(candidates_.begin(), candidates_.end(), [&](const std::string& c) { return within(l.module, c); });
+            if (!l.module.empty() && !covered && std::find(owners_.begin(), owners_.end(), l.module) == owners_.end())
+                owners_.push_back(l.module);
+        }
+        if (!ok)
+            finish(AdviseResult::Outcome::InvalidReference,
+                   "the FP32 reference is not finite for " + std::to_string(ref_.nonfinite_samples.size()) +
+                       " samples (first: " + ref_.nonfinite_samples.front() +
+                       "); no FP32 set can be judged against a broken reference: fix the model or the probes first");
+        return ok;
+    }
+
+    PassResult amp_pass(Precision p, const std::vector<std::string>& keep, bool inspect) {
+        PassOptions o = run_.options();
+        o.precision = p;
+        o.keep_fp32 = keep;
+        o.inspect = inspect;
+        ++res_.passes_used;
+        return run_.pass(o, false);
+    }
+
+    Truth truth() const { return Truth{run_.probes.labels, run_.probes.targets}; }
+
+    /// The AMP passes without FP32 regions: the verdict to fix, and where non-finite values are born.
+    bool plain_amp() {
+        std::vector<Comparison> cmps;
+        bool accepted = true;
+        for (auto p : spec_.run.precisions) {
+            stage("amp passes", int(cmps.size()), int(spec_.run.precisions.size()));
+            const PassResult amp = amp_pass(p, {}, true);
+            if (amp.origin && amp.origin->stage == "forward") origins_[p] = amp.origin->module;
+            cmps.push_back(compare(ref_, amp, run_.probes.samples, truth(), run_.res.criteria));
+            accepted = accepted && cmps.back().verdict == Verdict::Accepted;
+        }
+        evaluated_[key_of({})] = cmps;
+        if (accepted) {
+            res_.final_comparisons = cmps;
+            finish(AdviseResult::Outcome::AlreadyAccepted, "the AMP passes already meet the criteria: nothing needs to stay in FP32");
+        }
+        return accepted;
+    }
+
+    /// A second FP32 pass against the reference: criteria FP32 itself cannot meet (a quality
+    /// threshold above the model's own, decisions that change between identical passes).
+    bool fp32_meets_criteria() {
+        stage("fp32 check", 0, 1);
+        PassResult again = run_.pass(run_.options(), false);
+        ++res_.passes_used;
+        const Comparison c = compare(ref_, again, run_.probes.samples, truth(), run_.res.criteria);
+        if (const auto* f = first_failure(c)) {
+            finish(AdviseResult::Outcome::Fp32CannotPass, "FP32 itself does not meet the criteria (" + f->name + ": " + f->detail +
+                                                              "), so no FP32 set can; change the criteria, not the precision");
+            return false;
+        }
+        return true;
+    }
+
+    void sensitivity() {
+        const int total = int(candidates_.size() * spec_.run.precisions.size());
+        int done = 0;
+        for (auto p : spec_.run.precisions)
+            for (size_t i = 0; i < candidates_.size(); ++i) {
+                stage("sensitivity", done++, total);
+                const auto& m = candidates_[i];
+                const auto& ref = ref_outputs_[m];
+                if (ref.empty()) continue;  // never ran on the probes (e.g. an unused branch)
+                PassOptions o = run_.options();
+                o.precision = p;
+                o.inspect = true;
+                o.amp_only = m;
+                o.capture_modules = {m};
+                Outputs out;
+                o.module_outputs = &out;
+                ++res_.passes_used;
+                run_.pass(o, false);
+                const auto& amp = out[m];
+                bool same = amp.size() == ref.size();
+                for (size_t k = 0; same && k < amp.size(); ++k) same = amp[k].sizes() == ref[k].sizes();
+                if (!same) continue;
+                ModuleSensitivity s = measure(ref, amp);
+                s.module = m;
+                s.precision = p;
+                s.order = int(i);
+                s.origin = origins_.count(p) && within(origins_[p], m);
+                res_.sensitivity.push_back(s);
+            }
+        std::stable_sort(res_.sensitivity.begin(), res_.sensitivity.end(), [](const ModuleSensitivity& a, const ModuleSensitivity& b) {
+            if (a.overflow != b.overflow) return a.overflow > b.overflow;
+            return a.sqnr_db < b.sqnr_db;
+        });
+    }
+
+    /// Search order: modules holding an origin first, then by sensitivity (worst first), then
+    /// the rest in execution order.
+    std::vector<std::string> search_order() const {
+        std::vector<std::string> order;
+        auto add = [&](const std::string& m) {
+            if (std::find(order.begin(), order.end(), m) == order.end()) order.push_back(m);
+        };
+        for (const auto& s : res_.sensitivity)
+            if (s.origin) add(s.module);
+        for (const auto& s : res_.sensitivity) add(s.module);
+        for (const auto& m : candidates_) add(m);
+        for (const auto& m : owners_) add(m);
+        return order;
+    }
+
+    /// A set checked by real AMP passes (stops at the first precision that fails).
+    bool passes(const std::vector<std::string>& set) {
+        auto& cmps = evaluated_[key_of(set)];
+        cmps.clear();
+        stage("search", res_.evaluations, res_.evaluations + 1);
+        ++res_.evaluations;
+        for (auto p : spec_.run.precisions) {
+            const PassResult amp = amp_pass(p, set, false);
+            cmps.push_back(compare(ref_, amp, run_.probes.samples, truth(), run_.res.criteria));
+            if (cmps.back().verdict != Verdict::Accepted) return false;
+        }
+        return true;
+    }
+
+    void search() {
+        res_.candidates = search_order();
+        const auto found = minimal_passing_set(res_.candidates, [&](const std::vector<std::string>& s) { return passes(s); });
+        if (!found.found) {
+            const auto& cmps = evaluated_[key_of(res_.candidates)];
+            const auto* f = cmps.empty() ? nullptr : first_failure(cmps.back());
+            finish(AdviseResult::Outcome::WholeModelOnly,
+                   "even with all " + std::to_string(res_.candidates.size()) + " candidate modules (granularity " +
+                       to_string(spec_.granularity) + ", and every module with ops of its own) in FP32 the AMP passes fail" +
+                       (f ? " (" + f->name + ": " + f->detail + ")" : std::string()) +
+                       ": ops outside these modules (the root module's own forward) break the criteria, so only the whole model in "
+                       "FP32 passes");
+            return;
+        }
+        for (const auto& m : run_.model->info.modules)  // named_modules() order
+            if (std::find(found.set.begin(), found.set.end(), m) != found.set.end()) res_.keep_fp32.push_back(m);
+        res_.final_comparisons = evaluated_[key_of(res_.keep_fp32)];
+        explain();
+        shares();
+        finish(AdviseResult::Outcome::Found, std::to_string(res_.keep_fp32.size()) + " module" + (res_.keep_fp32.size() == 1 ? "" : "s") +
+                                                 " kept in FP32 make every AMP pass meet the criteria; dropping any one fails");
+    }
+
+    /// Why each member is needed: the criterion that fails without it.
+    void explain() {
+        for (const auto& m : res_.keep_fp32) {
+            auto without = res_.keep_fp32;
+            without.erase(std::find(without.begin(), without.end(), m));
+            AdviceReason r{m, "tolerance", ""};
+            const auto it = evaluated_.find(key_of(without));
+            const CriterionResult* f = nullptr;
+            Precision p = Precision::Fp16;
+            if (it != evaluated_.end())
+                for (const auto& c : it->second)
+                    if ((f = first_failure(c))) {
+                        p = c.precision;
+                        break;
+                    }
+            const ModuleSensitivity* s = nullptr;
+            for (const auto& x : res_.sensitivity)
+                if (x.module == m && x.precision == p) s = &x;
+            if (f) r.detail = to_string(p) + ": " + f->name + ": " + f->detail;
+            const std::string name = f ? f->name : "";
+            if (s && s->origin && name == "finite_outputs")
+                r.why = "origin";
+            else if (name == "finite_outputs")
+                r.why = s && s->overflow > 0 ? "overflow" : "nonfinite";
+            else if (name == "decision_flips")
+                r.why = "flips";
+            else if (name == "quality")
+                r.why = "quality";
+            res_.reasons.push_back(r);
+        }
+    }
+
+    /// The share of ops and FLOPs the set leaves in FP32 (ops that ran with autocast off).
+    void shares() {
+        stage("shares", 0, 1);
+        const PassResult p = amp_pass(spec_.run.precisions.front(), res_.keep_fp32, true);
+        double ops = 0, fp32_ops = 0, flops = 0, fp32_flops = 0;
+        for (const auto& l : p.layers) {
+            ops += 1;
+            flops += l.flops;
+            if (!l.autocast) fp32_ops += 1, fp32_flops += l.flops;
+        }
+        res_.fp32_share_ops = ops > 0 ? fp32_ops / ops : 0;
+        res_.fp32_share_flops = flops > 0 ? fp32_flops / flops : 0;
+    }
+
+    const AdviseSpec& spec_;
+    ProgressObserver* progress_;
+    AdviseResult& res_;
+    ComparisonRun run_;
+    PassResult ref_;
+    Outputs ref_outputs_;
+    std::vector<std::string> candidates_;
+    std::vector<std::string> owners_;           ///< modules owning ops outside every candidate
+    std::map<Precision, std::string> origins_;  ///< per precision: the module where the plain AMP pass's non-finite values are born
+    std::map<std::string, std::vector<Comparison>> evaluated_;
+};
+
+}  // namespace
+}  // namespace detail
+
+AdviseResult advise(const AdviseSpec& spec, ProgressObserver* progress, AdviseResult* partial) {
+    AdviseResult local;
+    AdviseResult& res = partial ? *partial : local;
+    res = AdviseResult{};
+    detail::Advisor(spec, progress, res).run();
+    return res;
+}
+
+}  // namespace ampscope
