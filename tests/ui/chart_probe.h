@@ -27,7 +27,9 @@ inline bool near(QColor a, QColor b, int tol = 12) {
 }
 
 /// The rendered viewport of `view` (what the user sees of the chart).
-inline QImage render(QChartView* view) { return view->viewport()->grab().toImage(); }
+inline QImage render(QChartView* view) {
+    return view->viewport()->grab().toImage();
+}
 
 /// The colour drawn where `p` of `s` maps to, in `img` (a render of `view`).
 inline QColor colourAt(const QImage& img, QChartView* view, QXYSeries* s, QPointF p) {
@@ -67,7 +69,9 @@ inline bool drawnAtItsPoints(const QImage& img, QChartView* view, QXYSeries* s, 
                 if (shownNear(img, (at(pts[i - 1]) + (at(pts[i]) - at(pts[i - 1])) * (k / 10.0)).toPoint(), s->color(), tol)) return true;
     if (why) {
         *why = QStringLiteral("series '%1' (%2 points, colour %3): seen %4 at its first point")
-                   .arg(s->name()).arg(pts.size()).arg(s->color().name())
+                   .arg(s->name())
+                   .arg(pts.size())
+                   .arg(s->color().name())
                    .arg(pts.isEmpty() ? QStringLiteral("-") : colourAt(img, view, s, pts[0]).name());
     }
     return false;

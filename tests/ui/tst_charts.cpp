@@ -79,7 +79,9 @@ QList<QPointF> pointsOf(QChart* chart, const QString& name) {
 }
 
 /// Equal within float precision (margins come from float scores).
-bool close(double a, double b) { return std::abs(a - b) <= 1e-5 * std::max(std::abs(a), std::abs(b)); }
+bool close(double a, double b) {
+    return std::abs(a - b) <= 1e-5 * std::max(std::abs(a), std::abs(b));
+}
 
 template <class Axis>
 std::pair<double, double> range(QChart* chart, Qt::Orientation o) {
@@ -139,8 +141,12 @@ QString missingExtremes(const QList<QPointF>& pts, const std::vector<qsizetype>&
     }
     for (const auto& [c, mm] : want)
         if (!got.count(c) || got[c] != mm)
-            return QStringLiteral("column %1: min/max %2/%3, kept %4/%5").arg(c).arg(mm.first).arg(mm.second)
-                .arg(got.count(c) ? got[c].first : kNaN).arg(got.count(c) ? got[c].second : kNaN);
+            return QStringLiteral("column %1: min/max %2/%3, kept %4/%5")
+                .arg(c)
+                .arg(mm.first)
+                .arg(mm.second)
+                .arg(got.count(c) ? got[c].first : kNaN)
+                .arg(got.count(c) ? got[c].second : kNaN);
     return {};
 }
 
@@ -158,7 +164,8 @@ private Q_SLOTS:
         QCOMPARE(flipped.size(), 2);
         QCOMPARE(same.size(), 3);
         // x = the reference margin (top-1 − top-2), y = |Δ|, in row order
-        QVERIFY2(close(flipped[0].x(), 0.01) && close(flipped[0].y(), 2e-2), qPrintable(QStringLiteral("%1 %2").arg(flipped[0].x()).arg(flipped[0].y())));
+        QVERIFY2(close(flipped[0].x(), 0.01) && close(flipped[0].y(), 2e-2),
+                 qPrintable(QStringLiteral("%1 %2").arg(flipped[0].x()).arg(flipped[0].y())));
         QVERIFY(close(flipped[1].x(), 0.05) && close(flipped[1].y(), 3e-2));
         QVERIFY(close(same[1].x(), 2.0) && close(same[1].y(), 1e-4));
         // axes: margins 0.01..2 widened by 2 each way; |Δ| 1e-4..3e-2 (>= atol) widened by 2 and 8

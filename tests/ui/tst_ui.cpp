@@ -69,7 +69,9 @@ private:
     bool answer_;
 };
 
-QString overviewText(MainWindow& w) { return static_cast<QTextBrowser*>(w.tabs()->widget(MainWindow::kOverviewTab))->toPlainText(); }
+QString overviewText(MainWindow& w) {
+    return static_cast<QTextBrowser*>(w.tabs()->widget(MainWindow::kOverviewTab))->toPlainText();
+}
 
 /// The chart views of `tab` that are on screen; each must draw every series with points where
 /// its points map to (chart_probe.h). Returns how many there were; `why` names a failure.
@@ -161,7 +163,8 @@ private Q_SLOTS:
             QVERIFY2(charts > 0, qPrintable(QStringLiteral("tab %1: %2").arg(t).arg(charts < 0 ? why : QStringLiteral("no chart"))));
         }
         const QString overview = overviewText(w);
-        QVERIFY2(overview.startsWith(QStringLiteral("Run %1 — rejected").arg(QString::fromStdString(uuid_.substr(0, 8)))), qPrintable(overview));
+        QVERIFY2(overview.startsWith(QStringLiteral("Run %1 — rejected").arg(QString::fromStdString(uuid_.substr(0, 8)))),
+                 qPrintable(overview));
         QVERIFY(overview.contains(QStringLiteral("NaN/Inf born at forward op #0 aten::matmul in module embed for 8 samples")));
         QVERIFY(w.layerModel()->rowCount() > 0);
         QVERIFY(w.flipModel()->rowCount() > 0);
@@ -259,7 +262,7 @@ private Q_SLOTS:
         want.steps = 8;
         want.batch_size = 8;
         want.scaler.enabled = false;  // isolation: autocast only
-        want.keep_fp32 = {"out"};  // demo:mlp names fc1, act1, fc2, act2, out
+        want.keep_fp32 = {"out"};     // demo:mlp names fc1, act1, fc2, act2, out
         want.device = "cpu";
         dlg.setSpec(want);
         const TrainSpec got = dlg.spec();
@@ -366,9 +369,7 @@ private Q_SLOTS:
         qint64 worst = 0;
         QTimer heartbeat;
         heartbeat.setInterval(10);
-        QObject::connect(&heartbeat, &QTimer::timeout, [&] {
-            worst = std::max(worst, since.restart());
-        });
+        QObject::connect(&heartbeat, &QTimer::timeout, [&] { worst = std::max(worst, since.restart()); });
         bool asked = false;
         QObject::connect(w.controller(), &RunController::progress, [&](const QString& stage, int permille) {
             if (!asked && stage == QStringLiteral("pass fp16") && permille > 100) {
@@ -475,7 +476,8 @@ private Q_SLOTS:
         QSignalSpy done(w.controller(), &RunController::finished);
         int resets = 0, columnsAdded = 0, flipsAdded = 0;
         bool live = false;
-        connect(w.controller(), &RunController::runStarted, &w, [&] { live = true; }, Qt::QueuedConnection);
+        connect(
+            w.controller(), &RunController::runStarted, &w, [&] { live = true; }, Qt::QueuedConnection);
         connect(w.sampleModel(), &QAbstractItemModel::modelReset, [&] { resets += live; });
         connect(w.sampleModel(), &QAbstractItemModel::columnsInserted, [&] { ++columnsAdded; });
         connect(w.flipModel(), &QAbstractItemModel::rowsInserted, [&] { ++flipsAdded; });
@@ -485,7 +487,7 @@ private Q_SLOTS:
         QCOMPARE(w.currentRun(), uuid);  // the run the user started is shown
         QCOMPARE(columnsAdded, 2);       // fp16 and bf16 arrived as values and were appended
         QVERIFY(flipsAdded > 0);
-        QCOMPARE(resets, 0);             // no reload after the start
+        QCOMPARE(resets, 0);  // no reload after the start
         QCOMPARE(w.sampleModel()->columnCount(), 3 + 3 * 2);
         QVERIFY(w.layerModel()->rowCount() > 0);
         QVERIFY2(overviewText(w).contains(QStringLiteral("rejected")), qPrintable(overviewText(w)));
@@ -513,7 +515,8 @@ private Q_SLOTS:
         auto* proxy = w->runView()->model();
         for (int r = 0; r < proxy->rowCount(); ++r)
             if (proxy->index(r, 0).data(RunListModel::UuidRole).toString() == recorded)
-                w->runView()->selectionModel()->setCurrentIndex(proxy->index(r, 0), QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+                w->runView()->selectionModel()->setCurrentIndex(proxy->index(r, 0),
+                                                                QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
         QCOMPARE(w->currentRun(), recorded);
         QVERIFY(done.wait(30000));
         QCoreApplication::processEvents();
@@ -691,14 +694,18 @@ private Q_SLOTS:
             if (v->isColumnHidden(c)) continue;  // behind the header's menu
             const int need = std::max(static_cast<QAbstractItemView*>(v)->sizeHintForColumn(c), v->horizontalHeader()->sectionSizeHint(c));
             QVERIFY2(v->columnWidth(c) >= need, qPrintable(QStringLiteral("column %1 (%2): %3 px for %4 px of content")
-                                                               .arg(c).arg(v->model()->headerData(c, Qt::Horizontal).toString())
-                                                               .arg(v->columnWidth(c)).arg(need)));
+                                                               .arg(c)
+                                                               .arg(v->model()->headerData(c, Qt::Horizontal).toString())
+                                                               .arg(v->columnWidth(c))
+                                                               .arg(need)));
             total += v->columnWidth(c);
         }
-        QVERIFY2(total <= v->viewport()->width(), qPrintable(QStringLiteral("%1 px of columns in a %2 px view").arg(total).arg(v->viewport()->width())));
+        QVERIFY2(total <= v->viewport()->width(),
+                 qPrintable(QStringLiteral("%1 px of columns in a %2 px view").arg(total).arg(v->viewport()->width())));
         QString widths;
         for (int c = 0; c < v->model()->columnCount(); ++c) widths += QStringLiteral(" %1").arg(v->columnWidth(c));
-        QVERIFY2(w->tabs()->width() >= 700, qPrintable(QStringLiteral("views %1 px; columns%2").arg(w->tabs()->width()).arg(widths)));  // and the views keep room
+        QVERIFY2(w->tabs()->width() >= 700,
+                 qPrintable(QStringLiteral("views %1 px; columns%2").arg(w->tabs()->width()).arg(widths)));  // and the views keep room
     }
 
     void demoRecordsAComparisonAndATrainingRun() {
@@ -753,8 +760,10 @@ private Q_SLOTS:
     void damagedRunShowsWhatIsIntact() {
         const QString db = copyOfDatabase(QStringLiteral("damaged.sqlite"));
         QVERIFY(!db.isEmpty());
-        const std::string damage = "UPDATE layer_chunks SET data=X'00' WHERE pass_id=(SELECT max(p.id) FROM passes p "
-                                   "JOIN runs r ON r.id=p.run_id WHERE r.uuid='" + uuid_ + "')";
+        const std::string damage =
+            "UPDATE layer_chunks SET data=X'00' WHERE pass_id=(SELECT max(p.id) FROM passes p "
+            "JOIN runs r ON r.id=p.run_id WHERE r.uuid='" +
+            uuid_ + "')";
         rawExec(db, damage.c_str());
         MainWindow w(recorder());
         QVERIFY(w.openDatabase(db));

@@ -75,7 +75,10 @@ void tipOnHover(QXYSeries* s, std::function<QString(qsizetype)> tip) {
         const auto ly = [](double y) { return std::log10(std::max(y, kPlotFloor)); };
         for (qsizetype i = 0; i < pts.size(); ++i) {
             const double d = std::abs(pts[i].x() - p.x()) + std::abs(ly(pts[i].y()) - ly(p.y()));
-            if (best < 0 || d < bd) { best = i; bd = d; }
+            if (best < 0 || d < bd) {
+                best = i;
+                bd = d;
+            }
         }
         if (best < 0) return;
         const QString text = tip(best);
@@ -139,7 +142,9 @@ private:
 
 }  // namespace
 
-void inLaterTurn(QObject* owner, std::function<void()> work) { RefreshQueue::instance().enqueue(owner, std::move(work)); }
+void inLaterTurn(QObject* owner, std::function<void()> work) {
+    RefreshQueue::instance().enqueue(owner, std::move(work));
+}
 
 std::vector<qsizetype> thinToColumns(const QList<QPointF>& pts, int columns, const std::vector<bool>& marked) {
     const qsizetype n = pts.size();

@@ -36,15 +36,20 @@ using namespace parts;
 
 namespace {
 
-QString qs(const std::string& s) { return QString::fromStdString(s); }
+QString qs(const std::string& s) {
+    return QString::fromStdString(s);
+}
 constexpr double kFloor = kPlotFloor;
 
 QColor tagColor(const std::string& tag, Precision p) {
     const bool bf = p == Precision::Bf16;
     QColor c;
-    if (tag.find("edge") != std::string::npos) c = bf ? QColor(150, 60, 160) : QColor(220, 50, 50);
-    else if (tag.find("boundary") != std::string::npos) c = bf ? QColor(30, 130, 130) : QColor(240, 150, 20);
-    else c = bf ? QColor(40, 90, 200) : QColor(90, 160, 90);
+    if (tag.find("edge") != std::string::npos)
+        c = bf ? QColor(150, 60, 160) : QColor(220, 50, 50);
+    else if (tag.find("boundary") != std::string::npos)
+        c = bf ? QColor(30, 130, 130) : QColor(240, 150, 20);
+    else
+        c = bf ? QColor(40, 90, 200) : QColor(90, 160, 90);
     return c;
 }
 
@@ -81,11 +86,17 @@ QChart* makeDeltaHistogram(SampleModel* model) {
         auto* set = new QBarSet(qs(to_string(c.precision)));
         std::vector<int> counts(size_t(hi - lo + 1), 0);
         for (const auto& d : c.deltas) {
-            if (!d.finite) { counts.back()++; continue; }
+            if (!d.finite) {
+                counts.back()++;
+                continue;
+            }
             const int b = std::clamp(int(std::floor(std::log10(std::max(d.abs, 1e-10)))), lo, hi - 1);
             counts[size_t(b - lo)]++;
         }
-        for (int v : counts) { *set << v; maxc = std::max(maxc, v); }
+        for (int v : counts) {
+            *set << v;
+            maxc = std::max(maxc, v);
+        }
         series->append(set);
     }
     chart->addSeries(series);
@@ -140,8 +151,8 @@ QChart* makeDeltaChart(SampleModel* model) {
             s->setColor(tagColor(tag, p));
             s->setBorderColor(Qt::transparent);
             const int col = SampleModel::deltaColumn(int(c));
-            mapSeries(s, rowsWhere(model, 1, QStringLiteral("^%1$").arg(QRegularExpression::escape(qs(tag))), chart),
-                      SampleModel::PlotRole, 0, col, SampleModel::SummaryRole, col);
+            mapSeries(s, rowsWhere(model, 1, QStringLiteral("^%1$").arg(QRegularExpression::escape(qs(tag))), chart), SampleModel::PlotRole,
+                      0, col, SampleModel::SummaryRole, col);
             attach(chart, s, x, y);
         }
     }
@@ -171,7 +182,10 @@ QChart* makeFlipChart(SampleModel* model) {
             lo = std::min(lo, m);
             hi = std::max(hi, m);
         }
-        if (hi == 0) { lo = 1e-3; hi = 1; }
+        if (hi == 0) {
+            lo = 1e-3;
+            hi = 1;
+        }
         x->setRange(std::max(kFloor, lo / 2), std::max(hi * 2, lo * 10));
         y->setRange(std::max(kFloor, model->plotLow() / 2), std::max(model->plotHigh() * 8, model->plotLow() * 10));
     };
@@ -187,7 +201,8 @@ QChart* makeFlipChart(SampleModel* model) {
                              : (p == Precision::Bf16 ? QColor(120, 150, 220) : QColor(150, 190, 150)));
             s->setBorderColor(Qt::transparent);
             const int col = SampleModel::deltaColumn(int(c));
-            mapSeries(s, rowsWhere(model, SampleModel::decisionColumn(int(c)), flip ? QStringLiteral("→") : QStringLiteral("^[^→]*$"), chart),
+            mapSeries(s,
+                      rowsWhere(model, SampleModel::decisionColumn(int(c)), flip ? QStringLiteral("→") : QStringLiteral("^[^→]*$"), chart),
                       SampleModel::PlotRole, SampleModel::kMarginColumn, col, SampleModel::SummaryRole, col);
             attach(chart, s, x, y);
         }
@@ -262,9 +277,12 @@ QChart* makeCompareChart(CompareModel* model) {
         const QColor c = tagColor("ordinary", p);
         s->setColor(b ? c.darker(170) : c);
         s->setBorderColor(Qt::transparent);
-        auto* rows = new RowsIf(model, [col](const QAbstractItemModel* m, int r) {
-            return m->index(r, col).data(CompareModel::PlotRole).isValid();  // the run has this sample
-        }, chart);
+        auto* rows = new RowsIf(
+            model,
+            [col](const QAbstractItemModel* m, int r) {
+                return m->index(r, col).data(CompareModel::PlotRole).isValid();  // the run has this sample
+            },
+            chart);
         mapSeries(s, rows, CompareModel::PlotRole, 0, col, CompareModel::SummaryRole, col);
         attach(chart, s, x, y);
     }

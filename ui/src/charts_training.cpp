@@ -29,11 +29,11 @@ using Keep = std::function<bool(const TrainingStepModel*, int)>;
 /// rows appended since the last one (a reset starts over), then hands the series the points
 /// its plot's pixel columns need (thinToColumns: every minimum, maximum and skipped step kept).
 struct StepPoints {
-    QList<QPointF> all;      ///< every kept row's point, x = step
-    std::vector<int> rows;   ///< the model row of each point of `all`
-    std::vector<bool> marks; ///< the row's step was skipped (never thinned away)
-    std::vector<int> shown;  ///< the model row of each point the series shows (tool tips)
-    int scanned = 0;         ///< model rows read so far
+    QList<QPointF> all;       ///< every kept row's point, x = step
+    std::vector<int> rows;    ///< the model row of each point of `all`
+    std::vector<bool> marks;  ///< the row's step was skipped (never thinned away)
+    std::vector<int> shown;   ///< the model row of each point the series shows (tool tips)
+    int scanned = 0;          ///< model rows read so far
 };
 
 /// Pixel columns of the plot `s` is drawn in (before the first layout: a wide window's).
@@ -146,7 +146,8 @@ QChart* makeScaleChart(TrainingStepModel* model) {
     skipped->setColor(QColor(220, 30, 30));
     skipped->setMarkerSize(10);
     auto fillUsed = stepSeries(used, model, T::Scale, true);
-    auto fillSkipped = stepSeries(skipped, model, T::Scale, true, [](const TrainingStepModel* m, int r) { return m->value(r, T::Skipped) > 0; });
+    auto fillSkipped =
+        stepSeries(skipped, model, T::Scale, true, [](const TrainingStepModel* m, int r) { return m->value(r, T::Skipped) > 0; });
     auto* x = stepAxis(chart);
     auto* y = new QLogValueAxis;
     y->setBase(2);

@@ -31,19 +31,30 @@ ChartWidget::ChartWidget(QAbstractItemModel* model, std::function<QChart*()> bui
     connect(model_, &QAbstractItemModel::columnsInserted, this, &ChartWidget::rebuild);
     connect(model_, &QAbstractItemModel::columnsRemoved, this, &ChartWidget::rebuild);
     connect(model_, &QAbstractItemModel::rowsInserted, this, [this] {  // a live run's first rows: the charts built one per turn
-        stale_ ? parts::inLaterTurn(this, [this] { if (stale_) rebuild(); }) : updateEmptyState();
+        stale_ ? parts::inLaterTurn(this,
+                                    [this] {
+                                        if (stale_) rebuild();
+                                    })
+               : updateEmptyState();
     });
     connect(model_, &QAbstractItemModel::rowsRemoved, this, &ChartWidget::updateEmptyState);
 }
 
-QChart* ChartWidget::chart() const { return view_->chart(); }
+QChart* ChartWidget::chart() const {
+    return view_->chart();
+}
 
 void ChartWidget::showEvent(QShowEvent* e) {
     QWidget::showEvent(e);
-    if (stale_) parts::inLaterTurn(this, [this] { if (stale_) rebuild(); });  // charts shown together: built one per turn
+    if (stale_)
+        parts::inLaterTurn(this, [this] {
+            if (stale_) rebuild();
+        });  // charts shown together: built one per turn
 }
 
-bool ChartWidget::showsEmptyState() const { return stack_->currentWidget() == empty_; }
+bool ChartWidget::showsEmptyState() const {
+    return stack_->currentWidget() == empty_;
+}
 
 void ChartWidget::rebuild() {
     if (model_->rowCount() == 0 || !isVisible()) {  // built when rows arrive and it is shown: no cost until then
@@ -60,9 +71,13 @@ void ChartWidget::rebuild() {
     updateEmptyState();
 }
 
-void ChartWidget::updateEmptyState() { stack_->setCurrentWidget(model_->rowCount() == 0 ? static_cast<QWidget*>(empty_) : view_); }
+void ChartWidget::updateEmptyState() {
+    stack_->setCurrentWidget(model_->rowCount() == 0 ? static_cast<QWidget*>(empty_) : view_);
+}
 
-QString ChartWidget::exportTo(const QString& path) const { return exportImage(view_, path); }
+QString ChartWidget::exportTo(const QString& path) const {
+    return exportImage(view_, path);
+}
 
 void ChartWidget::exportInteractively() {
     const auto path = QFileDialog::getSaveFileName(this, QStringLiteral("Export chart"), QStringLiteral("chart.png"),

@@ -24,20 +24,30 @@ void CompareModel::resetData(const RunResult& a, const RunResult& b) {
     }
     for (size_t i = 0; i < b_.samples.size(); ++i) {
         const auto it = byId.find(b_.samples[i].id);
-        if (it != byId.end()) rows_[it->second].b = int(i);
-        else rows_.push_back({-1, int(i)});
+        if (it != byId.end())
+            rows_[it->second].b = int(i);
+        else
+            rows_.push_back({-1, int(i)});
     }
     lo_ = 1e300;
     hi_ = 0;
     for (const auto* r : {&a_, &b_})
         for (const auto& c : r->comparisons)
             for (const auto& d : c.deltas)
-                if (d.finite) { lo_ = std::min(lo_, std::max(d.abs, kPlotFloor)); hi_ = std::max(hi_, d.abs); }
-    if (hi_ == 0) { lo_ = kPlotFloor; hi_ = 1; }
+                if (d.finite) {
+                    lo_ = std::min(lo_, std::max(d.abs, kPlotFloor));
+                    hi_ = std::max(hi_, d.abs);
+                }
+    if (hi_ == 0) {
+        lo_ = kPlotFloor;
+        hi_ = 1;
+    }
     endResetModel();
 }
 
-int CompareModel::columns() const { return kFirstDeltaColumn + int(a_.comparisons.size() + b_.comparisons.size()); }
+int CompareModel::columns() const {
+    return kFirstDeltaColumn + int(a_.comparisons.size() + b_.comparisons.size());
+}
 
 CompareModel::Side CompareModel::side(int column) const {
     return column - kFirstDeltaColumn < int(a_.comparisons.size()) ? A : B;
@@ -76,16 +86,16 @@ QVariant CompareModel::data(const QModelIndex& idx, int role) const {
     const SampleDelta* d = delta(idx.row(), idx.column());
     if (!d) return role == Qt::DisplayRole ? QVariant(QStringLiteral("—")) : QVariant();
     switch (role) {
-    case PlotRole: return d->finite ? std::max(d->abs, kPlotFloor) : hi_ * 3;
-    case SortRole: return d->finite ? d->abs : 1e300;
-    case Qt::DisplayRole: return d->finite ? QString::number(d->abs, 'g', 3) : QStringLiteral("non-finite");
-    case Qt::ForegroundRole: return d->within_tolerance ? QVariant() : QVariant(QColor(200, 40, 40));
-    case SummaryRole:
-        return QStringLiteral("%1 (%2), run %3 %4\n|Δ| %5")
-            .arg(QString::fromStdString(d->sample), QString::fromStdString(d->tag),
-                 side(idx.column()) == A ? QStringLiteral("A") : QStringLiteral("B"),
-                 QString::fromStdString(to_string(comparison(idx.column())->precision)))
-            .arg(d->finite ? QString::number(d->abs, 'g', 4) : QStringLiteral("non-finite"));
+        case PlotRole: return d->finite ? std::max(d->abs, kPlotFloor) : hi_ * 3;
+        case SortRole: return d->finite ? d->abs : 1e300;
+        case Qt::DisplayRole: return d->finite ? QString::number(d->abs, 'g', 3) : QStringLiteral("non-finite");
+        case Qt::ForegroundRole: return d->within_tolerance ? QVariant() : QVariant(QColor(200, 40, 40));
+        case SummaryRole:
+            return QStringLiteral("%1 (%2), run %3 %4\n|Δ| %5")
+                .arg(QString::fromStdString(d->sample), QString::fromStdString(d->tag),
+                     side(idx.column()) == A ? QStringLiteral("A") : QStringLiteral("B"),
+                     QString::fromStdString(to_string(comparison(idx.column())->precision)))
+                .arg(d->finite ? QString::number(d->abs, 'g', 4) : QStringLiteral("non-finite"));
     }
     return {};
 }

@@ -146,20 +146,29 @@ ChartWidget* MainWindow::chartWidgetFor(QAbstractItemModel* model, std::function
 
 QWidget* MainWindow::buildDeltasTab() {
     auto* charts = new QTabWidget;
-    charts->addTab(chartWidgetFor(samples_, [m = samples_] { return makeDeltaChart(m); }, QString()), QStringLiteral("Per sample"));
-    charts->addTab(chartWidgetFor(samples_, [m = samples_] { return makeDeltaHistogram(m); }, QString()), QStringLiteral("Histogram"));
+    charts->addTab(chartWidgetFor(
+                       samples_, [m = samples_] { return makeDeltaChart(m); }, QString()),
+                   QStringLiteral("Per sample"));
+    charts->addTab(chartWidgetFor(
+                       samples_, [m = samples_] { return makeDeltaHistogram(m); }, QString()),
+                   QStringLiteral("Histogram"));
     tables_[kDeltasTab] = makeTable(samples_, SampleModel::SortRole);
     return withEmptyState(stacked(charts, tables_[kDeltasTab]), samples_,
-                          emptyText(kNoComparison, QStringLiteral("per probe sample how far each AMP pass's scores are from the FP32 "
-                                                                  "reference, against the tolerance."), kPickComparison));
+                          emptyText(kNoComparison,
+                                    QStringLiteral("per probe sample how far each AMP pass's scores are from the FP32 "
+                                                   "reference, against the tolerance."),
+                                    kPickComparison));
 }
 
 QWidget* MainWindow::buildFlipsTab() {
-    auto* chart = chartWidgetFor(samples_, [m = samples_] { return makeFlipChart(m); }, QString());
+    auto* chart = chartWidgetFor(
+        samples_, [m = samples_] { return makeFlipChart(m); }, QString());
     tables_[kFlipsTab] = makeTable(flips_, FlipModel::SortRole);
     return withEmptyState(stacked(chart, tables_[kFlipsTab]), samples_,
-                          emptyText(kNoComparison, QStringLiteral("the samples whose decision (top class) changes under AMP, "
-                                                                  "against the reference margin."), kPickComparison));
+                          emptyText(kNoComparison,
+                                    QStringLiteral("the samples whose decision (top class) changes under AMP, "
+                                                   "against the reference margin."),
+                                    kPickComparison));
 }
 
 QWidget* MainWindow::buildLayersTab() {
@@ -168,7 +177,8 @@ QWidget* MainWindow::buildLayersTab() {
     auto* bar = new QHBoxLayout;
     passBox_ = new QComboBox;
     keepButton_ = new QPushButton(QStringLiteral("Keep selected module in FP32 and re-run"));
-    keepButton_->setToolTip(QStringLiteral("Starts a run with the same model, probes and criteria, and the selected module as an FP32 region"));
+    keepButton_->setToolTip(
+        QStringLiteral("Starts a run with the same model, probes and criteria, and the selected module as an FP32 region"));
     connect(keepButton_, &QPushButton::clicked, this, &MainWindow::keepModuleInFp32);
     connect(passBox_, qOverload<int>(&QComboBox::currentIndexChanged), this, &MainWindow::showLayersOf);
     bar->addWidget(new QLabel(QStringLiteral("Pass")));
@@ -177,7 +187,9 @@ QWidget* MainWindow::buildLayersTab() {
     bar->addWidget(keepButton_);
     lay->addLayout(bar);
     tables_[kLayersTab] = makeTable(layers_, LayerModel::SortRole);
-    lay->addWidget(stacked(chartWidgetFor(layers_, [m = layers_] { return makeLayerChart(m); }, QString()), tables_[kLayersTab]));
+    lay->addWidget(stacked(chartWidgetFor(
+                               layers_, [m = layers_] { return makeLayerChart(m); }, QString()),
+                           tables_[kLayersTab]));
     return withEmptyState(layersTab, layers_,
                           emptyText(QStringLiteral("No per-op statistics to show"),
                                     QStringLiteral("every op of one pass in execution order: its largest value against the "
@@ -191,7 +203,9 @@ QWidget* MainWindow::buildTrainingTab() {
     auto* grid = new QGridLayout(chartsBox);
     const std::function<QChart*(TrainingStepModel*)> builders[] = {makeLossChart, makeScaleChart, makeUpdatesChart, makeGradChart};
     for (int i = 0; i < 4; ++i)
-        grid->addWidget(chartWidgetFor(steps_, [m = steps_, b = builders[i]] { return b(m); }, QString()), i / 2, i % 2);
+        grid->addWidget(chartWidgetFor(
+                            steps_, [m = steps_, b = builders[i]] { return b(m); }, QString()),
+                        i / 2, i % 2);
     tables_[kTrainingTab] = makeTable(steps_, TrainingStepModel::SortRole);
     auto* training = stacked(chartsBox, tables_[kTrainingTab]);
     training->setStretchFactor(0, 3);
@@ -206,7 +220,8 @@ QWidget* MainWindow::buildTrainingTab() {
 
 QWidget* MainWindow::buildCompareTab() {
     compareText_ = new QTextBrowser;
-    auto* chart = chartWidgetFor(compare_, [m = compare_] { return makeCompareChart(m); }, QString());
+    auto* chart = chartWidgetFor(
+        compare_, [m = compare_] { return makeCompareChart(m); }, QString());
     tables_[kCompareTab] = makeTable(compare_, CompareModel::SortRole);
     auto* charts = stacked(chart, tables_[kCompareTab]);
     return withEmptyState(stacked(compareText_, charts), compare_,

@@ -15,10 +15,18 @@
 namespace ampscope::ui {
 
 namespace {
-QString qs(const std::string& s) { return QString::fromStdString(s); }
-QString num(double v, int prec = 3) { return std::isfinite(v) ? QString::number(v, 'g', prec) : QStringLiteral("-"); }
-QColor bad() { return QColor(200, 40, 40); }
-QColor good() { return QColor(30, 140, 60); }
+QString qs(const std::string& s) {
+    return QString::fromStdString(s);
+}
+QString num(double v, int prec = 3) {
+    return std::isfinite(v) ? QString::number(v, 'g', prec) : QStringLiteral("-");
+}
+QColor bad() {
+    return QColor(200, 40, 40);
+}
+QColor good() {
+    return QColor(30, 140, 60);
+}
 }  // namespace
 
 double headroom(const LayerStat& l, Precision p) {
@@ -56,7 +64,9 @@ const storage::RunRow* RunListModel::find(const std::string& uuid) const {
     return nullptr;
 }
 
-const storage::RunRow* RunListModel::row(int r) const { return r >= 0 && r < int(rows_.size()) ? &rows_[size_t(r)] : nullptr; }
+const storage::RunRow* RunListModel::row(int r) const {
+    return r >= 0 && r < int(rows_.size()) ? &rows_[size_t(r)] : nullptr;
+}
 
 RunListModel::RunListModel(QObject* parent)
     : TableModel(parent, {QStringLiteral("Started"), QStringLiteral("Model"), QStringLiteral("Device"), QStringLiteral("Passes"),
@@ -69,16 +79,17 @@ QVariant RunListModel::data(const QModelIndex& idx, int role) const {
     if (role == UuidRole) return qs(r.uuid);
     if (role == Qt::DisplayRole || role == SortRole) {
         switch (idx.column()) {
-        case Started:  // to the minute on screen (the browser stays narrow), to the second for sorting
-            return qs(r.started_at.substr(0, role == SortRole ? 19 : 16)).replace(QLatin1Char('T'), QLatin1Char(' '));
-        case Model: return qs(r.model);
-        case Device: return qs(r.device);
-        case Passes: return qs(r.precisions);
-        case Status: return qs(r.status);
-        case Verdict: return qs(r.verdict.empty() ? std::string("-") : r.verdict);
-        case Review: return qs(r.review_status);
-        case Notes: return role == SortRole ? QVariant(r.annotations) : QVariant(r.annotations ? QString::number(r.annotations) : QString());
-        case Id: return qs(r.uuid.substr(0, 8));
+            case Started:  // to the minute on screen (the browser stays narrow), to the second for sorting
+                return qs(r.started_at.substr(0, role == SortRole ? 19 : 16)).replace(QLatin1Char('T'), QLatin1Char(' '));
+            case Model: return qs(r.model);
+            case Device: return qs(r.device);
+            case Passes: return qs(r.precisions);
+            case Status: return qs(r.status);
+            case Verdict: return qs(r.verdict.empty() ? std::string("-") : r.verdict);
+            case Review: return qs(r.review_status);
+            case Notes:
+                return role == SortRole ? QVariant(r.annotations) : QVariant(r.annotations ? QString::number(r.annotations) : QString());
+            case Id: return qs(r.uuid.substr(0, 8));
         }
     }
     if (role == Qt::ForegroundRole && idx.column() == Verdict) {
@@ -86,7 +97,8 @@ QVariant RunListModel::data(const QModelIndex& idx, int role) const {
         if (!r.verdict.empty()) return bad();
     }
     if (role == Qt::ForegroundRole && idx.column() == Status && r.status != "completed" && r.status != "running") return bad();
-    if (role == Qt::ToolTipRole) return qs(r.uuid + ", started " + r.started_at + " on " + r.device + (r.error.empty() ? "" : "\n" + r.error));
+    if (role == Qt::ToolTipRole)
+        return qs(r.uuid + ", started " + r.started_at + " on " + r.device + (r.error.empty() ? "" : "\n" + r.error));
     return {};
 }
 
@@ -122,8 +134,14 @@ void SampleModel::updatePlotRange() {
     hi_ = 0;
     for (const auto& c : run_.comparisons)
         for (const auto& d : c.deltas)
-            if (d.finite) { lo_ = std::min(lo_, std::max(d.abs, kPlotFloor)); hi_ = std::max(hi_, d.abs); }
-    if (hi_ == 0) { lo_ = kPlotFloor; hi_ = 1; }
+            if (d.finite) {
+                lo_ = std::min(lo_, std::max(d.abs, kPlotFloor));
+                hi_ = std::max(hi_, d.abs);
+            }
+    if (hi_ == 0) {
+        lo_ = kPlotFloor;
+        hi_ = 1;
+    }
     hi_ = std::max(hi_, run_.criteria.atol);
 }
 
@@ -142,7 +160,9 @@ QString SampleModel::columnName(int s) const {
     if (s == kMarginColumn) return QStringLiteral("ref margin");
     const int c = (s - 3) / 3, k = (s - 3) % 3;
     const auto p = qs(to_string(run_.comparisons[size_t(c)].precision));
-    return k == 0 ? QString(p + QStringLiteral(" |Δ|")) : k == 1 ? QString(p + QStringLiteral(" rel")) : QString(p + QStringLiteral(" decision"));
+    return k == 0   ? QString(p + QStringLiteral(" |Δ|"))
+           : k == 1 ? QString(p + QStringLiteral(" rel"))
+                    : QString(p + QStringLiteral(" decision"));
 }
 
 QVariant SampleModel::data(const QModelIndex& idx, int role) const {
@@ -223,13 +243,13 @@ QVariant FlipModel::data(const QModelIndex& idx, int role) const {
     if (role != Qt::DisplayRole && role != SortRole) return {};
     auto cls = [](int c) { return qs(decision_label(c)); };
     switch (idx.column()) {
-    case Precision_: return qs(to_string(r.precision));
-    case Sample: return qs(r.flip.sample);
-    case Tag: return qs(r.flip.tag);
-    case Ref: return role == SortRole ? QVariant(r.flip.ref) : QVariant(cls(r.flip.ref));
-    case Amp: return role == SortRole ? QVariant(r.flip.amp) : QVariant(cls(r.flip.amp));
-    case RefMargin: return role == SortRole ? QVariant(r.flip.ref_margin) : QVariant(num(r.flip.ref_margin));
-    case AmpMargin: return role == SortRole ? QVariant(r.flip.amp_margin) : QVariant(num(r.flip.amp_margin));
+        case Precision_: return qs(to_string(r.precision));
+        case Sample: return qs(r.flip.sample);
+        case Tag: return qs(r.flip.tag);
+        case Ref: return role == SortRole ? QVariant(r.flip.ref) : QVariant(cls(r.flip.ref));
+        case Amp: return role == SortRole ? QVariant(r.flip.amp) : QVariant(cls(r.flip.amp));
+        case RefMargin: return role == SortRole ? QVariant(r.flip.ref_margin) : QVariant(num(r.flip.ref_margin));
+        case AmpMargin: return role == SortRole ? QVariant(r.flip.amp_margin) : QVariant(num(r.flip.amp_margin));
     }
     return {};
 }
@@ -241,14 +261,18 @@ void LayerModel::resetData(const PassResult& pass) {
     pass_ = pass;
     endResetModel();
 }
-const LayerStat* LayerModel::layer(int r) const { return r >= 0 && r < int(pass_.layers.size()) ? &pass_.layers[size_t(r)] : nullptr; }
+const LayerStat* LayerModel::layer(int r) const {
+    return r >= 0 && r < int(pass_.layers.size()) ? &pass_.layers[size_t(r)] : nullptr;
+}
 
 LayerModel::LayerModel(QObject* parent)
     : TableModel(parent, {QStringLiteral("#"), QStringLiteral("Module"), QStringLiteral("Op"), QStringLiteral("Dtype"),
                           QStringLiteral("absmax"), QStringLiteral("Headroom (log2)"), QStringLiteral("FP16 overflow"),
                           QStringLiteral("FP16 subnormal"), QStringLiteral("Non-finite"), QStringLiteral("State")}) {}
 
-double LayerModel::formatLimit() const { return format_max(headroom_format(pass_.precision)); }
+double LayerModel::formatLimit() const {
+    return format_max(headroom_format(pass_.precision));
+}
 
 QVariant LayerModel::data(const QModelIndex& idx, int role) const {
     if (!idx.isValid() || idx.row() >= int(pass_.layers.size())) return {};
@@ -263,8 +287,12 @@ QVariant LayerModel::data(const QModelIndex& idx, int role) const {
     if (role == SummaryRole) {
         const bool bf = pass_.precision == Precision::Bf16;
         return QStringLiteral("#%1 %2 %3 (%4)\nabsmax %5; NaN %6, +Inf %7, -Inf %8\noverflow %9, subnormal %10%11")
-            .arg(l.index).arg(l.module.empty() ? QStringLiteral("(root)") : qs(l.module), qs(l.op), qs(l.dtype))
-            .arg(l.stats.absmax, 0, 'g', 4).arg(l.stats.nan).arg(l.stats.posinf).arg(l.stats.neginf)
+            .arg(l.index)
+            .arg(l.module.empty() ? QStringLiteral("(root)") : qs(l.module), qs(l.op), qs(l.dtype))
+            .arg(l.stats.absmax, 0, 'g', 4)
+            .arg(l.stats.nan)
+            .arg(l.stats.posinf)
+            .arg(l.stats.neginf)
             .arg(bf ? l.stats.bf16_overflow : l.stats.fp16_overflow)
             .arg(bf ? l.stats.bf16_subnormal : l.stats.fp16_subnormal)
             .arg(l.origin ? QStringLiteral("\nNaN/Inf born here") : QString());
@@ -274,16 +302,16 @@ QVariant LayerModel::data(const QModelIndex& idx, int role) const {
     if (role == Qt::DisplayRole || role == SortRole) {
         const bool sort = role == SortRole;
         switch (idx.column()) {
-        case Index: return l.index;
-        case Module: return l.module.empty() ? QStringLiteral("(root)") : qs(l.module);
-        case Op: return qs(l.op);
-        case Dtype: return qs(l.dtype);
-        case Absmax: return sort ? QVariant(l.stats.absmax) : QVariant(num(l.stats.absmax));
-        case Headroom: return sort ? QVariant(std::isfinite(h) ? h : 1e9) : QVariant(std::isfinite(h) ? num(h) : QStringLiteral("-"));
-        case Fp16Overflow: return qlonglong(l.stats.fp16_overflow);
-        case Fp16Subnormal: return qlonglong(l.stats.fp16_subnormal);
-        case NonFinite: return qlonglong(l.stats.nonfinite());
-        case State: return state;
+            case Index: return l.index;
+            case Module: return l.module.empty() ? QStringLiteral("(root)") : qs(l.module);
+            case Op: return qs(l.op);
+            case Dtype: return qs(l.dtype);
+            case Absmax: return sort ? QVariant(l.stats.absmax) : QVariant(num(l.stats.absmax));
+            case Headroom: return sort ? QVariant(std::isfinite(h) ? h : 1e9) : QVariant(std::isfinite(h) ? num(h) : QStringLiteral("-"));
+            case Fp16Overflow: return qlonglong(l.stats.fp16_overflow);
+            case Fp16Subnormal: return qlonglong(l.stats.fp16_subnormal);
+            case NonFinite: return qlonglong(l.stats.nonfinite());
+            case State: return state;
         }
     }
     if (role == Qt::ForegroundRole && (l.origin || l.stats.nonfinite())) return l.origin ? bad() : QColor(200, 120, 30);
@@ -297,7 +325,8 @@ QVariant LayerModel::data(const QModelIndex& idx, int role) const {
         for (auto d : l.shape) shape += (shape.isEmpty() ? QString() : QStringLiteral("×")) + QString::number(d);
         return QStringLiteral("shape %1\nmin %2 max %3 mean %4 rms %5\nsmallest |x|>0 %6\nbf16 overflow %7, subnormal %8\nautocast %9")
             .arg(shape, num(l.stats.min), num(l.stats.max), num(l.stats.mean), num(l.stats.rms), num(l.stats.min_nonzero_abs))
-            .arg(l.stats.bf16_overflow).arg(l.stats.bf16_subnormal)
+            .arg(l.stats.bf16_overflow)
+            .arg(l.stats.bf16_subnormal)
             .arg(l.autocast ? QStringLiteral("on") : QStringLiteral("off (FP32 region or reference)"));
     }
     return {};
@@ -319,23 +348,24 @@ void TrainingStepModel::appendSteps(const std::vector<TrainStep>& steps) {
 }
 
 TrainingStepModel::TrainingStepModel(QObject* parent)
-    : TableModel(parent, {QStringLiteral("Step"), QStringLiteral("Loss (FP32)"), QStringLiteral("Loss (AMP)"), QStringLiteral("Scale"),
-                          QStringLiteral("Skipped"), QStringLiteral("Effective updates"), QStringLiteral("Grad norm"), QStringLiteral("LR"),
-                          QStringLiteral("Divergence"), QStringLiteral("Underflow"), QStringLiteral("Non-finite"), QStringLiteral("Origin")}) {}
+    : TableModel(parent,
+                 {QStringLiteral("Step"), QStringLiteral("Loss (FP32)"), QStringLiteral("Loss (AMP)"), QStringLiteral("Scale"),
+                  QStringLiteral("Skipped"), QStringLiteral("Effective updates"), QStringLiteral("Grad norm"), QStringLiteral("LR"),
+                  QStringLiteral("Divergence"), QStringLiteral("Underflow"), QStringLiteral("Non-finite"), QStringLiteral("Origin")}) {}
 
 double TrainingStepModel::value(int row, int column) const {
     const auto& s = steps_[size_t(row)];
     switch (column) {
-    case Step: return double(s.step);
-    case LossRef: return s.loss_ref;
-    case LossAmp: return s.loss_amp;
-    case Scale: return s.scale;
-    case Skipped: return s.skipped ? 1.0 : 0.0;
-    case Effective: return double(s.effective_updates);
-    case GradNorm: return s.grad_norm;
-    case Lr: return s.lr;
-    case Divergence: return s.divergence;
-    case Underflow: return s.grad_underflow >= 0 ? double(s.grad_underflow) : std::nan("");
+        case Step: return double(s.step);
+        case LossRef: return s.loss_ref;
+        case LossAmp: return s.loss_amp;
+        case Scale: return s.scale;
+        case Skipped: return s.skipped ? 1.0 : 0.0;
+        case Effective: return double(s.effective_updates);
+        case GradNorm: return s.grad_norm;
+        case Lr: return s.lr;
+        case Divergence: return s.divergence;
+        case Underflow: return s.grad_underflow >= 0 ? double(s.grad_underflow) : std::nan("");
     }
     return std::nan("");
 }
@@ -356,24 +386,26 @@ QVariant TrainingStepModel::data(const QModelIndex& idx, int role) const {
     }
     if (role == Qt::DisplayRole) {
         switch (idx.column()) {
-        case Step: return s.step;
-        case LossRef: return num(s.loss_ref);
-        case LossAmp: return num(s.loss_amp);
-        case Scale: return num(s.scale);
-        case Skipped: return s.skipped ? QStringLiteral("skipped") : QString();
-        case Effective: return s.effective_updates;
-        case GradNorm: return num(s.grad_norm);
-        case Lr: return num(s.lr);
-        case Divergence: return num(s.divergence);
-        case Underflow: return s.grad_underflow >= 0 ? QVariant(qlonglong(s.grad_underflow)) : QVariant(QStringLiteral("-"));
-        case Stage: return qs(s.nonfinite_stage);
-        case Origin: return origin();
+            case Step: return s.step;
+            case LossRef: return num(s.loss_ref);
+            case LossAmp: return num(s.loss_amp);
+            case Scale: return num(s.scale);
+            case Skipped: return s.skipped ? QStringLiteral("skipped") : QString();
+            case Effective: return s.effective_updates;
+            case GradNorm: return num(s.grad_norm);
+            case Lr: return num(s.lr);
+            case Divergence: return num(s.divergence);
+            case Underflow: return s.grad_underflow >= 0 ? QVariant(qlonglong(s.grad_underflow)) : QVariant(QStringLiteral("-"));
+            case Stage: return qs(s.nonfinite_stage);
+            case Origin: return origin();
         }
     }
     if (role == SummaryRole)
         return QStringLiteral("step %1: loss FP32 %2, AMP %3\nscale %4%5, %6 effective updates\ngrad norm %7, divergence %8%9")
-            .arg(s.step).arg(num(s.loss_ref), num(s.loss_amp), num(s.scale))
-            .arg(s.skipped ? QStringLiteral(" (skipped)") : QString()).arg(s.effective_updates)
+            .arg(s.step)
+            .arg(num(s.loss_ref), num(s.loss_amp), num(s.scale))
+            .arg(s.skipped ? QStringLiteral(" (skipped)") : QString())
+            .arg(s.effective_updates)
             .arg(num(s.grad_norm), num(s.divergence))
             .arg(s.nonfinite_stage.empty() ? QString() : QStringLiteral("\nnon-finite: %1 — %2").arg(qs(s.nonfinite_stage), origin()));
     if (role == Qt::ForegroundRole && (s.skipped || !s.nonfinite_stage.empty())) return bad();

@@ -115,7 +115,10 @@ protected:
     int rows() const override { return int(rows_.size()); }
 
 private:
-    struct Row { Precision precision; Flip flip; };
+    struct Row {
+        Precision precision;
+        Flip flip;
+    };
     std::vector<Row> rows_;
 };
 
@@ -196,7 +199,9 @@ protected:
     QString columnName(int column) const override;
 
 private:
-    struct Row { int a = -1, b = -1; };  ///< sample index in each run, -1 when absent
+    struct Row {
+        int a = -1, b = -1;
+    };  ///< sample index in each run, -1 when absent
     const SampleDelta* delta(int row, int column) const;
     RunResult a_, b_;
     std::vector<Row> rows_;

@@ -20,22 +20,23 @@
 namespace ampscope::ui {
 
 namespace {
-QString qs(const std::string& s) { return QString::fromStdString(s).toHtmlEscaped(); }
-QString num(double v) { return QString::number(v, 'g', 4); }
+QString qs(const std::string& s) {
+    return QString::fromStdString(s).toHtmlEscaped();
+}
+QString num(double v) {
+    return QString::number(v, 'g', 4);
+}
 
 /// The benchmarks validated by the run: one table of figures each.
 void benchmarksHtml(QTextStream& o, const std::vector<storage::Store::BenchmarkRow>& benchmarks) {
     o << "<h3>Measured gains (validated by this run)</h3>";
     for (const auto& b : benchmarks) {
-        o << "<p><small>" << qs(b.created_at.substr(0, 19)) << ", batch " << b.result.batch << ", "
-          << qs(b.result.timer) << "</small></p><table border=1 cellspacing=0 cellpadding=3>"
+        o << "<p><small>" << qs(b.created_at.substr(0, 19)) << ", batch " << b.result.batch << ", " << qs(b.result.timer)
+          << "</small></p><table border=1 cellspacing=0 cellpadding=3>"
           << "<tr><th>pass</th><th>median ms</th><th>p10–p90 ms</th><th>speed-up</th><th>peak MiB</th><th>memory</th></tr>";
         for (const auto& f : b.result.figures) {
-            o << "<tr><td>" << qs(to_string(f.precision)) << "</td><td>"
-              << num(f.median_ms) << "</td><td>" << num(f.p10_ms)
-              << "–" << num(f.p90_ms) << "</td><td>"
-              << num(f.speedup) << "×</td><td>"
-              << num(double(f.peak_bytes) / 1048576.0) << "</td><td>"
+            o << "<tr><td>" << qs(to_string(f.precision)) << "</td><td>" << num(f.median_ms) << "</td><td>" << num(f.p10_ms) << "–"
+              << num(f.p90_ms) << "</td><td>" << num(f.speedup) << "×</td><td>" << num(double(f.peak_bytes) / 1048576.0) << "</td><td>"
               << num(f.memory_ratio) << "×</td></tr>";
         }
         o << "</table>";
@@ -44,32 +45,31 @@ void benchmarksHtml(QTextStream& o, const std::vector<storage::Store::BenchmarkR
 }  // namespace
 
 QString overviewHtml(const RunResult& r, const QString& status, const storage::Review& review,
-                     const std::vector<storage::Annotation>& notes,
-                     const std::vector<storage::Store::BenchmarkRow>& benchmarks) {
+                     const std::vector<storage::Annotation>& notes, const std::vector<storage::Store::BenchmarkRow>& benchmarks) {
     QString h;
     QTextStream o(&h);
     const auto verdictColor = [](Verdict v) { return v == Verdict::Accepted ? "#1e8c3c" : "#c82828"; };
-    o << "<h2>Run " << qs(r.run_id.substr(0, 8)) << " — <span style='color:" << verdictColor(r.verdict) << "'>"
-      << qs(to_string(r.verdict)) << "</span></h2>";
+    o << "<h2>Run " << qs(r.run_id.substr(0, 8)) << " — <span style='color:" << verdictColor(r.verdict) << "'>" << qs(to_string(r.verdict))
+      << "</span></h2>";
     o << "<p>status <b>" << status.toHtmlEscaped() << "</b> · review <b>" << qs(review.status) << "</b>"
       << (review.by.empty() ? QString() : QString(QStringLiteral(" by ") + qs(review.by) + QStringLiteral(" at ") + qs(review.at)))
       << "</p>";
     o << "<table cellpadding=3>"
-      << "<tr><td>model</td><td>" << qs(r.model.source) << " (" << qs(r.model.kind) << ", " << r.model.parameters
-      << " parameters, " << qs(r.model.mode) << ")<br><small>sha256 " << qs(r.model.sha256) << "<br>weights "
-      << qs(r.model.weights_sha256) << "</small></td></tr>"
+      << "<tr><td>model</td><td>" << qs(r.model.source) << " (" << qs(r.model.kind) << ", " << r.model.parameters << " parameters, "
+      << qs(r.model.mode) << ")<br><small>sha256 " << qs(r.model.sha256) << "<br>weights " << qs(r.model.weights_sha256)
+      << "</small></td></tr>"
       << "<tr><td>probes</td><td>" << qs(r.probes.source) << ", " << r.probes.count << " samples (";
     bool first = true;
     for (const auto& [t, n] : r.probes.tags) o << (first ? "" : ", ") << n << " " << qs(t), first = false;
     o << ")<br><small>sha256 " << qs(r.probes.sha256) << "</small></td></tr>"
-      << "<tr><td>backend</td><td>" << qs(r.backend.device) << " (" << qs(r.backend.kind) << "), " << qs(r.backend.name)
-      << ", torch " << qs(r.backend.torch_version) << (r.backend.cuda_version.empty() ? QString() : QString(QStringLiteral(", CUDA ") + qs(r.backend.cuda_version)))
-      << ", bf16 " << (r.backend.bf16_supported ? "yes" : "no") << "</td></tr>"
-      << "<tr><td>criteria</td><td>fixed at " << qs(r.criteria.fixed_at) << " (locked)<br>|amp−ref| ≤ " << num(r.criteria.atol)
-      << " + " << num(r.criteria.rtol) << "·|ref|; ties within " << num(r.criteria.tie_tolerance) << " → "
-      << qs(to_string(r.criteria.tie_rule)) << "; flips allowed " << r.criteria.max_flips << "; quality "
-      << qs(to_string(r.criteria.quality_metric)) << " threshold " << num(r.criteria.quality_threshold)
-      << (r.criteria.allow_nonfinite ? "; non-finite allowed" : "") << "</td></tr>";
+      << "<tr><td>backend</td><td>" << qs(r.backend.device) << " (" << qs(r.backend.kind) << "), " << qs(r.backend.name) << ", torch "
+      << qs(r.backend.torch_version)
+      << (r.backend.cuda_version.empty() ? QString() : QString(QStringLiteral(", CUDA ") + qs(r.backend.cuda_version))) << ", bf16 "
+      << (r.backend.bf16_supported ? "yes" : "no") << "</td></tr>"
+      << "<tr><td>criteria</td><td>fixed at " << qs(r.criteria.fixed_at) << " (locked)<br>|amp−ref| ≤ " << num(r.criteria.atol) << " + "
+      << num(r.criteria.rtol) << "·|ref|; ties within " << num(r.criteria.tie_tolerance) << " → " << qs(to_string(r.criteria.tie_rule))
+      << "; flips allowed " << r.criteria.max_flips << "; quality " << qs(to_string(r.criteria.quality_metric)) << " threshold "
+      << num(r.criteria.quality_threshold) << (r.criteria.allow_nonfinite ? "; non-finite allowed" : "") << "</td></tr>";
     if (!r.spec.keep_fp32.empty()) {
         o << "<tr><td>FP32 regions</td><td>";
         for (const auto& k : r.spec.keep_fp32) o << qs(k) << " ";
@@ -115,8 +115,8 @@ QString overviewHtml(const RunResult& r, const QString& status, const storage::R
     return h;
 }
 
-QString writeReport(const RunResult& r, const QString& status, const storage::Review& review,
-                    const std::vector<storage::Annotation>& notes, const QString& path) {
+QString writeReport(const RunResult& r, const QString& status, const storage::Review& review, const std::vector<storage::Annotation>& notes,
+                    const QString& path) {
     auto png = [](QChart* chart) {
         QChartView view(chart);
         view.resize(1000, 560);
@@ -127,9 +127,11 @@ QString writeReport(const RunResult& r, const QString& status, const storage::Re
         view.grab().save(&buf, "PNG");
         return QStringLiteral("<img src='data:image/png;base64,%1'/>").arg(QString::fromLatin1(bytes.toBase64()));
     };
-    QString html = QStringLiteral("<!DOCTYPE html><html><head><meta charset='utf-8'><title>ampscope run %1</title>"
-                                  "<style>body{font-family:sans-serif;max-width:1040px;margin:auto} img{max-width:100%}</style>"
-                                  "</head><body>").arg(QString::fromStdString(r.run_id));
+    QString html = QStringLiteral(
+                       "<!DOCTYPE html><html><head><meta charset='utf-8'><title>ampscope run %1</title>"
+                       "<style>body{font-family:sans-serif;max-width:1040px;margin:auto} img{max-width:100%}</style>"
+                       "</head><body>")
+                       .arg(QString::fromStdString(r.run_id));
     html += overviewHtml(r, status, review, notes);
     SampleModel samples;  // outlives the chart, which png() deletes with its view
     samples.resetData(r);
@@ -139,7 +141,8 @@ QString writeReport(const RunResult& r, const QString& status, const storage::Re
         if (p.layers.empty()) continue;
         LayerModel layers;  // outlives the chart, which png() deletes with its view
         layers.resetData(p);
-        html += QStringLiteral("<h2>Layers, %1 pass</h2>").arg(QString::fromStdString(to_string(p.precision))) + png(makeLayerChart(&layers));
+        html +=
+            QStringLiteral("<h2>Layers, %1 pass</h2>").arg(QString::fromStdString(to_string(p.precision))) + png(makeLayerChart(&layers));
     }
     html += QStringLiteral("</body></html>");
     QFile f(path);

@@ -18,16 +18,16 @@ QString cell(const RunResult& r, Precision p, int what) {
         if (i + 1 >= r.passes.size()) break;  // a file edited by hand: no pass for this comparison
         const auto& pass = r.passes[i + 1];
         switch (what) {
-        case VerdictRow: return QString::fromStdString(to_string(c.verdict));
-        case MaxDelta: return QString::number(c.max_abs_delta, 'g', 3);
-        case Flips: return QString::number(c.flips.size());
-        case NonFinite: return QString::number(pass.nonfinite_samples.size());
-        case Origin: return pass.origin ? QString::fromStdString(pass.origin->module + " " + pass.origin->op) : QStringLiteral("-");
-        case Regions: {
-            QStringList k;
-            for (const auto& g : pass.keep_fp32) k << QString::fromStdString(g);
-            return k.isEmpty() ? QStringLiteral("-") : k.join(QStringLiteral(", "));
-        }
+            case VerdictRow: return QString::fromStdString(to_string(c.verdict));
+            case MaxDelta: return QString::number(c.max_abs_delta, 'g', 3);
+            case Flips: return QString::number(c.flips.size());
+            case NonFinite: return QString::number(pass.nonfinite_samples.size());
+            case Origin: return pass.origin ? QString::fromStdString(pass.origin->module + " " + pass.origin->op) : QStringLiteral("-");
+            case Regions: {
+                QStringList k;
+                for (const auto& g : pass.keep_fp32) k << QString::fromStdString(g);
+                return k.isEmpty() ? QStringLiteral("-") : k.join(QStringLiteral(", "));
+            }
         }
     }
     return QStringLiteral("—");
@@ -52,7 +52,8 @@ QString compareHtml(const RunResult& ra, const RunResult& rb) {
     static const char* rows[] = {"verdict", "max |delta|", "flips", "non-finite samples", "NaN/Inf born at", "FP32 regions"};
     for (auto p : {Precision::Fp16, Precision::Bf16})
         for (int w = 0; w < NUM_ROWS; ++w)
-            h += row(QString::fromStdString(to_string(p)) + QLatin1Char(' ') + QString::fromLatin1(rows[w]), cell(ra, p, w), cell(rb, p, w));
+            h +=
+                row(QString::fromStdString(to_string(p)) + QLatin1Char(' ') + QString::fromLatin1(rows[w]), cell(ra, p, w), cell(rb, p, w));
     return h + QStringLiteral("</table>");
 }
 

@@ -19,14 +19,14 @@ TrainingDialog::TrainingDialog(QWidget* parent) : SpecDialogFor(parent) {
     setWindowTitle(QStringLiteral("New training run (FP32 reference and AMP side by side)"));
     auto* form = new QFormLayout;
     model_ = modelField();
-    form->addRow(QStringLiteral("Model"), withBrowse(model_, QStringLiteral("Model file"),
-                                                     QStringLiteral("Models (*.pt *.pth *.pt2);;All files (*)"),
-                                                     [this](const QString& f) { model_->setCurrentText(f); }));
+    form->addRow(QStringLiteral("Model"),
+                 withBrowse(model_, QStringLiteral("Model file"), QStringLiteral("Models (*.pt *.pth *.pt2);;All files (*)"),
+                            [this](const QString& f) { model_->setCurrentText(f); }));
     data_ = new QLineEdit(QStringLiteral("demo"));
     data_->setToolTip(QStringLiteral("\"demo\", or a .pt/.csv file with inputs and labels or targets (file order, no shuffling)"));
-    form->addRow(QStringLiteral("Data"), withBrowse(data_, QStringLiteral("Training data"),
-                                                    QStringLiteral("Data (*.pt *.csv);;All files (*)"),
-                                                    [this](const QString& f) { data_->setText(f); }));
+    form->addRow(QStringLiteral("Data"),
+                 withBrowse(data_, QStringLiteral("Training data"), QStringLiteral("Data (*.pt *.csv);;All files (*)"),
+                            [this](const QString& f) { data_->setText(f); }));
     addSchedule(form);
     addPrecisionPolicy(form);
     device_ = deviceField();
@@ -64,8 +64,8 @@ void TrainingDialog::addSchedule(QFormLayout* form) {
     weight_decay_ = number(0, 10, 0, 6);
     form->addRow(QStringLiteral("Weight decay"), weight_decay_);
     schedule_ = new QComboBox;
-    schedule_->addItems({QStringLiteral("constant"), QStringLiteral("cosine (over effective updates)"),
-                         QStringLiteral("cosine (over iterations)")});
+    schedule_->addItems(
+        {QStringLiteral("constant"), QStringLiteral("cosine (over effective updates)"), QStringLiteral("cosine (over iterations)")});
     form->addRow(QStringLiteral("LR schedule"), schedule_);
 }
 
