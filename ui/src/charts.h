@@ -25,6 +25,7 @@ namespace ampscope::ui {
 class CompareModel;
 class LayerModel;
 class SampleModel;
+class SensitivityModel;
 class TrainingStepModel;
 
 /// The models a chart reads must outlive it.
@@ -38,6 +39,9 @@ QChart* makeFlipChart(SampleModel* model);
 QChart* makeLayerChart(LayerModel* model);
 /// Per-sample |Δ| of two runs, one series per run and precision (run B darker, squares).
 QChart* makeCompareChart(CompareModel* model);
+/// The advisor's SQNR per module in execution order, one series per precision (lower is
+/// worse); +inf values clipped to the top and marked, origins of non-finite values marked.
+QChart* makeSensitivityChart(SensitivityModel* model);
 
 /// Training charts. Appended steps are drawn in batches (at most every kLiveRefreshMs), so a
 /// live run costs them one pass over the steps per refresh, not per step.

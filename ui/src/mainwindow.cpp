@@ -113,14 +113,19 @@ void MainWindow::buildMenus() {
     add(file, QStringLiteral("&Import runs…"), QKeySequence(QStringLiteral("Ctrl+I")), [this] { importFile(); });
     add(file, QStringLiteral("&Export selected runs…"), QKeySequence(QStringLiteral("Ctrl+E")), &MainWindow::exportSelected);
     add(file, QStringLiteral("Export run &report (HTML)…"), QKeySequence(QStringLiteral("Ctrl+R")), &MainWindow::exportReport);
-    add(file, QStringLiteral("Export current &chart (PNG/SVG)…"), QKeySequence(QStringLiteral("Ctrl+Shift+C")), &MainWindow::exportCurrentChart);
-    add(file, QStringLiteral("Export current &table (CSV)…"), QKeySequence(QStringLiteral("Ctrl+Shift+T")), &MainWindow::exportCurrentTable);
+    add(file, QStringLiteral("Export current &chart (PNG/SVG)…"), QKeySequence(QStringLiteral("Ctrl+Shift+C")),
+        &MainWindow::exportCurrentChart);
+    add(file, QStringLiteral("Export current &table (CSV)…"), QKeySequence(QStringLiteral("Ctrl+Shift+T")),
+        &MainWindow::exportCurrentTable);
     file->addSeparator();
     add(file, QStringLiteral("&Quit"), QKeySequence::Quit, &QWidget::close);
     auto* run = menuBar()->addMenu(QStringLiteral("&Run"));
     add(run, QStringLiteral("&Annotate…"), QKeySequence(QStringLiteral("Ctrl+M")), &MainWindow::annotate);
-    add(run, QStringLiteral("Review: a&ccept"), QKeySequence(QStringLiteral("Ctrl+Shift+A")), [this] { setReview(QStringLiteral("accepted")); });
-    add(run, QStringLiteral("Review: re&ject"), QKeySequence(QStringLiteral("Ctrl+Shift+J")), [this] { setReview(QStringLiteral("rejected")); });
+    add(run, QStringLiteral("Review: a&ccept"), QKeySequence(QStringLiteral("Ctrl+Shift+A")),
+        [this] { setReview(QStringLiteral("accepted")); });
+    add(run, QStringLiteral("Review: re&ject"), QKeySequence(QStringLiteral("Ctrl+Shift+J")),
+        [this] { setReview(QStringLiteral("rejected")); });
+    addAdviseAction(run);
     add(run, QStringLiteral("C&ompare two selected runs"), QKeySequence(QStringLiteral("Ctrl+D")), &MainWindow::compareSelected);
     add(run, QStringLiteral("&Delete selected runs…"), QKeySequence::Delete, &MainWindow::deleteSelected);
     add(run, QStringLiteral("Cancel running job"), QKeySequence(QStringLiteral("Esc")), [this] { controller_->cancel(); });
@@ -129,9 +134,9 @@ void MainWindow::buildMenus() {
     add(edit, QStringLiteral("&Preferences…"), QKeySequence::Preferences, [this] {
         QSettings st;
         bool ok = false;
-        const auto author = QInputDialog::getText(this, QStringLiteral("Preferences"),
-                                                  QStringLiteral("Author name for annotations and reviews:"), QLineEdit::Normal,
-                                                  st.value(QStringLiteral("author"), qEnvironmentVariable("USER")).toString(), &ok);
+        const auto author =
+            QInputDialog::getText(this, QStringLiteral("Preferences"), QStringLiteral("Author name for annotations and reviews:"),
+                                  QLineEdit::Normal, st.value(QStringLiteral("author"), qEnvironmentVariable("USER")).toString(), &ok);
         if (ok && !author.trimmed().isEmpty()) st.setValue(QStringLiteral("author"), author.trimmed());
     });
     auto* help = menuBar()->addMenu(QStringLiteral("&Help"));
@@ -177,16 +182,18 @@ void MainWindow::fillRecentMenu() {
         a->setEnabled(QFileInfo::exists(path));  // moved or deleted files stay listed, greyed
         connect(a, &QAction::triggered, this, [this, path] { openDatabase(path); });
     }
-    if (recent.isEmpty()) recentMenu_->addAction(QStringLiteral("(none yet)"))->setEnabled(false);
+    if (recent.isEmpty())
+        recentMenu_->addAction(QStringLiteral("(none yet)"))->setEnabled(false);
     else {
         recentMenu_->addSeparator();
-        connect(recentMenu_->addAction(QStringLiteral("Clear list")), &QAction::triggered, this, [] {
-            QSettings().remove(QStringLiteral("recentDatabases"));
-        });
+        connect(recentMenu_->addAction(QStringLiteral("Clear list")), &QAction::triggered, this,
+                [] { QSettings().remove(QStringLiteral("recentDatabases")); });
     }
 }
 
-QString MainWindow::databasePath() const { return store_ ? QString::fromStdString(store_->path()) : QString(); }
+QString MainWindow::databasePath() const {
+    return store_ ? QString::fromStdString(store_->path()) : QString();
+}
 
 void MainWindow::refreshRuns() {
     if (!store_) return;
@@ -201,7 +208,9 @@ void MainWindow::refreshRuns() {
     }
 }
 
-bool MainWindow::startRun(const RunSpec& spec) { return store_ && launched(controller_->start(spec, databasePath())); }
+bool MainWindow::startRun(const RunSpec& spec) {
+    return store_ && launched(controller_->start(spec, databasePath()));
+}
 
 bool MainWindow::startTraining(const TrainSpec& spec) {
     return store_ && launched(controller_->startTraining(spec, databasePath()));
@@ -268,14 +277,18 @@ void MainWindow::setRunning(bool running) {
     if (!running) progress_->setValue(0);
 }
 
-void MainWindow::error(const QString& title, const QString& message) { reporter_->error(this, title, message); }
+void MainWindow::error(const QString& title, const QString& message) {
+    reporter_->error(this, title, message);
+}
 
 void MainWindow::setNotice(const QString& text) {
     notice_->setText(text);
     notice_->setVisible(!text.isEmpty());
 }
 
-QString MainWindow::notice() const { return notice_->text(); }
+QString MainWindow::notice() const {
+    return notice_->text();
+}
 
 QStringList MainWindow::selectedRuns() const {
     QStringList out;
@@ -290,8 +303,7 @@ void MainWindow::selectRuns(const QStringList& uuids, const QString& current) {
     for (int r = 0; r < runsProxy_->rowCount(); ++r) {
         const QModelIndex i = runsProxy_->index(r, 0);
         const QString uuid = i.data(RunListModel::UuidRole).toString();
-        if (uuids.contains(uuid))
-            runView_->selectionModel()->select(i, QItemSelectionModel::Select | QItemSelectionModel::Rows);
+        if (uuids.contains(uuid)) runView_->selectionModel()->select(i, QItemSelectionModel::Select | QItemSelectionModel::Rows);
         if (uuid == current) runView_->selectionModel()->setCurrentIndex(i, QItemSelectionModel::NoUpdate);
     }
 }
@@ -336,7 +348,8 @@ void MainWindow::annotate() {
     const QTableView* sampleView = tables_[kDeltasTab];
     if (tabs_->currentIndex() == kLayersTab && layerView->currentIndex().isValid()) {
         targetKind = QStringLiteral("layer");
-        const auto* l = layers_->layer(static_cast<QSortFilterProxyModel*>(layerView->model())->mapToSource(layerView->currentIndex()).row());
+        const auto* l =
+            layers_->layer(static_cast<QSortFilterProxyModel*>(layerView->model())->mapToSource(layerView->currentIndex()).row());
         if (l) target = passBox_->currentText() + QStringLiteral(":") + QString::number(l->index);
     } else if (tabs_->currentIndex() == kDeltasTab && sampleView->currentIndex().isValid()) {
         targetKind = QStringLiteral("sample");
@@ -418,8 +431,10 @@ void MainWindow::dragEnterEvent(QDragEnterEvent* e) {
 void MainWindow::dropEvent(QDropEvent* e) {
     for (const auto& url : e->mimeData()->urls()) {
         const auto f = url.toLocalFile();
-        if (f.endsWith(QStringLiteral(".ampscope"))) importFile(f);
-        else if (f.endsWith(QStringLiteral(".sqlite")) || f.endsWith(QStringLiteral(".db"))) openDatabase(f);
+        if (f.endsWith(QStringLiteral(".ampscope")))
+            importFile(f);
+        else if (f.endsWith(QStringLiteral(".sqlite")) || f.endsWith(QStringLiteral(".db")))
+            openDatabase(f);
     }
 }
 

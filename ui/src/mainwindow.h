@@ -5,6 +5,7 @@
 // views' models as they arrive); a recorded run is read from the database when selected.
 
 #include <QMainWindow>
+#include <QPointer>
 #include <QString>
 
 #include <functional>
@@ -17,6 +18,7 @@
 #include "errorreporter.h"
 
 class QAbstractItemModel;
+class QAction;
 class QChart;
 class QComboBox;
 class QLabel;
@@ -33,6 +35,7 @@ class QTimer;
 
 namespace ampscope::ui {
 
+class AdviseDialog;
 class ChartWidget;
 class CompareModel;
 class FlipModel;
@@ -75,6 +78,11 @@ public:
     TrainingStepModel* stepModel() const { return steps_; }
     CompareModel* compareModel() const { return compare_; }
     NewRunDialog* lastDialog() const { return dialog_; }
+    /// Run → Advise FP32 regions… (enabled while a recorded comparison run is shown).
+    QAction* adviseAction() const { return adviseAction_; }
+    /// The advisor on the comparison run shown (non-modal; the open one when it is that run's),
+    /// or null when none is shown.
+    AdviseDialog* openAdvisor();
     /// The chart on screen in the current tab (the one Export current chart writes).
     ChartWidget* currentChart() const;
     /// The notice above the views: a run that cannot be read, damaged parts left out, a new
@@ -129,6 +137,9 @@ private:
     /// `views` under the notice label (setNotice).
     QWidget* withNotice(QWidget* views);
     void buildMenus();
+    // the advisor (mainwindow_advise.cpp)
+    void addAdviseAction(QMenu* run);
+    void updateAdviseAction();
     void fillRecentMenu();
     void connectController();
 
@@ -167,8 +178,8 @@ private:
     struct Live {
         QString uuid;
         bool training = false;
-        RunResult run;     ///< comparison: header, passes and comparisons so far
-        TrainResult train; ///< training: header and steps so far
+        RunResult run;      ///< comparison: header, passes and comparisons so far
+        TrainResult train;  ///< training: header and steps so far
     };
 
     std::unique_ptr<ErrorReporter> reporter_;
@@ -177,7 +188,7 @@ private:
     std::optional<Live> live_;
     QString current_;
     QTimer* overviewLater_ = nullptr;  ///< a live training run's overview, refreshed at most every 250 ms
-    int demoStage_ = 0;  ///< 1: demo comparison going, 2: demo training going
+    int demoStage_ = 0;                ///< 1: demo comparison going, 2: demo training going
     QString demoRun_;
     RunController* controller_ = nullptr;
     RunListModel* runs_ = nullptr;
@@ -202,6 +213,9 @@ private:
     QLabel* stage_ = nullptr;
     QPushButton* cancel_ = nullptr;
     NewRunDialog* dialog_ = nullptr;
+    QAction* adviseAction_ = nullptr;
+    QPointer<AdviseDialog> advise_;     ///< the last advisor opened
+    QPointer<AdviseDialog> verifyFor_;  ///< the advisor whose verifying run is going
 };
 
 }  // namespace ampscope::ui

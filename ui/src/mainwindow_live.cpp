@@ -18,12 +18,15 @@
 
 namespace ampscope::ui {
 
-bool MainWindow::showingLive() const { return live_ && current_ == live_->uuid; }
+bool MainWindow::showingLive() const {
+    return live_ && current_ == live_->uuid;
+}
 
 void MainWindow::listLive(const QString& status, bool select) {
     if (!live_) return;
     storage::RunRow row;
-    if (const auto* known = runs_->find(live_->uuid.toStdString())) row = *known;
+    if (const auto* known = runs_->find(live_->uuid.toStdString()))
+        row = *known;
     else {
         row.uuid = live_->uuid.toStdString();
         row.kind = live_->training ? "train" : "compare";
@@ -45,7 +48,6 @@ void MainWindow::listLive(const QString& status, bool select) {
 }
 
 void MainWindow::liveRunStarted(const RunResult& header) {
-
     live_ = Live{QString::fromStdString(header.run_id), false, header, {}};
     listLive(QString(), true);
 }
@@ -113,7 +115,7 @@ void MainWindow::liveSteps(const std::vector<TrainStep>& steps) {
     if (!live_ || !live_->training) return;
     live_->train.steps.insert(live_->train.steps.end(), steps.begin(), steps.end());
     if (!showingLive()) return;
-    steps_->appendSteps(steps);  // the table and charts follow their model
+    steps_->appendSteps(steps);                                // the table and charts follow their model
     if (!overviewLater_->isActive()) overviewLater_->start();  // the totals, at most a few times a second
 }
 
@@ -128,6 +130,7 @@ void MainWindow::liveEnded(const QString& uuid, const QString& status) {
         }
         live_.reset();  // a recorded run from now on: read from the database when selected
     }
+    updateAdviseAction();
     refreshRuns();  // the list as recorded; the selection stays
     if (demoStage_ > 0) demoStep(uuid);
 }

@@ -33,12 +33,13 @@ void MainWindow::clearViews() {
         passBox_->clear();
     }
     keepButton_->setEnabled(false);
-    overview_->setHtml(QStringLiteral(
-        "<h2>No run selected</h2><p>ampscope tells whether a model is safe to run in mixed precision (FP16, BF16): it "
-        "runs an FP32 reference and AMP passes on probe samples, compares them against criteria fixed beforehand, and "
-        "shows where NaN/Inf is born. Training runs put FP32 and AMP training side by side.</p>"
-        "<p>Select a run in the run browser on the left, or start one: <b>File → New run…</b> (Ctrl+N) or "
-        "<b>File → New training run…</b> (Ctrl+Shift+N). <code>ampscope --demo</code> records a demo of each.</p>"));
+    updateAdviseAction();
+    overview_->setHtml(
+        QStringLiteral("<h2>No run selected</h2><p>ampscope tells whether a model is safe to run in mixed precision (FP16, BF16): it "
+                       "runs an FP32 reference and AMP passes on probe samples, compares them against criteria fixed beforehand, and "
+                       "shows where NaN/Inf is born. Training runs put FP32 and AMP training side by side.</p>"
+                       "<p>Select a run in the run browser on the left, or start one: <b>File → New run…</b> (Ctrl+N) or "
+                       "<b>File → New training run…</b> (Ctrl+Shift+N). <code>ampscope --demo</code> records a demo of each.</p>"));
 }
 
 void MainWindow::showTrainingRun(const TrainResult& run, const QString& status) {
@@ -46,8 +47,10 @@ void MainWindow::showTrainingRun(const TrainResult& run, const QString& status) 
     header.steps.clear();
     overview_->setHtml(QStringLiteral("<h2>Training run %1</h2><p>status <b>%2</b></p><p>%3 iterations, %4 effective updates, "
                                       "%5 skipped</p><pre>%6</pre>")
-                           .arg(QString::fromStdString(run.run_id).left(8), status).arg(run.steps.size())
-                           .arg(run.effective_updates).arg(run.skipped)
+                           .arg(QString::fromStdString(run.run_id).left(8), status)
+                           .arg(run.steps.size())
+                           .arg(run.effective_updates)
+                           .arg(run.skipped)
                            .arg(QString::fromStdString(json::train_to_json(header)).toHtmlEscaped()));
 }
 
@@ -100,11 +103,13 @@ void MainWindow::showRun(const QString& uuid) {
     QString damage;
     for (const auto& d : damaged) damage += QStringLiteral("<li>%1</li>").arg(QString::fromStdString(d).toHtmlEscaped());
     if (!damage.isEmpty())
-        html = QStringLiteral("<div style='color:#c82828'><h3>Damaged: parts of this run are left out</h3><ul>%1</ul></div>")
-                   .arg(damage) + html;
+        html = QStringLiteral("<div style='color:#c82828'><h3>Damaged: parts of this run are left out</h3><ul>%1</ul></div>").arg(damage) +
+               html;
     setNotice(damaged.empty() ? QString()
                               : QStringLiteral("Run %1 is damaged: %2 part(s) could not be read and are left out (%3)")
-                                    .arg(uuid.left(8)).arg(damaged.size()).arg(QString::fromStdString(damaged.front())));
+                                    .arg(uuid.left(8))
+                                    .arg(damaged.size())
+                                    .arg(QString::fromStdString(damaged.front())));
     overview_->setHtml(html);
 }
 
@@ -115,6 +120,7 @@ void MainWindow::showComparison(const RunResult& run, const QString& status) {
     clearViews();
     current_ = keep;
     run_ = run;
+    updateAdviseAction();
     if (!status.isEmpty()) overview_->setHtml(overviewHtml(run, status, {}, {}));
     samples_->resetData(run);
     flips_->resetData(run);
@@ -173,14 +179,15 @@ void MainWindow::compareRuns(const QString& a, const QString& b) {
 
 void MainWindow::exportReport() {
     if (!run_) return;
-    const auto path = QFileDialog::getSaveFileName(this, QStringLiteral("Export report"),
-                                                   QStringLiteral("ampscope-%1.html").arg(current_.left(8)),
-                                                   QStringLiteral("HTML (*.html)"));
+    const auto path = QFileDialog::getSaveFileName(
+        this, QStringLiteral("Export report"), QStringLiteral("ampscope-%1.html").arg(current_.left(8)), QStringLiteral("HTML (*.html)"));
     if (path.isEmpty()) return;
     const auto err = writeReport(*run_, QString::fromStdString(store_->status(current_.toStdString())),
                                  store_->review(current_.toStdString()), store_->annotations(current_.toStdString()), path);
-    if (!err.isEmpty()) error(QStringLiteral("Cannot export report"), err);
-    else statusBar()->showMessage(QStringLiteral("report written to %1").arg(path), 10000);
+    if (!err.isEmpty())
+        error(QStringLiteral("Cannot export report"), err);
+    else
+        statusBar()->showMessage(QStringLiteral("report written to %1").arg(path), 10000);
 }
 
 ChartWidget* MainWindow::currentChart() const {
@@ -196,8 +203,8 @@ void MainWindow::exportCurrentChart() {
 
 void MainWindow::exportCurrentTable() {
     QTableView* v = tables_[tabs_->currentIndex()];
-    const auto path = QFileDialog::getSaveFileName(this, QStringLiteral("Export table"), QStringLiteral("table.csv"),
-                                                   QStringLiteral("CSV (*.csv)"));
+    const auto path =
+        QFileDialog::getSaveFileName(this, QStringLiteral("Export table"), QStringLiteral("table.csv"), QStringLiteral("CSV (*.csv)"));
     if (path.isEmpty()) return;
     const auto err = writeCsv(v->model(), path);
     if (!err.isEmpty()) error(QStringLiteral("Cannot export table"), err);

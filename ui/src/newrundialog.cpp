@@ -6,11 +6,17 @@
 #include <QDoubleSpinBox>
 #include <QDragEnterEvent>
 #include <QDropEvent>
+#include <QFile>
+#include <QFileDialog>
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLineEdit>
 #include <QMimeData>
+#include <QPushButton>
 #include <QSpinBox>
 #include <QUrl>
 
@@ -28,11 +34,13 @@ NewRunDialog::NewRunDialog(QWidget* parent) : SpecDialogFor(parent) {
 QFormLayout* NewRunDialog::buildInputs() {
     auto* form = new QFormLayout;
     model_ = modelField();
-    form->addRow(QStringLiteral("Model"), withBrowse(model_, QStringLiteral("Model file"), QStringLiteral("Models (*.pt *.pth *.pt2);;All files (*)"),
-                                                     [this](const QString& f) { model_->setCurrentText(f); }));
+    form->addRow(QStringLiteral("Model"),
+                 withBrowse(model_, QStringLiteral("Model file"), QStringLiteral("Models (*.pt *.pth *.pt2);;All files (*)"),
+                            [this](const QString& f) { model_->setCurrentText(f); }));
     probes_ = new QLineEdit(QStringLiteral("demo"));
-    form->addRow(QStringLiteral("Probes"), withBrowse(probes_, QStringLiteral("Probe set"), QStringLiteral("Probe sets (*.pt *.csv);;All files (*)"),
-                                                      [this](const QString& f) { probes_->setText(f); }));
+    form->addRow(QStringLiteral("Probes"),
+                 withBrowse(probes_, QStringLiteral("Probe set"), QStringLiteral("Probe sets (*.pt *.csv);;All files (*)"),
+                            [this](const QString& f) { probes_->setText(f); }));
     fp16_ = new QCheckBox(QStringLiteral("FP16"));
     bf16_ = new QCheckBox(QStringLiteral("BF16"));
     fp16_->setChecked(true);
@@ -48,12 +56,29 @@ QFormLayout* NewRunDialog::buildInputs() {
     mode_->addItems({QStringLiteral("eval"), QStringLiteral("train")});
     form->addRow(QStringLiteral("Mode"), mode_);
     keep_fp32_ = regionsField(QStringLiteral("embed, blocks.1.*"));
-    form->addRow(QStringLiteral("Keep in FP32"), keep_fp32_);
+    form->addRow(QStringLiteral("Keep in FP32"), withLoad(keep_fp32_));
     seed_ = integer(0, 1 << 30, 0);
     form->addRow(QStringLiteral("Seed"), seed_);
     batch_ = integer(1, 1 << 20, 64);
     form->addRow(QStringLiteral("Batch size"), batch_);
     return form;
+}
+
+QHBoxLayout* NewRunDialog::withLoad(QLineEdit* field) {
+    auto* row = new QHBoxLayout;
+    auto* b = new QPushButton(QStringLiteral("Load FP32 regions…"));
+    b->setObjectName(QStringLiteral("loadRegions"));
+    b->setToolTip(
+        QStringLiteral("From the JSON that Advise FP32 regions… (Save set…) or ampscope-cli advise --json wrote, or a file "
+                       "with one module glob a line"));
+    connect(b, &QPushButton::clicked, this, [this] {
+        const auto f = QFileDialog::getOpenFileName(this, QStringLiteral("Load FP32 regions"), {},
+                                                    QStringLiteral("Advice JSON or glob list (*.json *.txt);;All files (*)"));
+        if (!f.isEmpty()) loadRegions(f);
+    });
+    row->addWidget(field, 1);
+    row->addWidget(b);
+    return row;
 }
 
 QGroupBox* NewRunDialog::buildCriteria() {
@@ -122,12 +147,25 @@ RunSpec NewRunDialog::spec() const {
     return s;
 }
 
+bool NewRunDialog::loadRegions(const QString& path) {
+    try {
+        setRegions(keep_fp32_, readRegionsFile(path));
+    } catch (const InputError& e) {
+        showError(QString::fromStdString(e.what()));
+        return false;
+    }
+    showError(QString());
+    return true;
+}
+
 void NewRunDialog::lockCriteria() {
     criteria_->setEnabled(false);
     criteria_->setTitle(QStringLiteral("Criteria (locked: fixed before the first pass)"));
 }
 
-bool NewRunDialog::criteriaLocked() const { return !criteria_->isEnabled(); }
+bool NewRunDialog::criteriaLocked() const {
+    return !criteria_->isEnabled();
+}
 
 void NewRunDialog::dragEnterEvent(QDragEnterEvent* e) {
     if (e->mimeData()->hasUrls()) e->acceptProposedAction();
@@ -136,9 +174,67 @@ void NewRunDialog::dragEnterEvent(QDragEnterEvent* e) {
 void NewRunDialog::dropEvent(QDropEvent* e) {
     for (const auto& url : e->mimeData()->urls()) {
         const auto f = url.toLocalFile();
-        if (f.endsWith(QStringLiteral(".csv")) || f.contains(QStringLiteral("probe"))) probes_->setText(f);
-        else model_->setCurrentText(f);
+        if (f.endsWith(QStringLiteral(".csv")) || f.contains(QStringLiteral("probe")))
+            probes_->setText(f);
+        else
+            model_->setCurrentText(f);
     }
+}
+
+}  // namespace ampscope::ui
+
+namespace ampscope::ui {
+
+namespace {
+
+const char* const kExpected =
+    "expected the JSON that Advise FP32 regions… or ampscope-cli advise --json writes (an object with a \"keep_fp32\" list of "
+    "module paths) or a text file with one module glob a line";
+
+std::vector<std::string> regionsFromJson(const QString& path, const QByteArray& bytes) {
+    QJsonParseError err{};
+    const auto doc = QJsonDocument::fromJson(bytes, &err);
+    const std::string file = path.toStdString();
+    if (err.error != QJsonParseError::NoError)
+        throw InputError(
+            file, "",
+            "not valid JSON at offset " + std::to_string(err.offset) + " (" + err.errorString().toStdString() + "); " + kExpected);
+    if (!doc.isObject() || !doc.object().value(QStringLiteral("keep_fp32")).isArray()) throw InputError(file, "keep_fp32", kExpected);
+    std::vector<std::string> out;
+    for (const auto& m : doc.object().value(QStringLiteral("keep_fp32")).toArray()) {
+        if (!m.isString() || m.toString().trimmed().isEmpty())
+            throw InputError(file, "keep_fp32", "expected non-empty module-path strings in the \"keep_fp32\" list");
+        out.push_back(m.toString().trimmed().toStdString());
+    }
+    return out;
+}
+
+}  // namespace
+
+std::vector<std::string> NewRunDialog::readRegionsFile(const QString& path) {
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly))
+        throw InputError(path.toStdString(), "", "cannot read it (" + f.errorString().toStdString() + "); " + kExpected);
+    const QByteArray bytes = f.read(4 << 20);
+    if (!f.atEnd()) throw InputError(path.toStdString(), "", std::string("larger than 4 MiB; ") + kExpected);
+    const QByteArray trimmed = bytes.trimmed();
+    if (trimmed.startsWith('{') || trimmed.startsWith('[')) return regionsFromJson(path, bytes);
+    const QString text = QString::fromUtf8(bytes);
+    if (bytes.contains('\0') || text.contains(QChar::ReplacementCharacter))
+        throw InputError(path.toStdString(), "", std::string("not text (binary or not UTF-8); ") + kExpected);
+    std::vector<std::string> out;
+    int n = 0;
+    for (QString line : text.split(QLatin1Char('\n'))) {
+        ++n;
+        line = line.left(line.indexOf(QLatin1Char('#'))).trimmed();  // '#' starts a comment (indexOf -1: the whole line)
+        if (line.isEmpty()) continue;
+        if (line.contains(QLatin1Char(',')) || line.contains(QLatin1Char(' ')) || line.contains(QLatin1Char('\t')))
+            throw InputError(path.toStdString(), "line " + std::to_string(n),
+                             "expected one module glob a line (no spaces or commas), found '" + line.toStdString() + "'");
+        out.push_back(line.toStdString());
+    }
+    if (out.empty()) throw InputError(path.toStdString(), "", std::string("no module globs in it; ") + kExpected);
+    return out;
 }
 
 }  // namespace ampscope::ui

@@ -3,12 +3,16 @@
 // The new-run dialog: model, probes, precisions, device, mode, criteria, FP32 regions.
 // Criteria are set here, before Start, and shown locked once the run started.
 
+#include <string>
+#include <vector>
+
 #include "ampscope/engine/run.h"
 #include "specdialog.h"
 
 class QCheckBox;
 class QGroupBox;
 class QFormLayout;
+class QHBoxLayout;
 
 namespace ampscope::ui {
 
@@ -21,6 +25,12 @@ public:
     /// After Start: criteria widgets become read-only.
     void lockCriteria();
     bool criteriaLocked() const;
+    /// Fills Keep in FP32 from `path`: the JSON `ampscope-cli advise` and Save set… write (its
+    /// "keep_fp32" list) or one glob a line. A bad file: the dialog's error line names the file
+    /// and what was expected, the field is left as it was. True when filled.
+    bool loadRegions(const QString& path);
+    /// The globs of such a file; throws InputError(path, field, expectation).
+    static std::vector<std::string> readRegionsFile(const QString& path);
 
 protected:
     void dragEnterEvent(QDragEnterEvent* e) override;
@@ -29,6 +39,8 @@ protected:
 private:
     QFormLayout* buildInputs();
     QGroupBox* buildCriteria();
+    /// `field` with a Load FP32 regions… button.
+    QHBoxLayout* withLoad(QLineEdit* field);
     QComboBox* model_;
     QLineEdit* probes_;
     QCheckBox *fp16_, *bf16_;

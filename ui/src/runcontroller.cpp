@@ -4,38 +4,13 @@
 #include <QMetaObject>
 #include <QPointer>
 
-#include <chrono>
 #include <mutex>
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/storage/store.h"
+#include "throttledprogress.h"
 
 namespace ampscope::ui {
-
-namespace {
-
-/// Forwards engine progress to the controller (throttled) and exposes its cancel flag.
-class Progress : public ProgressObserver {
-public:
-    Progress(std::atomic<bool>& cancel, std::function<void(const std::string&, int)> report)
-        : cancel_(cancel), report_(std::move(report)) {}
-    void progress(const std::string& stage, int done, int total) override {
-        const auto now = std::chrono::steady_clock::now();
-        if (stage == last_ && done != total && now - last_time_ < std::chrono::milliseconds(50)) return;
-        last_ = stage;
-        last_time_ = now;
-        report_(stage, total > 0 ? int(1000LL * done / total) : 0);
-    }
-    bool cancel_requested() const override { return cancel_.load(); }
-
-private:
-    std::atomic<bool>& cancel_;
-    std::function<void(const std::string&, int)> report_;
-    std::string last_;
-    std::chrono::steady_clock::time_point last_time_{};
-};
-
-}  // namespace
 
 /// Steps produced on the worker, waiting for the UI thread: one delivery is pending at a time
 /// and takes every step queued until it runs, so a busy UI thread gets fewer, larger batches.
@@ -126,41 +101,48 @@ void RunController::setEngines(ComparisonEngine comparison, TrainingEngine train
 
 void RunController::deliver(quint64 job, std::function<void()> fn) {
     QPointer<RunController> self(this);
-    QMetaObject::invokeMethod(this, [self, job, fn = std::move(fn)] {
-        if (self && self->job_ == job) fn();  // results of a stale job are dropped
-    }, Qt::QueuedConnection);
+    QMetaObject::invokeMethod(
+        this,
+        [self, job, fn = std::move(fn)] {
+            if (self && self->job_ == job) fn();  // results of a stale job are dropped
+        },
+        Qt::QueuedConnection);
 }
 
 bool RunController::start(const RunSpec& spec, const QString& db_path) {
     if (running_) return false;
     spec_ = spec;
     const quint64 job = job_ + 1;
-    return launch([this, spec, job, engine = comparison_](storage::Store& store, ProgressObserver& prog, std::string& uuid) {
-        LiveRunSink sink(store, this, [this, job](std::function<void()> fn) { deliver(job, std::move(fn)); });
-        try {
-            auto r = engine(spec, &sink, &prog);
-            return std::make_pair(r.run_id, to_string(r.verdict));
-        } catch (...) {
-            uuid = sink.run_uuid();
-            throw;
-        }
-    }, db_path);
+    return launch(
+        [this, spec, job, engine = comparison_](storage::Store& store, ProgressObserver& prog, std::string& uuid) {
+            LiveRunSink sink(store, this, [this, job](std::function<void()> fn) { deliver(job, std::move(fn)); });
+            try {
+                auto r = engine(spec, &sink, &prog);
+                return std::make_pair(r.run_id, to_string(r.verdict));
+            } catch (...) {
+                uuid = sink.run_uuid();
+                throw;
+            }
+        },
+        db_path);
 }
 
 bool RunController::startTraining(const TrainSpec& spec, const QString& db_path) {
     if (running_) return false;
     const quint64 job = job_ + 1;
-    return launch([this, spec, job, engine = training_](storage::Store& store, ProgressObserver& prog, std::string& uuid) {
-        LiveTrainSink sink(store, this, [this, job](std::function<void()> fn) { deliver(job, std::move(fn)); });
-        try {
-            auto r = engine(spec, &sink, &prog);
-            return std::make_pair(r.run_id, std::to_string(r.effective_updates) + " of " + std::to_string(r.iterations) +
-                                                " updates took effect");
-        } catch (...) {
-            uuid = sink.run_uuid();
-            throw;
-        }
-    }, db_path);
+    return launch(
+        [this, spec, job, engine = training_](storage::Store& store, ProgressObserver& prog, std::string& uuid) {
+            LiveTrainSink sink(store, this, [this, job](std::function<void()> fn) { deliver(job, std::move(fn)); });
+            try {
+                auto r = engine(spec, &sink, &prog);
+                return std::make_pair(r.run_id,
+                                      std::to_string(r.effective_updates) + " of " + std::to_string(r.iterations) + " updates took effect");
+            } catch (...) {
+                uuid = sink.run_uuid();
+                throw;
+            }
+        },
+        db_path);
 }
 
 bool RunController::launch(Work work, const QString& db_path) {
@@ -183,7 +165,8 @@ void RunController::runWorker(quint64 job, const std::string& path, const Work& 
     std::string uuid;
     try {
         storage::Store store(path);
-        Progress prog(cancel_, [this, job](const std::string& stage, int permille) {
+        ThrottledProgress prog(cancel_, [this, job](const std::string& stage, int done, int total) {
+            const int permille = total > 0 ? int(1000LL * done / total) : 0;
             deliver(job, [this, stage, permille] { Q_EMIT progress(QString::fromStdString(stage), permille); });
         });
         try {
@@ -202,6 +185,8 @@ void RunController::runWorker(quint64 job, const std::string& path, const Work& 
     }
 }
 
-void RunController::cancel() { cancel_ = true; }
+void RunController::cancel() {
+    cancel_ = true;
+}
 
 }  // namespace ampscope::ui

@@ -48,7 +48,14 @@ void SpecDialog::accept() {
     QDialog::accept();
 }
 
-QString SpecDialog::errorText() const { return error_ && !error_->isHidden() ? error_->text() : QString(); }
+void SpecDialog::showError(const QString& message) {
+    error_->setText(message);
+    error_->setVisible(!message.isEmpty());
+}
+
+QString SpecDialog::errorText() const {
+    return error_ && !error_->isHidden() ? error_->text() : QString();
+}
 
 QHBoxLayout* SpecDialog::withBrowse(QWidget* field, const QString& title, const QString& filter, std::function<void(const QString&)> set) {
     auto* row = new QHBoxLayout;

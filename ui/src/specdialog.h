@@ -31,6 +31,8 @@ protected:
     explicit SpecDialog(QWidget* parent);
     /// Throws InputError naming the field when the entered spec is not usable.
     virtual void validate() const = 0;
+    /// Shows `message` on the error line (empty: hides it).
+    void showError(const QString& message);
     /// Lays out `fields` above the error line and the Start/Cancel buttons.
     void finish(QLayout* fields, QWidget* below = nullptr);
 

@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: MIT
+// AdviseDialog: the result shown (sensitivity, set, reasons, shares, outcome) and what the
+// user does with it (apply and re-run, save the set, copy the Python snippet).
+#include <QApplication>
+#include <QClipboard>
+#include <QFile>
+#include <QFileDialog>
+#include <QLabel>
+#include <QPushButton>
+#include <QTabWidget>
+#include <QTableWidget>
+
+#include "advisedialog.h"
+#include "advisemodel.h"
+#include "ampscope/storage/json_io.h"
+#include "errorreporter.h"
+
+namespace ampscope::ui {
+
+namespace {
+QString qs(const std::string& s) {
+    return QString::fromStdString(s);
+}
+}  // namespace
+
+void AdviseDialog::showResult(const AdviseResult& r, bool complete) {
+    result_ = r;
+    complete_ = complete;
+    sensitivity_->resetData(r.sensitivity);
+    showSet(r);
+    if (complete) {
+        const bool fixable = r.outcome == AdviseResult::Outcome::Found || r.outcome == AdviseResult::Outcome::AlreadyAccepted;
+        outcome_->setText((fixable ? QString() : QStringLiteral("No FP32 set can fix this run. ")) + qs(r.message));
+        outcome_->setStyleSheet(fixable ? QString() : QStringLiteral("QLabel { color: #c82828; }"));
+        if (r.outcome == AdviseResult::Outcome::Found) tabs_->setCurrentIndex(kSetTab);
+    } else {
+        outcome_->setStyleSheet(QString());
+        outcome_->setText(r.sensitivity.empty()
+                              ? QStringLiteral("Cancelled before any module's sensitivity was measured.")
+                              : QStringLiteral("Cancelled: the sensitivity of %1 module(s) measured so far is shown; no set was proposed.")
+                                    .arg(r.sensitivity.size()));
+    }
+    updateButtons();
+}
+
+void AdviseDialog::showSet(const AdviseResult& r) {
+    reasons_->setRowCount(0);
+    for (const auto& x : r.reasons) {
+        const int row = reasons_->rowCount();
+        reasons_->insertRow(row);
+        reasons_->setItem(row, 0, new QTableWidgetItem(qs(x.module)));
+        reasons_->setItem(row, 1, new QTableWidgetItem(qs(x.why)));
+        reasons_->setItem(row, 2, new QTableWidgetItem(qs(x.detail)));
+    }
+    reasons_->resizeColumnsToContents();
+    QString text;
+    if (!r.keep_fp32.empty())
+        text = QStringLiteral("Keep %1 module(s) in FP32: %2.\nLeft in FP32: %3% of the ops, %4% of the FLOPs.\n")
+                   .arg(r.keep_fp32.size())
+                   .arg(QString::fromStdString([&] {
+                       std::string s;
+                       for (const auto& m : r.keep_fp32) s += (s.empty() ? "" : ", ") + m;
+                       return s;
+                   }()))
+                   .arg(100 * r.fp32_share_ops, 0, 'f', 1)
+                   .arg(100 * r.fp32_share_flops, 0, 'f', 1);
+    else
+        text = QStringLiteral("No set proposed.\n");
+    text += QStringLiteral("Search: %1 candidate set(s) checked by real passes, %2 forward passes in all.")
+                .arg(r.evaluations)
+                .arg(r.passes_used);
+    summary_->setText(text);
+    verified_->hide();
+}
+
+void AdviseDialog::updateButtons() {
+    const bool found = complete_ && result_ && result_->outcome == AdviseResult::Outcome::Found && !result_->keep_fp32.empty();
+    apply_->setEnabled(found && !running());
+    save_->setEnabled(found);
+    copy_->setEnabled(found);
+}
+
+RunSpec AdviseDialog::verifySpec() const {
+    RunSpec spec = adviseSpec().run;
+    if (result_) spec.keep_fp32 = result_->keep_fp32;
+    return spec;
+}
+
+void AdviseDialog::applyAndRerun() {
+    if (!result_ || result_->keep_fp32.empty()) return;
+    verified_->setText(QStringLiteral("Verifying run started: this run's spec and criteria with the set in FP32."));
+    verified_->show();
+    Q_EMIT applyRequested(verifySpec());
+}
+
+void AdviseDialog::setVerified(const QString& uuid, const QString& verdict) {
+    verified_->setText(QStringLiteral("Verified by run %1: %2").arg(uuid.left(8), verdict));
+    verified_->setStyleSheet(verdict == QStringLiteral("accepted") ? QStringLiteral("QLabel { color: #1e8c3c; }")
+                                                                   : QStringLiteral("QLabel { color: #c82828; }"));
+    verified_->show();
+}
+
+QString AdviseDialog::saveSet(const QString& path) const {
+    if (!result_ || result_->keep_fp32.empty()) return QStringLiteral("no FP32 set has been found yet");
+    json::AdviseRecord record;
+    record.advised_from = run_.run_id;
+    record.granularity = to_string(adviseSpec().granularity);
+    const std::string json = json::advise_to_json(*result_, record);
+    QFile f(path);
+    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)) return QStringLiteral("cannot write %1: %2").arg(path, f.errorString());
+    if (f.write(json.data(), qint64(json.size())) != qint64(json.size()) || !f.flush())
+        return QStringLiteral("cannot write %1: %2").arg(path, f.errorString());
+    return {};
+}
+
+void AdviseDialog::saveSetInteractively() {
+    const auto path = QFileDialog::getSaveFileName(this, QStringLiteral("Save FP32 set"), QStringLiteral("fp32-regions.json"),
+                                                   QStringLiteral("JSON (*.json);;All files (*)"));
+    if (path.isEmpty()) return;
+    const auto err = saveSet(path);
+    if (!err.isEmpty() && reporter_) reporter_->error(this, QStringLiteral("Cannot save the set"), err);
+}
+
+void AdviseDialog::copyPythonSnippet() {
+    if (!result_ || result_->keep_fp32.empty()) return;
+    const auto& precisions = run_.spec.precisions;
+    QApplication::clipboard()->setText(qs(python_snippet(result_->keep_fp32, precisions.empty() ? Precision::Fp16 : precisions.front())));
+}
+
+}  // namespace ampscope::ui
