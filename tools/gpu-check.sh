@@ -161,6 +161,20 @@ export_cuda() {
   echo "figure: .pt2 on cuda: $(grep -a '^Ran ' "$json/export.txt") $(tail -1 "$json/export.txt")"
   return "$rc"
 }
+# the precision advisor on the GPU: a set found, verified by an accepted run, timed after it
+advise_cuda() {
+  local rc=0
+  "$cli" advise --model demo:transformer --probes demo --device cuda --json "$json/advise.json" -q || rc=$?
+  "$py" - "$json/advise.json" <<'PY' || rc=1
+import json, sys
+a = json.load(open(sys.argv[1]))
+assert a["outcome"] in ("found", "already_accepted"), a["message"]
+assert a["outcome"] == "already_accepted" or a["verified_verdict"] == "accepted", a
+t = {(f["precision"], f["policy"]): f["median_ms"] for f in (a["timing"] or {}).get("figures", [])}
+print(f"figure: {a['outcome']} {a['keep_fp32']} in {a['evaluations']} sets / {a['passes_used']} passes; ms {t}")
+PY
+  return "$rc"
+}
 # bench only after an accepted validation of the same policy: BF16, plain autocast, criteria
 # the demo accepts (README: FP16 is rejected by design; bench has no FP32 regions).
 bench_validated() {
@@ -189,6 +203,7 @@ check keep-fp32-embed keep_fp32_embed
 check train-cuda train_cuda
 check oracle-cuda oracle_cuda
 check export-cuda export_cuda
+check advise-cuda advise_cuda
 check bench bench_validated
 
 mkdir -p "$out_dir/gpu-check-json" && cp "$json"/*.json "$out_dir/gpu-check-json/" 2>/dev/null || true

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <map>
 
 #include "models.h"
@@ -29,19 +30,7 @@ void CompareModel::resetData(const RunResult& a, const RunResult& b) {
         else
             rows_.push_back({-1, int(i)});
     }
-    lo_ = 1e300;
-    hi_ = 0;
-    for (const auto* r : {&a_, &b_})
-        for (const auto& c : r->comparisons)
-            for (const auto& d : c.deltas)
-                if (d.finite) {
-                    lo_ = std::min(lo_, std::max(d.abs, kPlotFloor));
-                    hi_ = std::max(hi_, d.abs);
-                }
-    if (hi_ == 0) {
-        lo_ = kPlotFloor;
-        hi_ = 1;
-    }
+    std::tie(lo_, hi_) = deltaPlotRange({&a_, &b_});
     endResetModel();
 }
 

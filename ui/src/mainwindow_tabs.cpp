@@ -57,6 +57,11 @@ QString emptyText(const QString& missing, const QString& shows, const QString& f
 const QString kNoComparison = QStringLiteral("No comparison run selected");
 const QString kPickComparison = QStringLiteral("Select a comparison run in the run browser, or start one: File → New run… (Ctrl+N).");
 
+/// The empty state of a view of one comparison run.
+QString comparisonEmptyText(const QString& shows) {
+    return emptyText(kNoComparison, shows, kPickComparison);
+}
+
 }  // namespace
 
 void MainWindow::buildUi() {
@@ -154,10 +159,8 @@ QWidget* MainWindow::buildDeltasTab() {
                    QStringLiteral("Histogram"));
     tables_[kDeltasTab] = makeTable(samples_, SampleModel::SortRole);
     return withEmptyState(stacked(charts, tables_[kDeltasTab]), samples_,
-                          emptyText(kNoComparison,
-                                    QStringLiteral("per probe sample how far each AMP pass's scores are from the FP32 "
-                                                   "reference, against the tolerance."),
-                                    kPickComparison));
+                          comparisonEmptyText(QStringLiteral("per probe sample how far each AMP pass's scores are from the FP32 "
+                                                             "reference, against the tolerance.")));
 }
 
 QWidget* MainWindow::buildFlipsTab() {
@@ -165,10 +168,8 @@ QWidget* MainWindow::buildFlipsTab() {
         samples_, [m = samples_] { return makeFlipChart(m); }, QString());
     tables_[kFlipsTab] = makeTable(flips_, FlipModel::SortRole);
     return withEmptyState(stacked(chart, tables_[kFlipsTab]), samples_,
-                          emptyText(kNoComparison,
-                                    QStringLiteral("the samples whose decision (top class) changes under AMP, "
-                                                   "against the reference margin."),
-                                    kPickComparison));
+                          comparisonEmptyText(QStringLiteral("the samples whose decision (top class) changes under AMP, "
+                                                             "against the reference margin.")));
 }
 
 QWidget* MainWindow::buildLayersTab() {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "ampscope/engine/compare.h"
 #include "ampscope/engine/rules.h"
@@ -129,19 +130,20 @@ void SampleModel::addComparison(const Comparison& cmp) {
     endInsertColumns();
 }
 
+std::pair<double, double> deltaPlotRange(std::initializer_list<const RunResult*> runs) {
+    double lo = 1e300, hi = 0;
+    for (const auto* r : runs)
+        for (const auto& c : r->comparisons)
+            for (const auto& d : c.deltas)
+                if (d.finite) {
+                    lo = std::min(lo, std::max(d.abs, kPlotFloor));
+                    hi = std::max(hi, d.abs);
+                }
+    return hi == 0 ? std::make_pair(kPlotFloor, 1.0) : std::make_pair(lo, hi);
+}
+
 void SampleModel::updatePlotRange() {
-    lo_ = 1e300;
-    hi_ = 0;
-    for (const auto& c : run_.comparisons)
-        for (const auto& d : c.deltas)
-            if (d.finite) {
-                lo_ = std::min(lo_, std::max(d.abs, kPlotFloor));
-                hi_ = std::max(hi_, d.abs);
-            }
-    if (hi_ == 0) {
-        lo_ = kPlotFloor;
-        hi_ = 1;
-    }
+    std::tie(lo_, hi_) = deltaPlotRange({&run_});
     hi_ = std::max(hi_, run_.criteria.atol);
 }
 

@@ -5,6 +5,8 @@
 
 #include <QAbstractTableModel>
 
+#include <initializer_list>
+#include <utility>
 #include <vector>
 
 #include "ampscope/engine/train.h"
@@ -14,6 +16,10 @@ namespace ampscope::ui {
 
 /// The smallest value plotted on log axes (they cannot show 0).
 constexpr double kPlotFloor = 1e-12;
+
+/// The log-scale range of the finite per-sample deltas of these runs' comparisons (floored at
+/// kPlotFloor; [kPlotFloor, 1] when there are none).
+std::pair<double, double> deltaPlotRange(std::initializer_list<const RunResult*> runs);
 
 /// The common part of the table models: rows and columns of a flat table, column names (a
 /// fixed list given at construction, or columns() and columnName() of a model whose columns

@@ -222,24 +222,6 @@ AMPSCOPE_AVX2 inline T lane_max(V v) {
     std::memcpy(t, &v, sizeof v);
     return *std::max_element(std::begin(t), std::end(t));
 }
-AMPSCOPE_AVX2 inline uint32_t hmin_u32(__m256i v) {
-    return lane_min<uint32_t>(v);
-}
-AMPSCOPE_AVX2 inline uint32_t hmax_u32(__m256i v) {
-    return lane_max<uint32_t>(v);
-}
-AMPSCOPE_AVX2 inline uint16_t hmin_u16(__m256i v) {
-    return lane_min<uint16_t>(v);
-}
-AMPSCOPE_AVX2 inline uint16_t hmax_u16(__m256i v) {
-    return lane_max<uint16_t>(v);
-}
-AMPSCOPE_AVX2 inline float hmin_ps(__m256 v) {
-    return lane_min<float>(v);
-}
-AMPSCOPE_AVX2 inline float hmax_ps(__m256 v) {
-    return lane_max<float>(v);
-}
 AMPSCOPE_AVX2 inline double hsum_ps(__m256 v) {
     alignas(32) float t[8];
     _mm256_store_ps(t, v);
@@ -285,8 +267,8 @@ AMPSCOPE_AVX2 inline void moments(int n, Load load, const char* pf, KernelAcc& a
     }
     a.sum += sum;
     a.sumsq += sumsq;
-    a.min_key = std::min(a.min_key, key_of(bits_of(hmin_ps(mn))));
-    a.max_key = std::max(a.max_key, key_of(bits_of(hmax_ps(mx))));
+    a.min_key = std::min(a.min_key, key_of(bits_of(lane_min<float>(mn))));
+    a.max_key = std::max(a.max_key, key_of(bits_of(lane_max<float>(mx))));
     a.count += n;
 }
 
@@ -380,7 +362,7 @@ AMPSCOPE_AVX2 void counts_avx2(const float* v, int n, KernelAcc& a) {
     a.h_under += total(lhu) - z;
     a.b_sub += total(lbs) - z;
     a.b_under += total(lbu) - z;
-    a.minnz_bits = std::min(a.minnz_bits, hmin_u32(minnz) + 1u);
+    a.minnz_bits = std::min(a.minnz_bits, lane_min<uint32_t>(minnz) + 1u);
 }
 
 /// The float pass for a block with NaN or Inf (n a multiple of 32): those values are left out
@@ -409,7 +391,7 @@ AMPSCOPE_AVX2 bool moments_masked(const float* v, int n, KernelAcc& a) {
         sum += hsum_ps(_mm256_add_ps(s0, s1));
         sumsq += hsum_ps(_mm256_add_ps(q0, q1));
     }
-    const float lo = hmin_ps(mn), hi = hmax_ps(mx);
+    const float lo = lane_min<float>(mn), hi = lane_max<float>(mx);
     if (lo <= hi) {  // some finite value
         const uint32_t amax = std::max(bits_of(lo) & 0x7fffffffu, bits_of(hi) & 0x7fffffffu);
         if (amax < kFastLoBits || amax > kFastHiBits) return false;
@@ -430,7 +412,7 @@ AMPSCOPE_AVX2 void f32_block(const float* v, int n, KernelAcc& a) {
     if (m > 0) {
         __m256i lo, hi;
         magnitude_range<false>(v, m, lo, hi);
-        const uint32_t minab = hmin_u32(lo), maxab = hmax_u32(hi);
+        const uint32_t minab = lane_min<uint32_t>(lo), maxab = lane_max<uint32_t>(hi);
         if (maxab >= kFastLoBits && maxab <= kFastHiBits) {
             moments<4>(
                 m, [v](int i) AMPSCOPE_AVX2 { return _mm256_loadu_ps(v + i); }, reinterpret_cast<const char*>(v + kBlock), a);
@@ -469,7 +451,7 @@ AMPSCOPE_AVX2 void half_counts(const uint16_t* h, int n, KernelAcc& a) {
     }
     a.zeros += nz;
     a.h_sub += nb - nz;
-    const uint16_t mn = hmin_u16(minnz);
+    const uint16_t mn = lane_min<uint16_t>(minnz);
     if (mn != 0xffffu) {
         const uint16_t bits = uint16_t(mn + 1u);
         float f;
@@ -524,7 +506,7 @@ AMPSCOPE_AVX2 void block16(const uint16_t* h, int n, KernelAcc& a) {
     if (m > 0) {
         __m256i lo, hi;
         magnitude_range<true>(h, m, lo, hi);
-        const uint16_t minab = hmin_u16(lo), maxab = hmax_u16(hi);
+        const uint16_t minab = lane_min<uint16_t>(lo), maxab = lane_max<uint16_t>(hi);
         if (Fmt::fast(maxab)) {
             moments<2>(
                 m, [h](int i) AMPSCOPE_AVX2 { return Fmt::load(h + i); }, reinterpret_cast<const char*>(h + kBlock), a);

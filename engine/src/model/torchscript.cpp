@@ -33,16 +33,21 @@ namespace {
 // autocast off for the node that follows. Floating inputs entering a region pass through
 // `ampscope::to_fp32`. The ops themselves, their order and their kernels are unchanged.
 
+/// An instrumented forward graph. Two per model at most: one for observation only, and one
+/// whose every tensor input passes through `ampscope::to_fp32(x, id)`, which casts only when the
+/// running policy puts node `id` in FP32, so that one graph serves every set of FP32 regions
+/// (the advisor checks hundreds of sets; a graph per set would be built and kept for each).
 struct ScriptPlan {
     std::shared_ptr<torch::jit::Graph> graph;
     std::unique_ptr<torch::jit::Code> code;
     std::vector<std::string> node_module;  ///< per scope id
-    std::vector<bool> node_fp32;           ///< per scope id
 };
 
 struct ScriptRun {
     const ScriptPlan* plan = nullptr;
+    const std::vector<bool>* fp32 = nullptr;  ///< per scope id under the running policy; null: none
     bool base_autocast = false;
+    bool in_fp32(int64_t id) const { return fp32 && id >= 0 && size_t(id) < fp32->size() && (*fp32)[size_t(id)]; }
 };
 thread_local ScriptRun tls_script_run;
 
@@ -51,19 +56,20 @@ void enter_scope(int64_t id) {
     if (!run.plan || id < 0 || size_t(id) >= run.plan->node_module.size()) return;
     auto& ctx = pass_context();
     ctx.scope.assign(1, run.plan->node_module[size_t(id)]);
-    const bool fp32 = run.plan->node_fp32[size_t(id)];
+    const bool fp32 = run.in_fp32(id);
     at::autocast::set_autocast_enabled(ctx.device_type, run.base_autocast && !fp32);
     if (fp32 && run.base_autocast && (ctx.regions_hit.empty() || ctx.regions_hit.back() != run.plan->node_module[size_t(id)]))
         ctx.regions_hit.push_back(run.plan->node_module[size_t(id)]);
 }
 
-at::Tensor to_fp32(const at::Tensor& x) {
+at::Tensor to_fp32(const at::Tensor& x, int64_t id) {
+    if (!tls_script_run.in_fp32(id)) return x;
     return x.defined() && x.is_floating_point() && x.scalar_type() != at::kFloat ? x.to(at::kFloat) : x;
 }
 
 TORCH_LIBRARY(ampscope, m) {
     m.def(torch::schema("ampscope::enter_scope(int id) -> ()", c10::AliasAnalysisKind::CONSERVATIVE), &enter_scope);
-    m.def(torch::schema("ampscope::to_fp32(Tensor x) -> Tensor", c10::AliasAnalysisKind::CONSERVATIVE), &to_fp32);
+    m.def(torch::schema("ampscope::to_fp32(Tensor x, int id) -> Tensor", c10::AliasAnalysisKind::CONSERVATIVE), &to_fp32);
 }
 
 using NodePaths = std::unordered_map<torch::jit::Node*, std::string>;
@@ -123,28 +129,26 @@ NodePaths inline_with_paths(torch::jit::Graph& g) {
     return paths;
 }
 
-void instrument_block(torch::jit::Block* block, ScriptPlan& plan, const std::vector<std::string>& keep_fp32,
-                      const std::optional<std::string>& amp_only, const NodePaths& paths) {
+void instrument_block(torch::jit::Block* block, ScriptPlan& plan, bool casts, const NodePaths& paths) {
     using namespace torch::jit;
     for (auto it = block->nodes().begin(); it != block->nodes().end(); ++it) {
         Node* n = *it;
-        for (torch::jit::Block* sub : n->blocks()) instrument_block(sub, plan, keep_fp32, amp_only, paths);
+        for (torch::jit::Block* sub : n->blocks()) instrument_block(sub, plan, casts, paths);
         if (!n->kind().is_aten()) continue;
         const auto found = paths.find(n);
         const std::string path = found == paths.end() ? std::string() : found->second;
-        const bool fp32 = runs_fp32(path, keep_fp32, amp_only);
         const int64_t id = int64_t(plan.node_module.size());
         plan.node_module.push_back(path);
-        plan.node_fp32.push_back(fp32);
         WithInsertPoint guard(n);
         Graph* g = block->owningGraph();
         Node* call = g->create(Symbol::fromQualString("ampscope::enter_scope"), {g->insertConstant(id)}, 0);
         g->insertNode(call);
-        if (fp32) {
+        if (casts) {
+            Value* id_value = g->insertConstant(id);
             for (size_t i = 0; i < n->inputs().size(); ++i) {
                 Value* v = n->input(i);
                 if (v->type()->kind() != c10::TypeKind::TensorType) continue;
-                Node* cast = g->create(Symbol::fromQualString("ampscope::to_fp32"), {v}, 1);
+                Node* cast = g->create(Symbol::fromQualString("ampscope::to_fp32"), {v, id_value}, 1);
                 cast->output()->setType(v->type());
                 g->insertNode(cast);
                 n->replaceInput(i, cast->output());
@@ -161,12 +165,14 @@ public:
         torch::jit::IValue out;
         const auto& ctx = pass_context();
         if (ctx.observing || !ctx.keep_fp32.empty() || ctx.amp_only) {
-            const ScriptPlan& plan = plan_for(ctx.keep_fp32, ctx.amp_only);
+            const bool regions = !ctx.keep_fp32.empty() || ctx.amp_only;
+            const ScriptPlan& plan = plan_for(regions);
+            const std::vector<bool>* fp32 = regions ? &policy_for(plan, ctx.keep_fp32, ctx.amp_only) : nullptr;
             torch::jit::Stack stack;
             stack.emplace_back(m_._ivalue());
             for (auto& a : args) stack.push_back(a);
             ScriptRun saved = tls_script_run;
-            tls_script_run = {&plan, at::autocast::is_autocast_enabled(ctx.device_type)};
+            tls_script_run = {&plan, fp32, at::autocast::is_autocast_enabled(ctx.device_type)};
             struct Restore {
                 ScriptRun saved;
                 ~Restore() {
@@ -216,23 +222,37 @@ public:
     torch::jit::Module& module() { return m_; }
 
 private:
-    const ScriptPlan& plan_for(const std::vector<std::string>& keep_fp32, const std::optional<std::string>& amp_only) {
-        std::string key = amp_only ? "amp only " + *amp_only + "\n" : std::string();
-        for (const auto& k : keep_fp32) key += k + '\n';
-        auto& slot = plans_[key];
+    /// The observation graph, or the one with conditional casts for FP32 regions.
+    const ScriptPlan& plan_for(bool casts) {
+        auto& slot = plans_[casts ? 1 : 0];
         if (!slot) {
             slot = std::make_unique<ScriptPlan>();
             auto& fn = torch::jit::toGraphFunction(m_.get_method("forward").function());
             slot->graph = fn.graph()->copy();
             const auto paths = inline_with_paths(*slot->graph);
-            instrument_block(slot->graph->block(), *slot, keep_fp32, amp_only, paths);
+            instrument_block(slot->graph->block(), *slot, casts, paths);
             if (std::getenv("AMPSCOPE_DUMP_GRAPH")) std::cerr << *slot->graph << std::endl;
             slot->code = std::make_unique<torch::jit::Code>(slot->graph, "forward");
         }
         return *slot;
     }
+    /// Which nodes of `plan` run in FP32 under a policy (the last one is kept: a run's passes
+    /// share it, the advisor's sets change it every pass).
+    const std::vector<bool>& policy_for(const ScriptPlan& plan, const std::vector<std::string>& keep_fp32,
+                                        const std::optional<std::string>& amp_only) {
+        if (policy_keep_ != keep_fp32 || policy_amp_only_ != amp_only || policy_.size() != plan.node_module.size()) {
+            policy_keep_ = keep_fp32;
+            policy_amp_only_ = amp_only;
+            policy_.clear();
+            for (const auto& path : plan.node_module) policy_.push_back(runs_fp32(path, keep_fp32, amp_only));
+        }
+        return policy_;
+    }
     torch::jit::Module m_;
-    std::map<std::string, std::unique_ptr<ScriptPlan>> plans_;
+    std::unique_ptr<ScriptPlan> plans_[2];
+    std::vector<std::string> policy_keep_;
+    std::optional<std::string> policy_amp_only_;
+    std::vector<bool> policy_;
 };
 
 }  // namespace
