@@ -293,6 +293,25 @@ private Q_SLOTS:
         lossView.reset();
         scaleView.reset();
     }
+
+    void chartsStreamWithoutAntialiasingThenSettle() {
+        // a live run's rows: the chart is drawn without antialiasing while they arrive (its
+        // repaints held up the UI thread, bench/README.md), and antialiased once they stop
+        TrainingStepModel model;
+        const auto run = longRun(400);
+        ChartWidget w(
+            &model, [&model] { return makeGradChart(&model); }, QStringLiteral("empty"));
+        w.resize(640, 400);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        QVERIFY(w.view()->renderHints().testFlag(QPainter::Antialiasing));
+        for (size_t b = 0; b < run.size(); b += 100) {
+            model.appendSteps(std::vector<TrainStep>(run.begin() + long(b), run.begin() + long(b + 100)));
+            QCoreApplication::processEvents();
+            QVERIFY2(!w.view()->renderHints().testFlag(QPainter::Antialiasing), "antialiased while rows stream in");
+        }
+        QTRY_VERIFY_WITH_TIMEOUT(w.view()->renderHints().testFlag(QPainter::Antialiasing), 3000);
+    }
 };
 
 QTEST_MAIN(TstCharts)

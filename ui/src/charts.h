@@ -17,6 +17,7 @@ class QAbstractItemModel;
 class QChart;
 class QChartView;
 class QLabel;
+class QTimer;
 class QPalette;
 class QStackedLayout;
 
@@ -94,6 +95,11 @@ private:
     QLabel* empty_;
     QStackedLayout* stack_;
     bool stale_ = false;  ///< the model changed while empty or hidden: build when rows arrive or it is shown
+    /// While rows stream in (a live run), the chart is drawn without antialiasing; it is
+    /// antialiased again once no row has arrived for a moment (bench/README.md: an antialiased
+    /// repaint of a ~400-point zig-zag on a log axis grew to 35 ms and held up the UI thread).
+    QTimer* settle_;
+    void streaming();
 };
 
 }  // namespace ampscope::ui

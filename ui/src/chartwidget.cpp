@@ -6,6 +6,7 @@
 #include <QFileDialog>
 #include <QLabel>
 #include <QStackedLayout>
+#include <QTimer>
 
 #include "chartparts.h"
 #include "charts.h"
@@ -15,6 +16,13 @@ namespace ampscope::ui {
 ChartWidget::ChartWidget(QAbstractItemModel* model, std::function<QChart*()> build, const QString& emptyText, QWidget* parent)
     : QWidget(parent), model_(model), build_(std::move(build)), view_(new QChartView), empty_(new QLabel(emptyText)) {
     view_->setRenderHint(QPainter::Antialiasing);
+    settle_ = new QTimer(this);
+    settle_->setSingleShot(true);
+    settle_->setInterval(400);
+    connect(settle_, &QTimer::timeout, this, [this] {
+        view_->setRenderHint(QPainter::Antialiasing);
+        view_->viewport()->update();
+    });
     empty_->setObjectName(QStringLiteral("emptyState"));
     empty_->setAlignment(Qt::AlignCenter);
     empty_->setWordWrap(true);
@@ -31,6 +39,7 @@ ChartWidget::ChartWidget(QAbstractItemModel* model, std::function<QChart*()> bui
     connect(model_, &QAbstractItemModel::columnsInserted, this, &ChartWidget::rebuild);
     connect(model_, &QAbstractItemModel::columnsRemoved, this, &ChartWidget::rebuild);
     connect(model_, &QAbstractItemModel::rowsInserted, this, [this] {  // a live run's first rows: the charts built one per turn
+        streaming();
         stale_ ? parts::inLaterTurn(this,
                                     [this] {
                                         if (stale_) rebuild();
@@ -42,6 +51,11 @@ ChartWidget::ChartWidget(QAbstractItemModel* model, std::function<QChart*()> bui
 
 QChart* ChartWidget::chart() const {
     return view_->chart();
+}
+
+void ChartWidget::streaming() {
+    if (view_->renderHints().testFlag(QPainter::Antialiasing)) view_->setRenderHint(QPainter::Antialiasing, false);
+    settle_->start();
 }
 
 void ChartWidget::showEvent(QShowEvent* e) {
