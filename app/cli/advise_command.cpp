@@ -39,12 +39,13 @@ void add_advise_options(CLI::App* cmd, AdviseOptions& o) {
 }
 
 /// The spec: a recorded run's (criteria stay as fixed then), or the flags'.
-AdviseSpec spec_of(AdviseOptions& o, const storage::Store* store, CLI::App* cmd) {
+AdviseSpec spec_of(AdviseOptions& o, CLI::App* cmd) {
     AdviseSpec a;
     a.granularity = parse_granularity(o.granularity);
     if (o.run.empty()) {
-        if (o.spec.model.empty() || o.spec.probes.empty())
-            throw InputError("--model", "", "expected a recorded run (ampscope-cli advise RUN) or --model and --probes");
+        if (!cmd || !cmd->count("--model") || !cmd->count("--probes"))
+            throw InputError(cmd && cmd->count("--model") ? "--probes" : "--model", "",
+                             "expected a recorded run (ampscope-cli advise RUN) or --model and --probes");
         finish_spec(o);
         a.run = o.spec;
         return a;
@@ -54,8 +55,18 @@ AdviseSpec spec_of(AdviseOptions& o, const storage::Store* store, CLI::App* cmd)
           "--quality-metric", "--quality-threshold", "--allow-nonfinite", "--output", "--seed", "--batch-size"})
         if (cmd && cmd->count(flag))
             throw InputError(flag, "", "a recorded run's model, probes and criteria are fixed; give either RUN or " + std::string(flag));
-    if (!store) throw InputError("--no-db", "", "advising a recorded run needs its database (drop --no-db)");
-    const RunResult r = store->load_run(store->resolve(o.run));
+    if (o.no_db) throw InputError("--no-db", "", "advising a recorded run needs its database (drop --no-db)");
+    const storage::Store store(storage::default_db_path(o.db), storage::Store::Mode::ReadOnly);  // never creates one
+    const RunResult r = store.load_run(store.resolve(o.run));
+    const RunInputs now = identify_inputs(r.spec.model, r.spec.probes, r.spec.device, r.spec.seed);
+    if (now.model.sha256 != r.model.sha256 || now.model.weights_sha256 != r.model.weights_sha256)
+        throw InputError(r.spec.model, "sha256",
+                         "the model changed since run " + r.run_id + " was recorded (sha256 " + r.model.sha256.substr(0, 12) + " then, " +
+                             now.model.sha256.substr(0, 12) + " now); expected the file that run used");
+    if (now.probes.sha256 != r.probes.sha256)
+        throw InputError(r.spec.probes, "sha256",
+                         "the probes changed since run " + r.run_id + " was recorded (sha256 " + r.probes.sha256.substr(0, 12) + " then, " +
+                             now.probes.sha256.substr(0, 12) + " now); expected the file that run used");
     a.run = r.spec;
     a.run.criteria = r.criteria;  // as fixed before that run's first pass
     a.run.criteria.fixed_at.clear();
@@ -116,8 +127,13 @@ BenchResult time_policy(const AdviseSpec& a, const std::vector<std::string>& kee
 }
 
 int run_advise(AdviseOptions& o) {
+    // every output path and the spec checked before any work
+    check_output_path(o.json_path, "--json");
+    check_output_path(o.python_path, "--python");
+    if (!o.json_path.empty() && o.json_path != "-" && o.json_path == o.python_path)
+        throw InputError(o.python_path, "--python", "the same file as --json; expected two different files");
+    AdviseSpec spec = spec_of(o, o.cmd);
     const Recording<storage::RunWriter> rec(o.no_db, o.db, o.init_db, &storage::RunWriter::run_failed);
-    AdviseSpec spec = spec_of(o, rec.store(), o.cmd);
     TerminalProgress progress(isatty(STDERR_FILENO) && !o.quiet);
     const AdviseResult r = advise(spec, &progress);
     if (interrupted()) throw Cancelled();
@@ -132,8 +148,11 @@ int run_advise(AdviseOptions& o) {
         record.verified_run = rec.store() ? v.run_id : "";
         record.verified_verdict = to_string(v.verdict);
         if (v.verdict == Verdict::Accepted && !o.no_bench) {  // gains only after numeric validation
+            if (interrupted()) throw Cancelled();
             full = time_policy(spec, {});
+            if (interrupted()) throw Cancelled();
             with_set = time_policy(spec, r.keep_fp32);
+            if (interrupted()) throw Cancelled();
             record.full_amp = &*full;
             record.with_set = &*with_set;
         }
@@ -142,7 +161,8 @@ int run_advise(AdviseOptions& o) {
     if (!o.quiet && o.json_path != "-") print_advice(r, record);
     if (!o.json_path.empty()) write_output(o.json_path, json::advise_to_json(r, record));
     if (!o.python_path.empty() && !r.keep_fp32.empty())
-        write_output(o.python_path, python_snippet(r.keep_fp32, spec.run.precisions.empty() ? Precision::Fp16 : spec.run.precisions[0]));
+        write_output(o.python_path, python_snippet(r.keep_fp32, spec.run.precisions.empty() ? Precision::Fp16 : spec.run.precisions[0]),
+                     "--python");
     const bool ok = r.outcome == AdviseResult::Outcome::AlreadyAccepted ||
                     (r.outcome == AdviseResult::Outcome::Found && record.verified_verdict == to_string(Verdict::Accepted));
     if (r.outcome == AdviseResult::Outcome::Found && !ok)

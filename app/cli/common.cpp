@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <filesystem>
 #include <iostream>
 #include <mutex>
 #include <sstream>
@@ -102,6 +103,8 @@ std::unique_ptr<storage::Store> recording_store(bool no_db, const std::string& d
 }
 
 std::string read_file(const std::string& path, const std::string& what) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) throw InputError(path, what, "a directory; expected a file");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw InputError(path, what, "cannot open file for reading");
     std::stringstream s;
@@ -109,7 +112,7 @@ std::string read_file(const std::string& path, const std::string& what) {
     return s.str();
 }
 
-void write_output(const std::string& path, const std::string& text) {
+void write_output(const std::string& path, const std::string& text, const std::string& what) {
     if (path == "-") {
         std::cout << text << std::endl;
         return;
@@ -117,11 +120,22 @@ void write_output(const std::string& path, const std::string& text) {
     const std::string tmp = path + ".tmp";
     {
         std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out) throw InputError(path, "--json", "cannot write to this path");
+        if (!out) throw InputError(path, what, "cannot write to this path");
         out << text << "\n";
-        if (!out) throw InputError(path, "--json", "write failed");
+        if (!out) throw InputError(path, what, "write failed");
     }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) throw InputError(path, "--json", "cannot replace the file");
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) throw InputError(path, what, "cannot replace the file");
+}
+
+void check_output_path(const std::string& path, const std::string& what) {
+    if (path.empty() || path == "-") return;
+    std::error_code ec;
+    const auto p = std::filesystem::path(path);
+    if (std::filesystem::is_directory(p, ec)) throw InputError(path, what, "a directory; expected a file path to write");
+    const auto dir = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
+    if (!std::filesystem::is_directory(dir, ec))
+        throw InputError(path, what, "its folder " + dir.string() + " does not exist; expected a path in an existing folder");
+    if (::access(dir.c_str(), W_OK) != 0) throw InputError(path, what, "its folder " + dir.string() + " is not writable");
 }
 
 }  // namespace ampscope::cli

@@ -95,7 +95,10 @@ std::string read_file(const std::string& path, const std::string& what);
 
 /// Writes --json output to `path` (through a temporary file renamed into place), or to stdout
 /// for "-".
-void write_output(const std::string& path, const std::string& text);
+void write_output(const std::string& path, const std::string& text, const std::string& what = "--json");
+/// Before any work: InputError when `path` (an output option `what`) cannot be written (a
+/// directory, a missing or read-only folder). "" and "-" pass.
+void check_output_path(const std::string& path, const std::string& what);
 
 /// The help of --db.
 inline const char* const kDbHelp = "run database (default: $AMPSCOPE_DB, else ${XDG_DATA_HOME:-~/.local/share}/ampscope/runs.sqlite)";

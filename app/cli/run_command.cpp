@@ -21,6 +21,7 @@ namespace ampscope::cli {
 namespace {
 
 int run_run(RunOptions& o) {
+    check_output_path(o.json_path, "--json");  // before any work
     finish_spec(o);
     auto& spec = o.spec;
     TerminalProgress progress(isatty(STDERR_FILENO) && !o.quiet);

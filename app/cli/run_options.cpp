@@ -115,7 +115,12 @@ void finish_spec(RunOptions& o) {
 }
 
 std::vector<std::string> read_keep_fp32_file(const std::string& path) {
-    const std::string text = read_file(path, "--keep-fp32-file");
+    std::string text = read_file(path, "--keep-fp32-file");
+    if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);  // a UTF-8 byte-order mark
+    for (const unsigned char c : text)
+        if (c == 0 || (c < 0x20 && c != '\n' && c != '\r' && c != '\t'))
+            throw InputError(path, "--keep-fp32-file",
+                             "binary content (control bytes); expected a text file with one module-path glob a line, or an advise JSON");
     std::vector<std::string> out;
     const auto first = text.find_first_not_of(" \t\r\n");
     if (first != std::string::npos && text[first] == '{') {

@@ -210,7 +210,8 @@ std::string Store::error(const std::string& uuid) const {
 
 RunResult Store::load_run(const std::string& uuid, std::vector<std::string>* damaged) const {
     if (kind(uuid) == "train")
-        throw InputError(path_, "RUN", "run " + uuid + " is a training run; its steps are read with training_steps()");
+        throw InputError(path_, "RUN",
+                         "run " + uuid + " is a training run; expected a comparison run (recorded by ampscope-cli run or File → New run)");
     RunResult r;
     int64_t id = -1;
     {
