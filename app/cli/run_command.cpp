@@ -26,7 +26,17 @@ int run_run(RunOptions& o) {
     auto& spec = o.spec;
     TerminalProgress progress(isatty(STDERR_FILENO) && !o.quiet);
     const Recording<storage::RunWriter> rec(o.no_db, o.db, o.init_db, &storage::RunWriter::run_failed);
-    RunResult r = run_comparison(spec, rec.writer(), &progress);
+    RunResult r = [&] {
+        try {
+            return run_comparison(spec, rec.writer(), &progress);
+        } catch (const InputError& e) {  // a region from --keep-fp32-file: name the file, not the flag
+            if (e.file() != "--keep-fp32" || o.keep_fp32_file.empty()) throw;
+            const auto from_file = read_keep_fp32_file(o.keep_fp32_file);
+            for (const auto& g : from_file)
+                if (e.expected().rfind("'" + g + "'", 0) == 0) throw InputError(o.keep_fp32_file, "keep_fp32", e.expected());
+            throw;
+        }
+    }();
     if (interrupted()) throw Cancelled();
     progress.clear();
     const bool summary = !o.quiet && o.json_path != "-";
