@@ -13,6 +13,7 @@
 #include "ampscope/storage/json_io.h"
 #include "ampscope/storage/store.h"
 #include "checks.h"
+#include "run_options.h"
 
 namespace ampscope::cli {
 
@@ -25,14 +26,9 @@ struct BenchOptions {
 };
 
 std::vector<Precision> parse_precisions(const std::string& list) {
-    std::stringstream ss(list);
-    std::string item;
-    std::vector<Precision> out;
-    while (std::getline(ss, item, ',')) {
-        auto p = parse_precision(item);
-        if (!p || *p == Precision::Fp32) throw InputError("--precision", "", "'" + item + "'; expected fp16 and/or bf16");
-        out.push_back(*p);
-    }
+    auto out = parse_amp_precisions(list);
+    for (auto p : out)
+        if (p == Precision::Fp32) throw InputError("--precision", "", "'fp32'; expected fp16 and/or bf16 (FP32 is always timed)");
     return out;
 }
 

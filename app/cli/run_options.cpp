@@ -2,6 +2,7 @@
 // The options that fix a run, shared by `run` and `advise`.
 #include "run_options.h"
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -75,6 +76,8 @@ std::vector<Precision> parse_amp_precisions(const std::string& list) {
         if (item.empty()) continue;
         auto p = parse_precision(item);
         if (!p) throw InputError("--precision", "", "unknown precision '" + item + "'; expected fp16 and/or bf16");
+        if (std::find(out.begin(), out.end(), *p) != out.end())
+            throw InputError("--precision", "", "'" + item + "' given twice; expected each precision once");
         out.push_back(*p);
     }
     return out;

@@ -117,6 +117,15 @@ class CliErrors(unittest.TestCase):
         self.expect_bad_input(["--model", self.model, "--probes", self.good_probes, "--precision", "fp8"],
                               "--precision", "fp8", "expected fp16 and/or bf16")
 
+    def test_precision_given_twice(self):
+        # each AMP pass once: "fp16,fp16" recorded the FP16 pass twice
+        self.expect_bad_input(["--model", self.model, "--probes", self.good_probes, "--precision", "fp16,fp16"],
+                              "--precision", "'fp16' given twice")
+        rc, _, err = run_cli("bench", "--model", self.model, "--probes", self.good_probes, "--precision", "bf16,fp16,bf16",
+                               "--db", os.path.join(tempfile.mkdtemp(), "bench.sqlite"))
+        self.assertEqual(rc, 2, err)
+        self.assertIn("given twice", err)
+
     def test_cuda_requested_without_cuda(self):
         if torch.cuda.is_available():
             self.skipTest("this machine has CUDA")
