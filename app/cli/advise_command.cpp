@@ -145,6 +145,7 @@ int run_advise(AdviseOptions& o) {
         RunSpec verify = spec.run;
         verify.keep_fp32 = r.keep_fp32;
         const RunResult v = run_comparison(verify, rec.writer(), &progress);
+        if (interrupted()) throw Cancelled();  // Ctrl-C as the verifying run ended: no timing, exit 130
         record.verified_run = rec.store() ? v.run_id : "";
         record.verified_verdict = to_string(v.verdict);
         if (v.verdict == Verdict::Accepted && !o.no_bench) {  // gains only after numeric validation

@@ -471,7 +471,7 @@ class AdviseHostile(unittest.TestCase):
 
     def test_sigint_during_the_verifying_run(self):
         db = self.fresh_db("sigint-verify")
-        rc, after, sent, rows, check, se = self.interrupt(db, lambda s: "running" in s, ["--no-bench"])
+        rc, after, sent, rows, check, se = self.interrupt(db, lambda s: "running" in s, ["--no-bench", "--batch-size", "1"])
         self.assertTrue(sent, "no verifying run seen")
         self.assertEqual(rc, 130, se)
         self.assertEqual(check, "ok")

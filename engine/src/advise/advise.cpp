@@ -168,52 +168,95 @@ private:
         return true;
     }
 
+    /// One module under autocast on the reference's inputs to it, against its FP32 output.
+    void measure_module(const std::string& m, const std::vector<at::Tensor>& ref, Precision p, int order) {
+        if (ref.empty()) return;  // never ran on the probes (e.g. an unused branch)
+        PassOptions o = run_.options();
+        o.precision = p;
+        o.inspect = true;
+        o.amp_only = m;
+        o.capture_modules = {m};
+        Outputs out;
+        o.module_outputs = &out;
+        ++res_.passes_used;
+        run_.pass(o, false);
+        const auto& amp = out[m];
+        bool same = amp.size() == ref.size();
+        for (size_t k = 0; same && k < amp.size(); ++k) same = amp[k].sizes() == ref[k].sizes();
+        if (!same) return;
+        ModuleSensitivity s = measure(ref, amp);
+        s.module = m;
+        s.precision = p;
+        s.order = order;
+        s.origin = origins_.count(p) && within(origins_[p], m);
+        res_.sensitivity.push_back(s);
+    }
+
+    /// Execution order of the candidates and of the modules owning ops outside them: the index of
+    /// each one's first op in the reference pass.
+    std::map<std::string, int> execution_order() const {
+        std::vector<std::pair<int, std::string>> first;
+        for (const auto* list : {&candidates_, &owners_})
+            for (const auto& m : *list) {
+                int at = int(ref_.layers.size());
+                for (const auto& l : ref_.layers)
+                    if (within(l.module, m)) {
+                        at = l.index;
+                        break;
+                    }
+                first.emplace_back(at, m);
+            }
+        std::stable_sort(first.begin(), first.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+        std::map<std::string, int> order;
+        for (size_t i = 0; i < first.size(); ++i) order[first[i].second] = int(i);
+        return order;
+    }
+
     void sensitivity() {
-        const int total = int(candidates_.size() * spec_.run.precisions.size());
+        const auto order = execution_order();
+        const int total = int((candidates_.size() + owners_.size()) * spec_.run.precisions.size());
         int done = 0;
         for (auto p : spec_.run.precisions)
-            for (size_t i = 0; i < candidates_.size(); ++i) {
+            for (const auto& m : candidates_) {
                 stage("sensitivity", done++, total);
-                const auto& m = candidates_[i];
-                const auto& ref = ref_outputs_[m];
-                if (ref.empty()) continue;  // never ran on the probes (e.g. an unused branch)
-                PassOptions o = run_.options();
-                o.precision = p;
-                o.inspect = true;
-                o.amp_only = m;
-                o.capture_modules = {m};
-                Outputs out;
-                o.module_outputs = &out;
-                ++res_.passes_used;
-                run_.pass(o, false);
-                const auto& amp = out[m];
-                bool same = amp.size() == ref.size();
-                for (size_t k = 0; same && k < amp.size(); ++k) same = amp[k].sizes() == ref[k].sizes();
-                if (!same) continue;
-                ModuleSensitivity s = measure(ref, amp);
-                s.module = m;
-                s.precision = p;
-                s.order = int(i);
-                s.origin = origins_.count(p) && within(origins_[p], m);
-                res_.sensitivity.push_back(s);
+                measure_module(m, ref_outputs_[m], p, order.at(m));
             }
+        // Owners contain candidates, so their outputs are captured one owner a pass (FP32).
+        for (const auto& m : owners_) {
+            PassOptions o = run_.options();
+            o.inspect = true;
+            o.capture_modules = {m};
+            Outputs ref;
+            o.module_outputs = &ref;
+            ++res_.passes_used;
+            run_.pass(o, false);
+            for (auto p : spec_.run.precisions) {
+                stage("sensitivity", done++, total);
+                measure_module(m, ref[m], p, order.at(m));
+            }
+        }
         std::stable_sort(res_.sensitivity.begin(), res_.sensitivity.end(), [](const ModuleSensitivity& a, const ModuleSensitivity& b) {
             if (a.overflow != b.overflow) return a.overflow > b.overflow;
             return a.sqnr_db < b.sqnr_db;
         });
     }
 
-    /// Search order: modules holding an origin first, then by sensitivity (worst first), then
-    /// the rest in execution order.
+    /// Search order: candidates holding an origin first, then by sensitivity (worst first), then
+    /// the rest in execution order, then the modules owning ops outside the candidates.
     std::vector<std::string> search_order() const {
         std::vector<std::string> order;
         auto add = [&](const std::string& m) {
             if (std::find(order.begin(), order.end(), m) == order.end()) order.push_back(m);
         };
+        auto candidate = [&](const std::string& m) { return std::find(candidates_.begin(), candidates_.end(), m) != candidates_.end(); };
         for (const auto& s : res_.sensitivity)
-            if (s.origin) add(s.module);
-        for (const auto& s : res_.sensitivity) add(s.module);
+            if (s.origin && candidate(s.module)) add(s.module);
+        for (const auto& s : res_.sensitivity)
+            if (candidate(s.module)) add(s.module);
         for (const auto& m : candidates_) add(m);
+        // modules owning ops outside the candidates last (they cover their children: the search
+        // reaches for them only when the candidates' own regions cannot pass)
+        for (const auto& s : res_.sensitivity) add(s.module);
         for (const auto& m : owners_) add(m);
         return order;
     }
