@@ -212,25 +212,31 @@ def candidate_names(adv):
     return [c["module"] if isinstance(c, dict) else c for c in adv["candidates"]]
 
 
+def write_planted(cls, directory):
+    """The planted model as TorchScript and its probe file (with labels, ids, tags) in `directory`,
+    set on `cls`: planted, x, tags, ref (eager FP32 scores), model_path, probe_path."""
+    torch.manual_seed(0)
+    cls.planted = Planted().eval()
+    cls.x, cls.tags = planted_probes(cls.planted)
+    cls.ref = eager(cls.planted, cls.x, "fp32")
+    cls.model_path = os.path.join(directory, "planted.pt")
+    torch.jit.script(cls.planted).save(cls.model_path)
+    cls.probe_path = os.path.join(directory, "planted-probes.pt")
+    torch.save({"inputs": cls.x, "labels": cls.ref.argmax(1), "ids": [f"s{i}" for i in range(len(cls.x))],
+                "tags": cls.tags}, cls.probe_path)
+
+
 class Advise(unittest.TestCase):
     counter = itertools.count()
 
     @classmethod
     def setUpClass(cls):
-        torch.manual_seed(0)
         cls.tmp = tempfile.TemporaryDirectory()
         t = cls.tmp.name
         cls.db = os.path.join(t, "runs.sqlite")
-        cls.planted = Planted().eval()
-        cls.x, cls.tags = planted_probes(cls.planted)
-        cls.ref = eager(cls.planted, cls.x, "fp32")
-        cls.model_path = cls.path("planted.pt")
-        torch.jit.script(cls.planted).save(cls.model_path)
+        write_planted(cls, t)
         cls.pt2_path = cls.path("planted.pt2")
         torch.export.save(torch.export.export(cls.planted, (cls.x,)), cls.pt2_path)
-        cls.probe_path = cls.path("planted-probes.pt")
-        torch.save({"inputs": cls.x, "labels": cls.ref.argmax(1), "ids": [f"s{i}" for i in range(len(cls.x))],
-                    "tags": cls.tags}, cls.probe_path)
         cls.advice_path = cls.path("advice.json")
         cls.snippet_path = cls.path("advice_snippet.py")
         cls.rc, cls.out, cls.err = run_cli("advise", "--model", cls.model_path, "--probes", cls.probe_path,

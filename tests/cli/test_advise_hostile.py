@@ -21,7 +21,7 @@ import torch
 import torch.nn as nn
 
 from common import CLI, run_cli
-from test_advise import CRITERIA, PLANTED_SET, Broken, Fragile, Planted, eager, planted_probes
+from test_advise import CRITERIA, PLANTED_SET, Broken, Fragile, Planted, write_planted
 
 DEMO_RUN = ["run", "--model", "demo:mlp", "--probes", "demo", "--device", "cpu", "-q"]
 DEMO_MODULES = {"fc1", "act1", "fc2", "act2", "out"}
@@ -55,16 +55,9 @@ class AdviseHostile(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        torch.manual_seed(0)
         cls.tmp = tempfile.TemporaryDirectory()
         cls.db = cls.path("runs.sqlite")
-        cls.planted = Planted().eval()
-        cls.x, cls.tags = planted_probes(cls.planted)
-        cls.ref = eager(cls.planted, cls.x, "fp32")
-        cls.model_path = cls.path("planted.pt")
-        torch.jit.script(cls.planted).save(cls.model_path)
-        cls.probe_path = cls.path("planted-probes.pt")
-        torch.save({"inputs": cls.x, "labels": cls.ref.argmax(1)}, cls.probe_path)
+        write_planted(cls, cls.tmp.name)
         # a recorded, rejected run of the planted model
         rc, run = cls.run_json("run", *cls.planted_spec())
         assert rc == 1 and run["verdict"] == "rejected", run

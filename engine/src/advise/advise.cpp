@@ -168,19 +168,24 @@ private:
         return true;
     }
 
-    /// One module under autocast on the reference's inputs to it, against its FP32 output.
-    void measure_module(const std::string& m, const std::vector<at::Tensor>& ref, Precision p, int order) {
-        if (ref.empty()) return;  // never ran on the probes (e.g. an unused branch)
+    /// The outputs of module `m` over the probes: an FP32 pass, or (AMP) one with autocast only inside `m`.
+    std::vector<at::Tensor> module_outputs(const std::string& m, Precision p) {
         PassOptions o = run_.options();
         o.precision = p;
         o.inspect = true;
-        o.amp_only = m;
+        if (p != Precision::Fp32) o.amp_only = m;
         o.capture_modules = {m};
         Outputs out;
         o.module_outputs = &out;
         ++res_.passes_used;
         run_.pass(o, false);
-        const auto& amp = out[m];
+        return std::move(out[m]);
+    }
+
+    /// One module under autocast on the reference's inputs to it, against its FP32 output.
+    void measure_module(const std::string& m, const std::vector<at::Tensor>& ref, Precision p, int order) {
+        if (ref.empty()) return;  // never ran on the probes (e.g. an unused branch)
+        const auto amp = module_outputs(m, p);
         bool same = amp.size() == ref.size();
         for (size_t k = 0; same && k < amp.size(); ++k) same = amp[k].sizes() == ref[k].sizes();
         if (!same) return;
@@ -223,16 +228,10 @@ private:
             }
         // Owners contain candidates, so their outputs are captured one owner a pass (FP32).
         for (const auto& m : owners_) {
-            PassOptions o = run_.options();
-            o.inspect = true;
-            o.capture_modules = {m};
-            Outputs ref;
-            o.module_outputs = &ref;
-            ++res_.passes_used;
-            run_.pass(o, false);
+            const auto ref = module_outputs(m, Precision::Fp32);
             for (auto p : spec_.run.precisions) {
                 stage("sensitivity", done++, total);
-                measure_module(m, ref[m], p, order.at(m));
+                measure_module(m, ref, p, order.at(m));
             }
         }
         std::stable_sort(res_.sensitivity.begin(), res_.sensitivity.end(), [](const ModuleSensitivity& a, const ModuleSensitivity& b) {
