@@ -119,6 +119,16 @@ TEST(AdviseSearch, MinimalEvenWhenCriteriaAreNotMonotone) {
     }
 }
 
+TEST(AdviseSearch, DropsAMemberThatLaterAdditionsMadeUnnecessary) {
+    // Exactly {a}, {c}, {c, d} and {a, b, c, d} pass (found by simulating the search over random
+    // non-monotone criteria): the bisection alone ends with {d, c}, where d can be dropped.
+    const std::set<std::set<std::string>> passing = {{"a"}, {"c"}, {"c", "d"}, {"a", "b", "c", "d"}};
+    auto passes = [&](const std::vector<std::string>& s) { return passing.count(std::set<std::string>(s.begin(), s.end())) > 0; };
+    const auto out = minimal_passing_set({"a", "b", "c", "d"}, passes);
+    ASSERT_TRUE(out.found);
+    EXPECT_EQ(out.set, std::vector<std::string>{"c"});
+}
+
 TEST(AdviseSnippet, NamesEveryModuleQuoted) {
     const auto s = python_snippet({"blocks.0.up", "head\"x"}, Precision::Bf16);
     EXPECT_NE(s.find("\"blocks.0.up\","), std::string::npos);
