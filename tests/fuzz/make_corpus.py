@@ -191,14 +191,45 @@ def pt2_seeds():
             write("pt2", name.replace(".pt2", ".json"), z.read(model))
 
 
+def safetensors_seeds():
+    """Files of the reference writer (safetensors.torch) plus hand-made broken layouts."""
+    import struct
+
+    import torch
+    from safetensors.torch import save
+
+    g = torch.Generator().manual_seed(0)
+    write("safetensors", "all_dtypes.safetensors", save({
+        "f32": torch.randn(2, 3, generator=g), "f16": torch.randn(3, generator=g).half(),
+        "bf16": torch.randn(2, generator=g).bfloat16(), "f64": torch.randn(1, generator=g).double(),
+        "i64": torch.tensor([1, -2]), "i32": torch.tensor([3], dtype=torch.int32),
+        "i16": torch.tensor([4], dtype=torch.int16), "i8": torch.tensor([-5], dtype=torch.int8),
+        "u8": torch.tensor([6], dtype=torch.uint8), "bool": torch.tensor([True]),
+        "f8a": torch.randn(2, generator=g).to(torch.float8_e4m3fn), "f8b": torch.randn(2, generator=g).to(torch.float8_e5m2),
+        "scalar": torch.tensor(1.5), "empty": torch.zeros(0, 2)}, metadata={"format": "pt"}))
+    write("safetensors", "model.safetensors", save({"fc1.weight": torch.randn(4, 3, generator=g), "fc1.bias": torch.zeros(4)}))
+
+    def raw(header, data=b""):
+        h = header.encode()
+        return struct.pack("<Q", len(h)) + h + data
+
+    write("safetensors", "empty.safetensors", raw("{}"))
+    write("safetensors", "bad_overlap.safetensors", raw('{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},'
+                                                        '"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}', bytes(8)))
+    write("safetensors", "bad_hole.safetensors", raw('{"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}', bytes(8)))
+    write("safetensors", "bad_dtype.safetensors", raw('{"a":{"dtype":"U16","shape":[2],"data_offsets":[0,4]}}', bytes(4)))
+    write("safetensors", "bad_header_length.safetensors", struct.pack("<Q", 2 ** 40) + b"{}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--make-db", default=os.path.join(ROOT, "build-fuzz", "tests", "fuzz", "fuzz_make_db"))
     a = ap.parse_args()
-    for t in ("probe_pt", "probe_csv", "criteria", "store", "import", "layer_chunk", "pt2"):
+    for t in ("probe_pt", "probe_csv", "criteria", "store", "import", "layer_chunk", "pt2", "safetensors"):
         shutil.rmtree(os.path.join(CORPUS, t), ignore_errors=True)
     pt_seeds()
     pt2_seeds()
+    safetensors_seeds()
     for name, text in CSV.items():
         write("probe_csv", name, text)
     for name, text in CRITERIA.items():
