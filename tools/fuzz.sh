@@ -7,7 +7,7 @@
 #   tools/fuzz.sh all SECONDS          every target, one after the other, SECONDS each
 #   tools/fuzz.sh --keep-going ...     fork mode: keep fuzzing after a finding, collect them all
 #   tools/fuzz.sh list                 the targets
-# Targets: probe_pt probe_csv criteria store import layer_chunk pt2 safetensors (see tests/fuzz/CMakeLists.txt).
+# Targets: probe_pt probe_csv criteria store import layer_chunk pt2 safetensors checkpoint (see tests/fuzz/CMakeLists.txt).
 # New corpus entries go to build-fuzz/fuzz-work/TARGET/corpus (git-ignored, kept between runs),
 # findings to build-fuzz/fuzz-work/TARGET/artifacts-TIME/ (crash-*, timeout-*, leak-*, oom-*).
 # A hang is an input that runs longer than 10 s; an allocation above 2 GiB (or 4 GiB resident)
@@ -19,7 +19,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
-targets=(probe_pt probe_csv criteria store import layer_chunk pt2 safetensors)
+targets=(probe_pt probe_csv criteria store import layer_chunk pt2 safetensors checkpoint)
 keep_going=0
 args=()
 for a in "$@"; do

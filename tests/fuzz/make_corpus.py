@@ -221,15 +221,49 @@ def safetensors_seeds():
     write("safetensors", "bad_header_length.safetensors", struct.pack("<Q", 2 ** 40) + b"{}")
 
 
+class _Cfg:  # a user's config object in a Lightning checkpoint: LibTorch cannot build it
+    def __init__(self):
+        self.lr = 0.1
+
+
+class _AttrDict(dict):
+    pass
+
+
+def checkpoint_seeds():
+    """Small checkpoints in the formats replay reads (torch.save dicts; safetensors seeds too)."""
+    import torch
+
+    m = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2))
+    opt = torch.optim.Adam(m.parameters())
+    m(torch.randn(3, 2)).sum().backward()
+    opt.step()
+    scaler = {"scale": 1024.0, "growth_factor": 2.0, "backoff_factor": 0.5, "growth_interval": 2, "_growth_tracker": 1}
+
+    def save(name, obj):
+        buf = io.BytesIO()
+        torch.save(obj, buf)
+        write("checkpoint", name, buf.getvalue())
+
+    save("state_dict.pt", m.state_dict())
+    save("dict.pt", {"model": m.state_dict(), "optimizer": opt.state_dict(), "scaler": scaler})
+    save("lightning.ckpt", {"state_dict": {"model." + k: v for k, v in m.state_dict().items()}, "global_step": 1,
+                            "optimizer_states": [opt.state_dict()], "MixedPrecision": scaler,
+                            "hyper_parameters": {"cfg": _Cfg()}, "callbacks": {"cb": _AttrDict(a=1)}})
+    save("sgd_disabled_scaler.pt", {"model": m.state_dict(), "optimizer": torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9).state_dict(),
+                                    "scaler": {}})
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--make-db", default=os.path.join(ROOT, "build-fuzz", "tests", "fuzz", "fuzz_make_db"))
     a = ap.parse_args()
-    for t in ("probe_pt", "probe_csv", "criteria", "store", "import", "layer_chunk", "pt2", "safetensors"):
+    for t in ("probe_pt", "probe_csv", "criteria", "store", "import", "layer_chunk", "pt2", "safetensors", "checkpoint"):
         shutil.rmtree(os.path.join(CORPUS, t), ignore_errors=True)
     pt_seeds()
     pt2_seeds()
     safetensors_seeds()
+    checkpoint_seeds()
     for name, text in CSV.items():
         write("probe_csv", name, text)
     for name, text in CRITERIA.items():

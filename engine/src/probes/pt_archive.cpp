@@ -15,7 +15,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <set>
 #include <string_view>
 
 #include "ampscope/engine/errors.h"
@@ -47,11 +49,19 @@ private:
 /// for 4 GB). Opcodes outside the set the Unpickler knows are refused here too.
 class PickleWalker {
 public:
-    PickleWalker(const char* data, size_t size, const std::string& file) : data_(data), size_(size), file_(file) {}
+    /// Called after each opcode with its byte range [begin, end) (arguments included).
+    using OnOp = std::function<void(unsigned char op, size_t begin, size_t end)>;
+    PickleWalker(const char* data, size_t size, const std::string& file, OnOp on_op = {})
+        : data_(data), size_(size), file_(file), on_op_(std::move(on_op)) {}
 
     void walk() {
-        while (pos_ < size_)
-            if (!step(static_cast<unsigned char>(data_[pos_++]))) return;
+        while (pos_ < size_) {
+            const size_t begin = pos_;
+            const auto op = static_cast<unsigned char>(data_[pos_++]);
+            const bool more = step(op);
+            if (on_op_) on_op_(op, begin, pos_);
+            if (!more) return;
+        }
         fail("no STOP opcode before the end");
     }
 
@@ -170,6 +180,7 @@ private:
     const char* data_;
     size_t size_;
     const std::string& file_;
+    OnOp on_op_;
     size_t pos_ = 0;
     uint64_t memo_ = 0;
 };
@@ -178,11 +189,116 @@ void check_pickle_lengths(const char* data, size_t size, const std::string& file
     PickleWalker(data, size, file).walk();
 }
 
+/// What lenient_pickle puts beside an object whose state it could not apply.
+constexpr std::string_view kBuiltMarker = "__ampscope_built__";
+
+/// Globals LibTorch's unpickler builds itself: tensors and storages. (It reads an
+/// OrderedDict as None: state dicts are OrderedDicts, so they are rewritten like the rest.)
+bool torch_builds(const std::string& module) {
+    return module == "torch" || module == "torch._utils" || module == "torch._tensor";
+}
+
+/// One opcode of a pickle: the byte and its range [begin, end) with its arguments.
+struct Op {
+    unsigned char op;
+    size_t begin, end;
+};
+
+/// The pickle of a checkpoint written by Python training code, rewritten so that LibTorch's
+/// unpickler reads its tensors: a class it cannot build (OrderedDict, a user's config object,
+/// Lightning's AttributeDict, ...) called without arguments (`cls () REDUCE` or NEWOBJ, the
+/// form pickle protocol 2 gives) becomes an empty dict, so that its items still arrive; a
+/// class used any other way becomes None; object state (BUILD: OrderedDict's `_metadata`, an
+/// object's attributes) is kept beside it as (object, state, marker) until unwrap_built(). Classes other than OrderedDict are named in
+/// `skipped`.
+std::string lenient_pickle(const char* data, size_t size, const std::string& file, std::vector<std::string>& skipped) {
+    std::vector<Op> ops;
+    PickleWalker(data, size, file, [&](unsigned char op, size_t begin, size_t end) { ops.push_back({op, begin, end}); }).walk();
+    std::set<uint64_t> dict_makers;  // memo indices holding a rewritten class
+    uint64_t next_memo = 0;
+    auto index_of = [&](const Op& o) -> uint64_t {
+        uint64_t v = 0;
+        if (o.op == 'p' || o.op == 'g') return std::strtoull(std::string(data + o.begin + 1, o.end - o.begin - 2).c_str(), nullptr, 10);
+        for (size_t k = o.end; k-- > o.begin + 1;) v = (v << 8) | static_cast<unsigned char>(data[k]);
+        return v;
+    };
+    auto is_put = [](unsigned char op) { return op == 'p' || op == 'q' || op == 'r' || op == 0x94; };
+    std::vector<bool> maker(ops.size(), false);
+    for (size_t i = 0; i < ops.size(); ++i) {
+        const Op& o = ops[i];
+        if (o.op == 'c') {
+            const std::string_view b(data + o.begin + 1, o.end - o.begin - 2);
+            const auto nl = b.find('\n');
+            const std::string module(b.substr(0, nl)), name(b.substr(nl + 1));
+            if (!torch_builds(module)) {
+                maker[i] = true;
+                const std::string qn = module + "." + name;
+                if (qn != "collections.OrderedDict" && std::find(skipped.begin(), skipped.end(), qn) == skipped.end())
+                    skipped.push_back(qn);
+            }
+        } else if (o.op == 'h' || o.op == 'j' || o.op == 'g') {
+            maker[i] = dict_makers.count(index_of(o)) > 0;
+        }
+        if (is_put(o.op)) {
+            const uint64_t idx = o.op == 0x94 ? next_memo : index_of(o);
+            next_memo = std::max(next_memo, idx + 1);
+            if (i > 0 && maker[i - 1]) dict_makers.insert(idx);
+            if (i > 0 && maker[i - 1]) maker[i] = true;  // the class is still on top of the stack
+        }
+    }
+    std::string out;
+    out.reserve(size);
+    for (size_t i = 0; i < ops.size(); ++i) {
+        const Op& o = ops[i];
+        if (!maker[i] || is_put(o.op)) {
+            if (o.op == 'b')  // BUILD: (object, state, marker) instead; unwrap_built() keeps the object
+                out += std::string("X") + char(kBuiltMarker.size()) + std::string(3, '\0') + std::string(kBuiltMarker) + "\x87";
+            else
+                out.append(data + o.begin, o.end - o.begin);
+            continue;
+        }
+        size_t next = i + 1;
+        while (next < ops.size() && is_put(ops[next].op)) ++next;
+        const bool called = next + 1 < ops.size() && ops[next].op == ')' && (ops[next + 1].op == 'R' || ops[next + 1].op == 0x81);
+        out += called ? '}' : 'N';  // called without arguments: an empty dict; else None
+        for (size_t k = i + 1; k < next; ++k) out.append(data + ops[k].begin, ops[k].end - ops[k].begin);
+        if (called)
+            i = next + 1;  // () and REDUCE/NEWOBJ consumed
+        else
+            i = next - 1;
+    }
+    return out;
+}
+
 /// The sizes a zip's central directory declares, before LibTorch's reader allocates any of them
 /// (its constructor already reads a record). miniz takes the directory from the zip64 end record
 /// when a zip64 locator is present (torch writes one in every archive) and from the classic end
 /// record otherwise: both directories are walked, a size beyond the file is refused, and so is a
 /// directory that cannot be walked to its last entry (it is what miniz would read).
+/// The values lenient_pickle wrapped as (object, state, marker), replaced by their object.
+c10::IValue unwrap_built(const c10::IValue& v, int depth = 0) {
+    if (depth > 200) return v;
+    if (v.isTuple()) {
+        const auto& el = v.toTupleRef().elements();
+        if (el.size() == 3 && el[2].isString() && el[2].toStringRef() == kBuiltMarker) return unwrap_built(el[0], depth + 1);
+        std::vector<c10::IValue> out;
+        for (const auto& e : el) out.push_back(unwrap_built(e, depth + 1));
+        return c10::ivalue::Tuple::create(std::move(out));
+    }
+    if (v.isGenericDict()) {
+        c10::impl::GenericDict out(c10::AnyType::get(), c10::AnyType::get());
+        for (const auto& kv : v.toGenericDict())
+            out.insert_or_assign(unwrap_built(kv.key(), depth + 1), unwrap_built(kv.value(), depth + 1));
+        return out;
+    }
+    if (v.isList()) {
+        c10::impl::GenericList out(c10::AnyType::get());
+        for (const auto& e : v.toListRef()) out.push_back(unwrap_built(e, depth + 1));
+        return out;
+    }
+    return v;
+}
+
 void check_declared_sizes(const std::vector<char>& bytes, const std::string& file) {
     const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
     const size_t n = bytes.size();
@@ -320,7 +436,7 @@ std::shared_ptr<caffe2::serialize::PyTorchStreamReader> open_checked_zip(const s
     return reader;
 }
 
-PtArchive read_pt_archive(const std::vector<char>& bytes, const std::string& file) {
+PtArchive read_pt_archive(const std::vector<char>& bytes, const std::string& file, std::vector<std::string>* skipped_objects) {
     using caffe2::serialize::PyTorchStreamReader;
     PtArchive out;
     try {
@@ -329,10 +445,13 @@ PtArchive read_pt_archive(const std::vector<char>& bytes, const std::string& fil
             throw InputError(file, "", "a zip archive without data.pkl; expected a file written by torch.save");
         const auto pkl_record = reader->getRecord("data.pkl");
         const at::DataPtr& pkl = std::get<0>(pkl_record);
-        const size_t pkl_size = std::get<1>(pkl_record);
+        size_t pkl_size = std::get<1>(pkl_record);
         check_pickle_lengths(static_cast<const char*>(pkl.get()), pkl_size, file);
+        const std::string lenient =
+            skipped_objects ? lenient_pickle(static_cast<const char*>(pkl.get()), pkl_size, file, *skipped_objects) : std::string();
         size_t pos = 0;
-        const char* pkl_data = static_cast<const char*>(pkl.get());
+        const char* pkl_data = skipped_objects ? lenient.data() : static_cast<const char*>(pkl.get());
+        if (skipped_objects) pkl_size = lenient.size();
         auto read = [&](char* buf, size_t n) -> size_t {
             n = std::min(n, pkl_size - pos);
             if (n) std::memcpy(buf, pkl_data + pos, n);
@@ -350,6 +469,7 @@ PtArchive read_pt_archive(const std::vector<char>& bytes, const std::string& fil
         torch::jit::Unpickler unpickler(read, nullptr, nullptr, read_record, at::Device(at::kCPU));
         unpickler.set_version(reader->version());
         out.root = unpickler.parse_ivalue();
+        if (skipped_objects) out.root = unwrap_built(out.root);
     } catch (const InputError&) {
         throw;
     } catch (const std::exception& e) {

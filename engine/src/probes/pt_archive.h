@@ -26,8 +26,11 @@ struct PtArchive {
 /// declared sizes and every record's size were checked against the file. Throws InputError or
 /// c10::Error (not a zip).
 std::shared_ptr<caffe2::serialize::PyTorchStreamReader> open_checked_zip(const std::vector<char>& bytes, const std::string& file);
-/// Unpickles a torch.save zip archive. Throws InputError naming the file.
-PtArchive read_pt_archive(const std::vector<char>& bytes, const std::string& file);
+/// Unpickles a torch.save zip archive. Throws InputError naming the file. With
+/// `skipped_objects` (checkpoints written by Python training code), Python objects LibTorch
+/// cannot build are read as empty dicts, object state (BUILD) is dropped, and the classes so
+/// skipped are appended to it by name.
+PtArchive read_pt_archive(const std::vector<char>& bytes, const std::string& file, std::vector<std::string>* skipped_objects = nullptr);
 /// Checks a loaded tensor against the bytes its file holds: storage size, sizes, strides,
 /// offset (overflow-safe), and no more elements than stored. Throws InputError.
 void check_tensor_fits(const at::Tensor& t, size_t record_bytes, const std::string& file, const std::string& field);

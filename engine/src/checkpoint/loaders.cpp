@@ -1,0 +1,249 @@
+// SPDX-License-Identifier: MIT
+// Checkpoints as users' Python training code writes them, read without Python: torch.save
+// files through the probes' checked reader (pt_archive: every record, pickle length and tensor
+// checked against the file; Python objects LibTorch cannot build skipped and named), and
+// safetensors through our own reader. Formats: plain state_dict, a dict holding the model
+// beside optimizer and scaler, Lightning .ckpt, Hugging Face Trainer checkpoint-N/ folders.
+#include <ATen/core/grad_mode.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+
+#include "ampscope/engine/errors.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/safetensors.h"
+#include "probes/pt_archive.h"
+
+namespace ampscope::detail::ckpt {
+namespace fs = std::filesystem;
+namespace {
+
+std::vector<char> read_bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw InputError(path, "", "cannot be read");
+    return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+/// Every tensor under `v` checked against the bytes its record holds.
+void check_tensors(const c10::IValue& v, const PtArchive& ar, const std::string& file, const std::string& field, int depth = 0) {
+    if (depth > 64) throw InputError(file, field, "nested more than 64 levels deep");
+    if (v.isTensor()) {
+        check_tensor_fits(v.toTensor(), ar.bytes_for(v.toTensor()), file, field);
+    } else if (v.isGenericDict()) {
+        for (const auto& kv : v.toGenericDict())
+            check_tensors(kv.value(), ar, file, field + (field.empty() ? "" : ".") + (kv.key().isString() ? kv.key().toStringRef() : "?"),
+                          depth + 1);
+    } else if (v.isList()) {
+        for (const auto& e : v.toListRef()) check_tensors(e, ar, file, field + "[]", depth + 1);
+    } else if (v.isTuple()) {
+        for (const auto& e : v.toTupleRef().elements()) check_tensors(e, ar, file, field + "[]", depth + 1);
+    }
+}
+
+/// The root of a torch.save file, every tensor checked; skipped Python objects are warned.
+c10::IValue load_pt(const std::string& path, std::vector<std::string>& warnings) {
+    const auto bytes = read_bytes(path);
+    std::vector<std::string> skipped;
+    const auto ar = read_pt_archive(bytes, path, &skipped);
+    if (!skipped.empty()) {
+        std::string names;
+        for (const auto& s : skipped) names += (names.empty() ? "" : ", ") + s;
+        warnings.push_back(path + ": skipped pickled Python objects the C++ reader cannot build (" + names +
+                           "); they are not needed for a replay");
+    }
+    check_tensors(ar.root, ar, path, "");
+    return ar.root;
+}
+
+std::optional<c10::IValue> get(const c10::impl::GenericDict& d, const std::string& key) {
+    for (const auto& kv : d)
+        if (kv.key().isString() && kv.key().toStringRef() == key) return kv.value();
+    return std::nullopt;
+}
+
+/// A dict of name -> Tensor (a state_dict), in file order.
+std::vector<std::pair<std::string, at::Tensor>> tensors_of(const c10::IValue& v, const std::string& file, const std::string& field) {
+    if (!v.isGenericDict()) throw InputError(file, field, "expected a dict of tensors (a state_dict), got " + v.tagKind());
+    std::vector<std::pair<std::string, at::Tensor>> out;
+    for (const auto& kv : v.toGenericDict()) {
+        if (!kv.key().isString()) throw InputError(file, field, "has a key that is not a string; expected a state_dict");
+        const auto& k = kv.key().toStringRef();
+        if (!kv.value().isTensor())
+            throw InputError(file, field.empty() ? k : field + "." + k, "expected a Tensor, got " + kv.value().tagKind());
+        out.emplace_back(k, kv.value().toTensor());
+    }
+    return out;
+}
+
+bool is_zip(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    char m[2] = {0, 0};
+    in.read(m, 2);
+    return m[0] == 'P' && m[1] == 'K';
+}
+
+/// model / state_dict / model_state_dict beside optimizer and scaler; or Lightning's keys.
+void read_torch_dict(Checkpoint& c, const c10::IValue& root, const std::string& path) {
+    if (!root.isGenericDict())
+        throw InputError(path, "", "expected a dict saved by torch.save (a state_dict or a checkpoint dict), got " + root.tagKind());
+    const auto d = root.toGenericDict();
+    const bool lightning =
+        get(d, "state_dict") && (get(d, "optimizer_states") || get(d, "pytorch-lightning_version") || get(d, "global_step"));
+    if (lightning) {
+        c.format = "lightning";
+        c.weights = tensors_of(*get(d, "state_dict"), path, "state_dict");
+        if (auto os = get(d, "optimizer_states")) {
+            if (!os->isList()) throw InputError(path, "optimizer_states", "expected a list of optimizer state dicts");
+            const auto l = os->toListRef();
+            if (l.size() > 1) c.warnings.push_back(path + ": " + std::to_string(l.size()) + " optimizers; the first is replayed");
+            if (!l.empty()) c.optimizer = read_optimizer(l[0], path, "optimizer_states[0]");
+        }
+        for (const char* k : {"MixedPrecision", "MixedPrecisionPlugin", "native_amp_scaling_state", "amp_scaling_state"})
+            if (auto s = get(d, k)) {
+                c.scaler = read_scaler(*s, path, k);
+                c.scaler_disabled = !c.scaler;
+                break;
+            }
+        return;
+    }
+    for (const char* k : {"model", "state_dict", "model_state_dict"})
+        if (auto m = get(d, k); m && m->isGenericDict()) {
+            c.format = "dict";
+            c.weights = tensors_of(*m, path, k);
+            for (const char* o : {"optimizer", "optimizer_state_dict", "opt"})
+                if (auto v = get(d, o)) c.optimizer = read_optimizer(*v, path, o);
+            for (const char* s : {"scaler", "scaler_state_dict", "grad_scaler"})
+                if (auto v = get(d, s)) {
+                    c.scaler = read_scaler(*v, path, s);
+                    c.scaler_disabled = !c.scaler;
+                }
+            return;
+        }
+    c.format = "state_dict";
+    c.weights = tensors_of(root, path, "");
+}
+
+/// model.safetensors / pytorch_model.bin, or their shards through the index JSON.
+void read_trainer_weights(Checkpoint& c, const fs::path& dir) {
+    for (const char* index : {"model.safetensors.index.json", "pytorch_model.bin.index.json"}) {
+        const auto ip = dir / index;
+        if (!fs::exists(ip)) continue;
+        nlohmann::json j;
+        try {
+            std::ifstream in(ip);
+            j = nlohmann::json::parse(in);
+        } catch (const std::exception& e) {
+            throw InputError(ip.string(), "", std::string("is not valid JSON: ") + e.what());
+        }
+        if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+            throw InputError(ip.string(), "weight_map", "missing; expected {\"weight_map\": {name: shard file}}");
+        std::set<std::string> shards;
+        for (const auto& [k, v] : j["weight_map"].items()) {
+            if (!v.is_string() || v.get<std::string>().find('/') != std::string::npos)
+                throw InputError(ip.string(), "weight_map." + k, "expected a shard file name in the same folder");
+            shards.insert(v.get<std::string>());
+        }
+        for (const auto& s : shards) {
+            const auto sp = (dir / s).string();
+            if (!fs::exists(sp)) throw InputError(sp, "", "missing: named by " + ip.string());
+            c.files.push_back(sp);
+            std::vector<std::pair<std::string, at::Tensor>> w;
+            if (is_zip(sp))
+                w = tensors_of(load_pt(sp, c.warnings), sp, "");
+            else
+                for (auto& [k, t] : read_safetensors(sp).tensors) w.emplace_back(k, t);
+            for (auto& kt : w)
+                if (j["weight_map"].contains(kt.first) && j["weight_map"][kt.first] == s) c.weights.push_back(kt);
+        }
+        return;
+    }
+    if (fs::exists(dir / "model.safetensors")) {
+        c.files.push_back((dir / "model.safetensors").string());
+        for (auto& [k, t] : read_safetensors(c.files.back()).tensors) c.weights.emplace_back(k, t);
+    } else if (fs::exists(dir / "pytorch_model.bin")) {
+        c.files.push_back((dir / "pytorch_model.bin").string());
+        c.weights = tensors_of(load_pt(c.files.back(), c.warnings), c.files.back(), "");
+    } else {
+        throw InputError(
+            dir.string(), "model.safetensors",
+            "missing: a Trainer checkpoint folder holds model.safetensors or pytorch_model.bin (sharded: with its index JSON)");
+    }
+}
+
+void read_trainer_folder(Checkpoint& c, const fs::path& dir) {
+    c.format = "hf-trainer";
+    read_trainer_weights(c, dir);
+    if (fs::exists(dir / "optimizer.pt")) {
+        c.files.push_back((dir / "optimizer.pt").string());
+        c.optimizer = read_optimizer(load_pt(c.files.back(), c.warnings), c.files.back(), "");
+    }
+    if (fs::exists(dir / "scaler.pt")) {
+        c.files.push_back((dir / "scaler.pt").string());
+        c.scaler = read_scaler(load_pt(c.files.back(), c.warnings), c.files.back(), "");
+        c.scaler_disabled = !c.scaler;
+    } else {
+        c.warnings.push_back(dir.string() +
+                             ": no scaler.pt (some transformers versions did not save it; a resumed job then restarted at "
+                             "its initial scale): the scaler starts from --init-scale or GradScaler's defaults");
+    }
+}
+
+}  // namespace
+
+c10::IValue read_pt_root(const std::string& path, std::vector<std::string>* warnings) {
+    std::vector<std::string> w;
+    auto v = load_pt(path, warnings ? *warnings : w);
+    return v;
+}
+
+Checkpoint load_checkpoint(const std::string& path, const std::string& strip_prefix) {
+    Checkpoint c;
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) {
+        read_trainer_folder(c, path);
+    } else if (!fs::exists(path, ec)) {
+        throw InputError(path, "--checkpoint", "does not exist; expected a checkpoint file or a Trainer checkpoint-N/ folder");
+    } else if (is_zip(path)) {
+        c.files.push_back(path);
+        read_torch_dict(c, load_pt(path, c.warnings), path);
+    } else {
+        c.files.push_back(path);
+        c.format = "safetensors";
+        for (auto& [k, t] : read_safetensors(path).tensors) c.weights.emplace_back(k, t);
+    }
+    if (!strip_prefix.empty())
+        for (auto& [k, t] : c.weights)
+            if (k.rfind(strip_prefix, 0) == 0) k = k.substr(strip_prefix.size());
+    return c;
+}
+
+Match apply_weights(const Checkpoint& c, const std::vector<std::pair<std::string, at::Tensor>>& state) {
+    Match m;
+    std::map<std::string, at::Tensor> model(state.begin(), state.end());
+    std::set<std::string> seen;
+    at::NoGradGuard ng;
+    for (const auto& [k, t] : c.weights) {
+        const auto it = model.find(k);
+        if (it == model.end()) {
+            m.unexpected.push_back(k);
+            continue;
+        }
+        seen.insert(k);
+        if (t.sizes() != it->second.sizes())
+            m.mismatched.push_back(k + ": shape " + c10::str(t.sizes()) + " in the checkpoint, " + c10::str(it->second.sizes()) +
+                                   " in the model");
+        else if (t.scalar_type() != it->second.scalar_type())
+            m.mismatched.push_back(k + ": dtype " + std::string(c10::toString(t.scalar_type())) + " in the checkpoint, " +
+                                   c10::toString(it->second.scalar_type()) + " in the model");
+        else
+            it->second.copy_(t);
+    }
+    for (const auto& [k, t] : state)
+        if (!seen.count(k)) m.missing.push_back(k);
+    return m;
+}
+
+}  // namespace ampscope::detail::ckpt
