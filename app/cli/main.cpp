@@ -13,6 +13,7 @@
 #include "bench_command.h"
 #include "common.h"
 #include "ops_command.h"
+#include "replay_command.h"
 #include "run_command.h"
 #include "store_commands.h"
 #include "train_command.h"
@@ -60,7 +61,8 @@ int main(int argc, char** argv) {
     app.set_version_flag("--version", "ampscope-cli " + version() + " (torch " + backend_report("cpu").torch_version + ")");
     app.require_subcommand(1);
     const std::vector<Command> commands = {add_run_command(app),   add_backend_command(app), add_ops_command(app),   add_train_command(app),
-                                           add_bench_command(app), add_store_commands(app),  add_advise_command(app)};
+                                           add_bench_command(app), add_store_commands(app),  add_advise_command(app),
+                                           add_replay_command(app)};
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -11,6 +11,7 @@
 
 #include "ampscope/storage/json_io.h"
 #include "ampscope/engine/errors.h"
+#include "ampscope/storage/replay_record.h"
 #include "ampscope/storage/store.h"
 #include "checks.h"
 #include "summary.h"
@@ -61,6 +62,10 @@ void print_benchmarks(const Store& s, const std::string& uuid) {
 int show_run(const Store& s, const State& st) {
     const auto uuid = s.resolve(st.run);
     if (s.kind(uuid) == "train") return show_training(s, uuid);
+    if (s.kind(uuid) == "replay") {  // the replay JSON as recorded (replay --json)
+        std::cout << storage::replay_json(s, uuid) << std::endl;
+        return 0;
+    }
     std::vector<std::string> damaged;
     const auto r = s.load_run(uuid, &damaged);
     for (const auto& d : damaged) std::cerr << "ampscope-cli: warning: " << s.path() << ": damaged: " << d << std::endl;

@@ -504,6 +504,27 @@ void sum_up(TrainResult& res, const TrainSpec& s, const GradScaler& scaler, int 
 
 }  // namespace
 
+// ---- the session's pieces other engine parts reuse (replay) ---------------------------------
+
+namespace train_parts {
+
+at::Tensor training_loss(const TrainSpec& s, const at::Tensor& out, const detail::ProbeSet& data, int64_t b, int64_t e,
+                         const at::Device& device) {
+    return loss_of(s, out, data, b, e, device);
+}
+
+std::optional<Origin> amp_forward_origin(Side& amp, const std::vector<at::Tensor>& inputs, uint64_t seed, const TrainSpec& s,
+                                         const at::Device& device) {
+    return forward_origin(amp, {MicroBatch{inputs, 0, inputs.at(0).size(0), seed}}, s, device);
+}
+
+std::optional<Origin> amp_backward_origin(Side& amp, const std::vector<at::Tensor>& inputs, uint64_t seed, const detail::ProbeSet& data,
+                                          const TrainSpec& s, const at::Device& device, GradScaler& scaler) {
+    return backward_origin(amp, {MicroBatch{inputs, 0, inputs.at(0).size(0), seed}}, data, s, device, scaler);
+}
+
+}  // namespace train_parts
+
 TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObserver* progress) {
     TrainSpec s = spec_in;
     TrainResult res;

@@ -5,6 +5,7 @@
 #include <torch/optim.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,6 +45,17 @@ std::string policy_string(const TrainSpec& s);
 /// GPU), counters, data cursor and policy; written to PATH.partial and renamed.
 void save_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler, const Position& pos,
                      const std::string& weights_hash, const at::Device& device);
+
+/// The session's loss (s.loss: ce | mse) of a forward's output over samples [b, e) of `data`.
+at::Tensor training_loss(const TrainSpec& s, const at::Tensor& out, const detail::ProbeSet& data, int64_t b, int64_t e,
+                         const at::Device& device);
+/// The session's diagnostic re-runs for one batch (the whole of `inputs`, seeded with `seed`),
+/// before any weight changes: the forward op where NaN/Inf is born (the observer), and the
+/// backward op where the scaled loss's gradients first turn non-finite (the backward probe).
+std::optional<Origin> amp_forward_origin(Side& amp, const std::vector<at::Tensor>& inputs, uint64_t seed, const TrainSpec& s,
+                                         const at::Device& device);
+std::optional<Origin> amp_backward_origin(Side& amp, const std::vector<at::Tensor>& inputs, uint64_t seed, const detail::ProbeSet& data,
+                                          const TrainSpec& s, const at::Device& device, GradScaler& scaler);
 
 /// Restores what save_checkpoint wrote; InputError naming the file and key.
 Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler, const at::Device& device);

@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: MIT
+// ampscope-cli replay: from the user's checkpoint (weights, optimizer and GradScaler state) and
+// the batch that broke their job, the FP32 reference step and the AMP step as configured, the
+// first stage that produced NaN/Inf, the scale and skip decision, per-parameter departures.
+#include "replay_command.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "ampscope/engine/errors.h"
+#include "ampscope/engine/replay.h"
+#include "ampscope/storage/replay_record.h"
+#include "checks.h"
+
+namespace ampscope::cli {
+
+namespace {
+
+struct ReplayOptions {
+    ReplaySpec spec;
+    std::string precision = "fp16", json;
+    double init_scale = 0;
+    int growth_interval = 0;
+    bool quiet = false, no_db = false, init_db = false;
+    std::string db;
+};
+
+void add_replay_options(CLI::App* sub, ReplayOptions& o) {
+    auto& s = o.spec;
+    sub->add_option("--model", s.model, "a TorchScript file or a torch.export program (.pt2) whose state_dict keys the checkpoint holds")
+        ->required();
+    sub->add_option("--checkpoint", s.checkpoint,
+                    "torch.save state_dict, a dict with model/optimizer/scaler, a Lightning .ckpt, a Hugging Face Trainer "
+                    "checkpoint-N/ folder or a .safetensors file")
+        ->required();
+    sub->add_option("--batch", s.batch, "the failing batch: a .pt dict with inputs and labels or targets")->required();
+    sub->add_option("--loss", s.loss, "ce | mse (default: ce with labels, mse with targets)")->check(CLI::IsMember({"ce", "mse"}));
+    sub->add_option("--steps", s.steps, "optimizer steps replayed on the batch")->default_val(1)->check(checks::Integer(1));
+    sub->add_option("--precision", o.precision, "fp16 | bf16 (the job's autocast dtype; bf16 as a remedy)")->default_val("fp16");
+    sub->add_option("--optimizer-state", s.optimizer_state, "a torch.save of optimizer.state_dict() (overrides the checkpoint's)");
+    sub->add_option("--scaler-state", s.scaler_state, "a torch.save of GradScaler.state_dict() (overrides the checkpoint's)");
+    sub->add_option("--strip-prefix", s.strip_prefix, "removed from checkpoint keys that start with it (Lightning: model.)");
+    sub->add_flag("--non-strict", s.non_strict, "replay even when checkpoint keys do not match the model (still listed)");
+    sub->add_option("--keep-fp32", s.keep_fp32, "remedy: module-path glob run without autocast (repeatable)");
+    sub->add_option("--init-scale", o.init_scale, "remedy: start GradScaler at this scale instead of the checkpoint's")
+        ->check(checks::Number(0, INFINITY, true));
+    sub->add_option("--growth-interval", o.growth_interval, "remedy: GradScaler growth_interval")->check(checks::Integer(1));
+    sub->add_option("--clip-grad-norm", s.clip_grad_norm, "remedy: clip the unscaled gradient norm (0 = off)")
+        ->default_val(0.0)
+        ->check(checks::Number(0));
+    sub->add_option("--output", s.output, "the output the loss reads, for torch.export programs with several outputs");
+    sub->add_option("--device", s.device, "cpu | cuda | cuda:N")->check(checks::Device());
+    sub->add_option("--json", o.json, "write the replay JSON to PATH, or '-' for stdout")->check(checks::NonEmptyPath());
+    sub->add_option("--db", o.db, kDbHelp)->check(checks::NonEmptyPath());
+    sub->add_flag("--init-db", o.init_db, "add ampscope's tables to an existing SQLite file of another application");
+    sub->add_flag("--no-db", o.no_db, "do not record the replay");
+    sub->add_flag("-q,--quiet", o.quiet, "no terminal summary");
+}
+
+nlohmann::json stage_json(const ReplayStage& s) {
+    return {{"step", s.step}, {"stage", s.stage}, {"side", s.side}, {"module", s.module}, {"op", s.op}, {"autograd_node", s.node}};
+}
+
+/// NaN/Inf as JSON strings (JSON has no such numbers).
+nlohmann::json num(double v) {
+    if (std::isnan(v)) return "nan";
+    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    return v;
+}
+
+nlohmann::json step_json(const ReplayStep& st) {
+    nlohmann::json params = nlohmann::json::array();
+    for (const auto& p : st.params)
+        params.push_back({{"name", p.name},
+                          {"grad_rel_diff", num(p.grad_rel)},
+                          {"update_rel_diff", num(p.update_rel)},
+                          {"grad_finite", p.grad_finite},
+                          {"weights_finite", p.update_finite},
+                          {"sha256_ref", p.sha256_ref},
+                          {"sha256_amp", p.sha256_amp}});
+    return {{"step", st.step},
+            {"loss_ref", num(st.loss_ref)},
+            {"loss_amp", num(st.loss_amp)},
+            {"scale", num(st.scale)},
+            {"found_inf", st.found_inf},
+            {"skipped", st.skipped},
+            {"scale_after", num(st.scale_after)},
+            {"growth_tracker", st.growth_tracker},
+            {"params", params}};
+}
+
+nlohmann::json replay_json(const ReplayResult& r) {
+    nlohmann::json steps = nlohmann::json::array();
+    for (const auto& st : r.steps) steps.push_back(step_json(st));
+    nlohmann::json keep = r.spec.keep_fp32;
+    return {{"run_id", r.run_id},
+            {"kind", "replay"},
+            {"started_at", r.started_at},
+            {"finished_at", r.finished_at},
+            {"model", r.spec.model},
+            {"checkpoint", {{"path", r.spec.checkpoint}, {"format", r.checkpoint_format}, {"sha256", r.checkpoint_sha256}}},
+            {"batch", {{"path", r.spec.batch}, {"sha256", r.batch_sha256}}},
+            {"precision", to_string(r.spec.precision)},
+            {"optimizer", r.optimizer},
+            {"scaler_enabled", r.scaler_enabled},
+            {"remedies",
+             {{"keep_fp32", keep},
+              {"init_scale", r.spec.init_scale ? num(*r.spec.init_scale) : nlohmann::json()},
+              {"growth_interval", r.spec.growth_interval ? nlohmann::json(*r.spec.growth_interval) : nlohmann::json()},
+              {"clip_grad_norm", r.spec.clip_grad_norm}}},
+            {"keys", {{"missing", r.missing}, {"unexpected", r.unexpected}, {"mismatched", r.mismatched}}},
+            {"first_nonfinite", r.first_nonfinite ? stage_json(*r.first_nonfinite) : nlohmann::json()},
+            {"steps", steps},
+            {"warnings", r.warnings}};
+}
+
+void print_replay(std::ostream& out, const ReplayResult& r) {
+    out << "replay " << r.run_id.substr(0, 8) << "  " << r.checkpoint_format << " checkpoint, " << r.optimizer << ", "
+        << to_string(r.spec.precision) << (r.scaler_enabled ? " with GradScaler" : " without GradScaler") << "\n";
+    for (const auto& st : r.steps)
+        out << "  step " << st.step << ": loss fp32 " << st.loss_ref << ", amp " << st.loss_amp << "; scale " << st.scale
+            << (st.skipped ? " (GradScaler skips the step)" : "") << " -> " << st.scale_after << "\n";
+    if (r.first_nonfinite) {
+        const auto& f = *r.first_nonfinite;
+        out << "first non-finite: " << f.stage << " at step " << f.step << (f.module.empty() ? "" : " in " + f.module)
+            << (f.op.empty() ? "" : ", " + f.op) << (f.node.empty() ? "" : " (" + f.node + ")") << " [" << f.side << "]\n";
+    } else {
+        out << "no non-finite values in " << r.steps.size() << " replayed step(s)\n";
+    }
+    for (const auto& w : r.warnings) out << "warning: " << w << "\n";
+}
+
+int run_replay_command(ReplayOptions& o) {
+    auto& s = o.spec;
+    auto p = parse_precision(o.precision);
+    if (!p || *p == Precision::Fp32) throw InputError("--precision", "", "'" + o.precision + "'; expected fp16 or bf16");
+    s.precision = *p;
+    if (o.init_scale > 0) s.init_scale = o.init_scale;
+    if (o.growth_interval > 0) s.growth_interval = o.growth_interval;
+    TerminalProgress progress(isatty(STDERR_FILENO) && !o.quiet);
+    const auto r = run_replay(s, &progress);
+    progress.clear();
+    if (!o.quiet && o.json != "-") print_replay(std::cout, r);
+    const std::string text = replay_json(r).dump(2);
+    if (auto store = recording_store(o.no_db, o.db, o.init_db)) {
+        storage::ReplayRecord rec{r.run_id,
+                                  s.model,
+                                  s.checkpoint,
+                                  r.checkpoint_sha256,
+                                  s.batch,
+                                  r.batch_sha256,
+                                  r.device,
+                                  "fp32," + to_string(s.precision),
+                                  r.started_at,
+                                  r.finished_at,
+                                  r.first_nonfinite ? "nonfinite" : "finite",
+                                  text};
+        storage::record_replay(*store, rec);
+    }
+    if (!o.json.empty()) write_output(o.json, text + "\n");
+    if (interrupted()) throw Cancelled();
+    return r.first_nonfinite ? kRejected : kOk;
+}
+
+}  // namespace
+
+Command add_replay_command(CLI::App& app) {
+    return subcommand<ReplayOptions>(app, "replay", "the user's checkpoint and failing batch, replayed step by step in FP32 and AMP",
+                                     add_replay_options, run_replay_command);
+}
+
+}  // namespace ampscope::cli

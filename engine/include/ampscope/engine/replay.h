@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// \file replay.h
+/// Incident replay: the user's own checkpoint (weights, optimizer and GradScaler state) and
+/// failing batch, replayed step by step as an FP32 reference and as the AMP job was configured,
+/// naming the first stage that produced non-finite values.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ampscope/engine/run.h"
+#include "ampscope/engine/train.h"
+#include "ampscope/engine/types.h"
+
+namespace ampscope {
+
+struct ReplaySpec {
+    std::string model;                          ///< a TorchScript file, a torch.export program (.pt2) or demo:NAME
+    std::string checkpoint;                     ///< a file or a Trainer checkpoint-N/ folder
+    std::string batch;                          ///< a .pt dict: inputs and labels or targets
+    std::string loss;                           ///< ce | mse ("" = ce with labels, mse with targets)
+    std::string optimizer_state, scaler_state;  ///< separate files (override the checkpoint's)
+    std::string strip_prefix;
+    std::string output;  ///< as TrainSpec::output
+    bool non_strict = false;
+    int steps = 1;
+    Precision precision = Precision::Fp16;
+    std::vector<std::string> keep_fp32;
+    std::optional<double> init_scale;    ///< remedy: another scale than the checkpoint's
+    std::optional<int> growth_interval;  ///< remedy
+    double clip_grad_norm = 0;           ///< remedy: clip the unscaled gradients (0 = off)
+    std::string device;
+    uint64_t seed = 0;
+};
+
+/// Where values first went non-finite.
+struct ReplayStage {
+    int step = 0;
+    std::string stage;  ///< checkpoint | input | forward | loss | backward | optimizer
+    std::string side;   ///< amp | reference
+    std::string module, op, node;
+};
+
+/// Per parameter: how far the AMP step departs from the FP32 reference.
+struct ReplayParam {
+    std::string name;
+    double grad_rel = 0;    ///< ||g_amp - g_ref|| / ||g_ref|| (unscaled AMP gradient)
+    double update_rel = 0;  ///< ||Δw_amp - Δw_ref|| / ||Δw_ref||
+    bool grad_finite = true, update_finite = true;
+    std::string sha256_ref, sha256_amp;  ///< the parameter's bytes after the step
+};
+
+struct ReplayStep {
+    int step = 0;
+    double loss_ref = 0, loss_amp = 0;
+    double scale = 1;  ///< the scale the AMP loss was multiplied by
+    bool found_inf = false, skipped = false;
+    double scale_after = 1;
+    int growth_tracker = -1;
+    std::vector<ReplayParam> params;
+};
+
+struct ReplayResult {
+    std::string run_id, started_at, finished_at;
+    ReplaySpec spec;
+    std::string device;  ///< where it ran
+    std::string checkpoint_format, optimizer;
+    std::string checkpoint_sha256, batch_sha256;
+    bool scaler_enabled = true;
+    std::vector<std::string> missing, unexpected, mismatched;  ///< checkpoint keys vs the model
+    std::optional<ReplayStage> first_nonfinite;
+    std::vector<ReplayStep> steps;
+    std::vector<std::string> warnings;
+};
+
+/// Replays the incident. Throws InputError (checkpoint, batch, state files, options; exit 2),
+/// ModelError when the model fails.
+ReplayResult run_replay(const ReplaySpec& spec, ProgressObserver* progress = nullptr);
+
+}  // namespace ampscope

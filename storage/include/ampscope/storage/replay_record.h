@@ -1,0 +1,25 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// \file replay_record.h
+/// Incident replays recorded like other runs (kind "replay"), linked to the hashes of their
+/// checkpoint and batch; the replay's JSON is the run's header.
+
+#include <string>
+
+#include "ampscope/storage/store.h"
+
+namespace ampscope::storage {
+
+struct ReplayRecord {
+    std::string uuid, model, checkpoint, checkpoint_sha256, batch, batch_sha256, device, precisions;
+    std::string started_at, finished_at, verdict;  ///< verdict: "nonfinite" | "finite"
+    std::string json;                              ///< the replay JSON (replay --json)
+};
+
+/// Inserts one completed replay run. StoreError on a read-only or damaged database.
+void record_replay(Store& store, const ReplayRecord& r);
+
+/// The replay JSON of a recorded replay run (kind "replay"); InputError when there is none.
+std::string replay_json(const Store& store, const std::string& uuid);
+
+}  // namespace ampscope::storage
