@@ -153,8 +153,9 @@ class Incident:
         self.batch = os.path.join(d, "batch.pt")
         torch.save({"inputs": self.x, "labels": self.y}, self.batch)
 
-    def python_step(self, scaler_override=None):
-        """Step K in Python from the saved state: the AMP job's and the FP32 reference's."""
+    def python_step(self, scaler_override=None, steps=1):
+        """Step K in Python from the saved state (repeated `steps` times on the batch): the AMP
+        job's and the FP32 reference's figures of the last step, and every step's."""
         sd, osd, ssd = self.state
         out = {}
         for side in ("amp", "ref"):
@@ -162,13 +163,16 @@ class Incident:
             net.load_state_dict(sd)
             opt = torch.optim.Adam(net.parameters(), **self.opt_kwargs)
             opt.load_state_dict(copy.deepcopy(osd))
-            if side == "amp":
-                scaler = torch.amp.GradScaler("cpu")
-                scaler.load_state_dict(dict(ssd, **(scaler_override or {})))
-                loss, scale, skipped = amp_step(net, opt, scaler, self.x, self.y)
-                out["amp"] = {"loss": loss, "scale": scale, "skipped": skipped, "scale_after": scaler.get_scale()}
-            else:
-                out["ref"] = {"loss": fp32_step(net, opt, self.x, self.y)}
+            scaler = torch.amp.GradScaler("cpu")
+            scaler.load_state_dict(dict(ssd, **(scaler_override or {})))
+            every = []
+            for _ in range(steps):
+                if side == "amp":
+                    loss, scale, skipped = amp_step(net, opt, scaler, self.x, self.y)
+                    every.append({"loss": loss, "scale": scale, "skipped": skipped, "scale_after": scaler.get_scale()})
+                else:
+                    every.append({"loss": fp32_step(net, opt, self.x, self.y)})
+            out[side] = dict(every[-1], every=every)
             out[side]["sha"] = {n: sha(p) for n, p in net.named_parameters()}
             out[side]["finite"] = {n: bool(torch.isfinite(p).all()) for n, p in net.named_parameters()}
         return out
@@ -184,7 +188,7 @@ class BackwardIncident(unittest.TestCase):
         cls.inc.tmp.cleanup()
 
     def check_same_as_python(self, got, want):
-        step = got["steps"][0]
+        step = got["steps"][-1]
         self.assertEqual(as_float(step["loss_amp"]), want["amp"]["loss"])
         self.assertEqual(as_float(step["loss_ref"]), want["ref"]["loss"])
         self.assertEqual(as_float(step["scale"]), want["amp"]["scale"])
@@ -218,6 +222,18 @@ class BackwardIncident(unittest.TestCase):
         self.assertIsNone(got["first_nonfinite"])
         self.check_same_as_python(got, want)
 
+    def test_several_steps_on_the_batch(self):
+        inc = self.inc
+        want = inc.python_step({"scale": 2.0 ** 4, "_growth_tracker": 0, "growth_interval": 2}, steps=3)
+        rc, got = replay(inc.model, inc.formats["lightning"], inc.batch, "--init-scale", 16, "--growth-interval", 2, "--steps", 3)
+        self.assertEqual(rc, 0, got)
+        self.assertEqual(len(got["steps"]), 3)
+        for g, w in zip(got["steps"], want["amp"]["every"]):
+            self.assertEqual((as_float(g["scale"]), g["skipped"], as_float(g["loss_amp"])), (w["scale"], w["skipped"], w["loss"]))
+        self.assertEqual([as_float(g["loss_ref"]) for g in got["steps"]], [w["loss"] for w in want["ref"]["every"]])
+        self.assertEqual(as_float(got["steps"][-1]["scale_after"]), 2.0 ** 5, "GradScaler grew after growth_interval steps")
+        self.check_same_as_python(got, want)
+
     def test_bad_inputs_exit_2_named(self):
         inc, d = self.inc, self.inc.tmp.name
         p = lambda n: os.path.join(d, n)
@@ -248,6 +264,54 @@ class BackwardIncident(unittest.TestCase):
         rc, got = replay(inc.model, [p("lightning.ckpt"), "--non-strict", "--optimizer-state", p("optimizer.pt")], inc.batch)
         self.assertIn(rc, (0, 1), got)
         self.assertIn("model.fc1.weight", got["keys"]["unexpected"])
+
+
+class FirstNonFiniteFunction(torch.overrides.TorchFunctionMode):
+    """The first torch function of the forward (F.linear, not its addmm: the level of the ops
+    ampscope's observer names) whose tensor inputs are finite and whose output is not."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = None
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if self.first is None and isinstance(out, torch.Tensor) and out.is_floating_point():
+            ins = [a for a in list(args) + list((kwargs or {}).values()) if isinstance(a, torch.Tensor) and a.is_floating_point()]
+            if ins and all(bool(torch.isfinite(a).all()) for a in ins) and not bool(torch.isfinite(out).all()):
+                self.first = getattr(func, "__name__", str(func))
+        return out
+
+
+class ForwardIncident(unittest.TestCase):
+    def test_forward_overflow_named_like_pythons_hooks(self):
+        def plant(x, y):
+            x = x.clone()
+            x[3] = 60000.0  # representable in FP16; fc1's output is not
+            return x, y
+
+        inc = Incident(Net, 7, plant, {"lr": 1e-3}, {"init_scale": 2.0 ** 12, "growth_interval": 3})
+        try:
+            net, bad = copy.deepcopy(inc.net), []
+            for n, m in net.named_modules():
+                if n:
+                    m.register_forward_hook(lambda m, i, o, n=n: bad.append(n) if not bool(torch.isfinite(o).all()) else None)
+            mode = FirstNonFiniteFunction()
+            with torch.autocast("cpu", dtype=torch.float16), mode:
+                net(inc.x)
+            self.assertEqual(bad[:1], ["fc1"], "the overflow is where the test planted it")
+            want = inc.python_step()
+            rc, got = replay(inc.model, inc.formats["dict"], inc.batch)
+            self.assertEqual(rc, 1, got)
+            f = got["first_nonfinite"]
+            self.assertEqual((f["stage"], f["module"], f["op"], f["side"]), ("forward", bad[0], "aten::" + mode.first, "amp"))
+            step = got["steps"][0]
+            self.assertEqual(as_float(step["scale"]), want["amp"]["scale"])
+            self.assertEqual(step["skipped"], want["amp"]["skipped"])
+            self.assertTrue(step["skipped"])
+            self.assertEqual(as_float(step["loss_ref"]), want["ref"]["loss"])
+        finally:
+            inc.tmp.cleanup()
 
 
 class OptimizerIncident(unittest.TestCase):
