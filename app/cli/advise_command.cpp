@@ -92,14 +92,17 @@ void print_advice(const AdviseResult& r, const json::AdviseRecord& rec) {
         }
     }
     if (!r.keep_fp32.empty()) {
-        std::cout << "\nkeep in FP32:\n";
+        std::cout << (r.outcome == AdviseResult::Outcome::Unverified ? "\nthe search's set (unverified, not advice):\n"
+                                                                     : "\nkeep in FP32:\n");
         for (const auto& x : r.reasons) std::cout << "  " << std::left << std::setw(38) << x.module << x.why << "  (" << x.detail << ")\n";
         std::cout << std::fixed << std::setprecision(1) << "left in FP32: " << 100 * r.fp32_share_ops << "% of ops, "
                   << 100 * r.fp32_share_flops << "% of FLOPs\n"
                   << std::defaultfloat;
     }
     std::cout << "search: " << r.evaluations << " candidate sets checked, " << r.passes_used << " passes in all\n";
-    if (!rec.verified_run.empty()) std::cout << "verified by run " << rec.verified_run << ": " << rec.verified_verdict << "\n";
+    if (!rec.verified_run.empty())
+        std::cout << (r.outcome == AdviseResult::Outcome::Unverified ? "verifying run " : "verified by run ") << rec.verified_run << ": "
+                  << rec.verified_verdict << "\n";
     if (rec.with_set && rec.full_amp)
         for (const auto& f : rec.with_set->figures) {
             if (f.precision == Precision::Fp32) continue;
@@ -135,39 +138,39 @@ int run_advise(AdviseOptions& o) {
     AdviseSpec spec = spec_of(o, o.cmd);
     const Recording<storage::RunWriter> rec(o.no_db, o.db, o.init_db, &storage::RunWriter::run_failed);
     TerminalProgress progress(isatty(STDERR_FILENO) && !o.quiet);
-    const AdviseResult r = advise(spec, &progress);
-    if (interrupted()) throw Cancelled();
     json::AdviseRecord record;
     record.advised_from = spec.run.advised_from;
     record.granularity = to_string(spec.granularity);
-    std::optional<BenchResult> full, with_set;
-    if (r.outcome == AdviseResult::Outcome::Found) {
+    spec.verify = [&](const std::vector<std::string>& keep) {  // the set found, as a recorded run
         RunSpec verify = spec.run;
-        verify.keep_fp32 = r.keep_fp32;
+        verify.keep_fp32 = keep;
         const RunResult v = run_comparison(verify, rec.writer(), &progress);
         if (interrupted()) throw Cancelled();  // Ctrl-C as the verifying run ended: no timing, exit 130
         record.verified_run = rec.store() ? v.run_id : "";
         record.verified_verdict = to_string(v.verdict);
-        if (v.verdict == Verdict::Accepted && !o.no_bench) {  // gains only after numeric validation
-            if (interrupted()) throw Cancelled();
-            full = time_policy(spec, {});
-            if (interrupted()) throw Cancelled();
-            with_set = time_policy(spec, r.keep_fp32);
-            if (interrupted()) throw Cancelled();
-            record.full_amp = &*full;
-            record.with_set = &*with_set;
-        }
+        return v.verdict;
+    };
+    const AdviseResult r = advise(spec, &progress);
+    if (interrupted()) throw Cancelled();
+    std::optional<BenchResult> full, with_set;
+    if (r.outcome == AdviseResult::Outcome::Found && !o.no_bench) {  // gains only after numeric validation (an accepted verifying run)
+        full = time_policy(spec, {});
+        if (interrupted()) throw Cancelled();
+        with_set = time_policy(spec, r.keep_fp32);
+        if (interrupted()) throw Cancelled();
+        record.full_amp = &*full;
+        record.with_set = &*with_set;
     }
     progress.clear();
     if (!o.quiet && o.json_path != "-") print_advice(r, record);
     if (!o.json_path.empty()) write_output(o.json_path, json::advise_to_json(r, record));
-    if (!o.python_path.empty() && !r.keep_fp32.empty())
+    if (!o.python_path.empty() && r.outcome == AdviseResult::Outcome::Found && !r.keep_fp32.empty())
         write_output(o.python_path, python_snippet(r.keep_fp32, spec.run.precisions.empty() ? Precision::Fp16 : spec.run.precisions[0]),
                      "--python");
-    const bool ok = r.outcome == AdviseResult::Outcome::AlreadyAccepted ||
-                    (r.outcome == AdviseResult::Outcome::Found && record.verified_verdict == to_string(Verdict::Accepted));
-    if (r.outcome == AdviseResult::Outcome::Found && !ok)
-        std::cerr << "ampscope-cli: advise: the verifying run was " << record.verified_verdict << "; the set is not confirmed\n";
+    if (r.outcome == AdviseResult::Outcome::Unverified)
+        std::cerr << "ampscope-cli: advise: the verifying run was " << record.verified_verdict << "; the set is unverified"
+                  << (o.python_path.empty() ? "" : " and --python " + o.python_path + " was not written") << "\n";
+    const bool ok = r.outcome == AdviseResult::Outcome::AlreadyAccepted || r.outcome == AdviseResult::Outcome::Found;
     return ok ? kOk : kRejected;
 }
 

@@ -61,6 +61,8 @@ void add_run_options(CLI::App* run, RunOptions& o) {
     run->add_option("--keep-fp32", o.spec.keep_fp32, "module-path glob run without autocast (repeatable), e.g. 'blocks.1.*'");
     run->add_option("--keep-fp32-file", o.keep_fp32_file,
                     "FP32 regions from a file: the JSON `ampscope-cli advise` writes (its keep_fp32 list) or one glob a line");
+    run->add_flag("--allow-unverified", o.allow_unverified,
+                  "accept a --keep-fp32-file whose advise outcome is 'unverified' (the set's verifying run was rejected)");
     run->add_option("--json", o.json_path, "write the run result JSON to PATH, or '-' for stdout");
     run->add_flag("--layers", o.layers, "print the per-layer table (module, op, dtype, absmax, headroom, overflow)");
     run->add_flag("--outputs", o.outputs, "include per-sample scores and decisions in the JSON");
@@ -112,12 +114,12 @@ void finish_spec(RunOptions& o) {
     spec.criteria = criteria_of(o);
     spec.inspect = !o.no_inspect;
     if (!o.keep_fp32_file.empty()) {
-        const auto regions = read_keep_fp32_file(o.keep_fp32_file);
+        const auto regions = read_keep_fp32_file(o.keep_fp32_file, o.allow_unverified);
         spec.keep_fp32.insert(spec.keep_fp32.end(), regions.begin(), regions.end());
     }
 }
 
-std::vector<std::string> read_keep_fp32_file(const std::string& path) {
+std::vector<std::string> read_keep_fp32_file(const std::string& path, bool allow_unverified) {
     std::string text = read_file(path, "--keep-fp32-file");
     if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);  // a UTF-8 byte-order mark
     for (const unsigned char c : text)
@@ -131,6 +133,10 @@ std::vector<std::string> read_keep_fp32_file(const std::string& path) {
         if (j.is_discarded() || !j.contains("keep_fp32") || !j["keep_fp32"].is_array())
             throw InputError(path, "keep_fp32",
                              "expected a JSON object with a \"keep_fp32\" list of module paths (as ampscope-cli advise writes)");
+        if (j.contains("outcome") && j["outcome"] == "unverified" && !allow_unverified)
+            throw InputError(path, "outcome",
+                             "'unverified': the advised set's verifying run was rejected, so the set is not advice; expected a "
+                             "verified advise JSON (outcome 'found'), or --allow-unverified to run the set anyway");
         for (const auto& m : j["keep_fp32"]) {
             if (!m.is_string() || m.get<std::string>().empty())
                 throw InputError(path, "keep_fp32", "expected non-empty module-path strings, found " + m.dump());

@@ -20,6 +20,7 @@ struct RunOptions {
     std::optional<int> max_flips;
     bool allow_nonfinite = false, layers = false, outputs = false, no_inspect = false, quiet = false;
     bool no_db = false, init_db = false;
+    bool allow_unverified = false;  ///< --keep-fp32-file may be an advise JSON whose outcome is "unverified"
 };
 
 /// Model, probes, precisions, device, mode, criteria flags, seed, batch size and database.
@@ -33,7 +34,8 @@ Criteria criteria_of(const RunOptions& o);
 /// The spec the options give: precisions, mode, criteria, inspection, --keep-fp32-file's regions.
 void finish_spec(RunOptions& o);
 /// FP32 regions from a file: an `ampscope-cli advise` JSON (its "keep_fp32" list) or one glob a
-/// line ('#' starts a comment). InputError naming the file otherwise.
-std::vector<std::string> read_keep_fp32_file(const std::string& path);
+/// line ('#' starts a comment). InputError naming the file otherwise, and for an advise JSON
+/// whose outcome is "unverified" (its verifying run was rejected) unless `allow_unverified`.
+std::vector<std::string> read_keep_fp32_file(const std::string& path, bool allow_unverified = false);
 
 }  // namespace ampscope::cli

@@ -245,9 +245,29 @@ class ExportedPrograms(unittest.TestCase):
                 self.assertEqual([f["sample"] for f in cmp["flips"]], [f"s{i}" for i in np.nonzero(ref != amp)[0]])
 
     def test_train_and_eval_mode_differ(self):
-        """BatchNorm: batch statistics in train mode, running statistics in eval mode (the node's flag follows --mode)."""
-        ev, tr = self.cases["conv-eval"], self.cases["conv-train"]
-        self.assertFalse(bits_equal(outputs_of(self.runs["conv-eval"][1], "fp32"), outputs_of(self.runs["conv-train"][1], "fp32")))
+        """One program (Mlp: BatchNorm with non-trivial running statistics, and dropout), one probe
+        file, one seed, run with --mode train and with --mode eval: each run is bitwise eager in its
+        mode (batch statistics and the seed's dropout mask; running statistics and no dropout), and
+        the two eager modes differ, so a run whose --mode were ignored would fail one of them."""
+        g = torch.Generator().manual_seed(3)
+        model = Mlp()
+        with torch.no_grad():
+            model.bn.running_mean.uniform_(-0.5, 0.5, generator=g)
+            model.bn.running_var.uniform_(0.5, 2.0, generator=g)
+        with tempfile.TemporaryDirectory() as d:
+            case = ExportCase(d, "modes", model, torch.randn(16, 12, generator=g) * 3, train=True)
+            got, want = {}, {}
+            for train in (True, False):
+                case.train = train  # --mode train when set; eager in that mode
+                rc, run = case.run()
+                for p in ("fp32", "bf16"):
+                    got[train, p], want[train, p] = outputs_of(run, p), case.eager(p)
+        for p in ("fp32", "bf16"):
+            self.assertFalse(bits_equal(want[True, p], want[False, p]), f"{p}: eager train and eval mode agree: cannot fail")
+            for train in (True, False):
+                mode = "train" if train else "eval"
+                diff = np.nanmax(np.abs(got[train, p] - want[train, p]))
+                self.assertTrue(bits_equal(got[train, p], want[train, p]), f"--mode {mode} {p}: max |diff| {diff} against eager")
 
     def test_mode_follows_the_run_not_the_export(self):
         """A program exported in train mode, run with --mode eval, equals eager .eval() (BatchNorm's

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <random>
 #include <set>
 
@@ -49,12 +48,15 @@ TEST(AdviseCandidates, GranularityRefusedWithItsName) {
     }
 }
 
-/// Criteria met exactly when every module of `needed` is in the set (monotone).
+/// Criteria met exactly when every module of `needed` is in the set (monotone). Counts, on its
+/// own, how often it is called and which distinct sets (as sets) it was asked about.
 struct Needs {
     std::set<std::string> needed;
     int calls = 0;
+    std::set<std::set<std::string>> asked{};
     bool operator()(const std::vector<std::string>& s) {
         ++calls;
+        asked.emplace(s.begin(), s.end());
         return std::all_of(needed.begin(), needed.end(), [&](const std::string& m) { return std::find(s.begin(), s.end(), m) != s.end(); });
     }
 };
@@ -65,27 +67,57 @@ std::vector<std::string> names(int n) {
     return v;
 }
 
+/// The documented bound on the calls for n candidates and an answer of k: 2 k ceil(log2 n) + 2
+/// (ceil(log2 1) = 0), one fewer when the caller already saw the empty set fail.
+int bound(int n, int k, bool empty_set_fails) {
+    int log2n = 0;
+    while ((1 << log2n) < n) ++log2n;
+    return 2 * k * log2n + 2 - (empty_set_fails ? 1 : 0);
+}
+
+/// The search with `needed` (names(n) indices), checked against the criteria's own count: the
+/// exact set, each distinct set asked once, the reported count equal to the calls, the empty
+/// set never asked when the caller says it fails. Returns the calls.
+int checked_search(int n, const std::set<std::string>& needed, bool empty_set_fails) {
+    Needs needs{needed};
+    const auto out = minimal_passing_set(names(n), std::ref(needs), empty_set_fails);
+    const std::string what =
+        "n " + std::to_string(n) + " k " + std::to_string(needed.size()) + (empty_set_fails ? " (empty set known)" : "");
+    EXPECT_TRUE(out.found) << what;
+    EXPECT_EQ(std::set<std::string>(out.set.begin(), out.set.end()), needed) << what;
+    EXPECT_EQ(needs.calls, int(needs.asked.size())) << what << ": a set was evaluated twice";
+    EXPECT_EQ(out.evaluations, needs.calls) << what;
+    EXPECT_EQ(needs.asked.count({}), empty_set_fails ? 0u : 1u) << what;
+    EXPECT_LE(needs.calls, bound(n, int(needed.size()), empty_set_fails)) << what;
+    return needs.calls;
+}
+
 TEST(AdviseSearch, FindsExactlyTheNeededModulesWithinTheBound) {
     std::mt19937 rng(7);
-    for (int n : {2, 3, 50, 500})
+    for (int n : {1, 2, 3, 4, 5, 50, 500})
         for (int k : {1, 2, 3, 4}) {
             if (k > n) continue;
             for (int trial = 0; trial < 20; ++trial) {
-                const auto all = names(n);
-                auto shuffled = all;
+                auto shuffled = names(n);
                 std::shuffle(shuffled.begin(), shuffled.end(), rng);
-                Needs needs{{shuffled.begin(), shuffled.begin() + k}};
-                const auto out = minimal_passing_set(all, std::ref(needs));
-                ASSERT_TRUE(out.found);
-                EXPECT_EQ(std::set<std::string>(out.set.begin(), out.set.end()), needs.needed) << "n " << n << " k " << k;
-                EXPECT_EQ(out.evaluations, needs.calls) << "every set evaluated once";
-                const int bound = 2 * k * int(std::ceil(std::log2(double(n)))) + 2;
-                EXPECT_LE(out.evaluations, std::max(bound, 2 + 2 * k)) << "n " << n << " k " << k;
-                if (n >= 4) {
-                    EXPECT_LE(out.evaluations, bound) << "n " << n << " k " << k;
-                }
+                const std::set<std::string> needed(shuffled.begin(), shuffled.begin() + k);
+                const int calls = checked_search(n, needed, false);
+                // the empty set known to fail (the advisor's plain AMP passes): exactly one call fewer
+                EXPECT_EQ(checked_search(n, needed, true), calls - 1) << "n " << n << " k " << k;
             }
         }
+}
+
+TEST(AdviseSearch, ExactCallsForOneAndTwoCandidates) {
+    // n = 1: the empty set, then {layers.0}: the bound 2 k ceil(log2 1) + 2 = 2, met exactly.
+    EXPECT_EQ(checked_search(1, {"layers.0"}, false), 2);
+    EXPECT_EQ(checked_search(1, {"layers.0"}, true), 1);
+    // n = 2 (bound 4 for k = 1, 6 for k = 2): {}, {0, 1}, then the bisection's {0}; when layers.1
+    // is the one needed, {1} is asked too (the bound, met); both needed: nothing more to ask.
+    EXPECT_EQ(checked_search(2, {"layers.0"}, false), 3);
+    EXPECT_EQ(checked_search(2, {"layers.1"}, false), 4);
+    EXPECT_EQ(checked_search(2, {"layers.0", "layers.1"}, false), 4);
+    EXPECT_EQ(checked_search(2, {"layers.1"}, true), 3);
 }
 
 TEST(AdviseSearch, EmptySetAndNoSet) {
@@ -93,12 +125,43 @@ TEST(AdviseSearch, EmptySetAndNoSet) {
     auto out = minimal_passing_set(names(10), std::ref(none));
     EXPECT_TRUE(out.found);
     EXPECT_TRUE(out.set.empty());
+    EXPECT_EQ(none.calls, 1);
     EXPECT_EQ(out.evaluations, 1);
     // needs a module that is not a candidate: the whole list fails
     Needs outside{{"root_op"}};
     out = minimal_passing_set(names(10), std::ref(outside));
     EXPECT_FALSE(out.found);
+    EXPECT_EQ(outside.calls, 2);
     EXPECT_EQ(out.evaluations, 2);
+    Needs outside_known{{"root_op"}};  // the empty set known to fail: only the whole list asked
+    const auto all = names(10);
+    out = minimal_passing_set(all, std::ref(outside_known), true);
+    EXPECT_FALSE(out.found);
+    EXPECT_EQ(outside_known.asked, (std::set<std::set<std::string>>{{all.begin(), all.end()}}));
+}
+
+TEST(AdviseVerification, ARejectedVerifyingRunMakesTheSetUnverified) {
+    AdviseResult found;
+    found.outcome = AdviseResult::Outcome::Found;
+    found.keep_fp32 = {"blocks.0.up", "head"};
+    found.message = "2 modules kept in FP32 make every AMP pass meet the criteria; dropping any one fails";
+    for (auto verdict : {Verdict::Rejected, Verdict::InvalidReference}) {
+        auto r = found;
+        apply_verification(r, verdict);
+        EXPECT_EQ(r.outcome, AdviseResult::Outcome::Unverified);
+        EXPECT_EQ(to_string(r.outcome), "unverified");
+        EXPECT_EQ(r.keep_fp32, found.keep_fp32) << "the set is still reported";
+        EXPECT_NE(r.message.find("verifying run was " + to_string(verdict)), std::string::npos) << r.message;
+        EXPECT_NE(r.message.find("--allow-unverified"), std::string::npos) << r.message;
+    }
+    auto r = found;
+    apply_verification(r, Verdict::Accepted);
+    EXPECT_EQ(r.outcome, AdviseResult::Outcome::Found);
+    EXPECT_EQ(r.message, found.message);
+    AdviseResult whole;  // only a set found can be unverified
+    whole.outcome = AdviseResult::Outcome::WholeModelOnly;
+    apply_verification(whole, Verdict::Rejected);
+    EXPECT_EQ(whole.outcome, AdviseResult::Outcome::WholeModelOnly);
 }
 
 TEST(AdviseSearch, MinimalEvenWhenCriteriaAreNotMonotone) {

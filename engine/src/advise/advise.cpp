@@ -276,7 +276,9 @@ private:
 
     void search() {
         res_.candidates = search_order();
-        const auto found = minimal_passing_set(res_.candidates, [&](const std::vector<std::string>& s) { return passes(s); });
+        // the empty set is the plain AMP passes, already rejected: not evaluated again
+        const auto found = minimal_passing_set(
+            res_.candidates, [&](const std::vector<std::string>& s) { return passes(s); }, true);
         if (!found.found) {
             const auto& cmps = evaluated_[key_of(res_.candidates)];
             const auto* f = cmps.empty() ? nullptr : first_failure(cmps.back());
@@ -363,6 +365,7 @@ AdviseResult advise(const AdviseSpec& spec, ProgressObserver* progress, AdviseRe
     AdviseResult& res = partial ? *partial : local;
     res = AdviseResult{};
     detail::Advisor(spec, progress, res).run();
+    if (res.outcome == AdviseResult::Outcome::Found && spec.verify) apply_verification(res, spec.verify(res.keep_fp32));
     return res;
 }
 

@@ -82,9 +82,10 @@ std::vector<std::string> candidate_modules(const std::vector<std::string>& modul
 }
 
 SearchOutcome minimal_passing_set(const std::vector<std::string>& ordered,
-                                  const std::function<bool(const std::vector<std::string>&)>& passes) {
+                                  const std::function<bool(const std::vector<std::string>&)>& passes, bool empty_set_fails) {
     SearchOutcome r;
     std::map<std::vector<std::string>, bool> memo;  // sets as sorted lists: each evaluated once
+    if (empty_set_fails) memo[{}] = false;          // the caller's own evaluation of it
     auto eval = [&](std::vector<std::string> set) {
         std::vector<std::string> key = set;
         std::sort(key.begin(), key.end());
@@ -165,8 +166,18 @@ std::string to_string(AdviseResult::Outcome o) {
         case AdviseResult::Outcome::InvalidReference: return "invalid_reference";
         case AdviseResult::Outcome::Fp32CannotPass: return "fp32_cannot_pass";
         case AdviseResult::Outcome::WholeModelOnly: return "whole_model_only";
+        case AdviseResult::Outcome::Unverified: return "unverified";
     }
     return "found";
+}
+
+void apply_verification(AdviseResult& r, Verdict verdict) {
+    if (r.outcome != AdviseResult::Outcome::Found || verdict == Verdict::Accepted) return;
+    r.outcome = AdviseResult::Outcome::Unverified;
+    r.message = "the search's passes accepted " + std::to_string(r.keep_fp32.size()) + " module" + (r.keep_fp32.size() == 1 ? "" : "s") +
+                " in FP32, but the verifying run was " + to_string(verdict) +
+                ": the set is not confirmed (the model's passes do not reproduce: state or randomness that differs from run to run), "
+                "so it is no advice: no Python snippet, and run --keep-fp32-file refuses it without --allow-unverified";
 }
 
 }  // namespace ampscope

@@ -52,24 +52,32 @@ struct AdviceReason {
 };
 
 /// The search over an ordered candidate list for a minimal set that passes. `passes(set)` is
-/// a real evaluation; it is called at most 2 k ceil(log2 n) + 2 times when the criteria are
-/// monotone in the set (more FP32 never hurts), and the result is then checked one removal
-/// at a time so that no single member can be dropped even when they are not.
+/// a real evaluation, called once per distinct set: at most 2 k ceil(log2 n) + 2 times for n
+/// candidates and an answer of k when the criteria are monotone in the set (more FP32 never
+/// hurts), one fewer when `empty_set_fails` (the caller already saw the empty set fail, e.g.
+/// the plain AMP passes: it is not evaluated again). The result is then checked one removal
+/// at a time so that no single member can be dropped even when they are not monotone.
 struct SearchOutcome {
     bool found = false;            ///< false: even the whole candidate list fails
     std::vector<std::string> set;  ///< minimal: dropping any member fails
     int evaluations = 0;           ///< calls of `passes`
 };
 SearchOutcome minimal_passing_set(const std::vector<std::string>& ordered,
-                                  const std::function<bool(const std::vector<std::string>&)>& passes);
+                                  const std::function<bool(const std::vector<std::string>&)>& passes, bool empty_set_fails = false);
 
 struct AdviseSpec {
     RunSpec run;  ///< model, probes, precisions, device, mode, criteria, seed, batch size
     Granularity granularity;
+    /// The verifying run of the set found (e.g. a recorded comparison with keep_fp32 = the
+    /// set): its verdict decides between Found (accepted) and Unverified. Unset: the result
+    /// stays Found, not yet verified (apply_verification when the verdict is known).
+    std::function<Verdict(const std::vector<std::string>& keep_fp32)> verify;
 };
 
 struct AdviseResult {
-    enum class Outcome { Found, AlreadyAccepted, InvalidReference, Fp32CannotPass, WholeModelOnly };
+    /// Unverified: the search's passes accepted the set but its verifying run did not (the
+    /// model's passes are not reproducible); the set is reported, not offered as advice.
+    enum class Outcome { Found, AlreadyAccepted, InvalidReference, Fp32CannotPass, WholeModelOnly, Unverified };
     Outcome outcome = Outcome::Found;
     std::string message;  ///< plain statement of the outcome and its reason
     BackendReport backend;
@@ -87,6 +95,10 @@ struct AdviseResult {
 /// Progress stages: "reference", "sensitivity", "search", "shares". Cancel between passes
 /// throws Cancelled; `partial` (when given) holds what was found so far.
 AdviseResult advise(const AdviseSpec& spec, ProgressObserver* progress = nullptr, AdviseResult* partial = nullptr);
+
+/// The verifying run's verdict on a Found set: Found when accepted, else Unverified (with a
+/// message saying why the set is not advice). Other outcomes are left as they are.
+void apply_verification(AdviseResult& r, Verdict verdict);
 
 /// A Python snippet applying the same FP32 regions to the user's own nn.Module.
 std::string python_snippet(const std::vector<std::string>& keep_fp32, Precision precision);
