@@ -381,8 +381,13 @@ void OpObserver::State::on_end(Ctx& c, const at::RecordFunction& fn) {
             }
         captured.push_back({full, c.module, std::move(c.captured_inputs), odt});
     }
-    const std::vector<at::Tensor> outs = floating_tensors(fn.outputs());
+    std::vector<at::Tensor> outs = floating_tensors(fn.outputs());
     if (outs.empty()) return;
+    // a padded batch (pass_context().padded_rows): only its first batch_rows rows are samples
+    if (const int64_t padded = pass_context().padded_rows; padded > batch_rows)
+        for (auto* list : {&outs, &c.inputs})
+            for (auto& t : *list)
+                if (t.dim() >= 1 && t.size(0) == padded) t = t.slice(0, 0, batch_rows);
     if (!module_outputs.empty()) capture_output(c.module, outs[0]);
     const int idx = index++;
     const double flops = op_flops(name, c.inputs, outs[0]);

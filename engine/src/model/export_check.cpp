@@ -72,15 +72,11 @@ struct Checker {
                          " inputs");
     }
 
-    /// The symbolic operations export_model.cpp's sym() computes, and their arity.
+    /// The symbolic operations export_sym.cpp computes, and their arity.
     void sym(const Node& n, const std::string& at) const {
-        static const std::map<std::string, size_t> arity{{"neg", 1}, {"add", 2},     {"sub", 2},     {"mul", 2}, {"floordiv", 2},
-                                                         {"mod", 2}, {"sym_max", 2}, {"sym_min", 2}, {"eq", 2},  {"ne", 2},
-                                                         {"lt", 2},  {"le", 2},      {"gt", 2},      {"ge", 2}};
-        const std::string f = n.target.substr(n.target.find('.') + 1);
-        const auto it = arity.find(f);
-        if (it == arity.end()) fail(at, "symbolic operation '" + n.target + "' is not supported by ampscope's interpreter");
-        if (n.args.size() != it->second) fail(at, std::to_string(it->second) + " arguments expected, not " + std::to_string(n.args.size()));
+        const int arity = sym_arity(n.target);
+        if (arity < 0) fail(at, "symbolic operation '" + n.target + "' is not supported by ampscope's interpreter");
+        if (n.args.size() != size_t(arity)) fail(at, std::to_string(arity) + " arguments expected, not " + std::to_string(n.args.size()));
         for (const auto& a : n.args) {
             const bool ok =
                 a && (a->kind == Arg::Kind::SymInt ||

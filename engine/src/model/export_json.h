@@ -25,4 +25,12 @@ std::optional<at::ScalarType> dtype_of_code(int64_t code);
 void read_weights(caffe2::serialize::PyTorchStreamReader& zip, const std::string& file, const std::string& config, const std::string& dir,
                   std::map<std::string, at::Tensor>& out);
 
+struct Program;
+
+/// Each parameter, buffer and constant of program `name` against the dtype, rank and static
+/// sizes its graph records for it (a damaged weights config is refused at load, naming the
+/// config record and the weight), and the parameters the graph records with
+/// requires_grad=False into p.frozen. Throws InputError.
+void check_weights_against_graph(Program& p, const std::string& name);
+
 }  // namespace ampscope::detail::pt2

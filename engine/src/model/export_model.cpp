@@ -2,6 +2,7 @@
 // The torch.export interpreter: a Program (export_program.h) run node by node through
 // c10::Dispatcher on the calling thread, so the pass's autocast state, the op observer
 // (RecordFunction), autograd and FP32 regions apply to every node exactly as in eager PyTorch.
+#include <ATen/ScalarOps.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/record_function.h>
 #include <torch/torch.h>
@@ -32,7 +33,7 @@ std::vector<int64_t> pad_shape(const at::Tensor& t, int64_t rows) {
 class ExportModel final : public Model {
 public:
     explicit ExportModel(pt2::Program p) : p_(std::move(p)) {
-        for (auto& [fqn, t] : p_.parameters) t.requires_grad_(true);
+        for (auto& [fqn, t] : p_.parameters) t.requires_grad_(!p_.frozen.count(fqn));  // as the program records it
         // a static batch dimension: the runner feeds batches of exactly that size
         if (!p_.user_inputs.empty() && !p_.user_inputs[0].sizes.empty() && p_.user_inputs[0].sizes[0] > 0)
             fixed_batch = p_.user_inputs[0].sizes[0];
@@ -73,7 +74,7 @@ public:
                 if (e - b < fixed_batch) s = at::cat({s, s.slice(0, e - b - 1, e - b).expand(pad_shape(s, fixed_batch - (e - b)))});
                 part.push_back(s);
             }
-            auto y = run(part);
+            auto y = e - b < fixed_batch ? run_padded(part) : run(part);
             at::RecordFunctionGuard unobserved(false);
             outs.push_back(y.slice(0, 0, e - b));
         }
@@ -103,16 +104,36 @@ public:
         return out;
     }
     std::vector<std::string> module_paths() override { return p_.modules; }
+    std::vector<std::string> mode_warnings(bool train) const override {
+        auto w = pt2::mode_warning(p_, train);
+        return w.empty() ? std::vector<std::string>{} : std::vector<std::string>{w};
+    }
     bool has_module_scopes() const override { return true; }
 
     const pt2::Program& program() const { return p_; }
     void set_output(int index) { output_ = index; }
 
 private:
+    /// run() on a batch padded to the static size: the observer counts only its real rows.
+    at::Tensor run_padded(const std::vector<at::Tensor>& in) {
+        auto& ctx = pass_context();
+        const int64_t saved = ctx.padded_rows;
+        ctx.padded_rows = fixed_batch;
+        try {
+            auto y = run(in);
+            ctx.padded_rows = saved;
+            return y;
+        } catch (...) {
+            ctx.padded_rows = saved;
+            throw;
+        }
+    }
+
     /// One run of the root graph on a batch; returns the chosen user output as scores.
     at::Tensor run(const std::vector<at::Tensor>& in) {
         auto& ctx = pass_context();
         base_autocast_ = at::autocast::is_autocast_enabled(ctx.device_type);
+        amp_pass_ = base_autocast_;
         device_type_ = ctx.device_type;
         update_regions(ctx.keep_fp32, ctx.amp_only);
         std::vector<c10::IValue> args;
@@ -221,18 +242,50 @@ private:
         }
     }
 
+    /// A Python number where the schema takes a Tensor (x * (n / 4)): a wrapped number, as Python passes it.
+    static at::Tensor wrapped_number(const c10::IValue& v) {
+        auto t = v.isInt()      ? at::scalar_to_tensor(v.toInt())
+                 : v.isDouble() ? at::scalar_to_tensor(v.toDouble())
+                                : at::scalar_to_tensor(v.toBool());
+        t.unsafeGetTensorImpl()->set_wrapped_number(true);
+        return t;
+    }
+
+    /// Argument i of op node n as this pass gives it: the schema's default, the mode flag
+    /// (export_mode.cpp), no dtype for an export-time dtype assertion under autocast (shape and
+    /// device still asserted), a symbolic number as a wrapped number where a Tensor is taken.
+    c10::IValue argument(const Node& n, size_t i, const Env& env, bool fp32) const {
+        const auto& sa = n.op->schema().arguments()[i];
+        if (!n.args[i]) return *sa.default_value();
+        if (int(i) == n.train_flag) return train_;
+        if (amp_pass_ && sa.name() == "dtype" && n.target == "torch.ops.aten._assert_tensor_metadata.default") return c10::IValue();
+        auto v = resolve(*n.args[i], env, n, fp32);
+        if (sa.type()->kind() == c10::TypeKind::TensorType && (v.isInt() || v.isDouble() || v.isBool())) return wrapped_number(v);
+        return v;
+    }
+
+    /// Eager F.batch_norm refuses training on one value per channel (torch.nn.functional's
+    /// _verify_batch_size, in Python); the ATen op does not, so the interpreter does.
+    void check_batch_norm(const Node& n, const torch::jit::Stack& stack) const {
+        const auto& args = n.op->schema().arguments();
+        if (n.op->schema().name().find("batch_norm") == std::string::npos || stack.empty() || !stack[0].isTensor()) return;
+        for (size_t i = 0; i < args.size() && i < stack.size(); ++i) {
+            if (args[i].name() != "training" || !stack[i].isBool() || !stack[i].toBool()) continue;
+            const auto& x = stack[0].toTensor();
+            int64_t values = x.dim() > 0 ? x.size(0) : 1;
+            for (int64_t d = 2; d < x.dim(); ++d) values *= x.size(d);
+            if (values == 1)
+                throw ModelError("Expected more than 1 value per channel when training, got input size " + c10::str(x.sizes()) +
+                                 " (node '" + n.name + "'" + (n.module.empty() ? "" : " in module '" + n.module + "'") +
+                                 ", as eager F.batch_norm raises)");
+        }
+    }
+
     void op(const Node& n, Env& env, bool fp32) {
         torch::jit::Stack stack;
         stack.reserve(n.args.size());
-        const auto& schema = n.op->schema();
-        for (size_t i = 0; i < n.args.size(); ++i) {
-            if (!n.args[i])
-                stack.push_back(*schema.arguments()[i].default_value());
-            else if (int(i) == n.train_flag)
-                stack.emplace_back(train_);
-            else
-                stack.push_back(resolve(*n.args[i], env, n, fp32));
-        }
+        for (size_t i = 0; i < n.args.size(); ++i) stack.push_back(argument(n, i, env, fp32));
+        check_batch_norm(n, stack);
         auto& ctx = pass_context();
         ctx.scope.assign(1, n.module);
         if (fp32) {
@@ -275,54 +328,15 @@ private:
         bind(env, n.outputs, std::move(r), n);
     }
 
+    /// A symbolic operation (sizes and the arithmetic on them), with Python semantics (export_sym.cpp).
     void sym(const Node& n, Env& env) const {
-        std::vector<int64_t> a;
-        for (const auto& arg : n.args) {
-            const auto v = resolve(*arg, env, n, false);
-            a.push_back(v.isInt() ? v.toInt() : v.isBool() ? int64_t(v.toBool()) : int64_t(v.toDouble()));
+        std::vector<c10::IValue> a;
+        for (const auto& arg : n.args) a.push_back(resolve(*arg, env, n, false));
+        try {
+            env[n.outputs.at(0).name] = pt2::sym_eval(n.target, a);
+        } catch (const std::exception& e) {
+            throw ModelError(p_.file + ": node '" + n.name + "' (" + n.target + "): " + e.what());
         }
-        const std::string f = n.target.substr(n.target.find('.') + 1);
-        auto need = [&](size_t k) {
-            if (a.size() < k) throw ModelError(p_.file + ": node '" + n.name + "' (" + n.target + ") has too few arguments");
-        };
-        int64_t r = 0;
-        need(1);
-        if (f == "neg")
-            r = -a[0];
-        else {
-            need(2);
-            if (f == "add")
-                r = a[0] + a[1];
-            else if (f == "sub")
-                r = a[0] - a[1];
-            else if (f == "mul")
-                r = a[0] * a[1];
-            else if ((f == "floordiv" || f == "mod") && a[1] == 0)
-                throw ModelError(p_.file + ": node '" + n.name + "' (" + n.target + ") divides by zero");
-            else if (f == "floordiv")
-                r = (a[0] - (((a[0] % a[1]) + a[1]) % a[1])) / a[1];
-            else if (f == "mod")
-                r = ((a[0] % a[1]) + a[1]) % a[1];
-            else if (f == "sym_max")
-                r = std::max(a[0], a[1]);
-            else if (f == "sym_min")
-                r = std::min(a[0], a[1]);
-            else if (f == "eq")
-                r = a[0] == a[1];
-            else if (f == "ne")
-                r = a[0] != a[1];
-            else if (f == "lt")
-                r = a[0] < a[1];
-            else if (f == "le")
-                r = a[0] <= a[1];
-            else if (f == "gt")
-                r = a[0] > a[1];
-            else if (f == "ge")
-                r = a[0] >= a[1];
-            else
-                throw ModelError(p_.file + ": symbolic operation '" + n.target + "' (node '" + n.name + "') is not supported");
-        }
-        if (!n.outputs.empty()) env[n.outputs[0].name] = r;
     }
 
     std::vector<c10::IValue> run_graph(int gi, const std::vector<c10::IValue>& inputs) {
@@ -357,6 +371,7 @@ private:
     at::DeviceType device_type_ = at::kCPU;
     bool train_ = false;
     bool base_autocast_ = false;
+    bool amp_pass_ = false;  ///< the pass runs under autocast: export-time dtype assertions do not hold
     int output_ = 0;
     bool regions_valid_ = false;
     std::optional<std::string> region_amp_only_;
@@ -366,13 +381,42 @@ private:
 
 }  // namespace
 
+namespace {
+
+/// Python's name of a floating dtype (torch.float64 …).
+std::string torch_name(at::ScalarType t) {
+    switch (t) {
+        case at::kDouble: return "torch.float64";
+        case at::kHalf: return "torch.float16";
+        case at::kBFloat16: return "torch.bfloat16";
+        case at::kFloat: return "torch.float32";
+        default: return c10::toString(t);
+    }
+}
+
+/// Floating probe inputs are fed as float32 (probes.cpp): a program whose signature takes another
+/// floating dtype is refused before any pass, naming the input and the dtype it expects.
+void check_input_dtypes(const pt2::Program& p) {
+    for (const auto& u : p.user_inputs)
+        if (at::isFloatingType(u.dtype) && u.dtype != at::kFloat)
+            throw InputError(p.file, "inputs",
+                             "the program's input '" + u.name + "' is " + torch_name(u.dtype) +
+                                 " in its signature, but floating probe inputs are fed as float32: export with float32 example "
+                                 "inputs (autocast casts float32 only; it leaves float64 alone)");
+}
+
+}  // namespace
+
 std::unique_ptr<Model> load_export(const std::vector<char>& bytes, const std::string& file, const std::string& output) {
     auto m = std::make_unique<ExportModel>(pt2::read_program(bytes, file));
     const auto& p = m->program();
+    check_input_dtypes(p);
     int chosen = -1, user = 0;
+    std::vector<bool> is_tensor;       // per user output
     for (const auto& o : p.outputs) {  // default: the first tensor output
         if (o.kind != pt2::OutputSpec::Kind::User) continue;
-        if (chosen < 0 && p.graphs[0].outputs.at(size_t(o.slot)).kind == pt2::Out::Kind::Tensor) chosen = user;
+        is_tensor.push_back(p.graphs[0].outputs.at(size_t(o.slot)).kind == pt2::Out::Kind::Tensor);
+        if (chosen < 0 && is_tensor.back()) chosen = user;
         ++user;
     }
     if (chosen < 0) throw InputError(file, "outputs", "the program returns no tensor; expected scores [N, K]");
@@ -388,6 +432,10 @@ std::unique_ptr<Model> load_export(const std::vector<char>& bytes, const std::st
             for (const auto& nm : p.output_names) names += (names.empty() ? "" : ", ") + nm;
             throw InputError("--output", output, "no such output of " + file + "; its outputs: " + names);
         }
+        if (size_t(index) < is_tensor.size() && !is_tensor[size_t(index)])
+            throw InputError("--output", output,
+                             "output '" + p.output_names.at(size_t(index)) + "' of " + file +
+                                 " is not a tensor (None or a number); expected scores [N, K]");
         chosen = index;
     }
     m->set_output(chosen);

@@ -186,7 +186,8 @@ struct Reader {
         return r;
     }
 
-    /// nn_module_stack: "key,path,type;key,path,type" (outermost first).
+    /// nn_module_stack: "key,path,type;key,path,type" (outermost first). Export's placeholder
+    /// for nodes it made without a module (a dynamic batch's sym_size) is no module: skipped.
     static void module_stack(const json& meta, Node& n) {
         if (!meta.is_object() || !meta.contains("nn_module_stack")) return;
         const std::string s = meta["nn_module_stack"].get<std::string>();
@@ -196,7 +197,11 @@ struct Reader {
             if (e == std::string::npos) e = s.size();
             const std::string entry = s.substr(b, e - b);
             const auto c1 = entry.find(','), c2 = entry.rfind(',');
-            if (c1 != std::string::npos && c2 > c1) n.module_chain.push_back(entry.substr(c1 + 1, c2 - c1 - 1));
+            const std::string path = c1 != std::string::npos && c2 > c1 ? entry.substr(c1 + 1, c2 - c1 - 1) : "";
+            if (c1 != std::string::npos && c2 > c1 && path != "_empty_nn_module_stack_from_metadata_hook") {
+                n.module_chain.push_back(path);
+                n.module_type = entry.substr(c2 + 1);
+            }
             b = e + 1;
         }
         if (!n.module_chain.empty()) n.module = n.module_chain.back();
@@ -249,9 +254,6 @@ struct Reader {
                 t.unsafeGetTensorImpl()->set_wrapped_number(true);
                 made.constant = t;
             }
-            if ((sa.name() == "training" || sa.name() == "train") && sa.type()->kind() == c10::TypeKind::BoolType &&
-                n.args.back()->kind == Arg::Kind::Constant)
-                n.train_flag = int(i);
         }
         if (positional < by_position.size())
             fail(where, std::to_string(by_position.size()) + " positional arguments for " + schema.name() + ", which takes at most " +
@@ -380,6 +382,21 @@ struct Reader {
             p.user_inputs.push_back(u);
         }
     }
+
+    /// The recorded dtype, sizes and requires_grad of each parameter, buffer and constant input.
+    void weight_metas(const json& root) {
+        const auto& tv = root.at("tensor_values");
+        for (const auto& in : p.inputs) {
+            if (in.kind == InputSpec::Kind::User || !tv.is_object() || !tv.contains(in.arg)) continue;
+            const auto& meta = tv.at(in.arg);
+            TensorMeta m;
+            m.dtype = dtype(meta.at("dtype"), "graph tensor_values '" + in.arg + "'");
+            for (const auto& d : meta.at("sizes"))
+                m.sizes.push_back(d.is_object() && d.contains("as_int") ? d["as_int"].get<int64_t>() : -1);
+            m.requires_grad = meta.value("requires_grad", false);
+            p.metas[in.arg] = m;
+        }
+    }
 };
 
 /// Leaf names of a pytree spec ("[1, {type, context, children_spec}]"), joined with '.'.
@@ -482,6 +499,7 @@ void read_model_json(const json& j, Reader& rd, const std::string& model_json) {
     rd.input_specs(gm.at("signature"));
     rd.output_specs(gm.at("signature"));
     rd.user_inputs(gm.at("graph"));
+    rd.weight_metas(gm.at("graph"));
     check_program(p);
     collect_modules(gm, p);
     collect_output_names(gm, rd.file, model_json, p);
@@ -519,6 +537,25 @@ void flag_decomposed(Program& p) {
             "run_decompositions() for an eager-faithful policy");
 }
 
+/// aten._assert_tensor_metadata, recorded by export before .to()/.float(), asserts the
+/// export-time dtype: autocast changes dtypes, so the interpreter checks only shape and device
+/// in AMP passes and FP32 regions (export_model.cpp), and says so.
+void note_dtype_assertions(Program& p) {
+    for (const auto& g : p.graphs)
+        for (const auto& nd : g.nodes) {
+            if (nd.target != "torch.ops.aten._assert_tensor_metadata.default" || !nd.op) continue;
+            const auto& args = nd.op->schema().arguments();
+            for (size_t i = 0; i < args.size() && i < nd.args.size(); ++i)
+                if (args[i].name() == "dtype" && nd.args[i] && !nd.args[i]->constant.isNone()) {
+                    p.warnings.push_back(
+                        "the program asserts export-time dtypes (aten::_assert_tensor_metadata, recorded before .to()/.float()): "
+                        "AMP passes and FP32 regions change dtypes as eager autocast does, so there only the asserted shape and "
+                        "device are checked");
+                    return;
+                }
+        }
+}
+
 }  // namespace
 
 Program read_program(const std::vector<char>& bytes, const std::string& file) {
@@ -546,7 +583,10 @@ Program read_program(const std::vector<char>& bytes, const std::string& file) {
         rd.fail("data/", std::string("weights not readable: ") + e.what());
     }
     assign_weights(p, rd);
+    check_weights_against_graph(p, name);  // export_weights.cpp
     flag_decomposed(p);
+    note_dtype_assertions(p);
+    mark_mode_flags(p);  // export_mode.cpp
     return p;
 }
 

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,8 +48,11 @@ struct Node {
     std::vector<std::optional<Arg>> args;
     std::vector<Out> outputs;
     std::string module;                     ///< innermost module path ("" = root)
+    std::string module_type;                ///< innermost module's class, e.g. torch.nn.modules.batchnorm.BatchNorm1d
     std::vector<std::string> module_chain;  ///< every enclosing module path, outermost first
-    int train_flag = -1;                    ///< index of a batch_norm 'training' / dropout 'train' argument, or -1
+    /// Index of the 'training' / 'train' flag that follows the run's mode as eager
+    /// model.train()/eval() would change it (export_mode.cpp), or -1.
+    int train_flag = -1;
 };
 
 struct Graph {
@@ -78,6 +82,13 @@ struct UserInput {
     std::vector<int64_t> sizes;  ///< -1 where the dimension is symbolic
 };
 
+/// A graph value's recorded tensor metadata (the root graph's tensor_values).
+struct TensorMeta {
+    at::ScalarType dtype = at::kFloat;
+    std::vector<int64_t> sizes;  ///< -1 where the dimension is symbolic
+    bool requires_grad = false;
+};
+
 struct Program {
     std::string file;
     std::vector<Graph> graphs;  ///< graphs[0] is the root
@@ -91,6 +102,11 @@ struct Program {
     std::string schema_version;                                        ///< "8.17"
     std::string ir;                                                    ///< verifiers, e.g. "TRAINING"
     bool decomposed = false;                                           ///< core-ATen ops whose autocast policy differs from eager's
+    std::map<std::string, TensorMeta> metas;                           ///< root graph inputs' tensor_values, by graph input name
+    std::set<std::string> frozen;                                      ///< parameters recorded with requires_grad=False
+    /// The mode the program was exported in, read from its mode-driven flags (export_mode.cpp);
+    /// nullopt when it has none or they disagree.
+    std::optional<bool> exported_train;
     std::vector<std::string> warnings;
 };
 
@@ -101,6 +117,22 @@ ZipKind sniff_zip(const std::vector<char>& bytes, const std::string& file);
 /// Checks a read program's graphs against its signature: every value defined once before use,
 /// higher-order and symbolic nodes well formed. Throws InputError (export_check.cpp).
 void check_program(const Program& p);
+
+/// The mode-driven flags: marks each node's train_flag where eager model.train()/eval() would
+/// change the flag (BatchNorm modules with running statistics, Dropout modules, the flag equal
+/// to the export-time mode) and sets exported_train (export_mode.cpp).
+void mark_mode_flags(Program& p);
+
+/// The note for a run in train (or eval) mode of a program exported in the other mode; "" when none.
+std::string mode_warning(const Program& p, bool train);
+
+/// Arity of the symbolic operation a SymOp target names (torch.sym_float, _operator.mul,
+/// math.ceil, ...); -1 when the interpreter does not compute it (export_sym.cpp).
+int sym_arity(const std::string& target);
+
+/// A symbolic operation computed with Python semantics on ints, floats and bools
+/// (export_sym.cpp). Throws std::domain_error on division by zero.
+c10::IValue sym_eval(const std::string& target, const std::vector<c10::IValue>& args);
 
 /// Reads a torch.export.save archive. Throws InputError naming the file and what was expected.
 Program read_program(const std::vector<char>& bytes, const std::string& file);

@@ -7,6 +7,7 @@
 
 #include "ampscope/engine/errors.h"
 #include "model/export_json.h"
+#include "model/export_program.h"
 
 namespace ampscope::detail::pt2 {
 
@@ -167,6 +168,35 @@ struct WeightReader {
 };
 
 }  // namespace
+
+void check_weights_against_graph(Program& p, const std::string& name) {
+    auto sizes = [](const std::vector<int64_t>& v) {
+        std::string s;
+        for (auto d : v) s += (s.empty() ? "" : ", ") + (d < 0 ? std::string("s") : std::to_string(d));
+        return "[" + s + "]";
+    };
+    for (const auto& in : p.inputs) {
+        if (in.kind == InputSpec::Kind::User) continue;
+        const auto meta = p.metas.find(in.arg);
+        auto& from = in.kind == InputSpec::Kind::Parameter ? p.parameters : in.kind == InputSpec::Kind::Buffer ? p.buffers : p.constants;
+        const auto t = from.find(in.target);
+        if (meta == p.metas.end() || t == from.end()) continue;
+        const auto& m = meta->second;
+        const std::string config = in.kind == InputSpec::Kind::Constant ? "data/constants/" + name + "_constants_config.json"
+                                                                        : "data/weights/" + name + "_weights_config.json";
+        auto fail = [&](const std::string& what, const std::string& have, const std::string& want) {
+            throw InputError(p.file, config + " '" + in.target + "'",
+                             what + " " + have + " in the weights config, but the program's graph records " + want + " for '" + in.arg +
+                                 "' (a damaged or edited archive)");
+        };
+        const auto& ts = t->second;
+        if (ts.scalar_type() != m.dtype) fail("dtype", c10::toString(ts.scalar_type()), c10::toString(m.dtype));
+        bool same = size_t(ts.dim()) == m.sizes.size();
+        for (size_t d = 0; same && d < m.sizes.size(); ++d) same = m.sizes[d] < 0 || m.sizes[d] == ts.size(int64_t(d));
+        if (!same) fail("sizes", c10::str(ts.sizes()), sizes(m.sizes));
+        if (in.kind == InputSpec::Kind::Parameter && !m.requires_grad) p.frozen.insert(in.target);
+    }
+}
 
 void read_weights(caffe2::serialize::PyTorchStreamReader& zip, const std::string& file, const std::string& config, const std::string& dir,
                   std::map<std::string, at::Tensor>& out) {

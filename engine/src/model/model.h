@@ -30,6 +30,11 @@ public:
     virtual std::vector<std::string> module_paths() = 0;
     /// Whether FP32 regions and per-module op attribution work for this model.
     virtual bool has_module_scopes() const = 0;
+    /// Said in a run in train (or eval) mode: a torch.export program exported in the other mode.
+    virtual std::vector<std::string> mode_warnings(bool train) const {
+        (void)train;
+        return {};
+    }
 
     ModelInfo info;
     /// Expected per-sample input shapes (without the batch dim); empty when unknown.

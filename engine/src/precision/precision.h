@@ -43,6 +43,10 @@ struct PassContext {
     std::optional<std::string> amp_only;
     at::DeviceType device_type = at::kCPU;
     bool observing = false;  ///< an OpObserver is active (TorchScript then runs instrumented)
+    /// Rows the model runs the current batch as, when it pads the batch (a torch.export program
+    /// with a static batch: copies of the last row); 0 = as given. Only the rows the observer's
+    /// batch names are samples: the observer leaves the padding rows out.
+    int64_t padded_rows = 0;
 };
 PassContext& pass_context();
 

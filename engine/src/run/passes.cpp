@@ -409,6 +409,7 @@ void ComparisonRun::load_inputs() {
     res.model = model->info;
     res.model.mode = to_string(spec.mode);
     res.warnings.insert(res.warnings.end(), model->warnings.begin(), model->warnings.end());
+    for (auto& w : model->mode_warnings(spec.mode == Mode::Train)) res.warnings.push_back(std::move(w));
     if (model->fixed_batch > 0 && model->fixed_batch != spec.batch_size)
         res.warnings.push_back("the model was exported with a static batch of " + std::to_string(model->fixed_batch) +
                                ": passes run in batches of that size (the last one padded in eval mode), not --batch-size " +

@@ -100,6 +100,10 @@ Side make_side(const TrainSpec& s, const at::Device& device) {
         side.names.push_back(name);
         side.params.push_back(t);
     }
+    if (side.params.empty())  // as torch.optim does: nothing would train
+        throw InputError(s.model, "parameters",
+                         "no trainable parameter, every one has requires_grad=False (PyTorch's optimizer refuses it: "
+                         "'optimizer got an empty parameter list'); unfreeze the parameters to train");
     side.opt = make_optimizer(s, side.params);
     return side;
 }
