@@ -6,7 +6,8 @@
 #     Google Benchmark, nlohmann-json, CLI11, Xvfb)
 #   - a project-local Python environment (.venv, git-ignored) holding the PyPI
 #     torch==2.11.0 wheel: its LibTorch is what CMake links, its Python torch is the
-#     test oracle.
+#     test oracle; transformers, timm and torchvision for the tests' language and vision
+#     programs (random weights, no hub access).
 # Options: --no-apt (skip Debian packages), --no-qt (skip Qt and Xvfb, e.g. GPU servers).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -57,4 +58,10 @@ else
   say "torch $have present in $VENV"
 fi
 "$VENV/bin/python" -c 'import lizard' 2>/dev/null || "$VENV/bin/python" -m pip install -q lizard  # lint.code: function lengths
+# Test-only (tests/cli/test_lm.py): programs exported from the libraries people use, random weights,
+# no hub access. torchvision 0.26.0 is the release matching torch 2.11.
+if ! "$VENV/bin/python" -c 'import transformers, timm, torchvision' 2>/dev/null; then
+  say "installing transformers, timm, torchvision into $VENV (tests only)"
+  "$VENV/bin/python" -m pip install -q "transformers==5.24.0" "timm==1.0.31" "torchvision==0.26.0"
+fi
 "$VENV/bin/python" -c 'import torch,numpy; print("[bootstrap] torch", torch.__version__, "cmake prefix", torch.utils.cmake_prefix_path)'

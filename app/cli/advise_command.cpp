@@ -50,9 +50,12 @@ AdviseSpec spec_of(AdviseOptions& o, CLI::App* cmd) {
         a.run = o.spec;
         return a;
     }
-    for (const char* flag :
-         {"--model", "--probes", "--precision", "--mode", "--criteria", "--atol", "--rtol", "--tie-tolerance", "--tie-rule", "--max-flips",
-          "--quality-metric", "--quality-threshold", "--allow-nonfinite", "--output", "--seed", "--batch-size"})
+    for (const char* flag : {"--model",           "--probes",       "--precision",      "--mode",
+                             "--criteria",        "--atol",         "--rtol",           "--tie-tolerance",
+                             "--tie-rule",        "--max-flips",    "--quality-metric", "--quality-threshold",
+                             "--allow-nonfinite", "--output",       "--seed",           "--batch-size",
+                             "--max-flip-rate",   "--max-mean-kld", "--min-same-top",   "--mask-input",
+                             "--sequence-axis"})
         if (cmd && cmd->count(flag))
             throw InputError(flag, "", "a recorded run's model, probes and criteria are fixed; give either RUN or " + std::string(flag));
     if (o.no_db) throw InputError("--no-db", "", "advising a recorded run needs its database (drop --no-db)");

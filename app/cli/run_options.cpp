@@ -16,6 +16,21 @@ namespace ampscope::cli {
 
 namespace {
 
+/// Sequence outputs [N, T, V] (language models): judged per unmasked position.
+void add_sequence_options(CLI::App* run, RunOptions& o) {
+    run->add_option("--max-flip-rate", o.max_flip_rate, "sequence outputs: fraction of positions whose top-1 token may change (default 0)")
+        ->check(checks::Number(0, 1));
+    run->add_option("--max-mean-kld", o.max_mean_kld, "sequence outputs: largest mean KL(ref || amp) per position (default 1e-3)")
+        ->check(checks::Number(0));
+    run->add_option("--min-same-top", o.min_same_top, "sequence outputs: smallest fraction of positions with the same top-1 (default 0.99)")
+        ->check(checks::Number(0, 1));
+    run->add_option("--mask-input", o.mask_input,
+                    "sequence outputs: the input [N, T] whose zeros mark positions not compared (default: attention_mask when the "
+                    "model has it)");
+    run->add_option("--sequence-axis", o.sequence_axis, "sequence outputs: the output axis of positions when not 1 ([N, T, V])")
+        ->check(checks::Integer(1, 2));
+}
+
 /// The criteria flags; they override the keys of a --criteria file.
 void add_criteria_options(CLI::App* run, RunOptions& o) {
     run->add_option("--criteria", o.criteria_file, "criteria JSON file; flags below override its keys");
@@ -24,10 +39,13 @@ void add_criteria_options(CLI::App* run, RunOptions& o) {
     run->add_option("--tie-tolerance", o.tie_tol, "scores within this of the maximum count as tied (default 0)")->check(checks::Number(0));
     run->add_option("--tie-rule", o.tie_rule, "lowest-index | abstain")->check(CLI::IsMember({"lowest-index", "abstain"}));
     run->add_option("--max-flips", o.max_flips, "decision flips allowed (default 0)")->check(checks::Integer(0));
-    run->add_option("--quality-metric", o.quality_metric, "accuracy | mse | max_abs_error")
-        ->check(CLI::IsMember({"accuracy", "mse", "max_abs_error"}));
-    run->add_option("--quality-threshold", o.qthresh, "accuracy: at least this; mse, max_abs_error: at most this")->check(checks::Finite());
+    run->add_option("--quality-metric", o.quality_metric, "accuracy | mse | max_abs_error | perplexity | token_accuracy")
+        ->check(CLI::IsMember({"accuracy", "mse", "max_abs_error", "perplexity", "token_accuracy"}));
+    run->add_option("--quality-threshold", o.qthresh,
+                    "accuracy, token_accuracy: at least this; mse, max_abs_error, perplexity: at most this")
+        ->check(checks::Finite());
     run->add_flag("--allow-nonfinite", o.allow_nonfinite, "do not reject a pass for non-finite outputs");
+    add_sequence_options(run, o);
 }
 
 }  // namespace
@@ -104,6 +122,11 @@ Criteria criteria_of(const RunOptions& o) {
     }
     if (o.allow_nonfinite) c.allow_nonfinite = true;
     if (!o.output.empty()) c.output = o.output;
+    if (o.max_flip_rate) c.max_flip_rate = *o.max_flip_rate;
+    if (o.max_mean_kld) c.max_mean_kld = *o.max_mean_kld;
+    if (o.min_same_top) c.min_same_top = *o.min_same_top;
+    if (!o.mask_input.empty()) c.mask_input = o.mask_input;
+    if (o.sequence_axis) c.sequence_axis = *o.sequence_axis;
     return c;
 }
 

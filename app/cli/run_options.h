@@ -16,8 +16,9 @@ namespace ampscope::cli {
 struct RunOptions {
     RunSpec spec;
     std::string precisions = "fp16,bf16", mode = "eval", criteria_file, json_path, db, tie_rule, quality_metric, output, keep_fp32_file;
-    std::optional<double> atol, rtol, tie_tol, qthresh;
-    std::optional<int> max_flips;
+    std::string mask_input;
+    std::optional<double> atol, rtol, tie_tol, qthresh, max_flip_rate, max_mean_kld, min_same_top;
+    std::optional<int> max_flips, sequence_axis;
     bool allow_nonfinite = false, layers = false, outputs = false, no_inspect = false, quiet = false;
     bool no_db = false, init_db = false;
     bool allow_unverified = false;  ///< --keep-fp32-file may be an advise JSON whose outcome is "unverified"

@@ -142,6 +142,60 @@ void print_layers(std::ostream& os, const PassResult& p, bool color) {
     }
 }
 
+/// Per-token figures of a sequence output (llama.cpp's --kl-divergence definitions).
+void print_tokens(std::ostream& os, const TokenStats& t) {
+    os << "    tokens: " << t.positions << " positions compared (" << t.masked << " masked; T " << t.length << ", V " << t.vocab
+       << "): mean KLD " << fmtg(t.mean_kld, 4) << ", p99 " << fmtg(t.p99_kld, 4) << ", max " << fmtg(t.max_kld, 4) << "; same top-1 "
+       << fmtg(100 * t.same_top, 4) << "%, top-5 overlap " << fmtg(100 * t.top5_overlap, 4) << "%, RMS dp " << fmtg(t.rms_dp, 3) << "\n";
+    if (t.label_tokens > 0)
+        os << "    labels: " << t.label_tokens << " tokens, cross-entropy " << fmtg(t.ref_ce, 5) << " -> " << fmtg(t.amp_ce, 5)
+           << ", perplexity " << fmtg(t.ref_ppl, 5) << " -> " << fmtg(t.amp_ppl, 5) << "\n";
+    if (t.boundary.empty()) return;
+    os << "    boundary positions (smallest reference top-2 margins):";
+    for (size_t i = 0; i < std::min<size_t>(5, t.boundary.size()); ++i)
+        os << " " << t.boundary[i].sample << "@" << t.boundary[i].position << "(" << fmtg(t.boundary[i].ref_margin, 2) << ")";
+    os << "\n";
+}
+
+/// One AMP pass against the reference: criteria, per-token figures, worst samples, flips.
+void print_comparison(std::ostream& os, const Comparison& c, bool color) {
+    os << "\n"
+       << paint(to_string(c.precision) + " vs fp32", "1", color) << ": " << verdict_text(c.verdict, color) << "  (max |delta| "
+       << fmtg(c.max_abs_delta) << ", max rel " << fmtg(c.max_rel_delta) << ")\n";
+    for (const auto& k : c.criteria) {
+        os << "    " << (k.passed ? paint("pass", "32", color) : paint("FAIL", "31", color)) << "  " << pad(k.name, 16) << k.detail;
+        if (!k.passed && !k.samples.empty()) {
+            os << " [";
+            for (size_t i = 0; i < std::min<size_t>(5, k.samples.size()); ++i) os << (i ? " " : "") << k.samples[i];
+            if (k.samples.size() > 5) os << " ...";
+            os << "]";
+        }
+        os << "\n";
+    }
+    if (c.tokens) print_tokens(os, *c.tokens);
+    std::vector<const SampleDelta*> worst;
+    for (const auto& d : c.deltas) worst.push_back(&d);
+    std::sort(worst.begin(), worst.end(), [](auto* a, auto* b) {  // a strict order even for NaN read from a file
+        if (a->finite != b->finite) return !a->finite;
+        const double x = std::isnan(a->abs) ? INFINITY : a->abs, y = std::isnan(b->abs) ? INFINITY : b->abs;
+        return x > y;
+    });
+    os << "    worst samples:";
+    for (size_t i = 0; i < std::min<size_t>(5, worst.size()); ++i)
+        os << " " << worst[i]->sample << "(" << worst[i]->tag << ", " << (worst[i]->finite ? fmtg(worst[i]->abs) : "non-finite") << ")";
+    os << "\n";
+    if (!c.flips.empty()) {
+        os << "    flips:";
+        for (size_t i = 0; i < std::min<size_t>(8, c.flips.size()); ++i) {
+            const auto& f = c.flips[i];
+            os << " " << f.sample << (f.position >= 0 ? "@" + std::to_string(f.position) : "") << "(" << f.tag << " "
+               << decision_label(f.ref) << "->" << decision_label(f.amp) << ", margin " << fmtg(f.ref_margin, 2) << ")";
+        }
+        if (c.flips.size() > 8) os << " ...";
+        os << "\n";
+    }
+}
+
 void print_run_summary(std::ostream& os, const RunResult& r, bool layers, bool color) {
     os << "run " << r.run_id << "\n"
        << "  model   " << r.model.source << " (" << r.model.kind << ", " << r.model.parameters << " parameters, sha256 "
@@ -151,6 +205,10 @@ void print_run_summary(std::ostream& os, const RunResult& r, bool layers, bool c
     os << ")\n  device  " << r.backend.device << " (" << r.backend.kind << ", torch " << r.backend.torch_version << ")\n"
        << "  criteria fixed at " << r.criteria.fixed_at << ": atol " << r.criteria.atol << ", rtol " << r.criteria.rtol << ", max flips "
        << r.criteria.max_flips << ", tie rule " << to_string(r.criteria.tie_rule) << "\n";
+    if (std::any_of(r.comparisons.begin(), r.comparisons.end(), [](const Comparison& c) { return c.tokens.has_value(); }))
+        os << "  per position: max flip rate " << r.criteria.max_flip_rate << ", max mean KLD " << r.criteria.max_mean_kld
+           << ", min same top-1 " << r.criteria.min_same_top
+           << (r.criteria.mask_input.empty() ? "" : ", mask input " + r.criteria.mask_input) << "\n";
     if (!r.spec.advised_from.empty()) os << "  verifies the FP32 set advised for run " << r.spec.advised_from << "\n";
     for (const auto& p : r.passes) {
         os << "\n" << paint("pass " + to_string(p.precision), "1", color);
@@ -180,42 +238,7 @@ void print_run_summary(std::ostream& os, const RunResult& r, bool layers, bool c
         os << "\n";
         return;
     }
-    for (const auto& c : r.comparisons) {
-        os << "\n"
-           << paint(to_string(c.precision) + " vs fp32", "1", color) << ": " << verdict_text(c.verdict, color) << "  (max |delta| "
-           << fmtg(c.max_abs_delta) << ", max rel " << fmtg(c.max_rel_delta) << ")\n";
-        for (const auto& k : c.criteria) {
-            os << "    " << (k.passed ? paint("pass", "32", color) : paint("FAIL", "31", color)) << "  " << pad(k.name, 16) << k.detail;
-            if (!k.passed && !k.samples.empty()) {
-                os << " [";
-                for (size_t i = 0; i < std::min<size_t>(5, k.samples.size()); ++i) os << (i ? " " : "") << k.samples[i];
-                if (k.samples.size() > 5) os << " ...";
-                os << "]";
-            }
-            os << "\n";
-        }
-        std::vector<const SampleDelta*> worst;
-        for (const auto& d : c.deltas) worst.push_back(&d);
-        std::sort(worst.begin(), worst.end(), [](auto* a, auto* b) {  // a strict order even for NaN read from a file
-            if (a->finite != b->finite) return !a->finite;
-            const double x = std::isnan(a->abs) ? INFINITY : a->abs, y = std::isnan(b->abs) ? INFINITY : b->abs;
-            return x > y;
-        });
-        os << "    worst samples:";
-        for (size_t i = 0; i < std::min<size_t>(5, worst.size()); ++i)
-            os << " " << worst[i]->sample << "(" << worst[i]->tag << ", " << (worst[i]->finite ? fmtg(worst[i]->abs) : "non-finite") << ")";
-        os << "\n";
-        if (!c.flips.empty()) {
-            os << "    flips:";
-            for (size_t i = 0; i < std::min<size_t>(8, c.flips.size()); ++i) {
-                const auto& f = c.flips[i];
-                os << " " << f.sample << "(" << f.tag << " " << decision_label(f.ref) << "->" << decision_label(f.amp) << ", margin "
-                   << fmtg(f.ref_margin, 2) << ")";
-            }
-            if (c.flips.size() > 8) os << " ...";
-            os << "\n";
-        }
-    }
+    for (const auto& c : r.comparisons) print_comparison(os, c, color);
     os << "\nverdict: " << verdict_text(r.verdict, color) << "\n";
 }
 

@@ -74,7 +74,11 @@ void add_train_options(CLI::App* train, TrainOptions& o) {
     train->add_option("--batch-size", ts.batch_size, "samples per micro-batch, taken in file order")
         ->default_val(16)
         ->check(checks::Integer(1));
-    train->add_option("--loss", ts.loss, "ce | mse (default: ce with labels, mse with targets)")->check(CLI::IsMember({"ce", "mse"}));
+    train
+        ->add_option("--loss", ts.loss,
+                     "ce | mse | lm (token labels [N, T], causal shift, -100 ignored) | model (the program returns its loss); "
+                     "default: ce with labels, lm with token labels, mse with targets")
+        ->check(CLI::IsMember({"ce", "mse", "lm", "model"}));
     add_optimizer_options(train, o);
     train
         ->add_option("--checkpoint-every", ts.checkpoint_every,

@@ -275,6 +275,35 @@ ordered_json decision_json(int d) {
     return d == kNonFinite ? ordered_json("non-finite") : ordered_json(d);
 }
 
+/// Per-token figures of a sequence output (llama.cpp's --kl-divergence definitions).
+ordered_json tokens_json(const TokenStats& t, bool with_outputs) {
+    ordered_json j = {{"length", t.length},
+                      {"vocab", t.vocab},
+                      {"positions", t.positions},
+                      {"masked", t.masked},
+                      {"mean_kld", num(t.mean_kld)},
+                      {"p99_kld", num(t.p99_kld)},
+                      {"max_kld", num(t.max_kld)},
+                      {"same_top", num(t.same_top)},
+                      {"top5_overlap", num(t.top5_overlap)},
+                      {"rms_dp", num(t.rms_dp)}};
+    if (t.label_tokens > 0)
+        j["labels"] = {{"tokens", t.label_tokens},
+                       {"ref_cross_entropy", num(t.ref_ce)},
+                       {"amp_cross_entropy", num(t.amp_ce)},
+                       {"ref_perplexity", num(t.ref_ppl)},
+                       {"amp_perplexity", num(t.amp_ppl)}};
+    j["boundary"] = ordered_json::array();
+    for (const auto& b : t.boundary)
+        j["boundary"].push_back({{"sample", b.sample}, {"position", b.position}, {"ref_margin", num(b.ref_margin)}});
+    if (with_outputs) {
+        ordered_json kld = ordered_json::array();
+        for (float v : t.kld) kld.push_back(num(v));
+        j["kld"] = kld;  // per position [samples x length], "nan" where not compared
+    }
+    return j;
+}
+
 ordered_json comparison_json(const Comparison& c, bool with_outputs) {
     ordered_json cj;
     cj["precision"] = to_string(c.precision);
@@ -290,13 +319,17 @@ ordered_json comparison_json(const Comparison& c, bool with_outputs) {
                                 {"finite", d.finite},
                                 {"within_tolerance", d.within_tolerance}});
     cj["flips"] = ordered_json::array();
-    for (const auto& f : c.flips)
-        cj["flips"].push_back({{"sample", f.sample},
-                               {"tag", f.tag},
-                               {"ref", decision_json(f.ref)},
-                               {"amp", decision_json(f.amp)},
-                               {"ref_margin", num(f.ref_margin)},
-                               {"amp_margin", num(f.amp_margin)}});
+    for (const auto& f : c.flips) {
+        ordered_json fj = {{"sample", f.sample},
+                           {"tag", f.tag},
+                           {"ref", decision_json(f.ref)},
+                           {"amp", decision_json(f.amp)},
+                           {"ref_margin", num(f.ref_margin)},
+                           {"amp_margin", num(f.amp_margin)}};
+        if (f.position >= 0) fj["position"] = f.position;  // sequence outputs
+        cj["flips"].push_back(fj);
+    }
+    if (c.tokens) cj["tokens"] = tokens_json(*c.tokens, with_outputs);
     cj["criteria"] = ordered_json::array();
     for (const auto& k : c.criteria)
         cj["criteria"].push_back({{"name", k.name}, {"passed", k.passed}, {"detail", k.detail}, {"samples", k.samples}});

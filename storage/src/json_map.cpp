@@ -43,6 +43,11 @@ ordered_json criteria(const Criteria& c) {
     j["quality_metric_set"] = c.quality_metric_set;
     j["quality_threshold_set"] = c.quality_threshold_set;
     if (!c.output.empty()) j["output"] = c.output;
+    j["max_flip_rate"] = c.max_flip_rate;
+    j["max_mean_kld"] = c.max_mean_kld;
+    j["min_same_top"] = c.min_same_top;
+    if (!c.mask_input.empty()) j["mask_input"] = c.mask_input;
+    if (c.sequence_axis >= 0) j["sequence_axis"] = c.sequence_axis;
     if (!c.fixed_at.empty()) j["fixed_at"] = c.fixed_at;
     return j;
 }
@@ -126,12 +131,18 @@ void check_keys(const json& j, const std::string& file) {
                                                   "fixed_at",
                                                   "quality_metric_set",
                                                   "quality_threshold_set",
-                                                  "output"};
+                                                  "output",
+                                                  "max_flip_rate",
+                                                  "max_mean_kld",
+                                                  "min_same_top",
+                                                  "mask_input",
+                                                  "sequence_axis"};
     for (auto it = j.begin(); it != j.end(); ++it)
         if (std::find(keys.begin(), keys.end(), it.key()) == keys.end())
             throw InputError(file, it.key(),
                              "unknown key; expected one of atol, rtol, heads, tie_tolerance, tie_rule, "
-                             "max_flips, quality_metric, quality_threshold, allow_nonfinite, output");
+                             "max_flips, quality_metric, quality_threshold, allow_nonfinite, output, max_flip_rate, max_mean_kld, "
+                             "min_same_top, mask_input, sequence_axis");
 }
 
 /// The keys of criteria that name an enum value.
@@ -143,13 +154,30 @@ void read_choices(const json& j, const std::string& file, Criteria& c) {
     }
     if (j.contains("quality_metric")) {
         auto m = parse_quality_metric(get<std::string>(j, "quality_metric", file));
-        if (!m) throw InputError(file, "quality_metric", "expected \"accuracy\", \"mse\" or \"max_abs_error\"");
+        if (!m)
+            throw InputError(file, "quality_metric",
+                             "expected \"accuracy\", \"mse\", \"max_abs_error\", \"perplexity\" or \"token_accuracy\"");
         c.quality_metric = *m;
         c.quality_metric_set = true;
     }
     // Whether the user chose metric and threshold (stored with the run; a file naming them chose them).
     if (j.contains("quality_metric_set")) c.quality_metric_set = get<bool>(j, "quality_metric_set", file);
     if (j.contains("quality_threshold_set")) c.quality_threshold_set = get<bool>(j, "quality_threshold_set", file);
+}
+
+/// The keys of sequence outputs (language models).
+void read_sequence(const json& j, const std::string& file, Criteria& c) {
+    auto fraction = [&](const char* key, double& out) {
+        if (!j.contains(key)) return;
+        out = get_number(j, key, file, key, true);
+        if (out > 1) throw InputError(file, key, "expected a fraction from 0 to 1, found " + j[key].dump());
+    };
+    fraction("max_flip_rate", c.max_flip_rate);
+    fraction("min_same_top", c.min_same_top);
+    if (j.contains("max_mean_kld")) c.max_mean_kld = get_number(j, "max_mean_kld", file, "max_mean_kld", true);
+    if (j.contains("mask_input") && !j["mask_input"].is_string()) throw InputError(file, "mask_input", "expected a string (an input name)");
+    if (j.contains("mask_input")) c.mask_input = j["mask_input"].get<std::string>();
+    if (j.contains("sequence_axis")) c.sequence_axis = get_int(j, "sequence_axis", file, "sequence_axis", 1, 64);
 }
 
 }  // namespace
@@ -171,6 +199,7 @@ Criteria read_criteria(const json& j, const std::string& file, Criteria c) {
     if (j.contains("output") && !j["output"].is_string()) throw InputError(file, "output", "expected a string (an output name or index)");
     if (j.contains("output")) c.output = j["output"].get<std::string>();
     read_choices(j, file, c);
+    read_sequence(j, file, c);
     if (j.contains("heads")) c.heads = parse_heads(j["heads"], file, c);
     return c;
 }

@@ -125,6 +125,21 @@ ALTER TABLE training_steps ADD COLUMN grad_underflow INTEGER;
         R"sql(
 ALTER TABLE training_steps ADD COLUMN growth_tracker INTEGER;
 )sql",
+        // v7: sequence outputs (language models) judged per position: the position of a flip, the
+        // per-token figures of a comparison, and the reference's boundary positions
+        R"sql(
+ALTER TABLE flips ADD COLUMN position INTEGER;
+CREATE TABLE token_stats(
+  comparison_id INTEGER PRIMARY KEY REFERENCES comparisons(id) ON DELETE CASCADE,
+  length INTEGER NOT NULL, vocab INTEGER NOT NULL, positions INTEGER NOT NULL, masked INTEGER NOT NULL,
+  mean_kld REAL, p99_kld REAL, max_kld REAL, same_top REAL, top5_overlap REAL, rms_dp REAL,
+  label_tokens INTEGER NOT NULL, ref_ce REAL, amp_ce REAL,
+  kld BLOB NOT NULL);                -- float32 KL(ref || amp) per position [samples x length], NaN where not compared
+CREATE TABLE token_boundaries(
+  comparison_id INTEGER NOT NULL REFERENCES comparisons(id) ON DELETE CASCADE,
+  seq INTEGER NOT NULL, sample_idx INTEGER NOT NULL, position INTEGER NOT NULL, ref_margin REAL,
+  PRIMARY KEY(comparison_id, seq)) WITHOUT ROWID;
+)sql",
     };
     return m;
 }
@@ -148,6 +163,8 @@ const std::map<std::string, std::vector<std::string>>& expected_tables() {
         {"training_steps", {"run_id", "step"}},
         {"checkpoints", {"id", "run_id", "step", "path"}},
         {"benchmarks", {"id", "uuid", "run_id", "validated", "result_json"}},
+        {"token_stats", {"comparison_id", "length", "vocab", "positions", "masked", "mean_kld", "kld"}},
+        {"token_boundaries", {"comparison_id", "seq", "sample_idx", "position", "ref_margin"}},
     };
     return t;
 }

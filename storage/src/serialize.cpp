@@ -88,9 +88,11 @@ RunSpec read_run_spec(const json& s, const std::string& column) {
 ordered_json probes(const ProbeInfo& p) {
     ordered_json tags = ordered_json::object();
     for (const auto& [k, v] : p.tags) tags[k] = v;
-    return {
+    ordered_json j = {
         {"source", p.source},         {"sha256", p.sha256},          {"count", p.count}, {"tags", tags}, {"input_shapes", p.input_shapes},
         {"has_labels", p.has_labels}, {"has_targets", p.has_targets}};
+    if (p.label_width > 0) j["label_width"] = p.label_width;  // token labels [N, T]
+    return j;
 }
 
 ProbeInfo read_probes(const json& p) {
@@ -102,6 +104,7 @@ ProbeInfo read_probes(const json& p) {
     r.input_shapes = p.at("input_shapes").get<std::vector<std::vector<int64_t>>>();
     r.has_labels = p.at("has_labels");
     r.has_targets = p.at("has_targets");
+    r.label_width = p.value("label_width", 0);
     return r;
 }
 

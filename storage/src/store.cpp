@@ -18,6 +18,7 @@
 #include "layer_chunk.h"
 #include "legacy_layers.h"
 #include "layer_stats.h"
+#include "token_rows.h"
 #include "schema.h"
 #include "serialize.h"
 #include "sqlite.h"
@@ -307,15 +308,20 @@ void Store::load_comparisons(int64_t id, RunResult& r) const {
             c.ref_decisions.clear();
             c.amp_decisions.clear();
         }
-        Stmt f(db_, "SELECT sample_idx, ref, amp, ref_margin, amp_margin FROM flips WHERE comparison_id=?1 ORDER BY seq");
+        const bool v7 = schema_version() >= 7;  // sequence outputs: flip positions, token figures
+        Stmt f(db_, v7 ? "SELECT sample_idx, ref, amp, ref_margin, amp_margin, COALESCE(position, -1) FROM flips WHERE comparison_id=?1 "
+                         "ORDER BY seq"
+                       : "SELECT sample_idx, ref, amp, ref_margin, amp_margin, -1 FROM flips WHERE comparison_id=?1 ORDER BY seq");
         f.bind(1, cid);
         while (f.step()) {
             const int64_t i = f.i64(0);
             if (i < 0 || size_t(i) >= r.samples.size())
                 throw StoreError(path_ + ": run " + uuid + ": flip for unknown sample index " + std::to_string(i));
             c.flips.push_back({r.samples[size_t(i)].id, r.samples[size_t(i)].tag, int(std::clamp<int64_t>(f.i64(1), -1, INT32_MAX)),
-                               int(std::clamp<int64_t>(f.i64(2), -1, INT32_MAX)), f.f64(3), f.f64(4)});
+                               int(std::clamp<int64_t>(f.i64(2), -1, INT32_MAX)), f.f64(3), f.f64(4),
+                               int(std::clamp<int64_t>(f.i64(5), -1, INT32_MAX))});
         }
+        if (v7) c.tokens = read_tokens(db_, cid, r.samples, path_ + ": run " + uuid);
         Stmt k(db_, "SELECT name, passed, detail, samples_json FROM criteria_results WHERE comparison_id=?1 ORDER BY seq");
         k.bind(1, cid);
         while (k.step())

@@ -12,6 +12,7 @@
 #include "layer_chunk.h"
 #include "serialize.h"
 #include "sqlite.h"
+#include "token_rows.h"
 
 namespace ampscope::storage {
 
@@ -124,7 +125,8 @@ void insert_comparison(sqlite3* db, int64_t run_id, int seq, const Comparison& c
             d.bind_null(8).bind_null(9);
         d.run();
     }
-    Stmt f(db, "INSERT INTO flips VALUES(?1,?2,?3,?4,?5,?6,?7)");
+    Stmt f(db,
+           "INSERT INTO flips(comparison_id, seq, sample_idx, ref, amp, ref_margin, amp_margin, position) VALUES(?1,?2,?3,?4,?5,?6,?7,?8)");
     for (size_t i = 0; i < c.flips.size(); ++i) {
         const auto& x = c.flips[i];
         f.bind(1, cid)
@@ -134,6 +136,10 @@ void insert_comparison(sqlite3* db, int64_t run_id, int seq, const Comparison& c
             .bind(5, x.amp)
             .bind(6, x.ref_margin)
             .bind(7, x.amp_margin);
+        if (x.position >= 0)
+            f.bind(8, x.position);
+        else
+            f.bind_null(8);
         f.run();
     }
     Stmt k(db, "INSERT INTO criteria_results VALUES(?1,?2,?3,?4,?5,?6)");
@@ -142,6 +148,7 @@ void insert_comparison(sqlite3* db, int64_t run_id, int seq, const Comparison& c
         k.bind(1, cid).bind(2, int64_t(i)).bind(3, x.name).bind(4, x.passed).bind(5, x.detail).bind(6, json(x.samples).dump());
         k.run();
     }
+    if (c.tokens) insert_tokens(db, cid, *c.tokens, index);
 }
 
 void finish(sqlite3* db, int64_t run_id, const std::string& status, const std::string& verdict, const std::string& error,

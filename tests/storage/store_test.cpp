@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <fstream>
 #include <iterator>
 #include <thread>
@@ -28,6 +29,51 @@ TEST(Store, RecordedRunReadsBackFieldForField) {
     EXPECT_EQ(rows[0].precisions, "fp32,fp16");
     EXPECT_EQ(s.layers(r.run_id, Precision::Fp16).size(), 5u);
     EXPECT_EQ(s.schema_version(), kSchemaVersion);
+}
+
+/// A language-model comparison: flips by position, per-token figures with the KL divergence of
+/// every position and the boundary positions (schema v7), also through export and import.
+TEST(Store, SequenceComparisonReadsBack) {
+    TempDir d;
+    auto r = make_run();
+    r.criteria.max_flip_rate = 0.25;
+    r.criteria.mask_input = "attention_mask";
+    auto& c = r.comparisons[0];
+    c.flips[0].position = 3;
+    TokenStats t;
+    t.length = 2;
+    t.vocab = 50;
+    t.positions = 11;
+    t.masked = 1;
+    t.mean_kld = 1.5e-4;
+    t.p99_kld = 9e-4;
+    t.max_kld = 1e-3;
+    t.same_top = 10.0 / 11;
+    t.top5_overlap = 0.9;
+    t.rms_dp = 0.01;
+    t.label_tokens = 6;
+    t.ref_ce = 3.9;
+    t.amp_ce = 3.91;
+    t.ref_ppl = std::exp(3.9);
+    t.amp_ppl = std::exp(3.91);
+    for (int i = 0; i < 12; ++i) t.kld.push_back(i == 5 ? NAN : float(i) * 1e-4f);
+    t.boundary = {{"s2", 1, 1e-6}, {"s0", 0, 2e-3}};
+    c.tokens = t;
+    {
+        Store s(d.file("a.sqlite"));
+        record(s, r);
+        const auto back = s.load_run(r.run_id);
+        EXPECT_EQ(js(back), js(r));
+        ASSERT_TRUE(back.comparisons[0].tokens);
+        EXPECT_EQ(back.comparisons[0].tokens->kld.size(), 12u);
+        EXPECT_EQ(back.comparisons[0].flips[0].position, 3);
+        EXPECT_EQ(back.criteria.mask_input, "attention_mask");
+        EXPECT_FALSE(back.comparisons.size() > 1 && back.comparisons[1].tokens);
+        export_runs(s, {r.run_id}, d.file("x.ampscope"));
+    }
+    Store b(d.file("b.sqlite"));
+    EXPECT_EQ(import_file(b, d.file("x.ampscope")).added, 1);
+    EXPECT_EQ(js(b.load_run(r.run_id)), js(r));
 }
 
 TEST(Store, FiltersAndPrefixResolution) {
@@ -159,7 +205,7 @@ TEST(Store, HostileFilesAreRefusedWithAReason) {
     std::ofstream(f) << "hello, not a database\n";
     expect_refused(f, "not an SQLite database");
     f = exported("newer.ampscope");
-    raw_exec(f, "PRAGMA user_version=7");
+    raw_exec(f, "PRAGMA user_version=" + std::to_string(kSchemaVersion + 1));
     expect_refused(f, "newer ampscope");
 }
 

@@ -132,8 +132,6 @@ private:
         return run_.pass(o, false);
     }
 
-    Truth truth() const { return Truth{run_.probes.labels, run_.probes.targets}; }
-
     /// The AMP passes without FP32 regions: the verdict to fix, and where non-finite values are born.
     bool plain_amp() {
         std::vector<Comparison> cmps;
@@ -142,7 +140,7 @@ private:
             stage("amp passes", int(cmps.size()), int(spec_.run.precisions.size()));
             const PassResult amp = amp_pass(p, {}, true);
             if (amp.origin && amp.origin->stage == "forward") origins_[p] = amp.origin->module;
-            cmps.push_back(compare(ref_, amp, run_.probes.samples, truth(), run_.res.criteria));
+            cmps.push_back(run_.compare_pass(ref_, amp));
             accepted = accepted && cmps.back().verdict == Verdict::Accepted;
         }
         evaluated_[key_of({})] = cmps;
@@ -159,7 +157,7 @@ private:
         stage("fp32 check", 0, 1);
         PassResult again = run_.pass(run_.options(), false);
         ++res_.passes_used;
-        const Comparison c = compare(ref_, again, run_.probes.samples, truth(), run_.res.criteria);
+        const Comparison c = run_.compare_pass(ref_, again);
         if (const auto* f = first_failure(c)) {
             finish(AdviseResult::Outcome::Fp32CannotPass, "FP32 itself does not meet the criteria (" + f->name + ": " + f->detail +
                                                               "), so no FP32 set can; change the criteria, not the precision");
@@ -268,7 +266,7 @@ private:
         ++res_.evaluations;
         for (auto p : spec_.run.precisions) {
             const PassResult amp = amp_pass(p, set, false);
-            cmps.push_back(compare(ref_, amp, run_.probes.samples, truth(), run_.res.criteria));
+            cmps.push_back(run_.compare_pass(ref_, amp));
             if (cmps.back().verdict != Verdict::Accepted) return false;
         }
         return true;

@@ -47,6 +47,21 @@ double margin(const float* scores, int n) {
     return finite < 2 ? 0.0 : top1 - top2;
 }
 
+namespace {
+
+/// Perplexity or token accuracy of token labels [N, T] against scores laid out [T, V] per sample.
+std::optional<double> token_quality(const PassResult& pass, size_t n, const Truth& truth, QualityMetric m) {
+    const int t = truth.label_width;
+    if (t <= 0 || pass.num_outputs % t != 0) return std::nullopt;
+    const SequenceLayout seq{t, pass.num_outputs / t, {}};
+    int64_t scored = 0, correct = 0;
+    const auto ce = token_cross_entropy(pass.outputs.data(), n, seq, truth, &scored, &correct);
+    if (!ce) return std::nullopt;
+    return m == QualityMetric::Perplexity ? std::exp(*ce) : double(correct) / double(scored);
+}
+
+}  // namespace
+
 bool is_classifier(int num_outputs, const Truth& truth) {
     if (!truth.labels.empty()) return true;
     if (!truth.targets.empty()) return false;
@@ -58,6 +73,8 @@ std::optional<double> quality(const PassResult& pass, const Truth& truth, const 
     const size_t n = k > 0 ? pass.outputs.size() / size_t(k) : 0;
     if (worst_sample) *worst_sample = -1;
     if (n == 0) return std::nullopt;
+    if (c.quality_metric == QualityMetric::Perplexity || c.quality_metric == QualityMetric::TokenAccuracy)
+        return token_quality(pass, n, truth, c.quality_metric);
     if (c.quality_metric == QualityMetric::Accuracy) {
         if (truth.labels.size() != n) return std::nullopt;
         size_t correct = 0;
@@ -206,11 +223,11 @@ void compare_quality(const PassResult& amp, const std::vector<SampleInfo>& sampl
     int worst = -1;
     const auto q = quality(amp, truth, c, &worst);
     if (!q) {
-        qual.detail = "no ground truth (" + std::string(c.quality_metric == QualityMetric::Accuracy ? "labels" : "targets") +
-                      ") in the probe set: not evaluated";
+        const bool labels = c.quality_metric != QualityMetric::Mse && c.quality_metric != QualityMetric::MaxAbsError;
+        qual.detail = "no ground truth (" + std::string(labels ? "labels" : "targets") + ") in the probe set: not evaluated";
         return;
     }
-    const bool higher_better = c.quality_metric == QualityMetric::Accuracy;
+    const bool higher_better = c.quality_metric == QualityMetric::Accuracy || c.quality_metric == QualityMetric::TokenAccuracy;
     qual.passed = higher_better ? (*q >= c.quality_threshold) : (*q <= c.quality_threshold);
     if (!higher_better && !c.quality_threshold_set) qual.passed = true;  // report only
     qual.detail = to_string(c.quality_metric) + " " + fmt(*q) + (higher_better ? " (at least " : " (at most ") + fmt(c.quality_threshold) +
@@ -221,10 +238,22 @@ void compare_quality(const PassResult& amp, const std::vector<SampleInfo>& sampl
     }
 }
 
+/// The scores of a pass with the masked positions of a sequence output set to 0 (both passes
+/// alike: no delta, never non-finite there).
+PassResult masked_scores(const PassResult& p, const SequenceLayout& seq) {
+    PassResult m;
+    m.num_outputs = p.num_outputs;
+    m.outputs = p.outputs;
+    const size_t v = size_t(seq.vocab);
+    for (size_t at = 0; at < seq.mask.size(); ++at)
+        if (seq.mask[at] == 0 && (at + 1) * v <= m.outputs.size()) std::fill_n(m.outputs.begin() + long(at * v), v, 0.0f);
+    return m;
+}
+
 }  // namespace
 
 Comparison compare(const PassResult& ref, const PassResult& amp, const std::vector<SampleInfo>& samples, const Truth& truth,
-                   const Criteria& c) {
+                   const Criteria& c, const SequenceLayout* seq) {
     Comparison out;
     out.precision = amp.precision;
 
@@ -233,11 +262,20 @@ Comparison compare(const PassResult& ref, const PassResult& amp, const std::vect
     CriterionResult flips{"decision_flips", true, "", {}};
     CriterionResult qual{"quality", true, "", {}};
 
-    compare_scores(ref, amp, samples, c, out, finite, tol);
-    compare_decisions(ref, amp, samples, truth, c, out, flips);
-    compare_quality(amp, samples, truth, c, qual);
-
-    out.criteria = {finite, tol, flips, qual};
+    if (seq) {
+        compare_scores(masked_scores(ref, *seq), masked_scores(amp, *seq), samples, c, out, finite, tol);
+        std::vector<CriterionResult> tokens;
+        compare_tokens(ref, amp, samples, truth, c, *seq, out, tokens);
+        compare_quality(amp, samples, truth, c, qual);
+        out.criteria = {finite, tol};
+        out.criteria.insert(out.criteria.end(), tokens.begin(), tokens.end());
+        out.criteria.push_back(qual);
+    } else {
+        compare_scores(ref, amp, samples, c, out, finite, tol);
+        compare_decisions(ref, amp, samples, truth, c, out, flips);
+        compare_quality(amp, samples, truth, c, qual);
+        out.criteria = {finite, tol, flips, qual};
+    }
     const bool ok = std::all_of(out.criteria.begin(), out.criteria.end(), [](const CriterionResult& r) { return r.passed; });
     out.verdict = ok ? Verdict::Accepted : Verdict::Rejected;
     return out;

@@ -24,7 +24,10 @@ constexpr Spelling<TieRule> kTieRules[] = {
 constexpr Spelling<QualityMetric> kQualityMetrics[] = {{QualityMetric::Accuracy, "accuracy"},
                                                        {QualityMetric::Mse, "mse"},
                                                        {QualityMetric::MaxAbsError, "max_abs_error"},
-                                                       {QualityMetric::MaxAbsError, "max-abs-error"}};
+                                                       {QualityMetric::Perplexity, "perplexity"},
+                                                       {QualityMetric::TokenAccuracy, "token_accuracy"},
+                                                       {QualityMetric::MaxAbsError, "max-abs-error"},
+                                                       {QualityMetric::TokenAccuracy, "token-accuracy"}};
 constexpr Spelling<Verdict> kVerdicts[] = {
     {Verdict::Accepted, "accepted"}, {Verdict::Rejected, "rejected"}, {Verdict::InvalidReference, "invalid_reference"}};
 

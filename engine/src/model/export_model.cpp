@@ -109,6 +109,12 @@ public:
         return w.empty() ? std::vector<std::string>{} : std::vector<std::string>{w};
     }
     bool has_module_scopes() const override { return true; }
+    void check_inputs(const std::vector<at::Tensor>& inputs, const std::vector<SampleInfo>& samples,
+                      const std::string& file) const override {
+        std::vector<std::string> ids;
+        for (const auto& s : samples) ids.push_back(s.id);
+        pt2::check_user_inputs(p_, inputs, ids, file);  // export_inputs.cpp
+    }
 
     const pt2::Program& program() const { return p_; }
     void set_output(int index) { output_ = index; }

@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
+#include <nlohmann/json_fwd.hpp>
 
 #include <map>
 #include <memory>
@@ -80,6 +81,12 @@ struct UserInput {
     std::string name;
     at::ScalarType dtype = at::kFloat;
     std::vector<int64_t> sizes;  ///< -1 where the dimension is symbolic
+    std::vector<std::string> symbols;  ///< per dimension: the symbol of a symbolic one ("" static or an expression)
+};
+
+/// A symbolic dimension's range (range_constraints): min and max, max -1 for unbounded.
+struct SymRange {
+    int64_t min = 0, max = -1;
 };
 
 /// A graph value's recorded tensor metadata (the root graph's tensor_values).
@@ -99,6 +106,7 @@ struct Program {
     std::map<std::string, at::Tensor> parameters, buffers, constants;  ///< by FQN, on the CPU
     std::vector<std::string> parameter_order, buffer_order;            ///< signature order
     std::vector<std::string> modules;                                  ///< module paths, root "" first
+    std::map<std::string, SymRange> ranges;                            ///< range_constraints by symbol
     std::string schema_version;                                        ///< "8.17"
     std::string ir;                                                    ///< verifiers, e.g. "TRAINING"
     bool decomposed = false;                                           ///< core-ATen ops whose autocast policy differs from eager's
@@ -133,6 +141,16 @@ int sym_arity(const std::string& target);
 /// A symbolic operation computed with Python semantics on ints, floats and bools
 /// (export_sym.cpp). Throws std::domain_error on division by zero.
 c10::IValue sym_eval(const std::string& target, const std::vector<c10::IValue>& args);
+
+/// The user inputs' symbolic dimensions and their range_constraints, from the serialized
+/// ExportedProgram (export_inputs.cpp).
+void read_input_ranges(const nlohmann::json& program, Program& p);
+
+/// Probe inputs against the program's input spec (count, dtype class, static dimensions,
+/// symbolic ranges) and token ids against the embeddings they index, before any pass
+/// (export_inputs.cpp). Throws InputError naming the probe file, the input and what was expected.
+void check_user_inputs(const Program& p, const std::vector<at::Tensor>& inputs, const std::vector<std::string>& sample_ids,
+                       const std::string& probe_file);
 
 /// Reads a torch.export.save archive. Throws InputError naming the file and what was expected.
 Program read_program(const std::vector<char>& bytes, const std::string& file);

@@ -142,8 +142,9 @@ std::vector<char> read_all(const std::string& path) {
     return std::vector<char>(std::istreambuf_iterator<char>(in), {});
 }
 
-/// What a probe-file field holds: a floating point input, integer labels or float targets.
-enum class Want { Floating, Integer };
+/// What a probe-file field holds: a model input (floating, integer or bool), integer labels or
+/// float targets.
+enum class Want { Input, Floating, Integer };
 
 at::Tensor as_tensor(const c10::IValue& v, const PtArchive& ar, const std::string& file, const std::string& field, Want want) {
     if (!v.isTensor()) throw InputError(file, field, "expected a Tensor, found " + v.tagKind());
@@ -151,13 +152,48 @@ at::Tensor as_tensor(const c10::IValue& v, const PtArchive& ar, const std::strin
     check_tensor_fits(raw, ar.bytes_for(raw), file, field);  // before any element is read
     const auto st = raw.scalar_type();
     const std::string found = std::string(c10::toString(st)) + " " + shape_str(raw.sizes());
-    if (want == Want::Floating && (!at::isFloatingType(st) || at::isComplexType(st)))
+    const bool floating = at::isFloatingType(st) && !at::isComplexType(st);
+    // token ids, positions (integer) and masks (bool) keep their dtype: autocast never touches them
+    const bool token = st == at::kLong || st == at::kInt || st == at::kShort || st == at::kChar || st == at::kByte || st == at::kBool;
+    if (want == Want::Input && !floating && !token)
+        throw InputError(file, field,
+                         "expected a floating-point (float32, float64, float16, bfloat16), integer (int64, int32, int16, int8, uint8) "
+                         "or bool Tensor, found " +
+                             found);
+    if (want == Want::Floating && !floating)
         throw InputError(file, field, "expected a floating-point Tensor (float32, float64, float16 or bfloat16), found " + found);
     if (want == Want::Integer && (!at::isIntegralType(st, /*includeBool=*/false)))
         throw InputError(file, field, "expected an integer Tensor (int64 class indices), found " + found);
     auto t = raw.detach();
-    if (want == Want::Floating) t = t.to(at::kFloat);
+    if (floating && want != Want::Integer) t = t.to(at::kFloat);
     return t.contiguous();
+}
+
+/// Class labels [N] (>= 0), or token labels [N, T] (>= 0 or -100, ignored) for sequence outputs.
+void read_labels(const c10::IValue& v, const PtArchive& ar, const std::string& path, int64_t n, ProbeSet& ps) {
+    auto l = as_tensor(v, ar, path, "labels", Want::Integer);
+    if (l.dim() != 1 && l.dim() != 2)
+        throw InputError(path, "labels",
+                         "expected an integer Tensor [N] (class labels) or [N, T] (token labels), found " +
+                             std::string(c10::toString(l.scalar_type())) + " " + shape_str(l.sizes()));
+    if (l.size(0) != n)
+        throw InputError(path, "labels",
+                         "has " + std::to_string(l.size(0)) + " entries; expected " + std::to_string(n) + " (one per sample in inputs)");
+    ps.label_width = l.dim() == 2 ? int(l.size(1)) : 0;
+    if (l.dim() == 2 && l.size(1) == 0) throw InputError(path, "labels", "token labels [N, 0]: expected at least one position");
+    l = l.to(at::kLong).contiguous();
+    ps.labels.assign(l.data_ptr<int64_t>(), l.data_ptr<int64_t>() + l.numel());
+    const int64_t w = std::max(1, ps.label_width);
+    for (size_t i = 0; i < ps.labels.size(); ++i) {
+        const int64_t x = ps.labels[i];
+        if (x >= 0 || (ps.label_width > 0 && x == -100)) continue;
+        const std::string at = ps.label_width > 0
+                                   ? "sample " + std::to_string(int64_t(i) / w) + ", position " + std::to_string(int64_t(i) % w)
+                                   : "sample " + std::to_string(i);
+        throw InputError(path, "labels",
+                         "label " + std::to_string(x) + " of " + at + " is negative; expected " +
+                             (ps.label_width > 0 ? "a token id >= 0 or -100 (ignored)" : "a class index >= 0"));
+    }
 }
 
 std::vector<std::string> as_strings(const c10::IValue& v, const std::string& file, const std::string& field) {
@@ -195,11 +231,11 @@ ProbeSet load_pt(const std::string& path) {
     ProbeSet ps;
     const auto& in = d["inputs"];
     if (in.isTensor())
-        ps.inputs.push_back(as_tensor(in, ar, path, "inputs", Want::Floating));
+        ps.inputs.push_back(as_tensor(in, ar, path, "inputs", Want::Input));
     else if (in.isList() || in.isTuple()) {
         int i = 0;
         auto elems = in.isList() ? in.toListRef().vec() : in.toTupleRef().elements().vec();
-        for (const auto& e : elems) ps.inputs.push_back(as_tensor(e, ar, path, "inputs[" + std::to_string(i++) + "]", Want::Floating));
+        for (const auto& e : elems) ps.inputs.push_back(as_tensor(e, ar, path, "inputs[" + std::to_string(i++) + "]", Want::Input));
         if (ps.inputs.empty()) throw InputError(path, "inputs", "empty list; expected at least one Tensor");
     } else {
         throw InputError(path, "inputs", "expected a Tensor [N, ...] or a list of them, found " + in.tagKind());
@@ -212,24 +248,7 @@ ProbeSet load_pt(const std::string& path) {
             throw InputError(path, "inputs[" + std::to_string(i) + "]",
                              "has " + std::to_string(ps.inputs[i].size(0)) + " samples; expected " + std::to_string(n) + " like inputs[0]");
     if (n == 0) throw InputError(path, "inputs", "empty probe set; expected at least one sample");
-    if (d.count("labels")) {
-        auto l = as_tensor(d["labels"], ar, path, "labels", Want::Integer);
-        if (l.dim() != 1)
-            throw InputError(
-                path, "labels",
-                "expected an integer Tensor [N], found " + std::string(c10::toString(l.scalar_type())) + " " + shape_str(l.sizes()));
-        if (l.size(0) != n)
-            throw InputError(
-                path, "labels",
-                "has " + std::to_string(l.size(0)) + " entries; expected " + std::to_string(n) + " (one per sample in inputs)");
-        l = l.to(at::kLong);
-        ps.labels.assign(l.data_ptr<int64_t>(), l.data_ptr<int64_t>() + n);
-        for (int64_t i = 0; i < n; ++i)
-            if (ps.labels[size_t(i)] < 0)
-                throw InputError(path, "labels",
-                                 "label " + std::to_string(ps.labels[size_t(i)]) + " of sample " + std::to_string(i) +
-                                     " is negative; expected a class index >= 0");
-    }
+    if (d.count("labels")) read_labels(d["labels"], ar, path, n, ps);
     if (d.count("targets")) {
         auto t = as_tensor(d["targets"], ar, path, "targets", Want::Floating);
         if (t.dim() < 1 || t.size(0) != n)
@@ -357,10 +376,10 @@ ProbeSet load_csv(const std::string& path) {
 
 }  // namespace
 
-ProbeSet load_training_data(const std::string& source, Model& model, uint64_t seed) {
+ProbeSet load_training_data(const std::string& source, Model& model, uint64_t seed, bool need_truth) {
     if (source != "demo") {
         auto ps = load_probes(source, model, seed);
-        if (ps.labels.empty() && ps.targets.empty())
+        if (need_truth && ps.labels.empty() && ps.targets.empty())
             throw InputError(source, "labels", "training data needs labels (classifier) or targets (regressor)");
         return ps;
     }
@@ -511,7 +530,7 @@ ProbeSet load_probes(const std::string& source, Model& model, uint64_t seed) {
                                      std::to_string(want.size() + 1) + ")");
             }
         }
-        if (!ps.labels.empty() && model.num_outputs > 0)
+        if (!ps.labels.empty() && model.num_outputs > 0 && ps.label_width == 0)
             for (size_t i = 0; i < ps.labels.size(); ++i)
                 if (ps.labels[i] >= model.num_outputs)
                     throw InputError(file, "labels",
@@ -523,6 +542,8 @@ ProbeSet load_probes(const std::string& source, Model& model, uint64_t seed) {
     for (const auto& t : ps.inputs) ps.info.input_shapes.push_back(t.sizes().slice(1).vec());
     ps.info.has_labels = !ps.labels.empty();
     ps.info.has_targets = !ps.targets.empty();
+    ps.info.label_width = ps.label_width;
+    model.check_inputs(ps.inputs, ps.samples, file);  // the program's input spec, token ids against embeddings
     return ps;
 }
 

@@ -15,11 +15,13 @@
 
 namespace ampscope::detail {
 
-/// A probe set in memory, on the CPU, float32.
+/// A probe set in memory, on the CPU: floating inputs as float32, integer and bool inputs (token
+/// ids, masks, positions) in their own dtype.
 struct ProbeSet {
     std::vector<at::Tensor> inputs;  ///< each [N, ...]
     std::vector<SampleInfo> samples;
-    std::vector<int64_t> labels;  ///< N or empty
+    std::vector<int64_t> labels;  ///< N, N x label_width (token labels, -100 ignored) or empty
+    int label_width = 0;          ///< token labels [N, T]: T; 0 = one class label per sample
     std::vector<float> targets;   ///< N x target_width or empty
     int target_width = 0;
     ProbeInfo info;
@@ -35,8 +37,8 @@ ProbeSet load_probes(const std::string& source, Model& model, uint64_t seed);
 ProbeSet read_probe_file(const std::string& path);
 
 /// Training data: "demo" (a learnable set for the demo model, in file order) or a probe-format
-/// file with labels or targets.
-ProbeSet load_training_data(const std::string& source, Model& model, uint64_t seed);
+/// file with labels or targets (`need_truth`; a program that returns its own loss needs neither).
+ProbeSet load_training_data(const std::string& source, Model& model, uint64_t seed, bool need_truth = true);
 
 /// Labels and targets of a probe or training set against the scores the model gives.
 void check_outputs_fit(const ProbeSet& probes, const std::string& file, int num_outputs);

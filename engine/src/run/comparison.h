@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ampscope/engine/compare.h"
 #include "ampscope/engine/run.h"
 #include "run/pass.h"
 
@@ -39,6 +40,20 @@ struct ComparisonRun {
     void load_inputs();
     PassOptions options() const;
     PassResult pass(PassOptions o, bool first);
+    /// Sequence outputs [N, T, V]: the layout compared per position (run/sequence.cpp), known
+    /// after the reference pass; the output axis of positions (1, or 2 for [N, V, T]).
+    std::optional<SequenceLayout> sequence;
+    int sequence_axis = 1;
+    /// Labels and targets of the probe set, as the comparison reads them.
+    Truth truth() const;
+    /// The mask input named or found (attention_mask) and the token-label metric, recorded with
+    /// the criteria before the run starts.
+    void resolve_sequence_inputs();
+    /// After the reference pass: whether its output is a sequence, its mask and token labels
+    /// checked against it (InputError before any AMP pass).
+    void setup_sequence(const PassResult& ref);
+    /// One AMP pass against the reference, per position for sequence outputs.
+    Comparison compare_pass(const PassResult& ref, const PassResult& amp) const;
     /// The FP32 reference; false when it is not finite (invalid_reference).
     bool reference(PassResult& ref);
     /// AMP passes, each compared with the same reference.

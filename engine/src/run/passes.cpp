@@ -116,7 +116,7 @@ void note_mutation(const std::vector<at::Tensor>& in, const std::vector<at::Tens
         const auto& orig = originals[i];
         at::Tensor changed = in[i].sizes() != orig.sizes() || in[i].scalar_type() != orig.scalar_type()
                                  ? at::ones({}, at::TensorOptions().dtype(at::kBool).device(device))
-                                 : in[i].view(at::kInt).ne(orig.view(at::kInt)).any();
+                                 : in[i].view(at::kByte).ne(orig.view(at::kByte)).any();  // any dtype: token ids, masks
         flag = flag.defined() ? flag.logical_or(changed) : changed;
     }
 }
@@ -221,6 +221,7 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
             std::rethrow_exception(forward_error(err, model, probes, stage, first_pass && b == 0, e - b));
         }
         if (o.inputs_mutated) note_mutation(in, originals, device, mutated);
+        if (r.output_shape.empty() && y.dim() > 0) r.output_shape = y.sizes().slice(1).vec();
         outs.push_back(batch_scores(y, e - b, model));
     }
     if (progress) progress->progress(stage, int(n), int(n));
@@ -247,7 +248,7 @@ void check_outputs_fit(const ProbeSet& probes, const std::string& file, int num_
         throw InputError(
             file, "targets",
             "has " + std::to_string(probes.target_width) + " values per sample; the model gives " + std::to_string(num_outputs));
-    for (size_t i = 0; i < probes.labels.size(); ++i)
+    for (size_t i = 0; probes.label_width == 0 && i < probes.labels.size(); ++i)  // token labels: run/sequence.cpp
         if (probes.labels[i] >= num_outputs)
             throw InputError(file, "labels",
                              "label " + std::to_string(probes.labels[i]) + " of sample '" + probes.samples[i].id +
@@ -421,8 +422,9 @@ void ComparisonRun::load_inputs() {
     auto& c = res.criteria;
     if (!c.quality_metric_set && !probes.targets.empty()) c.quality_metric = QualityMetric::Mse;
     if (c.quality_metric_set) {
-        const bool acc = c.quality_metric == QualityMetric::Accuracy;
-        if (acc && probes.labels.empty()) throw InputError(spec.probes, "labels", "quality_metric accuracy needs labels in the probe set");
+        const bool acc = c.quality_metric != QualityMetric::Mse && c.quality_metric != QualityMetric::MaxAbsError;  // label metrics
+        if (acc && probes.labels.empty())
+            throw InputError(spec.probes, "labels", "quality_metric " + to_string(c.quality_metric) + " needs labels in the probe set");
         if (!acc && probes.targets.empty())
             throw InputError(spec.probes, "targets", "quality_metric " + to_string(c.quality_metric) + " needs targets in the probe set");
     }
@@ -436,6 +438,7 @@ void ComparisonRun::load_inputs() {
                 input_origin->samples.push_back(probes.samples[size_t(i)].id);
             }
     }
+    resolve_sequence_inputs();  // run/sequence.cpp: recorded with the criteria
 }
 
 PassOptions ComparisonRun::options() const {
@@ -450,7 +453,7 @@ PassOptions ComparisonRun::options() const {
 PassResult ComparisonRun::pass(PassOptions o, bool first) {
     PassResult p = run_pass(*model, probes, device, o, progress, first);
     if (input_origin) p.origin = input_origin;
-    p.quality = quality(p, Truth{probes.labels, probes.targets}, res.criteria);
+    p.quality = quality(p, truth(), res.criteria);
     return p;
 }
 
@@ -468,6 +471,7 @@ bool ComparisonRun::reference(PassResult& ref) {
         res.warnings.push_back(
             "the model changes its input tensors in place; every pass was given its own copy of "
             "the probes, but the model's outputs may depend on that side effect");
+    setup_sequence(ref);  // run/sequence.cpp
     check_outputs_fit(probes, spec.probes, ref.num_outputs);
     for (size_t i = 0; i < res.criteria.heads.size(); ++i)
         if (res.criteria.heads[i].end > ref.num_outputs)
@@ -492,7 +496,7 @@ void ComparisonRun::amp_passes(const PassResult& ref) {
         PassResult amp = pass(o, false);
         res.passes.push_back(amp);
         if (sink) sink->pass_finished(amp);
-        auto cmp = compare(ref, amp, probes.samples, Truth{probes.labels, probes.targets}, res.criteria);
+        auto cmp = compare_pass(ref, amp);
         all_ok = all_ok && cmp.verdict == Verdict::Accepted;
         res.comparisons.push_back(cmp);
         if (sink) sink->comparison_finished(cmp);

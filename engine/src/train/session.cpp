@@ -108,9 +108,31 @@ Side make_side(const TrainSpec& s, const at::Device& device) {
     return side;
 }
 
+/// Causal-LM loss (Hugging Face's): logits [n, T, V] at position t against the token label at
+/// t + 1, labels of -100 ignored, the mean over the labels scored.
+at::Tensor lm_loss(const at::Tensor& out, const detail::ProbeSet& data, int64_t b, int64_t e, const at::Device& device) {
+    namespace F = torch::nn::functional;
+    const int64_t w = data.label_width;
+    if (out.dim() != 3 || out.size(1) != w)
+        throw InputError(data.info.source, "labels",
+                         "--loss lm: token labels [N, " + std::to_string(w) + "] need logits [N, " + std::to_string(w) +
+                             ", V]; the model's output is " + c10::str(out.sizes()));
+    auto y = at::tensor(std::vector<int64_t>(data.labels.begin() + b * w, data.labels.begin() + e * w)).reshape({e - b, w}).to(device);
+    const auto logits = out.slice(1, 0, w - 1).reshape({-1, out.size(2)});
+    return F::cross_entropy(logits, y.slice(1, 1).reshape({-1}), F::CrossEntropyFuncOptions().ignore_index(-100));
+}
+
 at::Tensor loss_of(const TrainSpec& s, const at::Tensor& out, const detail::ProbeSet& data, int64_t b, int64_t e,
                    const at::Device& device) {
     namespace F = torch::nn::functional;
+    if (s.loss == "lm") return lm_loss(out, data, b, e, device);
+    if (s.loss == "model") {  // the program returns its own loss
+        if (out.numel() != 1)
+            throw InputError(
+                s.model, "outputs",
+                "--loss model: the output is " + c10::str(out.sizes()) + "; expected the loss, one value (choose it with --output)");
+        return out.reshape({});
+    }
     if (s.loss == "ce") {
         auto y = at::tensor(std::vector<int64_t>(data.labels.begin() + b, data.labels.begin() + e)).to(device);
         return F::cross_entropy(out, y);
@@ -406,7 +428,8 @@ struct Session {
         else if (rec.found_inf || grads_nonfinite)
             rec.nonfinite_stage = "gradient";
         if (rec.nonfinite_stage == "loss")
-            rec.origin = Origin{"loss", "", s.loss == "ce" ? "aten::cross_entropy_loss" : "aten::mse_loss", -1, {}, {}};
+            rec.origin =
+                Origin{"loss", "", s.loss == "mse" ? "aten::mse_loss" : s.loss == "model" ? "" : "aten::cross_entropy_loss", -1, {}, {}};
     }
 
     /// Where values went non-finite: re-runs before the step changes any weight (guards on).
@@ -470,8 +493,13 @@ struct Session {
 
 /// The loss: the one asked for, else ce for labels and mse for targets; checked against the data.
 void choose_loss(TrainSpec& s, const detail::ProbeSet& data) {
-    if (s.loss.empty()) s.loss = data.labels.empty() ? "mse" : "ce";
-    if (s.loss != "ce" && s.loss != "mse") throw InputError("--loss", "", "'" + s.loss + "'; expected ce or mse");
+    if (s.loss.empty()) s.loss = data.labels.empty() ? "mse" : data.label_width > 0 ? "lm" : "ce";
+    if (s.loss != "ce" && s.loss != "mse" && s.loss != "lm" && s.loss != "model")
+        throw InputError("--loss", "", "'" + s.loss + "'; expected ce, mse, lm or model");
+    if (s.loss == "lm" && data.label_width == 0)
+        throw InputError(s.data, "labels", "loss lm needs token labels [N, T] in the training data (-100 ignored)");
+    if (s.loss == "ce" && data.label_width > 0)
+        throw InputError(s.data, "labels", "token labels [N, T] are for --loss lm; loss ce takes class labels [N]");
     if (s.loss == "ce" && data.labels.empty()) throw InputError(s.data, "labels", "loss ce needs labels in the training data");
     if (s.loss == "mse" && data.targets.empty()) throw InputError(s.data, "targets", "loss mse needs targets in the training data");
 }
@@ -543,7 +571,7 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
     Side ref = make_side(s, device), amp = make_side(s, device);
     res.model = ref.model->info;
     res.model.mode = "train";
-    auto data = detail::load_training_data(s.data, *ref.model, s.seed);
+    auto data = detail::load_training_data(s.data, *ref.model, s.seed, s.loss != "model");
     choose_loss(s, data);
     detail::check_fp32_regions(*amp.model, s.keep_fp32);
     GradScaler scaler(res.backend.device, s.scaler);

@@ -27,8 +27,20 @@ double margin(const float* scores, int n);
 
 /// Ground truth for quality: labels (classifiers) or targets (regressors), or neither.
 struct Truth {
-    std::vector<int64_t> labels;  ///< size N or empty
+    std::vector<int64_t> labels;  ///< size N (or N x label_width) or empty
     std::vector<float> targets;   ///< N x num_outputs or empty
+    int label_width = 0;          ///< token labels [N, T]: T; 0 = one class label per sample
+};
+
+/// Label that a token position ignores (Hugging Face's ignore_index).
+constexpr int64_t kIgnoreLabel = -100;
+
+/// The layout of a sequence output: each sample's scores are [length, vocab], row-major, and
+/// positions whose mask entry is 0 are not compared (mask empty: every position).
+struct SequenceLayout {
+    int length = 0;
+    int vocab = 0;
+    std::vector<uint8_t> mask;  ///< N x length, or empty
 };
 
 /// Quality of one pass's outputs under the criteria's metric; nullopt when the metric has
@@ -38,8 +50,21 @@ std::optional<double> quality(const PassResult& pass, const Truth& truth, const 
 /// Whether the run is a classifier (decisions and flips are meaningful).
 bool is_classifier(int num_outputs, const Truth& truth);
 
-/// Compares `amp` against `ref` (same samples, same outputs) under fixed criteria.
+/// Compares `amp` against `ref` (same samples, same outputs) under fixed criteria. With a
+/// sequence layout, decisions, flips and the token criteria are per unmasked position, and
+/// masked positions take no part in the score deltas either.
 Comparison compare(const PassResult& ref, const PassResult& amp, const std::vector<SampleInfo>& samples, const Truth& truth,
-                   const Criteria& criteria);
+                   const Criteria& criteria, const SequenceLayout* sequence = nullptr);
+
+/// Per-token figures of one sequence output against the reference (compare/tokens.cpp), and the
+/// decision_flips, mean_kld and same_top criteria they decide. Scores: N x length x vocab.
+void compare_tokens(const PassResult& ref, const PassResult& amp, const std::vector<SampleInfo>& samples, const Truth& truth,
+                    const Criteria& criteria, const SequenceLayout& seq, Comparison& out, std::vector<CriterionResult>& results);
+
+/// Mean token cross-entropy (nats) of one sequence output against token labels, causal-LM
+/// shift (logits at t predict the label at t + 1, kIgnoreLabel skipped); nullopt without
+/// labels. `scored` receives the number of labels scored and `correct` the top-1 hits.
+std::optional<double> token_cross_entropy(const float* scores, size_t n, const SequenceLayout& seq, const Truth& truth,
+                                          int64_t* scored = nullptr, int64_t* correct = nullptr);
 
 }  // namespace ampscope

@@ -48,6 +48,7 @@ struct ProbeInfo {
     std::map<std::string, int> tags;
     std::vector<std::vector<int64_t>> input_shapes;  ///< per input, without the batch dim
     bool has_labels = false, has_targets = false;
+    int label_width = 0;  ///< token labels [N, T]: T; 0 = one class label per sample
 };
 
 /// The whole record of one comparison run.

@@ -26,7 +26,9 @@ enum class TieRule { LowestIndex, Abstain };
 std::string to_string(TieRule r);
 std::optional<TieRule> parse_tie_rule(const std::string& s);
 
-enum class QualityMetric { Accuracy, Mse, MaxAbsError };
+/// Perplexity and TokenAccuracy: sequence outputs with token labels [N, T] (causal-LM shift:
+/// logits at position t predict the label at t + 1; label -100 ignored).
+enum class QualityMetric { Accuracy, Mse, MaxAbsError, Perplexity, TokenAccuracy };
 std::string to_string(QualityMetric m);
 std::optional<QualityMetric> parse_quality_metric(const std::string& s);
 
@@ -55,6 +57,17 @@ struct Criteria {
     /// The model output compared (torch.export programs with several outputs: a name from the
     /// output tree or an index); "" = the first tensor output. Recorded as resolved.
     std::string output;
+    /// Sequence outputs [N, T, V] (language models), judged per unmasked position: the largest
+    /// fraction of positions whose top-1 token changes, the largest mean KL(ref || amp) of the
+    /// softmax over V, the smallest fraction of positions with the same top-1.
+    double max_flip_rate = 0.0;
+    double max_mean_kld = 1e-3;
+    double min_same_top = 0.99;
+    /// The input whose nonzero entries mark the positions compared ("" = an input named
+    /// attention_mask when the model has one, else every position); recorded as resolved.
+    std::string mask_input;
+    /// The output axis holding positions when the layout is not [N, T, V] (-1 = axis 1).
+    int sequence_axis = -1;
     std::string fixed_at;  ///< ISO-8601 UTC, set by Runner before the first pass
 };
 
@@ -125,6 +138,7 @@ struct PassResult {
     Precision precision = Precision::Fp32;
     std::vector<std::string> keep_fp32;
     int num_outputs = 0;                         ///< scores per sample
+    std::vector<int64_t> output_shape;           ///< the compared output's shape per sample (without N)
     std::vector<float> outputs;                  ///< [samples x num_outputs], row-major
     std::vector<std::string> nonfinite_samples;  ///< ids with any non-finite score
     std::optional<Origin> origin;
@@ -146,6 +160,32 @@ struct Flip {
     int ref = -1, amp = -1;  ///< -1 = abstained
     double ref_margin = 0;   ///< top-1 minus top-2 of the reference
     double amp_margin = 0;
+    int position = -1;  ///< sequence outputs: the position in the sample; -1 otherwise
+};
+
+/// A position of a sequence output where the reference's top-2 margin is small.
+struct BoundaryPosition {
+    std::string sample;
+    int position = 0;
+    double ref_margin = 0;
+};
+
+/// Per-token comparison of a sequence output [N, T, V] over its unmasked positions, with the
+/// definitions of llama.cpp's `perplexity --kl-divergence` (see docs/language-models.md).
+struct TokenStats {
+    int length = 0;                                 ///< T
+    int vocab = 0;                                  ///< V
+    int64_t positions = 0;                          ///< unmasked positions with finite logits in both passes
+    int64_t masked = 0;                             ///< positions excluded by the mask
+    double mean_kld = 0, p99_kld = 0, max_kld = 0;  ///< KL(ref || amp) of softmax over V
+    double same_top = 1;                            ///< fraction of positions with the same top-1
+    double top5_overlap = 1;                        ///< mean |top5(ref) & top5(amp)| / 5
+    double rms_dp = 0;                              ///< RMS of p_amp - p_ref of the reference's top-1 token
+    int64_t label_tokens = 0;                       ///< labels scored (causal shift, -100 ignored); 0 = no labels
+    double ref_ce = 0, amp_ce = 0;                  ///< mean token cross-entropy (nats)
+    double ref_ppl = 0, amp_ppl = 0;                ///< exp(cross-entropy)
+    std::vector<float> kld;                         ///< per position [N x T]; NaN where not compared
+    std::vector<BoundaryPosition> boundary;         ///< smallest reference top-2 margins, ascending
 };
 
 struct CriterionResult {
@@ -166,6 +206,7 @@ struct Comparison {
     std::vector<Flip> flips;
     std::vector<CriterionResult> criteria;
     std::vector<int> ref_decisions, amp_decisions;  ///< per sample; empty for regressors
+    std::optional<TokenStats> tokens;               ///< sequence outputs only
 };
 
 }  // namespace ampscope

@@ -1,0 +1,158 @@
+# SPDX-License-Identifier: MIT
+"""Language models: a GPT-2-small-sized torch.export program against eager PyTorch, in one run.
+
+  python bench/lm_bench.py path/to/ampscope-cli [--layers 12] [--width 768] [--tokens 128]
+                           [--batch 4] [--repeats 3] [--amp bf16]
+
+The program is Hugging Face transformers' GPT2LMHeadModel built from a config (12 layers,
+width 768, 12 heads, vocabulary 50257: 124 M parameters; random weights, no hub access),
+exported by torch.export with token ids [batch, tokens] as its input. Prints one line per
+figure with the reference, the ratio and the target:
+- plain pass (no inspection), FP32 and the AMP precision: `ampscope-cli bench --unvalidated`
+  (median of --repeats forwards) against the eager module under torch.autocast, same loop
+  here: target <= 1.05x;
+- instrumented pass (`run`, inspection on: per-op statistics and origins) against the plain
+  pass (`run --no-inspect`), the pass times `run` records: target <= 1.10x;
+- peak RSS of a whole `run` (FP32 + FP16 + BF16, inspection on) against the size of the
+  weights (float32): reported, target < 3x;
+- load time of the program (`BM_LoadExportProgram` in ampscope_bench: read, checked,
+  parsed, weights copied and hashed, as --model does it).
+CPU FP16/BF16 GEMMs without AVX512-BF16/AMX are 5-70x slower than FP32: on such a CPU the
+whole run takes minutes; --layers/--tokens shrink the model for a quick look (the figures
+then are not the GPT-2-small ones, and the header line says so)."""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+
+class LogitsOnly(torch.nn.Module):
+    """The causal LM returning its logits [N, T, V] (no cache, no loss)."""
+
+    def __init__(self, lm):
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, input_ids):
+        return self.lm(input_ids=input_ids, use_cache=False).logits
+
+
+def build(layers, width):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    cfg = GPT2Config(n_layer=layers, n_embd=width, n_head=max(1, width // 64), n_positions=1024)
+    return LogitsOnly(GPT2LMHeadModel(cfg)).eval()
+
+
+def eager_median(model, ids, amp, repeats):
+    times = []
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(amp)
+    with torch.no_grad(), torch.autocast("cpu", dtype=dtype or torch.bfloat16, enabled=dtype is not None):
+        model(ids)  # warm-up
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            model(ids)
+            times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def cli(args, env):
+    return subprocess.run(args, capture_output=True, text=True, env=env, check=True)
+
+
+def bench_medians(exe, model, probes, amp, batch, repeats, env):
+    out = cli([exe, "bench", "--model", model, "--probes", probes, "--precision", amp, "--unvalidated", "--batch-size",
+               str(batch), "--repeats", str(repeats), "--warmup", "1", "--json", "-"], env)
+    return {f["precision"]: f["median_ms"] for f in json.loads(out.stdout)["figures"]}
+
+
+def run_with_rss(args, env):
+    """Runs a command; returns (its JSON from --json FILE, peak RSS in bytes of that process)."""
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    _, status, usage = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    err = p.stderr.read().decode()
+    if p.returncode not in (0, 1):
+        raise RuntimeError(f"{' '.join(args)}: rc {p.returncode}\n{err}")
+    return usage.ru_maxrss * 1024
+
+
+def pass_seconds(exe, model, probes, amp, batch, inspect, env, d):
+    out = os.path.join(d, f"run-{amp}-{int(inspect)}.json")
+    args = [exe, "run", "--model", model, "--probes", probes, "--precision", amp, "--batch-size", str(batch), "--no-db",
+            "-q", "--json", out, "--allow-nonfinite", "--max-flips", "100000", "--atol", "1e9"]
+    if not inspect:
+        args.append("--no-inspect")
+    cli(args, env)
+    with open(out) as f:
+        return {p["precision"]: p["seconds"] * 1e3 for p in json.load(f)["passes"]}
+
+
+def line(name, value, unit, ref_name, ref, target):
+    ratio = f"{value / ref:6.2f}x" if ref else "      "
+    print(f"{name:46s} {value:10.1f} {unit:3s}  vs {ref_name:24s} {ref:10.1f}  {ratio}  target {target}", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("cli", nargs="?", default="build-release/app/ampscope-cli")
+    ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--width", type=int, default=768)
+    ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--repeats", type=int, default=3, help="timed forwards (>= 3)")
+    ap.add_argument("--amp", default="bf16", choices=["fp16", "bf16"])
+    a = ap.parse_args()
+    exe = os.path.abspath(a.cli)
+    model = build(a.layers, a.width)
+    params = sum(p.numel() for p in model.parameters())
+    weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    small = (a.layers, a.width) != (12, 768)
+    print(f"GPT-2 {'(shrunk: not the GPT-2-small figures) ' if small else ''}{a.layers} layers, width {a.width}, "
+          f"{params / 1e6:.0f} M parameters, {weights / 1e6:.0f} MB of float32 state, {a.batch} x {a.tokens} tokens, "
+          f"torch {torch.__version__}, {torch.get_num_threads()} threads", flush=True)
+    torch.manual_seed(1)
+    ids = torch.randint(0, model.lm.config.vocab_size, (a.batch, a.tokens))
+    with tempfile.TemporaryDirectory() as d:
+        env = {**os.environ, "AMPSCOPE_DB": os.path.join(d, "bench.sqlite")}
+        pt2, probes = os.path.join(d, "gpt2.pt2"), os.path.join(d, "tokens.pt")
+        torch.export.save(torch.export.export(model, (ids,)), pt2)
+        torch.save({"inputs": ids}, probes)
+        results = {"parameters": params, "weights_bytes": weights}
+
+        plain = bench_medians(exe, pt2, probes, a.amp, a.batch, a.repeats, env)
+        for prec in ("fp32", a.amp):
+            eager = eager_median(model, ids, None if prec == "fp32" else prec, a.repeats)
+            line(f"plain {prec} pass, .pt2 (interpreter)", plain[prec], "ms", "eager PyTorch", eager, "<= 1.05x")
+            results[f"plain_{prec}"] = {"pt2_ms": plain[prec], "eager_ms": eager}
+
+        inspected = pass_seconds(exe, pt2, probes, a.amp, a.batch, True, env, d)
+        bare = pass_seconds(exe, pt2, probes, a.amp, a.batch, False, env, d)
+        for prec in ("fp32", a.amp):
+            line(f"instrumented {prec} pass (run)", inspected[prec], "ms", "run --no-inspect", bare[prec], "<= 1.10x")
+            results[f"instrumented_{prec}"] = {"inspected_ms": inspected[prec], "plain_ms": bare[prec]}
+
+        rss = run_with_rss([exe, "run", "--model", pt2, "--probes", probes, "--precision", "fp16,bf16", "--batch-size",
+                            str(a.batch), "--no-db", "-q", "--allow-nonfinite"], env)
+        line("peak RSS, run fp32+fp16+bf16, inspection on", rss / 1e6, "MB", "weights (float32)", weights / 1e6, "< 3x")
+        results["peak_rss"] = {"bytes": rss, "weights_bytes": weights}
+
+        bench = os.path.join(os.path.dirname(os.path.dirname(exe)), "bench", "ampscope_bench")
+        if os.path.exists(bench):
+            out = cli([bench, "--benchmark_filter=BM_LoadExportProgram", "--benchmark_format=json"],
+                      {**env, "AMPSCOPE_BENCH_PT2": pt2})
+            s = json.loads(out.stdout)["benchmarks"][0]["real_time"] / 1e3
+            line(f"load the program ({os.path.getsize(pt2) / 1e6:.0f} MB)", s, "s", "(reported)", 0, "")
+            results["load_s"] = s
+        print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

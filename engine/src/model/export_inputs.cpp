@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: MIT
+// A torch.export program's user inputs against the probe tensors given for them, before any pass:
+// the input count, each input's dtype class (floating, integer, bool), its static dimensions, the
+// ranges of its symbolic dimensions (range_constraints: Dim(min=..., max=...)), and token ids
+// against the rows of every aten.embedding they reach through view-like ops from the placeholder.
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "ampscope/engine/errors.h"
+#include "model/export_program.h"
+
+namespace ampscope::detail::pt2 {
+namespace {
+
+using nlohmann::json;
+
+/// The symbol a serialized size names: "s0", or "Symbol('s23', positive=True, integer=True)";
+/// "" for an expression of several symbols (not range-checked).
+std::string symbol_of(const std::string& expr) {
+    static const std::regex sym(R"(^Symbol\('([A-Za-z_][A-Za-z0-9_]*)'.*\)$)"), bare(R"(^[A-Za-z_][A-Za-z0-9_]*$)");
+    std::smatch m;
+    if (std::regex_match(expr, m, sym)) return m[1];
+    return std::regex_match(expr, bare) ? expr : "";
+}
+
+std::string shape_str(at::IntArrayRef s) {
+    std::ostringstream o;
+    o << "[";
+    for (size_t i = 0; i < s.size(); ++i) o << (i ? ", " : "") << s[i];
+    return o.str() + "]";
+}
+
+/// A dtype as Python torch spells it (float32, int64, bool, ...).
+std::string dtype_name(at::ScalarType t) {
+    switch (t) {
+        case at::kFloat: return "float32";
+        case at::kDouble: return "float64";
+        case at::kHalf: return "float16";
+        case at::kBFloat16: return "bfloat16";
+        case at::kLong: return "int64";
+        case at::kInt: return "int32";
+        case at::kShort: return "int16";
+        case at::kChar: return "int8";
+        case at::kByte: return "uint8";
+        case at::kBool: return "bool";
+        default: return c10::toString(t);
+    }
+}
+
+enum class DtypeClass { Floating, Integer, Bool, Other };
+
+DtypeClass class_of(at::ScalarType t) {
+    if (t == at::kBool) return DtypeClass::Bool;
+    if (at::isFloatingType(t)) return DtypeClass::Floating;
+    if (at::isIntegralType(t, /*includeBool=*/false)) return DtypeClass::Integer;
+    return DtypeClass::Other;
+}
+
+std::string class_name(DtypeClass c) {
+    switch (c) {
+        case DtypeClass::Floating: return "a floating-point Tensor";
+        case DtypeClass::Integer: return "an integer Tensor (e.g. token ids)";
+        case DtypeClass::Bool: return "a bool Tensor (e.g. a mask)";
+        case DtypeClass::Other: break;
+    }
+    return "a Tensor of another kind";
+}
+
+/// An aten.embedding whose indices come from a user input.
+struct Embedding {
+    size_t input = 0;
+    std::string module, weight;
+    int64_t rows = 0;
+};
+
+/// Ops that move index values without changing them: ids keep their meaning through them.
+bool passes_values(const std::string& target) {
+    static const std::set<std::string> ops = {"view",   "reshape", "_unsafe_view", "unsqueeze", "squeeze", "flatten",  "contiguous",
+                                              "clone",  "expand",  "slice",        "select",    "to",      "_to_copy", "alias",
+                                              "detach", "permute", "transpose",    "t",         "repeat",  "narrow",   "lift_fresh_copy"};
+    const std::string prefix = "torch.ops.aten.";
+    if (target.rfind(prefix, 0) != 0) return false;
+    const std::string rest = target.substr(prefix.size());
+    return ops.count(rest.substr(0, rest.find('.'))) > 0;
+}
+
+/// The embeddings each user input reaches in the root graph, followed from its placeholder.
+std::vector<Embedding> embeddings_fed(const Program& p) {
+    std::map<std::string, size_t> from;  // value name -> user input index
+    for (size_t i = 0; i < p.user_inputs.size(); ++i) from[p.user_inputs[i].name] = i;
+    std::map<std::string, std::string> param_of;  // graph input name -> parameter FQN
+    for (const auto& in : p.inputs)
+        if (in.kind == InputSpec::Kind::Parameter || in.kind == InputSpec::Kind::Constant) param_of[in.arg] = in.target;
+    std::vector<Embedding> out;
+    for (const auto& n : p.graphs.at(0).nodes) {
+        if (n.kind != Node::Kind::Op || n.args.empty() || !n.args[0] || n.args[0]->kind != Arg::Kind::Tensor) continue;
+        if (n.target == "torch.ops.aten.embedding.default" && n.args.size() > 1 && n.args[1] && n.args[1]->kind == Arg::Kind::Tensor) {
+            const auto src = from.find(n.args[1]->name);
+            const auto w = param_of.find(n.args[0]->name);
+            if (src == from.end() || w == param_of.end()) continue;
+            const auto& weights = p.parameters.count(w->second) ? p.parameters : p.constants;
+            const auto t = weights.find(w->second);
+            if (t != weights.end() && t->second.dim() == 2) out.push_back({src->second, n.module, w->second, t->second.size(0)});
+            continue;
+        }
+        const auto src = from.find(n.args[0]->name);
+        if (src == from.end() || !passes_values(n.target)) continue;
+        for (const auto& o : n.outputs)
+            if (o.kind == Out::Kind::Tensor) from[o.name] = src->second;
+    }
+    return out;
+}
+
+/// The first token id outside [0, rows) of `ids`, as an InputError.
+void check_ids(const at::Tensor& ids, const Embedding& e, const std::string& field, const std::vector<std::string>& sample_ids,
+               const std::string& file) {
+    const auto flat = ids.reshape({ids.size(0), -1}).to(at::kLong);
+    const auto bad = flat.lt(0).logical_or(flat.ge(e.rows)).reshape({-1}).nonzero();
+    if (bad.numel() == 0) return;
+    const int64_t k = bad[0][0].item<int64_t>(), per = flat.size(1);
+    const int64_t sample = k / per, position = k % per, id = flat.reshape({-1})[k].item<int64_t>();
+    const std::string sid = size_t(sample) < sample_ids.size() ? sample_ids[size_t(sample)] : std::to_string(sample);
+    throw InputError(file, field,
+                     "sample '" + sid + "' position " + std::to_string(position) + ": token id " + std::to_string(id) +
+                         " is out of range for the embedding '" + (e.module.empty() ? e.weight : e.module) + "' (" +
+                         std::to_string(e.rows) + " rows, weight " + e.weight + "); expected 0 <= id < " + std::to_string(e.rows) + " (" +
+                         std::to_string(bad.size(0)) + " ids out of range in all)");
+}
+
+/// One input's symbolic dimension against its range and against the other inputs naming it.
+void check_symbol(const Program& p, const UserInput& u, size_t d, int64_t v, const std::string& field, const std::string& file,
+                  std::map<std::string, std::pair<int64_t, std::string>>& seen) {
+    const std::string& s = u.symbols.at(d);
+    const auto r = p.ranges.find(s);
+    if (r != p.ranges.end() && (v < r->second.min || (r->second.max >= 0 && v > r->second.max)))
+        throw InputError(file, field,
+                         "dimension " + std::to_string(d) + " is " + std::to_string(v) + "; the program's input '" + u.name +
+                             "' was exported for " + s + " in [" + std::to_string(r->second.min) + ", " +
+                             (r->second.max >= 0 ? std::to_string(r->second.max) : "inf") + "] (range_constraints)");
+    if (d == 0) return;  // the batch: every input has N rows (checked when the probes were read)
+    const auto [it, fresh] = seen.emplace(s, std::make_pair(v, field));
+    if (!fresh && it->second.first != v)
+        throw InputError(file, field,
+                         "dimension " + std::to_string(d) + " is " + std::to_string(v) + ", but " + it->second.second + " gives " +
+                             std::to_string(it->second.first) + " for the same symbolic dimension " + s + " of the program");
+}
+
+}  // namespace
+
+void read_input_ranges(const json& j, Program& p) {
+    const auto& tv = j.at("graph_module").at("graph").at("tensor_values");
+    for (auto& u : p.user_inputs) {
+        u.symbols.clear();
+        for (const auto& d : tv.at(u.name).at("sizes")) {
+            const bool expr = d.is_object() && d.contains("as_expr") && d["as_expr"].is_object();
+            const auto& e = expr ? d["as_expr"].value("expr_str", json()) : json();
+            u.symbols.push_back(e.is_string() ? symbol_of(e.get<std::string>()) : "");
+        }
+    }
+    const auto rc = j.value("range_constraints", json::object());
+    if (!rc.is_object()) return;
+    for (auto it = rc.begin(); it != rc.end(); ++it) {
+        if (!it.value().is_object()) continue;
+        const auto lo = it.value().value("min_val", json()), hi = it.value().value("max_val", json());
+        SymRange r;
+        if (lo.is_number_integer()) r.min = lo.get<int64_t>();
+        if (hi.is_number_integer() && hi.get<int64_t>() >= 0) r.max = hi.get<int64_t>();
+        p.ranges[it.key()] = r;
+    }
+}
+
+void check_user_inputs(const Program& p, const std::vector<at::Tensor>& inputs, const std::vector<std::string>& sample_ids,
+                       const std::string& file) {
+    if (inputs.size() != p.user_inputs.size())
+        throw InputError(file, "inputs",
+                         "gives " + std::to_string(inputs.size()) + " input tensor(s); the program " + p.file + " takes " +
+                             std::to_string(p.user_inputs.size()));
+    std::map<std::string, std::pair<int64_t, std::string>> seen;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        const auto& u = p.user_inputs[i];
+        const auto& t = inputs[i];
+        const std::string field = (inputs.size() > 1 ? "inputs[" + std::to_string(i) + "]" : std::string("inputs")) + " (" + u.name + ")";
+        const std::string found = dtype_name(t.scalar_type()) + " " + shape_str(t.sizes());
+        if (class_of(t.scalar_type()) != class_of(u.dtype))
+            throw InputError(file, field,
+                             "is " + found + "; the program's input '" + u.name + "' is " + dtype_name(u.dtype) + ": expected " +
+                                 class_name(class_of(u.dtype)));
+        if (size_t(t.dim()) != u.sizes.size())
+            throw InputError(file, field,
+                             "is " + found + "; the program's input '" + u.name + "' has rank " + std::to_string(u.sizes.size()));
+        for (size_t d = 0; d < u.sizes.size(); ++d) {
+            if (u.sizes[d] >= 0 && d > 0 && t.size(int64_t(d)) != u.sizes[d])
+                throw InputError(file, field,
+                                 "is " + found + "; dimension " + std::to_string(d) + " of the program's input '" + u.name +
+                                     "' is static: expected " + std::to_string(u.sizes[d]));
+            if (u.sizes[d] < 0 && d < u.symbols.size() && !u.symbols[d].empty())
+                check_symbol(p, u, d, t.size(int64_t(d)), field, file, seen);
+        }
+    }
+    for (const auto& e : embeddings_fed(p)) {
+        const auto& t = inputs.at(e.input);
+        const std::string field = (inputs.size() > 1 ? "inputs[" + std::to_string(e.input) + "]" : std::string("inputs")) + " (" +
+                                  p.user_inputs[e.input].name + ")";
+        if (class_of(t.scalar_type()) != DtypeClass::Integer)
+            throw InputError(file, field,
+                             "feeds the embedding '" + e.module + "' and is " + dtype_name(t.scalar_type()) +
+                                 ": expected integer token ids");
+        check_ids(t, e, field, sample_ids, file);
+    }
+}
+
+}  // namespace ampscope::detail::pt2

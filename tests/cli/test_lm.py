@@ -1,0 +1,439 @@
+# SPDX-License-Identifier: MIT
+"""Language models (issue 20): programs exported here by torch.export from Hugging Face
+transformers configurations (GPT-2, LLaMA, BERT; tiny, random weights, built from config objects:
+no hub access) and from a small planted model. Probe files hold int64 token ids and attention
+masks. The oracles are computed here from Python torch of the same wheel:
+- ampscope's FP32/FP16/BF16 outputs equal the eager module under torch.autocast("cpu", dtype), bitwise;
+- the per-token figures (KL divergence, same-top, top-5 overlap, RMS dp, flips with positions,
+  cross-entropy and perplexity) equal a Python computation of the same definitions;
+- the attention mask is honoured (a planted model flips only at masked positions);
+- bad inputs exit 2 with a message naming what is wrong."""
+import json
+import os
+import tempfile
+import unittest
+import warnings
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from common import as_float, comparison_of, pass_of, run_cli
+
+warnings.filterwarnings("ignore")
+try:
+    import transformers
+    from transformers import (BertConfig, BertForSequenceClassification, GPT2Config, GPT2LMHeadModel, LlamaConfig,
+                              LlamaForCausalLM)
+    transformers.logging.set_verbosity_error()
+except ImportError:  # tools/bootstrap.sh installs it into .venv (tests only)
+    transformers = None
+
+SEED = 3
+V, T, N = 96, 12, 6
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def bits_equal(a, b):
+    return a.shape == b.shape and np.array_equal(a.view(np.int32), b.view(np.int32))
+
+
+def run(*args):
+    """ampscope-cli run ... --json; returns (rc, JSON or None, stderr)."""
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "run.json")
+        rc, _, se = run_cli("run", *args, "--json", out, "-q")
+        if not os.path.exists(out):
+            return rc, None, se
+        with open(out) as f:
+            return rc, json.load(f), se
+
+
+def outputs(run_json, precision, shape):
+    rows = pass_of(run_json, precision)["outputs"]
+    return np.array([[as_float(v) for v in r] for r in rows], dtype=np.float32).reshape(shape)
+
+
+def token_figures(ref, amp, mask, labels=None):
+    """The per-token definitions (llama.cpp perplexity --kl-divergence; Δp of the reference's top token)."""
+    ref, amp = torch.from_numpy(ref).double(), torch.from_numpy(amp).double()
+    keep = torch.from_numpy(mask).bool()
+    lr, la = torch.log_softmax(ref, -1), torch.log_softmax(amp, -1)
+    kld = (lr.exp() * (lr - la)).sum(-1)[keep].numpy()
+    rd, ad = ref.argmax(-1), amp.argmax(-1)
+    dp = la.exp().gather(-1, rd[..., None])[..., 0] - lr.exp().gather(-1, rd[..., None])[..., 0]
+    k = min(5, ref.shape[-1])
+    # top-k with ties (BF16 logits have many) broken toward the lower token index
+    tr = torch.argsort(ref, dim=-1, descending=True, stable=True)[..., :k]
+    ta = torch.argsort(amp, dim=-1, descending=True, stable=True)[..., :k]
+    overlap = (tr[..., :, None] == ta[..., None, :]).any(-1).sum(-1).double() / k
+    flips = [(int(i), int(t), int(rd[i, t]), int(ad[i, t])) for i, t in zip(*np.nonzero((keep & (rd != ad)).numpy()))]
+    out = {"positions": int(keep.sum()), "mean_kld": kld.mean(), "p99_kld": np.percentile(kld, 99), "max_kld": kld.max(),
+           "same_top": (rd == ad)[keep].double().mean().item(), "top5_overlap": overlap[keep].mean().item(),
+           "rms_dp": dp[keep].pow(2).mean().sqrt().item(), "flips": flips}
+    if labels is not None:
+        lab = torch.from_numpy(labels)[:, 1:]
+        use = lab != -100
+        for side, lp in (("ref", lr), ("amp", la)):
+            nll = -lp[:, :-1].gather(-1, lab.clamp_min(0)[..., None])[..., 0]
+            out[side + "_ce"] = nll[use].mean().item()
+    return out
+
+
+class PlantedLM(nn.Module):
+    """A one-layer LM whose pad token (id 0) gives two logits 2^-12 apart: BF16 rounds them to a
+    tie (lowest index wins), so every pad position flips; every other token has clear margins,
+    exactly representable in BF16."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(8, 2)
+        self.head = nn.Linear(2, 4, bias=False)
+        with torch.no_grad():
+            self.emb.weight.zero_()
+            self.emb.weight[0, 0] = 1.0
+            self.emb.weight[1:, 1] = 1.0
+            self.head.weight.copy_(torch.tensor([[1.0, -3.0], [1.0 + 2.0 ** -12, -2.0], [-5.0, 4.0], [-5.0, 1.0]]))
+
+    def forward(self, input_ids, attention_mask):
+        logits = self.head(self.emb(input_ids))
+        return torch.where(attention_mask.bool().unsqueeze(-1), logits, logits)
+
+
+class Case:
+    """An exported program with its probe file and the eager oracle."""
+
+    def __init__(self, tmp, name, model, ids, mask, labels=None, dynamic=None):
+        self.name, self.model, self.ids, self.mask = name, model.eval(), ids, mask
+        kw = {"input_ids": ids, "attention_mask": mask}
+        ep = torch.export.export(self.model, (), kw, dynamic_shapes=dynamic)
+        self.path = os.path.join(tmp, name + ".pt2")
+        torch.export.save(ep, self.path)
+        self.probes = self.write(tmp, name + "-probes.pt", [ids, mask], labels)
+
+    def write(self, tmp, fname, inputs, labels=None):
+        path = os.path.join(tmp, fname)
+        data = {"inputs": inputs, "ids": [f"s{i}" for i in range(len(inputs[0]))]}
+        if labels is not None:
+            data["labels"] = labels
+        torch.save(data, path)
+        return path
+
+    def eager(self, precision):
+        torch.manual_seed(SEED)
+        with torch.no_grad():
+            if precision == "fp32":
+                y = self.model(input_ids=self.ids, attention_mask=self.mask)
+            else:
+                with torch.autocast("cpu", dtype=DTYPES[precision]):
+                    y = self.model(input_ids=self.ids, attention_mask=self.mask)
+        y = y.logits if hasattr(y, "logits") else y
+        return y.float().numpy()
+
+    def run(self, *extra, probes=None):
+        return run("--model", self.path, "--probes", probes or self.probes, "--precision", "fp16,bf16", "--outputs", "--seed", SEED,
+                   "--batch-size", len(self.ids), "--device", "cpu", *extra)
+
+
+def token_batch(g, vocab=V, n=N, t=T):
+    ids = torch.randint(1, vocab, (n, t), generator=g)
+    mask = torch.ones(n, t, dtype=torch.long)
+    mask[0, 8:] = 0  # a padded sample
+    mask[3, 10:] = 0
+    return ids, mask
+
+
+@unittest.skipIf(transformers is None, "transformers is not installed (tools/bootstrap.sh installs it)")
+class HuggingFacePrograms(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        torch.manual_seed(0)
+        cls.tmp = tempfile.TemporaryDirectory()
+        g = torch.Generator().manual_seed(1)
+        ids, mask = token_batch(g)
+        labels = ids.clone()
+        labels[mask == 0] = -100
+        gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=V, n_positions=32, n_embd=64, n_layer=2, n_head=4, use_cache=False))
+        llama = LlamaForCausalLM(LlamaConfig(vocab_size=V, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+                                             use_cache=False))
+        bert = BertForSequenceClassification(BertConfig(vocab_size=V, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                                        intermediate_size=128, max_position_embeddings=32, num_labels=3))
+        t = cls.tmp.name
+        cls.cases = {"gpt2": Case(t, "gpt2", gpt2, ids, mask, labels), "llama": Case(t, "llama", llama, ids, mask, labels),
+                     "bert": Case(t, "bert", bert, ids, mask)}
+        cls.labels = labels
+        cls.runs = {name: c.run() for name, c in cls.cases.items()}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_outputs_bitwise_equal_to_eager(self):
+        for name, case in self.cases.items():
+            rc, js, se = self.runs[name]
+            self.assertIn(rc, (0, 1), f"{name}: {se}")
+            for p in ("fp32", "fp16", "bf16"):
+                want = case.eager(p)
+                got = outputs(js, p, want.shape)
+                self.assertTrue(bits_equal(got, want), f"{name} {p}: max |diff| {np.nanmax(np.abs(got - want))}")
+
+    def test_token_inputs_keep_their_dtype(self):
+        """int64 ids reach the embedding as int64 (a float cast would refuse or change nothing visible: the
+        probe record keeps the shapes, the eager equality above the values)."""
+        rc, js, se = self.runs["gpt2"]
+        self.assertEqual(js["probes"]["input_shapes"], [[T], [T]])
+
+    def test_per_token_figures_equal_python(self):
+        for name in ("gpt2", "llama"):
+            case = self.cases[name]
+            rc, js, se = self.runs[name]
+            ref = case.eager("fp32")
+            for p in ("fp16", "bf16"):
+                want = token_figures(ref, case.eager(p), case.mask.numpy(), self.labels.numpy())
+                tok = comparison_of(js, p)["tokens"]
+                self.assertEqual(tok["positions"], want["positions"], f"{name} {p}")
+                self.assertEqual(tok["masked"], N * T - want["positions"])
+                for key in ("mean_kld", "p99_kld", "max_kld", "same_top", "top5_overlap", "rms_dp"):
+                    self.assertAlmostEqual(as_float(tok[key]), float(want[key]), delta=1e-9 + 1e-7 * abs(float(want[key])),
+                                           msg=f"{name} {p} {key}")
+                lab = tok["labels"]
+                self.assertAlmostEqual(lab["ref_cross_entropy"], want["ref_ce"], delta=1e-9)
+                self.assertAlmostEqual(lab["amp_cross_entropy"], want["amp_ce"], delta=1e-9)
+                self.assertAlmostEqual(lab["ref_perplexity"], np.exp(want["ref_ce"]), delta=1e-7)
+                flips = [(int(f["sample"][1:]), f["position"], f["ref"], f["amp"]) for f in comparison_of(js, p)["flips"]]
+                self.assertEqual(flips, want["flips"], f"{name} {p}")
+                names = [c["name"] for c in comparison_of(js, p)["criteria"]]
+                self.assertEqual(names, ["finite_outputs", "score_tolerance", "decision_flips", "mean_kld", "same_top", "quality"])
+
+    def test_the_precisions_differ(self):
+        """The oracle separates the policies: the figures above are not trivially zero."""
+        case = self.cases["llama"]
+        self.assertGreater(token_figures(case.eager("fp32"), case.eager("bf16"), case.mask.numpy())["mean_kld"], 0)
+
+    def test_mask_and_criteria_recorded(self):
+        rc, js, se = self.runs["gpt2"]
+        c = js["criteria"]
+        self.assertEqual(c["mask_input"], "attention_mask")
+        self.assertEqual((c["max_flip_rate"], c["max_mean_kld"], c["min_same_top"]), (0.0, 1e-3, 0.99))
+        self.assertEqual(c["quality_metric"], "perplexity")
+
+    def test_show_prints_the_token_figures(self):
+        rc, js, se = self.runs["gpt2"]
+        rc, so, se = run_cli("show", js["run_id"])
+        self.assertEqual(rc, 0, se)
+        self.assertIn("mean KLD", so)
+        self.assertIn("same top-1", so)
+
+    def test_stored_and_read_back(self):
+        """The database holds the per-token figures: show --json equals the run's JSON."""
+        rc, js, se = self.runs["llama"]
+        rc, so, se = run_cli("show", js["run_id"], "--json")
+        self.assertEqual(rc, 0, se)
+        shown = json.loads(so)
+        for p in ("fp16", "bf16"):
+            a, b = comparison_of(js, p), comparison_of(shown, p)
+            for key in ("positions", "mean_kld", "p99_kld", "same_top", "top5_overlap", "rms_dp", "boundary", "labels"):
+                self.assertEqual(a["tokens"][key], b["tokens"][key], f"{p} {key}")
+            self.assertEqual(a["flips"], b["flips"])
+
+    def test_classifier_outputs_stay_per_sample(self):
+        """BERT sequence classification [N, 3]: one decision per sample, no token figures."""
+        rc, js, se = self.runs["bert"]
+        self.assertNotIn("tokens", comparison_of(js, "bf16"))
+
+    def test_bad_inputs_exit_2(self):
+        case, t = self.cases["gpt2"], self.tmp.name
+        ids, mask = case.ids, case.mask
+        bad = ids.clone()
+        bad[3, 5] = V
+        neg = ids.clone()
+        neg[1, 2] = -1
+        cases = {
+            "float-ids": ([ids.float(), mask], None, ["inputs[0] (input_ids)", "is float32 [6, 12]", "int64", "integer"]),
+            "out-of-range": ([bad, mask], None, ["sample 's3' position 5", "token id 96", "transformer.wte", "96 rows"]),
+            "negative": ([neg, mask], None, ["sample 's1' position 2", "token id -1"]),
+            "one-input": ([ids], None, ["gives 1 input tensor(s)"]),
+            "float-mask": ([ids, mask.float()], None, ["inputs[1] (attention_mask)", "integer"]),
+        }
+        for name, (inputs, labels, words) in cases.items():
+            path = case.write(t, f"bad-{name}.pt", inputs, labels)
+            rc, js, se = case.run(probes=path)
+            self.assertEqual(rc, 2, f"{name}: {se}")
+            for w in words:
+                self.assertIn(w, se, name)
+            if name == "out-of-range":
+                self.assertIn(path, se)
+        bert = self.cases["bert"]
+        path = bert.write(t, "bert-token-labels.pt", [ids, mask], self.labels)
+        rc, js, se = bert.run(probes=path)
+        self.assertEqual(rc, 2, se)
+        self.assertIn("token labels [N, 12] need a sequence output", se)
+
+
+class PlantedMask(unittest.TestCase):
+    """Flips only at masked positions: accepted with the mask, rejected without it."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        ids = torch.randint(1, 8, (4, 6), generator=torch.Generator().manual_seed(2))
+        mask = torch.ones(4, 6, dtype=torch.long)
+        ids[1, 3:] = 0  # pad tokens, masked out
+        mask[1, 3:] = 0
+        ids[2, 5] = 0
+        mask[2, 5] = 0
+        cls.case = Case(cls.tmp.name, "planted", PlantedLM(), ids, mask)
+        cls.unmasked = cls.case.write(cls.tmp.name, "planted-unmasked.pt", [ids, torch.ones_like(mask)])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_flips_exist_only_at_masked_positions(self):
+        ref, amp = self.case.eager("fp32"), self.case.eager("bf16")
+        flipped = set(zip(*np.nonzero(ref.argmax(-1) != amp.argmax(-1))))
+        self.assertEqual(flipped, {(1, 3), (1, 4), (1, 5), (2, 5)})
+
+    def test_mask_honoured(self):
+        rc, js, se = self.case.run()
+        self.assertEqual(rc, 0, se)
+        tok = comparison_of(js, "bf16")["tokens"]
+        self.assertEqual((tok["positions"], tok["masked"], tok["same_top"]), (20, 4, 1))
+        self.assertEqual(comparison_of(js, "bf16")["flips"], [])
+
+    def test_without_the_mask_the_flips_count(self):
+        rc, js, se = self.case.run(probes=self.unmasked)
+        self.assertEqual(rc, 1, se)
+        flips = [(f["sample"], f["position"], f["ref"], f["amp"]) for f in comparison_of(js, "bf16")["flips"]]
+        self.assertEqual(flips, [("s1", 3, 1, 0), ("s1", 4, 1, 0), ("s1", 5, 1, 0), ("s2", 5, 1, 0)])
+        crit = {c["name"]: c for c in comparison_of(js, "bf16")["criteria"]}
+        self.assertFalse(crit["decision_flips"]["passed"])
+        self.assertEqual(crit["decision_flips"]["samples"], ["s1", "s2"])
+        self.assertFalse(crit["same_top"]["passed"])  # 20 of 24 positions
+
+    def test_mask_input_flag_names_an_input(self):
+        rc, js, se = self.case.run("--mask-input", "nope")
+        self.assertEqual(rc, 2, se)
+        self.assertIn("no input of that name", se)
+        self.assertIn("input_ids, attention_mask", se)
+
+    def test_range_constraints_refuse_a_small_batch(self):
+        dyn = {"input_ids": {0: torch.export.Dim("b", min=3)}, "attention_mask": {0: torch.export.Dim("b", min=3)}}
+        case = Case(self.tmp.name, "dynamic", PlantedLM(), self.case.ids, self.case.mask, dynamic=dyn)
+        small = case.write(self.tmp.name, "two.pt", [self.case.ids[:2], self.case.mask[:2]])
+        rc, js, se = run("--model", case.path, "--probes", small, "--precision", "bf16")
+        self.assertEqual(rc, 2, se)
+        self.assertIn("dimension 0 is 2", se)
+        self.assertIn("range_constraints", se)
+        rc, js, se = run("--model", case.path, "--probes", self.case.probes, "--precision", "bf16")
+        self.assertIn(rc, (0, 1), se)
+
+
+class TinyLM(nn.Module):
+    def __init__(self, vocab=32, width=16):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, width)
+        self.mix = nn.Linear(width, width)
+        self.head = nn.Linear(width, vocab)
+
+    def forward(self, input_ids):
+        return self.head(torch.tanh(self.mix(self.emb(input_ids))))
+
+
+class LossInside(TinyLM):
+    """A program that returns its own loss (as Hugging Face models given labels do)."""
+
+    def forward(self, input_ids, labels):
+        logits = super().forward(input_ids)
+        return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1), ignore_index=-100)
+
+
+def shifted_ce(logits, labels):
+    return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1), ignore_index=-100)
+
+
+class TrainLM(unittest.TestCase):
+    """train --loss lm (shifted token cross-entropy, -100 ignored) and --loss model, step by step
+    against the user's own loop: the same program (torch.export.load(...).module()), SGD,
+    torch.autocast + torch.amp.GradScaler."""
+
+    @classmethod
+    def setUpClass(cls):
+        torch.manual_seed(4)
+        cls.tmp = tempfile.TemporaryDirectory()
+        g = torch.Generator().manual_seed(5)
+        cls.ids = torch.randint(0, 32, (16, 8), generator=g)
+        cls.labels = cls.ids.clone()
+        cls.labels[::3, 5:] = -100
+        cls.lm = os.path.join(cls.tmp.name, "lm.pt2")
+        torch.export.save(torch.export.export(TinyLM(), (cls.ids[:4],)), cls.lm)
+        cls.inside = os.path.join(cls.tmp.name, "inside.pt2")
+        torch.export.save(torch.export.export(LossInside(), (cls.ids[:4], cls.labels[:4])), cls.inside)
+        cls.data = os.path.join(cls.tmp.name, "tokens.pt")
+        torch.save({"inputs": cls.ids, "labels": cls.labels}, cls.data)
+        cls.data_inside = os.path.join(cls.tmp.name, "tokens-inside.pt")
+        torch.save({"inputs": [cls.ids, cls.labels]}, cls.data_inside)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def python_run(self, path, steps, inside):
+        ref, amp = torch.export.load(path).module(), torch.export.load(path).module()
+        opt_r, opt_a = torch.optim.SGD(ref.parameters(), lr=0.5), torch.optim.SGD(amp.parameters(), lr=0.5)
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 24, growth_interval=2)
+        loss = (lambda m, x, y: m(x, y)) if inside else (lambda m, x, y: shifted_ce(m(x), y))
+        out = []
+        for step in range(steps):
+            b = (step * 4) % 16
+            x, y = self.ids[b:b + 4], self.labels[b:b + 4]
+            opt_r.zero_grad()
+            opt_a.zero_grad()
+            lr_ = loss(ref, x, y)
+            lr_.backward()
+            opt_r.step()
+            scale = scaler.get_scale()
+            with torch.autocast("cpu", dtype=torch.float16):
+                la = loss(amp, x, y)
+            scaler.scale(la).backward()
+            scaler.unscale_(opt_a)
+            found = sum(v.item() for v in scaler._per_optimizer_states[id(opt_a)]["found_inf_per_device"].values())
+            scaler.step(opt_a)
+            scaler.update()
+            out.append({"loss_ref": lr_.item(), "loss_amp": la.item(), "scale": scale, "skipped": found > 0})
+        return out
+
+    def check(self, path, data, loss, inside):
+        steps = 10
+        want = self.python_run(path, steps, inside)
+        rc, so, se = run_cli("train", "--model", path, "--data", data, "--loss", loss, "--steps", steps, "--batch-size", 4,
+                             "--lr", 0.5, "--precision", "fp16", "--init-scale", 2.0 ** 24, "--growth-interval", 2, "--device", "cpu",
+                             "--json", "-", "-q")
+        self.assertIn(rc, (0, 1), se)
+        got = json.loads(so)["steps"]
+        self.assertEqual(len(got), steps)
+        for w, g in zip(want, got):
+            self.assertEqual(as_float(g["loss_ref"]), w["loss_ref"], f"{loss} step {g['step']}")
+            self.assertEqual(as_float(g["loss_amp"]), w["loss_amp"], f"{loss} step {g['step']}")
+            self.assertEqual(as_float(g["scale"]), w["scale"], f"{loss} step {g['step']}")
+            self.assertEqual(g["skipped"], w["skipped"], f"{loss} step {g['step']}")
+        self.assertTrue(any(w["skipped"] for w in want) and not all(w["skipped"] for w in want))
+
+    def test_loss_lm_matches_a_python_loop(self):
+        self.check(self.lm, self.data, "lm", False)
+
+    def test_loss_model_matches_a_python_loop(self):
+        self.check(self.inside, self.data_inside, "model", True)
+
+    def test_loss_lm_needs_token_labels(self):
+        flat = os.path.join(self.tmp.name, "flat.pt")
+        torch.save({"inputs": self.ids, "labels": self.ids[:, 0]}, flat)
+        rc, so, se = run_cli("train", "--model", self.lm, "--data", flat, "--loss", "lm", "--steps", 1, "--batch-size", 4)
+        self.assertEqual(rc, 2, se)
+        self.assertIn("token labels [N, T]", se)
+
+
+if __name__ == "__main__":
+    unittest.main()
