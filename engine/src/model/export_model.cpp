@@ -7,6 +7,7 @@
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "ampscope/engine/errors.h"
@@ -180,15 +181,46 @@ private:
         region_amp_only_ = amp_only;
         regions_valid_ = true;
         node_fp32_.assign(p_.graphs.size(), {});
-        for (size_t g = 0; g < p_.graphs.size(); ++g)
+        node_no_cast_.assign(p_.graphs.size(), {});
+        for (size_t g = 0; g < p_.graphs.size(); ++g) {
+            std::unordered_map<std::string, const Node*> producer;  // value name → the node that made it
             for (const auto& n : p_.graphs[g].nodes) {
-                bool in = false, inside_amp = !amp_only || within(n.module, *amp_only);
+                bool inside_amp = !amp_only || within(n.module, *amp_only);
+                std::optional<std::string> region;  // the innermost kept module around the node
                 for (const auto& m : n.module_chain) {
-                    in = in || (!m.empty() && matches_any(m, globs));
+                    if (!m.empty() && matches_any(m, globs)) region = m;
                     inside_amp = inside_amp || m == *amp_only;
                 }
-                node_fp32_[g].push_back(in || !inside_amp);
+                node_fp32_[g].push_back(region || !inside_amp);
+                node_no_cast_[g].push_back(region ? made_inside(n, *region, producer) : std::vector<std::string>{});
+                for (const auto& o : n.outputs) {
+                    if (!o.name.empty()) producer[o.name] = &n;
+                    for (const auto& nm : o.names) producer[nm] = &n;
+                }
             }
+        }
+    }
+
+    /// The tensor arguments of `n` produced inside `region`: a region casts the module's
+    /// floating inputs only (as `torch.autocast(enabled=False)` plus `.float()` on the module's
+    /// inputs does), so an explicit `.half()` inside the kept module stays half.
+    static std::vector<std::string> made_inside(const Node& n, const std::string& region,
+                                                const std::unordered_map<std::string, const Node*>& producer) {
+        std::vector<std::string> out;
+        auto check = [&](const std::string& name) {
+            const auto it = producer.find(name);
+            if (it == producer.end()) return;  // a graph input: enters from outside
+            const auto& chain = it->second->module_chain;
+            if (std::find(chain.begin(), chain.end(), region) != chain.end()) out.push_back(name);
+        };
+        for (const auto& a : n.args) {
+            if (!a) continue;
+            if (a->kind == Arg::Kind::Tensor) check(a->name);
+            if (a->kind == Arg::Kind::Tensors || a->kind == Arg::Kind::OptionalTensors)
+                for (const auto& nm : a->names)
+                    if (!nm.empty()) check(nm);
+        }
+        return out;
     }
 
     c10::IValue value(const Env& env, const std::string& name, const Node& n) const {
@@ -198,26 +230,30 @@ private:
     }
 
     c10::IValue resolve(const Arg& a, const Env& env, const Node& n, bool fp32) const {
-        auto cast = [fp32](at::Tensor t) {
-            return fp32 && t.defined() && (t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16) ? t.to(at::kFloat) : t;
+        const auto* keep = no_cast_;
+        auto cast = [fp32, keep](at::Tensor t, const std::string& name) {
+            if (!fp32 || !t.defined() || (t.scalar_type() != at::kHalf && t.scalar_type() != at::kBFloat16)) return t;
+            if (keep && std::find(keep->begin(), keep->end(), name) != keep->end()) return t;
+            return t.to(at::kFloat);
         };
         switch (a.kind) {
             case Arg::Kind::Constant: return a.constant;
             case Arg::Kind::Device: return c10::IValue(device_);
             case Arg::Kind::Tensor: {
                 auto v = value(env, a.name, n);
-                return v.isTensor() ? c10::IValue(cast(v.toTensor())) : v;
+                return v.isTensor() ? c10::IValue(cast(v.toTensor(), a.name)) : v;
             }
             case Arg::Kind::SymInt: return value(env, a.name, n);
             case Arg::Kind::Tensors: {
                 c10::List<at::Tensor> l;
-                for (const auto& nm : a.names) l.push_back(cast(value(env, nm, n).toTensor()));
+                for (const auto& nm : a.names) l.push_back(cast(value(env, nm, n).toTensor(), nm));
                 return l;
             }
             case Arg::Kind::OptionalTensors: {
                 c10::List<std::optional<at::Tensor>> l;
                 for (const auto& nm : a.names)
-                    l.push_back(nm.empty() ? std::optional<at::Tensor>() : std::optional<at::Tensor>(cast(value(env, nm, n).toTensor())));
+                    l.push_back(nm.empty() ? std::optional<at::Tensor>()
+                                           : std::optional<at::Tensor>(cast(value(env, nm, n).toTensor(), nm)));
                 return l;
             }
             case Arg::Kind::SymInts: {
@@ -352,7 +388,11 @@ private:
         for (size_t k = 0; k < g.nodes.size(); ++k) {
             const auto& n = g.nodes[k];
             switch (n.kind) {
-                case Node::Kind::Op: op(n, env, base_autocast_ && node_fp32_[size_t(gi)][k]); break;
+                case Node::Kind::Op:
+                    no_cast_ = &node_no_cast_[size_t(gi)][k];
+                    op(n, env, base_autocast_ && node_fp32_[size_t(gi)][k]);
+                    no_cast_ = nullptr;
+                    break;
                 case Node::Kind::Autocast:
                 case Node::Kind::GradEnabled: hop(n, env); break;
                 case Node::Kind::SymOp: sym(n, env); break;
@@ -383,6 +423,9 @@ private:
     std::optional<std::string> region_amp_only_;
     std::vector<std::string> region_globs_;
     std::vector<std::vector<bool>> node_fp32_;
+    /// Per node: the arguments produced inside its FP32 region (not cast); the running node's.
+    std::vector<std::vector<std::vector<std::string>>> node_no_cast_;
+    const std::vector<std::string>* no_cast_ = nullptr;
 };
 
 }  // namespace

@@ -41,11 +41,18 @@ struct ScriptPlan {
     std::shared_ptr<torch::jit::Graph> graph;
     std::unique_ptr<torch::jit::Code> code;
     std::vector<std::string> node_module;  ///< per scope id
+    /// Per cast: the module path of the node that produced the cast value ("" for the root);
+    /// a value made inside the consumer's FP32 region is not cast (the region casts only the
+    /// kept module's inputs, as torch.autocast(enabled=False) plus `.float()` on them does).
+    std::vector<std::string> producer_module;
 };
 
 struct ScriptRun {
     const ScriptPlan* plan = nullptr;
     const std::vector<bool>* fp32 = nullptr;  ///< per scope id under the running policy; null: none
+    /// Per scope id: the innermost kept module around it (nullopt: FP32 only because outside the
+    /// advisor's amp_only module, where every half input is cast).
+    const std::vector<std::optional<std::string>>* region = nullptr;
     bool base_autocast = false;
     bool in_fp32(int64_t id) const { return fp32 && id >= 0 && size_t(id) < fp32->size() && (*fp32)[size_t(id)]; }
 };
@@ -62,14 +69,19 @@ void enter_scope(int64_t id) {
         ctx.regions_hit.push_back(run.plan->node_module[size_t(id)]);
 }
 
-at::Tensor to_fp32(const at::Tensor& x, int64_t id) {
-    if (!tls_script_run.in_fp32(id)) return x;
-    return x.defined() && x.is_floating_point() && x.scalar_type() != at::kFloat ? x.to(at::kFloat) : x;
+at::Tensor to_fp32(const at::Tensor& x, int64_t id, int64_t producer) {
+    const auto& run = tls_script_run;
+    if (!run.in_fp32(id) || !x.defined() || !x.is_floating_point() || x.scalar_type() == at::kFloat) return x;
+    const auto& region = run.region ? (*run.region)[size_t(id)] : std::nullopt;
+    if (region && producer >= 0 && size_t(producer) < run.plan->producer_module.size() &&
+        within(run.plan->producer_module[size_t(producer)], *region))
+        return x;  // made inside the kept module: not one of its inputs
+    return x.to(at::kFloat);
 }
 
 TORCH_LIBRARY(ampscope, m) {
     m.def(torch::schema("ampscope::enter_scope(int id) -> ()", c10::AliasAnalysisKind::CONSERVATIVE), &enter_scope);
-    m.def(torch::schema("ampscope::to_fp32(Tensor x, int id) -> Tensor", c10::AliasAnalysisKind::CONSERVATIVE), &to_fp32);
+    m.def(torch::schema("ampscope::to_fp32(Tensor x, int id, int producer) -> Tensor", c10::AliasAnalysisKind::CONSERVATIVE), &to_fp32);
 }
 
 using NodePaths = std::unordered_map<torch::jit::Node*, std::string>;
@@ -148,7 +160,12 @@ void instrument_block(torch::jit::Block* block, ScriptPlan& plan, bool casts, co
             for (size_t i = 0; i < n->inputs().size(); ++i) {
                 Value* v = n->input(i);
                 if (v->type()->kind() != c10::TypeKind::TensorType) continue;
-                Node* cast = g->create(Symbol::fromQualString("ampscope::to_fp32"), {v, id_value}, 1);
+                int64_t producer = -1;  // a graph input enters every region from outside
+                if (const auto made = paths.find(v->node()); made != paths.end() && v->node()->kind() != prim::Param) {
+                    producer = int64_t(plan.producer_module.size());
+                    plan.producer_module.push_back(made->second);
+                }
+                Node* cast = g->create(Symbol::fromQualString("ampscope::to_fp32"), {v, id_value, g->insertConstant(producer)}, 1);
                 cast->output()->setType(v->type());
                 g->insertNode(cast);
                 n->replaceInput(i, cast->output());
@@ -168,11 +185,12 @@ public:
             const bool regions = !ctx.keep_fp32.empty() || ctx.amp_only;
             const ScriptPlan& plan = plan_for(regions);
             const std::vector<bool>* fp32 = regions ? &policy_for(plan, ctx.keep_fp32, ctx.amp_only) : nullptr;
+            const auto* region = regions ? &region_ : nullptr;
             torch::jit::Stack stack;
             stack.emplace_back(m_._ivalue());
             for (auto& a : args) stack.push_back(a);
             ScriptRun saved = tls_script_run;
-            tls_script_run = {&plan, fp32, at::autocast::is_autocast_enabled(ctx.device_type)};
+            tls_script_run = {&plan, fp32, region, at::autocast::is_autocast_enabled(ctx.device_type)};
             struct Restore {
                 ScriptRun saved;
                 ~Restore() {
@@ -244,7 +262,11 @@ private:
             policy_keep_ = keep_fp32;
             policy_amp_only_ = amp_only;
             policy_.clear();
-            for (const auto& path : plan.node_module) policy_.push_back(runs_fp32(path, keep_fp32, amp_only));
+            region_.clear();
+            for (const auto& path : plan.node_module) {
+                policy_.push_back(runs_fp32(path, keep_fp32, amp_only));
+                region_.push_back(fp32_region_of(path, keep_fp32));
+            }
         }
         return policy_;
     }
@@ -253,6 +275,7 @@ private:
     std::vector<std::string> policy_keep_;
     std::optional<std::string> policy_amp_only_;
     std::vector<bool> policy_;
+    std::vector<std::optional<std::string>> region_;
 };
 
 }  // namespace
@@ -273,8 +296,11 @@ std::unique_ptr<Model> load_torchscript(const std::string& source) {
     }
     auto sm = std::make_unique<ScriptModel>(std::move(m));
     if (!sm->module().find_method("forward")) throw InputError(source, "--model", "the TorchScript module has no forward method");
-    for (const auto& arg : sm->module().get_method("forward").function().getSchema().arguments()) {
-        if (arg.name() == "self") continue;
+    // The first argument of a method is the module, whatever its name (`def forward(s, x)`).
+    const auto& args = sm->module().get_method("forward").function().getSchema().arguments();
+    for (size_t i = 0; i < args.size(); ++i) {
+        const auto& arg = args[i];
+        if (i == 0 && arg.type()->kind() == c10::TypeKind::ClassType) continue;
         sm->input_names.push_back(arg.name());
         if (!arg.default_value()) sm->required_inputs = sm->input_names.size();
     }

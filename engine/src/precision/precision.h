@@ -31,6 +31,11 @@ bool within(const std::string& path, const std::string& module);
 /// region (a region covers its submodules) or, in a pass that runs only one module under
 /// autocast (the advisor's sensitivity passes), outside that module.
 bool runs_fp32(const std::string& path, const std::vector<std::string>& keep_fp32, const std::optional<std::string>& amp_only);
+/// The innermost kept module (FP32 region) that `path` lies in; nullopt when none. Values
+/// produced inside it are not cast when they enter one of its ops: a region is
+/// `torch.autocast(enabled=False)` around the module plus a cast of the module's floating
+/// inputs, so an explicit `.half()` inside it stays half.
+std::optional<std::string> fp32_region_of(const std::string& path, const std::vector<std::string>& keep_fp32);
 
 // ---- module scopes (demo models) and FP32 regions -------------------------------------
 

@@ -4,6 +4,7 @@
 #include <fnmatch.h>
 
 #include "ampscope/engine/errors.h"
+#include "ampscope/engine/text.h"
 #include "precision/precision.h"
 
 namespace ampscope::detail {
@@ -34,6 +35,16 @@ bool runs_fp32(const std::string& path, const std::vector<std::string>& keep_fp3
     }
 }
 
+std::optional<std::string> fp32_region_of(const std::string& path, const std::vector<std::string>& keep_fp32) {
+    if (keep_fp32.empty()) return std::nullopt;
+    for (std::string p = path;;) {
+        if (!p.empty() && matches_any(p, keep_fp32)) return p;
+        const auto dot = p.rfind('.');
+        if (dot == std::string::npos) return std::nullopt;
+        p = p.substr(0, dot);
+    }
+}
+
 void check_fp32_regions(Model& model, const std::vector<std::string>& globs) {
     if (globs.empty()) return;
     if (!model.has_module_scopes()) throw InputError("--keep-fp32", "", "this model has no module scopes to keep in FP32");
@@ -49,13 +60,15 @@ void check_fp32_regions(Model& model, const std::vector<std::string>& globs) {
                 "an empty glob; expected a module path or glob such as 'blocks.1.*'. Modules of " + model.info.source + ": " + listing);
         if (matches_any("", {g}))
             throw InputError("--keep-fp32", "",
-                             "'" + g +
+                             "'" + clip_echo(g) +
                                  "' matches the root module, which would run the whole model in FP32; "
                                  "expected submodules. Modules of " +
                                  model.info.source + ": " + listing);
         bool hit = false;
         for (const auto& m : model.info.modules) hit = hit || (!m.empty() && matches_any(m, {g}));
-        if (!hit) throw InputError("--keep-fp32", "", "'" + g + "' matches no module of " + model.info.source + "; modules: " + listing);
+        if (!hit)
+            throw InputError("--keep-fp32", "",
+                             "'" + clip_echo(g) + "' matches no module of " + model.info.source + "; modules: " + listing);
     }
 }
 
