@@ -81,6 +81,16 @@ nlohmann::json step_json(const ReplayStep& st) {
                           {"weights_finite", p.update_finite},
                           {"sha256_ref", p.sha256_ref},
                           {"sha256_amp", p.sha256_amp}});
+    nlohmann::json acts = nlohmann::json::array();
+    for (const auto& l : st.activations)
+        acts.push_back({{"module", l.module},
+                        {"op", l.op},
+                        {"ref_absmax", num(l.ref_absmax)},
+                        {"amp_absmax", num(l.amp_absmax)},
+                        {"ref_rms", num(l.ref_rms)},
+                        {"amp_rms", num(l.amp_rms)},
+                        {"amp_nonfinite", l.amp_nonfinite},
+                        {"amp_fp16_overflow", l.amp_fp16_overflow}});
     return {{"step", st.step},
             {"loss_ref", num(st.loss_ref)},
             {"loss_amp", num(st.loss_amp)},
@@ -89,7 +99,8 @@ nlohmann::json step_json(const ReplayStep& st) {
             {"skipped", st.skipped},
             {"scale_after", num(st.scale_after)},
             {"growth_tracker", st.growth_tracker},
-            {"params", params}};
+            {"params", params},
+            {"activations", acts}};
 }
 
 nlohmann::json replay_json(const ReplayResult& r) {

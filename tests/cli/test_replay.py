@@ -310,6 +310,13 @@ class ForwardIncident(unittest.TestCase):
             self.assertEqual(step["skipped"], want["amp"]["skipped"])
             self.assertTrue(step["skipped"])
             self.assertEqual(as_float(step["loss_ref"]), want["ref"]["loss"])
+            # per-module activations side by side: fc1's FP32 output exceeds FP16's range
+            acts = {a["module"]: a for a in step["activations"]}
+            with torch.no_grad():
+                fc1_absmax = float(inc.net.fc1(inc.x).abs().max())
+            self.assertEqual(as_float(acts["fc1"]["ref_absmax"]), fc1_absmax)
+            self.assertGreater(fc1_absmax, 65504.0)
+            self.assertGreater(acts["fc1"]["amp_nonfinite"], 0)
         finally:
             inc.tmp.cleanup()
 

@@ -15,6 +15,7 @@
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/hash.h"
+#include "checkpoint/activations.h"
 #include "checkpoint/checkpoint.h"
 #include "precision/precision.h"
 #include "probes/probes.h"
@@ -152,17 +153,8 @@ struct Replay {
     double reference_step(int step) {
         zero_grad(ref);
         torch::manual_seed(seed_of(step));
-        at::Tensor out, loss;
-        try {  // the first forward on the user's batch: a failure here is the batch not fitting the model
-            out = ref.model->forward(inputs);
-            loss = train_parts::training_loss(ts, out, data, 0, inputs[0].size(0), device);
-        } catch (const InputError&) {
-            throw;
-        } catch (const std::exception& e) {
-            if (step > 0) throw;
-            throw InputError(s.batch, "inputs",
-                             "the model cannot run this batch (shape or dtype does not fit its inputs): " + detail::first_line(e.what()));
-        }
+        at::Tensor out = ref.model->forward(inputs);
+        at::Tensor loss = train_parts::training_loss(ts, out, data, 0, inputs[0].size(0), device);
         loss.backward();
         if (s.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(ref.params, s.clip_grad_norm);
         ckpt::optimizer_step(opt_ref, ref.params);
@@ -222,6 +214,15 @@ struct Replay {
         std::vector<at::Tensor> before_r, before_a;
         for (const auto& p : ref.params) before_r.push_back(p.detach().clone());
         for (const auto& p : amp.params) before_a.push_back(p.detach().clone());
+        try {  // the first forwards on the user's batch: a failure here is the batch not fitting the model
+            rec.activations = ckpt::activation_departures(*ref.model, *amp.model, inputs, device, s.precision, s.keep_fp32, seed_of(step));
+        } catch (const InputError&) {
+            throw;
+        } catch (const std::exception& e) {
+            if (step > 0) throw;
+            throw InputError(s.batch, "inputs",
+                             "the model cannot run this batch (shape or dtype does not fit its inputs): " + detail::first_line(e.what()));
+        }
         rec.loss_ref = reference_step(step);
         amp_step(step, rec);
         check_update(step, rec);

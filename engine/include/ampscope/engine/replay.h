@@ -51,6 +51,14 @@ struct ReplayParam {
     std::string sha256_ref, sha256_amp;  ///< the parameter's bytes after the step
 };
 
+/// Per module: its output activations in the FP32 reference and the AMP forward of a step
+/// (the statistics of the last op the module ran, as the observer records them).
+struct ReplayLayer {
+    std::string module, op;
+    double ref_absmax = 0, amp_absmax = 0, ref_rms = 0, amp_rms = 0;
+    int64_t amp_nonfinite = 0, amp_fp16_overflow = 0;
+};
+
 struct ReplayStep {
     int step = 0;
     double loss_ref = 0, loss_amp = 0;
@@ -59,6 +67,7 @@ struct ReplayStep {
     double scale_after = 1;
     int growth_tracker = -1;
     std::vector<ReplayParam> params;
+    std::vector<ReplayLayer> activations;
 };
 
 struct ReplayResult {
