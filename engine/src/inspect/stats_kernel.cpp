@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: MIT
+// The CPU statistics kernel: the accumulator, the exact portable path, and the dispatch to the
+// AVX2 fast path (stats_kernel_avx2.cpp) where the CPU has it.
 #include "inspect/stats_kernel.h"
+#include "inspect/stats_kernel_bits.h"
 
 #include <algorithm>
 #include <atomic>
@@ -8,35 +11,9 @@
 #include <cstring>
 #include <iterator>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define AMPSCOPE_X86_FAST 1
-#endif
-
 namespace ampscope::detail {
 
-namespace {
-constexpr uint32_t kExpMask = 0x7f800000u;
-constexpr uint32_t kFp16MaxBits = 0x477fe000u;        // 65504
-constexpr uint32_t kFp16MinNormalBits = 0x38800000u;  // 2^-14
-constexpr uint32_t kFp16MinSubBits = 0x33800000u;     // 2^-24
-constexpr uint32_t kBf16MaxBits = 0x7f7f0000u;        // 3.3895e38
-constexpr uint32_t kBf16MinNormalBits = 0x00800000u;  // 2^-126
-constexpr uint32_t kBf16MinSubBits = 0x00010000u;     // 2^-133
-
-/// Monotone map float bits -> unsigned key (negative values reversed).
-inline uint32_t key_of(uint32_t b) {
-    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-}
-inline uint32_t bits_of_key(uint32_t k) {
-    return (k & 0x80000000u) ? (k & 0x7fffffffu) : ~k;
-}
-inline float as_float(uint32_t b) {
-    float f;
-    std::memcpy(&f, &b, 4);
-    return f;
-}
-}  // namespace
+using namespace kernel;
 
 float KernelAcc::min() const {
     return as_float(bits_of_key(min_key));
@@ -186,11 +163,6 @@ void stats_block(const float* v, int n, KernelAcc& a) {
 
 namespace {
 
-constexpr int kBlock = 4096;                   // 16 KiB of floats: stays in L1 between passes
-constexpr int kChunk = 1024;                   // float lanes are summed into double per chunk
-constexpr uint32_t kFastLoBits = 0x21800000u;  // 2^-60: squares stay normal floats
-constexpr uint32_t kFastHiBits = 0x5b800000u;  // 2^56: 1024 squares stay below float max
-
 /// The exact path for 16-bit formats: widened block by block, then stats_block.
 void generic_16(const uint16_t* h, int64_t n, KernelAcc& a, void (*widen)(const uint16_t*, float*, int)) {
     float buf[kBlock];
@@ -200,361 +172,6 @@ void generic_16(const uint16_t* h, int64_t n, KernelAcc& a, void (*widen)(const 
         stats_block(buf, len, a);
     }
 }
-
-#if defined(AMPSCOPE_X86_FAST) && !defined(__SANITIZE_ADDRESS__)
-#define AMPSCOPE_AVX2 __attribute__((target("avx2,fma,f16c")))
-
-bool cpu_has_avx2() {
-    static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-    return ok;
-}
-
-/// The lanes of a 256-bit vector, reduced on the host side (once per block: not hot).
-template <class T, class V>
-AMPSCOPE_AVX2 inline T lane_min(V v) {
-    T t[sizeof(V) / sizeof(T)];
-    std::memcpy(t, &v, sizeof v);
-    return *std::min_element(std::begin(t), std::end(t));
-}
-template <class T, class V>
-AMPSCOPE_AVX2 inline T lane_max(V v) {
-    T t[sizeof(V) / sizeof(T)];
-    std::memcpy(t, &v, sizeof v);
-    return *std::max_element(std::begin(t), std::end(t));
-}
-AMPSCOPE_AVX2 inline double hsum_ps(__m256 v) {
-    alignas(32) float t[8];
-    _mm256_store_ps(t, v);
-    double s = 0;
-    for (float x : t) s += double(x);
-    return s;
-}
-
-inline uint32_t bits_of(float f) {
-    uint32_t b;
-    std::memcpy(&b, &f, 4);
-    return b;
-}
-
-/// The float pass of the fast path over n (a multiple of 32) finite floats obtained by load(i),
-/// which yields the 8 floats at i.
-/// The float pass also prefetches the next block (pf, elements of kElemBytes bytes): memory is
-/// otherwise idle while this pass works from L1.
-template <int kElemBytes, class Load>
-AMPSCOPE_AVX2 inline void moments(int n, Load load, const char* pf, KernelAcc& a) {
-    __m256 mn = _mm256_set1_ps(__builtin_inff()), mx = _mm256_set1_ps(-__builtin_inff());
-    double sum = 0, sumsq = 0;
-    for (int c = 0; c < n; c += kChunk) {
-        const int end = std::min(n, c + kChunk);
-        __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, q0 = s0, q1 = s0, q2 = s0, q3 = s0;
-        for (int i = c; i < end; i += 32) {
-            for (int l = 0; l < 32 * kElemBytes; l += 64) _mm_prefetch(pf + i * kElemBytes + l, _MM_HINT_T0);
-            const __m256 x0 = load(i), x1 = load(i + 8), x2 = load(i + 16), x3 = load(i + 24);
-            mn = _mm256_min_ps(_mm256_min_ps(mn, x0), _mm256_min_ps(x1, _mm256_min_ps(x2, x3)));
-            mx = _mm256_max_ps(_mm256_max_ps(mx, x0), _mm256_max_ps(x1, _mm256_max_ps(x2, x3)));
-            s0 = _mm256_add_ps(s0, x0);
-            s1 = _mm256_add_ps(s1, x1);
-            s2 = _mm256_add_ps(s2, x2);
-            s3 = _mm256_add_ps(s3, x3);
-            q0 = _mm256_fmadd_ps(x0, x0, q0);
-            q1 = _mm256_fmadd_ps(x1, x1, q1);
-            q2 = _mm256_fmadd_ps(x2, x2, q2);
-            q3 = _mm256_fmadd_ps(x3, x3, q3);
-        }
-        // Lanes summed in double: each lane holds at most kChunk/32 elements.
-        sum += hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-        sumsq += hsum_ps(_mm256_add_ps(_mm256_add_ps(q0, q1), _mm256_add_ps(q2, q3)));
-    }
-    a.sum += sum;
-    a.sumsq += sumsq;
-    a.min_key = std::min(a.min_key, key_of(bits_of(lane_min<float>(mn))));
-    a.max_key = std::max(a.max_key, key_of(bits_of(lane_max<float>(mx))));
-    a.count += n;
-}
-
-/// Magnitude range of n (a multiple of 32) 32-bit or 16-bit patterns: one load stream with four
-/// independent accumulator pairs, so that many cache lines are in flight.
-template <bool k16>
-AMPSCOPE_AVX2 inline void magnitude_range(const void* p, int n, __m256i& lo, __m256i& hi) {
-    const __m256i* v = static_cast<const __m256i*>(p);
-    const __m256i mask = k16 ? _mm256_set1_epi16(0x7fff) : _mm256_set1_epi32(0x7fffffff);
-    __m256i l0 = _mm256_set1_epi32(-1), l1 = l0, h0 = _mm256_setzero_si256(), h1 = h0;
-    const int vecs = n / (k16 ? 16 : 8);
-    int i = 0;
-    for (; i + 2 <= vecs; i += 2) {
-        const __m256i a0 = _mm256_and_si256(_mm256_loadu_si256(v + i), mask);
-        const __m256i a1 = _mm256_and_si256(_mm256_loadu_si256(v + i + 1), mask);
-        if constexpr (k16) {
-            l0 = _mm256_min_epu16(l0, a0);
-            h0 = _mm256_max_epu16(h0, a0);
-            l1 = _mm256_min_epu16(l1, a1);
-            h1 = _mm256_max_epu16(h1, a1);
-        } else {
-            l0 = _mm256_min_epu32(l0, a0);
-            h0 = _mm256_max_epu32(h0, a0);
-            l1 = _mm256_min_epu32(l1, a1);
-            h1 = _mm256_max_epu32(h1, a1);
-        }
-    }
-    for (; i < vecs; ++i) {
-        const __m256i a0 = _mm256_and_si256(_mm256_loadu_si256(v + i), mask);
-        if constexpr (k16) {
-            l0 = _mm256_min_epu16(l0, a0);
-            h0 = _mm256_max_epu16(h0, a0);
-        } else {
-            l0 = _mm256_min_epu32(l0, a0);
-            h0 = _mm256_max_epu32(h0, a0);
-        }
-    }
-    if constexpr (k16) {
-        lo = _mm256_min_epu16(l0, l1);
-        hi = _mm256_max_epu16(h0, h1);
-    } else {
-        lo = _mm256_min_epu32(l0, l1);
-        hi = _mm256_max_epu32(h0, h1);
-    }
-}
-
-AMPSCOPE_AVX2 inline int64_t total(__m256i x) {
-    alignas(32) int32_t t[8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(t), x);
-    int64_t s = 0;
-    for (int32_t y : t) s += y;
-    return s;
-}
-
-/// Every counter and the smallest non-zero finite magnitude of n (a multiple of 8) values, by
-/// threshold counts on the magnitude bits: each class is a difference of two of them.
-AMPSCOPE_AVX2 void counts_avx2(const float* v, int n, KernelAcc& a) {
-    const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
-#define c(x) _mm256_set1_epi32(int32_t(x))
-    const __m256i t_fin = c(kExpMask - 1u), t_inf = c(kExpMask), t_ninf = c(0xff800000u), zero = _mm256_setzero_si256();
-    const __m256i t_ho = c(kFp16MaxBits), t_bo = c(kBf16MaxBits), t_hs = c(kFp16MinNormalBits), t_hu = c(kFp16MinSubBits);
-    const __m256i t_bs = c(kBf16MinNormalBits), t_bu = c(kBf16MinSubBits), one = c(1u);
-#undef c
-    __m256i nonfin = zero, nan = zero, ninf = zero, zeros = zero, gh = zero, gb = zero, lhs = zero, lhu = zero, lbs = zero, lbu = zero;
-    __m256i minnz = _mm256_set1_epi32(-1);
-    for (int i = 0; i < n; i += 8) {
-        const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + i));
-        const __m256i ab = _mm256_and_si256(b, absmask);
-        const __m256i nf = _mm256_cmpgt_epi32(ab, t_fin);  // masks are -1: subtracting counts
-        nonfin = _mm256_sub_epi32(nonfin, nf);
-        nan = _mm256_sub_epi32(nan, _mm256_cmpgt_epi32(ab, t_inf));
-        ninf = _mm256_sub_epi32(ninf, _mm256_cmpeq_epi32(b, t_ninf));
-        zeros = _mm256_sub_epi32(zeros, _mm256_cmpeq_epi32(ab, zero));
-        gh = _mm256_sub_epi32(gh, _mm256_cmpgt_epi32(ab, t_ho));
-        gb = _mm256_sub_epi32(gb, _mm256_cmpgt_epi32(ab, t_bo));
-        lhs = _mm256_sub_epi32(lhs, _mm256_cmpgt_epi32(t_hs, ab));
-        lhu = _mm256_sub_epi32(lhu, _mm256_cmpgt_epi32(t_hu, ab));
-        lbs = _mm256_sub_epi32(lbs, _mm256_cmpgt_epi32(t_bs, ab));
-        lbu = _mm256_sub_epi32(lbu, _mm256_cmpgt_epi32(t_bu, ab));
-        // zero wraps to 0xffffffff and non-finite is forced there: never the minimum
-        minnz = _mm256_min_epu32(minnz, _mm256_or_si256(_mm256_sub_epi32(ab, one), nf));
-    }
-    const int64_t nf = total(nonfin), na = total(nan), ni = total(ninf), z = total(zeros);
-    a.nan += na;
-    a.posinf += nf - na - ni;
-    a.neginf += ni;
-    a.zeros += z;
-    a.h_over += total(gh) - nf;
-    a.b_over += total(gb) - nf;
-    a.h_sub += total(lhs) - z;
-    a.h_under += total(lhu) - z;
-    a.b_sub += total(lbs) - z;
-    a.b_under += total(lbu) - z;
-    a.minnz_bits = std::min(a.minnz_bits, lane_min<uint32_t>(minnz) + 1u);
-}
-
-/// The float pass for a block with NaN or Inf (n a multiple of 32): those values are left out
-/// of min, max and the sums by masks. Returns false, adding nothing, when the finite values
-/// are outside the fast range (the caller then takes the exact path).
-AMPSCOPE_AVX2 bool moments_masked(const float* v, int n, KernelAcc& a) {
-    const __m256i absmask = _mm256_set1_epi32(0x7fffffff), maxfin = _mm256_set1_epi32(0x7f7fffff);
-    const __m256 pinf = _mm256_set1_ps(__builtin_inff()), ninf = _mm256_set1_ps(-__builtin_inff());
-    __m256 mn = pinf, mx = ninf;
-    double sum = 0, sumsq = 0;
-    for (int c = 0; c < n; c += kChunk) {
-        const int end = std::min(n, c + kChunk);
-        __m256 s0 = _mm256_setzero_ps(), s1 = s0, q0 = s0, q1 = s0;
-        for (int i = c; i < end; i += 16) {
-            const __m256 x0 = _mm256_loadu_ps(v + i), x1 = _mm256_loadu_ps(v + i + 8);
-            const __m256 n0 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_and_si256(_mm256_castps_si256(x0), absmask), maxfin));
-            const __m256 n1 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_and_si256(_mm256_castps_si256(x1), absmask), maxfin));
-            mn = _mm256_min_ps(mn, _mm256_min_ps(_mm256_blendv_ps(x0, pinf, n0), _mm256_blendv_ps(x1, pinf, n1)));
-            mx = _mm256_max_ps(mx, _mm256_max_ps(_mm256_blendv_ps(x0, ninf, n0), _mm256_blendv_ps(x1, ninf, n1)));
-            const __m256 z0 = _mm256_andnot_ps(n0, x0), z1 = _mm256_andnot_ps(n1, x1);
-            s0 = _mm256_add_ps(s0, z0);
-            s1 = _mm256_add_ps(s1, z1);
-            q0 = _mm256_fmadd_ps(z0, z0, q0);
-            q1 = _mm256_fmadd_ps(z1, z1, q1);
-        }
-        sum += hsum_ps(_mm256_add_ps(s0, s1));
-        sumsq += hsum_ps(_mm256_add_ps(q0, q1));
-    }
-    const float lo = lane_min<float>(mn), hi = lane_max<float>(mx);
-    if (lo <= hi) {  // some finite value
-        const uint32_t amax = std::max(bits_of(lo) & 0x7fffffffu, bits_of(hi) & 0x7fffffffu);
-        if (amax < kFastLoBits || amax > kFastHiBits) return false;
-        a.sum += sum;
-        a.sumsq += sumsq;
-        a.min_key = std::min(a.min_key, key_of(bits_of(lo)));
-        a.max_key = std::max(a.max_key, key_of(bits_of(hi)));
-        a.amax_bits = std::max(a.amax_bits, amax);
-    }
-    a.count += n;
-    counts_avx2(v, n, a);
-    return true;
-}
-
-/// One block of at most kBlock floats.
-AMPSCOPE_AVX2 void f32_block(const float* v, int n, KernelAcc& a) {
-    const int m = n & ~31;
-    if (m > 0) {
-        __m256i lo, hi;
-        magnitude_range<false>(v, m, lo, hi);
-        const uint32_t minab = lane_min<uint32_t>(lo), maxab = lane_max<uint32_t>(hi);
-        if (maxab >= kFastLoBits && maxab <= kFastHiBits) {
-            moments<4>(
-                m, [v](int i) AMPSCOPE_AVX2 { return _mm256_loadu_ps(v + i); }, reinterpret_cast<const char*>(v + kBlock), a);
-            a.amax_bits = std::max(a.amax_bits, maxab);
-            // No value outside FP16's normal range: every range counter is zero.
-            if (minab >= kFp16MinNormalBits && maxab <= kFp16MaxBits)
-                a.minnz_bits = std::min(a.minnz_bits, minab);
-            else
-                counts_avx2(v, m, a);  // finite: the non-finite counters add nothing
-        } else if (maxab < kExpMask || !moments_masked(v, m, a)) {
-            stats_block(v, m, a);
-        }
-    }
-    if (n > m) stats_block(v + m, n - m, a);
-}
-
-/// Range counters of n (a multiple of 16) finite halves, on their bit patterns: a half can only
-/// be zero or FP16-subnormal (never FP16/BF16 overflow, BF16 subnormal, or below FP16's range).
-AMPSCOPE_AVX2 void half_counts(const uint16_t* h, int n, KernelAcc& a) {
-    const __m256i mask = _mm256_set1_epi16(0x7fff), zero = _mm256_setzero_si256();
-    const __m256i t_norm = _mm256_set1_epi16(0x0400), one = _mm256_set1_epi16(1);
-    __m256i zeros = zero, below = zero, minnz = _mm256_set1_epi16(-1);  // 16-bit lanes: n <= 4096
-    for (int i = 0; i < n; i += 16) {
-        const __m256i ab = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i)), mask);
-        zeros = _mm256_sub_epi16(zeros, _mm256_cmpeq_epi16(ab, zero));
-        below = _mm256_sub_epi16(below, _mm256_cmpgt_epi16(t_norm, ab));
-        minnz = _mm256_min_epu16(minnz, _mm256_sub_epi16(ab, one));  // zero wraps to 0xffff
-    }
-    alignas(32) uint16_t z[16], b[16];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(z), zeros);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(b), below);
-    int64_t nz = 0, nb = 0;
-    for (int k = 0; k < 16; ++k) {
-        nz += z[k];
-        nb += b[k];
-    }
-    a.zeros += nz;
-    a.h_sub += nb - nz;
-    const uint16_t mn = lane_min<uint16_t>(minnz);
-    if (mn != 0xffffu) {
-        const uint16_t bits = uint16_t(mn + 1u);
-        float f;
-        half_to_float(&bits, &f, 1);
-        a.minnz_bits = std::min(a.minnz_bits, bits_of(f));
-    }
-}
-
-/// IEEE half: every finite half is within the fast range; its range counters are zeros and
-/// FP16 subnormals only, counted on the bit patterns.
-struct Half16 {
-    static void widen(const uint16_t* h, float* out, int n) { half_to_float(h, out, n); }
-    AMPSCOPE_AVX2 static __m256 load(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-    static bool fast(uint16_t maxab) { return maxab < 0x7c00u && maxab != 0; }
-    static uint32_t float_bits(uint16_t bits) {
-        float f;
-        half_to_float(&bits, &f, 1);
-        return bits_of(f);
-    }
-    AMPSCOPE_AVX2 static void range(const uint16_t* h, int m, uint16_t minab, uint16_t, float*, KernelAcc& a) {
-        if (minab >= 0x0400u)
-            a.minnz_bits = std::min(a.minnz_bits, float_bits(minab));  // no zero, no subnormal
-        else
-            half_counts(h, m, a);
-    }
-};
-
-/// bfloat16: the fast range as for floats; range counters on the widened block when needed.
-struct BFloat16 {
-    static void widen(const uint16_t* h, float* out, int n) { bf16_to_float(h, out, n); }
-    AMPSCOPE_AVX2 static __m256 load(const uint16_t* p) {
-        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
-    }
-    static bool fast(uint16_t maxab) { return (uint32_t(maxab) << 16) >= kFastLoBits && (uint32_t(maxab) << 16) <= kFastHiBits; }
-    static uint32_t float_bits(uint16_t bits) { return uint32_t(bits) << 16; }
-    AMPSCOPE_AVX2 static void range(const uint16_t* h, int m, uint16_t minab, uint16_t maxab, float* buf, KernelAcc& a) {
-        if (float_bits(minab) >= kFp16MinNormalBits && float_bits(maxab) <= kFp16MaxBits) {
-            a.minnz_bits = std::min(a.minnz_bits, float_bits(minab));
-        } else {
-            widen(h, buf, m);
-            counts_avx2(buf, m, a);
-        }
-    }
-};
-
-/// One block of at most kBlock 16-bit values: magnitude range on the 16-bit patterns, the
-/// float pass on values widened in registers, else the float block path on a widened copy.
-template <class Fmt>
-AMPSCOPE_AVX2 void block16(const uint16_t* h, int n, KernelAcc& a) {
-    const int m = n & ~31;
-    float buf[kBlock];
-    if (m > 0) {
-        __m256i lo, hi;
-        magnitude_range<true>(h, m, lo, hi);
-        const uint16_t minab = lane_min<uint16_t>(lo), maxab = lane_max<uint16_t>(hi);
-        if (Fmt::fast(maxab)) {
-            moments<2>(
-                m, [h](int i) AMPSCOPE_AVX2 { return Fmt::load(h + i); }, reinterpret_cast<const char*>(h + kBlock), a);
-            a.amax_bits = std::max(a.amax_bits, Fmt::float_bits(maxab));
-            Fmt::range(h, m, minab, maxab, buf, a);
-        } else {
-            Fmt::widen(h, buf, m);
-            f32_block(buf, m, a);
-        }
-    }
-    if (n > m) {
-        Fmt::widen(h + m, buf, n - m);
-        stats_block(buf, n - m, a);
-    }
-}
-
-/// Number of 16-bit patterns whose magnitude bits exceed `finite_max` (NaN and Inf).
-AMPSCOPE_AVX2 int64_t count_above16(const uint16_t* h, int64_t n, uint16_t finite_max) {
-    const __m256i mask = _mm256_set1_epi16(0x7fff), t = _mm256_set1_epi16(int16_t(finite_max));
-    int64_t c = 0;
-    int64_t i = 0;
-    while (i + 16 <= n) {
-        __m256i acc = _mm256_setzero_si256();  // 16-bit lanes: at most 32767 steps per round
-        const int64_t end = std::min(n - 15, i + 16 * 32767);
-        for (; i < end; i += 16)
-            acc = _mm256_sub_epi16(
-                acc, _mm256_cmpgt_epi16(_mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i)), mask), t));
-        alignas(32) uint16_t lanes[16];
-        _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc);
-        for (uint16_t x : lanes) c += x;
-    }
-    for (; i < n; ++i) c += (h[i] & 0x7fffu) > finite_max;
-    return c;
-}
-
-#else
-int64_t count_above16(const uint16_t*, int64_t, uint16_t) {
-    return 0;
-}
-bool cpu_has_avx2() {
-    return false;
-}
-void f32_block(const float*, int, KernelAcc&) {}
-struct Half16 {};
-struct BFloat16 {};
-template <class Fmt>
-void block16(const uint16_t*, int, KernelAcc&) {}
-#endif
 
 /// The portable path forced (set_stats_portable, or AMPSCOPE_STATS_PORTABLE=1 read once).
 std::atomic<bool>& portable_forced() {
@@ -592,12 +209,12 @@ void stats_f32(const float* v, int64_t n, KernelAcc& a) {
 
 void stats_f16(const uint16_t* h, int64_t n, KernelAcc& a) {
     if (!has_avx2()) return generic_16(h, n, a, half_to_float);
-    for (int64_t b = 0; b < n; b += kBlock) block16<Half16>(h + b, int(std::min<int64_t>(kBlock, n - b)), a);
+    for (int64_t b = 0; b < n; b += kBlock) f16_block(h + b, int(std::min<int64_t>(kBlock, n - b)), a);
 }
 
 void stats_bf16(const uint16_t* h, int64_t n, KernelAcc& a) {
     if (!has_avx2()) return generic_16(h, n, a, bf16_to_float);
-    for (int64_t b = 0; b < n; b += kBlock) block16<BFloat16>(h + b, int(std::min<int64_t>(kBlock, n - b)), a);
+    for (int64_t b = 0; b < n; b += kBlock) bf16_block(h + b, int(std::min<int64_t>(kBlock, n - b)), a);
 }
 
 AMPSCOPE_CLONES
