@@ -206,9 +206,9 @@ void check_user_inputs(const Program& p, const std::vector<at::Tensor>& inputs, 
         const std::string field = (inputs.size() > 1 ? "inputs[" + std::to_string(e.input) + "]" : std::string("inputs")) + " (" +
                                   p.user_inputs[e.input].name + ")";
         if (class_of(t.scalar_type()) != DtypeClass::Integer)
-            throw InputError(file, field,
-                             "feeds the embedding '" + e.module + "' and is " + dtype_name(t.scalar_type()) +
-                                 ": expected integer token ids");
+            throw InputError(
+                file, field,
+                "feeds the embedding '" + e.module + "' and is " + dtype_name(t.scalar_type()) + ": expected integer token ids");
         check_ids(t, e, field, sample_ids, file);
     }
 }
