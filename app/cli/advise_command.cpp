@@ -32,8 +32,11 @@ void add_advise_options(CLI::App* cmd, AdviseOptions& o) {
     add_spec_options(cmd, o, false);
     cmd->add_option("--granularity", o.granularity, "candidate modules: leaf | block (elements of numbered containers) | a depth N")
         ->default_str("leaf");
-    cmd->add_option("--json", o.json_path, "write the advice JSON to PATH (also a --keep-fp32-file), or '-' for stdout");
-    cmd->add_option("--python", o.python_path, "write a Python snippet applying the same FP32 regions to your nn.Module");
+    cmd->add_option("--json", o.json_path, "write the advice JSON to PATH (also a --keep-fp32-file), or '-' for stdout")
+        ->check(checks::NonEmptyPath());
+    cmd->add_option("--python", o.python_path, "write a Python snippet applying the same FP32 regions to your nn.Module")
+        ->check(checks::NonEmptyPath());
+    cmd->add_flag("--force", o.force, kForceHelp);
     cmd->add_flag("--no-bench", o.no_bench, "do not time the verified set against full AMP and FP32");
     cmd->add_flag("-q,--quiet", o.quiet, "no terminal summary");
 }
@@ -132,13 +135,27 @@ BenchResult time_policy(const AdviseSpec& a, const std::vector<std::string>& kee
     return run_benchmark(b);
 }
 
+/// --json and --python: never an input (database, model, probes, criteria) nor each other.
+void check_advise_outputs(const AdviseOptions& o, const std::string& model, const std::string& probes) {
+    auto inputs = protected_inputs(
+        o.no_db, o.db,
+        {{"the model (--model)", model}, {"the probe file (--probes)", probes}, {"the criteria file (--criteria)", o.criteria_file}});
+    auto with = [&inputs](const std::string& role, const std::string& path) {
+        auto v = inputs;
+        if (!path.empty() && path != "-") v.push_back({path, role});
+        return v;
+    };
+    check_output_path(o.json_path, "--json", storage::OutputKind::AdviseJson, with("the --python output", o.python_path), o.force);
+    check_output_path(o.python_path, "--python", storage::OutputKind::PythonSnippet, with("the --json output", o.json_path), o.force);
+}
+
 int run_advise(AdviseOptions& o) {
     // every output path and the spec checked before any work
-    check_output_path(o.json_path, "--json");
-    check_output_path(o.python_path, "--python");
+    check_advise_outputs(o, o.spec.model, o.spec.probes);
     if (!o.json_path.empty() && o.json_path != "-" && o.json_path == o.python_path)
         throw InputError(o.python_path, "--python", "the same file as --json; expected two different files");
     AdviseSpec spec = spec_of(o, o.cmd);
+    if (!o.run.empty()) check_advise_outputs(o, spec.run.model, spec.run.probes);  // the recorded run's files
     const Recording<storage::RunWriter> rec(o.no_db, o.db, o.init_db, &storage::RunWriter::run_failed);
     TerminalProgress progress(isatty(STDERR_FILENO) && !o.quiet);
     json::AdviseRecord record;
@@ -169,7 +186,7 @@ int run_advise(AdviseOptions& o) {
     if (!o.json_path.empty()) write_output(o.json_path, json::advise_to_json(r, record));
     if (!o.python_path.empty() && r.outcome == AdviseResult::Outcome::Found && !r.keep_fp32.empty())
         write_output(o.python_path, python_snippet(r.keep_fp32, spec.run.precisions.empty() ? Precision::Fp16 : spec.run.precisions[0]),
-                     "--python");
+                     "--python", /*json=*/false);
     if (r.outcome == AdviseResult::Outcome::Unverified)
         std::cerr << "ampscope-cli: advise: the verifying run was " << record.verified_verdict << "; the set is unverified"
                   << (o.python_path.empty() ? "" : " and --python " + o.python_path + " was not written") << "\n";

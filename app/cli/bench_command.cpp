@@ -22,7 +22,7 @@ namespace {
 struct BenchOptions {
     BenchSpec spec;
     std::string precision = "fp16,bf16", mode = "eval", db, json;
-    bool unvalidated = false, init_db = false;
+    bool unvalidated = false, init_db = false, force = false;
 };
 
 std::vector<Precision> parse_precisions(const std::string& list) {
@@ -70,6 +70,9 @@ int run_bench(BenchOptions& o) {
     auto& bs = o.spec;
     bs.precisions = parse_precisions(o.precision);
     bs.mode = o.mode == "train" ? Mode::Train : Mode::Eval;
+    check_output_path(o.json, "--json", storage::OutputKind::BenchJson,
+                      protected_inputs(false, o.db, {{"the model (--model)", bs.model}, {"the probe file (--probes)", bs.probes}}),
+                      o.force);  // before any work
     storage::Store store(storage::default_db_path(o.db), storage::Store::Mode::Create, o.init_db);
     const auto vs = validations(store, bs);
     if (!all_validated(vs) && !o.unvalidated) {
@@ -94,9 +97,11 @@ int run_bench(BenchOptions& o) {
 void add_bench_options(CLI::App* bench, BenchOptions& o) {
     auto& bs = o.spec;
     bench->add_option("--model", bs.model, "demo:NAME, a TorchScript file or a torch.export program (.pt2)")->required();
-    bench->add_option("--output", bs.output,
-                      "the output compared, for torch.export programs with several outputs: a name from its output tree (e.g. cls) or an "
-                      "index; default: the first tensor output");
+    bench
+        ->add_option("--output", bs.output,
+                     "the output compared, for torch.export programs with several outputs: a name from its output tree (e.g. cls) or an "
+                     "index; default: the first tensor output")
+        ->check(checks::NonEmpty("an output name or index"));
     bench->add_option("--probes", bs.probes, "the probe set the validation run used")->required();
     bench->add_option("--device", bs.device, "cpu | cuda | cuda:N")->check(checks::Device());
     bench->add_option("--precision", o.precision, "AMP precisions to time against FP32")->default_str("fp16,bf16");
@@ -110,7 +115,8 @@ void add_bench_options(CLI::App* bench, BenchOptions& o) {
     bench->add_flag("--unvalidated", o.unvalidated, "measure without a validation run (stored and shown as unvalidated)");
     bench->add_option("--db", o.db, "run database holding the validation run")->check(checks::NonEmptyPath());
     bench->add_flag("--init-db", o.init_db, "add ampscope's tables to an existing SQLite file of another application");
-    bench->add_option("--json", o.json, "write the result JSON to PATH, or '-' for stdout");
+    bench->add_option("--json", o.json, "write the result JSON to PATH, or '-' for stdout")->check(checks::NonEmptyPath());
+    bench->add_flag("--force", o.force, kForceHelp);
 }
 
 }  // namespace

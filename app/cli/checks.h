@@ -114,6 +114,12 @@ inline CLI::Validator NonEmptyPath() {
                           "NonEmptyPath");
 }
 
+/// A non-empty value (an empty one would silently mean "not given"); `expected` says what to give.
+inline CLI::Validator NonEmpty(const std::string& expected) {
+    return CLI::Validator([expected](std::string& s) -> std::string { return s.empty() ? "an empty value; expected " + expected : ""; },
+                          "VALUE", "NonEmpty");
+}
+
 /// An ISO-8601 date or UTC date-time, YYYY-MM-DD[THH:MM[:SS[.fff]]][Z]; a space instead of T
 /// is accepted and normalised (started_at is stored as 2025-01-31T12:00:00.000Z).
 inline CLI::Validator IsoTime() {

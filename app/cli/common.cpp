@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
 #include "common.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <filesystem>
 #include <iostream>
@@ -14,6 +16,7 @@
 #include <thread>
 
 #include "ampscope/engine/errors.h"
+#include "ampscope/engine/text.h"
 
 namespace ampscope::cli {
 
@@ -102,40 +105,51 @@ std::unique_ptr<storage::Store> recording_store(bool no_db, const std::string& d
     return std::make_unique<storage::Store>(storage::default_db_path(db), storage::Store::Mode::Create, init_db);
 }
 
-std::string read_file(const std::string& path, const std::string& what) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) throw InputError(path, what, "a directory; expected a file");
+std::string read_file(const std::string& path, const std::string& what, size_t max_bytes) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) throw InputError(path, what, std::string("cannot open file for reading: ") + std::strerror(errno));
+    if (S_ISDIR(st.st_mode)) throw InputError(path, what, "a directory; expected a file");
+    if (!S_ISREG(st.st_mode))
+        throw InputError(path, what,
+                         std::string(S_ISFIFO(st.st_mode)                         ? "a FIFO"
+                                     : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                                                                                  : "a socket") +
+                             ", not a regular file; expected a file");
+    const auto limit = std::to_string(max_bytes >> 20) + " MB";
+    if (uintmax_t(st.st_size) > max_bytes)
+        throw InputError(path, what, "larger than " + limit + " (" + std::to_string(st.st_size) + " bytes); expected a small text file");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw InputError(path, what, "cannot open file for reading");
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
+    std::string text(max_bytes + 1, '\0');
+    in.read(text.data(), std::streamsize(text.size()));  // a file that grows (or lies about its size, /proc) is cut here
+    text.resize(size_t(in.gcount()));
+    if (text.size() > max_bytes) throw InputError(path, what, "larger than " + limit + "; expected a small text file");
+    return text;
 }
 
-void write_output(const std::string& path, const std::string& text, const std::string& what) {
-    if (path == "-") {
-        std::cout << text << std::endl;
+void write_output(const std::string& path, const std::string& text, const std::string& what, bool json) {
+    const std::string out = json ? escape_c1_in_json(text) : text;
+    if (path != "-") {
+        storage::write_output_file(path, what, out + "\n");
         return;
     }
-    const std::string tmp = path + ".tmp";
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out) throw InputError(path, what, "cannot write to this path");
-        out << text << "\n";
-        if (!out) throw InputError(path, what, "write failed");
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) throw InputError(path, what, "cannot replace the file");
+    std::cout << out << std::endl;
+    if (!std::cout) throw storage::OutputWriteError("-: " + what + ": cannot write to standard output");
 }
 
-void check_output_path(const std::string& path, const std::string& what) {
+std::vector<storage::ProtectedFile> protected_inputs(bool no_db, const std::string& db,
+                                                     const std::vector<std::pair<std::string, std::string>>& files) {
+    std::vector<storage::ProtectedFile> out;
+    if (!no_db) out = storage::protected_database(storage::default_db_path(db), "the run database (--db)");
+    for (const auto& [role, path] : files)
+        if (!path.empty() && path != "demo" && path.rfind("demo:", 0) != 0) out.push_back({path, role});
+    return out;
+}
+
+void check_output_path(const std::string& path, const std::string& what, storage::OutputKind kind,
+                       const std::vector<storage::ProtectedFile>& inputs, bool force) {
     if (path.empty() || path == "-") return;
-    std::error_code ec;
-    const auto p = std::filesystem::path(path);
-    if (std::filesystem::is_directory(p, ec)) throw InputError(path, what, "a directory; expected a file path to write");
-    const auto dir = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
-    if (!std::filesystem::is_directory(dir, ec))
-        throw InputError(path, what, "its folder " + dir.string() + " does not exist; expected a path in an existing folder");
-    if (::access(dir.c_str(), W_OK) != 0) throw InputError(path, what, "its folder " + dir.string() + " is not writable");
+    storage::check_output_file(path, what, kind, inputs, force);
 }
 
 }  // namespace ampscope::cli

@@ -9,10 +9,13 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <memory>
 
 #include "ampscope/engine/run.h"
+#include "ampscope/storage/output_file.h"
 #include "ampscope/storage/store.h"
 
 namespace ampscope::cli {
@@ -90,15 +93,31 @@ private:
     AbortAction abort_;
 };
 
-/// The whole file; InputError naming the file and `what` (the option) when it cannot be read.
-std::string read_file(const std::string& path, const std::string& what);
+/// The whole file, at most `max_bytes`; InputError naming the file and `what` (the option) when
+/// it cannot be read, is not a regular file (a FIFO or device is refused before it is opened,
+/// so nothing blocks) or is larger.
+std::string read_file(const std::string& path, const std::string& what, size_t max_bytes = size_t(1) << 20);
 
-/// Writes --json output to `path` (through a temporary file renamed into place), or to stdout
-/// for "-".
-void write_output(const std::string& path, const std::string& text, const std::string& what = "--json");
-/// Before any work: InputError when `path` (an output option `what`) cannot be written (a
-/// directory, a missing or read-only folder). "" and "-" pass.
-void check_output_path(const std::string& path, const std::string& what);
+/// Writes an output (`what`: --json, --python) to `path` whole or not at all (the shared guard,
+/// storage/output_file.h), or to stdout for "-". JSON outputs have C1 control characters
+/// escaped (the same JSON value). A failed write is storage::OutputWriteError (exit 3).
+void write_output(const std::string& path, const std::string& text, const std::string& what = "--json", bool json = true);
+
+/// The files a command reads, which its outputs must never replace: the run database (unless
+/// `no_db`; with its journals) and each (role, path) given, e.g. {"the model (--model)", path};
+/// empty paths and the demo models and probes are skipped.
+std::vector<storage::ProtectedFile> protected_inputs(bool no_db, const std::string& db,
+                                                     const std::vector<std::pair<std::string, std::string>>& files);
+
+/// Before any work: InputError (exit 2) when `path` (output option `what`) may not be written
+/// (storage::check_output_file: an input, a directory or device, a folder without room for a new
+/// file, an existing file of another kind without `force`). "" and "-" pass.
+void check_output_path(const std::string& path, const std::string& what, storage::OutputKind kind,
+                       const std::vector<storage::ProtectedFile>& inputs, bool force);
+
+/// The help of --force.
+inline const char* const kForceHelp =
+    "replace an existing output file that is not an earlier output of the same kind (never an input of the command, never a device)";
 
 /// The help of --db.
 inline const char* const kDbHelp = "run database (default: $AMPSCOPE_DB, else ${XDG_DATA_HOME:-~/.local/share}/ampscope/runs.sqlite)";

@@ -4,10 +4,12 @@
 #include <CLI/CLI.hpp>
 
 #include <iostream>
+#include <string>
 #include <vector>
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/run.h"
+#include "ampscope/engine/text.h"
 #include "ampscope/storage/errors.h"
 #include "advise_command.h"
 #include "bench_command.h"
@@ -23,8 +25,22 @@ using namespace ampscope::cli;
 
 namespace {
 
+/// What the user sees of an error: never the C++ stack frames LibTorch appends to its messages
+/// ("Exception raised from ...", "frame #N"), never a raw control character (a message may echo
+/// a file's or a model's text), never megabytes of an echoed value.
+std::string shown(std::string m) {
+    if (const auto p = m.find("Exception raised from "); p != std::string::npos) m.resize(p);
+    if (const auto p = m.find("\nframe #"); p != std::string::npos) m.resize(p);
+    while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
+    return visible_controls(clip_echo(m, 4000), /*keep_newline=*/true);
+}
+
 int report(const std::exception& e, int code) {
-    std::cerr << "ampscope-cli: " << (code == kBadInput ? "error: " : code == kRuntime ? "runtime error: " : "") << e.what() << std::endl;
+    std::cerr << "ampscope-cli: "
+              << (code == kBadInput  ? "error: "
+                  : code == kRuntime ? "runtime error: "
+                                     : "")
+              << shown(e.what()) << std::endl;
     return code;
 }
 

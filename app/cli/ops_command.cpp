@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "ampscope/engine/errors.h"
+#include "ampscope/engine/text.h"
 #include "ampscope/storage/json_io.h"
 #include "checks.h"
 #include "summary.h"
@@ -35,6 +36,7 @@ int run_backend(BackendOptions& o) {
 
 struct OpsOptions {
     RunSpec spec;
+    CLI::Option* probes = nullptr;  ///< to tell --probes given from its default
     std::string precision = "fp16";
     bool json = false;
 };
@@ -43,8 +45,12 @@ void add_ops_options(CLI::App* ops, OpsOptions& o) {
     ops->add_option("--model", o.spec.model, "demo:NAME, a TorchScript file or a torch.export program (.pt2)")->required();
     ops->add_option("--output", o.spec.criteria.output,
                     "the output compared, for torch.export programs with several outputs: a name from its output tree (e.g. cls) or an "
-                    "index; default: the first tensor output");
-    ops->add_option("--probes", o.spec.probes, "probe file whose first sample drives the forward (default: demo)")->default_str("demo");
+                    "index; default: the first tensor output")
+        ->check(checks::NonEmpty("an output name or index"));
+    o.probes =
+        ops->add_option("--probes", o.spec.probes, "probe file whose first sample drives the forward (default: demo, for demo models)")
+            ->default_str("demo")
+            ->check(checks::NonEmptyPath());
     ops->add_option("--device", o.spec.device, "cpu | cuda | cuda:N")->check(checks::Device());
     ops->add_option("--precision", o.precision, "fp16 | bf16")->default_str("fp16");
     ops->add_option("--seed", o.spec.seed, "seed for demo weights")->default_val(0)->check(checks::Seed());
@@ -55,6 +61,11 @@ int run_ops(OpsOptions& o) {
     auto p = parse_precision(o.precision);
     if (!p || *p == Precision::Fp32) throw InputError("--precision", "", "'" + o.precision + "'; expected fp16 or bf16");
     o.spec.precisions = {*p};
+    if (!o.probes->count() && o.spec.model.rfind("demo:", 0) != 0)
+        throw InputError("--probes", "",
+                         "missing: " + clip_echo(o.spec.model) +
+                             " is not a demo model, so there are no built-in probes; give a .pt or .csv probe file whose first sample "
+                             "drives the forward");
     const auto rep = op_coverage(o.spec);
     if (o.json)
         std::cout << json::ops_to_json(rep) << std::endl;

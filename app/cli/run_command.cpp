@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "ampscope/engine/errors.h"
+#include "ampscope/engine/text.h"
 #include "ampscope/storage/json_io.h"
 #include "ampscope/storage/store.h"
 #include "checks.h"
@@ -21,7 +22,7 @@ namespace ampscope::cli {
 namespace {
 
 int run_run(RunOptions& o) {
-    check_output_path(o.json_path, "--json");  // before any work
+    check_output_path(o.json_path, "--json", storage::OutputKind::RunJson, run_inputs(o), o.force);  // before any work
     finish_spec(o);
     auto& spec = o.spec;
     TerminalProgress progress(isatty(STDERR_FILENO) && !o.quiet);
@@ -29,11 +30,12 @@ int run_run(RunOptions& o) {
     RunResult r = [&] {
         try {
             return run_comparison(spec, rec.writer(), &progress);
-        } catch (const InputError& e) {  // a region from --keep-fp32-file: name the file, not the flag
+        } catch (const InputError& e) {  // a region from --keep-fp32-file, a head of --criteria: name the file, not the flag
+            if (e.file() == "criteria" && !o.criteria_file.empty()) throw InputError(o.criteria_file, e.field(), e.expected());
             if (e.file() != "--keep-fp32" || o.keep_fp32_file.empty()) throw;
             const auto from_file = read_keep_fp32_file(o.keep_fp32_file);
             for (const auto& g : from_file)
-                if (e.expected().rfind("'" + g + "'", 0) == 0) throw InputError(o.keep_fp32_file, "keep_fp32", e.expected());
+                if (e.expected().rfind("'" + clip_echo(g) + "'", 0) == 0) throw InputError(o.keep_fp32_file, "keep_fp32", e.expected());
             throw;
         }
     }();

@@ -33,7 +33,7 @@ void add_sequence_options(CLI::App* run, RunOptions& o) {
 
 /// The criteria flags; they override the keys of a --criteria file.
 void add_criteria_options(CLI::App* run, RunOptions& o) {
-    run->add_option("--criteria", o.criteria_file, "criteria JSON file; flags below override its keys");
+    run->add_option("--criteria", o.criteria_file, "criteria JSON file; flags below override its keys")->check(checks::NonEmptyPath());
     run->add_option("--atol", o.atol, "absolute tolerance per score (default 1e-3)")->check(checks::Number(0));
     run->add_option("--rtol", o.rtol, "relative tolerance per score (default 1e-2)")->check(checks::Number(0));
     run->add_option("--tie-tolerance", o.tie_tol, "scores within this of the maximum count as tied (default 0)")->check(checks::Number(0));
@@ -57,7 +57,8 @@ void add_spec_options(CLI::App* run, RunOptions& o, bool model_required) {
     if (model_required) model->required();
     run->add_option("--output", o.output,
                     "the output compared, for torch.export programs with several outputs: a name from its output tree (e.g. cls) or an "
-                    "index; default: the first tensor output");
+                    "index; default: the first tensor output")
+        ->check(checks::NonEmpty("an output name or index"));
     auto* probes = run->add_option("--probes", spec.probes, "'demo' (the demo model's built-in set) or a .pt / .csv probe file");
     if (model_required) probes->required();
     run->add_option("--precision", o.precisions, "AMP passes to run, comma-separated; the FP32 reference always runs")
@@ -78,14 +79,24 @@ void add_run_options(CLI::App* run, RunOptions& o) {
     add_spec_options(run, o, true);
     run->add_option("--keep-fp32", o.spec.keep_fp32, "module-path glob run without autocast (repeatable), e.g. 'blocks.1.*'");
     run->add_option("--keep-fp32-file", o.keep_fp32_file,
-                    "FP32 regions from a file: the JSON `ampscope-cli advise` writes (its keep_fp32 list) or one glob a line");
+                    "FP32 regions from a file: the JSON `ampscope-cli advise` writes (its keep_fp32 list) or one glob a line")
+        ->check(checks::NonEmptyPath());
     run->add_flag("--allow-unverified", o.allow_unverified,
                   "accept a --keep-fp32-file whose advise outcome is 'unverified' (the set's verifying run was rejected)");
-    run->add_option("--json", o.json_path, "write the run result JSON to PATH, or '-' for stdout");
+    run->add_option("--json", o.json_path, "write the run result JSON to PATH, or '-' for stdout")->check(checks::NonEmptyPath());
+    run->add_flag("--force", o.force, kForceHelp);
     run->add_flag("--layers", o.layers, "print the per-layer table (module, op, dtype, absmax, headroom, overflow)");
     run->add_flag("--outputs", o.outputs, "include per-sample scores and decisions in the JSON");
     run->add_flag("--no-inspect", o.no_inspect, "skip per-op statistics (faster; no origins)");
     run->add_flag("-q,--quiet", o.quiet, "no terminal summary");
+}
+
+std::vector<storage::ProtectedFile> run_inputs(const RunOptions& o) {
+    return protected_inputs(o.no_db, o.db,
+                            {{"the model (--model)", o.spec.model},
+                             {"the probe file (--probes)", o.spec.probes},
+                             {"the criteria file (--criteria)", o.criteria_file},
+                             {"the FP32-region file (--keep-fp32-file)", o.keep_fp32_file}});
 }
 
 std::vector<Precision> parse_amp_precisions(const std::string& list) {

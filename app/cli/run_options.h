@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ampscope/engine/run.h"
+#include "ampscope/storage/output_file.h"
 
 namespace ampscope::cli {
 
@@ -21,6 +22,7 @@ struct RunOptions {
     std::optional<int> max_flips, sequence_axis;
     bool allow_nonfinite = false, layers = false, outputs = false, no_inspect = false, quiet = false;
     bool no_db = false, init_db = false;
+    bool force = false;             ///< --force: an output may replace an existing file of another kind
     bool allow_unverified = false;  ///< --keep-fp32-file may be an advise JSON whose outcome is "unverified"
 };
 
@@ -28,6 +30,10 @@ struct RunOptions {
 void add_spec_options(CLI::App* cmd, RunOptions& o, bool model_required);
 /// Everything `run` takes.
 void add_run_options(CLI::App* run, RunOptions& o);
+
+/// The files the run reads (database, model, probes, criteria, --keep-fp32-file): what its
+/// outputs must never replace.
+std::vector<storage::ProtectedFile> run_inputs(const RunOptions& o);
 
 std::vector<Precision> parse_amp_precisions(const std::string& list);
 /// The criteria file, then the flags over it.

@@ -11,6 +11,7 @@
 
 #include "ampscope/storage/json_io.h"
 #include "ampscope/engine/errors.h"
+#include "ampscope/engine/text.h"
 #include "ampscope/storage/replay_record.h"
 #include "ampscope/storage/store.h"
 #include "checks.h"
@@ -38,14 +39,20 @@ struct State {
     std::string text, sample, layer, author, review_status;
 };
 
+/// Stored text (it may come from an imported bundle), its control characters made visible.
+std::string safe(const std::string& s) {
+    return visible_controls(s);
+}
+
 std::string pad(std::string s, size_t w) {
+    s = safe(s);
     if (s.size() > w) s = s.substr(0, w - 1) + "~";
     return s + std::string(w - s.size(), ' ');
 }
 
 int show_training(const Store& s, const std::string& uuid) {
     const TrainResult tr = s.load_training(uuid);
-    std::cout << "status: " << s.status(uuid) << (s.error(uuid).empty() ? "" : " (" + s.error(uuid) + ")") << "\n";
+    std::cout << "status: " << safe(s.status(uuid)) << (s.error(uuid).empty() ? "" : " (" + safe(s.error(uuid)) + ")") << "\n";
     print_train(std::cout, tr, isatty(STDOUT_FILENO));
     return 0;
 }
@@ -53,7 +60,8 @@ int show_training(const Store& s, const std::string& uuid) {
 void print_benchmarks(const Store& s, const std::string& uuid) {
     for (const auto& b : s.benchmarks(uuid)) {
         std::ostringstream o;
-        o << "\nbenchmark " << b.uuid.substr(0, 8) << " (" << b.created_at.substr(0, 19) << ", batch " << b.result.batch << "):";
+        o << "\nbenchmark " << safe(b.uuid.substr(0, 8)) << " (" << safe(b.created_at.substr(0, 19)) << ", batch " << b.result.batch
+          << "):";
         for (const auto& f : b.result.figures) o << " " << to_string(f.precision) << " " << f.median_ms << " ms (" << f.speedup << "x)";
         std::cout << o.str() << "\n";
     }
@@ -68,24 +76,24 @@ int show_run(const Store& s, const State& st) {
     }
     std::vector<std::string> damaged;
     const auto r = s.load_run(uuid, &damaged);
-    for (const auto& d : damaged) std::cerr << "ampscope-cli: warning: " << s.path() << ": damaged: " << d << std::endl;
+    for (const auto& d : damaged) std::cerr << "ampscope-cli: warning: " << s.path() << ": damaged: " << safe(d) << std::endl;
     if (st.json) {
-        std::cout << json::run_to_json(r, st.outputs, 2, damaged) << std::endl;
+        std::cout << escape_c1_in_json(json::run_to_json(r, st.outputs, 2, damaged)) << std::endl;
         return 0;
     }
-    std::cout << "status: " << s.status(uuid);
-    if (!s.error(uuid).empty()) std::cout << " (" << s.error(uuid) << ")";
+    std::cout << "status: " << safe(s.status(uuid));
+    if (!s.error(uuid).empty()) std::cout << " (" << safe(s.error(uuid)) << ")";
     const auto rv = s.review(uuid);
-    std::cout << "   review: " << rv.status << (rv.by.empty() ? "" : " by " + rv.by + " at " + rv.at) << "\n";
-    for (const auto& d : damaged) std::cout << "DAMAGED: " << d << "\n";
+    std::cout << "   review: " << safe(rv.status) << (rv.by.empty() ? "" : " by " + safe(rv.by) + " at " + safe(rv.at)) << "\n";
+    for (const auto& d : damaged) std::cout << "DAMAGED: " << safe(d) << "\n";
     print_run_summary(std::cout, r, st.layers, isatty(STDOUT_FILENO));
     print_benchmarks(s, uuid);
     const auto notes = s.annotations(uuid);
     if (!notes.empty()) {
         std::cout << "\nannotations:\n";
         for (const auto& a : notes)
-            std::cout << "  " << a.created_at.substr(0, 19) << " " << a.author << " on " << a.target_kind
-                      << (a.target.empty() ? "" : " " + a.target) << ": " << a.text << "\n";
+            std::cout << "  " << safe(a.created_at.substr(0, 19)) << " " << safe(a.author) << " on " << safe(a.target_kind)
+                      << (a.target.empty() ? "" : " " + safe(a.target)) << ": " << visible_controls(a.text, /*keep_newline=*/true) << "\n";
     }
     if (!damaged.empty()) std::cout << "\n" << damaged.size() << " damaged part(s) of this run were left out (see DAMAGED above)\n";
     return 0;
@@ -112,7 +120,8 @@ int list_runs(const Store& s, const State& st) {
                                         {"review", r.review_status},
                                         {"annotations", r.annotations},
                                         {"error", r.error}};
-            std::cout << (i ? ",\n " : "\n ") << j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+            std::cout << (i ? ",\n " : "\n ")
+                      << escape_c1_in_json(j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
         }
         std::cout << "\n]" << std::endl;
         return 0;
@@ -122,7 +131,7 @@ int list_runs(const Store& s, const State& st) {
     for (const auto& r : rows)
         std::cout << pad(r.uuid.substr(0, 8), 10) << pad(r.started_at.substr(0, 19), 21) << pad(r.status, 12)
                   << pad(r.verdict.empty() ? "-" : r.verdict, 18) << pad(r.review_status, 9) << pad(r.device, 8) << pad(r.precisions, 15)
-                  << r.model << (r.annotations ? "  [" + std::to_string(r.annotations) + " notes]" : "") << "\n";
+                  << safe(r.model) << (r.annotations ? "  [" + std::to_string(r.annotations) + " notes]" : "") << "\n";
     std::cout << rows.size() << " run(s) in " << s.path() << std::endl;
     return 0;
 }

@@ -8,6 +8,7 @@
 
 #include "ampscope/engine/compare.h"
 #include "ampscope/engine/rules.h"
+#include "ampscope/engine/text.h"
 
 namespace ampscope::cli {
 namespace {
@@ -27,7 +28,13 @@ std::string verdict_text(Verdict v, bool color) {
     return paint(s, v == Verdict::Accepted ? "1;32" : "1;31", color);
 }
 
+/// Stored or model-given text, its control characters made visible (no terminal escapes).
+std::string safe(const std::string& s) {
+    return visible_controls(s);
+}
+
 std::string pad(std::string s, size_t w) {
+    s = safe(s);
     if (s.size() > w) s = s.substr(0, w - 1) + "~";
     return s + std::string(w - s.size(), ' ');
 }
@@ -50,8 +57,8 @@ void print_backend(std::ostream& os, const BackendReport& b) {
 }
 
 void print_ops(std::ostream& os, const OpsReport& r) {
-    os << "operator coverage of " << r.model << " for " << to_string(r.precision) << " on " << r.backend.device << " (" << r.backend.kind
-       << ", torch " << r.backend.torch_version << ")\n";
+    os << "operator coverage of " << safe(r.model) << " for " << to_string(r.precision) << " on " << r.backend.device << " ("
+       << r.backend.kind << ", torch " << r.backend.torch_version << ")\n";
     os << "  " << pad("op", 30) << pad("calls", 7) << pad("autocast out", 14) << pad("kernel", 8) << "modules\n";
     int failing = 0, fp32 = 0;
     for (const auto& o : r.ops) {
@@ -60,8 +67,8 @@ void print_ops(std::ostream& os, const OpsReport& r) {
             mods += (i ? ", " : "") + (o.modules[i].empty() ? std::string("(root)") : o.modules[i]);
         if (o.modules.size() > 3) mods += ", ...";
         os << "  " << pad(o.op, 30) << pad(std::to_string(o.calls), 7) << pad(o.amp_output_dtype + (o.autocast_fp32 ? " (fp32)" : ""), 14)
-           << pad(o.kernel_ok ? "ok" : "MISSING", 8) << mods << "\n";
-        if (!o.kernel_ok) os << "      " << o.error << "\n";
+           << pad(o.kernel_ok ? "ok" : "MISSING", 8) << safe(mods) << "\n";
+        if (!o.kernel_ok) os << "      " << safe(o.error) << "\n";
         failing += !o.kernel_ok;
         fp32 += o.autocast_fp32;
     }
@@ -71,16 +78,17 @@ void print_ops(std::ostream& os, const OpsReport& r) {
 
 void print_train(std::ostream& os, const TrainResult& r, bool color) {
     const auto& s = r.spec;
-    os << "training run " << r.run_id << "\n  model " << r.model.source << ", data " << s.data << ", " << s.optimizer << " lr " << s.lr
-       << ", batch " << s.batch_size << (s.accumulate > 1 ? " x" + std::to_string(s.accumulate) : "") << ", loss " << s.loss
-       << "\n  policy: " << to_string(s.precision) << (s.autocast ? " autocast" : " (no autocast: FP32 compute)")
+    os << "training run " << safe(r.run_id) << "\n  model " << safe(r.model.source) << ", data " << safe(s.data) << ", "
+       << safe(s.optimizer) << " lr " << s.lr << ", batch " << s.batch_size << (s.accumulate > 1 ? " x" + std::to_string(s.accumulate) : "")
+       << ", loss " << safe(s.loss) << "\n  policy: " << to_string(s.precision)
+       << (s.autocast ? " autocast" : " (no autocast: FP32 compute)")
        << (s.scaler.enabled ? ", GradScaler(init " + fmtg(s.scaler.init_scale) + ", growth " + fmtg(s.scaler.growth_factor) + ", backoff " +
                                   fmtg(s.scaler.backoff_factor) + ", interval " + std::to_string(s.scaler.growth_interval) + ")"
                             : std::string(", no GradScaler"))
        << "\n";
     if (!r.resumed_from.empty())
-        os << "  resumed from " << r.resumed_from << (r.policy_changed ? " (policy changed: experiment change)" : "") << "\n";
-    for (const auto& w : r.warnings) os << "  warning: " << w << "\n";
+        os << "  resumed from " << safe(r.resumed_from) << (r.policy_changed ? " (policy changed: experiment change)" : "") << "\n";
+    for (const auto& w : r.warnings) os << "  warning: " << safe(w) << "\n";
     os << "  iterations " << r.iterations << ", effective updates " << r.effective_updates << ", skipped " << r.skipped << ", final scale "
        << fmtg(r.final_scale) << "\n";
     if (r.skipped) {
@@ -114,15 +122,16 @@ void print_train(std::ostream& os, const TrainResult& r, bool color) {
         std::snprintf(line, sizeof line, "%-10s ", st.grad_underflow >= 0 ? std::to_string(st.grad_underflow).c_str() : "-");
         os << line;
         if (!st.nonfinite_stage.empty()) {
-            os << paint(st.nonfinite_stage, "31", color);
-            if (st.origin) os << " (" << (st.origin->module.empty() ? "(root)" : st.origin->module) << ", " << st.origin->op << ")";
+            os << paint(safe(st.nonfinite_stage), "31", color);
+            if (st.origin)
+                os << " (" << (st.origin->module.empty() ? "(root)" : safe(st.origin->module)) << ", " << safe(st.origin->op) << ")";
         }
         os << "\n";
     }
     if (!r.steps.empty())
         os << "  final losses: reference " << fmtg(r.steps.back().loss_ref, 5) << ", AMP " << fmtg(r.steps.back().loss_amp, 5) << "\n";
-    for (const auto& c : r.checkpoints) os << "  checkpoint " << c << "\n";
-    for (const auto& w : r.warnings) os << "  warning: " << w << "\n";
+    for (const auto& c : r.checkpoints) os << "  checkpoint " << safe(c) << "\n";
+    for (const auto& w : r.warnings) os << "  warning: " << safe(w) << "\n";
 }
 
 void print_layers(std::ostream& os, const PassResult& p, bool color) {
@@ -153,7 +162,7 @@ void print_tokens(std::ostream& os, const TokenStats& t) {
     if (t.boundary.empty()) return;
     os << "    boundary positions (smallest reference top-2 margins):";
     for (size_t i = 0; i < std::min<size_t>(5, t.boundary.size()); ++i)
-        os << " " << t.boundary[i].sample << "@" << t.boundary[i].position << "(" << fmtg(t.boundary[i].ref_margin, 2) << ")";
+        os << " " << safe(t.boundary[i].sample) << "@" << t.boundary[i].position << "(" << fmtg(t.boundary[i].ref_margin, 2) << ")";
     os << "\n";
 }
 
@@ -163,10 +172,10 @@ void print_comparison(std::ostream& os, const Comparison& c, bool color) {
        << paint(to_string(c.precision) + " vs fp32", "1", color) << ": " << verdict_text(c.verdict, color) << "  (max |delta| "
        << fmtg(c.max_abs_delta) << ", max rel " << fmtg(c.max_rel_delta) << ")\n";
     for (const auto& k : c.criteria) {
-        os << "    " << (k.passed ? paint("pass", "32", color) : paint("FAIL", "31", color)) << "  " << pad(k.name, 16) << k.detail;
+        os << "    " << (k.passed ? paint("pass", "32", color) : paint("FAIL", "31", color)) << "  " << pad(k.name, 16) << safe(k.detail);
         if (!k.passed && !k.samples.empty()) {
             os << " [";
-            for (size_t i = 0; i < std::min<size_t>(5, k.samples.size()); ++i) os << (i ? " " : "") << k.samples[i];
+            for (size_t i = 0; i < std::min<size_t>(5, k.samples.size()); ++i) os << (i ? " " : "") << safe(k.samples[i]);
             if (k.samples.size() > 5) os << " ...";
             os << "]";
         }
@@ -182,13 +191,14 @@ void print_comparison(std::ostream& os, const Comparison& c, bool color) {
     });
     os << "    worst samples:";
     for (size_t i = 0; i < std::min<size_t>(5, worst.size()); ++i)
-        os << " " << worst[i]->sample << "(" << worst[i]->tag << ", " << (worst[i]->finite ? fmtg(worst[i]->abs) : "non-finite") << ")";
+        os << " " << safe(worst[i]->sample) << "(" << safe(worst[i]->tag) << ", " << (worst[i]->finite ? fmtg(worst[i]->abs) : "non-finite")
+           << ")";
     os << "\n";
     if (!c.flips.empty()) {
         os << "    flips:";
         for (size_t i = 0; i < std::min<size_t>(8, c.flips.size()); ++i) {
             const auto& f = c.flips[i];
-            os << " " << f.sample << (f.position >= 0 ? "@" + std::to_string(f.position) : "") << "(" << f.tag << " "
+            os << " " << safe(f.sample) << (f.position >= 0 ? "@" + std::to_string(f.position) : "") << "(" << safe(f.tag) << " "
                << decision_label(f.ref) << "->" << decision_label(f.amp) << ", margin " << fmtg(f.ref_margin, 2) << ")";
         }
         if (c.flips.size() > 8) os << " ...";
@@ -197,35 +207,35 @@ void print_comparison(std::ostream& os, const Comparison& c, bool color) {
 }
 
 void print_run_summary(std::ostream& os, const RunResult& r, bool layers, bool color) {
-    os << "run " << r.run_id << "\n"
-       << "  model   " << r.model.source << " (" << r.model.kind << ", " << r.model.parameters << " parameters, sha256 "
-       << r.model.sha256.substr(0, 12) << ", " << r.model.mode << ")\n"
-       << "  probes  " << r.probes.source << " (" << r.probes.count << " samples:";
-    for (const auto& [t, n] : r.probes.tags) os << " " << n << " " << t;
-    os << ")\n  device  " << r.backend.device << " (" << r.backend.kind << ", torch " << r.backend.torch_version << ")\n"
-       << "  criteria fixed at " << r.criteria.fixed_at << ": atol " << r.criteria.atol << ", rtol " << r.criteria.rtol << ", max flips "
-       << r.criteria.max_flips << ", tie rule " << to_string(r.criteria.tie_rule) << "\n";
+    os << "run " << safe(r.run_id) << "\n"
+       << "  model   " << safe(r.model.source) << " (" << safe(r.model.kind) << ", " << r.model.parameters << " parameters, sha256 "
+       << safe(r.model.sha256.substr(0, 12)) << ", " << safe(r.model.mode) << ")\n"
+       << "  probes  " << safe(r.probes.source) << " (" << r.probes.count << " samples:";
+    for (const auto& [t, n] : r.probes.tags) os << " " << n << " " << safe(t);
+    os << ")\n  device  " << safe(r.backend.device) << " (" << safe(r.backend.kind) << ", torch " << safe(r.backend.torch_version) << ")\n"
+       << "  criteria fixed at " << safe(r.criteria.fixed_at) << ": atol " << r.criteria.atol << ", rtol " << r.criteria.rtol
+       << ", max flips " << r.criteria.max_flips << ", tie rule " << to_string(r.criteria.tie_rule) << "\n";
     if (std::any_of(r.comparisons.begin(), r.comparisons.end(), [](const Comparison& c) { return c.tokens.has_value(); }))
         os << "  per position: max flip rate " << r.criteria.max_flip_rate << ", max mean KLD " << r.criteria.max_mean_kld
            << ", min same top-1 " << r.criteria.min_same_top
-           << (r.criteria.mask_input.empty() ? "" : ", mask input " + r.criteria.mask_input) << "\n";
-    if (!r.spec.advised_from.empty()) os << "  verifies the FP32 set advised for run " << r.spec.advised_from << "\n";
+           << (r.criteria.mask_input.empty() ? "" : ", mask input " + safe(r.criteria.mask_input)) << "\n";
+    if (!r.spec.advised_from.empty()) os << "  verifies the FP32 set advised for run " << safe(r.spec.advised_from) << "\n";
     for (const auto& p : r.passes) {
         os << "\n" << paint("pass " + to_string(p.precision), "1", color);
         if (!p.keep_fp32.empty()) {
             os << " (fp32 regions:";
-            for (const auto& k : p.keep_fp32) os << " " << k;
+            for (const auto& k : p.keep_fp32) os << " " << safe(k);
             os << ")";
         }
         os << ": " << fmtg(p.seconds, 3) << " s";
         if (p.quality) os << ", quality " << fmtg(*p.quality, 4);
         os << ", " << p.nonfinite_samples.size() << " non-finite samples\n";
         if (p.origin) {
-            os << "  non-finite values born at " << p.origin->stage;
+            os << "  non-finite values born at " << safe(p.origin->stage);
             if (p.origin->stage != "input")
-                os << " op #" << p.origin->index << " " << p.origin->op << " in module '" << p.origin->module << "'";
+                os << " op #" << p.origin->index << " " << safe(p.origin->op) << " in module '" << safe(p.origin->module) << "'";
             os << " for " << p.origin->samples.size() << " samples:";
-            for (size_t i = 0; i < std::min<size_t>(6, p.origin->samples.size()); ++i) os << " " << p.origin->samples[i];
+            for (size_t i = 0; i < std::min<size_t>(6, p.origin->samples.size()); ++i) os << " " << safe(p.origin->samples[i]);
             if (p.origin->samples.size() > 6) os << " ...";
             os << "\n";
         }
@@ -234,7 +244,7 @@ void print_run_summary(std::ostream& os, const RunResult& r, bool layers, bool c
     if (r.verdict == Verdict::InvalidReference) {
         os << "\n" << paint("verdict: invalid_reference", "1;31", color) << " - the FP32 reference itself is not finite for:";
         if (!r.passes.empty())
-            for (const auto& s : r.passes.front().nonfinite_samples) os << " " << s;
+            for (const auto& s : r.passes.front().nonfinite_samples) os << " " << safe(s);
         os << "\n";
         return;
     }

@@ -22,7 +22,7 @@ namespace {
 struct TrainOptions {
     TrainSpec spec;
     std::string precision = "fp16", json, db;
-    bool no_scaler = false, no_autocast = false, quiet = false, no_guards = false, no_db = false, init_db = false;
+    bool no_scaler = false, no_autocast = false, quiet = false, no_guards = false, no_db = false, init_db = false, force = false;
 };
 
 /// The optimizer, schedule and GradScaler options.
@@ -66,9 +66,11 @@ void add_train_options(CLI::App* train, TrainOptions& o) {
     auto& ts = o.spec;
     train->add_option("--model", ts.model, "demo:NAME, a TorchScript file or a torch.export program (.pt2) (its parameters are trained)")
         ->required();
-    train->add_option("--output", ts.output,
-                      "the output compared, for torch.export programs with several outputs: a name from its output tree (e.g. cls) or an "
-                      "index; default: the first tensor output");
+    train
+        ->add_option("--output", ts.output,
+                     "the output compared, for torch.export programs with several outputs: a name from its output tree (e.g. cls) or an "
+                     "index; default: the first tensor output")
+        ->check(checks::NonEmpty("an output name or index"));
     train->add_option("--data", ts.data, "'demo' or a .pt/.csv file with labels or targets")->required();
     train->add_option("--steps", ts.steps, "optimizer iterations")->required()->check(checks::Integer(1));
     train->add_option("--batch-size", ts.batch_size, "samples per micro-batch, taken in file order")
@@ -85,8 +87,8 @@ void add_train_options(CLI::App* train, TrainOptions& o) {
                      "write a checkpoint every N steps (model, optimizer, scaler, RNG, counters, policy)")
         ->default_val(0)
         ->check(checks::Integer(0));
-    train->add_option("--checkpoint-dir", ts.checkpoint_dir, "where checkpoints go")->default_val(".");
-    train->add_option("--resume", ts.resume, "continue from a checkpoint");
+    train->add_option("--checkpoint-dir", ts.checkpoint_dir, "where checkpoints go")->default_val(".")->check(checks::NonEmptyPath());
+    train->add_option("--resume", ts.resume, "continue from a checkpoint")->check(checks::NonEmptyPath());
     train->add_option("--keep-fp32", ts.keep_fp32, "module-path glob run without autocast (repeatable)");
     train->add_option("--seed", ts.seed, "seed for weights, data and per-step RNG")->default_val(0)->check(checks::Seed());
     train->add_option("--device", ts.device, "cpu | cuda | cuda:N")->check(checks::Device());
@@ -94,12 +96,19 @@ void add_train_options(CLI::App* train, TrainOptions& o) {
     train->add_option("--db", o.db, kDbHelp)->check(checks::NonEmptyPath());
     train->add_flag("--init-db", o.init_db, "add ampscope's tables to an existing SQLite file of another application");
     train->add_flag("--no-db", o.no_db, "do not record the run");
-    train->add_option("--json", o.json, "write the training JSON to PATH, or '-' for stdout");
+    train->add_option("--json", o.json, "write the training JSON to PATH, or '-' for stdout")->check(checks::NonEmptyPath());
+    train->add_flag("--force", o.force, kForceHelp);
     train->add_flag("-q,--quiet", o.quiet, "no terminal summary");
 }
 
 int run_train(TrainOptions& o) {
     auto& ts = o.spec;
+    check_output_path(o.json, "--json", storage::OutputKind::TrainJson,
+                      protected_inputs(o.no_db, o.db,
+                                       {{"the model (--model)", ts.model},
+                                        {"the training data (--data)", ts.data},
+                                        {"the checkpoint resumed from (--resume)", ts.resume}}),
+                      o.force);  // before any work
     auto p = parse_precision(o.precision);
     if (!p || *p == Precision::Fp32) throw InputError("--precision", "", "'" + o.precision + "'; expected fp16 or bf16");
     ts.precision = *p;

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "ampscope/engine/errors.h"
+#include "ampscope/storage/output_file.h"
 #include "ampscope/storage/store.h"
 #include "legacy_layers.h"
 #include "schema.h"
@@ -27,20 +28,6 @@ using sql::Stmt;
 namespace {
 
 constexpr uint32_t kExportApplicationId = 0x414D5053;  // "AMPS": PRAGMA application_id of export files
-
-struct FileId {
-    dev_t dev;
-    ino_t ino;
-    bool operator==(const FileId& o) const { return dev == o.dev && ino == o.ino; }
-};
-
-/// The file a path leads to (symlinks followed); nullopt when nothing is there.
-std::optional<FileId> file_id(const std::string& path, bool* directory = nullptr) {
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0) return std::nullopt;
-    if (directory) *directory = S_ISDIR(st.st_mode);
-    return FileId{st.st_dev, st.st_ino};
-}
 
 uint32_t big_endian(const unsigned char* p) {
     return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
@@ -63,38 +50,12 @@ private:
     std::string path_;
 };
 
-/// An empty file next to `file` (same folder: the rename is atomic), readable as umask allows.
-std::string make_temp_next_to(const std::string& file) {
-    namespace fs = std::filesystem;
-    const fs::path target(file);
-    const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-    std::string tmpl = (dir / ("." + target.filename().string() + ".XXXXXX.partial")).string();
-    const int fd = mkstemps(tmpl.data(), 8);
-    if (fd < 0) throw InputError(file, "-o", "cannot create a file in " + dir.string() + ": " + std::strerror(errno));
-    const mode_t mask = umask(0);
-    umask(mask);
-    fchmod(fd, 0666 & ~mask);
-    close(fd);
-    return tmpl;
-}
-
-/// Refuses an output path that would destroy something: the open database, a folder, or an
-/// existing file that is not an ampscope export (unless forced).
+/// Refuses an output path that would destroy something: the open database, a folder, a device,
+/// or an existing file that is not an ampscope export (unless forced). The guard every output
+/// path goes through (output_file.h).
 void check_export_target(const Store& from, const std::string& file, bool force) {
     if (file.empty()) throw InputError("-o", "", "empty output path; expected a file name for the export");
-    bool directory = false;
-    const auto target = file_id(file, &directory);
-    if (!target) return;  // a new file
-    if (directory) throw InputError(file, "-o", "is a directory; expected a file name for the export");
-    for (const char* suffix : {"", "-wal", "-shm", "-journal"})
-        if (file_id(from.path() + suffix) == target)
-            throw InputError(file, "-o",
-                             std::string("is the run database being exported from (") + from.path() + suffix +
-                                 "); refusing to overwrite it, even with --force: choose another output file");
-    if (!force && !is_export_file(file))
-        throw InputError(file, "-o",
-                         "exists and is not an ampscope export; refusing to overwrite it "
-                         "(choose another file name, or pass --force to replace it)");
+    check_output_file(file, "-o", OutputKind::Export, protected_database(from.path(), "the run database being exported from"), force);
 }
 
 }  // namespace
@@ -124,7 +85,7 @@ void export_runs(const Store& from, const std::vector<std::string>& uuids, const
     check_export_target(from, file, force);
     for (const auto& u : uuids)
         if (from.kind(u) == "train") throw InputError(u, "RUN", "is a training run; exporting training runs is not supported yet");
-    TempFile tmp(make_temp_next_to(file));
+    TempFile tmp(make_temp_next_to(file, "-o"));
     {
         Store out(tmp.path());
         for (const auto& u : uuids) {
@@ -141,7 +102,7 @@ void export_runs(const Store& from, const std::vector<std::string>& uuids, const
         sql::exec(StoreAccess::db(out), "PRAGMA application_id=" + std::to_string(kExportApplicationId));
         sql::exec(StoreAccess::db(out), "PRAGMA journal_mode=DELETE");  // one self-contained file
     }
-    if (std::rename(tmp.path().c_str(), file.c_str()) != 0)
+    if (std::rename(tmp.path().c_str(), write_target(file).c_str()) != 0)
         throw InputError(file, "-o", std::string("cannot write the export file: ") + std::strerror(errno));
     tmp.release();
 }

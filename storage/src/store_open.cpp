@@ -64,6 +64,32 @@ Content inspect(sqlite3* db, const std::string& path, std::string& foreign_table
     return Content::Foreign;
 }
 
+/// Whether no new file can be created next to `path` (its -shm and -wal), and none exists.
+bool cannot_create_beside(const std::string& path) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (fs::exists(path + "-shm", ec)) return false;
+    const fs::path p(path);
+    const std::string dir = p.has_parent_path() ? p.parent_path().string() : std::string(".");
+    return access(dir.c_str(), W_OK) != 0;
+}
+
+/// The SQLite URI that opens `path` read-only as an immutable file (no locks, no -shm).
+std::string immutable_uri(const std::string& path) {
+    static const char* hex = "0123456789ABCDEF";
+    std::string uri = "file:";
+    for (const unsigned char c : path) {
+        if (c == '%' || c == '?' || c == '#') {
+            uri += '%';
+            uri += hex[c >> 4];
+            uri += hex[c & 15];
+        } else {
+            uri += char(c);
+        }
+    }
+    return uri + "?immutable=1";
+}
+
 }  // namespace
 
 std::string default_db_path(const std::string& flag) {
@@ -98,9 +124,19 @@ Store::Store(const std::string& path, Mode mode, bool init_foreign) : path_(path
         throw StoreError(path + ": is a directory; expected an ampscope run database file");
     } else if (!read_only_ && access(path.c_str(), W_OK) != 0) {
         read_only_ = true;  // not writable: read-only
+    } else if (mode == Mode::ReadWrite && cannot_create_beside(path)) {
+        read_only_ = true;  // its folder is read-only: no journal can be written, so nothing can be
     }
-    const int flags = read_only_ ? SQLITE_OPEN_READONLY : exists ? SQLITE_OPEN_READWRITE : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-    if (sqlite3_open_v2(path.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
+    int flags = read_only_ ? SQLITE_OPEN_READONLY : exists ? SQLITE_OPEN_READWRITE : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    std::string name = path;
+    if (read_only_ && exists && cannot_create_beside(path)) {
+        // A WAL database in a folder where its -shm file cannot be created (a read-only mount,
+        // a folder without write permission): SQLite cannot open it read-only the usual way.
+        // Nothing can change the file from here, so it is read as immutable.
+        name = immutable_uri(path);
+        flags |= SQLITE_OPEN_URI;
+    }
+    if (sqlite3_open_v2(name.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
         std::string m = db_ ? sqlite3_errmsg(db_) : "cannot open";
         sqlite3_close(db_);
         db_ = nullptr;

@@ -12,6 +12,7 @@
 
 #include <QItemSelectionModel>
 
+#include "ampscope/engine/text.h"
 #include "ampscope/storage/json_io.h"
 #include "charts.h"
 #include "mainwindow.h"
@@ -101,7 +102,7 @@ void MainWindow::showRun(const QString& uuid) {
     if (tabs_->currentIndex() == kTrainingTab) tabs_->setCurrentIndex(kOverviewTab);  // a comparison run has no training view
     current_ = uuid;
     QString damage;
-    for (const auto& d : damaged) damage += QStringLiteral("<li>%1</li>").arg(QString::fromStdString(d).toHtmlEscaped());
+    for (const auto& d : damaged) damage += QStringLiteral("<li>%1</li>").arg(htmlText(d));
     if (!damage.isEmpty())
         html = QStringLiteral("<div style='color:#c82828'><h3>Damaged: parts of this run are left out</h3><ul>%1</ul></div>").arg(damage) +
                html;
@@ -109,7 +110,7 @@ void MainWindow::showRun(const QString& uuid) {
                               : QStringLiteral("Run %1 is damaged: %2 part(s) could not be read and are left out (%3)")
                                     .arg(uuid.left(8))
                                     .arg(damaged.size())
-                                    .arg(QString::fromStdString(damaged.front())));
+                                    .arg(QString::fromStdString(visible_controls(damaged.front()))));
     overview_->setHtml(html);
 }
 

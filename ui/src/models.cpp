@@ -12,12 +12,13 @@
 
 #include "ampscope/engine/compare.h"
 #include "ampscope/engine/rules.h"
+#include "ampscope/engine/text.h"
 
 namespace ampscope::ui {
 
 namespace {
-QString qs(const std::string& s) {
-    return QString::fromStdString(s);
+QString qs(const std::string& s) {  // stored text: control characters shown, never acted on
+    return QString::fromStdString(visible_controls(s));
 }
 QString num(double v, int prec = 3) {
     return std::isfinite(v) ? QString::number(v, 'g', prec) : QStringLiteral("-");
@@ -77,7 +78,7 @@ RunListModel::RunListModel(QObject* parent)
 QVariant RunListModel::data(const QModelIndex& idx, int role) const {
     if (!idx.isValid() || idx.row() >= int(rows_.size())) return {};
     const auto& r = rows_[size_t(idx.row())];
-    if (role == UuidRole) return qs(r.uuid);
+    if (role == UuidRole) return QString::fromStdString(r.uuid);  // a key, not shown
     if (role == Qt::DisplayRole || role == SortRole) {
         switch (idx.column()) {
             case Started:  // to the minute on screen (the browser stays narrow), to the second for sorting
@@ -99,7 +100,8 @@ QVariant RunListModel::data(const QModelIndex& idx, int role) const {
     }
     if (role == Qt::ForegroundRole && idx.column() == Status && r.status != "completed" && r.status != "running") return bad();
     if (role == Qt::ToolTipRole)
-        return qs(r.uuid + ", started " + r.started_at + " on " + r.device + (r.error.empty() ? "" : "\n" + r.error));
+        return QString(qs(r.uuid + ", started " + r.started_at + " on " + r.device) +
+                       (r.error.empty() ? QString() : QLatin1Char('\n') + qs(r.error)));
     return {};
 }
 

@@ -14,6 +14,7 @@
 
 #include <memory>
 
+#include "ampscope/engine/text.h"
 #include "charts.h"
 #include "models.h"
 
@@ -21,7 +22,7 @@ namespace ampscope::ui {
 
 namespace {
 QString qs(const std::string& s) {
-    return QString::fromStdString(s).toHtmlEscaped();
+    return htmlText(s);
 }
 QString num(double v) {
     return QString::number(v, 'g', 4);
@@ -108,10 +109,16 @@ QString overviewHtml(const RunResult& r, const QString& status, const storage::R
         o << "<h3>Annotations</h3><ul>";
         for (const auto& a : notes)
             o << "<li><small>" << qs(a.created_at.substr(0, 19)) << " " << qs(a.author) << " on " << qs(a.target_kind) << " "
-              << qs(a.target) << "</small><br>" << qs(a.text) << "</li>";
+              << qs(a.target) << "</small><br>" << htmlText(a.text, /*keep_newline=*/true) << "</li>";
         o << "</ul>";
     }
     for (const auto& w : r.warnings) o << "<p><i>" << qs(w) << "</i></p>";
+    return h;
+}
+
+QString htmlText(const std::string& s, bool keep_newline) {
+    QString h = QString::fromStdString(visible_controls(s, keep_newline)).toHtmlEscaped();
+    if (keep_newline) h.replace(QLatin1Char('\n'), QStringLiteral("<br>"));
     return h;
 }
 
@@ -131,7 +138,7 @@ QString writeReport(const RunResult& r, const QString& status, const storage::Re
                        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>ampscope run %1</title>"
                        "<style>body{font-family:sans-serif;max-width:1040px;margin:auto} img{max-width:100%}</style>"
                        "</head><body>")
-                       .arg(QString::fromStdString(r.run_id));
+                       .arg(qs(r.run_id));
     html += overviewHtml(r, status, review, notes);
     SampleModel samples;  // outlives the chart, which png() deletes with its view
     samples.resetData(r);

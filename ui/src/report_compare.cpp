@@ -18,14 +18,14 @@ QString cell(const RunResult& r, Precision p, int what) {
         if (i + 1 >= r.passes.size()) break;  // a file edited by hand: no pass for this comparison
         const auto& pass = r.passes[i + 1];
         switch (what) {
-            case VerdictRow: return QString::fromStdString(to_string(c.verdict));
+            case VerdictRow: return htmlText(to_string(c.verdict));
             case MaxDelta: return QString::number(c.max_abs_delta, 'g', 3);
             case Flips: return QString::number(c.flips.size());
             case NonFinite: return QString::number(pass.nonfinite_samples.size());
-            case Origin: return pass.origin ? QString::fromStdString(pass.origin->module + " " + pass.origin->op) : QStringLiteral("-");
+            case Origin: return pass.origin ? htmlText(pass.origin->module + " " + pass.origin->op) : QStringLiteral("-");
             case Regions: {
                 QStringList k;
-                for (const auto& g : pass.keep_fp32) k << QString::fromStdString(g);
+                for (const auto& g : pass.keep_fp32) k << htmlText(g);
                 return k.isEmpty() ? QStringLiteral("-") : k.join(QStringLiteral(", "));
             }
         }
@@ -40,15 +40,14 @@ QString row(const QString& name, const QString& a, const QString& b) {
 }  // namespace
 
 QString compareHtml(const RunResult& ra, const RunResult& rb) {
-    const QString a = QString::fromStdString(ra.run_id).left(8), b = QString::fromStdString(rb.run_id).left(8);
+    const QString a = htmlText(ra.run_id.substr(0, 8)), b = htmlText(rb.run_id.substr(0, 8));
     QString h = QStringLiteral("<h2>Compare A = %1 and B = %2</h2>").arg(a, b);
     const bool same_inputs = ra.model.weights_sha256 == rb.model.weights_sha256 && ra.probes.sha256 == rb.probes.sha256;
     h += same_inputs ? QStringLiteral("<p>Same model weights and probe set: the differences come from the precision policy.</p>")
                      : QStringLiteral("<p style='color:#c82828'>Different model weights or probe sets: compare with care.</p>");
     h += QStringLiteral("<table border=1 cellspacing=0 cellpadding=4><tr><th></th><th>A %1</th><th>B %2</th></tr>").arg(a, b);
-    h += row(QStringLiteral("model"), QString::fromStdString(ra.model.source).toHtmlEscaped(),
-             QString::fromStdString(rb.model.source).toHtmlEscaped());
-    h += row(QStringLiteral("verdict"), QString::fromStdString(to_string(ra.verdict)), QString::fromStdString(to_string(rb.verdict)));
+    h += row(QStringLiteral("model"), htmlText(ra.model.source), htmlText(rb.model.source));
+    h += row(QStringLiteral("verdict"), htmlText(to_string(ra.verdict)), htmlText(to_string(rb.verdict)));
     static const char* rows[] = {"verdict", "max |delta|", "flips", "non-finite samples", "NaN/Inf born at", "FP32 regions"};
     for (auto p : {Precision::Fp16, Precision::Bf16})
         for (int w = 0; w < NUM_ROWS; ++w)

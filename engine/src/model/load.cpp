@@ -2,6 +2,7 @@
 // load_model: recognises the model's format and identifies it (file and weights hashes).
 #include <ATen/ATen.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -10,6 +11,7 @@
 #include "ampscope/engine/hash.h"
 #include "model/export_program.h"
 #include "model/model.h"
+#include "probes/pt_archive.h"
 
 namespace ampscope::detail {
 
@@ -33,6 +35,28 @@ std::vector<char> read_bytes(const std::string& path) {
     return std::vector<char>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
 }
 
+/// Why PyTorch's zip reader refused `bytes`: "not a zip archive", or what a zip archive lacks.
+std::string zip_refusal(const std::vector<char>& bytes, const std::string& source) {
+    const bool zip =
+        bytes.size() >= 4 && (std::memcmp(bytes.data(), "PK\x03\x04", 4) == 0 || std::memcmp(bytes.data(), "PK\x05\x06", 4) == 0);
+    if (!zip) return "not a zip archive";
+    std::string why;
+    try {
+        open_checked_zip(bytes, source);
+        return "a zip archive PyTorch's reader refuses";
+    } catch (const c10::Error& e) {
+        why = e.what_without_backtrace();
+    } catch (const std::exception& e) {
+        why = e.what();
+    }
+    why = why.substr(0, why.find('\n'));
+    if (why.find("hasRecord(\"version\")") != std::string::npos)
+        return "a zip archive without the 'version' record that torch.jit.save and torch.export.save write (removed, or the "
+               "archive was repacked)";
+    if (const auto p = why.find("  (Could this error message be improved?"); p != std::string::npos) why.resize(p);
+    return "a zip archive PyTorch's reader refuses (" + why + ")";
+}
+
 /// The format is recognised by content, not by the file's extension.
 /// `file_hash` receives the file's SHA-256 (from the bytes read once).
 std::unique_ptr<Model> load_file(const std::string& source, const std::string& output, std::string& file_hash) {
@@ -48,8 +72,8 @@ std::unique_ptr<Model> load_file(const std::string& source, const std::string& o
                              "cannot be inspected; give the torch.export program (torch.export.save) instead");
         case pt2::ZipKind::NotZip:
             throw InputError(source, "--model",
-                             "not a zip archive; expected a TorchScript file (torch.jit.save) or a "
-                             "torch.export program (torch.export.save, .pt2)");
+                             zip_refusal(bytes, source) +
+                                 "; expected a TorchScript file (torch.jit.save) or a torch.export program (torch.export.save, .pt2)");
         case pt2::ZipKind::Other:
             throw InputError(source, "--model",
                              "a zip archive that is neither a TorchScript file nor a torch.export program "
