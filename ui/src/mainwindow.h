@@ -44,12 +44,13 @@ class NewRunDialog;
 class RunController;
 class RunListModel;
 class SampleModel;
+class TokenView;
 class TrainingStepModel;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
 public:
-    enum Tabs { kOverviewTab, kDeltasTab, kFlipsTab, kLayersTab, kTrainingTab, kCompareTab, NUM_TABS };
+    enum Tabs { kOverviewTab, kDeltasTab, kFlipsTab, kLayersTab, kTrainingTab, kCompareTab, kTokensTab, NUM_TABS };
     /// `reporter` tells the user about errors and asks questions (message boxes by default).
     explicit MainWindow(std::unique_ptr<ErrorReporter> reporter = nullptr, QWidget* parent = nullptr);
     ~MainWindow() override;
@@ -77,6 +78,8 @@ public:
     LayerModel* layerModel() const { return layers_; }
     TrainingStepModel* stepModel() const { return steps_; }
     CompareModel* compareModel() const { return compare_; }
+    /// The Tokens tab: a sequence run's positions of one sample (language models).
+    TokenView* tokenView() const { return tokens_; }
     NewRunDialog* lastDialog() const { return dialog_; }
     /// Run → Advise FP32 regions… (enabled while a recorded comparison run is shown).
     QAction* adviseAction() const { return adviseAction_; }
@@ -130,6 +133,7 @@ private:
     QWidget* buildLayersTab();
     QWidget* buildTrainingTab();
     QWidget* buildCompareTab();
+    QWidget* buildTokensTab();
     void buildStatusBar();
     /// `content` while `model` has rows, else a text saying what the view shows and how to fill it.
     QWidget* withEmptyState(QWidget* content, QAbstractItemModel* model, const QString& text);
@@ -198,6 +202,7 @@ private:
     TrainingStepModel* steps_ = nullptr;
     FlipModel* flips_ = nullptr;
     LayerModel* layers_ = nullptr;
+    TokenView* tokens_ = nullptr;
     QTableView* runView_ = nullptr;
     QSplitter* split_ = nullptr;
     QLineEdit* filter_ = nullptr;

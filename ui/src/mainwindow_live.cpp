@@ -15,6 +15,7 @@
 #include "models.h"
 #include "report.h"
 #include "runcontroller.h"
+#include "tokenview.h"
 
 namespace ampscope::ui {
 
@@ -108,6 +109,7 @@ void MainWindow::liveComparison(const Comparison& cmp) {
     if (!live_ || live_->training || !keep(run_, live_->run, showingLive(), &RunResult::comparisons, cmp)) return;
     samples_->addComparison(cmp);
     flips_->addComparison(cmp);
+    if (cmp.tokens) tokens_->setRun(*run_);  // the run's sequence comparisons so far
     showLiveOverview();
 }
 

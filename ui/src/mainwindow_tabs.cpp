@@ -23,6 +23,8 @@
 #include "mainwindow.h"
 #include "models.h"
 #include "runcontroller.h"
+#include "tokenmodel.h"
+#include "tokenview.h"
 
 namespace ampscope::ui {
 
@@ -72,6 +74,7 @@ void MainWindow::buildUi() {
     tabs_->addTab(buildLayersTab(), QStringLiteral("Layers (first NaN)"));
     tabs_->addTab(buildTrainingTab(), QStringLiteral("Training"));
     tabs_->addTab(buildCompareTab(), QStringLiteral("Compare"));
+    tabs_->addTab(buildTokensTab(), QStringLiteral("Tokens"));
     Q_ASSERT(tabs_->count() == NUM_TABS);
     split_ = new QSplitter;
     split_->addWidget(buildRunBrowser());
@@ -167,6 +170,10 @@ QWidget* MainWindow::buildFlipsTab() {
     auto* chart = chartWidgetFor(
         samples_, [m = samples_] { return makeFlipChart(m); }, QString());
     tables_[kFlipsTab] = makeTable(flips_, FlipModel::SortRole);
+    auto positions = [v = tables_[kFlipsTab], m = flips_] { v->setColumnHidden(FlipModel::Position, !m->sequence()); };
+    positions();  // a sequence run's flips have positions; a classifier's do not
+    connect(flips_, &QAbstractItemModel::modelReset, tables_[kFlipsTab], positions);
+    connect(flips_, &QAbstractItemModel::headerDataChanged, tables_[kFlipsTab], positions);
     return withEmptyState(stacked(chart, tables_[kFlipsTab]), samples_,
                           comparisonEmptyText(QStringLiteral("the samples whose decision (top class) changes under AMP, "
                                                              "against the reference margin.")));
@@ -231,6 +238,20 @@ QWidget* MainWindow::buildCompareTab() {
                                                    "an FP32 region): verdicts, flips, where NaN/Inf is born, and |Δ| per sample."),
                                     QStringLiteral("Select two comparison runs in the run browser (Ctrl+click) and choose Run → "
                                                    "Compare two selected runs (Ctrl+D).")));
+}
+
+QWidget* MainWindow::buildTokensTab() {
+    tokens_ = new TokenView;
+    connect(tokens_->chart(), &ChartWidget::exportFailed, this,
+            [this](const QString& m) { error(QStringLiteral("Cannot export chart"), m); });
+    tables_[kTokensTab] = tokens_->table();
+    return withEmptyState(tokens_, tokens_->model(),
+                          emptyText(QStringLiteral("No sequence run selected"),
+                                    QStringLiteral("a language model's run compared per position (outputs [N, T, V]): KL(ref ‖ amp) "
+                                                   "along one sample's sequence, the flips at their positions with their token ids, "
+                                                   "and the positions the attention mask excluded."),
+                                    QStringLiteral("Select a comparison run of a language model in the run browser, or start one: "
+                                                   "File → New run… (Ctrl+N) with a .pt2 language model and token probes.")));
 }
 
 QWidget* MainWindow::withEmptyState(QWidget* content, QAbstractItemModel* model, const QString& text) {

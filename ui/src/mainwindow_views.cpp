@@ -18,6 +18,7 @@
 #include "mainwindow.h"
 #include "models.h"
 #include "report.h"
+#include "tokenview.h"
 
 namespace ampscope::ui {
 
@@ -29,6 +30,7 @@ void MainWindow::clearViews() {
     if (flips_->rowCount()) flips_->clearData();
     if (layers_->rowCount()) layers_->clearData();
     if (steps_->rowCount()) steps_->clearData();
+    tokens_->clear();
     {
         const QSignalBlocker block(passBox_);
         passBox_->clear();
@@ -125,6 +127,7 @@ void MainWindow::showComparison(const RunResult& run, const QString& status) {
     if (!status.isEmpty()) overview_->setHtml(overviewHtml(run, status, {}, {}));
     samples_->resetData(run);
     flips_->resetData(run);
+    tokens_->setRun(run);
     const QSignalBlocker block(passBox_);
     int preferred = -1;
     for (size_t i = 0; i < run.passes.size(); ++i) {

@@ -225,12 +225,19 @@ QVariant SampleModel::data(const QModelIndex& idx, int role) const {
 void FlipModel::resetData(const RunResult& run) {
     beginResetModel();
     rows_.clear();
-    for (const auto& c : run.comparisons)
+    sequence_ = false;
+    for (const auto& c : run.comparisons) {
+        sequence_ = sequence_ || c.tokens.has_value();
         for (const auto& f : c.flips) rows_.push_back({c.precision, f});
+    }
     endResetModel();
 }
 
 void FlipModel::addComparison(const Comparison& c) {
+    if (c.tokens && !sequence_) {
+        sequence_ = true;
+        Q_EMIT headerDataChanged(Qt::Horizontal, 0, NUM_COLUMNS - 1);
+    }
     if (c.flips.empty()) return;
     beginInsertRows({}, rows(), rows() + int(c.flips.size()) - 1);
     for (const auto& f : c.flips) rows_.push_back({c.precision, f});
@@ -238,8 +245,16 @@ void FlipModel::addComparison(const Comparison& c) {
 }
 
 FlipModel::FlipModel(QObject* parent)
-    : TableModel(parent, {QStringLiteral("Precision"), QStringLiteral("Sample"), QStringLiteral("Tag"), QStringLiteral("Reference class"),
-                          QStringLiteral("AMP class"), QStringLiteral("Reference margin"), QStringLiteral("AMP margin")}) {}
+    : TableModel(parent, {QStringLiteral("Precision"), QStringLiteral("Sample"), QStringLiteral("Tag"), QStringLiteral("Position"),
+                          QStringLiteral("Reference class"), QStringLiteral("AMP class"), QStringLiteral("Reference margin"),
+                          QStringLiteral("AMP margin")}) {}
+
+QString FlipModel::columnName(int column) const {
+    if (sequence_ && column == Ref) return QStringLiteral("Reference token");
+    if (sequence_ && column == Amp) return QStringLiteral("AMP token");
+    if (sequence_ && column == RefMargin) return QStringLiteral("Reference top-2 margin");
+    return TableModel::columnName(column);
+}
 
 QVariant FlipModel::data(const QModelIndex& idx, int role) const {
     if (!idx.isValid() || idx.row() >= int(rows_.size())) return {};
@@ -250,6 +265,9 @@ QVariant FlipModel::data(const QModelIndex& idx, int role) const {
         case Precision_: return qs(to_string(r.precision));
         case Sample: return qs(r.flip.sample);
         case Tag: return qs(r.flip.tag);
+        case Position:
+            if (r.flip.position < 0) return {};
+            return role == SortRole ? QVariant(r.flip.position) : QVariant(QString::number(r.flip.position));
         case Ref: return role == SortRole ? QVariant(r.flip.ref) : QVariant(cls(r.flip.ref));
         case Amp: return role == SortRole ? QVariant(r.flip.amp) : QVariant(cls(r.flip.amp));
         case RefMargin: return role == SortRole ? QVariant(r.flip.ref_margin) : QVariant(num(r.flip.ref_margin));

@@ -14,6 +14,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QLabel>
 #include <QLineEdit>
 #include <QMimeData>
 #include <QPushButton>
@@ -99,7 +100,47 @@ QGroupBox* NewRunDialog::buildCriteria() {
     cf->addRow(QStringLiteral("Allowed flips"), max_flips_);
     cf->addRow(QStringLiteral("Quality threshold (accuracy ≥)"), quality_);
     cf->addRow(QString(), allow_nonfinite_);
+    cf->addRow(QStringLiteral("Per position (language models)"), buildSequenceCriteria());
+    cf->addRow(QStringLiteral("Sequence output"), buildSequenceLayout());
     return criteria_;
+}
+
+QHBoxLayout* NewRunDialog::buildSequenceCriteria() {
+    const Criteria defaults;
+    max_flip_rate_ = number(0, 1, defaults.max_flip_rate, 6);
+    max_flip_rate_->setObjectName(QStringLiteral("maxFlipRate"));
+    max_flip_rate_->setToolTip(QStringLiteral("Largest fraction of compared positions whose top-1 token may change"));
+    max_mean_kld_ = number(0, 1e6, defaults.max_mean_kld, 6);
+    max_mean_kld_->setObjectName(QStringLiteral("maxMeanKld"));
+    max_mean_kld_->setToolTip(QStringLiteral("Largest mean KL(ref ‖ amp) of the softmax over the vocabulary, per position"));
+    min_same_top_ = number(0, 1, defaults.min_same_top, 4);
+    min_same_top_->setObjectName(QStringLiteral("minSameTop"));
+    min_same_top_->setToolTip(QStringLiteral("Smallest fraction of compared positions with the same top-1 token"));
+    auto* row = new QHBoxLayout;
+    for (auto [label, box] :
+         {std::pair{QStringLiteral("flip rate ≤"), max_flip_rate_}, std::pair{QStringLiteral("mean KL ≤"), max_mean_kld_},
+          std::pair{QStringLiteral("same top-1 ≥"), min_same_top_}}) {
+        row->addWidget(new QLabel(label));
+        row->addWidget(box);
+    }
+    return row;
+}
+
+QHBoxLayout* NewRunDialog::buildSequenceLayout() {
+    mask_input_ = new QLineEdit;
+    mask_input_->setObjectName(QStringLiteral("maskInput"));
+    mask_input_->setPlaceholderText(QStringLiteral("attention_mask when the model has one"));
+    mask_input_->setToolTip(QStringLiteral("The input whose nonzero entries mark the positions compared"));
+    sequence_axis_ = integer(0, 2, 0);
+    sequence_axis_->setObjectName(QStringLiteral("sequenceAxis"));
+    sequence_axis_->setSpecialValueText(QStringLiteral("auto"));  // 0: not set (an output [N, T, V]: axis 1)
+    sequence_axis_->setToolTip(QStringLiteral("The output axis holding positions when the layout is not [N, T, V]"));
+    auto* row = new QHBoxLayout;
+    row->addWidget(new QLabel(QStringLiteral("mask input")));
+    row->addWidget(mask_input_, 1);
+    row->addWidget(new QLabel(QStringLiteral("positions on axis")));
+    row->addWidget(sequence_axis_);
+    return row;
 }
 
 void NewRunDialog::setSpec(const RunSpec& s) {
@@ -120,6 +161,11 @@ void NewRunDialog::setSpec(const RunSpec& s) {
     max_flips_->setValue(s.criteria.max_flips);
     quality_->setValue(s.criteria.quality_threshold);
     allow_nonfinite_->setChecked(s.criteria.allow_nonfinite);
+    max_flip_rate_->setValue(s.criteria.max_flip_rate);
+    max_mean_kld_->setValue(s.criteria.max_mean_kld);
+    min_same_top_->setValue(s.criteria.min_same_top);
+    mask_input_->setText(QString::fromStdString(s.criteria.mask_input));
+    sequence_axis_->setValue(std::max(0, s.criteria.sequence_axis));
 }
 
 RunSpec NewRunDialog::spec() const {
@@ -144,6 +190,11 @@ RunSpec NewRunDialog::spec() const {
     s.criteria.quality_threshold = quality_->value();
     s.criteria.quality_threshold_set = quality_->value() > 0;
     s.criteria.allow_nonfinite = allow_nonfinite_->isChecked();
+    s.criteria.max_flip_rate = max_flip_rate_->value();
+    s.criteria.max_mean_kld = max_mean_kld_->value();
+    s.criteria.min_same_top = min_same_top_->value();
+    s.criteria.mask_input = mask_input_->text().trimmed().toStdString();
+    s.criteria.sequence_axis = sequence_axis_->value() == 0 ? -1 : sequence_axis_->value();
     return s;
 }
 

@@ -51,6 +51,12 @@ private:
     QSpinBox* max_flips_;
     QComboBox* tie_rule_;
     QCheckBox* allow_nonfinite_;
+    /// Sequence outputs (language models): per-position criteria, the mask input, the axis.
+    QDoubleSpinBox *max_flip_rate_, *max_mean_kld_, *min_same_top_;
+    QLineEdit* mask_input_;
+    QSpinBox* sequence_axis_;
+    QHBoxLayout* buildSequenceCriteria();
+    QHBoxLayout* buildSequenceLayout();
     QLineEdit* keep_fp32_;
     QSpinBox* seed_;
     QSpinBox* batch_;

@@ -70,7 +70,8 @@ QString overviewHtml(const RunResult& r, const QString& status, const storage::R
       << "<tr><td>criteria</td><td>fixed at " << qs(r.criteria.fixed_at) << " (locked)<br>|amp−ref| ≤ " << num(r.criteria.atol) << " + "
       << num(r.criteria.rtol) << "·|ref|; ties within " << num(r.criteria.tie_tolerance) << " → " << qs(to_string(r.criteria.tie_rule))
       << "; flips allowed " << r.criteria.max_flips << "; quality " << qs(to_string(r.criteria.quality_metric)) << " threshold "
-      << num(r.criteria.quality_threshold) << (r.criteria.allow_nonfinite ? "; non-finite allowed" : "") << "</td></tr>";
+      << num(r.criteria.quality_threshold) << (r.criteria.allow_nonfinite ? "; non-finite allowed" : "")
+      << (isSequenceRun(r) ? sequenceCriteriaHtml(r.criteria) : QString()) << "</td></tr>";
     if (!r.spec.keep_fp32.empty()) {
         o << "<tr><td>FP32 regions</td><td>";
         for (const auto& k : r.spec.keep_fp32) o << qs(k) << " ";
@@ -103,6 +104,7 @@ QString overviewHtml(const RunResult& r, const QString& status, const storage::R
             o << "</td></tr>";
         }
         o << "</table>";
+        tokensHtml(o, c);
     }
     if (!benchmarks.empty()) benchmarksHtml(o, benchmarks);
     if (!notes.empty()) {

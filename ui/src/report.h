@@ -7,6 +7,7 @@
 #include "ampscope/storage/store.h"
 
 class QAbstractItemModel;
+class QTextStream;
 
 namespace ampscope::ui {
 
