@@ -8,6 +8,7 @@
 #include <QLabel>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QSortFilterProxyModel>
 #include <QSpinBox>
 #include <QTabWidget>
@@ -112,7 +113,13 @@ QWidget* AdviseDialog::buildViews() {
         sensitivity_, [this] { return makeSensitivityChart(sensitivity_); },
         QStringLiteral("No sensitivity yet: it is measured after the reference and the plain AMP passes, when they fail the criteria "
                        "(per module, on the FP32 reference's own inputs to it)."));
-    tabs_->addTab(chart_, QStringLiteral("Sensitivity chart"));
+    auto* chartScroll = new QScrollArea;  // one row per module: many modules scroll
+    chartScroll->setObjectName(QStringLiteral("sensitivityScroll"));
+    chartScroll->setWidget(chart_);
+    chartScroll->setWidgetResizable(true);
+    chartScroll->setFrameShape(QFrame::NoFrame);
+    chartScroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    tabs_->addTab(chartScroll, QStringLiteral("Sensitivity chart"));
     auto* proxy = new QSortFilterProxyModel(this);
     proxy->setSourceModel(sensitivity_);
     proxy->setSortRole(SensitivityModel::SortRole);
@@ -227,6 +234,8 @@ bool AdviseDialog::start() {
     if (!job_->start(spec)) return false;
     result_.reset();
     complete_ = false;
+    verifiedRun_.clear();
+    verifiedVerdict_.clear();
     sensitivity_->clearData();
     showSet(AdviseResult{});
     outcome_->setText(QStringLiteral("Advising at granularity %1…").arg(granularity()));

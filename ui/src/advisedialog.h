@@ -4,8 +4,8 @@
 // and criteria as recorded), on a worker thread. Shows the stages' progress with Cancel, the
 // per-module sensitivity (chart in execution order and ranked table; what was found survives
 // a cancel), the proposed FP32 set with the reasons, and offers Apply and re-run (the
-// verifying run, through the main window), Save set… (the advise JSON, a --keep-fp32-file)
-// and Copy Python snippet. Non-modal.
+// verifying run, through the main window), then, once that run accepted the set, Save set…
+// (the advise JSON, a --keep-fp32-file) and Copy Python snippet. Non-modal.
 
 #include <QDialog>
 
@@ -53,10 +53,14 @@ public:
     bool complete() const { return complete_; }
     /// The verifying run's spec: the recorded one with keep_fp32 = the set found.
     RunSpec verifySpec() const;
-    /// Writes the advise JSON (a file `ampscope-cli run --keep-fp32-file` reads). "" or an error.
+    /// Writes the advise JSON (a file `ampscope-cli run --keep-fp32-file` reads) of a set its
+    /// verifying run accepted. "" or an error (no set, or not verified yet, or unverified).
     QString saveSet(const QString& path) const;
-    /// The verifying run recorded by the main window, with its verdict.
+    /// The verifying run recorded by the main window, with its verdict: accepted makes the set
+    /// advice (Save set…, Copy Python snippet); any other verdict makes it unverified.
     void setVerified(const QString& uuid, const QString& verdict);
+    /// A set found and accepted by its verifying run.
+    bool verified() const;
     QString runUuid() const;
 
     // for tests
@@ -98,6 +102,7 @@ private:
     // results (advisedialog_results.cpp)
     void showResult(const AdviseResult& r, bool complete);
     void showSet(const AdviseResult& r);
+    void showOutcome();  ///< the outcome line of result_ (and whether its set is verified yet)
     void updateButtons();
 
     RunResult run_;
@@ -105,6 +110,7 @@ private:
     AdviseJob* job_;
     std::optional<AdviseResult> result_;
     bool complete_ = false;
+    QString verifiedRun_, verifiedVerdict_;  ///< the verifying run of the set shown ("" before it ends)
     SensitivityModel* sensitivity_;
     QComboBox* granularity_ = nullptr;
     QSpinBox* depth_ = nullptr;

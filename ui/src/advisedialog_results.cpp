@@ -28,19 +28,35 @@ void AdviseDialog::showResult(const AdviseResult& r, bool complete) {
     complete_ = complete;
     sensitivity_->resetData(r.sensitivity);
     showSet(r);
-    if (complete) {
-        const bool fixable = r.outcome == AdviseResult::Outcome::Found || r.outcome == AdviseResult::Outcome::AlreadyAccepted;
-        outcome_->setText((fixable ? QString() : QStringLiteral("No FP32 set can fix this run. ")) + qs(r.message));
-        outcome_->setStyleSheet(fixable ? QString() : QStringLiteral("QLabel { color: #c82828; }"));
-        if (r.outcome == AdviseResult::Outcome::Found) tabs_->setCurrentIndex(kSetTab);
-    } else {
+    showOutcome();
+    if (complete && r.outcome == AdviseResult::Outcome::Found) tabs_->setCurrentIndex(kSetTab);
+    updateButtons();
+}
+
+void AdviseDialog::showOutcome() {
+    if (!result_) return;
+    const AdviseResult& r = *result_;
+    if (!complete_) {
         outcome_->setStyleSheet(QString());
         outcome_->setText(r.sensitivity.empty()
                               ? QStringLiteral("Cancelled before any module's sensitivity was measured.")
                               : QStringLiteral("Cancelled: the sensitivity of %1 module(s) measured so far is shown; no set was proposed.")
                                     .arg(r.sensitivity.size()));
+        return;
     }
-    updateButtons();
+    const bool fixable = r.outcome == AdviseResult::Outcome::Found || r.outcome == AdviseResult::Outcome::AlreadyAccepted;
+    QString prefix;
+    if (r.outcome == AdviseResult::Outcome::Unverified)
+        prefix = QStringLiteral("Unverified: ");
+    else if (!fixable)
+        prefix = QStringLiteral("No FP32 set can fix this run. ");
+    QString suffix;
+    if (r.outcome == AdviseResult::Outcome::Found && verifiedVerdict_.isEmpty())
+        suffix = QStringLiteral(
+            " Not verified yet: Apply and re-run records the verifying run; the set can be saved or copied as a "
+            "Python snippet once that run accepts it.");
+    outcome_->setText(prefix + qs(r.message) + suffix);
+    outcome_->setStyleSheet(fixable ? QString() : QStringLiteral("QLabel { color: #c82828; }"));
 }
 
 void AdviseDialog::showSet(const AdviseResult& r) {
@@ -70,14 +86,19 @@ void AdviseDialog::showSet(const AdviseResult& r) {
                 .arg(r.evaluations)
                 .arg(r.passes_used);
     summary_->setText(text);
-    verified_->hide();
+    if (verifiedVerdict_.isEmpty()) verified_->hide();
+}
+
+bool AdviseDialog::verified() const {
+    return complete_ && result_ && result_->outcome == AdviseResult::Outcome::Found && !result_->keep_fp32.empty() &&
+           verifiedVerdict_ == QStringLiteral("accepted");
 }
 
 void AdviseDialog::updateButtons() {
     const bool found = complete_ && result_ && result_->outcome == AdviseResult::Outcome::Found && !result_->keep_fp32.empty();
     apply_->setEnabled(found && !running());
-    save_->setEnabled(found);
-    copy_->setEnabled(found);
+    save_->setEnabled(verified());  // advice only once a verifying run accepted the set
+    copy_->setEnabled(verified());
 }
 
 RunSpec AdviseDialog::verifySpec() const {
@@ -94,17 +115,29 @@ void AdviseDialog::applyAndRerun() {
 }
 
 void AdviseDialog::setVerified(const QString& uuid, const QString& verdict) {
-    verified_->setText(QStringLiteral("Verified by run %1: %2").arg(uuid.left(8), verdict));
-    verified_->setStyleSheet(verdict == QStringLiteral("accepted") ? QStringLiteral("QLabel { color: #1e8c3c; }")
-                                                                   : QStringLiteral("QLabel { color: #c82828; }"));
+    const bool accepted = verdict == QStringLiteral("accepted");
+    verifiedRun_ = uuid;
+    verifiedVerdict_ = verdict;
+    if (result_ && !accepted)
+        apply_verification(*result_, verdict == QStringLiteral("invalid_reference") ? Verdict::InvalidReference : Verdict::Rejected);
+    showOutcome();
+    verified_->setText(
+        QStringLiteral("%1 run %2: %3").arg(accepted ? QStringLiteral("Verified by") : QStringLiteral("Verifying"), uuid.left(8), verdict));
+    verified_->setStyleSheet(accepted ? QStringLiteral("QLabel { color: #1e8c3c; }") : QStringLiteral("QLabel { color: #c82828; }"));
     verified_->show();
+    updateButtons();
 }
 
 QString AdviseDialog::saveSet(const QString& path) const {
     if (!result_ || result_->keep_fp32.empty()) return QStringLiteral("no FP32 set has been found yet");
+    if (result_->outcome == AdviseResult::Outcome::Unverified)
+        return QStringLiteral("the set is unverified: its verifying run was %1, so it is not advice").arg(verifiedVerdict_);
+    if (!verified()) return QStringLiteral("the set has not been verified yet: Apply and re-run, and save it once that run accepts it");
     json::AdviseRecord record;
     record.advised_from = run_.run_id;
     record.granularity = to_string(adviseSpec().granularity);
+    record.verified_run = verifiedRun_.toStdString();
+    record.verified_verdict = verifiedVerdict_.toStdString();
     const std::string json = json::advise_to_json(*result_, record);
     QFile f(path);
     if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)) return QStringLiteral("cannot write %1: %2").arg(path, f.errorString());
@@ -122,7 +155,7 @@ void AdviseDialog::saveSetInteractively() {
 }
 
 void AdviseDialog::copyPythonSnippet() {
-    if (!result_ || result_->keep_fp32.empty()) return;
+    if (!verified()) return;
     const auto& precisions = run_.spec.precisions;
     QApplication::clipboard()->setText(qs(python_snippet(result_->keep_fp32, precisions.empty() ? Precision::Fp16 : precisions.front())));
 }
