@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -48,13 +49,13 @@ struct Oracle {
         if (p) pclose(p);
         want = out.empty() ? nlohmann::json() : nlohmann::json::parse(out);
     }
-    ~Oracle() { fs::remove_all(dir); }
+    // Not std::filesystem::remove_all: in this binary it resolves into libtorch.so's copy, which
+    // crashes (a null call); the shell removes the folder.
+    ~Oracle() {
+        const int rc = std::system(("rm -rf '" + dir + "'").c_str());
+        (void)rc;
+    }
 };
-
-Oracle& oracle() {
-    static Oracle o;
-    return o;
-}
 
 /// A fresh model state shaped like the oracle's (zeros), as named_state() gives it.
 std::vector<std::pair<std::string, at::Tensor>> fresh_state(const ckpt::Checkpoint& c) {
@@ -65,7 +66,23 @@ std::vector<std::pair<std::string, at::Tensor>> fresh_state(const ckpt::Checkpoi
 
 }  // namespace
 
-TEST(CheckpointLoaders, EveryFormatLoadsTheSameWeightsBitwise) {
+/// One oracle run for the suite, its folder removed when the suite ends (not at exit, where
+/// std::filesystem may already resolve into a library being torn down).
+class CheckpointLoaders : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() { oracle_ = new Oracle(); }
+    static void TearDownTestSuite() {
+        delete oracle_;
+        oracle_ = nullptr;
+    }
+    static Oracle& oracle() { return *oracle_; }
+
+private:
+    static Oracle* oracle_;
+};
+Oracle* CheckpointLoaders::oracle_ = nullptr;
+
+TEST_F(CheckpointLoaders, EveryFormatLoadsTheSameWeightsBitwise) {
     auto& o = oracle();
     ASSERT_FALSE(o.want.is_null()) << "python oracle produced nothing";
     const std::vector<std::pair<std::string, std::string>> files = {{"plain.pt", "state_dict"},
@@ -84,7 +101,7 @@ TEST(CheckpointLoaders, EveryFormatLoadsTheSameWeightsBitwise) {
     }
 }
 
-TEST(CheckpointLoaders, OptimizerScalerAndSkippedObjects) {
+TEST_F(CheckpointLoaders, OptimizerScalerAndSkippedObjects) {
     auto& o = oracle();
     const auto d = ckpt::load_checkpoint(o.dir + "/dict.pt", "");
     ASSERT_TRUE(d.optimizer && d.scaler);
@@ -112,7 +129,7 @@ TEST(CheckpointLoaders, OptimizerScalerAndSkippedObjects) {
     EXPECT_EQ(m.unexpected.size(), state.size());
 }
 
-TEST(CheckpointLoaders, OneMoreStepEqualsTorchOptim) {
+TEST_F(CheckpointLoaders, OneMoreStepEqualsTorchOptim) {
     auto& o = oracle();
     const auto grads = read_safetensors(o.dir + "/grads.safetensors").tensors;
     const auto names = o.want["names"].get<std::vector<std::string>>();
@@ -134,7 +151,7 @@ TEST(CheckpointLoaders, OneMoreStepEqualsTorchOptim) {
     }
 }
 
-TEST(CheckpointLoaders, BadInputsAreNamed) {
+TEST_F(CheckpointLoaders, BadInputsAreNamed) {
     auto& o = oracle();
     auto refusal = [](auto f) -> std::string {
         try {
