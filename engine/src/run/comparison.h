@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -16,6 +17,34 @@
 #include "run/pass.h"
 
 namespace ampscope::detail {
+
+/// The model's parameters and buffers as loaded. Every pass starts from them: a model that
+/// changes its own state in forward (a counter, a running statistic, a cache, train-mode
+/// BatchNorm) must not carry the change into the next pass. Buffers are copied and compared
+/// by value (kernels such as native_batch_norm update running statistics without a version
+/// bump). Parameters are not copied up front (a copy would double the weights' memory on the
+/// device, for a rare case): their version counters (every in-place op bumps them) and
+/// identities (TorchScript may assign a new tensor to an attribute) tell when one changed, and
+/// the first such change takes the state as loaded from `reload` (the model loaded again).
+class StateKeeper {
+public:
+    using Reload = std::function<std::vector<std::pair<std::string, at::Tensor>>()>;
+    StateKeeper(Model& m, Reload reload);
+    /// Restores every tensor changed since the last call; returns the changed names.
+    std::vector<std::string> restore(Model& m);
+
+private:
+    struct Entry {
+        std::string name;
+        const void* impl;
+        int64_t version;
+        bool buffer;
+        at::Tensor copy;  ///< buffers always; parameters once one has changed
+    };
+    void take_originals();
+    std::vector<Entry> entries_;
+    Reload reload_;
+};
 
 /// A comparison run in its phases: criteria fixed, backend, inputs, the FP32 reference
 /// (checked before it is trusted), then each AMP pass compared with it.
@@ -32,6 +61,9 @@ struct ComparisonRun {
     /// The advisor's reference pass: module outputs captured (empty: none).
     std::vector<std::string> capture_modules;
     std::map<std::string, std::vector<at::Tensor>>* module_outputs = nullptr;
+    /// The state every pass starts from, and the names a pass changed (warned once).
+    std::unique_ptr<StateKeeper> state;
+    std::vector<std::string> state_changed;
 
     void stage(const char* name);
     /// Criteria first: validated and fixed (timestamped) before anything runs.
@@ -40,6 +72,8 @@ struct ComparisonRun {
     void load_inputs();
     PassOptions options() const;
     PassResult pass(PassOptions o, bool first);
+    /// The run's warning when a pass changed the model's parameters or buffers (once).
+    void note_state_changes(const std::vector<std::string>& changed);
     /// Sequence outputs [N, T, V]: the layout compared per position (run/sequence.cpp), known
     /// after the reference pass; the output axis of positions (1, or 2 for [N, V, T]).
     std::optional<SequenceLayout> sequence;

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <fstream>
 #include <regex>
+#include <set>
 
 #include "ampscope/engine/compare.h"
 #include "ampscope/engine/errors.h"
@@ -386,6 +387,61 @@ void ComparisonRun::fix_criteria() {
     if (spec.batch_size < 1) throw InputError("--batch-size", "", "expected an integer >= 1");
 }
 
+namespace {
+at::Tensor as_bytes(const at::Tensor& t) {
+    return t.detach().contiguous().reshape({-1}).view(at::kByte);
+}
+}  // namespace
+
+StateKeeper::StateKeeper(Model& m, Reload reload) : reload_(std::move(reload)) {
+    at::NoGradGuard ng;
+    std::set<const void*> params;
+    for (const auto& p : m.parameters()) params.insert(p.unsafeGetTensorImpl());
+    for (auto& [name, t] : m.named_state()) {
+        const bool buffer = !params.count(t.unsafeGetTensorImpl());
+        entries_.push_back({name, t.unsafeGetTensorImpl(), t._version(), buffer, buffer ? t.detach().clone() : at::Tensor()});
+    }
+}
+
+void StateKeeper::take_originals() {
+    auto fresh = reload_();
+    std::map<std::string, at::Tensor> by_name(fresh.begin(), fresh.end());
+    for (auto& e : entries_) {
+        if (e.copy.defined()) continue;
+        const auto it = by_name.find(e.name);
+        if (it == by_name.end())
+            throw ModelError("the model changed its parameter '" + e.name + "' in forward, and loading it again gave no such parameter");
+        e.copy = it->second.detach();
+    }
+}
+
+std::vector<std::string> StateKeeper::restore(Model& m) {
+    at::NoGradGuard ng;
+    std::vector<std::string> changed;
+    auto state = m.named_state();
+    if (state.size() != entries_.size())
+        throw ModelError("the model's parameters and buffers changed in number during a pass (" + std::to_string(entries_.size()) +
+                         " before, " + std::to_string(state.size()) + " after)");
+    for (size_t i = 0; i < state.size(); ++i) {
+        auto& t = state[i].second;
+        auto& e = entries_[i];
+        const bool same = t.unsafeGetTensorImpl() == e.impl && t._version() == e.version &&
+                          (!e.buffer || (t.sizes() == e.copy.sizes() && at::equal(as_bytes(t), as_bytes(e.copy))));
+        if (same) continue;
+        changed.push_back(e.name);
+        if (!e.copy.defined()) take_originals();
+        if (e.copy.device() != t.device()) e.copy = e.copy.to(t.device());
+        if (t.sizes() != e.copy.sizes() || t.scalar_type() != e.copy.scalar_type())
+            throw ModelError("the model replaced its state '" + e.name +
+                             "' in forward with a tensor of another shape or dtype; "
+                             "passes cannot start from the same state");
+        t.detach().copy_(e.copy);
+        e.impl = t.unsafeGetTensorImpl();
+        e.version = t._version();
+    }
+    return changed;
+}
+
 void ComparisonRun::choose_backend() {
     stage("backend");
     res.backend = backend_report(spec.device);
@@ -406,6 +462,8 @@ void ComparisonRun::load_inputs() {
     stage("load probes");
     probes = load_probes(spec.probes, *model, spec.seed);
     model->to_device(device);
+    state =
+        std::make_unique<StateKeeper>(*model, [this] { return load_model(spec.model, spec.seed, spec.criteria.output)->named_state(); });
     res.criteria.output = model->output_name;  // recorded as resolved, with the criteria
     res.model = model->info;
     res.model.mode = to_string(spec.mode);
@@ -451,10 +509,23 @@ PassOptions ComparisonRun::options() const {
 }
 
 PassResult ComparisonRun::pass(PassOptions o, bool first) {
+    state->restore(*model);  // a failed pass may have left changes behind
     PassResult p = run_pass(*model, probes, device, o, progress, first);
+    note_state_changes(state->restore(*model));
     if (input_origin) p.origin = input_origin;
     p.quality = quality(p, truth(), res.criteria);
     return p;
+}
+
+void ComparisonRun::note_state_changes(const std::vector<std::string>& changed) {
+    if (changed.empty() || !state_changed.empty()) return;
+    state_changed = changed;
+    std::string names;
+    for (size_t i = 0; i < changed.size() && i < 8; ++i) names += (i ? ", " : "") + changed[i];
+    if (changed.size() > 8) names += ", … (" + std::to_string(changed.size()) + " in all)";
+    res.warnings.push_back("the model changes its own state in forward (" + names +
+                           "); every pass was started from the state as loaded, so passes differ only in precision policy, "
+                           "but a deployed model would see the changed state");
 }
 
 bool ComparisonRun::reference(PassResult& ref) {
