@@ -6,6 +6,9 @@
 // leaves the dialog usable, errors go to the injected reporter, and the New-run dialog loads
 // FP32 regions from the saved set (a bad file is refused on its error line).
 #include <QAction>
+#include <QBarCategoryAxis>
+#include <QBarSet>
+#include <QHorizontalBarSeries>
 #include <QChartView>
 #include <QClipboard>
 #include <QGuiApplication>
@@ -20,9 +23,12 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
+#include <set>
 #include <thread>
 
 #include "advisedialog.h"
@@ -154,16 +160,36 @@ private Q_SLOTS:
         QVERIFY2(d->outcomeText().contains(QString::fromStdString(want.message)), qPrintable(d->outcomeText()));
         QVERIFY(d->summaryText().contains(QStringLiteral("%1 candidate set(s) checked").arg(want.evaluations)));
 
-        // the chart: one point per row, one series per precision (+ marks), in execution order
+        // the chart: horizontal bars, one row per module named in full (execution order from the
+        // top), one bar per precision; marks (origins, clipped values) over them
         d->findChild<QTabWidget*>()->setCurrentIndex(AdviseDialog::kChartTab);
         QTRY_VERIFY(!d->chart()->showsEmptyState() && d->chart()->chart());
-        int points = 0;
+        std::map<int, QString> byOrder;
+        std::set<Precision> precisions;
+        for (const auto& s : want.sensitivity)
+            byOrder.emplace(s.order, s.module.empty() ? QStringLiteral("(root)") : QString::fromStdString(s.module)),
+                precisions.insert(s.precision);
+        QStringList modules;
+        for (const auto& [order, name] : byOrder) modules << name;
+        QHorizontalBarSeries* bars = nullptr;
         for (auto* s : d->chart()->chart()->series()) {
-            auto* sc = qobject_cast<QScatterSeries*>(s);
-            QVERIFY(sc);
-            if (s->name() == QStringLiteral("fp16") || s->name() == QStringLiteral("bf16")) points += int(sc->count());
+            if (auto* b = qobject_cast<QHorizontalBarSeries*>(s))
+                bars = b;
+            else
+                QVERIFY(qobject_cast<QScatterSeries*>(s));  // marks
         }
-        QCOMPARE(points, int(want.sensitivity.size()));
+        QVERIFY(bars);
+        QCOMPARE(bars->count(), int(precisions.size()));
+        int measured = 0;
+        for (auto* set : bars->barSets()) {
+            QCOMPARE(set->count(), int(modules.size()));
+            for (int i = 0; i < set->count(); ++i) measured += set->at(i) != 0 ? 1 : 0;
+        }
+        QVERIFY(measured <= int(want.sensitivity.size()));
+        auto* axis = qobject_cast<QBarCategoryAxis*>(d->chart()->chart()->axes(Qt::Vertical).value(0));
+        QVERIFY(axis);
+        std::reverse(modules.begin(), modules.end());  // categories run bottom-up: the first module is at the top
+        QCOMPARE(axis->categories(), modules);
     }
 
     void applyRecordsAndOpensTheVerifyingRun() {

@@ -76,23 +76,25 @@ QChart* makeDeltaHistogram(SampleModel* model) {
     const RunResult& run = model->run();
     auto* chart = new QChart;
     chart->setTitle(QStringLiteral("Histogram of log10 |Δ|"));
+    // Bins by decade, labelled by their exponent (short labels fit a narrow view); the samples
+    // with non-finite scores have no |Δ| and are counted in the legend instead.
     const int lo = -10, hi = 2;
     QStringList cats;
-    for (int b = lo; b < hi; ++b) cats << QStringLiteral("1e%1").arg(b);
-    cats << QStringLiteral("non-finite");
+    for (int b = lo; b < hi; ++b) cats << QString::number(b);
     auto* series = new QBarSeries;
     int maxc = 1;
     for (const auto& c : run.comparisons) {
-        auto* set = new QBarSet(qs(to_string(c.precision)));
-        std::vector<int> counts(size_t(hi - lo + 1), 0);
+        std::vector<int> counts(size_t(hi - lo), 0);
+        int nonfinite = 0;
         for (const auto& d : c.deltas) {
             if (!d.finite) {
-                counts.back()++;
+                ++nonfinite;
                 continue;
             }
             const int b = std::clamp(int(std::floor(std::log10(std::max(d.abs, 1e-10)))), lo, hi - 1);
             counts[size_t(b - lo)]++;
         }
+        auto* set = new QBarSet(qs(to_string(c.precision)) + (nonfinite ? QStringLiteral(" (+%1 non-finite)").arg(nonfinite) : QString()));
         for (int v : counts) {
             *set << v;
             maxc = std::max(maxc, v);
@@ -102,6 +104,7 @@ QChart* makeDeltaHistogram(SampleModel* model) {
     chart->addSeries(series);
     auto* x = new QBarCategoryAxis;
     x->append(cats);
+    x->setTitleText(QStringLiteral("log10 |Δ| (decade)"));
     auto* y = new QValueAxis;
     y->setRange(0, maxc);
     y->setTitleText(QStringLiteral("samples"));
@@ -164,6 +167,7 @@ QChart* makeDeltaChart(SampleModel* model) {
     pen.setColor(QColor(120, 120, 120));
     tol->setPen(pen);
     attach(chart, tol, x, y);
+    chart->legend()->setAlignment(Qt::AlignRight);  // one entry per precision and tag: a column fits them
     return chart;
 }
 

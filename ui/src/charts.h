@@ -56,6 +56,12 @@ QChart* makeUpdatesChart(TrainingStepModel* model);
 QChart* makeGradChart(TrainingStepModel* model);
 constexpr int kLiveRefreshMs = 100;
 
+/// Every chart needs this much height so that its plot area keeps at least 200 px below the
+/// title and above the axis labels and legend (tests/ui/tst_layout.cpp); ChartWidget keeps it.
+constexpr int kMinChartHeight = 380;
+/// A chart that needs more (one row per module) says how much in this property (int, px).
+inline constexpr char kMinHeightProperty[] = "ampscopeMinHeight";
+
 /// Frame, text and grid colours from the palette (dark palettes included).
 void applyPalette(QChart* chart, const QPalette& pal);
 
@@ -65,7 +71,8 @@ QString exportImage(QWidget* widget, const QString& path);
 /// One chart over one model. The chart is built by `build` and built again when the model is
 /// reset or gains or loses columns (rows are the chart's own business: it follows them); not
 /// while the model has no rows (the widget shows `emptyText`) or the widget is hidden (another
-/// tab): then it is built when rows arrive or it is shown.
+/// tab): then it is built when rows arrive or it is shown. Its minimum height is
+/// kMinChartHeight, or what the chart asks for (kMinHeightProperty).
 class ChartWidget : public QWidget {
     Q_OBJECT
 public:

@@ -8,6 +8,8 @@
 #include <QStackedLayout>
 #include <QTimer>
 
+#include <algorithm>
+
 #include "chartparts.h"
 #include "charts.h"
 
@@ -16,6 +18,7 @@ namespace ampscope::ui {
 ChartWidget::ChartWidget(QAbstractItemModel* model, std::function<QChart*()> build, const QString& emptyText, QWidget* parent)
     : QWidget(parent), model_(model), build_(std::move(build)), view_(new QChartView), empty_(new QLabel(emptyText)) {
     view_->setRenderHint(QPainter::Antialiasing);
+    setMinimumHeight(kMinChartHeight);
     settle_ = new QTimer(this);
     settle_->setSingleShot(true);
     settle_->setInterval(400);
@@ -80,6 +83,7 @@ void ChartWidget::rebuild() {
     QChart* old = view_->chart();
     QChart* chart = build_();
     applyPalette(chart, view_->palette());
+    setMinimumHeight(std::max(kMinChartHeight, chart->property(kMinHeightProperty).toInt()));
     view_->setChart(chart);
     delete old;
     updateEmptyState();

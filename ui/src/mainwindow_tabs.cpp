@@ -3,7 +3,6 @@
 // how to fill it while it has nothing to show.
 #include <QAction>
 #include <QComboBox>
-#include <QGridLayout>
 #include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
@@ -16,6 +15,7 @@
 #include <QTabWidget>
 #include <QTableView>
 #include <QTextBrowser>
+#include <QScrollArea>
 #include <QScrollBar>
 #include <QVBoxLayout>
 
@@ -44,10 +44,15 @@ QTableView* makeTable(QAbstractItemModel* model, int sortRole) {
     return v;
 }
 
-QSplitter* stacked(QWidget* top, QWidget* bottom) {
+/// `top` (charts) above `bottom` (a table), the charts' share first; the user moves the handle,
+/// never below a chart's minimum height (ChartWidget: a plot area of at least 200 px).
+QSplitter* stacked(QWidget* top, QWidget* bottom, int topShare = 3, int bottomShare = 2) {
     auto* s = new QSplitter(Qt::Vertical);
     s->addWidget(top);
     s->addWidget(bottom);
+    s->setChildrenCollapsible(false);
+    s->setStretchFactor(0, topShare);
+    s->setStretchFactor(1, bottomShare);
     return s;
 }
 
@@ -207,17 +212,23 @@ QWidget* MainWindow::buildLayersTab() {
 }
 
 QWidget* MainWindow::buildTrainingTab() {
+    // The four charts one below the other at the view's full width (legends and tick labels
+    // need it), each at least kMinChartHeight high, scrolled; the steps table below.
     auto* chartsBox = new QWidget;
-    auto* grid = new QGridLayout(chartsBox);
+    auto* column = new QVBoxLayout(chartsBox);
+    column->setContentsMargins(0, 0, 0, 0);
     const std::function<QChart*(TrainingStepModel*)> builders[] = {makeLossChart, makeScaleChart, makeUpdatesChart, makeGradChart};
-    for (int i = 0; i < 4; ++i)
-        grid->addWidget(chartWidgetFor(
-                            steps_, [m = steps_, b = builders[i]] { return b(m); }, QString()),
-                        i / 2, i % 2);
+    for (const auto& build : builders)
+        column->addWidget(chartWidgetFor(
+            steps_, [m = steps_, build] { return build(m); }, QString()));
+    auto* scroll = new QScrollArea;
+    scroll->setObjectName(QStringLiteral("trainingCharts"));
+    scroll->setWidget(chartsBox);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
     tables_[kTrainingTab] = makeTable(steps_, TrainingStepModel::SortRole);
-    auto* training = stacked(chartsBox, tables_[kTrainingTab]);
-    training->setStretchFactor(0, 3);
-    training->setStretchFactor(1, 1);
+    auto* training = stacked(scroll, tables_[kTrainingTab], 3, 1);
     return withEmptyState(training, steps_,
                           emptyText(QStringLiteral("No training run selected"),
                                     QStringLiteral("FP32 reference and AMP training side by side: losses, the loss scale with "
@@ -232,7 +243,7 @@ QWidget* MainWindow::buildCompareTab() {
         compare_, [m = compare_] { return makeCompareChart(m); }, QString());
     tables_[kCompareTab] = makeTable(compare_, CompareModel::SortRole);
     auto* charts = stacked(chart, tables_[kCompareTab]);
-    return withEmptyState(stacked(compareText_, charts), compare_,
+    return withEmptyState(stacked(compareText_, charts, 1, 3), compare_,
                           emptyText(QStringLiteral("No two runs compared"),
                                     QStringLiteral("two comparison runs side by side (e.g. FP16 against BF16, or before and after "
                                                    "an FP32 region): verdicts, flips, where NaN/Inf is born, and |Δ| per sample."),

@@ -1,0 +1,276 @@
+// SPDX-License-Identifier: MIT
+// Layout of the charts (offscreen): every chart of every view — the main window's tabs with
+// the demo runs (a demo:transformer comparison, a second one with an FP32 region, a demo
+// training run, the two comparisons compared) and the Advise dialog with the advisor's result —
+// rendered at the window's default size and at 1280 × 800. Qt Charts elides what does not fit
+// ("..."): the test walks each chart's scene (title, axis titles, tick labels, legend labels)
+// and fails on any elided text, and on any plot area under 200 pixels in height. The
+// sensitivity chart names every module in full.
+#include <QChart>
+#include <QChartView>
+#include <QGraphicsScene>
+#include <QGraphicsSimpleTextItem>
+#include <QGraphicsTextItem>
+#include <QScrollArea>
+#include <QScrollBar>
+#include <QSignalSpy>
+#include <QTabWidget>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <algorithm>
+#include <memory>
+
+#include "advisedialog.h"
+#include "advisemodel.h"
+#include "ampscope/engine/advise.h"
+#include "ampscope/engine/train.h"
+#include "ampscope/storage/store.h"
+#include "charts.h"
+#include "errorreporter.h"
+#include "mainwindow.h"
+
+using namespace ampscope;
+using namespace ampscope::ui;
+
+namespace {
+
+constexpr double kMinPlotHeight = 200;
+
+class Recorder : public ErrorReporter {
+public:
+    explicit Recorder(QStringList* messages) : messages_(messages) {}
+    void error(QWidget*, const QString& title, const QString& message) override { *messages_ << title + QStringLiteral(": ") + message; }
+    bool confirm(QWidget*, const QString&, const QString&) override { return true; }
+
+private:
+    QStringList* messages_;
+};
+
+/// The texts a chart shows: every visible text item of its scene (title, axis titles, tick
+/// labels, legend labels), as drawn (elided or not).
+QStringList shownTexts(QChartView* v) {
+    QStringList out;
+    for (QGraphicsItem* it : v->scene()->items()) {
+        if (!it->isVisible()) continue;
+        if (auto* t = dynamic_cast<QGraphicsTextItem*>(it))
+            out << t->toPlainText();
+        else if (auto* s = dynamic_cast<QGraphicsSimpleTextItem*>(it))
+            out << s->text();
+    }
+    return out;
+}
+
+/// What is wrong with the layout of the chart in `v`: elided texts, a plot area too low.
+QStringList chartProblems(QChartView* v, const QString& where) {
+    QStringList problems;
+    QChart* c = v->chart();
+    const QString name = where + QStringLiteral(" / '") + c->title() + QStringLiteral("'");
+    if (c->plotArea().height() < kMinPlotHeight)
+        problems << QStringLiteral("%1: plot area %2 px high (chart %3 × %4)")
+                        .arg(name)
+                        .arg(c->plotArea().height())
+                        .arg(c->size().width())
+                        .arg(c->size().height());
+    for (const QString& t : shownTexts(v))
+        if (t.contains(QChar(0x2026)) || t.contains(QStringLiteral("...")))
+            problems << QStringLiteral("%1: elided text '%2' (chart %3 × %4)").arg(name, t).arg(c->size().width()).arg(c->size().height());
+    return problems;
+}
+
+/// The chart views on screen under `w` whose charts are built (a hidden or empty ChartWidget
+/// has none yet).
+QList<QChartView*> shownCharts(QWidget* w) {
+    QList<QChartView*> out;
+    for (auto* v : w->findChildren<QChartView*>())
+        if (v->isVisible() && v->chart() && !v->chart()->series().isEmpty()) out << v;
+    return out;
+}
+
+/// Lets the queued chart builds and the layouts run.
+void settle() {
+    for (int i = 0; i < 20; ++i) {
+        QCoreApplication::processEvents();
+        QTest::qWait(10);
+    }
+}
+
+/// Every page of `page` (each page of nested tab widgets in turn): its charts' problems.
+/// `expected` counts the charts seen.
+QStringList pageProblems(QWidget* page, const QString& where, int* seen) {
+    QStringList problems;
+    const auto inner = page->findChildren<QTabWidget*>();
+    auto check = [&](const QString& at) {
+        settle();
+        for (auto* v : shownCharts(page)) {
+            problems << chartProblems(v, at);
+            ++*seen;
+        }
+    };
+    if (inner.isEmpty()) check(where);
+    for (auto* t : inner)
+        for (int i = 0; i < t->count(); ++i) {
+            t->setCurrentIndex(i);
+            check(where + QStringLiteral(" / ") + t->tabText(i));
+        }
+    return problems;
+}
+
+}  // namespace
+
+class TstLayout : public QObject {
+    Q_OBJECT
+private:
+    QTemporaryDir dir_;
+    QString db_;
+    QString demo_, fp32Embed_, train_;
+    QStringList messages_;
+
+    std::unique_ptr<MainWindow> window(QSize size) {
+        auto w = std::make_unique<MainWindow>(std::make_unique<Recorder>(&messages_));
+        if (!w->openDatabase(db_)) return nullptr;
+        if (size.isValid()) w->resize(size);
+        w->show();
+        if (!QTest::qWaitForWindowExposed(w.get())) return nullptr;
+        return w;
+    }
+
+    /// The views of the tabs in `tabs` of the run shown: their charts' problems.
+    QStringList tabProblems(MainWindow& w, std::initializer_list<int> tabs, int* seen) {
+        QStringList problems;
+        for (int t : tabs) {
+            w.tabs()->setCurrentIndex(t);
+            problems << pageProblems(w.tabs()->widget(t), w.tabs()->tabText(t), seen);
+        }
+        return problems;
+    }
+
+    static void sizes() {
+        QTest::addColumn<QSize>("size");
+        QTest::newRow("default size") << QSize();
+        QTest::newRow("1280x800") << QSize(1280, 800);
+    }
+
+private Q_SLOTS:
+    void initTestCase() {
+        db_ = dir_.filePath(QStringLiteral("runs.sqlite"));
+        storage::Store store(db_.toStdString());
+        {
+            storage::RunWriter w(store);
+            RunSpec spec;  // the demo: demo:transformer, FP16 and BF16
+            spec.device = "cpu";
+            demo_ = QString::fromStdString(run_comparison(spec, &w).run_id);
+        }
+        {
+            storage::RunWriter w(store);
+            RunSpec spec;
+            spec.device = "cpu";
+            spec.keep_fp32 = {"embed"};
+            fp32Embed_ = QString::fromStdString(run_comparison(spec, &w).run_id);
+        }
+        storage::TrainWriter tw(store);
+        TrainSpec ts;  // the GUI demo's training run
+        ts.device = "cpu";
+        ts.steps = MainWindow::kDemoTrainingSteps;
+        train_ = QString::fromStdString(run_training(ts, &tw).run_id);
+    }
+
+    void init() { messages_.clear(); }
+
+    void mainWindowChartsFit_data() { sizes(); }
+    void mainWindowChartsFit() {
+        QFETCH(QSize, size);
+        auto w = window(size);
+        QVERIFY(w);
+        QStringList problems;
+        int seen = 0;
+        w->showRun(demo_);
+        problems << tabProblems(*w, {MainWindow::kDeltasTab, MainWindow::kFlipsTab, MainWindow::kLayersTab}, &seen);
+        QCOMPARE(seen, 4);  // per sample, histogram, flips, layers
+        w->showRun(train_);
+        problems << tabProblems(*w, {MainWindow::kTrainingTab}, &seen);
+        QCOMPARE(seen, 8);  // loss, scale, updates, gradients
+        w->compareRuns(demo_, fp32Embed_);
+        problems << tabProblems(*w, {MainWindow::kCompareTab}, &seen);
+        QCOMPARE(seen, 9);
+        QVERIFY2(problems.isEmpty(),
+                 qPrintable(QStringLiteral("window %1 × %2:\n").arg(w->width()).arg(w->height()) + problems.join(QLatin1Char('\n'))));
+        QVERIFY2(messages_.isEmpty(), qPrintable(messages_.join(QLatin1Char('\n'))));
+    }
+
+    void adviseChartFits_data() { sizes(); }
+    void adviseChartFits() {
+        QFETCH(QSize, size);
+        auto w = window(QSize());
+        QVERIFY(w);
+        w->showRun(demo_);
+        AdviseDialog* d = w->openAdvisor();
+        QVERIFY(d);
+        if (size.isValid()) d->resize(size);
+        QVERIFY(QTest::qWaitForWindowExposed(d));
+        QSignalSpy ended(d, &AdviseDialog::ended);
+        QVERIFY(d->start());
+        QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 1, 240000);
+        QCOMPARE(ended[0][0].toString(), QStringLiteral("finished"));
+        d->findChild<QTabWidget*>()->setCurrentIndex(AdviseDialog::kChartTab);
+        settle();
+        QTRY_VERIFY(d->chart()->chart() && !d->chart()->chart()->series().isEmpty());
+        settle();
+        QChartView* v = d->chart()->view();
+        const QString where = QStringLiteral("advise %1 × %2").arg(d->width()).arg(d->height());
+        QStringList problems = chartProblems(v, where);
+        // every module named in full, on screen
+        const QStringList shown = shownTexts(v);
+        for (const auto& s : d->result()->sensitivity) {
+            const QString module = QString::fromStdString(s.module);
+            bool named = false;
+            for (const auto& t : shown) named = named || t == module || t.startsWith(module + QLatin1Char(' '));
+            if (!named)
+                problems << QStringLiteral("%1: module '%2' not named (texts: %3)").arg(where, module, shown.join(QStringLiteral(" | ")));
+        }
+        QVERIFY2(problems.isEmpty(), qPrintable(problems.join(QLatin1Char('\n'))));
+        QVERIFY2(messages_.isEmpty(), qPrintable(messages_.join(QLatin1Char('\n'))));
+    }
+
+    void manyModulesScroll() {
+        // 60 long module names at the dialog's default size: one row each, the chart scrolls
+        auto w = window(QSize());
+        QVERIFY(w);
+        w->showRun(demo_);
+        AdviseDialog* d = w->openAdvisor();
+        QVERIFY(d);
+        QVERIFY(QTest::qWaitForWindowExposed(d));
+        std::vector<ModuleSensitivity> rows;
+        QStringList names;
+        for (int i = 0; i < 60; ++i) {
+            ModuleSensitivity s;
+            s.module = "encoder.layers." + std::to_string(i / 4) + ".self_attention.out_proj_" + std::to_string(i % 4);
+            s.order = i;
+            s.sqnr_db = 10 + i % 30;
+            s.origin = i == 7;
+            names << QString::fromStdString(s.module);
+            rows.push_back(s);
+        }
+        d->sensitivityModel()->resetData(rows);
+        d->findChild<QTabWidget*>()->setCurrentIndex(AdviseDialog::kChartTab);
+        QTRY_VERIFY(d->chart()->chart() && !d->chart()->chart()->series().isEmpty());
+        settle();
+        QChartView* v = d->chart()->view();
+        QStringList problems = chartProblems(v, QStringLiteral("advise, 60 modules"));
+        const QStringList shown = shownTexts(v);
+        for (const auto& n : names)
+            if (!shown.contains(n) &&
+                std::none_of(shown.begin(), shown.end(), [&](const QString& t) { return t.startsWith(n + QLatin1Char(' ')); }))
+                problems << QStringLiteral("module '%1' not named").arg(n);
+        QVERIFY2(problems.isEmpty(), qPrintable(problems.join(QLatin1Char('\n'))));
+        QVERIFY2(v->chart()->plotArea().height() >= 60 * 18,
+                 qPrintable(QStringLiteral("%1 px for 60 rows").arg(v->chart()->plotArea().height())));  // a row each
+        QScrollArea* scroll = nullptr;
+        for (QWidget* p = d->chart(); p && !scroll; p = p->parentWidget()) scroll = qobject_cast<QScrollArea*>(p);
+        QVERIFY2(scroll, "the sensitivity chart is not in a scroll area");
+        QVERIFY(scroll->verticalScrollBar()->maximum() > 0);  // taller than the dialog: it scrolls
+    }
+};
+
+QTEST_MAIN(TstLayout)
+#include "tst_layout.moc"
