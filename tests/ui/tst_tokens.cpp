@@ -44,6 +44,19 @@ constexpr int kLength = 6;
 RunResult sequenceRun(bool labels = true) {
     RunResult r;
     r.run_id = "0123456789abcdef0123456789abcdef";
+    r.started_at = "2026-12-01T10:00:00Z";
+    r.finished_at = "2026-12-01T10:00:05Z";
+    r.model.source = "gpt2.pt2";
+    r.model.kind = "export";
+    r.spec.precisions = {Precision::Fp16, Precision::Bf16};
+    for (Precision p : {Precision::Fp32, Precision::Fp16, Precision::Bf16}) {
+        PassResult pass;
+        pass.precision = p;
+        pass.num_outputs = kLength * 50;
+        pass.output_shape = {kLength, 50};
+        pass.outputs.assign(size_t(3 * pass.num_outputs), 0.f);
+        r.passes.push_back(pass);
+    }
     r.criteria.max_flip_rate = 0.01;
     r.criteria.max_mean_kld = 2e-3;
     r.criteria.min_same_top = 0.95;
@@ -79,6 +92,29 @@ RunResult sequenceRun(bool labels = true) {
     bf16.flips = {{"s2", "ordinary", 7, 3, 0.02, 0.1, 0}};
     r.comparisons = {fp16, bf16};
     return r;
+}
+
+class Recorder : public ErrorReporter {
+public:
+    explicit Recorder(QStringList* messages) : messages_(messages) {}
+    void error(QWidget*, const QString& title, const QString& message) override { *messages_ << title + QStringLiteral(": ") + message; }
+    bool confirm(QWidget*, const QString&, const QString&) override { return true; }
+
+private:
+    QStringList* messages_;
+};
+
+/// `run` recorded in a new database at `path` as the run writer records one while it runs.
+void record(const QString& path, RunResult run) {
+    storage::Store store(path.toStdString());
+    storage::RunWriter w(store);
+    RunResult header = run;
+    header.passes.clear();
+    header.comparisons.clear();
+    w.run_started(header);
+    for (const auto& p : run.passes) w.pass_finished(p);
+    for (const auto& c : run.comparisons) w.comparison_finished(c);
+    w.run_finished(run);
 }
 
 QString cell(const QAbstractItemModel& m, int row, int column) {
@@ -255,6 +291,54 @@ private Q_SLOTS:
         QCOMPARE(again.spec().criteria.sequence_axis, 2);
         again.lockCriteria();
         QVERIFY(!again.findChild<QDoubleSpinBox*>(QStringLiteral("maxFlipRate"))->isEnabled());
+    }
+
+    void recordedRunShownFromDatabase() {
+        QTemporaryDir dir;
+        const QString db = dir.filePath(QStringLiteral("lm.sqlite"));
+        record(db, sequenceRun());
+        QStringList messages;
+        MainWindow w(std::make_unique<Recorder>(&messages));
+        QVERIFY(w.openDatabase(db));
+        w.resize(1280, 800);
+        w.show();
+        w.showRun(QStringLiteral("0123456789abcdef0123456789abcdef"));
+        QVERIFY2(messages.isEmpty() && w.notice().isEmpty(), qPrintable(messages.join(QLatin1Char('\n')) + w.notice()));
+        QWidget* tab = w.tabs()->widget(MainWindow::kOverviewTab);
+        auto* overview = qobject_cast<QTextBrowser*>(tab) ? qobject_cast<QTextBrowser*>(tab) : tab->findChild<QTextBrowser*>();
+        const QString html = overview ? overview->toHtml() : QString();
+        QVERIFY2(html.contains(QStringLiteral("0.00125 / 0.045 / 0.05")), qPrintable(html.left(400)));
+        QVERIFY(html.contains(QStringLiteral("s1@2 (0.01)")));
+        // the flips table: positions shown and read back
+        auto* flipsView = w.tabs()->widget(MainWindow::kFlipsTab)->findChild<QTableView*>();
+        QVERIFY(flipsView && !flipsView->isColumnHidden(FlipModel::Position));
+        QCOMPARE(cell(*w.flipModel(), 0, FlipModel::Position), QStringLiteral("2"));
+        QCOMPARE(cell(*w.flipModel(), 0, FlipModel::Ref), QStringLiteral("17"));
+        // the Tokens tab: the recorded per-position KL, the masked positions excluded
+        w.tabs()->setCurrentIndex(MainWindow::kTokensTab);
+        TokenModel* m = w.tokenView()->model();
+        QCOMPARE(m->rowCount(), kLength);
+        QCOMPARE(m->sample(), 1);
+        QCOMPARE(cell(*m, 2, TokenModel::Kld), QStringLiteral("0.05"));
+        QCOMPARE(cell(*m, 2, TokenModel::AmpToken), QStringLiteral("23"));
+        QVERIFY(m->excluded(4) && m->excluded(5) && !m->excluded(3));
+        QTRY_VERIFY(w.currentChart() == w.tokenView()->chart() && w.currentChart()->chart());
+        QTRY_VERIFY(series(w.currentChart()->chart(), QStringLiteral("excluded (masked; at the bottom)")));
+        QTRY_COMPARE(series(w.currentChart()->chart(), QStringLiteral("excluded (masked; at the bottom)"))->count(), 2);
+        QVERIFY2(w.currentChart()->chart()->plotArea().height() >= 200,
+                 qPrintable(QString::number(w.currentChart()->chart()->plotArea().height())));
+        // a classifier run afterwards: no Tokens rows, no position column
+        RunResult plain = sequenceRun();
+        plain.run_id = "fedcba9876543210fedcba9876543210";
+        for (auto& c : plain.comparisons) {
+            c.tokens.reset();
+            for (auto& f : c.flips) f.position = -1;
+        }
+        record(dir.filePath(QStringLiteral("plain.sqlite")), plain);
+        QVERIFY(w.openDatabase(dir.filePath(QStringLiteral("plain.sqlite"))));
+        w.showRun(QStringLiteral("fedcba9876543210fedcba9876543210"));
+        QCOMPARE(m->rowCount(), 0);
+        QVERIFY(flipsView->isColumnHidden(FlipModel::Position));
     }
 };
 
