@@ -114,7 +114,7 @@ def main():
     model = build(a.layers, a.width)
     params = sum(p.numel() for p in model.parameters())
     weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())
-    small = (a.layers, a.width) != (12, 768)
+    small = (a.layers, a.width, a.tokens, a.batch) != (12, 768, 128, 4)
     print(f"GPT-2 {'(shrunk: not the GPT-2-small figures) ' if small else ''}{a.layers} layers, width {a.width}, "
           f"{params / 1e6:.0f} M parameters, {weights / 1e6:.0f} MB of float32 state, {a.batch} x {a.tokens} tokens, "
           f"torch {torch.__version__}, {torch.get_num_threads()} threads", flush=True)

@@ -499,8 +499,8 @@ void read_model_json(const json& j, Reader& rd, const std::string& model_json) {
     rd.input_specs(gm.at("signature"));
     rd.output_specs(gm.at("signature"));
     rd.user_inputs(gm.at("graph"));
-    read_input_ranges(j, p);  // export_inputs.cpp
     rd.weight_metas(gm.at("graph"));
+    read_input_ranges(j, p);  // export_inputs.cpp
     check_program(p);
     collect_modules(gm, p);
     collect_output_names(gm, rd.file, model_json, p);

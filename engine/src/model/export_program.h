@@ -80,13 +80,8 @@ struct OutputSpec {
 struct UserInput {
     std::string name;
     at::ScalarType dtype = at::kFloat;
-    std::vector<int64_t> sizes;  ///< -1 where the dimension is symbolic
+    std::vector<int64_t> sizes;        ///< -1 where the dimension is symbolic
     std::vector<std::string> symbols;  ///< per dimension: the symbol of a symbolic one ("" static or an expression)
-};
-
-/// A symbolic dimension's range (range_constraints): min and max, max -1 for unbounded.
-struct SymRange {
-    int64_t min = 0, max = -1;
 };
 
 /// A graph value's recorded tensor metadata (the root graph's tensor_values).
@@ -94,6 +89,11 @@ struct TensorMeta {
     at::ScalarType dtype = at::kFloat;
     std::vector<int64_t> sizes;  ///< -1 where the dimension is symbolic
     bool requires_grad = false;
+};
+
+/// A symbolic dimension's range (range_constraints): min and max, max -1 for unbounded.
+struct SymRange {
+    int64_t min = 0, max = -1;
 };
 
 struct Program {
@@ -126,6 +126,16 @@ ZipKind sniff_zip(const std::vector<char>& bytes, const std::string& file);
 /// higher-order and symbolic nodes well formed. Throws InputError (export_check.cpp).
 void check_program(const Program& p);
 
+/// The user inputs' symbolic dimensions and their range_constraints, from the serialized
+/// ExportedProgram (export_inputs.cpp).
+void read_input_ranges(const nlohmann::json& program, Program& p);
+
+/// Probe inputs against the program's input spec (count, dtype class, static dimensions,
+/// symbolic ranges) and token ids against the embeddings they index, before any pass
+/// (export_inputs.cpp). Throws InputError naming the probe file, the input and what was expected.
+void check_user_inputs(const Program& p, const std::vector<at::Tensor>& inputs, const std::vector<std::string>& sample_ids,
+                       const std::string& probe_file);
+
 /// The mode-driven flags: marks each node's train_flag where eager model.train()/eval() would
 /// change the flag (BatchNorm modules with running statistics, Dropout modules, the flag equal
 /// to the export-time mode) and sets exported_train (export_mode.cpp).
@@ -141,16 +151,6 @@ int sym_arity(const std::string& target);
 /// A symbolic operation computed with Python semantics on ints, floats and bools
 /// (export_sym.cpp). Throws std::domain_error on division by zero.
 c10::IValue sym_eval(const std::string& target, const std::vector<c10::IValue>& args);
-
-/// The user inputs' symbolic dimensions and their range_constraints, from the serialized
-/// ExportedProgram (export_inputs.cpp).
-void read_input_ranges(const nlohmann::json& program, Program& p);
-
-/// Probe inputs against the program's input spec (count, dtype class, static dimensions,
-/// symbolic ranges) and token ids against the embeddings they index, before any pass
-/// (export_inputs.cpp). Throws InputError naming the probe file, the input and what was expected.
-void check_user_inputs(const Program& p, const std::vector<at::Tensor>& inputs, const std::vector<std::string>& sample_ids,
-                       const std::string& probe_file);
 
 /// Reads a torch.export.save archive. Throws InputError naming the file and what was expected.
 Program read_program(const std::vector<char>& bytes, const std::string& file);

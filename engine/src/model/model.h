@@ -30,6 +30,11 @@ public:
     virtual std::vector<std::string> module_paths() = 0;
     /// Whether FP32 regions and per-module op attribution work for this model.
     virtual bool has_module_scopes() const = 0;
+    /// Said in a run in train (or eval) mode: a torch.export program exported in the other mode.
+    virtual std::vector<std::string> mode_warnings(bool train) const {
+        (void)train;
+        return {};
+    }
     /// Probe inputs against what the model declares it takes (a torch.export program: its input
     /// spec, and token ids against its embeddings), before any pass. Throws InputError naming
     /// `file`; models that declare nothing accept anything here.
@@ -38,11 +43,6 @@ public:
         (void)inputs;
         (void)samples;
         (void)file;
-    }
-    /// Said in a run in train (or eval) mode: a torch.export program exported in the other mode.
-    virtual std::vector<std::string> mode_warnings(bool train) const {
-        (void)train;
-        return {};
     }
 
     ModelInfo info;
