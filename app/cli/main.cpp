@@ -76,9 +76,9 @@ int main(int argc, char** argv) {
         "fixed before the run, and names where NaN/Inf is born."};
     app.set_version_flag("--version", "ampscope-cli " + version() + " (torch " + backend_report("cpu").torch_version + ")");
     app.require_subcommand(1);
-    const std::vector<Command> commands = {add_run_command(app),   add_backend_command(app), add_ops_command(app),   add_train_command(app),
-                                           add_bench_command(app), add_store_commands(app),  add_advise_command(app),
-                                           add_replay_command(app)};
+    const std::vector<Command> commands = {add_run_command(app),    add_backend_command(app), add_ops_command(app),
+                                           add_train_command(app),  add_bench_command(app),   add_store_commands(app),
+                                           add_advise_command(app), add_replay_command(app)};
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
