@@ -60,8 +60,8 @@ fi
 "$VENV/bin/python" -c 'import lizard' 2>/dev/null || "$VENV/bin/python" -m pip install -q lizard  # lint.code: function lengths
 # Test-only (tests/cli/test_lm.py): programs exported from the libraries people use, random weights,
 # no hub access. torchvision 0.26.0 is the release matching torch 2.11.
-if ! "$VENV/bin/python" -c 'import transformers, timm, torchvision' 2>/dev/null; then
-  say "installing transformers, timm, torchvision into $VENV (tests only)"
-  "$VENV/bin/python" -m pip install -q "transformers==5.24.0" "timm==1.0.31" "torchvision==0.26.0"
+if ! "$VENV/bin/python" -c 'import transformers, timm, torchvision, safetensors' 2>/dev/null; then
+  say "installing transformers, timm, torchvision, safetensors into $VENV (tests only)"
+  "$VENV/bin/python" -m pip install -q "transformers==5.24.0" "timm==1.0.31" "torchvision==0.26.0" "safetensors==0.8.0"
 fi
 "$VENV/bin/python" -c 'import torch,numpy; print("[bootstrap] torch", torch.__version__, "cmake prefix", torch.utils.cmake_prefix_path)'
