@@ -340,6 +340,12 @@ private Q_SLOTS:
         QVERIFY(!dlg.loadRegions(noList));
         QVERIFY2(dlg.errorText().contains(noList) && dlg.errorText().contains(QStringLiteral("keep_fp32")), qPrintable(dlg.errorText()));
         QCOMPARE(dlg.spec().keep_fp32, (std::vector<std::string>{"blocks.0.*", "head"}));
+        // a set whose verifying run was rejected is not advice (run --keep-fp32-file refuses it too)
+        const QString unverified = write(QStringLiteral("unverified.json"), R"({"outcome": "unverified", "keep_fp32": ["fc1"]})");
+        QVERIFY(!dlg.loadRegions(unverified));
+        QVERIFY2(dlg.errorText().contains(unverified) && dlg.errorText().contains(QStringLiteral("unverified")),
+                 qPrintable(dlg.errorText()));
+        QCOMPARE(dlg.spec().keep_fp32, (std::vector<std::string>{"blocks.0.*", "head"}));
         const QString broken = write(QStringLiteral("broken.json"), R"({"keep_fp32": ["fc1",)");
         QVERIFY(!dlg.loadRegions(broken));
         QVERIFY2(dlg.errorText().contains(broken) && dlg.errorText().contains(QStringLiteral("not valid JSON")),

@@ -251,6 +251,10 @@ std::vector<std::string> regionsFromJson(const QString& path, const QByteArray& 
             file, "",
             "not valid JSON at offset " + std::to_string(err.offset) + " (" + err.errorString().toStdString() + "); " + kExpected);
     if (!doc.isObject() || !doc.object().value(QStringLiteral("keep_fp32")).isArray()) throw InputError(file, "keep_fp32", kExpected);
+    if (doc.object().value(QStringLiteral("outcome")).toString() == QStringLiteral("unverified"))
+        throw InputError(file, "outcome",
+                         "'unverified': the advised set's verifying run was rejected, so the set is not advice; expected a verified "
+                         "advise JSON (outcome 'found'); ampscope-cli run --keep-fp32-file FILE --allow-unverified runs it anyway");
     std::vector<std::string> out;
     for (const auto& m : doc.object().value(QStringLiteral("keep_fp32")).toArray()) {
         if (!m.isString() || m.toString().trimmed().isEmpty())
