@@ -160,6 +160,7 @@ class Inner(torch.nn.Module):
     def forward(self, x):
         h = self.fc(x).half()  # an explicit half inside the kept module stays half
         h.mul_(3.0)  # and an in-place op on it writes into it (not into an upcast copy)
+        h = (h + 1000.0) - 1000.0  # half arithmetic drops the low bits; an upcast would keep them
         return h.float()
 
 
