@@ -30,19 +30,7 @@ using train_parts::Side;
 namespace ckpt = detail::ckpt;
 
 Side make_side(const ReplaySpec& s, const at::Device& device) {
-    Side side;
-    side.model = detail::load_model(s.model, s.seed, s.output);
-    side.model->to_device(device);
-    side.model->set_train(true);
-    for (auto& [name, t] : side.model->named_state()) {
-        if (!t.requires_grad()) {
-            side.buffers.emplace_back(name, t);
-            continue;
-        }
-        side.names.push_back(name);
-        side.params.push_back(t);
-    }
-    return side;
+    return train_parts::load_side(s.model, s.seed, s.output, device);
 }
 
 ckpt::OptimizerState deep_copy(const ckpt::OptimizerState& o, const at::Device& device) {

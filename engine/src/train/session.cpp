@@ -88,18 +88,7 @@ double schedule(const TrainSpec& s, int progress) {
 }
 
 Side make_side(const TrainSpec& s, const at::Device& device) {
-    Side side;
-    side.model = detail::load_model(s.model, s.seed, s.output);
-    side.model->to_device(device);
-    side.model->set_train(true);
-    for (auto& [name, t] : side.model->named_state()) {
-        if (!t.requires_grad()) {
-            side.buffers.emplace_back(name, t);
-            continue;
-        }
-        side.names.push_back(name);
-        side.params.push_back(t);
-    }
+    Side side = train_parts::load_side(s.model, s.seed, s.output, device);
     if (side.params.empty())  // as torch.optim does: nothing would train
         throw InputError(s.model, "parameters",
                          "no trainable parameter, every one has requires_grad=False (PyTorch's optimizer refuses it: "
@@ -539,6 +528,22 @@ void sum_up(TrainResult& res, const TrainSpec& s, const GradScaler& scaler, int 
 // ---- the session's pieces other engine parts reuse (replay) ---------------------------------
 
 namespace train_parts {
+
+Side load_side(const std::string& model, uint64_t seed, const std::string& output, const at::Device& device) {
+    Side side;
+    side.model = detail::load_model(model, seed, output);
+    side.model->to_device(device);
+    side.model->set_train(true);
+    for (auto& [name, t] : side.model->named_state()) {
+        if (!t.requires_grad()) {
+            side.buffers.emplace_back(name, t);
+            continue;
+        }
+        side.names.push_back(name);
+        side.params.push_back(t);
+    }
+    return side;
+}
 
 at::Tensor training_loss(const TrainSpec& s, const at::Tensor& out, const detail::ProbeSet& data, int64_t b, int64_t e,
                          const at::Device& device) {

@@ -38,6 +38,10 @@ struct Resumed {
     bool policy_changed = false;
 };
 
+/// One side of a training or replay session: the model loaded in train mode on `device`, its
+/// trainable parameters (requires_grad) and its buffers, by name.
+Side load_side(const std::string& model, uint64_t seed, const std::string& output, const at::Device& device);
+
 /// The precision policy as one string (checkpoints compare it on resume).
 std::string policy_string(const TrainSpec& s);
 
