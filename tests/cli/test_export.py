@@ -23,6 +23,17 @@ DEVICE = os.environ.get("AMPSCOPE_TEST_DEVICE", "cpu")  # tools/gpu-check.sh run
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
+
+def edit_json(suffix, change):
+    """A rewrite() edit that passes the JSON record ending in `suffix` through change(j)."""
+    def edit(name, data):
+        if name.endswith(suffix):
+            j = json.loads(data)
+            change(j)
+            return json.dumps(j).encode()
+        return data
+    return edit
+
 class Mlp(nn.Module):
     """Buffers (BatchNorm) and dropout."""
 
@@ -556,13 +567,7 @@ class BadPrograms(unittest.TestCase):
         return err
 
     def edit_json(self, suffix, change):
-        def edit(name, data):
-            if name.endswith(suffix):
-                j = json.loads(data)
-                change(j)
-                return json.dumps(j).encode()
-            return data
-        return edit
+        return edit_json(suffix, change)
 
     def test_good_program_runs(self):
         rc, out, err = run_cli("run", "--model", self.good, "--probes", self.probes, "-q")

@@ -18,20 +18,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from common import as_float, pass_of, run_cli, run_json
-from test_export import SEED, ExportCase, bits_equal, outputs_of, rewrite
+from test_export import SEED, ExportCase, bits_equal, edit_json, outputs_of, rewrite
 
 PLACEHOLDER = "_empty_nn_module_stack_from_metadata_hook"
-
-
-def edit_json(suffix, change):
-    """A rewrite() edit that passes the JSON record ending in `suffix` through change(j)."""
-    def edit(name, data):
-        if name.endswith(suffix):
-            j = json.loads(data)
-            change(j)
-            return json.dumps(j).encode()
-        return data
-    return edit
 
 
 def graph_nodes(j):

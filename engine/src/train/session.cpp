@@ -97,40 +97,6 @@ Side make_side(const TrainSpec& s, const at::Device& device) {
     return side;
 }
 
-/// Causal-LM loss (Hugging Face's): logits [n, T, V] at position t against the token label at
-/// t + 1, labels of -100 ignored, the mean over the labels scored.
-at::Tensor lm_loss(const at::Tensor& out, const detail::ProbeSet& data, int64_t b, int64_t e, const at::Device& device) {
-    namespace F = torch::nn::functional;
-    const int64_t w = data.label_width;
-    if (out.dim() != 3 || out.size(1) != w)
-        throw InputError(data.info.source, "labels",
-                         "--loss lm: token labels [N, " + std::to_string(w) + "] need logits [N, " + std::to_string(w) +
-                             ", V]; the model's output is " + c10::str(out.sizes()));
-    auto y = at::tensor(std::vector<int64_t>(data.labels.begin() + b * w, data.labels.begin() + e * w)).reshape({e - b, w}).to(device);
-    const auto logits = out.slice(1, 0, w - 1).reshape({-1, out.size(2)});
-    return F::cross_entropy(logits, y.slice(1, 1).reshape({-1}), F::CrossEntropyFuncOptions().ignore_index(-100));
-}
-
-at::Tensor loss_of(const TrainSpec& s, const at::Tensor& out, const detail::ProbeSet& data, int64_t b, int64_t e,
-                   const at::Device& device) {
-    namespace F = torch::nn::functional;
-    if (s.loss == "lm") return lm_loss(out, data, b, e, device);
-    if (s.loss == "model") {  // the program returns its own loss
-        if (out.numel() != 1)
-            throw InputError(
-                s.model, "outputs",
-                "--loss model: the output is " + c10::str(out.sizes()) + "; expected the loss, one value (choose it with --output)");
-        return out.reshape({});
-    }
-    if (s.loss == "ce") {
-        auto y = at::tensor(std::vector<int64_t>(data.labels.begin() + b, data.labels.begin() + e)).to(device);
-        return F::cross_entropy(out, y);
-    }
-    const int w = data.target_width;
-    auto t = at::tensor(std::vector<float>(data.targets.begin() + b * w, data.targets.begin() + e * w)).reshape({e - b, w}).to(device);
-    return F::mse_loss(out.reshape({e - b, -1}), t);
-}
-
 /// ||w_amp - w_ref||^2 and ||w_ref||^2 on the device (read with the step's other figures).
 std::pair<at::Tensor, at::Tensor> divergence_terms(const Side& a, const Side& ref) {
     const auto dopt = at::TensorOptions().dtype(at::kDouble).device(ref.params.empty() ? at::Device(at::kCPU) : ref.params[0].device());
@@ -216,7 +182,7 @@ std::pair<at::Tensor, at::Tensor> amp_forward_loss(Side& amp, const std::vector<
                                                    int64_t e, const TrainSpec& s, const at::Device& device) {
     detail::AutocastGuard guard(device.type(), s.autocast ? s.precision : Precision::Fp32);
     auto out = amp.model->forward(in);
-    auto loss = loss_of(s, out, data, b, e, device) / double(s.accumulate);
+    auto loss = train_parts::training_loss(s, out, data, b, e, device) / double(s.accumulate);
     return {out, loss};
 }
 
@@ -317,7 +283,7 @@ struct Session {
             auto out_r = ref.model->forward(in);
             if (first && micro == 0)  // the model's width is known only now
                 detail::check_outputs_fit(data, s.data, int(out_r.dim() ? out_r.numel() / std::max<int64_t>(1, out_r.size(0)) : 0));
-            auto l_r = loss_of(s, out_r, data, b, e, device) / double(s.accumulate);
+            auto l_r = train_parts::training_loss(s, out_r, data, b, e, device) / double(s.accumulate);
             l_r.backward();
             f[kLossRef] += l_r.detach().to(at::kDouble);
             torch::manual_seed(seed);  // AMP: autocast around forward and loss, backward outside
@@ -528,27 +494,6 @@ void sum_up(TrainResult& res, const TrainSpec& s, const GradScaler& scaler, int 
 // ---- the session's pieces other engine parts reuse (replay) ---------------------------------
 
 namespace train_parts {
-
-Side load_side(const std::string& model, uint64_t seed, const std::string& output, const at::Device& device) {
-    Side side;
-    side.model = detail::load_model(model, seed, output);
-    side.model->to_device(device);
-    side.model->set_train(true);
-    for (auto& [name, t] : side.model->named_state()) {
-        if (!t.requires_grad()) {
-            side.buffers.emplace_back(name, t);
-            continue;
-        }
-        side.names.push_back(name);
-        side.params.push_back(t);
-    }
-    return side;
-}
-
-at::Tensor training_loss(const TrainSpec& s, const at::Tensor& out, const detail::ProbeSet& data, int64_t b, int64_t e,
-                         const at::Device& device) {
-    return loss_of(s, out, data, b, e, device);
-}
 
 std::optional<Origin> amp_forward_origin(Side& amp, const std::vector<at::Tensor>& inputs, uint64_t seed, const TrainSpec& s,
                                          const at::Device& device) {

@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: MIT
+// The pieces of a training side shared by the session (train/session.cpp) and the incident
+// replay (checkpoint/replay.cpp): loading a side and the session's losses.
+#include <ATen/ATen.h>
+#include <torch/nn/functional/loss.h>
+
+#include "ampscope/engine/errors.h"
+#include "model/model.h"
+#include "train/train_parts.h"
+
+namespace ampscope::train_parts {
+namespace {
+
+/// Causal-LM loss (Hugging Face's): logits [n, T, V] at position t against the token label at
+/// t + 1, labels of -100 ignored, the mean over the labels scored.
+at::Tensor lm_loss(const at::Tensor& out, const detail::ProbeSet& data, int64_t b, int64_t e, const at::Device& device) {
+    namespace F = torch::nn::functional;
+    const int64_t w = data.label_width;
+    if (out.dim() != 3 || out.size(1) != w)
+        throw InputError(data.info.source, "labels",
+                         "--loss lm: token labels [N, " + std::to_string(w) + "] need logits [N, " + std::to_string(w) +
+                             ", V]; the model's output is " + c10::str(out.sizes()));
+    auto y = at::tensor(std::vector<int64_t>(data.labels.begin() + b * w, data.labels.begin() + e * w)).reshape({e - b, w}).to(device);
+    const auto logits = out.slice(1, 0, w - 1).reshape({-1, out.size(2)});
+    return F::cross_entropy(logits, y.slice(1, 1).reshape({-1}), F::CrossEntropyFuncOptions().ignore_index(-100));
+}
+
+}  // namespace
+
+Side load_side(const std::string& model, uint64_t seed, const std::string& output, const at::Device& device) {
+    Side side;
+    side.model = detail::load_model(model, seed, output);
+    side.model->to_device(device);
+    side.model->set_train(true);
+    for (auto& [name, t] : side.model->named_state()) {
+        if (!t.requires_grad()) {
+            side.buffers.emplace_back(name, t);
+            continue;
+        }
+        side.names.push_back(name);
+        side.params.push_back(t);
+    }
+    return side;
+}
+
+at::Tensor training_loss(const TrainSpec& s, const at::Tensor& out, const detail::ProbeSet& data, int64_t b, int64_t e,
+                         const at::Device& device) {
+    namespace F = torch::nn::functional;
+    if (s.loss == "lm") return lm_loss(out, data, b, e, device);
+    if (s.loss == "model") {  // the program returns its own loss
+        if (out.numel() != 1)
+            throw InputError(
+                s.model, "outputs",
+                "--loss model: the output is " + c10::str(out.sizes()) + "; expected the loss, one value (choose it with --output)");
+        return out.reshape({});
+    }
+    if (s.loss == "ce") {
+        auto y = at::tensor(std::vector<int64_t>(data.labels.begin() + b, data.labels.begin() + e)).to(device);
+        return F::cross_entropy(out, y);
+    }
+    const int w = data.target_width;
+    auto t = at::tensor(std::vector<float>(data.targets.begin() + b * w, data.targets.begin() + e * w)).reshape({e - b, w}).to(device);
+    return F::mse_loss(out.reshape({e - b, -1}), t);
+}
+
+}  // namespace ampscope::train_parts
