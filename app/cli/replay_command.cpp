@@ -8,7 +8,6 @@
 
 #include <cmath>
 #include <iostream>
-#include <nlohmann/json.hpp>
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/replay.h"
@@ -60,74 +59,6 @@ void add_replay_options(CLI::App* sub, ReplayOptions& o) {
     sub->add_flag("-q,--quiet", o.quiet, "no terminal summary");
 }
 
-nlohmann::json stage_json(const ReplayStage& s) {
-    return {{"step", s.step}, {"stage", s.stage}, {"side", s.side}, {"module", s.module}, {"op", s.op}, {"autograd_node", s.node}};
-}
-
-/// NaN/Inf as JSON strings (JSON has no such numbers).
-nlohmann::json num(double v) {
-    if (std::isnan(v)) return "nan";
-    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-    return v;
-}
-
-nlohmann::json step_json(const ReplayStep& st) {
-    nlohmann::json params = nlohmann::json::array();
-    for (const auto& p : st.params)
-        params.push_back({{"name", p.name},
-                          {"grad_rel_diff", num(p.grad_rel)},
-                          {"update_rel_diff", num(p.update_rel)},
-                          {"grad_finite", p.grad_finite},
-                          {"weights_finite", p.update_finite},
-                          {"sha256_ref", p.sha256_ref},
-                          {"sha256_amp", p.sha256_amp}});
-    nlohmann::json acts = nlohmann::json::array();
-    for (const auto& l : st.activations)
-        acts.push_back({{"module", l.module},
-                        {"op", l.op},
-                        {"ref_absmax", num(l.ref_absmax)},
-                        {"amp_absmax", num(l.amp_absmax)},
-                        {"ref_rms", num(l.ref_rms)},
-                        {"amp_rms", num(l.amp_rms)},
-                        {"amp_nonfinite", l.amp_nonfinite},
-                        {"amp_fp16_overflow", l.amp_fp16_overflow}});
-    return {{"step", st.step},
-            {"loss_ref", num(st.loss_ref)},
-            {"loss_amp", num(st.loss_amp)},
-            {"scale", num(st.scale)},
-            {"found_inf", st.found_inf},
-            {"skipped", st.skipped},
-            {"scale_after", num(st.scale_after)},
-            {"growth_tracker", st.growth_tracker},
-            {"params", params},
-            {"activations", acts}};
-}
-
-nlohmann::json replay_json(const ReplayResult& r) {
-    nlohmann::json steps = nlohmann::json::array();
-    for (const auto& st : r.steps) steps.push_back(step_json(st));
-    nlohmann::json keep = r.spec.keep_fp32;
-    return {{"run_id", r.run_id},
-            {"kind", "replay"},
-            {"started_at", r.started_at},
-            {"finished_at", r.finished_at},
-            {"model", r.spec.model},
-            {"checkpoint", {{"path", r.spec.checkpoint}, {"format", r.checkpoint_format}, {"sha256", r.checkpoint_sha256}}},
-            {"batch", {{"path", r.spec.batch}, {"sha256", r.batch_sha256}}},
-            {"precision", to_string(r.spec.precision)},
-            {"optimizer", r.optimizer},
-            {"scaler_enabled", r.scaler_enabled},
-            {"remedies",
-             {{"keep_fp32", keep},
-              {"init_scale", r.spec.init_scale ? num(*r.spec.init_scale) : nlohmann::json()},
-              {"growth_interval", r.spec.growth_interval ? nlohmann::json(*r.spec.growth_interval) : nlohmann::json()},
-              {"clip_grad_norm", r.spec.clip_grad_norm}}},
-            {"keys", {{"missing", r.missing}, {"unexpected", r.unexpected}, {"mismatched", r.mismatched}}},
-            {"first_nonfinite", r.first_nonfinite ? stage_json(*r.first_nonfinite) : nlohmann::json()},
-            {"steps", steps},
-            {"warnings", r.warnings}};
-}
-
 void print_replay(std::ostream& out, const ReplayResult& r) {
     out << "replay " << r.run_id.substr(0, 8) << "  " << r.checkpoint_format << " checkpoint, " << r.optimizer << ", "
         << to_string(r.spec.precision) << (r.scaler_enabled ? " with GradScaler" : " without GradScaler") << "\n";
@@ -155,7 +86,7 @@ int run_replay_command(ReplayOptions& o) {
     const auto r = run_replay(s, &progress);
     progress.clear();
     if (!o.quiet && o.json != "-") print_replay(std::cout, r);
-    const std::string text = replay_json(r).dump(2);
+    const std::string text = storage::replay_to_json(r);
     if (auto store = recording_store(o.no_db, o.db, o.init_db)) {
         storage::ReplayRecord rec{r.run_id,
                                   s.model,

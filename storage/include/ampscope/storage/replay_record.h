@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "ampscope/engine/replay.h"
 #include "ampscope/storage/store.h"
 
 namespace ampscope::storage {
@@ -21,5 +22,13 @@ void record_replay(Store& store, const ReplayRecord& r);
 
 /// The replay JSON of a recorded replay run (kind "replay"); InputError when there is none.
 std::string replay_json(const Store& store, const std::string& uuid);
+
+/// The replay JSON of a result (replay --json; the header of a recorded replay). NaN/Inf as the
+/// strings "nan", "inf", "-inf".
+std::string replay_to_json(const ReplayResult& r);
+
+/// A replay JSON read back (the GUI opening a recorded replay). InputError naming \p source when
+/// the text is not a replay JSON.
+ReplayResult replay_from_json(const std::string& text, const std::string& source);
 
 }  // namespace ampscope::storage
