@@ -110,6 +110,28 @@ void spec_of(const nlohmann::json& j, ReplayResult& r) {
     if (rem.contains("init_scale") && !rem["init_scale"].is_null()) r.spec.init_scale = num_of(rem["init_scale"]);
     if (rem.contains("growth_interval") && !rem["growth_interval"].is_null()) r.spec.growth_interval = rem["growth_interval"].get<int>();
     r.spec.clip_grad_norm = num_of(rem.value("clip_grad_norm", nlohmann::json(0.0)));
+    const auto in = j.value("inputs", nlohmann::json::object());  // absent in replays recorded before it
+    r.spec.loss = value_or<std::string>(in, "loss", "");
+    r.spec.steps = value_or(in, "steps", 1);
+    r.spec.optimizer_state = value_or<std::string>(in, "optimizer_state", "");
+    r.spec.scaler_state = value_or<std::string>(in, "scaler_state", "");
+    r.spec.strip_prefix = value_or<std::string>(in, "strip_prefix", "");
+    r.spec.non_strict = value_or(in, "non_strict", false);
+    r.spec.output = value_or<std::string>(in, "output", "");
+    r.spec.device = value_or<std::string>(in, "device", "");
+    r.spec.original_run_id = value_or<std::string>(j, "original_run_id", "");
+}
+
+/// What the replay was given besides model, checkpoint and batch (a remedy reruns with them).
+nlohmann::json inputs_json(const ReplaySpec& s) {
+    return {{"loss", s.loss},
+            {"steps", s.steps},
+            {"optimizer_state", s.optimizer_state},
+            {"scaler_state", s.scaler_state},
+            {"strip_prefix", s.strip_prefix},
+            {"non_strict", s.non_strict},
+            {"output", s.output},
+            {"device", s.device}};
 }
 
 }  // namespace
@@ -133,6 +155,8 @@ std::string replay_to_json(const ReplayResult& r) {
                           {"init_scale", r.spec.init_scale ? num(*r.spec.init_scale) : nlohmann::json()},
                           {"growth_interval", r.spec.growth_interval ? nlohmann::json(*r.spec.growth_interval) : nlohmann::json()},
                           {"clip_grad_norm", r.spec.clip_grad_norm}}},
+                        {"inputs", inputs_json(r.spec)},
+                        {"original_run_id", r.spec.original_run_id.empty() ? nlohmann::json() : nlohmann::json(r.spec.original_run_id)},
                         {"keys", {{"missing", r.missing}, {"unexpected", r.unexpected}, {"mismatched", r.mismatched}}},
                         {"first_nonfinite", r.first_nonfinite ? stage_json(*r.first_nonfinite) : nlohmann::json()},
                         {"steps", steps},

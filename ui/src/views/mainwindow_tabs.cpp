@@ -80,6 +80,7 @@ void MainWindow::buildUi() {
     tabs_->addTab(buildTrainingTab(), QStringLiteral("Training"));
     tabs_->addTab(buildCompareTab(), QStringLiteral("Compare"));
     tabs_->addTab(buildTokensTab(), QStringLiteral("Tokens"));
+    tabs_->addTab(buildReplayTab(), QStringLiteral("Replay"));
     Q_ASSERT(tabs_->count() == NUM_TABS);
     split_ = new QSplitter;
     split_->addWidget(buildRunBrowser());

@@ -17,6 +17,7 @@
 #include "charts.h"
 #include "mainwindow.h"
 #include "models.h"
+#include "replayview.h"
 #include "report.h"
 #include "tokenview.h"
 
@@ -31,6 +32,7 @@ void MainWindow::clearViews() {
     if (layers_->rowCount()) layers_->clearData();
     if (steps_->rowCount()) steps_->clearData();
     tokens_->clear();
+    replayView_->clear();
     {
         const QSignalBlocker block(passBox_);
         passBox_->clear();
@@ -88,8 +90,9 @@ void MainWindow::showRun(const QString& uuid) {
     QString html;
     try {
         const auto id = uuid.toStdString();
-        if (store_->kind(id) == "train") {
-            showTraining(uuid);
+        const auto kind = store_->kind(id);
+        if (kind == "train" || kind == "replay") {
+            kind == "train" ? showTraining(uuid) : showReplay(uuid);
             return;
         }
         run_ = store_->load_run(id, &damaged);
@@ -206,7 +209,7 @@ void MainWindow::exportCurrentChart() {
 }
 
 void MainWindow::exportCurrentTable() {
-    QTableView* v = tables_[tabs_->currentIndex()];
+    QTableView* v = tabs_->currentIndex() == kReplayTab ? replayView_->currentTable() : tables_[tabs_->currentIndex()];
     const auto path =
         QFileDialog::getSaveFileName(this, QStringLiteral("Export table"), QStringLiteral("table.csv"), QStringLiteral("CSV (*.csv)"));
     if (path.isEmpty()) return;

@@ -33,6 +33,7 @@
 #include "models.h"
 #include "newrundialog.h"
 #include "trainingdialog.h"
+#include "replayjob.h"
 #include "runcontroller.h"
 
 namespace ampscope::ui {
@@ -109,6 +110,7 @@ void MainWindow::buildMenus() {
     fillRecentMenu();
     add(file, QStringLiteral("&New run…"), QKeySequence::New, &MainWindow::newRun);
     add(file, QStringLiteral("New &training run…"), QKeySequence(QStringLiteral("Ctrl+Shift+N")), &MainWindow::newTrainingRun);
+    addReplayAction(file);
     file->addSeparator();
     add(file, QStringLiteral("&Import runs…"), QKeySequence(QStringLiteral("Ctrl+I")), [this] { importFile(); });
     add(file, QStringLiteral("&Export selected runs…"), QKeySequence(QStringLiteral("Ctrl+E")), &MainWindow::exportSelected);
@@ -128,7 +130,10 @@ void MainWindow::buildMenus() {
     addAdviseAction(run);
     add(run, QStringLiteral("C&ompare two selected runs"), QKeySequence(QStringLiteral("Ctrl+D")), &MainWindow::compareSelected);
     add(run, QStringLiteral("&Delete selected runs…"), QKeySequence::Delete, &MainWindow::deleteSelected);
-    add(run, QStringLiteral("Cancel running job"), QKeySequence(QStringLiteral("Esc")), [this] { controller_->cancel(); });
+    add(run, QStringLiteral("Cancel running job"), QKeySequence(QStringLiteral("Esc")), [this] {
+        controller_->cancel();
+        replayJob_->cancel();
+    });
     add(run, QStringLiteral("Re&fresh"), QKeySequence::Refresh, &MainWindow::refreshRuns);
     auto* edit = menuBar()->addMenu(QStringLiteral("&Edit"));
     add(edit, QStringLiteral("&Preferences…"), QKeySequence::Preferences, [this] {

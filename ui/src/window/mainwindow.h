@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 
+#include "ampscope/engine/replay.h"
 #include "ampscope/engine/run.h"
 #include "ampscope/engine/train.h"
 #include "ampscope/storage/store.h"
@@ -41,6 +42,8 @@ class CompareModel;
 class FlipModel;
 class LayerModel;
 class NewRunDialog;
+class ReplayJob;
+class ReplayView;
 class RunController;
 class RunListModel;
 class SampleModel;
@@ -50,7 +53,7 @@ class TrainingStepModel;
 class MainWindow : public QMainWindow {
     Q_OBJECT
 public:
-    enum Tabs { kOverviewTab, kDeltasTab, kFlipsTab, kLayersTab, kTrainingTab, kCompareTab, kTokensTab, NUM_TABS };
+    enum Tabs { kOverviewTab, kDeltasTab, kFlipsTab, kLayersTab, kTrainingTab, kCompareTab, kTokensTab, kReplayTab, NUM_TABS };
     /// `reporter` tells the user about errors and asks questions (message boxes by default).
     explicit MainWindow(std::unique_ptr<ErrorReporter> reporter = nullptr, QWidget* parent = nullptr);
     ~MainWindow() override;
@@ -86,6 +89,14 @@ public:
     /// The advisor on the comparison run shown (non-modal; the open one when it is that run's),
     /// or null when none is shown.
     AdviseDialog* openAdvisor();
+    /// File → Replay incident… (the replay view: original and remedy side by side).
+    QAction* replayAction() const { return replayAction_; }
+    ReplayView* replayView() const { return replayView_; }
+    ReplayJob* replayJob() const { return replayJob_; }
+    /// Replays `spec` on a worker thread and records it (`what`: "the incident" or the remedy's
+    /// change); the replay view shows it when it ends. False when no database is open or a
+    /// replay is going (said in an error dialog).
+    bool startReplay(const ReplaySpec& spec, const QString& what);
     /// The chart on screen in the current tab (the one Export current chart writes).
     ChartWidget* currentChart() const;
     /// The notice above the views: a run that cannot be read, damaged parts left out, a new
@@ -99,6 +110,8 @@ public Q_SLOTS:
     void refreshRuns();
     void newRun();
     void newTrainingRun();
+    /// File → Replay incident…: the replay dialog, then the replay.
+    void replayIncident();
     bool startTraining(const TrainSpec& spec);
     /// After a start request: an error when the controller refused (a job is going).
     bool launched(bool accepted);
@@ -141,6 +154,11 @@ private:
     /// `views` under the notice label (setNotice).
     QWidget* withNotice(QWidget* views);
     void buildMenus();
+    // incident replay (mainwindow_replay.cpp)
+    QWidget* buildReplayTab();
+    void addReplayAction(QMenu* file);
+    /// A recorded replay (kind "replay"): beside its original when it is a remedy of one.
+    void showReplay(const QString& uuid);
     // the advisor (mainwindow_advise.cpp)
     void addAdviseAction(QMenu* run);
     void updateAdviseAction();
@@ -219,6 +237,9 @@ private:
     QPushButton* cancel_ = nullptr;
     NewRunDialog* dialog_ = nullptr;
     QAction* adviseAction_ = nullptr;
+    QAction* replayAction_ = nullptr;
+    ReplayView* replayView_ = nullptr;
+    ReplayJob* replayJob_ = nullptr;
     QPointer<AdviseDialog> advise_;     ///< the last advisor opened
     QPointer<AdviseDialog> verifyFor_;  ///< the advisor whose verifying run is going
 };

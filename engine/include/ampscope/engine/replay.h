@@ -32,6 +32,7 @@ struct ReplaySpec {
     double clip_grad_norm = 0;           ///< remedy: clip the unscaled gradients (0 = off)
     std::string device;
     uint64_t seed = 0;
+    std::string original_run_id;  ///< a remedy: the replay run it remedies ("" = an original replay)
 };
 
 /// Where values first went non-finite.

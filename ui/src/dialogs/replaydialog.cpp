@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: MIT
+#include "replaydialog.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSpinBox>
+
+#include "ampscope/engine/errors.h"
+
+namespace ampscope::ui {
+
+namespace {
+
+const QString kAutoLoss = QStringLiteral("default (ce with labels, mse with targets)");
+
+/// The path in `field`; InputError naming the field and the file when it is required and
+/// empty, or given and not there (`folder`: a folder is accepted too).
+std::string existing(const QLineEdit* field, const char* name, bool required, bool folder, const char* expected) {
+    const QString path = field->text().trimmed();
+    if (path.isEmpty()) {
+        if (required) throw InputError(name, "", std::string("empty; expected ") + expected);
+        return {};
+    }
+    const QFileInfo info(path);
+    if (!info.exists()) throw InputError(name, "", path.toStdString() + ": no such file; expected " + expected);
+    if (info.isDir() && !folder) throw InputError(name, "", path.toStdString() + ": a folder; expected " + expected);
+    return path.toStdString();
+}
+
+}  // namespace
+
+ReplayDialog::ReplayDialog(QWidget* parent) : SpecDialogFor(parent) {
+    setWindowTitle(QStringLiteral("Replay incident (your checkpoint and failing batch, FP32 and AMP step by step)"));
+    auto* form = new QFormLayout;
+    addFiles(form);
+    loss_ = new QComboBox;
+    loss_->addItems(losses());
+    loss_->setToolTip(
+        QStringLiteral("ce: cross-entropy with labels; mse: with targets; lm: next-token cross-entropy of a language "
+                       "model's logits; model: the model returns the loss itself"));
+    form->addRow(QStringLiteral("Loss"), loss_);
+    precision_ = new QComboBox;
+    precision_->addItems({QStringLiteral("fp16"), QStringLiteral("bf16")});
+    precision_->setToolTip(QStringLiteral("The autocast dtype the job trained with"));
+    form->addRow(QStringLiteral("AMP precision"), precision_);
+    keep_fp32_ = regionsField(QStringLiteral("head, blocks.1.*"));
+    keep_fp32_->setToolTip(QStringLiteral("Modules the job already ran without autocast (usually none)"));
+    form->addRow(QStringLiteral("Keep in FP32"), keep_fp32_);
+    prefix_ = new QLineEdit;
+    prefix_->setPlaceholderText(QStringLiteral("e.g. model. (Lightning checkpoints)"));
+    form->addRow(QStringLiteral("Strip key prefix"), prefix_);
+    steps_ = integer(1, 100000, 1);
+    steps_->setToolTip(QStringLiteral("Optimizer steps replayed on the batch"));
+    form->addRow(QStringLiteral("Steps"), steps_);
+    non_strict_ = new QCheckBox(QStringLiteral("Replay even when checkpoint keys do not match the model (they are still listed)"));
+    form->addRow(QStringLiteral("Non-strict"), non_strict_);
+    device_ = deviceField();
+    form->addRow(QStringLiteral("Device"), device_);
+    finish(form);
+    resize(760, sizeHint().height());
+}
+
+QStringList ReplayDialog::losses() {
+    return {kAutoLoss, QStringLiteral("ce"), QStringLiteral("mse"), QStringLiteral("lm"), QStringLiteral("model")};
+}
+
+QHBoxLayout* ReplayDialog::withFileOrFolder(QLineEdit* field) {
+    auto* row = new QHBoxLayout;
+    auto* file = new QPushButton(QStringLiteral("File…"));
+    file->setObjectName(QStringLiteral("checkpointFile"));
+    auto* folder = new QPushButton(QStringLiteral("Folder…"));
+    folder->setObjectName(QStringLiteral("checkpointFolder"));
+    folder->setToolTip(QStringLiteral("A Hugging Face Trainer checkpoint-N/ folder"));
+    connect(file, &QPushButton::clicked, this, [this, field] {
+        const auto f = QFileDialog::getOpenFileName(this, QStringLiteral("Checkpoint file"), {},
+                                                    QStringLiteral("Checkpoints (*.pt *.pth *.ckpt *.bin *.safetensors);;All files (*)"));
+        if (!f.isEmpty()) field->setText(f);
+    });
+    connect(folder, &QPushButton::clicked, this, [this, field] {
+        const auto d = QFileDialog::getExistingDirectory(this, QStringLiteral("Trainer checkpoint folder (checkpoint-N)"));
+        if (!d.isEmpty()) field->setText(d);
+    });
+    row->addWidget(field, 1);
+    row->addWidget(file);
+    row->addWidget(folder);
+    return row;
+}
+
+void ReplayDialog::addFiles(QFormLayout* form) {
+    model_ = modelField();
+    model_->setToolTip(QStringLiteral("A torch.export program (.pt2) or TorchScript file whose state_dict keys the checkpoint holds"));
+    form->addRow(QStringLiteral("Model"),
+                 withBrowse(model_, QStringLiteral("Model file"), QStringLiteral("Models (*.pt2 *.pt *.pth);;All files (*)"),
+                            [this](const QString& f) { model_->setCurrentText(f); }));
+    checkpoint_ = new QLineEdit;
+    checkpoint_->setPlaceholderText(QStringLiteral("a state_dict, dict, Lightning .ckpt or .safetensors file, or a checkpoint-N/ folder"));
+    form->addRow(QStringLiteral("Checkpoint"), withFileOrFolder(checkpoint_));
+    batch_ = new QLineEdit;
+    batch_->setPlaceholderText(QStringLiteral("a .pt dict: inputs and labels or targets"));
+    form->addRow(QStringLiteral("Failing batch"),
+                 withBrowse(batch_, QStringLiteral("Failing batch"), QStringLiteral("Batches (*.pt *.pth);;All files (*)"),
+                            [this](const QString& f) { batch_->setText(f); }));
+    optimizer_ = new QLineEdit;
+    optimizer_->setPlaceholderText(QStringLiteral("optional: optimizer.state_dict() saved apart (overrides the checkpoint's)"));
+    form->addRow(QStringLiteral("Optimizer state"),
+                 withBrowse(optimizer_, QStringLiteral("Optimizer state"), QStringLiteral("State (*.pt *.pth *.bin);;All files (*)"),
+                            [this](const QString& f) { optimizer_->setText(f); }));
+    scaler_ = new QLineEdit;
+    scaler_->setPlaceholderText(QStringLiteral("optional: GradScaler.state_dict() saved apart (overrides the checkpoint's)"));
+    form->addRow(QStringLiteral("Scaler state"),
+                 withBrowse(scaler_, QStringLiteral("GradScaler state"), QStringLiteral("State (*.pt *.pth *.bin);;All files (*)"),
+                            [this](const QString& f) { scaler_->setText(f); }));
+}
+
+void ReplayDialog::setSpec(const ReplaySpec& s) {
+    model_->setCurrentText(QString::fromStdString(s.model));
+    checkpoint_->setText(QString::fromStdString(s.checkpoint));
+    batch_->setText(QString::fromStdString(s.batch));
+    optimizer_->setText(QString::fromStdString(s.optimizer_state));
+    scaler_->setText(QString::fromStdString(s.scaler_state));
+    const int loss = loss_->findText(QString::fromStdString(s.loss));
+    loss_->setCurrentIndex(s.loss.empty() || loss < 0 ? 0 : loss);
+    precision_->setCurrentIndex(s.precision == Precision::Bf16 ? 1 : 0);
+    setRegions(keep_fp32_, s.keep_fp32);
+    prefix_->setText(QString::fromStdString(s.strip_prefix));
+    steps_->setValue(s.steps);
+    non_strict_->setChecked(s.non_strict);
+    if (!s.device.empty()) device_->setCurrentText(QString::fromStdString(s.device));
+}
+
+ReplaySpec ReplayDialog::spec() const {
+    ReplaySpec s;
+    s.model = model_->currentText().trimmed().toStdString();
+    if (s.model.empty()) throw InputError("Model", "", "empty; expected a .pt2 program or a TorchScript file");
+    if (s.model.rfind("demo:", 0) != 0 && !QFileInfo::exists(QString::fromStdString(s.model)))
+        throw InputError("Model", "", s.model + ": no such file; expected a .pt2 program or a TorchScript file");
+    s.checkpoint = existing(checkpoint_, "Checkpoint", true, true, "a checkpoint file or a Trainer checkpoint-N/ folder");
+    s.batch = existing(batch_, "Failing batch", true, false, "a .pt dict with inputs and labels or targets");
+    s.optimizer_state = existing(optimizer_, "Optimizer state", false, false, "a torch.save of optimizer.state_dict()");
+    s.scaler_state = existing(scaler_, "Scaler state", false, false, "a torch.save of GradScaler.state_dict()");
+    s.loss = loss_->currentIndex() == 0 ? "" : loss_->currentText().toStdString();
+    s.precision = precision_->currentIndex() == 1 ? Precision::Bf16 : Precision::Fp16;
+    s.keep_fp32 = regions(keep_fp32_);
+    s.strip_prefix = prefix_->text().trimmed().toStdString();
+    s.steps = steps_->value();
+    s.non_strict = non_strict_->isChecked();
+    s.device = device_->currentText().toStdString();
+    return s;
+}
+
+}  // namespace ampscope::ui

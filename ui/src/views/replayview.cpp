@@ -1,0 +1,338 @@
+// SPDX-License-Identifier: MIT
+// ReplayView: layout, the two sides, the remedies' buttons and their questions.
+#include "replayview.h"
+
+#include <QFileDialog>
+#include <cmath>
+#include <QGridLayout>
+#include <QHeaderView>
+#include <QInputDialog>
+#include <QLabel>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSortFilterProxyModel>
+#include <QSplitter>
+#include <QStackedWidget>
+#include <QTabWidget>
+#include <QTableView>
+#include <QVBoxLayout>
+
+#include "ampscope/engine/errors.h"
+#include "ampscope/engine/text.h"
+#include "newrundialog.h"
+#include "replaymodel.h"
+
+namespace ampscope::ui {
+
+namespace {
+
+QString html(const std::string& s) {
+    return QString::fromStdString(visible_controls(s)).toHtmlEscaped();
+}
+
+const QString kEmptyText = QStringLiteral(
+    "<h3>No incident replay selected</h3><p>This view shows a NaN incident of your own training job replayed from your "
+    "checkpoint and the failing batch: the FP32 reference step beside the AMP step as the job was configured, where values "
+    "first went non-finite, the scale GradScaler used and whether it skipped, and a remedy replayed beside the original (a "
+    "module kept in FP32, BF16, another scale, clipping).</p><p>Choose File → Replay incident… (Ctrl+Shift+R), or select a "
+    "recorded replay in the run browser.</p>");
+
+QTableView* replayTable(QAbstractItemModel* model) {
+    auto* proxy = new QSortFilterProxyModel(model);
+    proxy->setSourceModel(model);
+    proxy->setSortRole(ReplayTableModel::SortRole);
+    auto* v = new QTableView;
+    v->setModel(proxy);
+    v->horizontalHeader()->setSortIndicator(-1, Qt::AscendingOrder);  // execution order until the user sorts
+    v->setSortingEnabled(true);
+    v->setSelectionBehavior(QAbstractItemView::SelectRows);
+    v->verticalHeader()->hide();
+    v->setAlternatingRowColors(true);
+    v->setWordWrap(false);
+    v->setTextElideMode(Qt::ElideNone);  // columns are sized to their content; the table scrolls
+    v->horizontalHeader()->setStretchLastSection(true);
+    // every column as wide as its header and cells: nothing elided, the table scrolls sideways
+    auto fit = [v] { v->resizeColumnsToContents(); };
+    QObject::connect(model, &QAbstractItemModel::modelReset, v, fit);
+    return v;
+}
+
+}  // namespace
+
+ReplayView::ReplayView(QWidget* parent) : QWidget(parent) {
+    for (int s = 0; s < 2; ++s) {
+        steps_[s] = new ReplayStepModel(this);
+        layers_[s] = new ReplayLayerModel(this);
+        params_[s] = new ReplayParamModel(this);
+    }
+    auto* outer = new QVBoxLayout(this);
+    outer->setContentsMargins(0, 0, 0, 0);
+    outer->addWidget(buildProgress());  // seen with or without a replay shown
+    stack_ = new QStackedWidget;
+    empty_ = new QLabel(kEmptyText);
+    empty_->setObjectName(QStringLiteral("emptyState"));
+    empty_->setAlignment(Qt::AlignCenter);
+    empty_->setWordWrap(true);
+    empty_->setMargin(24);
+    stack_->addWidget(empty_);
+    auto* content = new QWidget;
+    stack_->addWidget(content);
+    outer->addWidget(stack_, 1);
+    auto* v = new QVBoxLayout(content);
+    v->setContentsMargins(0, 0, 0, 0);
+    v->addWidget(buildRemedies());
+    change_ = new QLabel;
+    change_->setObjectName(QStringLiteral("replayChange"));
+    change_->setWordWrap(true);
+    change_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    v->addWidget(change_);
+    auto* sides = new QSplitter(Qt::Horizontal);
+    for (int s = 0; s < 2; ++s) {
+        summary_[s] = new QLabel;
+        summary_[s]->setObjectName(s == Original ? QStringLiteral("replayOriginal") : QStringLiteral("replayRemedy"));
+        summary_[s]->setWordWrap(true);
+        summary_[s]->setTextFormat(Qt::RichText);
+        summary_[s]->setTextInteractionFlags(Qt::TextSelectableByMouse);
+        summary_[s]->setAlignment(Qt::AlignTop | Qt::AlignLeft);
+        summary_[s]->setFrameShape(QFrame::StyledPanel);
+        summary_[s]->setMargin(6);
+        sides->addWidget(summary_[s]);
+    }
+    sides->setChildrenCollapsible(false);
+    auto* body = new QSplitter(Qt::Vertical);
+    body->addWidget(sides);
+    body->addWidget(buildTables());
+    body->setStretchFactor(0, 1);
+    body->setStretchFactor(1, 3);
+    body->setChildrenCollapsible(false);
+    v->addWidget(body, 1);
+    clear();
+}
+
+QWidget* ReplayView::buildRemedies() {
+    auto* w = new QWidget;
+    auto* g = new QGridLayout(w);
+    g->setContentsMargins(0, 0, 0, 0);
+    const QString names[] = {QStringLiteral("Keep the first non-finite module in FP32"),
+                             QStringLiteral("BF16 instead of FP16"),
+                             QStringLiteral("Initial scale…"),
+                             QStringLiteral("Growth interval…"),
+                             QStringLiteral("Clip gradient norm…"),
+                             QStringLiteral("Keep the advisor's set in FP32…")};
+    const QString tips[] = {QStringLiteral("Replay with the module where values first went non-finite run without autocast"),
+                            QStringLiteral("Replay with autocast to BF16 (FP32's range) instead of FP16"),
+                            QStringLiteral("Replay with GradScaler starting at another scale than the checkpoint's"),
+                            QStringLiteral("Replay with another GradScaler growth_interval"),
+                            QStringLiteral("Replay with the unscaled gradients clipped to a norm"),
+                            QStringLiteral("Replay with the modules of an advise JSON (Advise FP32 regions… → Save set…, or "
+                                           "ampscope-cli advise --json) kept in FP32")};
+    g->addWidget(new QLabel(QStringLiteral("Remedies:")), 0, 0, 2, 1);
+    for (int i = 0; i < int(Remedy::Count); ++i) {
+        auto* b = new QPushButton(names[i]);
+        b->setToolTip(tips[i]);
+        b->setObjectName(QStringLiteral("remedy%1").arg(i));
+        connect(b, &QPushButton::clicked, this, [this, i] { askRemedy(Remedy(i)); });
+        buttons_[i] = b;
+        g->addWidget(b, i / 3, 1 + i % 3);
+    }
+    g->setColumnStretch(4, 1);
+    return w;
+}
+
+QWidget* ReplayView::buildProgress() {
+    auto* w = new QWidget;
+    w->setObjectName(QStringLiteral("replayProgress"));
+    auto* h = new QHBoxLayout(w);
+    h->setContentsMargins(0, 0, 0, 0);
+    progressLabel_ = new QLabel;
+    progress_ = new QProgressBar;
+    progress_->setRange(0, 0);
+    cancel_ = new QPushButton(QStringLiteral("Cancel"));
+    connect(cancel_, &QPushButton::clicked, this, &ReplayView::cancelRequested);
+    h->addWidget(progressLabel_);
+    h->addWidget(progress_, 1);
+    h->addWidget(cancel_);
+    w->hide();
+    return w;
+}
+
+QWidget* ReplayView::buildTables() {
+    tabs_ = new QTabWidget;
+    const QString names[] = {QStringLiteral("Steps"), QStringLiteral("Activations (per module)"), QStringLiteral("Parameters")};
+    for (int t = 0; t < 3; ++t) {
+        auto* split = new QSplitter(Qt::Horizontal);
+        split->setChildrenCollapsible(false);
+        for (int s = 0; s < 2; ++s) {
+            QAbstractItemModel* m = t == kStepsTable    ? static_cast<QAbstractItemModel*>(steps_[s])
+                                    : t == kLayersTable ? static_cast<QAbstractItemModel*>(layers_[s])
+                                                        : static_cast<QAbstractItemModel*>(params_[s]);
+            tables_[s][t] = replayTable(m);
+            titles_[s][t] = new QLabel;
+            auto* box = new QWidget;
+            auto* bv = new QVBoxLayout(box);
+            bv->setContentsMargins(0, 0, 0, 0);
+            bv->addWidget(titles_[s][t]);
+            bv->addWidget(tables_[s][t], 1);
+            split->addWidget(box);
+        }
+        tabs_->addTab(split, names[t]);
+    }
+    tabs_->setCurrentIndex(kLayersTable);
+    return tabs_;
+}
+
+void ReplayView::clear() {
+    original_.reset();
+    remedy_.reset();
+    showSide(Original, nullptr);
+    showSide(Remedied, nullptr);
+    change_->clear();
+    stack_->setCurrentWidget(empty_);
+    updateButtons();
+}
+
+void ReplayView::setOriginal(const ReplayResult& r) {
+    original_ = r;
+    remedy_.reset();
+    showSide(Original, &*original_);
+    showSide(Remedied, nullptr);
+    stack_->setCurrentIndex(1);
+    change_->setText(QStringLiteral("Original: %1. Choose a remedy above to replay it beside the original.").arg(verdictText(r)));
+    updateButtons();
+}
+
+void ReplayView::setRemedy(const ReplayResult& r) {
+    remedy_ = r;
+    showSide(Remedied, &*remedy_);
+    if (original_)
+        change_->setText(
+            QStringLiteral("%1: %2; original: %3").arg(changeText(*original_, r.spec), verdictText(r), verdictText(*original_)));
+    updateButtons();
+}
+
+void ReplayView::showSide(Side side, const ReplayResult* r) {
+    const QString who = side == Original ? QStringLiteral("Original") : QStringLiteral("Remedy");
+    for (int t = 0; t < 3; ++t) titles_[side][t]->setText(QStringLiteral("<b>%1</b>").arg(who));
+    if (!r) {
+        steps_[side]->clearData();
+        layers_[side]->clearData();
+        params_[side]->clearData();
+        summary_[side]->setText(side == Original ? QStringLiteral("<b>Original</b>: no replay shown.")
+                                                 : QStringLiteral("<b>Remedy</b>: none yet. A remedy replays the original "
+                                                                  "with one change and is shown here."));
+        return;
+    }
+    steps_[side]->resetData(*r);
+    layers_[side]->resetData(*r);
+    params_[side]->resetData(*r);
+    const bool oneStep = r->steps.size() <= 1;
+    for (int t = 0; t < 3; ++t) tables_[side][t]->setColumnHidden(0, oneStep && t != kStepsTable);  // Step column: only with several
+    QString head = QStringLiteral("<b>%1</b> replay %2").arg(who, html(r->run_id.substr(0, 8)));
+    if (side == Remedied && original_) head += QStringLiteral(": ") + changeText(*original_, r->spec).toHtmlEscaped();
+    const auto color = r->first_nonfinite ? QStringLiteral("#c82828") : QStringLiteral("#1e8c3c");
+    QString keys;
+    if (!r->missing.empty() || !r->unexpected.empty() || !r->mismatched.empty())
+        keys = QStringLiteral("<br>checkpoint keys: %1 missing, %2 unexpected, %3 mismatched (non-strict)")
+                   .arg(r->missing.size())
+                   .arg(r->unexpected.size())
+                   .arg(r->mismatched.size());
+    summary_[side]->setText(
+        QStringLiteral("%1<br>checkpoint format: %2 · optimizer: %3 · precision: %4 · GradScaler: %5%6<br><span style='color:%7'>%8</span>")
+            .arg(head, html(r->checkpoint_format), html(r->optimizer), html(to_string(r->spec.precision)),
+                 r->scaler_enabled ? QStringLiteral("enabled") : QStringLiteral("disabled"), keys, color,
+                 stageInWords(*r).toHtmlEscaped()));
+    for (int t = 0; t < 3; ++t) tables_[side][t]->resizeColumnsToContents();
+}
+
+void ReplayView::updateButtons() {
+    const bool can = original_ && !running_;
+    const bool module = original_ && original_->first_nonfinite && !original_->first_nonfinite->module.empty();
+    auto* keep = buttons_[int(Remedy::KeepModule)];
+    keep->setText(module
+                      ? QStringLiteral("Keep %1 in FP32").arg(QString::fromStdString(visible_controls(original_->first_nonfinite->module)))
+                      : QStringLiteral("Keep the first non-finite module in FP32"));
+    keep->setEnabled(can && module);
+    buttons_[int(Remedy::Bf16)]->setEnabled(can && original_->spec.precision == Precision::Fp16);
+    for (auto r : {Remedy::InitScale, Remedy::GrowthInterval, Remedy::Clip, Remedy::AdvisorSet}) buttons_[int(r)]->setEnabled(can);
+}
+
+void ReplayView::setRunning(bool running, const QString& what) {
+    running_ = running;
+    cancel_->parentWidget()->setVisible(running);
+    cancel_->setEnabled(running);
+    if (running) {
+        progressLabel_->setText(QStringLiteral("Replaying %1…").arg(what));
+        progress_->setRange(0, 0);
+    }
+    updateButtons();
+}
+
+void ReplayView::setProgress(const QString& stage, int done, int total) {
+    progressLabel_->setText(QStringLiteral("%1 %2 of %3").arg(stage).arg(done + 1).arg(total));
+    progress_->setRange(0, std::max(total, 1));
+    progress_->setValue(done);
+}
+
+void ReplayView::askRemedy(Remedy r) {
+    if (!original_) return;
+    bool ok = true;
+    double value = 0;
+    const double scale = original_->steps.empty() ? 65536.0 : original_->steps.front().scale;
+    switch (r) {
+        case Remedy::InitScale:
+            value = QInputDialog::getDouble(this, QStringLiteral("Initial scale"), QStringLiteral("GradScaler's scale for the replay:"),
+                                            std::isfinite(scale) && scale > 1 ? scale / 1024 : 1.0, 1e-30, 1e30, 6, &ok);
+            break;
+        case Remedy::GrowthInterval:
+            value = QInputDialog::getInt(this, QStringLiteral("Growth interval"), QStringLiteral("GradScaler's growth_interval:"), 2000, 1,
+                                         1 << 30, 1, &ok);
+            break;
+        case Remedy::Clip:
+            value = QInputDialog::getDouble(this, QStringLiteral("Clip gradient norm"),
+                                            QStringLiteral("Largest norm of the unscaled gradients:"), 1.0, 1e-12, 1e12, 6, &ok);
+            break;
+        case Remedy::AdvisorSet: {
+            const auto f = QFileDialog::getOpenFileName(this, QStringLiteral("Keep the advisor's set in FP32"), {},
+                                                        QStringLiteral("Advise JSON (*.json);;Text (*.txt);;All files (*)"));
+            if (!f.isEmpty()) requestAdvisorSet(f);
+            return;
+        }
+        default: break;
+    }
+    if (ok) requestRemedy(r, value);
+}
+
+void ReplayView::requestRemedy(Remedy r, double value) {
+    if (!original_ || running_) return;
+    const ReplaySpec spec = remedySpec(*original_, r, value);
+    Q_EMIT remedyRequested(spec, changeText(*original_, spec));
+}
+
+bool ReplayView::requestAdvisorSet(const QString& path) {
+    if (!original_ || running_) return false;
+    std::vector<std::string> set;
+    try {
+        set = NewRunDialog::readRegionsFile(path);  // the New-run dialog's Load FP32 regions… reader
+    } catch (const InputError& e) {
+        Q_EMIT failed(QStringLiteral("Cannot load the advisor's set"), QString::fromStdString(e.what()));
+        return false;
+    }
+    const ReplaySpec spec = remedySpec(*original_, Remedy::AdvisorSet, 0, set);
+    Q_EMIT remedyRequested(spec, changeText(*original_, spec));
+    return true;
+}
+
+QString ReplayView::summaryText(Side side) const {
+    return summary_[side]->text();
+}
+
+QTableView* ReplayView::currentTable() const {
+    const int t = tabs_->currentIndex();
+    return tables_[Remedied][t]->hasFocus() ? tables_[Remedied][t] : tables_[Original][t];
+}
+
+QString ReplayView::changeLine() const {
+    return change_->text();
+}
+
+}  // namespace ampscope::ui

@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: MIT
+// ReplayView: the remedies as specs, and a replay's outcome and a remedy's change in words.
+#include <algorithm>
+
+#include "ampscope/engine/text.h"
+#include "replaymodel.h"
+#include "replayview.h"
+
+namespace ampscope::ui {
+
+namespace {
+
+QString qs(const std::string& s) {  // stored text: control characters shown, never acted on
+    return QString::fromStdString(visible_controls(s));
+}
+
+QString precisionName(Precision p) {
+    return qs(to_string(p)).toUpper();
+}
+
+QString stageName(const std::string& stage) {
+    if (stage == "checkpoint") return QStringLiteral("in the checkpoint's weights");
+    if (stage == "input") return QStringLiteral("in the batch's inputs");
+    if (stage == "forward") return QStringLiteral("in the forward pass");
+    if (stage == "loss") return QStringLiteral("in the loss");
+    if (stage == "backward") return QStringLiteral("in the backward pass");
+    if (stage == "optimizer") return QStringLiteral("in the optimizer update");
+    return QStringLiteral("at stage ") + qs(stage);
+}
+
+QString sideName(const std::string& side) {
+    if (side == "amp") return QStringLiteral("the AMP side");
+    if (side == "reference") return QStringLiteral("the FP32 reference");
+    if (side == "both") return QStringLiteral("both sides");
+    return qs(side);
+}
+
+}  // namespace
+
+ReplaySpec ReplayView::remedySpec(const ReplayResult& original, Remedy remedy, double value, const std::vector<std::string>& set) {
+    ReplaySpec s = original.spec;
+    s.original_run_id = original.run_id;
+    auto keep = [&s](const std::string& m) {
+        if (!m.empty() && std::find(s.keep_fp32.begin(), s.keep_fp32.end(), m) == s.keep_fp32.end()) s.keep_fp32.push_back(m);
+    };
+    switch (remedy) {
+        case Remedy::KeepModule:
+            if (original.first_nonfinite) keep(original.first_nonfinite->module);
+            break;
+        case Remedy::Bf16: s.precision = Precision::Bf16; break;
+        case Remedy::InitScale: s.init_scale = value; break;
+        case Remedy::GrowthInterval: s.growth_interval = int(value); break;
+        case Remedy::Clip: s.clip_grad_norm = value; break;
+        case Remedy::AdvisorSet:
+            for (const auto& m : set) keep(m);
+            break;
+        case Remedy::Count: break;
+    }
+    return s;
+}
+
+QString ReplayView::changeText(const ReplayResult& original, const ReplaySpec& r) {
+    const ReplaySpec& o = original.spec;
+    QStringList parts;
+    if (r.precision != o.precision) parts << precisionName(o.precision) + QStringLiteral(" → ") + precisionName(r.precision);
+    QStringList kept;
+    for (const auto& m : r.keep_fp32)
+        if (std::find(o.keep_fp32.begin(), o.keep_fp32.end(), m) == o.keep_fp32.end()) kept << qs(m);
+    if (!kept.isEmpty()) parts << kept.join(QStringLiteral(", ")) + QStringLiteral(" kept in FP32");
+    if (r.init_scale && r.init_scale != o.init_scale) {
+        const QString from = o.init_scale             ? replayNumber(*o.init_scale, 7)
+                             : original.steps.empty() ? QStringLiteral("the checkpoint's")
+                                                      : replayNumber(original.steps.front().scale, 7);
+        parts << QStringLiteral("initial scale %1 → %2").arg(from, replayNumber(*r.init_scale, 7));
+    }
+    if (r.growth_interval && r.growth_interval != o.growth_interval)
+        parts << QStringLiteral("growth interval → %1").arg(*r.growth_interval);
+    if (r.clip_grad_norm != o.clip_grad_norm)
+        parts << (r.clip_grad_norm > 0 ? QStringLiteral("gradient norm clipped at %1").arg(replayNumber(r.clip_grad_norm, 6))
+                                       : QStringLiteral("no gradient clipping"));
+    return parts.isEmpty() ? QStringLiteral("same as the original") : parts.join(QStringLiteral("; "));
+}
+
+QString ReplayView::verdictText(const ReplayResult& r) {
+    if (!r.first_nonfinite) {
+        const auto n = r.steps.size();
+        return QStringLiteral("no non-finite values in %1 step%2").arg(n).arg(n == 1 ? QString() : QStringLiteral("s"));
+    }
+    const auto& f = *r.first_nonfinite;
+    QString t = qs(f.stage) + QStringLiteral(" at step %1").arg(f.step + 1);
+    if (!f.module.empty()) t += QStringLiteral(" in ") + qs(f.module);
+    if (!f.node.empty())
+        t += QStringLiteral(" (") + qs(f.node) + QLatin1Char(')');
+    else if (!f.op.empty())
+        t += QStringLiteral(" (") + qs(f.op) + QLatin1Char(')');
+    return t;
+}
+
+QString ReplayView::stageInWords(const ReplayResult& r) {
+    if (!r.first_nonfinite) return QStringLiteral("No non-finite values: ") + verdictText(r) + QLatin1Char('.');
+    const auto& f = *r.first_nonfinite;
+    QString t =
+        QStringLiteral("First non-finite values %1 at step %2, on %3").arg(stageName(f.stage)).arg(f.step + 1).arg(sideName(f.side));
+    if (!f.module.empty()) t += QStringLiteral("; module ") + qs(f.module);
+    if (!f.op.empty()) t += QStringLiteral("; op ") + qs(f.op);
+    if (!f.node.empty()) t += QStringLiteral("; autograd node ") + qs(f.node);
+    return t + QLatin1Char('.');
+}
+
+}  // namespace ampscope::ui
