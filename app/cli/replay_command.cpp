@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 
 #include "ampscope/engine/errors.h"
@@ -23,7 +24,7 @@ struct ReplayOptions {
     std::string precision = "fp16", json;
     double init_scale = 0;
     int growth_interval = 0;
-    bool quiet = false, no_db = false, init_db = false;
+    bool quiet = false, no_db = false, init_db = false, force = false;
     std::string db;
 };
 
@@ -36,7 +37,10 @@ void add_replay_options(CLI::App* sub, ReplayOptions& o) {
                     "checkpoint-N/ folder or a .safetensors file")
         ->required();
     sub->add_option("--batch", s.batch, "the failing batch: a .pt dict with inputs and labels or targets")->required();
-    sub->add_option("--loss", s.loss, "ce | mse (default: ce with labels, mse with targets)")->check(CLI::IsMember({"ce", "mse"}));
+    sub->add_option("--loss", s.loss,
+                    "ce | mse | lm (shifted token cross-entropy, -100 ignored) | model (the program returns its loss); default: ce "
+                    "with class labels, lm with token labels [N, T], mse with targets")
+        ->check(CLI::IsMember({"ce", "mse", "lm", "model"}));
     sub->add_option("--steps", s.steps, "optimizer steps replayed on the batch")->default_val(1)->check(checks::Integer(1));
     sub->add_option("--precision", o.precision, "fp16 | bf16 (the job's autocast dtype; bf16 as a remedy)")->default_val("fp16");
     sub->add_option("--optimizer-state", s.optimizer_state, "a torch.save of optimizer.state_dict() (overrides the checkpoint's)");
@@ -56,6 +60,7 @@ void add_replay_options(CLI::App* sub, ReplayOptions& o) {
     sub->add_option("--db", o.db, kDbHelp)->check(checks::NonEmptyPath());
     sub->add_flag("--init-db", o.init_db, "add ampscope's tables to an existing SQLite file of another application");
     sub->add_flag("--no-db", o.no_db, "do not record the replay");
+    sub->add_flag("--force", o.force, kForceHelp);
     sub->add_flag("-q,--quiet", o.quiet, "no terminal summary");
 }
 
@@ -68,15 +73,37 @@ void print_replay(std::ostream& out, const ReplayResult& r) {
     if (r.first_nonfinite) {
         const auto& f = *r.first_nonfinite;
         out << "first non-finite: " << f.stage << " at step " << f.step << (f.module.empty() ? "" : " in " + f.module)
-            << (f.op.empty() ? "" : ", " + f.op) << (f.node.empty() ? "" : " (" + f.node + ")") << " [" << f.side << "]\n";
+            << (f.op.empty() ? "" : ", " + f.op) << (f.node.empty() ? "" : " (" + f.node + ")") << " [" << f.side << "]";
+        for (const auto& st : r.steps)
+            if (st.step == f.step && f.side != "reference" && r.scaler_enabled)
+                out << (st.skipped ? "; GradScaler skips the step" : "; GradScaler does not skip the step: the optimizer applies it");
+        out << "\n";
     } else {
         out << "no non-finite values in " << r.steps.size() << " replayed step(s)\n";
     }
     for (const auto& w : r.warnings) out << "warning: " << w << "\n";
 }
 
+/// What --json must never replace: the database, model, batch, state files, and the checkpoint
+/// (a file, or every file of a Trainer folder and of its subfolders).
+std::vector<storage::ProtectedFile> replay_inputs(const ReplayOptions& o) {
+    const auto& s = o.spec;
+    std::vector<std::pair<std::string, std::string>> files = {{"the model (--model)", s.model},
+                                                              {"the batch (--batch)", s.batch},
+                                                              {"the optimizer state (--optimizer-state)", s.optimizer_state},
+                                                              {"the scaler state (--scaler-state)", s.scaler_state},
+                                                              {"the checkpoint (--checkpoint)", s.checkpoint}};
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (fs::is_directory(s.checkpoint, ec))
+        for (fs::recursive_directory_iterator it(s.checkpoint, ec), end; !ec && it != end; it.increment(ec))
+            if (it->is_regular_file(ec)) files.push_back({"a file of the checkpoint folder (--checkpoint)", it->path().string()});
+    return protected_inputs(o.no_db, o.db, files);
+}
+
 int run_replay_command(ReplayOptions& o) {
     auto& s = o.spec;
+    check_output_path(o.json, "--json", storage::OutputKind::ReplayJson, replay_inputs(o), o.force);  // before any work
     auto p = parse_precision(o.precision);
     if (!p || *p == Precision::Fp32) throw InputError("--precision", "", "'" + o.precision + "'; expected fp16 or bf16");
     s.precision = *p;
@@ -102,7 +129,7 @@ int run_replay_command(ReplayOptions& o) {
                                   text};
         storage::record_replay(*store, rec);
     }
-    if (!o.json.empty()) write_output(o.json, text + "\n");
+    if (!o.json.empty()) write_output(o.json, text);
     if (interrupted()) throw Cancelled();
     return r.first_nonfinite ? kRejected : kOk;
 }

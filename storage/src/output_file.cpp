@@ -93,6 +93,7 @@ std::string describe(OutputKind kind) {
         case OutputKind::BenchJson: return "an ampscope benchmark JSON (bench --json)";
         case OutputKind::PythonSnippet: return "an ampscope advise Python snippet (advise --python)";
         case OutputKind::Export: return "an ampscope export";
+        case OutputKind::ReplayJson: return "an ampscope replay JSON (replay --json)";
     }
     return "an ampscope output";
 }
@@ -115,6 +116,9 @@ bool is_output_of_kind(const std::string& path, OutputKind kind) {
         case OutputKind::AdviseJson:
             return has_fields(j, {{"outcome", T::string}, {"keep_fp32", T::array}, {"passes_used", T::number_integer}});
         case OutputKind::BenchJson: return has_fields(j, {{"validations", T::array}, {"figures", T::array}, {"timer", T::string}});
+        case OutputKind::ReplayJson:
+            return has_fields(j, {{"run_id", T::string}, {"kind", T::string}, {"steps", T::array}, {"checkpoint", T::object}}) &&
+                   j["kind"] == "replay";
         default: return false;
     }
 }

@@ -127,6 +127,31 @@ struct Replay {
 
     uint64_t seed_of(int step) const { return s.seed * 1000003 + uint64_t(step) * 131; }
 
+    static bool grads_nonfinite(const Side& side) {
+        for (const auto& p : side.params)
+            if (p.grad().defined() && !p.grad().isfinite().all().item<bool>()) return true;
+        return false;
+    }
+
+    std::string loss_op() const {
+        if (ts.loss == "ce" || ts.loss == "lm") return "aten::cross_entropy_loss";
+        return ts.loss == "mse" ? "aten::mse_loss" : "";
+    }
+
+    /// The job's loss of a forward's output; a failure is the batch's labels or targets not
+    /// fitting the model's output (the FP32 reference of step 0 meets it first).
+    at::Tensor loss_of(const at::Tensor& out) const {
+        try {
+            return train_parts::training_loss(ts, out, data, 0, inputs[0].size(0), device);
+        } catch (const InputError&) {
+            throw;
+        } catch (const std::exception& e) {
+            throw InputError(s.batch, ts.loss == "mse" ? "targets" : "labels",
+                             "loss " + ts.loss + " cannot score the model's output " + c10::str(out.sizes()) +
+                                 " on this batch: " + detail::first_line(e.what()));
+        }
+    }
+
     static void zero_grad(Side& side) {
         for (auto& p : side.params) p.mutable_grad().reset();  // optimizer.zero_grad(): set to None
     }
@@ -142,7 +167,7 @@ struct Replay {
         zero_grad(ref);
         torch::manual_seed(seed_of(step));
         at::Tensor out = ref.model->forward(inputs);
-        at::Tensor loss = train_parts::training_loss(ts, out, data, 0, inputs[0].size(0), device);
+        at::Tensor loss = loss_of(out);
         loss.backward();
         if (s.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(ref.params, s.clip_grad_norm);
         ckpt::optimizer_step(opt_ref, ref.params);
@@ -159,24 +184,28 @@ struct Replay {
             detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/false);
             detail::AutocastGuard guard(device.type(), s.precision);
             out = amp.model->forward(inputs);
-            loss = train_parts::training_loss(ts, out, data, 0, inputs[0].size(0), device);
+            loss = loss_of(out);
         }
         const bool out_bad = !out.isfinite().all().item<bool>();
         const bool loss_bad = !loss.isfinite().all().item<bool>();
         rec.loss_amp = loss.item<double>();
         rec.scale = scaler.get_scale();
         scaler.impl().scale_loss(loss).backward();
+        const bool scaled_bad = grads_nonfinite(amp);
         scaler.impl().unscale(amp.params);
-        bool grads_bad = false;
-        for (const auto& p : amp.params) grads_bad = grads_bad || (p.grad().defined() && !p.grad().isfinite().all().item<bool>());
+        const bool grads_bad = grads_nonfinite(amp);
         rec.found_inf = scaler.enabled() ? scaler.impl().last_found_inf() : grads_bad;
         if (s.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(amp.params, s.clip_grad_norm);
         if (out_bad)
             stage(step, "forward", "amp", train_parts::amp_forward_origin(amp, inputs, seed_of(step), ts, device));
         else if (loss_bad)
-            stage(step, "loss", "amp", std::nullopt, ts.loss == "ce" ? "aten::cross_entropy_loss" : "aten::mse_loss");
-        else if (rec.found_inf || grads_bad)
+            stage(step, "loss", "amp", std::nullopt, loss_op());
+        else if (scaled_bad)
             stage(step, "backward", "amp", train_parts::amp_backward_origin(amp, inputs, seed_of(step), data, ts, device, scaler));
+        else if (grads_bad)  // finite scaled gradients times 1/scale: GradScaler checked them before, it does not skip
+            stage(step, "unscale", "amp", std::nullopt,
+                  "GradScaler.unscale_: gradients x 1/scale (scale " + c10::str(rec.scale) + ", 1/scale in float32 " +
+                      c10::str(float(1.0 / rec.scale)) + ")");
         rec.skipped = scaler.enabled() && rec.found_inf;
         if (!rec.skipped) ckpt::optimizer_step(opt_amp, amp.params);
         if (scaler.enabled()) scaler.impl().update();
@@ -243,8 +272,8 @@ void validate(const ReplaySpec& s) {
         throw InputError("--init-scale", "", "expected a finite number > 0");
     if (s.growth_interval && *s.growth_interval < 1) throw InputError("--growth-interval", "", "expected an integer >= 1");
     if (!std::isfinite(s.clip_grad_norm) || s.clip_grad_norm < 0) throw InputError("--clip-grad-norm", "", "expected a finite number >= 0");
-    if (!s.loss.empty() && s.loss != "ce" && s.loss != "mse")
-        throw InputError("--loss", "", "'" + s.loss + "'; expected ce or mse (lm and model are not replayed yet)");
+    if (!s.loss.empty() && s.loss != "ce" && s.loss != "mse" && s.loss != "lm" && s.loss != "model")
+        throw InputError("--loss", "", "'" + s.loss + "'; expected ce, mse, lm or model");
 }
 
 std::string files_sha256(const std::vector<std::string>& files) {
@@ -286,10 +315,8 @@ ReplayResult run_replay(const ReplaySpec& spec, ProgressObserver* progress) {
     ts.precision = spec.precision;
     ts.keep_fp32 = spec.keep_fp32;
     ts.seed = spec.seed;
-    auto data = detail::load_training_data(spec.batch, *ref.model, spec.seed);
-    if (ts.loss.empty()) ts.loss = data.labels.empty() ? "mse" : "ce";
-    if (ts.loss == "ce" && data.labels.empty()) throw InputError(spec.batch, "labels", "loss ce needs labels in the batch");
-    if (ts.loss == "mse" && data.targets.empty()) throw InputError(spec.batch, "targets", "loss mse needs targets in the batch");
+    auto data = detail::load_training_data(spec.batch, *ref.model, spec.seed, ts.loss != "model");
+    train_parts::choose_loss(ts, data);
     detail::check_fp32_regions(*amp.model, spec.keep_fp32);
     std::vector<at::Tensor> inputs;
     for (const auto& t : data.inputs) inputs.push_back(t.to(device));

@@ -446,19 +446,6 @@ struct Session {
     }
 };
 
-/// The loss: the one asked for, else ce for labels and mse for targets; checked against the data.
-void choose_loss(TrainSpec& s, const detail::ProbeSet& data) {
-    if (s.loss.empty()) s.loss = data.labels.empty() ? "mse" : data.label_width > 0 ? "lm" : "ce";
-    if (s.loss != "ce" && s.loss != "mse" && s.loss != "lm" && s.loss != "model")
-        throw InputError("--loss", "", "'" + s.loss + "'; expected ce, mse, lm or model");
-    if (s.loss == "lm" && data.label_width == 0)
-        throw InputError(s.data, "labels", "loss lm needs token labels [N, T] in the training data (-100 ignored)");
-    if (s.loss == "ce" && data.label_width > 0)
-        throw InputError(s.data, "labels", "token labels [N, T] are for --loss lm; loss ce takes class labels [N]");
-    if (s.loss == "ce" && data.labels.empty()) throw InputError(s.data, "labels", "loss ce needs labels in the training data");
-    if (s.loss == "mse" && data.targets.empty()) throw InputError(s.data, "targets", "loss mse needs targets in the training data");
-}
-
 /// Where a resumed run starts: the checkpoint's counters (none: step 0, cursor -1).
 struct ResumePoint {
     int step = 0, effective = 0;
@@ -522,7 +509,7 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
     res.model = ref.model->info;
     res.model.mode = "train";
     auto data = detail::load_training_data(s.data, *ref.model, s.seed, s.loss != "model");
-    choose_loss(s, data);
+    train_parts::choose_loss(s, data);
     detail::check_fp32_regions(*amp.model, s.keep_fp32);
     GradScaler scaler(res.backend.device, s.scaler);
     const ResumePoint resumed = resume_from(s, ref, amp, scaler, device, res);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The pieces of a training side shared by the session (train/session.cpp) and the incident
-// replay (checkpoint/replay.cpp): loading a side and the session's losses.
+// replay (checkpoint/replay.cpp): loading a side, choosing and computing the session's losses.
 #include <ATen/ATen.h>
 #include <torch/nn/functional/loss.h>
 
@@ -41,6 +41,18 @@ Side load_side(const std::string& model, uint64_t seed, const std::string& outpu
         side.params.push_back(t);
     }
     return side;
+}
+
+void choose_loss(TrainSpec& s, const detail::ProbeSet& data) {
+    if (s.loss.empty()) s.loss = data.labels.empty() ? "mse" : data.label_width > 0 ? "lm" : "ce";
+    if (s.loss != "ce" && s.loss != "mse" && s.loss != "lm" && s.loss != "model")
+        throw InputError("--loss", "", "'" + s.loss + "'; expected ce, mse, lm or model");
+    if (s.loss == "lm" && data.label_width == 0)
+        throw InputError(s.data, "labels", "loss lm needs token labels [N, T] in the training data (-100 ignored)");
+    if (s.loss == "ce" && data.label_width > 0)
+        throw InputError(s.data, "labels", "token labels [N, T] are for --loss lm; loss ce takes class labels [N]");
+    if (s.loss == "ce" && data.labels.empty()) throw InputError(s.data, "labels", "loss ce needs labels in the training data");
+    if (s.loss == "mse" && data.targets.empty()) throw InputError(s.data, "targets", "loss mse needs targets in the training data");
 }
 
 at::Tensor training_loss(const TrainSpec& s, const at::Tensor& out, const detail::ProbeSet& data, int64_t b, int64_t e,

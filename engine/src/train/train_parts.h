@@ -50,7 +50,10 @@ std::string policy_string(const TrainSpec& s);
 void save_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler, const Position& pos,
                      const std::string& weights_hash, const at::Device& device);
 
-/// The session's loss (s.loss: ce | mse) of a forward's output over samples [b, e) of `data`.
+/// The loss: s.loss, else ce for class labels, lm for token labels [N, T], mse for targets;
+/// checked against the data (InputError naming s.data). Shared by training and replay.
+void choose_loss(TrainSpec& s, const detail::ProbeSet& data);
+/// The session's loss (s.loss: ce | mse | lm | model) of a forward's output over samples [b, e) of `data`.
 at::Tensor training_loss(const TrainSpec& s, const at::Tensor& out, const detail::ProbeSet& data, int64_t b, int64_t e,
                          const at::Device& device);
 /// The session's diagnostic re-runs for one batch (the whole of `inputs`, seeded with `seed`),

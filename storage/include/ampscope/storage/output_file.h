@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 /// \file output_file.h
-/// The one guard every output path goes through (`export -o`, `run/train/advise/bench --json`,
+/// The one guard every output path goes through (`export -o`, `run/train/advise/bench/replay --json`,
 /// `advise --python`): an output never replaces an input of the command or a file that is not
 /// an earlier output of the same kind, and is written whole or not at all.
 
@@ -12,7 +12,7 @@
 namespace ampscope::storage {
 
 /// What an output file holds; an existing file of the same kind may be replaced without --force.
-enum class OutputKind { RunJson, TrainJson, AdviseJson, BenchJson, PythonSnippet, Export };
+enum class OutputKind { RunJson, TrainJson, AdviseJson, BenchJson, PythonSnippet, Export, ReplayJson };
 
 /// "an ampscope run JSON (run --json)", ...
 std::string describe(OutputKind kind);
