@@ -330,6 +330,63 @@ class PlantedMask(unittest.TestCase):
         rc, js, se = run("--model", case.path, "--probes", self.case.probes, "--precision", "bf16")
         self.assertIn(rc, (0, 1), se)
 
+    def dynamic(self, name, **dim):
+        d = torch.export.Dim("b", **dim)
+        return Case(self.tmp.name, name, PlantedLM(), self.case.ids[:3], self.case.mask[:3],
+                    dynamic={"input_ids": {0: d}, "attention_mask": {0: d}})
+
+    def test_a_last_batch_below_the_range_is_refused_before_any_pass(self):
+        """7 samples in batches of 5 leave a last batch of 2 for a program exported for a batch of at
+        least 3, which the program's own guards refuse: refused up front (ampscope's interpreter would run
+        it), naming the input, the dimension, the batch that would run, the range and the --batch-size
+        values that work (4: batches of 4 and 3; 7 or more: one batch)."""
+        case = self.dynamic("min3", min=3)
+        ids = torch.randint(1, 8, (7, 6), generator=torch.Generator().manual_seed(3))
+        seven = case.write(self.tmp.name, "seven.pt", [ids, torch.ones_like(ids)])
+        with self.assertRaisesRegex(Exception, ">= 3"):  # what PyTorch says of that last batch
+            torch.export.load(case.path).module()(input_ids=ids[5:], attention_mask=torch.ones_like(ids[5:]))
+        rc, js, se = run("--model", case.path, "--probes", seven, "--precision", "bf16", "--batch-size", 5)
+        self.assertEqual(rc, 2, se)
+        for words in ("--batch-size 5", "7 samples", "a last batch of 2", "'input_ids'", "dimension 0", "[3, inf]",
+                      "range_constraints", "--batch-size 4 or 7"):
+            self.assertIn(words, se)
+        self.assertIsNone(js)
+        self.assertNotIn("pass", se)  # no pass ran
+        for ok in (4, 7, 64):
+            rc, js, se = run("--model", case.path, "--probes", seven, "--precision", "bf16", "--batch-size", ok)
+            self.assertIn(rc, (0, 1), f"--batch-size {ok}: {se}")
+
+    def test_min_2_admits_batches_of_1_as_pytorch_does(self):
+        """torch.export lets 0/1 through a minimum of 2 at run time (the 0/1 specialisation; ep.module()
+        checks a minimum only above 2): a single sample, or a last batch of 1, runs."""
+        case = self.dynamic("min2", min=2)
+        one = case.write(self.tmp.name, "one.pt", [self.case.ids[:1], self.case.mask[:1]])
+        torch.export.load(case.path).module()(input_ids=self.case.ids[:1], attention_mask=self.case.mask[:1])
+        rc, js, se = run("--model", case.path, "--probes", one, "--precision", "bf16")
+        self.assertIn(rc, (0, 1), se)
+        rc, js, se = run("--model", case.path, "--probes", self.case.probes, "--precision", "bf16", "--batch-size", 3)
+        self.assertIn(rc, (0, 1), se)
+
+    def test_the_batch_not_the_probe_count_meets_the_range(self):
+        """A program exported for batches of at most 3 runs 4 samples in batches of 2; a batch of 4 is refused."""
+        case = self.dynamic("max3", min=2, max=3)
+        rc, js, se = run("--model", case.path, "--probes", self.case.probes, "--precision", "bf16", "--batch-size", 2)
+        self.assertIn(rc, (0, 1), se)
+        rc, js, se = run("--model", case.path, "--probes", self.case.probes, "--precision", "bf16", "--batch-size", 4)
+        self.assertEqual(rc, 2, se)
+        with self.assertRaisesRegex(Exception, "<= 3"):  # as PyTorch refuses it
+            torch.export.load(case.path).module()(input_ids=self.case.ids, attention_mask=self.case.mask)
+        for words in ("a batch of 4", "[2, 3]", "use --batch-size 3\n"):
+            self.assertIn(words, se)
+        # bench times one batch of min(--batch-size, N): the same range, before anything is timed
+        bench = ["bench", "--model", case.path, "--probes", self.case.probes, "--precision", "bf16", "--unvalidated",
+                 "--repeats", 3, "--warmup", 0, "--device", "cpu"]
+        rc, so, se = run_cli(*bench, "--batch-size", 4)
+        self.assertEqual(rc, 2, se)
+        self.assertIn("a batch of 4", se)
+        rc, so, se = run_cli(*bench, "--batch-size", 3)
+        self.assertEqual(rc, 0, se)
+
 
 class TinyLM(nn.Module):
     def __init__(self, vocab=32, width=16):

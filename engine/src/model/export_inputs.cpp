@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -131,16 +132,33 @@ void check_ids(const at::Tensor& ids, const Embedding& e, const std::string& fie
                          std::to_string(bad.size(0)) + " ids out of range in all)");
 }
 
-/// One input's symbolic dimension against its range and against the other inputs naming it.
+/// Whether PyTorch's own check of a program's inputs (torch._export.utils.
+/// _check_input_constraints_for_graph, what ep.module() runs) admits the size `v`: a maximum always,
+/// a minimum only above 2 (export's 0/1 specialisation: sizes 0 and 1 pass at run time).
+bool admits(const SymRange& r, int64_t v) {
+    return (r.min <= 2 || v >= r.min) && (r.max < 0 || v <= r.max);
+}
+
+std::string range_str(const std::string& symbol, const SymRange& r) {
+    return symbol + " in [" + std::to_string(r.min) + ", " + (r.max >= 0 ? std::to_string(r.max) : "inf") + "] (range_constraints)";
+}
+
+std::string field_of(const Program& p, size_t i) {
+    return (p.user_inputs.size() > 1 ? "inputs[" + std::to_string(i) + "]" : std::string("inputs")) + " (" + p.user_inputs[i].name + ")";
+}
+
+/// One input's symbolic dimension against its range and against the other inputs naming it. The
+/// batch (dimension 0) only against a minimum: every batch has at most the probe set's N rows, so
+/// N below the minimum is refused here; the batches themselves are checked by check_batches.
 void check_symbol(const Program& p, const UserInput& u, size_t d, int64_t v, const std::string& field, const std::string& file,
                   std::map<std::string, std::pair<int64_t, std::string>>& seen) {
     const std::string& s = u.symbols.at(d);
     const auto r = p.ranges.find(s);
-    if (r != p.ranges.end() && (v < r->second.min || (r->second.max >= 0 && v > r->second.max)))
+    if (r != p.ranges.end() && !admits(d == 0 ? SymRange{r->second.min, -1} : r->second, v))
         throw InputError(file, field,
                          "dimension " + std::to_string(d) + " is " + std::to_string(v) + "; the program's input '" + u.name +
-                             "' was exported for " + s + " in [" + std::to_string(r->second.min) + ", " +
-                             (r->second.max >= 0 ? std::to_string(r->second.max) : "inf") + "] (range_constraints)");
+                             "' was exported for " + range_str(s, r->second) +
+                             (d == 0 ? ": the probe set has fewer samples than any batch the program takes" : ""));
     if (d == 0) return;  // the batch: every input has N rows (checked when the probes were read)
     const auto [it, fresh] = seen.emplace(s, std::make_pair(v, field));
     if (!fresh && it->second.first != v)
@@ -183,7 +201,7 @@ void check_user_inputs(const Program& p, const std::vector<at::Tensor>& inputs, 
     for (size_t i = 0; i < inputs.size(); ++i) {
         const auto& u = p.user_inputs[i];
         const auto& t = inputs[i];
-        const std::string field = (inputs.size() > 1 ? "inputs[" + std::to_string(i) + "]" : std::string("inputs")) + " (" + u.name + ")";
+        const std::string field = field_of(p, i);
         const std::string found = dtype_name(t.scalar_type()) + " " + shape_str(t.sizes());
         if (class_of(t.scalar_type()) != class_of(u.dtype))
             throw InputError(file, field,
@@ -203,13 +221,71 @@ void check_user_inputs(const Program& p, const std::vector<at::Tensor>& inputs, 
     }
     for (const auto& e : embeddings_fed(p)) {
         const auto& t = inputs.at(e.input);
-        const std::string field = (inputs.size() > 1 ? "inputs[" + std::to_string(e.input) + "]" : std::string("inputs")) + " (" +
-                                  p.user_inputs[e.input].name + ")";
+        const std::string field = field_of(p, e.input);
         if (class_of(t.scalar_type()) != DtypeClass::Integer)
             throw InputError(
                 file, field,
                 "feeds the embedding '" + e.module + "' and is " + dtype_name(t.scalar_type()) + ": expected integer token ids");
         check_ids(t, e, field, sample_ids, file);
+    }
+}
+
+namespace {
+
+/// The batches `batch_size` cuts n samples into: the first (all but the last have its size) and
+/// the last when smaller (0 when every batch is full).
+std::pair<int64_t, int64_t> batches_of(int64_t n, int64_t batch_size) {
+    const int64_t first = std::min(n, batch_size), last = n > batch_size ? n % batch_size : 0;
+    return {first, last};
+}
+
+/// The batch-size values nearest to `wanted` (one below, one above) whose batches every range
+/// admits, as "--batch-size A or B"; "" when none does.
+std::string batch_sizes_that_work(int64_t n, int64_t wanted, const std::function<bool(int64_t)>& fits) {
+    int64_t below = 0, above = 0;
+    for (int64_t b = std::min(wanted, n + 1) - 1; b >= 1 && !below; --b)
+        if (fits(b)) below = b;
+    for (int64_t b = wanted + 1; b <= n && !above; ++b)
+        if (fits(b)) above = b;
+    std::string s = below ? std::to_string(below) : "";
+    if (above)
+        s += (below ? " or " : "") + std::to_string(above) + (above == n ? " (or more: one batch of " + std::to_string(n) + ")" : "");
+    return s.empty() ? "" : "--batch-size " + s;
+}
+
+}  // namespace
+
+void check_batches(const Program& p, int64_t n, int64_t batch_size, const std::string& file) {
+    struct Rule {
+        size_t input;
+        std::string symbol;
+        SymRange range;
+    };
+    std::vector<Rule> rules;  // user inputs whose dimension 0 is a symbol with a range
+    for (size_t i = 0; i < p.user_inputs.size(); ++i) {
+        const auto& u = p.user_inputs[i];
+        if (u.sizes.empty() || u.sizes[0] >= 0 || u.symbols.empty() || u.symbols[0].empty()) continue;
+        if (const auto r = p.ranges.find(u.symbols[0]); r != p.ranges.end()) rules.push_back({i, r->first, r->second});
+    }
+    const auto fits = [&](int64_t b) {
+        const auto [first, last] = batches_of(n, b);
+        for (const auto& r : rules)
+            if (!admits(r.range, first) || (last > 0 && !admits(r.range, last))) return false;
+        return true;
+    };
+    if (n < 1 || batch_size < 1 || fits(batch_size)) return;
+    const auto [first, last] = batches_of(n, batch_size);
+    for (const auto& r : rules) {
+        const bool first_bad = !admits(r.range, first);
+        if (!first_bad && admits(r.range, last)) continue;
+        const int64_t v = first_bad ? first : last;
+        const std::string works = batch_sizes_that_work(n, batch_size, fits);
+        throw InputError(file, field_of(p, r.input),
+                         "--batch-size " + std::to_string(batch_size) + " over its " + std::to_string(n) + " samples runs " +
+                             (first_bad ? "a batch of " : "a last batch of ") + std::to_string(v) +
+                             "; dimension 0 of the program's input '" + p.user_inputs[r.input].name + "' was exported for " +
+                             range_str(r.symbol, r.range) + ", which PyTorch checks when the program runs (a minimum only above 2): " +
+                             (works.empty() ? "no batch size fits these samples" : "use " + works));
     }
 }
 

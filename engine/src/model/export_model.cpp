@@ -116,6 +116,9 @@ public:
         for (const auto& s : samples) ids.push_back(s.id);
         pt2::check_user_inputs(p_, inputs, ids, file);  // export_inputs.cpp
     }
+    void check_batches(int64_t n, int64_t batch_size, const std::string& file) const override {
+        pt2::check_batches(p_, n, batch_size, file);  // export_inputs.cpp
+    }
 
     const pt2::Program& program() const { return p_; }
     void set_output(int index) { output_ = index; }

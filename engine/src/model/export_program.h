@@ -136,6 +136,12 @@ void read_input_ranges(const nlohmann::json& program, Program& p);
 void check_user_inputs(const Program& p, const std::vector<at::Tensor>& inputs, const std::vector<std::string>& sample_ids,
                        const std::string& probe_file);
 
+/// The batches `batch_size` cuts n samples into (the first, and a smaller last one) against the
+/// ranges of the user inputs' symbolic dimension 0, as PyTorch checks them when the program runs;
+/// before any pass. Throws InputError naming the probe file, the input, the batch, the range and
+/// the --batch-size values that fit (export_inputs.cpp).
+void check_batches(const Program& p, int64_t n, int64_t batch_size, const std::string& probe_file);
+
 /// The mode-driven flags: marks each node's train_flag where eager model.train()/eval() would
 /// change the flag (BatchNorm modules with running statistics, Dropout modules, the flag equal
 /// to the export-time mode) and sets exported_train (export_mode.cpp).

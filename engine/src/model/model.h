@@ -44,6 +44,14 @@ public:
         (void)samples;
         (void)file;
     }
+    /// The batches `batch_size` cuts `n` probe samples into against the batch sizes the model
+    /// declares it takes (a torch.export program: the ranges of its symbolic batch dimension),
+    /// before any pass. Throws InputError naming `file`.
+    virtual void check_batches(int64_t n, int64_t batch_size, const std::string& file) const {
+        (void)n;
+        (void)batch_size;
+        (void)file;
+    }
 
     ModelInfo info;
     /// Expected per-sample input shapes (without the batch dim); empty when unknown.

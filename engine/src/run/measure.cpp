@@ -180,6 +180,7 @@ BenchResult run_benchmark(const BenchSpec& spec) {
     const int64_t n = probes.inputs[0].size(0);
     const int64_t b = std::min<int64_t>(spec.batch_size, n);
     res.batch = int(b);
+    model->check_batches(b, b, spec.probes);  // the one batch timed, against the program's batch range
     res.train = spec.train;
     for (const auto& t : probes.inputs) {
         // the same batch for every precision: the first b samples, repeated to fill b if needed

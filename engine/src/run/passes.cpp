@@ -406,6 +406,7 @@ void ComparisonRun::load_inputs() {
     check_fp32_regions(*model, spec.keep_fp32);
     stage("load probes");
     probes = load_probes(spec.probes, *model, spec.seed);
+    if (model->fixed_batch == 0) model->check_batches(probes.inputs[0].size(0), spec.batch_size, spec.probes);  // before any pass
     model->to_device(device);
     state =
         std::make_unique<StateKeeper>(*model, [this] { return load_model(spec.model, spec.seed, spec.criteria.output)->named_state(); });
