@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "model/model.h"
+#include "run/pass.h"
 
 namespace {
 
@@ -19,5 +20,33 @@ void BM_LoadExportProgram(benchmark::State& st) {
     for (auto _ : st) benchmark::DoNotOptimize(ampscope::detail::load_model(path, 0));
 }
 BENCHMARK(BM_LoadExportProgram)->Unit(benchmark::kMillisecond)->Iterations(5);
+
+/// One pass of a language-model program (bench/lm_bench.py writes it and its token probes to
+/// AMPSCOPE_BENCH_LM_PT2 / AMPSCOPE_BENCH_LM_PROBES) over its probes, plain and instrumented,
+/// in one process on one loaded model: run with --benchmark_enable_random_interleaving so that
+/// the instrumented/plain ratio is not a ratio of two moments of a noisy machine.
+void BM_LmPass(benchmark::State& st, ampscope::Precision precision, bool inspect) {
+    using namespace ampscope::detail;
+    const char* pt2 = std::getenv("AMPSCOPE_BENCH_LM_PT2");
+    const char* probes_path = std::getenv("AMPSCOPE_BENCH_LM_PROBES");
+    if (!pt2 || !probes_path) {
+        st.SkipWithError("AMPSCOPE_BENCH_LM_PT2 / AMPSCOPE_BENCH_LM_PROBES not set (bench/lm_bench.py sets them)");
+        return;
+    }
+    static auto model = load_model(pt2, 0);
+    static auto probes = load_probes(probes_path, *model, 0);
+    PassOptions o;
+    o.precision = precision;
+    o.inspect = inspect;
+    o.batch_size = int(probes.samples.size());
+    run_pass(*model, probes, at::Device(at::kCPU), o, nullptr, false);  // warm-up
+    for (auto _ : st) benchmark::DoNotOptimize(run_pass(*model, probes, at::Device(at::kCPU), o, nullptr, false));
+}
+BENCHMARK_CAPTURE(BM_LmPass, fp32_plain, ampscope::Precision::Fp32, false)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_LmPass, fp32_instrumented, ampscope::Precision::Fp32, true)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_LmPass, bf16_plain, ampscope::Precision::Bf16, false)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_LmPass, bf16_instrumented, ampscope::Precision::Bf16, true)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_LmPass, fp16_plain, ampscope::Precision::Fp16, false)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_LmPass, fp16_instrumented, ampscope::Precision::Fp16, true)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
