@@ -7,7 +7,8 @@ only in the batch of step K: the mix layer's FP16 output overflows there. The st
 K-1 and that batch are saved; `ampscope-cli replay` on the .pt2 program must give Python's
 losses, scale, skip decision and updated parameters bitwise, and name the module and op
 Python's forward hooks name. Bad input (--loss lm on a classifier, token labels that do not fit
-the logits, --loss model on a program that returns logits) exits 2, named."""
+the logits, --loss model on a program that returns logits) exits 2, named. A tiny Hugging Face
+LLaMA (transformers config, random weights) replays a step bitwise with both losses."""
 import copy
 import hashlib
 import math
@@ -15,12 +16,22 @@ import os
 import tempfile
 import unittest
 
+import warnings
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from common import as_float, run_cli
 from test_replay import FirstNonFiniteFunction, replay
+
+warnings.filterwarnings("ignore")
+try:
+    import transformers
+    from transformers import LlamaConfig, LlamaForCausalLM
+    transformers.logging.set_verbosity_error()
+except ImportError:  # tools/bootstrap.sh installs it into .venv (tests only)
+    transformers = None
 
 K = 3  # the incident's step
 V, W, N, T = 32, 16, 8, 10
@@ -207,6 +218,70 @@ class ReplayLM(unittest.TestCase):
             self.check_same_as_python(got, want)
         finally:
             inc.tmp.cleanup()
+
+
+class Logits(nn.Module):
+    """A Hugging Face causal LM as the job calls it: logits of (input_ids, attention_mask)."""
+
+    def __init__(self, lm):
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, input_ids, attention_mask):
+        return self.lm(input_ids=input_ids, attention_mask=attention_mask).logits
+
+
+class OwnLoss(Logits):
+    """... or with labels, its own loss (Hugging Face's shifted cross-entropy)."""
+
+    def forward(self, input_ids, attention_mask, labels):
+        return self.lm(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
+
+
+@unittest.skipIf(transformers is None, "transformers is not installed (tools/bootstrap.sh installs it)")
+class HuggingFaceLM(unittest.TestCase):
+    """A tiny LLaMA (random weights, from a config: no hub) trained two AMP steps in Python;
+    the third step replayed from its dict checkpoint equals Python's bitwise, with the loss
+    computed by replay (lm) and by the model itself (model)."""
+
+    def check(self, cls, loss):
+        torch.manual_seed(2)
+        lm = LlamaForCausalLM(LlamaConfig(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                          num_key_value_heads=1, max_position_embeddings=16, use_cache=False))
+        inc = LMIncident.__new__(LMIncident)
+        inc.tmp, inc.inside, inc.net, inc.opt_kwargs = tempfile.TemporaryDirectory(), loss == "model", cls(lm), {"lr": 1e-3}
+        try:
+            d = inc.tmp.name
+            data = token_batches(9)
+            inc.ids, inc.mask, inc.labels = data[K]
+            args = (inc.ids, inc.mask, inc.labels) if inc.inside else (inc.ids, inc.mask)
+            inc.model = os.path.join(d, "llama.pt2")
+            torch.export.save(torch.export.export(inc.net.train(), args), inc.model)
+            opt = torch.optim.Adam(inc.net.parameters(), **inc.opt_kwargs)
+            scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 8)
+            for ids, mask, labels in data[:2]:
+                inc.amp_step(inc.net, opt, scaler, ids, mask, labels, torch.float16)
+            inc.state = (copy.deepcopy(inc.net.state_dict()), copy.deepcopy(opt.state_dict()), scaler.state_dict())
+            ckpt, batch = os.path.join(d, "ckpt.pt"), os.path.join(d, "batch.pt")
+            torch.save({"model": inc.state[0], "optimizer": inc.state[1], "scaler": inc.state[2]}, ckpt)
+            torch.save({"inputs": list(args)} if inc.inside else {"inputs": list(args), "labels": inc.labels}, batch)
+            want = inc.python_step()
+            # rotary_emb.inv_freq is a non-persistent buffer: in the program, not in a state_dict
+            non_persistent = {n for n, _ in inc.net.named_buffers()} - set(inc.state[0])
+            rc, got = replay(inc.model, [ckpt, "--non-strict"], batch, "--loss", loss, "--device", "cpu")
+            self.assertEqual(rc, 0, got)
+            self.assertLessEqual(set(got["keys"]["missing"]), non_persistent)
+            self.assertEqual((got["keys"]["unexpected"], got["keys"]["mismatched"]), ([], []))
+            self.assertIsNone(got["first_nonfinite"])
+            ReplayLM.check_same_as_python(self, got, want)
+        finally:
+            inc.tmp.cleanup()
+
+    def test_llama_loss_lm(self):
+        self.check(Logits, "lm")
+
+    def test_llama_loss_model(self):
+        self.check(OwnLoss, "model")
 
 
 class BadLMInput(unittest.TestCase):
