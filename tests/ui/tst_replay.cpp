@@ -192,6 +192,7 @@ private Q_SLOTS:
         QVERIFY(!original.isEmpty());
         QCOMPARE(recorded(), before + 1);
         QVERIFY2(messages_.isEmpty(), qPrintable(messages_.join(QLatin1Char('\n'))));
+        QVERIFY2(w->notice().isEmpty(), qPrintable(w->notice()));  // opened as a replay, not "cannot be read"
         QCOMPARE(w->currentRun(), original);
         QCOMPARE(w->tabs()->currentIndex(), int(MainWindow::kReplayTab));
         ReplayView* v = w->replayView();
