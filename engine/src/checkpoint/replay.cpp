@@ -276,6 +276,29 @@ void validate(const ReplaySpec& s) {
         throw InputError("--loss", "", "'" + s.loss + "'; expected ce, mse, lm or model");
 }
 
+/// Tied weights (GPT-2's lm_head.weight is transformer.wte.weight): one parameter in the job's
+/// optimizer, two in an exported program (equal after loading the checkpoint, which holds both
+/// keys). Named, not guessed around: the optimizer's indices would be off from the second on.
+void check_tied(const ckpt::OptimizerState& o, const Side& side, const std::string& file) {
+    size_t held = 0;
+    for (const auto& g : o.groups) held += g.params.size();
+    if (held >= side.params.size()) return;
+    std::vector<std::string> tied;
+    for (size_t i = 0; i < side.params.size(); ++i)
+        for (size_t j = 0; j < i; ++j)
+            if (side.params[i].sizes() == side.params[j].sizes() && side.params[i].dtype() == side.params[j].dtype() &&
+                at::equal(side.params[i], side.params[j])) {
+                tied.push_back(side.names[i] + " = " + side.names[j]);
+                break;
+            }
+    if (!tied.empty())
+        throw InputError(file, "param_groups",
+                         "hold " + std::to_string(held) + " parameters; the model has " + std::to_string(side.params.size()) +
+                             ", of which these look tied (equal after loading the checkpoint): " + list(tied) +
+                             ". Tied weights are one parameter in the job's optimizer and two in the exported program: not "
+                             "replayed yet");
+}
+
 std::string files_sha256(const std::vector<std::string>& files) {
     Sha256 h;
     for (const auto& f : files) h.update(sha256_file(f));
@@ -304,6 +327,7 @@ ReplayResult run_replay(const ReplaySpec& spec, ProgressObserver* progress) {
     if (!spec.optimizer_state.empty())
         opt = ckpt::read_optimizer(ckpt::read_pt_root(spec.optimizer_state, &r.warnings), opt_file = spec.optimizer_state, "");
     if (!opt) throw InputError(spec.checkpoint, "optimizer", "no optimizer state in the checkpoint; give it with --optimizer-state FILE");
+    check_tied(*opt, ref, opt_file);
     ckpt::check_optimizer(*opt, ref.params, ref.names, opt_file);
     r.optimizer = opt->kind;
     r.warnings.insert(r.warnings.end(), opt->notes.begin(), opt->notes.end());
