@@ -220,6 +220,7 @@ void print_run_summary(std::ostream& os, const RunResult& r, bool layers, bool c
            << ", min same top-1 " << r.criteria.min_same_top
            << (r.criteria.mask_input.empty() ? "" : ", mask input " + safe(r.criteria.mask_input)) << "\n";
     if (!r.spec.advised_from.empty()) os << "  verifies the FP32 set advised for run " << safe(r.spec.advised_from) << "\n";
+    for (const auto& w : r.warnings) os << "  warning: " << safe(w) << "\n";
     for (const auto& p : r.passes) {
         os << "\n" << paint("pass " + to_string(p.precision), "1", color);
         if (!p.keep_fp32.empty()) {

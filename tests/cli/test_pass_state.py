@@ -151,6 +151,38 @@ class PassState(unittest.TestCase):
         self.assertEqual(rc, 0)
         self.assertFalse(any("changes its own state" in w for w in r["warnings"]), r["warnings"])
 
+    def test_train_exported_batchnorm_run_in_eval_keeps_its_counter(self):
+        # A program exported in train mode counts batches (num_batches_tracked += 1); eager
+        # model.eval() does not, so the eval run neither changes the state nor says it does.
+        class Bn(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                torch.manual_seed(5)
+                self.fc = torch.nn.Linear(4, 3)
+                self.bn = torch.nn.BatchNorm1d(3)
+
+            def forward(self, x):
+                return self.bn(self.fc(x))
+
+        model = Bn()
+        path = self.save(model, "pt2", "bn_train_export", train=True)
+        rc, r = self.run_model(path)
+        self.assertEqual(rc, 0)
+        want = eager(model, self.x, "fp32", False)
+        got = torch.tensor(r["passes"][0]["outputs"], dtype=torch.float32).reshape(want.shape)
+        self.assertTrue(torch.equal(got, want), f"{got} vs {want}")
+        self.assertFalse(any("changes its own state" in w for w in r["warnings"]), r["warnings"])
+        self.assertTrue(any("exported in train mode" in w for w in r["warnings"]), r["warnings"])
+        # The terminal summary shows the run's warnings too (it showed none).
+        rc, so, se = run_cli("run", "--model", path, "--probes", self.probes, "--precision", "bf16", "--no-db",
+                             "--batch-size", "8", "--atol", "0.05", "--rtol", "0.05", "--max-flips", "8")
+        self.assertIn(rc, (0, 1), se)
+        self.assertIn("warning: the program was exported in train mode", so)
+        # In train mode the program counts, as eager train() does: the run says so.
+        rc, r = self.run_model(path, train=True)
+        self.assertTrue(any("changes its own state" in w and "bn.num_batches_tracked" in w for w in r["warnings"]),
+                        r["warnings"])
+
 
 class Inner(torch.nn.Module):
     def __init__(self):

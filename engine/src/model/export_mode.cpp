@@ -6,6 +6,7 @@
 // node's module class (nn_module_stack) and by their value equal to the export-time mode;
 // functional calls with literal flags (F.batch_norm(training=False), F.dropout(training=True))
 // and BatchNorm without running statistics (always batch statistics) keep theirs.
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,25 @@ bool has_running_stats(const Node& n) {
     return false;
 }
 
+/// Whether n adds to a BatchNorm's num_batches_tracked buffer (add_ in the training IR, add
+/// with a buffer mutation after functionalisation): its first argument is that buffer.
+bool counts_batches(const Node& n, const std::set<std::string>& counters) {
+    if (!batchnorm_module(n) || (n.target != "torch.ops.aten.add_.Tensor" && n.target != "torch.ops.aten.add.Tensor")) return false;
+    return !n.args.empty() && n.args[0] && n.args[0]->kind == Arg::Kind::Tensor && counters.count(n.args[0]->name);
+}
+
+/// The graph input names of BatchNorm counters (buffers named num_batches_tracked).
+std::set<std::string> batch_counters(const Program& p) {
+    std::set<std::string> names;
+    const std::string leaf = "num_batches_tracked";
+    for (const auto& in : p.inputs)
+        if (in.kind == InputSpec::Kind::Buffer && in.target.size() >= leaf.size() &&
+            in.target.compare(in.target.size() - leaf.size(), leaf.size(), leaf) == 0 &&
+            (in.target.size() == leaf.size() || in.target[in.target.size() - leaf.size() - 1] == '.'))
+            names.insert(in.arg);
+    return names;
+}
+
 struct Flag {
     Node* node;
     int index;
@@ -81,6 +101,10 @@ void mark_mode_flags(Program& p) {
     p.exported_train = train > eval;
     for (const auto& f : flags)
         if (f.value == *p.exported_train) f.node->train_flag = f.index;
+    if (!*p.exported_train) return;
+    const auto counters = batch_counters(p);
+    for (auto& g : p.graphs)
+        for (auto& n : g.nodes) n.counts_batches = n.kind == Node::Kind::Op && counts_batches(n, counters);
 }
 
 std::string mode_warning(const Program& p, bool train) {

@@ -327,6 +327,10 @@ private:
     }
 
     void op(const Node& n, Env& env, bool fp32) {
+        if (n.counts_batches && !train_) {  // eager eval() does not count batches (export_mode.cpp)
+            bind(env, n.outputs, {resolve(*n.args[0], env, n, false)}, n);
+            return;
+        }
         torch::jit::Stack stack;
         stack.reserve(n.args.size());
         for (size_t i = 0; i < n.args.size(); ++i) stack.push_back(argument(n, i, env, fp32));
@@ -496,6 +500,10 @@ std::unique_ptr<Model> load_export(const std::vector<char>& bytes, const std::st
     m->info.format =
         "torch.export schema " + p.schema_version + (p.ir.empty() ? "" : ", IR " + p.ir) + (p.decomposed ? ", decomposed (core ATen)" : "");
     m->warnings = p.warnings;
+    for (auto& w : pt2::unchecked_embeddings(m->program())) {  // export_inputs.cpp
+        m->unchecked_ids += (m->unchecked_ids.empty() ? "" : "; ") + w;
+        m->warnings.push_back(std::move(w));
+    }
     return m;
 }
 

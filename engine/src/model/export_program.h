@@ -54,6 +54,9 @@ struct Node {
     /// Index of the 'training' / 'train' flag that follows the run's mode as eager
     /// model.train()/eval() would change it (export_mode.cpp), or -1.
     int train_flag = -1;
+    /// A BatchNorm module's num_batches_tracked += 1 of a program exported in train mode:
+    /// eager model.eval() does not count, so an eval pass returns the buffer unchanged.
+    bool counts_batches = false;
 };
 
 struct Graph {
@@ -141,6 +144,10 @@ void check_user_inputs(const Program& p, const std::vector<at::Tensor>& inputs, 
 /// before any pass. Throws InputError naming the probe file, the input, the batch, the range and
 /// the --batch-size values that fit (export_inputs.cpp).
 void check_batches(const Program& p, int64_t n, int64_t batch_size, const std::string& probe_file);
+
+/// The embeddings whose indices the program computes from a user input (ids + offset, RoBERTa's
+/// position ids): said, as the check before the pass cannot reach them (export_inputs.cpp).
+std::vector<std::string> unchecked_embeddings(const Program& p);
 
 /// The mode-driven flags: marks each node's train_flag where eager model.train()/eval() would
 /// change the flag (BatchNorm modules with running statistics, Dropout modules, the flag equal
