@@ -185,6 +185,12 @@ class HuggingFacePrograms(unittest.TestCase):
         rc, js, se = self.runs["gpt2"]
         self.assertEqual(js["probes"]["input_shapes"], [[T], [T]])
 
+    def test_every_embedding_the_ids_index_is_checked(self):
+        """GPT-2, LLaMA and BERT index their embeddings with the input ids themselves (positions and token
+        types come from aranges and buffers): nothing is said unchecked."""
+        for name, (rc, js, se) in self.runs.items():
+            self.assertEqual([w for w in js["warnings"] if "not checked" in w], [], name)
+
     def test_per_token_figures_equal_python(self):
         for name in ("gpt2", "llama"):
             case = self.cases[name]
@@ -386,6 +392,98 @@ class PlantedMask(unittest.TestCase):
         self.assertIn("a batch of 4", se)
         rc, so, se = run_cli(*bench, "--batch-size", 3)
         self.assertEqual(rc, 0, se)
+
+
+class EmbeddingAutocastOff(nn.Module):
+    """The embedding inside `with torch.autocast(enabled=False)`: export puts it in a wrap_with_autocast
+    subgraph (reshaped there: the ids reach it through a view inside the subgraph)."""
+
+    def __init__(self, vocab=8):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, 4)
+        self.head = nn.Linear(4, 5)
+
+    def forward(self, input_ids):
+        with torch.autocast("cpu", enabled=False):
+            e = self.emb(input_ids.reshape(-1)).reshape(*input_ids.shape, 4)
+        return self.head(e)
+
+
+class EmbeddingNoGrad(EmbeddingAutocastOff):
+    """The embedding inside `with torch.no_grad()`: a wrap_with_set_grad_enabled subgraph."""
+
+    def forward(self, input_ids):
+        with torch.no_grad():
+            e = self.emb(input_ids)
+        return self.head(e)
+
+
+class EmbeddingOfComputedIds(EmbeddingAutocastOff):
+    """Indices computed from the ids (an offset, as RoBERTa's position ids are computed from input_ids):
+    no check before the pass can know them, and the run says so."""
+
+    def forward(self, input_ids):
+        return self.head(self.emb(input_ids + 1))
+
+
+class EmbeddingsInSubgraphs(unittest.TestCase):
+    """Token ids are checked against embeddings wherever the interpreter runs them (the root graph and the
+    wrap_with_autocast / wrap_with_set_grad_enabled subgraphs); where the indices are computed, the run
+    says the check did not reach that embedding."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.ids = torch.randint(0, 7, (3, 5), generator=torch.Generator().manual_seed(6))
+        cls.paths = {}
+        for m in (EmbeddingAutocastOff, EmbeddingNoGrad, EmbeddingOfComputedIds):
+            cls.paths[m.__name__] = os.path.join(cls.tmp.name, m.__name__ + ".pt2")
+            torch.export.save(torch.export.export(m().eval(), (cls.ids,)), cls.paths[m.__name__])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def probes(self, name, ids):
+        path = os.path.join(self.tmp.name, name + ".pt")
+        torch.save({"inputs": ids, "ids": [f"s{i}" for i in range(len(ids))]}, path)
+        return path
+
+    def run_on(self, model, ids):
+        return run("--model", self.paths[model], "--probes", self.probes(model, ids), "--precision", "bf16", "--device", "cpu")
+
+    def test_the_subgraphs_are_what_the_programs_hold(self):
+        targets = {name: {str(n.target) for n in torch.export.load(p).graph.nodes} for name, p in self.paths.items()}
+        self.assertIn("wrap_with_autocast", targets["EmbeddingAutocastOff"])
+        self.assertIn("wrap_with_set_grad_enabled", targets["EmbeddingNoGrad"])
+        self.assertIn("aten.embedding.default", targets["EmbeddingOfComputedIds"])
+
+    def test_ids_out_of_range_in_a_subgraph_exit_2(self):
+        for model in ("EmbeddingAutocastOff", "EmbeddingNoGrad"):
+            bad = self.ids.clone()
+            bad[1, 2] = 8
+            rc, js, se = self.run_on(model, bad)
+            self.assertEqual(rc, 2, f"{model}: {se}")
+            for words in ("sample 's1' position 2", "token id 8", "'emb'", "8 rows", self.probes(model, bad)):
+                self.assertIn(words, se, model)
+            rc, js, se = self.run_on(model, self.ids)
+            self.assertIn(rc, (0, 1), f"{model}: {se}")
+            self.assertFalse(any("not checked" in w for w in js["warnings"]), js["warnings"])
+
+    def test_computed_indices_are_said_unchecked(self):
+        rc, js, se = self.run_on("EmbeddingOfComputedIds", self.ids)
+        self.assertIn(rc, (0, 1), se)
+        said = [w for w in js["warnings"] if "not checked" in w]
+        self.assertEqual(len(said), 1, js["warnings"])
+        for words in ("'emb'", "8 rows", "computed from the input 'input_ids'", "aten.add"):
+            self.assertIn(words, said[0])
+        bad = self.ids.clone()
+        bad[0, 0] = 7  # 7 + 1 is out of range: PyTorch's error inside the pass, and the run says why it was not found before
+        rc, js, se = self.run_on("EmbeddingOfComputedIds", bad)
+        self.assertEqual(rc, 3, se)
+        self.assertIn("index out of range", se)
+        self.assertIn("not checked before the pass", se)
+        self.assertIn("'emb'", se)
 
 
 class TinyLM(nn.Module):

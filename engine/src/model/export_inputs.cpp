@@ -2,11 +2,13 @@
 // A torch.export program's user inputs against the probe tensors given for them, before any pass:
 // the input count, each input's dtype class (floating, integer, bool), its static dimensions, the
 // ranges of its symbolic dimensions (range_constraints: Dim(min=..., max=...)), and token ids
-// against the rows of every aten.embedding they reach through view-like ops from the placeholder.
+// against the rows of every aten.embedding they reach through view-like ops from the placeholder, in
+// the root graph and in the subgraphs of wrap_with_autocast / wrap_with_set_grad_enabled.
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
 #include <functional>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -89,32 +91,120 @@ bool passes_values(const std::string& target) {
     return ops.count(rest.substr(0, rest.find('.'))) > 0;
 }
 
-/// The embeddings each user input reaches in the root graph, followed from its placeholder.
-std::vector<Embedding> embeddings_fed(const Program& p) {
-    std::map<std::string, size_t> from;  // value name -> user input index
-    for (size_t i = 0; i < p.user_inputs.size(); ++i) from[p.user_inputs[i].name] = i;
-    std::map<std::string, std::string> param_of;  // graph input name -> parameter FQN
-    for (const auto& in : p.inputs)
-        if (in.kind == InputSpec::Kind::Parameter || in.kind == InputSpec::Kind::Constant) param_of[in.arg] = in.target;
-    std::vector<Embedding> out;
-    for (const auto& n : p.graphs.at(0).nodes) {
-        if (n.kind != Node::Kind::Op || n.args.empty() || !n.args[0] || n.args[0]->kind != Arg::Kind::Tensor) continue;
-        if (n.target == "torch.ops.aten.embedding.default" && n.args.size() > 1 && n.args[1] && n.args[1]->kind == Arg::Kind::Tensor) {
-            const auto src = from.find(n.args[1]->name);
-            const auto w = param_of.find(n.args[0]->name);
-            if (src == from.end() || w == param_of.end()) continue;
-            const auto& weights = p.parameters.count(w->second) ? p.parameters : p.constants;
-            const auto t = weights.find(w->second);
-            if (t != weights.end() && t->second.dim() == 2) out.push_back({src->second, n.module, w->second, t->second.size(0)});
-            continue;
-        }
-        const auto src = from.find(n.args[0]->name);
-        if (src == from.end() || !passes_values(n.target)) continue;
-        for (const auto& o : n.outputs)
-            if (o.kind == Out::Kind::Tensor) from[o.name] = src->second;
-    }
-    return out;
+/// "torch.ops.aten.add.Tensor" -> "aten.add".
+std::string short_op(const std::string& target) {
+    const std::string prefix = "torch.ops.";
+    std::string s = target.rfind(prefix, 0) == 0 ? target.substr(prefix.size()) : target;
+    const auto dot = s.find('.');
+    return dot == std::string::npos ? s : s.substr(0, s.find('.', dot + 1));
 }
+
+/// What a graph value carries for the token-id check: a user input's values (unchanged, or
+/// computed from them by the op `via`), or a weight.
+struct Source {
+    int input = -1;      ///< user input index; -1 none
+    bool exact = true;   ///< the input's values unchanged (view-like ops only)
+    std::string via;     ///< the first op that computed from them (exact == false)
+    std::string weight;  ///< parameter / buffer / constant FQN
+};
+using SourceEnv = std::map<std::string, Source>;
+
+/// The embeddings the user inputs reach, in the root graph and in the wrap_with_autocast /
+/// wrap_with_set_grad_enabled subgraphs the interpreter runs (operands bound to the subgraph's
+/// inputs, its outputs to the node's): `checked` indexed by an input's values, `computed` by values
+/// the program computes from an input (not knowable before the pass).
+class IdFlow {
+public:
+    explicit IdFlow(const Program& p) : p_(p) {
+        SourceEnv env;
+        for (size_t i = 0; i < p.user_inputs.size(); ++i) env[p.user_inputs[i].name].input = int(i);
+        for (const auto& in : p.inputs)
+            if (in.kind != InputSpec::Kind::User) env[in.arg].weight = in.target;
+        walk(0, std::move(env), 0);
+    }
+    std::vector<Embedding> checked;
+    std::vector<std::pair<Embedding, std::string>> computed;  ///< with the op that computed the indices
+
+private:
+    const Source* find(const SourceEnv& env, const std::optional<Arg>& a) const {
+        if (!a || a->kind != Arg::Kind::Tensor) return nullptr;
+        const auto it = env.find(a->name);
+        return it == env.end() ? nullptr : &it->second;
+    }
+
+    void embedding(const Node& n, const SourceEnv& env) {
+        const Source *w = find(env, n.args[0]), *idx = find(env, n.args[1]);
+        if (!w || w->weight.empty() || !idx || idx->input < 0) return;
+        for (const auto* m : {&p_.parameters, &p_.buffers, &p_.constants})
+            if (const auto t = m->find(w->weight); t != m->end() && t->second.dim() == 2) {
+                const Embedding e{size_t(idx->input), n.module, w->weight, t->second.size(0)};
+                if (idx->exact)
+                    checked.push_back(e);
+                else
+                    computed.emplace_back(e, idx->via);
+                return;
+            }
+    }
+
+    /// Any other op: a view-like op passes its first argument's source on; any other op makes
+    /// its outputs values computed from the first input among its arguments.
+    void op(const Node& n, SourceEnv& env) const {
+        std::optional<Source> out;
+        if (const Source* s = n.args.empty() ? nullptr : find(env, n.args[0]); s && passes_values(n.target)) out = *s;
+        for (size_t i = 0; !out && i < n.args.size(); ++i) {
+            if (!n.args[i]) continue;
+            std::vector<std::string> names = n.args[i]->names;
+            if (n.args[i]->kind == Arg::Kind::Tensor) names = {n.args[i]->name};
+            for (const auto& nm : names)
+                if (const auto it = env.find(nm); !out && it != env.end() && it->second.input >= 0)
+                    out = Source{it->second.input, false, it->second.exact ? short_op(n.target) : it->second.via, ""};
+        }
+        if (!out) return;
+        for (const auto& o : n.outputs) {
+            if (o.kind == Out::Kind::Tensor) env[o.name] = *out;
+            for (const auto& nm : o.names) env[nm] = *out;
+        }
+    }
+
+    void hop(const Node& n, SourceEnv& env, int depth) {
+        const size_t g = n.kind == Node::Kind::Autocast ? 4 : 1;
+        const int gi = n.args.at(g)->graph;
+        const auto& sub = p_.graphs.at(size_t(gi));
+        SourceEnv inner;
+        for (size_t i = 0; i < sub.inputs.size() && g + 1 + i < n.args.size(); ++i)
+            if (const Source* s = find(env, n.args[g + 1 + i])) inner[sub.inputs[i]] = *s;
+        const auto results = walk(gi, std::move(inner), depth + 1);
+        std::vector<std::string> names;
+        for (const auto& o : n.outputs) {
+            if (o.kind == Out::Kind::Tensors) names.insert(names.end(), o.names.begin(), o.names.end());
+            if (o.kind == Out::Kind::Tensor) names.push_back(o.name);
+        }
+        for (size_t k = 0; k < names.size() && k < results.size(); ++k)
+            if (!names[k].empty() && (results[k].input >= 0 || !results[k].weight.empty())) env[names[k]] = results[k];
+    }
+
+    std::vector<Source> walk(int gi, SourceEnv env, int depth) {
+        if (depth > 64) return {};  // check_program refuses cycles; a bound all the same
+        const auto& g = p_.graphs.at(size_t(gi));
+        for (const auto& n : g.nodes) {
+            if (n.kind == Node::Kind::Autocast || n.kind == Node::Kind::GradEnabled)
+                hop(n, env, depth);
+            else if (n.kind == Node::Kind::Op && n.target == "torch.ops.aten.embedding.default" && n.args.size() > 1)
+                embedding(n, env);
+            else if (n.kind == Node::Kind::Op)
+                op(n, env);
+        }
+        std::vector<Source> out;
+        for (const auto& o : g.outputs) {
+            std::vector<std::string> names = o.names;
+            if (o.kind == Out::Kind::Tensor) names = {o.name};
+            for (const auto& nm : names) out.push_back(env.count(nm) ? env.at(nm) : Source{});
+        }
+        return out;
+    }
+
+    const Program& p_;
+};
 
 /// The first token id outside [0, rows) of `ids`, as an InputError.
 void check_ids(const at::Tensor& ids, const Embedding& e, const std::string& field, const std::vector<std::string>& sample_ids,
@@ -219,7 +309,7 @@ void check_user_inputs(const Program& p, const std::vector<at::Tensor>& inputs, 
                 check_symbol(p, u, d, t.size(int64_t(d)), field, file, seen);
         }
     }
-    for (const auto& e : embeddings_fed(p)) {
+    for (const auto& e : IdFlow(p).checked) {
         const auto& t = inputs.at(e.input);
         const std::string field = field_of(p, e.input);
         if (class_of(t.scalar_type()) != DtypeClass::Integer)
@@ -254,6 +344,20 @@ std::string batch_sizes_that_work(int64_t n, int64_t wanted, const std::function
 }
 
 }  // namespace
+
+std::vector<std::string> unchecked_embeddings(const Program& p) {
+    std::vector<std::string> out;
+    std::set<std::string> seen;
+    for (const auto& [e, via] : IdFlow(p).computed) {
+        const std::string name = e.module.empty() ? e.weight : e.module;
+        if (!seen.insert(name + "\n" + e.weight).second) continue;
+        out.push_back("token ids are not checked before the pass against the embedding '" + name + "' (" + std::to_string(e.rows) +
+                      " rows, weight " + e.weight + "): its indices are computed from the input '" + p.user_inputs[e.input].name +
+                      "' in the program (" + via + "), so an id out of range there is found only by PyTorch's 'index out of range' " +
+                      "inside a pass");
+    }
+    return out;
+}
 
 void check_batches(const Program& p, int64_t n, int64_t batch_size, const std::string& file) {
     struct Rule {

@@ -68,6 +68,9 @@ public:
     std::string output_name;
     /// Said in every run of this model (e.g. a decomposed torch.export program).
     std::vector<std::string> warnings;
+    /// Said with a pass's "index out of range": embeddings whose token ids the check before the
+    /// pass could not reach ("" when it reached every one the inputs index).
+    std::string unchecked_ids;
 };
 
 /// Loads "demo:NAME" (seeded weights), a TorchScript file or a torch.export program (by

@@ -88,6 +88,8 @@ std::exception_ptr forward_error(const std::exception& err, const Model& model, 
             probes.info.source, "inputs",
             "the model " + model.info.source + " failed on inputs of shape " + shapes + " (is that the input it expects?): " + msg));
     }
+    if (!model.unchecked_ids.empty() && msg.find("index out of range") != std::string::npos)
+        return std::make_exception_ptr(ModelError(stage + " failed: " + msg + " (" + model.unchecked_ids + ")"));
     return std::make_exception_ptr(ModelError(stage + " failed: " + msg));
 }
 
