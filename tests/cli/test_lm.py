@@ -589,6 +589,24 @@ class TrainLM(unittest.TestCase):
         self.assertEqual(rc, 2, se)
         self.assertIn("token labels [N, T]", se)
 
+    def test_a_last_batch_below_the_range_is_refused_before_the_first_step(self):
+        """train forms batches in file order, the last one short: 7 samples in batches of 5 leave 2 for
+        a program exported for at least 3 (PyTorch's own guards refuse it): exit 2 before any step."""
+        path = os.path.join(self.tmp.name, "lm-min3.pt2")
+        b = torch.export.Dim("b", min=3)
+        torch.export.save(torch.export.export(TinyLM(), (self.ids[:4],), dynamic_shapes={"input_ids": {0: b}}), path)
+        seven = os.path.join(self.tmp.name, "seven.pt")
+        torch.save({"inputs": self.ids[:7], "labels": self.labels[:7]}, seven)
+        rc, so, se = run_cli("train", "--model", path, "--data", seven, "--loss", "lm", "--steps", 2, "--batch-size", 5,
+                             "--no-db", "--json", "-", "-q")
+        self.assertEqual(rc, 2, se)
+        for words in ("a last batch of 2", "[3, inf]", "--batch-size 4 or 7"):
+            self.assertIn(words, se)
+        self.assertEqual(so, "")  # no step ran
+        rc, so, se = run_cli("train", "--model", path, "--data", seven, "--loss", "lm", "--steps", 2, "--batch-size", 4,
+                             "--no-db", "-q")
+        self.assertIn(rc, (0, 1), se)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -510,6 +510,8 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
     res.model.mode = "train";
     auto data = detail::load_training_data(s.data, *ref.model, s.seed, s.loss != "model");
     train_parts::choose_loss(s, data);
+    // The batches this run forms meet the program's symbolic ranges, before the first step.
+    if (ref.model->fixed_batch == 0) ref.model->check_batches(data.inputs[0].size(0), s.batch_size, s.data);
     detail::check_fp32_regions(*amp.model, s.keep_fp32);
     GradScaler scaler(res.backend.device, s.scaler);
     const ResumePoint resumed = resume_from(s, ref, amp, scaler, device, res);
