@@ -8,9 +8,11 @@ K-1 and that batch are saved; `ampscope-cli replay` on the .pt2 program must giv
 losses, scale, skip decision and updated parameters bitwise, and name the module and op
 Python's forward hooks name. Bad input (--loss lm on a classifier, token labels that do not fit
 the logits, --loss model on a program that returns logits) exits 2, named. A tiny Hugging Face
-LLaMA (transformers config, random weights) replays a step bitwise with both losses."""
+LLaMA (non-persistent buffers) and a tiny GPT-2 (tied weights), transformers configs with random
+weights, replay a step bitwise with both losses; train updates GPT-2's tied pair as one."""
 import copy
 import hashlib
+import json
 import math
 import os
 import tempfile
@@ -238,68 +240,142 @@ class OwnLoss(Logits):
         return self.lm(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
 
 
+def tiny_llama():
+    return LlamaForCausalLM(LlamaConfig(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                        num_key_value_heads=1, max_position_embeddings=16, use_cache=False))
+
+
+def tiny_gpt2():
+    """GPT-2 ties lm_head.weight to transformer.wte.weight (one Parameter); dropout off (replay seeds its own RNG)."""
+    return GPT2LMHeadModel(GPT2Config(vocab_size=V, n_positions=16, n_embd=32, n_layer=1, n_head=2, use_cache=False, resid_pdrop=0.0,
+                                      embd_pdrop=0.0, attn_pdrop=0.0))
+
+
 @unittest.skipIf(transformers is None, "transformers is not installed (tools/bootstrap.sh installs it)")
 class HuggingFaceLM(unittest.TestCase):
-    """A tiny LLaMA (random weights, from a config: no hub) trained two AMP steps in Python;
-    the third step replayed from its dict checkpoint equals Python's bitwise, with the loss
-    computed by replay (lm) and by the model itself (model)."""
+    """A tiny LLaMA and a tiny GPT-2 (random weights, from a config: no hub) trained two AMP steps
+    in Python; the third step replayed from its dict checkpoint equals Python's bitwise, with the
+    loss computed by replay (lm) and by the model itself (model). Strict key matching: LLaMA's
+    non-persistent rotary_emb buffers are in the program, not in the state_dict, and are not
+    missing; GPT-2's tied lm_head.weight is one parameter, as in the job's optimizer."""
 
-    def check(self, cls, loss):
+    def incident(self, lm, cls, loss):
         torch.manual_seed(2)
-        lm = LlamaForCausalLM(LlamaConfig(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                                          num_key_value_heads=1, max_position_embeddings=16, use_cache=False))
         inc = LMIncident.__new__(LMIncident)
-        inc.tmp, inc.inside, inc.net, inc.opt_kwargs = tempfile.TemporaryDirectory(), loss == "model", cls(lm), {"lr": 1e-3}
+        inc.tmp, inc.inside, inc.opt_kwargs = tempfile.TemporaryDirectory(), loss == "model", {"lr": 1e-3}
+        inc.net = cls(lm())
+        d = inc.tmp.name
+        data = token_batches(9)
+        inc.ids, inc.mask, inc.labels = data[K]
+        args = (inc.ids, inc.mask, inc.labels) if inc.inside else (inc.ids, inc.mask)
+        inc.model = os.path.join(d, "lm.pt2")
+        torch.export.save(torch.export.export(inc.net.train(), args), inc.model)
+        opt = torch.optim.Adam(inc.net.parameters(), **inc.opt_kwargs)
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 8)
+        for ids, mask, labels in data[:2]:
+            inc.amp_step(inc.net, opt, scaler, ids, mask, labels, torch.float16)
+        inc.state = (copy.deepcopy(inc.net.state_dict()), copy.deepcopy(opt.state_dict()), scaler.state_dict())
+        inc.ckpt, inc.batch = os.path.join(d, "ckpt.pt"), os.path.join(d, "batch.pt")
+        torch.save({"model": inc.state[0], "optimizer": inc.state[1], "scaler": inc.state[2]}, inc.ckpt)
+        torch.save({"inputs": list(args)} if inc.inside else {"inputs": list(args), "labels": inc.labels}, inc.batch)
+        return inc
+
+    def check(self, lm, cls, loss):
+        inc = self.incident(lm, cls, loss)
         try:
-            d = inc.tmp.name
-            data = token_batches(9)
-            inc.ids, inc.mask, inc.labels = data[K]
-            args = (inc.ids, inc.mask, inc.labels) if inc.inside else (inc.ids, inc.mask)
-            inc.model = os.path.join(d, "llama.pt2")
-            torch.export.save(torch.export.export(inc.net.train(), args), inc.model)
-            opt = torch.optim.Adam(inc.net.parameters(), **inc.opt_kwargs)
-            scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 8)
-            for ids, mask, labels in data[:2]:
-                inc.amp_step(inc.net, opt, scaler, ids, mask, labels, torch.float16)
-            inc.state = (copy.deepcopy(inc.net.state_dict()), copy.deepcopy(opt.state_dict()), scaler.state_dict())
-            ckpt, batch = os.path.join(d, "ckpt.pt"), os.path.join(d, "batch.pt")
-            torch.save({"model": inc.state[0], "optimizer": inc.state[1], "scaler": inc.state[2]}, ckpt)
-            torch.save({"inputs": list(args)} if inc.inside else {"inputs": list(args), "labels": inc.labels}, batch)
             want = inc.python_step()
-            # rotary_emb.inv_freq is a non-persistent buffer: in the program, not in a state_dict
-            non_persistent = {n for n, _ in inc.net.named_buffers()} - set(inc.state[0])
-            rc, got = replay(inc.model, [ckpt, "--non-strict"], batch, "--loss", loss, "--device", "cpu")
+            rc, got = replay(inc.model, [inc.ckpt], inc.batch, "--loss", loss, "--device", "cpu")
             self.assertEqual(rc, 0, got)
-            self.assertLessEqual(set(got["keys"]["missing"]), non_persistent)
-            self.assertEqual((got["keys"]["unexpected"], got["keys"]["mismatched"]), ([], []))
+            self.assertEqual((got["keys"]["missing"], got["keys"]["unexpected"], got["keys"]["mismatched"]), ([], [], []))
             self.assertIsNone(got["first_nonfinite"])
             ReplayLM.check_same_as_python(self, got, want)
         finally:
             inc.tmp.cleanup()
 
     def test_llama_loss_lm(self):
-        self.check(Logits, "lm")
+        self.check(tiny_llama, Logits, "lm")
 
     def test_llama_loss_model(self):
-        self.check(OwnLoss, "model")
+        self.check(tiny_llama, OwnLoss, "model")
 
-    def test_tied_weights_are_named(self):
-        """GPT-2's lm_head.weight is transformer.wte.weight: one parameter in the job's optimizer,
-        two in the exported program. Not replayed yet: exit 2 naming both."""
-        torch.manual_seed(2)
-        net = Logits(GPT2LMHeadModel(GPT2Config(vocab_size=V, n_positions=16, n_embd=32, n_layer=1, n_head=2, use_cache=False,
-                                                resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)))
-        with tempfile.TemporaryDirectory() as d:
-            ids, mask, labels = token_batches(9)[0]
-            model, ckpt, batch = (os.path.join(d, n) for n in ("gpt2.pt2", "ckpt.pt", "batch.pt"))
-            torch.export.save(torch.export.export(net.train(), (ids, mask)), model)
-            opt = torch.optim.Adam(net.parameters())
-            torch.save({"model": net.state_dict(), "optimizer": opt.state_dict(), "scaler": {}}, ckpt)
-            torch.save({"inputs": [ids, mask], "labels": labels}, batch)
-            rc, err = replay(model, [ckpt], batch, "--loss", "lm", "--device", "cpu")
+    def test_llama_non_persistent_buffer_in_the_checkpoint_is_unexpected(self):
+        """A checkpoint that holds a non-persistent buffer's key: load_state_dict(strict=True)
+        refuses it as unexpected, strict=False ignores it (the model keeps its own value)."""
+        inc = self.incident(tiny_llama, Logits, "lm")
+        try:
+            sd, osd, ssd = inc.state
+            non_persistent = sorted({n for n, _ in inc.net.named_buffers()} - set(sd))
+            self.assertEqual(non_persistent, ["lm.model.rotary_emb.inv_freq", "lm.model.rotary_emb.original_inv_freq"])
+            extra = dict(sd, **{n: 2 * b for n, b in inc.net.named_buffers() if n in non_persistent})
+            with self.assertRaisesRegex(RuntimeError, "Unexpected key"):
+                copy.deepcopy(inc.net).load_state_dict(extra)
+            torch.save({"model": extra, "optimizer": osd, "scaler": ssd}, inc.ckpt)
+            rc, err = replay(inc.model, [inc.ckpt], inc.batch, "--loss", "lm", "--device", "cpu")
             self.assertEqual(rc, 2, err)
-            for n in ("ckpt.pt", "lm.lm_head.weight", "lm.transformer.wte.weight", "tied"):
+            for n in ["ckpt.pt", "not in the model"] + non_persistent:
                 self.assertIn(n, err)
+            want = inc.python_step()  # load_state_dict(sd): the model's own inv_freq
+            rc, got = replay(inc.model, [inc.ckpt, "--non-strict"], inc.batch, "--loss", "lm", "--device", "cpu")
+            self.assertEqual(rc, 0, got)
+            self.assertEqual((got["keys"]["missing"], sorted(got["keys"]["unexpected"])), ([], non_persistent))
+            ReplayLM.check_same_as_python(self, got, want)
+        finally:
+            inc.tmp.cleanup()
+
+    def test_gpt2_tied_weights_loss_lm(self):
+        """lm_head.weight is transformer.wte.weight: one parameter (both uses' gradients, one Adam
+        state, one update), named by its first occurrence as model.parameters() orders them."""
+        self.check(tiny_gpt2, Logits, "lm")
+
+    def test_gpt2_tied_weights_loss_model(self):
+        self.check(tiny_gpt2, OwnLoss, "model")
+
+    def test_gpt2_train_updates_the_tied_pair_as_one(self):
+        """train --loss lm on a tied GPT-2 program equals the user's eager loop (SGD, autocast FP16,
+        GradScaler) step by step. The program's graph reads the pair through one placeholder (the
+        other is unused): the losses matched before; the weights' divergence (over
+        model.parameters(), the tied one once) shows whether the pair is one tensor."""
+        torch.manual_seed(3)
+        net = Logits(tiny_gpt2())
+        self.assertIs(net.lm.lm_head.weight, net.lm.transformer.wte.weight)
+        data = token_batches(9)
+        ids = torch.cat([d[0] for d in data])
+        mask = torch.ones_like(ids)  # the train command feeds inputs, the mask is one of them
+        labels = torch.cat([d[2] for d in data])
+        steps, b = 4, N
+        with tempfile.TemporaryDirectory() as d:
+            model, tokens = os.path.join(d, "gpt2.pt2"), os.path.join(d, "tokens.pt")
+            torch.export.save(torch.export.export(net.train(), (ids[:b], mask[:b])), model)
+            torch.save({"inputs": [ids, mask], "labels": labels}, tokens)
+            ref, amp = copy.deepcopy(net), copy.deepcopy(net)
+            opt_r, opt_a = torch.optim.SGD(ref.parameters(), lr=0.5), torch.optim.SGD(amp.parameters(), lr=0.5)
+            scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 8)
+            want = []
+            for step in range(steps):
+                x, m, y = ids[step * b:(step + 1) * b], mask[step * b:(step + 1) * b], labels[step * b:(step + 1) * b]
+                opt_r.zero_grad()
+                opt_a.zero_grad()
+                lr_ = shifted_ce(ref(x, m), y)
+                lr_.backward()
+                opt_r.step()
+                scale = scaler.get_scale()
+                with torch.autocast("cpu", dtype=torch.float16):
+                    la = shifted_ce(amp(x, m), y)
+                scaler.scale(la).backward()
+                scaler.step(opt_a)
+                scaler.update()
+                with torch.no_grad():  # ||w_amp - w_ref|| / ||w_ref|| over model.parameters(): the tied one once
+                    num = sum(((a.double() - r.double()) ** 2).sum() for a, r in zip(amp.parameters(), ref.parameters()))
+                    den = sum((r.double() ** 2).sum() for r in ref.parameters())
+                want.append((lr_.item(), la.item(), scale, math.sqrt(num / den)))
+            rc, so, se = run_cli("train", "--model", model, "--data", tokens, "--loss", "lm", "--steps", steps, "--batch-size", b,
+                                 "--lr", 0.5, "--precision", "fp16", "--init-scale", 2.0 ** 8, "--device", "cpu", "--json", "-", "-q")
+            self.assertIn(rc, (0, 1), se)
+            got = json.loads(so)["steps"]
+            self.assertEqual(len(got), steps)
+            for w, g in zip(want, got):
+                self.assertEqual((as_float(g["loss_ref"]), as_float(g["loss_amp"]), as_float(g["scale"])), w[:3], f"step {g['step']}")
+                self.assertAlmostEqual(as_float(g["divergence"]), w[3], delta=1e-9 * w[3], msg=f"step {g['step']}")
 
 
 class BadLMInput(unittest.TestCase):

@@ -11,6 +11,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -67,8 +68,11 @@ struct Match {
     bool clean() const { return missing.empty() && unexpected.empty() && mismatched.empty(); }
 };
 /// Copies the checkpoint's weights into `state` (the model's named_state()) by name; what does
-/// not match is listed (nothing mismatched is copied).
-Match apply_weights(const Checkpoint& c, const std::vector<std::pair<std::string, at::Tensor>>& state);
+/// not match is listed (nothing mismatched is copied). Non-persistent buffers are not in a
+/// state_dict: not missing, and a checkpoint key naming one is unexpected and not loaded, as
+/// load_state_dict does.
+Match apply_weights(const Checkpoint& c, const std::vector<std::pair<std::string, at::Tensor>>& state,
+                    const std::set<std::string>& non_persistent = {});
 
 /// The optimizer's groups and state checked against the model's trainable parameters (count,
 /// order, shapes); InputError naming the file and field.

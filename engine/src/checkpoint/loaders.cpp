@@ -220,9 +220,12 @@ Checkpoint load_checkpoint(const std::string& path, const std::string& strip_pre
     return c;
 }
 
-Match apply_weights(const Checkpoint& c, const std::vector<std::pair<std::string, at::Tensor>>& state) {
+Match apply_weights(const Checkpoint& c, const std::vector<std::pair<std::string, at::Tensor>>& state,
+                    const std::set<std::string>& non_persistent) {
     Match m;
-    std::map<std::string, at::Tensor> model(state.begin(), state.end());
+    std::map<std::string, at::Tensor> model;
+    for (const auto& [k, t] : state)
+        if (!non_persistent.count(k)) model.emplace(k, t);
     std::set<std::string> seen;
     at::NoGradGuard ng;
     for (const auto& [k, t] : c.weights) {
@@ -242,7 +245,7 @@ Match apply_weights(const Checkpoint& c, const std::vector<std::pair<std::string
             it->second.copy_(t);
     }
     for (const auto& [k, t] : state)
-        if (!seen.count(k)) m.missing.push_back(k);
+        if (!seen.count(k) && !non_persistent.count(k)) m.missing.push_back(k);
     return m;
 }
 

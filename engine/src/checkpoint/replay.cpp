@@ -70,7 +70,7 @@ std::string sha256_of(const at::Tensor& t) {
 /// non-strict), and a checkpoint already holding NaN/Inf is the incident's first stage.
 void load_weights(const ReplaySpec& s, const ckpt::Checkpoint& c, Side& ref, Side& amp, ReplayResult& r) {
     ckpt::Match m;
-    for (auto* side : {&ref, &amp}) m = ckpt::apply_weights(c, side->model->named_state());
+    for (auto* side : {&ref, &amp}) m = ckpt::apply_weights(c, side->model->named_state(), side->model->non_persistent_buffers());
     r.missing = m.missing;
     r.unexpected = m.unexpected;
     r.mismatched = m.mismatched;
@@ -277,8 +277,9 @@ void validate(const ReplaySpec& s) {
 }
 
 /// Tied weights (GPT-2's lm_head.weight is transformer.wte.weight): one parameter in the job's
-/// optimizer, two in an exported program (equal after loading the checkpoint, which holds both
-/// keys). Named, not guessed around: the optimizer's indices would be off from the second on.
+/// optimizer. A .pt2 program's tied parameters are read as one tensor (export_program.cpp); a
+/// model whose state still lists two (equal after loading the checkpoint, which holds both keys)
+/// is named, not guessed around: the optimizer's indices would be off from the second on.
 void check_tied(const ckpt::OptimizerState& o, const Side& side, const std::string& file) {
     size_t held = 0;
     for (const auto& g : o.groups) held += g.params.size();

@@ -21,9 +21,11 @@ std::optional<at::ScalarType> dtype_of_code(int64_t code);
 
 /// Reads the tensors a weights or constants config names (config record `config`, records in
 /// `dir`) into `out` by FQN, every tensor_meta checked against its record. A missing config is
-/// no tensors. Throws InputError.
+/// no tensors. `views`, when given, receives each FQN's record and view (dtype, sizes, strides,
+/// offset) as one string: FQNs with equal strings are one tensor in the exported module (tied
+/// weights: torch.export.save writes a shared storage once). Throws InputError.
 void read_weights(caffe2::serialize::PyTorchStreamReader& zip, const std::string& file, const std::string& config, const std::string& dir,
-                  std::map<std::string, at::Tensor>& out);
+                  std::map<std::string, at::Tensor>& out, std::map<std::string, std::string>* views = nullptr);
 
 struct Program;
 

@@ -88,10 +88,12 @@ public:
         device_ = d;
         for (auto* m : {&p_.parameters, &p_.buffers, &p_.constants})
             for (auto& [fqn, t] : *m) {
+                if (p_.tied.count(fqn) && m == &p_.parameters) continue;  // one tensor with its first occurrence
                 const bool rg = t.requires_grad();
                 t = t.detach().to(d);
                 if (rg) t.requires_grad_(true);
             }
+        for (const auto& [fqn, first] : p_.tied) p_.parameters[fqn] = p_.parameters.at(first);
     }
     std::vector<std::pair<std::string, at::Tensor>> named_state() override {
         std::vector<std::pair<std::string, at::Tensor>> out;
@@ -101,9 +103,11 @@ public:
     }
     std::vector<at::Tensor> parameters() override {
         std::vector<at::Tensor> out;
-        for (const auto& f : p_.parameter_order) out.push_back(p_.parameters.at(f));
+        for (const auto& f : p_.parameter_order)
+            if (!p_.tied.count(f)) out.push_back(p_.parameters.at(f));
         return out;
     }
+    std::set<std::string> non_persistent_buffers() const override { return p_.non_persistent; }
     std::vector<std::string> module_paths() override { return p_.modules; }
     std::vector<std::string> mode_warnings(bool train) const override {
         auto w = pt2::mode_warning(p_, train);

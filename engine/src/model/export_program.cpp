@@ -323,6 +323,12 @@ struct Reader {
                 in.target = name_of(v.at(fqn_key), "signature input_specs " + std::string(fqn_key));
                 if (!targets.insert(in.target).second)
                     fail("signature input_specs", "'" + in.target + "' named twice (each FQN once expected)");
+                if (kind == "buffer" && v.contains("persistent")) {
+                    if (!v["persistent"].is_boolean())
+                        fail("signature input_specs '" + in.target + "' persistent",
+                             "expected true or false, got " + v["persistent"].dump());
+                    in.persistent = v["persistent"].get<bool>();
+                }
             } else if (kind == "user_input") {
                 if (!v.at("arg").contains("as_tensor"))
                     fail("signature", "a non-tensor user input (" + v.at("arg").dump() + "); ampscope feeds tensors only");
@@ -506,6 +512,21 @@ void read_model_json(const json& j, Reader& rd, const std::string& model_json) {
     collect_output_names(gm, rd.file, model_json, p);
 }
 
+/// Parameters the archive stores as one tensor (the same record and view: torch.export.save
+/// writes a shared storage once) are tied: one tensor, as they are one Parameter in the module,
+/// so that both uses' gradients accumulate into it and an optimizer updates it once.
+void tie_parameters(Program& p, const std::map<std::string, std::string>& views) {
+    std::map<std::string, std::string> first;  // view -> FQN
+    for (const auto& f : p.parameter_order) {
+        const auto v = views.find(f);
+        if (v == views.end()) continue;
+        const auto [it, fresh] = first.emplace(v->second, f);
+        if (fresh) continue;
+        p.parameters[f] = p.parameters.at(it->second);
+        p.tied[f] = it->second;
+    }
+}
+
 /// The weights file holds parameters and persistent buffers together: split by the signature.
 void assign_weights(Program& p, const Reader& rd) {
     for (const auto& in : p.inputs) {
@@ -519,6 +540,7 @@ void assign_weights(Program& p, const Reader& rd) {
         if (in.kind == InputSpec::Kind::Buffer) {
             p.buffers[in.target] = from[in.target];
             p.buffer_order.push_back(in.target);
+            if (!in.persistent) p.non_persistent.insert(in.target);
         }
         if (in.kind == InputSpec::Kind::Constant) p.constants[in.target] = from[in.target];
     }
@@ -575,8 +597,9 @@ Program read_program(const std::vector<char>& bytes, const std::string& file) {
     } catch (const std::exception& e) {
         rd.fail(model_json, std::string("not a serialized ExportedProgram this build reads: ") + e.what());
     }
+    std::map<std::string, std::string> views;
     try {
-        read_weights(*zip, file, "data/weights/" + name + "_weights_config.json", "data/weights/", p.parameters);
+        read_weights(*zip, file, "data/weights/" + name + "_weights_config.json", "data/weights/", p.parameters, &views);
         read_weights(*zip, file, "data/constants/" + name + "_constants_config.json", "data/constants/", p.constants);
     } catch (const InputError&) {
         throw;
@@ -584,6 +607,7 @@ Program read_program(const std::vector<char>& bytes, const std::string& file) {
         rd.fail("data/", std::string("weights not readable: ") + e.what());
     }
     assign_weights(p, rd);
+    tie_parameters(p, views);
     check_weights_against_graph(p, name);  // export_weights.cpp
     flag_decomposed(p);
     note_dtype_assertions(p);

@@ -71,6 +71,9 @@ struct InputSpec {
     Kind kind = Kind::User;
     std::string arg;     ///< graph input name
     std::string target;  ///< parameter / buffer / constant FQN
+    /// Buffer: in the module's state_dict (register_buffer(persistent=False): not, e.g. LLaMA's
+    /// rotary_emb.inv_freq). Recorded by the signature's InputToBufferSpec.persistent.
+    bool persistent = true;
 };
 
 struct OutputSpec {
@@ -115,6 +118,10 @@ struct Program {
     bool decomposed = false;                                           ///< core-ATen ops whose autocast policy differs from eager's
     std::map<std::string, TensorMeta> metas;                           ///< root graph inputs' tensor_values, by graph input name
     std::set<std::string> frozen;                                      ///< parameters recorded with requires_grad=False
+    std::set<std::string> non_persistent;                              ///< buffers not in the module's state_dict
+    /// Tied parameters (GPT-2's lm_head.weight = transformer.wte.weight): the FQN -> the FQN of
+    /// its first occurrence in signature order; both name one tensor in `parameters`.
+    std::map<std::string, std::string> tied;
     /// The mode the program was exported in, read from its mode-driven flags (export_mode.cpp);
     /// nullopt when it has none or they disagree.
     std::optional<bool> exported_train;

@@ -140,7 +140,7 @@ struct WeightReader {
     }
 
     void tensors(caffe2::serialize::PyTorchStreamReader& zip, const std::string& config, const std::string& dir,
-                 std::map<std::string, at::Tensor>& out) const {
+                 std::map<std::string, at::Tensor>& out, std::map<std::string, std::string>* views) const {
         if (!zip.hasRecord(config)) return;
         auto [ptr, n] = zip.getRecord(config);
         const json j = parse_json(ptr.get(), n, file, config);
@@ -158,6 +158,11 @@ struct WeightReader {
                 if (path.empty() || path.find('/') != std::string::npos || path.find("..") != std::string::npos)
                     fail(config, "path_name '" + path + "' of '" + fqn + "' is a record name inside " + dir + " (no '/' or '..')");
                 out[fqn] = tensor(zip, dir + path, c.at("tensor_meta"), fqn);
+                if (views) {  // the record and the view: equal for tied weights
+                    const auto& t = out[fqn];
+                    (*views)[fqn] = dir + path + " " + c10::toString(t.scalar_type()) + c10::str(t.sizes()) + c10::str(t.strides()) + "+" +
+                                    std::to_string(t.storage_offset());
+                }
             }
         } catch (const InputError&) {
             throw;
@@ -199,8 +204,8 @@ void check_weights_against_graph(Program& p, const std::string& name) {
 }
 
 void read_weights(caffe2::serialize::PyTorchStreamReader& zip, const std::string& file, const std::string& config, const std::string& dir,
-                  std::map<std::string, at::Tensor>& out) {
-    WeightReader{file}.tensors(zip, config, dir, out);
+                  std::map<std::string, at::Tensor>& out, std::map<std::string, std::string>* views) {
+    WeightReader{file}.tensors(zip, config, dir, out, views);
 }
 
 }  // namespace ampscope::detail::pt2

@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,9 +25,14 @@ public:
     virtual at::Tensor forward(const std::vector<at::Tensor>& inputs) = 0;
     virtual void set_train(bool train) = 0;
     virtual void to_device(const at::Device& device) = 0;
-    /// Parameters and buffers in named order (for hashing and checkpoints).
+    /// Parameters and buffers in named order (for hashing and checkpoints). Tied parameters
+    /// appear under each name as one tensor (state_dict() holds both keys).
     virtual std::vector<std::pair<std::string, at::Tensor>> named_state() = 0;
+    /// Each parameter once (tied ones by their first name), as model.parameters() lists them.
     virtual std::vector<at::Tensor> parameters() = 0;
+    /// Buffers in named_state() that are not in the module's state_dict()
+    /// (register_buffer(persistent=False)): a user's checkpoint does not hold them.
+    virtual std::set<std::string> non_persistent_buffers() const { return {}; }
     virtual std::vector<std::string> module_paths() = 0;
     /// Whether FP32 regions and per-module op attribution work for this model.
     virtual bool has_module_scopes() const = 0;

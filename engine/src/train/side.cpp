@@ -4,6 +4,8 @@
 #include <ATen/ATen.h>
 #include <torch/nn/functional/loss.h>
 
+#include <set>
+
 #include "ampscope/engine/errors.h"
 #include "model/model.h"
 #include "train/train_parts.h"
@@ -32,7 +34,9 @@ Side load_side(const std::string& model, uint64_t seed, const std::string& outpu
     side.model = detail::load_model(model, seed, output);
     side.model->to_device(device);
     side.model->set_train(true);
+    std::set<const void*> seen;  // tied parameters once, by their first name (model.parameters())
     for (auto& [name, t] : side.model->named_state()) {
+        if (!seen.insert(t.unsafeGetTensorImpl()).second) continue;
         if (!t.requires_grad()) {
             side.buffers.emplace_back(name, t);
             continue;
