@@ -5,12 +5,18 @@
 // rendered at the window's default size and at 1280 × 800. Qt Charts elides what does not fit
 // ("..."): the test walks each chart's scene (title, axis titles, tick labels, legend labels)
 // and fails on any elided text, and on any plot area under 200 pixels in height. The
-// sensitivity chart names every module in full.
+// sensitivity chart names every module in full. The replay view (an original and its remedy
+// side by side, long module names) at the same sizes: every table column as wide as its header
+// and cells, every remedy button as wide as its text, each table at least a few rows high.
 #include <QChart>
 #include <QChartView>
 #include <QGraphicsScene>
 #include <QGraphicsSimpleTextItem>
 #include <QGraphicsTextItem>
+#include <QHeaderView>
+#include <QLabel>
+#include <QPushButton>
+#include <QTableView>
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QSignalSpy>
@@ -19,16 +25,19 @@
 #include <QtTest>
 
 #include <algorithm>
+#include <limits>
 #include <memory>
 
 #include "advisedialog.h"
 #include "advisemodel.h"
 #include "ampscope/engine/advise.h"
 #include "ampscope/engine/train.h"
+#include "ampscope/storage/replay_record.h"
 #include "ampscope/storage/store.h"
 #include "charts.h"
 #include "errorreporter.h"
 #include "mainwindow.h"
+#include "replayview.h"
 
 using namespace ampscope;
 using namespace ampscope::ui;
@@ -87,6 +96,68 @@ QList<QChartView*> shownCharts(QWidget* w) {
     return out;
 }
 
+/// What is wrong with a table's layout: a column narrower than its header or its cells (Qt
+/// elides them), a viewport too small to read a few rows.
+QStringList tableProblems(QTableView* t, const QString& where) {
+    QStringList problems;
+    if (!t->isVisible()) return problems;
+    auto* h = t->horizontalHeader();
+    for (int c = 0; c < t->model()->columnCount(); ++c) {
+        if (t->isColumnHidden(c)) continue;
+        const int need = std::max(static_cast<QAbstractItemView*>(t)->sizeHintForColumn(c), h->sectionSizeHint(c));
+        if (t->columnWidth(c) < need)
+            problems << QStringLiteral("%1: column '%2' %3 px wide, its text needs %4")
+                            .arg(where, t->model()->headerData(c, Qt::Horizontal).toString())
+                            .arg(t->columnWidth(c))
+                            .arg(need);
+    }
+    const int rows = std::min(t->model()->rowCount(), 3);
+    if (rows > 0 && t->viewport()->height() < rows * t->rowHeight(0))
+        problems << QStringLiteral("%1: %2 px high, %3 rows need %4")
+                        .arg(where)
+                        .arg(t->viewport()->height())
+                        .arg(rows)
+                        .arg(rows * t->rowHeight(0));
+    if (t->viewport()->width() < 200) problems << QStringLiteral("%1: %2 px wide").arg(where).arg(t->viewport()->width());
+    return problems;
+}
+
+/// A replay with the shape of a real one: long module paths, large and non-finite figures.
+ReplayResult layoutReplay(Precision p, const std::string& original) {
+    ReplayResult r;
+    r.run_id = make_uuid();
+    r.started_at = r.finished_at = "2026-01-01T00:00:00Z";
+    r.spec.model = "/home/user/projects/incident/model.pt2";
+    r.spec.checkpoint = "/home/user/projects/incident/checkpoint-41200";
+    r.spec.batch = "/home/user/projects/incident/batch-41200.pt";
+    r.spec.precision = p;
+    r.spec.original_run_id = original;
+    r.checkpoint_format = "hf-trainer";
+    r.optimizer = "adamw";
+    if (p == Precision::Fp16)
+        r.first_nonfinite = ReplayStage{0, "backward", "amp", "encoder.layers.11.self_attention.out_proj", "aten::mm", "AddmmBackward0"};
+    ReplayStep st;
+    st.loss_ref = 2.718281828;
+    st.loss_amp = p == Precision::Fp16 ? std::numeric_limits<double>::infinity() : 2.71875;
+    st.scale = 65536;
+    st.found_inf = st.skipped = p == Precision::Fp16;
+    st.scale_after = 32768;
+    st.growth_tracker = 0;
+    for (int i = 0; i < 12; ++i) {
+        const std::string m = "encoder.layers." + std::to_string(i) + ".self_attention.out_proj";
+        st.activations.push_back({m, "aten::linear", 61234.5 + i, 65504, 1234.567, 1234.5, i == 11 && p == Precision::Fp16 ? 4096 : 0, 17});
+        st.params.push_back({m + ".weight", 1.234e-3, std::numeric_limits<double>::quiet_NaN(), p != Precision::Fp16, true, "", ""});
+    }
+    r.steps = {st};
+    return r;
+}
+
+void recordReplay(storage::Store& store, const ReplayResult& r) {
+    storage::record_replay(
+        store, {r.run_id, r.spec.model, r.spec.checkpoint, "", r.spec.batch, "", "cpu", "fp32," + to_string(r.spec.precision), r.started_at,
+                r.finished_at, r.first_nonfinite ? "nonfinite" : "finite", storage::replay_to_json(r)});
+}
+
 /// Lets the queued chart builds and the layouts run.
 void settle() {
     for (int i = 0; i < 20; ++i) {
@@ -123,7 +194,7 @@ class TstLayout : public QObject {
 private:
     QTemporaryDir dir_;
     QString db_;
-    QString demo_, fp32Embed_, train_;
+    QString demo_, fp32Embed_, train_, remedy_;
     QStringList messages_;
 
     std::unique_ptr<MainWindow> window(QSize size) {
@@ -173,6 +244,11 @@ private Q_SLOTS:
         ts.device = "cpu";
         ts.steps = MainWindow::kDemoTrainingSteps;
         train_ = QString::fromStdString(run_training(ts, &tw).run_id);
+        const auto original = layoutReplay(Precision::Fp16, "");
+        const auto remedy = layoutReplay(Precision::Bf16, original.run_id);
+        recordReplay(store, original);
+        recordReplay(store, remedy);
+        remedy_ = QString::fromStdString(remedy.run_id);
     }
 
     void init() { messages_.clear(); }
@@ -196,6 +272,52 @@ private Q_SLOTS:
         QVERIFY2(problems.isEmpty(),
                  qPrintable(QStringLiteral("window %1 × %2:\n").arg(w->width()).arg(w->height()) + problems.join(QLatin1Char('\n'))));
         QVERIFY2(messages_.isEmpty(), qPrintable(messages_.join(QLatin1Char('\n'))));
+    }
+
+    void replayViewFits_data() { sizes(); }
+    void replayViewFits() {
+        QFETCH(QSize, size);
+        auto w = window(size);
+        QVERIFY(w);
+        w->showRun(remedy_);
+        QCOMPARE(w->tabs()->currentIndex(), int(MainWindow::kReplayTab));
+        ReplayView* v = w->replayView();
+        QVERIFY(v->original() && v->remedy());
+        QStringList problems;
+        const QString at = QStringLiteral("window %1 × %2").arg(w->width()).arg(w->height());
+        for (int t = 0; t < v->tableTabs()->count(); ++t) {
+            v->tableTabs()->setCurrentIndex(t);
+            settle();
+            for (auto side : {ReplayView::Original, ReplayView::Remedied})
+                problems << tableProblems(v->table(side, ReplayView::Tables(t)),
+                                          QStringLiteral("%1, %2 table of the %3")
+                                              .arg(at, v->tableTabs()->tabText(t),
+                                                   side == ReplayView::Original ? QStringLiteral("original") : QStringLiteral("remedy")));
+        }
+        for (const char* name : {"replayOriginal", "replayRemedy", "replayChange"}) {  // the verdicts in words, in full
+            auto* l = v->findChild<QLabel*>(QString::fromUtf8(name));
+            if (l && l->height() < l->heightForWidth(l->width()))
+                problems << QStringLiteral("%1: %2 %3 px high, its text needs %4")
+                                .arg(at, QString::fromUtf8(name))
+                                .arg(l->height())
+                                .arg(l->heightForWidth(l->width()));
+        }
+        for (int b = 0; b < int(ReplayView::Remedy::Count); ++b) {
+            auto* button = v->remedyButton(ReplayView::Remedy(b));
+            if (button->width() < button->sizeHint().width())
+                problems << QStringLiteral("%1: button '%2' %3 px wide, needs %4")
+                                .arg(at, button->text())
+                                .arg(button->width())
+                                .arg(button->sizeHint().width());
+        }
+        QVERIFY2(problems.isEmpty(), qPrintable(problems.join(QLatin1Char('\n'))));
+        QVERIFY2(messages_.isEmpty(), qPrintable(messages_.join(QLatin1Char('\n'))));
+        const QString shots = qEnvironmentVariable("AMPSCOPE_SCREENSHOTS");  // resources/screenshots/replay.png
+        if (!shots.isEmpty() && size.isValid()) {
+            v->tableTabs()->setCurrentIndex(ReplayView::kLayersTable);
+            settle();
+            QVERIFY(w->grab().toImage().save(shots + QStringLiteral("/replay.png")));
+        }
     }
 
     void adviseChartFits_data() { sizes(); }

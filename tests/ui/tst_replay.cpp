@@ -248,6 +248,8 @@ private Q_SLOTS:
         const auto rec = storage::replay_from_json(storage::replay_json(store, remedy.toStdString()), "remedy");
         QCOMPARE(QString::fromStdString(rec.spec.original_run_id), original);
         QCOMPARE(rec.spec.precision, Precision::Bf16);
+        QCOMPARE(rec.spec.device, std::string("cpu"));  // the inputs a remedy of a recorded replay reruns with
+        QCOMPARE(rec.spec.steps, 1);
         QVERIFY2(messages_.isEmpty(), qPrintable(messages_.join(QLatin1Char('\n'))));
         remedy_ = remedy;
         original_ = original;

@@ -3,7 +3,6 @@
 #include "replayview.h"
 
 #include <QFileDialog>
-#include <cmath>
 #include <QGridLayout>
 #include <QHeaderView>
 #include <QInputDialog>
@@ -16,6 +15,8 @@
 #include <QTabWidget>
 #include <QTableView>
 #include <QVBoxLayout>
+
+#include <cmath>
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/text.h"
@@ -49,8 +50,8 @@ QTableView* replayTable(QAbstractItemModel* model) {
     v->verticalHeader()->hide();
     v->setAlternatingRowColors(true);
     v->setWordWrap(false);
-    v->setTextElideMode(Qt::ElideNone);  // columns are sized to their content; the table scrolls
-    v->horizontalHeader()->setStretchLastSection(true);
+    v->setTextElideMode(Qt::ElideNone);                   // columns are sized to their content; the table scrolls
+    v->horizontalHeader()->setStretchLastSection(false);  // a stretched last column can end narrower than its text
     // every column as wide as its header and cells: nothing elided, the table scrolls sideways
     auto fit = [v] { v->resizeColumnsToContents(); };
     QObject::connect(model, &QAbstractItemModel::modelReset, v, fit);
@@ -86,7 +87,9 @@ ReplayView::ReplayView(QWidget* parent) : QWidget(parent) {
     change_->setWordWrap(true);
     change_->setTextInteractionFlags(Qt::TextSelectableByMouse);
     v->addWidget(change_);
-    auto* sides = new QSplitter(Qt::Horizontal);
+    auto* sides = new QWidget;  // in the layout, not a splitter: each side as high as its text
+    auto* sh = new QHBoxLayout(sides);
+    sh->setContentsMargins(0, 0, 0, 0);
     for (int s = 0; s < 2; ++s) {
         summary_[s] = new QLabel;
         summary_[s]->setObjectName(s == Original ? QStringLiteral("replayOriginal") : QStringLiteral("replayRemedy"));
@@ -96,16 +99,10 @@ ReplayView::ReplayView(QWidget* parent) : QWidget(parent) {
         summary_[s]->setAlignment(Qt::AlignTop | Qt::AlignLeft);
         summary_[s]->setFrameShape(QFrame::StyledPanel);
         summary_[s]->setMargin(6);
-        sides->addWidget(summary_[s]);
+        sh->addWidget(summary_[s], 1);
     }
-    sides->setChildrenCollapsible(false);
-    auto* body = new QSplitter(Qt::Vertical);
-    body->addWidget(sides);
-    body->addWidget(buildTables());
-    body->setStretchFactor(0, 1);
-    body->setStretchFactor(1, 3);
-    body->setChildrenCollapsible(false);
-    v->addWidget(body, 1);
+    v->addWidget(sides);
+    v->addWidget(buildTables(), 1);
     clear();
 }
 
@@ -160,7 +157,7 @@ QWidget* ReplayView::buildTables() {
     tabs_ = new QTabWidget;
     const QString names[] = {QStringLiteral("Steps"), QStringLiteral("Activations (per module)"), QStringLiteral("Parameters")};
     for (int t = 0; t < 3; ++t) {
-        auto* split = new QSplitter(Qt::Horizontal);
+        auto* split = new QSplitter(Qt::Vertical);  // the original above the remedy: their columns line up, at full width
         split->setChildrenCollapsible(false);
         for (int s = 0; s < 2; ++s) {
             QAbstractItemModel* m = t == kStepsTable    ? static_cast<QAbstractItemModel*>(steps_[s])

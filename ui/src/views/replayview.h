@@ -3,12 +3,11 @@
 // The replay view (the main window's Replay tab): an incident replay ORIGINAL beside a REMEDY
 // replay. Each side says what was replayed (checkpoint format, optimizer, precision, GradScaler
 // enabled) and where values first went non-finite, in words; below, for both sides next to
-// each other, the steps (losses, scale used, found_inf, skip, scale after, growth tracker), the
-// per-module activations (the first non-finite module's row highlighted) and the per-parameter
-// departures. Remedies one click away from the original (keep the first non-finite module in
-// FP32, BF16 instead of FP16, initial scale, growth interval, gradient clipping, the advisor's
-// FP32 set): each asks the main window for a replay of the original spec plus the remedy; a
-// line above the sides says what changed. Progress and Cancel of a replay going.
+// each other (the original's table above the remedy's, columns aligned), the steps (losses, scale used, found_inf, skip, scale after,
+// growth tracker), the per-module activations (the first non-finite module's row highlighted) and the per-parameter departures. Remedies
+// one click away from the original (keep the first non-finite module in FP32, BF16 instead of FP16, initial scale, growth interval,
+// gradient clipping, the advisor's FP32 set): each asks the main window for a replay of the original spec plus the remedy; a line above the
+// sides says what changed. Progress and Cancel of a replay going.
 
 #include <QWidget>
 

@@ -97,7 +97,10 @@ QString ReplayView::verdictText(const ReplayResult& r) {
 }
 
 QString ReplayView::stageInWords(const ReplayResult& r) {
-    if (!r.first_nonfinite) return QStringLiteral("No non-finite values: ") + verdictText(r) + QLatin1Char('.');
+    if (!r.first_nonfinite) {
+        const QString v = verdictText(r);
+        return v.left(1).toUpper() + v.mid(1) + QLatin1Char('.');
+    }
     const auto& f = *r.first_nonfinite;
     QString t =
         QStringLiteral("First non-finite values %1 at step %2, on %3").arg(stageName(f.stage)).arg(f.step + 1).arg(sideName(f.side));
