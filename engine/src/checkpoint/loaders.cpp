@@ -227,6 +227,7 @@ Match apply_weights(const Checkpoint& c, const std::vector<std::pair<std::string
     for (const auto& [k, t] : state)
         if (!non_persistent.count(k)) model.emplace(k, t);
     std::set<std::string> seen;
+    std::set<const void*> loaded;  // tied parameters: one tensor under two names
     at::NoGradGuard ng;
     for (const auto& [k, t] : c.weights) {
         const auto it = model.find(k);
@@ -241,11 +242,13 @@ Match apply_weights(const Checkpoint& c, const std::vector<std::pair<std::string
         else if (t.scalar_type() != it->second.scalar_type())
             m.mismatched.push_back(k + ": dtype " + std::string(c10::toString(t.scalar_type())) + " in the checkpoint, " +
                                    c10::toString(it->second.scalar_type()) + " in the model");
-        else
+        else {
             it->second.copy_(t);
+            loaded.insert(it->second.unsafeGetTensorImpl());
+        }
     }
-    for (const auto& [k, t] : state)
-        if (!seen.count(k) && !non_persistent.count(k)) m.missing.push_back(k);
+    for (const auto& [k, t] : state)  // a tied name loaded through its partner is not missing (Hugging Face saves one)
+        if (!seen.count(k) && !non_persistent.count(k) && !loaded.count(t.unsafeGetTensorImpl())) m.missing.push_back(k);
     return m;
 }
 
