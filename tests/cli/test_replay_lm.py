@@ -394,6 +394,51 @@ class HuggingFaceLM(unittest.TestCase):
                 self.assertAlmostEqual(as_float(g["divergence"]), w[3], delta=1e-9 * w[3], msg=f"step {g['step']}")
 
 
+class CausalLMWithBuffer(CausalLM):
+    """A non-persistent buffer (register_buffer(persistent=False), as LLaMA's rotary inv_freq): in
+    the program, not in the state_dict."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("gain", torch.full((W,), 0.5), persistent=False)
+
+    def logits(self, input_ids, attention_mask):
+        h = torch.relu(self.mix(self.emb(input_ids))) * self.gain
+        return self.head(h * attention_mask.unsqueeze(-1))
+
+
+class NonPersistentBuffer(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.inc = LMIncident(CausalLMWithBuffer, False)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.inc.tmp.cleanup()
+
+    def test_strict_replay_without_the_buffer(self):
+        self.assertNotIn("gain", self.inc.state[0])
+        want = self.inc.python_step(torch.bfloat16)
+        rc, got = replay(self.inc.model, [self.inc.ckpt], self.inc.batch, "--precision", "bf16", "--device", "cpu")
+        self.assertEqual(rc, 0, got)
+        self.assertEqual((got["keys"]["missing"], got["keys"]["unexpected"]), ([], []))
+        ReplayLM.check_same_as_python(self, got, want)
+
+    def test_persistent_flag_not_a_bool(self):
+        from test_export import edit_json, rewrite
+
+        def change(j):
+            for spec in j["graph_module"]["signature"]["input_specs"]:
+                if "buffer" in spec:
+                    spec["buffer"]["persistent"] = "no"
+        bad = os.path.join(self.inc.tmp.name, "bad-persistent.pt2")
+        rewrite(self.inc.model, bad, edit_json("models/model.json", change))
+        rc, err = replay(bad, [self.inc.ckpt], self.inc.batch, "--precision", "bf16", "--device", "cpu")
+        self.assertEqual(rc, 2, err)
+        for n in ("bad-persistent.pt2", "'gain' persistent", "expected true or false"):
+            self.assertIn(n, err)
+
+
 class BadLMInput(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
