@@ -8,8 +8,11 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <set>
+#include <utility>
 
 #include "ampscope/storage/store.h"
 #include "legacy_layers.h"
@@ -90,6 +93,53 @@ std::string immutable_uri(const std::string& path) {
     return uri + "?immutable=1";
 }
 
+/// The private copy's folder, removed (with the copy and SQLite's files beside it) when it goes
+/// out of scope, unless released. POSIX calls, not std::filesystem::remove_all/copy_file: the
+/// CLI links LibTorch, whose libtorch.so exports its own std::filesystem symbols, and the
+/// dynamic linker bound remove_all to those (a crash).
+struct TempDir {
+    std::string dir;
+    ~TempDir() {
+        if (dir.empty()) return;
+        for (const char* f : {"/runs.sqlite", "/runs.sqlite-wal", "/runs.sqlite-shm", "/runs.sqlite-journal"}) ::unlink((dir + f).c_str());
+        ::rmdir(dir.c_str());
+    }
+    std::string release() { return std::exchange(dir, std::string()); }
+};
+
+bool copy_bytes(const std::string& from, const std::string& to) {
+    std::ifstream in(from, std::ios::binary);
+    std::ofstream out(to, std::ios::binary | std::ios::trunc);
+    if (!in || !out) return false;
+    out << in.rdbuf();
+    out.flush();
+    return bool(out) && !in.bad();
+}
+
+/// A read-only database in a folder where SQLite cannot create its -shm file, with a -wal file
+/// beside it that holds committed changes (a writer that crashed or is still open elsewhere):
+/// read as immutable, SQLite would ignore the -wal and show the database as it was before
+/// those changes, silently. The database and its -wal are copied to a private folder, where
+/// SQLite reads both. Returns the copy's path ("" when there is no -wal to read).
+std::string snapshot_with_wal(const std::string& path, TempDir& tmp) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const std::string wal = path + "-wal";
+    if (!fs::exists(wal, ec) || fs::file_size(wal, ec) == 0 || ec) return "";
+    std::string templ = (fs::temp_directory_path(ec) / "ampscope-ro-XXXXXX").string();
+    if (!mkdtemp(templ.data()))
+        throw StoreError(path +
+                         ": its -wal file holds changes that can only be read from a copy, and no private folder could be "
+                         "made for one: " +
+                         std::strerror(errno));
+    tmp.dir = templ;
+    const std::string copy = templ + "/runs.sqlite";
+    if (!copy_bytes(path, copy) || !copy_bytes(wal, copy + "-wal"))
+        throw StoreError(path + ": its -wal file holds changes that can only be read from a copy, and the copy in " + templ +
+                         " failed: " + std::strerror(errno));
+    return copy;
+}
+
 }  // namespace
 
 std::string default_db_path(const std::string& flag) {
@@ -129,12 +179,18 @@ Store::Store(const std::string& path, Mode mode, bool init_foreign) : path_(path
     }
     int flags = read_only_ ? SQLITE_OPEN_READONLY : exists ? SQLITE_OPEN_READWRITE : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     std::string name = path;
+    TempDir snapshot;
     if (read_only_ && exists && cannot_create_beside(path)) {
         // A WAL database in a folder where its -shm file cannot be created (a read-only mount,
         // a folder without write permission): SQLite cannot open it read-only the usual way.
-        // Nothing can change the file from here, so it is read as immutable.
-        name = immutable_uri(path);
-        flags |= SQLITE_OPEN_URI;
+        // Nothing can change the file from here, so it is read as immutable, or, when a -wal
+        // beside it holds changes (which immutable would ignore), from a private copy of both.
+        if (auto copy = snapshot_with_wal(path, snapshot); !copy.empty()) {
+            name = copy;
+        } else {
+            name = immutable_uri(path);
+            flags |= SQLITE_OPEN_URI;
+        }
     }
     if (sqlite3_open_v2(name.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
         std::string m = db_ ? sqlite3_errmsg(db_) : "cannot open";
@@ -161,6 +217,7 @@ Store::Store(const std::string& path, Mode mode, bool init_foreign) : path_(path
         db_ = nullptr;
         throw;
     }
+    snapshot_dir_ = snapshot.release();
 }
 
 void Store::open_checked(bool init_foreign) {
@@ -188,6 +245,7 @@ void Store::open_checked(bool init_foreign) {
 
 Store::~Store() {
     sqlite3_close(db_);
+    TempDir copy{snapshot_dir_};  // removes the private copy, if any
 }
 
 int Store::schema_version() const {

@@ -10,6 +10,7 @@ terminal, and messages that say what is wrong (issue #19, the CLI and storage it
   paths and names are usage errors.
 - show/list escape control characters of stored text (reviews, annotations, imported bundles).
 """
+import glob
 import json
 import os
 import shutil
@@ -356,6 +357,41 @@ class Trust(unittest.TestCase):
         self.assertIn(self.run_id[:8], p.stdout)
         self.assertNotIn("annotate rc=0", p.stdout)  # writing stays impossible, and says so
         self.assertNotIn("attempt to write a readonly database", p.stderr)
+
+    @unittest.skipUnless(has_mount_namespace(), "needs root and mount namespaces (a read-only mount)")
+    def test_read_only_folder_with_a_wal_shows_what_the_wal_holds(self):
+        # A database copied with its -wal (a writer still open, or crashed) into a read-only folder:
+        # read as immutable, SQLite ignored the -wal and showed the database without the changes it
+        # holds, silently (here: a note added last).
+        src = self.path("walsrc")
+        os.makedirs(src, exist_ok=True)
+        db = os.path.join(src, "runs.sqlite")
+        shutil.copy(self.db, db)
+        hold = sqlite3.connect(db)  # another connection open: closing the CLI's leaves the -wal in place
+        try:
+            hold.execute("SELECT count(*) FROM runs").fetchone()
+            rc, out, err = run_cli("annotate", self.run_id, "written into the wal only", "--db", db)
+            self.assertEqual(rc, 0, err)
+            self.assertGreater(os.path.getsize(db + "-wal"), 0)
+            mnt = self.path("ro-wal")
+            os.makedirs(mnt, exist_ok=True)
+            script = f"""
+                set -e
+                mount -t tmpfs -o size=16m tmpfs {mnt}
+                cp {db} {mnt}/runs.sqlite
+                cp {db}-wal {mnt}/runs.sqlite-wal
+                mount -o remount,ro {mnt}
+                set +e
+                "$CLI" show {self.run_id} --db {mnt}/runs.sqlite; echo "show rc=$?"
+                ls {mnt}
+            """
+            p = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=300,
+                               env={**os.environ, "CLI": CLI})
+        finally:
+            hold.close()
+        self.assertIn("show rc=0", p.stdout, p.stdout + p.stderr)
+        self.assertIn("written into the wal only", p.stdout, p.stdout + p.stderr)
+        self.assertEqual(glob.glob(os.path.join(tempfile.gettempdir(), "ampscope-ro-*")), [])  # the private copy removed
 
 
 if __name__ == "__main__":

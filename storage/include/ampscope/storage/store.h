@@ -140,6 +140,9 @@ private:
     std::string path_;
     bool read_only_ = false;
     bool empty_ = false;  ///< an empty SQLite file opened read-only: no tables, no runs
+    /// A read-only database whose -wal SQLite could not read in place: the private copy opened
+    /// instead (removed when the store closes); "" otherwise.
+    std::string snapshot_dir_;
     friend class RunWriter;
     friend class TrainWriter;
     friend struct StoreAccess;  ///< the connection, for the library's own files (src/sqlite.h)
