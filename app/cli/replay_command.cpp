@@ -113,23 +113,9 @@ int run_replay_command(ReplayOptions& o) {
     const auto r = run_replay(s, &progress);
     progress.clear();
     if (!o.quiet && o.json != "-") print_replay(std::cout, r);
-    const std::string text = storage::replay_to_json(r);
-    if (auto store = recording_store(o.no_db, o.db, o.init_db)) {
-        storage::ReplayRecord rec{r.run_id,
-                                  s.model,
-                                  s.checkpoint,
-                                  r.checkpoint_sha256,
-                                  s.batch,
-                                  r.batch_sha256,
-                                  r.device,
-                                  "fp32," + to_string(s.precision),
-                                  r.started_at,
-                                  r.finished_at,
-                                  r.first_nonfinite ? "nonfinite" : "finite",
-                                  text};
-        storage::record_replay(*store, rec);
-    }
-    if (!o.json.empty()) write_output(o.json, text);
+    const auto rec = storage::replay_record_of(r);  // the replay JSON is its header
+    if (auto store = recording_store(o.no_db, o.db, o.init_db)) storage::record_replay(*store, rec);
+    if (!o.json.empty()) write_output(o.json, rec.json);
     if (interrupted()) throw Cancelled();
     return r.first_nonfinite ? kRejected : kOk;
 }

@@ -164,6 +164,22 @@ std::string replay_to_json(const ReplayResult& r) {
     return j.dump(2);
 }
 
+ReplayRecord replay_record_of(const ReplayResult& r) {
+    const auto& s = r.spec;
+    return {r.run_id,
+            s.model,
+            s.checkpoint,
+            r.checkpoint_sha256,
+            s.batch,
+            r.batch_sha256,
+            r.device,
+            "fp32," + to_string(s.precision),
+            r.started_at,
+            r.finished_at,
+            r.first_nonfinite ? "nonfinite" : "finite",
+            replay_to_json(r)};
+}
+
 ReplayResult replay_from_json(const std::string& text, const std::string& source) {
     nlohmann::json j;
     try {

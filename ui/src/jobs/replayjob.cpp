@@ -11,27 +11,6 @@
 
 namespace ampscope::ui {
 
-namespace {
-
-/// The record the CLI writes for a replay (app/cli/replay_command.cpp), the JSON as its header.
-storage::ReplayRecord recordOf(const ReplayResult& r) {
-    const auto& s = r.spec;
-    return {r.run_id,
-            s.model,
-            s.checkpoint,
-            r.checkpoint_sha256,
-            s.batch,
-            r.batch_sha256,
-            r.device,
-            "fp32," + to_string(s.precision),
-            r.started_at,
-            r.finished_at,
-            r.first_nonfinite ? "nonfinite" : "finite",
-            storage::replay_to_json(r)};
-}
-
-}  // namespace
-
 ReplayJob::ReplayJob(QObject* parent)
     : QObject(parent), engine_([](const ReplaySpec& s, ProgressObserver* p) { return run_replay(s, p); }) {}
 
@@ -79,7 +58,7 @@ void ReplayJob::work(quint64 job, const ReplaySpec& spec, const std::string& dbP
         r.spec.original_run_id = spec.original_run_id;
         if (cancel_) throw Cancelled();  // replayed, but the user no longer wants it: not recorded
         storage::Store store(dbPath);
-        storage::record_replay(store, recordOf(r));
+        storage::record_replay(store, storage::replay_record_of(r));
         deliver(job, [this, r = std::move(r)] {
             running_ = false;
             Q_EMIT finished(r);

@@ -17,6 +17,10 @@ struct ReplayRecord {
     std::string json;                              ///< the replay JSON (replay --json)
 };
 
+/// The record of a completed replay (CLI and GUI alike): its inputs' hashes, the verdict
+/// ("nonfinite" when a stage produced NaN/Inf) and the replay JSON as its header.
+ReplayRecord replay_record_of(const ReplayResult& r);
+
 /// Inserts one completed replay run. StoreError on a read-only or damaged database.
 void record_replay(Store& store, const ReplayRecord& r);
 
