@@ -142,4 +142,36 @@ void check_program(const Program& p) {
     Checker{p.file, p}.all();
 }
 
+void flag_decomposed(Program& p) {
+    static const std::set<std::string> decomposed{"torch.ops.aten.convolution.default", "torch.ops.aten._softmax.default",
+                                                  "torch.ops.aten.native_layer_norm.default",
+                                                  "torch.ops.aten._native_batch_norm_legit_no_training.default"};
+    for (const auto& g : p.graphs)
+        for (const auto& nd : g.nodes) p.decomposed = p.decomposed || decomposed.count(nd.target);
+    if (p.decomposed)
+        p.warnings.push_back(
+            "the program is decomposed (core ATen: convolution/_softmax/native_layer_norm): autocast's op lists do "
+            "not name some of these ops as eager's, so AMP passes may differ from eager autocast; export without "
+            "run_decompositions() for an eager-faithful policy");
+}
+
+/// aten._assert_tensor_metadata, recorded by export before .to()/.float(), asserts the
+/// export-time dtype: autocast changes dtypes, so the interpreter checks only shape and device
+/// in AMP passes and FP32 regions (export_model.cpp), and says so.
+void note_dtype_assertions(Program& p) {
+    for (const auto& g : p.graphs)
+        for (const auto& nd : g.nodes) {
+            if (nd.target != "torch.ops.aten._assert_tensor_metadata.default" || !nd.op) continue;
+            const auto& args = nd.op->schema().arguments();
+            for (size_t i = 0; i < args.size() && i < nd.args.size(); ++i)
+                if (args[i].name() == "dtype" && nd.args[i] && !nd.args[i]->constant.isNone()) {
+                    p.warnings.push_back(
+                        "the program asserts export-time dtypes (aten::_assert_tensor_metadata, recorded before .to()/.float()): "
+                        "AMP passes and FP32 regions change dtypes as eager autocast does, so there only the asserted shape and "
+                        "device are checked");
+                    return;
+                }
+        }
+}
+
 }  // namespace ampscope::detail::pt2

@@ -175,4 +175,10 @@ c10::IValue sym_eval(const std::string& target, const std::vector<c10::IValue>& 
 /// Reads a torch.export.save archive. Throws InputError naming the file and what was expected.
 Program read_program(const std::vector<char>& bytes, const std::string& file);
 
+/// Tied parameters (one record and view in the archive) made one tensor (export_weights.cpp).
+void tie_parameters(Program& p, const std::map<std::string, std::string>& views);
+/// Program-level notes: decomposed core-ATen ops, export-time dtype assertions (export_check.cpp).
+void flag_decomposed(Program& p);
+void note_dtype_assertions(Program& p);
+
 }  // namespace ampscope::detail::pt2

@@ -208,4 +208,19 @@ void read_weights(caffe2::serialize::PyTorchStreamReader& zip, const std::string
     WeightReader{file}.tensors(zip, config, dir, out, views);
 }
 
+/// Parameters the archive stores as one tensor (the same record and view: torch.export.save
+/// writes a shared storage once) are tied: one tensor, as they are one Parameter in the module,
+/// so that both uses' gradients accumulate into it and an optimizer updates it once.
+void tie_parameters(Program& p, const std::map<std::string, std::string>& views) {
+    std::map<std::string, std::string> first;  // view -> FQN
+    for (const auto& f : p.parameter_order) {
+        const auto v = views.find(f);
+        if (v == views.end()) continue;
+        const auto [it, fresh] = first.emplace(v->second, f);
+        if (fresh) continue;
+        p.parameters[f] = p.parameters.at(it->second);
+        p.tied[f] = it->second;
+    }
+}
+
 }  // namespace ampscope::detail::pt2
