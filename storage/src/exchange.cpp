@@ -16,6 +16,7 @@
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/storage/output_file.h"
+#include "ampscope/storage/replay_record.h"
 #include "ampscope/storage/store.h"
 #include "legacy_layers.h"
 #include "schema.h"
@@ -89,6 +90,10 @@ void export_runs(const Store& from, const std::vector<std::string>& uuids, const
     {
         Store out(tmp.path());
         for (const auto& u : uuids) {
+            if (from.kind(u) == "replay") {  // its JSON is the record (replay_record.h)
+                copy_replay(from, out, u);
+                continue;
+            }
             RunResult r;
             try {
                 r = from.load_run(u);
@@ -200,12 +205,18 @@ ImportResult import_file(Store& into, const std::string& file) {
         Review review;
     };
     std::vector<Loaded> runs;
+    std::vector<std::string> replays;
     try {
         Store src(file, Store::Mode::ReadOnly);
         validate(src, file);
         RunFilter all;
         all.limit = 1 << 30;
         for (const auto& row : src.list_runs(all)) {
+            if (row.kind == "replay") {
+                replay_from_json(replay_json(src, row.uuid), file + ": run " + row.uuid);  // readable, or refused here
+                replays.push_back(row.uuid);
+                continue;
+            }
             if (row.kind != "compare")
                 throw StoreError(file + ": run " + row.uuid + " is of kind '" + row.kind + "'; this ampscope imports comparison runs only");
             Loaded l;
@@ -226,6 +237,10 @@ ImportResult import_file(Store& into, const std::string& file) {
         throw StoreError(file + ": " + m);
     }
     ImportResult res;
+    if (!replays.empty()) {
+        Store src(file, Store::Mode::ReadOnly);
+        for (const auto& u : replays) (copy_replay(src, into, u) ? res.added : res.skipped)++;
+    }
     for (const auto& l : runs) {
         try {  // each run in its own transaction: a refused one leaves the earlier ones
             if (into.insert_run(l.run, l.status, l.error, l.notes, l.review))

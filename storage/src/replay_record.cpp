@@ -37,6 +37,29 @@ void record_replay(Store& store, const ReplayRecord& r) {
     s.run();
 }
 
+bool copy_replay(const Store& from, Store& to, const std::string& uuid) {
+    if (to.read_only()) throw StoreError(to.path() + ": opened read-only; a replay cannot be recorded");
+    {
+        sql::Stmt have(StoreAccess::db(to), "SELECT 1 FROM runs WHERE uuid=?1");
+        have.bind(1, uuid);
+        if (have.step()) return false;
+    }
+    static const char* columns =
+        "uuid, kind, status, verdict, model_source, weights_sha256, probes_source, probes_sha256, device, precisions, mode, "
+        "header_json, tool_version, started_at, finished_at, host";
+    sql::Stmt q(StoreAccess::db(from), (std::string("SELECT ") + columns + " FROM runs WHERE uuid=?1 AND kind='replay'").c_str());
+    q.bind(1, uuid);
+    if (!q.step()) throw InputError(from.path(), uuid, "no replay run with this id");
+    sql::Stmt ins(
+        StoreAccess::db(to),
+        (std::string("INSERT INTO runs(") + columns + ") VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16)").c_str());
+    for (int i = 0; i < 16; ++i) ins.bind(i + 1, q.text(i));
+    ins.run();
+    for (auto a : from.annotations(uuid)) to.annotate(uuid, a);
+    if (const auto rv = from.review(uuid); rv.status != "open") to.set_review(uuid, rv.status, rv.by);
+    return true;
+}
+
 std::string replay_json(const Store& store, const std::string& uuid) {
     sql::Stmt s(StoreAccess::db(store), "SELECT header_json FROM runs WHERE uuid=?1 AND kind='replay'");
     s.bind(1, uuid);

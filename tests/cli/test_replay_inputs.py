@@ -116,6 +116,43 @@ class ReplayOutputGuard(unittest.TestCase):
         self.assertEqual([f for f in os.listdir(self.d) if "partial" in f], [])
 
 
+class ReplayExchange(unittest.TestCase):
+    """A recorded replay is exportable for teammates (issue 21): export, import into another
+    database, and `show` gives the same replay JSON, with its notes (export said 'key spec not
+    found': the exporter read every run as a comparison)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.inc = backward_incident()
+        cls.d = cls.inc.tmp.name
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.inc.tmp.cleanup()
+
+    def test_export_and_import_a_replay(self):
+        p = lambda n: os.path.join(self.d, n)  # noqa: E731
+        rc, out, err = run_cli("replay", "--model", self.inc.model, "--checkpoint", *self.inc.formats["state_dict"], "--batch",
+                               self.inc.batch, "--db", p("a.sqlite"), "--json", p("r.json"), "-q")
+        self.assertIn(rc, (0, 1), err)
+        with open(p("r.json")) as f:
+            rid = json.load(f)["run_id"]
+        rc, out, err = run_cli("annotate", rid, "seen by the team", "--db", p("a.sqlite"))
+        self.assertEqual(rc, 0, err)
+        rc, out, err = run_cli("export", rid, "--db", p("a.sqlite"), "-o", p("x.ampscope"))
+        self.assertEqual(rc, 0, err)
+        for _ in range(2):  # the second import finds it there
+            rc, out, err = run_cli("import", p("x.ampscope"), "--db", p("b.sqlite"))
+            self.assertEqual(rc, 0, err)
+        shown = [run_cli("show", rid, "--json", "--db", p(db)) for db in ("a.sqlite", "b.sqlite")]
+        for rc, out, err in shown:
+            self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(shown[0][1]), json.loads(shown[1][1]))
+        rc, out, err = run_cli("list", "--db", p("b.sqlite"))
+        self.assertEqual(out.count(rid[:8]), 1, out)
+        self.assertIn("[1 notes]", out)  # the note travelled with it
+
+
 class SafetensorsCheckpoint(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

@@ -24,6 +24,10 @@ ReplayRecord replay_record_of(const ReplayResult& r);
 /// Inserts one completed replay run. StoreError on a read-only or damaged database.
 void record_replay(Store& store, const ReplayRecord& r);
 
+/// Copies a recorded replay run (its row, notes and review) from one store to another (export,
+/// import); false when `to` already holds it. InputError when `from` has no replay `uuid`.
+bool copy_replay(const Store& from, Store& to, const std::string& uuid);
+
 /// The replay JSON of a recorded replay run (kind "replay"); InputError when there is none.
 std::string replay_json(const Store& store, const std::string& uuid);
 
