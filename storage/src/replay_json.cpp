@@ -2,32 +2,27 @@
 // The replay JSON (replay --json, the header of a recorded replay run) written from and read
 // back into a ReplayResult: one definition for the CLI and the GUI.
 #include <cmath>
-#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/storage/replay_record.h"
+#include "json_map.h"
 
 namespace ampscope::storage {
 
 namespace {
 
-/// NaN/Inf as JSON strings (JSON has no such numbers).
+/// NaN/Inf as the strings jmap::num writes in every run JSON (this file builds nlohmann::json,
+/// which jmap's ordered_json does not convert to inside initializer lists).
 nlohmann::json num(double v) {
     if (std::isnan(v)) return "nan";
     if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
     return v;
 }
 
+/// A number num() wrote; 0 where the key is absent.
 double num_of(const nlohmann::json& j) {
-    if (j.is_number()) return j.get<double>();
-    if (j.is_string()) {
-        const auto s = j.get<std::string>();
-        if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
-        if (s == "inf") return std::numeric_limits<double>::infinity();
-        if (s == "-inf") return -std::numeric_limits<double>::infinity();
-    }
-    return 0;
+    return j.is_null() ? 0 : jmap::read_num(j);
 }
 
 nlohmann::json stage_json(const ReplayStage& s) {
