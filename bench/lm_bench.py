@@ -76,7 +76,7 @@ def bench_medians(exe, model, probes, amp, batch, repeats, env):
 
 
 def run_with_rss(args, env):
-    """Runs a command; returns (its JSON from --json FILE, peak RSS in bytes of that process)."""
+    """Runs a command (exit 0 or 1 expected); returns the peak RSS in bytes of that process."""
     p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     _, status, usage = os.wait4(p.pid, 0)
     p.returncode = os.waitstatus_to_exitcode(status)
@@ -112,6 +112,18 @@ def interleaved_passes(bench, pt2, probes, amp, repeats, env):
     return inspected, plain
 
 
+def rss_figures(exe, pt2, probes, batch, weights, unique, env, results):
+    """Peak RSS of a whole `run` (FP32 + FP16 + BF16, inspection on), without and with recording
+    into the database, against the weights' bytes: the state_dict's and the unique ones."""
+    for name, extra in (("no_db", ["--no-db"]), ("recorded", [])):
+        rss = run_with_rss([exe, "run", "--model", pt2, "--probes", probes, "--precision", "fp16,bf16", "--batch-size",
+                            str(batch), "-q", "--allow-nonfinite", *extra], env)
+        what = "--no-db" if extra else "recorded"
+        line(f"peak RSS, run fp32+fp16+bf16 ({what})", rss / 1e6, "MB", "state_dict bytes", weights / 1e6, "< 3x")
+        line(f"peak RSS, run fp32+fp16+bf16 ({what})", rss / 1e6, "MB", "unique weight bytes", unique / 1e6, "< 3x")
+        results[f"peak_rss_{name}"] = {"bytes": rss, "weights_bytes": weights, "unique_weights_bytes": unique}
+
+
 def line(name, value, unit, ref_name, ref, target):
     ratio = f"{value / ref:6.2f}x" if ref else "      "
     print(f"{name:46s} {value:10.1f} {unit:3s}  vs {ref_name:24s} {ref:10.1f}  {ratio}  target {target}", flush=True)
@@ -126,14 +138,19 @@ def main():
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=3, help="timed forwards (>= 3)")
     ap.add_argument("--amp", default="bf16", choices=["fp16", "bf16"])
+    ap.add_argument("--rss-only", action="store_true", help="only the peak-RSS figures (minutes instead of an hour on a slow CPU)")
     a = ap.parse_args()
     exe = os.path.abspath(a.cli)
     model = build(a.layers, a.width)
     params = sum(p.numel() for p in model.parameters())
     weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    # GPT-2's lm_head.weight is transformer.wte.weight (tied): the state_dict lists it twice
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in model.state_dict().values()}
+    unique = sum(storages.values())
     small = (a.layers, a.width, a.tokens, a.batch) != (12, 768, 128, 4)
     print(f"GPT-2 {'(shrunk: not the GPT-2-small figures) ' if small else ''}{a.layers} layers, width {a.width}, "
-          f"{params / 1e6:.0f} M parameters, {weights / 1e6:.0f} MB of float32 state, {a.batch} x {a.tokens} tokens, "
+          f"{params / 1e6:.0f} M parameters, {weights / 1e6:.0f} MB of float32 state ({unique / 1e6:.0f} MB without the tied "
+          f"lm_head), {a.batch} x {a.tokens} tokens, "
           f"torch {torch.__version__}, {torch.get_num_threads()} threads", flush=True)
     torch.manual_seed(1)
     ids = torch.randint(0, model.lm.config.vocab_size, (a.batch, a.tokens))
@@ -142,7 +159,11 @@ def main():
         pt2, probes = os.path.join(d, "gpt2.pt2"), os.path.join(d, "tokens.pt")
         torch.export.save(torch.export.export(model, (ids,)), pt2)
         torch.save({"inputs": ids}, probes)
-        results = {"parameters": params, "weights_bytes": weights}
+        results = {"parameters": params, "weights_bytes": weights, "unique_weights_bytes": unique}
+        rss_figures(exe, pt2, probes, a.batch, weights, unique, env, results)
+        if a.rss_only:
+            print(json.dumps(results))
+            return
 
         plain = bench_medians(exe, pt2, probes, a.amp, a.batch, a.repeats, env)
         for prec in ("fp32", a.amp):
@@ -162,11 +183,6 @@ def main():
         for prec in ("fp32", a.amp):
             line(f"instrumented {prec} pass {how}", inspected[prec], "ms", ref, bare[prec], "<= 1.10x")
             results[f"instrumented_{prec}"] = {"inspected_ms": inspected[prec], "plain_ms": bare[prec]}
-
-        rss = run_with_rss([exe, "run", "--model", pt2, "--probes", probes, "--precision", "fp16,bf16", "--batch-size",
-                            str(a.batch), "--no-db", "-q", "--allow-nonfinite"], env)
-        line("peak RSS, run fp32+fp16+bf16, inspection on", rss / 1e6, "MB", "weights (float32)", weights / 1e6, "< 3x")
-        results["peak_rss"] = {"bytes": rss, "weights_bytes": weights}
 
         if os.path.exists(bench):
             out = cli([bench, "--benchmark_filter=BM_LoadExportProgram", "--benchmark_format=json"],

@@ -180,9 +180,9 @@ void validate(Store& s, const std::string& file) {
             throw StoreError(file + ": " + std::to_string(st.i64(0)) + " value(s) of " + c.table + "." + c.column +
                              " have the wrong type (expected " + c.allowed + ")");
     }
-    Stmt big(db,
-             "SELECT count(*) FROM passes p WHERE p.num_outputs < 0 OR p.num_outputs > 1000000 OR length(p.outputs) != "
-             "4 * p.num_outputs * (SELECT count(*) FROM samples s WHERE s.run_id = p.run_id)");
+    Stmt big(db, ("SELECT count(*) FROM passes p WHERE p.num_outputs < 0 OR p.num_outputs > " + std::to_string(kMaxOutputsPerSample) +
+                  " OR length(p.outputs) != 4 * p.num_outputs * (SELECT count(*) FROM samples s WHERE s.run_id = p.run_id)")
+                     .c_str());
     if (big.step() && big.i64(0) > 0)
         throw StoreError(file + ": " + std::to_string(big.i64(0)) + " pass(es) whose outputs do not match their sample count");
 }

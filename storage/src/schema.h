@@ -1,8 +1,15 @@
 // SPDX-License-Identifier: MIT
 #pragma once
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
+
+namespace ampscope::storage {
+/// The most scores per sample a stored pass may hold (PassResult::num_outputs is an int): a
+/// language model's [T, V] logits are T x V per sample, 6.4 M for GPT-2 at 128 tokens.
+constexpr int64_t kMaxOutputsPerSample = 2147483647;
+}  // namespace ampscope::storage
 
 namespace ampscope::storage::schema {
 /// migrations()[i] takes user_version i to i+1.

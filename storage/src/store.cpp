@@ -252,8 +252,10 @@ void Store::load_passes(int64_t id, RunResult& r, std::vector<std::string>* dama
         p.keep_fp32 = strings_column(s.text(2), path_, uuid, "passes.keep_fp32");
         const int64_t num_outputs = s.i64(3);
         const size_t n = size_t(s.bytes(4)) / sizeof(float);
-        if (num_outputs < 0 || num_outputs > 1000000 || size_t(s.bytes(4)) != n * sizeof(float) ||
-            (num_outputs > 0 && n != r.samples.size() * size_t(num_outputs)))
+        if (num_outputs < 0 || num_outputs > kMaxOutputsPerSample)
+            throw StoreError(path_ + ": run " + uuid + ": pass of " + std::to_string(num_outputs) + " score(s) per sample; expected 0 to " +
+                             std::to_string(kMaxOutputsPerSample));
+        if (size_t(s.bytes(4)) != n * sizeof(float) || (num_outputs > 0 && n != r.samples.size() * size_t(num_outputs)))
             throw StoreError(path_ + ": run " + uuid + ": pass outputs have " + std::to_string(s.bytes(4)) + " bytes for " +
                              std::to_string(num_outputs) + " score(s) per sample; expected " +
                              std::to_string(r.samples.size() * size_t(std::max<int64_t>(num_outputs, 0)) * 4));

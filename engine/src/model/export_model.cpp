@@ -31,9 +31,38 @@ std::vector<int64_t> pad_shape(const at::Tensor& t, int64_t rows) {
     return s;
 }
 
+/// Per node of `g`: the values it reads (or makes) for the last time, dropped after it runs, as
+/// torch.fx's Interpreter does: an activation lives until its last use, not the whole pass.
+/// The graph's outputs are kept.
+std::vector<std::vector<std::string>> last_uses(const pt2::Graph& g) {
+    std::unordered_map<std::string, size_t> last;
+    auto use = [&](const std::string& name, size_t k) {
+        if (!name.empty()) last[name] = k;
+    };
+    for (size_t k = 0; k < g.nodes.size(); ++k) {
+        for (const auto& o : g.nodes[k].outputs) {  // made here: dead here unless read later
+            use(o.name, k);
+            for (const auto& nm : o.names) use(nm, k);
+        }
+        for (const auto& a : g.nodes[k].args) {
+            if (!a) continue;
+            use(a->name, k);
+            for (const auto& nm : a->names) use(nm, k);
+        }
+    }
+    for (const auto& o : g.outputs) {
+        last.erase(o.name);
+        for (const auto& nm : o.names) last.erase(nm);
+    }
+    std::vector<std::vector<std::string>> dead(g.nodes.size());
+    for (const auto& [name, k] : last) dead[k].push_back(name);
+    return dead;
+}
+
 class ExportModel final : public Model {
 public:
     explicit ExportModel(pt2::Program p) : p_(std::move(p)) {
+        for (const auto& g : p_.graphs) dead_.push_back(last_uses(g));
         for (auto& [fqn, t] : p_.parameters) t.requires_grad_(!p_.frozen.count(fqn));  // as the program records it
         // a static batch dimension: the runner feeds batches of exactly that size
         if (!p_.user_inputs.empty() && !p_.user_inputs[0].sizes.empty() && p_.user_inputs[0].sizes[0] > 0)
@@ -408,6 +437,7 @@ private:
                 case Node::Kind::GradEnabled: hop(n, env); break;
                 case Node::Kind::SymOp: sym(n, env); break;
             }
+            for (const auto& name : dead_[size_t(gi)][k]) env.erase(name);
         }
         std::vector<c10::IValue> out;
         for (const auto& o : g.outputs) {
@@ -437,6 +467,7 @@ private:
     /// Per node: the arguments produced inside its FP32 region (not cast); the running node's.
     std::vector<std::vector<std::vector<std::string>>> node_no_cast_;
     const std::vector<std::string>* no_cast_ = nullptr;
+    std::vector<std::vector<std::vector<std::string>>> dead_;  ///< per graph, per node: last_uses
 };
 
 }  // namespace

@@ -99,9 +99,11 @@ at::ScalarType dtype_of(Precision p);
 /// when the outermost region ends, then restores the previous state.
 class AutocastGuard {
 public:
-    /// A pass's policy: autocast to the precision's dtype, or off for FP32.
-    AutocastGuard(at::DeviceType dt, Precision p)
-        : AutocastGuard(dt, p != Precision::Fp32, p != Precision::Fp32 ? dtype_of(p) : at::autocast::get_autocast_dtype(dt), true) {}
+    /// A pass's policy: autocast to the precision's dtype, or off for FP32. `cache`: the
+    /// weights' casts are kept until the region ends (torch.autocast's cache_enabled); without
+    /// it each use casts again (same values) and a cast weight is freed after its op.
+    AutocastGuard(at::DeviceType dt, Precision p, bool cache = true)
+        : AutocastGuard(dt, p != Precision::Fp32, p != Precision::Fp32 ? dtype_of(p) : at::autocast::get_autocast_dtype(dt), cache) {}
     /// An explicit region, as a model's own torch.autocast(device, dtype, enabled, cache_enabled).
     AutocastGuard(at::DeviceType dt, bool enabled, at::ScalarType dtype, bool cache) : dt_(dt) {
         prev_enabled_ = at::autocast::is_autocast_enabled(dt_);

@@ -90,8 +90,8 @@ struct ComparisonRun {
     Comparison compare_pass(const PassResult& ref, const PassResult& amp) const;
     /// The FP32 reference; false when it is not finite (invalid_reference).
     bool reference(PassResult& ref);
-    /// AMP passes, each compared with the same reference.
-    void amp_passes(const PassResult& ref);
+    /// AMP passes, each compared with the reference (res.passes.front()).
+    void amp_passes();
     RunResult run();
 };
 

@@ -124,36 +124,80 @@ void note_mutation(const std::vector<at::Tensor>& in, const std::vector<at::Tens
     }
 }
 
-/// The model's output of one batch, checked, as [rows, scores] float32 (left on its device).
+/// The model's output of one batch, checked, as [rows, scores] (a view, left on its device).
 at::Tensor batch_scores(const at::Tensor& y, int64_t rows, const Model& model) {
     if (y.dim() == 0 || y.size(0) != rows)
         throw ModelError("the model's output has shape " + c10::str(y.sizes()) + "; expected a batch dimension of " + std::to_string(rows));
     if (y.numel() == 0)
         throw InputError(model.info.source, "outputs",
                          "the model returned no scores (shape " + c10::str(y.sizes()) + "); expected at least one score per sample");
-    return y.detach().to(at::kFloat).reshape({rows, -1});
+    return y.detach().reshape({rows, -1});
 }
 
-/// What a pass leaves on its device, read back in one copy after its last batch: the scores,
-/// the observer's statistics slots and the input-mutation flag. The only host read of a pass.
-struct HostRead {
-    at::Tensor scores;  ///< [n, k] float32, on the host
-    bool mutated = false;
+/// A pass's scores as its batches come. On the CPU each batch goes straight into the result,
+/// converted to float32 in that one copy (a language model's logits are the largest tensor of
+/// a pass: no second copy of them is held). On a GPU they stay on the device until the pass
+/// ends and come back in its one host read, with the observer's statistics and the mutation flag.
+class PassScores {
+public:
+    PassScores(const at::Device& device, int64_t n, const std::string& stage) : cpu_(device.is_cpu()), n_(n), stage_(stage) {}
+
+    void add(const at::Tensor& y, int64_t b, int64_t rows, const Model& model, PassResult& r) {
+        const at::Tensor s = batch_scores(y, rows, model);
+        if (k_ < 0) k_ = s.size(1);
+        if (s.size(1) != k_)
+            throw ModelError(stage_ + ": the model's output has shape " + c10::str(y.sizes()) + " for samples " + std::to_string(b) +
+                             " to " + std::to_string(b + rows - 1) + " but " + std::to_string(k_) +
+                             " scores per sample in the first batch; its size per sample must not depend on the batch");
+        if (!cpu_) {
+            device_.push_back(s.to(at::kFloat));
+            return;
+        }
+        if (r.outputs.empty()) r.outputs.resize(size_t(n_ * k_));
+        at::from_blob(r.outputs.data() + b * k_, {rows, k_}, at::TensorOptions().dtype(at::kFloat)).copy_(s);
+    }
+
+    /// After the last batch: the scores on the host, the statistics applied, the samples with
+    /// a non-finite score listed; returns whether the model wrote into its inputs.
+    bool finish(const at::Tensor& mutated, OpObserver* observer, const ProbeSet& probes, PassResult& r) {
+        const at::Tensor stats = observer ? observer->pending_device_bytes() : at::Tensor();
+        bool changed = false;
+        if (cpu_) {
+            if (stats.defined()) observer->apply_device_bytes(stats.contiguous());
+            changed = mutated.defined() && mutated.item<bool>();
+        } else {
+            changed = read_back(mutated, stats, observer, r);
+        }
+        r.num_outputs = int(std::max<int64_t>(k_, 0));
+        for (int64_t i = 0; i < n_ && k_ > 0; ++i)
+            if (!std::all_of(r.outputs.begin() + i * k_, r.outputs.begin() + (i + 1) * k_, [](float v) { return std::isfinite(v); }))
+                r.nonfinite_samples.push_back(probes.samples[size_t(i)].id);
+        return changed;
+    }
+
+private:
+    /// The only host read of a GPU pass: scores, statistics slots and mutation flag in one copy.
+    bool read_back(const at::Tensor& mutated, const at::Tensor& stats, OpObserver* observer, PassResult& r) {
+        at::Tensor all = at::cat(device_, 0);
+        device_.clear();
+        const int64_t score_bytes = all.numel() * int64_t(sizeof(float));
+        std::vector<at::Tensor> parts{all.reshape({-1}).view(at::kByte)};
+        if (stats.defined()) parts.push_back(stats);
+        if (mutated.defined()) parts.push_back(mutated.to(at::kByte).reshape({1}));
+        all = at::Tensor();
+        const at::Tensor host = (parts.size() == 1 ? parts[0] : at::cat(parts)).to(at::kCPU).contiguous();
+        parts.clear();
+        r.outputs.resize(size_t(score_bytes) / sizeof(float));
+        std::memcpy(r.outputs.data(), host.data_ptr(), size_t(score_bytes));
+        if (stats.defined()) observer->apply_device_bytes(host.slice(0, score_bytes, score_bytes + stats.numel()));
+        return mutated.defined() && host[host.numel() - 1].item<uint8_t>() != 0;
+    }
+
+    bool cpu_;
+    int64_t n_, k_ = -1;
+    std::string stage_;
+    std::vector<at::Tensor> device_;  ///< GPU: [rows, k] float32 per batch, on the device
 };
-HostRead read_back(const std::vector<at::Tensor>& outs, const at::Tensor& mutated, OpObserver* observer) {
-    const at::Tensor all = at::cat(outs, 0);
-    const int64_t score_bytes = all.numel() * int64_t(sizeof(float));
-    std::vector<at::Tensor> parts{all.reshape({-1}).view(at::kByte)};
-    const at::Tensor stats = observer ? observer->pending_device_bytes() : at::Tensor();
-    if (stats.defined()) parts.push_back(stats);
-    if (mutated.defined()) parts.push_back(mutated.to(at::kByte).reshape({1}));
-    const at::Tensor host = (parts.size() == 1 ? parts[0] : at::cat(parts)).to(at::kCPU).contiguous();
-    HostRead r;
-    r.scores = host.slice(0, 0, score_bytes).view(at::kFloat).view(all.sizes());
-    if (stats.defined()) observer->apply_device_bytes(host.slice(0, score_bytes, score_bytes + stats.numel()));
-    if (mutated.defined()) r.mutated = host[host.numel() - 1].item<uint8_t>() != 0;
-    return r;
-}
 
 /// The forward origin: the earliest op where some sample's values were born non-finite.
 std::optional<Origin> forward_origin(const std::vector<LayerStat>& layers, const std::vector<int>& ro, const ProbeSet& probes) {
@@ -200,8 +244,9 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
     std::unique_ptr<OpObserver> observer;
     if (o.inspect) observer = std::make_unique<OpObserver>(n);
     if (observer && o.module_outputs) observer->capture_module_outputs(o.capture_modules);
-    std::vector<at::Tensor> outs, originals;  // scores stay on the device until the pass ends
-    at::Tensor mutated;                       // device flag: the model wrote into an input
+    std::vector<at::Tensor> originals;
+    at::Tensor mutated;  // device flag: the model wrote into an input
+    PassScores scores(device, n, stage);
     const int64_t bs = model.fixed_batch > 0 ? model.fixed_batch : std::max(1, o.batch_size);
     for (int64_t b = 0; b < n; b += bs) {
         if (progress) {
@@ -215,7 +260,9 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
         if (observer) observer->begin_batch(b, e - b);
         at::Tensor y;
         try {
-            AutocastGuard guard(device.type(), o.precision);
+            // No cast cache: a comparison pass runs without gradients, so the weights' low-precision
+            // copies (half the weights' bytes) need not outlive their op; the values are the same.
+            AutocastGuard guard(device.type(), o.precision, /*cache=*/false);
             y = model.forward(in);
             if (observer) observer->end_batch();
         } catch (const Cancelled&) {
@@ -225,17 +272,11 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
         }
         if (o.inputs_mutated) note_mutation(in, originals, device, mutated);
         if (r.output_shape.empty() && y.dim() > 0) r.output_shape = y.sizes().slice(1).vec();
-        outs.push_back(batch_scores(y, e - b, model));
+        scores.add(y, b, e - b, model, r);
     }
     if (progress) progress->progress(stage, int(n), int(n));
-    const HostRead host = read_back(outs, mutated, observer.get());
-    if (o.inputs_mutated && mutated.defined()) *o.inputs_mutated = host.mutated;
-    r.num_outputs = int(host.scores.size(1));
-    r.outputs.assign(host.scores.data_ptr<float>(), host.scores.data_ptr<float>() + host.scores.numel());
-    auto nonfinite_rows = host.scores.isfinite().logical_not().any(1);
-    auto* nf = nonfinite_rows.data_ptr<bool>();
-    for (int64_t i = 0; i < n; ++i)
-        if (nf[i]) r.nonfinite_samples.push_back(probes.samples[size_t(i)].id);
+    const bool changed = scores.finish(mutated, observer.get(), probes, r);
+    if (o.inputs_mutated && mutated.defined()) *o.inputs_mutated = changed;
     if (observer) {
         if (o.module_outputs) *o.module_outputs = observer->take_module_outputs();
         r.layers = observer->layers();
@@ -506,16 +547,18 @@ bool ComparisonRun::reference(PassResult& ref) {
     return false;
 }
 
-void ComparisonRun::amp_passes(const PassResult& ref) {
+void ComparisonRun::amp_passes() {
     PassOptions o = options();
     o.keep_fp32 = spec.keep_fp32;
     bool all_ok = true;
+    res.passes.reserve(res.passes.size() + spec.precisions.size());  // the reference stays put
+    const PassResult& ref = res.passes.front();
     for (auto p : spec.precisions) {
         o.precision = p;
         PassResult amp = pass(o, false);
-        res.passes.push_back(amp);
         if (sink) sink->pass_finished(amp);
         auto cmp = compare_pass(ref, amp);
+        res.passes.push_back(std::move(amp));  // one copy of each pass's scores is kept
         all_ok = all_ok && cmp.verdict == Verdict::Accepted;
         res.comparisons.push_back(cmp);
         if (sink) sink->comparison_finished(cmp);
@@ -529,8 +572,12 @@ RunResult ComparisonRun::run() {
     load_inputs();
     if (sink) sink->run_started(res);
     try {
-        PassResult ref;
-        if (reference(ref)) amp_passes(ref);
+        bool ok = false;
+        {
+            PassResult ref;  // its copy is res.passes.front()
+            ok = reference(ref);
+        }
+        if (ok) amp_passes();
     } catch (const Cancelled& e) {
         if (sink) sink->run_failed("cancelled", e.what());
         throw;
