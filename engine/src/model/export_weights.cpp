@@ -73,6 +73,9 @@ namespace {
 
 struct WeightReader {
     const std::string& file;
+    /// Each record read once: tensors that name one record share its storage, as torch.load
+    /// gives them one storage (GPT-2's lm_head.weight and wte.weight: 154 MB read once).
+    std::map<std::string, at::Tensor> records;
 
     [[noreturn]] void fail(const std::string& field, const std::string& what) const { throw InputError(file, field, what); }
 
@@ -117,8 +120,7 @@ struct WeightReader {
     }
 
     /// Bytes of a tensor described by tensor_meta, read from its record, with every size checked.
-    at::Tensor tensor(caffe2::serialize::PyTorchStreamReader& zip, const std::string& record, const json& meta,
-                      const std::string& fqn) const {
+    at::Tensor tensor(caffe2::serialize::PyTorchStreamReader& zip, const std::string& record, const json& meta, const std::string& fqn) {
         const auto st = dtype(meta.at("dtype"), fqn);
         const View w = view(meta, fqn);
         if (!zip.hasRecord(record)) fail(record, "weight record missing from the archive (for '" + fqn + "')");
@@ -127,8 +129,11 @@ struct WeightReader {
         if (!w.empty && (w.last + 1) * __int128(elem) > __int128(bytes))
             fail(fqn, "tensor_meta " + c10::str(at::IntArrayRef(w.sizes)) + " needs more bytes than record " + record + " holds (" +
                           std::to_string(bytes) + ")");
-        auto base = at::empty({int64_t(bytes / elem)}, at::TensorOptions().dtype(st));
-        if (bytes / elem) {  // straight into the tensor's storage (one copy)
+        const auto seen = records.find(record);
+        const bool again = seen != records.end() && seen->second.scalar_type() == st;
+        auto base = again ? seen->second : at::empty({int64_t(bytes / elem)}, at::TensorOptions().dtype(st));
+        if (!again) records[record] = base;
+        if (!again && bytes / elem) {  // straight into the tensor's storage (one copy)
             if (bytes == size_t(base.nbytes()))
                 zip.getRecord(record, base.data_ptr(), bytes);
             else {  // a record that is not a whole number of elements: read all, keep the elements
@@ -140,7 +145,7 @@ struct WeightReader {
     }
 
     void tensors(caffe2::serialize::PyTorchStreamReader& zip, const std::string& config, const std::string& dir,
-                 std::map<std::string, at::Tensor>& out, std::map<std::string, std::string>* views) const {
+                 std::map<std::string, at::Tensor>& out, std::map<std::string, std::string>* views) {
         if (!zip.hasRecord(config)) return;
         auto [ptr, n] = zip.getRecord(config);
         const json j = parse_json(ptr.get(), n, file, config);
@@ -205,7 +210,7 @@ void check_weights_against_graph(Program& p, const std::string& name) {
 
 void read_weights(caffe2::serialize::PyTorchStreamReader& zip, const std::string& file, const std::string& config, const std::string& dir,
                   std::map<std::string, at::Tensor>& out, std::map<std::string, std::string>* views) {
-    WeightReader{file}.tensors(zip, config, dir, out, views);
+    WeightReader{file, {}}.tensors(zip, config, dir, out, views);
 }
 
 /// Parameters the archive stores as one tensor (the same record and view: torch.export.save

@@ -30,9 +30,14 @@ std::string weights_hash(const std::vector<std::pair<std::string, at::Tensor>>& 
 namespace {
 
 std::vector<char> read_bytes(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
+    std::ifstream f(path, std::ios::binary | std::ios::ate);
     if (!f) throw InputError(path, "--model", "cannot be read");
-    return std::vector<char>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    const std::streamoff size = f.tellg();
+    std::vector<char> bytes(size > 0 ? size_t(size) : 0);  // one allocation of the file's size, not a growing copy
+    f.seekg(0);
+    if (size < 0 || !f.read(bytes.data(), std::streamsize(bytes.size())) || f.peek() != std::char_traits<char>::eof())
+        throw InputError(path, "--model", "cannot be read (changed in size while it was read, or a read error)");
+    return bytes;
 }
 
 /// Why PyTorch's zip reader refused `bytes`: "not a zip archive", or what a zip archive lacks.
