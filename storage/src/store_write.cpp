@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "ampscope/engine/errors.h"
@@ -66,7 +67,22 @@ int64_t insert_header(sqlite3* db, const RunResult& r, const std::string& status
     return id;
 }
 
-void insert_pass(sqlite3* db, int64_t run_id, int seq, const PassResult& p) {
+/// A pass's scores are one SQLite value: more than SQLite's length limit (1e9 bytes unless
+/// built otherwise) cannot be stored. Said before the insert, with what would fit.
+void check_pass_size(sqlite3* db, const PassResult& p, size_t samples) {
+    const size_t bytes = p.outputs.size() * sizeof(float);
+    const auto limit = size_t(sqlite3_limit(db, SQLITE_LIMIT_LENGTH, -1));
+    if (bytes <= limit) return;
+    const size_t per_sample = size_t(std::max(p.num_outputs, 1)) * sizeof(float);
+    auto mb = [](size_t b) { return std::to_string((b + 500000) / 1000000) + " MB"; };
+    throw StoreError("the " + to_string(p.precision) + " pass's scores take " + mb(bytes) + " (" + std::to_string(samples) + " samples x " +
+                     std::to_string(p.num_outputs) + " scores x 4 bytes) and the database stores at most " + mb(limit) +
+                     " per pass, so this run cannot be recorded: use at most " + std::to_string(limit / per_sample) +
+                     " samples of this model's output, or run with --no-db (--json FILE keeps the result)");
+}
+
+void insert_pass(sqlite3* db, int64_t run_id, int seq, const PassResult& p, size_t samples) {
+    check_pass_size(db, p, samples);
     Stmt s(db,
            "INSERT INTO passes(run_id, seq, precision, keep_fp32, num_outputs, outputs, nonfinite_json, origin_json, "
            "quality, seconds) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)");
@@ -75,7 +91,7 @@ void insert_pass(sqlite3* db, int64_t run_id, int seq, const PassResult& p) {
         .bind(3, to_string(p.precision))
         .bind(4, json(p.keep_fp32).dump())
         .bind(5, p.num_outputs)
-        .bind_blob(6, p.outputs.data(), p.outputs.size() * sizeof(float))
+        .bind_blob_static(6, p.outputs.data(), p.outputs.size() * sizeof(float))  // p outlives the insert: no copy
         .bind(7, json(p.nonfinite_samples).dump());
     if (p.origin)
         s.bind(8, jmap::origin(p.origin).dump());
@@ -192,7 +208,7 @@ void RunWriter::run_started(const RunResult& header) {
 
 void RunWriter::pass_finished(const PassResult& pass) {
     sql::Transaction t(store_.db_);
-    insert_pass(store_.db_, run_id_, passes_++, pass);
+    insert_pass(store_.db_, run_id_, passes_++, pass, samples_.size());
     t.commit();
 }
 
@@ -312,7 +328,7 @@ bool Store::insert_run(const RunResult& r, const std::string& status, const std:
     }
     sql::Transaction t(db_);
     const int64_t id = insert_header(db_, r, status, 0);
-    for (size_t i = 0; i < r.passes.size(); ++i) insert_pass(db_, id, int(i), r.passes[i]);
+    for (size_t i = 0; i < r.passes.size(); ++i) insert_pass(db_, id, int(i), r.passes[i], r.samples.size());
     for (size_t i = 0; i < r.comparisons.size(); ++i) insert_comparison(db_, id, int(i), r.comparisons[i], r.samples);
     finish(db_, id, status, status == "completed" ? to_string(r.verdict) : "", error, r.finished_at, r.warnings);
     for (const auto& a : notes) insert_annotation(db_, id, a);

@@ -83,6 +83,23 @@ class RecordedLanguageModel(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         self.assert_scores(self.shown(other))
 
+    def test_a_pass_too_large_for_one_value_is_said_before_the_amp_passes(self):
+        # 200 samples x 64 positions x 20000 tokens x 4 bytes = 1.02 GB per pass, above SQLite's
+        # 1e9-byte value limit. Was: "bind: string or blob too big" after every pass had run.
+        d = self.tmp.name
+        program, probes = os.path.join(d, "lm_dyn.pt2"), os.path.join(d, "tokens200.pt")
+        torch.export.save(torch.export.export(self.model, (self.ids,), dynamic_shapes=({0: torch.export.Dim("batch")},)), program)
+        torch.save({"inputs": torch.randint(0, V, (200, T))}, probes)
+        db = os.path.join(d, "large.sqlite")
+        rc, out, err = run_cli("run", "--model", program, "--probes", probes, "--precision", "bf16", "--db", db, "-q",
+                               "--batch-size", "50")
+        self.assertEqual(rc, 2, err)
+        for words in ("fp32 pass's scores take 1024 MB", "200 samples x 1280000 scores", "cannot be recorded",
+                      "at most 195 samples", "--no-db"):
+            self.assertIn(words, err)
+        rc, out, _ = run_cli("list", "--db", db, check_rc=0)
+        self.assertIn("failed", out.splitlines()[1])  # the run's row says so; the database stays readable
+
 
 if __name__ == "__main__":
     unittest.main()
