@@ -65,6 +65,23 @@ def eager_median(model, ids, amp, repeats):
     return statistics.median(times)
 
 
+def interleaved_plain(exe, model, ids, pt2, probes, amp, batch, rounds, env, d):
+    """Plain AMP pass against eager, alternated `rounds` times (eager forward here, then the AMP
+    pass of `run --no-inspect` in a process of its own): on a CPU where one BF16 pass takes
+    minutes, load that drifts between two blocks of repeats biases their ratio. Medians in ms."""
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[amp]
+    eager, pt2_ms = [], []
+    with torch.no_grad(), torch.autocast("cpu", dtype=dtype):
+        model(ids)  # warm-up
+        for r in range(rounds):
+            t0 = time.perf_counter()
+            model(ids)
+            eager.append((time.perf_counter() - t0) * 1e3)
+            pt2_ms.append(pass_seconds(exe, pt2, probes, amp, batch, False, env, d)[amp])
+            print(f"  round {r + 1}: eager {eager[-1]:.0f} ms, .pt2 {pt2_ms[-1]:.0f} ms ({pt2_ms[-1] / eager[-1]:.3f}x)", flush=True)
+    return statistics.median(pt2_ms), statistics.median(eager)
+
+
 def cli(args, env):
     return subprocess.run(args, capture_output=True, text=True, env=env, check=True)
 
@@ -75,15 +92,27 @@ def bench_medians(exe, model, probes, amp, batch, repeats, env):
     return {f["precision"]: f["median_ms"] for f in json.loads(out.stdout)["figures"]}
 
 
+# Forks and execs the command, waits for it and prints its peak RSS (ru_maxrss, KiB). A process's
+# ru_maxrss survives exec and starts from the peak of the process it was forked from: a child of
+# this script (which holds GPT-2 and its export, ~1.7 GB) would report this script's peak. The
+# command is a grandchild forked from this small helper instead.
+RSS_HELPER = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+print(usage.ru_maxrss)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def run_with_rss(args, env):
     """Runs a command (exit 0 or 1 expected); returns the peak RSS in bytes of that process."""
-    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    _, status, usage = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    err = p.stderr.read().decode()
+    p = subprocess.run([sys.executable, "-c", RSS_HELPER, *args], capture_output=True, text=True, env=env)
     if p.returncode not in (0, 1):
-        raise RuntimeError(f"{' '.join(args)}: rc {p.returncode}\n{err}")
-    return usage.ru_maxrss * 1024
+        raise RuntimeError(f"{' '.join(args)}: rc {p.returncode}\n{p.stderr}")
+    return int(p.stdout.strip().splitlines()[-1]) * 1024
 
 
 def pass_seconds(exe, model, probes, amp, batch, inspect, env, d):
@@ -92,7 +121,9 @@ def pass_seconds(exe, model, probes, amp, batch, inspect, env, d):
             "-q", "--json", out, "--allow-nonfinite", "--max-flips", "100000", "--atol", "1e9"]
     if not inspect:
         args.append("--no-inspect")
-    cli(args, env)
+    p = subprocess.run(args, capture_output=True, text=True, env=env)
+    if p.returncode not in (0, 1):  # 1: rejected by the criteria, which do not matter here
+        raise RuntimeError(f"{' '.join(args)}: rc {p.returncode}\n{p.stderr}")
     with open(out) as f:
         return {p["precision"]: p["seconds"] * 1e3 for p in json.load(f)["passes"]}
 
@@ -139,6 +170,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=3, help="timed forwards (>= 3)")
     ap.add_argument("--amp", default="bf16", choices=["fp16", "bf16"])
     ap.add_argument("--rss-only", action="store_true", help="only the peak-RSS figures (minutes instead of an hour on a slow CPU)")
+    ap.add_argument("--interleave", type=int, default=0, metavar="ROUNDS",
+                    help="only the plain AMP pass against eager, alternated ROUNDS times (median)")
     a = ap.parse_args()
     exe = os.path.abspath(a.cli)
     model = build(a.layers, a.width)
@@ -160,6 +193,12 @@ def main():
         torch.export.save(torch.export.export(model, (ids,)), pt2)
         torch.save({"inputs": ids}, probes)
         results = {"parameters": params, "weights_bytes": weights, "unique_weights_bytes": unique}
+        if a.interleave:
+            pt2_ms, eager = interleaved_plain(exe, model, ids, pt2, probes, a.amp, a.batch, a.interleave, env, d)
+            line(f"plain {a.amp} pass, .pt2, interleaved (median of {a.interleave})", pt2_ms, "ms", "eager PyTorch", eager, "<= 1.05x")
+            results[f"plain_{a.amp}_interleaved"] = {"pt2_ms": pt2_ms, "eager_ms": eager, "rounds": a.interleave}
+            print(json.dumps(results))
+            return
         rss_figures(exe, pt2, probes, a.batch, weights, unique, env, results)
         if a.rss_only:
             print(json.dumps(results))
