@@ -8,8 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include <map>
+#include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 namespace ampscope::detail::pt2 {
 
@@ -24,8 +27,16 @@ std::optional<at::ScalarType> dtype_of_code(int64_t code);
 /// no tensors. `views`, when given, receives each FQN's record and view (dtype, sizes, strides,
 /// offset) as one string: FQNs with equal strings are one tensor in the exported module (tied
 /// weights: torch.export.save writes a shared storage once). Throws InputError.
+/// The archive's bytes, owned, and its records stored uncompressed: a weight read from such a
+/// record is a tensor over those bytes (no copy; it keeps them alive), as torch.load(mmap=True)
+/// leaves weights in the file it maps.
+struct SharedBytes {
+    std::shared_ptr<std::vector<char>> owner;
+    std::set<std::string> stored;
+};
 void read_weights(caffe2::serialize::PyTorchStreamReader& zip, const std::string& file, const std::string& config, const std::string& dir,
-                  std::map<std::string, at::Tensor>& out, std::map<std::string, std::string>* views = nullptr);
+                  std::map<std::string, at::Tensor>& out, std::map<std::string, std::string>* views = nullptr,
+                  const SharedBytes* shared = nullptr);
 
 struct Program;
 

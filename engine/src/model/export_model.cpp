@@ -498,8 +498,9 @@ void check_input_dtypes(const pt2::Program& p) {
 
 }  // namespace
 
-std::unique_ptr<Model> load_export(const std::vector<char>& bytes, const std::string& file, const std::string& output) {
-    auto m = std::make_unique<ExportModel>(pt2::read_program(bytes, file));
+std::unique_ptr<Model> load_export(const std::vector<char>& bytes, const std::string& file, const std::string& output,
+                                   std::shared_ptr<std::vector<char>> owner) {
+    auto m = std::make_unique<ExportModel>(pt2::read_program(bytes, file, std::move(owner)));
     const auto& p = m->program();
     check_input_dtypes(p);
     int chosen = -1, user = 0;

@@ -534,11 +534,12 @@ void assign_weights(Program& p, const Reader& rd) {
 
 }  // namespace
 
-Program read_program(const std::vector<char>& bytes, const std::string& file) {
+Program read_program(const std::vector<char>& bytes, const std::string& file, std::shared_ptr<std::vector<char>> owner) {
     Program p;
     p.file = file;
     Reader rd{file, p};
-    auto zip = open_checked_zip(bytes, file);
+    SharedBytes shared{std::move(owner), {}};
+    auto zip = open_checked_zip(bytes, file, shared.owner ? &shared.stored : nullptr);
     const std::string model_json = find_model_json(*zip, rd);
     const std::string name = model_json.substr(7, model_json.size() - 12);
     auto [ptr, n] = zip->getRecord(model_json);
@@ -552,8 +553,9 @@ Program read_program(const std::vector<char>& bytes, const std::string& file) {
     }
     std::map<std::string, std::string> views;
     try {
-        read_weights(*zip, file, "data/weights/" + name + "_weights_config.json", "data/weights/", p.parameters, &views);
-        read_weights(*zip, file, "data/constants/" + name + "_constants_config.json", "data/constants/", p.constants);
+        const SharedBytes* share = shared.owner ? &shared : nullptr;
+        read_weights(*zip, file, "data/weights/" + name + "_weights_config.json", "data/weights/", p.parameters, &views, share);
+        read_weights(*zip, file, "data/constants/" + name + "_constants_config.json", "data/constants/", p.constants, nullptr, share);
     } catch (const InputError&) {
         throw;
     } catch (const std::exception& e) {

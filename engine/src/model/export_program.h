@@ -173,7 +173,9 @@ int sym_arity(const std::string& target);
 c10::IValue sym_eval(const std::string& target, const std::vector<c10::IValue>& args);
 
 /// Reads a torch.export.save archive. Throws InputError naming the file and what was expected.
-Program read_program(const std::vector<char>& bytes, const std::string& file);
+/// `owner`, when given, owns `bytes`: weights stored uncompressed are then tensors over those
+/// bytes (kept alive by them) instead of copies, so that loading holds the file once, not twice.
+Program read_program(const std::vector<char>& bytes, const std::string& file, std::shared_ptr<std::vector<char>> owner = nullptr);
 
 /// Tied parameters (one record and view in the archive) made one tensor (export_weights.cpp).
 void tie_parameters(Program& p, const std::map<std::string, std::string>& views);

@@ -73,6 +73,7 @@ namespace {
 
 struct WeightReader {
     const std::string& file;
+    const SharedBytes* shared;  ///< the archive's bytes to share (nullptr: weights are copies)
     /// Each record read once: tensors that name one record share its storage, as torch.load
     /// gives them one storage (GPT-2's lm_head.weight and wte.weight: 154 MB read once).
     std::map<std::string, at::Tensor> records;
@@ -131,9 +132,11 @@ struct WeightReader {
                           std::to_string(bytes) + ")");
         const auto seen = records.find(record);
         const bool again = seen != records.end() && seen->second.scalar_type() == st;
-        auto base = again ? seen->second : at::empty({int64_t(bytes / elem)}, at::TensorOptions().dtype(st));
+        at::Tensor base = again ? seen->second : in_place(zip, record, st, bytes);
+        const bool copy = !again && !base.defined();
+        if (copy) base = at::empty({int64_t(bytes / elem)}, at::TensorOptions().dtype(st));
         if (!again) records[record] = base;
-        if (!again && bytes / elem) {  // straight into the tensor's storage (one copy)
+        if (copy && bytes / elem) {  // straight into the tensor's storage (one copy)
             if (bytes == size_t(base.nbytes()))
                 zip.getRecord(record, base.data_ptr(), bytes);
             else {  // a record that is not a whole number of elements: read all, keep the elements
@@ -142,6 +145,24 @@ struct WeightReader {
             }
         }
         return w.empty ? at::empty(w.sizes, base.options()) : base.as_strided(w.sizes, w.strides, w.offset).detach();
+    }
+
+    /// The record as a tensor over the archive's own bytes (its own storage, as torch.load gives
+    /// each record one), or undefined where they cannot be shared: no shared bytes, a compressed
+    /// record, a size that is not whole elements, or an address not aligned to the element.
+    at::Tensor in_place(caffe2::serialize::PyTorchStreamReader& zip, const std::string& record, at::ScalarType st, size_t bytes) const {
+        const size_t elem = c10::elementSize(st);
+        if (!shared || bytes == 0 || bytes % elem != 0 || !shared->stored.count(record)) return {};
+        const size_t off = zip.getRecordOffset(record);
+        const auto& file_bytes = *shared->owner;
+        if (off > file_bytes.size() || file_bytes.size() - off < bytes) return {};
+        char* data = shared->owner->data() + off;
+        if (reinterpret_cast<uintptr_t>(data) % elem != 0) return {};
+        auto* keep = new std::shared_ptr<std::vector<char>>(shared->owner);
+        c10::DataPtr ptr(
+            data, keep, [](void* k) { delete static_cast<std::shared_ptr<std::vector<char>>*>(k); }, at::kCPU);
+        c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, std::move(ptr), nullptr, false);
+        return at::empty({0}, at::TensorOptions().dtype(st)).set_(storage, 0, {int64_t(bytes / elem)}, {1});
     }
 
     void tensors(caffe2::serialize::PyTorchStreamReader& zip, const std::string& config, const std::string& dir,
@@ -209,8 +230,8 @@ void check_weights_against_graph(Program& p, const std::string& name) {
 }
 
 void read_weights(caffe2::serialize::PyTorchStreamReader& zip, const std::string& file, const std::string& config, const std::string& dir,
-                  std::map<std::string, at::Tensor>& out, std::map<std::string, std::string>* views) {
-    WeightReader{file, {}}.tensors(zip, config, dir, out, views);
+                  std::map<std::string, at::Tensor>& out, std::map<std::string, std::string>* views, const SharedBytes* shared) {
+    WeightReader{file, shared, {}}.tensors(zip, config, dir, out, views);
 }
 
 /// Parameters the archive stores as one tensor (the same record and view: torch.export.save

@@ -65,12 +65,13 @@ std::string zip_refusal(const std::vector<char>& bytes, const std::string& sourc
 /// The format is recognised by content, not by the file's extension.
 /// `file_hash` receives the file's SHA-256 (from the bytes read once).
 std::unique_ptr<Model> load_file(const std::string& source, const std::string& output, std::string& file_hash) {
-    const auto bytes = read_bytes(source);
+    const auto owner = std::make_shared<std::vector<char>>(read_bytes(source));  // a .pt2's weights stay in it
+    const auto& bytes = *owner;
     Sha256 h;
     h.update(bytes.data(), bytes.size());
     file_hash = h.hex();
     switch (pt2::sniff_zip(bytes, source)) {
-        case pt2::ZipKind::Export: return load_export(bytes, source, output);
+        case pt2::ZipKind::Export: return load_export(bytes, source, output, owner);
         case pt2::ZipKind::AotInductor:
             throw InputError(source, "--model",
                              "an AOTInductor package: compiled packages fix precision at compile time and "

@@ -90,7 +90,9 @@ std::unique_ptr<Model> make_demo_model(const std::string& name, const std::strin
 std::unique_ptr<Model> load_torchscript(const std::string& path);
 /// A torch.export program (.pt2, torch.export.save output) read from `bytes`; `output` names
 /// the user output compared (name or index; empty: the first). Throws InputError.
-std::unique_ptr<Model> load_export(const std::vector<char>& bytes, const std::string& file, const std::string& output);
+/// `owner` (optional) owns `bytes`: weights then share them instead of copying (read_program).
+std::unique_ptr<Model> load_export(const std::vector<char>& bytes, const std::string& file, const std::string& output,
+                                   std::shared_ptr<std::vector<char>> owner = nullptr);
 /// SHA-256 over names, dtypes, shapes and bytes of a model's named state.
 std::string weights_hash(const std::vector<std::pair<std::string, at::Tensor>>& state);
 

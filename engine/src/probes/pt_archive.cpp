@@ -299,7 +299,7 @@ c10::IValue unwrap_built(const c10::IValue& v, int depth = 0) {
     return v;
 }
 
-void check_declared_sizes(const std::vector<char>& bytes, const std::string& file) {
+void check_declared_sizes(const std::vector<char>& bytes, const std::string& file, std::set<std::string>* stored) {
     const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
     const size_t n = bytes.size();
     auto u = [&](size_t at, int len) {
@@ -354,6 +354,11 @@ void check_declared_sizes(const std::vector<char>& bytes, const std::string& fil
                     throw InputError(file, std::string(bytes.data() + at + 46, name),
                                      "record declares " + std::to_string(s) + " bytes in a file of " + std::to_string(n) +
                                          " (a damaged or hostile archive)");
+            if (stored && u(at + 10, 2) == 0 && sizes[0] == sizes[1]) {  // method 0: the record's bytes as they are
+                const std::string full(bytes.data() + at + 46, name);
+                const auto slash = full.find('/');  // the reader names records without the archive's folder
+                stored->insert(slash == std::string::npos ? full : full.substr(slash + 1));
+            }
             pos += 46 + name + extra + comment;
         }
     }
@@ -421,9 +426,10 @@ void check_tensor_fits(const at::Tensor& t, size_t record_bytes, const std::stri
                              std::to_string(storage_bytes / item) + "; save a contiguous Tensor (x.contiguous())");
 }
 
-std::shared_ptr<caffe2::serialize::PyTorchStreamReader> open_checked_zip(const std::vector<char>& bytes, const std::string& file) {
+std::shared_ptr<caffe2::serialize::PyTorchStreamReader> open_checked_zip(const std::vector<char>& bytes, const std::string& file,
+                                                                         std::set<std::string>* stored) {
     using caffe2::serialize::PyTorchStreamReader;
-    check_declared_sizes(bytes, file);
+    check_declared_sizes(bytes, file, stored);
     auto reader = std::make_shared<PyTorchStreamReader>(std::make_unique<BoundedReader>(bytes));
     // torch.save and torch.export.save store records uncompressed: none can be larger than the file.
     for (const auto& name : reader->getAllRecords()) {

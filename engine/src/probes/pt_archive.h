@@ -10,6 +10,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,10 @@ struct PtArchive {
 /// LibTorch's zip reader over `bytes` (which must outlive it), after the central directory's
 /// declared sizes and every record's size were checked against the file. Throws InputError or
 /// c10::Error (not a zip).
-std::shared_ptr<caffe2::serialize::PyTorchStreamReader> open_checked_zip(const std::vector<char>& bytes, const std::string& file);
+/// `stored`, when given, receives the names (as the reader names them) of the records stored
+/// uncompressed: their bytes in `bytes` are the record's.
+std::shared_ptr<caffe2::serialize::PyTorchStreamReader> open_checked_zip(const std::vector<char>& bytes, const std::string& file,
+                                                                         std::set<std::string>* stored = nullptr);
 /// Unpickles a torch.save zip archive. Throws InputError naming the file. With
 /// `skipped_objects` (checkpoints written by Python training code), Python objects LibTorch
 /// cannot build are read as empty dicts, object state (BUILD) is dropped, and the classes so
