@@ -2,6 +2,7 @@
 #include "ampscope/engine/compare.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -119,14 +120,24 @@ std::pair<double, double> tolerance_for(const Criteria& c, int j) {
     return {c.atol, c.rtol};
 }
 
+/// Which scores of a sample are compared: all, or for a sequence output with a mask, those of the
+/// positions the mask keeps (`mask` is the sample's row of T entries, `vocab` scores each).
+struct ScoreMask {
+    const uint8_t* mask = nullptr;
+    int vocab = 1;
+    bool keeps(int j) const { return !mask || mask[j / vocab] != 0; }
+};
+
 /// One sample's largest deltas over its K scores, and whether every score is finite and within
-/// its tolerance; worst_index is the score furthest beyond its tolerance.
-SampleDelta sample_delta(const float* ref, const float* amp, int k, const SampleInfo& sample, const Criteria& c) {
+/// its tolerance; worst_index is the score furthest beyond its tolerance. Masked scores are not
+/// compared (no delta, never non-finite).
+SampleDelta sample_delta(const float* ref, const float* amp, int k, const SampleInfo& sample, const Criteria& c, ScoreMask m) {
     SampleDelta d;
     d.sample = sample.id;
     d.tag = sample.tag;
     double worst_excess = -1;
     for (int j = 0; j < k; ++j) {
+        if (!m.keeps(j)) continue;
         const double r = ref[j], a = amp[j];
         const auto [atol, rtol] = tolerance_for(c, j);
         if (!std::isfinite(a)) {
@@ -152,12 +163,17 @@ SampleDelta sample_delta(const float* ref, const float* amp, int k, const Sample
 
 /// Per-sample deltas, and the finite_outputs and score_tolerance criteria they decide.
 void compare_scores(const PassResult& ref, const PassResult& amp, const std::vector<SampleInfo>& samples, const Criteria& c,
-                    Comparison& out, CriterionResult& finite, CriterionResult& tol) {
+                    Comparison& out, CriterionResult& finite, CriterionResult& tol, const SequenceLayout* seq = nullptr) {
     const int k = ref.num_outputs;
     const size_t n = samples.size();
     out.deltas.reserve(n);
     for (size_t i = 0; i < n; ++i) {
-        SampleDelta d = sample_delta(ref.outputs.data() + i * k, amp.outputs.data() + i * k, k, samples[i], c);
+        ScoreMask m;
+        if (seq && !seq->mask.empty() && seq->mask.size() >= (i + 1) * size_t(seq->length)) {  // setup_sequence checked the size
+            m.mask = seq->mask.data() + i * size_t(seq->length);
+            m.vocab = std::max(seq->vocab, 1);
+        }
+        SampleDelta d = sample_delta(ref.outputs.data() + i * k, amp.outputs.data() + i * k, k, samples[i], c, m);
         // A non-finite sample is counted once, by finite_outputs (which allow_nonfinite may
         // pass); it is excluded from the tolerance and flip checks.
         if (!d.finite)
@@ -238,18 +254,6 @@ void compare_quality(const PassResult& amp, const std::vector<SampleInfo>& sampl
     }
 }
 
-/// The scores of a pass with the masked positions of a sequence output set to 0 (both passes
-/// alike: no delta, never non-finite there).
-PassResult masked_scores(const PassResult& p, const SequenceLayout& seq) {
-    PassResult m;
-    m.num_outputs = p.num_outputs;
-    m.outputs = p.outputs;
-    const size_t v = size_t(seq.vocab);
-    for (size_t at = 0; at < seq.mask.size(); ++at)
-        if (seq.mask[at] == 0 && (at + 1) * v <= m.outputs.size()) std::fill_n(m.outputs.begin() + long(at * v), v, 0.0f);
-    return m;
-}
-
 }  // namespace
 
 Comparison compare(const PassResult& ref, const PassResult& amp, const std::vector<SampleInfo>& samples, const Truth& truth,
@@ -263,7 +267,7 @@ Comparison compare(const PassResult& ref, const PassResult& amp, const std::vect
     CriterionResult qual{"quality", true, "", {}};
 
     if (seq) {
-        compare_scores(masked_scores(ref, *seq), masked_scores(amp, *seq), samples, c, out, finite, tol);
+        compare_scores(ref, amp, samples, c, out, finite, tol, seq);  // masked positions not compared, not copied
         std::vector<CriterionResult> tokens;
         compare_tokens(ref, amp, samples, truth, c, *seq, out, tokens);
         compare_quality(amp, samples, truth, c, qual);
