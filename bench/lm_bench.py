@@ -107,11 +107,17 @@ sys.exit(os.waitstatus_to_exitcode(status))
 """
 
 
-def run_with_rss(args, env):
-    """Runs a command (exit 0 or 1 expected); returns the peak RSS in bytes of that process."""
-    p = subprocess.run([sys.executable, "-c", RSS_HELPER, *args], capture_output=True, text=True, env=env)
+def run_accepted_or_rejected(args, env):
+    """Runs a command whose exit 0 or 1 (the verdict, which does not matter here) is success."""
+    p = subprocess.run(args, capture_output=True, text=True, env=env)
     if p.returncode not in (0, 1):
         raise RuntimeError(f"{' '.join(args)}: rc {p.returncode}\n{p.stderr}")
+    return p
+
+
+def run_with_rss(args, env):
+    """Runs a command (exit 0 or 1 expected); returns the peak RSS in bytes of that process."""
+    p = run_accepted_or_rejected([sys.executable, "-c", RSS_HELPER, *args], env)
     return int(p.stdout.strip().splitlines()[-1]) * 1024
 
 
@@ -121,9 +127,7 @@ def pass_seconds(exe, model, probes, amp, batch, inspect, env, d):
             "-q", "--json", out, "--allow-nonfinite", "--max-flips", "100000", "--atol", "1e9"]
     if not inspect:
         args.append("--no-inspect")
-    p = subprocess.run(args, capture_output=True, text=True, env=env)
-    if p.returncode not in (0, 1):  # 1: rejected by the criteria, which do not matter here
-        raise RuntimeError(f"{' '.join(args)}: rc {p.returncode}\n{p.stderr}")
+    run_accepted_or_rejected(args, env)
     with open(out) as f:
         return {p["precision"]: p["seconds"] * 1e3 for p in json.load(f)["passes"]}
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -8,7 +9,7 @@
 namespace ampscope::storage {
 /// The most scores per sample a stored pass may hold (PassResult::num_outputs is an int): a
 /// language model's [T, V] logits are T x V per sample, 6.4 M for GPT-2 at 128 tokens.
-constexpr int64_t kMaxOutputsPerSample = 2147483647;
+constexpr int64_t kMaxOutputsPerSample = std::numeric_limits<int>::max();
 }  // namespace ampscope::storage
 
 namespace ampscope::storage::schema {

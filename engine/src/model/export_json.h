@@ -22,11 +22,6 @@ nlohmann::json parse_json(const void* data, size_t n, const std::string& file, c
 /// The serialized dtype codes (torch/_export/serde/schema.py ScalarType), not c10's numbers.
 std::optional<at::ScalarType> dtype_of_code(int64_t code);
 
-/// Reads the tensors a weights or constants config names (config record `config`, records in
-/// `dir`) into `out` by FQN, every tensor_meta checked against its record. A missing config is
-/// no tensors. `views`, when given, receives each FQN's record and view (dtype, sizes, strides,
-/// offset) as one string: FQNs with equal strings are one tensor in the exported module (tied
-/// weights: torch.export.save writes a shared storage once). Throws InputError.
 /// The archive's bytes, owned, and its records stored uncompressed: a weight read from such a
 /// record is a tensor over those bytes (no copy; it keeps them alive), as torch.load(mmap=True)
 /// leaves weights in the file it maps.
@@ -34,6 +29,12 @@ struct SharedBytes {
     std::shared_ptr<std::vector<char>> owner;
     std::set<std::string> stored;
 };
+
+/// Reads the tensors a weights or constants config names (config record `config`, records in
+/// `dir`) into `out` by FQN, every tensor_meta checked against its record. A missing config is
+/// no tensors. `views`, when given, receives each FQN's record and view (dtype, sizes, strides,
+/// offset) as one string: FQNs with equal strings are one tensor in the exported module (tied
+/// weights: torch.export.save writes a shared storage once). `shared`: see SharedBytes. Throws InputError.
 void read_weights(caffe2::serialize::PyTorchStreamReader& zip, const std::string& file, const std::string& config, const std::string& dir,
                   std::map<std::string, at::Tensor>& out, std::map<std::string, std::string>* views = nullptr,
                   const SharedBytes* shared = nullptr);
