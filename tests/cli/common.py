@@ -9,6 +9,12 @@ import tempfile
 CLI = os.environ.get("AMPSCOPE_CLI", "ampscope-cli")
 # Never record into the user's own database when run by hand.
 os.environ.setdefault("AMPSCOPE_DB", os.path.join(tempfile.gettempdir(), f"ampscope-tests-{os.getpid()}.sqlite"))
+# Idle OpenMP threads sleep instead of spinning. ctest runs tests side by side (2 jobs on 2
+# cores: more OpenMP threads than cores), and a spinning thread holds a core the thread it
+# waits for needs: demo:transformer at --batch-size 1 took 4.5-11 s instead of 0.5 s next to
+# another job. The same threads, kernels and results; only how an idle thread waits changes.
+# (Python's own torch reads it at `import torch`: set it in the test's environment for that.)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def run_cli(*args, check_rc=None, timeout=300):
