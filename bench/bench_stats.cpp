@@ -91,6 +91,9 @@ void BM_AmpPass(benchmark::State& st, bool inspect) {
     run_pass(*model, probes, at::Device(at::kCPU), o, nullptr, false);  // warm-up
     for (auto _ : st) benchmark::DoNotOptimize(run_pass(*model, probes, at::Device(at::kCPU), o, nullptr, false));
 }
+// The ratio reported (bench/report.py) is of the CPU-time medians of interleaved repetitions
+// (bench/run.sh): this thread's CPU time, steadier than wall time on a shared machine (process
+// CPU time would add the OpenMP workers' spinning to both sides).
 BENCHMARK_CAPTURE(BM_AmpPass, plain, false)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_AmpPass, instrumented, true)->Unit(benchmark::kMillisecond)->UseRealTime();
 

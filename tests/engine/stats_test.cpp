@@ -171,6 +171,20 @@ TEST_P(TensorStatsTest, EveryBlockPathEveryDtype) {
     with_nan[3000] = std::numeric_limits<float>::quiet_NaN();
     with_nan[7000] = -std::numeric_limits<float>::infinity();
     cases.emplace_back("nonfinite blocks", with_nan);
+    // A whole block of NaN (a sample's rows after an overflow: counted without a float pass),
+    // with either sign bit, and such blocks with one Inf or one finite value (the other paths).
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    auto nan_block = base.clone();
+    nan_block.slice(0, 4096, 8192).fill_(nan);
+    nan_block.slice(0, 6144, 8192).fill_(-nan);
+    cases.emplace_back("all-NaN block", nan_block);
+    auto nan_inf = nan_block.clone();
+    nan_inf[5000] = -inf;
+    cases.emplace_back("NaN block with one Inf", nan_inf);
+    auto nan_finite = nan_block.clone();
+    nan_finite[6000] = 2.5f;
+    cases.emplace_back("NaN block with one finite value", nan_finite);
+    cases.emplace_back("NaN only", at::full({n}, nan));
     for (auto dt : {at::kFloat, at::kHalf, at::kBFloat16}) {
         for (const auto& [name, t] : cases) {
             auto x = t.to(dt);

@@ -12,7 +12,8 @@
 #include <cstdlib>
 #include <limits>
 #include <optional>
-#include <set>
+#include <string_view>
+#include <unordered_set>
 #include <utility>
 
 #include "ampscope/engine/errors.h"
@@ -34,49 +35,50 @@ namespace ampscope::detail {
 namespace {
 
 /// Ops that only re-view or copy existing values: they cannot create non-finite values.
-const std::set<std::string>& view_ops_set() {
-    static const std::set<std::string> s = {"aten::view",
-                                            "aten::reshape",
-                                            "aten::_reshape_alias",
-                                            "aten::_unsafe_view",
-                                            "aten::permute",
-                                            "aten::transpose",
-                                            "aten::t",
-                                            "aten::select",
-                                            "aten::slice",
-                                            "aten::expand",
-                                            "aten::unsqueeze",
-                                            "aten::squeeze",
-                                            "aten::flatten",
-                                            "aten::contiguous",
-                                            "aten::detach",
-                                            "aten::alias",
-                                            "aten::as_strided",
-                                            "aten::split",
-                                            "aten::chunk",
-                                            "aten::unbind",
-                                            "aten::narrow",
-                                            "aten::clone",
-                                            "aten::empty",
-                                            "aten::empty_like",
-                                            "aten::resize_",
-                                            "aten::size",
-                                            "aten::numel",
-                                            "aten::dim",
-                                            "aten::is_floating_point",
-                                            "aten::item",
-                                            "aten::_local_scalar_dense",
-                                            "aten::lift_fresh",
-                                            "aten::set_",
-                                            "aten::empty_strided",
-                                            "ampscope::to_fp32",
-                                            "ampscope::enter_scope"};
+const std::unordered_set<std::string_view>& view_ops_set() {
+    // string_view keys over literals: looked up once per op, without building a string
+    static const std::unordered_set<std::string_view> s = {"aten::view",
+                                                           "aten::reshape",
+                                                           "aten::_reshape_alias",
+                                                           "aten::_unsafe_view",
+                                                           "aten::permute",
+                                                           "aten::transpose",
+                                                           "aten::t",
+                                                           "aten::select",
+                                                           "aten::slice",
+                                                           "aten::expand",
+                                                           "aten::unsqueeze",
+                                                           "aten::squeeze",
+                                                           "aten::flatten",
+                                                           "aten::contiguous",
+                                                           "aten::detach",
+                                                           "aten::alias",
+                                                           "aten::as_strided",
+                                                           "aten::split",
+                                                           "aten::chunk",
+                                                           "aten::unbind",
+                                                           "aten::narrow",
+                                                           "aten::clone",
+                                                           "aten::empty",
+                                                           "aten::empty_like",
+                                                           "aten::resize_",
+                                                           "aten::size",
+                                                           "aten::numel",
+                                                           "aten::dim",
+                                                           "aten::is_floating_point",
+                                                           "aten::item",
+                                                           "aten::_local_scalar_dense",
+                                                           "aten::lift_fresh",
+                                                           "aten::set_",
+                                                           "aten::empty_strided",
+                                                           "ampscope::to_fp32",
+                                                           "ampscope::enter_scope"};
     return s;
 }
 
 }  // namespace
 
-bool is_view_op(const std::string& name) {
+bool is_view_op(std::string_view name) {
     return view_ops_set().count(name) > 0;
 }
 
@@ -84,6 +86,7 @@ namespace {
 
 struct Ctx : at::ObserverContext {
     bool top = false;
+    bool reenable = false;  ///< this op turned the callback off for the ops inside it
     std::vector<c10::IValue> captured_inputs;
     std::string module;
     bool autocast = false;
@@ -177,9 +180,9 @@ namespace {
 /// Floating-point operations of one op, from its shapes: 2 M N K for matrix products (linear,
 /// mm, addmm, bmm, baddbmm, matmul), 2 x output x (C_in / groups x kernel) for convolutions,
 /// 2 B H L S (E + E_v) for scaled dot-product attention, and one per output element otherwise.
-double op_flops(const std::string& name, const std::vector<at::Tensor>& in, const at::Tensor& out) {
+double op_flops(std::string_view name, const std::vector<at::Tensor>& in, const at::Tensor& out) {
     const double n_out = double(out.numel());
-    auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
+    auto has = [&](const char* s) { return name.find(s) != std::string_view::npos; };
     if (has("scaled_dot_product_attention") && in.size() >= 3 && in[0].dim() >= 2 && in[1].dim() >= 2) {
         const double s = double(in[1].size(-2));
         return 2.0 * double(in[0].numel()) * s + 2.0 * n_out * s;
@@ -198,8 +201,9 @@ struct OpObserver::State {
     int64_t batch_rows = 0;  ///< rows of the current batch
     int64_t first_row = 0;
     int depth = 0;
-    bool busy = true;  ///< paused: between batches, and while the observer itself runs ops
-    int index = 0;     ///< op index within the current batch
+    uint64_t handle = 0;  ///< the RecordFunction callback (turned off inside a top-level op)
+    bool busy = true;     ///< paused: between batches, and while the observer itself runs ops
+    int index = 0;        ///< op index within the current batch
     std::vector<LayerStat> layers;
     std::vector<int> row_origin;           ///< per global row: op index, -1 none
     std::vector<bool> row_nonfinite_seen;  ///< per row of the current batch
@@ -224,7 +228,7 @@ struct OpObserver::State {
     void apply_bytes(const uint8_t* p, int64_t size);
 
     void on_end(Ctx& c, const at::RecordFunction& fn);
-    LayerStat& layer_for(const Ctx& c, int idx, const std::string& name, const at::Tensor& out0);
+    LayerStat& layer_for(const Ctx& c, int idx, std::string_view name, const at::Tensor& out0);
     /// Origin bookkeeping for one op of the current batch, given its statistics.
     template <class InputsNonfinite>
     void apply(int idx, const TensorStats& st, const std::vector<int64_t>& row_nf, bool rows_match, InputsNonfinite inputs_nonfinite);
@@ -253,6 +257,15 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
                 c->captured_inputs.push_back(v.isTensor() && v.toTensor().defined() ? c10::IValue(v.toTensor().clone()) : v);
         c->inputs = floating_tensors(fn.inputs());
         s->busy = false;
+        // The ops inside this one (autocast's casts, a linear's addmm) are not observed: the
+        // callback is off until this op ends, so LibTorch neither boxes their arguments nor
+        // calls us for them (most of the observer's cost on small ops). This op's end callback
+        // still runs: a RecordFunction keeps the callbacks it started with. AMPSCOPE_TRACE_OPS
+        // keeps it on, to print the nested ops too.
+        if (!trace) {
+            at::disableCallback(s->handle);
+            c->reenable = true;
+        }
     }
     return c;
 }
@@ -264,6 +277,13 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
     static const bool trace = std::getenv("AMPSCOPE_TRACE_OPS") != nullptr;
     if (trace) std::fprintf(stderr, "%*s< %s\n", 2 * s->depth, "", fn.name());
     auto* c = static_cast<Ctx*>(ctx);
+    struct Reenable {  // after this op's own work, and on every way out of it
+        uint64_t handle;
+        bool on;
+        ~Reenable() {
+            if (on) at::reenableCallback(handle);
+        }
+    } reenable{s->handle, c->reenable};
     if (!c->top || s->busy) return;
     s->busy = true;
     try {
@@ -278,10 +298,10 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
 }  // namespace
 
 void OpObserver::State::on_end(Ctx& c, const at::RecordFunction& fn) {
-    const std::string name = fn.name();
+    const std::string_view name = fn.name();
     if (is_view_op(name)) return;
     if (capture) {
-        std::string full = name;
+        std::string full(name);
         if (auto on = fn.operator_name(); on && !on->overload_name.empty()) full += "." + on->overload_name;
         std::string odt;
         for (const auto& v : fn.outputs())
@@ -323,12 +343,12 @@ void OpObserver::State::on_end(Ctx& c, const at::RecordFunction& fn) {
     });
 }
 
-LayerStat& OpObserver::State::layer_for(const Ctx& c, int idx, const std::string& name, const at::Tensor& out0) {
+LayerStat& OpObserver::State::layer_for(const Ctx& c, int idx, std::string_view name, const at::Tensor& out0) {
     if (size_t(idx) >= layers.size()) {
         LayerStat l;
         l.index = idx;
         l.module = c.module;
-        l.op = name;
+        l.op = std::string(name);
         l.dtype = c10::toString(out0.scalar_type());
         l.shape = out0.sizes().vec();
         l.autocast = c.autocast;
@@ -343,7 +363,9 @@ void OpObserver::State::apply(int idx, const TensorStats& st, const std::vector<
     auto& layer = layers[size_t(idx)];
     layer.stats.merge(st);
     if (st.nonfinite() == 0) return;
-    if (inputs_nonfinite()) layer.inputs_finite = false;
+    // Inputs are read only while this op's inputs are still believed finite (once one batch
+    // showed otherwise, the flag stays down: no need to read them again).
+    if (layer.inputs_finite && inputs_nonfinite()) layer.inputs_finite = false;
     // A sample's values are born non-finite at the first op where its row is non-finite:
     // every value producer is observed, so that op's inputs were finite for that row.
     bool born = false;
@@ -457,6 +479,7 @@ OpObserver::OpObserver(int64_t total_rows) : s_(std::make_unique<State>()) {
     tls_state = s_.get();
     handle_ = at::addThreadLocalCallback(
         at::RecordFunctionCallback(&on_start, &on_end).needsInputs(true).needsOutputs(true).scopes({at::RecordScope::FUNCTION}));
+    s_->handle = handle_;
 }
 
 OpObserver::~OpObserver() {

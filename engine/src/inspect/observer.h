@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ampscope/engine/types.h"
@@ -25,7 +26,7 @@ TensorStats tensor_stats(const at::Tensor& t, std::vector<int64_t>* rows_nonfini
 /// Whether a tensor holds a NaN or Inf (one counting pass; no other statistics).
 bool any_nonfinite(const at::Tensor& t);
 /// Ops that only re-view or copy existing values (they cannot create non-finite values).
-bool is_view_op(const std::string& name);
+bool is_view_op(std::string_view name);
 /// The defined floating-point tensors among op arguments or results (tensors, tensor lists).
 template <class Values>
 std::vector<at::Tensor> floating_tensors(const Values& values) {

@@ -171,13 +171,17 @@ AMPSCOPE_AVX2 void counts_avx2(const float* v, int n, KernelAcc& a) {
     a.h_under += total(lhu) - z;
     a.b_sub += total(lbs) - z;
     a.b_under += total(lbu) - z;
-    a.minnz_bits = std::min(a.minnz_bits, lane_min<uint32_t>(minnz) + 1u);
+    // No finite non-zero value (every lane still 0xffffffff): nothing to take, else the +1
+    // wraps to 0 and the block reports a smallest non-zero magnitude of 0.
+    if (const uint32_t mn = lane_min<uint32_t>(minnz); mn != 0xffffffffu) a.minnz_bits = std::min(a.minnz_bits, mn + 1u);
 }
 
-/// The float pass for a block with NaN or Inf (n a multiple of 32): those values are left out
-/// of min, max and the sums by masks. Returns false, adding nothing, when the finite values
-/// are outside the fast range (the caller then takes the exact path).
-AMPSCOPE_AVX2 bool moments_masked(const float* v, int n, KernelAcc& a) {
+/// The float pass for a block with NaN or Inf (n a multiple of 32; the 8 floats at i come from
+/// load(i)): those values are left out of min, max and the sums by masks. Returns false,
+/// adding nothing, when the finite values are outside the fast range (the caller then takes
+/// the exact path); the caller adds the counters.
+template <class Load>
+AMPSCOPE_AVX2 bool moments_masked(int n, Load load, KernelAcc& a) {
     const __m256i absmask = _mm256_set1_epi32(0x7fffffff), maxfin = _mm256_set1_epi32(0x7f7fffff);
     const __m256 pinf = _mm256_set1_ps(__builtin_inff()), ninf = _mm256_set1_ps(-__builtin_inff());
     __m256 mn = pinf, mx = ninf;
@@ -186,7 +190,7 @@ AMPSCOPE_AVX2 bool moments_masked(const float* v, int n, KernelAcc& a) {
         const int end = std::min(n, c + kChunk);
         __m256 s0 = _mm256_setzero_ps(), s1 = s0, q0 = s0, q1 = s0;
         for (int i = c; i < end; i += 16) {
-            const __m256 x0 = _mm256_loadu_ps(v + i), x1 = _mm256_loadu_ps(v + i + 8);
+            const __m256 x0 = load(i), x1 = load(i + 8);
             const __m256 n0 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_and_si256(_mm256_castps_si256(x0), absmask), maxfin));
             const __m256 n1 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_and_si256(_mm256_castps_si256(x1), absmask), maxfin));
             mn = _mm256_min_ps(mn, _mm256_min_ps(_mm256_blendv_ps(x0, pinf, n0), _mm256_blendv_ps(x1, pinf, n1)));
@@ -211,7 +215,6 @@ AMPSCOPE_AVX2 bool moments_masked(const float* v, int n, KernelAcc& a) {
         a.amax_bits = std::max(a.amax_bits, amax);
     }
     a.count += n;
-    counts_avx2(v, n, a);
     return true;
 }
 
@@ -231,7 +234,13 @@ AMPSCOPE_AVX2 void f32_block(const float* v, int n, KernelAcc& a) {
                 a.minnz_bits = std::min(a.minnz_bits, minab);
             else
                 counts_avx2(v, m, a);  // finite: the non-finite counters add nothing
-        } else if (maxab < kExpMask || !moments_masked(v, m, a)) {
+        } else if (minab > kExpMask) {
+            a.count += m;  // every value NaN: nothing else to count
+            a.nan += m;
+        } else if (maxab >= kExpMask && moments_masked(
+                                            m, [v](int i) AMPSCOPE_AVX2 { return _mm256_loadu_ps(v + i); }, a)) {
+            counts_avx2(v, m, a);
+        } else {
             stats_block(v, m, a);
         }
     }
@@ -269,11 +278,70 @@ AMPSCOPE_AVX2 void half_counts(const uint16_t* h, int n, KernelAcc& a) {
     }
 }
 
+/// Every counter of n (a multiple of 16) halves some of which are NaN or Inf, on their bit
+/// patterns: the non-finite ones by sign, and of the finite ones zeros, FP16 subnormals and
+/// the smallest non-zero magnitude (a finite half is never FP16/BF16 overflow, BF16
+/// subnormal, or below FP16's range).
+AMPSCOPE_AVX2 void half_counts_nonfinite(const uint16_t* h, int n, KernelAcc& a) {
+    const __m256i mask = _mm256_set1_epi16(0x7fff), zero = _mm256_setzero_si256(), one = _mm256_set1_epi16(1);
+    const __m256i t_norm = _mm256_set1_epi16(0x0400), t_fin = _mm256_set1_epi16(0x7bff), t_inf = _mm256_set1_epi16(0x7c00);
+    const __m256i t_ninf = _mm256_set1_epi16(int16_t(0xfc00));
+    __m256i zeros = zero, below = zero, nan = zero, inf = zero, ninf = zero, minnz = _mm256_set1_epi16(-1);  // n <= 4096
+    for (int i = 0; i < n; i += 16) {
+        const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i));
+        const __m256i ab = _mm256_and_si256(b, mask);  // at most 0x7fff: signed compares are exact
+        const __m256i nf = _mm256_cmpgt_epi16(ab, t_fin);
+        zeros = _mm256_sub_epi16(zeros, _mm256_cmpeq_epi16(ab, zero));
+        below = _mm256_sub_epi16(below, _mm256_cmpgt_epi16(t_norm, ab));
+        nan = _mm256_sub_epi16(nan, _mm256_cmpgt_epi16(ab, t_inf));
+        inf = _mm256_sub_epi16(inf, _mm256_cmpeq_epi16(ab, t_inf));
+        ninf = _mm256_sub_epi16(ninf, _mm256_cmpeq_epi16(b, t_ninf));
+        // zero wraps to 0xffff and non-finite is forced there: never the minimum
+        minnz = _mm256_min_epu16(minnz, _mm256_or_si256(_mm256_sub_epi16(ab, one), nf));
+    }
+    alignas(32) uint16_t z[16], bl[16], na[16], in[16], ni[16];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(z), zeros);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(bl), below);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(na), nan);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(in), inf);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(ni), ninf);
+    int64_t nz = 0, nb = 0, nn = 0, infs = 0, neg = 0;
+    for (int k = 0; k < 16; ++k) {
+        nz += z[k];
+        nb += bl[k];
+        nn += na[k];
+        infs += in[k];
+        neg += ni[k];
+    }
+    a.zeros += nz;
+    a.h_sub += nb - nz;
+    a.nan += nn;
+    a.posinf += infs - neg;
+    a.neginf += neg;
+    const uint16_t mn = lane_min<uint16_t>(minnz);
+    if (mn != 0xffffu) {
+        const uint16_t bits = uint16_t(mn + 1u);
+        float f;
+        half_to_float(&bits, &f, 1);
+        a.minnz_bits = std::min(a.minnz_bits, bits_of(f));
+    }
+}
+
 /// IEEE half: every finite half is within the fast range; its range counters are zeros and
 /// FP16 subnormals only, counted on the bit patterns.
 struct Half16 {
+    static constexpr uint16_t kInfBits = 0x7c00u;
     static void widen(const uint16_t* h, float* out, int n) { half_to_float(h, out, n); }
     AMPSCOPE_AVX2 static __m256 load(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+    /// A block with NaN or Inf, without a widened copy: the masked float pass on halves
+    /// widened in registers, the counters on the bit patterns. False: the exact path instead.
+    AMPSCOPE_AVX2 static bool nonfinite(const uint16_t* h, int m, KernelAcc& a) {
+        if (!moments_masked(
+                m, [h](int i) AMPSCOPE_AVX2 { return load(h + i); }, a))
+            return false;
+        half_counts_nonfinite(h, m, a);
+        return true;
+    }
     static bool fast(uint16_t maxab) { return maxab < 0x7c00u && maxab != 0; }
     static uint32_t float_bits(uint16_t bits) {
         float f;
@@ -290,11 +358,13 @@ struct Half16 {
 
 /// bfloat16: the fast range as for floats; range counters on the widened block when needed.
 struct BFloat16 {
+    static constexpr uint16_t kInfBits = 0x7f80u;
     static void widen(const uint16_t* h, float* out, int n) { bf16_to_float(h, out, n); }
     AMPSCOPE_AVX2 static __m256 load(const uint16_t* p) {
         return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
     }
     static bool fast(uint16_t maxab) { return (uint32_t(maxab) << 16) >= kFastLoBits && (uint32_t(maxab) << 16) <= kFastHiBits; }
+    static bool nonfinite(const uint16_t*, int, KernelAcc&) { return false; }  // the float block path on a widened copy
     static uint32_t float_bits(uint16_t bits) { return uint32_t(bits) << 16; }
     AMPSCOPE_AVX2 static void range(const uint16_t* h, int m, uint16_t minab, uint16_t maxab, float* buf, KernelAcc& a) {
         if (float_bits(minab) >= kFp16MinNormalBits && float_bits(maxab) <= kFp16MaxBits) {
@@ -321,7 +391,10 @@ AMPSCOPE_AVX2 void block16(const uint16_t* h, int n, KernelAcc& a) {
                 m, [h](int i) AMPSCOPE_AVX2 { return Fmt::load(h + i); }, reinterpret_cast<const char*>(h + kBlock), a);
             a.amax_bits = std::max(a.amax_bits, Fmt::float_bits(maxab));
             Fmt::range(h, m, minab, maxab, buf, a);
-        } else {
+        } else if (minab > Fmt::kInfBits) {
+            a.count += m;  // every value NaN (a sample's rows after an overflow): nothing else to count
+            a.nan += m;
+        } else if (maxab < Fmt::kInfBits || !Fmt::nonfinite(h, m, a)) {
             Fmt::widen(h, buf, m);
             f32_block(buf, m, a);
         }

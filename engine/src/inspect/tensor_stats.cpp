@@ -75,6 +75,17 @@ TensorStats stats_typed(const at::Tensor& t, std::vector<int64_t>* rows_nonfinit
     return s;
 }
 
+/// Whether any of n values is NaN or Inf: blocks of 4096 values, stopping at the first block
+/// that has one (an op's inputs are checked only when its output is not finite, and then
+/// usually hold the sample rows that made it so).
+template <class T>
+bool any_nonfinite_in(const T* p, int64_t n) {
+    constexpr int64_t kStep = 4096;
+    for (int64_t i = 0; i < n; i += kStep)
+        if (count_nonfinite(p + i, std::min(kStep, n - i)) > 0) return true;
+    return false;
+}
+
 /// The tensor's values on the host, contiguous, in float32 unless half or bfloat16.
 at::Tensor host_values(const at::Tensor& in) {
     at::Tensor t = in;
@@ -90,9 +101,9 @@ bool any_nonfinite(const at::Tensor& in) {
     if (!in.defined() || in.numel() == 0 || !in.is_floating_point()) return false;
     const at::Tensor t = host_values(in);
     switch (t.scalar_type()) {
-        case at::kHalf: return count_nonfinite(t.data_ptr<at::Half>(), t.numel()) > 0;
-        case at::kBFloat16: return count_nonfinite(t.data_ptr<at::BFloat16>(), t.numel()) > 0;
-        default: return count_nonfinite(t.data_ptr<float>(), t.numel()) > 0;
+        case at::kHalf: return any_nonfinite_in(t.data_ptr<at::Half>(), t.numel());
+        case at::kBFloat16: return any_nonfinite_in(t.data_ptr<at::BFloat16>(), t.numel());
+        default: return any_nonfinite_in(t.data_ptr<float>(), t.numel());
     }
 }
 
