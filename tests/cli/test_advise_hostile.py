@@ -52,6 +52,10 @@ def db_rows(db):
 
 class AdviseHostile(unittest.TestCase):
     counter = itertools.count()
+    # runs read by more than one test, made by the first that needs them
+    _training_refusal = None
+    _missing_dir_refusal = None
+    _mlp_advice = None
 
     @classmethod
     def setUpClass(cls):
@@ -91,9 +95,9 @@ class AdviseHostile(unittest.TestCase):
         with open(out) as f:
             return rc, json.load(f)
 
-    def advise(self, *args, db=None):
+    def advise(self, *args, db=None, out=None):
         """advise ARGS --db DB --json FILE -q; (rc, JSON or None, stderr)."""
-        out = self.path(f"advise-{next(self.counter)}.json")
+        out = out or self.path(f"advise-{next(self.counter)}.json")
         rc, so, se = run_cli("advise", *args, "--db", db or self.db, "--json", out, "-q")
         self.assertNotIn("terminate called", se)
         if not os.path.exists(out):
@@ -137,13 +141,19 @@ class AdviseHostile(unittest.TestCase):
             firsts[c] = run["run_id"]
         self.bad(["advise", c, "-q"], db, "RUN", f"'{c}'", "matches several runs", db=db)
 
+    def training_run_refusal(self):
+        """advise TRAINING-RUN, checked by bad(): its stderr. One process for the tests that read it."""
+        if AdviseHostile._training_refusal is None:
+            AdviseHostile._training_refusal = self.bad(["advise", self.training, "-q"], self.training, "training run")
+        return AdviseHostile._training_refusal
+
     def test_training_run_refused(self):
-        self.bad(["advise", self.training, "-q"], self.training, "training run")
+        self.training_run_refusal()
 
     # Was a bug (fixed): advise on a training run says "its steps are read with training_steps()" (a C++ API
     # name) instead of what advise expects (a comparison run recorded by `ampscope-cli run`).
     def test_training_run_message_says_what_is_expected(self):
-        se = self.bad(["advise", self.training, "-q"], self.training, "training run")
+        se = self.training_run_refusal()
         self.assertNotIn("training_steps()", se)
         self.assertIn("comparison", se)
 
@@ -292,10 +302,18 @@ class AdviseHostile(unittest.TestCase):
         self.assertEqual(adv["outcome"], "found")
         self.assertEqual(set(adv["keep_fp32"]), PLANTED_SET)
 
+    def missing_dir_refusal(self):
+        """advise --json into a missing directory, a fresh database: (rc, stderr, json path, database).
+        One process for the tests that read it."""
+        if AdviseHostile._missing_dir_refusal is None:
+            db = self.fresh_db("json-missing")
+            out = self.path("no/such/dir/advice.json")
+            rc, so, se = run_cli("advise", *self.planted_spec(), "--no-bench", "--db", db, "--json", out, "-q")
+            AdviseHostile._missing_dir_refusal = rc, se, out, db
+        return AdviseHostile._missing_dir_refusal
+
     def test_json_into_a_missing_directory(self):
-        db = self.fresh_db("json-missing")
-        out = self.path("no/such/dir/advice.json")
-        rc, so, se = run_cli("advise", *self.planted_spec(), "--no-bench", "--db", db, "--json", out, "-q")
+        rc, se, out, db = self.missing_dir_refusal()
         self.assertEqual(rc, 2, se)
         self.assertIn(out, se)
         self.assertIn("--json", se)
@@ -306,9 +324,7 @@ class AdviseHostile(unittest.TestCase):
     # Expected: the paths checked before the first pass, nothing recorded (`run --json` has the
     # same late check).
     def test_json_path_checked_before_the_search(self):
-        db = self.fresh_db("json-early")
-        out = self.path("no/such/dir/advice.json")
-        rc, so, se = run_cli("advise", *self.planted_spec(), "--no-bench", "--db", db, "--json", out, "-q")
+        rc, se, out, db = self.missing_dir_refusal()
         self.assertEqual(rc, 2, se)
         self.assertEqual(db_rows(db)[0] if os.path.exists(db) else [], [])
 
@@ -380,10 +396,7 @@ class AdviseHostile(unittest.TestCase):
         self.assertEqual(keep, [set()] * 2)
 
     def test_keep_file_from_advise(self):
-        out = self.path("advice-for-run.json")
-        rc, so, se = run_cli("advise", "--model", "demo:mlp", "--probes", "demo", "--device", "cpu", "--no-bench",
-                             "--db", self.fresh_db("from-advise"), "--json", out, "-q")
-        self.assertEqual(rc, 0, se)
+        out, adv = self.demo_mlp_advice()
         with open(out) as f:
             want = set(json.load(f)["keep_fp32"])
         self.assertTrue(want and want <= DEMO_MODULES)
@@ -482,9 +495,9 @@ class AdviseHostile(unittest.TestCase):
 
     # ---- the demo models ------------------------------------------------------------------------
 
-    def demo_advise(self, model, *extra):
+    def demo_advise(self, model, *extra, out=None):
         db = self.fresh_db("demo")
-        rc, adv, err = self.advise("--model", model, "--probes", "demo", "--device", "cpu", *extra, db=db)
+        rc, adv, err = self.advise("--model", model, "--probes", "demo", "--device", "cpu", *extra, db=db, out=out)
         self.assertEqual(rc, 0, err)
         self.assertIn(adv["outcome"], ("found", "already_accepted"), adv["message"])
         if adv["outcome"] == "found":
@@ -493,6 +506,14 @@ class AdviseHostile(unittest.TestCase):
             self.assertEqual(check, "ok")
             self.assertEqual([(r[0], r[1], r[2]) for r in rows], [(adv["verified_run"], "completed", "accepted")])
         return adv
+
+    def demo_mlp_advice(self):
+        """advise demo:mlp --no-bench, checked by demo_advise(): (its JSON file, the advice). One
+        process for the tests that read it."""
+        if AdviseHostile._mlp_advice is None:
+            out = self.path("advice-demo-mlp.json")
+            AdviseHostile._mlp_advice = out, self.demo_advise("demo:mlp", "--no-bench", out=out)
+        return AdviseHostile._mlp_advice
 
     def test_demo_mlp(self):
         adv = self.demo_advise("demo:mlp")
@@ -514,7 +535,7 @@ class AdviseHostile(unittest.TestCase):
 
     def test_demo_batch_size_1(self):
         adv = self.demo_advise("demo:mlp", "--batch-size", "1", "--no-bench")
-        ref = self.demo_advise("demo:mlp", "--no-bench")
+        _, ref = self.demo_mlp_advice()
         self.assertEqual(adv["keep_fp32"], ref["keep_fp32"])
 
 

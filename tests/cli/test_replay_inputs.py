@@ -25,8 +25,21 @@ from common import as_float, run_cli
 from test_replay import K, Incident, Net, replay
 
 
+_incident = None
+
+
 def backward_incident():
-    return Incident(Net, 7, lambda x, y: (x * 400.0, y), {"lr": 1e-3}, {"init_scale": 2.0 ** 12, "growth_interval": 3})
+    """The planted backward incident, built once for every class here (its files do not collide:
+    each test writes under names of its own, and none changes the saved state)."""
+    global _incident
+    if _incident is None:
+        _incident = Incident(Net, 7, lambda x, y: (x * 400.0, y), {"lr": 1e-3}, {"init_scale": 2.0 ** 12, "growth_interval": 3})
+    return _incident
+
+
+def tearDownModule():
+    if _incident is not None:
+        _incident.tmp.cleanup()
 
 
 def write_safetensors(path, header, data=b"", length=None):
@@ -46,10 +59,6 @@ class ReplayOutputGuard(unittest.TestCase):
         cls.inc = backward_incident()
         cls.d = cls.inc.tmp.name
         cls.hf = os.path.join(cls.d, f"checkpoint-{K}")
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.inc.tmp.cleanup()
 
     def path(self, name):
         return os.path.join(self.d, name)
@@ -126,10 +135,6 @@ class ReplayExchange(unittest.TestCase):
         cls.inc = backward_incident()
         cls.d = cls.inc.tmp.name
 
-    @classmethod
-    def tearDownClass(cls):
-        cls.inc.tmp.cleanup()
-
     def test_export_and_import_a_replay(self):
         p = lambda n: os.path.join(self.d, n)  # noqa: E731
         rc, out, err = run_cli("replay", "--model", self.inc.model, "--checkpoint", *self.inc.formats["state_dict"], "--batch",
@@ -158,10 +163,6 @@ class SafetensorsCheckpoint(unittest.TestCase):
     def setUpClass(cls):
         cls.inc = backward_incident()
         cls.d = cls.inc.tmp.name
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.inc.tmp.cleanup()
 
     def test_standalone_file_replays_like_the_state_dict(self):
         from safetensors.torch import save_file
@@ -217,10 +218,6 @@ class BadReplayInputs(unittest.TestCase):
     def setUpClass(cls):
         cls.inc = backward_incident()
         cls.d = cls.inc.tmp.name
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.inc.tmp.cleanup()
 
     def path(self, name):
         return os.path.join(self.d, name)

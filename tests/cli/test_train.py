@@ -309,8 +309,18 @@ class WideOracle(unittest.TestCase):
 
 
 class DemoTrainingStory(unittest.TestCase):
+    DEMO_40 = ["--model", "demo:transformer", "--data", "demo", "--steps", 40, "--device", "cpu"]
+    _fp16 = None
+
+    @classmethod
+    def fp16_40_steps(cls):
+        """The demo's default 40-step FP16 run with the scaler: one process for the tests that read it."""
+        if cls._fp16 is None:
+            cls._fp16 = train_json(*cls.DEMO_40)
+        return cls._fp16
+
     def test_fp16_skips_first_steps_then_trains_bf16_needs_no_scaler(self):
-        rc, fp16 = train_json("--model", "demo:transformer", "--data", "demo", "--steps", 40, "--device", "cpu")
+        rc, fp16 = self.fp16_40_steps()
         self.assertEqual(rc, 0)
         steps = fp16["steps"]
         self.assertTrue(steps[0]["skipped"])
@@ -322,8 +332,7 @@ class DemoTrainingStory(unittest.TestCase):
         last = steps[-1]
         self.assertLess(as_float(last["loss_amp"]), as_float(steps[0]["loss_amp"]) / 5)  # it trains
         self.assertAlmostEqual(as_float(last["loss_amp"]), as_float(last["loss_ref"]), delta=0.1 * as_float(last["loss_ref"]))
-        rc, bf16 = train_json("--model", "demo:transformer", "--data", "demo", "--steps", 40, "--device", "cpu",
-                              "--precision", "bf16", "--no-scaler")
+        rc, bf16 = train_json(*self.DEMO_40, "--precision", "bf16", "--no-scaler")
         self.assertEqual(rc, 0)
         self.assertEqual(bf16["summary"]["skipped"], 0)
         self.assertTrue(all(s["nonfinite_stage"] is None for s in bf16["steps"]))
@@ -364,9 +373,8 @@ class DemoTrainingStory(unittest.TestCase):
         FP32 has and FP16 flushes to zero grow as the loss falls (hundreds, then over a
         thousand per step); with the scaler almost none are lost. It never overflows, so
         nothing is skipped."""
-        args = ["--model", "demo:transformer", "--data", "demo", "--steps", 40, "--device", "cpu"]
-        rc, plain = train_json(*args, "--no-scaler")
-        rc2, scaled = train_json(*args)
+        rc, plain = train_json(*self.DEMO_40, "--no-scaler")
+        rc2, scaled = self.fp16_40_steps()
         self.assertEqual((rc, rc2), (0, 0))
         self.assertEqual(plain["summary"]["skipped"], 0)
         self.assertTrue(all(s["nonfinite_stage"] is None for s in plain["steps"]))
