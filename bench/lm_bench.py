@@ -132,10 +132,12 @@ def pass_seconds(exe, model, probes, amp, batch, inspect, env, d):
         return {p["precision"]: p["seconds"] * 1e3 for p in json.load(f)["passes"]}
 
 
-def interleaved_passes(bench, pt2, probes, amp, repeats, env):
+def interleaved_passes(bench, pt2, probes, amp, repeats, env, precisions=None, key="real_time"):
     """BM_LmPass (bench_export.cpp): plain and instrumented passes of the one loaded program,
-    in random interleaved order, --repeats each; medians in ms as ({prec: inspected}, {prec: plain})."""
-    out = cli([bench, f"--benchmark_filter=BM_LmPass/(fp32|{amp})_", f"--benchmark_repetitions={repeats}",
+    in random interleaved order, --repeats each; medians in ms as ({prec: inspected}, {prec: plain}).
+    key: "real_time" (wall) or "cpu_time" (the passing thread's CPU time)."""
+    precs = "|".join(precisions or ("fp32", amp))
+    out = cli([bench, f"--benchmark_filter=BM_LmPass/({precs})_", f"--benchmark_repetitions={repeats}",
                "--benchmark_enable_random_interleaving=true", "--benchmark_min_time=0.01",
                "--benchmark_report_aggregates_only=true", "--benchmark_format=json"], env)
     inspected, plain = {}, {}
@@ -143,8 +145,23 @@ def interleaved_passes(bench, pt2, probes, amp, repeats, env):
         if b.get("aggregate_name") != "median":
             continue
         prec, kind = b["run_name"].split("/")[1].split("_")
-        (inspected if kind == "instrumented" else plain)[prec] = b["real_time"]
+        (inspected if kind == "instrumented" else plain)[prec] = b[key]
     return inspected, plain
+
+
+def observer_figures(exe, pt2, probes, repeats, env, results):
+    """The observer's cost on the language model in every precision: instrumented / plain pass,
+    the medians of interleaved repetitions in one process (BM_LmPass), CPU time and wall time."""
+    bench = os.path.join(os.path.dirname(os.path.dirname(exe)), "bench", "ampscope_bench")
+    if not os.path.exists(bench):
+        sys.exit(f"lm_bench: --observer needs {bench} (build the ampscope_bench target)")
+    env = {**env, "AMPSCOPE_BENCH_LM_PT2": pt2, "AMPSCOPE_BENCH_LM_PROBES": probes}
+    for key, what in (("cpu_time", "CPU"), ("real_time", "wall")):
+        inspected, bare = interleaved_passes(bench, pt2, probes, None, repeats, env, ("fp32", "bf16", "fp16"), key)
+        for prec in ("fp32", "bf16", "fp16"):
+            line(f"instrumented {prec} pass ({what}, median of {repeats})", inspected[prec], "ms", "plain pass", bare[prec],
+                 "<= 1.10x")
+            results[f"observer_{prec}_{key}"] = {"inspected_ms": inspected[prec], "plain_ms": bare[prec], "repeats": repeats}
 
 
 def rss_figures(exe, pt2, probes, batch, weights, unique, env, results):
@@ -174,6 +191,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=3, help="timed forwards (>= 3)")
     ap.add_argument("--amp", default="bf16", choices=["fp16", "bf16"])
     ap.add_argument("--rss-only", action="store_true", help="only the peak-RSS figures (minutes instead of an hour on a slow CPU)")
+    ap.add_argument("--observer", action="store_true",
+                    help="only the instrumented/plain pass ratios, FP32, BF16 and FP16 (--repeats interleaved, CPU and wall)")
     ap.add_argument("--interleave", type=int, default=0, metavar="ROUNDS",
                     help="only the plain AMP pass against eager, alternated ROUNDS times (median)")
     a = ap.parse_args()
@@ -201,6 +220,10 @@ def main():
             pt2_ms, eager = interleaved_plain(exe, model, ids, pt2, probes, a.amp, a.batch, a.interleave, env, d)
             line(f"plain {a.amp} pass, .pt2, interleaved (median of {a.interleave})", pt2_ms, "ms", "eager PyTorch", eager, "<= 1.05x")
             results[f"plain_{a.amp}_interleaved"] = {"pt2_ms": pt2_ms, "eager_ms": eager, "rounds": a.interleave}
+            print(json.dumps(results))
+            return
+        if a.observer:
+            observer_figures(exe, pt2, probes, a.repeats, env, results)
             print(json.dumps(results))
             return
         rss_figures(exe, pt2, probes, a.batch, weights, unique, env, results)

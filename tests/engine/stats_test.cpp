@@ -185,6 +185,17 @@ TEST_P(TensorStatsTest, EveryBlockPathEveryDtype) {
     nan_finite[6000] = 2.5f;
     cases.emplace_back("NaN block with one finite value", nan_finite);
     cases.emplace_back("NaN only", at::full({n}, nan));
+    // Every 7th value below FP16's range and, in bfloat16, subnormal, among normal ones (the
+    // fast path's range counters on 16-bit patterns); and values just around 65504.
+    auto tiny_mixed = base.clone();
+    tiny_mixed.slice(0, 0, n, 7).mul_(1e-39);
+    tiny_mixed.slice(0, 3, n, 11).mul_(1e-6);
+    cases.emplace_back("subnormal among normal", tiny_mixed);
+    auto near_max = base.clone();
+    near_max.slice(0, 0, n, 5).fill_(65504.0f);
+    near_max.slice(0, 1, n, 5).fill_(-65520.0f);
+    near_max.slice(0, 2, n, 5).fill_(65536.0f);
+    cases.emplace_back("around FP16's largest", near_max);
     for (auto dt : {at::kFloat, at::kHalf, at::kBFloat16}) {
         for (const auto& [name, t] : cases) {
             auto x = t.to(dt);

@@ -356,7 +356,55 @@ struct Half16 {
     }
 };
 
-/// bfloat16: the fast range as for floats; range counters on the widened block when needed.
+/// Range counters of n (a multiple of 16) finite bfloat16 values, on their bit patterns: a
+/// float threshold T on the widened value (x << 16) is a 16-bit one, (x << 16) > T exactly when
+/// x > T >> 16, and (x << 16) < T exactly when x < ceil(T / 2^16). 16 values per compare,
+/// no widened copy (a bfloat16 activation block almost always has a value below FP16's
+/// normal range, so this is the common path of BF16 passes).
+constexpr int16_t above16(uint32_t t) {
+    return int16_t(t >> 16);
+}
+constexpr int16_t below16(uint32_t t) {
+    return int16_t((t >> 16) + ((t & 0xffffu) != 0));
+}
+AMPSCOPE_AVX2 void bf16_counts(const uint16_t* h, int n, KernelAcc& a) {
+    const __m256i mask = _mm256_set1_epi16(0x7fff), zero = _mm256_setzero_si256(), one = _mm256_set1_epi16(1);
+    const __m256i t_ho = _mm256_set1_epi16(above16(kFp16MaxBits)), t_bo = _mm256_set1_epi16(above16(kBf16MaxBits));
+    const __m256i t_hs = _mm256_set1_epi16(below16(kFp16MinNormalBits)), t_hu = _mm256_set1_epi16(below16(kFp16MinSubBits));
+    const __m256i t_bs = _mm256_set1_epi16(below16(kBf16MinNormalBits)), t_bu = _mm256_set1_epi16(below16(kBf16MinSubBits));
+    // 16-bit lanes count at most n / 16 <= 256 each (n <= kBlock)
+    __m256i zeros = zero, gh = zero, gb = zero, lhs = zero, lhu = zero, lbs = zero, lbu = zero, minnz = _mm256_set1_epi16(-1);
+    for (int i = 0; i < n; i += 16) {
+        // magnitudes are at most 0x7fff: signed 16-bit compares are exact
+        const __m256i ab = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i)), mask);
+        zeros = _mm256_sub_epi16(zeros, _mm256_cmpeq_epi16(ab, zero));
+        gh = _mm256_sub_epi16(gh, _mm256_cmpgt_epi16(ab, t_ho));
+        gb = _mm256_sub_epi16(gb, _mm256_cmpgt_epi16(ab, t_bo));
+        lhs = _mm256_sub_epi16(lhs, _mm256_cmpgt_epi16(t_hs, ab));
+        lhu = _mm256_sub_epi16(lhu, _mm256_cmpgt_epi16(t_hu, ab));
+        lbs = _mm256_sub_epi16(lbs, _mm256_cmpgt_epi16(t_bs, ab));
+        lbu = _mm256_sub_epi16(lbu, _mm256_cmpgt_epi16(t_bu, ab));
+        minnz = _mm256_min_epu16(minnz, _mm256_sub_epi16(ab, one));  // zero wraps to 0xffff
+    }
+    auto sum16 = [](__m256i v) AMPSCOPE_AVX2 {
+        alignas(32) uint16_t t[16];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(t), v);
+        int64_t s = 0;
+        for (uint16_t x : t) s += x;
+        return s;
+    };
+    const int64_t z = sum16(zeros);
+    a.zeros += z;
+    a.h_over += sum16(gh);
+    a.b_over += sum16(gb);
+    a.h_sub += sum16(lhs) - z;
+    a.h_under += sum16(lhu) - z;
+    a.b_sub += sum16(lbs) - z;
+    a.b_under += sum16(lbu) - z;
+    if (const uint16_t mn = lane_min<uint16_t>(minnz); mn != 0xffffu) a.minnz_bits = std::min(a.minnz_bits, uint32_t(mn + 1u) << 16);
+}
+
+/// bfloat16: the fast range as for floats; range counters on the bit patterns when needed.
 struct BFloat16 {
     static constexpr uint16_t kInfBits = 0x7f80u;
     static void widen(const uint16_t* h, float* out, int n) { bf16_to_float(h, out, n); }
@@ -367,12 +415,10 @@ struct BFloat16 {
     static bool nonfinite(const uint16_t*, int, KernelAcc&) { return false; }  // the float block path on a widened copy
     static uint32_t float_bits(uint16_t bits) { return uint32_t(bits) << 16; }
     AMPSCOPE_AVX2 static void range(const uint16_t* h, int m, uint16_t minab, uint16_t maxab, float* buf, KernelAcc& a) {
-        if (float_bits(minab) >= kFp16MinNormalBits && float_bits(maxab) <= kFp16MaxBits) {
+        if (float_bits(minab) >= kFp16MinNormalBits && float_bits(maxab) <= kFp16MaxBits)
             a.minnz_bits = std::min(a.minnz_bits, float_bits(minab));
-        } else {
-            widen(h, buf, m);
-            counts_avx2(buf, m, a);
-        }
+        else
+            bf16_counts(h, m, a);
     }
 };
 
