@@ -176,6 +176,32 @@ AMPSCOPE_AVX2 void counts_avx2(const float* v, int n, KernelAcc& a) {
     if (const uint32_t mn = lane_min<uint32_t>(minnz); mn != 0xffffffffu) a.minnz_bits = std::min(a.minnz_bits, mn + 1u);
 }
 
+/// The range counters and the smallest non-zero magnitude of n (a multiple of 8) finite
+/// values no larger than FP16's largest (the common float block: none can be non-finite or
+/// overflow either format, so those compares are left out; counts_avx2 otherwise).
+AMPSCOPE_AVX2 void counts_finite_avx2(const float* v, int n, KernelAcc& a) {
+    const __m256i absmask = _mm256_set1_epi32(0x7fffffff), zero = _mm256_setzero_si256(), one = _mm256_set1_epi32(1);
+    const __m256i t_hs = _mm256_set1_epi32(int32_t(kFp16MinNormalBits)), t_hu = _mm256_set1_epi32(int32_t(kFp16MinSubBits));
+    const __m256i t_bs = _mm256_set1_epi32(int32_t(kBf16MinNormalBits)), t_bu = _mm256_set1_epi32(int32_t(kBf16MinSubBits));
+    __m256i zeros = zero, lhs = zero, lhu = zero, lbs = zero, lbu = zero, minnz = _mm256_set1_epi32(-1);
+    for (int i = 0; i < n; i += 8) {
+        const __m256i ab = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + i)), absmask);
+        zeros = _mm256_sub_epi32(zeros, _mm256_cmpeq_epi32(ab, zero));
+        lhs = _mm256_sub_epi32(lhs, _mm256_cmpgt_epi32(t_hs, ab));
+        lhu = _mm256_sub_epi32(lhu, _mm256_cmpgt_epi32(t_hu, ab));
+        lbs = _mm256_sub_epi32(lbs, _mm256_cmpgt_epi32(t_bs, ab));
+        lbu = _mm256_sub_epi32(lbu, _mm256_cmpgt_epi32(t_bu, ab));
+        minnz = _mm256_min_epu32(minnz, _mm256_sub_epi32(ab, one));  // zero wraps to 0xffffffff
+    }
+    const int64_t z = total(zeros);
+    a.zeros += z;
+    a.h_sub += total(lhs) - z;
+    a.h_under += total(lhu) - z;
+    a.b_sub += total(lbs) - z;
+    a.b_under += total(lbu) - z;
+    if (const uint32_t mn = lane_min<uint32_t>(minnz); mn != 0xffffffffu) a.minnz_bits = std::min(a.minnz_bits, mn + 1u);
+}
+
 /// The float pass for a block with NaN or Inf (n a multiple of 32; the 8 floats at i come from
 /// load(i)): those values are left out of min, max and the sums by masks. Returns false,
 /// adding nothing, when the finite values are outside the fast range (the caller then takes
@@ -233,7 +259,7 @@ AMPSCOPE_AVX2 void f32_block(const float* v, int n, KernelAcc& a) {
             if (minab >= kFp16MinNormalBits && maxab <= kFp16MaxBits)
                 a.minnz_bits = std::min(a.minnz_bits, minab);
             else
-                counts_avx2(v, m, a);  // finite: the non-finite counters add nothing
+                (maxab <= kFp16MaxBits ? counts_finite_avx2 : counts_avx2)(v, m, a);  // finite
         } else if (minab > kExpMask) {
             a.count += m;  // every value NaN: nothing else to count
             a.nan += m;
