@@ -27,10 +27,15 @@ for dt in ("fp32", "fp16"):
     if fused and sep:
         rows.append((f"fused statistics, 64 MiB {dt}", f"{fused:.2f} ms", f"separate ATen ops {sep:.2f} ms",
                      f"{sep / fused:.1f}x faster", ">= 5x faster"))
-plain, inst = t("BM_AmpPass/plain/real_time"), t("BM_AmpPass/instrumented/real_time")
-if plain and inst:
-    rows.append(("instrumented fp16 pass, demo:transformer CPU", f"{inst:.2f} ms", f"plain {plain:.2f} ms",
-                 f"{inst / plain:.2f}x", "<= 1.25x"))
+def cpu(name):
+    return b[name]["cpu_time"] if name in b else None
+
+
+plain, inst = cpu("BM_AmpPass/plain/real_time"), cpu("BM_AmpPass/instrumented/real_time")
+if plain and inst:  # CPU-time medians of interleaved repetitions (the measure); wall beside
+    pw, iw = t("BM_AmpPass/plain/real_time"), t("BM_AmpPass/instrumented/real_time")
+    rows.append(("instrumented fp16 pass, demo:transformer CPU (CPU time)", f"{inst:.2f} ms", f"plain {plain:.2f} ms",
+                 f"{inst / plain:.2f}x (wall {iw / pw:.2f}x)", "<= 1.10x"))
 w = b.get("BM_StoreWriteLayers/iterations:2/real_time")
 if w:
     rate = w["items_per_second"]
@@ -62,6 +67,25 @@ oi = t("BM_FusedStatsOpOutput/inf_rows/real_time")
 if o and oi:
     rows.append(("statistics of one 40x16x64 half op output", f"{o:.1f} us finite", f"{oi:.1f} us with 8 inf rows",
                  "-", "(reported)"))
+for prec in ("fp32", "bf16", "fp16"):  # bench/lm_bench.py --observer
+    x = extra.get(f"observer_{prec}_cpu_time")
+    if x:
+        w = extra.get(f"observer_{prec}_real_time", {})
+        wall = f" (wall {w['inspected_ms'] / w['plain_ms']:.2f}x)" if w else ""
+        rows.append((f"instrumented {prec} pass, GPT-2-small .pt2 4x128 (CPU time)", f"{x['inspected_ms']:.0f} ms",
+                     f"plain {x['plain_ms']:.0f} ms", f"{x['inspected_ms'] / x['plain_ms']:.2f}x{wall}", "<= 1.10x"))
+for name in ("no_db", "recorded"):
+    x = extra.get(f"peak_rss_{name}")
+    if x:
+        rows.append((f"peak RSS, GPT-2-small run fp32+fp16+bf16 ({name})", f"{x['bytes'] / 1e6:.0f} MB",
+                     f"unique weight bytes {x['unique_weights_bytes'] / 1e6:.0f} MB",
+                     f"{x['bytes'] / x['unique_weights_bytes']:.2f}x", "< 3x"))
+if "build_clean_wall_s" in extra:  # bench/build_time.sh
+    rows.append((f"build from clean, dev preset, cold ccache ({extra['build_cpus']} CPUs)",
+                 f"{extra['build_clean_wall_s'] / 60:.1f} min", f"CPU {extra['build_clean_cpu_s'] / 60:.1f} min", "-",
+                 "(reported; fresh clone to green <= 15 min)"))
+    rows.append((f"dev loop: {extra['build_touch_file']} changed -> ampscope-cli", f"{extra['build_touch_wall_s']:.0f} s",
+                 f"CPU {extra['build_touch_cpu_s']:.0f} s", f"{extra['build_touch_wall_s'] / 60:.2f}x of target", "<= 60 s"))
 widths = [max(len(str(row[i])) for row in rows) for i in range(5)]
 print(f"machine: {ctx.get('num_cpus')} CPUs at {ctx.get('mhz_per_cpu')} MHz; {ctx.get('date')}")
 for row in rows:

@@ -2,8 +2,22 @@
 # SPDX-License-Identifier: MIT
 # Builds the release preset, runs every benchmark once and prints each figure beside its
 # named reference with the ratio and the target.
+#   bench/run.sh [--build] [--lm] [ampscope_bench flags...]
+#     --build  also the build times (bench/build_time.sh: dev preset from clean with a cold
+#              compiler cache, and one engine file changed to a built CLI; minutes)
+#     --lm     also the GPT-2-small figures (bench/lm_bench.py: instrumented/plain pass in FP32,
+#              BF16 and FP16, CPU-time medians of 6 interleaved repetitions; peak RSS; minutes)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+with_build=0 with_lm=0 pass=()
+for a in "$@"; do
+  case "$a" in
+    --build) with_build=1 ;;
+    --lm) with_lm=1 ;;
+    *) pass+=("$a") ;;
+  esac
+done
+set -- "${pass[@]+"${pass[@]}"}"
 cmake --preset release >/dev/null
 cmake --build --preset release --target ampscope_bench ampscope-cli >/dev/null
 cmake --build --preset release --target ampscope ampscope_bench_ui 2>/dev/null >/dev/null || true
@@ -28,6 +42,12 @@ if [ -x "$gui" ]; then
   [ -s "$tmp/frames-raw.json" ] && "$py" -c "import json,sys; print(json.dumps({'frames': json.load(open(sys.argv[1]))}))" \
     "$tmp/frames-raw.json" > "$tmp/frames.json"
 fi
-"$py" bench/report.py "$tmp/bench.json" "$tmp/hooks.json" "$tmp/gui.json" "$tmp/frames.json"
+if [ $with_build = 1 ]; then bash bench/build_time.sh > "$tmp/build.json"; fi
+if [ $with_lm = 1 ]; then
+  "$py" bench/lm_bench.py build-release/app/ampscope-cli --observer --repeats 6 | tail -1 > "$tmp/lm_observer.json"
+  "$py" bench/lm_bench.py build-release/app/ampscope-cli --rss-only | tail -1 > "$tmp/lm_rss.json"
+fi
+"$py" bench/report.py "$tmp/bench.json" "$tmp/hooks.json" "$tmp/gui.json" "$tmp/frames.json" "$tmp/build.json" \
+  "$tmp/lm_observer.json" "$tmp/lm_rss.json"
 # GUI: a training run shown live (heartbeat, UI CPU per step at 500/1000/2000 steps; bench/README.md)
 [ -x build-release/bench/ampscope_bench_ui ] && QT_QPA_PLATFORM=offscreen build-release/bench/ampscope_bench_ui 2>/dev/null | grep BM_ || true

@@ -27,7 +27,7 @@ say() { echo "[bootstrap] $*"; }
 pkgs=(build-essential cmake ninja-build ccache pkg-config git python3 python3-venv python3-pip
       libsqlite3-dev sqlite3 libgtest-dev libgmock-dev googletest libbenchmark-dev
       nlohmann-json3-dev libcli11-dev libssl-dev libcsv-dev hipcc
-      clang libclang-rt-14-dev clang-format)  # clang + libFuzzer runtime: tools/fuzz.sh; clang-format: lint.code
+      clang libclang-rt-14-dev clang-format time)  # clang + libFuzzer runtime: tools/fuzz.sh; clang-format: lint.code; time: bench/build_time.sh
 [ $with_qt = 1 ] && pkgs+=(qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libgl-dev xvfb xauth)
 
 if [ $with_apt = 1 ]; then
