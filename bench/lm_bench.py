@@ -145,7 +145,7 @@ def interleaved_passes(bench, pt2, probes, amp, repeats, env, precisions=None, k
         if b.get("aggregate_name") != "median":
             continue
         prec, kind = b["run_name"].split("/")[1].split("_")
-        (inspected if kind == "instrumented" else plain)[prec] = b[key]
+        (inspected if kind == "instrumented" else plain)[prec] = b[key] if key else {k: b[k] for k in ("cpu_time", "real_time")}
     return inspected, plain
 
 
@@ -156,12 +156,12 @@ def observer_figures(exe, pt2, probes, repeats, env, results):
     if not os.path.exists(bench):
         sys.exit(f"lm_bench: --observer needs {bench} (build the ampscope_bench target)")
     env = {**env, "AMPSCOPE_BENCH_LM_PT2": pt2, "AMPSCOPE_BENCH_LM_PROBES": probes}
+    inspected, bare = interleaved_passes(bench, pt2, probes, None, repeats, env, ("fp32", "bf16", "fp16"), None)
     for key, what in (("cpu_time", "CPU"), ("real_time", "wall")):
-        inspected, bare = interleaved_passes(bench, pt2, probes, None, repeats, env, ("fp32", "bf16", "fp16"), key)
         for prec in ("fp32", "bf16", "fp16"):
-            line(f"instrumented {prec} pass ({what}, median of {repeats})", inspected[prec], "ms", "plain pass", bare[prec],
-                 "<= 1.10x")
-            results[f"observer_{prec}_{key}"] = {"inspected_ms": inspected[prec], "plain_ms": bare[prec], "repeats": repeats}
+            i, p = inspected[prec][key], bare[prec][key]
+            line(f"instrumented {prec} pass ({what}, median of {repeats})", i, "ms", "plain pass", p, "<= 1.10x")
+            results[f"observer_{prec}_{key}"] = {"inspected_ms": i, "plain_ms": p, "repeats": repeats}
 
 
 def rss_figures(exe, pt2, probes, batch, weights, unique, env, results):
