@@ -4,6 +4,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "ampscope/engine/json_depth.h"
 #include "ampscope/engine/errors.h"
 #include "ampscope/storage/replay_record.h"
 #include "json_map.h"
@@ -178,7 +179,10 @@ ReplayRecord replay_record_of(const ReplayResult& r) {
 ReplayResult replay_from_json(const std::string& text, const std::string& source) {
     nlohmann::json j;
     try {
-        j = nlohmann::json::parse(text);
+        j = nlohmann::json::parse(
+            text, json_depth_limit([&] {
+                throw InputError(source, "", "nests deeper than " + std::to_string(kMaxJsonDepth) + " levels; expected a replay JSON");
+            }));
         if (!j.is_object() || j.value("kind", "") != "replay") throw InputError(source, "kind", "a replay JSON (kind 'replay')");
         ReplayResult r;
         r.run_id = value_or<std::string>(j, "run_id", "");

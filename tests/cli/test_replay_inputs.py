@@ -42,6 +42,9 @@ def tearDownModule():
         _incident.tmp.cleanup()
 
 
+DEEP = b"[" * 100_000 + b"]" * 100_000  # a JSON value nested 100k deep
+
+
 def write_safetensors(path, header, data=b"", length=None):
     raw = json.dumps(header).encode() if isinstance(header, dict) else header
     with open(path, "wb") as f:
@@ -198,6 +201,10 @@ class SafetensorsCheckpoint(unittest.TestCase):
             "hole": ({"a": entry(off=(4, 16))}, data + data[:4], None, "a hole in the data", "'data_offsets'"),
             "dtype": ({"a": entry(dtype="F4")}, data, None, "dtype \"F4\" is not read", "F8_E4M3"),
             "size": ({"a": entry(shape=(4,))}, data, None, "span 12 bytes", "needs 4 x 4"),
+            # nested 100k deep: printing it for the message overflowed the stack (signal 11)
+            "deepmetadata": (b'{"__metadata__": {"x": ' + DEEP + b"}}", b"", None, "header", "nests deeper than 64 levels"),
+            "deepdtype": (b'{"a": {"dtype": ' + DEEP + b', "shape": [3], "data_offsets": [0, 12]}}', data, None, "header",
+                          "nests deeper than 64 levels"),
         }
         for name, (header, payload, length, *named) in cases.items():
             path = os.path.join(d, f"bad-{name}.safetensors")
@@ -252,6 +259,11 @@ class BadReplayInputs(unittest.TestCase):
         with open(os.path.join(sharded, "model.safetensors.index.json"), "w") as f:
             json.dump({"metadata": {}, "weight_map": {"fc1.weight": "model-00001-of-00002.safetensors"}}, f)
         self.bad([sharded], ["model-00001-of-00002.safetensors", "missing", "index.json"])
+        deep = self.path("checkpoint-92")  # an index JSON nested 100k deep: refused, named, no crash
+        os.makedirs(deep, exist_ok=True)
+        with open(os.path.join(deep, "model.safetensors.index.json"), "wb") as f:
+            f.write(b'{"metadata": {"x": ' + DEEP + b'}, "weight_map": {}}')
+        self.bad([deep], ["model.safetensors.index.json", "nests deeper than 64 levels"])
 
     def test_scaler_states(self):
         base = self.inc.state[2]

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "ampscope/engine/errors.h"
+#include "ampscope/engine/json_depth.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
 #include "probes/pt_archive.h"
@@ -134,7 +135,13 @@ void read_trainer_weights(Checkpoint& c, const fs::path& dir) {
         nlohmann::json j;
         try {
             std::ifstream in(ip);
-            j = nlohmann::json::parse(in);
+            j = nlohmann::json::parse(
+                in, json_depth_limit([&] {
+                    throw InputError(ip.string(), "",
+                                     "nests deeper than " + std::to_string(kMaxJsonDepth) + " levels; expected {\"weight_map\": ...}");
+                }));
+        } catch (const InputError&) {
+            throw;
         } catch (const std::exception& e) {
             throw InputError(ip.string(), "", std::string("is not valid JSON: ") + e.what());
         }

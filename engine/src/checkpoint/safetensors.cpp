@@ -13,6 +13,7 @@
 #include <set>
 
 #include "ampscope/engine/errors.h"
+#include "ampscope/engine/json_depth.h"
 
 namespace ampscope::detail {
 namespace {
@@ -44,11 +45,17 @@ std::string known_dtypes() {
     return s;
 }
 
+/// A value of the header in a message: at most 80 characters of it (a header may hold 100 MB).
+std::string brief(const json& v) {
+    std::string s = v.dump();
+    return s.size() <= 80 ? s : s.substr(0, 77) + "...";
+}
+
 /// A non-negative JSON integer, or InputError.
 uint64_t unsigned_of(const json& v, const std::string& file, const std::string& field, const char* what) {
     if (v.is_number_unsigned()) return v.get<uint64_t>();
     if (v.is_number_integer() && v.get<int64_t>() >= 0) return uint64_t(v.get<int64_t>());
-    throw InputError(file, field, std::string("expected a non-negative integer in ") + what + ", got " + v.dump());
+    throw InputError(file, field, std::string("expected a non-negative integer in ") + what + ", got " + brief(v));
 }
 
 struct Entry {
@@ -66,26 +73,26 @@ Entry read_entry(const std::string& name, const json& v, const std::string& file
     e.name = name;
     const auto& dt = v["dtype"];
     const auto it = dt.is_string() ? dtypes().find(dt.get<std::string>()) : dtypes().end();
-    if (it == dtypes().end()) throw InputError(file, name, "dtype " + dt.dump() + " is not read; expected one of " + known_dtypes());
+    if (it == dtypes().end()) throw InputError(file, name, "dtype " + brief(dt) + " is not read; expected one of " + known_dtypes());
     e.dtype = it->second;
     const auto& shape = v["shape"];
-    if (!shape.is_array()) throw InputError(file, name, "expected 'shape' to be a list of integers, got " + shape.dump());
+    if (!shape.is_array()) throw InputError(file, name, "expected 'shape' to be a list of integers, got " + brief(shape));
     uint64_t numel = 1;
     for (const auto& d : shape) {
         const uint64_t n = unsigned_of(d, file, name, "'shape'");
         if (n > uint64_t(INT64_MAX) || __builtin_mul_overflow(numel, n, &numel))
-            throw InputError(file, name, "'shape' " + shape.dump() + " has an element count that overflows");
+            throw InputError(file, name, "'shape' " + brief(shape) + " has an element count that overflows");
         e.shape.push_back(int64_t(n));
     }
     const auto& off = v["data_offsets"];
-    if (!off.is_array() || off.size() != 2) throw InputError(file, name, "expected 'data_offsets' [begin, end], got " + off.dump());
+    if (!off.is_array() || off.size() != 2) throw InputError(file, name, "expected 'data_offsets' [begin, end], got " + brief(off));
     e.begin = unsigned_of(off[0], file, name, "'data_offsets'");
     e.end = unsigned_of(off[1], file, name, "'data_offsets'");
-    if (e.end < e.begin) throw InputError(file, name, "'data_offsets' " + off.dump() + " end before begin");
+    if (e.end < e.begin) throw InputError(file, name, "'data_offsets' " + brief(off) + " end before begin");
     uint64_t bytes = 0;
     if (__builtin_mul_overflow(numel, uint64_t(c10::elementSize(e.dtype)), &bytes) || bytes != e.end - e.begin)
         throw InputError(file, name,
-                         "'data_offsets' " + off.dump() + " span " + std::to_string(e.end - e.begin) + " bytes; shape " + shape.dump() +
+                         "'data_offsets' " + brief(off) + " span " + std::to_string(e.end - e.begin) + " bytes; shape " + brief(shape) +
                              " of " + dt.get<std::string>() + " needs " + std::to_string(numel) + " x " +
                              std::to_string(c10::elementSize(e.dtype)));
     return e;
@@ -97,6 +104,8 @@ json parse_header(const char* text, size_t n, const std::string& file) {
     std::set<std::string> seen;
     std::string duplicate;
     auto cb = [&](int depth, json::parse_event_t ev, json& parsed) {
+        if (depth > kMaxJsonDepth)  // printing or destroying it would overflow the stack
+            throw InputError(file, "header", "nests deeper than " + std::to_string(kMaxJsonDepth) + " levels; expected tensor entries");
         if (ev == json::parse_event_t::key && depth == 1 && parsed.is_string() && !seen.insert(parsed.get<std::string>()).second)
             duplicate = parsed.get<std::string>();
         return true;
@@ -116,7 +125,7 @@ std::map<std::string, std::string> read_metadata(const json& m, const std::strin
     if (!m.is_object()) throw InputError(file, "__metadata__", "expected an object of strings, got " + std::string(m.type_name()));
     std::map<std::string, std::string> out;
     for (const auto& [k, v] : m.items()) {
-        if (!v.is_string()) throw InputError(file, "__metadata__." + k, "expected a string, got " + v.dump());
+        if (!v.is_string()) throw InputError(file, "__metadata__." + k, "expected a string, got " + std::string(v.type_name()));
         out[k] = v.get<std::string>();
     }
     return out;
