@@ -265,6 +265,34 @@ class BadReplayInputs(unittest.TestCase):
             f.write(b'{"metadata": {"x": ' + DEEP + b'}, "weight_map": {}}')
         self.bad([deep], ["model.safetensors.index.json", "nests deeper than 64 levels"])
 
+    def test_fifo_and_devices_refused_without_waiting(self):
+        """A FIFO or a device where a file is expected (the checkpoint, --batch, --optimizer-state,
+        a Trainer folder's weights): opening a FIFO blocked until a writer came, ignoring SIGTERM,
+        and /dev/zero never ended. Refused by name at once (issue 28)."""
+        fifo = self.path("pipe.pt")
+        if not os.path.exists(fifo):
+            os.mkfifo(fifo)
+        folder = self.path("checkpoint-93")
+        os.makedirs(folder, exist_ok=True)
+        torch.save(self.inc.state[1], os.path.join(folder, "optimizer.pt"))
+        if not os.path.exists(os.path.join(folder, "model.safetensors")):
+            os.mkfifo(os.path.join(folder, "model.safetensors"))
+        plain = self.inc.formats["state_dict"][0]
+        cases = {
+            "checkpoint": ([fifo], self.inc.batch, fifo, "a FIFO"),
+            "batch": (self.inc.formats["dict"], fifo, fifo, "a FIFO"),
+            "optimizer-state": ([plain, "--optimizer-state", fifo], self.inc.batch, fifo, "a FIFO"),
+            "trainer member": ([folder], self.inc.batch, "model.safetensors", "a FIFO"),
+            "batch device": (self.inc.formats["dict"], "/dev/zero", "/dev/zero", "a device"),
+        }
+        for name, (ckpt, batch, *named) in cases.items():
+            with self.subTest(case=name):
+                rc, out, err = run_cli("replay", "--model", self.inc.model, "--checkpoint", *ckpt, "--batch", batch, "-q",
+                                       timeout=60)
+                self.assertEqual(rc, 2, err)
+                for n in named:
+                    self.assertIn(n, err)
+
     def test_scaler_states(self):
         base = self.inc.state[2]
         cases = {

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "ampscope/engine/errors.h"
+#include "ampscope/engine/files.h"
 #include "ampscope/engine/json_depth.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
@@ -23,9 +24,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::vector<char> read_bytes(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw InputError(path, "", "cannot be read");
-    return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return read_regular_file(path, "", "a checkpoint file (torch.save or safetensors)");
 }
 
 /// Every tensor under `v` checked against the bytes its record holds.
@@ -80,6 +79,7 @@ std::vector<std::pair<std::string, at::Tensor>> tensors_of(const c10::IValue& v,
 }
 
 bool is_zip(const std::string& path) {
+    require_regular_file(path, "", "a checkpoint file (torch.save or safetensors)");  // a FIFO would block the open
     std::ifstream in(path, std::ios::binary);
     char m[2] = {0, 0};
     in.read(m, 2);
@@ -134,6 +134,7 @@ void read_trainer_weights(Checkpoint& c, const fs::path& dir) {
         if (!fs::exists(ip)) continue;
         nlohmann::json j;
         try {
+            require_regular_file(ip.string(), "", "the Trainer's index JSON");
             std::ifstream in(ip);
             j = nlohmann::json::parse(
                 in, json_depth_limit([&] {

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "ampscope/engine/errors.h"
+#include "ampscope/engine/files.h"
 #include "ampscope/engine/json_depth.h"
 
 namespace ampscope::detail {
@@ -180,10 +181,7 @@ Safetensors parse_safetensors(const std::vector<char>& bytes, const std::string&
 }
 
 Safetensors read_safetensors(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw InputError(path, "", "cannot be read; expected a safetensors file");
-    const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    return parse_safetensors(bytes, path);
+    return parse_safetensors(read_regular_file(path, "", "a safetensors file"), path);
 }
 
 }  // namespace ampscope::detail

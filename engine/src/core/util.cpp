@@ -2,12 +2,17 @@
 #include <openssl/evp.h>
 
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <random>
 
+#include <sys/stat.h>
+
 #include "ampscope/engine/errors.h"
+#include "ampscope/engine/files.h"
 #include "ampscope/engine/hash.h"
 #include "ampscope/engine/run.h"
 
@@ -41,6 +46,7 @@ std::string Sha256::hex() {
 }
 
 std::string sha256_file(const std::string& path) {
+    require_regular_file(path, "", "a file (checkpoint, batch, model or probe file)");  // a FIFO would block, /dev/zero never end
     std::ifstream in(path, std::ios::binary);
     if (!in) throw InputError(path, "", "cannot open file for reading");
     Sha256 h;
@@ -78,6 +84,34 @@ std::string make_uuid() {
     std::snprintf(buf, sizeof buf, "%08x-%04x-%04x-%04x-%012llx", unsigned(a >> 32), unsigned((a >> 16) & 0xffff), unsigned(a & 0xffff),
                   unsigned(b >> 48), (unsigned long long)(b & 0xffffffffffffULL));
     return buf;
+}
+
+void require_regular_file(const std::string& path, const std::string& field, const std::string& expected) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0)
+        throw InputError(path, field, "cannot be read (" + std::string(std::strerror(errno)) + "); expected " + expected);
+    if (!S_ISREG(st.st_mode)) {
+        const char* what = S_ISFIFO(st.st_mode)                         ? "a FIFO"
+                           : S_ISDIR(st.st_mode)                        ? "a folder"
+                           : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                                                                        : "not a regular file";
+        throw InputError(path, field, std::string("is ") + what + ", not a regular file; expected " + expected);
+    }
+}
+
+std::vector<char> read_regular_file(const std::string& path, const std::string& field, const std::string& expected) {
+    require_regular_file(path, field, expected);
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) throw InputError(path, field, "cannot be read (" + std::string(std::strerror(errno)) + "); expected " + expected);
+    std::vector<char> out;
+    struct stat st {};
+    if (::fstat(fileno(f), &st) == 0 && st.st_size > 0) out.reserve(size_t(st.st_size));
+    char buf[1 << 16];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.insert(out.end(), buf, buf + n);
+    const bool failed = std::ferror(f) != 0;
+    std::fclose(f);
+    if (failed) throw InputError(path, field, "could not be read to its end; expected " + expected);
+    return out;
 }
 
 }  // namespace ampscope

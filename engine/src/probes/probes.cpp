@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "ampscope/engine/errors.h"
+#include "ampscope/engine/files.h"
 #include "ampscope/engine/hash.h"
 #include "probes/probes.h"
 #include "precision/precision.h"
@@ -137,9 +138,7 @@ ProbeSet demo_probes(Model& model, uint64_t seed) {
 // ---- .pt loader ---------------------------------------------------------------------------
 
 std::vector<char> read_all(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw InputError(path, "", "cannot open file for reading");
-    return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+    return read_regular_file(path, "", "a .pt or .csv file");
 }
 
 /// What a probe-file field holds: a model input (floating, integer or bool), integer labels or
