@@ -140,6 +140,8 @@ std::string replay_to_json(const ReplayResult& r) {
                         {"kind", "replay"},
                         {"started_at", r.started_at},
                         {"finished_at", r.finished_at},
+                        {"device", r.device},    // where it ran: "cpu", "cuda:0"
+                        {"backend", r.backend},  // "cpu" | "cuda" | "hip" (a ROCm device is called cuda too)
                         {"model", r.spec.model},
                         {"checkpoint", {{"path", r.spec.checkpoint}, {"format", r.checkpoint_format}, {"sha256", r.checkpoint_sha256}}},
                         {"batch", {{"path", r.spec.batch}, {"sha256", r.batch_sha256}}},
@@ -188,6 +190,8 @@ ReplayResult replay_from_json(const std::string& text, const std::string& source
         r.run_id = value_or<std::string>(j, "run_id", "");
         r.started_at = value_or<std::string>(j, "started_at", "");
         r.finished_at = value_or<std::string>(j, "finished_at", "");
+        r.device = value_or<std::string>(j, "device", "");  // device and backend: absent in replays recorded before them
+        r.backend = value_or<std::string>(j, "backend", "");
         spec_of(j, r);
         r.optimizer = value_or<std::string>(j, "optimizer", "");
         r.scaler_enabled = value_or(j, "scaler_enabled", true);

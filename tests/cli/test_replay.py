@@ -221,6 +221,8 @@ class BackwardIncident(unittest.TestCase):
         self.assertEqual(rc, 0, got)
         self.assertIsNone(got["first_nonfinite"])
         self.check_same_as_python(got, want)
+        # where it ran and which backend ran it (a ROCm device is called cuda too): in the JSON
+        self.assertEqual((got["device"], got["backend"]), ("cpu", "cpu"))
 
     def test_several_steps_on_the_batch(self):
         inc = self.inc

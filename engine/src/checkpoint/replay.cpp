@@ -314,7 +314,9 @@ ReplayResult run_replay(const ReplaySpec& spec, ProgressObserver* progress) {
     r.run_id = make_uuid();
     r.started_at = now_iso8601();
     r.spec = spec;
-    r.device = backend_report(spec.device).device;
+    const auto backend = backend_report(spec.device);
+    r.device = backend.device;
+    r.backend = backend.kind;
     const at::Device device(r.device);
     const auto c = ckpt::load_checkpoint(spec.checkpoint, spec.strip_prefix);
     r.checkpoint_format = c.format;

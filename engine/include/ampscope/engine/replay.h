@@ -74,7 +74,8 @@ struct ReplayStep {
 struct ReplayResult {
     std::string run_id, started_at, finished_at;
     ReplaySpec spec;
-    std::string device;  ///< where it ran
+    std::string device;   ///< where it ran
+    std::string backend;  ///< which backend ran it: "cpu" | "cuda" | "hip" (a ROCm device is called cuda too)
     std::string checkpoint_format, optimizer;
     std::string checkpoint_sha256, batch_sha256;
     bool scaler_enabled = true;
