@@ -224,6 +224,19 @@ class BackwardIncident(unittest.TestCase):
         # where it ran and which backend ran it (a ROCm device is called cuda too): in the JSON
         self.assertEqual((got["device"], got["backend"]), ("cpu", "cpu"))
 
+    def test_zero_scale_steps_like_python(self):
+        """A GradScaler state with scale 0.0 loads in PyTorch (every step then skips: the scaled
+        gradients are 0, unscaled by 1/0 they are NaN): replayed as PyTorch steps it, not refused."""
+        inc = self.inc
+        want = inc.python_step({"scale": 0.0, "_growth_tracker": 0})
+        zero = os.path.join(os.path.dirname(inc.batch), "scaler-zero.pt")
+        torch.save(dict(inc.state[2], scale=0.0, _growth_tracker=0), zero)
+        args = list(inc.formats["state_dict"])
+        args[args.index("--scaler-state") + 1] = zero
+        rc, got = replay(inc.model, args, inc.batch)
+        self.assertIn(rc, (0, 1), got)
+        self.check_same_as_python(got, want)
+
     def test_several_steps_on_the_batch(self):
         inc = self.inc
         want = inc.python_step({"scale": 2.0 ** 4, "_growth_tracker": 0, "growth_interval": 2}, steps=3)

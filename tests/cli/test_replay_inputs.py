@@ -297,7 +297,8 @@ class BadReplayInputs(unittest.TestCase):
         base = self.inc.state[2]
         cases = {
             "noscale": ({k: v for k, v in base.items() if k != "scale"}, "'scale'"),
-            "negscale": (dict(base, scale=-1.0), "expected a finite number > 0"),
+            "negscale": (dict(base, scale=-1.0), "expected a number >= 0 within float32's range"),
+            "hugescale": (dict(base, scale=1e39), "expected a number >= 0 within float32's range"),  # was exit 3
             "nanscale": (dict(base, scale=float("nan")), "scale"),
             "growth": (dict(base, growth_factor=1.0), "growth_factor"),
             "backoff0": (dict(base, backoff_factor=0.0), "backoff_factor"),

@@ -132,8 +132,10 @@ std::optional<ScalerState> read_scaler(const c10::IValue& v, const std::string& 
         return number(*x, file, f + k);
     };
     s.scale = need("scale");
-    if (!std::isfinite(s.scale) || s.scale <= 0)
-        throw InputError(file, f + "scale", "expected a finite number > 0, got " + c10::str(s.scale));
+    // 0 is what GradScaler loads too (every step then skips: 0 x 1/0 is NaN); the scale is a
+    // float32 tensor, so a double above float32's largest would be inf there.
+    if (!(s.scale >= 0) || !std::isfinite(float(s.scale)))
+        throw InputError(file, f + "scale", "expected a number >= 0 within float32's range (GradScaler's scale), got " + c10::str(s.scale));
     if (get(d, "growth_factor")) s.growth_factor = need("growth_factor");
     if (get(d, "backoff_factor")) s.backoff_factor = need("backoff_factor");
     if (get(d, "growth_interval")) s.growth_interval = int(need("growth_interval"));
