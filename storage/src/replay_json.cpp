@@ -181,10 +181,7 @@ ReplayRecord replay_record_of(const ReplayResult& r) {
 ReplayResult replay_from_json(const std::string& text, const std::string& source) {
     nlohmann::json j;
     try {
-        j = nlohmann::json::parse(
-            text, json_depth_limit([&] {
-                throw InputError(source, "", "nests deeper than " + std::to_string(kMaxJsonDepth) + " levels; expected a replay JSON");
-            }));
+        j = nlohmann::json::parse(text, json_depth_limit(source, "", "a replay JSON"));
         if (!j.is_object() || j.value("kind", "") != "replay") throw InputError(source, "kind", "a replay JSON (kind 'replay')");
         ReplayResult r;
         r.run_id = value_or<std::string>(j, "run_id", "");

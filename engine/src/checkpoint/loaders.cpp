@@ -136,11 +136,7 @@ void read_trainer_weights(Checkpoint& c, const fs::path& dir) {
         try {
             require_regular_file(ip.string(), "", "the Trainer's index JSON");
             std::ifstream in(ip);
-            j = nlohmann::json::parse(
-                in, json_depth_limit([&] {
-                    throw InputError(ip.string(), "",
-                                     "nests deeper than " + std::to_string(kMaxJsonDepth) + " levels; expected {\"weight_map\": ...}");
-                }));
+            j = nlohmann::json::parse(in, json_depth_limit(ip.string(), "", "{\"weight_map\": ...}"));
         } catch (const InputError&) {
             throw;
         } catch (const std::exception& e) {

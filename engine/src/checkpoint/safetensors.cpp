@@ -15,6 +15,7 @@
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/files.h"
 #include "ampscope/engine/json_depth.h"
+#include "ampscope/engine/text.h"
 
 namespace ampscope::detail {
 namespace {
@@ -48,8 +49,7 @@ std::string known_dtypes() {
 
 /// A value of the header in a message: at most 80 characters of it (a header may hold 100 MB).
 std::string brief(const json& v) {
-    std::string s = v.dump();
-    return s.size() <= 80 ? s : s.substr(0, 77) + "...";
+    return clip_echo(v.dump(), 80);
 }
 
 /// A non-negative JSON integer, or InputError.
@@ -105,8 +105,7 @@ json parse_header(const char* text, size_t n, const std::string& file) {
     std::set<std::string> seen;
     std::string duplicate;
     auto cb = [&](int depth, json::parse_event_t ev, json& parsed) {
-        if (depth > kMaxJsonDepth)  // printing or destroying it would overflow the stack
-            throw InputError(file, "header", "nests deeper than " + std::to_string(kMaxJsonDepth) + " levels; expected tensor entries");
+        check_json_depth(depth, file, "header", "tensor entries");  // printing a deeper value would overflow the stack
         if (ev == json::parse_event_t::key && depth == 1 && parsed.is_string() && !seen.insert(parsed.get<std::string>()).second)
             duplicate = parsed.get<std::string>();
         return true;

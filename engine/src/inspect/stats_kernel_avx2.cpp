@@ -132,9 +132,21 @@ AMPSCOPE_AVX2 inline int64_t total(__m256i x) {
     return s;
 }
 
+/// The sum of 16 unsigned 16-bit lane counters.
+AMPSCOPE_AVX2 inline int64_t total16(__m256i x) {
+    alignas(32) uint16_t t[16];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(t), x);
+    int64_t s = 0;
+    for (uint16_t y : t) s += y;
+    return s;
+}
+
 /// Every counter and the smallest non-zero finite magnitude of n (a multiple of 8) values, by
-/// threshold counts on the magnitude bits: each class is a difference of two of them.
-AMPSCOPE_AVX2 void counts_avx2(const float* v, int n, KernelAcc& a) {
+/// threshold counts on the magnitude bits: each class is a difference of two of them. kFinite:
+/// the values are finite and no larger than FP16's largest (the common float block), so the
+/// non-finite and overflow compares are left out.
+template <bool kFinite>
+AMPSCOPE_AVX2 void counts32(const float* v, int n, KernelAcc& a) {
     const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
 #define c(x) _mm256_set1_epi32(int32_t(x))
     const __m256i t_fin = c(kExpMask - 1u), t_inf = c(kExpMask), t_ninf = c(0xff800000u), zero = _mm256_setzero_si256();
@@ -146,13 +158,16 @@ AMPSCOPE_AVX2 void counts_avx2(const float* v, int n, KernelAcc& a) {
     for (int i = 0; i < n; i += 8) {
         const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + i));
         const __m256i ab = _mm256_and_si256(b, absmask);
-        const __m256i nf = _mm256_cmpgt_epi32(ab, t_fin);  // masks are -1: subtracting counts
-        nonfin = _mm256_sub_epi32(nonfin, nf);
-        nan = _mm256_sub_epi32(nan, _mm256_cmpgt_epi32(ab, t_inf));
-        ninf = _mm256_sub_epi32(ninf, _mm256_cmpeq_epi32(b, t_ninf));
+        __m256i nf = zero;  // masks are -1: subtracting counts
+        if constexpr (!kFinite) {
+            nf = _mm256_cmpgt_epi32(ab, t_fin);
+            nonfin = _mm256_sub_epi32(nonfin, nf);
+            nan = _mm256_sub_epi32(nan, _mm256_cmpgt_epi32(ab, t_inf));
+            ninf = _mm256_sub_epi32(ninf, _mm256_cmpeq_epi32(b, t_ninf));
+            gh = _mm256_sub_epi32(gh, _mm256_cmpgt_epi32(ab, t_ho));
+            gb = _mm256_sub_epi32(gb, _mm256_cmpgt_epi32(ab, t_bo));
+        }
         zeros = _mm256_sub_epi32(zeros, _mm256_cmpeq_epi32(ab, zero));
-        gh = _mm256_sub_epi32(gh, _mm256_cmpgt_epi32(ab, t_ho));
-        gb = _mm256_sub_epi32(gb, _mm256_cmpgt_epi32(ab, t_bo));
         lhs = _mm256_sub_epi32(lhs, _mm256_cmpgt_epi32(t_hs, ab));
         lhu = _mm256_sub_epi32(lhu, _mm256_cmpgt_epi32(t_hu, ab));
         lbs = _mm256_sub_epi32(lbs, _mm256_cmpgt_epi32(t_bs, ab));
@@ -160,38 +175,13 @@ AMPSCOPE_AVX2 void counts_avx2(const float* v, int n, KernelAcc& a) {
         // zero wraps to 0xffffffff and non-finite is forced there: never the minimum
         minnz = _mm256_min_epu32(minnz, _mm256_or_si256(_mm256_sub_epi32(ab, one), nf));
     }
-    const int64_t nf = total(nonfin), na = total(nan), ni = total(ninf), z = total(zeros);
-    a.nan += na;
-    a.posinf += nf - na - ni;
-    a.neginf += ni;
-    a.zeros += z;
-    a.h_over += total(gh) - nf;
-    a.b_over += total(gb) - nf;
-    a.h_sub += total(lhs) - z;
-    a.h_under += total(lhu) - z;
-    a.b_sub += total(lbs) - z;
-    a.b_under += total(lbu) - z;
-    // No finite non-zero value (every lane still 0xffffffff): nothing to take, else the +1
-    // wraps to 0 and the block reports a smallest non-zero magnitude of 0.
-    if (const uint32_t mn = lane_min<uint32_t>(minnz); mn != 0xffffffffu) a.minnz_bits = std::min(a.minnz_bits, mn + 1u);
-}
-
-/// The range counters and the smallest non-zero magnitude of n (a multiple of 8) finite
-/// values no larger than FP16's largest (the common float block: none can be non-finite or
-/// overflow either format, so those compares are left out; counts_avx2 otherwise).
-AMPSCOPE_AVX2 void counts_finite_avx2(const float* v, int n, KernelAcc& a) {
-    const __m256i absmask = _mm256_set1_epi32(0x7fffffff), zero = _mm256_setzero_si256(), one = _mm256_set1_epi32(1);
-    const __m256i t_hs = _mm256_set1_epi32(int32_t(kFp16MinNormalBits)), t_hu = _mm256_set1_epi32(int32_t(kFp16MinSubBits));
-    const __m256i t_bs = _mm256_set1_epi32(int32_t(kBf16MinNormalBits)), t_bu = _mm256_set1_epi32(int32_t(kBf16MinSubBits));
-    __m256i zeros = zero, lhs = zero, lhu = zero, lbs = zero, lbu = zero, minnz = _mm256_set1_epi32(-1);
-    for (int i = 0; i < n; i += 8) {
-        const __m256i ab = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + i)), absmask);
-        zeros = _mm256_sub_epi32(zeros, _mm256_cmpeq_epi32(ab, zero));
-        lhs = _mm256_sub_epi32(lhs, _mm256_cmpgt_epi32(t_hs, ab));
-        lhu = _mm256_sub_epi32(lhu, _mm256_cmpgt_epi32(t_hu, ab));
-        lbs = _mm256_sub_epi32(lbs, _mm256_cmpgt_epi32(t_bs, ab));
-        lbu = _mm256_sub_epi32(lbu, _mm256_cmpgt_epi32(t_bu, ab));
-        minnz = _mm256_min_epu32(minnz, _mm256_sub_epi32(ab, one));  // zero wraps to 0xffffffff
+    if constexpr (!kFinite) {
+        const int64_t nf = total(nonfin), na = total(nan), ni = total(ninf);
+        a.nan += na;
+        a.posinf += nf - na - ni;
+        a.neginf += ni;
+        a.h_over += total(gh) - nf;
+        a.b_over += total(gb) - nf;
     }
     const int64_t z = total(zeros);
     a.zeros += z;
@@ -199,6 +189,8 @@ AMPSCOPE_AVX2 void counts_finite_avx2(const float* v, int n, KernelAcc& a) {
     a.h_under += total(lhu) - z;
     a.b_sub += total(lbs) - z;
     a.b_under += total(lbu) - z;
+    // No finite non-zero value (every lane still 0xffffffff): nothing to take, else the +1
+    // wraps to 0 and the block reports a smallest non-zero magnitude of 0.
     if (const uint32_t mn = lane_min<uint32_t>(minnz); mn != 0xffffffffu) a.minnz_bits = std::min(a.minnz_bits, mn + 1u);
 }
 
@@ -259,13 +251,13 @@ AMPSCOPE_AVX2 void f32_block(const float* v, int n, KernelAcc& a) {
             if (minab >= kFp16MinNormalBits && maxab <= kFp16MaxBits)
                 a.minnz_bits = std::min(a.minnz_bits, minab);
             else
-                (maxab <= kFp16MaxBits ? counts_finite_avx2 : counts_avx2)(v, m, a);  // finite
+                (maxab <= kFp16MaxBits ? counts32<true> : counts32<false>)(v, m, a);  // finite
         } else if (minab > kExpMask) {
             a.count += m;  // every value NaN: nothing else to count
             a.nan += m;
         } else if (maxab >= kExpMask && moments_masked(
                                             m, [v](int i) AMPSCOPE_AVX2 { return _mm256_loadu_ps(v + i); }, a)) {
-            counts_avx2(v, m, a);
+            counts32<false>(v, m, a);
         } else {
             stats_block(v, m, a);
         }
@@ -285,16 +277,9 @@ AMPSCOPE_AVX2 void half_counts(const uint16_t* h, int n, KernelAcc& a) {
         below = _mm256_sub_epi16(below, _mm256_cmpgt_epi16(t_norm, ab));
         minnz = _mm256_min_epu16(minnz, _mm256_sub_epi16(ab, one));  // zero wraps to 0xffff
     }
-    alignas(32) uint16_t z[16], b[16];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(z), zeros);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(b), below);
-    int64_t nz = 0, nb = 0;
-    for (int k = 0; k < 16; ++k) {
-        nz += z[k];
-        nb += b[k];
-    }
+    const int64_t nz = total16(zeros);
     a.zeros += nz;
-    a.h_sub += nb - nz;
+    a.h_sub += total16(below) - nz;
     const uint16_t mn = lane_min<uint16_t>(minnz);
     if (mn != 0xffffu) {
         const uint16_t bits = uint16_t(mn + 1u);
@@ -325,24 +310,11 @@ AMPSCOPE_AVX2 void half_counts_nonfinite(const uint16_t* h, int n, KernelAcc& a)
         // zero wraps to 0xffff and non-finite is forced there: never the minimum
         minnz = _mm256_min_epu16(minnz, _mm256_or_si256(_mm256_sub_epi16(ab, one), nf));
     }
-    alignas(32) uint16_t z[16], bl[16], na[16], in[16], ni[16];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(z), zeros);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(bl), below);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(na), nan);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(in), inf);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(ni), ninf);
-    int64_t nz = 0, nb = 0, nn = 0, infs = 0, neg = 0;
-    for (int k = 0; k < 16; ++k) {
-        nz += z[k];
-        nb += bl[k];
-        nn += na[k];
-        infs += in[k];
-        neg += ni[k];
-    }
+    const int64_t nz = total16(zeros), neg = total16(ninf);
     a.zeros += nz;
-    a.h_sub += nb - nz;
-    a.nan += nn;
-    a.posinf += infs - neg;
+    a.h_sub += total16(below) - nz;
+    a.nan += total16(nan);
+    a.posinf += total16(inf) - neg;
     a.neginf += neg;
     const uint16_t mn = lane_min<uint16_t>(minnz);
     if (mn != 0xffffu) {
@@ -412,21 +384,14 @@ AMPSCOPE_AVX2 void bf16_counts(const uint16_t* h, int n, KernelAcc& a) {
         lbu = _mm256_sub_epi16(lbu, _mm256_cmpgt_epi16(t_bu, ab));
         minnz = _mm256_min_epu16(minnz, _mm256_sub_epi16(ab, one));  // zero wraps to 0xffff
     }
-    auto sum16 = [](__m256i v) AMPSCOPE_AVX2 {
-        alignas(32) uint16_t t[16];
-        _mm256_store_si256(reinterpret_cast<__m256i*>(t), v);
-        int64_t s = 0;
-        for (uint16_t x : t) s += x;
-        return s;
-    };
-    const int64_t z = sum16(zeros);
+    const int64_t z = total16(zeros);
     a.zeros += z;
-    a.h_over += sum16(gh);
-    a.b_over += sum16(gb);
-    a.h_sub += sum16(lhs) - z;
-    a.h_under += sum16(lhu) - z;
-    a.b_sub += sum16(lbs) - z;
-    a.b_under += sum16(lbu) - z;
+    a.h_over += total16(gh);
+    a.b_over += total16(gb);
+    a.h_sub += total16(lhs) - z;
+    a.h_under += total16(lhu) - z;
+    a.b_sub += total16(lbs) - z;
+    a.b_under += total16(lbu) - z;
     if (const uint16_t mn = lane_min<uint16_t>(minnz); mn != 0xffffu) a.minnz_bits = std::min(a.minnz_bits, uint32_t(mn + 1u) << 16);
 }
 
