@@ -64,4 +64,9 @@ if ! "$VENV/bin/python" -c 'import transformers, timm, torchvision, safetensors'
   say "installing transformers, timm, torchvision, safetensors into $VENV (tests only)"
   "$VENV/bin/python" -m pip install -q "transformers==5.24.0" "timm==1.0.31" "torchvision==0.26.0" "safetensors==0.8.0"
 fi
+# Test-only (replay and capture tests): checkpoints written by the real trainers.
+if ! "$VENV/bin/python" -c 'import pytorch_lightning, accelerate' 2>/dev/null; then
+  say "installing pytorch-lightning, accelerate into $VENV (tests only)"
+  "$VENV/bin/python" -m pip install -q "pytorch-lightning==2.6.6" "accelerate==1.15.0"
+fi
 "$VENV/bin/python" -c 'import torch,numpy; print("[bootstrap] torch", torch.__version__, "cmake prefix", torch.utils.cmake_prefix_path)'
