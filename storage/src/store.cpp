@@ -18,6 +18,7 @@
 #include "layer_chunk.h"
 #include "legacy_layers.h"
 #include "layer_stats.h"
+#include "real_column.h"
 #include "token_rows.h"
 #include "schema.h"
 #include "serialize.h"
@@ -264,7 +265,7 @@ void Store::load_passes(int64_t id, RunResult& r, std::vector<std::string>* dama
         if (n) std::memcpy(p.outputs.data(), s.blob_ptr(4), n * sizeof(float));
         p.nonfinite_samples = strings_column(s.text(5), path_, uuid, "passes.nonfinite_json");
         p.origin = origin_column(s, 6, path_, uuid, "passes.origin_json");
-        if (!s.is_null(7)) p.quality = s.f64(7);
+        p.quality = real::optional(s, 7, column_of(path_, uuid, "passes.quality"));
         p.seconds = s.f64(8);
         p.layers = read_layers(db_, s.i64(0), "pass " + to_string(p.precision) + " of run " + uuid, damaged);
         r.passes.push_back(std::move(p));
@@ -426,15 +427,15 @@ std::vector<TrainStep> Store::training_steps(const std::string& uuid) const {
     while (s.step()) {
         TrainStep st;
         st.step = int(s.i64(0));
-        st.loss_ref = s.f64(1);
-        st.loss_amp = s.f64(2);
-        st.scale = s.f64(3);
+        st.loss_ref = real::figure(s, 1);  // NULL: a NaN (real_column.h)
+        st.loss_amp = real::figure(s, 2);
+        st.scale = real::figure(s, 3);
         st.found_inf = s.i64(4);
         st.skipped = s.i64(5);
         st.effective_updates = int(s.i64(6));
-        st.grad_norm = s.f64(7);
-        st.lr = s.f64(8);
-        st.divergence = s.f64(9);
+        st.grad_norm = real::figure(s, 7);
+        st.lr = real::figure(s, 8);
+        st.divergence = real::figure(s, 9);
         st.nonfinite_stage = s.text(10);
         st.origin = origin_column(s, 11, path_, uuid, "training_steps.origin_json");
         st.grad_underflow = s.i64(12);

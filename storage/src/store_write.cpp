@@ -11,6 +11,7 @@
 #include "ampscope/storage/store.h"
 #include "json_map.h"
 #include "layer_chunk.h"
+#include "real_column.h"
 #include "serialize.h"
 #include "sqlite.h"
 #include "token_rows.h"
@@ -97,10 +98,7 @@ void insert_pass(sqlite3* db, int64_t run_id, int seq, const PassResult& p, size
         s.bind(8, jmap::origin(p.origin).dump());
     else
         s.bind_null(8);
-    if (p.quality)
-        s.bind(9, *p.quality);
-    else
-        s.bind_null(9);
+    real::bind_optional(s, 9, p.quality);  // NaN as 'nan' (real_column.h)
     s.bind(10, p.seconds);
     s.run();
     const int64_t pass_id = sqlite3_last_insert_rowid(db);

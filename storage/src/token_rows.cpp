@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "ampscope/storage/errors.h"
+#include "real_column.h"
 #include "sqlite.h"
 
 namespace ampscope::storage {
@@ -50,15 +51,15 @@ std::optional<TokenStats> read_tokens(sqlite3* db, int64_t cid, const std::vecto
     t.vocab = int(s.i64(1));
     t.positions = s.i64(2);
     t.masked = s.i64(3);
-    t.mean_kld = s.f64(4);
-    t.p99_kld = s.f64(5);
-    t.max_kld = s.f64(6);
-    t.same_top = s.f64(7);
-    t.top5_overlap = s.f64(8);
-    t.rms_dp = s.f64(9);
+    t.mean_kld = real::figure(s, 4);
+    t.p99_kld = real::figure(s, 5);
+    t.max_kld = real::figure(s, 6);
+    t.same_top = real::figure(s, 7);
+    t.top5_overlap = real::figure(s, 8);
+    t.rms_dp = real::figure(s, 9);
     t.label_tokens = s.i64(10);
-    t.ref_ce = s.f64(11);
-    t.amp_ce = s.f64(12);
+    t.ref_ce = real::figure(s, 11);  // NULL: a NaN SQLite made NULL (real_column.h)
+    t.amp_ce = real::figure(s, 12);
     t.ref_ppl = std::exp(t.ref_ce);
     t.amp_ppl = std::exp(t.amp_ce);
     const auto bytes = s.blob(13);

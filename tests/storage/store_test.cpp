@@ -135,6 +135,100 @@ TEST(Store, AnnotationsAndReview) {
     sqlite3_finalize(st);
 }
 
+/// Figures that may be non-finite read back as NaN / +inf / -inf (SQLite stores a NaN double as
+/// NULL): the cross-entropies of an incident's AMP pass (NULL was read as 0, a perplexity of 1.0),
+/// a pass's quality (NULL reads as "not evaluated"), a training step's losses and norms; also
+/// from an export file.
+TEST(Store, NonFiniteFiguresReadBackAsSuch) {
+    TempDir d;
+    const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+    auto r = make_run();
+    r.passes[0].quality = inf;
+    r.passes[1].quality = nan;
+    TokenStats t;
+    t.length = 2;
+    t.vocab = 4;
+    t.positions = 12;
+    t.label_tokens = 6;
+    t.ref_ce = 2e5;  // finite, its perplexity overflows
+    t.amp_ce = nan;
+    t.ref_ppl = inf;
+    t.amp_ppl = nan;
+    t.kld.assign(12, 0.f);
+    r.comparisons[0].tokens = t;
+    {
+        Store s(d.file("a.sqlite"));
+        record(s, r);
+        const auto back = s.load_run(r.run_id);
+        EXPECT_EQ(js(back), js(r));
+        ASSERT_TRUE(back.comparisons[0].tokens);
+        EXPECT_TRUE(std::isnan(back.comparisons[0].tokens->amp_ce));
+        EXPECT_TRUE(std::isnan(back.comparisons[0].tokens->amp_ppl)) << back.comparisons[0].tokens->amp_ppl;
+        EXPECT_EQ(back.comparisons[0].tokens->ref_ppl, inf);
+        ASSERT_TRUE(back.passes[1].quality) << "a NaN quality read back as not evaluated";
+        EXPECT_TRUE(std::isnan(*back.passes[1].quality));
+        EXPECT_EQ(back.passes[0].quality, inf);
+        export_runs(s, {r.run_id}, d.file("x.ampscope"));
+    }
+    Store x(d.file("x.ampscope"), Store::Mode::ReadOnly);
+    EXPECT_EQ(js(x.load_run(r.run_id)), js(r));
+
+    Store s(d.file("t.sqlite"));
+    {
+        TrainWriter w(s);
+        TrainResult h;
+        h.run_id = make_uuid();
+        h.spec.model = "demo:mlp";
+        h.spec.data = "demo";
+        h.model.source = "demo:mlp";
+        h.started_at = now_iso8601();
+        w.train_started(h);
+        TrainStep st;
+        st.loss_ref = 1.5;
+        st.loss_amp = nan;
+        st.grad_norm = inf;
+        st.divergence = nan;
+        w.step_finished(st);
+        st.step = 1;
+        st.loss_amp = -inf;
+        st.grad_norm = 2.0;
+        st.divergence = 0.5;
+        w.step_finished(st);
+        const auto steps = s.training_steps(h.run_id);
+        ASSERT_EQ(steps.size(), 2u);
+        EXPECT_TRUE(std::isnan(steps[0].loss_amp)) << steps[0].loss_amp;
+        EXPECT_EQ(steps[0].grad_norm, inf);
+        EXPECT_TRUE(std::isnan(steps[0].divergence)) << steps[0].divergence;
+        EXPECT_EQ(steps[1].loss_amp, -inf);
+        EXPECT_EQ(steps[1].loss_ref, 1.5);
+    }
+}
+
+/// Databases written before NaN was stored as such: the NULL SQLite made of a NaN figure that is
+/// always written reads as NaN (it was read as 0).
+TEST(Store, OldNullFiguresReadAsNaN) {
+    TempDir d;
+    auto r = make_run();
+    TokenStats t;
+    t.length = 2;
+    t.vocab = 4;
+    t.label_tokens = 6;
+    t.ref_ce = 1.0;
+    t.amp_ce = 1.0;
+    t.kld.assign(12, 0.f);
+    r.comparisons[0].tokens = t;
+    {
+        Store s(d.file("a.sqlite"));
+        record(s, r);
+    }
+    raw_exec(d.file("a.sqlite"), "UPDATE token_stats SET amp_ce=NULL");
+    Store s(d.file("a.sqlite"));
+    const auto back = s.load_run(r.run_id);
+    EXPECT_TRUE(std::isnan(back.comparisons[0].tokens->amp_ce)) << back.comparisons[0].tokens->amp_ce;
+    EXPECT_TRUE(std::isnan(back.comparisons[0].tokens->amp_ppl)) << back.comparisons[0].tokens->amp_ppl;
+    EXPECT_EQ(back.comparisons[0].tokens->ref_ppl, std::exp(1.0));
+}
+
 TEST(Store, ExportImportRoundTripIsIdempotent) {
     TempDir d;
     Store a(d.file("a.sqlite"));
