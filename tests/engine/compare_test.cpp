@@ -159,3 +159,28 @@ TEST(Compare, QualityAccuracyAndRegression) {
     EXPECT_EQ(worst, 0);
     EXPECT_FALSE(is_classifier(1, rt));
 }
+
+// -inf scores are masked entries (probability 0): never the decision, and the same -inf in both
+// passes is no new non-finite value; a vector of only -inf has no decision.
+TEST(Decide, NegativeInfinityIsNeverChosen) {
+    const float ninf = -std::numeric_limits<float>::infinity();
+    const float masked[] = {ninf, 0.2f, 0.7f, ninf};
+    EXPECT_EQ(decide(masked, 4, 0.0, TieRule::LowestIndex), 2);
+    const float tie[] = {ninf, 0.5f, 0.5f};
+    EXPECT_EQ(decide(tie, 3, 0.0, TieRule::Abstain), kAbstain);
+    EXPECT_EQ(decide(tie, 3, 0.0, TieRule::LowestIndex), 1);
+    const float all[] = {ninf, ninf};
+    EXPECT_EQ(decide(all, 2, 0.0, TieRule::LowestIndex), kNonFinite);
+    auto ref = pass(Precision::Fp32, 3, {ninf, 1.0f, 0.0f, ninf, 0.0f, 1.0f});
+    auto amp = pass(Precision::Fp16, 3, {ninf, 1.0f, 0.0f, ninf, 0.0f, 1.0f});
+    auto cmp = compare(ref, amp, samples(2), {}, Criteria{});
+    EXPECT_TRUE(crit(cmp, "finite_outputs").passed) << crit(cmp, "finite_outputs").detail;
+    EXPECT_EQ(cmp.verdict, Verdict::Accepted);
+    EXPECT_EQ(cmp.amp_decisions, (std::vector<int>{1, 2}));
+    // a new -inf (a negative overflow) is counted once, by finite_outputs, and flips no decision
+    amp.outputs[1] = ninf;
+    cmp = compare(ref, amp, samples(2), {}, Criteria{});
+    EXPECT_FALSE(crit(cmp, "finite_outputs").passed);
+    EXPECT_EQ(crit(cmp, "finite_outputs").samples, std::vector<std::string>{"s0"});
+    EXPECT_TRUE(crit(cmp, "decision_flips").passed) << crit(cmp, "decision_flips").detail;
+}

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "ampscope/engine/compare.h"
 
@@ -110,4 +111,31 @@ TEST(Tokens, PerplexityQualityMetric) {
     EXPECT_NEAR(*quality(pass(Precision::Fp32, kRef), truth, c), std::exp(-(std::log(0.5) + lp1) / 2), 1e-6);
     c.quality_metric = QualityMetric::TokenAccuracy;
     EXPECT_DOUBLE_EQ(*quality(pass(Precision::Fp32, kRef), truth, c), 0.5);  // position 0 (argmax 0) misses label 1; position 1 hits 0
+}
+
+// Masked vocabulary entries: -inf at the same entries of both passes is no new non-finite value
+// (finite_outputs passes, the position is compared, a probability-0 entry adds nothing to the KL
+// divergence); a -inf only the AMP pass has is one (counted once, by finite_outputs).
+TEST(Tokens, SharedNegativeInfinityIsNotNew) {
+    const float ninf = -std::numeric_limits<float>::infinity();
+    const SequenceLayout seq{2, 3, {}};
+    const std::vector<float> ref = {0, 0, ninf, 1, 0, ninf};
+    const std::vector<float> amp = {0, float(std::log(3.0)), ninf, 1, 0, ninf};
+    auto c = compare(pass(Precision::Fp32, ref), pass(Precision::Bf16, amp), kSamples, {}, Criteria{}, &seq);
+    EXPECT_TRUE(crit(c, "finite_outputs").passed) << crit(c, "finite_outputs").detail;
+    EXPECT_TRUE(c.deltas[0].finite);
+    EXPECT_NEAR(c.max_abs_delta, std::log(3.0), 1e-6);
+    ASSERT_TRUE(c.tokens);
+    EXPECT_EQ(c.tokens->positions, 2);
+    const double kl0 = 0.5 * std::log(0.5 / 0.25) + 0.5 * std::log(0.5 / 0.75);
+    EXPECT_NEAR(c.tokens->mean_kld, kl0 / 2, 1e-7);
+    EXPECT_DOUBLE_EQ(c.tokens->same_top, 0.5);  // position 0 flips 0 -> 1 (the tie: lowest index), position 1 does not
+    ASSERT_EQ(c.flips.size(), 1u);
+    EXPECT_EQ(c.flips[0].amp, 1);
+    // a -inf where the reference is finite is new
+    auto amp2 = amp;
+    amp2[4] = ninf;
+    c = compare(pass(Precision::Fp32, ref), pass(Precision::Bf16, amp2), kSamples, {}, Criteria{}, &seq);
+    EXPECT_FALSE(crit(c, "finite_outputs").passed);
+    EXPECT_EQ(c.tokens->positions, 1);
 }

@@ -12,12 +12,14 @@ namespace ampscope {
 int decide(const float* scores, int n, double tie_tolerance, TieRule rule) {
     int best = -1;
     for (int i = 0; i < n; ++i) {
-        if (!std::isfinite(scores[i])) return kNonFinite;
+        if (std::isnan(scores[i]) || scores[i] == std::numeric_limits<float>::infinity()) return kNonFinite;
+        if (std::isinf(scores[i])) continue;  // -inf: a masked entry, never the choice
         if (best < 0 || scores[i] > scores[best]) best = i;
     }
-    if (best < 0) return kNonFinite;  // no scores
+    if (best < 0) return kNonFinite;  // no scores, or every one -inf
     int first_tied = best, tied = 0;
     for (int i = 0; i < n; ++i) {
+        if (std::isinf(scores[i])) continue;
         const bool within = (scores[i] == scores[best]) || (double(scores[best]) - double(scores[i]) <= tie_tolerance);
         if (within) {
             ++tied;
@@ -139,6 +141,7 @@ SampleDelta sample_delta(const float* ref, const float* amp, int k, const Sample
     for (int j = 0; j < k; ++j) {
         if (!m.keeps(j)) continue;
         const double r = ref[j], a = amp[j];
+        if (std::isinf(a) && a == r) continue;  // the same infinity in both passes (a masked entry): not new, no delta
         const auto [atol, rtol] = tolerance_for(c, j);
         if (!std::isfinite(a)) {
             d.finite = false;
@@ -220,9 +223,9 @@ void compare_decisions(const PassResult& ref, const PassResult& amp, const std::
         const int ad = decide(as, k, c.tie_tolerance, c.tie_rule);
         out.ref_decisions[i] = rd;
         out.amp_decisions[i] = ad;
-        if (rd != ad) {  // listed; counted as a flip only when both sides decided on finite scores
+        if (rd != ad) {  // listed; counted only when both sides decided and no new non-finite score (finite_outputs counts those)
             out.flips.push_back({samples[i].id, samples[i].tag, rd, ad, margin(rs, k), margin(as, k)});
-            if (rd != kNonFinite && ad != kNonFinite)
+            if (rd != kNonFinite && ad != kNonFinite && out.deltas[i].finite)
                 flips.samples.push_back(samples[i].id);
             else
                 ++uncounted;

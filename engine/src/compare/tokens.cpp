@@ -74,13 +74,24 @@ struct Sums {
     int64_t same = 0, flips = 0;
 };
 
-/// One unmasked position whose logits are finite in both passes.
+/// Whether the AMP logits of a position hold a non-finite value the reference does not have at
+/// the same index (a -inf both passes have is a masked entry, not an overflow).
+bool new_nonfinite(const float* rs, const float* as, int v) {
+    for (int j = 0; j < v; ++j)
+        if (!std::isfinite(as[j]) && !(std::isinf(as[j]) && as[j] == rs[j])) return true;
+    return false;
+}
+
+/// One unmasked position whose logits are finite in both passes, or -inf at the same entries.
 void compare_position(const float* rs, const float* as, int v, Sums& s, float& kld_out) {
     std::vector<double> lr, la;
     log_softmax(rs, v, lr);
     log_softmax(as, v, la);
     double kld = 0;
-    for (int j = 0; j < v; ++j) kld += std::exp(lr[size_t(j)]) * (lr[size_t(j)] - la[size_t(j)]);
+    for (int j = 0; j < v; ++j) {
+        const double p = std::exp(lr[size_t(j)]);
+        if (p > 0) kld += p * (lr[size_t(j)] - la[size_t(j)]);  // 0 log(0 / q) = 0: a masked (-inf) entry
+    }
     s.kld.push_back(kld);
     kld_out = float(kld);
     const int t = argmax(rs, v);
@@ -170,7 +181,7 @@ void compare_tokens(const PassResult& ref, const PassResult& amp, const std::vec
             const int ad = decide(as, V, c.tie_tolerance, c.tie_rule);
             if (rd != kNonFinite) margins.push_back({samples[i].id, p, margin(rs, V)});
             if (rd != ad) out.flips.push_back({samples[i].id, samples[i].tag, rd, ad, margin(rs, V), margin(as, V), p});
-            if (rd == kNonFinite || ad == kNonFinite) continue;  // counted by finite_outputs
+            if (rd == kNonFinite || ad == kNonFinite || new_nonfinite(rs, as, V)) continue;  // counted by finite_outputs
             ++t.positions;
             if (rd == ad)
                 ++s.same;

@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <regex>
@@ -517,6 +518,23 @@ void ComparisonRun::note_state_changes(const std::vector<std::string>& changed) 
                            "but a deployed model would see the changed state");
 }
 
+namespace {
+
+/// The samples whose reference scores are broken: NaN or +inf anywhere; -inf too, unless the
+/// scores are a classifier's or a sequence's (a -inf logit is a masked entry, probability 0).
+std::vector<std::string> broken_reference(const PassResult& ref, const Truth& truth, const std::vector<SampleInfo>& samples) {
+    const size_t k = size_t(std::max(ref.num_outputs, 0));
+    const bool scores = is_classifier(ref.num_outputs, truth);
+    std::vector<std::string> out;
+    for (size_t i = 0; k > 0 && i < samples.size() && (i + 1) * k <= ref.outputs.size(); ++i)
+        if (std::any_of(ref.outputs.begin() + long(i * k), ref.outputs.begin() + long((i + 1) * k),
+                        [scores](float v) { return std::isnan(v) || v == INFINITY || (!scores && v == -INFINITY); }))
+            out.push_back(samples[i].id);
+    return out;
+}
+
+}  // namespace
+
 bool ComparisonRun::reference(PassResult& ref) {
     bool mutated = false;
     PassOptions o = options();
@@ -540,9 +558,10 @@ bool ComparisonRun::reference(PassResult& ref) {
                                  std::to_string(ref.num_outputs) + " outputs");
     res.passes.push_back(ref);
     if (sink) sink->pass_finished(ref);
-    if (ref.nonfinite_samples.empty()) return true;
+    const auto broken = broken_reference(ref, truth(), probes.samples);
+    if (broken.empty()) return true;
     res.verdict = Verdict::InvalidReference;
-    res.warnings.push_back("the FP32 reference is not finite for " + std::to_string(ref.nonfinite_samples.size()) +
+    res.warnings.push_back("the FP32 reference is not finite for " + std::to_string(broken.size()) +
                            " samples; AMP passes were not run against a broken reference");
     return false;
 }

@@ -10,13 +10,14 @@ namespace ampscope {
 
 /// Decisions that are not a class index.
 constexpr int kAbstain = -1;    ///< a tie under TieRule::Abstain
-constexpr int kNonFinite = -2;  ///< a score vector holding NaN or +-Inf: no decision at all
+constexpr int kNonFinite = -2;  ///< a score vector holding NaN or +Inf (or only -Inf): no decision at all
 
 /// Decision for one score vector: argmax, where every score within `tie_tolerance` of the
 /// maximum counts as tied; LowestIndex picks the lowest tied index, Abstain returns kAbstain
-/// on a tie. A vector with any NaN or infinite score has no decision: kNonFinite (unlike
-/// torch.argmax, which returns the index of a NaN, or of +inf: neither is a class the model
-/// chose, both are an overflow).
+/// on a tie. -inf scores (masked entries: probability 0) are never chosen. A vector with a NaN or
+/// +inf score, or with every score -inf, has no decision: kNonFinite (unlike torch.argmax, which
+/// returns the index of a NaN, or of +inf: neither is a class the model chose, both are an
+/// overflow).
 int decide(const float* scores, int n, double tie_tolerance, TieRule rule);
 
 /// "3", "abstain" or "non-finite": how a decision is shown in tables and summaries.
