@@ -22,7 +22,8 @@ inline bool parse_double(const std::string& s, double& v) {
     char* end = nullptr;
     errno = 0;
     v = std::strtod(s.c_str(), &end);
-    return end && *end == '\0' && errno != ERANGE;
+    // ERANGE on underflow too: a subnormal value (1e-320) is a number; only overflow is out of range
+    return end && *end == '\0' && (errno != ERANGE || std::fabs(v) < 1.0);
 }
 
 inline bool parse_int(const std::string& s, long long& v) {

@@ -9,6 +9,7 @@ masks. The oracles are computed here from Python torch of the same wheel:
 - the attention mask is honoured (a planted model flips only at masked positions);
 - bad inputs exit 2 with a message naming what is wrong."""
 import json
+import math
 import os
 import tempfile
 import unittest
@@ -606,6 +607,197 @@ class TrainLM(unittest.TestCase):
         rc, so, se = run_cli("train", "--model", path, "--data", seven, "--loss", "lm", "--steps", 2, "--batch-size", 4,
                              "--no-db", "-q")
         self.assertIn(rc, (0, 1), se)
+
+
+class OverflowingLM(nn.Module):
+    """Logits of +-1e5: finite in FP32 (the reference's cross-entropy is 2e5, its perplexity
+    overflows a double), +-inf in FP16 (the head's weights do not fit: the AMP pass's logits hold
+    inf, its log-softmax NaN)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(8, 2)
+        self.head = nn.Linear(2, 4, bias=False)
+        with torch.no_grad():
+            self.emb.weight.zero_()
+            self.emb.weight[:, 0] = 1.0
+            self.head.weight.copy_(torch.tensor([[1e5, 0.0], [-1e5, 0.0], [0.0, 1.0], [1.0, 0.0]]))
+
+    def forward(self, input_ids):
+        return self.head(self.emb(input_ids))
+
+
+class MaskedVocabLM(PlantedLM):
+    """Vocabulary entries 2 and 3 masked to -inf at every position, in every precision."""
+
+    def forward(self, input_ids, attention_mask):
+        logits = super().forward(input_ids, attention_mask)
+        keep = torch.tensor([True, True, False, False])
+        return logits.masked_fill(~keep, float("-inf"))
+
+
+def program(tmp, name, model, *example):
+    path = os.path.join(tmp, name + ".pt2")
+    torch.export.save(torch.export.export(model.eval(), example), path)
+    return path
+
+
+def probe_file(tmp, name, inputs, labels=None):
+    path = os.path.join(tmp, name + ".pt")
+    data = {"inputs": inputs, "ids": [f"s{i}" for i in range(len(inputs[0]))]}
+    if labels is not None:
+        data["labels"] = labels
+    torch.save(data, path)
+    return path
+
+
+class NothingHiddenNothingEmpty(unittest.TestCase):
+    """Issue 28's comparison items: non-finite figures stored and shown as such, comparisons with
+    nothing compared refused, -inf both passes share not counted, labels that do not fit the metric
+    or the output refused, narrow token ids and empty sequences, subnormal flag values."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        t = cls.tmp.name
+        cls.ids = torch.randint(1, 8, (4, 6), generator=torch.Generator().manual_seed(7))
+        cls.mask = torch.ones(4, 6, dtype=torch.long)
+        cls.planted = program(t, "planted", PlantedLM(), cls.ids, cls.mask)
+        cls.db = os.path.join(t, "runs.sqlite")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def run_planted(self, inputs, labels=None, *extra, model=None, name="p"):
+        probes = probe_file(self.tmp.name, name, inputs, labels)
+        return run("--model", model or self.planted, "--probes", probes, "--precision", "bf16", "--device", "cpu", "--no-db",
+                   *extra), probes
+
+    def test_nonfinite_perplexity_is_shown_as_such(self):
+        """The incident itself: FP16 logits overflow, the AMP pass's cross-entropy is NaN and the
+        reference's perplexity exp(2e5) is inf. show, show --json and an export say so (NULL was read
+        back as 0: perplexity 1.0, a perfect score for the incident)."""
+        t = self.tmp.name
+        ids = torch.tensor([[0, 1, 2, 3], [3, 2, 1, 0]])
+        labels = torch.tensor([[-100, 1, 1, 1], [-100, 1, 1, 1]])
+        model = OverflowingLM().eval()
+        path = program(t, "overflow", model, ids)
+        probes = probe_file(t, "overflow-probes", [ids], labels)
+        with torch.no_grad():
+            ref = model(ids)
+            with torch.autocast("cpu", dtype=torch.float16):
+                amp = model(ids).float()
+        ref_ce, amp_ce = shifted_ce(ref, labels).item(), shifted_ce(amp, labels).item()
+        self.assertTrue(math.isnan(amp_ce) and math.isfinite(ref_ce) and ref_ce > 710)  # exp(710) > DBL_MAX
+        rc, js, se = run("--model", path, "--probes", probes, "--precision", "fp16", "--device", "cpu", "--db", self.db)
+        self.assertEqual(rc, 1, se)
+        rc, so, se = run_cli("show", js["run_id"], "--db", self.db, "--json")
+        self.assertEqual(rc, 0, se)
+        bundle = os.path.join(t, "overflow.ampscope")
+        run_cli("export", js["run_id"], "--db", self.db, "-o", bundle, check_rc=0)
+        rc, exported, se = run_cli("show", js["run_id"], "--db", bundle, "--json")
+        self.assertEqual(rc, 0, se)
+        for what, shown in (("run", js), ("show", json.loads(so)), ("export", json.loads(exported))):
+            lab = comparison_of(shown, "fp16")["tokens"]["labels"]
+            self.assertAlmostEqual(as_float(lab["ref_cross_entropy"]), ref_ce, delta=1e-6 * ref_ce, msg=what)
+            self.assertEqual(lab["amp_cross_entropy"], "nan", what)
+            self.assertEqual(lab["ref_perplexity"], "inf", what)
+            self.assertEqual(lab["amp_perplexity"], "nan", what)
+            self.assertEqual(pass_of(shown, "fp16")["quality"], "nan", what)
+            self.assertEqual(pass_of(shown, "fp32")["quality"], "inf", what)
+        rc, so, se = run_cli("show", js["run_id"], "--db", self.db)
+        self.assertIn("perplexity inf -> nan", so)
+
+    def test_every_position_masked_is_refused(self):
+        (rc, js, se), probes = self.run_planted([self.ids, torch.zeros_like(self.mask)], name="allmasked")
+        self.assertEqual(rc, 2, se)
+        for words in (probes, "attention_mask", "every position", "nothing"):
+            self.assertIn(words, se)
+
+    def test_every_label_ignored_is_refused(self):
+        labels = torch.full_like(self.ids, -100)
+        labels[:, 0] = 1  # position 0 is never scored (logits at t predict the label at t + 1)
+        (rc, js, se), probes = self.run_planted([self.ids, self.mask], labels, name="nolabels")
+        self.assertEqual(rc, 2, se)
+        for words in (probes, "labels", "-100", "nothing"):
+            self.assertIn(words, se)
+
+    def test_shared_negative_infinity_is_not_an_incident(self):
+        """Masked vocabulary entries: -inf at the same places in both passes. Not a non-finite value
+        the AMP pass made: finite_outputs passes and the figures equal Python's over every position."""
+        t = self.tmp.name
+        model = MaskedVocabLM().eval()
+        path = program(t, "maskedvocab", model, self.ids, self.mask)
+        (rc, js, se), _ = self.run_planted([self.ids, self.mask], None, "--outputs", model=path, name="mv")
+        self.assertEqual(rc, 0, se)
+        with torch.no_grad():
+            ref = model(self.ids, self.mask)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                amp = model(self.ids, self.mask).float()
+        self.assertTrue(torch.equal(torch.isinf(ref), torch.isinf(amp)) and bool(torch.isinf(ref).any()))
+        c = comparison_of(js, "bf16")
+        crit = {k["name"]: k for k in c["criteria"]}
+        self.assertTrue(crit["finite_outputs"]["passed"], crit["finite_outputs"]["detail"])
+        lr, la = torch.log_softmax(ref.double(), -1), torch.log_softmax(amp.double(), -1)
+        pr = lr.exp()
+        kld = torch.where(pr > 0, pr * (lr - la), torch.zeros_like(pr)).sum(-1)
+        tok = c["tokens"]
+        self.assertEqual(tok["positions"], 24)
+        self.assertAlmostEqual(as_float(tok["mean_kld"]), kld.mean().item(), delta=1e-12)
+        self.assertEqual(as_float(tok["same_top"]), (ref.argmax(-1) == amp.argmax(-1)).double().mean().item())
+
+    def test_accuracy_with_token_labels_is_refused(self):
+        labels = self.ids % 4
+        (rc, js, se), probes = self.run_planted([self.ids, self.mask], labels, "--quality-metric", "accuracy",
+                                                "--quality-threshold", "0.9", name="acc")
+        self.assertEqual(rc, 2, se)
+        for words in ("accuracy", "token labels", "token_accuracy"):
+            self.assertIn(words, se)
+
+    def test_class_labels_on_a_sequence_output_are_refused(self):
+        (rc, js, se), probes = self.run_planted([self.ids, self.mask], torch.zeros(4, dtype=torch.long), name="cls")
+        self.assertEqual(rc, 2, se)
+        for words in (probes, "labels", "[N]", "[N, T]"):
+            self.assertIn(words, se)
+
+    def test_narrow_token_ids_run_as_int64(self):
+        """int8, uint8 and int16 ids: PyTorch's embedding takes only int64 and int32 indices, so they
+        are widened to int64 when read; the outputs equal the eager module on the int64 ids, bitwise."""
+        with self.assertRaisesRegex(RuntimeError, "Long, Int"):
+            PlantedLM()(self.ids.to(torch.int8), self.mask)
+        model = PlantedLM().eval()
+        with torch.no_grad():
+            want = {p: (model(self.ids, self.mask) if p == "fp32" else self.autocast(model, p)).float().numpy()
+                    for p in ("fp32", "bf16")}
+        for dtype in (torch.int8, torch.uint8, torch.int16):
+            (rc, js, se), _ = self.run_planted([self.ids.to(dtype), self.mask.to(dtype)], None, "--outputs", name=str(dtype))
+            self.assertIn(rc, (0, 1), f"{dtype}: {se}")
+            for p in ("fp32", "bf16"):
+                self.assertTrue(bits_equal(outputs(js, p, want[p].shape), want[p]), f"{dtype} {p}")
+
+    def autocast(self, model, p):
+        with torch.autocast("cpu", dtype=DTYPES[p]):
+            return model(self.ids, self.mask)
+
+    def test_empty_sequences_are_refused_by_name(self):
+        """A program exported for any sequence length, given T = 0: the probe file is at fault, not the model."""
+        t = torch.export.Dim("t", min=1)
+        path = os.path.join(self.tmp.name, "anylength.pt2")
+        torch.export.save(torch.export.export(PlantedLM().eval(), (self.ids, self.mask), dynamic_shapes=({1: t}, {1: t})), path)
+        ids = torch.zeros(4, 0, dtype=torch.long)
+        (rc, js, se), probes = self.run_planted([ids, ids.clone()], model=path, name="empty")
+        self.assertEqual(rc, 2, se)
+        for words in (probes, "inputs[0]", "[4, 0]"):
+            self.assertIn(words, se)
+
+    def test_subnormal_flip_rate_accepted(self):
+        (rc, js, se), _ = self.run_planted([self.ids, self.mask], None, "--max-flip-rate", "1e-320", name="sub")
+        self.assertIn(rc, (0, 1), se)
+        self.assertEqual(js["criteria"]["max_flip_rate"], 1e-320)
+        rc, so, se = run_cli("run", "--max-flip-rate", "1e400", "--model", self.planted, "--probes", "x.pt")
+        self.assertEqual(rc, 2, se)
+        self.assertIn("--max-flip-rate", se)
 
 
 if __name__ == "__main__":

@@ -165,6 +165,8 @@ at::Tensor as_tensor(const c10::IValue& v, const PtArchive& ar, const std::strin
         throw InputError(file, field, "expected an integer Tensor (int64 class indices), found " + found);
     auto t = raw.detach();
     if (floating && want != Want::Integer) t = t.to(at::kFloat);
+    // int16, int8, uint8 inputs widened: PyTorch's embedding indexes with int64 or int32 only
+    if (want == Want::Input && (st == at::kShort || st == at::kChar || st == at::kByte)) t = t.to(at::kLong);
     return t.contiguous();
 }
 
@@ -239,8 +241,16 @@ ProbeSet load_pt(const std::string& path) {
     } else {
         throw InputError(path, "inputs", "expected a Tensor [N, ...] or a list of them, found " + in.tagKind());
     }
-    for (size_t i = 0; i < ps.inputs.size(); ++i)
-        if (ps.inputs[i].dim() < 1) throw InputError(path, "inputs", "expected a batch dimension (rank >= 1), found a scalar");
+    for (size_t i = 0; i < ps.inputs.size(); ++i) {
+        const auto& x = ps.inputs[i];
+        const std::string field = in.isTensor() ? "inputs" : "inputs[" + std::to_string(i) + "]";
+        if (x.dim() < 1) throw InputError(path, field, "expected a batch dimension (rank >= 1), found a scalar");
+        for (int64_t d = 1; d < x.dim(); ++d)
+            if (x.size(d) == 0)
+                throw InputError(path, field,
+                                 "shape " + shape_str(x.sizes()) + " holds no values per sample (dimension " + std::to_string(d) +
+                                     " is 0: a sequence of length 0 has no position to compare); expected at least one");
+    }
     const int64_t n = ps.inputs[0].size(0);
     for (size_t i = 1; i < ps.inputs.size(); ++i)
         if (ps.inputs[i].size(0) != n)

@@ -86,6 +86,9 @@ struct ComparisonRun {
     /// After the reference pass: whether its output is a sequence, its mask and token labels
     /// checked against it (InputError before any AMP pass).
     void setup_sequence(const PassResult& ref);
+    /// Labels against a sequence output of `shape` (per sample): token labels [N, T] with T
+    /// positions, ids below V, at least one scored; class labels refused.
+    void check_labels_fit(const std::vector<int64_t>& shape, const SequenceLayout& s) const;
     /// One AMP pass against the reference, per position for sequence outputs.
     Comparison compare_pass(const PassResult& ref, const PassResult& amp) const;
     /// The FP32 reference; false when it is not finite (invalid_reference).

@@ -64,6 +64,11 @@ void ComparisonRun::resolve_sequence_inputs() {
         throw InputError(spec.probes, "labels",
                          "quality_metric " + to_string(c.quality_metric) + " needs token labels [N, T] in the probe set");
     if (!c.quality_metric_set && probes.label_width > 0) c.quality_metric = QualityMetric::Perplexity;
+    if (c.quality_metric_set && c.quality_metric == QualityMetric::Accuracy && probes.label_width > 0)
+        throw InputError(spec.probes, "labels",
+                         "token labels [N, " + std::to_string(probes.label_width) +
+                             "] cannot be scored by quality_metric accuracy (class labels [N], one decision per sample); expected "
+                             "quality_metric token_accuracy or perplexity for token labels");
     if (token_metric && c.sequence_axis == 2)
         throw InputError("--sequence-axis", "2", "quality_metric " + to_string(c.quality_metric) + " reads outputs laid out [N, T, V]");
 }
@@ -91,19 +96,39 @@ void ComparisonRun::setup_sequence(const PassResult& ref) {
     if (!c.mask_input.empty()) {
         const auto at = size_t(std::find(names.begin(), names.end(), c.mask_input) - names.begin());
         s.mask = mask_of(probes.inputs.at(at), c.mask_input, spec.probes, int64_t(probes.samples.size()), s.length);
+        if (std::none_of(s.mask.begin(), s.mask.end(), [](uint8_t m) { return m != 0; }))
+            throw InputError(spec.probes, c.mask_input,
+                             "every position is masked (the mask input holds only zeros): nothing would be compared; expected a "
+                             "nonzero entry at each position to compare");
     }
-    if (probes.label_width > 0 && probes.label_width != s.length)
+    check_labels_fit(shape, s);
+    sequence = std::move(s);
+}
+
+void ComparisonRun::check_labels_fit(const std::vector<int64_t>& shape, const SequenceLayout& s) const {
+    if (probes.labels.empty()) return;
+    const size_t w = size_t(probes.label_width);
+    if (w == 0)
+        throw InputError(spec.probes, "labels",
+                         "class labels [N] on a sequence output " + shape_str(shape) +
+                             ": one label per sample has no position to score; expected token labels [N, T] = [N, " +
+                             std::to_string(s.length) + "] (-100 ignored) or no labels");
+    if (probes.label_width != s.length)
         throw InputError(spec.probes, "labels",
                          "token labels have " + std::to_string(probes.label_width) + " positions; the sequence output has " +
                              std::to_string(s.length) + " (" + shape_str(shape) + ")");
-    for (size_t i = 0; i < probes.labels.size() && probes.label_width > 0; ++i)
+    bool scored = false;
+    for (size_t i = 0; i < probes.labels.size(); ++i) {
         if (probes.labels[i] != kIgnoreLabel && probes.labels[i] >= s.vocab)
             throw InputError(spec.probes, "labels",
-                             "token label " + std::to_string(probes.labels[i]) + " of sample '" +
-                                 probes.samples[i / size_t(probes.label_width)].id + "' position " +
-                                 std::to_string(i % size_t(probes.label_width)) + " is out of range; the output has " +
-                                 std::to_string(s.vocab) + " tokens");
-    sequence = std::move(s);
+                             "token label " + std::to_string(probes.labels[i]) + " of sample '" + probes.samples[i / w].id + "' position " +
+                                 std::to_string(i % w) + " is out of range; the output has " + std::to_string(s.vocab) + " tokens");
+        scored = scored || (i % w != 0 && probes.labels[i] != kIgnoreLabel);
+    }
+    if (!scored)
+        throw InputError(spec.probes, "labels",
+                         "every token label at positions 1 to T - 1 is -100 (ignored): nothing would be scored (the logits at t "
+                         "predict the label at t + 1, so position 0's label never is); expected at least one label to score");
 }
 
 Comparison ComparisonRun::compare_pass(const PassResult& ref, const PassResult& amp) const {
