@@ -293,6 +293,25 @@ private Q_SLOTS:
         QVERIFY(!again.findChild<QDoubleSpinBox*>(QStringLiteral("maxFlipRate"))->isEnabled());
     }
 
+    /// The incident itself: the AMP pass's cross-entropy NaN, the reference's perplexity beyond a
+    /// double. Recorded and read back, the overview says nan and inf (NULL was read as 0: 1.0).
+    void nonFinitePerplexityShownAsSuch() {
+        QTemporaryDir dir;
+        const QString db = dir.filePath(QStringLiteral("nan.sqlite"));
+        RunResult run = sequenceRun();
+        for (auto& c : run.comparisons) {
+            c.tokens->ref_ce = 2e5;
+            c.tokens->amp_ce = std::numeric_limits<double>::quiet_NaN();
+            c.tokens->ref_ppl = std::exp(c.tokens->ref_ce);
+            c.tokens->amp_ppl = std::exp(c.tokens->amp_ce);
+        }
+        record(db, run);
+        const RunResult back = storage::Store(db.toStdString(), storage::Store::Mode::ReadOnly).load_run(run.run_id);
+        const QString h = overviewHtml(back, QStringLiteral("completed"), {}, {});
+        QVERIFY2(h.contains(QStringLiteral("perplexity reference / AMP</td><td>inf / nan (15 labels; cross-entropy 2e+05 / nan")),
+                 qPrintable(h.mid(h.indexOf(QStringLiteral("perplexity reference")), 120)));
+    }
+
     void recordedRunShownFromDatabase() {
         QTemporaryDir dir;
         const QString db = dir.filePath(QStringLiteral("lm.sqlite"));

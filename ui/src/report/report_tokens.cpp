@@ -10,8 +10,9 @@
 namespace ampscope::ui {
 
 namespace {
+/// A figure; NaN and infinities as such ("nan", "inf", "-inf"): an incident's perplexity is one.
 QString num(double v) {
-    return std::isfinite(v) ? QString::number(v, 'g', 4) : QStringLiteral("-");
+    return QString::number(v, 'g', 4);
 }
 QString percent(double v) {
     return std::isfinite(v) ? QString::number(100 * v, 'f', 2) + QStringLiteral(" %") : QStringLiteral("-");
