@@ -26,6 +26,7 @@ struct ReplayOptions {
     int growth_interval = 0;
     bool quiet = false, no_db = false, init_db = false, force = false;
     std::string db;
+    CLI::Option* clip = nullptr;  ///< --clip-grad-norm (given or not)
 };
 
 void add_replay_options(CLI::App* sub, ReplayOptions& o) {
@@ -51,9 +52,19 @@ void add_replay_options(CLI::App* sub, ReplayOptions& o) {
     sub->add_option("--init-scale", o.init_scale, "remedy: start GradScaler at this scale instead of the checkpoint's")
         ->check(checks::Number(0, INFINITY, true));
     sub->add_option("--growth-interval", o.growth_interval, "remedy: GradScaler growth_interval")->check(checks::Integer(1));
-    sub->add_option("--clip-grad-norm", s.clip_grad_norm, "remedy: clip the unscaled gradient norm (0 = off)")
-        ->default_val(0.0)
-        ->check(checks::Number(0));
+    o.clip = sub->add_option("--clip-grad-norm", s.clip_grad_norm,
+                             "the job's clipping of the unscaled gradient norm (a Trainer's max_grad_norm, Lightning's gradient_clip_val), "
+                             "or a remedy (0 = off)")
+                 ->default_val(0.0)
+                 ->check(checks::Number(0));
+    sub->add_option("--optimizer", s.optimizer_kind,
+                    "sgd | adam | adamw: the optimizer where the state cannot tell (an Adam/AdamW state from PyTorch <= 2.6 with "
+                    "weight decay)")
+        ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+    sub->add_option("--param-groups", s.param_groups,
+                    "a JSON list per optimizer param group of its parameter names, in the optimizer's order (groups built "
+                    "without named_parameters())");
+    sub->add_flag("--no-scaler", s.no_scaler, "the job ran without GradScaler (BF16 jobs; implied for BF16 without scaler state)");
     sub->add_option("--output", s.output, "the output the loss reads, for torch.export programs with several outputs");
     sub->add_option("--device", s.device, "cpu | cuda | cuda:N")->check(checks::Device());
     sub->add_option("--json", o.json, "write the replay JSON to PATH, or '-' for stdout")->check(checks::NonEmptyPath());
@@ -66,7 +77,18 @@ void add_replay_options(CLI::App* sub, ReplayOptions& o) {
 
 void print_replay(std::ostream& out, const ReplayResult& r) {
     out << "replay " << r.run_id.substr(0, 8) << "  " << r.checkpoint_format << " checkpoint, " << r.optimizer << ", "
-        << to_string(r.spec.precision) << (r.scaler_enabled ? " with GradScaler" : " without GradScaler") << "\n";
+        << to_string(r.spec.precision) << (r.scaler_enabled ? " with GradScaler" : " without GradScaler");
+    if (r.spec.clip_grad_norm > 0) out << ", clipping the gradient norm at " << r.spec.clip_grad_norm;
+    out << "\n";
+    const auto& o = r.optimizer_groups;
+    if (!o.groups.empty()) {
+        out << "  optimizer " << o.kind << " (" << o.kind_source << "), " << o.groups.size() << " param group"
+            << (o.groups.size() > 1 ? "s" : "") << " mapped by " << o.mapping << ":";
+        for (const auto& g : o.groups)
+            out << " [" << g.params.size() << " params, lr " << g.lr << ", weight decay " << g.weight_decay << (g.fused ? ", fused" : "")
+                << "]";
+        out << "\n";
+    }
     for (const auto& st : r.steps)
         out << "  step " << st.step << ": loss fp32 " << st.loss_ref << ", amp " << st.loss_amp << "; scale " << st.scale
             << (st.skipped ? " (GradScaler skips the step)" : "") << " -> " << st.scale_after << "\n";
@@ -92,6 +114,7 @@ std::vector<storage::ProtectedFile> replay_inputs(const ReplayOptions& o) {
                                                               {"the batch (--batch)", s.batch},
                                                               {"the optimizer state (--optimizer-state)", s.optimizer_state},
                                                               {"the scaler state (--scaler-state)", s.scaler_state},
+                                                              {"the param groups (--param-groups)", s.param_groups},
                                                               {"the checkpoint (--checkpoint)", s.checkpoint}};
     namespace fs = std::filesystem;
     std::error_code ec;
@@ -107,6 +130,7 @@ int run_replay_command(ReplayOptions& o) {
     auto p = parse_precision(o.precision);
     if (!p || *p == Precision::Fp32) throw InputError("--precision", "", "'" + o.precision + "'; expected fp16 or bf16");
     s.precision = *p;
+    s.clip_given = o.clip && o.clip->count() > 0;
     if (o.init_scale > 0) s.init_scale = o.init_scale;
     if (o.growth_interval > 0) s.growth_interval = o.growth_interval;
     TerminalProgress progress(isatty(STDERR_FILENO) && !o.quiet);

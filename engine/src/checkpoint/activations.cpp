@@ -11,6 +11,7 @@
 #include "checkpoint/activations.h"
 #include "inspect/observer.h"
 #include "precision/precision.h"
+#include "train/train_parts.h"
 
 namespace ampscope::detail::ckpt {
 namespace {
@@ -23,7 +24,7 @@ std::vector<LayerStat> last_per_module(Model& model, const std::vector<at::Tenso
     for (auto& [name, t] : model.named_state()) saved.emplace_back(t, t.clone());
     std::vector<LayerStat> layers;
     {
-        torch::manual_seed(seed);
+        train_parts::reseed(seed);
         PassScope scope(device.type(), keep_fp32, /*observing=*/true);
         OpObserver obs(inputs.at(0).size(0));
         obs.begin_batch(0, inputs.at(0).size(0));

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <set>
+#include <unordered_set>
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/files.h"
@@ -23,38 +24,45 @@ namespace ampscope::detail::ckpt {
 namespace fs = std::filesystem;
 namespace {
 
-std::vector<char> read_bytes(const std::string& path) {
-    return read_regular_file(path, "", "a checkpoint file (torch.save or safetensors)");
+/// The file mapped, not read: a 4 GB file costs address space until a record is read from it.
+std::shared_ptr<const MappedFile> read_bytes(const std::string& path) {
+    return MappedFile::open(path, "", "a checkpoint file (torch.save or safetensors)");
 }
 
-/// Every tensor under `v` checked against the bytes its record holds.
-void check_tensors(const c10::IValue& v, const PtArchive& ar, const std::string& file, const std::string& field, int depth = 0) {
+/// Every tensor under `v` checked against the bytes its record holds. Each container is visited
+/// once (`seen`): a pickle's shared references make a graph whose paths may be exponentially many.
+void check_tensors(const c10::IValue& v, const PtArchive& ar, const std::string& file, const std::string& field,
+                   std::unordered_set<const void*>& seen, int depth = 0) {
     if (depth > 64) throw InputError(file, field, "nested more than 64 levels deep");
     if (v.isTensor()) {
         check_tensor_fits(v.toTensor(), ar.bytes_for(v.toTensor()), file, field);
-    } else if (v.isGenericDict()) {
+        return;
+    }
+    if (!(v.isGenericDict() || v.isList() || v.isTuple()) || !seen.insert(v.internalToPointer()).second) return;
+    if (v.isGenericDict()) {
         for (const auto& kv : v.toGenericDict())
             check_tensors(kv.value(), ar, file, field + (field.empty() ? "" : ".") + (kv.key().isString() ? kv.key().toStringRef() : "?"),
-                          depth + 1);
+                          seen, depth + 1);
     } else if (v.isList()) {
-        for (const auto& e : v.toListRef()) check_tensors(e, ar, file, field + "[]", depth + 1);
-    } else if (v.isTuple()) {
-        for (const auto& e : v.toTupleRef().elements()) check_tensors(e, ar, file, field + "[]", depth + 1);
+        for (const auto& e : v.toListRef()) check_tensors(e, ar, file, field + "[]", seen, depth + 1);
+    } else {
+        for (const auto& e : v.toTupleRef().elements()) check_tensors(e, ar, file, field + "[]", seen, depth + 1);
     }
 }
 
 /// The root of a torch.save file, every tensor checked; skipped Python objects are warned.
 c10::IValue load_pt(const std::string& path, std::vector<std::string>& warnings) {
-    const auto bytes = read_bytes(path);
+    const auto file = read_bytes(path);
     std::vector<std::string> skipped;
-    const auto ar = read_pt_archive(bytes, path, &skipped);
+    const auto ar = read_pt_archive(file->data(), file->size(), path, &skipped);
     if (!skipped.empty()) {
         std::string names;
         for (const auto& s : skipped) names += (names.empty() ? "" : ", ") + s;
         warnings.push_back(path + ": skipped pickled Python objects the C++ reader cannot build (" + names +
                            "); they are not needed for a replay");
     }
-    check_tensors(ar.root, ar, path, "");
+    std::unordered_set<const void*> seen;
+    check_tensors(ar.root, ar, path, "", seen);
     return ar.root;
 }
 
@@ -84,6 +92,32 @@ bool is_zip(const std::string& path) {
     char m[2] = {0, 0};
     in.read(m, 2);
     return m[0] == 'P' && m[1] == 'K';
+}
+
+/// torch.get_rng_state() (a uint8 tensor) and torch.cuda's, from {"cpu": t, "cuda": t | [t, ...]}
+/// or a bare tensor (the CPU's).
+void read_rng(Checkpoint& c, const c10::IValue& v, const std::string& file, const std::string& field) {
+    auto state = [&](const c10::IValue& x, const std::string& f) {
+        if (!x.isTensor() || x.toTensor().scalar_type() != at::kByte || x.toTensor().dim() != 1)
+            throw InputError(file, f, "expected a generator state (torch.get_rng_state(): a 1-D uint8 tensor), got " + x.tagKind());
+        return x.toTensor().contiguous().clone();
+    };
+    if (v.isTensor()) {
+        c.rng_cpu = state(v, field);
+    } else if (v.isGenericDict()) {
+        const auto d = v.toGenericDict();
+        if (auto cpu = get(d, "cpu")) c.rng_cpu = state(*cpu, field + ".cpu");
+        if (auto cuda = get(d, "cuda")) {
+            if (cuda->isTensor())
+                c.rng_cuda.push_back(state(*cuda, field + ".cuda"));
+            else if (cuda->isList() || cuda->isTuple())
+                for (const auto& e : cuda->isList() ? cuda->toListRef().vec() : cuda->toTupleRef().elements().vec())
+                    c.rng_cuda.push_back(state(e, field + ".cuda[]"));
+        }
+    } else {
+        throw InputError(file, field, "expected {\"cpu\": torch.get_rng_state(), ...}, got " + v.tagKind());
+    }
+    if (c.rng_cpu.defined()) c.rng_file = file + (field.empty() ? "" : " (" + field + ")");
 }
 
 /// model / state_dict / model_state_dict beside optimizer and scaler; or Lightning's keys.
@@ -121,60 +155,66 @@ void read_torch_dict(Checkpoint& c, const c10::IValue& root, const std::string& 
                     c.scaler = read_scaler(*v, path, s);
                     c.scaler_disabled = !c.scaler;
                 }
+            for (const char* r : {"rng_state", "rng_states"})
+                if (auto v = get(d, r)) read_rng(c, *v, path, r);
             return;
         }
     c.format = "state_dict";
     c.weights = tensors_of(root, path, "");
 }
 
-/// model.safetensors / pytorch_model.bin, or their shards through the index JSON.
-void read_trainer_weights(Checkpoint& c, const fs::path& dir) {
-    for (const char* index : {"model.safetensors.index.json", "pytorch_model.bin.index.json"}) {
-        const auto ip = dir / index;
-        if (!fs::exists(ip)) continue;
-        nlohmann::json j;
-        try {
-            require_regular_file(ip.string(), "", "the Trainer's index JSON");
-            std::ifstream in(ip);
-            j = nlohmann::json::parse(in, json_depth_limit(ip.string(), "", "{\"weight_map\": ...}"));
-        } catch (const InputError&) {
-            throw;
-        } catch (const std::exception& e) {
-            throw InputError(ip.string(), "", std::string("is not valid JSON: ") + e.what());
-        }
-        if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
-            throw InputError(ip.string(), "weight_map", "missing; expected {\"weight_map\": {name: shard file}}");
-        std::set<std::string> shards;
-        for (const auto& [k, v] : j["weight_map"].items()) {
-            if (!v.is_string() || v.get<std::string>().find('/') != std::string::npos)
-                throw InputError(ip.string(), "weight_map." + k, "expected a shard file name in the same folder");
-            shards.insert(v.get<std::string>());
-        }
-        for (const auto& s : shards) {
-            const auto sp = (dir / s).string();
-            if (!fs::exists(sp)) throw InputError(sp, "", "missing: named by " + ip.string());
-            c.files.push_back(sp);
-            std::vector<std::pair<std::string, at::Tensor>> w;
-            if (is_zip(sp))
-                w = tensors_of(load_pt(sp, c.warnings), sp, "");
-            else
-                for (auto& [k, t] : read_safetensors(sp).tensors) w.emplace_back(k, t);
-            for (auto& kt : w)
-                if (j["weight_map"].contains(kt.first) && j["weight_map"][kt.first] == s) c.weights.push_back(kt);
-        }
-        return;
+/// The shards an index JSON names, each read once, holding the tensors the index maps to it.
+void read_shards(Checkpoint& c, const fs::path& dir, const fs::path& ip) {
+    nlohmann::json j;
+    try {
+        require_regular_file(ip.string(), "", "the Trainer's index JSON");
+        std::ifstream in(ip);
+        j = nlohmann::json::parse(in, json_depth_limit(ip.string(), "", "{\"weight_map\": ...}"));
+    } catch (const InputError&) {
+        throw;
+    } catch (const std::exception& e) {
+        throw InputError(ip.string(), "", std::string("is not valid JSON: ") + e.what());
     }
+    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+        throw InputError(ip.string(), "weight_map", "missing; expected {\"weight_map\": {name: shard file}}");
+    std::set<std::string> shards;
+    for (const auto& [k, v] : j["weight_map"].items()) {
+        const auto name = v.is_string() ? v.get<std::string>() : std::string();
+        if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
+            throw InputError(ip.string(), "weight_map." + k, "expected a shard file name in the same folder");
+        shards.insert(name);
+    }
+    for (const auto& s : shards) {
+        const auto sp = (dir / s).string();
+        if (!fs::exists(sp)) throw InputError(sp, "", "missing: named by " + ip.string());
+        c.files.push_back(sp);
+        std::vector<std::pair<std::string, at::Tensor>> w;
+        if (is_zip(sp))
+            w = tensors_of(load_pt(sp, c.warnings), sp, "");
+        else
+            for (auto& [k, t] : read_safetensors(sp).tensors) w.emplace_back(k, t);
+        for (auto& kt : w)
+            if (j["weight_map"].contains(kt.first) && j["weight_map"][kt.first] == s) c.weights.push_back(kt);
+    }
+}
+
+/// What the Trainer loads (_load_from_checkpoint): model.safetensors, else pytorch_model.bin,
+/// else the shards of an index JSON. A stale index beside a single file is not read.
+void read_trainer_weights(Checkpoint& c, const fs::path& dir) {
     if (fs::exists(dir / "model.safetensors")) {
         c.files.push_back((dir / "model.safetensors").string());
         for (auto& [k, t] : read_safetensors(c.files.back()).tensors) c.weights.emplace_back(k, t);
-    } else if (fs::exists(dir / "pytorch_model.bin")) {
+        return;
+    }
+    if (fs::exists(dir / "pytorch_model.bin")) {
         c.files.push_back((dir / "pytorch_model.bin").string());
         c.weights = tensors_of(load_pt(c.files.back(), c.warnings), c.files.back(), "");
-    } else {
-        throw InputError(
-            dir.string(), "model.safetensors",
-            "missing: a Trainer checkpoint folder holds model.safetensors or pytorch_model.bin (sharded: with its index JSON)");
+        return;
     }
+    for (const char* index : {"model.safetensors.index.json", "pytorch_model.bin.index.json"})
+        if (fs::exists(dir / index)) return read_shards(c, dir, dir / index);
+    throw InputError(dir.string(), "model.safetensors",
+                     "missing: a Trainer checkpoint folder holds model.safetensors or pytorch_model.bin (sharded: with its index JSON)");
 }
 
 void read_trainer_folder(Checkpoint& c, const fs::path& dir) {
@@ -189,9 +229,18 @@ void read_trainer_folder(Checkpoint& c, const fs::path& dir) {
         c.scaler = read_scaler(load_pt(c.files.back(), c.warnings), c.files.back(), "");
         c.scaler_disabled = !c.scaler;
     } else {
-        c.warnings.push_back(dir.string() +
-                             ": no scaler.pt (some transformers versions did not save it; a resumed job then restarted at "
-                             "its initial scale): the scaler starts from --init-scale or GradScaler's defaults");
+        c.scaler_absent_note = dir.string() +
+                               ": no scaler.pt (a bf16 job has none; some transformers versions did not save an fp16 job's: a "
+                               "resumed job then restarted at its initial scale)";
+    }
+    if (fs::exists(dir / "rng_state.pth")) {  // a single-process job's (rng_state_N.pth: rank N's)
+        const auto rp = (dir / "rng_state.pth").string();
+        try {
+            read_rng(c, load_pt(rp, c.warnings), rp, "");
+            c.files.push_back(rp);
+        } catch (const InputError& e) {
+            c.warnings.push_back(std::string("the job's RNG state is not restored: ") + e.what());
+        }
     }
 }
 

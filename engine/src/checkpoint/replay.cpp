@@ -9,6 +9,7 @@
 
 #include <ATen/ATen.h>
 #include <torch/nn/utils/clip_grad.h>
+#include <torch/cuda.h>
 #include <torch/utils.h>
 
 #include <cmath>
@@ -92,7 +93,9 @@ void load_weights(const ReplaySpec& s, const ckpt::Checkpoint& c, Side& ref, Sid
         }
 }
 
-/// The scaler as the job had it: the file's state (or defaults), remedies applied on top.
+/// The scaler as the job had it: the file's state (or defaults), remedies applied on top. A BF16
+/// job has no GradScaler (Lightning's bf16-mixed stores none, a Trainer with bf16=True writes no
+/// scaler.pt): without scaler state a BF16 replay runs without one, as does --no-scaler.
 GradScaler make_scaler(const ReplaySpec& s, const ckpt::Checkpoint& c, const at::Device& device, ReplayResult& r) {
     std::optional<ScalerState> st = c.scaler;
     bool disabled = c.scaler_disabled;
@@ -100,18 +103,119 @@ GradScaler make_scaler(const ReplaySpec& s, const ckpt::Checkpoint& c, const at:
         st = ckpt::read_scaler(ckpt::read_pt_root(s.scaler_state, &r.warnings), s.scaler_state, "");
         disabled = !st;
     }
+    if (s.no_scaler) {
+        disabled = true;
+    } else if (!st && !disabled && s.precision == Precision::Bf16) {
+        disabled = true;
+        r.warnings.push_back(
+            "no GradScaler state: a BF16 job runs without GradScaler, and so does the replay (a non-finite "
+            "gradient is then applied: the job's weights turn NaN; --scaler-state FILE if the job had one)");
+    }
+    if (disabled && (s.init_scale || s.growth_interval))
+        throw InputError(s.init_scale ? "--init-scale" : "--growth-interval", "",
+                         "the replay runs without GradScaler (" +
+                             std::string(s.no_scaler                                    ? "--no-scaler"
+                                         : c.scaler_disabled || !s.scaler_state.empty() ? "the job's scaler was disabled"
+                                                                                        : "a BF16 job without scaler state") +
+                             "): there is no scale to set");
     ScalerOptions o;
     o.enabled = !disabled;
     GradScaler scaler(device.str(), o);
     if (!disabled) {
         ScalerState v = st.value_or(scaler.state_dict());
-        if (!st) r.warnings.push_back("no GradScaler state in the checkpoint: GradScaler's defaults (scale 65536) are used");
+        if (!st)
+            r.warnings.push_back(
+                (c.scaler_absent_note.empty() ? std::string("no GradScaler state in the checkpoint") : c.scaler_absent_note) +
+                ": GradScaler's defaults (scale 65536) are used; --no-scaler if the job ran without one");
         if (s.init_scale) v.scale = *s.init_scale, v.growth_tracker = 0;
         if (s.growth_interval) v.growth_interval = *s.growth_interval;
         scaler.load_state_dict(v);
     }
     r.scaler_enabled = !disabled;
     return scaler;
+}
+
+/// Tied weights (GPT-2's lm_head.weight is transformer.wte.weight): one parameter in the job's
+/// optimizer. A .pt2 program's tied parameters are read as one tensor (export_program.cpp); a
+/// model whose state still lists two (equal after loading the checkpoint, which holds both keys)
+/// is named, not guessed around: the optimizer's indices would be off from the second on.
+void check_tied(const ckpt::OptimizerState& o, const Side& side, const std::string& file) {
+    size_t held = 0;
+    for (const auto& g : o.groups) held += g.params.size();
+    if (held >= side.params.size()) return;
+    std::vector<std::string> tied;
+    for (size_t i = 0; i < side.params.size(); ++i)
+        for (size_t j = 0; j < i; ++j)
+            if (side.params[i].sizes() == side.params[j].sizes() && side.params[i].dtype() == side.params[j].dtype() &&
+                at::equal(side.params[i], side.params[j])) {
+                tied.push_back(side.names[i] + " = " + side.names[j]);
+                break;
+            }
+    if (!tied.empty())
+        throw InputError(file, "param_groups",
+                         "hold " + std::to_string(held) + " parameters; the model has " + std::to_string(side.params.size()) +
+                             ", of which these look tied (equal after loading the checkpoint): " + list(tied) +
+                             ". Tied weights are one parameter in the job's optimizer and two in the exported program: not "
+                             "replayed yet");
+}
+
+bool has_dropout(detail::Model& m) {
+    const auto types = m.module_types();
+    if (types.empty()) return true;  // unknown: say it
+    for (const auto& [path, type] : types)
+        if (type.find("Dropout") != std::string::npos || type.find("dropout") != std::string::npos) return true;
+    return false;
+}
+
+ReplayOptimizer describe(const ckpt::OptimizerState& o, const Side& side) {
+    ReplayOptimizer d{o.kind, o.kind_source, o.mapping, {}};
+    for (const auto& g : o.groups) {
+        ReplayOptimizerGroup x;
+        for (const int64_t i : g.params) x.params.push_back(side.names[size_t(i)]);
+        x.lr = g.lr, x.weight_decay = g.weight_decay, x.eps = g.eps, x.beta1 = g.beta1, x.beta2 = g.beta2;
+        x.momentum = g.momentum, x.dampening = g.dampening;
+        x.amsgrad = g.amsgrad, x.maximize = g.maximize, x.nesterov = g.nesterov;
+        x.fused = g.fused, x.foreach = g.foreach, x.capturable = g.capturable;
+        x.implementation = g.fused ? "fused" : "single-tensor";
+        d.groups.push_back(std::move(x));
+    }
+    return d;
+}
+
+/// The optimizer's kind told (--optimizer where the file cannot), its indices mapped to the
+/// model's parameters, what it is recorded; a Trainer folder's clipping said when not given.
+void prepare_optimizer(const ReplaySpec& spec, const ckpt::Checkpoint& c, ckpt::OptimizerState& o, const std::string& file, Side& ref,
+                       ReplayResult& r) {
+    ckpt::resolve_kind(o, spec.optimizer_kind, file);
+    bool named = !spec.param_groups.empty();
+    for (const auto& g : o.groups) named = named || !g.param_names.empty();
+    if (!named) check_tied(o, ref, file);
+    ckpt::MapContext ctx;
+    ctx.file = file;
+    ctx.format = c.format;
+    ctx.strip_prefix = spec.strip_prefix;
+    ctx.groups_file = spec.param_groups;
+    ctx.module_types = ref.model->module_types();
+    std::map<const void*, int64_t> index;
+    for (size_t i = 0; i < ref.params.size(); ++i) index[ref.params[i].unsafeGetTensorImpl()] = int64_t(i);
+    for (const auto& [name, t] : ref.model->named_state())
+        if (auto it = index.find(t.unsafeGetTensorImpl()); it != index.end()) ctx.aliases.emplace(name, it->second);
+    ckpt::map_optimizer(o, ref.params, ref.names, ctx, r.warnings);
+    r.optimizer = o.kind;
+    r.optimizer_groups = describe(o, ref);
+    r.warnings.insert(r.warnings.end(), o.notes.begin(), o.notes.end());
+    if (c.format == "hf-trainer" && !spec.clip_given)
+        r.warnings.push_back(
+            "the Trainer clips gradients to max_grad_norm (default 1.0) before each step, and the checkpoint does "
+            "not say to what: replayed without clipping; give --clip-grad-norm with the job's max_grad_norm (0: "
+            "the job did not clip)");
+}
+
+std::vector<at::Tensor> cuda_states() {
+    std::vector<at::Tensor> v;
+    for (int i = 0; i < int(torch::cuda::device_count()); ++i)
+        v.push_back(at::globalContext().defaultGenerator(at::Device(at::kCUDA, c10::DeviceIndex(i))).get_state());
+    return v;
 }
 
 struct Replay {
@@ -124,6 +228,8 @@ struct Replay {
     detail::ProbeSet data;
     std::vector<at::Tensor> inputs;
     ReplayResult& r;
+    train_parts::RngStates* rng = nullptr;           ///< the job's generator states, step by step (restored RNG)
+    std::vector<at::Tensor> clip_ref{}, clip_amp{};  ///< what the job's clipping iterates, in its order
 
     uint64_t seed_of(int step) const { return s.seed * 1000003 + uint64_t(step) * 131; }
 
@@ -165,11 +271,11 @@ struct Replay {
     /// The FP32 reference step: forward, loss, backward, (clip), optimizer.
     double reference_step(int step) {
         zero_grad(ref);
-        torch::manual_seed(seed_of(step));
+        train_parts::reseed(seed_of(step));
         at::Tensor out = ref.model->forward(inputs);
         at::Tensor loss = loss_of(out);
         loss.backward();
-        if (s.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(ref.params, s.clip_grad_norm);
+        if (s.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(clip_ref, s.clip_grad_norm);
         ckpt::optimizer_step(opt_ref, ref.params);
         return loss.item<double>();
     }
@@ -178,7 +284,7 @@ struct Replay {
     /// optimizer changes any weight.
     void amp_step(int step, ReplayStep& rec) {
         zero_grad(amp);
-        torch::manual_seed(seed_of(step));
+        train_parts::reseed(seed_of(step));
         at::Tensor out, loss;
         {
             detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/false);
@@ -191,11 +297,13 @@ struct Replay {
         rec.loss_amp = loss.item<double>();
         rec.scale = scaler.get_scale();
         scaler.impl().scale_loss(loss).backward();
+        if (rng)  // the job's next step starts where this step's draws left its generators
+            rng->set(seed_of(step + 1), at::globalContext().defaultGenerator(at::kCPU).get_state(), cuda_states());
         const bool scaled_bad = grads_nonfinite(amp);
         scaler.impl().unscale(amp.params);
         const bool grads_bad = grads_nonfinite(amp);
         rec.found_inf = scaler.enabled() ? scaler.impl().last_found_inf() : grads_bad;
-        if (s.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(amp.params, s.clip_grad_norm);
+        if (s.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(clip_amp, s.clip_grad_norm);
         if (out_bad)
             stage(step, "forward", "amp", train_parts::amp_forward_origin(amp, inputs, seed_of(step), ts, device));
         else if (loss_bad)
@@ -265,6 +373,29 @@ struct Replay {
     }
 };
 
+/// Lightning clips the optimizer's parameters in its groups' order, a Trainer (and a plain
+/// clip_grad_norm_(model.parameters())) the model's: the summation order of the norm differs.
+/// The job's generator state, where the checkpoint saved it, is what the first step draws from.
+void setup_clip_and_rng(Replay& rp, const ckpt::Checkpoint& c, train_parts::RngStates& rng) {
+    auto& r = rp.r;
+    if (c.format == "lightning")
+        for (const int64_t i : rp.opt_ref.group_order())
+            rp.clip_ref.push_back(rp.ref.params[size_t(i)]), rp.clip_amp.push_back(rp.amp.params[size_t(i)]);
+    else
+        rp.clip_ref = rp.ref.params, rp.clip_amp = rp.amp.params;
+    if (c.rng_cpu.defined()) {
+        rng.set(rp.seed_of(0), c.rng_cpu, c.rng_cuda);
+        rp.rng = &rng;
+        r.rng = "checkpoint";
+    } else {
+        r.rng = "seed";
+        if (has_dropout(*rp.amp.model))
+            r.warnings.push_back(
+                "the checkpoint holds no RNG state: dropout draws from ampscope's seed, so its masks differ from "
+                "the job's (a Trainer folder's rng_state.pth, a dict's rng_state restore them)");
+    }
+}
+
 void validate(const ReplaySpec& s) {
     if (s.steps < 1) throw InputError("--steps", "", "expected an integer >= 1");
     if (s.precision == Precision::Fp32) throw InputError("--precision", "", "expected fp16 or bf16");
@@ -274,30 +405,6 @@ void validate(const ReplaySpec& s) {
     if (!std::isfinite(s.clip_grad_norm) || s.clip_grad_norm < 0) throw InputError("--clip-grad-norm", "", "expected a finite number >= 0");
     if (!s.loss.empty() && s.loss != "ce" && s.loss != "mse" && s.loss != "lm" && s.loss != "model")
         throw InputError("--loss", "", "'" + s.loss + "'; expected ce, mse, lm or model");
-}
-
-/// Tied weights (GPT-2's lm_head.weight is transformer.wte.weight): one parameter in the job's
-/// optimizer. A .pt2 program's tied parameters are read as one tensor (export_program.cpp); a
-/// model whose state still lists two (equal after loading the checkpoint, which holds both keys)
-/// is named, not guessed around: the optimizer's indices would be off from the second on.
-void check_tied(const ckpt::OptimizerState& o, const Side& side, const std::string& file) {
-    size_t held = 0;
-    for (const auto& g : o.groups) held += g.params.size();
-    if (held >= side.params.size()) return;
-    std::vector<std::string> tied;
-    for (size_t i = 0; i < side.params.size(); ++i)
-        for (size_t j = 0; j < i; ++j)
-            if (side.params[i].sizes() == side.params[j].sizes() && side.params[i].dtype() == side.params[j].dtype() &&
-                at::equal(side.params[i], side.params[j])) {
-                tied.push_back(side.names[i] + " = " + side.names[j]);
-                break;
-            }
-    if (!tied.empty())
-        throw InputError(file, "param_groups",
-                         "hold " + std::to_string(held) + " parameters; the model has " + std::to_string(side.params.size()) +
-                             ", of which these look tied (equal after loading the checkpoint): " + list(tied) +
-                             ". Tied weights are one parameter in the job's optimizer and two in the exported program: not "
-                             "replayed yet");
 }
 
 std::string files_sha256(const std::vector<std::string>& files) {
@@ -327,13 +434,12 @@ ReplayResult run_replay(const ReplaySpec& spec, ProgressObserver* progress) {
     load_weights(spec, c, ref, amp, r);
     std::optional<ckpt::OptimizerState> opt = c.optimizer;
     std::string opt_file = c.files.empty() ? spec.checkpoint : c.files.back();
+    for (const auto& f : c.files)
+        if (f.size() >= 12 && f.compare(f.size() - 12, 12, "optimizer.pt") == 0) opt_file = f;
     if (!spec.optimizer_state.empty())
         opt = ckpt::read_optimizer(ckpt::read_pt_root(spec.optimizer_state, &r.warnings), opt_file = spec.optimizer_state, "");
     if (!opt) throw InputError(spec.checkpoint, "optimizer", "no optimizer state in the checkpoint; give it with --optimizer-state FILE");
-    check_tied(*opt, ref, opt_file);
-    ckpt::check_optimizer(*opt, ref.params, ref.names, opt_file);
-    r.optimizer = opt->kind;
-    r.warnings.insert(r.warnings.end(), opt->notes.begin(), opt->notes.end());
+    prepare_optimizer(spec, c, *opt, opt_file, ref, r);
     GradScaler scaler = make_scaler(spec, c, device, r);
     TrainSpec ts;
     ts.model = spec.model;
@@ -360,6 +466,8 @@ ReplayResult run_replay(const ReplaySpec& spec, ProgressObserver* progress) {
               r};
     for (const auto& t : inputs)
         if (t.is_floating_point() && !t.isfinite().all().item<bool>()) rp.stage(0, "input", "both", std::nullopt, "the batch's inputs");
+    train_parts::RngStates rng;
+    setup_clip_and_rng(rp, c, rng);
     detail::PassScope pass_scope(device.type(), {}, /*observing=*/false);
     try {
         for (int step = 0; step < spec.steps; ++step) {

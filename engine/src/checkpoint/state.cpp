@@ -28,43 +28,112 @@ bool flag(const c10::impl::GenericDict& d, const std::string& key) {
     return v && v->isBool() && v->toBool();
 }
 
+bool has(const c10::impl::GenericDict& d, const char* key) {
+    return get(d, key).has_value();
+}
+
+/// What an optimizer's param group keys say it is (torch.optim 2.x, bitsandbytes): "" for a
+/// family replayed here (SGD, Adam/AdamW), else the optimizer's name.
+std::string unsupported_kind(const c10::impl::GenericDict& d) {
+    if (has(d, "momentum_decay")) return "NAdam";
+    if (has(d, "lr_decay") || has(d, "initial_accumulator_value")) return "Adagrad";
+    if (has(d, "alpha") && has(d, "centered")) return "RMSprop";
+    if (has(d, "rho")) return "Adadelta";
+    if (has(d, "beta2_decay") || (has(d, "d") && !has(d, "betas"))) return "Adafactor";
+    if (has(d, "lambd") || has(d, "t0")) return "ASGD";
+    if (has(d, "etas") || has(d, "step_sizes")) return "Rprop";
+    if (has(d, "max_iter") || has(d, "history_size") || has(d, "line_search_fn")) return "LBFGS";
+    if (has(d, "optim_bits") || has(d, "percentile_clipping") || has(d, "block_wise") || has(d, "min_8bit_size"))
+        return "a bitsandbytes 8-bit optimizer";
+    if (has(d, "betas") && !has(d, "weight_decay")) return "SparseAdam";
+    if (has(d, "betas") && !has(d, "amsgrad")) return has(d, "decoupled_weight_decay") ? "RAdam" : "Adamax or RAdam";
+    return "";
+}
+
+/// A hyper-parameter PyTorch reads as a real number: a Python number or a real one-element tensor.
+double real_number(const c10::IValue& v, const std::string& file, const std::string& field) {
+    if (v.isTensor() && (v.toTensor().is_complex() || v.toTensor().numel() != 1))
+        throw InputError(file, field,
+                         "expected a real number, got a tensor of " + std::to_string(v.toTensor().numel()) + " " +
+                             std::string(c10::toString(v.toTensor().scalar_type())) + " elements");
+    return number(v, file, field);
+}
+
+void read_hyper(const c10::impl::GenericDict& d, OptimizerGroup& g, const std::string& file, const std::string& field) {
+    auto need = [&](const char* k, double& out) {
+        const auto x = get(d, k);
+        if (!x || x->isNone()) throw InputError(file, field + "." + k, "missing; torch.optim's step reads it (KeyError in PyTorch)");
+        out = real_number(*x, file, field + "." + k);
+        if (!std::isfinite(out)) throw InputError(file, field + "." + k, "expected a finite number, got " + c10::str(out));
+    };
+    need("lr", g.lr);
+    need("weight_decay", g.weight_decay);
+    if (has(d, "betas")) {
+        need("eps", g.eps);
+        const auto b = *get(d, "betas");
+        if (!b.isTuple() && !b.isList()) throw InputError(file, field + ".betas", "expected (beta1, beta2)");
+        const auto el = b.isTuple() ? b.toTupleRef().elements().vec() : b.toListRef().vec();
+        if (el.size() != 2) throw InputError(file, field + ".betas", "expected (beta1, beta2)");
+        if (el[0].isTensor() || el[1].isTensor())
+            throw InputError(file, field + ".betas",
+                             "are tensors: PyTorch then computes the bias corrections in the tensors' dtype; not replayed exactly "
+                             "yet (save them as numbers)");
+        g.beta1 = real_number(el[0], file, field + ".betas[0]");
+        g.beta2 = real_number(el[1], file, field + ".betas[1]");
+        if (g.beta1 == 1)
+            throw InputError(file, field + ".betas[0]",
+                             "is 1: Adam's bias correction 1 - beta1^step is 0 (PyTorch raises ZeroDivisionError)");
+    } else {
+        need("momentum", g.momentum);
+        need("dampening", g.dampening);
+    }
+}
+
+/// One param group: hyper-parameters, flags, indices, names; `kind` is sgd, adam, adamw or
+/// "adam|adamw" (no decoupled_weight_decay key: PyTorch <= 2.6, where Adam and AdamW were
+/// separate classes with the same keys).
 OptimizerGroup read_group(const c10::IValue& v, const std::string& file, const std::string& field, std::string& kind) {
     if (!v.isGenericDict()) throw InputError(file, field, "expected a dict (a torch.optim param group), got " + v.tagKind());
     const auto d = v.toGenericDict();
+    if (const auto u = unsupported_kind(d); !u.empty())
+        throw InputError(file, field, "is " + u + "'s param group; ampscope replays SGD, Adam and AdamW exactly and no other optimizer");
+    std::string k;
+    if (has(d, "betas") && has(d, "amsgrad"))
+        k = has(d, "decoupled_weight_decay") ? (flag(d, "decoupled_weight_decay") ? "adamw" : "adam") : "adam|adamw";
+    else if (has(d, "momentum") && has(d, "dampening"))
+        k = "sgd";
+    else
+        throw InputError(file, field,
+                         "is neither SGD's (momentum, dampening) nor Adam's (betas, amsgrad); expected a torch.optim SGD, Adam or "
+                         "AdamW state");
+    if (!kind.empty() && kind != k) throw InputError(file, field, "is " + k + "'s while an earlier group is " + kind + "'s");
+    kind = k;
     OptimizerGroup g;
-    auto num = [&](const char* k, double& out) {
-        if (auto x = get(d, k); x && !x->isNone()) out = number(*x, file, field + "." + k);
-    };
-    num("lr", g.lr);
-    num("weight_decay", g.weight_decay);
-    num("eps", g.eps);
-    num("momentum", g.momentum);
-    num("dampening", g.dampening);
+    read_hyper(d, g, file, field);
     g.amsgrad = flag(d, "amsgrad");
     g.maximize = flag(d, "maximize");
     g.nesterov = flag(d, "nesterov");
     g.decoupled = flag(d, "decoupled_weight_decay");
-    std::string k;
-    if (auto b = get(d, "betas")) {
-        if (!b->isTuple() && !b->isList()) throw InputError(file, field + ".betas", "expected (beta1, beta2)");
-        const auto el = b->isTuple() ? b->toTupleRef().elements().vec() : b->toListRef().vec();
-        if (el.size() != 2) throw InputError(file, field + ".betas", "expected (beta1, beta2)");
-        g.beta1 = number(el[0], file, field + ".betas");
-        g.beta2 = number(el[1], file, field + ".betas");
-        k = g.decoupled ? "adamw" : "adam";
-    } else if (get(d, "momentum") && get(d, "dampening")) {
-        k = "sgd";
-    } else {
-        throw InputError(file, field,
-                         "is neither SGD's (momentum, dampening) nor Adam's (betas); expected a torch.optim SGD, Adam or AdamW state");
-    }
-    if (!kind.empty() && kind != k) throw InputError(file, field, "is " + k + "'s while an earlier group is " + kind + "'s");
-    kind = k;
+    g.fused = flag(d, "fused");
+    g.foreach = flag(d, "foreach");
+    g.capturable = flag(d, "capturable");
+    if (flag(d, "differentiable")) throw InputError(file, field + ".differentiable", "is True; not replayed (expected False)");
     const auto p = get(d, "params");
     if (!p || !p->isList()) throw InputError(file, field + ".params", "missing; expected a list of parameter indices");
     for (const auto& i : p->toListRef()) {
         if (!i.isInt()) throw InputError(file, field + ".params", "expected integer parameter indices");
         g.params.push_back(i.toInt());
+    }
+    if (const auto n = get(d, "param_names"); n && !n->isNone()) {
+        if (!n->isList()) throw InputError(file, field + ".param_names", "expected a list of parameter names");
+        for (const auto& e : n->toListRef()) {
+            if (!e.isString()) throw InputError(file, field + ".param_names", "expected parameter names (strings)");
+            g.param_names.push_back(e.toStringRef());
+        }
+        if (g.param_names.size() != g.params.size())
+            throw InputError(
+                file, field + ".param_names",
+                "hold " + std::to_string(g.param_names.size()) + " names for " + std::to_string(g.params.size()) + " parameters");
     }
     return g;
 }
@@ -73,7 +142,35 @@ at::Tensor tensor_or_none(const c10::impl::GenericDict& d, const char* key, cons
     const auto v = get(d, key);
     if (!v || v->isNone()) return {};
     if (!v->isTensor()) throw InputError(file, field + "." + key, "expected a Tensor, got " + v->tagKind());
-    return v->toTensor().clone();
+    const auto& t = v->toTensor();
+    if (t.is_complex() || t.layout() != at::kStrided || t.is_meta())
+        throw InputError(file, field + "." + key, "expected a dense real tensor, got " + c10::str(t.toString(), " ", t.layout()));
+    return t.clone();
+}
+
+ParamState read_param_state(const c10::IValue& v, const std::string& kind, const std::string& file, const std::string& sf) {
+    if (!v.isGenericDict()) throw InputError(file, sf, "expected a dict of per-parameter state");
+    const auto sd = v.toGenericDict();
+    for (const char* k : {"state1", "qmap1", "absmax1"})
+        if (has(sd, k)) throw InputError(file, sf + "." + k, "is a bitsandbytes 8-bit optimizer's state; not replayed");
+    if (has(sd, "exp_inf")) throw InputError(file, sf + ".exp_inf", "is Adamax's state; ampscope replays SGD, Adam and AdamW");
+    if (has(sd, "mu_product")) throw InputError(file, sf + ".mu_product", "is NAdam's state; ampscope replays SGD, Adam and AdamW");
+    ParamState ps;
+    ps.exp_avg = tensor_or_none(sd, "exp_avg", file, sf);
+    ps.exp_avg_sq = tensor_or_none(sd, "exp_avg_sq", file, sf);
+    ps.max_exp_avg_sq = tensor_or_none(sd, "max_exp_avg_sq", file, sf);
+    ps.momentum_buffer = tensor_or_none(sd, "momentum_buffer", file, sf);
+    if (auto s = get(sd, "step")) {  // a 0-dim tensor in PyTorch 2.x, a number in older files
+        if (s->isTensor() && s->toTensor().numel() != 1)
+            throw InputError(file, sf + ".step",
+                             "holds " + std::to_string(s->toTensor().numel()) + " elements; PyTorch's step reads one number");
+        const double v = real_number(*s, file, sf + ".step");
+        if (!(v >= 0) || !std::isfinite(v)) throw InputError(file, sf + ".step", "expected a step count >= 0, got " + c10::str(v));
+        ps.step = s->isTensor() ? s->toTensor().to(at::kFloat).reshape({}).clone() : at::full({}, v, at::TensorOptions().dtype(at::kFloat));
+    }
+    if (kind != "sgd" && (!ps.step.defined() || !ps.exp_avg.defined() || !ps.exp_avg_sq.defined()))
+        throw InputError(file, sf, "missing step, exp_avg or exp_avg_sq; expected Adam's per-parameter state");
+    return ps;
 }
 
 }  // namespace
@@ -91,30 +188,54 @@ OptimizerState read_optimizer(const c10::IValue& v, const std::string& file, con
     for (const auto& g : groups->toListRef()) {
         const auto gf = f + "param_groups[" + std::to_string(gi++) + "]";
         o.groups.push_back(read_group(g, file, gf, o.kind));
-        const auto gd = g.toGenericDict();
-        for (const char* k : {"foreach", "fused", "capturable", "differentiable"})
-            if (flag(gd, k))
-                o.notes.push_back(gf + " has " + k +
-                                  "=True; replayed with the single-tensor implementation (PyTorch's default on the CPU)");
+        if (o.groups.back().capturable)
+            o.notes.push_back(gf +
+                              " has capturable=True: replayed with the non-capturable arithmetic (PyTorch refuses "
+                              "capturable on the CPU; on a GPU its step differs in the last bits)");
     }
+    if (o.groups.empty()) throw InputError(file, f + "param_groups", "is empty; expected at least one param group");
+    bool named = !o.groups[0].param_names.empty();
+    for (size_t i = 0; i < o.groups.size(); ++i)
+        if (!o.groups[i].params.empty() && o.groups[i].param_names.empty() == named)
+            throw InputError(file, f + "param_groups[" + std::to_string(i) + "].param_names",
+                             "present in some groups and not in others; PyTorch names all groups or none");
+    o.kind_source = o.kind == "adam|adamw" ? ""
+                    : o.kind == "sgd"      ? "momentum, dampening"
+                                           : "decoupled_weight_decay=" + std::string(o.kind == "adamw" ? "True" : "False");
     for (const auto& kv : state->toGenericDict()) {
         if (!kv.key().isInt()) throw InputError(file, f + "state", "expected integer parameter indices as keys");
         const auto sf = f + "state." + std::to_string(kv.key().toInt());
-        if (!kv.value().isGenericDict()) throw InputError(file, sf, "expected a dict of per-parameter state");
-        const auto sd = kv.value().toGenericDict();
-        ParamState ps;
-        ps.exp_avg = tensor_or_none(sd, "exp_avg", file, sf);
-        ps.exp_avg_sq = tensor_or_none(sd, "exp_avg_sq", file, sf);
-        ps.max_exp_avg_sq = tensor_or_none(sd, "max_exp_avg_sq", file, sf);
-        ps.momentum_buffer = tensor_or_none(sd, "momentum_buffer", file, sf);
-        if (auto s = get(sd, "step"))  // a 0-dim tensor in PyTorch 2.x, a number in older files
-            ps.step = s->isTensor() ? s->toTensor().to(at::kFloat).reshape({}).clone()
-                                    : at::full({}, number(*s, file, sf + ".step"), at::TensorOptions().dtype(at::kFloat));
-        if (o.kind != "sgd" && (!ps.step.defined() || !ps.exp_avg.defined() || !ps.exp_avg_sq.defined()))
-            throw InputError(file, sf, "missing step, exp_avg or exp_avg_sq; expected Adam's per-parameter state");
-        o.state[kv.key().toInt()] = ps;
+        o.state[kv.key().toInt()] = read_param_state(kv.value(), o.kind, file, sf);
     }
     return o;
+}
+
+void resolve_kind(OptimizerState& o, const std::string& forced, const std::string& file) {
+    if (!forced.empty() && forced != "sgd" && forced != "adam" && forced != "adamw")
+        throw InputError("--optimizer", "", "'" + forced + "'; expected sgd, adam or adamw");
+    if (o.kind == "adam|adamw") {
+        bool decays = false;
+        for (const auto& g : o.groups) decays = decays || g.weight_decay != 0;
+        if (forced == "sgd")
+            throw InputError(file, "param_groups", "hold Adam's (betas, amsgrad), not SGD's; --optimizer sgd contradicts it");
+        if (!forced.empty()) {
+            o.kind = forced;
+            o.kind_source = "--optimizer " + forced + " (no decoupled_weight_decay key: PyTorch <= 2.6)";
+        } else if (!decays) {
+            o.kind = "adam";
+            o.kind_source = "no decoupled_weight_decay key (PyTorch <= 2.6) and weight_decay 0: Adam and AdamW step alike";
+        } else {
+            throw InputError(file, "param_groups",
+                             "are Adam's or AdamW's from PyTorch <= 2.6 (no decoupled_weight_decay key) with weight_decay != 0, "
+                             "where the two step differently and the file cannot tell which: give --optimizer adam or --optimizer "
+                             "adamw");
+        }
+        for (auto& g : o.groups) g.decoupled = o.kind == "adamw";
+        return;
+    }
+    if (!forced.empty() && forced != o.kind)
+        throw InputError(file, "param_groups",
+                         "are " + o.kind + "'s (" + o.kind_source + "); --optimizer " + forced + " contradicts the file");
 }
 
 std::optional<ScalerState> read_scaler(const c10::IValue& v, const std::string& file, const std::string& field) {
@@ -148,33 +269,6 @@ std::optional<ScalerState> read_scaler(const c10::IValue& v, const std::string& 
     if (s.growth_interval < 1) throw InputError(file, f + "growth_interval", "expected an integer >= 1");
     if (s.growth_tracker < 0) throw InputError(file, f + "_growth_tracker", "expected an integer >= 0");
     return s;
-}
-
-void check_optimizer(const OptimizerState& o, const std::vector<at::Tensor>& params, const std::vector<std::string>& names,
-                     const std::string& file) {
-    int64_t next = 0;
-    for (size_t gi = 0; gi < o.groups.size(); ++gi)
-        for (const int64_t i : o.groups[gi].params) {
-            if (i != next)
-                throw InputError(file, "param_groups[" + std::to_string(gi) + "].params",
-                                 "index " + std::to_string(i) + " where " + std::to_string(next) +
-                                     " was expected; the optimizer's parameters must follow the model's parameter order");
-            ++next;
-        }
-    if (size_t(next) != params.size())
-        throw InputError(
-            file, "param_groups",
-            "hold " + std::to_string(next) + " parameters; the model has " + std::to_string(params.size()) + " trainable ones");
-    for (const auto& [i, st] : o.state) {
-        if (i < 0 || size_t(i) >= params.size())
-            throw InputError(file, "state." + std::to_string(i),
-                             "is for a parameter index the model does not have (" + std::to_string(params.size()) + " parameters)");
-        for (const auto* t : {&st.exp_avg, &st.exp_avg_sq, &st.max_exp_avg_sq, &st.momentum_buffer})
-            if (t->defined() && t->sizes() != params[size_t(i)].sizes())
-                throw InputError(
-                    file, "state." + std::to_string(i),
-                    "has shape " + c10::str(t->sizes()) + "; parameter " + names[size_t(i)] + " is " + c10::str(params[size_t(i)].sizes()));
-    }
 }
 
 }  // namespace ampscope::detail::ckpt

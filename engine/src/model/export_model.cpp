@@ -138,6 +138,7 @@ public:
     }
     std::set<std::string> non_persistent_buffers() const override { return p_.non_persistent; }
     std::vector<std::string> module_paths() override { return p_.modules; }
+    std::map<std::string, std::string> module_types() const override { return p_.module_types; }
     std::vector<std::string> mode_warnings(bool train) const override {
         auto w = pt2::mode_warning(p_, train);
         return w.empty() ? std::vector<std::string>{} : std::vector<std::string>{w};

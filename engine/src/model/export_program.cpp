@@ -201,6 +201,7 @@ struct Reader {
             if (c1 != std::string::npos && c2 > c1 && path != "_empty_nn_module_stack_from_metadata_hook") {
                 n.module_chain.push_back(path);
                 n.module_type = entry.substr(c2 + 1);
+                n.chain_types.push_back(n.module_type);
             }
             b = e + 1;
         }
@@ -467,8 +468,10 @@ void collect_modules(const json& gm, Program& p) {
         if (seen.insert(c.value("fqn", std::string())).second) p.modules.push_back(c["fqn"]);
     for (const auto& g : p.graphs)
         for (const auto& nd : g.nodes)
-            for (const auto& m : nd.module_chain)
-                if (seen.insert(m).second) p.modules.push_back(m);
+            for (size_t i = 0; i < nd.module_chain.size(); ++i) {
+                if (seen.insert(nd.module_chain[i]).second) p.modules.push_back(nd.module_chain[i]);
+                p.module_types.emplace(nd.module_chain[i], nd.chain_types[i]);
+            }
 }
 
 /// Names of the user outputs from the root call's out_spec; "0", "1", … where it does not fit.

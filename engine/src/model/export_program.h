@@ -51,6 +51,7 @@ struct Node {
     std::string module;                     ///< innermost module path ("" = root)
     std::string module_type;                ///< innermost module's class, e.g. torch.nn.modules.batchnorm.BatchNorm1d
     std::vector<std::string> module_chain;  ///< every enclosing module path, outermost first
+    std::vector<std::string> chain_types;   ///< the class of each module_chain entry
     /// Index of the 'training' / 'train' flag that follows the run's mode as eager
     /// model.train()/eval() would change it (export_mode.cpp), or -1.
     int train_flag = -1;
@@ -112,6 +113,7 @@ struct Program {
     std::map<std::string, at::Tensor> parameters, buffers, constants;  ///< by FQN, on the CPU
     std::vector<std::string> parameter_order, buffer_order;            ///< signature order
     std::vector<std::string> modules;                                  ///< module paths, root "" first
+    std::map<std::string, std::string> module_types;                   ///< module path -> class (nn_module_stack)
     std::map<std::string, SymRange> ranges;                            ///< range_constraints by symbol
     std::string schema_version;                                        ///< "8.17"
     std::string ir;                                                    ///< verifiers, e.g. "TRAINING"

@@ -7,6 +7,7 @@
 
 #include <ATen/ATen.h>
 
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -34,6 +35,9 @@ public:
     /// (register_buffer(persistent=False)): a user's checkpoint does not hold them.
     virtual std::set<std::string> non_persistent_buffers() const { return {}; }
     virtual std::vector<std::string> module_paths() = 0;
+    /// Module path -> the module's class as Python names it (torch.nn.modules.normalization.LayerNorm),
+    /// where the format records it (torch.export programs, TorchScript); empty when unknown.
+    virtual std::map<std::string, std::string> module_types() const { return {}; }
     /// Whether FP32 regions and per-module op attribution work for this model.
     virtual bool has_module_scopes() const = 0;
     /// Said in a run in train (or eval) mode: a torch.export program exported in the other mode.

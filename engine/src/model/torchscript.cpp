@@ -236,6 +236,15 @@ public:
         for (const auto& it : m_.named_modules()) out.push_back(it.name);
         return out;
     }
+    std::map<std::string, std::string> module_types() const override {
+        std::map<std::string, std::string> out;  // __torch__.torch.nn.modules.normalization.LayerNorm -> torch.nn....
+        for (const auto& it : m_.named_modules()) {
+            auto n = it.value.type()->name() ? it.value.type()->name()->qualifiedName() : std::string();
+            if (n.rfind("__torch__.", 0) == 0) n = n.substr(10);
+            out.emplace(it.name, n);
+        }
+        return out;
+    }
     bool has_module_scopes() const override { return true; }
     torch::jit::Module& module() { return m_; }
 

@@ -198,7 +198,7 @@ std::optional<Origin> forward_origin(Side& amp, const std::vector<MicroBatch>& m
     StateSnapshot snap(*amp.model);
     at::NoGradGuard ng;
     for (const auto& mb : micro) {
-        torch::manual_seed(mb.seed);
+        train_parts::reseed(mb.seed);
         detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/true);
         detail::OpObserver obs(mb.inputs[0].size(0));
         obs.begin_batch(0, mb.inputs[0].size(0));
@@ -222,7 +222,7 @@ std::optional<Origin> backward_origin(Side& amp, const std::vector<MicroBatch>& 
     for (const auto& mb : micro) {
         detail::BackwardProbe probe;
         probe.forward_phase();
-        torch::manual_seed(mb.seed);
+        train_parts::reseed(mb.seed);
         at::Tensor l_a;
         {  // observing: module scopes for TorchScript models (the instrumented graph)
             detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/true);
@@ -279,14 +279,14 @@ struct Session {
             for (const auto& t : data.inputs) in.push_back(t.slice(0, b, e).to(device));
             const uint64_t seed = s.seed * 1000003 + uint64_t(step) * 131 + uint64_t(micro);
             micro_batches.push_back({in, b, e, seed});
-            torch::manual_seed(seed);  // reference: FP32
+            train_parts::reseed(seed);  // reference: FP32
             auto out_r = ref.model->forward(in);
             if (first && micro == 0)  // the model's width is known only now
                 detail::check_outputs_fit(data, s.data, int(out_r.dim() ? out_r.numel() / std::max<int64_t>(1, out_r.size(0)) : 0));
             auto l_r = train_parts::training_loss(s, out_r, data, b, e, device) / double(s.accumulate);
             l_r.backward();
             f[kLossRef] += l_r.detach().to(at::kDouble);
-            torch::manual_seed(seed);  // AMP: autocast around forward and loss, backward outside
+            train_parts::reseed(seed);  // AMP: autocast around forward and loss, backward outside
             at::Tensor l_a;
             {
                 detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/false);

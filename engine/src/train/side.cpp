@@ -4,6 +4,12 @@
 #include <ATen/ATen.h>
 #include <torch/nn/functional/loss.h>
 
+#include <ATen/core/Generator.h>
+#include <torch/cuda.h>
+#include <torch/utils.h>
+
+#include <map>
+#include <mutex>
 #include <set>
 
 #include "ampscope/engine/errors.h"
@@ -27,7 +33,40 @@ at::Tensor lm_loss(const at::Tensor& out, const detail::ProbeSet& data, int64_t 
     return F::cross_entropy(logits, y.slice(1, 1).reshape({-1}), F::CrossEntropyFuncOptions().ignore_index(-100));
 }
 
+struct Registered {
+    at::Tensor cpu;
+    std::vector<at::Tensor> cuda;
+};
+std::mutex rng_mutex;
+std::map<uint64_t, Registered> rng_states;
+
 }  // namespace
+
+void reseed(uint64_t seed) {
+    std::lock_guard<std::mutex> lock(rng_mutex);
+    const auto it = rng_states.find(seed);
+    if (it == rng_states.end()) {
+        torch::manual_seed(seed);
+        return;
+    }
+    auto set = [](at::Generator g, const at::Tensor& state) {  // a handle: the copy is the default generator
+        std::lock_guard<std::mutex> l(g.mutex());
+        g.set_state(state);
+    };
+    set(at::globalContext().defaultGenerator(at::kCPU), it->second.cpu);
+    for (size_t i = 0; i < it->second.cuda.size() && i < size_t(torch::cuda::device_count()); ++i)
+        set(at::globalContext().defaultGenerator(at::Device(at::kCUDA, c10::DeviceIndex(i))), it->second.cuda[i]);
+}
+
+RngStates::~RngStates() {
+    std::lock_guard<std::mutex> lock(rng_mutex);
+    rng_states.clear();
+}
+
+void RngStates::set(uint64_t seed, const at::Tensor& cpu, const std::vector<at::Tensor>& cuda) {
+    std::lock_guard<std::mutex> lock(rng_mutex);
+    rng_states[seed] = Registered{cpu.clone(), cuda};
+}
 
 Side load_side(const std::string& model, uint64_t seed, const std::string& output, const at::Device& device) {
     Side side;

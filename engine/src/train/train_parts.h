@@ -42,6 +42,22 @@ struct Resumed {
 /// trainable parameters (requires_grad) and its buffers, by name.
 Side load_side(const std::string& model, uint64_t seed, const std::string& output, const at::Device& device);
 
+/// torch::manual_seed(seed), unless a generator state was registered for `seed` (RngStates):
+/// then the CPU (and CUDA) generators are set to that state. Every forward of the sessions and
+/// of the replay seeds through here, so a replay can run the job's own generator state.
+void reseed(uint64_t seed);
+
+/// While alive, reseed(seed) restores these generator states instead of seeding (a replay of a
+/// checkpoint that saved the job's RNG state). One at a time.
+class RngStates {
+public:
+    RngStates() = default;
+    ~RngStates();
+    RngStates(const RngStates&) = delete;
+    RngStates& operator=(const RngStates&) = delete;
+    void set(uint64_t seed, const at::Tensor& cpu, const std::vector<at::Tensor>& cuda);
+};
+
 /// The precision policy as one string (checkpoints compare it on resume).
 std::string policy_string(const TrainSpec& s);
 

@@ -29,7 +29,11 @@ struct ReplaySpec {
     std::vector<std::string> keep_fp32;
     std::optional<double> init_scale;    ///< remedy: another scale than the checkpoint's
     std::optional<int> growth_interval;  ///< remedy
-    double clip_grad_norm = 0;           ///< remedy: clip the unscaled gradients (0 = off)
+    double clip_grad_norm = 0;           ///< the job's clipping norm, or a remedy: clip the unscaled gradients (0 = off)
+    bool clip_given = false;             ///< --clip-grad-norm was given (0 included): no Trainer-clipping warning
+    std::string optimizer_kind;          ///< --optimizer sgd|adam|adamw where the file cannot tell ("" = the file's)
+    std::string param_groups;            ///< --param-groups FILE: parameter names per group (JSON)
+    bool no_scaler = false;              ///< --no-scaler: the job ran without GradScaler
     std::string device;
     uint64_t seed = 0;
     std::string original_run_id;  ///< a remedy: the replay run it remedies ("" = an original replay)
@@ -71,6 +75,22 @@ struct ReplayStep {
     std::vector<ReplayLayer> activations;
 };
 
+/// One of the optimizer's param groups as the replay read and stepped it.
+struct ReplayOptimizerGroup {
+    std::vector<std::string> params;  ///< the model's parameter names, in the group's order
+    double lr = 0, weight_decay = 0, eps = 0, beta1 = 0, beta2 = 0, momentum = 0, dampening = 0;
+    bool amsgrad = false, maximize = false, nesterov = false, fused = false, foreach = false, capturable = false;
+    std::string implementation;  ///< single-tensor | fused (the kernels the step ran)
+};
+
+/// The optimizer as read: what it is, how that was told, how its indices met the model.
+struct ReplayOptimizer {
+    std::string kind;         ///< sgd | adam | adamw
+    std::string kind_source;  ///< e.g. decoupled_weight_decay=True, --optimizer adamw (PyTorch <= 2.6 state)
+    std::string mapping;      ///< param_names | groups-file | trainer-rule | model-order
+    std::vector<ReplayOptimizerGroup> groups;
+};
+
 struct ReplayResult {
     std::string run_id, started_at, finished_at;
     ReplaySpec spec;
@@ -79,6 +99,8 @@ struct ReplayResult {
     std::string checkpoint_format, optimizer;
     std::string checkpoint_sha256, batch_sha256;
     bool scaler_enabled = true;
+    ReplayOptimizer optimizer_groups;                          ///< kind, groups with their hyper-parameters and flags
+    std::string rng;                                           ///< checkpoint (the job's generator state restored) | seed
     std::vector<std::string> missing, unexpected, mismatched;  ///< checkpoint keys vs the model
     std::optional<ReplayStage> first_nonfinite;
     std::vector<ReplayStep> steps;
