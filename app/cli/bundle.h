@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+// An incident bundle (docs/capture.md, format "ampscope-incident" version 1): the folder the
+// Python capture package (python/ampscope_capture) writes at a training job's first non-finite
+// loss, gradient, gradient norm or skipped step, read back for `ampscope-cli replay BUNDLE`.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ampscope::cli {
+
+/// What incident.json says, with the named files as paths inside the bundle.
+struct IncidentBundle {
+    std::string dir;                     ///< the bundle folder as given
+    std::string model;                   ///< dir/model.pt2, or "" when export failed (export_error says why)
+    std::string checkpoint;              ///< dir/checkpoint.pt: model, optimizer (groups with param_names), scaler, lr_scheduler, rng_state
+    std::string batch;                   ///< dir/batch.pt: inputs in the program's order, labels or targets
+    std::string loss;                    ///< model | ce | mse | lm
+    std::string precision;               ///< fp16 | bf16 (the job's autocast dtype)
+    std::string device_type;             ///< cpu | cuda (where the job ran)
+    std::string optimizer_kind;          ///< sgd | adam | adamw | other
+    std::string optimizer_class;         ///< the qualified Python class name
+    std::vector<std::string> keep_fp32;  ///< module-path globs the job ran outside autocast
+    std::optional<double> clip_grad_norm;
+    bool scaler = false;  ///< a GradScaler ran (its state is the checkpoint's "scaler")
+    int64_t step = 0, rank = 0, world_size = 1, accumulation_steps = 1;
+    std::string detected_what;  ///< loss | grad | grad_norm | skip | spike
+    std::string detected_detail, framework, framework_version, export_error;
+};
+
+/// Reads and checks DIR/incident.json (JSON nested at most kMaxJsonDepth, format and version,
+/// every field's type and value) and that every file it names is a regular file in the
+/// bundle. Throws InputError naming the file and the field: exit 2 in the CLI.
+IncidentBundle read_bundle(const std::string& dir);
+
+}  // namespace ampscope::cli

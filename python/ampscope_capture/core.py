@@ -1,0 +1,267 @@
+# SPDX-License-Identifier: MIT
+"""Plain PyTorch capture: `begin()` at the start of each step (the batch as the model receives
+it, the RNG states), `check()` after backward (and after `scaler.unscale_`), before
+`optimizer.step()`. At that point the weights, the optimizer state, GradScaler's state and the
+LR scheduler's state are still those from before the failing step, so an incident costs
+nothing to remember ahead of time: the bundle is written from the live state, right then."""
+import math
+import os
+import warnings
+
+import torch
+
+from . import bundle
+
+WHAT = ("loss", "grad", "grad_norm", "skip", "spike")
+
+
+class IncidentError(RuntimeError):
+    """Raised by check() after the bundle is written, when Capture(..., raise_on_incident=True)."""
+
+    def __init__(self, message, path):
+        super().__init__(message)
+        self.path = path
+
+
+def unwrap(module):
+    """The module whose names the exported program uses: DDP/FSDP wrappers (.module) and
+    torch.compile (._orig_mod) removed."""
+    while True:
+        if hasattr(module, "_orig_mod") and isinstance(module._orig_mod, torch.nn.Module):
+            module = module._orig_mod
+        elif type(module).__name__ in ("DistributedDataParallel", "DataParallel") and hasattr(module, "module"):
+            module = module.module
+        else:
+            return module
+
+
+def dtype_name(dtype):
+    d = {torch.float16: "float16", torch.bfloat16: "bfloat16", "float16": "float16", "fp16": "float16", "bfloat16": "bfloat16",
+         "bf16": "bfloat16"}.get(dtype)
+    if d is None:
+        raise ValueError(f"ampscope_capture: dtype {dtype!r}; expected torch.float16 or torch.bfloat16")
+    return d
+
+
+def found_inf(scaler, optimizer):
+    """GradScaler's own found-inf of this step (a 0-d tensor, not read), or None when the
+    scaler has not unscaled this optimizer's gradients yet."""
+    state = getattr(scaler, "_per_optimizer_states", {}).get(id(optimizer))
+    if not state or not state.get("found_inf_per_device"):
+        return None
+    flags = list(state["found_inf_per_device"].values())
+    return sum(f.to(flags[0].device).reshape(()) for f in flags)
+
+
+def grads_nonfinite(params):
+    """One fused check of every gradient (torch's foreach non-finite check, the one GradScaler
+    runs, with 1/scale = 1: the gradients are unchanged); a 0-d tensor, not read."""
+    groups = {}
+    for p in params:
+        g = p.grad
+        if g is not None and not g.is_sparse:
+            groups.setdefault((g.device, g.dtype), []).append(g)
+    flag = None
+    for (device, _), grads in groups.items():
+        found = torch.zeros(1, dtype=torch.float32, device=device)
+        torch._amp_foreach_non_finite_check_and_unscale_(grads, found, torch.ones(1, dtype=torch.float32, device=device))
+        flag = found.reshape(()) if flag is None else flag + found.to(flag.device).reshape(())
+    return flag if flag is not None else torch.zeros(())
+
+
+class Capture:
+    """Watches a plain PyTorch training loop and writes an incident bundle at the first
+    non-finite loss, gradient or gradient norm (or loss spike). See docs/capture.md.
+
+    model, optimizer, scaler (torch.amp.GradScaler or None), lr_scheduler: the job's own.
+    out: the folder that receives bundles (incident-step<S>-rank<R>/).
+    loss: how the replay computes the loss: "ce", "mse", "lm" or "model" (the model returns
+      its own loss; the labels are among its inputs).
+    dtype, device_type: the job's autocast (torch.float16 / torch.bfloat16; "cpu" / "cuda";
+      device_type defaults to where the model's parameters are).
+    keep_fp32: module-path globs the job runs outside autocast.
+    clip_grad_norm, accumulation_steps: the job's settings, recorded for the replay.
+    max_bundles: at most this many bundles in `out` (default 1).
+    spike: a loss above spike x its running mean is an incident too (None: off).
+    raise_on_incident: raise IncidentError after writing the bundle (default: the job goes on).
+    """
+
+    def __init__(self, model, optimizer, scaler=None, out="ampscope-incidents", loss="ce", dtype=torch.float16, device_type=None,
+                 keep_fp32=(), clip_grad_norm=None, accumulation_steps=1, lr_scheduler=None, max_bundles=1, spike=None,
+                 raise_on_incident=False, framework=None):
+        if loss not in ("ce", "mse", "lm", "model"):
+            raise ValueError(f"ampscope_capture: loss {loss!r}; expected ce, mse, lm or model")
+        self.model, self.optimizer, self.scaler, self.lr_scheduler = model, optimizer, scaler, lr_scheduler
+        self.out, self.loss_kind, self.dtype = os.fspath(out), loss, dtype_name(dtype)
+        self.device_type = device_type
+        self.keep_fp32, self.clip_grad_norm = list(keep_fp32), clip_grad_norm
+        self.accumulation_steps, self.max_bundles = int(accumulation_steps), int(max_bundles)
+        self.spike, self.raise_on_incident = spike, raise_on_incident
+        self.framework = framework or {"name": "pytorch", "version": torch.__version__}
+        self.step = -1  # the step begin() was last called for (0-based, as the framework counts)
+        self.bundles = []  # paths written
+        self.in_incident = False  # the last step checked had an incident (a streak is one incident)
+        self._batch = self._rng = None
+        self._loss_mean, self._loss_count = 0.0, 0
+        self._checked = False
+        self._scale_before = self._scaler_override = None
+
+    # -- the per-step calls -------------------------------------------------------------------
+    def begin(self, inputs=None, labels=None, targets=None, step=None):
+        """At the start of a step: the batch exactly as the model receives it (a tensor, a
+        tuple of positional inputs or a dict of keyword inputs; references, not copies) and the
+        RNG states (small copies). `step`: the framework's step counter (default: counts calls)."""
+        self.step = self.step + 1 if step is None else int(step)
+        self._batch = (inputs, labels, targets)
+        self._rng = self._rng_now()
+        self._checked = False
+        sc = self.scaler
+        if self._scaler_enabled() and sc._scale is not None:  # device copies, not read: for end()
+            self._scale_before = (sc._scale.clone(), sc._growth_tracker.clone())
+
+    def set_batch(self, inputs, labels=None, targets=None):
+        """The step's batch, where it is known only after begin() (references, not copies)."""
+        self._batch = (inputs, labels, targets)
+
+    def check(self, loss=None, grad_norm=None):
+        """After backward (and after scaler.unscale_(optimizer) where a GradScaler runs), before
+        optimizer.step(): reads the loss, the gradients' finiteness (GradScaler's found-inf
+        where it unscaled them, one fused check otherwise) and the gradient norm in one
+        device-to-host read. Returns the bundle's path when this step wrote one, else None."""
+        self._checked = True
+        what, detail = self._detect(loss, grad_norm)
+        if what is None:
+            self.in_incident = False
+            return None
+        first = not self.in_incident
+        self.in_incident = True
+        if not first or not self._room():
+            return None
+        return self._capture(what, detail)
+
+    def end(self):
+        """Optional, after scaler.update(): a step GradScaler skipped (its scale backed off)
+        that check() did not see (check() was not called this step) is an incident of kind
+        'skip'. Costs nothing when check() ran. Returns the bundle's path or None."""
+        before = self._scale_before
+        self._scale_before = None
+        if self._checked or before is None or not self._scaler_enabled() or self.scaler._scale is None:
+            return None
+        if not bool(self.scaler._scale.to(before[0].device) < before[0]):
+            self.in_incident = False
+            return None
+        first, self.in_incident = not self.in_incident, True
+        if not first or not self._room():
+            return None
+        self._scaler_override = {"scale": float(before[0]), "_growth_tracker": int(before[1])}
+        try:
+            return self._capture("skip", "GradScaler skipped the step (its scale backed off in update())")
+        finally:
+            self._scaler_override = None
+
+    # -- internals ----------------------------------------------------------------------------
+    def _rng_now(self):
+        dev = self._device_type()
+        return bundle.rng_state(dev)
+
+    def _device_type(self):
+        if self.device_type:
+            return self.device_type
+        p = next(unwrap(self.model).parameters(), None)
+        self.device_type = p.device.type if p is not None else "cpu"
+        return self.device_type
+
+    def _scaler_enabled(self):
+        return self.scaler is not None and self.scaler.is_enabled()
+
+    def _grad_flag(self):
+        """(flag tensor, 'scaler' | 'foreach')."""
+        if self._scaler_enabled():
+            f = found_inf(self.scaler, self.optimizer)
+            if f is not None:
+                return f, "scaler"
+        params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        return grads_nonfinite(params), "foreach"
+
+    def _detect(self, loss, grad_norm):
+        """One device-to-host read of [loss, grads non-finite, norm]; returns (what, detail)
+        or (None, None)."""
+        flag, source = self._grad_flag()
+        dev = flag.device
+        one = lambda t: torch.as_tensor(t).detach().reshape(-1)[:1].to(dev, torch.float32)  # noqa: E731
+        zero = torch.zeros(1, device=dev)
+        lv, gf, nv = torch.cat([one(loss) if loss is not None else zero, flag.reshape(1).float(),
+                                one(grad_norm) if grad_norm is not None else zero]).tolist()
+        if loss is not None and not math.isfinite(lv):
+            return "loss", f"the loss is {lv}"
+        if gf > 0:
+            skip = "; GradScaler skips this step" if source == "scaler" or self._scaler_enabled() else ""
+            how = "GradScaler's found_inf after unscale" if source == "scaler" else "a fused non-finite check"
+            return "grad", f"non-finite gradients ({how}){skip}"
+        if grad_norm is not None and not math.isfinite(nv):
+            return "grad_norm", f"the gradient norm is {nv}"
+        if loss is not None and self.spike:
+            mean, n = self._loss_mean, self._loss_count
+            self._loss_count, self._loss_mean = n + 1, mean + (lv - mean) / (n + 1)
+            if n >= 10 and lv > self.spike * mean:
+                return "spike", f"the loss {lv} is above {self.spike} x its running mean {mean}"
+        return None, None
+
+    def _room(self):
+        if len(self.bundles) >= self.max_bundles or bundle.count_bundles(self.out) >= self.max_bundles:
+            return False
+        return True
+
+    def _capture(self, what, detail):
+        try:
+            path = self._write(what, detail)
+        except Exception as e:  # noqa: BLE001 - a capture that fails never ends the job
+            warnings.warn(f"ampscope_capture: could not write the incident bundle: {type(e).__name__}: {e}")
+            return None
+        self.bundles.append(path)
+        msg = f"ampscope_capture: {what} incident at step {self.step} (rank {rank_env()['rank']}): {detail}; bundle {path}"
+        warnings.warn(msg)
+        if self.raise_on_incident:
+            raise IncidentError(msg, path)
+        return path
+
+    def _incident(self, what, detail):
+        env = rank_env()
+        return {"format": bundle.FORMAT, "version": bundle.VERSION, "step": int(self.step), **env,
+                "framework": dict(self.framework, torch=torch.__version__), "detected": {"what": what, "detail": detail},
+                "precision": {"dtype": self.dtype, "device_type": self._device_type(), "keep_fp32": self.keep_fp32},
+                "loss": self.loss_kind, "clip_grad_norm": bundle.finite_or_none(self.clip_grad_norm) if self.clip_grad_norm else None,
+                "accumulation_steps": self.accumulation_steps, "optimizer": bundle.optimizer_record(self.optimizer),
+                "scaler": bool(self._scaler_enabled())}
+
+    def _checkpoint(self, module):
+        names = {id(p): n for n, p in module.named_parameters()}
+        ckpt = {"model": bundle.clone_state_dict(module.state_dict()), "optimizer": bundle.optimizer_state(self.optimizer, names),
+                "rng_state": self._rng if self._rng is not None else self._rng_now()}
+        if self._scaler_enabled():
+            ckpt["scaler"] = dict(self.scaler.state_dict(), **(self._scaler_override or {}))
+        if self.lr_scheduler is not None:
+            ckpt["lr_scheduler"] = self.lr_scheduler.state_dict()
+        return ckpt
+
+    def _write(self, what, detail):
+        module = unwrap(self.model)
+        inputs, labels, targets = self._batch if self._batch is not None else (None, None, None)
+        ckpt = self._checkpoint(module)  # before export: nothing has changed the weights yet
+        batch, export = {}, None
+        if inputs is not None:
+            args, kwargs, tensors = bundle.input_order(module, inputs)
+            batch["inputs"] = tensors
+            export = lambda path: bundle.export_program(module, args, kwargs, path)  # noqa: E731
+        if labels is not None:
+            batch["labels"] = labels
+        if targets is not None:
+            batch["targets"] = targets
+        name = f"incident-step{self.step}-rank{rank_env()['rank']}"
+        return bundle.write(self.out, name, self._incident(what, detail), ckpt, batch, export)
+
+
+def rank_env():
+    """rank, local_rank and world_size from torchrun's environment (0, 0, 1 without it)."""
+    env = os.environ
+    return {"rank": int(env.get("RANK", 0)), "local_rank": int(env.get("LOCAL_RANK", 0)), "world_size": int(env.get("WORLD_SIZE", 1))}

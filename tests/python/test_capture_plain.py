@@ -1,0 +1,200 @@
+# SPDX-License-Identifier: MIT
+"""Plain PyTorch: a loop with autocast FP16 and a CPU GradScaler trains into a batch (step K)
+whose scaled gradients overflow FP16 in `head`. Capture writes one bundle holding the state
+from before step K (bitwise equal to the test's own snapshot), the batch, the RNG state and a
+program; today's `ampscope-cli replay`, given the bundle's files and settings, names the module
+and op Python's hooks name and computes the FP32 reference loss Python computes. Also: the
+job goes on by default (at most one bundle), raise_on_incident raises after writing, a
+non-finite loss under BF16 without a scaler is caught by the loss check, a model that export
+refuses still gets a bundle that says why."""
+import copy
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from ampscope_capture import Capture, IncidentError
+from helpers import as_float, check_format, forward_origin, group_names, replay_files, same_tensors
+
+K = 4
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 64)
+        self.act = torch.nn.ReLU()
+        self.head = torch.nn.Linear(64, 3)
+
+    def forward(self, x):
+        return self.head(self.act(self.fc1(x)))
+
+
+def data(n_steps, plant_at=K, factor=400.0):
+    g = torch.Generator().manual_seed(7)
+    out = []
+    for s in range(n_steps):
+        x, y = torch.randn(32, 8, generator=g), torch.randint(0, 3, (32,), generator=g)
+        out.append((x * factor if s == plant_at else x, y))
+    return out
+
+
+def fp16_job(out, steps=K + 3, **capture_kwargs):
+    """The user's loop (docs/capture.md); returns (capture, {step: state before it})."""
+    torch.manual_seed(7)
+    net = Net()
+    opt = torch.optim.Adam([{"params": net.fc1.parameters()}, {"params": net.head.parameters(), "lr": 2e-3}], lr=1e-3)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 12, growth_interval=3)
+    cap = Capture(net, opt, scaler, out=out, loss="ce", clip_grad_norm=1.0, **capture_kwargs)
+    before = {}
+    for step, (x, y) in enumerate(data(steps)):
+        before[step] = copy.deepcopy((net.state_dict(), opt.state_dict(), scaler.state_dict(), torch.get_rng_state(), net))
+        cap.begin(x, labels=y)
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.float16):
+            loss = F.cross_entropy(net(x), y)
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        norm = torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        cap.check(loss, grad_norm=norm)
+        scaler.step(opt)
+        scaler.update()
+    return cap, before
+
+
+@pytest.fixture(scope="module")
+def fp16(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("plain") / "incidents")
+    return fp16_job(out)
+
+
+def test_bundle_holds_the_state_before_the_failing_step(fp16):
+    cap, before = fp16
+    assert len(cap.bundles) == 1, "one incident, one bundle; the job went on"
+    b = cap.bundles[0]
+    assert os.path.basename(b) == f"incident-step{K}-rank0"
+    inc, ckpt, batch = check_format(b, what="grad", step=K, framework="pytorch", dtype="float16", loss="ce", scaler=True, kind="adam")
+    assert "GradScaler skips" in inc["detected"]["detail"]
+    assert inc["clip_grad_norm"] == 1.0 and inc["accumulation_steps"] == 1
+    sd, osd, ssd, rng, _ = before[K]
+    assert same_tensors(ckpt["model"], sd)
+    assert same_tensors(ckpt["optimizer"]["state"], osd["state"])
+    assert ckpt["scaler"] == ssd
+    assert torch.equal(ckpt["rng_state"]["cpu"], rng)
+    assert group_names(ckpt) == [["fc1.weight", "fc1.bias"], ["head.weight", "head.bias"]]
+    assert [g["lr"] for g in ckpt["optimizer"]["param_groups"]] == [1e-3, 2e-3]
+    x, y = data(K + 1)[K]
+    assert len(batch["inputs"]) == 1 and torch.equal(batch["inputs"][0], x) and torch.equal(batch["labels"], y)
+    # the program runs the batch like the module it was exported from
+    ep = torch.export.load(os.path.join(b, "model.pt2"))
+    net = copy.deepcopy(before[K][4])
+    assert torch.equal(ep.module()(x), net(x))
+
+
+def test_todays_replay_names_pythons_origin(fp16):
+    """`ampscope-cli replay --model --checkpoint --batch --loss --precision` on the bundle's
+    files: the backward origin Python's autograd hooks find, and Python's FP32 loss bitwise.
+    (Two param groups: today's replay reads them as PyTorch lays them out.)"""
+    from test_train import python_backward_origin
+
+    cap, before = fp16
+    x, y = data(K + 1)[K]
+    net = copy.deepcopy(before[K][4])
+    scale = before[K][2]["scale"]
+    node, module, op = python_backward_origin(copy.deepcopy(net), x, y, scale=scale)
+    assert module == "head", "the overflow is where the test planted it"
+    rc, got = replay_files(cap.bundles[0])
+    assert rc == 1, got
+    f = got["first_nonfinite"]
+    assert (f["stage"], f["module"], f["op"], f["autograd_node"], f["step"]) == ("backward", module, op, node, 0)
+    step = got["steps"][0]
+    assert as_float(step["loss_ref"]) == F.cross_entropy(net(x), y).item()
+    assert as_float(step["scale"]) == scale and step["skipped"]
+
+
+def test_at_most_one_bundle_and_raise_option(tmp_path):
+    out = str(tmp_path / "inc")
+    cap, _ = fp16_job(out)  # a second job into the same folder: max_bundles counts what is there
+    assert len(cap.bundles) == 1
+    again, _ = fp16_job(out)
+    assert again.bundles == [] and len(os.listdir(out)) == 1
+    with pytest.raises(IncidentError) as e:
+        fp16_job(str(tmp_path / "raise"), raise_on_incident=True)
+    assert os.path.isfile(os.path.join(e.value.path, "incident.json"))
+
+
+class VarNorm(torch.nn.Module):
+    """A hand-written normalisation, (x - E[x]) * rsqrt(E[x²] - E[x]² + eps): in BF16 the
+    difference of two large, nearly equal numbers goes negative, and rsqrt gives NaN."""
+
+    def forward(self, h):
+        m = h.mean(-1, keepdim=True)
+        var = (h * h).mean(-1, keepdim=True) - m * m
+        return (h - m) * torch.rsqrt(var + 1e-6)
+
+
+class VarNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 32)
+        with torch.no_grad():
+            self.proj.weight[:, 0] = 1.0  # input 0 is a common offset of every feature
+        self.norm = VarNorm()
+        self.head = torch.nn.Linear(32, 3)
+
+    def forward(self, x):
+        return self.head(self.norm(self.proj(x)))
+
+
+def test_bf16_loss_without_scaler(tmp_path):
+    torch.manual_seed(3)
+    net = VarNet()
+    opt = torch.optim.SGD(net.parameters(), lr=1e-2, momentum=0.9)
+    cap = Capture(net, opt, out=str(tmp_path / "inc"), loss="ce", dtype=torch.bfloat16)
+    g = torch.Generator().manual_seed(3)
+    before = None
+    for step in range(K + 2):
+        x, y = torch.randn(16, 8, generator=g), torch.randint(0, 3, (16,), generator=g)
+        if step == K:
+            x[:, 0] = 300.0  # a large common offset: E[h²] and E[h]² nearly equal
+            before = copy.deepcopy(net)
+        cap.begin(x, labels=y)
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = F.cross_entropy(net(x), y)
+        loss.backward()
+        cap.check(loss)
+        opt.step()
+    assert len(cap.bundles) == 1
+    inc, ckpt, batch = check_format(cap.bundles[0], what="loss", step=K, framework="pytorch", dtype="bfloat16", loss="ce", scaler=False,
+                                    kind="sgd")
+    module, first = forward_origin(copy.deepcopy(before), batch["inputs"], torch.bfloat16)
+    assert module == "norm" and first == "rsqrt"
+    rc, got = replay_files(cap.bundles[0])
+    assert rc == 1, got
+    f = got["first_nonfinite"]
+    assert (f["stage"], f["module"], f["op"], f["side"]) == ("forward", module, "aten::" + first, "amp")
+    assert as_float(got["steps"][0]["loss_ref"]) == F.cross_entropy(before(batch["inputs"][0]), batch["labels"]).item()
+
+
+class Unexportable(Net):
+    def forward(self, x):
+        if float(x.abs().max()) > 1000.0:  # data-dependent Python control flow: export refuses it
+            x = x * 0.5
+        return super().forward(x)
+
+
+def test_export_failure_still_writes_the_bundle(tmp_path):
+    torch.manual_seed(7)
+    net = Unexportable()
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    cap = Capture(net, opt, out=str(tmp_path / "inc"), loss="ce")
+    x, y = torch.randn(4, 8), torch.tensor([0, 1, 2, 0])
+    cap.begin(x, labels=y)
+    loss = F.cross_entropy(net(x), y) * float("nan")
+    loss.backward()
+    assert cap.check(loss) is not None
+    inc = check_format.__globals__["read"](cap.bundles[0])
+    assert inc["files"]["model"] is None and inc["export_error"]
+    assert not os.path.exists(os.path.join(cap.bundles[0], "model.pt2"))
