@@ -34,6 +34,25 @@ def replay(*args):
             return p.returncode, json.load(f)
 
 
+def replay_bundle(bundle, *extra):
+    """`ampscope-cli replay BUNDLE` alone (every setting from incident.json). Until the CLI
+    takes a bundle (CLI11 refuses the positional argument or asks for --model), the test is an
+    expected failure; from then on it is an ordinary test."""
+    rc, got = replay(bundle, "--device", "cpu", *extra)
+    if rc == 2 and isinstance(got, str) and ("was not expected" in got or "--model is required" in got or "--batch is required" in got):
+        pytest.xfail("ampscope-cli replay BUNDLE is not wired yet (issue 29): " + got.strip().splitlines()[0])
+    return rc, got
+
+
+def same_replay(alone, by_hand):
+    """What `replay BUNDLE` found equals the replay given the bundle's files by hand."""
+    assert alone["first_nonfinite"] == by_hand["first_nonfinite"]
+    for a, b in zip(alone["steps"], by_hand["steps"]):
+        for k in ("loss_ref", "loss_amp", "scale", "skipped", "scale_after"):
+            assert a[k] == b[k], k
+        assert [p["sha256_ref"] for p in a["params"]] == [p["sha256_ref"] for p in b["params"]]
+
+
 def replay_files(bundle, *extra):
     """Today's replay of a bundle, every setting given by hand from incident.json."""
     inc = read(bundle)

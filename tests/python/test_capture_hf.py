@@ -18,7 +18,7 @@ import torch.nn.functional as F
 transformers = pytest.importorskip("transformers")
 
 from ampscope_capture.hf import CaptureCallback  # noqa: E402
-from helpers import as_float, check_format, forward_origin, group_names, replay_files, same_tensors  # noqa: E402
+from helpers import as_float, check_format, forward_origin, group_names, replay_bundle, replay_files, same_replay, same_tensors  # noqa: E402
 from test_capture_plain import VarNorm  # noqa: E402
 
 K, V, T, B = 3, 16, 6, 4
@@ -140,3 +140,13 @@ def test_todays_replay_of_the_hf_bundle(job, request):
     f = got["first_nonfinite"]
     assert (f["stage"], f["module"], f["op"], f["side"]) == ("forward", module, "aten::" + first, "amp")
     assert as_float(got["steps"][0]["loss_ref"]) == net.scored(ids, labels, n)["loss"].item()
+
+
+def test_replay_bundle_alone(job):
+    """`ampscope-cli replay BUNDLE`: loss model, bf16 without a scaler, fused AdamW's state and
+    clipping 1.0 from the bundle (the 0-d num_items_in_batch input as the program takes it)."""
+    cap = job[0]
+    rc, alone = replay_bundle(cap.bundles[0])
+    assert rc == 1, alone
+    f = alone["first_nonfinite"]
+    assert (f["stage"], f["module"], f["op"]) == ("forward", "norm", "aten::rsqrt")

@@ -17,7 +17,7 @@ pl = pytest.importorskip("pytorch_lightning")
 from pytorch_lightning.plugins.precision import MixedPrecision  # noqa: E402
 
 from ampscope_capture.lightning import CaptureCallback  # noqa: E402
-from helpers import as_float, check_format, group_names, replay_files, same_tensors  # noqa: E402
+from helpers import as_float, check_format, group_names, replay_bundle, replay_files, same_replay, same_tensors  # noqa: E402
 
 K = 4
 
@@ -110,3 +110,13 @@ def test_todays_replay_of_the_lightning_bundle(job):
     assert (f["stage"], f["module"], f["op"], f["autograd_node"]) == ("backward", module, op, node)
     assert as_float(got["steps"][0]["loss_ref"]) == F.cross_entropy(net(x), y).item()
     assert got["steps"][0]["skipped"]
+
+
+def test_replay_bundle_alone(job):
+    """`ampscope-cli replay BUNDLE`: AdamW, clipping 5.0 and the scaler from the bundle."""
+    cap = job[0]
+    rc, alone = replay_bundle(cap.bundles[0])
+    assert rc == 1, alone
+    rc, by_hand = replay_files(cap.bundles[0], "--clip-grad-norm", 5.0)
+    assert rc == 1, by_hand
+    same_replay(alone, by_hand)

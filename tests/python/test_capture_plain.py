@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from ampscope_capture import Capture, IncidentError
-from helpers import as_float, check_format, forward_origin, group_names, replay_files, same_tensors
+from helpers import as_float, check_format, forward_origin, group_names, replay_bundle, replay_files, same_replay, same_tensors
 
 K = 4
 
@@ -46,10 +46,12 @@ def fp16_job(out, steps=K + 3, **capture_kwargs):
     net = Net()
     opt = torch.optim.Adam([{"params": net.fc1.parameters()}, {"params": net.head.parameters(), "lr": 2e-3}], lr=1e-3)
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 12, growth_interval=3)
-    cap = Capture(net, opt, scaler, out=out, loss="ce", clip_grad_norm=1.0, **capture_kwargs)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    cap = Capture(net, opt, scaler, out=out, loss="ce", clip_grad_norm=1.0, lr_scheduler=sched, **capture_kwargs)
     before = {}
     for step, (x, y) in enumerate(data(steps)):
-        before[step] = copy.deepcopy((net.state_dict(), opt.state_dict(), scaler.state_dict(), torch.get_rng_state(), net))
+        before[step] = copy.deepcopy((net.state_dict(), opt.state_dict(), scaler.state_dict(), torch.get_rng_state(), net,
+                                      sched.state_dict()))
         cap.begin(x, labels=y)
         opt.zero_grad()
         with torch.autocast("cpu", dtype=torch.float16):
@@ -60,6 +62,7 @@ def fp16_job(out, steps=K + 3, **capture_kwargs):
         cap.check(loss, grad_norm=norm)
         scaler.step(opt)
         scaler.update()
+        sched.step()
     return cap, before
 
 
@@ -77,13 +80,14 @@ def test_bundle_holds_the_state_before_the_failing_step(fp16):
     inc, ckpt, batch = check_format(b, what="grad", step=K, framework="pytorch", dtype="float16", loss="ce", scaler=True, kind="adam")
     assert "GradScaler skips" in inc["detected"]["detail"]
     assert inc["clip_grad_norm"] == 1.0 and inc["accumulation_steps"] == 1
-    sd, osd, ssd, rng, _ = before[K]
+    sd, osd, ssd, rng, _, lrs = before[K]
     assert same_tensors(ckpt["model"], sd)
     assert same_tensors(ckpt["optimizer"]["state"], osd["state"])
     assert ckpt["scaler"] == ssd
+    assert ckpt["lr_scheduler"] == lrs
     assert torch.equal(ckpt["rng_state"]["cpu"], rng)
     assert group_names(ckpt) == [["fc1.weight", "fc1.bias"], ["head.weight", "head.bias"]]
-    assert [g["lr"] for g in ckpt["optimizer"]["param_groups"]] == [1e-3, 2e-3]
+    assert [g["lr"] for g in ckpt["optimizer"]["param_groups"]] == [g["lr"] for g in osd["param_groups"]]
     x, y = data(K + 1)[K]
     assert len(batch["inputs"]) == 1 and torch.equal(batch["inputs"][0], x) and torch.equal(batch["labels"], y)
     # the program runs the batch like the module it was exported from
@@ -111,6 +115,43 @@ def test_todays_replay_names_pythons_origin(fp16):
     step = got["steps"][0]
     assert as_float(step["loss_ref"]) == F.cross_entropy(net(x), y).item()
     assert as_float(step["scale"]) == scale and step["skipped"]
+
+
+def test_replay_bundle_alone(fp16):
+    """`ampscope-cli replay BUNDLE`: the same replay with nothing else to type (clipping 1.0,
+    the scaler, both groups by name, from the bundle)."""
+    cap, _ = fp16
+    rc, alone = replay_bundle(cap.bundles[0])
+    assert rc == 1, alone
+    rc, by_hand = replay_files(cap.bundles[0], "--clip-grad-norm", 1.0)
+    assert rc == 1, by_hand
+    same_replay(alone, by_hand)
+
+
+def test_bad_bundles_exit_2_named(fp16, tmp_path):
+    """A bundle missing a file, of another version, or whose checkpoint names parameters the
+    program does not have: exit 2, naming what is wrong."""
+    import json
+    import shutil
+
+    cap, _ = fp16
+    cases = {}
+    for name, edit in (("missing", "checkpoint.pt"), ("version", "version"), ("names", "fc9.weight")):
+        b = str(tmp_path / name)
+        shutil.copytree(cap.bundles[0], b)
+        cases[name] = (b, edit)
+    os.remove(os.path.join(cases["missing"][0], "checkpoint.pt"))
+    with open(os.path.join(cases["version"][0], "incident.json")) as f:
+        inc = json.load(f)
+    with open(os.path.join(cases["version"][0], "incident.json"), "w") as f:
+        json.dump(dict(inc, version=2), f)
+    ck = torch.load(os.path.join(cases["names"][0], "checkpoint.pt"), weights_only=True)
+    ck["model"]["fc9.weight"] = ck["model"].pop("fc1.weight")
+    torch.save(ck, os.path.join(cases["names"][0], "checkpoint.pt"))
+    for name, (b, named) in cases.items():
+        rc, err = replay_bundle(b)
+        assert rc == 2, (name, err)
+        assert named in err, (name, err)
 
 
 def test_at_most_one_bundle_and_raise_option(tmp_path):
@@ -198,3 +239,50 @@ def test_export_failure_still_writes_the_bundle(tmp_path):
     inc = check_format.__globals__["read"](cap.bundles[0])
     assert inc["files"]["model"] is None and inc["export_error"]
     assert not os.path.exists(os.path.join(cap.bundles[0], "model.pt2"))
+
+
+def test_skipped_step_seen_by_end(tmp_path):
+    """A loop that calls begin() and end() only (no check): the step GradScaler skips is an
+    incident of kind 'skip', written with GradScaler's state from before the step."""
+    torch.manual_seed(7)
+    net = Net()
+    opt = torch.optim.SGD(net.parameters(), lr=1e-2)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 12)
+    cap = Capture(net, opt, scaler, out=str(tmp_path / "inc"), loss="ce")
+    for step, (x, y) in enumerate(data(K + 2)):
+        before = copy.deepcopy((net.state_dict(), scaler.state_dict()))
+        cap.begin(x, labels=y)
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.float16):
+            loss = F.cross_entropy(net(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        if cap.end():
+            assert step == K
+            _, ckpt, _ = check_format(cap.bundles[0], what="skip", step=K, framework="pytorch", dtype="float16", loss="ce", scaler=True,
+                                      kind="sgd")
+            assert ckpt["scaler"] == before[1] and same_tensors(ckpt["model"], before[0])
+    assert len(cap.bundles) == 1
+
+
+def test_spike_and_torchrun_rank(tmp_path, monkeypatch):
+    """spike=5: a finite loss above 5 x its running mean is an incident; torchrun's RANK,
+    LOCAL_RANK and WORLD_SIZE name the bundle and fill its fields."""
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    torch.manual_seed(7)
+    net = Net()
+    opt = torch.optim.SGD(net.parameters(), lr=1e-3)
+    cap = Capture(net, opt, out=str(tmp_path / "inc"), loss="ce", dtype=torch.bfloat16, spike=5.0)
+    for step, (x, y) in enumerate(data(16, plant_at=14, factor=200.0)):
+        cap.begin(x, labels=y)
+        opt.zero_grad()
+        loss = F.cross_entropy(net(x), y)
+        loss.backward()
+        cap.check(loss)
+        opt.step()
+    assert len(cap.bundles) == 1 and os.path.basename(cap.bundles[0]) == "incident-step14-rank3"
+    inc = check_format.__globals__["read"](cap.bundles[0])
+    assert (inc["detected"]["what"], inc["rank"], inc["local_rank"], inc["world_size"]) == ("spike", 3, 1, 4)
