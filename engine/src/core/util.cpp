@@ -9,7 +9,10 @@
 #include <fstream>
 #include <random>
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/files.h"
@@ -112,6 +115,30 @@ std::vector<char> read_regular_file(const std::string& path, const std::string& 
     std::fclose(f);
     if (failed) throw InputError(path, field, "could not be read to its end; expected " + expected);
     return out;
+}
+
+std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path, const std::string& field, const std::string& expected) {
+    require_regular_file(path, field, expected);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw InputError(path, field, "cannot be read (" + std::string(std::strerror(errno)) + "); expected " + expected);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        throw InputError(path, field, "is not a regular file; expected " + expected);
+    }
+    const size_t size = size_t(st.st_size);
+    void* p = size ? ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0) : nullptr;
+    const int err = errno;
+    ::close(fd);
+    if (p == MAP_FAILED)
+        throw InputError(path, field,
+                         "cannot be mapped into memory (" + std::string(std::strerror(err)) + ", " + std::to_string(size) +
+                             " bytes); expected " + expected);
+    return std::shared_ptr<const MappedFile>(new MappedFile(static_cast<char*>(p), size));
+}
+
+MappedFile::~MappedFile() {
+    if (data_) ::munmap(data_, size_);
 }
 
 }  // namespace ampscope

@@ -19,6 +19,7 @@
 #include <map>
 #include <set>
 #include <string_view>
+#include <unordered_set>
 
 #include "ampscope/engine/errors.h"
 #include "probes/pt_archive.h"
@@ -30,18 +31,19 @@ namespace {
 /// and miniz asks for offsets taken from the (possibly damaged) central directory: clamp.
 class BoundedReader final : public caffe2::serialize::ReadAdapterInterface {
 public:
-    explicit BoundedReader(const std::vector<char>& bytes) : bytes_(bytes) {}
-    size_t size() const override { return bytes_.size(); }
+    BoundedReader(const char* data, size_t size) : data_(data), size_(size) {}
+    size_t size() const override { return size_; }
     size_t read(uint64_t pos, void* buf, size_t n, const char* what = "") const override {
         (void)what;
-        if (pos >= bytes_.size()) return 0;
-        n = std::min<uint64_t>(n, bytes_.size() - pos);
-        if (n) std::memcpy(buf, bytes_.data() + pos, n);
+        if (pos >= size_) return 0;
+        n = std::min<uint64_t>(n, size_ - pos);
+        if (n) std::memcpy(buf, data_ + pos, n);
         return n;
     }
 
 private:
-    const std::vector<char>& bytes_;
+    const char* data_;
+    size_t size_;
 };
 
 /// Walks the opcodes of a pickle and refuses any length it declares beyond the bytes left:
@@ -189,13 +191,59 @@ void check_pickle_lengths(const char* data, size_t size, const std::string& file
     PickleWalker(data, size, file).walk();
 }
 
-/// What lenient_pickle puts beside an object whose state it could not apply.
+/// What lenient_pickle puts beside an object whose state it could not apply, and the key it
+/// tags a pickled GradScaler's stand-in dict with (both removed by resolve_stand_ins()).
 constexpr std::string_view kBuiltMarker = "__ampscope_built__";
+constexpr std::string_view kClassKey = "__ampscope_class__";
 
-/// Globals LibTorch's unpickler builds itself: tensors and storages. (It reads an
-/// OrderedDict as None: state dicts are OrderedDicts, so they are rewritten like the rest.)
-bool torch_builds(const std::string& module) {
-    return module == "torch" || module == "torch._utils" || module == "torch._tensor";
+/// The pickled classes whose object state (`__dict__`) is read as GradScaler.state_dict().
+bool is_grad_scaler(const std::string& qn) {
+    return qn == "torch.amp.grad_scaler.GradScaler" || qn == "torch.cuda.amp.grad_scaler.GradScaler" ||
+           qn == "torch.cpu.amp.grad_scaler.GradScaler";
+}
+
+/// Globals LibTorch's unpickler builds itself: tensors, storages, devices. (It reads an
+/// OrderedDict as None, and refuses any other torch global: those are rewritten like the rest.)
+bool unpickler_builds(const std::string& module, const std::string& name) {
+    if (module == "torch._utils") return name == "_rebuild_tensor_v2" || name == "_rebuild_qtensor";
+    if (module == "torch._tensor") return name == "_rebuild_from_type_v2";
+    if (module != "torch") return false;
+    const std::string_view n(name);
+    return n == "device" || (n.size() > 7 && n.substr(n.size() - 7) == "Storage") || n.rfind("per_", 0) == 0;
+}
+
+/// `torch.float32` and the like: a dtype named in a pickle (a config's precision), read as its name.
+bool is_dtype_name(const std::string& module, const std::string& name) {
+    static const std::set<std::string> names = [] {
+        std::set<std::string> out;
+        for (int i = 0; i < int(c10::ScalarType::NumOptions); ++i) try {
+                const auto n = c10::getDtypeNames(static_cast<c10::ScalarType>(i));  // throws for types Python does not name
+                out.insert(n.first);
+                if (!n.second.empty()) out.insert(n.second);
+            } catch (const c10::Error&) {
+            }
+        return out;
+    }();
+    return module == "torch" && names.count(name) > 0;
+}
+
+/// A pickle BINUNICODE opcode pushing `s`.
+std::string binunicode(std::string_view s) {
+    std::string out = "X";
+    for (int i = 0; i < 4; ++i) out += char((s.size() >> (8 * i)) & 0xff);
+    return out.append(s);
+}
+
+/// A class as the user knows it (protocol 2 writes Python 3's builtins as `__builtin__`).
+std::string display_name(const std::string& qn) {
+    if (qn == "_codecs.encode") return "bytes";
+    if (qn.rfind("__builtin__.", 0) == 0) return "builtins." + qn.substr(12);
+    return qn;
+}
+
+void name_skipped(std::vector<std::string>& skipped, const std::string& qn) {
+    const auto shown = display_name(qn);
+    if (std::find(skipped.begin(), skipped.end(), shown) == skipped.end()) skipped.push_back(shown);
 }
 
 /// One opcode of a pickle: the byte and its range [begin, end) with its arguments.
@@ -204,70 +252,226 @@ struct Op {
     size_t begin, end;
 };
 
-/// The pickle of a checkpoint written by Python training code, rewritten so that LibTorch's
-/// unpickler reads its tensors: a class it cannot build (OrderedDict, a user's config object,
-/// Lightning's AttributeDict, ...) called without arguments (`cls () REDUCE` or NEWOBJ, the
-/// form pickle protocol 2 gives) becomes an empty dict, so that its items still arrive; a
-/// class used any other way becomes None; object state (BUILD: OrderedDict's `_metadata`, an
-/// object's attributes) is kept beside it as (object, state, marker) until unwrap_built(). Classes other than OrderedDict are named in
-/// `skipped`.
-std::string lenient_pickle(const char* data, size_t size, const std::string& file, std::vector<std::string>& skipped) {
-    std::vector<Op> ops;
-    PickleWalker(data, size, file, [&](unsigned char op, size_t begin, size_t end) { ops.push_back({op, begin, end}); }).walk();
-    std::set<uint64_t> dict_makers;  // memo indices holding a rewritten class
+/// A pickle rewritten for LibTorch's unpickler, and the globals it renamed `ampscope.g<k>`.
+struct Lenient {
+    std::string pickle;
+    std::vector<std::string> globals;  ///< k -> module.name as the file wrote it
+};
+
+bool is_put(unsigned char op) {
+    return op == 'p' || op == 'q' || op == 'r' || op == 0x94;
+}
+
+/// The memo index a PUT or GET opcode names.
+uint64_t memo_index(const char* data, const Op& o) {
+    if (o.op == 'p' || o.op == 'g') return std::strtoull(std::string(data + o.begin + 1, o.end - o.begin - 2).c_str(), nullptr, 10);
+    uint64_t v = 0;
+    for (size_t k = o.end; k-- > o.begin + 1;) v = (v << 8) | static_cast<unsigned char>(data[k]);
+    return v;
+}
+
+/// For each opcode: the index of the class it pushes (a GLOBAL LibTorch cannot build, or a GET
+/// of one from the memo, or a PUT right after one), else -1; a GLOBAL of a dtype: -2.
+std::vector<int64_t> classes_pushed(const char* data, const std::vector<Op>& ops, std::vector<std::string>& globals) {
+    std::vector<int64_t> cls(ops.size(), -1);
+    std::map<uint64_t, int64_t> memo_class;  // memo index -> class
     uint64_t next_memo = 0;
-    auto index_of = [&](const Op& o) -> uint64_t {
-        uint64_t v = 0;
-        if (o.op == 'p' || o.op == 'g') return std::strtoull(std::string(data + o.begin + 1, o.end - o.begin - 2).c_str(), nullptr, 10);
-        for (size_t k = o.end; k-- > o.begin + 1;) v = (v << 8) | static_cast<unsigned char>(data[k]);
-        return v;
-    };
-    auto is_put = [](unsigned char op) { return op == 'p' || op == 'q' || op == 'r' || op == 0x94; };
-    std::vector<bool> maker(ops.size(), false);
     for (size_t i = 0; i < ops.size(); ++i) {
         const Op& o = ops[i];
         if (o.op == 'c') {
             const std::string_view b(data + o.begin + 1, o.end - o.begin - 2);
             const auto nl = b.find('\n');
             const std::string module(b.substr(0, nl)), name(b.substr(nl + 1));
-            if (!torch_builds(module)) {
-                maker[i] = true;
+            if (is_dtype_name(module, name)) {
+                cls[i] = -2;
+            } else if (!unpickler_builds(module, name)) {
                 const std::string qn = module + "." + name;
-                if (qn != "collections.OrderedDict" && std::find(skipped.begin(), skipped.end(), qn) == skipped.end())
-                    skipped.push_back(qn);
+                const auto it = std::find(globals.begin(), globals.end(), qn);
+                cls[i] = it - globals.begin();
+                if (it == globals.end()) globals.push_back(qn);
             }
         } else if (o.op == 'h' || o.op == 'j' || o.op == 'g') {
-            maker[i] = dict_makers.count(index_of(o)) > 0;
+            const auto it = memo_class.find(memo_index(data, o));
+            if (it != memo_class.end()) cls[i] = it->second;
         }
         if (is_put(o.op)) {
-            const uint64_t idx = o.op == 0x94 ? next_memo : index_of(o);
+            const uint64_t idx = o.op == 0x94 ? next_memo : memo_index(data, o);
             next_memo = std::max(next_memo, idx + 1);
-            if (i > 0 && maker[i - 1]) dict_makers.insert(idx);
-            if (i > 0 && maker[i - 1]) maker[i] = true;  // the class is still on top of the stack
+            memo_class.erase(idx);
+            if (i > 0 && cls[i - 1] >= 0) memo_class[idx] = cls[i] = cls[i - 1];  // the class is still on top of the stack
         }
     }
-    std::string out;
-    out.reserve(size);
+    return cls;
+}
+
+/// The pickle of a checkpoint written by Python training code, rewritten so that LibTorch's
+/// unpickler reads its tensors and every other value: a class it cannot build called without
+/// arguments (`cls () REDUCE` or NEWOBJ, the form protocol 2 gives an object) becomes an empty
+/// dict, so that its items still arrive (a pickled GradScaler's is tagged with its class); any
+/// other use of such a class is renamed `ampscope.g<k>`, which the unpickler hands to the
+/// object loader (stand_in()); NEWOBJ becomes REDUCE; object state (BUILD) is kept beside the
+/// object as (object, state, marker) until resolve_stand_ins(). Classes whose objects are
+/// skipped (not OrderedDict, not GradScaler) are named in `skipped`.
+Lenient lenient_pickle(const char* data, size_t size, const std::string& file, std::vector<std::string>& skipped) {
+    std::vector<Op> ops;
+    PickleWalker(data, size, file, [&](unsigned char op, size_t begin, size_t end) { ops.push_back({op, begin, end}); }).walk();
+    Lenient out;
+    const auto cls = classes_pushed(data, ops, out.globals);
+    std::string& p = out.pickle;
+    p.reserve(size);
     for (size_t i = 0; i < ops.size(); ++i) {
         const Op& o = ops[i];
-        if (!maker[i] || is_put(o.op)) {
-            if (o.op == 'b')  // BUILD: (object, state, marker) instead; unwrap_built() keeps the object
-                out += std::string("X") + char(kBuiltMarker.size()) + std::string(3, '\0') + std::string(kBuiltMarker) + "\x87";
-            else
-                out.append(data + o.begin, o.end - o.begin);
+        if (cls[i] == -2) {  // a dtype: its name
+            std::string qn(data + o.begin + 1, o.end - o.begin - 2);
+            qn[qn.find('\n')] = '.';
+            p += binunicode(qn);
             continue;
         }
+        if (cls[i] < 0 || is_put(o.op)) {
+            if (o.op == 'b')  // BUILD: (object, state, marker) instead
+                p += binunicode(kBuiltMarker) + "\x87";
+            else if (o.op == 0x81)  // NEWOBJ: the object loader gets the arguments
+                p += 'R';
+            else
+                p.append(data + o.begin, o.end - o.begin);
+            continue;
+        }
+        const std::string& qn = out.globals[size_t(cls[i])];
         size_t next = i + 1;
         while (next < ops.size() && is_put(ops[next].op)) ++next;
         const bool called = next + 1 < ops.size() && ops[next].op == ')' && (ops[next + 1].op == 'R' || ops[next + 1].op == 0x81);
-        out += called ? '}' : 'N';  // called without arguments: an empty dict; else None
-        for (size_t k = i + 1; k < next; ++k) out.append(data + ops[k].begin, ops[k].end - ops[k].begin);
-        if (called)
-            i = next + 1;  // () and REDUCE/NEWOBJ consumed
-        else
-            i = next - 1;
+        if (called) {
+            p += '}';
+            if (is_grad_scaler(qn)) p += binunicode(kClassKey) + binunicode(qn) + 's';
+            if (qn != "collections.OrderedDict" && !is_grad_scaler(qn)) name_skipped(skipped, qn);
+        } else {
+            p += "campscope\ng" + std::to_string(cls[i]) + "\n";
+        }
+        for (size_t k = i + 1; k < next; ++k) p.append(data + ops[k].begin, ops[k].end - ops[k].begin);
+        i = called ? next + 1 : next - 1;  // () and REDUCE/NEWOBJ consumed when called
     }
     return out;
+}
+
+/// What the object loader builds for `qn(args)`: the value where LibTorch has one (complex, a
+/// Parameter's tensor, torch.Size's tuple), an empty dict for a dict class, a placeholder that
+/// check_tensor_fits refuses by key for a meta or sparse tensor; else None, named in `skipped`.
+c10::IValue stand_in(const std::string& qn, const c10::IValue& args, std::vector<std::string>& skipped) {
+    const bool tuple = args.isTuple();
+    const auto n = tuple ? args.toTupleRef().elements().size() : 0;
+    const auto arg = [&](size_t k) { return args.toTupleRef().elements()[k]; };
+    if ((qn == "__builtin__.complex" || qn == "builtins.complex") && n == 2 && arg(0).isDouble() && arg(1).isDouble())
+        return c10::complex<double>(arg(0).toDouble(), arg(1).toDouble());
+    if ((qn == "torch._utils._rebuild_parameter" || qn == "torch._utils._rebuild_parameter_with_state" || qn == "torch.Size") && n > 0)
+        return arg(0);
+    if (qn == "torch._utils._rebuild_meta_tensor_no_storage") return at::empty({0}, at::TensorOptions().device(at::kMeta));
+    if (qn == "torch._utils._rebuild_sparse_tensor") return at::empty({0}).to_sparse();
+    if (qn == "collections.OrderedDict" || qn == "collections.defaultdict" || qn == "__builtin__.dict" || qn == "builtins.dict")
+        return c10::impl::GenericDict(c10::AnyType::get(), c10::AnyType::get());
+    name_skipped(skipped, qn);
+    return c10::IValue();
+}
+
+/// The type resolver and object loader for the globals lenient_pickle renamed `ampscope.g<k>`:
+/// each object is built as a one-slot Object holding its stand_in(), unwrapped by
+/// resolve_stand_ins() (the unpickler's loader must return an Object).
+struct StandInLoader {
+    const Lenient& lenient;
+    std::vector<std::string>& skipped;
+    std::map<std::string, c10::ClassTypePtr> types;
+
+    c10::StrongTypePtr resolve(const c10::QualifiedName& qn) {
+        auto& t = types[qn.name()];
+        if (!t) t = c10::ClassType::create(qn, std::weak_ptr<torch::jit::CompilationUnit>());
+        return c10::StrongTypePtr(nullptr, t);
+    }
+    c10::intrusive_ptr<c10::ivalue::Object> load(const c10::StrongTypePtr& type, const c10::IValue& args) {
+        const std::string k = type.type_->expectRef<c10::ClassType>().name()->name();
+        const size_t index = k.size() > 1 ? std::strtoull(k.c_str() + 1, nullptr, 10) : SIZE_MAX;
+        auto obj = c10::ivalue::Object::create(type, 1);
+        obj->setSlot(0, index < lenient.globals.size() ? stand_in(lenient.globals[index], args, skipped) : c10::IValue());
+        return obj;
+    }
+};
+
+/// The dict GradScaler.state_dict() gives, from a pickled GradScaler's `__dict__` (its scale and
+/// growth tracker are tensors once it ran, None before: then their initial values).
+void scaler_from_state(c10::impl::GenericDict& obj, const c10::IValue& state) {
+    obj.clear();
+    if (!state.isGenericDict()) return;
+    const auto s = state.toGenericDict();
+    auto get = [&](const char* k) {
+        const auto it = s.find(c10::IValue(std::string(k)));
+        return it == s.end() ? c10::IValue() : it->value();
+    };
+    if (get("_enabled").isBool() && !get("_enabled").toBool()) return;  // disabled: {}
+    const auto pick = [&](const char* now, const char* init) { return get(now).isNone() ? get(init) : get(now); };
+    const std::pair<const char*, c10::IValue> fields[] = {
+        {"scale", pick("_scale", "_init_scale")},
+        {"growth_factor", get("_growth_factor")},
+        {"backoff_factor", get("_backoff_factor")},
+        {"growth_interval", get("_growth_interval")},
+        {"_growth_tracker", pick("_growth_tracker", "_init_growth_tracker")},
+    };
+    for (const auto& [k, v] : fields)
+        if (!v.isNone()) obj.insert_or_assign(std::string(k), v);
+}
+
+/// `v` with the stand-ins of lenient_pickle and StandInLoader replaced by their values; object
+/// state applied where it is read (a GradScaler's), else dropped.
+c10::IValue resolved(c10::IValue v) {
+    for (int hops = 0; hops < 64; ++hops) {
+        if (v.isObject() && v.toObjectRef().slots().size() == 1) {
+            v = v.toObjectRef().getSlot(0);
+        } else if (v.isTuple() && v.toTupleRef().elements().size() == 3 && v.toTupleRef().elements()[2].isString() &&
+                   v.toTupleRef().elements()[2].toStringRef() == kBuiltMarker) {
+            const auto el = v.toTupleRef().elements();
+            if (el[0].isGenericDict()) {
+                auto d = el[0].toGenericDict();
+                const auto tag = d.find(c10::IValue(std::string(kClassKey)));
+                if (tag != d.end()) scaler_from_state(d, el[1]);
+            }
+            v = el[0];
+        } else {
+            return v;
+        }
+    }
+    return c10::IValue();
+}
+
+/// Replaces every stand-in under `root` in place, visiting each container once (a pickle's
+/// shared references make a graph whose paths may be exponentially many), without recursion.
+c10::IValue resolve_stand_ins(const c10::IValue& root) {
+    const c10::IValue top = resolved(root);
+    std::vector<c10::IValue> work{top};
+    std::unordered_set<const void*> seen;
+    auto visit = [&](const c10::IValue& child) -> c10::IValue {
+        c10::IValue r = resolved(child);
+        if ((r.isGenericDict() || r.isList() || r.isTuple()) && seen.insert(r.internalToPointer()).second) work.push_back(r);
+        return r;
+    };
+    seen.insert(top.isPtrType() ? top.internalToPointer() : nullptr);
+    while (!work.empty()) {
+        const c10::IValue v = std::move(work.back());
+        work.pop_back();
+        if (v.isGenericDict()) {
+            auto d = v.toGenericDict();
+            (void)d.erase(c10::IValue(std::string(kClassKey)));  // a GradScaler without state: {}
+            std::vector<std::pair<c10::IValue, c10::IValue>> changed;
+            for (const auto& kv : d)
+                if (auto r = visit(kv.value()); !r.isSameIdentity(kv.value())) changed.emplace_back(kv.key(), std::move(r));
+            for (auto& [k, r] : changed) d.insert_or_assign(k, std::move(r));
+        } else if (v.isList()) {
+            auto l = v.toList();
+            for (size_t k = 0; k < l.size(); ++k)
+                if (auto r = visit(l.get(k)); !r.isSameIdentity(l.get(k))) l.set(k, std::move(r));
+        } else if (v.isTuple()) {
+            auto& t = v.toTupleRef();
+            for (size_t k = 0; k < t.elements().size(); ++k)
+                if (auto r = visit(t.elements()[k]); !r.isSameIdentity(t.elements()[k])) t.unsafeSetElement(k, std::move(r));
+        }
+    }
+    return top;
 }
 
 /// The sizes a zip's central directory declares, before LibTorch's reader allocates any of them
@@ -275,33 +479,8 @@ std::string lenient_pickle(const char* data, size_t size, const std::string& fil
 /// when a zip64 locator is present (torch writes one in every archive) and from the classic end
 /// record otherwise: both directories are walked, a size beyond the file is refused, and so is a
 /// directory that cannot be walked to its last entry (it is what miniz would read).
-/// The values lenient_pickle wrapped as (object, state, marker), replaced by their object.
-c10::IValue unwrap_built(const c10::IValue& v, int depth = 0) {
-    if (depth > 200) return v;
-    if (v.isTuple()) {
-        const auto& el = v.toTupleRef().elements();
-        if (el.size() == 3 && el[2].isString() && el[2].toStringRef() == kBuiltMarker) return unwrap_built(el[0], depth + 1);
-        std::vector<c10::IValue> out;
-        for (const auto& e : el) out.push_back(unwrap_built(e, depth + 1));
-        return c10::ivalue::Tuple::create(std::move(out));
-    }
-    if (v.isGenericDict()) {
-        c10::impl::GenericDict out(c10::AnyType::get(), c10::AnyType::get());
-        for (const auto& kv : v.toGenericDict())
-            out.insert_or_assign(unwrap_built(kv.key(), depth + 1), unwrap_built(kv.value(), depth + 1));
-        return out;
-    }
-    if (v.isList()) {
-        c10::impl::GenericList out(c10::AnyType::get());
-        for (const auto& e : v.toListRef()) out.push_back(unwrap_built(e, depth + 1));
-        return out;
-    }
-    return v;
-}
-
-void check_declared_sizes(const std::vector<char>& bytes, const std::string& file, std::set<std::string>* stored) {
-    const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
-    const size_t n = bytes.size();
+void check_declared_sizes(const char* data, size_t n, const std::string& file, std::set<std::string>* stored) {
+    const auto* b = reinterpret_cast<const unsigned char*>(data);
     auto u = [&](size_t at, int len) {
         uint64_t v = 0;
         for (int i = len - 1; i >= 0; --i) v = (v << 8) | b[at + size_t(i)];
@@ -351,11 +530,11 @@ void check_declared_sizes(const std::vector<char>& bytes, const std::string& fil
             }
             for (const uint64_t s : sizes)
                 if (s > n)
-                    throw InputError(file, std::string(bytes.data() + at + 46, name),
+                    throw InputError(file, std::string(data + at + 46, name),
                                      "record declares " + std::to_string(s) + " bytes in a file of " + std::to_string(n) +
                                          " (a damaged or hostile archive)");
             if (stored && u(at + 10, 2) == 0 && sizes[0] == sizes[1]) {  // method 0: the record's bytes as they are
-                const std::string full(bytes.data() + at + 46, name);
+                const std::string full(data + at + 46, name);
                 const auto slash = full.find('/');  // the reader names records without the archive's folder
                 stored->insert(slash == std::string::npos ? full : full.substr(slash + 1));
             }
@@ -386,6 +565,9 @@ std::optional<int64_t> add(int64_t a, int64_t b) {
 void check_tensor_fits(const at::Tensor& t, size_t record_bytes, const std::string& file, const std::string& field) {
     if (!t.defined()) throw InputError(file, field, "an undefined Tensor; expected a Tensor with data");
     if (t.layout() != at::kStrided) throw InputError(file, field, "a sparse or non-strided Tensor; expected a dense Tensor");
+    if (t.is_meta())
+        throw InputError(file, field,
+                         "a meta Tensor (shape and dtype only, no data: a model built on the meta device); expected a Tensor with data");
     if (t.is_quantized()) throw InputError(file, field, "a quantized Tensor; expected a floating-point Tensor (dequantize before saving)");
     const auto& st = t.storage();
     const int64_t storage_bytes = int64_t(st.nbytes());
@@ -428,36 +610,45 @@ void check_tensor_fits(const at::Tensor& t, size_t record_bytes, const std::stri
 
 std::shared_ptr<caffe2::serialize::PyTorchStreamReader> open_checked_zip(const std::vector<char>& bytes, const std::string& file,
                                                                          std::set<std::string>* stored) {
+    return open_checked_zip(bytes.data(), bytes.size(), file, stored);
+}
+
+std::shared_ptr<caffe2::serialize::PyTorchStreamReader> open_checked_zip(const char* data, size_t size, const std::string& file,
+                                                                         std::set<std::string>* stored) {
     using caffe2::serialize::PyTorchStreamReader;
-    check_declared_sizes(bytes, file, stored);
-    auto reader = std::make_shared<PyTorchStreamReader>(std::make_unique<BoundedReader>(bytes));
+    check_declared_sizes(data, size, file, stored);
+    auto reader = std::make_shared<PyTorchStreamReader>(std::make_unique<BoundedReader>(data, size));
     // torch.save and torch.export.save store records uncompressed: none can be larger than the file.
     for (const auto& name : reader->getAllRecords()) {
-        const size_t size = reader->getRecordSize(name);
-        if (size > bytes.size())
+        const size_t record = reader->getRecordSize(name);
+        if (record > size)
             throw InputError(file, name,
-                             "record declares " + std::to_string(size) + " bytes in a file of " + std::to_string(bytes.size()) +
+                             "record declares " + std::to_string(record) + " bytes in a file of " + std::to_string(size) +
                                  " (a damaged or hostile archive)");
     }
     return reader;
 }
 
 PtArchive read_pt_archive(const std::vector<char>& bytes, const std::string& file, std::vector<std::string>* skipped_objects) {
+    return read_pt_archive(bytes.data(), bytes.size(), file, skipped_objects);
+}
+
+PtArchive read_pt_archive(const char* data, size_t size, const std::string& file, std::vector<std::string>* skipped_objects) {
     using caffe2::serialize::PyTorchStreamReader;
     PtArchive out;
     try {
-        auto reader = open_checked_zip(bytes, file);
+        auto reader = open_checked_zip(data, size, file);
         if (!reader->hasRecord("data.pkl"))
             throw InputError(file, "", "a zip archive without data.pkl; expected a file written by torch.save");
         const auto pkl_record = reader->getRecord("data.pkl");
         const at::DataPtr& pkl = std::get<0>(pkl_record);
         size_t pkl_size = std::get<1>(pkl_record);
         check_pickle_lengths(static_cast<const char*>(pkl.get()), pkl_size, file);
-        const std::string lenient =
-            skipped_objects ? lenient_pickle(static_cast<const char*>(pkl.get()), pkl_size, file, *skipped_objects) : std::string();
+        const Lenient lenient =
+            skipped_objects ? lenient_pickle(static_cast<const char*>(pkl.get()), pkl_size, file, *skipped_objects) : Lenient();
         size_t pos = 0;
-        const char* pkl_data = skipped_objects ? lenient.data() : static_cast<const char*>(pkl.get());
-        if (skipped_objects) pkl_size = lenient.size();
+        const char* pkl_data = skipped_objects ? lenient.pickle.data() : static_cast<const char*>(pkl.get());
+        if (skipped_objects) pkl_size = lenient.pickle.size();
         auto read = [&](char* buf, size_t n) -> size_t {
             n = std::min(n, pkl_size - pos);
             if (n) std::memcpy(buf, pkl_data + pos, n);
@@ -472,10 +663,18 @@ PtArchive read_pt_archive(const std::vector<char>& bytes, const std::string& fil
             records[ptr.get()] = size;
             return std::move(ptr);
         };
-        torch::jit::Unpickler unpickler(read, nullptr, nullptr, read_record, at::Device(at::kCPU));
+        std::vector<std::string> no_names;
+        StandInLoader loader{lenient, skipped_objects ? *skipped_objects : no_names, {}};
+        torch::jit::TypeResolver resolve;
+        torch::jit::ObjLoader load;
+        if (skipped_objects) {
+            resolve = [&loader](const c10::QualifiedName& qn) { return loader.resolve(qn); };
+            load = [&loader](const c10::StrongTypePtr& t, const c10::IValue& args) { return loader.load(t, args); };
+        }
+        torch::jit::Unpickler unpickler(read, resolve, load, read_record, at::Device(at::kCPU));
         unpickler.set_version(reader->version());
         out.root = unpickler.parse_ivalue();
-        if (skipped_objects) out.root = unwrap_built(out.root);
+        if (skipped_objects) out.root = resolve_stand_ins(out.root);
     } catch (const InputError&) {
         throw;
     } catch (const std::exception& e) {
