@@ -590,6 +590,21 @@ class TrainLM(unittest.TestCase):
         self.assertEqual(rc, 2, se)
         self.assertIn("token labels [N, T]", se)
 
+    def test_loss_lm_with_every_label_ignored_is_refused(self):
+        """Nothing to train on: PyTorch's mean over no label is NaN, which a step would report as an
+        incident. Refused by name before the first step."""
+        ignored = torch.full_like(self.labels, -100)
+        ignored[:, 0] = 3  # position 0 is never scored
+        self.assertTrue(math.isnan(shifted_ce(torch.zeros(2, 8, 32), ignored[:2]).item()))
+        path = os.path.join(self.tmp.name, "ignored.pt")
+        torch.save({"inputs": self.ids, "labels": ignored}, path)
+        rc, so, se = run_cli("train", "--model", self.lm, "--data", path, "--loss", "lm", "--steps", 1, "--batch-size", 4,
+                             "--no-db", "--json", "-", "-q")
+        self.assertEqual(rc, 2, se)
+        for words in (path, "labels", "-100"):
+            self.assertIn(words, se)
+        self.assertEqual(so, "")
+
     def test_a_last_batch_below_the_range_is_refused_before_the_first_step(self):
         """train forms batches in file order, the last one short: 7 samples in batches of 5 leave 2 for
         a program exported for at least 3 (PyTorch's own guards refuse it): exit 2 before any step."""

@@ -385,11 +385,26 @@ ProbeSet load_csv(const std::string& path) {
 
 }  // namespace
 
+bool scores_a_token_label(const ProbeSet& ps) {
+    const size_t w = size_t(std::max(ps.label_width, 0));
+    for (size_t i = 0; w > 0 && i < ps.labels.size(); ++i)
+        if (i % w != 0 && ps.labels[i] != -100) return true;
+    return false;
+}
+
+InputError no_token_label_scored(const std::string& file, const std::string& what) {
+    return InputError(file, "labels",
+                      "every token label at positions 1 to T - 1 is -100 (ignored): nothing would be " + what +
+                          " (the logits at t predict the label at t + 1, so position 0's label never is); expected at least one "
+                          "label to score");
+}
+
 ProbeSet load_training_data(const std::string& source, Model& model, uint64_t seed, bool need_truth) {
     if (source != "demo") {
         auto ps = load_probes(source, model, seed);
         if (need_truth && ps.labels.empty() && ps.targets.empty())
             throw InputError(source, "labels", "training data needs labels (classifier) or targets (regressor)");
+        if (ps.label_width > 0 && !scores_a_token_label(ps)) throw no_token_label_scored(source, "trained on");
         return ps;
     }
     if (model.info.kind != "demo")

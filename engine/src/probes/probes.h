@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ampscope/engine/errors.h"
 #include "ampscope/engine/run.h"
 #include "ampscope/engine/types.h"
 #include "model/model.h"
@@ -39,6 +40,13 @@ ProbeSet read_probe_file(const std::string& path);
 /// Training data: "demo" (a learnable set for the demo model, in file order) or a probe-format
 /// file with labels or targets (`need_truth`; a program that returns its own loss needs neither).
 ProbeSet load_training_data(const std::string& source, Model& model, uint64_t seed, bool need_truth = true);
+
+/// Whether token labels [N, T] score anything: a label other than -100 at a position from 1 to
+/// T - 1 (the logits at t predict the label at t + 1: position 0's label never is).
+bool scores_a_token_label(const ProbeSet& ps);
+
+/// The InputError for token labels that score nothing (`what`: what would have used them).
+InputError no_token_label_scored(const std::string& file, const std::string& what);
 
 /// Labels and targets of a probe or training set against the scores the model gives.
 void check_outputs_fit(const ProbeSet& probes, const std::string& file, int num_outputs);

@@ -117,18 +117,12 @@ void ComparisonRun::check_labels_fit(const std::vector<int64_t>& shape, const Se
         throw InputError(spec.probes, "labels",
                          "token labels have " + std::to_string(probes.label_width) + " positions; the sequence output has " +
                              std::to_string(s.length) + " (" + shape_str(shape) + ")");
-    bool scored = false;
-    for (size_t i = 0; i < probes.labels.size(); ++i) {
+    for (size_t i = 0; i < probes.labels.size(); ++i)
         if (probes.labels[i] != kIgnoreLabel && probes.labels[i] >= s.vocab)
             throw InputError(spec.probes, "labels",
                              "token label " + std::to_string(probes.labels[i]) + " of sample '" + probes.samples[i / w].id + "' position " +
                                  std::to_string(i % w) + " is out of range; the output has " + std::to_string(s.vocab) + " tokens");
-        scored = scored || (i % w != 0 && probes.labels[i] != kIgnoreLabel);
-    }
-    if (!scored)
-        throw InputError(spec.probes, "labels",
-                         "every token label at positions 1 to T - 1 is -100 (ignored): nothing would be scored (the logits at t "
-                         "predict the label at t + 1, so position 0's label never is); expected at least one label to score");
+    if (!scores_a_token_label(probes)) throw no_token_label_scored(spec.probes, "scored");
 }
 
 Comparison ComparisonRun::compare_pass(const PassResult& ref, const PassResult& amp) const {
