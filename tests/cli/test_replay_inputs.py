@@ -14,7 +14,9 @@ test_replay (a Python loop with torch.amp.GradScaler and Adam, state of step K-1
   shapes do not match."""
 import json
 import os
+import resource
 import struct
+import subprocess
 import tempfile
 import time
 import unittest
@@ -205,6 +207,11 @@ class SafetensorsCheckpoint(unittest.TestCase):
             "deepmetadata": (b'{"__metadata__": {"x": ' + DEEP + b"}}", b"", None, "header", "nests deeper than 64 levels"),
             "deepdtype": (b'{"a": {"dtype": ' + DEEP + b', "shape": [3], "data_offsets": [0, 12]}}', data, None, "header",
                           "nests deeper than 64 levels"),
+            # NUL padding: nlohmann ended the text at the NUL and accepted it (the format pads with spaces)
+            "nulpad": (json.dumps({"head.bias": entry()}).encode() + b"\0" * 4, data, None, "header", "NUL byte"),
+            # zero elements, but strides of 2^124: exit 3 ("Stride calculation overflowed")
+            "zerohuge": ({"a": entry(shape=(0, 2 ** 62, 2 ** 62), off=(0, 0)), "head.bias": entry()}, data, None, "'a'",
+                         "overflows"),
         }
         for name, (header, payload, length, *named) in cases.items():
             path = os.path.join(d, f"bad-{name}.safetensors")
@@ -216,6 +223,48 @@ class SafetensorsCheckpoint(unittest.TestCase):
                     for n in (path, *named):
                         self.assertIn(n, err)
                     self.assertNotIn("terminate called", err)
+
+
+    def test_many_entries_parse_in_n_log_n(self):
+        """2e5 entries: the header parse was quadratic (1e5 entries took 160 s); refused for the keys
+        that do not match the model, in seconds."""
+        n = 200_000
+        header = {f"t{i}": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]} for i in range(n)}
+        path = os.path.join(self.d, "many.safetensors")
+        write_safetensors(path, header)
+        t0 = time.monotonic()
+        rc, out, err = run_cli("replay", "--model", self.inc.model, "--checkpoint", path, "--batch", self.inc.batch, "-q",
+                               timeout=120)
+        self.assertEqual(rc, 2, err[:2000])
+        self.assertIn("(200000 in all)", err)  # keys the model does not have: the header was read whole
+        self.assertLess(time.monotonic() - t0, 60)
+
+    def test_large_file_is_mapped_not_copied(self):
+        """A valid 3 GB safetensors file (sparse) under an 8 GB address-space limit: it was read into a
+        buffer and copied into a tensor (6 GB besides LibTorch's own mappings): exit 3, "DefaultCPUAllocator:
+        can't allocate memory: you tried to allocate 3221225472 bytes".
+        Mapped, it loads; its key, which the model does not have, is then refused by name."""
+        path = os.path.join(self.d, "big.safetensors")
+        size = 3 << 30
+        raw = json.dumps({"big": {"dtype": "U8", "shape": [size], "data_offsets": [0, size]}}).encode()
+        raw += b" " * (-(len(raw) + 8) % 8)  # data aligned, as the reference writer pads
+        with open(path, "wb") as f:
+            f.write(struct.pack("<Q", len(raw)) + raw)
+        os.truncate(path, 8 + len(raw) + size)
+        limit = 8 << 30
+
+        def cap():
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+        try:
+            p = subprocess.run([os.environ.get("AMPSCOPE_CLI", "ampscope-cli"), "replay", "--model", self.inc.model,
+                                "--checkpoint", path, "--batch", self.inc.batch, "-q"], capture_output=True, text=True,
+                               timeout=120, preexec_fn=cap, stdin=subprocess.DEVNULL)
+        finally:
+            os.unlink(path)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("big", p.stderr)
+        self.assertNotIn("bad_alloc", p.stderr)
 
 
 class BadReplayInputs(unittest.TestCase):

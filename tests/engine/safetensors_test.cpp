@@ -7,9 +7,12 @@
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <string>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ampscope/engine/errors.h"
@@ -137,6 +140,13 @@ TEST(Safetensors, RefusesMalformedFilesNamingTheKey) {
         {"duplicate key", file_of("{" + entry("a", "F32", "[2]", 0, 8) + "," + entry("a", "F32", "[2]", 0, 8) + "}", d8), "twice"},
         {"metadata not strings", file_of(R"({"__metadata__":{"k":1}})", ""), "__metadata__.k"},
         {"missing offsets", file_of(R"({"w":{"dtype":"F32","shape":[2]}})", d8), "data_offsets"},
+        // nlohmann ended the text at the NUL and accepted it; the format pads with spaces
+        {"NUL padded", file_of("{" + entry("a", "F32", "[2]", 0, 8) + "}" + std::string(4, '\0'), d8), "NUL byte"},
+        // no elements, but strides of 2^124: c10::Error "Stride calculation overflowed" (exit 3)
+        {"zero-size, strides overflow",
+         file_of("{" + entry("z", "F32", "[0,4611686018427387904,4611686018427387904]", 0, 0) + "," + entry("a", "F32", "[2]", 0, 8) + "}",
+                 d8),
+         "'z'"},
     };
     for (const auto& c : cases) {
         const auto msg = refusal(c.bytes);
@@ -144,4 +154,57 @@ TEST(Safetensors, RefusesMalformedFilesNamingTheKey) {
         EXPECT_NE(msg.find("bad.safetensors"), std::string::npos) << c.what << ": " << msg;
         EXPECT_NE(msg.find(c.expect), std::string::npos) << c.what << ": " << msg;
     }
+}
+
+TEST(Safetensors, HeaderParseIsNotQuadratic) {
+    // 2e5 entries: nlohmann's parse callback rescanned the enclosing object at each entry's end
+    // (1e5 entries took 160 s, 2e5 would take about 10 minutes); n log n takes a second or two.
+    std::string header = "{";
+    for (int i = 0; i < 200000; ++i)
+        header += (i ? ",\"t" : "\"t") + std::to_string(i) + "\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}";
+    header += "}";
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto st = parse_safetensors(file_of(header, ""), "many.safetensors");
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(st.tensors.size(), 200000u);
+    EXPECT_LT(secs, 60.0);
+}
+
+TEST(Safetensors, LargeFileIsMappedNotCopied) {
+    // A valid 3 GB file (sparse) under an address-space limit 4 GB above what the process maps
+    // already: read into a buffer and copied into a tensor it needed 6 GB (std::bad_alloc).
+    char path[] = "/tmp/ampscope-st-big-XXXXXX";
+    const int fd = mkstemp(path);
+    ASSERT_GE(fd, 0);
+    const uint64_t size = 3ull << 30;
+    std::string header =
+        R"({"big":{"dtype":"U8","shape":[)" + std::to_string(size) + "],\"data_offsets\":[0," + std::to_string(size) + "]}}";
+    header.append((8 - header.size() % 8) % 8, ' ');
+    const auto head = file_of(header, "");
+    ASSERT_EQ(write(fd, head.data(), head.size()), ssize_t(head.size()));
+    ASSERT_EQ(ftruncate(fd, off_t(head.size() + size)), 0);
+    close(fd);
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        long pages = 0;
+        if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+            if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
+            std::fclose(f);
+        }
+        const rlim_t limit = rlim_t(pages) * rlim_t(sysconf(_SC_PAGESIZE)) + (4ull << 30);
+        const rlimit rl{limit, limit};
+        setrlimit(RLIMIT_AS, &rl);
+        try {
+            const auto st = ampscope::detail::read_safetensors(path);
+            _exit(st.tensors.at("big").numel() == int64_t(size) && st.tensors.at("big")[size - 1].item<uint8_t>() == 0 ? 0 : 2);
+        } catch (...) {
+            _exit(1);
+        }
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    std::remove(path);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "1: the read failed (out of address space), 2: wrong tensor";
 }

@@ -8,8 +8,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <set>
 
 #include "ampscope/engine/errors.h"
@@ -78,11 +76,13 @@ Entry read_entry(const std::string& name, const json& v, const std::string& file
     e.dtype = it->second;
     const auto& shape = v["shape"];
     if (!shape.is_array()) throw InputError(file, name, "expected 'shape' to be a list of integers, got " + brief(shape));
-    uint64_t numel = 1;
+    uint64_t numel = 1, span = 1;  // span: the product of the sizes but zeros (a zero-size tensor's strides need it)
     for (const auto& d : shape) {
         const uint64_t n = unsigned_of(d, file, name, "'shape'");
-        if (n > uint64_t(INT64_MAX) || __builtin_mul_overflow(numel, n, &numel))
-            throw InputError(file, name, "'shape' " + brief(shape) + " has an element count that overflows");
+        if (n > uint64_t(INT64_MAX) || __builtin_mul_overflow(span, std::max<uint64_t>(n, 1), &span) || span > uint64_t(INT64_MAX))
+            throw InputError(file, name,
+                             "'shape' " + brief(shape) + " has an element count that overflows; expected a shape torch can hold");
+        numel *= n;
         e.shape.push_back(int64_t(n));
     }
     const auto& off = v["data_offsets"];
@@ -99,24 +99,60 @@ Entry read_entry(const std::string& name, const json& v, const std::string& file
     return e;
 }
 
-/// The header JSON, duplicate top-level keys refused (nlohmann would keep the last silently).
+/// A first pass over the header: nesting depth (printing or copying a deeper value would
+/// overflow the stack) and duplicate top-level keys (nlohmann would keep the last silently).
+/// A SAX pass, because nlohmann's parse callback rescans the enclosing object at the end of
+/// each value in it: quadratic in the number of entries (1e5 entries took minutes).
+class HeaderCheck final : public nlohmann::json_sax<json> {
+public:
+    explicit HeaderCheck(const std::string& file) : file_(file) {}
+    bool null() override { return true; }
+    bool boolean(bool) override { return true; }
+    bool number_integer(number_integer_t) override { return true; }
+    bool number_unsigned(number_unsigned_t) override { return true; }
+    bool number_float(number_float_t, const string_t&) override { return true; }
+    bool string(string_t&) override { return true; }
+    bool binary(binary_t&) override { return true; }
+    bool start_object(std::size_t) override { return open(); }
+    bool end_object() override { return --depth_, true; }
+    bool start_array(std::size_t) override { return open(); }
+    bool end_array() override { return --depth_, true; }
+    bool key(string_t& k) override {
+        if (depth_ == 1 && !seen_.insert(k).second && duplicate.empty()) duplicate = k;
+        return true;
+    }
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+        throw InputError(file_, "header", std::string("is not valid JSON: ") + e.what());
+    }
+    std::string duplicate;
+
+private:
+    bool open() {
+        check_json_depth(depth_++, file_, "header", "tensor entries");
+        return true;
+    }
+    const std::string& file_;
+    int depth_ = 0;
+    std::set<std::string> seen_;
+};
+
+/// The header JSON: an object, no NUL byte (nlohmann would end the text there: the format pads
+/// with spaces), nested at most 64 levels, no duplicate tensor names.
 json parse_header(const char* text, size_t n, const std::string& file) {
     if (n == 0 || text[0] != '{') throw InputError(file, "header", "expected a JSON object starting with '{'");
-    std::set<std::string> seen;
-    std::string duplicate;
-    auto cb = [&](int depth, json::parse_event_t ev, json& parsed) {
-        check_json_depth(depth, file, "header", "tensor entries");  // printing a deeper value would overflow the stack
-        if (ev == json::parse_event_t::key && depth == 1 && parsed.is_string() && !seen.insert(parsed.get<std::string>()).second)
-            duplicate = parsed.get<std::string>();
-        return true;
-    };
+    if (const void* nul = std::memchr(text, '\0', n))
+        throw InputError(file, "header",
+                         "holds a NUL byte at offset " + std::to_string(static_cast<const char*>(nul) - text) +
+                             "; expected JSON text (padded with spaces)");
+    HeaderCheck check(file);
+    json::sax_parse(text, text + n, &check);
+    if (!check.duplicate.empty()) throw InputError(file, check.duplicate, "appears twice in the header; expected unique tensor names");
     json h;
     try {
-        h = json::parse(text, text + n, cb);
+        h = json::parse(text, text + n);
     } catch (const json::exception& e) {
         throw InputError(file, "header", std::string("is not valid JSON: ") + e.what());
     }
-    if (!duplicate.empty()) throw InputError(file, duplicate, "appears twice in the header; expected unique tensor names");
     if (!h.is_object()) throw InputError(file, "header", "expected a JSON object");
     return h;
 }
@@ -151,15 +187,15 @@ void check_layout(std::vector<Entry>& entries, uint64_t data_size, const std::st
 
 }  // namespace
 
-Safetensors parse_safetensors(const std::vector<char>& bytes, const std::string& file) {
-    if (bytes.size() < 8) throw InputError(file, "header length", "the file is shorter than the 8-byte header length");
+Safetensors parse_safetensors(const char* bytes, size_t size, const std::string& file, const std::shared_ptr<const MappedFile>& owner) {
+    if (size < 8) throw InputError(file, "header length", "the file is shorter than the 8-byte header length");
     uint64_t n = 0;
     for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[size_t(i)]);
     if (n > kSafetensorsMaxHeader)
         throw InputError(file, "header length", std::to_string(n) + " bytes; expected at most " + std::to_string(kSafetensorsMaxHeader));
-    if (n > bytes.size() - 8)
-        throw InputError(file, "header length", std::to_string(n) + " bytes, but only " + std::to_string(bytes.size() - 8) + " follow");
-    const json h = parse_header(bytes.data() + 8, size_t(n), file);
+    if (n > size - 8)
+        throw InputError(file, "header length", std::to_string(n) + " bytes, but only " + std::to_string(size - 8) + " follow");
+    const json h = parse_header(bytes + 8, size_t(n), file);
     Safetensors out;
     std::vector<Entry> entries;
     for (const auto& [k, v] : h.items()) {
@@ -168,19 +204,31 @@ Safetensors parse_safetensors(const std::vector<char>& bytes, const std::string&
         else
             entries.push_back(read_entry(k, v, file));
     }
-    const char* data = bytes.data() + 8 + n;
-    const uint64_t data_size = bytes.size() - 8 - n;
-    check_layout(entries, data_size, file);
+    const size_t data_at = 8 + size_t(n);
+    check_layout(entries, size - data_at, file);
     for (const auto& e : entries) {
-        auto t = at::empty(e.shape, at::TensorOptions().dtype(e.dtype));
-        if (e.end > e.begin) std::memcpy(t.data_ptr(), data + e.begin, size_t(e.end - e.begin));
+        const size_t at = data_at + size_t(e.begin), item = c10::elementSize(e.dtype);
+        const auto options = at::TensorOptions().dtype(e.dtype);
+        at::Tensor t;
+        if (owner && e.end > e.begin && (reinterpret_cast<uintptr_t>(owner->data() + at) % item) == 0)  // over the mapping, no copy
+            t = at::from_blob(
+                owner->writable() + at, e.shape, [owner](void*) {}, options);
+        else {
+            t = at::empty(e.shape, options);
+            if (e.end > e.begin) std::memcpy(t.data_ptr(), bytes + at, size_t(e.end - e.begin));
+        }
         out.tensors.emplace(e.name, std::move(t));
     }
     return out;
 }
 
+Safetensors parse_safetensors(const std::vector<char>& bytes, const std::string& file) {
+    return parse_safetensors(bytes.data(), bytes.size(), file, nullptr);
+}
+
 Safetensors read_safetensors(const std::string& path) {
-    return parse_safetensors(read_regular_file(path, "", "a safetensors file"), path);
+    const auto file = MappedFile::open(path, "", "a safetensors file");
+    return parse_safetensors(file->data(), file->size(), path, file);
 }
 
 }  // namespace ampscope::detail

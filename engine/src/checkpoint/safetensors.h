@@ -6,8 +6,13 @@
 #include <ATen/ATen.h>
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
+
+namespace ampscope {
+class MappedFile;
+}
 
 namespace ampscope::detail {
 
@@ -23,9 +28,12 @@ constexpr uint64_t kSafetensorsMaxHeader = 100'000'000;
 /// Parses a safetensors file's bytes: 8-byte little-endian header length, a JSON header of
 /// {name: {dtype, shape, data_offsets}} plus an optional `__metadata__` string map, then the
 /// data, whose entries must follow each other without holes or overlap and cover it whole.
-/// Throws InputError naming `file` and the key at fault.
+/// Throws InputError naming `file` and the key at fault. With `owner` (the mapping `bytes` lie
+/// in), tensors are built over it without copying (each holds the mapping); else copied.
+Safetensors parse_safetensors(const char* bytes, size_t size, const std::string& file, const std::shared_ptr<const MappedFile>& owner);
+/// The same over a buffer, tensors copied out of it.
 Safetensors parse_safetensors(const std::vector<char>& bytes, const std::string& file);
-/// Reads and parses a file (InputError when it cannot be read).
+/// Maps and parses a file (InputError when it cannot be read): tensors over the mapping.
 Safetensors read_safetensors(const std::string& path);
 
 }  // namespace ampscope::detail
