@@ -21,6 +21,7 @@ import tempfile
 import threading
 import time
 import unittest
+import zipfile
 
 import numpy as np
 import torch
@@ -212,6 +213,24 @@ class PickledObjects(unittest.TestCase):
         self.assertIn(rc, (0, 1), out)
         self.assertLess(secs, 30, "linear in the pickle's size")
         self.assertLess(rss, 2048, "peak resident MB")
+
+    def test_deep_nesting_refused_without_a_crash(self):
+        """A pickle nesting a million lists (2 MB) crashed the process (signal 11): the chain was freed
+        recursively after check_tensors refused it. Refused by name, freed without recursion."""
+        base = self.path("base.pt")
+        torch.save({"a": 1}, base)
+        with zipfile.ZipFile(base) as z:
+            members = {n: z.read(n) for n in z.namelist()}
+        n = 1_000_000  # [[[...]]]: n empty lists, each appended into the one below (as pickle writes nested lists)
+        chain = b"\x80\x02" + b"]" * n + b"a" * (n - 1)
+        f = self.path("deep.pt")
+        with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED) as z:
+            for name, data in members.items():
+                z.writestr(name, chain + b"." if name.endswith("data.pkl") else data)
+        rc, out, _, _ = run_measured(["replay", "--model", self.inc.model, "--checkpoint", f, "--batch", self.inc.batch, "-q"])
+        self.assertEqual(rc, 2, out)
+        for n in (f, "data.pkl", "deeper than"):
+            self.assertIn(n, out)
 
     def test_meta_and_sparse_weights_named(self):
         """Unpickler text without the key ("unknown type torch._utils._rebuild_meta_tensor_no_storage")."""

@@ -19,6 +19,7 @@
 #include <map>
 #include <set>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "ampscope/engine/errors.h"
@@ -474,6 +475,64 @@ c10::IValue resolve_stand_ins(const c10::IValue& root) {
     return top;
 }
 
+/// Deeper than any checkpoint (check_tensors refuses past 64 levels with its own message).
+constexpr int kMaxPickleDepth = 100;
+
+/// Empties every container under `root` without recursion, so that freeing it is shallow (a
+/// chain a million lists deep, freed as it is, overflows the stack).
+void dismantle(const c10::IValue& root) {
+    std::vector<c10::IValue> work{root};
+    while (!work.empty()) {
+        const c10::IValue v = std::move(work.back());
+        work.pop_back();
+        if (v.isList()) {
+            auto l = v.toList();
+            for (size_t k = 0; k < l.size(); ++k) work.push_back(l.get(k));
+            l.clear();
+        } else if (v.isGenericDict()) {
+            auto d = v.toGenericDict();
+            for (const auto& kv : d) work.push_back(kv.key()), work.push_back(kv.value());
+            d.clear();
+        } else if (v.isTuple()) {
+            auto& t = v.toTupleRef();
+            for (size_t k = 0; k < t.elements().size(); ++k) work.push_back(t.elements()[k]), t.unsafeSetElement(k, c10::IValue());
+        } else if (v.isObject()) {
+            auto& o = v.toObjectRef();
+            for (size_t k = 0; k < o.slots().size(); ++k) work.push_back(o.getSlot(k)), o.setSlot(k, c10::IValue());
+        }
+    }
+}
+
+/// Refuses a value nested deeper than kMaxPickleDepth (a reference cycle included), walked
+/// without recursion; each container is walked again only when reached deeper than before.
+void check_depth(const c10::IValue& root, const std::string& file) {
+    std::unordered_map<const void*, int> deepest;
+    std::vector<std::pair<c10::IValue, int>> work{{root, 1}};
+    while (!work.empty()) {
+        auto [v, level] = std::move(work.back());
+        work.pop_back();
+        if (!(v.isList() || v.isGenericDict() || v.isTuple() || v.isObject())) continue;
+        if (level > kMaxPickleDepth) {
+            work.clear();
+            dismantle(root);
+            throw InputError(file, "data.pkl",
+                             "nests values deeper than " + std::to_string(kMaxPickleDepth) +
+                                 " levels (or in a cycle); expected a checkpoint saved by torch.save");
+        }
+        int& d = deepest[v.internalToPointer()];
+        if (d >= level) continue;
+        d = level;
+        if (v.isList())
+            for (const auto& e : v.toListRef()) work.emplace_back(e, level + 1);
+        else if (v.isGenericDict())
+            for (const auto& kv : v.toGenericDict()) work.emplace_back(kv.value(), level + 1);
+        else if (v.isTuple())
+            for (const auto& e : v.toTupleRef().elements()) work.emplace_back(e, level + 1);
+        else
+            for (const auto& e : v.toObjectRef().slots()) work.emplace_back(e, level + 1);
+    }
+}
+
 /// The sizes a zip's central directory declares, before LibTorch's reader allocates any of them
 /// (its constructor already reads a record). miniz takes the directory from the zip64 end record
 /// when a zip64 locator is present (torch writes one in every archive) and from the classic end
@@ -674,6 +733,7 @@ PtArchive read_pt_archive(const char* data, size_t size, const std::string& file
         torch::jit::Unpickler unpickler(read, resolve, load, read_record, at::Device(at::kCPU));
         unpickler.set_version(reader->version());
         out.root = unpickler.parse_ivalue();
+        check_depth(out.root, file);
         if (skipped_objects) out.root = resolve_stand_ins(out.root);
     } catch (const InputError&) {
         throw;
