@@ -53,20 +53,37 @@ def found_inf(scaler, optimizer):
     return sum(f.to(flags[0].device).reshape(()) for f in flags)
 
 
-def grads_nonfinite(params):
-    """One fused check of every gradient (torch's foreach non-finite check, the one GradScaler
-    runs, with 1/scale = 1: the gradients are unchanged); a 0-d tensor, not read."""
+def _grads_by_device_dtype(params):
     groups = {}
     for p in params:
         g = p.grad
         if g is not None and not g.is_sparse:
             groups.setdefault((g.device, g.dtype), []).append(g)
+    return groups
+
+
+def grads_screen(params):
+    """The per-step screen: the foreach L2 norms of every gradient (one fused multi-tensor
+    kernel per device and dtype, reading each gradient once, writing nothing), non-finite
+    exactly when a gradient is NaN/Inf or a norm overflows float32. A 0-d tensor, not read.
+    (Cheaper than the exact check below, which also writes every gradient: 3-5 ms against
+    20-70 ms for 5.3 M parameters on a 2-core CPU.)"""
     flag = None
-    for (device, _), grads in groups.items():
+    for (device, _), grads in _grads_by_device_dtype(params).items():
+        bad = (~torch.isfinite(torch.stack(torch._foreach_norm(grads, 2.0)))).any().to(torch.float32)
+        flag = bad if flag is None else flag + bad.to(flag.device)
+    return flag if flag is not None else torch.zeros(())
+
+
+def grads_nonfinite(params):
+    """The exact check, GradScaler's own (torch's foreach non-finite check with 1/scale = 1: the
+    gradients are unchanged): True when a gradient holds NaN/Inf. Reads the flag."""
+    found_any = False
+    for (device, _), grads in _grads_by_device_dtype(params).items():
         found = torch.zeros(1, dtype=torch.float32, device=device)
         torch._amp_foreach_non_finite_check_and_unscale_(grads, found, torch.ones(1, dtype=torch.float32, device=device))
-        flag = found.reshape(()) if flag is None else flag + found.to(flag.device).reshape(())
-    return flag if flag is not None else torch.zeros(())
+        found_any = found_any or bool(found.item() > 0)
+    return found_any
 
 
 class Capture:
@@ -174,32 +191,42 @@ class Capture:
     def _scaler_enabled(self):
         return self.scaler is not None and self.scaler.is_enabled()
 
-    def _grad_flag(self):
-        """(flag tensor, 'scaler' | 'foreach')."""
+    def _params(self):
+        return [p for g in self.optimizer.param_groups for p in g["params"]]
+
+    def _grad_flag(self, grad_norm):
+        """(flag tensor or None, 'scaler' | 'norm' | 'screen'): GradScaler's found-inf where it
+        unscaled the gradients; else the gradient norm the job computed (non-finite when a
+        gradient is); else the foreach norm screen."""
         if self._scaler_enabled():
             f = found_inf(self.scaler, self.optimizer)
             if f is not None:
                 return f, "scaler"
-        params = [p for g in self.optimizer.param_groups for p in g["params"]]
-        return grads_nonfinite(params), "foreach"
+        if grad_norm is not None:
+            return None, "norm"
+        return grads_screen(self._params()), "screen"
 
     def _detect(self, loss, grad_norm):
-        """One device-to-host read of [loss, grads non-finite, norm]; returns (what, detail)
-        or (None, None)."""
-        flag, source = self._grad_flag()
-        dev = flag.device
-        one = lambda t: torch.as_tensor(t).detach().reshape(-1)[:1].to(dev, torch.float32)  # noqa: E731
-        zero = torch.zeros(1, device=dev)
-        lv, gf, nv = torch.cat([one(loss) if loss is not None else zero, flag.reshape(1).float(),
-                                one(grad_norm) if grad_norm is not None else zero]).tolist()
+        """One device-to-host read of [loss, grads flag, norm]; returns (what, detail) or
+        (None, None). A non-finite norm or screen is told apart (non-finite gradients, or a
+        norm of finite gradients that overflows) by the exact check, on that step only."""
+        flag, source = self._grad_flag(grad_norm)
+        parts = [torch.as_tensor(t).detach().reshape(-1)[:1] for t in (loss, flag, grad_norm) if t is not None]
+        dev = parts[0].device if parts else torch.device("cpu")
+        values = torch.cat([t.to(dev, torch.float32) for t in parts]).tolist() if parts else []
+        lv = values.pop(0) if loss is not None else 0.0
+        gf = values.pop(0) if flag is not None else 0.0
+        nv = values.pop(0) if grad_norm is not None else 0.0
         if loss is not None and not math.isfinite(lv):
             return "loss", f"the loss is {lv}"
-        if gf > 0:
-            skip = "; GradScaler skips this step" if source == "scaler" or self._scaler_enabled() else ""
-            how = "GradScaler's found_inf after unscale" if source == "scaler" else "a fused non-finite check"
-            return "grad", f"non-finite gradients ({how}){skip}"
-        if grad_norm is not None and not math.isfinite(nv):
-            return "grad_norm", f"the gradient norm is {nv}"
+        if gf > 0 and source == "scaler":
+            return "grad", "non-finite gradients (GradScaler's found_inf after unscale); GradScaler skips this step"
+        if gf > 0 or (grad_norm is not None and not math.isfinite(nv)):
+            if grads_nonfinite(self._params()):
+                skip = "; GradScaler skips this step" if self._scaler_enabled() else ""
+                return "grad", f"non-finite gradients (foreach non-finite check){skip}"
+            what = f"the gradient norm is {nv}" if grad_norm is not None else "a gradient's norm overflows float32"
+            return "grad_norm", what + " (the gradients are finite)"
         if loss is not None and self.spike:
             mean, n = self._loss_mean, self._loss_count
             self._loss_count, self._loss_mean = n + 1, mean + (lv - mean) / (n + 1)

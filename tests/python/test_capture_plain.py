@@ -286,3 +286,31 @@ def test_spike_and_torchrun_rank(tmp_path, monkeypatch):
     assert len(cap.bundles) == 1 and os.path.basename(cap.bundles[0]) == "incident-step14-rank3"
     inc = check_format.__globals__["read"](cap.bundles[0])
     assert (inc["detected"]["what"], inc["rank"], inc["local_rank"], inc["world_size"]) == ("spike", 3, 1, 4)
+
+
+@pytest.mark.parametrize("with_norm", [False, True], ids=["foreach-screen", "job-norm"])
+def test_nonfinite_gradient_without_scaler(tmp_path, with_norm):
+    """No GradScaler, a finite loss and one NaN gradient (planted by a tensor hook at step K):
+    found by the per-step foreach norm screen, or through the norm the job computed, and
+    confirmed by the exact non-finite check as 'grad'. A step with finite gradients writes
+    nothing."""
+    torch.manual_seed(7)
+    net = Net()
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+    cap = Capture(net, opt, out=str(tmp_path / "inc"), loss="ce", dtype=torch.bfloat16)
+    step_now = [0]
+    net.fc1.bias.register_hook(lambda g: g * float("nan") if step_now[0] == K else g)
+    for step, (x, y) in enumerate(data(K + 2, plant_at=-1)):
+        step_now[0] = step
+        cap.begin(x, labels=y)
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = F.cross_entropy(net(x), y)
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(net.parameters(), 1e9) if with_norm else None
+        path = cap.check(loss, grad_norm=norm)
+        assert (path is not None) == (step == K)
+        opt.step()
+    inc, _, _ = check_format(cap.bundles[0], what="grad", step=K, framework="pytorch", dtype="bfloat16", loss="ce", scaler=False,
+                             kind="adamw")
+    assert "foreach non-finite check" in inc["detected"]["detail"]
