@@ -119,6 +119,23 @@ class PickledObjects(unittest.TestCase):
         for read in ("complex", "torch.Size", "float32"):  # read, not skipped
             self.assertNotIn(read, out.split("skipped pickled Python objects")[-1].split("\n")[0])
 
+    def test_integers_beyond_32_bits(self):
+        """Python pickles an int in the fewest bytes (LONG1 of 5 bytes for 2^32), LibTorch reads only
+        8: 'Expected length to be 8, got 5' made the file unreadable; an int beyond int64 (a
+        growth_interval of 10^20) gave 'got 9' without the field."""
+        f = self.lightning("integers.ckpt", hyper_parameters={"tokens": 3_000_000_000, "seed": 2 ** 40, "neg": -2 ** 40,
+                                                              "max": 2 ** 63 - 1, "min": -2 ** 63, "huge": 2 ** 70})
+        got = replay(self.inc.model, [f, "--strip-prefix", "model."], self.inc.batch)
+        self.assertNotIsInstance(got[1], str, got[1])
+        self.assert_same_replay(got, "large integers in hyper_parameters")
+        sd, osd, ssd = self.inc.state
+        bad = self.path("interval-1e20.pt")
+        torch.save({"model": sd, "optimizer": osd, "scaler": dict(ssd, growth_interval=10 ** 20)}, bad)
+        rc, out, _, _ = run_measured(["replay", "--model", self.inc.model, "--checkpoint", bad, "--batch", self.inc.batch, "-q"])
+        self.assertEqual(rc, 2, out)
+        for n in (bad, "growth_interval", "expected a number"):
+            self.assertIn(n, out)
+
     def test_real_lightning_checkpoint(self):
         """A checkpoint written by pytorch-lightning's own Trainer, with those objects in its hyper-parameters."""
         try:

@@ -271,6 +271,24 @@ uint64_t memo_index(const char* data, const Op& o) {
     return v;
 }
 
+/// A pickled LONG1 or LONG4 (`op` and its arguments, `n` bytes) as the unpickler reads it: an
+/// 8-byte LONG1 (Python writes the fewest bytes: 5 for 2^32, which LibTorch refused: "Expected
+/// length to be 8, got 5"); an integer beyond int64 as a string saying so, so that a field
+/// holding it is refused by name (a number expected) and elsewhere it is only text.
+std::string int64_of_long(const char* op, size_t n) {
+    const size_t header = op[0] == '\x8a' ? 2 : 5;
+    const auto* b = reinterpret_cast<const unsigned char*>(op + header);
+    const size_t len = n - header;
+    const unsigned char fill = len && (b[len - 1] & 0x80) ? 0xff : 0x00;
+    bool fits = true;
+    for (size_t k = 8; k < len; ++k) fits = fits && b[k] == fill;
+    if (len > 8 && (b[7] & 0x80) != (fill & 0x80)) fits = false;
+    if (!fits) return binunicode("<an integer beyond int64: " + std::to_string(len) + " bytes>");
+    std::string out = "\x8a\x08";
+    for (size_t k = 0; k < 8; ++k) out += char(k < len ? b[k] : fill);
+    return out;
+}
+
 /// For each opcode: the index of the class it pushes (a GLOBAL LibTorch cannot build, or a GET
 /// of one from the memo, or a PUT right after one), else -1; a GLOBAL of a dtype: -2.
 std::vector<int64_t> classes_pushed(const char* data, const std::vector<Op>& ops, std::vector<std::string>& globals) {
@@ -333,6 +351,8 @@ Lenient lenient_pickle(const char* data, size_t size, const std::string& file, s
                 p += binunicode(kBuiltMarker) + "\x87";
             else if (o.op == 0x81)  // NEWOBJ: the object loader gets the arguments
                 p += 'R';
+            else if (o.op == 0x8a || o.op == 0x8b)  // LONG1 / LONG4: the unpickler reads only 8-byte LONG1
+                p += int64_of_long(data + o.begin, o.end - o.begin);
             else
                 p.append(data + o.begin, o.end - o.begin);
             continue;
