@@ -1,13 +1,20 @@
 # SPDX-License-Identifier: MIT
 """Out-of-range flag values and criteria files (issue #15): each exits 2 with a message that
 names the flag (or the criteria file and key) and the allowed range; nothing wraps silently,
-nothing reaches the engine as an exception (exit 3)."""
+nothing reaches the engine as an exception (exit 3).
+
+Issue 28: no binary binds a std:: call (std::filesystem::remove_all, ...) to the copy that
+libtorch.so exports (it crashed on a non-empty folder): checked in the dynamic linker's own
+bindings (LD_DEBUG) of every binary built, and on the real call path (export removes its
+non-empty build folder)."""
 import json
 import os
+import re
+import subprocess
 import tempfile
 import unittest
 
-from common import run_cli
+from common import CLI, run_cli
 
 RUN = ["run", "--model", "demo:mlp", "--probes", "demo", "--device", "cpu", "--no-inspect", "-q", "--no-db"]
 TRAIN = ["train", "--model", "demo:mlp", "--data", "demo", "--steps", "1", "--device", "cpu", "-q", "--no-db"]
@@ -115,6 +122,59 @@ class HostileCli(unittest.TestCase):
         rc, out, err = run_cli(*TRAIN, "--growth-factor", "1.5", "--backoff-factor", "0.25", "--init-scale", "1024",
                                "--growth-interval", "3", "--batch-size", "8")
         self.assertEqual(rc, 0, err)
+
+
+
+# A symbol of the C++ standard library (std::..., its type info and vtables), mangled.
+STD_SYMBOL = re.compile(r"`_Z(N?K?St|St|T[ISV]N?K?St)")
+
+
+def std_bindings_into_torch(binary, args, env=None):
+    """The std:: symbols that `binary` itself (not its libraries) binds to LibTorch's libraries,
+    as the dynamic linker reports them with every symbol bound at start (LD_BIND_NOW)."""
+    e = {**os.environ, **(env or {}), "LD_DEBUG": "bindings", "LD_BIND_NOW": "1"}
+    try:
+        p = subprocess.run([binary, *args], capture_output=True, text=True, errors="replace", timeout=120, env=e,
+                           stdin=subprocess.DEVNULL)
+        lines = p.stderr.splitlines()
+    except subprocess.TimeoutExpired as t:
+        lines = (t.stderr or b"").decode(errors="replace").splitlines()
+    mine = [l for l in lines if f"binding file {binary} [" in l]
+    return mine, [l.strip() for l in mine if STD_SYMBOL.search(l) and re.search(r" to \S*/lib(torch|c10)[^/ ]*\.so", l)]
+
+
+class NoLibTorchStd(unittest.TestCase):
+    def test_no_binary_binds_std_to_libtorch(self):
+        # Was: ampscope-cli, engine_tests, ... bound std::filesystem::remove_all (and other std::
+        # symbols) to libtorch.so's exported copy, listed before libstdc++ (seen: 60 bindings).
+        build = os.path.dirname(os.path.dirname(os.path.abspath(CLI)))
+        candidates = [(os.path.abspath(CLI), ["--version"])]
+        for rel, args in (("app/ampscope", ["--version"]), ("tests/engine_tests", ["--gtest_list_tests"]),
+                          ("tests/gpu_tests", ["--gtest_list_tests"]), ("bench/ampscope_bench", ["--help"]),
+                          ("tests/tst_replay", ["-functions"]), ("tests/tst_ui", ["-functions"])):
+            if os.access(os.path.join(build, rel), os.X_OK):
+                candidates.append((os.path.join(build, rel), args))
+        for binary, args in candidates:
+            with self.subTest(binary=os.path.basename(binary)):
+                mine, wrong = std_bindings_into_torch(binary, args, {"QT_QPA_PLATFORM": "offscreen"})
+                self.assertTrue(mine, f"{binary}: no bindings reported (LD_DEBUG unavailable?)")
+                self.assertEqual(wrong, [], f"{binary} binds std:: symbols to LibTorch's copies")
+
+    def test_export_removes_its_non_empty_build_folder(self):
+        # The real call path: export builds its file in a private folder of $TMPDIR and removes
+        # it, non-empty, with std::filesystem::remove_all (LibTorch's copy crashed on it: SIGSEGV).
+        with tempfile.TemporaryDirectory() as d:
+            db, tmp = os.path.join(d, "runs.sqlite"), os.path.join(d, "tmp")
+            os.makedirs(tmp)
+            rc, out, err = run_cli("run", "--model", "demo:mlp", "--probes", "demo", "--device", "cpu", "--no-inspect", "-q", "--db", db,
+                                   "--json", os.path.join(d, "r.json"))
+            self.assertIn(rc, (0, 1), err)
+            run_id = json.load(open(os.path.join(d, "r.json")))["run_id"]
+            p = subprocess.run([CLI, "export", run_id, "--db", db, "-o", os.path.join(d, "x.ampscope")], capture_output=True,
+                               text=True, timeout=120, env={**os.environ, "TMPDIR": tmp})
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(os.listdir(tmp), [])  # the build folder and the file in it are gone
+            self.assertGreater(os.path.getsize(os.path.join(d, "x.ampscope")), 0)
 
 
 if __name__ == "__main__":
