@@ -2,8 +2,10 @@
 // ampscope-cli: the headless front end. Links no Qt. One file per command; this one wires
 // them to CLI11 and maps errors to exit statuses.
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <iostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,43 @@ int report(const std::exception& e, int code) {
                                      : "")
               << shown(e.what()) << std::endl;
     return code;
+}
+
+/// Whether `s` is valid UTF-8 (nlohmann's serialiser checks it: the replay, run and train JSON
+/// hold the values given on the command line).
+bool valid_utf8(const std::string& s) {
+    try {
+        (void)nlohmann::json(s).dump();
+        return true;
+    } catch (const nlohmann::json::exception&) {
+        return false;
+    }
+}
+
+/// "--model", "-o", or a positional's name ("TEXT").
+std::string option_name(const CLI::Option& o) {
+    if (!o.get_lnames().empty()) return "--" + o.get_lnames().front();
+    if (!o.get_snames().empty()) return "-" + o.get_snames().front();
+    return o.get_name(true);
+}
+
+/// The commands that record what they were given (paths, names) in UTF-8 JSON and the database
+/// refuse a value that is not valid UTF-8 before any work, naming the option: written after the
+/// work, it ended the command with exit 3 and nothing written. (Rename the file, or reach it
+/// through a symbolic link with a UTF-8 name.)
+void refuse_non_utf8(const CLI::App& app) {
+    static const std::set<std::string> recording = {"run", "train", "replay", "advise", "bench", "annotate", "review"};
+    static const std::set<std::string> not_recorded = {"--db", "--json", "--python"};  // where it writes: never recorded
+    for (const auto* sub : app.get_subcommands()) {
+        if (!recording.count(sub->get_name())) continue;
+        for (const auto* opt : sub->get_options())
+            for (const auto& value : not_recorded.count(option_name(*opt)) ? std::vector<std::string>{} : opt->results())
+                if (!valid_utf8(value))
+                    throw InputError(option_name(*opt), "",
+                                     "'" + visible_controls(clip_echo(value)) +
+                                         "' is not valid UTF-8; ampscope records the values it is given in UTF-8 JSON and its "
+                                         "database: rename the file (or reach it through a symbolic link with a UTF-8 name)");
+    }
 }
 
 /// Runs the selected command; errors become exit statuses (2 bad input, 3 runtime, 130 interrupted).
@@ -84,6 +123,11 @@ int main(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
         const int rc = app.exit(e);
         return rc == 0 ? kOk : kBadInput;
+    }
+    try {
+        refuse_non_utf8(app);
+    } catch (const InputError& e) {
+        return report(e, kBadInput);
     }
     return dispatch(commands);
 }

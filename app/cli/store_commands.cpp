@@ -67,13 +67,43 @@ void print_benchmarks(const Store& s, const std::string& uuid) {
     }
 }
 
+void print_annotations(const Store& s, const std::string& uuid) {
+    const auto notes = s.annotations(uuid);
+    if (notes.empty()) return;
+    std::cout << "\nannotations:\n";
+    for (const auto& a : notes)
+        std::cout << "  " << safe(a.created_at.substr(0, 19)) << " " << safe(a.author) << " on " << safe(a.target_kind)
+                  << (a.target.empty() ? "" : " " + safe(a.target)) << ": " << visible_controls(a.text, /*keep_newline=*/true) << "\n";
+}
+
+void print_status(const Store& s, const std::string& uuid) {
+    std::cout << "status: " << safe(s.status(uuid));
+    if (!s.error(uuid).empty()) std::cout << " (" << safe(s.error(uuid)) << ")";
+    const auto rv = s.review(uuid);
+    std::cout << "   review: " << safe(rv.status) << (rv.by.empty() ? "" : " by " + safe(rv.by) + " at " + safe(rv.at)) << "\n";
+}
+
+/// A recorded replay: checked (a damaged or hostile stored JSON is refused, exit 2, named), then
+/// its JSON (C1 controls escaped: the same JSON value), and without --json its status, review
+/// and annotations around it.
+int show_replay(const Store& s, const std::string& uuid, bool json) {
+    storage::checked_replay(s, uuid);
+    const std::string text = escape_c1_in_json(storage::replay_json(s, uuid));
+    if (json) {
+        std::cout << text << std::endl;
+        return 0;
+    }
+    print_status(s, uuid);
+    std::cout << text << "\n";
+    print_annotations(s, uuid);
+    std::cout << std::flush;
+    return 0;
+}
+
 int show_run(const Store& s, const State& st) {
     const auto uuid = s.resolve(st.run);
     if (s.kind(uuid) == "train") return show_training(s, uuid);
-    if (s.kind(uuid) == "replay") {  // the replay JSON as recorded (replay --json)
-        std::cout << storage::replay_json(s, uuid) << std::endl;
-        return 0;
-    }
+    if (s.kind(uuid) == "replay") return show_replay(s, uuid, st.json);
     std::vector<std::string> damaged;
     const auto r = s.load_run(uuid, &damaged);
     for (const auto& d : damaged) std::cerr << "ampscope-cli: warning: " << s.path() << ": damaged: " << safe(d) << std::endl;
@@ -81,20 +111,11 @@ int show_run(const Store& s, const State& st) {
         std::cout << escape_c1_in_json(json::run_to_json(r, st.outputs, 2, damaged)) << std::endl;
         return 0;
     }
-    std::cout << "status: " << safe(s.status(uuid));
-    if (!s.error(uuid).empty()) std::cout << " (" << safe(s.error(uuid)) << ")";
-    const auto rv = s.review(uuid);
-    std::cout << "   review: " << safe(rv.status) << (rv.by.empty() ? "" : " by " + safe(rv.by) + " at " + safe(rv.at)) << "\n";
+    print_status(s, uuid);
     for (const auto& d : damaged) std::cout << "DAMAGED: " << safe(d) << "\n";
     print_run_summary(std::cout, r, st.layers, isatty(STDOUT_FILENO));
     print_benchmarks(s, uuid);
-    const auto notes = s.annotations(uuid);
-    if (!notes.empty()) {
-        std::cout << "\nannotations:\n";
-        for (const auto& a : notes)
-            std::cout << "  " << safe(a.created_at.substr(0, 19)) << " " << safe(a.author) << " on " << safe(a.target_kind)
-                      << (a.target.empty() ? "" : " " + safe(a.target)) << ": " << visible_controls(a.text, /*keep_newline=*/true) << "\n";
-    }
+    print_annotations(s, uuid);
     if (!damaged.empty()) std::cout << "\n" << damaged.size() << " damaged part(s) of this run were left out (see DAMAGED above)\n";
     return 0;
 }

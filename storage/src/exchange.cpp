@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Export of runs to a self-contained file and import of files from others (untrusted).
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -25,6 +26,7 @@
 namespace ampscope::storage {
 
 using sql::Stmt;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -34,29 +36,78 @@ uint32_t big_endian(const unsigned char* p) {
     return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
 }
 
-/// Removes a temporary database file and its journals unless released.
-class TempFile {
-public:
-    explicit TempFile(std::string path) : path_(std::move(path)) {}
-    ~TempFile() {
-        if (path_.empty()) return;
-        for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::remove((path_ + suffix).c_str());
+/// The files the exported runs read when they ran (model, probes; a replay's checkpoint, batch
+/// and state files): an export never replaces them, even with --force.
+std::vector<ProtectedFile> recorded_inputs(const Store& from, const std::vector<std::string>& uuids) {
+    std::vector<ProtectedFile> out;
+    auto add = [&out](const std::string& path, const std::string& role) {
+        if (!path.empty() && path != "demo" && path.rfind("demo:", 0) != 0) out.push_back({path, role});
+    };
+    for (const auto& u : uuids) {
+        Stmt q(StoreAccess::db(from), "SELECT kind, COALESCE(model_source,''), COALESCE(probes_source,'') FROM runs WHERE uuid=?1");
+        q.bind(1, u);
+        if (!q.step()) continue;
+        const std::string run = " of run " + u.substr(0, 8), kind = q.text(0);
+        add(q.text(1), "the model" + run);
+        add(q.text(2), (kind == "replay" ? "the batch" : "the probe file") + run);
+        if (kind != "replay") continue;
+        const auto r = checked_replay(from, u);  // an invalid stored replay is refused here, named
+        add(r.spec.checkpoint, "the checkpoint" + run);
+        add(r.spec.optimizer_state, "the optimizer state" + run);
+        add(r.spec.scaler_state, "the scaler state" + run);
     }
-    TempFile(const TempFile&) = delete;
-    TempFile& operator=(const TempFile&) = delete;
-    const std::string& path() const { return path_; }
-    void release() { path_.clear(); }
+    return out;
+}
 
-private:
-    std::string path_;
+/// Refuses an output path that would destroy something: the open database, a file an exported
+/// run read, a folder, a device, or an existing file that is not an ampscope export (unless
+/// forced). The guard every output path goes through (output_file.h); the target is held.
+OutputTarget check_export_target(const Store& from, const std::vector<std::string>& uuids, const std::string& file, bool force) {
+    if (file.empty()) throw InputError("-o", "", "empty output path; expected a file name for the export");
+    auto inputs = protected_database(from.path(), "the run database being exported from");
+    for (auto& in : recorded_inputs(from, uuids)) inputs.push_back(std::move(in));
+    return check_output_target(file, "-o", OutputKind::Export, inputs, force);
+}
+
+/// A private folder for building the export, removed with what it holds (std::filesystem's
+/// remove_all: the binaries bind it to libstdc++'s, not LibTorch's copy; tests/cli check that).
+struct BuildDir {
+    std::string dir;
+    BuildDir() {
+        std::error_code ec;
+        std::string templ = (fs::temp_directory_path(ec) / "ampscope-export-XXXXXX").string();
+        if (ec || !mkdtemp(templ.data()))
+            throw StoreError("cannot create a temporary folder for the export in " + templ + ": " + std::strerror(errno));
+        dir = templ;
+    }
+    ~BuildDir() {
+        std::error_code ec;
+        fs::remove_all(dir, ec);
+    }
+    BuildDir(const BuildDir&) = delete;
+    BuildDir& operator=(const BuildDir&) = delete;
 };
 
-/// Refuses an output path that would destroy something: the open database, a folder, a device,
-/// or an existing file that is not an ampscope export (unless forced). The guard every output
-/// path goes through (output_file.h).
-void check_export_target(const Store& from, const std::string& file, bool force) {
-    if (file.empty()) throw InputError("-o", "", "empty output path; expected a file name for the export");
-    check_output_file(file, "-o", OutputKind::Export, protected_database(from.path(), "the run database being exported from"), force);
+/// The export database built at `file`: every run of `uuids` with its notes and review.
+void build_export(const Store& from, const std::vector<std::string>& uuids, const std::string& file) {
+    Store out(file);
+    for (const auto& u : uuids) {
+        if (from.kind(u) == "replay") {  // its JSON is the record (replay_record.h)
+            copy_replay(from, out, u);
+            continue;
+        }
+        RunResult r;
+        try {
+            r = from.load_run(u);
+        } catch (const StoreError& e) {
+            const std::string m = e.what();
+            throw StoreError((m.rfind(from.path(), 0) == 0 ? "" : from.path() + ": ") + m + "; not exported (`ampscope-cli show " +
+                             u.substr(0, 8) + "` shows what is intact)");
+        }
+        out.insert_run(r, from.status(u), from.error(u), from.annotations(u), from.review(u));
+    }
+    sql::exec(StoreAccess::db(out), "PRAGMA application_id=" + std::to_string(kExportApplicationId));
+    sql::exec(StoreAccess::db(out), "PRAGMA journal_mode=DELETE");  // one self-contained file
 }
 
 }  // namespace
@@ -83,33 +134,23 @@ bool is_export_file(const std::string& file) {
 
 void export_runs(const Store& from, const std::vector<std::string>& uuids, const std::string& file, bool force) {
     if (uuids.empty()) throw InputError("RUN", "", "no runs to export");
-    check_export_target(from, file, force);
     for (const auto& u : uuids)
         if (from.kind(u) == "train") throw InputError(u, "RUN", "is a training run; exporting training runs is not supported yet");
-    TempFile tmp(make_temp_next_to(file, "-o"));
-    {
-        Store out(tmp.path());
-        for (const auto& u : uuids) {
-            if (from.kind(u) == "replay") {  // its JSON is the record (replay_record.h)
-                copy_replay(from, out, u);
-                continue;
-            }
-            RunResult r;
-            try {
-                r = from.load_run(u);
-            } catch (const StoreError& e) {
-                const std::string m = e.what();
-                throw StoreError((m.rfind(from.path(), 0) == 0 ? "" : from.path() + ": ") + m + "; not exported (`ampscope-cli show " +
-                                 u.substr(0, 8) + "` shows what is intact)");
-            }
-            out.insert_run(r, from.status(u), from.error(u), from.annotations(u), from.review(u));
-        }
-        sql::exec(StoreAccess::db(out), "PRAGMA application_id=" + std::to_string(kExportApplicationId));
-        sql::exec(StoreAccess::db(out), "PRAGMA journal_mode=DELETE");  // one self-contained file
+    const OutputTarget target = check_export_target(from, uuids, file, force);
+    // Built in a private folder, then copied into the folder checked above (held open): SQLite
+    // opens files by path, which a folder or link swapped in meanwhile would redirect.
+    BuildDir build;
+    const std::string db = build.dir + "/export.sqlite";
+    build_export(from, uuids, db);
+    const int fd = ::open(db.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw StoreError(db + ": cannot read the export back: " + std::strerror(errno));
+    try {
+        copy_to_target(target, fd, "-o");
+    } catch (...) {
+        ::close(fd);
+        throw;
     }
-    if (std::rename(tmp.path().c_str(), write_target(file).c_str()) != 0)
-        throw InputError(file, "-o", std::string("cannot write the export file: ") + std::strerror(errno));
-    tmp.release();
+    ::close(fd);
 }
 
 namespace {
@@ -213,7 +254,7 @@ ImportResult import_file(Store& into, const std::string& file) {
         all.limit = 1 << 30;
         for (const auto& row : src.list_runs(all)) {
             if (row.kind == "replay") {
-                replay_from_json(replay_json(src, row.uuid), file + ": run " + row.uuid);  // readable, or refused here
+                checked_replay(src, row.uuid);  // valid (every field typed, its own run id), or refused here
                 replays.push_back(row.uuid);
                 continue;
             }

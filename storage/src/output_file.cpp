@@ -3,6 +3,7 @@
 #include "ampscope/storage/output_file.h"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,7 +15,13 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
 #include <sstream>
+#include <utility>
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/storage/store.h"
@@ -125,10 +132,18 @@ bool is_output_of_kind(const std::string& path, OutputKind kind) {
 
 std::vector<ProtectedFile> protected_database(const std::string& db_path, const std::string& role) {
     std::vector<ProtectedFile> out;
-    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) out.push_back({db_path + suffix, role});
+    std::vector<std::string> names = {db_path};
+    std::error_code ec;
+    const auto real = fs::canonical(db_path, ec);  // a link: SQLite's journals follow the file it leads to
+    if (!ec && real.string() != db_path) names.push_back(real.string());
+    for (const auto& name : names)
+        for (const char* suffix : {"", "-wal", "-shm", "-journal"}) out.push_back({name + suffix, role});
     return out;
 }
 
+namespace {
+
+/// The file a write to `path` replaces: a symbolic link's target (resolved once), else `path`.
 std::string write_target(const std::string& path) {
     struct stat lst;
     std::error_code ec;
@@ -139,23 +154,149 @@ std::string write_target(const std::string& path) {
     return path;
 }
 
-std::string make_temp_next_to(const std::string& path, const std::string& option) {
-    const fs::path target(write_target(path));
-    const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-    std::string tmpl = (dir / ("." + target.filename().string() + ".XXXXXX.partial")).string();
-    const int fd = mkstemps(tmpl.data(), 8);
-    if (fd < 0) throw InputError(path, option, "cannot create a file in " + dir.string() + ": " + std::strerror(errno));
-    const mode_t mask = umask(0);
-    umask(mask);
-    fchmod(fd, 0666 & ~mask);
-    close(fd);
-    return tmpl;
+std::string random_letters(size_t n) {
+    static const char letters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    static std::mt19937_64 rng{std::random_device{}() ^ uint64_t(::getpid())};
+    std::string s;
+    for (size_t i = 0; i < n; ++i) s += letters[rng() % (sizeof letters - 1)];
+    return s;
 }
 
-void check_output_file(const std::string& path, const std::string& option, OutputKind kind, const std::vector<ProtectedFile>& inputs,
-                       bool force) {
-    if (path == "-") return;
-    if (path.empty()) throw InputError(option, "", "an empty path; expected a file name (or '-' for standard output)");
+}  // namespace
+
+OutputTarget::OutputTarget(const std::string& path, const std::string& option) : path_(path), option_(option) {
+    const fs::path target(write_target(path));
+    folder_ = target.has_parent_path() ? target.parent_path().string() : ".";
+    name_ = target.filename().string();
+    if (name_.empty() || name_ == "." || name_ == "..") throw InputError(path, option, "is a directory; expected a file path to write");
+    dir_ = ::open(folder_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir_ < 0) throw InputError(path, option, "cannot create a file in " + folder_ + ": " + std::strerror(errno));
+    struct stat st;
+    if (::fstatat(dir_, name_.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        existed_ = true;
+        dev_ = st.st_dev;
+        ino_ = st.st_ino;
+    }
+}
+
+OutputTarget::~OutputTarget() {
+    if (dir_ >= 0) ::close(dir_);
+}
+
+OutputTarget::OutputTarget(OutputTarget&& o) noexcept
+    : path_(std::move(o.path_)),
+      option_(std::move(o.option_)),
+      folder_(std::move(o.folder_)),
+      name_(std::move(o.name_)),
+      dir_(std::exchange(o.dir_, -1)),
+      existed_(o.existed_),
+      dev_(o.dev_),
+      ino_(o.ino_) {}
+
+std::string OutputTarget::where() const {
+    return (fs::path(folder_) / name_).string();
+}
+
+int OutputTarget::new_temp(std::string& name) const {
+    const std::string base = "." + name_.substr(0, 200) + ".";
+    for (int attempt = 0; attempt < 100; ++attempt) {
+        name = base + random_letters(6) + ".partial";
+        const int fd = ::openat(dir_, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (fd >= 0) return fd;
+        if (errno != EEXIST) break;
+    }
+    throw InputError(path_, option_, "cannot create a file in " + folder_ + ": " + std::strerror(errno));
+}
+
+void OutputTarget::discard(const std::string& temp) const {
+    ::unlinkat(dir_, temp.c_str(), 0);
+}
+
+void OutputTarget::changed(const std::string& temp, const std::string& what) const {
+    discard(temp);
+    throw OutputWriteError(path_ + ": " + option_ + ": " + what +
+                           " while the command worked (checked before it began); refusing to write there: nothing was written, "
+                           "what the name holds now is unchanged");
+}
+
+void OutputTarget::commit(const std::string& temp) const {
+    struct stat now;
+    const bool there = ::fstatat(dir_, name_.c_str(), &now, AT_SYMLINK_NOFOLLOW) == 0;
+    if (!existed_) {
+        if (there) changed(temp, S_ISLNK(now.st_mode) ? "a symbolic link appeared at its name" : "a file appeared at its name");
+        if (::renameat2(dir_, temp.c_str(), dir_, name_.c_str(), RENAME_NOREPLACE) == 0) return;
+        if (errno == EEXIST) changed(temp, "a file appeared at its name");
+    } else {
+        if (!there) changed(temp, "the file it named was removed or renamed");
+        if (S_ISLNK(now.st_mode)) changed(temp, "it was replaced by a symbolic link");
+        if (now.st_dev != dev_ || now.st_ino != ino_) changed(temp, "it was replaced by another file");
+        if (::renameat2(dir_, temp.c_str(), dir_, name_.c_str(), RENAME_EXCHANGE) == 0) {
+            struct stat old;  // what the exchange took out: the checked file, else it goes back
+            if (::fstatat(dir_, temp.c_str(), &old, AT_SYMLINK_NOFOLLOW) == 0 && old.st_dev == dev_ && old.st_ino == ino_) {
+                discard(temp);
+                return;
+            }
+            ::renameat2(dir_, temp.c_str(), dir_, name_.c_str(), RENAME_EXCHANGE);
+            changed(temp, "it was replaced by another file");
+        }
+    }
+    if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP && errno != EXDEV) {  // else: a file system without renameat2's flags
+        const std::string reason = std::strerror(errno);
+        discard(temp);
+        throw OutputWriteError(path_ + ": " + option_ + ": cannot replace the file: " + reason);
+    }
+    if (::renameat(dir_, temp.c_str(), dir_, name_.c_str()) != 0) {
+        const std::string reason = std::strerror(errno);
+        discard(temp);
+        throw OutputWriteError(path_ + ": " + option_ + ": cannot replace the file: " + reason);
+    }
+}
+
+bool OutputTarget::inside(dev_t dev, ino_t ino) const {
+    int fd = ::dup(dir_);
+    for (int depth = 0; fd >= 0 && depth < 4096; ++depth) {
+        struct stat st, up;
+        if (::fstat(fd, &st) != 0) break;
+        if (st.st_dev == dev && st.st_ino == ino) {
+            ::close(fd);
+            return true;
+        }
+        const int parent = ::openat(fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ::close(fd);
+        fd = parent;
+        if (fd < 0 || ::fstat(fd, &up) != 0 || (up.st_dev == st.st_dev && up.st_ino == st.st_ino)) break;  // the root
+    }
+    if (fd >= 0) ::close(fd);
+    return false;
+}
+
+namespace {
+
+/// The input folders among `inputs` (a Trainer checkpoint, a data folder): nothing is created inside one.
+void refuse_inside_input_folder(const OutputTarget& t, const std::string& path, const std::string& option,
+                                const std::vector<ProtectedFile>& inputs) {
+    for (const auto& in : inputs) {
+        struct stat st;
+        if (in.path.empty() || ::stat(in.path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || !t.inside(st.st_dev, st.st_ino)) continue;
+        throw InputError(path, option,
+                         "lies inside " + in.role + " (" + in.path +
+                             "), a folder the command reads; refusing to create or replace a file in it, even with --force (a file "
+                             "added there changes what the folder holds: it may no longer load): choose a path outside it");
+    }
+}
+
+void refuse_protected(const OutputTarget& t, const std::string& path, const std::string& option, const std::vector<ProtectedFile>& inputs) {
+    Location out = locate(t.where());
+    for (const auto& in : inputs)
+        if (!in.path.empty() && same_file(out, locate(in.path)))
+            throw InputError(
+                path, option,
+                "is " + in.role + " (" + in.path + "); refusing to overwrite it, even with --force: choose another output file");
+    refuse_inside_input_folder(t, path, option, inputs);
+}
+
+/// The checks on what the path names now: a dangling link, a directory, a device or FIFO.
+void refuse_non_regular(const std::string& path, const std::string& option) {
     struct stat lst, st;
     const bool linked = ::lstat(path.c_str(), &lst) == 0;
     const bool exists = ::stat(path.c_str(), &st) == 0;
@@ -167,57 +308,115 @@ void check_output_file(const std::string& path, const std::string& option, Outpu
             path, option,
             std::string("is ") + file_type(st.st_mode) +
                 ", not a regular file; refusing to replace it, even with --force: give a file path, or '-' for standard output");
-    const Location out = locate(path);
-    for (const auto& in : inputs)
-        if (!in.path.empty() && same_file(out, locate(in.path)))
-            throw InputError(
-                path, option,
-                "is " + in.role + " (" + in.path + "); refusing to overwrite it, even with --force: choose another output file");
-    if (exists && !force && !is_output_of_kind(path, kind))
+}
+
+std::mutex g_checked_mutex;
+std::map<std::string, std::shared_ptr<OutputTarget>> g_checked;  ///< targets checked by check_output_file, by path
+
+}  // namespace
+
+OutputTarget check_output_target(const std::string& path, const std::string& option, OutputKind kind,
+                                 const std::vector<ProtectedFile>& inputs, bool force) {
+    if (path.empty()) throw InputError(option, "", "an empty path; expected a file name (or '-' for standard output)");
+    refuse_non_regular(path, option);
+    OutputTarget t(path, option);
+    refuse_protected(t, path, option, inputs);
+    if (t.existed() && !force && !is_output_of_kind(t.where(), kind))
         throw InputError(
             path, option,
             "exists and is not " + describe(kind) + "; refusing to overwrite it (choose another file name, or pass --force to replace it)");
-    const std::string probe = make_temp_next_to(path, option);  // the folder takes a new file: tried, not guessed
-    std::remove(probe.c_str());
+    std::string probe;  // the folder takes a new file: tried, not guessed
+    ::close(t.new_temp(probe));
+    t.discard(probe);
+    return t;
 }
 
-void write_output_file(const std::string& path, const std::string& option, const std::string& text) {
-    const std::string target = write_target(path);
-    const bool existed = ::access(target.c_str(), F_OK) == 0;
-    const std::string unchanged = existed ? "; nothing was written, the existing file is unchanged" : "; nothing was written";
-    std::string tmp;
+void check_output_file(const std::string& path, const std::string& option, OutputKind kind, const std::vector<ProtectedFile>& inputs,
+                       bool force) {
+    if (path == "-") return;
+    auto t = std::make_shared<OutputTarget>(check_output_target(path, option, kind, inputs, force));
+    std::lock_guard<std::mutex> l(g_checked_mutex);
+    g_checked[path] = std::move(t);
+}
+
+namespace {
+
+/// Writes all of `n` bytes; false (errno set) on failure.
+bool write_all(int fd, const char* data, size_t n) {
+    for (size_t done = 0; done < n;) {
+        const ssize_t w = ::write(fd, data + done, n - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            if (w == 0) errno = EIO;
+            return false;
+        }
+        done += size_t(w);
+    }
+    return true;
+}
+
+/// The held target of `path`: the one checked before the work, else held now.
+std::shared_ptr<OutputTarget> held_target(const std::string& path, const std::string& option, const std::string& unchanged) {
+    {
+        std::lock_guard<std::mutex> l(g_checked_mutex);
+        if (auto it = g_checked.find(path); it != g_checked.end()) {
+            auto t = it->second;
+            g_checked.erase(it);
+            return t;
+        }
+    }
     try {
-        tmp = make_temp_next_to(target, option);
+        return std::make_shared<OutputTarget>(path, option);
     } catch (const InputError& e) {
         throw OutputWriteError(path + ": " + option + ": " + e.expected() + unchanged);
     }
-    auto fail = [&](const char* what) {
-        const std::string reason = std::strerror(errno);
-        std::remove(tmp.c_str());
-        throw OutputWriteError(path + ": " + option + ": " + what + ": " + reason + unchanged);
-    };
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
-    if (fd < 0) fail("cannot open a new file next to it");
-    for (size_t done = 0; done < text.size();) {
-        const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            if (n == 0) errno = EIO;
-            const int err = errno;
-            ::close(fd);
-            errno = err;
-            fail("cannot write");
-        }
-        done += size_t(n);
+}
+
+/// Writes through `fill` (false with errno set on failure) into a new file of the target, flushes
+/// it and renames it over the target.
+void write_through(const OutputTarget& t, const std::string& option, const std::function<bool(int)>& fill) {
+    const std::string unchanged = t.existed() ? "; nothing was written, the existing file is unchanged" : "; nothing was written";
+    std::string tmp;
+    int fd = -1;
+    try {
+        fd = t.new_temp(tmp);
+    } catch (const InputError& e) {
+        throw OutputWriteError(t.path() + ": " + option + ": " + e.expected() + unchanged);
     }
-    if (::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) {
-        const int err = errno;
-        ::close(fd);
+    bool ok = fill(fd);
+    if (ok && ::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) ok = false;
+    const int err = errno;
+    if (::close(fd) != 0 && ok)
+        ok = false;
+    else
         errno = err;
-        fail("cannot write");
+    if (!ok) {
+        const std::string reason = std::strerror(errno);
+        t.discard(tmp);
+        throw OutputWriteError(t.path() + ": " + option + ": cannot write: " + reason + unchanged);
     }
-    if (::close(fd) != 0) fail("cannot write");
-    if (std::rename(tmp.c_str(), target.c_str()) != 0) fail("cannot replace the file");
+    t.commit(tmp);
+}
+
+}  // namespace
+
+void write_output_file(const std::string& path, const std::string& option, const std::string& text) {
+    const auto t = held_target(path, option, "; nothing was written");
+    write_through(*t, option, [&](int fd) { return write_all(fd, text.data(), text.size()); });
+}
+
+void copy_to_target(const OutputTarget& target, int from, const std::string& option) {
+    write_through(target, option, [from](int fd) {
+        if (::lseek(from, 0, SEEK_SET) != 0) return false;
+        std::vector<char> buf(size_t(1) << 20);
+        for (;;) {
+            const ssize_t n = ::read(from, buf.data(), buf.size());
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) return false;
+            if (n == 0) return true;
+            if (!write_all(fd, buf.data(), size_t(n))) return false;
+        }
+    });
 }
 
 }  // namespace ampscope::storage

@@ -2,10 +2,13 @@
 // The replay JSON (replay --json, the header of a recorded replay run) written from and read
 // back into a ReplayResult: one definition for the CLI and the GUI.
 #include <cmath>
+#include <cstdint>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "ampscope/engine/json_depth.h"
 #include "ampscope/engine/errors.h"
+#include "ampscope/engine/text.h"
 #include "ampscope/storage/replay_record.h"
 #include "json_map.h"
 
@@ -19,11 +22,6 @@ nlohmann::json num(double v) {
     if (std::isnan(v)) return "nan";
     if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
     return v;
-}
-
-/// A number num() wrote; 0 where the key is absent.
-double num_of(const nlohmann::json& j) {
-    return j.is_null() ? 0 : jmap::read_num(j);
 }
 
 nlohmann::json stage_json(const ReplayStage& s) {
@@ -62,60 +60,158 @@ nlohmann::json step_json(const ReplayStep& st) {
             {"activations", acts}};
 }
 
-template <class T>
-T value_or(const nlohmann::json& j, const char* key, T fallback) {
-    auto it = j.find(key);
-    return it == j.end() || it->is_null() ? fallback : it->get<T>();
-}
+/// Reads a replay JSON's fields, each checked for its type: a field of the wrong type is an
+/// InputError naming the file and the field's path (absent fields of older replays take their
+/// defaults).
+class Reader {
+public:
+    explicit Reader(std::string source) : source_(std::move(source)) {}
 
-ReplayStep step_of(const nlohmann::json& j) {
+    /// The value of `key` (null when absent).
+    const nlohmann::json& at(const nlohmann::json& j, const std::string& key) const {
+        static const nlohmann::json null;
+        const auto it = j.find(key);
+        return it == j.end() ? null : *it;
+    }
+    [[noreturn]] void wrong(const std::string& field, const char* expected, const nlohmann::json& v) const {
+        throw InputError(source_, field, std::string("expected ") + expected + ", found " + describe(v));
+    }
+    std::string str(const nlohmann::json& j, const std::string& path, const char* key) const {
+        const auto& v = at(j, key);
+        if (v.is_null()) return "";
+        if (!v.is_string()) wrong(path + key, "a string", v);
+        return v.get<std::string>();
+    }
+    bool flag(const nlohmann::json& j, const std::string& path, const char* key, bool fallback) const {
+        const auto& v = at(j, key);
+        if (v.is_null()) return fallback;
+        if (!v.is_boolean()) wrong(path + key, "true or false", v);
+        return v.get<bool>();
+    }
+    int64_t integer(const nlohmann::json& j, const std::string& path, const char* key, int64_t fallback) const {
+        const auto& v = at(j, key);
+        if (v.is_null()) return fallback;
+        if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)))
+            wrong(path + key, "an integer", v);
+        return v.get<int64_t>();
+    }
+    int small(const nlohmann::json& j, const std::string& path, const char* key, int fallback) const {
+        const auto v = integer(j, path, key, fallback);
+        if (v < INT32_MIN || v > INT32_MAX) wrong(path + key, "an integer within 32 bits", at(j, key));
+        return int(v);
+    }
+    /// A number, or "nan", "inf", "-inf" (num()); 0 when absent.
+    double number(const nlohmann::json& j, const std::string& path, const char* key) const {
+        const auto& v = at(j, key);
+        if (v.is_null()) return 0;
+        if (v.is_number()) return v.get<double>();
+        if (v.is_string() && (v == "nan" || v == "inf" || v == "-inf")) return jmap::read_num(v);
+        wrong(path + key, "a number (or \"nan\", \"inf\", \"-inf\")", v);
+    }
+    std::vector<std::string> strings(const nlohmann::json& j, const std::string& path, const char* key) const {
+        std::vector<std::string> out;
+        const auto& v = list(j, path, key);
+        for (size_t i = 0; i < v.size(); ++i) {
+            if (!v[i].is_string()) wrong(path + key + "[" + std::to_string(i) + "]", "a string", v[i]);
+            out.push_back(v[i].get<std::string>());
+        }
+        return out;
+    }
+    const nlohmann::json& object(const nlohmann::json& j, const std::string& path, const char* key) const {
+        static const nlohmann::json empty = nlohmann::json::object();
+        const auto& v = at(j, key);
+        if (v.is_null()) return empty;
+        if (!v.is_object()) wrong(path + key, "an object", v);
+        return v;
+    }
+    const nlohmann::json& list(const nlohmann::json& j, const std::string& path, const char* key) const {
+        static const nlohmann::json empty = nlohmann::json::array();
+        const auto& v = at(j, key);
+        if (v.is_null()) return empty;
+        if (!v.is_array()) wrong(path + key, "an array", v);
+        return v;
+    }
+    /// The element `i` of array `a`, which must be an object.
+    const nlohmann::json& element(const nlohmann::json& a, size_t i, const std::string& path) const {
+        if (!a[i].is_object()) wrong(path + "[" + std::to_string(i) + "]", "an object", a[i]);
+        return a[i];
+    }
+
+private:
+    static std::string describe(const nlohmann::json& v) {
+        if (v.is_string()) return "the string \"" + clip_echo(v.get<std::string>(), 40) + "\"";
+        if (v.is_number() || v.is_boolean()) return v.dump();
+        return v.is_object() ? "an object" : v.is_array() ? "an array" : "null";
+    }
+
+public:
+    const std::string& source() const { return source_; }
+
+private:
+    std::string source_;
+};
+
+ReplayStep step_of(const Reader& rd, const nlohmann::json& j, const std::string& at) {
     ReplayStep st;
-    st.step = value_or(j, "step", 0);
-    st.loss_ref = num_of(j.value("loss_ref", nlohmann::json()));
-    st.loss_amp = num_of(j.value("loss_amp", nlohmann::json()));
-    st.scale = num_of(j.value("scale", nlohmann::json()));
-    st.found_inf = value_or(j, "found_inf", false);
-    st.skipped = value_or(j, "skipped", false);
-    st.scale_after = num_of(j.value("scale_after", nlohmann::json()));
-    st.growth_tracker = value_or(j, "growth_tracker", -1);
-    for (const auto& p : j.value("params", nlohmann::json::array()))
-        st.params.push_back({value_or<std::string>(p, "name", ""), num_of(p.value("grad_rel_diff", nlohmann::json())),
-                             num_of(p.value("update_rel_diff", nlohmann::json())), value_or(p, "grad_finite", true),
-                             value_or(p, "weights_finite", true), value_or<std::string>(p, "sha256_ref", ""),
-                             value_or<std::string>(p, "sha256_amp", "")});
-    for (const auto& l : j.value("activations", nlohmann::json::array()))
-        st.activations.push_back({value_or<std::string>(l, "module", ""), value_or<std::string>(l, "op", ""),
-                                  num_of(l.value("ref_absmax", nlohmann::json())), num_of(l.value("amp_absmax", nlohmann::json())),
-                                  num_of(l.value("ref_rms", nlohmann::json())), num_of(l.value("amp_rms", nlohmann::json())),
-                                  value_or<int64_t>(l, "amp_nonfinite", 0), value_or<int64_t>(l, "amp_fp16_overflow", 0)});
+    st.step = rd.small(j, at, "step", 0);
+    st.loss_ref = rd.number(j, at, "loss_ref");
+    st.loss_amp = rd.number(j, at, "loss_amp");
+    st.scale = rd.number(j, at, "scale");
+    st.found_inf = rd.flag(j, at, "found_inf", false);
+    st.skipped = rd.flag(j, at, "skipped", false);
+    st.scale_after = rd.number(j, at, "scale_after");
+    st.growth_tracker = rd.small(j, at, "growth_tracker", -1);
+    const auto& params = rd.list(j, at, "params");
+    for (size_t i = 0; i < params.size(); ++i) {
+        const std::string pa = at + "params[" + std::to_string(i) + "].";
+        const auto& p = rd.element(params, i, at + "params");
+        st.params.push_back({rd.str(p, pa, "name"), rd.number(p, pa, "grad_rel_diff"), rd.number(p, pa, "update_rel_diff"),
+                             rd.flag(p, pa, "grad_finite", true), rd.flag(p, pa, "weights_finite", true), rd.str(p, pa, "sha256_ref"),
+                             rd.str(p, pa, "sha256_amp")});
+    }
+    const auto& acts = rd.list(j, at, "activations");
+    for (size_t i = 0; i < acts.size(); ++i) {
+        const std::string la = at + "activations[" + std::to_string(i) + "].";
+        const auto& l = rd.element(acts, i, at + "activations");
+        st.activations.push_back({rd.str(l, la, "module"), rd.str(l, la, "op"), rd.number(l, la, "ref_absmax"),
+                                  rd.number(l, la, "amp_absmax"), rd.number(l, la, "ref_rms"), rd.number(l, la, "amp_rms"),
+                                  rd.integer(l, la, "amp_nonfinite", 0), rd.integer(l, la, "amp_fp16_overflow", 0)});
+    }
     return st;
 }
 
-void spec_of(const nlohmann::json& j, ReplayResult& r) {
-    r.spec.model = value_or<std::string>(j, "model", "");
-    const auto ck = j.value("checkpoint", nlohmann::json::object());
-    r.spec.checkpoint = value_or<std::string>(ck, "path", "");
-    r.checkpoint_format = value_or<std::string>(ck, "format", "");
-    r.checkpoint_sha256 = value_or<std::string>(ck, "sha256", "");
-    const auto b = j.value("batch", nlohmann::json::object());
-    r.spec.batch = value_or<std::string>(b, "path", "");
-    r.batch_sha256 = value_or<std::string>(b, "sha256", "");
-    r.spec.precision = parse_precision(value_or<std::string>(j, "precision", "fp16")).value_or(Precision::Fp16);
-    const auto rem = j.value("remedies", nlohmann::json::object());
-    r.spec.keep_fp32 = value_or(rem, "keep_fp32", std::vector<std::string>{});
-    if (rem.contains("init_scale") && !rem["init_scale"].is_null()) r.spec.init_scale = num_of(rem["init_scale"]);
-    if (rem.contains("growth_interval") && !rem["growth_interval"].is_null()) r.spec.growth_interval = rem["growth_interval"].get<int>();
-    r.spec.clip_grad_norm = num_of(rem.value("clip_grad_norm", nlohmann::json(0.0)));
-    const auto in = j.value("inputs", nlohmann::json::object());  // absent in replays recorded before it
-    r.spec.loss = value_or<std::string>(in, "loss", "");
-    r.spec.steps = value_or(in, "steps", 1);
-    r.spec.optimizer_state = value_or<std::string>(in, "optimizer_state", "");
-    r.spec.scaler_state = value_or<std::string>(in, "scaler_state", "");
-    r.spec.strip_prefix = value_or<std::string>(in, "strip_prefix", "");
-    r.spec.non_strict = value_or(in, "non_strict", false);
-    r.spec.output = value_or<std::string>(in, "output", "");
-    r.spec.device = value_or<std::string>(in, "device", "");
-    r.spec.original_run_id = value_or<std::string>(j, "original_run_id", "");
+void spec_of(const Reader& rd, const nlohmann::json& j, ReplayResult& r) {
+    r.spec.model = rd.str(j, "", "model");
+    const auto& ck = rd.object(j, "", "checkpoint");
+    r.spec.checkpoint = rd.str(ck, "checkpoint.", "path");
+    r.checkpoint_format = rd.str(ck, "checkpoint.", "format");
+    r.checkpoint_sha256 = rd.str(ck, "checkpoint.", "sha256");
+    const auto& b = rd.object(j, "", "batch");
+    r.spec.batch = rd.str(b, "batch.", "path");
+    r.batch_sha256 = rd.str(b, "batch.", "sha256");
+    const auto precision = rd.str(j, "", "precision");
+    const auto p = parse_precision(precision.empty() ? "fp16" : precision);
+    if (!p || *p == Precision::Fp32) rd.wrong("precision", "\"fp16\" or \"bf16\"", rd.at(j, "precision"));
+    r.spec.precision = *p;
+    const auto& rem = rd.object(j, "", "remedies");
+    r.spec.keep_fp32 = rd.strings(rem, "remedies.", "keep_fp32");
+    if (!rd.at(rem, "init_scale").is_null()) r.spec.init_scale = rd.number(rem, "remedies.", "init_scale");
+    if (!rd.at(rem, "growth_interval").is_null()) {
+        const auto g = rd.integer(rem, "remedies.", "growth_interval", 0);
+        if (g < 1 || g > INT32_MAX) rd.wrong("remedies.growth_interval", "an integer from 1", rd.at(rem, "growth_interval"));
+        r.spec.growth_interval = int(g);
+    }
+    r.spec.clip_grad_norm = rd.number(rem, "remedies.", "clip_grad_norm");
+    const auto& in = rd.object(j, "", "inputs");  // absent in replays recorded before it
+    r.spec.loss = rd.str(in, "inputs.", "loss");
+    r.spec.steps = rd.small(in, "inputs.", "steps", 1);
+    r.spec.optimizer_state = rd.str(in, "inputs.", "optimizer_state");
+    r.spec.scaler_state = rd.str(in, "inputs.", "scaler_state");
+    r.spec.strip_prefix = rd.str(in, "inputs.", "strip_prefix");
+    r.spec.non_strict = rd.flag(in, "inputs.", "non_strict", false);
+    r.spec.output = rd.str(in, "inputs.", "output");
+    r.spec.device = rd.str(in, "inputs.", "device");
+    r.spec.original_run_id = rd.str(j, "", "original_run_id");
 }
 
 /// What the replay was given besides model, checkpoint and batch (a remedy reruns with them).
@@ -178,34 +274,47 @@ ReplayRecord replay_record_of(const ReplayResult& r) {
             replay_to_json(r)};
 }
 
+namespace {
+
+std::optional<ReplayStage> stage_of(const Reader& rd, const nlohmann::json& j) {
+    const auto& f = rd.at(j, "first_nonfinite");
+    if (f.is_null()) return std::nullopt;
+    if (!f.is_object()) rd.wrong("first_nonfinite", "an object (or null: none)", f);
+    const std::string at = "first_nonfinite.";
+    return ReplayStage{rd.small(f, at, "step", 0), rd.str(f, at, "stage"), rd.str(f, at, "side"),
+                       rd.str(f, at, "module"),    rd.str(f, at, "op"),    rd.str(f, at, "autograd_node")};
+}
+
+ReplayResult replay_of(const Reader& rd, const nlohmann::json& j) {
+    if (!j.is_object() || j.value("kind", "") != "replay") throw InputError(rd.source(), "kind", "a replay JSON (kind 'replay')");
+    ReplayResult r;
+    r.run_id = rd.str(j, "", "run_id");
+    if (r.run_id.empty()) rd.wrong("run_id", "the replay's run id (a string)", rd.at(j, "run_id"));
+    r.started_at = rd.str(j, "", "started_at");
+    r.finished_at = rd.str(j, "", "finished_at");
+    r.device = rd.str(j, "", "device");  // device and backend: absent in replays recorded before them
+    r.backend = rd.str(j, "", "backend");
+    spec_of(rd, j, r);
+    // a string (the kind), or an object naming it in "kind" (groups and flags beside it)
+    r.optimizer = rd.at(j, "optimizer").is_object() ? rd.str(rd.at(j, "optimizer"), "optimizer.", "kind") : rd.str(j, "", "optimizer");
+    r.scaler_enabled = rd.flag(j, "", "scaler_enabled", true);
+    const auto& keys = rd.object(j, "", "keys");
+    r.missing = rd.strings(keys, "keys.", "missing");
+    r.unexpected = rd.strings(keys, "keys.", "unexpected");
+    r.mismatched = rd.strings(keys, "keys.", "mismatched");
+    r.first_nonfinite = stage_of(rd, j);
+    const auto& steps = rd.list(j, "", "steps");
+    for (size_t i = 0; i < steps.size(); ++i)
+        r.steps.push_back(step_of(rd, rd.element(steps, i, "steps"), "steps[" + std::to_string(i) + "]."));
+    r.warnings = rd.strings(j, "", "warnings");
+    return r;
+}
+
+}  // namespace
+
 ReplayResult replay_from_json(const std::string& text, const std::string& source) {
-    nlohmann::json j;
     try {
-        j = nlohmann::json::parse(text, json_depth_limit(source, "", "a replay JSON"));
-        if (!j.is_object() || j.value("kind", "") != "replay") throw InputError(source, "kind", "a replay JSON (kind 'replay')");
-        ReplayResult r;
-        r.run_id = value_or<std::string>(j, "run_id", "");
-        r.started_at = value_or<std::string>(j, "started_at", "");
-        r.finished_at = value_or<std::string>(j, "finished_at", "");
-        r.device = value_or<std::string>(j, "device", "");  // device and backend: absent in replays recorded before them
-        r.backend = value_or<std::string>(j, "backend", "");
-        spec_of(j, r);
-        r.optimizer = value_or<std::string>(j, "optimizer", "");
-        r.scaler_enabled = value_or(j, "scaler_enabled", true);
-        const auto keys = j.value("keys", nlohmann::json::object());
-        r.missing = value_or(keys, "missing", std::vector<std::string>{});
-        r.unexpected = value_or(keys, "unexpected", std::vector<std::string>{});
-        r.mismatched = value_or(keys, "mismatched", std::vector<std::string>{});
-        if (auto f = j.find("first_nonfinite"); f != j.end() && f->is_object())
-            r.first_nonfinite = ReplayStage{value_or(*f, "step", 0),
-                                            value_or<std::string>(*f, "stage", ""),
-                                            value_or<std::string>(*f, "side", ""),
-                                            value_or<std::string>(*f, "module", ""),
-                                            value_or<std::string>(*f, "op", ""),
-                                            value_or<std::string>(*f, "autograd_node", "")};
-        for (const auto& st : j.value("steps", nlohmann::json::array())) r.steps.push_back(step_of(st));
-        r.warnings = value_or(j, "warnings", std::vector<std::string>{});
-        return r;
+        return replay_of(Reader(source), nlohmann::json::parse(text, json_depth_limit(source, "", "a replay JSON")));
     } catch (const nlohmann::json::exception& e) {
         throw InputError(source, "", std::string("a replay JSON: ") + e.what());
     }

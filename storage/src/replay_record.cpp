@@ -7,6 +7,8 @@
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/run.h"
+#include "ampscope/engine/text.h"
+#include "ampscope/storage/errors.h"
 #include "sqlite.h"
 
 namespace ampscope::storage {
@@ -65,6 +67,19 @@ std::string replay_json(const Store& store, const std::string& uuid) {
     s.bind(1, uuid);
     if (!s.step()) throw InputError(store.path(), uuid, "no replay run with this id");
     return s.text(0);
+}
+
+ReplayResult checked_replay(const Store& store, const std::string& uuid) {
+    const std::string where = store.path() + ": run " + uuid + ": column runs.header_json";
+    ReplayResult r;
+    try {
+        r = replay_from_json(replay_json(store, uuid), where);
+    } catch (const InputError& e) {
+        throw StoreError(std::string("not a valid replay record: ") + e.what());
+    }
+    if (r.run_id != uuid)
+        throw StoreError(where + ": not a valid replay record: field 'run_id' is '" + clip_echo(r.run_id, 80) + "', not the run's own id");
+    return r;
 }
 
 }  // namespace ampscope::storage

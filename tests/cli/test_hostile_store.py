@@ -3,15 +3,22 @@
 message naming the file and what was expected; nothing crashes; no database is created by a
 reading command, written when it belongs to another application, replaced by an export, or
 left half-written. After every case that touches a database, PRAGMA integrity_check is ok and
-the earlier runs are still there."""
+the earlier runs are still there.
+
+Stored replays (issue 28, class HostileStoredReplay): `show` prints a replay's review and notes and
+never a raw C1 control character of its stored JSON; a stored replay JSON is checked wherever it is
+read (show, export, import): every field of its type, its run_id the row's, else exit 2 naming the
+field."""
+import copy
 import json
 import os
+import subprocess
 import shutil
 import sqlite3
 import tempfile
 import unittest
 
-from common import run_cli
+from common import CLI, run_cli
 
 RUN = ["run", "--model", "demo:mlp", "--probes", "demo", "--device", "cpu", "--no-inspect", "-q"]
 
@@ -234,6 +241,139 @@ class HostileStore(unittest.TestCase):
         self.assertIn("DAMAGED:", out)
         self.assertIn("verdict:", out)
         self.intact()
+
+
+REPLAY_ID = "5e1a7c00-0000-4000-8000-00000000ab01"
+C1 = "\u009b31m\u009d0;pwned\u0007"  # CSI and OSC as C1 characters (raw UTF-8 in the stored JSON)
+
+
+def replay_header(run_id=REPLAY_ID):
+    """A replay JSON as `replay --json` writes it (a finite replay of one step)."""
+    return {"run_id": run_id, "kind": "replay", "started_at": "2026-01-01T00:00:00Z", "finished_at": "2026-01-01T00:00:01Z",
+            "device": "cpu", "backend": "cpu", "model": "/m/model.pt",
+            "checkpoint": {"path": "/m/ck.pt", "format": "state_dict", "sha256": "ab" * 32},
+            "batch": {"path": "/m/batch.pt", "sha256": "cd" * 32}, "precision": "fp16", "optimizer": "adam",
+            "scaler_enabled": True,
+            "remedies": {"keep_fp32": [], "init_scale": None, "growth_interval": None, "clip_grad_norm": 0.0},
+            "inputs": {"loss": "", "steps": 1, "optimizer_state": "", "scaler_state": "", "strip_prefix": "", "non_strict": False,
+                       "output": "", "device": ""},
+            "original_run_id": None, "keys": {"missing": [], "unexpected": [], "mismatched": []}, "first_nonfinite": None,
+            "steps": [{"step": 0, "loss_ref": 1.5, "loss_amp": "nan", "scale": 4096.0, "found_inf": True, "skipped": True,
+                       "scale_after": 2048.0, "growth_tracker": 0, "params": [], "activations": []}],
+            "warnings": ["stored " + C1 + " text"]}
+
+
+def add_replay(db, header, uuid=REPLAY_ID):
+    sql(db, "DELETE FROM runs WHERE uuid='%s'" % uuid)
+    con = sqlite3.connect(db)
+    try:
+        con.execute("INSERT INTO runs(uuid, kind, status, verdict, model_source, weights_sha256, probes_source, probes_sha256, "
+                    "device, precisions, mode, header_json, tool_version, started_at, finished_at, pid, host) "
+                    "VALUES(?, 'replay', 'completed', 'finite', '/m/model.pt', ?, '/m/batch.pt', ?, 'cpu', 'fp32,fp16', 'train', "
+                    "?, '0.1.0', '2026-01-01T00:00:00Z', '2026-01-01T00:00:01Z', 1, 'h')",
+                    (uuid, "ab" * 32, "cd" * 32, json.dumps(header, ensure_ascii=False, indent=2)))
+        con.commit()
+    finally:
+        con.close()
+
+
+def mutated(path, value):
+    """replay_header() with the field at `path` (dotted, [i] for list items) set to `value`."""
+    h = copy.deepcopy(replay_header())
+    node, keys = h, path.replace("[", ".").replace("]", "").split(".")
+    for k in keys[:-1]:
+        node = node[int(k)] if isinstance(node, list) else node[k]
+    node[int(keys[-1]) if isinstance(node, list) else keys[-1]] = value
+    return h
+
+
+WRONG = [("first_nonfinite", 5), ("precision", "fp8"), ("precision", 16), ("steps", "x"), ("steps[0].loss_ref", "high"),
+         ("steps[0].skipped", "yes"), ("steps[0].step", 2.5), ("remedies.keep_fp32", [1]), ("checkpoint", "x"),
+         ("checkpoint.path", 7), ("scaler_enabled", 1), ("warnings", "w"), ("keys.missing", [None]),
+         ("remedies.growth_interval", 0), ("run_id", 5)]
+
+
+class HostileStoredReplay(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(dir=self.tmp.name)
+        self.db = os.path.join(self.dir, "runs.sqlite")
+        run_cli(*RUN, "--db", self.db, check_rc=None)  # the database and one comparison run
+        add_replay(self.db, replay_header())
+
+    def bad(self, args, *words):
+        rc, out, err = run_cli(*args)
+        self.assertEqual(rc, 2, f"{args}: rc {rc}\nstdout {out}\nstderr {err}")
+        for w in words:
+            self.assertIn(w, err, f"{args}: message lacks {w!r}: {err}")
+        return err
+
+    def bundle(self, header):
+        """An export holding the replay, its stored JSON then replaced by `header` (a hostile file)."""
+        out = os.path.join(self.dir, "b%d.ampscope" % len(os.listdir(self.dir)))
+        run_cli("export", REPLAY_ID, "--db", self.db, "-o", out, check_rc=0)
+        trigger = query(out, "SELECT sql FROM sqlite_master WHERE name='runs_criteria_immutable'")[0][0]
+        con = sqlite3.connect(out)  # the trigger that keeps headers fixed, lifted for the edit and put back
+        try:
+            con.execute("DROP TRIGGER runs_criteria_immutable")
+            con.execute("UPDATE runs SET header_json=? WHERE uuid=?", (json.dumps(header, ensure_ascii=False), REPLAY_ID))
+            con.execute(trigger)
+            con.commit()
+        finally:
+            con.close()
+        return out
+
+    def test_show_prints_review_and_notes_and_no_raw_c1(self):
+        # Was: `show` on a replay printed its stored JSON raw (C1 CSI/OSC reached the terminal) and
+        # neither its review nor its notes.
+        run_cli("annotate", REPLAY_ID, "looked at it", "--author", "ann", "--db", self.db, check_rc=0)
+        run_cli("review", REPLAY_ID, "accepted", "--author", "rev", "--db", self.db, check_rc=0)
+        p = subprocess.run([CLI, "show", REPLAY_ID, "--db", self.db], capture_output=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        for raw in ("\u009b", "\u009d", "\x07"):
+            self.assertNotIn(raw.encode("utf-8"), p.stdout)
+        out = p.stdout.decode("utf-8")
+        self.assertIn("looked at it", out)
+        self.assertIn("review: accepted by rev", out)
+        self.assertIn("\\u009b31m", out)  # visible, escaped
+        p = subprocess.run([CLI, "show", REPLAY_ID, "--json", "--db", self.db], capture_output=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertNotIn("\u009b".encode("utf-8"), p.stdout)
+        self.assertEqual(json.loads(p.stdout), replay_header())  # the same JSON value
+
+    def test_a_header_of_another_run_is_refused(self):
+        # Was: shown without comment (exit 0), exported and imported.
+        other = replay_header("0a1b2c3d-0000-4000-8000-00000000ffff")
+        bundle = self.bundle(other)
+        add_replay(self.db, other)
+        self.bad(["show", REPLAY_ID, "--db", self.db], self.db, REPLAY_ID, "run_id")
+        self.bad(["export", REPLAY_ID, "--db", self.db, "-o", os.path.join(self.dir, "x.ampscope")], "run_id")
+        into = os.path.join(self.dir, "into.sqlite")
+        self.bad(["import", bundle, "--db", into], bundle, "run_id")
+
+    def test_wrongly_typed_fields_are_refused_by_name(self):
+        # Was: `first_nonfinite: 5` and `precision: "fp8"` imported, shown (exit 0) and exported;
+        # other wrong types failed with nlohmann's text and no field name.
+        for path, value in WRONG:
+            with self.subTest(field=path, value=value):
+                header = mutated(path, value)
+                bundle = self.bundle(header)
+                into = os.path.join(self.dir, "into.sqlite")
+                self.bad(["import", bundle, "--db", into], bundle, path)
+                add_replay(self.db, header)
+                self.bad(["show", REPLAY_ID, "--db", self.db], path)
+                self.bad(["show", REPLAY_ID, "--json", "--db", self.db], path)
+                self.bad(["export", REPLAY_ID, "--db", self.db, "-o", os.path.join(self.dir, "x.ampscope")], path)
+                add_replay(self.db, replay_header())
+        rc, out, err = run_cli("list", "--json", "--db", os.path.join(self.dir, "into.sqlite"))
+        self.assertNotIn(REPLAY_ID, out)  # nothing was imported
 
 
 if __name__ == "__main__":

@@ -9,13 +9,28 @@ terminal, and messages that say what is wrong (issue #19, the CLI and storage it
 - --keep-fp32-file/--criteria: FIFOs and devices refused without blocking, at most 1 MB; empty
   paths and names are usage errors.
 - show/list escape control characters of stored text (reviews, annotations, imported bundles).
+
+Issue 28 (the output guard, round three; class HeldOutputs):
+- the output's folder is opened once, when checked; the file is created and renamed inside it
+  and never through a symbolic link: a link or folder swapped in while the command works never
+  redirects the write (was: `--json` replaced the model);
+- nothing is created inside an input folder (a Trainer checkpoint given to replay);
+- the journals of the database a --db link leads to are protected; `export -o` never replaces a
+  file an exported run read (its model, probes; a replay's checkpoint and batch);
+- a value that is not valid UTF-8 is refused before any work, naming the option (was exit 3
+  after the whole run: the JSON writer threw).
 """
+import ctypes
+import ctypes.util
 import glob
 import json
 import os
+import select
 import shutil
+import signal
 import sqlite3
 import stat
+import struct
 import subprocess
 import tempfile
 import time
@@ -25,6 +40,7 @@ import zipfile
 import torch
 
 from common import CLI, run_cli
+from test_replay import K, Incident, Net
 
 RUN = ["run", "--model", "demo:mlp", "--probes", "demo", "--device", "cpu", "--no-inspect", "-q"]
 TRAIN = ["train", "--model", "demo:mlp", "--data", "demo", "--steps", "1", "--device", "cpu", "-q"]
@@ -392,6 +408,259 @@ class Trust(unittest.TestCase):
         self.assertIn("show rc=0", p.stdout, p.stdout + p.stderr)
         self.assertIn("written into the wal only", p.stdout, p.stdout + p.stderr)
         self.assertEqual(glob.glob(os.path.join(tempfile.gettempdir(), "ampscope-ro-*")), [])  # the private copy removed
+
+
+class DeleteWatch:
+    """inotify on one folder: waits until a file whose name ends with `suffix` is deleted (the
+    output guard's probe file: the last step of the check, before the work)."""
+
+    IN_DELETE = 0x200
+
+    def __init__(self, folder):
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        self.fd = libc.inotify_init1(os.O_CLOEXEC)
+        if self.fd < 0 or libc.inotify_add_watch(self.fd, os.fsencode(folder), self.IN_DELETE) < 0:
+            raise unittest.SkipTest("inotify is not available")
+
+    def wait(self, suffix, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                break
+            buf, i = os.read(self.fd, 65536), 0
+            while i < len(buf):
+                _, _, _, n = struct.unpack_from("iIII", buf, i)
+                name = buf[i + 16:i + 16 + n].rstrip(b"\0")
+                i += 16 + n
+                if name.endswith(suffix):
+                    return True
+        return False
+
+    def close(self):
+        os.close(self.fd)
+
+
+_incident = None
+
+
+def incident():
+    global _incident
+    if _incident is None:
+        _incident = Incident(Net, 7, lambda x, y: (x * 400.0, y), {"lr": 1e-3}, {"init_scale": 2.0 ** 12, "growth_interval": 3})
+    return _incident
+
+
+def tearDownModule():
+    if _incident is not None:
+        _incident.tmp.cleanup()
+
+
+class HeldOutputs(unittest.TestCase):
+    """Issue 28: the output guard's race, input folders, a database link's journals, export onto
+    a recorded input, paths that are not UTF-8."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        torch.manual_seed(1)
+        cls.model_template = os.path.join(cls.tmp.name, "model.pt")
+        torch.jit.script(torch.nn.Sequential(torch.nn.Linear(4, 3)).eval()).save(cls.model_template)
+
+    def setUp(self):  # each test its own files: one that fails must not break the next
+        self.dir = tempfile.mkdtemp(dir=self.tmp.name)
+        self.model = os.path.join(self.dir, "model.pt")
+        shutil.copy(self.model_template, self.model)
+        self.probes = os.path.join(self.dir, "probes.pt")
+        torch.save({"inputs": torch.randn(64, 4), "labels": torch.randint(0, 3, (64,))}, self.probes)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def path(self, *names):
+        return os.path.join(self.dir, *names)
+
+    def run_args(self, out):
+        return ["run", "--model", self.model, "--probes", self.probes, "--device", "cpu", "-q", "--no-db", "--json", out]
+
+    def swapped_after_check(self, out, swap):
+        """Runs `run --json out`; stops the process right after the guard checked `out` (its probe
+        file deleted), calls swap(), lets it go on. Returns (rc, stderr)."""
+        watch = DeleteWatch(os.path.dirname(out))
+        try:
+            p = subprocess.Popen([CLI, *self.run_args(out)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+            seen = watch.wait(b".partial", 120)
+            if seen:
+                os.kill(p.pid, signal.SIGSTOP)
+                try:
+                    swap()
+                finally:
+                    os.kill(p.pid, signal.SIGCONT)
+            _, err = p.communicate(timeout=300)
+        finally:
+            watch.close()
+        self.assertTrue(seen, f"the output was never checked: {err}")
+        return p.returncode, err
+
+    def test_symbolic_link_swapped_in_after_the_check(self):
+        # Was: the path was resolved again at write time: a link to the model swapped in while the
+        # run worked made --json replace the model (seen: the model's bytes became the run JSON).
+        model_bytes = open(self.model, "rb").read()
+        for earlier in (False, True):  # the name held nothing / an earlier run JSON when checked
+            with self.subTest(earlier=earlier):
+                d = tempfile.mkdtemp(dir=self.dir)
+                out = os.path.join(d, "out.json")
+                if earlier:
+                    run_cli(*self.run_args(out), check_rc=None)
+                    self.assertTrue(os.path.isfile(out))
+
+                def swap():
+                    if os.path.lexists(out):
+                        os.remove(out)
+                    os.symlink(self.model, out)
+
+                rc, err = self.swapped_after_check(out, swap)
+                self.assertEqual(open(self.model, "rb").read(), model_bytes, "the model was replaced through the link")
+                self.assertEqual(rc, 3, err)
+                self.assertIn(out, err)
+                self.assertIn("while the command worked", err)
+                self.assertTrue(os.path.islink(out))
+                self.assertEqual([f for f in os.listdir(d) if "partial" in f], [])
+
+    def test_folder_swapped_in_after_the_check(self):
+        # Was: a folder path swapped for a link to another folder made the write land there (over a
+        # file of the same name: here a copy of the model).
+        other = tempfile.mkdtemp(dir=self.dir)
+        victim = os.path.join(other, "out.json")
+        shutil.copy(self.model, victim)
+        victim_bytes = open(victim, "rb").read()
+        d = tempfile.mkdtemp(dir=self.dir)
+        sub = os.path.join(d, "sub")
+        os.makedirs(sub)
+        out = os.path.join(sub, "out.json")
+
+        def swap():
+            os.rename(sub, sub + ".checked")
+            os.symlink(other, sub)
+
+        rc, err = self.swapped_after_check(out, swap)
+        self.assertEqual(open(victim, "rb").read(), victim_bytes, "the file in the swapped-in folder was replaced")
+        self.assertIn(rc, (0, 1), err)
+        with open(os.path.join(sub + ".checked", "out.json")) as f:  # written in the folder that was checked
+            self.assertIn("run_id", json.load(f))
+
+    def test_nothing_created_inside_an_input_folder(self):
+        # Was: `replay --json checkpoint-N/<a name the folder does not have>` was accepted: the
+        # folder then held the replay JSON (as model.safetensors.index.json it no longer loaded).
+        inc = incident()
+        hf = self.path(f"checkpoint-{K}")
+        shutil.copytree(os.path.join(inc.tmp.name, f"checkpoint-{K}"), hf)
+        listing = sorted(os.listdir(hf))
+        link = self.path("ckpt-link")
+        if not os.path.lexists(link):
+            os.symlink(hf, link)
+        never = self.path("never.sqlite")
+        for name in ("model.safetensors.index.json", "new-scaler.pt"):
+            for target in (os.path.join(hf, name), os.path.join(link, name)):
+                for force in ([], ["--force"]):
+                    with self.subTest(target=target, force=force):
+                        t0 = time.monotonic()
+                        rc, _, err = run_cli("replay", "--model", inc.model, "--checkpoint", hf, "--batch", inc.batch, "--json",
+                                             target, "--db", never, "-q", *force)
+                        self.assertEqual(rc, 2, err)
+                        for word in ("--json", target, "inside the checkpoint (--checkpoint)", "even with --force"):
+                            self.assertIn(word, err)
+                        self.assertLess(time.monotonic() - t0, 20, "refused only after the replay")
+                        self.assertEqual(sorted(os.listdir(hf)), listing)
+        self.assertFalse(os.path.exists(never))
+
+    def test_journals_of_the_database_a_link_leads_to(self):
+        # Was: with --db link.sqlite -> real.sqlite, `--json real.sqlite-wal --force` was accepted and
+        # renamed the JSON over the live WAL of the real database.
+        real = self.path("real.sqlite")
+        link = self.path("link-to-real.sqlite")
+        run_cli("run", "--model", "demo:mlp", "--probes", "demo", "--device", "cpu", "--no-inspect", "-q", "--db", real, check_rc=None)
+        if not os.path.lexists(link):
+            os.symlink(real, link)
+        for suffix in ("-wal", "-shm", "-journal"):
+            target = real + suffix
+            rc, _, err = run_cli("run", "--model", "demo:mlp", "--probes", "demo", "--device", "cpu", "--no-inspect", "-q", "--db",
+                                 link, "--json", target, "--force")
+            self.assertEqual(rc, 2, err)
+            self.assertIn("run database", err)
+            self.assertIn(target, err)
+            self.assertFalse(os.path.exists(target) and os.path.getsize(target) and open(target, "rb").read(1) == b"{")
+        self.assertTrue(sqlite_ok(real))
+
+    def test_export_never_replaces_a_file_a_run_read(self):
+        # Was: `export RUN -o <the run's model> --force` replaced the model with the export.
+        db = self.path("export-inputs.sqlite")
+        rc, out, err = run_cli("run", "--model", self.model, "--probes", self.probes, "--device", "cpu", "-q", "--db", db, "--json",
+                               self.path("export-run.json"))
+        self.assertIn(rc, (0, 1), err)
+        run_id = json.load(open(self.path("export-run.json")))["run_id"]
+        saved = {p: open(p, "rb").read() for p in (self.model, self.probes)}
+        for target, role in ((self.model, "the model of run"), (self.probes, "the probe file of run")):
+            rc, _, err = run_cli("export", run_id, "--db", db, "-o", target, "--force")
+            self.assertEqual(rc, 2, err)
+            self.assertIn(role, err)
+            self.assertIn("even with --force", err)
+        for p, data in saved.items():
+            self.assertEqual(open(p, "rb").read(), data, p)
+        rc, _, err = run_cli("export", run_id, "--db", db, "-o", self.path("ok.ampscope"))  # the export itself still works
+        self.assertEqual(rc, 0, err)
+
+    def test_export_never_replaces_a_replays_inputs(self):
+        inc = incident()
+        files = {}
+        for name in ("model.pt", "batch.pt", "plain.pt", "optimizer.pt", "scaler.pt"):  # copies: the old binary replaced them
+            files[name] = self.path("replay-" + name)
+            shutil.copy(os.path.join(inc.tmp.name, name), files[name])
+        db = self.path("replay-export.sqlite")
+        out = self.path("replay-export.json")
+        rc, _, err = run_cli("replay", "--model", files["model.pt"], "--checkpoint", files["plain.pt"], "--optimizer-state",
+                             files["optimizer.pt"], "--scaler-state", files["scaler.pt"], "--batch", files["batch.pt"], "--db", db,
+                             "--json", out, "-q")
+        self.assertIn(rc, (0, 1), err)
+        rid = json.load(open(out))["run_id"]
+        targets = ((files["model.pt"], "the model of run"), (files["batch.pt"], "the batch of run"),
+                   (files["plain.pt"], "the checkpoint of run"), (files["optimizer.pt"], "the optimizer state of run"),
+                   (files["scaler.pt"], "the scaler state of run"))
+        for target, role in targets:
+            before = open(target, "rb").read()
+            rc, _, err = run_cli("export", rid, "--db", db, "-o", target, "--force")
+            self.assertEqual(rc, 2, err)
+            self.assertIn(role, err)
+            self.assertEqual(open(target, "rb").read(), before, target)
+
+    def test_paths_that_are_not_utf8_are_refused_before_the_work(self):
+        # Was: exit 3 after the whole run ("invalid UTF-8 byte" from the JSON writer), nothing written.
+        odd = os.path.join(self.dir, "mod\udcffel.pt")  # the byte 0xff in the file name
+        shutil.copy(self.model, odd)
+        never = self.path("never-utf8.sqlite")
+        out = self.path("utf8.json")
+        t0 = time.monotonic()
+        rc, _, err = run_cli("run", "--model", odd, "--probes", self.probes, "--device", "cpu", "-q", "--db", never, "--json", out)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("--model", err)
+        self.assertIn("not valid UTF-8", err)
+        self.assertIn("\\xff", err)  # shown visibly
+        self.assertLess(time.monotonic() - t0, 20)
+        self.assertFalse(os.path.exists(never))
+        self.assertFalse(os.path.exists(out))
+        inc = incident()
+        odd_batch = os.path.join(self.dir, "batch\udcfe.pt")
+        shutil.copy(inc.batch, odd_batch)
+        rc, _, err = run_cli("replay", "--model", inc.model, "--checkpoint", *inc.formats["dict"], "--batch", odd_batch, "--no-db", "-q")
+        self.assertEqual(rc, 2, err)
+        self.assertIn("--batch", err)
+        # an output path is not recorded: a JSON written to a name that is not UTF-8 is fine
+        odd_out = os.path.join(self.dir, "out\udcfd.json")
+        rc, _, err = run_cli(*self.run_args(odd_out))
+        self.assertIn(rc, (0, 1), err)
+        self.assertTrue(os.path.isfile(odd_out))
 
 
 if __name__ == "__main__":

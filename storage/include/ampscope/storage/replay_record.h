@@ -31,6 +31,11 @@ bool copy_replay(const Store& from, Store& to, const std::string& uuid);
 /// The replay JSON of a recorded replay run (kind "replay"); InputError when there is none.
 std::string replay_json(const Store& store, const std::string& uuid);
 
+/// The recorded replay `uuid` read back and checked: its stored JSON a valid replay JSON (every
+/// field of its type) whose run_id is the row's. StoreError naming the database, the run and the
+/// field otherwise (an imported or damaged row).
+ReplayResult checked_replay(const Store& store, const std::string& uuid);
+
 /// The replay JSON of a result (replay --json; the header of a recorded replay). NaN/Inf as the
 /// strings "nan", "inf", "-inf".
 std::string replay_to_json(const ReplayResult& r);
