@@ -211,6 +211,18 @@ private Q_SLOTS:
         delete chart;
     }
 
+    /// The table says what the chart leaves out: a NaN or infinite loss is shown as nan / inf (a
+    /// training incident is one; it was '-', and 0 when read back from a database).
+    void stepTableShowsNonFiniteLossesAsSuch() {
+        TrainingStepModel model;
+        model.resetData(steps());
+        auto shown = [&](int row, int column) { return model.index(row, column).data(Qt::DisplayRole).toString(); };
+        QCOMPARE(shown(1, TrainingStepModel::LossAmp), QStringLiteral("nan"));
+        QCOMPARE(shown(3, TrainingStepModel::LossAmp), QStringLiteral("inf"));
+        QCOMPARE(shown(0, TrainingStepModel::LossAmp), QStringLiteral("2.01"));
+        QVERIFY(model.index(1, 0).data(TrainingStepModel::SummaryRole).toString().contains(QStringLiteral("AMP nan")));
+    }
+
     void scaleChartMarksTheSkippedSteps() {
         TrainingStepModel model;
         model.resetData(steps());

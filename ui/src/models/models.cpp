@@ -23,6 +23,10 @@ QString qs(const std::string& s) {  // stored text: control characters shown, ne
 QString num(double v, int prec = 3) {
     return std::isfinite(v) ? QString::number(v, 'g', prec) : QStringLiteral("-");
 }
+/// A measured figure that may be non-finite: NaN and infinities as such (a training incident's loss).
+QString figure(double v) {
+    return QString::number(v, 'g', 3);
+}
 QColor bad() {
     return QColor(200, 40, 40);
 }
@@ -409,14 +413,14 @@ QVariant TrainingStepModel::data(const QModelIndex& idx, int role) const {
     if (role == Qt::DisplayRole) {
         switch (idx.column()) {
             case Step: return s.step;
-            case LossRef: return num(s.loss_ref);
-            case LossAmp: return num(s.loss_amp);
-            case Scale: return num(s.scale);
+            case LossRef: return figure(s.loss_ref);
+            case LossAmp: return figure(s.loss_amp);
+            case Scale: return figure(s.scale);
             case Skipped: return s.skipped ? QStringLiteral("skipped") : QString();
             case Effective: return s.effective_updates;
-            case GradNorm: return num(s.grad_norm);
-            case Lr: return num(s.lr);
-            case Divergence: return num(s.divergence);
+            case GradNorm: return figure(s.grad_norm);
+            case Lr: return figure(s.lr);
+            case Divergence: return figure(s.divergence);
             case Underflow: return s.grad_underflow >= 0 ? QVariant(qlonglong(s.grad_underflow)) : QVariant(QStringLiteral("-"));
             case Stage: return qs(s.nonfinite_stage);
             case Origin: return origin();
@@ -425,10 +429,10 @@ QVariant TrainingStepModel::data(const QModelIndex& idx, int role) const {
     if (role == SummaryRole)
         return QStringLiteral("step %1: loss FP32 %2, AMP %3\nscale %4%5, %6 effective updates\ngrad norm %7, divergence %8%9")
             .arg(s.step)
-            .arg(num(s.loss_ref), num(s.loss_amp), num(s.scale))
+            .arg(figure(s.loss_ref), figure(s.loss_amp), figure(s.scale))
             .arg(s.skipped ? QStringLiteral(" (skipped)") : QString())
             .arg(s.effective_updates)
-            .arg(num(s.grad_norm), num(s.divergence))
+            .arg(figure(s.grad_norm), figure(s.divergence))
             .arg(s.nonfinite_stage.empty() ? QString() : QStringLiteral("\nnon-finite: %1 — %2").arg(qs(s.nonfinite_stage), origin()));
     if (role == Qt::ForegroundRole && (s.skipped || !s.nonfinite_stage.empty())) return bad();
     return {};
