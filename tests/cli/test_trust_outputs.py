@@ -472,7 +472,7 @@ class HeldOutputs(unittest.TestCase):
         self.model = os.path.join(self.dir, "model.pt")
         shutil.copy(self.model_template, self.model)
         self.probes = os.path.join(self.dir, "probes.pt")
-        torch.save({"inputs": torch.randn(64, 4), "labels": torch.randint(0, 3, (64,))}, self.probes)
+        torch.save({"inputs": torch.randn(500, 4), "labels": torch.randint(0, 3, (500,))}, self.probes)
 
     @classmethod
     def tearDownClass(cls):
@@ -489,7 +489,9 @@ class HeldOutputs(unittest.TestCase):
         file deleted), calls swap(), lets it go on. Returns (rc, stderr)."""
         watch = DeleteWatch(os.path.dirname(out))
         try:
-            p = subprocess.Popen([CLI, *self.run_args(out)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            # --batch-size 1: the work after the check takes about a second, far longer than this
+            # process needs to stop it (a busy machine included)
+            p = subprocess.Popen([CLI, *self.run_args(out), "--batch-size", "1"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True)
             seen = watch.wait(b".partial", 120)
             if seen:
