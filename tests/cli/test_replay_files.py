@@ -16,6 +16,7 @@ import enum
 import os
 import pathlib
 import resource
+import struct
 import subprocess
 import tempfile
 import threading
@@ -233,21 +234,30 @@ class PickledObjects(unittest.TestCase):
 
     def test_deep_nesting_refused_without_a_crash(self):
         """A pickle nesting a million lists (2 MB) crashed the process (signal 11): the chain was freed
-        recursively after check_tensors refused it. Refused by name, freed without recursion."""
+        recursively after check_tensors refused it; and a chain built through the memo (each list
+        holding the previous) that the unpickler then refuses (a million values left on its stack)
+        crashed freeing its memo. Both refused by name before the unpickler builds them."""
         base = self.path("base.pt")
         torch.save({"a": 1}, base)
         with zipfile.ZipFile(base) as z:
             members = {n: z.read(n) for n in z.namelist()}
-        n = 1_000_000  # [[[...]]]: n empty lists, each appended into the one below (as pickle writes nested lists)
-        chain = b"\x80\x02" + b"]" * n + b"a" * (n - 1)
-        f = self.path("deep.pt")
-        with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED) as z:
-            for name, data in members.items():
-                z.writestr(name, chain + b"." if name.endswith("data.pkl") else data)
-        rc, out, _, _ = run_measured(["replay", "--model", self.inc.model, "--checkpoint", f, "--batch", self.inc.batch, "-q"])
-        self.assertEqual(rc, 2, out)
-        for n in (f, "data.pkl", "deeper than"):
-            self.assertIn(n, out)
+        n = 1_000_000
+        memo_chain = bytearray(b"\x80\x02]r" + struct.pack("<I", 0))
+        for i in range(1, n):
+            memo_chain += b"]j" + struct.pack("<I", i - 1) + b"ar" + struct.pack("<I", i)
+        cases = {"nested": b"\x80\x02" + b"]" * n + b"a" * (n - 1),  # [[[...]]], as pickle writes nested lists
+                 "memo chain": bytes(memo_chain)}
+        for name, pickle in cases.items():
+            f = self.path(f"deep-{name.replace(' ', '-')}.pt")
+            with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED) as z:
+                for member, data in members.items():
+                    z.writestr(member, pickle + b"." if member.endswith("data.pkl") else data)
+            with self.subTest(pickle=name):
+                rc, out, _, _ = run_measured(["replay", "--model", self.inc.model, "--checkpoint", f, "--batch", self.inc.batch,
+                                              "-q"])
+                self.assertEqual(rc, 2, out)
+                for named in (f, "data.pkl", "deeper than"):
+                    self.assertIn(named, out)
 
     def test_meta_and_sparse_weights_named(self):
         """Unpickler text without the key ("unknown type torch._utils._rebuild_meta_tensor_no_storage")."""

@@ -553,6 +553,129 @@ void check_depth(const c10::IValue& root, const std::string& file) {
     }
 }
 
+/// The containers a pickle builds, as LibTorch's unpickler would build them (a shadow of node
+/// ids, no values): where one container is put into another. A REDUCE or BUILD result counts as
+/// a container holding its callable and arguments (what a class may keep of them).
+class PickleShape {
+public:
+    void op(unsigned char op, const char* data, const Op& o) {
+        switch (op) {
+            case ']':
+            case '}':
+            case ')': push(node({})); break;
+            case '(': marks_.push_back(stack_.size()); break;
+            case 't':
+            case 'l':
+            case 'd': push(node(pop_mark())); break;
+            case 0x85:
+            case 0x86:
+            case 0x87: push(node(pop_n(size_t(op - 0x84)))); break;
+            case 'a': {
+                const auto x = pop_n(1);
+                link(top(), x);
+                break;
+            }
+            case 'e':
+            case 'u': {
+                const auto xs = pop_mark();
+                link(top(), xs);
+                break;
+            }
+            case 's': {
+                const auto kv = pop_n(2);
+                link(top(), kv);
+                break;
+            }
+            case 'R':
+            case 'b':
+            case 0x81: push(node(pop_n(2))); break;
+            case 'Q': pop_n(1), push(-1); break;
+            case '0': pop_n(1); break;
+            case '1': pop_mark(); break;
+            case '2': push(top()); break;
+            case 'h':
+            case 'j':
+            case 'g': {
+                const auto it = memo_.find(memo_index(data, o));
+                push(it == memo_.end() ? -1 : it->second);
+                break;
+            }
+            case 'p':
+            case 'q':
+            case 'r': memo_[memo_index(data, o)] = top(); break;
+            case 0x94: memo_[memo_.size()] = top(); break;
+            case '.': break;
+            default: push(-1);  // a scalar, a string, a global
+        }
+    }
+    /// The deepest nesting of what was built (a cycle: unbounded), without recursion.
+    size_t depth() const {
+        std::vector<uint32_t> best(children_.size(), 0);  // 0: not done
+        std::vector<uint8_t> open(children_.size(), 0);
+        size_t deepest = 0;
+        for (size_t root = 0; root < children_.size(); ++root) {
+            if (best[root]) continue;
+            std::vector<std::pair<size_t, size_t>> path{{root, 0}};  // node, next child
+            open[root] = 1;
+            while (!path.empty()) {
+                auto& [n, k] = path.back();
+                if (k < children_[n].size()) {
+                    const size_t c = children_[n][k++];
+                    if (open[c]) return SIZE_MAX;
+                    if (!best[c]) path.emplace_back(c, 0), open[c] = 1;
+                    continue;
+                }
+                uint32_t d = 1;
+                for (const auto c : children_[n]) d = std::max(d, best[c] + 1);
+                best[n] = d, open[n] = 0, deepest = std::max<size_t>(deepest, d);
+                path.pop_back();
+            }
+        }
+        return deepest;
+    }
+
+private:
+    int64_t node(const std::vector<int64_t>& kids) {
+        children_.emplace_back();
+        link(int64_t(children_.size() - 1), kids);
+        return int64_t(children_.size() - 1);
+    }
+    void link(int64_t parent, const std::vector<int64_t>& kids) {
+        if (parent < 0) return;
+        for (const auto k : kids)
+            if (k >= 0) children_[size_t(parent)].push_back(uint32_t(k));
+    }
+    void push(int64_t v) { stack_.push_back(v); }
+    int64_t top() const { return stack_.empty() ? -1 : stack_.back(); }
+    std::vector<int64_t> pop_n(size_t n) {
+        n = std::min(n, stack_.size());
+        std::vector<int64_t> out(stack_.end() - long(n), stack_.end());
+        stack_.resize(stack_.size() - n);
+        return out;
+    }
+    std::vector<int64_t> pop_mark() {
+        const size_t at = marks_.empty() ? stack_.size() : std::min(marks_.back(), stack_.size());
+        if (!marks_.empty()) marks_.pop_back();
+        return pop_n(stack_.size() - at);
+    }
+    std::vector<std::vector<uint32_t>> children_;
+    std::vector<int64_t> stack_;
+    std::vector<size_t> marks_;
+    std::map<uint64_t, int64_t> memo_;
+};
+
+/// Refuses a pickle whose values would nest deeper than kMaxPickleDepth, before LibTorch's
+/// unpickler builds them: it frees what it built recursively, also when it fails half-way (a
+/// chain a million lists deep overflowed the stack).
+void check_pickle_depth(const char* data, size_t size, const std::string& file) {
+    PickleShape shape;
+    PickleWalker(data, size, file, [&](unsigned char op, size_t begin, size_t end) { shape.op(op, data, {op, begin, end}); }).walk();
+    if (shape.depth() > size_t(kMaxPickleDepth))
+        throw InputError(file, "data.pkl",
+                         "nests values deeper than " + std::to_string(kMaxPickleDepth) +
+                             " levels (or in a cycle); expected a checkpoint saved by torch.save");
+}
+
 /// The sizes a zip's central directory declares, before LibTorch's reader allocates any of them
 /// (its constructor already reads a record). miniz takes the directory from the zip64 end record
 /// when a zip64 locator is present (torch writes one in every archive) and from the classic end
@@ -728,6 +851,7 @@ PtArchive read_pt_archive(const char* data, size_t size, const std::string& file
         size_t pos = 0;
         const char* pkl_data = skipped_objects ? lenient.pickle.data() : static_cast<const char*>(pkl.get());
         if (skipped_objects) pkl_size = lenient.pickle.size();
+        check_pickle_depth(pkl_data, pkl_size, file);
         auto read = [&](char* buf, size_t n) -> size_t {
             n = std::min(n, pkl_size - pos);
             if (n) std::memcpy(buf, pkl_data + pos, n);
