@@ -12,6 +12,7 @@
 #include <iterator>
 #include <thread>
 
+#include "ampscope/storage/output_file.h"
 #include "store_test_util.h"
 
 using namespace store_test;
@@ -561,4 +562,72 @@ TEST(StoreHostile, ExportNeverReplacesTheOpenDatabase) {
     export_runs(s, {r.run_id}, d.file("notes.txt"), /*force=*/true);
     EXPECT_TRUE(is_export_file(d.file("notes.txt")));
     EXPECT_EQ(s.list_runs().size(), 1u);
+}
+
+// ---- the output guard holds what it checked (issue 28) ----
+
+namespace {
+
+std::string slurp(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void spit(const std::string& path, const std::string& text) {
+    std::ofstream(path, std::ios::binary) << text;
+}
+
+const std::vector<ampscope::storage::ProtectedFile> kNoInputs;
+
+}  // namespace
+
+TEST(OutputGuard, ALinkSwappedInAfterTheCheckIsNeverWrittenThrough) {
+    TempDir d;
+    const auto victim = d.file("model.pt"), out = d.file("out.json");
+    spit(victim, "the model");
+    for (bool earlier : {false, true}) {  // the name held nothing / an earlier output when checked
+        if (earlier) spit(out, R"({"run_id": "x", "verdict": "accepted", "criteria": {}, "passes": []})");
+        check_output_file(out, "--json", OutputKind::RunJson, kNoInputs, false);
+        std::remove(out.c_str());
+        ASSERT_EQ(::symlink(victim.c_str(), out.c_str()), 0);
+        const auto m = error_of([&] { write_output_file(out, "--json", "{}\n"); });
+        EXPECT_NE(m.find("while the command worked"), std::string::npos) << m;
+        EXPECT_EQ(slurp(victim), "the model");
+        std::remove(out.c_str());
+    }
+}
+
+TEST(OutputGuard, AnotherFileSwappedInIsNotReplaced) {
+    TempDir d;
+    const auto out = d.file("out.json"), other = d.file("other");
+    spit(out, R"({"run_id": "x", "verdict": "accepted", "criteria": {}, "passes": []})");
+    check_output_file(out, "--json", OutputKind::RunJson, kNoInputs, false);
+    spit(other, "precious");
+    ASSERT_EQ(std::rename(other.c_str(), out.c_str()), 0);  // another file (inode) at the name
+    EXPECT_NE(error_of([&] { write_output_file(out, "--json", "{}\n"); }).find("replaced by another file"), std::string::npos);
+    EXPECT_EQ(slurp(out), "precious");
+    for (const auto& e : fs::directory_iterator(fs::path(out).parent_path()))
+        EXPECT_EQ(e.path().string().find("partial"), std::string::npos) << e.path();
+}
+
+TEST(OutputGuard, TheCheckedFileIsReplacedAndALinkToItKept) {
+    TempDir d;
+    const auto target = d.file("real.json"), link = d.file("link.json");
+    spit(target, R"({"run_id": "x", "verdict": "accepted", "criteria": {}, "passes": []})");
+    ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);
+    check_output_file(link, "--json", OutputKind::RunJson, kNoInputs, false);
+    write_output_file(link, "--json", "new\n");
+    EXPECT_EQ(slurp(target), "new\n");
+    EXPECT_TRUE(fs::is_symlink(link));
+}
+
+TEST(OutputGuard, NothingIsCreatedInsideAnInputFolder) {
+    TempDir d;
+    fs::create_directories(d.file("checkpoint-9/sub"));
+    const std::vector<ProtectedFile> inputs = {{d.file("checkpoint-9"), "the checkpoint (--checkpoint)"}};
+    for (const auto& p : {d.file("checkpoint-9/scaler.pt"), d.file("checkpoint-9/sub/x.json"), d.file("checkpoint-9/./y.json")}) {
+        const auto m = error_of([&] { check_output_file(p, "--json", OutputKind::ReplayJson, inputs, true); });
+        EXPECT_NE(m.find("lies inside the checkpoint (--checkpoint)"), std::string::npos) << m;
+    }
+    check_output_file(d.file("beside.json"), "--json", OutputKind::ReplayJson, inputs, false);  // beside it: fine
 }
