@@ -9,6 +9,7 @@ import inspect
 import json
 import math
 import os
+import re
 import shutil
 import warnings
 
@@ -166,11 +167,13 @@ def unique_dir(root, name):
     return path
 
 
-def count_bundles(root):
-    """Bundles already in `root` (from this job or an earlier run of it)."""
+def count_bundles(root, rank):
+    """Bundles of this rank already in `root` (from this job or an earlier run of it); the
+    other ranks of a torchrun job share the folder and count their own."""
     if not os.path.isdir(root):
         return 0
-    return sum(1 for e in os.listdir(root) if not e.startswith(".") and os.path.isfile(os.path.join(root, e, "incident.json")))
+    mine = re.compile(rf"incident-step\d+-rank{int(rank)}(-\d+)?$")
+    return sum(1 for e in os.listdir(root) if mine.match(e) and os.path.isfile(os.path.join(root, e, "incident.json")))
 
 
 def finite_or_none(x):

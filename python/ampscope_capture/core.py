@@ -235,7 +235,7 @@ class Capture:
         return None, None
 
     def _room(self):
-        if len(self.bundles) >= self.max_bundles or bundle.count_bundles(self.out) >= self.max_bundles:
+        if len(self.bundles) >= self.max_bundles or bundle.count_bundles(self.out, rank_env()["rank"]) >= self.max_bundles:
             return False
         return True
 

@@ -160,6 +160,12 @@ def test_at_most_one_bundle_and_raise_option(tmp_path):
     assert len(cap.bundles) == 1
     again, _ = fp16_job(out)
     assert again.bundles == [] and len(os.listdir(out)) == 1
+    with pytest.MonkeyPatch.context() as mp:  # another rank of a torchrun job, the same folder: its own bundle
+        mp.setenv("RANK", "1")
+        mp.setenv("WORLD_SIZE", "2")
+        other, _ = fp16_job(out)
+    assert [os.path.basename(b) for b in other.bundles] == [f"incident-step{K}-rank1"]
+    assert sorted(os.listdir(out)) == [f"incident-step{K}-rank0", f"incident-step{K}-rank1"]
     with pytest.raises(IncidentError) as e:
         fp16_job(str(tmp_path / "raise"), raise_on_incident=True)
     assert os.path.isfile(os.path.join(e.value.path, "incident.json"))
