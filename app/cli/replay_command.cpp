@@ -13,6 +13,7 @@
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/replay.h"
 #include "ampscope/storage/replay_record.h"
+#include "bundle.h"
 #include "checks.h"
 
 namespace ampscope::cli {
@@ -27,23 +28,30 @@ struct ReplayOptions {
     bool quiet = false, no_db = false, init_db = false, force = false;
     std::string db;
     CLI::Option* clip = nullptr;  ///< --clip-grad-norm (given or not)
+    CLI::Option* precision_opt = nullptr;
+    CLI::Option* loss_opt = nullptr;
+    std::string bundle;  ///< replay BUNDLE: an incident bundle folder (docs/capture.md)
 };
 
 void add_replay_options(CLI::App* sub, ReplayOptions& o) {
     auto& s = o.spec;
-    sub->add_option("--model", s.model, "a TorchScript file or a torch.export program (.pt2) whose state_dict keys the checkpoint holds")
-        ->required();
+    sub->add_option("bundle", o.bundle,
+                    "an incident bundle folder written by the capture package (docs/capture.md): every setting is read from "
+                    "it; options given beside it override")
+        ->check(CLI::ExistingDirectory);
+    sub->add_option("--model", s.model, "a TorchScript file or a torch.export program (.pt2) whose state_dict keys the checkpoint holds");
     sub->add_option("--checkpoint", s.checkpoint,
                     "torch.save state_dict, a dict with model/optimizer/scaler, a Lightning .ckpt, a Hugging Face Trainer "
-                    "checkpoint-N/ folder or a .safetensors file")
-        ->required();
-    sub->add_option("--batch", s.batch, "the failing batch: a .pt dict with inputs and labels or targets")->required();
-    sub->add_option("--loss", s.loss,
-                    "ce | mse | lm (shifted token cross-entropy, -100 ignored) | model (the program returns its loss); default: ce "
-                    "with class labels, lm with token labels [N, T], mse with targets")
-        ->check(CLI::IsMember({"ce", "mse", "lm", "model"}));
+                    "checkpoint-N/ folder or a .safetensors file");
+    sub->add_option("--batch", s.batch, "the failing batch: a .pt dict with inputs and labels or targets");
+    o.loss_opt =
+        sub->add_option("--loss", s.loss,
+                        "ce | mse | lm (shifted token cross-entropy, -100 ignored) | model (the program returns its loss); default: ce "
+                        "with class labels, lm with token labels [N, T], mse with targets")
+            ->check(CLI::IsMember({"ce", "mse", "lm", "model"}));
     sub->add_option("--steps", s.steps, "optimizer steps replayed on the batch")->default_val(1)->check(checks::Integer(1));
-    sub->add_option("--precision", o.precision, "fp16 | bf16 (the job's autocast dtype; bf16 as a remedy)")->default_val("fp16");
+    o.precision_opt =
+        sub->add_option("--precision", o.precision, "fp16 | bf16 (the job's autocast dtype; bf16 as a remedy)")->default_val("fp16");
     sub->add_option("--optimizer-state", s.optimizer_state, "a torch.save of optimizer.state_dict() (overrides the checkpoint's)");
     sub->add_option("--scaler-state", s.scaler_state, "a torch.save of GradScaler.state_dict() (overrides the checkpoint's)");
     sub->add_option("--strip-prefix", s.strip_prefix, "removed from checkpoint keys that start with it (Lightning: model.)");
@@ -92,6 +100,22 @@ void print_replay(std::ostream& out, const ReplayResult& r) {
     for (const auto& st : r.steps)
         out << "  step " << st.step << ": loss fp32 " << st.loss_ref << ", amp " << st.loss_amp << "; scale " << st.scale
             << (st.skipped ? " (GradScaler skips the step)" : "") << " -> " << st.scale_after << "\n";
+    if (const auto& inc = r.spec.incident) {
+        out << "the job saw "
+            << (inc->what == "loss"        ? "a non-finite loss"
+                : inc->what == "grad"      ? "non-finite gradients"
+                : inc->what == "grad_norm" ? "a non-finite gradient norm"
+                : inc->what == "skip"      ? "a skipped step"
+                                           : "a loss spike")
+            << " at step " << inc->step
+            << (inc->world_size > 1 ? " on rank " + std::to_string(inc->rank) + " of " + std::to_string(inc->world_size) : "") << " ("
+            << inc->framework << "); "
+            << (r.first_nonfinite      ? "the replay reproduces it:"
+                : inc->what == "spike" ? "the replay finds no non-finite value (a spike is finite)"
+                                       : "the replay does NOT reproduce it: a non-deterministic kernel, a data race or the hardware (or "
+                                         "the bundle's batch is not the step's)")
+            << "\n";
+    }
     if (r.first_nonfinite) {
         const auto& f = *r.first_nonfinite;
         out << "first non-finite: " << f.stage << " at step " << f.step << (f.module.empty() ? "" : " in " + f.module)
@@ -115,7 +139,8 @@ std::vector<storage::ProtectedFile> replay_inputs(const ReplayOptions& o) {
                                                               {"the optimizer state (--optimizer-state)", s.optimizer_state},
                                                               {"the scaler state (--scaler-state)", s.scaler_state},
                                                               {"the param groups (--param-groups)", s.param_groups},
-                                                              {"the checkpoint (--checkpoint)", s.checkpoint}};
+                                                              {"the checkpoint (--checkpoint)", s.checkpoint},
+                                                              {"the incident bundle", o.bundle.empty() ? "" : o.bundle + "/incident.json"}};
     namespace fs = std::filesystem;
     std::error_code ec;
     if (fs::is_directory(s.checkpoint, ec))
@@ -124,8 +149,36 @@ std::vector<storage::ProtectedFile> replay_inputs(const ReplayOptions& o) {
     return protected_inputs(o.no_db, o.db, files);
 }
 
+/// replay BUNDLE: the settings incident.json records, where no option given beside it overrides them.
+void apply_bundle(ReplayOptions& o) {
+    auto& s = o.spec;
+    const auto b = read_bundle(o.bundle);
+    if (s.model.empty()) s.model = b.model;
+    if (s.model.empty())
+        throw InputError(o.bundle + "/incident.json", "files.model",
+                         "is null: torch.export failed in the job (" + b.export_error + "); give the model with --model");
+    if (s.checkpoint.empty()) s.checkpoint = b.checkpoint;
+    if (s.batch.empty()) s.batch = b.batch;
+    if (o.loss_opt->count() == 0) s.loss = b.loss;
+    if (o.precision_opt->count() == 0) o.precision = b.precision;
+    for (const auto& g : b.keep_fp32) s.keep_fp32.insert(s.keep_fp32.begin(), g);
+    if (!o.clip || o.clip->count() == 0) {
+        s.clip_grad_norm = b.clip_grad_norm.value_or(0.0);
+        s.clip_given = true;  // the bundle says (null: the job did not clip)
+    }
+    if (s.optimizer_kind.empty() && (b.optimizer_kind == "sgd" || b.optimizer_kind == "adam" || b.optimizer_kind == "adamw"))
+        s.optimizer_kind = b.optimizer_kind;
+    if (!b.scaler) s.no_scaler = true;
+    s.incident = ReplayIncident{
+        o.bundle, b.detected_what, b.detected_detail, b.framework + (b.framework_version.empty() ? "" : " " + b.framework_version),
+        b.step,   b.rank,          b.world_size};
+}
+
 int run_replay_command(ReplayOptions& o) {
     auto& s = o.spec;
+    if (!o.bundle.empty()) apply_bundle(o);
+    for (const auto& [v, name] : {std::pair{&s.model, "--model"}, {&s.checkpoint, "--checkpoint"}, {&s.batch, "--batch"}})
+        if (v->empty()) throw InputError(name, "", "missing; give it, or an incident bundle folder (replay BUNDLE) that holds it");
     check_output_path(o.json, "--json", storage::OutputKind::ReplayJson, replay_inputs(o), o.force);  // before any work
     auto p = parse_precision(o.precision);
     if (!p || *p == Precision::Fp32) throw InputError("--precision", "", "'" + o.precision + "'; expected fp16 or bf16");

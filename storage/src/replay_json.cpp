@@ -211,6 +211,17 @@ void spec_of(const Reader& rd, const nlohmann::json& j, ReplayResult& r) {
     r.spec.non_strict = rd.flag(in, "inputs.", "non_strict", false);
     r.spec.output = rd.str(in, "inputs.", "output");
     r.spec.device = rd.str(in, "inputs.", "device");
+    r.spec.optimizer_kind = rd.str(in, "inputs.", "optimizer");
+    r.spec.param_groups = rd.str(in, "inputs.", "param_groups");
+    r.spec.no_scaler = rd.flag(in, "inputs.", "no_scaler", false);
+    r.spec.clip_given = rd.flag(in, "inputs.", "clip_given", false);
+    if (const auto& inc = rd.object(in, "inputs.", "incident"); !inc.empty()) {
+        const std::string at = "inputs.incident.";
+        r.spec.incident =
+            ReplayIncident{rd.str(inc, at, "bundle"),           rd.str(inc, at, "what"),        rd.str(inc, at, "detail"),
+                           rd.str(inc, at, "framework"),        rd.integer(inc, at, "step", 0), rd.integer(inc, at, "rank", 0),
+                           rd.integer(inc, at, "world_size", 1)};
+    }
     r.spec.original_run_id = rd.str(j, "", "original_run_id");
 }
 
@@ -223,7 +234,41 @@ nlohmann::json inputs_json(const ReplaySpec& s) {
             {"strip_prefix", s.strip_prefix},
             {"non_strict", s.non_strict},
             {"output", s.output},
-            {"device", s.device}};
+            {"device", s.device},
+            {"optimizer", s.optimizer_kind},
+            {"param_groups", s.param_groups},
+            {"no_scaler", s.no_scaler},
+            {"clip_given", s.clip_given},
+            {"incident", s.incident ? nlohmann::json{{"bundle", s.incident->bundle},
+                                                     {"what", s.incident->what},
+                                                     {"detail", s.incident->detail},
+                                                     {"framework", s.incident->framework},
+                                                     {"step", s.incident->step},
+                                                     {"rank", s.incident->rank},
+                                                     {"world_size", s.incident->world_size}}
+                                    : nlohmann::json()}};
+}
+
+/// The optimizer as the replay read it: kind, how that was told, how its indices met the
+/// model's parameters, and every group's hyper-parameters and flags (a misread state shows).
+nlohmann::json optimizer_json(const ReplayOptimizer& o) {
+    nlohmann::json groups = nlohmann::json::array();
+    for (const auto& g : o.groups)
+        groups.push_back({{"params", g.params},
+                          {"lr", num(g.lr)},
+                          {"weight_decay", num(g.weight_decay)},
+                          {"eps", num(g.eps)},
+                          {"betas", {num(g.beta1), num(g.beta2)}},
+                          {"momentum", num(g.momentum)},
+                          {"dampening", num(g.dampening)},
+                          {"amsgrad", g.amsgrad},
+                          {"maximize", g.maximize},
+                          {"nesterov", g.nesterov},
+                          {"fused", g.fused},
+                          {"foreach", g.foreach},
+                          {"capturable", g.capturable},
+                          {"implementation", g.implementation}});
+    return {{"kind", o.kind}, {"kind_source", o.kind_source}, {"mapping", o.mapping}, {"groups", groups}};
 }
 
 }  // namespace
@@ -244,6 +289,8 @@ std::string replay_to_json(const ReplayResult& r) {
                         {"precision", to_string(r.spec.precision)},
                         {"optimizer", r.optimizer},
                         {"scaler_enabled", r.scaler_enabled},
+                        {"optimizer_detail", optimizer_json(r.optimizer_groups)},
+                        {"rng", r.rng},
                         {"remedies",
                          {{"keep_fp32", keep},
                           {"init_scale", r.spec.init_scale ? num(*r.spec.init_scale) : nlohmann::json()},
@@ -298,6 +345,32 @@ ReplayResult replay_of(const Reader& rd, const nlohmann::json& j) {
     // a string (the kind), or an object naming it in "kind" (groups and flags beside it)
     r.optimizer = rd.at(j, "optimizer").is_object() ? rd.str(rd.at(j, "optimizer"), "optimizer.", "kind") : rd.str(j, "", "optimizer");
     r.scaler_enabled = rd.flag(j, "", "scaler_enabled", true);
+    const auto& od = rd.object(j, "", "optimizer_detail");  // absent in replays recorded before it
+    r.optimizer_groups.kind = rd.str(od, "optimizer_detail.", "kind");
+    r.optimizer_groups.kind_source = rd.str(od, "optimizer_detail.", "kind_source");
+    r.optimizer_groups.mapping = rd.str(od, "optimizer_detail.", "mapping");
+    const auto& groups = rd.list(od, "optimizer_detail.", "groups");
+    for (size_t i = 0; i < groups.size(); ++i) {
+        const auto at = "optimizer_detail.groups[" + std::to_string(i) + "].";
+        const auto& g = rd.element(groups, i, "optimizer_detail.groups");
+        ReplayOptimizerGroup x;
+        x.params = rd.strings(g, at, "params");
+        x.lr = rd.number(g, at, "lr");
+        x.weight_decay = rd.number(g, at, "weight_decay");
+        x.eps = rd.number(g, at, "eps");
+        x.momentum = rd.number(g, at, "momentum");
+        x.dampening = rd.number(g, at, "dampening");
+        for (auto [k, f] : {std::pair{"amsgrad", &x.amsgrad},
+                            {"maximize", &x.maximize},
+                            {"nesterov", &x.nesterov},
+                            {"fused", &x.fused},
+                            {"foreach", &x.foreach},
+                            {"capturable", &x.capturable}})
+            *f = rd.flag(g, at, k, false);
+        x.implementation = rd.str(g, at, "implementation");
+        r.optimizer_groups.groups.push_back(std::move(x));
+    }
+    r.rng = rd.str(j, "", "rng");
     const auto& keys = rd.object(j, "", "keys");
     r.missing = rd.strings(keys, "keys.", "missing");
     r.unexpected = rd.strings(keys, "keys.", "unexpected");

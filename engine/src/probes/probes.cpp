@@ -244,7 +244,10 @@ ProbeSet load_pt(const std::string& path) {
     for (size_t i = 0; i < ps.inputs.size(); ++i) {
         const auto& x = ps.inputs[i];
         const std::string field = in.isTensor() ? "inputs" : "inputs[" + std::to_string(i) + "]";
-        if (x.dim() < 1) throw InputError(path, field, "expected a batch dimension (rank >= 1), found a scalar");
+        if (x.dim() < 1) {  // a per-batch value (Hugging Face's num_items_in_batch): training data and replays only
+            if (i == 0) throw InputError(path, field, "expected a batch dimension (rank >= 1), found a scalar");
+            continue;
+        }
         for (int64_t d = 1; d < x.dim(); ++d)
             if (x.size(d) == 0)
                 throw InputError(path, field,
@@ -253,7 +256,7 @@ ProbeSet load_pt(const std::string& path) {
     }
     const int64_t n = ps.inputs[0].size(0);
     for (size_t i = 1; i < ps.inputs.size(); ++i)
-        if (ps.inputs[i].size(0) != n)
+        if (ps.inputs[i].dim() > 0 && ps.inputs[i].size(0) != n)
             throw InputError(path, "inputs[" + std::to_string(i) + "]",
                              "has " + std::to_string(ps.inputs[i].size(0)) + " samples; expected " + std::to_string(n) + " like inputs[0]");
     if (n == 0) throw InputError(path, "inputs", "empty probe set; expected at least one sample");
@@ -401,7 +404,7 @@ InputError no_token_label_scored(const std::string& file, const std::string& wha
 
 ProbeSet load_training_data(const std::string& source, Model& model, uint64_t seed, bool need_truth) {
     if (source != "demo") {
-        auto ps = load_probes(source, model, seed);
+        auto ps = load_probes(source, model, seed, /*scalar_inputs=*/true);
         if (need_truth && ps.labels.empty() && ps.targets.empty())
             throw InputError(source, "labels", "training data needs labels (classifier) or targets (regressor)");
         if (ps.label_width > 0 && !scores_a_token_label(ps)) throw no_token_label_scored(source, "trained on");
@@ -513,7 +516,7 @@ ProbeSet read_probe_file(const std::string& source) {
     return ps;
 }
 
-ProbeSet load_probes(const std::string& source, Model& model, uint64_t seed) {
+ProbeSet load_probes(const std::string& source, Model& model, uint64_t seed, bool scalar_inputs) {
     ProbeSet ps;
     if (source == "demo") {
         if (model.info.kind != "demo")
@@ -525,6 +528,11 @@ ProbeSet load_probes(const std::string& source, Model& model, uint64_t seed) {
     }
     ps.info.source = source;
     const std::string file = source;
+    for (size_t i = 0; i < ps.inputs.size() && !scalar_inputs; ++i)
+        if (ps.inputs[i].dim() == 0)
+            throw InputError(file, "inputs[" + std::to_string(i) + "]",
+                             "is a scalar; a comparison cuts the probes into batches along dimension 0: expected a Tensor [N, ...] "
+                             "(a per-batch scalar input is taken by train and replay only)");
     if (!model.input_names.empty() || model.info.kind == "torchscript") {
         const size_t given = ps.inputs.size(), most = model.input_names.size();
         if (given < model.required_inputs || given > most) {
@@ -544,6 +552,7 @@ ProbeSet load_probes(const std::string& source, Model& model, uint64_t seed) {
                 file, "inputs",
                 "has " + std::to_string(ps.inputs.size()) + " input tensors; the model takes " + std::to_string(model.input_shapes.size()));
         for (size_t i = 0; i < ps.inputs.size(); ++i) {
+            if (ps.inputs[i].dim() == 0) continue;  // a per-batch scalar (scalar_inputs): checked by the program's signature
             const auto& want = model.input_shapes[i];
             auto got = ps.inputs[i].sizes().slice(1);
             if (got.vec() != want) {
@@ -563,7 +572,7 @@ ProbeSet load_probes(const std::string& source, Model& model, uint64_t seed) {
     }
     ps.info.count = int(ps.samples.size());
     for (const auto& s : ps.samples) ps.info.tags[s.tag]++;
-    for (const auto& t : ps.inputs) ps.info.input_shapes.push_back(t.sizes().slice(1).vec());
+    for (const auto& t : ps.inputs) ps.info.input_shapes.push_back(t.dim() == 0 ? std::vector<int64_t>{} : t.sizes().slice(1).vec());
     ps.info.has_labels = !ps.labels.empty();
     ps.info.has_targets = !ps.targets.empty();
     ps.info.label_width = ps.label_width;

@@ -30,7 +30,9 @@ struct ProbeSet {
 
 /// Loads "demo" (the model's built-in set) or a .pt / .csv file and checks it against the
 /// model's expected input shapes. Throws InputError naming the file and field.
-ProbeSet load_probes(const std::string& source, Model& model, uint64_t seed);
+/// `scalar_inputs`: 0-d inputs after the first (a per-batch value, e.g. Hugging Face's
+/// num_items_in_batch) are taken whole (training data, replays); else refused by name.
+ProbeSet load_probes(const std::string& source, Model& model, uint64_t seed, bool scalar_inputs = false);
 
 /// Reads a probe-format file (.pt written by torch.save, or .csv) without a model: every
 /// tensor checked against the data the file holds, dtypes, labels, ids (unique, non-empty,

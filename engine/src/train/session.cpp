@@ -276,7 +276,7 @@ struct Session {
             const int64_t b = cursor, e = std::min(n, cursor + s.batch_size);
             cursor = e >= n ? 0 : e;
             std::vector<at::Tensor> in;
-            for (const auto& t : data.inputs) in.push_back(t.slice(0, b, e).to(device));
+            for (const auto& t : data.inputs) in.push_back((t.dim() == 0 ? t : t.slice(0, b, e)).to(device));  // 0-d: per batch
             const uint64_t seed = s.seed * 1000003 + uint64_t(step) * 131 + uint64_t(micro);
             micro_batches.push_back({in, b, e, seed});
             train_parts::reseed(seed);  // reference: FP32

@@ -5,6 +5,7 @@
 /// failing batch, replayed step by step as an FP32 reference and as the AMP job was configured,
 /// naming the first stage that produced non-finite values.
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +15,15 @@
 #include "ampscope/engine/types.h"
 
 namespace ampscope {
+
+/// What an incident bundle (captured in the user's job) says happened there.
+struct ReplayIncident {
+    std::string bundle;     ///< the bundle folder
+    std::string what;       ///< loss | grad | grad_norm | skip | spike
+    std::string detail;     ///< the capture's own words
+    std::string framework;  ///< pytorch | lightning | transformers (and version)
+    int64_t step = 0, rank = 0, world_size = 1;
+};
 
 struct ReplaySpec {
     std::string model;                          ///< a TorchScript file, a torch.export program (.pt2) or demo:NAME
@@ -36,7 +46,8 @@ struct ReplaySpec {
     bool no_scaler = false;              ///< --no-scaler: the job ran without GradScaler
     std::string device;
     uint64_t seed = 0;
-    std::string original_run_id;  ///< a remedy: the replay run it remedies ("" = an original replay)
+    std::string original_run_id;             ///< a remedy: the replay run it remedies ("" = an original replay)
+    std::optional<ReplayIncident> incident;  ///< replay BUNDLE: what the job saw
 };
 
 /// Where values first went non-finite.
