@@ -14,6 +14,7 @@ namespace ampscope::cli {
 namespace {
 
 std::string fmtg(double v, int prec = 3) {
+    if (std::isnan(v)) return "nan";  // never "-nan" (the sign of a NaN means nothing)
     char b[64];
     std::snprintf(b, sizeof b, "%.*g", prec, v);
     return b;

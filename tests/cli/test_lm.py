@@ -723,6 +723,10 @@ class NothingHiddenNothingEmpty(unittest.TestCase):
             self.assertEqual(pass_of(shown, "fp32")["quality"], "inf", what)
         rc, so, se = run_cli("show", js["run_id"], "--db", self.db)
         self.assertIn("perplexity inf -> nan", so)
+        rc, so, se = run_cli("run", "--model", path, "--probes", probes, "--precision", "fp16", "--device", "cpu", "--no-db")
+        self.assertIn("perplexity inf -> nan", so)  # the run's own summary: the NaN in memory, never "-nan"
+        self.assertIn("quality         perplexity nan ", so)
+        self.assertNotIn("-nan", so)
 
     def test_every_position_masked_is_refused(self):
         (rc, js, se), probes = self.run_planted([self.ids, torch.zeros_like(self.mask)], name="allmasked")

@@ -139,3 +139,20 @@ TEST(Tokens, SharedNegativeInfinityIsNotNew) {
     EXPECT_FALSE(crit(c, "finite_outputs").passed);
     EXPECT_EQ(c.tokens->positions, 1);
 }
+
+// An overflowed AMP pass (+-inf logits, as FP16 gives for |logit| > 65504): its perplexity is NaN
+// and the quality criterion says "nan" (x86's default NaN printed as "-nan" before).
+TEST(Tokens, NonFinitePerplexityIsSaidNan) {
+    const float inf = std::numeric_limits<float>::infinity();
+    const SequenceLayout seq{2, 2, {}};
+    Truth truth;
+    truth.labels = {-100, 1};
+    truth.label_width = 2;
+    Criteria c;
+    c.quality_metric = QualityMetric::Perplexity;
+    const auto r = compare(pass(Precision::Fp32, {1, 0, 1, 0}), pass(Precision::Fp16, {inf, -inf, 1, 0}), kSamples, truth, c, &seq);
+    ASSERT_TRUE(r.tokens);
+    EXPECT_TRUE(std::isnan(r.tokens->amp_ppl));
+    const auto& q = crit(r, "quality").detail;
+    EXPECT_EQ(q.rfind("perplexity nan ", 0), 0u) << q;
+}

@@ -109,6 +109,7 @@ std::optional<double> quality(const PassResult& pass, const Truth& truth, const 
 namespace {
 
 std::string fmt(double v) {
+    if (std::isnan(v)) return "nan";  // never "-nan" (the sign of a NaN means nothing)
     std::ostringstream s;
     s.precision(4);
     s << v;

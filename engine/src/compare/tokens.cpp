@@ -61,6 +61,7 @@ double percentile(std::vector<double> v, double q) {
 }
 
 std::string fmt(double v) {
+    if (std::isnan(v)) return "nan";  // never "-nan" (the sign of a NaN means nothing)
     std::ostringstream s;
     s.precision(4);
     s << v;
