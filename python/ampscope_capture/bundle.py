@@ -87,13 +87,14 @@ def optimizer_record(opt):
 
 
 def optimizer_state(opt, param_names):
-    """optimizer.state_dict() with every param group carrying `param_names` (taken from the
-    model's named_parameters() by identity where the optimizer was built without names)."""
+    """optimizer.state_dict() with every param group carrying `param_names`: the exported
+    module's names, found by identity in its named_parameters() (where the optimizer was built
+    without names, or with names of a wrapper, "module.fc1.weight" under DDP); a name the
+    optimizer had is kept for a parameter the module does not hold."""
     sd = opt.state_dict()
-    groups = sd["param_groups"]
-    for live, saved in zip(opt.param_groups, groups):
-        if "param_names" not in saved:
-            saved["param_names"] = [param_names.get(id(p), "") for p in live["params"]]
+    for live, saved in zip(opt.param_groups, sd["param_groups"]):
+        had = list(saved.get("param_names") or [""] * len(live["params"]))
+        saved["param_names"] = [param_names.get(id(p)) or had[i] for i, p in enumerate(live["params"])]
     return sd
 
 

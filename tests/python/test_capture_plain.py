@@ -320,3 +320,19 @@ def test_nonfinite_gradient_without_scaler(tmp_path, with_norm):
     inc, _, _ = check_format(cap.bundles[0], what="grad", step=K, framework="pytorch", dtype="bfloat16", loss="ce", scaler=False,
                              kind="adamw")
     assert "foreach non-finite check" in inc["detected"]["detail"]
+
+
+def test_param_names_are_the_programs(tmp_path):
+    """An optimizer built with names of a wrapper (DDP's 'module.' prefix): the bundle's groups
+    name the parameters as the exported module and the checkpoint do."""
+    torch.manual_seed(7)
+    net = Net()
+    opt = torch.optim.SGD([{"params": [("module." + n, p) for n, p in net.named_parameters()]}], lr=1e-2)
+    cap = Capture(net, opt, out=str(tmp_path / "inc"), loss="ce")
+    x, y = torch.randn(4, 8), torch.tensor([0, 1, 2, 0])
+    cap.begin(x, labels=y)
+    (F.cross_entropy(net(x), y) * float("inf")).backward()
+    assert cap.check() is not None
+    _, ckpt, _ = check_format(cap.bundles[0], what="grad", step=0, framework="pytorch", dtype="float16", loss="ce", scaler=False,
+                              kind="sgd")
+    assert group_names(ckpt) == [list(ckpt["model"])]
