@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -164,6 +165,38 @@ TEST_F(Bundle, BadJsonIsRefusedNotACrash) {
     EXPECT_NE(refused().find("expected an object"), std::string::npos);
     write_text(std::string(100000, '[') + std::string(100000, ']'));
     EXPECT_NE(refused().find("deeper than"), std::string::npos);
+}
+
+/// The contract between the Python writer and this reader: a bundle the capture package wrote
+/// (tests/engine/bundle_writer.py) reads back with the job's settings.
+TEST_F(Bundle, RealBundleFromThePackage) {
+    const std::string cmd = std::string(AMPSCOPE_PYTHON) + " " + AMPSCOPE_TESTS_DIR + "/engine/bundle_writer.py '" + dir + "/out'";
+    FILE* p = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string out;
+    char buf[4096];
+    while (fgets(buf, sizeof buf, p)) out += buf;
+    ASSERT_EQ(pclose(p), 0) << out;
+    while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+    ASSERT_FALSE(out.empty());
+    auto b = read_bundle(out);
+    EXPECT_EQ(b.step, 2);
+    EXPECT_EQ(b.detected_what, "loss");
+    EXPECT_EQ(b.framework, "pytorch");
+    EXPECT_EQ(b.precision, "bf16");
+    EXPECT_EQ(b.device_type, "cpu");
+    EXPECT_EQ(b.keep_fp32, std::vector<std::string>{"2"});
+    EXPECT_EQ(b.loss, "ce");
+    EXPECT_EQ(b.optimizer_kind, "adamw");
+    EXPECT_FALSE(b.scaler);
+    ASSERT_TRUE(b.clip_grad_norm.has_value());
+    EXPECT_EQ(*b.clip_grad_norm, 0.5);
+    EXPECT_EQ(b.rank, 0);
+    EXPECT_EQ(b.world_size, 1);
+    EXPECT_EQ(b.export_error, "");
+    EXPECT_EQ(b.model, (fs::path(out) / "model.pt2").string());
+    EXPECT_EQ(b.checkpoint, (fs::path(out) / "checkpoint.pt").string());
+    EXPECT_EQ(b.batch, (fs::path(out) / "batch.pt").string());
 }
 
 }  // namespace
