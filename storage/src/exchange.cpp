@@ -195,7 +195,7 @@ void validate(Store& s, const std::string& file) {
                                        {"passes", "seq", "'integer'"},
                                        {"passes", "num_outputs", "'integer'"},
                                        {"passes", "outputs", "'blob'"},
-                                       {"passes", "quality", "'real','integer','null'"},
+                                       {"passes", "quality", "'real','integer','null','text'"},
                                        {"layers", "idx", "'integer'"},
                                        {"layers", "flags", "'integer'"},
                                        {"layers", "stats", "'blob'"},

@@ -713,7 +713,11 @@ class NothingHiddenNothingEmpty(unittest.TestCase):
         run_cli("export", js["run_id"], "--db", self.db, "-o", bundle, check_rc=0)
         rc, exported, se = run_cli("show", js["run_id"], "--db", bundle, "--json")
         self.assertEqual(rc, 0, se)
-        for what, shown in (("run", js), ("show", json.loads(so)), ("export", json.loads(exported))):
+        imported_db = os.path.join(t, "imported.sqlite")  # the export imports (a 'nan' quality is a valid value)
+        run_cli("import", bundle, "--db", imported_db, check_rc=0)
+        rc, imported, se = run_cli("show", js["run_id"], "--db", imported_db, "--json")
+        self.assertEqual(rc, 0, se)
+        for what, shown in (("run", js), ("show", json.loads(so)), ("export", json.loads(exported)), ("import", json.loads(imported))):
             lab = comparison_of(shown, "fp16")["tokens"]["labels"]
             self.assertAlmostEqual(as_float(lab["ref_cross_entropy"]), ref_ce, delta=1e-6 * ref_ce, msg=what)
             self.assertEqual(lab["amp_cross_entropy"], "nan", what)

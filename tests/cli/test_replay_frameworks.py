@@ -249,6 +249,74 @@ class PlainOptimizers(unittest.TestCase):
             job.tmp.cleanup()
 
 
+class MaskedNet(Net):
+    """A persistent -inf buffer masks class 2 (as a causal mask masks future positions): the
+    logits hold -inf on both sides and the loss of labels 0/1 is finite."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mask", torch.tensor([0.0, 0.0, float("-inf")]))
+
+    def forward(self, x):
+        return super().forward(x) + self.mask
+
+
+class HostileStates(unittest.TestCase):
+    """What PyTorch refuses or casts, the replay refuses by name or casts alike."""
+
+    def test_masks_are_not_incidents(self):
+        torch.manual_seed(3)
+        with tempfile.TemporaryDirectory() as d:
+            net = MaskedNet().train()
+            opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+            x, y = data(1)
+            y = y.clamp(max=1)
+            model, batch, ckpt = (os.path.join(d, n) for n in ("m.pt2", "b.pt", "c.pt"))
+            torch.export.save(torch.export.export(net, (x,)), model)
+            torch.save({"inputs": [x], "labels": y}, batch)
+            torch.save({"model": net.state_dict(), "optimizer": opt.state_dict()}, ckpt)
+            want = python_step(net, opt, x, y)
+            rc, got = replay(model, ckpt, batch)
+            self.assertEqual(rc, 0, got)
+            self.assertIsNone(got["first_nonfinite"])  # was: checkpoint (the mask buffer), then forward (-inf logits)
+            self.assertEqual(shas_ref(got), want)
+
+    def test_states_pytorch_refuses_or_casts(self):
+        job = Job(lambda n: torch.optim.Adam(n.parameters(), lr=1e-2), steps=1)
+        try:
+            def variant(name, edit):
+                osd = copy.deepcopy(job.osd)
+                edit(osd)
+                path = os.path.join(job.tmp.name, name + ".pt")
+                torch.save({"model": job.sd, "optimizer": osd}, path)
+                return path, osd
+            refused = {
+                "nolr": (lambda o: o["param_groups"][0].pop("lr"), "lr"),
+                "noeps": (lambda o: o["param_groups"][0].pop("eps"), "eps"),
+                "complexlr": (lambda o: o["param_groups"][0].update(lr=torch.tensor(1e-2 + 1j)), "lr"),
+                "negstep": (lambda o: o["state"][0].update(step=torch.tensor(-1.0)), "step"),
+                "twostep": (lambda o: o["state"][0].update(step=torch.tensor([1.0, 2.0])), "step"),
+                "beta1": (lambda o: o["param_groups"][0].update(betas=(1.0, 0.999)), "betas"),
+                "sparseadam": (lambda o: [o["param_groups"][0].pop(k) for k in ("weight_decay", "amsgrad")], "SparseAdam"),
+            }
+            for name, (edit, field) in refused.items():
+                path, _ = variant(name, edit)
+                rc, err = replay(job.model, path, job.batch)
+                self.assertEqual(rc, 2, (name, err))
+                self.assertIn(field, err, name)
+            # moments saved in float64 / bfloat16: load_state_dict casts them to the parameter's dtype
+            for dt in (torch.float64, torch.bfloat16):
+                def cast(o):
+                    for st in o["state"].values():
+                        st["exp_avg"], st["exp_avg_sq"] = st["exp_avg"].to(dt), st["exp_avg_sq"].to(dt)
+                path, osd = variant("cast", cast)
+                rc, got = replay(job.model, path, job.batch)
+                self.assertEqual(rc, 0, got)
+                self.assertEqual(shas_ref(got), job.want(osd=osd))
+        finally:
+            job.tmp.cleanup()
+
+
 @unittest.skipIf(pl is None, "pytorch-lightning is not installed (tools/bootstrap.sh installs it)")
 class LightningCheckpoint(unittest.TestCase):
     """(b) Lightning 2.6 writes the .ckpt: two param groups (head first), gradient_clip_val,

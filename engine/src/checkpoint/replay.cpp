@@ -13,6 +13,7 @@
 #include <torch/utils.h>
 
 #include <cmath>
+#include <set>
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/hash.h"
@@ -86,8 +87,11 @@ void load_weights(const ReplaySpec& s, const ckpt::Checkpoint& c, Side& ref, Sid
                                  "Lightning checkpoints need --strip-prefix model.; --non-strict replays anyway)");
         r.warnings.push_back("checkpoint keys do not match the model (--non-strict): " + what);
     }
+    std::set<const void*> params;  // a buffer may hold -inf on purpose (a causal mask): only NaN is broken there
+    for (const auto& p : ref.params) params.insert(p.unsafeGetTensorImpl());
     for (const auto& [name, t] : ref.model->named_state())
-        if (t.is_floating_point() && !t.isfinite().all().item<bool>()) {
+        if (t.is_floating_point() &&
+            (params.count(t.unsafeGetTensorImpl()) ? !t.isfinite().all().item<bool>() : t.isnan().any().item<bool>())) {
             r.first_nonfinite = ReplayStage{0, "checkpoint", "both", module_of(name), "weights " + name, ""};
             break;
         }
@@ -229,6 +233,7 @@ struct Replay {
     std::vector<at::Tensor> inputs;
     ReplayResult& r;
     train_parts::RngStates* rng = nullptr;           ///< the job's generator states, step by step (restored RNG)
+    at::Tensor ref_out{};                            ///< the reference forward's output of the current step
     std::vector<at::Tensor> clip_ref{}, clip_amp{};  ///< what the job's clipping iterates, in its order
 
     uint64_t seed_of(int step) const { return s.seed * 1000003 + uint64_t(step) * 131; }
@@ -273,6 +278,7 @@ struct Replay {
         zero_grad(ref);
         train_parts::reseed(seed_of(step));
         at::Tensor out = ref.model->forward(inputs);
+        ref_out = out.detach();
         at::Tensor loss = loss_of(out);
         loss.backward();
         if (s.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(clip_ref, s.clip_grad_norm);
@@ -292,7 +298,11 @@ struct Replay {
             out = amp.model->forward(inputs);
             loss = loss_of(out);
         }
-        const bool out_bad = !out.isfinite().all().item<bool>();
+        // A -inf (or inf) the reference has at the same place is a mask (a causal mask, masked
+        // vocabulary entries), not an incident; NaN never equals itself, so NaN always counts.
+        const bool out_bad = ref_out.defined() && ref_out.sizes() == out.sizes()
+                                 ? ((~out.isfinite()) & out.ne(ref_out.to(out.scalar_type()))).any().item<bool>()
+                                 : !out.isfinite().all().item<bool>();
         const bool loss_bad = !loss.isfinite().all().item<bool>();
         rec.loss_amp = loss.item<double>();
         rec.scale = scaler.get_scale();
