@@ -122,6 +122,8 @@ class Capture:
         self._loss_mean, self._loss_count = 0.0, 0
         self._checked = False
         self._scale_before = self._scaler_override = None
+        self._ddp_flags, self._ddp_watched, self.all_ranks = [], False, False
+        self._local, self._global_bad, self._in_global = {}, False, False
 
     # -- the per-step calls -------------------------------------------------------------------
     def begin(self, inputs=None, labels=None, targets=None, step=None):
@@ -147,6 +149,7 @@ class Capture:
         device-to-host read. Returns the bundle's path when this step wrote one, else None."""
         self._checked = True
         what, detail = self._detect(loss, grad_norm)
+        origins = self._exchange(what)
         if what is None:
             self.in_incident = False
             return None
@@ -154,7 +157,53 @@ class Capture:
         self.in_incident = True
         if not first or not self._room():
             return None
+        if origins is not None and rank_env()["rank"] not in origins and not self.all_ranks:
+            return None  # another rank's incident, spread to this one by the all-reduce
         return self._capture(what, detail)
+
+    # -- torchrun: which rank ---------------------------------------------------------------
+    def watch_ddp(self, ddp_model, hook=None, state=None, all_ranks=False):
+        """Under torchrun with DistributedDataParallel: registers a communication hook that
+        checks this rank's own gradients before the all-reduce spreads a NaN to every rank
+        (one isfinite per bucket, not read until check()), wrapping `hook` (default: DDP's
+        all-reduce; pass the hook you would register yourself, with its `state`). At an
+        incident the ranks exchange one small record, every rank's bundle names the ranks it
+        started on (`origin_ranks`), and only those write a bundle (all_ranks=True: all)."""
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        inner = hook or default_hooks.allreduce_hook
+        flags = self._ddp_flags
+
+        def checked(st, bucket):
+            flags.append((~torch.isfinite(bucket.buffer())).any())
+            return inner(st, bucket)
+
+        try:
+            ddp_model.register_comm_hook(state, checked)
+        except RuntimeError as e:
+            raise RuntimeError(f"ampscope_capture: DDP already has a communication hook ({e}); pass it to watch_ddp(model, "
+                               "hook=..., state=...) instead of registering it, and capture wraps it") from e
+        self._ddp_watched, self.all_ranks = True, all_ranks
+
+    def _exchange(self, what):
+        """At the first step whose all-reduced gradients are non-finite (the same on every
+        rank, so every rank gets here on the same step): all-gather each rank's (rank, local
+        loss non-finite, local gradients non-finite) and return the ranks it started on."""
+        global_bad, first = self._global_bad, not self._in_global
+        self._in_global = global_bad
+        if not (self._ddp_watched and global_bad and first):
+            return None
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+            return None
+        mine = {"rank": dist.get_rank(), "step": int(self.step), **self._local}
+        records = [None] * dist.get_world_size()
+        dist.all_gather_object(records, mine)
+        origins = [r["rank"] for r in records if r.get("loss") or r.get("grads")]
+        self._records = records
+        return origins or [r["rank"] for r in records]
+
 
     def end(self):
         """Optional, after scaler.update(): a step GradScaler skipped (its scale backed off)
@@ -211,12 +260,17 @@ class Capture:
         (None, None). A non-finite norm or screen is told apart (non-finite gradients, or a
         norm of finite gradients that overflows) by the exact check, on that step only."""
         flag, source = self._grad_flag(grad_norm)
-        parts = [torch.as_tensor(t).detach().reshape(-1)[:1] for t in (loss, flag, grad_norm) if t is not None]
+        local = torch.stack(self._ddp_flags).any() if self._ddp_flags else None
+        self._ddp_flags.clear()
+        parts = [torch.as_tensor(t).detach().reshape(-1)[:1] for t in (loss, flag, grad_norm, local) if t is not None]
         dev = parts[0].device if parts else torch.device("cpu")
         values = torch.cat([t.to(dev, torch.float32) for t in parts]).tolist() if parts else []
         lv = values.pop(0) if loss is not None else 0.0
         gf = values.pop(0) if flag is not None else 0.0
         nv = values.pop(0) if grad_norm is not None else 0.0
+        lf = values.pop(0) if local is not None else 0.0
+        self._global_bad = gf > 0 or (grad_norm is not None and not math.isfinite(nv))
+        self._local = {"loss": loss is not None and not math.isfinite(lv), "grads": lf > 0}
         if loss is not None and not math.isfinite(lv):
             return "loss", f"the loss is {lv}"
         if gf > 0 and source == "scaler":
@@ -259,7 +313,18 @@ class Capture:
                 "precision": {"dtype": self.dtype, "device_type": self._device_type(), "keep_fp32": self.keep_fp32},
                 "loss": self.loss_kind, "clip_grad_norm": bundle.finite_or_none(self.clip_grad_norm) if self.clip_grad_norm else None,
                 "accumulation_steps": self.accumulation_steps, "optimizer": bundle.optimizer_record(self.optimizer),
-                "scaler": bool(self._scaler_enabled())}
+                "scaler": bool(self._scaler_enabled()), **self._rank_record()}
+
+    def _rank_record(self):
+        """Under watch_ddp: this rank's own view before the all-reduce, and every rank's."""
+        records = getattr(self, "_records", None)
+        if not self._ddp_watched:
+            return {}
+        out = {"local": dict(self._local)}
+        if records:
+            out["origin_ranks"] = [r["rank"] for r in records if r.get("loss") or r.get("grads")]
+            out["ranks"] = records
+        return out
 
     def _checkpoint(self, module):
         names = {id(p): n for n, p in module.named_parameters()}
