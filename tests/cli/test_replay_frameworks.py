@@ -317,6 +317,46 @@ class HostileStates(unittest.TestCase):
             job.tmp.cleanup()
 
 
+class TrainerFolderFiles(unittest.TestCase):
+    """What the Trainer loads from checkpoint-N/, and members that are not what they should be."""
+
+    def test_members(self):
+        from safetensors.torch import save_file
+        job = Job(lambda n: torch.optim.Adam(n.parameters(), lr=1e-2), steps=1)
+        try:
+            ck = os.path.join(job.tmp.name, "checkpoint-1")
+            os.makedirs(ck)
+            save_file({k: v.contiguous() for k, v in job.sd.items()}, os.path.join(ck, "model.safetensors"))
+            torch.save(job.osd, os.path.join(ck, "optimizer.pt"))
+            rc, clean = replay(job.model, ck, job.batch, "--clip-grad-norm", "0")
+            self.assertEqual(rc, 0, clean)
+            self.assertEqual(shas_ref(clean), job.want())
+            # a stale sharded copy beside model.safetensors: the Trainer loads model.safetensors
+            stale = {k: (v + 1).contiguous() for k, v in job.sd.items()}
+            save_file(stale, os.path.join(ck, "model-00001-of-00001.safetensors"))
+            with open(os.path.join(ck, "model.safetensors.index.json"), "w") as f:
+                json.dump({"weight_map": {k: "model-00001-of-00001.safetensors" for k in stale}}, f)
+            rc, got = replay(job.model, ck, job.batch, "--clip-grad-norm", "0")
+            self.assertEqual(rc, 0, got)
+            self.assertEqual(shas_ref(got), shas_ref(clean))  # was: the stale shard's weights
+            # an index naming a shard outside the folder, once model.safetensors is gone
+            os.remove(os.path.join(ck, "model.safetensors"))
+            with open(os.path.join(ck, "model.safetensors.index.json"), "w") as f:
+                json.dump({"weight_map": {k: ".." for k in stale}}, f)
+            rc, err = replay(job.model, ck, job.batch)
+            self.assertEqual(rc, 2, err)
+            self.assertIn("weight_map", err)
+            # optimizer.pt that is a folder
+            save_file({k: v.contiguous() for k, v in job.sd.items()}, os.path.join(ck, "model.safetensors"))
+            os.remove(os.path.join(ck, "optimizer.pt"))
+            os.makedirs(os.path.join(ck, "optimizer.pt"))
+            rc, err = replay(job.model, ck, job.batch)
+            self.assertEqual(rc, 2, err)
+            self.assertIn("optimizer.pt", err)
+        finally:
+            job.tmp.cleanup()
+
+
 @unittest.skipIf(pl is None, "pytorch-lightning is not installed (tools/bootstrap.sh installs it)")
 class LightningCheckpoint(unittest.TestCase):
     """(b) Lightning 2.6 writes the .ckpt: two param groups (head first), gradient_clip_val,
