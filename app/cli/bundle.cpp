@@ -110,6 +110,20 @@ void read_header(const Fields& f, IncidentBundle& b) {
     b.detected_detail = f.string(det, "detected.detail", "detail");
 }
 
+/// Optional (watch_ddp): the ranks the incident started on, each below world_size.
+void read_origin_ranks(const Fields& f, IncidentBundle& b) {
+    auto it = f.root().find("origin_ranks");
+    if (it == f.root().end()) return;
+    if (!it->is_array()) throw InputError(f.file(), "origin_ranks", "not a list; expected a list of ranks");
+    for (size_t i = 0; i < it->size(); ++i) {
+        const json& v = (*it)[i];
+        const std::string field = "origin_ranks[" + std::to_string(i) + "]";
+        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= b.world_size)
+            throw InputError(f.file(), field, v.dump() + "; expected a rank below world_size " + std::to_string(b.world_size));
+        b.origin_ranks.push_back(v.get<int64_t>());
+    }
+}
+
 void read_settings(const Fields& f, IncidentBundle& b) {
     const json& r = f.root();
     const json& prec = f.object(r, "precision", "precision");
@@ -134,6 +148,7 @@ void read_settings(const Fields& f, IncidentBundle& b) {
     b.optimizer_class = f.string(opt, "optimizer.class", "class");
     b.scaler = f.boolean(r, "scaler", "scaler");
     b.export_error = f.maybe_string(r, "export_error", "export_error").value_or("");
+    read_origin_ranks(f, b);
 }
 
 /// A file the bundle names: a plain name inside the bundle, present, a regular file.

@@ -28,6 +28,7 @@ struct IncidentBundle {
     int64_t step = 0, rank = 0, world_size = 1, accumulation_steps = 1;
     std::string detected_what;  ///< loss | grad | grad_norm | skip | spike
     std::string detected_detail, framework, framework_version, export_error;
+    std::vector<int64_t> origin_ranks;  ///< under torchrun with watch_ddp: the ranks the incident started on (else empty)
 };
 
 /// Reads and checks DIR/incident.json (JSON nested at most kMaxJsonDepth, format and version,

@@ -88,6 +88,11 @@ TEST_F(Bundle, ReadsEveryField) {
     EXPECT_EQ(b.framework, "lightning");
     EXPECT_EQ(b.framework_version, "2.6.6");
     EXPECT_EQ(b.export_error, "");
+    EXPECT_TRUE(b.origin_ranks.empty());
+    auto j = good();
+    j["origin_ranks"] = {3, 5};
+    write(j);
+    EXPECT_EQ(read_bundle(dir).origin_ranks, (std::vector<int64_t>{3, 5}));
 }
 
 TEST_F(Bundle, ExportFailureLeavesTheModelToTheUser) {
@@ -143,6 +148,8 @@ TEST_F(Bundle, WrongFormatVersionAndTypesAreNamed) {
         {"/files/checkpoint", "../checkpoint.pt", "files.checkpoint"},
         {"/files/batch", nullptr, "files.batch"},
         {"/files", json::array(), "files"},
+        {"/origin_ranks", json::array({8}), "origin_ranks[0]"},
+        {"/origin_ranks", "3", "origin_ranks"},
     };
     for (const auto& c : cases) {
         auto j = good();
