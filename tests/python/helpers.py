@@ -35,13 +35,8 @@ def replay(*args):
 
 
 def replay_bundle(bundle, *extra):
-    """`ampscope-cli replay BUNDLE` alone (every setting from incident.json). Until the CLI
-    takes a bundle (CLI11 refuses the positional argument or asks for --model), the test is an
-    expected failure; from then on it is an ordinary test."""
-    rc, got = replay(bundle, "--device", "cpu", *extra)
-    if rc == 2 and isinstance(got, str) and ("was not expected" in got or "--model is required" in got or "--batch is required" in got):
-        pytest.xfail("ampscope-cli replay BUNDLE is not wired yet (issue 29): " + got.strip().splitlines()[0])
-    return rc, got
+    """`ampscope-cli replay BUNDLE` alone (every setting from incident.json)."""
+    return replay(bundle, "--device", "cpu", *extra)
 
 
 def same_replay(alone, by_hand):

@@ -124,7 +124,7 @@ def test_bundle_of_an_hf_bf16_incident(job):
         assert len(batch["inputs"]) == 2, "input_ids, labels"
 
 
-def test_todays_replay_of_the_hf_bundle(job, request):
+def test_todays_replay_of_the_hf_bundle(job):
     cap, snap = job
     net = copy.deepcopy(snap.before[K][2])
     batch = torch.load(os.path.join(cap.bundles[0], "batch.pt"), weights_only=True)
@@ -132,9 +132,6 @@ def test_todays_replay_of_the_hf_bundle(job, request):
     module, first = forward_origin(net, {"input_ids": ids, "labels": labels, **({"num_items_in_batch": n} if n is not None else {})},
                                    torch.bfloat16)
     assert module == "norm" and first == "rsqrt"
-    if n is not None:
-        request.applymarker(pytest.mark.xfail(reason="today's replay refuses a 0-d input (num_items_in_batch): 'expected a batch "
-                                                     "dimension'; expected to pass once replay takes 0-d program inputs as they are"))
     rc, got = replay_files(cap.bundles[0])
     assert rc == 1, got
     f = got["first_nonfinite"]

@@ -99,7 +99,7 @@ def test_bundle_holds_the_state_before_the_failing_step(fp16):
 def test_todays_replay_names_pythons_origin(fp16):
     """`ampscope-cli replay --model --checkpoint --batch --loss --precision` on the bundle's
     files: the backward origin Python's autograd hooks find, and Python's FP32 loss bitwise.
-    (Two param groups: today's replay reads them as PyTorch lays them out.)"""
+    (Two param groups, by their param_names.)"""
     from test_train import python_backward_origin
 
     cap, before = fp16
