@@ -13,7 +13,7 @@
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/replay.h"
 #include "ampscope/storage/replay_record.h"
-#include "bundle.h"
+#include "ampscope/engine/bundle.h"
 #include "checks.h"
 
 namespace ampscope::cli {
@@ -153,25 +153,20 @@ std::vector<storage::ProtectedFile> replay_inputs(const ReplayOptions& o) {
 void apply_bundle(ReplayOptions& o) {
     auto& s = o.spec;
     const auto b = read_bundle(o.bundle);
-    if (s.model.empty()) s.model = b.model;
+    const auto bs = replay_spec_of(b);
+    if (s.model.empty()) s.model = bs.model;
     if (s.model.empty())
         throw InputError(o.bundle + "/incident.json", "files.model",
                          "is null: torch.export failed in the job (" + b.export_error + "); give the model with --model");
-    if (s.checkpoint.empty()) s.checkpoint = b.checkpoint;
-    if (s.batch.empty()) s.batch = b.batch;
-    if (o.loss_opt->count() == 0) s.loss = b.loss;
+    if (s.checkpoint.empty()) s.checkpoint = bs.checkpoint;
+    if (s.batch.empty()) s.batch = bs.batch;
+    if (o.loss_opt->count() == 0) s.loss = bs.loss;
     if (o.precision_opt->count() == 0) o.precision = b.precision;
-    for (const auto& g : b.keep_fp32) s.keep_fp32.insert(s.keep_fp32.begin(), g);
-    if (!o.clip || o.clip->count() == 0) {
-        s.clip_grad_norm = b.clip_grad_norm.value_or(0.0);
-        s.clip_given = true;  // the bundle says (null: the job did not clip)
-    }
-    if (s.optimizer_kind.empty() && (b.optimizer_kind == "sgd" || b.optimizer_kind == "adam" || b.optimizer_kind == "adamw"))
-        s.optimizer_kind = b.optimizer_kind;
-    if (!b.scaler) s.no_scaler = true;
-    s.incident = ReplayIncident{
-        o.bundle, b.detected_what, b.detected_detail, b.framework + (b.framework_version.empty() ? "" : " " + b.framework_version),
-        b.step,   b.rank,          b.world_size};
+    s.keep_fp32.insert(s.keep_fp32.begin(), bs.keep_fp32.begin(), bs.keep_fp32.end());
+    if (!o.clip || o.clip->count() == 0) s.clip_grad_norm = bs.clip_grad_norm, s.clip_given = true;
+    if (s.optimizer_kind.empty()) s.optimizer_kind = bs.optimizer_kind;
+    s.no_scaler = s.no_scaler || bs.no_scaler;
+    s.incident = bs.incident;
 }
 
 int run_replay_command(ReplayOptions& o) {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// read_bundle (app/cli/bundle.h): an incident bundle as the capture package writes it
+// read_bundle (ampscope/engine/bundle.h): an incident bundle as the capture package writes it
 // (docs/capture.md, tests/python for the package itself) reads back field by field; a bundle
 // that is not one (a missing file, another version, a field of the wrong type, JSON nested too
 // deep, a file name leaving the folder) is refused with InputError naming the file and field.
@@ -15,11 +15,11 @@
 #include <unistd.h>
 
 #include "ampscope/engine/errors.h"
-#include "bundle.h"
+#include "ampscope/engine/bundle.h"
 
 namespace fs = std::filesystem;
 using ampscope::InputError;
-using ampscope::cli::read_bundle;
+using ampscope::read_bundle;
 using nlohmann::json;
 
 namespace {

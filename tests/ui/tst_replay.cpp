@@ -182,6 +182,79 @@ private Q_SLOTS:
         QCOMPARE(d.spec().optimizer_state, std::string());
     }
 
+    void dialogKeepsTheJobsSettings() {
+        ReplayDialog d;
+        ReplaySpec s = incident();
+        s.optimizer_kind = "adamw";
+        s.clip_grad_norm = 0.5;
+        s.clip_given = true;
+        s.no_scaler = true;
+        s.incident = ReplayIncident{dir_.path().toStdString(), "loss", "the loss is nan", "pytorch 2.11", 41200, 3, 8};
+        d.setSpec(s);
+        auto got = d.spec();
+        QCOMPARE(got.optimizer_kind, std::string("adamw"));
+        QCOMPARE(got.clip_grad_norm, 0.5);
+        QVERIFY(got.clip_given && got.no_scaler);
+        QVERIFY(got.incident && got.incident->step == 41200 && got.incident->rank == 3);
+        s.clip_given = false;
+        s.clip_grad_norm = 0;
+        s.param_groups = file("nowhere.json").toStdString();
+        d.setSpec(s);
+        d.accept();  // a groups file that is not there: named
+        QVERIFY2(d.errorText().contains(QStringLiteral("Param groups")), qPrintable(d.errorText()));
+        s.param_groups.clear();
+        d.setSpec(s);
+        QVERIFY(!d.spec().clip_given);  // not said: the Trainer's clipping is warned about
+    }
+
+    void openIncidentReplaysTheBundle() {
+        auto w = window();
+        QVERIFY(w);
+        const size_t before = recorded();
+        QTemporaryDir empty;
+        w->openIncident(empty.path());  // not a bundle: an error naming incident.json, nothing recorded
+        QVERIFY2(messages_.join(QLatin1Char('\n')).contains(QStringLiteral("incident.json")),
+                 qPrintable(messages_.join(QLatin1Char('\n'))));
+        QCOMPARE(recorded(), before);
+        messages_.clear();
+        QTemporaryDir bundle;  // the fixture's files as a bundle the capture package would write
+        for (auto [from, to] : {std::pair{"model.pt2", "model.pt2"}, {"dict.pt", "checkpoint.pt"}, {"batch.pt", "batch.pt"}})
+            QVERIFY(QFile::copy(file(from), bundle.filePath(QString::fromUtf8(to))));
+        QFile j(bundle.filePath(QStringLiteral("incident.json")));
+        QVERIFY(j.open(QIODevice::WriteOnly));
+        j.write(R"({"format": "ampscope-incident", "version": 1, "created_at": "2026-12-02T17:00:00+00:00", "step": 4,
+            "rank": 1, "local_rank": 1, "world_size": 2, "framework": {"name": "pytorch", "version": "2.11.0", "torch": "2.11.0"},
+            "detected": {"what": "grad", "detail": "non-finite gradients"},
+            "precision": {"dtype": "float16", "device_type": "cpu", "keep_fp32": []}, "loss": "ce", "clip_grad_norm": null,
+            "accumulation_steps": 1, "optimizer": {"class": "torch.optim.adam.Adam", "kind": "adam", "fused": false, "foreach": null},
+            "scaler": true, "files": {"model": "model.pt2", "checkpoint": "checkpoint.pt", "batch": "batch.pt"}, "export_error": null})");
+        j.close();
+        QSignalSpy done(w->replayJob(), &ReplayJob::finished);
+        ReplaySpec seen;
+        auto* timer = new QTimer;  // the dialog opens filled from the bundle: take what it shows, press Start
+        timer->setInterval(20);
+        QObject::connect(timer, &QTimer::timeout, [timer, &seen] {
+            for (auto* tw : QApplication::topLevelWidgets())
+                if (auto* d = qobject_cast<ReplayDialog*>(tw); d && d->isVisible()) {
+                    timer->stop();
+                    timer->deleteLater();
+                    seen = d->spec();
+                    d->accept();
+                    return;
+                }
+        });
+        timer->start();
+        w->openIncident(bundle.path());
+        QVERIFY(QTest::qWaitFor([&] { return done.count() == 1; }, 120000));
+        QCOMPARE(seen.checkpoint, bundle.filePath(QStringLiteral("checkpoint.pt")).toStdString());
+        QVERIFY(seen.incident && seen.incident->rank == 1 && seen.clip_given);
+        const auto r = done[0][0].value<ReplayResult>();
+        QVERIFY(r.first_nonfinite);  // the fixture's planted FP16 incident
+        const QString said = w->replayView()->summaryText(ReplayView::Original);
+        QVERIFY2(said.contains(QStringLiteral("on rank 1 of 2")) && said.contains(QStringLiteral("reproduces it")), qPrintable(said));
+        QCOMPARE(recorded(), before + 1);
+    }
+
     void replayNamesPythonsOriginAndRemedyBf16() {
         const auto fp16 = oracle_[QStringLiteral("fp16")].toObject();
         const auto bf16 = oracle_[QStringLiteral("bf16")].toObject();

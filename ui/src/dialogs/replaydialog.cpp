@@ -11,6 +11,8 @@
 #include <QPushButton>
 #include <QSpinBox>
 
+#include <cmath>
+
 #include "ampscope/engine/errors.h"
 
 namespace ampscope::ui {
@@ -60,10 +62,33 @@ ReplayDialog::ReplayDialog(QWidget* parent) : SpecDialogFor(parent) {
     form->addRow(QStringLiteral("Steps"), steps_);
     non_strict_ = new QCheckBox(QStringLiteral("Replay even when checkpoint keys do not match the model (they are still listed)"));
     form->addRow(QStringLiteral("Non-strict"), non_strict_);
+    addJobSettings(form);
     device_ = deviceField();
     form->addRow(QStringLiteral("Device"), device_);
     finish(form);
     resize(760, sizeHint().height());
+}
+
+void ReplayDialog::addJobSettings(QFormLayout* form) {
+    optimizerKind_ = new QComboBox;
+    optimizerKind_->setObjectName(QStringLiteral("optimizerKind"));
+    optimizerKind_->addItems({QStringLiteral("as the state says"), QStringLiteral("sgd"), QStringLiteral("adam"), QStringLiteral("adamw")});
+    optimizerKind_->setToolTip(QStringLiteral("An Adam/AdamW state from PyTorch <= 2.6 with weight decay cannot tell which it is: say it"));
+    form->addRow(QStringLiteral("Optimizer"), optimizerKind_);
+    groups_ = new QLineEdit;
+    groups_->setObjectName(QStringLiteral("paramGroups"));
+    groups_->setPlaceholderText(
+        QStringLiteral("optional: JSON, a list per param group of its parameter names (groups saved without names)"));
+    form->addRow(QStringLiteral("Param groups"),
+                 withBrowse(groups_, QStringLiteral("Param groups"), QStringLiteral("JSON (*.json);;All files (*)"),
+                            [this](const QString& f) { groups_->setText(f); }));
+    clip_ = new QLineEdit;
+    clip_->setObjectName(QStringLiteral("clipNorm"));
+    clip_->setPlaceholderText(QStringLiteral("the job's max_grad_norm / gradient_clip_val (0: it did not clip; empty: not said)"));
+    form->addRow(QStringLiteral("Clip gradient norm"), clip_);
+    noScaler_ = new QCheckBox(QStringLiteral("The job ran without GradScaler (implied for BF16 without scaler state)"));
+    noScaler_->setObjectName(QStringLiteral("noScaler"));
+    form->addRow(QStringLiteral("No GradScaler"), noScaler_);
 }
 
 QStringList ReplayDialog::losses() {
@@ -132,6 +157,17 @@ void ReplayDialog::setSpec(const ReplaySpec& s) {
     steps_->setValue(s.steps);
     non_strict_->setChecked(s.non_strict);
     if (!s.device.empty()) device_->setCurrentText(QString::fromStdString(s.device));
+    const int kind = optimizerKind_->findText(QString::fromStdString(s.optimizer_kind));
+    optimizerKind_->setCurrentIndex(kind < 0 ? 0 : kind);
+    groups_->setText(QString::fromStdString(s.param_groups));
+    clip_->setText(s.clip_given || s.clip_grad_norm > 0 ? QString::number(s.clip_grad_norm, 'g', 17) : QString());
+    noScaler_->setChecked(s.no_scaler);
+    incident_ = s.incident;
+    if (incident_)
+        setWindowTitle(QStringLiteral("Replay incident bundle %1 (step %2, rank %3)")
+                           .arg(QString::fromStdString(incident_->bundle))
+                           .arg(incident_->step)
+                           .arg(incident_->rank));
 }
 
 ReplaySpec ReplayDialog::spec() const {
@@ -151,6 +187,18 @@ ReplaySpec ReplayDialog::spec() const {
     s.steps = steps_->value();
     s.non_strict = non_strict_->isChecked();
     s.device = device_->currentText().toStdString();
+    s.optimizer_kind = optimizerKind_->currentIndex() == 0 ? "" : optimizerKind_->currentText().toStdString();
+    s.param_groups = existing(groups_, "Param groups", false, false, "a JSON list per param group of parameter names");
+    const QString clip = clip_->text().trimmed();
+    if (!clip.isEmpty()) {
+        bool ok = false;
+        s.clip_grad_norm = clip.toDouble(&ok);
+        if (!ok || !(s.clip_grad_norm >= 0) || !std::isfinite(s.clip_grad_norm))
+            throw InputError("Clip gradient norm", "", "'" + clip.toStdString() + "'; expected a number >= 0 (0: the job did not clip)");
+        s.clip_given = true;
+    }
+    s.no_scaler = noScaler_->isChecked();
+    s.incident = incident_;
     return s;
 }
 

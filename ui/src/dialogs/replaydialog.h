@@ -3,9 +3,13 @@
 // File → Replay incident…: the user's model, the checkpoint their training code wrote before
 // the failing step (a file, or a Hugging Face Trainer checkpoint-N/ folder), the failing batch,
 // the loss, the job's AMP precision, optional optimizer and GradScaler state files, a key
-// prefix to strip, steps, non-strict key matching, device. What `ampscope-cli replay` takes, as
+// prefix to strip, steps, non-strict key matching, device; the job's settings the checkpoint
+// does not hold (optimizer kind for PyTorch <= 2.6 states, param groups file, clipping norm,
+// no GradScaler). Filled from an incident bundle by File → Open incident…. What `ampscope-cli replay` takes, as
 // a form; a field that cannot work (empty, a file that is not there) keeps the dialog open with
 // the field and the file named.
+
+#include <optional>
 
 #include "ampscope/engine/replay.h"
 #include "specdialog.h"
@@ -29,10 +33,12 @@ private:
     void addFiles(QFormLayout* form);
     /// `field` with File… and Folder… buttons (a checkpoint is either).
     QHBoxLayout* withFileOrFolder(QLineEdit* field);
-    QComboBox *model_, *loss_, *precision_, *device_;
-    QLineEdit *checkpoint_, *batch_, *optimizer_, *scaler_, *prefix_, *keep_fp32_;
+    void addJobSettings(QFormLayout* form);
+    QComboBox *model_, *loss_, *precision_, *device_, *optimizerKind_;
+    QLineEdit *checkpoint_, *batch_, *optimizer_, *scaler_, *prefix_, *keep_fp32_, *groups_, *clip_;
     QSpinBox* steps_;
-    QCheckBox* non_strict_;
+    QCheckBox *non_strict_, *noScaler_;
+    std::optional<ReplayIncident> incident_;  ///< an incident bundle's: kept with the spec
 };
 
 }  // namespace ampscope::ui

@@ -233,12 +233,41 @@ void ReplayView::showSide(Side side, const ReplayResult* r) {
                    .arg(r->missing.size())
                    .arg(r->unexpected.size())
                    .arg(r->mismatched.size());
+    QString optimizer = html(r->optimizer);
+    if (const auto& o = r->optimizer_groups; !o.groups.empty())
+        optimizer += QStringLiteral(" (%1 group%2 by %3)")
+                         .arg(o.groups.size())
+                         .arg(o.groups.size() > 1 ? QStringLiteral("s") : QString())
+                         .arg(html(o.mapping));
+    if (r->spec.clip_grad_norm > 0) optimizer += QStringLiteral(" · clipping at %1").arg(r->spec.clip_grad_norm);
+    const QString incident = incidentInWords(*r);
     summary_[side]->setText(
-        QStringLiteral("%1<br>checkpoint format: %2 · optimizer: %3 · precision: %4 · GradScaler: %5%6<br><span style='color:%7'>%8</span>")
-            .arg(head, html(r->checkpoint_format), html(r->optimizer), html(to_string(r->spec.precision)),
-                 r->scaler_enabled ? QStringLiteral("enabled") : QStringLiteral("disabled"), keys, color,
-                 stageInWords(*r).toHtmlEscaped()));
+        QStringLiteral(
+            "%1<br>checkpoint format: %2 · optimizer: %3 · precision: %4 · GradScaler: %5%6<br>%9<span style='color:%7'>%8</span>")
+            .arg(head, html(r->checkpoint_format), optimizer, html(to_string(r->spec.precision)),
+                 r->scaler_enabled ? QStringLiteral("enabled") : QStringLiteral("disabled"), keys, color, stageInWords(*r).toHtmlEscaped(),
+                 incident.isEmpty() ? QString() : incident.toHtmlEscaped() + QStringLiteral("<br>")));
     for (int t = 0; t < 3; ++t) tables_[side][t]->resizeColumnsToContents();
+}
+
+QString ReplayView::incidentInWords(const ReplayResult& r) {
+    if (!r.spec.incident) return {};
+    const auto& i = *r.spec.incident;
+    const QString what = i.what == "loss"        ? QStringLiteral("a non-finite loss")
+                         : i.what == "grad"      ? QStringLiteral("non-finite gradients")
+                         : i.what == "grad_norm" ? QStringLiteral("a non-finite gradient norm")
+                         : i.what == "skip"      ? QStringLiteral("a skipped step")
+                                                 : QStringLiteral("a loss spike");
+    const QString rank = i.world_size > 1 ? QStringLiteral(" on rank %1 of %2").arg(i.rank).arg(i.world_size) : QString();
+    const QString found = r.first_nonfinite   ? QStringLiteral("the replay reproduces it")
+                          : i.what == "spike" ? QStringLiteral("the replay finds no non-finite value (a spike is finite)")
+                                              : QStringLiteral(
+                                                    "the replay does NOT reproduce it (a non-deterministic kernel, a data "
+                                                    "race or the hardware, or the bundle's batch is not the step's)");
+    return QStringLiteral("The job (%1) saw %2 at step %3%4; %5.")
+        .arg(QString::fromStdString(i.framework), what)
+        .arg(i.step)
+        .arg(rank, found);
 }
 
 void ReplayView::updateButtons() {
@@ -250,7 +279,9 @@ void ReplayView::updateButtons() {
                       : QStringLiteral("Keep the first non-finite module in FP32"));
     keep->setEnabled(can && module);
     buttons_[int(Remedy::Bf16)]->setEnabled(can && original_->spec.precision == Precision::Fp16);
-    for (auto r : {Remedy::InitScale, Remedy::GrowthInterval, Remedy::Clip, Remedy::AdvisorSet}) buttons_[int(r)]->setEnabled(can);
+    for (auto r : {Remedy::Clip, Remedy::AdvisorSet}) buttons_[int(r)]->setEnabled(can);
+    for (auto r : {Remedy::InitScale, Remedy::GrowthInterval})  // nothing to set on a replay without GradScaler
+        buttons_[int(r)]->setEnabled(can && original_->scaler_enabled);
 }
 
 void ReplayView::setRunning(bool running, const QString& what) {

@@ -58,6 +58,9 @@ public:
     static QString verdictText(const ReplayResult& r);
     /// The same with every field named (stage, step, side, module, op, autograd node).
     static QString stageInWords(const ReplayResult& r);
+    /// A replay of an incident bundle: what the job saw and whether the replay reproduces it
+    /// ("" for a replay started from files).
+    static QString incidentInWords(const ReplayResult& r);
 
     /// Asks for a remedy replay with the value given (no question asked).
     void requestRemedy(Remedy remedy, double value = 0);

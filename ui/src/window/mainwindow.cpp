@@ -436,7 +436,9 @@ void MainWindow::dragEnterEvent(QDragEnterEvent* e) {
 void MainWindow::dropEvent(QDropEvent* e) {
     for (const auto& url : e->mimeData()->urls()) {
         const auto f = url.toLocalFile();
-        if (f.endsWith(QStringLiteral(".ampscope")))
+        if (QFileInfo(f).isDir() && QFileInfo::exists(f + QStringLiteral("/incident.json")))
+            openIncident(f);  // an incident bundle folder
+        else if (f.endsWith(QStringLiteral(".ampscope")))
             importFile(f);
         else if (f.endsWith(QStringLiteral(".sqlite")) || f.endsWith(QStringLiteral(".db")))
             openDatabase(f);

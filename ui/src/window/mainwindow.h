@@ -112,6 +112,10 @@ public Q_SLOTS:
     void newTrainingRun();
     /// File → Replay incident…: the replay dialog, then the replay.
     void replayIncident();
+    /// File → Open incident… (or an incident bundle folder dropped on the window): the bundle
+    /// read (a bad one: an error dialog naming the file and field), the replay dialog filled
+    /// from it, then the replay. Without `dir`, a folder picker.
+    void openIncident(const QString& dir = {});
     bool startTraining(const TrainSpec& spec);
     /// After a start request: an error when the controller refused (a job is going).
     bool launched(bool accepted);
@@ -238,6 +242,7 @@ private:
     NewRunDialog* dialog_ = nullptr;
     QAction* adviseAction_ = nullptr;
     QAction* replayAction_ = nullptr;
+    QAction* openIncidentAction_ = nullptr;
     ReplayView* replayView_ = nullptr;
     ReplayJob* replayJob_ = nullptr;
     QPointer<AdviseDialog> advise_;     ///< the last advisor opened

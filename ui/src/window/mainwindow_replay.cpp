@@ -8,6 +8,10 @@
 #include <QTabWidget>
 #include <QTextBrowser>
 
+#include <QFileDialog>
+
+#include "ampscope/engine/bundle.h"
+#include "ampscope/engine/errors.h"
 #include "ampscope/storage/replay_record.h"
 #include "mainwindow.h"
 #include "replaydialog.h"
@@ -49,6 +53,35 @@ void MainWindow::addReplayAction(QMenu* file) {
     replayAction_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+R")));
     replayAction_->setToolTip(QStringLiteral("Your checkpoint and the batch that broke your job, replayed in FP32 and AMP step by step"));
     connect(replayAction_, &QAction::triggered, this, &MainWindow::replayIncident);
+    openIncidentAction_ = file->addAction(QStringLiteral("Open &incident…"));
+    openIncidentAction_->setObjectName(QStringLiteral("openIncidentAction"));
+    openIncidentAction_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+I")));
+    openIncidentAction_->setToolTip(
+        QStringLiteral("An incident bundle your training job wrote (ampscope_capture): replayed with every setting it records"));
+    connect(openIncidentAction_, &QAction::triggered, this, [this] { openIncident(); });
+}
+
+void MainWindow::openIncident(const QString& dir) {
+    if (!store_) return;
+    const QString folder = dir.isEmpty() ? QFileDialog::getExistingDirectory(this, QStringLiteral("Incident bundle folder")) : dir;
+    if (folder.isEmpty()) return;
+    ReplaySpec spec;
+    try {
+        spec = replay_spec_of(read_bundle(folder.toStdString()));
+        if (spec.model.empty())
+            throw InputError(folder.toStdString() + "/incident.json", "files.model",
+                             "is null: torch.export failed in the job; choose the model in the dialog");
+    } catch (const InputError& e) {
+        if (spec.checkpoint.empty()) {
+            error(QStringLiteral("Not an incident bundle ampscope can read"), QString::fromStdString(e.what()));
+            return;
+        }
+        statusBar()->showMessage(QString::fromStdString(e.what()), 10000);
+    }
+    ReplayDialog dlg(this);
+    dlg.setSpec(spec);
+    if (dlg.exec() != QDialog::Accepted) return;
+    startReplay(dlg.spec(), QStringLiteral("the incident bundle"));
 }
 
 void MainWindow::replayIncident() {
@@ -94,8 +127,8 @@ void MainWindow::showReplay(const QString& uuid) {
     } else {
         replayView_->setOriginal(r);
     }
-    overview_->setHtml(QStringLiteral("<h2>Incident replay %1</h2><p>%2</p><pre>%3</pre>")
-                           .arg(uuid.left(8), ReplayView::stageInWords(r).toHtmlEscaped(),
+    overview_->setHtml(QStringLiteral("<h2>Incident replay %1</h2><p>%2</p><p>%3</p><pre>%4</pre>")
+                           .arg(uuid.left(8), ReplayView::incidentInWords(r).toHtmlEscaped(), ReplayView::stageInWords(r).toHtmlEscaped(),
                                 QString::fromStdString(storage::replay_to_json(r)).toHtmlEscaped()));
     tabs_->setCurrentIndex(kReplayTab);
 }

@@ -2,14 +2,16 @@
 #pragma once
 // An incident bundle (docs/capture.md, format "ampscope-incident" version 1): the folder the
 // Python capture package (python/ampscope_capture) writes at a training job's first non-finite
-// loss, gradient, gradient norm or skipped step, read back for `ampscope-cli replay BUNDLE`.
+// loss, gradient, gradient norm or skipped step, read back for `ampscope-cli replay BUNDLE` and the GUI's File → Open incident….
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
-namespace ampscope::cli {
+#include "ampscope/engine/replay.h"
+
+namespace ampscope {
 
 /// What incident.json says, with the named files as paths inside the bundle.
 struct IncidentBundle {
@@ -36,4 +38,9 @@ struct IncidentBundle {
 /// bundle. Throws InputError naming the file and the field: exit 2 in the CLI.
 IncidentBundle read_bundle(const std::string& dir);
 
-}  // namespace ampscope::cli
+/// The replay the bundle asks for: its model, checkpoint, batch, loss, precision, FP32 regions,
+/// clipping (given: null is no clipping), optimizer kind, scaler (none: no_scaler) and what the
+/// job saw (spec.incident). `ampscope-cli replay BUNDLE` and the GUI's Open incident… start here.
+ReplaySpec replay_spec_of(const IncidentBundle& b);
+
+}  // namespace ampscope

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "bundle.h"
+#include "ampscope/engine/bundle.h"
 
 #include <cmath>
 #include <filesystem>
@@ -11,7 +11,7 @@
 #include "ampscope/engine/files.h"
 #include "ampscope/engine/json_depth.h"
 
-namespace ampscope::cli {
+namespace ampscope {
 namespace {
 
 using json = nlohmann::json;
@@ -192,4 +192,22 @@ IncidentBundle read_bundle(const std::string& dir) {
     return b;
 }
 
-}  // namespace ampscope::cli
+ReplaySpec replay_spec_of(const IncidentBundle& b) {
+    ReplaySpec s;
+    s.model = b.model;
+    s.checkpoint = b.checkpoint;
+    s.batch = b.batch;
+    s.loss = b.loss;
+    s.precision = b.precision == "bf16" ? Precision::Bf16 : Precision::Fp16;
+    s.keep_fp32 = b.keep_fp32;
+    s.clip_grad_norm = b.clip_grad_norm.value_or(0.0);
+    s.clip_given = true;  // the bundle says (null: the job did not clip)
+    if (b.optimizer_kind == "sgd" || b.optimizer_kind == "adam" || b.optimizer_kind == "adamw") s.optimizer_kind = b.optimizer_kind;
+    s.no_scaler = !b.scaler;
+    s.incident = ReplayIncident{
+        b.dir,  b.detected_what, b.detected_detail, b.framework + (b.framework_version.empty() ? "" : " " + b.framework_version),
+        b.step, b.rank,          b.world_size};
+    return s;
+}
+
+}  // namespace ampscope
