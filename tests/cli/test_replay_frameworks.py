@@ -429,6 +429,68 @@ class LightningCheckpoint(unittest.TestCase):
     def test_named_groups(self):
         self.check(True)
 
+    def test_fp16_incident_named_like_python(self):
+        """16-mixed with a CPU GradScaler (Lightning's MixedPrecision plugin): the scaler state is
+        in the .ckpt; a batch whose fc1 output overflows FP16 is named where Python's forward
+        hooks name it, and GradScaler's decision (skip, scale backed off) is the job's."""
+        from pytorch_lightning.plugins.precision import MixedPrecision
+
+        class Module(pl.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.model = Net()
+
+            def training_step(self, batch, i):
+                return F.cross_entropy(self.model(batch[0]), batch[1])
+
+            def configure_optimizers(self):
+                return torch.optim.Adam(self.model.parameters(), lr=1e-3)
+
+        with tempfile.TemporaryDirectory() as d:
+            torch.manual_seed(4)
+            m = Module()
+            x, y = data(5, 32)
+            loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=16)
+            scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 12)
+            trainer = pl.Trainer(max_steps=2, accelerator="cpu", devices=1, plugins=[MixedPrecision("16-mixed", "cpu", scaler)],
+                                 logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+            trainer.fit(m, loader)
+            ckpt = os.path.join(d, "job.ckpt")
+            trainer.save_checkpoint(ckpt)
+            saved = torch.load(ckpt, weights_only=False)
+            self.assertIn("scale", saved["MixedPrecision"])
+            xb, yb = data(78)
+            xb = xb * 3e5  # fc1's FP16 output overflows
+            model, batch = os.path.join(d, "net.pt2"), os.path.join(d, "batch.pt")
+            net = m.model.train()
+            torch.export.save(torch.export.export(net, (xb,)), model)
+            torch.save({"inputs": [xb], "labels": yb}, batch)
+            first = []  # Python's own forward hooks: the first module whose output is not finite
+            hooks = [mod.register_forward_hook(lambda mod, i, o, n=n: first.append(n) if not torch.isfinite(o).all() else None)
+                     for n, mod in net.named_modules() if n]
+            with torch.no_grad(), torch.autocast("cpu", dtype=torch.float16):
+                net(xb)
+            for h in hooks:
+                h.remove()
+            js = torch.amp.GradScaler("cpu")
+            js.load_state_dict(saved["MixedPrecision"])
+            opt = m.configure_optimizers()
+            opt.load_state_dict(saved["optimizer_states"][0])
+            with torch.autocast("cpu", dtype=torch.float16):
+                loss = F.cross_entropy(net(xb), yb)
+            before = js.get_scale()
+            js.scale(loss).backward()
+            js.step(opt)
+            js.update()
+            rc, got = replay(model, ckpt, batch, "--strip-prefix", "model.", "--precision", "fp16")
+            self.assertEqual(rc, 1, got)
+            f = got["first_nonfinite"]
+            self.assertEqual((f["stage"], f["module"]), ("forward", first[0]))
+            self.assertIn(f["op"], ("aten::linear", "aten::addmm"))
+            st = got["steps"][0]
+            self.assertTrue(got["scaler_enabled"])
+            self.assertEqual((st["scale"], st["skipped"], st["scale_after"]), (before, True, js.get_scale()))
+
     def test_unnamed_groups_with_a_groups_file(self):
         self.check(False)
 
