@@ -147,3 +147,29 @@ def test_replay_bundle_alone(job):
     assert rc == 1, alone
     f = alone["first_nonfinite"]
     assert (f["stage"], f["module"], f["op"]) == ("forward", "norm", "aten::rsqrt")
+
+
+def test_replay_bundle_reference_step_is_the_trainers_optimizer(job):
+    """The FP32 reference step of `replay BUNDLE` updates the parameters exactly as the Trainer's
+    own optimizer (fused AdamW, its groups by the bundle's param_names, clipping 1.0) does from
+    the bundle's state, in Python, bitwise."""
+    import hashlib
+
+    cap, snap = job
+    b = cap.bundles[0]
+    ckpt = torch.load(os.path.join(b, "checkpoint.pt"), weights_only=True)
+    batch = torch.load(os.path.join(b, "batch.pt"), weights_only=True)
+    net = copy.deepcopy(snap.before[K][2])
+    net.load_state_dict(ckpt["model"])
+    params = dict(net.named_parameters())
+    groups = [{"params": [params[n] for n in g["param_names"]]} for g in ckpt["optimizer"]["param_groups"]]
+    opt = torch.optim.AdamW(groups, lr=1.0, fused=True)
+    opt.load_state_dict(ckpt["optimizer"])
+    ids, labels, n = (batch["inputs"] + [None])[:3]
+    net.scored(ids, labels, n)["loss"].backward()
+    torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+    opt.step()
+    want = {k: hashlib.sha256(p.detach().contiguous().numpy().tobytes()).hexdigest() for k, p in net.named_parameters()}
+    rc, got = replay_bundle(b)
+    assert rc == 1, got
+    assert {p["name"]: p["sha256_ref"] for p in got["steps"][0]["params"]} == want

@@ -336,3 +336,26 @@ def test_param_names_are_the_programs(tmp_path):
     _, ckpt, _ = check_format(cap.bundles[0], what="grad", step=0, framework="pytorch", dtype="float16", loss="ce", scaler=False,
                               kind="sgd")
     assert group_names(ckpt) == [list(ckpt["model"])]
+
+
+def test_replay_bundle_reference_step_is_the_jobs_optimizer(fp16):
+    """The FP32 reference step of `replay BUNDLE` updates the parameters exactly as the job's own
+    optimizer (Adam, two groups at the scheduler's learning rates, clipping 1.0) does from the
+    bundle's state, in Python, bitwise."""
+    import hashlib
+
+    cap, _ = fp16
+    b = cap.bundles[0]
+    ckpt = torch.load(os.path.join(b, "checkpoint.pt"), weights_only=True)
+    batch = torch.load(os.path.join(b, "batch.pt"), weights_only=True)
+    net = Net()
+    net.load_state_dict(ckpt["model"])
+    opt = torch.optim.Adam([{"params": net.fc1.parameters()}, {"params": net.head.parameters()}], lr=1.0)
+    opt.load_state_dict(ckpt["optimizer"])
+    F.cross_entropy(net(batch["inputs"][0]), batch["labels"]).backward()
+    torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+    opt.step()
+    want = {n: hashlib.sha256(p.detach().contiguous().numpy().tobytes()).hexdigest() for n, p in net.named_parameters()}
+    rc, got = replay_bundle(b)
+    assert rc == 1, got
+    assert {p["name"]: p["sha256_ref"] for p in got["steps"][0]["params"]} == want
