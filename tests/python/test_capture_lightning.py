@@ -122,9 +122,6 @@ def test_replay_bundle_alone(job):
     same_replay(alone, by_hand)
 
 
-@pytest.mark.xfail(strict=True, reason="with clipping 5.0 (pre-clip FP32 norm 305) the replay's FP32 reference weights (not the "
-                   "biases) differ from Python's clip_grad_norm_ + AdamW step; equal with the clipping off on both sides. "
-                   "Strict: remove this marker once the replay's clipped step is Python's")
 def test_replay_bundle_reference_step_is_the_jobs_optimizer(job):
     """The FP32 reference step of `replay BUNDLE` updates the parameters exactly as the job's
     AdamW with Lightning's clipping (5.0) does from the bundle's state, in Python, bitwise."""

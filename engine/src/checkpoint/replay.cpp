@@ -8,7 +8,6 @@
 #include "ampscope/engine/replay.h"
 
 #include <ATen/ATen.h>
-#include <torch/nn/utils/clip_grad.h>
 #include <torch/cuda.h>
 #include <torch/utils.h>
 
@@ -163,6 +162,25 @@ void check_tied(const ckpt::OptimizerState& o, const Side& side, const std::stri
                              "replayed yet");
 }
 
+/// torch.nn.utils.clip_grad_norm_ as Python runs it on the CPU (foreach=None takes the foreach
+/// path there): each gradient's norm by _foreach_norm, the total by linalg_vector_norm of their
+/// stack, the gradients multiplied by clamp(max_norm / (total + 1e-6), max=1) with _foreach_mul_.
+/// LibTorch's C++ clip_grad_norm_ (Tensor::norm per gradient, stack().norm(), Scalar / Tensor)
+/// rounds differently: seen on a Lightning bundle, where its weights differed from Python's.
+void clip_like_python(const std::vector<at::Tensor>& params, double max_norm) {
+    at::NoGradGuard ng;
+    std::vector<at::Tensor> grads;
+    for (const auto& p : params)
+        if (p.grad().defined()) grads.push_back(p.grad());
+    if (grads.empty()) return;
+    const auto norms = at::_foreach_norm(grads, 2);
+    const auto total = at::linalg_vector_norm(at::stack(norms), 2);
+    // Python's `max_norm / (total + 1e-6)` is Tensor.__rtruediv__: reciprocal, then multiply
+    // (C++'s Scalar / Tensor divides, which rounds differently)
+    const auto coef = at::clamp(at::reciprocal(total + 1e-6) * max_norm, std::nullopt, 1.0);
+    at::_foreach_mul_(grads, coef);
+}
+
 bool has_dropout(detail::Model& m) {
     const auto types = m.module_types();
     if (types.empty()) return true;  // unknown: say it
@@ -281,7 +299,7 @@ struct Replay {
         ref_out = out.detach();
         at::Tensor loss = loss_of(out);
         loss.backward();
-        if (s.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(clip_ref, s.clip_grad_norm);
+        if (s.clip_grad_norm > 0) clip_like_python(clip_ref, s.clip_grad_norm);
         ckpt::optimizer_step(opt_ref, ref.params);
         return loss.item<double>();
     }
@@ -313,7 +331,7 @@ struct Replay {
         scaler.impl().unscale(amp.params);
         const bool grads_bad = grads_nonfinite(amp);
         rec.found_inf = scaler.enabled() ? scaler.impl().last_found_inf() : grads_bad;
-        if (s.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(clip_amp, s.clip_grad_norm);
+        if (s.clip_grad_norm > 0) clip_like_python(clip_amp, s.clip_grad_norm);
         if (out_bad)
             stage(step, "forward", "amp", train_parts::amp_forward_origin(amp, inputs, seed_of(step), ts, device));
         else if (loss_bad)
