@@ -100,22 +100,7 @@ void print_replay(std::ostream& out, const ReplayResult& r) {
     for (const auto& st : r.steps)
         out << "  step " << st.step << ": loss fp32 " << st.loss_ref << ", amp " << st.loss_amp << "; scale " << st.scale
             << (st.skipped ? " (GradScaler skips the step)" : "") << " -> " << st.scale_after << "\n";
-    if (const auto& inc = r.spec.incident) {
-        out << "the job saw "
-            << (inc->what == "loss"        ? "a non-finite loss"
-                : inc->what == "grad"      ? "non-finite gradients"
-                : inc->what == "grad_norm" ? "a non-finite gradient norm"
-                : inc->what == "skip"      ? "a skipped step"
-                                           : "a loss spike")
-            << " at step " << inc->step
-            << (inc->world_size > 1 ? " on rank " + std::to_string(inc->rank) + " of " + std::to_string(inc->world_size) : "") << " ("
-            << inc->framework << "); "
-            << (r.first_nonfinite      ? "the replay reproduces it:"
-                : inc->what == "spike" ? "the replay finds no non-finite value (a spike is finite)"
-                                       : "the replay does NOT reproduce it: a non-deterministic kernel, a data race or the hardware (or "
-                                         "the bundle's batch is not the step's)")
-            << "\n";
-    }
+    if (r.spec.incident) out << incident_in_words(r) << "\n";
     if (r.first_nonfinite) {
         const auto& f = *r.first_nonfinite;
         out << "first non-finite: " << f.stage << " at step " << f.step << (f.module.empty() ? "" : " in " + f.module)

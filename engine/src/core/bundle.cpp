@@ -210,4 +210,21 @@ ReplaySpec replay_spec_of(const IncidentBundle& b) {
     return s;
 }
 
+std::string incident_in_words(const ReplayResult& r) {
+    if (!r.spec.incident) return "";
+    const auto& i = *r.spec.incident;
+    const std::string what = i.what == "loss"        ? "a non-finite loss"
+                             : i.what == "grad"      ? "non-finite gradients"
+                             : i.what == "grad_norm" ? "a non-finite gradient norm"
+                             : i.what == "skip"      ? "a skipped step"
+                                                     : "a loss spike";
+    const std::string rank = i.world_size > 1 ? " on rank " + std::to_string(i.rank) + " of " + std::to_string(i.world_size) : "";
+    const std::string found = r.first_nonfinite ? "the replay reproduces it"
+                              : i.what == "spike"
+                                  ? "the replay finds no non-finite value (a spike is finite)"
+                                  : "the replay does NOT reproduce it (a non-deterministic kernel, a data race or the hardware, or the "
+                                    "bundle's batch is not the step's)";
+    return "The job (" + i.framework + ") saw " + what + " at step " + std::to_string(i.step) + rank + "; " + found + ".";
+}
+
 }  // namespace ampscope

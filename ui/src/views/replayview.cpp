@@ -18,6 +18,7 @@
 
 #include <cmath>
 
+#include "ampscope/engine/bundle.h"
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/text.h"
 #include "newrundialog.h"
@@ -251,23 +252,7 @@ void ReplayView::showSide(Side side, const ReplayResult* r) {
 }
 
 QString ReplayView::incidentInWords(const ReplayResult& r) {
-    if (!r.spec.incident) return {};
-    const auto& i = *r.spec.incident;
-    const QString what = i.what == "loss"        ? QStringLiteral("a non-finite loss")
-                         : i.what == "grad"      ? QStringLiteral("non-finite gradients")
-                         : i.what == "grad_norm" ? QStringLiteral("a non-finite gradient norm")
-                         : i.what == "skip"      ? QStringLiteral("a skipped step")
-                                                 : QStringLiteral("a loss spike");
-    const QString rank = i.world_size > 1 ? QStringLiteral(" on rank %1 of %2").arg(i.rank).arg(i.world_size) : QString();
-    const QString found = r.first_nonfinite   ? QStringLiteral("the replay reproduces it")
-                          : i.what == "spike" ? QStringLiteral("the replay finds no non-finite value (a spike is finite)")
-                                              : QStringLiteral(
-                                                    "the replay does NOT reproduce it (a non-deterministic kernel, a data "
-                                                    "race or the hardware, or the bundle's batch is not the step's)");
-    return QStringLiteral("The job (%1) saw %2 at step %3%4; %5.")
-        .arg(QString::fromStdString(i.framework), what)
-        .arg(i.step)
-        .arg(rank, found);
+    return QString::fromStdString(incident_in_words(r));
 }
 
 void ReplayView::updateButtons() {

@@ -43,4 +43,9 @@ IncidentBundle read_bundle(const std::string& dir);
 /// job saw (spec.incident). `ampscope-cli replay BUNDLE` and the GUI's Open incident… start here.
 ReplaySpec replay_spec_of(const IncidentBundle& b);
 
+/// A replay of an incident bundle in words: what the job saw (step, rank of world size,
+/// framework) and whether the replay reproduces it; "" for a replay started from files. The
+/// CLI's summary and the GUI's Replay tab say the same.
+std::string incident_in_words(const ReplayResult& r);
+
 }  // namespace ampscope
