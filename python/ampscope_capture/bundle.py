@@ -98,6 +98,25 @@ def optimizer_state(opt, param_names):
     return sd
 
 
+def optimizer_state_by_index(osd):
+    """A full optimizer state dict as torch.distributed.checkpoint gives it (state and each
+    group's params keyed by parameter name) in optimizer.state_dict()'s own form: params as
+    indices over the groups in order, each group carrying its `param_names`."""
+    state, groups, index = {}, [], 0
+    for g in osd.get("param_groups", []):
+        names = list(g["params"])
+        group = {k: v for k, v in g.items() if k != "params"}
+        group["params"] = list(range(index, index + len(names)))
+        group["param_names"] = names
+        for i, name in zip(group["params"], names):
+            if name in osd.get("state", {}):
+                state[i] = {k: (v.detach().to("cpu", copy=True) if isinstance(v, torch.Tensor) else v)
+                            for k, v in osd["state"][name].items()}
+        index += len(names)
+        groups.append(group)
+    return {"state": state, "param_groups": groups}
+
+
 def rng_state(device_type):
     """The generators' states: cpu, and cuda (one per device) where CUDA is in use."""
     rng = {"cpu": torch.get_rng_state()}
@@ -143,12 +162,33 @@ def original_forward(module):
         module.forward = patched
 
 
+class WithLoss(torch.nn.Module):
+    """The model and the job's own loss as one program: forward(*inputs, labels) (or
+    forward(**inputs, loss_labels=labels)) returns loss(model(...), labels). It shares the
+    model's submodules, parameters and buffers under the same names (not a wrapper's
+    "model." prefix), so the optimizer state's parameter names are the program's."""
+
+    def __init__(self, module, loss):
+        super().__init__()
+        self.__dict__["_inner"], self.__dict__["_loss"] = module, loss
+        self._modules, self._parameters, self._buffers = module._modules, module._parameters, module._buffers
+        self.training = module.training
+
+    def forward(self, *args, loss_labels=None, **kwargs):
+        if loss_labels is None:
+            *args, loss_labels = args
+        return self._loss(self._inner(*args, **kwargs), loss_labels)
+
+
 def export_program(module, args, kwargs, path):
     """torch.export of the module in train mode with the captured batch, saved to `path`;
     returns None or why export failed."""
     was_training = module.training
+    inner = module.__dict__.get("_inner")
     try:
         module.train()
+        if inner is not None:
+            inner.train()
         with torch.autocast("cuda", enabled=False), torch.autocast("cpu", enabled=False), original_forward(module):
             ep = torch.export.export(module, args, kwargs)
         torch.export.save(ep, path)
@@ -158,6 +198,8 @@ def export_program(module, args, kwargs, path):
         return msg if len(msg) <= 4000 else msg[:4000] + " ..."
     finally:
         module.train(was_training)
+        if inner is not None:
+            inner.train(was_training)
 
 
 def unique_dir(root, name):

@@ -57,6 +57,8 @@ def _grads_by_device_dtype(params):
     groups = {}
     for p in params:
         g = p.grad
+        if g is not None and hasattr(g, "to_local"):  # FSDP2's DTensor: this rank's own shard, no collective
+            g = g.to_local()
         if g is not None and not g.is_sparse:
             groups.setdefault((g.device, g.dtype), []).append(g)
     return groups
@@ -93,7 +95,10 @@ class Capture:
     model, optimizer, scaler (torch.amp.GradScaler or None), lr_scheduler: the job's own.
     out: the folder that receives bundles (incident-step<S>-rank<R>/).
     loss: how the replay computes the loss: "ce", "mse", "lm" or "model" (the model returns
-      its own loss; the labels are among its inputs).
+      its own loss; the labels are among its inputs), or the job's own loss: a module or
+      function loss(output, labels) (e.g. CrossEntropyLoss(label_smoothing=0.1, weight=w)),
+      exported into the bundle's program with the model, so that the replay computes exactly
+      the job's loss (the program takes the labels as its last input and returns the loss).
     dtype, device_type: the job's autocast (torch.float16 / torch.bfloat16; "cpu" / "cuda";
       device_type defaults to where the model's parameters are).
     keep_fp32: module-path globs the job runs outside autocast.
@@ -106,10 +111,11 @@ class Capture:
     def __init__(self, model, optimizer, scaler=None, out="ampscope-incidents", loss="ce", dtype=torch.float16, device_type=None,
                  keep_fp32=(), clip_grad_norm=None, accumulation_steps=1, lr_scheduler=None, max_bundles=1, spike=None,
                  raise_on_incident=False, framework=None):
-        if loss not in ("ce", "mse", "lm", "model"):
-            raise ValueError(f"ampscope_capture: loss {loss!r}; expected ce, mse, lm or model")
+        self.loss_fn = loss if callable(loss) else None
+        if self.loss_fn is None and loss not in ("ce", "mse", "lm", "model"):
+            raise ValueError(f"ampscope_capture: loss {loss!r}; expected ce, mse, lm, model or the job's loss (a callable)")
         self.model, self.optimizer, self.scaler, self.lr_scheduler = model, optimizer, scaler, lr_scheduler
-        self.out, self.loss_kind, self.dtype = os.fspath(out), loss, dtype_name(dtype)
+        self.out, self.loss_kind, self.dtype = os.fspath(out), ("model" if self.loss_fn else loss), dtype_name(dtype)
         self.device_type = device_type
         self.keep_fp32, self.clip_grad_norm = list(keep_fp32), clip_grad_norm
         self.accumulation_steps, self.max_bundles = int(accumulation_steps), int(max_bundles)
@@ -124,6 +130,7 @@ class Capture:
         self._scale_before = self._scaler_override = None
         self._ddp_flags, self._ddp_watched, self.all_ranks = [], False, False
         self._local, self._global_bad, self._in_global = {}, False, False
+        self._fsdp, self._make_plain, self._full, self._global_incidents = None, None, None, 0
 
     # -- the per-step calls -------------------------------------------------------------------
     def begin(self, inputs=None, labels=None, targets=None, step=None):
@@ -150,16 +157,25 @@ class Capture:
         self._checked = True
         what, detail = self._detect(loss, grad_norm)
         origins = self._exchange(what)
-        if what is None:
-            self.in_incident = False
-            return None
-        first = not self.in_incident
-        self.in_incident = True
-        if not first or not self._room():
-            return None
-        if origins is not None and rank_env()["rank"] not in origins and not self.all_ranks:
-            return None  # another rank's incident, spread to this one by the all-reduce
-        return self._capture(what, detail)
+        if origins is not None:
+            self._global_incidents += 1
+            if self._fsdp is not None and self._global_incidents <= self.max_bundles:
+                self._full = self._gather_full()  # a collective: every rank takes part, whoever writes
+            if what is None and self.all_ranks:  # this rank's shard and loss are finite; it writes anyway
+                what, detail = "grad", f"non-finite gradients on rank(s) {', '.join(map(str, origins))} before the reduction"
+        try:
+            if what is None:
+                self.in_incident = False
+                return None
+            first = not self.in_incident
+            self.in_incident = True
+            if not first or not self._room():
+                return None
+            if origins is not None and rank_env()["rank"] not in origins and not self.all_ranks:
+                return None  # another rank's incident, spread to this one by the collective
+            return self._capture(what, detail)
+        finally:
+            self._full = None
 
     # -- torchrun: which rank ---------------------------------------------------------------
     def watch_ddp(self, ddp_model, hook=None, state=None, all_ranks=False):
@@ -169,21 +185,83 @@ class Capture:
         all-reduce; pass the hook you would register yourself, with its `state`). At an
         incident the ranks exchange one small record, every rank's bundle names the ranks it
         started on (`origin_ranks`), and only those write a bundle (all_ranks=True: all)."""
-        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-
-        inner = hook or default_hooks.allreduce_hook
-        flags = self._ddp_flags
-
-        def checked(st, bucket):
-            flags.append((~torch.isfinite(bucket.buffer())).any())
-            return inner(st, bucket)
-
+        checked = checked_ddp_hook(self._ddp_flags, hook)
         try:
             ddp_model.register_comm_hook(state, checked)
         except RuntimeError as e:
             raise RuntimeError(f"ampscope_capture: DDP already has a communication hook ({e}); pass it to watch_ddp(model, "
                                "hook=..., state=...) instead of registering it, and capture wraps it") from e
         self._ddp_watched, self.all_ranks = True, all_ranks
+
+    def adopt_ddp_flags(self, flags, all_ranks=False):
+        """Where a framework registers the DDP hook itself (Lightning's ddp_comm_hook, wrapped
+        by checked_ddp_hook(flags, ...) before it registers): the flags that hook appends."""
+        self._ddp_flags, self._ddp_watched, self.all_ranks = flags, True, all_ranks
+
+    def watch_fsdp(self, model, make_plain=None, all_ranks=False):
+        """Under torchrun with FSDP2 (`fully_shard`): wraps each FSDP module's reduce-scatter
+        (`set_custom_reduce_scatter`, composing with a custom one already set) with a check of
+        this rank's own unsharded gradients before they are reduced (one isfinite per
+        reduce-scatter, not read until check()). A reduce-scatter spreads a NaN only to the
+        shards it lands in, so the ranks agree on an incident with one 1-element all-reduce
+        per step (in check()), then exchange one small record as under watch_ddp. At an
+        incident every rank takes part in gathering the full weights and optimizer state
+        (torch.distributed.checkpoint.state_dict, full_state_dict) and only the ranks it started
+        on write a bundle (all_ranks=True: all). `make_plain()`: returns an unsharded instance of
+        the model (e.g. the constructor the job calls before fully_shard); the bundle's program
+        is exported from it with the gathered weights. Without it the bundle says that a
+        sharded module was not exported, and replay takes --model."""
+        from torch.distributed.fsdp import FSDPModule
+        from torch.distributed.fsdp._fully_shard._fsdp_api import ReduceScatter
+
+        flags = self._ddp_flags
+
+        class Checked(ReduceScatter):
+            def __init__(self, inner):
+                self.inner = inner
+
+            def allocate(self, size, *, dtype, device):
+                return self.inner.allocate(size, dtype=dtype, device=device)
+
+            def __call__(self, output_tensor, input_tensor, group, op, async_op=False):
+                flags.append((~torch.isfinite(input_tensor)).any())
+                return self.inner(output_tensor, input_tensor, group, op, async_op)
+
+        wrapped = 0
+        for m in model.modules():
+            if not isinstance(m, FSDPModule):
+                continue
+            group = m._get_fsdp_state()._fsdp_param_group
+            if group is None or isinstance(group._reduce_scatter_comm, Checked):
+                continue
+            m.set_custom_reduce_scatter(Checked(group._reduce_scatter_comm))
+            wrapped += 1
+        if wrapped == 0:
+            raise ValueError("ampscope_capture: watch_fsdp found no fully_shard module with parameters in the model")
+        self._fsdp, self._make_plain = model, make_plain
+        self._ddp_watched, self.all_ranks = True, all_ranks
+
+    def _agree(self, bad):
+        """Under FSDP2: whether any rank saw something non-finite this step (an all-reduce of
+        one number), so that every rank takes the incident step together."""
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+            return bad
+        p = next(iter(self._fsdp.parameters()), None)
+        dev = p.device if p is not None else torch.device("cpu")
+        t = torch.tensor([1.0 if bad else 0.0], device=dev)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return bool(t.item() > 0)
+
+    def _gather_full(self):
+        """The full (unsharded) model and optimizer state on this rank, by parameter name."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, get_optimizer_state_dict
+
+        opts = StateDictOptions(full_state_dict=True)
+        model_sd = get_model_state_dict(self._fsdp, options=opts)
+        osd = get_optimizer_state_dict(self._fsdp, self.optimizer, options=opts)
+        return {"model": bundle.clone_state_dict(model_sd), "optimizer": bundle.optimizer_state_by_index(osd)}
 
     def _exchange(self, what):
         """At the first step whose all-reduced gradients are non-finite (the same on every
@@ -271,6 +349,8 @@ class Capture:
         lf = values.pop(0) if local is not None else 0.0
         self._global_bad = gf > 0 or (grad_norm is not None and not math.isfinite(nv))
         self._local = {"loss": loss is not None and not math.isfinite(lv), "grads": lf > 0}
+        if self._fsdp is not None:  # a reduce-scatter spreads a NaN to some shards only: agree
+            self._global_bad = self._agree(self._global_bad or self._local["loss"] or self._local["grads"])
         if loss is not None and not math.isfinite(lv):
             return "loss", f"the loss is {lv}"
         if gf > 0 and source == "scaler":
@@ -311,9 +391,21 @@ class Capture:
         return {"format": bundle.FORMAT, "version": bundle.VERSION, "step": int(self.step), **env,
                 "framework": dict(self.framework, torch=torch.__version__), "detected": {"what": what, "detail": detail},
                 "precision": {"dtype": self.dtype, "device_type": self._device_type(), "keep_fp32": self.keep_fp32},
-                "loss": self.loss_kind, "clip_grad_norm": bundle.finite_or_none(self.clip_grad_norm) if self.clip_grad_norm else None,
+                "loss": self.loss_kind, **self._loss_record(), "clip_grad_norm": bundle.finite_or_none(self.clip_grad_norm) if self.clip_grad_norm else None,
                 "accumulation_steps": self.accumulation_steps, "optimizer": bundle.optimizer_record(self.optimizer),
                 "scaler": bool(self._scaler_enabled()), **self._rank_record()}
+
+    def _loss_record(self):
+        if self.loss_fn is None:
+            return {}
+        fn = self.loss_fn
+        name = type(fn).__qualname__ if isinstance(fn, torch.nn.Module) else getattr(fn, "__qualname__", type(fn).__qualname__)
+        options = {k: v for k, v in vars(fn).items() if not k.startswith("_") and k != "training"
+                   and (v is None or isinstance(v, (bool, int, float, str)))} if hasattr(fn, "__dict__") else {}
+        if isinstance(fn, torch.nn.Module):
+            options.update({k: list(b.shape) for k, b in fn.named_buffers()})  # e.g. class weights: their shapes
+        return {"loss_source": {"callable": name, "repr": repr(fn)[:400], "options": options,
+                                "how": "the job's own loss, exported into the program: its last input is the labels, its output the loss"}}
 
     def _rank_record(self):
         """Under watch_ddp: this rank's own view before the all-reduce, and every rank's."""
@@ -327,14 +419,28 @@ class Capture:
         return out
 
     def _checkpoint(self, module):
-        names = {id(p): n for n, p in module.named_parameters()}
-        ckpt = {"model": bundle.clone_state_dict(module.state_dict()), "optimizer": bundle.optimizer_state(self.optimizer, names),
-                "rng_state": self._rng if self._rng is not None else self._rng_now()}
+        if self._full is not None:  # FSDP2: gathered by every rank in check()
+            ckpt = dict(self._full, rng_state=self._rng if self._rng is not None else self._rng_now())
+        else:
+            names = {id(p): n for n, p in module.named_parameters()}
+            ckpt = {"model": bundle.clone_state_dict(module.state_dict()), "optimizer": bundle.optimizer_state(self.optimizer, names),
+                    "rng_state": self._rng if self._rng is not None else self._rng_now()}
         if self._scaler_enabled():
             ckpt["scaler"] = dict(self.scaler.state_dict(), **(self._scaler_override or {}))
         if self.lr_scheduler is not None:
             ckpt["lr_scheduler"] = self.lr_scheduler.state_dict()
         return ckpt
+
+    def _plain_module(self, weights):
+        """The module to export: the live one; under FSDP2 an unsharded copy from make_plain()
+        holding the gathered weights, or why there is none."""
+        if self._fsdp is None:
+            return unwrap(self.model)
+        if self._make_plain is None:
+            return "the model is sharded by FSDP2 (fully_shard) and watch_fsdp(make_plain=...) was not given: not exported"
+        plain_module = self._make_plain()
+        plain_module.load_state_dict(weights)
+        return plain_module
 
     def _write(self, what, detail):
         module = unwrap(self.model)
@@ -343,14 +449,50 @@ class Capture:
         batch, export = {}, None
         if inputs is not None:
             args, kwargs, tensors = bundle.input_order(module, inputs)
+            plain_module = self._plain_module(ckpt["model"])
+            if self.loss_fn is not None and not isinstance(plain_module, str):
+                if labels is None:
+                    raise ValueError("the job's loss needs the labels: begin(inputs, labels=...)")
+                plain_module = bundle.WithLoss(plain_module, self.loss_fn)
+                args, kwargs = (args + (labels,), kwargs) if not kwargs else (args, dict(kwargs, loss_labels=labels))
+                tensors, labels = tensors + [labels], None  # the labels are the program's last input
             batch["inputs"] = tensors
-            export = lambda path: bundle.export_program(module, args, kwargs, path)  # noqa: E731
+            if isinstance(plain_module, str):
+                export = lambda path: plain_module  # noqa: E731 - why it was not exported
+            else:
+                export = lambda path: bundle.export_program(plain_module, args, kwargs, path)  # noqa: E731
         if labels is not None:
             batch["labels"] = labels
         if targets is not None:
             batch["targets"] = targets
         name = f"incident-step{self.step}-rank{rank_env()['rank']}"
         return bundle.write(self.out, name, self._incident(what, detail), ckpt, batch, export)
+
+
+def checked_ddp_hook(flags, hook=None):
+    """A DDP communication hook that appends whether this rank's own bucket holds NaN/Inf (one
+    isfinite per bucket, not read) to `flags`, then runs `hook` (default: DDP's all-reduce)."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    inner = hook or default_hooks.allreduce_hook
+
+    def checked(state, bucket):
+        flags.append((~torch.isfinite(bucket.buffer())).any())
+        return inner(state, bucket)
+
+    return checked
+
+
+def is_ddp(module):
+    return type(module).__name__ == "DistributedDataParallel" and hasattr(module, "register_comm_hook")
+
+
+def is_fsdp2(module):
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:
+        return False
+    return any(isinstance(m, FSDPModule) for m in module.modules())
 
 
 def rank_env():

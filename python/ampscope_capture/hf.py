@@ -8,11 +8,40 @@ num_items_in_batch, ...), a forward hook its output's `loss` (local, before any 
 `logging_nan_inf_filter` only hides NaN losses from the logs). The check runs in
 on_pre_optimizer_step, after the Trainer clipped (and so unscaled) the gradients: GradScaler's
 own found-inf under fp16 (the scaler is the accelerated optimizer's, keyed by the inner
-optimizer), one fused non-finite check under bf16 (no scaler)."""
+optimizer), one fused non-finite check under bf16 (no scaler).
+
+Under torchrun the Trainer wraps the model in DistributedDataParallel (accelerate): the callback
+finds the wrapped model at on_train_begin and watches each rank's own gradients before the
+all-reduce (Capture.watch_ddp), so the bundle names the rank(s) the incident started on and only
+those write one. Where accelerate registered a communication hook already
+(DistributedDataParallelKwargs(comm_hook=...)), DDP takes no second one: the callback says so and
+every rank writes its own bundle without telling where the incident started. Under FSDP2 the
+reduce-scatters are watched (Capture.watch_fsdp) and the program is exported from
+`type(model)(model.config)` holding the gathered weights."""
+import inspect
+import warnings
+
 import torch
 import transformers
 
-from .core import Capture, unwrap
+from .core import Capture, is_ddp, is_fsdp2, unwrap
+
+
+def calling_trainer():
+    """The Trainer whose callback handler called us (callbacks are not handed the Trainer; the
+    DDP-wrapped model is only its `model_wrapped`): found in the calling frames, or None."""
+    frame = inspect.currentframe()
+    try:
+        for _ in range(12):
+            frame = frame.f_back if frame is not None else None
+            if frame is None:
+                return None
+            candidate = frame.f_locals.get("self")
+            if isinstance(candidate, transformers.Trainer):
+                return candidate
+        return None
+    finally:
+        del frame
 
 
 class CaptureCallback(transformers.TrainerCallback):
@@ -20,9 +49,11 @@ class CaptureCallback(transformers.TrainerCallback):
     out, keep_fp32, max_bundles, spike, raise_on_incident: as for ampscope_capture.Capture.
     loss: 'model' (default: the model computes its loss from the labels among its inputs)."""
 
-    def __init__(self, out="ampscope-incidents", loss="model", keep_fp32=(), max_bundles=1, spike=None, raise_on_incident=False):
+    def __init__(self, out="ampscope-incidents", loss="model", keep_fp32=(), max_bundles=1, spike=None, raise_on_incident=False,
+                 all_ranks=False):
         self.options = dict(out=out, loss=loss, keep_fp32=keep_fp32, max_bundles=max_bundles, spike=spike,
                             raise_on_incident=raise_on_incident)
+        self.all_ranks = all_ranks
         self.capture = None
         self._handles = []
         self._inputs = self._loss = None
@@ -45,6 +76,22 @@ class CaptureCallback(transformers.TrainerCallback):
         module = unwrap(model)
         self._handles = [module.register_forward_pre_hook(self._pre_hook, with_kwargs=True),
                          module.register_forward_hook(self._post_hook, with_kwargs=True)]
+        trainer = calling_trainer()
+        wrapped = getattr(trainer, "model_wrapped", None)
+        if trainer is None or wrapped is None or args.world_size < 2:
+            return
+        if self.capture is None:
+            self.capture = self._make(args, model, trainer.optimizer, trainer.lr_scheduler)
+        try:
+            if is_ddp(wrapped):
+                self.capture.watch_ddp(wrapped, all_ranks=self.all_ranks)
+            elif is_fsdp2(wrapped):
+                plain = unwrap(wrapped)
+                config = getattr(plain, "config", None)
+                make = (lambda: type(plain)(config)) if config is not None else None  # noqa: E731
+                self.capture.watch_fsdp(wrapped, make_plain=make, all_ranks=self.all_ranks)
+        except (RuntimeError, ValueError) as e:
+            warnings.warn(f"{e}; each rank writes its own bundle without telling where the incident started")
 
     def on_train_end(self, args, state, control, **kwargs):
         for h in self._handles:

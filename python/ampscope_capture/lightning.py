@@ -8,10 +8,17 @@ The batch and the RNG states come from on_train_batch_start, the loss from on_be
 exactly when the loss is), the gradients' check from on_before_optimizer_step (after
 Lightning's unscale: GradScaler's own found-inf), the scaler from the precision plugin. The
 exported program is the LightningModule itself (its forward, with the batch's inputs), or the
-submodule named by `module`."""
+submodule named by `module`.
+
+Under torchrun with Lightning's DDP strategy the callback watches each rank's own gradients
+before the all-reduce (Capture.watch_ddp; a `ddp_comm_hook` given to DDPStrategy is wrapped
+before Lightning registers it), so the bundle names the rank(s) the incident started on and
+only those write one. Under FSDP2 (ModelParallelStrategy, fully_shard in configure_model) it
+watches the reduce-scatters (Capture.watch_fsdp; `make_plain` builds an unsharded model for
+the program)."""
 import torch
 
-from .core import Capture
+from .core import Capture, checked_ddp_hook, is_ddp, is_fsdp2
 
 try:
     import pytorch_lightning as pl
@@ -39,13 +46,35 @@ class CaptureCallback(pl.Callback):
     submodule training_step calls (default: the LightningModule's own forward)."""
 
     def __init__(self, out="ampscope-incidents", loss="ce", keep_fp32=(), max_bundles=1, spike=None, raise_on_incident=False,
-                 split=default_split, module=None, targets=False):
+                 split=default_split, module=None, targets=False, all_ranks=False, make_plain=None):
         super().__init__()
         self.options = dict(out=out, loss=loss, keep_fp32=keep_fp32, max_bundles=max_bundles, spike=spike,
                             raise_on_incident=raise_on_incident)
         self.split, self.module_path, self.targets = split, module, targets
+        self.all_ranks, self.make_plain = all_ranks, make_plain
         self.capture = None
         self._loss = None
+        self._ddp_flags, self._hook_wrapped = [], False
+
+    def setup(self, trainer, pl_module, stage):
+        """Before the strategy wraps the model: a DDP communication hook the user gave the
+        strategy is wrapped with the per-rank check, so that Lightning registers both."""
+        strategy = trainer.strategy
+        hook = getattr(strategy, "_ddp_comm_hook", None)
+        if stage == "fit" and hook is not None and not self._hook_wrapped:
+            strategy._ddp_comm_hook = checked_ddp_hook(self._ddp_flags, hook)
+            self._hook_wrapped = True
+
+    def _watch(self, trainer, capture):
+        model = trainer.strategy.model
+        if model is not None and is_ddp(model):
+            if self._hook_wrapped and trainer.strategy.root_device.type == "cuda":  # Lightning registered the wrapped hook
+                capture.adopt_ddp_flags(self._ddp_flags, all_ranks=self.all_ranks)
+            else:  # Lightning registers hooks on CUDA only: none is registered here
+                capture.watch_ddp(model, hook=getattr(trainer.strategy, "_ddp_comm_hook", None) if not self._hook_wrapped else None,
+                                  state=getattr(trainer.strategy, "_ddp_comm_state", None), all_ranks=self.all_ranks)
+        elif model is not None and trainer.world_size > 1 and is_fsdp2(model):
+            capture.watch_fsdp(model, make_plain=self.make_plain, all_ranks=self.all_ranks)
 
     @property
     def bundles(self):
@@ -72,6 +101,7 @@ class CaptureCallback(pl.Callback):
             if len(opts) != 1:  # several optimizers: manual optimization, not this callback's case
                 return
             self.capture = self._make(trainer, pl_module, opts[0])
+            self._watch(trainer, self.capture)
         inputs, labels = self.split(batch)
         if self.targets:
             self.capture.begin(inputs, targets=labels, step=trainer.global_step)

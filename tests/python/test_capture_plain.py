@@ -359,3 +359,45 @@ def test_replay_bundle_reference_step_is_the_jobs_optimizer(fp16):
     rc, got = replay_bundle(b)
     assert rc == 1, got
     assert {p["name"]: p["sha256_ref"] for p in got["steps"][0]["params"]} == want
+
+
+def test_the_jobs_own_loss_module_is_replayed(tmp_path):
+    """Capture(loss=<the job's loss module>): CrossEntropyLoss with class weights and label
+    smoothing, which no built-in loss kind computes, in the FP16 loop above (a GradScaler; the
+    scaled gradients of step K overflow). The bundle's program holds model and loss under the
+    model's own parameter names (labels as its last input); `replay BUNDLE` alone computes the
+    FP32 reference loss the job's loss computes at that state (bitwise; plain ce differs) and
+    reproduces the skipped step."""
+    torch.manual_seed(7)
+    net = Net()
+    criterion = torch.nn.CrossEntropyLoss(weight=torch.tensor([0.2, 1.0, 3.0]), label_smoothing=0.3)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 12, growth_interval=3)
+    cap = Capture(net, opt, scaler, out=str(tmp_path / "inc"), loss=criterion)
+    before = {}
+    for step, (x, y) in enumerate(data(K + 2)):
+        before[step] = copy.deepcopy(net)
+        cap.begin(x, labels=y)
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.float16):
+            loss = criterion(net(x), y)
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        cap.check(loss)
+        scaler.step(opt)
+        scaler.update()
+    assert len(cap.bundles) == 1
+    inc, ckpt, batch = check_format(cap.bundles[0], what="grad", step=K, framework="pytorch", dtype="float16", loss="model",
+                                    scaler=True, kind="adam")
+    src = inc["loss_source"]
+    assert src["callable"] == "CrossEntropyLoss" and (src["options"]["label_smoothing"], src["options"]["weight"]) == (0.3, [3])
+    assert sorted(ckpt["model"]) == sorted(before[K].state_dict()), "the model's own names, not a wrapper's"
+    x, y = batch["inputs"]
+    assert torch.equal(x, data(K + 1)[K][0]) and torch.equal(y, data(K + 1)[K][1]), "the labels are the program's last input"
+    rc, got = replay_bundle(cap.bundles[0])
+    assert rc == 1, got
+    assert got["steps"][0]["skipped"] is True, got["steps"][0]
+    with torch.no_grad():
+        expected = criterion(before[K](x), y).item()
+    assert as_float(got["steps"][0]["loss_ref"]) == expected
+    assert expected != F.cross_entropy(before[K](x), y).item(), "the oracle separates the job's loss from plain ce"
