@@ -1,22 +1,20 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-// The precision advisor off the UI thread: the engine's advise() on a worker, its staged
-// progress and its result (or, after a cancel or an error, what it found so far) delivered to
-// the UI thread as values. Cancellation through an atomic flag; results of a stale job are
-// dropped; the destructor cancels and joins.
+// The precision advisor off the UI thread: the engine's advise() on a worker (BackgroundJob:
+// cancel, stale results dropped, the destructor cancels and joins), its staged progress and
+// its result (or, after a cancel or an error, what it found so far) delivered to the UI
+// thread as values.
 
-#include <QObject>
 #include <QString>
 
-#include <atomic>
 #include <functional>
-#include <thread>
 
 #include "ampscope/engine/advise.h"
+#include "backgroundjob.h"
 
 namespace ampscope::ui {
 
-class AdviseJob : public QObject {
+class AdviseJob : public BackgroundJob {
     Q_OBJECT
 public:
     /// What advises: the engine's advise(), unless a test installs another (setEngine).
@@ -26,8 +24,6 @@ public:
     ~AdviseJob() override;
     /// Starts advising on `spec`; false when a job is going.
     bool start(const AdviseSpec& spec);
-    void cancel();
-    bool running() const { return running_; }
     void setEngine(Engine engine) { engine_ = std::move(engine); }
 
 Q_SIGNALS:
@@ -40,13 +36,8 @@ Q_SIGNALS:
     void failed(const QString& title, const QString& message, const ampscope::AdviseResult& partial);
 
 private:
-    void deliver(quint64 job, std::function<void()> fn);
     void work(quint64 job, const AdviseSpec& spec);
     Engine engine_;
-    std::atomic<bool> cancel_{false};
-    bool running_ = false;
-    quint64 job_ = 0;
-    std::thread worker_;
 };
 
 }  // namespace ampscope::ui

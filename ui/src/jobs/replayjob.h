@@ -1,23 +1,23 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-// An incident replay off the UI thread: the engine's run_replay() on a worker, its progress,
-// then the replay recorded in the database (kind "replay", storage::record_replay with the
-// replay JSON as the CLI records it) and delivered to the UI thread as a value. A cancel or an
-// error records nothing (the record is one insert, made only after a complete replay that was
-// not cancelled). Results of a stale job are dropped; the destructor cancels and joins.
+// An incident replay off the UI thread: the engine's run_replay() on a worker (BackgroundJob:
+// cancel, stale results dropped, the destructor cancels and joins), its progress, then the
+// replay recorded in the database (kind "replay", storage::record_replay with the replay JSON
+// as the CLI records it) and delivered to the UI thread as a value. A cancel or an error
+// records nothing (the record is one insert, made only after a complete replay that was not
+// cancelled).
 
-#include <QObject>
 #include <QString>
 
-#include <atomic>
 #include <functional>
-#include <thread>
+#include <string>
 
 #include "ampscope/engine/replay.h"
+#include "backgroundjob.h"
 
 namespace ampscope::ui {
 
-class ReplayJob : public QObject {
+class ReplayJob : public BackgroundJob {
     Q_OBJECT
 public:
     /// What replays: the engine's run_replay(), unless a test installs another (setEngine).
@@ -27,8 +27,6 @@ public:
     ~ReplayJob() override;
     /// Replays `spec` and records it in the database at `dbPath`; false when a job is going.
     bool start(const ReplaySpec& spec, const QString& dbPath);
-    void cancel();
-    bool running() const { return running_; }
     void setEngine(Engine engine) { engine_ = std::move(engine); }
 
 Q_SIGNALS:
@@ -40,13 +38,8 @@ Q_SIGNALS:
     void failed(const QString& title, const QString& message);
 
 private:
-    void deliver(quint64 job, std::function<void()> fn);
     void work(quint64 job, const ReplaySpec& spec, const std::string& dbPath);
     Engine engine_;
-    std::atomic<bool> cancel_{false};
-    bool running_ = false;
-    quint64 job_ = 0;
-    std::thread worker_;
 };
 
 }  // namespace ampscope::ui

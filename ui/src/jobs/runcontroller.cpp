@@ -1,9 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "runcontroller.h"
 
-#include <QMetaObject>
-#include <QPointer>
-
+#include <memory>
 #include <mutex>
 
 #include "ampscope/engine/errors.h"
@@ -85,13 +83,12 @@ private:
 };
 
 RunController::RunController(QObject* parent)
-    : QObject(parent),
+    : BackgroundJob(parent),
       comparison_([](const RunSpec& s, RunSink* sink, ProgressObserver* p) { return run_comparison(s, sink, p); }),
       training_([](const TrainSpec& s, TrainSink* sink, ProgressObserver* p) { return run_training(s, sink, p); }) {}
 
 RunController::~RunController() {
-    cancel_ = true;
-    if (worker_.joinable()) worker_.join();
+    stop();  // the worker runs runWorker() on this
 }
 
 void RunController::setEngines(ComparisonEngine comparison, TrainingEngine training) {
@@ -99,22 +96,11 @@ void RunController::setEngines(ComparisonEngine comparison, TrainingEngine train
     if (training) training_ = std::move(training);
 }
 
-void RunController::deliver(quint64 job, std::function<void()> fn) {
-    QPointer<RunController> self(this);
-    QMetaObject::invokeMethod(
-        this,
-        [self, job, fn = std::move(fn)] {
-            if (self && self->job_ == job) fn();  // results of a stale job are dropped
-        },
-        Qt::QueuedConnection);
-}
-
 bool RunController::start(const RunSpec& spec, const QString& db_path) {
-    if (running_) return false;
+    if (running()) return false;
     spec_ = spec;
-    const quint64 job = job_ + 1;
-    return launch(
-        [this, spec, job, engine = comparison_](storage::Store& store, ProgressObserver& prog, std::string& uuid) {
+    return launchRun(
+        [this, spec, engine = comparison_](quint64 job, storage::Store& store, ProgressObserver& prog, std::string& uuid) {
             LiveRunSink sink(store, this, [this, job](std::function<void()> fn) { deliver(job, std::move(fn)); });
             try {
                 auto r = engine(spec, &sink, &prog);
@@ -128,10 +114,8 @@ bool RunController::start(const RunSpec& spec, const QString& db_path) {
 }
 
 bool RunController::startTraining(const TrainSpec& spec, const QString& db_path) {
-    if (running_) return false;
-    const quint64 job = job_ + 1;
-    return launch(
-        [this, spec, job, engine = training_](storage::Store& store, ProgressObserver& prog, std::string& uuid) {
+    return launchRun(
+        [this, spec, engine = training_](quint64 job, storage::Store& store, ProgressObserver& prog, std::string& uuid) {
             LiveTrainSink sink(store, this, [this, job](std::function<void()> fn) { deliver(job, std::move(fn)); });
             try {
                 auto r = engine(spec, &sink, &prog);
@@ -145,48 +129,32 @@ bool RunController::startTraining(const TrainSpec& spec, const QString& db_path)
         db_path);
 }
 
-bool RunController::launch(Work work, const QString& db_path) {
-    if (worker_.joinable()) worker_.join();
-    cancel_ = false;
-    running_ = true;
-    const quint64 job = ++job_;
-    Q_EMIT started(job);
-    worker_ = std::thread([this, job, path = db_path.toStdString(), work = std::move(work)] { runWorker(job, path, work); });
-    return true;
+bool RunController::launchRun(Work work, const QString& db_path) {
+    return BackgroundJob::launch([this, path = db_path.toStdString(), work = std::move(work)](quint64 job) { runWorker(job, path, work); });
 }
 
 void RunController::runWorker(quint64 job, const std::string& path, const Work& work) {
     auto end = [this, job](auto signal, const std::string& uuid, const std::string& text) {
-        deliver(job, [this, signal, uuid, text] {
-            running_ = false;
-            (this->*signal)(QString::fromStdString(uuid), QString::fromStdString(text));
-        });
+        deliverEnd(job, [this, signal, uuid, text] { (this->*signal)(QString::fromStdString(uuid), QString::fromStdString(text)); });
     };
     std::string uuid;
     try {
         storage::Store store(path);
-        ThrottledProgress prog(cancel_, [this, job](const std::string& stage, int done, int total) {
+        ThrottledProgress prog(cancelFlag(), [this, job](const std::string& stage, int done, int total) {
             const int permille = total > 0 ? int(1000LL * done / total) : 0;
             deliver(job, [this, stage, permille] { Q_EMIT progress(QString::fromStdString(stage), permille); });
         });
         try {
-            auto [id, verdict] = work(store, prog, uuid);
+            auto [id, verdict] = work(job, store, prog, uuid);
             end(&RunController::finished, id, verdict);
         } catch (const Cancelled&) {
-            deliver(job, [this, uuid] {
-                running_ = false;
-                Q_EMIT cancelled(QString::fromStdString(uuid));
-            });
+            deliverEnd(job, [this, uuid] { Q_EMIT cancelled(QString::fromStdString(uuid)); });
         } catch (const std::exception& e) {
             end(&RunController::failed, uuid, e.what());
         }
     } catch (const std::exception& e) {  // the store could not be opened
         end(&RunController::failed, std::string(), e.what());
     }
-}
-
-void RunController::cancel() {
-    cancel_ = true;
 }
 
 }  // namespace ampscope::ui

@@ -3,19 +3,18 @@
 // Runs comparisons and training runs off the UI thread: engine + RunWriter/TrainWriter on a
 // worker; the results themselves (header, passes, comparisons, steps) delivered to the UI
 // thread as queued signals carrying the values, so the views append them without reading the
-// database back. Cancellation through an atomic flag; results of a stale job are dropped.
+// database back. The worker, cancel and stale results as every job's (BackgroundJob).
 
-#include <QObject>
 #include <QString>
 
-#include <atomic>
 #include <functional>
-#include <memory>
-#include <thread>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "ampscope/engine/run.h"
 #include "ampscope/engine/train.h"
+#include "backgroundjob.h"
 
 namespace ampscope::storage {
 class Store;
@@ -23,7 +22,7 @@ class Store;
 
 namespace ampscope::ui {
 
-class RunController : public QObject {
+class RunController : public BackgroundJob {
     Q_OBJECT
 public:
     /// What runs a comparison / a training run: the engine's run_comparison / run_training,
@@ -41,14 +40,10 @@ public:
     /// stepsFinished follows the steps as they are produced, finished's verdict says how many
     /// updates took effect.
     bool startTraining(const TrainSpec& spec, const QString& db_path);
-    void cancel();
-    bool running() const { return running_; }
     const RunSpec& spec() const { return spec_; }
-    quint64 jobId() const { return job_; }
     void setEngines(ComparisonEngine comparison, TrainingEngine training);
 
 Q_SIGNALS:
-    void started(quint64 job);
     /// Named stage with progress in 0..1000 (throttled to ~20 Hz).
     void progress(const QString& stage, int permille);
     /// A comparison run started: spec, criteria, backend, model, probes and samples (no passes).
@@ -69,19 +64,14 @@ private:
     class StepQueue;
     class LiveRunSink;
     class LiveTrainSink;
-    void deliver(quint64 job, std::function<void()> fn);
     /// Common worker: `work` runs the engine with the store and progress and returns {uuid,
     /// verdict}; `uuid_now` tells the run id recorded so far (for failures).
-    using Work = std::function<std::pair<std::string, std::string>(storage::Store&, ProgressObserver&, std::string& uuid_now)>;
-    bool launch(Work work, const QString& db_path);
+    using Work = std::function<std::pair<std::string, std::string>(quint64 job, storage::Store&, ProgressObserver&, std::string& uuid_now)>;
+    bool launchRun(Work work, const QString& db_path);
     void runWorker(quint64 job, const std::string& path, const Work& work);
     RunSpec spec_;
     ComparisonEngine comparison_;
     TrainingEngine training_;
-    std::atomic<bool> cancel_{false};
-    bool running_ = false;
-    quint64 job_ = 0;
-    std::thread worker_;
 };
 
 }  // namespace ampscope::ui
