@@ -6,6 +6,7 @@
 #include "ampscope/storage/store.h"
 #include "models.h"
 #include "report.h"
+#include "uitext.h"
 
 using namespace ampscope;
 

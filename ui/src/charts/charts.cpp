@@ -30,15 +30,14 @@
 #include <functional>
 #include <map>
 
+#include "uitext.h"
+
 namespace ampscope::ui {
 
 using namespace parts;
 
 namespace {
 
-QString qs(const std::string& s) {
-    return QString::fromStdString(s);
-}
 constexpr double kFloor = kPlotFloor;
 
 QColor tagColor(const std::string& tag, Precision p) {
@@ -94,7 +93,8 @@ QChart* makeDeltaHistogram(SampleModel* model) {
             const int b = std::clamp(int(std::floor(std::log10(std::max(d.abs, 1e-10)))), lo, hi - 1);
             counts[size_t(b - lo)]++;
         }
-        auto* set = new QBarSet(qs(to_string(c.precision)) + (nonfinite ? QStringLiteral(" (+%1 non-finite)").arg(nonfinite) : QString()));
+        auto* set =
+            new QBarSet(plainText(to_string(c.precision)) + (nonfinite ? QStringLiteral(" (+%1 non-finite)").arg(nonfinite) : QString()));
         for (int v : counts) {
             *set << v;
             maxc = std::max(maxc, v);
@@ -148,14 +148,14 @@ QChart* makeDeltaChart(SampleModel* model) {
         const Precision p = run.comparisons[c].precision;
         for (const auto& tag : tags) {
             auto* s = new QScatterSeries;
-            s->setName(qs(to_string(p) + " " + tag));
+            s->setName(plainText(to_string(p) + " " + tag));
             s->setMarkerSize(p == Precision::Bf16 ? 7 : 9);
             s->setMarkerShape(p == Precision::Bf16 ? QScatterSeries::MarkerShapeRectangle : QScatterSeries::MarkerShapeCircle);
             s->setColor(tagColor(tag, p));
             s->setBorderColor(Qt::transparent);
             const int col = SampleModel::deltaColumn(int(c));
-            mapSeries(s, rowsWhere(model, 1, QStringLiteral("^%1$").arg(QRegularExpression::escape(qs(tag))), chart), SampleModel::PlotRole,
-                      0, col, SampleModel::SummaryRole, col);
+            mapSeries(s, rowsWhere(model, 1, QStringLiteral("^%1$").arg(QRegularExpression::escape(plainText(tag))), chart),
+                      SampleModel::PlotRole, 0, col, SampleModel::SummaryRole, col);
             attach(chart, s, x, y);
         }
     }
@@ -199,7 +199,7 @@ QChart* makeFlipChart(SampleModel* model) {
         const Precision p = run.comparisons[c].precision;
         for (bool flip : {false, true}) {
             auto* s = new QScatterSeries;
-            s->setName(qs(to_string(p)) + (flip ? QStringLiteral(" flipped") : QStringLiteral(" same decision")));
+            s->setName(plainText(to_string(p)) + (flip ? QStringLiteral(" flipped") : QStringLiteral(" same decision")));
             s->setMarkerSize(flip ? 11 : 6);
             s->setColor(flip ? (p == Precision::Bf16 ? QColor(150, 60, 160) : QColor(220, 50, 50))
                              : (p == Precision::Bf16 ? QColor(120, 150, 220) : QColor(150, 190, 150)));
@@ -219,7 +219,7 @@ QChart* makeLayerChart(LayerModel* model) {
     const bool bf = model->precision() == Precision::Bf16;
     const double limit = model->formatLimit();
     chart->setTitle(QStringLiteral("absmax per op, %1 pass, against the %2 limit")
-                        .arg(qs(to_string(model->precision())), bf ? QStringLiteral("BF16") : QStringLiteral("FP16")));
+                        .arg(plainText(to_string(model->precision())), bf ? QStringLiteral("BF16") : QStringLiteral("FP16")));
     auto* x = new QValueAxis;
     x->setTitleText(QStringLiteral("op index (execution order)"));
     x->setLabelFormat(QStringLiteral("%d"));
@@ -275,7 +275,7 @@ QChart* makeCompareChart(CompareModel* model) {
         const bool b = model->side(col) == CompareModel::B;
         const Precision p = model->comparison(col)->precision;
         auto* s = new QScatterSeries;
-        s->setName((b ? QStringLiteral("B ") : QStringLiteral("A ")) + qs(to_string(p)));
+        s->setName((b ? QStringLiteral("B ") : QStringLiteral("A ")) + plainText(to_string(p)));
         s->setMarkerShape(b ? QScatterSeries::MarkerShapeRectangle : QScatterSeries::MarkerShapeCircle);
         s->setMarkerSize(b ? 7 : 9);
         const QColor c = tagColor("ordinary", p);

@@ -14,14 +14,9 @@
 #include "advisemodel.h"
 #include "ampscope/storage/json_io.h"
 #include "errorreporter.h"
+#include "uitext.h"
 
 namespace ampscope::ui {
-
-namespace {
-QString qs(const std::string& s) {
-    return QString::fromStdString(s);
-}
-}  // namespace
 
 void AdviseDialog::showResult(const AdviseResult& r, bool complete) {
     result_ = r;
@@ -55,7 +50,7 @@ void AdviseDialog::showOutcome() {
         suffix = QStringLiteral(
             " Not verified yet: Apply and re-run records the verifying run; the set can be saved or copied as a "
             "Python snippet once that run accepts it.");
-    outcome_->setText(prefix + qs(r.message) + suffix);
+    outcome_->setText(prefix + plainText(r.message) + suffix);
     outcome_->setStyleSheet(fixable ? QString() : QStringLiteral("QLabel { color: #c82828; }"));
 }
 
@@ -64,9 +59,9 @@ void AdviseDialog::showSet(const AdviseResult& r) {
     for (const auto& x : r.reasons) {
         const int row = reasons_->rowCount();
         reasons_->insertRow(row);
-        reasons_->setItem(row, 0, new QTableWidgetItem(qs(x.module)));
-        reasons_->setItem(row, 1, new QTableWidgetItem(qs(x.why)));
-        reasons_->setItem(row, 2, new QTableWidgetItem(qs(x.detail)));
+        reasons_->setItem(row, 0, new QTableWidgetItem(plainText(x.module)));
+        reasons_->setItem(row, 1, new QTableWidgetItem(plainText(x.why)));
+        reasons_->setItem(row, 2, new QTableWidgetItem(plainText(x.detail)));
     }
     reasons_->resizeColumnsToContents();
     QString text;
@@ -157,7 +152,8 @@ void AdviseDialog::saveSetInteractively() {
 void AdviseDialog::copyPythonSnippet() {
     if (!verified()) return;
     const auto& precisions = run_.spec.precisions;
-    QApplication::clipboard()->setText(qs(python_snippet(result_->keep_fp32, precisions.empty() ? Precision::Fp16 : precisions.front())));
+    QApplication::clipboard()->setText(
+        plainText(python_snippet(result_->keep_fp32, precisions.empty() ? Precision::Fp16 : precisions.front())));
 }
 
 }  // namespace ampscope::ui

@@ -6,12 +6,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "uitext.h"
+
 namespace ampscope::ui {
 
 namespace {
-QString qs(const std::string& s) {
-    return QString::fromStdString(s);
-}
 QString db(double v) {
     if (std::isnan(v)) return QStringLiteral("NaN");
     if (std::isinf(v)) return v > 0 ? QStringLiteral("+inf") : QStringLiteral("-inf");
@@ -46,8 +45,8 @@ double SensitivityModel::plotted(const ModuleSensitivity& s) const {
 
 QVariant SensitivityModel::display(const ModuleSensitivity& s, int column) const {
     switch (column) {
-        case Module: return s.module.empty() ? QStringLiteral("(root)") : qs(s.module);
-        case Prec: return qs(to_string(s.precision));
+        case Module: return s.module.empty() ? QStringLiteral("(root)") : plainText(s.module);
+        case Prec: return plainText(to_string(s.precision));
         case Sqnr: return db(s.sqnr_db);
         case RelError: return QString::number(s.rel_error, 'g', 3);
         case Overflow: return QString::number(s.overflow);
@@ -65,7 +64,7 @@ QVariant SensitivityModel::data(const QModelIndex& index, int role) const {
     if (role == SortRole) {
         switch (c) {
             case Module: return s.order;
-            case Prec: return qs(to_string(s.precision));
+            case Prec: return plainText(to_string(s.precision));
             case Sqnr: return std::isnan(s.sqnr_db) ? -INFINITY : s.sqnr_db;
             case RelError: return s.rel_error;
             case Overflow: return qlonglong(s.overflow);

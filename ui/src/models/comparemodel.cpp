@@ -7,8 +7,8 @@
 #include <tuple>
 #include <map>
 
-#include "ampscope/engine/text.h"
 #include "models.h"
+#include "uitext.h"
 
 namespace ampscope::ui {
 
@@ -70,7 +70,7 @@ QVariant CompareModel::data(const QModelIndex& idx, int role) const {
     if (idx.column() < kFirstDeltaColumn) {
         const SampleInfo& s = r.a >= 0 ? a_.samples[size_t(r.a)] : b_.samples[size_t(r.b)];
         if (role == PlotRole && idx.column() == 0) return double(idx.row());
-        if (role == Qt::DisplayRole || role == SortRole) return QString::fromStdString(visible_controls(idx.column() == 0 ? s.id : s.tag));
+        if (role == Qt::DisplayRole || role == SortRole) return storedText(idx.column() == 0 ? s.id : s.tag);
         return {};
     }
     const SampleDelta* d = delta(idx.row(), idx.column());
@@ -82,8 +82,7 @@ QVariant CompareModel::data(const QModelIndex& idx, int role) const {
         case Qt::ForegroundRole: return d->within_tolerance ? QVariant() : QVariant(QColor(200, 40, 40));
         case SummaryRole:
             return QStringLiteral("%1 (%2), run %3 %4\n|Δ| %5")
-                .arg(QString::fromStdString(visible_controls(d->sample)), QString::fromStdString(visible_controls(d->tag)),
-                     side(idx.column()) == A ? QStringLiteral("A") : QStringLiteral("B"),
+                .arg(storedText(d->sample), storedText(d->tag), side(idx.column()) == A ? QStringLiteral("A") : QStringLiteral("B"),
                      QString::fromStdString(to_string(comparison(idx.column())->precision)))
                 .arg(d->finite ? QString::number(d->abs, 'g', 4) : QStringLiteral("non-finite"));
     }

@@ -6,15 +6,11 @@
 
 #include <cmath>
 
-#include "ampscope/engine/text.h"
+#include "uitext.h"
 
 namespace ampscope::ui {
 
 namespace {
-
-QString qs(const std::string& s) {  // stored text: control characters shown, never acted on
-    return QString::fromStdString(visible_controls(s));
-}
 
 QColor bad() {
     return QColor(200, 40, 40);
@@ -101,8 +97,8 @@ QVariant ReplayLayerModel::data(const QModelIndex& idx, int role) const {
     if (role == Qt::DisplayRole || role == SortRole) {
         switch (idx.column()) {
             case Step: return r_.steps[size_t(s)].step + 1;
-            case Module: return l->module.empty() ? QStringLiteral("(root)") : qs(l->module);
-            case Op: return qs(l->op);
+            case Module: return l->module.empty() ? QStringLiteral("(root)") : storedText(l->module);
+            case Op: return storedText(l->op);
             case RefAbsmax: return numberCell(l->ref_absmax, role);
             case AmpAbsmax: return numberCell(l->amp_absmax, role);
             case RefRms: return numberCell(l->ref_rms, role);
@@ -142,7 +138,7 @@ QVariant ReplayParamModel::data(const QModelIndex& idx, int role) const {
     if (role == Qt::DisplayRole || role == SortRole) {
         switch (idx.column()) {
             case Step: return r_.steps[size_t(s)].step + 1;
-            case Name: return qs(p->name);
+            case Name: return storedText(p->name);
             case GradRel: return numberCell(p->grad_rel, role);
             case UpdateRel: return numberCell(p->update_rel, role);
             case GradFinite: return role == SortRole ? QVariant(p->grad_finite) : QVariant(yesNo(p->grad_finite));

@@ -7,17 +7,11 @@
 #include <cmath>
 
 #include "ampscope/engine/compare.h"
-#include "ampscope/engine/text.h"
+#include "uitext.h"
 
 namespace ampscope::ui {
 
 namespace {
-QString qs(const std::string& s) {  // stored text: control characters shown, never acted on
-    return QString::fromStdString(visible_controls(s));
-}
-QString num(double v, int prec = 3) {
-    return std::isfinite(v) ? QString::number(v, 'g', prec) : QStringLiteral("-");
-}
 const QString kExcluded = QStringLiteral("excluded");
 const QString kFlip = QStringLiteral("flip");
 const QString kBoundary = QStringLiteral("boundary");
@@ -116,14 +110,14 @@ void TokenModel::updatePlotRange() {
 }
 
 QString TokenModel::summary(int row) const {
-    QString s = QStringLiteral("sample %1, position %2\n").arg(qs(run_.samples[size_t(sample_)].id)).arg(row);
+    QString s = QStringLiteral("sample %1, position %2\n").arg(storedText(run_.samples[size_t(sample_)].id)).arg(row);
     if (excluded(row)) return s + QStringLiteral("excluded: masked out (or a non-finite logit), not compared");
-    s += QStringLiteral("KL(ref ‖ amp) %1").arg(num(kld(row)));
+    s += QStringLiteral("KL(ref ‖ amp) %1").arg(numberOrDash(kld(row)));
     if (const Flip* f = flipAt(row))
         s += QStringLiteral("\nflip: reference token %1 → AMP token %2\nreference top-2 margin %3")
-                 .arg(qs(decision_label(f->ref)), qs(decision_label(f->amp)), num(f->ref_margin));
+                 .arg(storedText(decision_label(f->ref)), storedText(decision_label(f->amp)), numberOrDash(f->ref_margin));
     else if (const BoundaryPosition* b = boundaryAt(row))
-        s += QStringLiteral("\nboundary: reference top-2 margin %1").arg(num(b->ref_margin));
+        s += QStringLiteral("\nboundary: reference top-2 margin %1").arg(numberOrDash(b->ref_margin));
     return s;
 }
 
@@ -132,11 +126,11 @@ QVariant TokenModel::display(int row, int column) const {
     const BoundaryPosition* b = f ? nullptr : boundaryAt(row);
     switch (column) {
         case Position: return row;
-        case Kld: return excluded(row) ? QStringLiteral("-") : num(kld(row));
+        case Kld: return excluded(row) ? QStringLiteral("-") : numberOrDash(kld(row));
         case State: return excluded(row) ? kExcluded : f ? kFlip : b ? kBoundary : QString();
-        case RefToken: return f ? qs(decision_label(f->ref)) : QString();
-        case AmpToken: return f ? qs(decision_label(f->amp)) : QString();
-        case RefMargin: return f ? num(f->ref_margin) : b ? num(b->ref_margin) : QString();
+        case RefToken: return f ? storedText(decision_label(f->ref)) : QString();
+        case AmpToken: return f ? storedText(decision_label(f->amp)) : QString();
+        case RefMargin: return f ? numberOrDash(f->ref_margin) : b ? numberOrDash(b->ref_margin) : QString();
     }
     return {};
 }

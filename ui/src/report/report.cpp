@@ -14,31 +14,25 @@
 
 #include <memory>
 
-#include "ampscope/engine/text.h"
 #include "charts.h"
 #include "models.h"
+#include "uitext.h"
 
 namespace ampscope::ui {
 
 namespace {
-QString qs(const std::string& s) {
-    return htmlText(s);
-}
-QString num(double v) {
-    return QString::number(v, 'g', 4);
-}
 
 /// The benchmarks validated by the run: one table of figures each.
 void benchmarksHtml(QTextStream& o, const std::vector<storage::Store::BenchmarkRow>& benchmarks) {
     o << "<h3>Measured gains (validated by this run)</h3>";
     for (const auto& b : benchmarks) {
-        o << "<p><small>" << qs(b.created_at.substr(0, 19)) << ", batch " << b.result.batch << ", " << qs(b.result.timer)
+        o << "<p><small>" << htmlText(b.created_at.substr(0, 19)) << ", batch " << b.result.batch << ", " << htmlText(b.result.timer)
           << "</small></p><table border=1 cellspacing=0 cellpadding=3>"
           << "<tr><th>pass</th><th>median ms</th><th>p10–p90 ms</th><th>speed-up</th><th>peak MiB</th><th>memory</th></tr>";
         for (const auto& f : b.result.figures) {
-            o << "<tr><td>" << qs(to_string(f.precision)) << "</td><td>" << num(f.median_ms) << "</td><td>" << num(f.p10_ms) << "–"
-              << num(f.p90_ms) << "</td><td>" << num(f.speedup) << "×</td><td>" << num(double(f.peak_bytes) / 1048576.0) << "</td><td>"
-              << num(f.memory_ratio) << "×</td></tr>";
+            o << "<tr><td>" << htmlText(to_string(f.precision)) << "</td><td>" << figure(f.median_ms, 4) << "</td><td>"
+              << figure(f.p10_ms, 4) << "–" << figure(f.p90_ms, 4) << "</td><td>" << figure(f.speedup, 4) << "×</td><td>"
+              << figure(double(f.peak_bytes) / 1048576.0, 4) << "</td><td>" << figure(f.memory_ratio, 4) << "×</td></tr>";
         }
         o << "</table>";
     }
@@ -50,54 +44,56 @@ QString overviewHtml(const RunResult& r, const QString& status, const storage::R
     QString h;
     QTextStream o(&h);
     const auto verdictColor = [](Verdict v) { return v == Verdict::Accepted ? "#1e8c3c" : "#c82828"; };
-    o << "<h2>Run " << qs(r.run_id.substr(0, 8)) << " — <span style='color:" << verdictColor(r.verdict) << "'>" << qs(to_string(r.verdict))
-      << "</span></h2>";
-    o << "<p>status <b>" << status.toHtmlEscaped() << "</b> · review <b>" << qs(review.status) << "</b>"
-      << (review.by.empty() ? QString() : QString(QStringLiteral(" by ") + qs(review.by) + QStringLiteral(" at ") + qs(review.at)))
+    o << "<h2>Run " << htmlText(r.run_id.substr(0, 8)) << " — <span style='color:" << verdictColor(r.verdict) << "'>"
+      << htmlText(to_string(r.verdict)) << "</span></h2>";
+    o << "<p>status <b>" << status.toHtmlEscaped() << "</b> · review <b>" << htmlText(review.status) << "</b>"
+      << (review.by.empty() ? QString()
+                            : QString(QStringLiteral(" by ") + htmlText(review.by) + QStringLiteral(" at ") + htmlText(review.at)))
       << "</p>";
     o << "<table cellpadding=3>"
-      << "<tr><td>model</td><td>" << qs(r.model.source) << " (" << qs(r.model.kind) << ", " << r.model.parameters << " parameters, "
-      << qs(r.model.mode) << ")<br><small>sha256 " << qs(r.model.sha256) << "<br>weights " << qs(r.model.weights_sha256)
-      << "</small></td></tr>"
-      << "<tr><td>probes</td><td>" << qs(r.probes.source) << ", " << r.probes.count << " samples (";
+      << "<tr><td>model</td><td>" << htmlText(r.model.source) << " (" << htmlText(r.model.kind) << ", " << r.model.parameters
+      << " parameters, " << htmlText(r.model.mode) << ")<br><small>sha256 " << htmlText(r.model.sha256) << "<br>weights "
+      << htmlText(r.model.weights_sha256) << "</small></td></tr>"
+      << "<tr><td>probes</td><td>" << htmlText(r.probes.source) << ", " << r.probes.count << " samples (";
     bool first = true;
-    for (const auto& [t, n] : r.probes.tags) o << (first ? "" : ", ") << n << " " << qs(t), first = false;
-    o << ")<br><small>sha256 " << qs(r.probes.sha256) << "</small></td></tr>"
-      << "<tr><td>backend</td><td>" << qs(r.backend.device) << " (" << qs(r.backend.kind) << "), " << qs(r.backend.name) << ", torch "
-      << qs(r.backend.torch_version)
-      << (r.backend.cuda_version.empty() ? QString() : QString(QStringLiteral(", CUDA ") + qs(r.backend.cuda_version))) << ", bf16 "
+    for (const auto& [t, n] : r.probes.tags) o << (first ? "" : ", ") << n << " " << htmlText(t), first = false;
+    o << ")<br><small>sha256 " << htmlText(r.probes.sha256) << "</small></td></tr>"
+      << "<tr><td>backend</td><td>" << htmlText(r.backend.device) << " (" << htmlText(r.backend.kind) << "), " << htmlText(r.backend.name)
+      << ", torch " << htmlText(r.backend.torch_version)
+      << (r.backend.cuda_version.empty() ? QString() : QString(QStringLiteral(", CUDA ") + htmlText(r.backend.cuda_version))) << ", bf16 "
       << (r.backend.bf16_supported ? "yes" : "no") << "</td></tr>"
-      << "<tr><td>criteria</td><td>fixed at " << qs(r.criteria.fixed_at) << " (locked)<br>|amp−ref| ≤ " << num(r.criteria.atol) << " + "
-      << num(r.criteria.rtol) << "·|ref|; ties within " << num(r.criteria.tie_tolerance) << " → " << qs(to_string(r.criteria.tie_rule))
-      << "; flips allowed " << r.criteria.max_flips << "; quality " << qs(to_string(r.criteria.quality_metric)) << " threshold "
-      << num(r.criteria.quality_threshold) << (r.criteria.allow_nonfinite ? "; non-finite allowed" : "")
-      << (isSequenceRun(r) ? sequenceCriteriaHtml(r.criteria) : QString()) << "</td></tr>";
+      << "<tr><td>criteria</td><td>fixed at " << htmlText(r.criteria.fixed_at) << " (locked)<br>|amp−ref| ≤ " << figure(r.criteria.atol, 4)
+      << " + " << figure(r.criteria.rtol, 4) << "·|ref|; ties within " << figure(r.criteria.tie_tolerance, 4) << " → "
+      << htmlText(to_string(r.criteria.tie_rule)) << "; flips allowed " << r.criteria.max_flips << "; quality "
+      << htmlText(to_string(r.criteria.quality_metric)) << " threshold " << figure(r.criteria.quality_threshold, 4)
+      << (r.criteria.allow_nonfinite ? "; non-finite allowed" : "") << (isSequenceRun(r) ? sequenceCriteriaHtml(r.criteria) : QString())
+      << "</td></tr>";
     if (!r.spec.keep_fp32.empty()) {
         o << "<tr><td>FP32 regions</td><td>";
-        for (const auto& k : r.spec.keep_fp32) o << qs(k) << " ";
+        for (const auto& k : r.spec.keep_fp32) o << htmlText(k) << " ";
         o << "</td></tr>";
     }
     o << "</table>";
     for (const auto& p : r.passes) {
-        o << "<h3>Pass " << qs(to_string(p.precision)) << "</h3><p>" << p.nonfinite_samples.size() << " non-finite samples";
-        if (p.quality) o << ", quality " << num(*p.quality);
-        o << ", " << num(p.seconds) << " s</p>";
+        o << "<h3>Pass " << htmlText(to_string(p.precision)) << "</h3><p>" << p.nonfinite_samples.size() << " non-finite samples";
+        if (p.quality) o << ", quality " << figure(*p.quality, 4);
+        o << ", " << figure(p.seconds, 4) << " s</p>";
         if (p.origin)
-            o << "<p style='color:#c82828'>NaN/Inf born at <b>" << qs(p.origin->stage) << "</b> op #" << p.origin->index << " <b>"
-              << qs(p.origin->op) << "</b> in module <b>" << qs(p.origin->module.empty() ? "(root)" : p.origin->module) << "</b> for "
-              << p.origin->samples.size() << " samples</p>";
+            o << "<p style='color:#c82828'>NaN/Inf born at <b>" << htmlText(p.origin->stage) << "</b> op #" << p.origin->index << " <b>"
+              << htmlText(p.origin->op) << "</b> in module <b>" << htmlText(p.origin->module.empty() ? "(root)" : p.origin->module)
+              << "</b> for " << p.origin->samples.size() << " samples</p>";
     }
     if (r.verdict == Verdict::InvalidReference)
         o << "<p style='color:#c82828'><b>The FP32 reference is not finite</b>: it is not trusted and AMP passes were not compared.</p>";
     for (const auto& c : r.comparisons) {
-        o << "<h3>" << qs(to_string(c.precision)) << " vs fp32: <span style='color:" << verdictColor(c.verdict) << "'>"
-          << qs(to_string(c.verdict)) << "</span></h3><table border=1 cellspacing=0 cellpadding=3>";
+        o << "<h3>" << htmlText(to_string(c.precision)) << " vs fp32: <span style='color:" << verdictColor(c.verdict) << "'>"
+          << htmlText(to_string(c.verdict)) << "</span></h3><table border=1 cellspacing=0 cellpadding=3>";
         for (const auto& k : c.criteria) {
             o << "<tr><td>" << (k.passed ? "<span style='color:#1e8c3c'>pass</span>" : "<span style='color:#c82828'>FAIL</span>")
-              << "</td><td>" << qs(k.name) << "</td><td>" << qs(k.detail);
+              << "</td><td>" << htmlText(k.name) << "</td><td>" << htmlText(k.detail);
             if (!k.passed && !k.samples.empty()) {
                 o << "<br><small>";
-                for (size_t i = 0; i < std::min<size_t>(12, k.samples.size()); ++i) o << qs(k.samples[i]) << " ";
+                for (size_t i = 0; i < std::min<size_t>(12, k.samples.size()); ++i) o << htmlText(k.samples[i]) << " ";
                 if (k.samples.size() > 12) o << "…";
                 o << "</small>";
             }
@@ -110,17 +106,11 @@ QString overviewHtml(const RunResult& r, const QString& status, const storage::R
     if (!notes.empty()) {
         o << "<h3>Annotations</h3><ul>";
         for (const auto& a : notes)
-            o << "<li><small>" << qs(a.created_at.substr(0, 19)) << " " << qs(a.author) << " on " << qs(a.target_kind) << " "
-              << qs(a.target) << "</small><br>" << htmlText(a.text, /*keep_newline=*/true) << "</li>";
+            o << "<li><small>" << htmlText(a.created_at.substr(0, 19)) << " " << htmlText(a.author) << " on " << htmlText(a.target_kind)
+              << " " << htmlText(a.target) << "</small><br>" << htmlText(a.text, /*keep_newline=*/true) << "</li>";
         o << "</ul>";
     }
-    for (const auto& w : r.warnings) o << "<p><i>" << qs(w) << "</i></p>";
-    return h;
-}
-
-QString htmlText(const std::string& s, bool keep_newline) {
-    QString h = QString::fromStdString(visible_controls(s, keep_newline)).toHtmlEscaped();
-    if (keep_newline) h.replace(QLatin1Char('\n'), QStringLiteral("<br>"));
+    for (const auto& w : r.warnings) o << "<p><i>" << htmlText(w) << "</i></p>";
     return h;
 }
 
@@ -140,7 +130,7 @@ QString writeReport(const RunResult& r, const QString& status, const storage::Re
                        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>ampscope run %1</title>"
                        "<style>body{font-family:sans-serif;max-width:1040px;margin:auto} img{max-width:100%}</style>"
                        "</head><body>")
-                       .arg(qs(r.run_id));
+                       .arg(htmlText(r.run_id));
     html += overviewHtml(r, status, review, notes);
     SampleModel samples;  // outlives the chart, which png() deletes with its view
     samples.resetData(r);

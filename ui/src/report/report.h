@@ -22,10 +22,6 @@ QString writeReport(const RunResult& run, const QString& status, const storage::
 /// Two comparison runs side by side: inputs, verdicts and per precision what differs.
 QString compareHtml(const RunResult& a, const RunResult& b);
 
-/// Stored text (possibly from an imported bundle) for HTML: control characters made visible
-/// (visible_controls; `keep_newline` turns line breaks into <br>), then HTML-escaped.
-QString htmlText(const std::string& s, bool keep_newline = false);
-
 /// Sequence runs (report_tokens.cpp): a comparison of the run is per position; the
 /// per-position criteria (a line of the overview's criteria); a comparison's per-token figures.
 bool isSequenceRun(const RunResult& run);

@@ -3,6 +3,7 @@
 #include <QStringList>
 
 #include "report.h"
+#include "uitext.h"
 
 namespace ampscope::ui {
 

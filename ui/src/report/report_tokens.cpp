@@ -6,14 +6,11 @@
 #include <cmath>
 
 #include "report.h"
+#include "uitext.h"
 
 namespace ampscope::ui {
 
 namespace {
-/// A figure; NaN and infinities as such ("nan", "inf", "-inf"): an incident's perplexity is one.
-QString num(double v) {
-    return QString::number(v, 'g', 4);
-}
 QString percent(double v) {
     return std::isfinite(v) ? QString::number(100 * v, 'f', 2) + QStringLiteral(" %") : QStringLiteral("-");
 }
@@ -31,7 +28,7 @@ bool isSequenceRun(const RunResult& r) {
 
 QString sequenceCriteriaHtml(const Criteria& c) {
     return QStringLiteral("<br>per position: flip rate ≤ %1, mean KL(ref ‖ amp) ≤ %2, same top-1 ≥ %3; mask input %4; sequence axis %5")
-        .arg(num(c.max_flip_rate), num(c.max_mean_kld), num(c.min_same_top),
+        .arg(figure(c.max_flip_rate, 4), figure(c.max_mean_kld, 4), figure(c.min_same_top, 4),
              c.mask_input.empty() ? QStringLiteral("(none)") : htmlText(c.mask_input),
              c.sequence_axis < 0 ? QStringLiteral("1") : QString::number(c.sequence_axis));
 }
@@ -43,7 +40,7 @@ void tokensHtml(QTextStream& o, const Comparison& c) {
       << " positions compared, " << t.masked << " excluded by the mask; sequence length " << t.length << ", vocabulary " << t.vocab
       << "</p><table border=1 cellspacing=0 cellpadding=3>";
     row(o, QStringLiteral("KL(ref ‖ amp) mean / p99 / max"),
-        num(t.mean_kld) + QStringLiteral(" / ") + num(t.p99_kld) + QStringLiteral(" / ") + num(t.max_kld));
+        figure(t.mean_kld, 4) + QStringLiteral(" / ") + figure(t.p99_kld, 4) + QStringLiteral(" / ") + figure(t.max_kld, 4));
     row(o, QStringLiteral("same top-1"), percent(t.same_top));
     row(o, QStringLiteral("top-5 overlap"), percent(t.top5_overlap));
     row(o, QStringLiteral("RMS Δp (reference's top token)"), percent(t.rms_dp));
@@ -51,8 +48,8 @@ void tokensHtml(QTextStream& o, const Comparison& c) {
     row(o, QStringLiteral("flips"), QString::number(c.flips.size()) + QStringLiteral(" (") + percent(rate) + QStringLiteral(")"));
     if (t.label_tokens > 0)
         row(o, QStringLiteral("perplexity reference / AMP"),
-            num(t.ref_ppl) + QStringLiteral(" / ") + num(t.amp_ppl) + QStringLiteral(" (") + QString::number(t.label_tokens) +
-                QStringLiteral(" labels; cross-entropy ") + num(t.ref_ce) + QStringLiteral(" / ") + num(t.amp_ce) +
+            figure(t.ref_ppl, 4) + QStringLiteral(" / ") + figure(t.amp_ppl, 4) + QStringLiteral(" (") + QString::number(t.label_tokens) +
+                QStringLiteral(" labels; cross-entropy ") + figure(t.ref_ce, 4) + QStringLiteral(" / ") + figure(t.amp_ce, 4) +
                 QStringLiteral(" nats)"));
     if (!t.boundary.empty()) {
         QString b;
@@ -60,7 +57,7 @@ void tokensHtml(QTextStream& o, const Comparison& c) {
             b += QStringLiteral("%1@%2 (%3) ")
                      .arg(htmlText(t.boundary[i].sample))
                      .arg(t.boundary[i].position)
-                     .arg(num(t.boundary[i].ref_margin));
+                     .arg(figure(t.boundary[i].ref_margin, 4));
         if (t.boundary.size() > kBoundaryShown) b += QStringLiteral("…");
         row(o, QStringLiteral("boundary positions (sample@position, reference top-2 margin)"), b);
     }

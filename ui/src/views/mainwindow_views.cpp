@@ -12,7 +12,6 @@
 
 #include <QItemSelectionModel>
 
-#include "ampscope/engine/text.h"
 #include "ampscope/storage/json_io.h"
 #include "charts.h"
 #include "mainwindow.h"
@@ -20,6 +19,7 @@
 #include "replayview.h"
 #include "report.h"
 #include "tokenview.h"
+#include "uitext.h"
 
 namespace ampscope::ui {
 
@@ -115,7 +115,7 @@ void MainWindow::showRun(const QString& uuid) {
                               : QStringLiteral("Run %1 is damaged: %2 part(s) could not be read and are left out (%3)")
                                     .arg(uuid.left(8))
                                     .arg(damaged.size())
-                                    .arg(QString::fromStdString(visible_controls(damaged.front()))));
+                                    .arg(storedText(damaged.front())));
     overview_->setHtml(html);
 }
 

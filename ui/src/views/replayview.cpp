@@ -20,17 +20,13 @@
 
 #include "ampscope/engine/bundle.h"
 #include "ampscope/engine/errors.h"
-#include "ampscope/engine/text.h"
 #include "newrundialog.h"
 #include "replaymodel.h"
+#include "uitext.h"
 
 namespace ampscope::ui {
 
 namespace {
-
-QString html(const std::string& s) {
-    return QString::fromStdString(visible_controls(s)).toHtmlEscaped();
-}
 
 const QString kEmptyText = QStringLiteral(
     "<h3>No incident replay selected</h3><p>This view shows a NaN incident of your own training job replayed from your "
@@ -225,7 +221,7 @@ void ReplayView::showSide(Side side, const ReplayResult* r) {
     params_[side]->resetData(*r);
     const bool oneStep = r->steps.size() <= 1;
     for (int t = 0; t < 3; ++t) tables_[side][t]->setColumnHidden(0, oneStep && t != kStepsTable);  // Step column: only with several
-    QString head = QStringLiteral("<b>%1</b> replay %2").arg(who, html(r->run_id.substr(0, 8)));
+    QString head = QStringLiteral("<b>%1</b> replay %2").arg(who, htmlText(r->run_id.substr(0, 8)));
     if (side == Remedied && original_) head += QStringLiteral(": ") + changeText(*original_, r->spec).toHtmlEscaped();
     const auto color = r->first_nonfinite ? QStringLiteral("#c82828") : QStringLiteral("#1e8c3c");
     QString keys;
@@ -234,18 +230,18 @@ void ReplayView::showSide(Side side, const ReplayResult* r) {
                    .arg(r->missing.size())
                    .arg(r->unexpected.size())
                    .arg(r->mismatched.size());
-    QString optimizer = html(r->optimizer);
+    QString optimizer = htmlText(r->optimizer);
     if (const auto& o = r->optimizer_groups; !o.groups.empty())
         optimizer += QStringLiteral(" (%1 group%2 by %3)")
                          .arg(o.groups.size())
                          .arg(o.groups.size() > 1 ? QStringLiteral("s") : QString())
-                         .arg(html(o.mapping));
+                         .arg(htmlText(o.mapping));
     if (r->spec.clip_grad_norm > 0) optimizer += QStringLiteral(" · clipping at %1").arg(r->spec.clip_grad_norm);
     const QString incident = incidentInWords(*r);
     summary_[side]->setText(
         QStringLiteral(
             "%1<br>checkpoint format: %2 · optimizer: %3 · precision: %4 · GradScaler: %5%6<br>%9<span style='color:%7'>%8</span>")
-            .arg(head, html(r->checkpoint_format), optimizer, html(to_string(r->spec.precision)),
+            .arg(head, htmlText(r->checkpoint_format), optimizer, htmlText(to_string(r->spec.precision)),
                  r->scaler_enabled ? QStringLiteral("enabled") : QStringLiteral("disabled"), keys, color, stageInWords(*r).toHtmlEscaped(),
                  incident.isEmpty() ? QString() : incident.toHtmlEscaped() + QStringLiteral("<br>")));
     for (int t = 0; t < 3; ++t) tables_[side][t]->resizeColumnsToContents();
@@ -259,9 +255,8 @@ void ReplayView::updateButtons() {
     const bool can = original_ && !running_;
     const bool module = original_ && original_->first_nonfinite && !original_->first_nonfinite->module.empty();
     auto* keep = buttons_[int(Remedy::KeepModule)];
-    keep->setText(module
-                      ? QStringLiteral("Keep %1 in FP32").arg(QString::fromStdString(visible_controls(original_->first_nonfinite->module)))
-                      : QStringLiteral("Keep the first non-finite module in FP32"));
+    keep->setText(module ? QStringLiteral("Keep %1 in FP32").arg(storedText(original_->first_nonfinite->module))
+                         : QStringLiteral("Keep the first non-finite module in FP32"));
     keep->setEnabled(can && module);
     buttons_[int(Remedy::Bf16)]->setEnabled(can && original_->spec.precision == Precision::Fp16);
     for (auto r : {Remedy::Clip, Remedy::AdvisorSet}) buttons_[int(r)]->setEnabled(can);

@@ -2,20 +2,16 @@
 // ReplayView: the remedies as specs, and a replay's outcome and a remedy's change in words.
 #include <algorithm>
 
-#include "ampscope/engine/text.h"
 #include "replaymodel.h"
 #include "replayview.h"
+#include "uitext.h"
 
 namespace ampscope::ui {
 
 namespace {
 
-QString qs(const std::string& s) {  // stored text: control characters shown, never acted on
-    return QString::fromStdString(visible_controls(s));
-}
-
 QString precisionName(Precision p) {
-    return qs(to_string(p)).toUpper();
+    return storedText(to_string(p)).toUpper();
 }
 
 QString stageName(const std::string& stage) {
@@ -25,14 +21,14 @@ QString stageName(const std::string& stage) {
     if (stage == "loss") return QStringLiteral("in the loss");
     if (stage == "backward") return QStringLiteral("in the backward pass");
     if (stage == "optimizer") return QStringLiteral("in the optimizer update");
-    return QStringLiteral("at stage ") + qs(stage);
+    return QStringLiteral("at stage ") + storedText(stage);
 }
 
 QString sideName(const std::string& side) {
     if (side == "amp") return QStringLiteral("the AMP side");
     if (side == "reference") return QStringLiteral("the FP32 reference");
     if (side == "both") return QStringLiteral("both sides");
-    return qs(side);
+    return storedText(side);
 }
 
 }  // namespace
@@ -65,7 +61,7 @@ QString ReplayView::changeText(const ReplayResult& original, const ReplaySpec& r
     if (r.precision != o.precision) parts << precisionName(o.precision) + QStringLiteral(" → ") + precisionName(r.precision);
     QStringList kept;
     for (const auto& m : r.keep_fp32)
-        if (std::find(o.keep_fp32.begin(), o.keep_fp32.end(), m) == o.keep_fp32.end()) kept << qs(m);
+        if (std::find(o.keep_fp32.begin(), o.keep_fp32.end(), m) == o.keep_fp32.end()) kept << storedText(m);
     if (!kept.isEmpty()) parts << kept.join(QStringLiteral(", ")) + QStringLiteral(" kept in FP32");
     if (r.init_scale && r.init_scale != o.init_scale) {
         const QString from = o.init_scale             ? replayNumber(*o.init_scale, 7)
@@ -87,12 +83,12 @@ QString ReplayView::verdictText(const ReplayResult& r) {
         return QStringLiteral("no non-finite values in %1 step%2").arg(n).arg(n == 1 ? QString() : QStringLiteral("s"));
     }
     const auto& f = *r.first_nonfinite;
-    QString t = qs(f.stage) + QStringLiteral(" at step %1").arg(f.step + 1);
-    if (!f.module.empty()) t += QStringLiteral(" in ") + qs(f.module);
+    QString t = storedText(f.stage) + QStringLiteral(" at step %1").arg(f.step + 1);
+    if (!f.module.empty()) t += QStringLiteral(" in ") + storedText(f.module);
     if (!f.node.empty())
-        t += QStringLiteral(" (") + qs(f.node) + QLatin1Char(')');
+        t += QStringLiteral(" (") + storedText(f.node) + QLatin1Char(')');
     else if (!f.op.empty())
-        t += QStringLiteral(" (") + qs(f.op) + QLatin1Char(')');
+        t += QStringLiteral(" (") + storedText(f.op) + QLatin1Char(')');
     return t;
 }
 
@@ -104,9 +100,9 @@ QString ReplayView::stageInWords(const ReplayResult& r) {
     const auto& f = *r.first_nonfinite;
     QString t =
         QStringLiteral("First non-finite values %1 at step %2, on %3").arg(stageName(f.stage)).arg(f.step + 1).arg(sideName(f.side));
-    if (!f.module.empty()) t += QStringLiteral("; module ") + qs(f.module);
-    if (!f.op.empty()) t += QStringLiteral("; op ") + qs(f.op);
-    if (!f.node.empty()) t += QStringLiteral("; autograd node ") + qs(f.node);
+    if (!f.module.empty()) t += QStringLiteral("; module ") + storedText(f.module);
+    if (!f.op.empty()) t += QStringLiteral("; op ") + storedText(f.op);
+    if (!f.node.empty()) t += QStringLiteral("; autograd node ") + storedText(f.node);
     return t + QLatin1Char('.');
 }
 
