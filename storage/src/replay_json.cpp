@@ -217,10 +217,19 @@ void spec_of(const Reader& rd, const nlohmann::json& j, ReplayResult& r) {
     r.spec.clip_given = rd.flag(in, "inputs.", "clip_given", false);
     if (const auto& inc = rd.object(in, "inputs.", "incident"); !inc.empty()) {
         const std::string at = "inputs.incident.";
-        r.spec.incident =
-            ReplayIncident{rd.str(inc, at, "bundle"),           rd.str(inc, at, "what"),        rd.str(inc, at, "detail"),
-                           rd.str(inc, at, "framework"),        rd.integer(inc, at, "step", 0), rd.integer(inc, at, "rank", 0),
-                           rd.integer(inc, at, "world_size", 1)};
+        r.spec.incident = ReplayIncident{rd.str(inc, at, "bundle"),
+                                         rd.str(inc, at, "what"),
+                                         rd.str(inc, at, "detail"),
+                                         rd.str(inc, at, "framework"),
+                                         rd.integer(inc, at, "step", 0),
+                                         rd.integer(inc, at, "rank", 0),
+                                         rd.integer(inc, at, "world_size", 1),
+                                         {}};
+        const auto& origins = rd.list(inc, at, "origin_ranks");
+        for (size_t i = 0; i < origins.size(); ++i) {
+            if (!origins[i].is_number_integer()) rd.wrong(at + "origin_ranks[" + std::to_string(i) + "]", "an integer", origins[i]);
+            r.spec.incident->origin_ranks.push_back(origins[i].get<int64_t>());
+        }
     }
     r.spec.original_run_id = rd.str(j, "", "original_run_id");
 }
@@ -245,7 +254,8 @@ nlohmann::json inputs_json(const ReplaySpec& s) {
                                                      {"framework", s.incident->framework},
                                                      {"step", s.incident->step},
                                                      {"rank", s.incident->rank},
-                                                     {"world_size", s.incident->world_size}}
+                                                     {"world_size", s.incident->world_size},
+                                                     {"origin_ranks", s.incident->origin_ranks}}
                                     : nlohmann::json()}};
 }
 

@@ -95,6 +95,29 @@ TEST_F(Bundle, ReadsEveryField) {
     EXPECT_EQ(read_bundle(dir).origin_ranks, (std::vector<int64_t>{3, 5}));
 }
 
+// What the GUI's Replay tab and the CLI summary say of a torchrun incident: the rank that
+// wrote the bundle and, where the ranks exchanged records, the ranks it started on.
+TEST_F(Bundle, WordsNameTheRanksItStartedOn) {
+    auto j = good();
+    j["origin_ranks"] = {3, 5};
+    write(j);
+    ampscope::ReplayResult r;
+    r.spec = ampscope::replay_spec_of(read_bundle(dir));
+    ASSERT_TRUE(r.spec.incident.has_value());
+    EXPECT_EQ(r.spec.incident->origin_ranks, (std::vector<int64_t>{3, 5}));
+    EXPECT_EQ(ampscope::incident_in_words(r),
+              "The job (lightning 2.6.6) saw non-finite gradients at step 41200 on rank 3 of 8, where it started (ranks 3 and 5); the "
+              "replay does NOT reproduce it (a non-deterministic kernel, a data race or the hardware, or the bundle's batch is not the "
+              "step's).");
+    j["origin_ranks"] = {3};
+    write(j);
+    r.spec = ampscope::replay_spec_of(read_bundle(dir));
+    EXPECT_NE(ampscope::incident_in_words(r).find("on rank 3 of 8, where it started (rank 3);"), std::string::npos);
+    write(good());  // no exchange (no watch_ddp / watch_fsdp): the rank only
+    r.spec = ampscope::replay_spec_of(read_bundle(dir));
+    EXPECT_NE(ampscope::incident_in_words(r).find("at step 41200 on rank 3 of 8; the replay"), std::string::npos);
+}
+
 TEST_F(Bundle, ExportFailureLeavesTheModelToTheUser) {
     auto j = good();
     j["files"]["model"] = nullptr;

@@ -90,6 +90,7 @@ def test_fsdp2_the_bundle_names_the_rank_and_holds_the_full_state(tmp_path, mode
     rc, r = replay_bundle(path)
     assert rc in (0, 1), r
     assert r["first_nonfinite"]["stage"] == "input", r["first_nonfinite"]
+    assert (r["inputs"]["incident"]["rank"], r["inputs"]["incident"]["origin_ranks"]) == (1, [1])
 
 
 @gloo
@@ -114,3 +115,4 @@ def test_framework_callbacks_name_the_rank_under_ddp(tmp_path, framework):
     rc, r = replay_bundle(results[origin][0][0])
     assert rc in (0, 1), r
     assert r["first_nonfinite"]["stage"] == "input", r["first_nonfinite"]
+    assert r["inputs"]["incident"]["origin_ranks"] == [origin]

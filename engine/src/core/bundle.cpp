@@ -206,7 +206,7 @@ ReplaySpec replay_spec_of(const IncidentBundle& b) {
     s.no_scaler = !b.scaler;
     s.incident = ReplayIncident{
         b.dir,  b.detected_what, b.detected_detail, b.framework + (b.framework_version.empty() ? "" : " " + b.framework_version),
-        b.step, b.rank,          b.world_size};
+        b.step, b.rank,          b.world_size,      b.origin_ranks};
     return s;
 }
 
@@ -218,7 +218,13 @@ std::string incident_in_words(const ReplayResult& r) {
                              : i.what == "grad_norm" ? "a non-finite gradient norm"
                              : i.what == "skip"      ? "a skipped step"
                                                      : "a loss spike";
-    const std::string rank = i.world_size > 1 ? " on rank " + std::to_string(i.rank) + " of " + std::to_string(i.world_size) : "";
+    std::string rank = i.world_size > 1 ? " on rank " + std::to_string(i.rank) + " of " + std::to_string(i.world_size) : "";
+    if (!i.origin_ranks.empty()) {  // the ranks exchanged what each saw before the collective
+        std::string list;
+        for (size_t k = 0; k < i.origin_ranks.size(); ++k)
+            list += (k == 0 ? "" : k + 1 == i.origin_ranks.size() ? " and " : ", ") + std::to_string(i.origin_ranks[k]);
+        rank += std::string(", where it started (") + (i.origin_ranks.size() == 1 ? "rank " : "ranks ") + list + ")";
+    }
     const std::string found = r.first_nonfinite ? "the replay reproduces it"
                               : i.what == "spike"
                                   ? "the replay finds no non-finite value (a spike is finite)"

@@ -23,6 +23,7 @@ struct ReplayIncident {
     std::string detail;     ///< the capture's own words
     std::string framework;  ///< pytorch | lightning | transformers (and version)
     int64_t step = 0, rank = 0, world_size = 1;
+    std::vector<int64_t> origin_ranks;  ///< under torchrun (watch_ddp / watch_fsdp): the ranks it started on, else empty
 };
 
 struct ReplaySpec {
