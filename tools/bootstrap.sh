@@ -69,5 +69,11 @@ if ! "$VENV/bin/python" -c 'import pytorch_lightning, accelerate' 2>/dev/null; t
   say "installing pytorch-lightning, accelerate into $VENV (tests only)"
   "$VENV/bin/python" -m pip install -q "pytorch-lightning==2.6.6" "accelerate==1.15.0"
 fi
+# Test-only (engine fp8 tests): torchao's float8 / MX / NVFP4 quantizers are the oracle of the
+# engine's FP8 and block-scaled formats (pure Python on CPU; its compiled extensions are not used).
+if ! "$VENV/bin/python" -c 'import torchao' 2>/dev/null; then
+  say "installing torchao into $VENV (tests only)"
+  "$VENV/bin/python" -m pip install -q "torchao==0.18.0"
+fi
 "$VENV/bin/python" -c 'import pytest' 2>/dev/null || "$VENV/bin/python" -m pip install -q "pytest==9.2.0"  # test-only: tests/python (capture package)
 "$VENV/bin/python" -c 'import torch,numpy; print("[bootstrap] torch", torch.__version__, "cmake prefix", torch.utils.cmake_prefix_path)'

@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: MIT
+// Quantize-dequantize in FP8 and block-scaled formats, one ATen operation for each of torchao
+// 0.18's (see fp8.h for the rules and where ampscope departs), and the statistics of each operand.
+#include "precision/fp8.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+namespace ampscope::detail {
+namespace {
+
+at::ScalarType dtype_of(Fp8Element e) {
+    return e == Fp8Element::E5M2 ? at::kFloat8_e5m2 : at::kFloat8_e4m3fn;
+}
+
+/// The parts of one quantization that its statistics need, all FP32 and of x's shape (after the
+/// axis moved last, padding dropped): y the scaled value before the clamp, e the element as the
+/// format holds it, q the dequantized value; mult the scales actually multiplied in.
+struct Parts {
+    at::Tensor y, e, q, mult;
+    double tensor_scale = 1.0;
+};
+
+/// torchao.float8.float8_utils.amax_to_scale: fmax / clamp(amax, 1e-12) in FP64 (Python's
+/// float / tensor is reciprocal, then multiply), then FP32; optionally floor to a power of two.
+at::Tensor amax_to_scale(const at::Tensor& amax, double fmax, bool pow2) {
+    auto res = (at::clamp_min(amax.to(at::kDouble), 1e-12).reciprocal() * fmax).to(at::kFloat);
+    if (pow2) res = at::exp2(at::floor(at::log2(res)));
+    return res;
+}
+
+/// Tensorwise / rowwise (torchao hp_tensor_and_scale_to_float8 + the emulated GEMM's operand
+/// `_data.float() / _scale`): x FP32.
+Parts scaled_fp8(const at::Tensor& x, const QuantSpec& spec) {
+    const double fmax = max_finite(spec.element);
+    at::Tensor scale;
+    if (spec.scheme == Fp8Scheme::Rowwise)
+        scale = amax_to_scale(at::amax(at::abs(x), {spec.axis}, true), fmax, spec.pow2_scales);
+    else if (spec.given_scale > 0.0f)
+        scale = at::scalar_tensor(spec.given_scale, at::kFloat);
+    else
+        scale = amax_to_scale(at::max(at::abs(x)), fmax, false);
+    Parts p;
+    p.y = x * scale;
+    p.e = at::clamp(p.y, -fmax, fmax).to(dtype_of(spec.element)).to(at::kFloat);
+    p.q = p.e / scale;
+    p.mult = scale;
+    return p;
+}
+
+/// MX (torchao mx_tensor.to_mx, FLOOR, then to_dtype): x FP32 contiguous, last dim a multiple of 32.
+Parts mx(const at::Tensor& x, Fp8Element element) {
+    const int emax = element == Fp8Element::E5M2 ? 15 : 8;  // F8E5M2_MAX_POW2, F8E4M3_MAX_POW2
+    const double fmax = max_finite(element);
+    const auto xb = x.reshape({-1, 32});
+    const auto max_abs = at::amax(at::abs(xb), {-1}, true);
+    const auto pow2 = at::bitwise_and(at::bitwise_right_shift(max_abs.view(at::kInt), 23), 255) - 127;
+    auto biased = (at::clamp(pow2 - emax, -127, 128) + 127).to(at::kByte);
+    biased = at::where(at::isnan(max_abs), c10::Scalar(255), biased);
+    const auto scale_fp32 = at::clamp_min(at::bitwise_left_shift(biased.to(at::kInt), 23).view(at::kFloat), std::ldexp(1.0, -126));
+    Parts p;
+    p.y = xb / scale_fp32;
+    p.e = at::clamp(p.y, -fmax, fmax).to(dtype_of(element)).to(at::kFloat);
+    // get_fp_scale: 2^(code - 127) as pow(2, int16), NaN for the NaN code
+    const auto s_offset = biased.to(at::kShort) - 127;
+    auto s_fp = at::pow(at::full_like(s_offset, 2.0, at::kFloat), s_offset);
+    s_fp = at::where(biased != 255, s_fp, std::numeric_limits<double>::quiet_NaN());
+    p.q = p.e * s_fp;
+    p.mult = scale_fp32.reciprocal();
+    p.y = p.y.reshape(x.sizes());
+    p.e = p.e.reshape(x.sizes());
+    p.q = p.q.reshape(x.sizes());
+    return p;
+}
+
+/// E2M1 round to nearest even with saturation at 6, sign kept (torchao f32_to_f4_unpacked then
+/// f4_unpacked_to_f32); NaN stays NaN (torchao gives an arbitrary code; its block scale is NaN).
+float e2m1(float v) {
+    const float a = std::fabs(v);
+    float r;
+    if (std::isnan(a))
+        return v;
+    else if (a >= 6.0f)
+        r = 6.0f;
+    else if (a < 2.0f)
+        r = std::nearbyint(a * 2.0f) * 0.5f;  // grid 0.5 (subnormal 0.5, then 1, 1.5)
+    else if (a < 4.0f)
+        r = std::nearbyint(a);  // grid 1
+    else
+        r = std::nearbyint(a * 0.5f) * 2.0f;  // grid 2 (4, 6)
+    return std::copysign(r, v);
+}
+
+at::Tensor e2m1(const at::Tensor& v) {
+    auto out = at::empty_like(v);
+    const float* src = v.const_data_ptr<float>();
+    float* dst = out.data_ptr<float>();
+    for (int64_t i = 0, n = v.numel(); i < n; ++i) dst[i] = e2m1(src[i]);
+    return out;
+}
+
+/// NVFP4 (torchao NVFP4Tensor.to_nvfp4 with per_tensor_scale = per_tensor_amax_to_scale(amax),
+/// then dequantize): x FP32 contiguous, last dim a multiple of 16.
+Parts nvfp4(const at::Tensor& x) {
+    const auto xb = x.reshape({-1, 16});
+    const auto tensor_amax = at::max(at::abs(x));
+    auto pts = tensor_amax.to(at::kFloat) / (448.0 * 6.0);
+    pts = at::where(tensor_amax == 0, at::scalar_tensor(1.0, at::kFloat), pts);  // ampscope: zeros stay zeros
+    const auto block_scale = at::amax(at::abs(xb), {-1}) / 6.0;
+    const auto sbs32 = at::clamp(block_scale / pts, 0.015625, 448.0).to(at::kFloat8_e4m3fn).to(at::kFloat);
+    const auto recip = (pts.reciprocal() * 1.0) / sbs32;
+    Parts p;
+    p.y = xb * recip.unsqueeze(-1);
+    p.e = e2m1(at::clamp(p.y, -6.0, 6.0).contiguous());
+    p.q = p.e * (pts * sbs32).unsqueeze(-1);
+    p.mult = recip;
+    p.tensor_scale = pts.item<double>();
+    p.y = p.y.reshape(x.sizes());
+    p.e = p.e.reshape(x.sizes());
+    p.q = p.q.reshape(x.sizes());
+    return p;
+}
+
+/// Block formats: the axis moved last, padded with zeros to a multiple of the block, quantized,
+/// the padding dropped (x FP32).
+Parts blocked(const at::Tensor& x, const QuantSpec& spec) {
+    const int64_t block = spec.scheme == Fp8Scheme::Mx ? 32 : 16;
+    auto xm = (x.dim() == 0 ? x.reshape({1}) : x).movedim(spec.axis, -1).contiguous();
+    const int64_t k = xm.size(-1);
+    const int64_t pad = (block - k % block) % block;
+    if (pad) xm = at::constant_pad_nd(xm, {0, pad});
+    Parts p = spec.scheme == Fp8Scheme::Mx ? mx(xm, spec.element) : nvfp4(xm);
+    auto back = [&](const at::Tensor& t) {
+        auto r = pad ? t.narrow(-1, 0, k) : t;
+        return x.dim() == 0 ? r.reshape({}) : r.movedim(-1, spec.axis);
+    };
+    p.y = back(p.y);
+    p.e = back(p.e);
+    p.q = back(p.q).contiguous();
+    return p;
+}
+
+int64_t count(const at::Tensor& mask) {
+    return mask.sum().item<int64_t>();
+}
+
+void fill_stats(QuantStats& s, const at::Tensor& x, const Parts& p) {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    const auto fin = at::isfinite(x);
+    s.numel = x.numel();
+    s.nonfinite = s.numel - count(fin);
+    const auto nz = fin & (x != 0);
+    s.nonzero = count(nz);
+    s.underflow = count(nz & (p.q == 0));
+    const auto ae = at::abs(p.e);
+    s.subnormal = count((ae > 0) & (ae < min_normal(s.element)) & at::isfinite(p.q));
+    // saturated: the scaled magnitude rounds past the largest finite value (ties: E4M3's max 448
+    // has an even mantissa and keeps 464; E5M2's 57344 and E2M1's 6 are odd, a tie rounds out)
+    const auto ay = at::abs(p.y);
+    const double b = s.element == Fp8Element::E4M3 ? 464.0 : s.element == Fp8Element::E5M2 ? 61440.0 : 7.0;
+    s.saturated = count(fin & (s.element == Fp8Element::E4M3 ? ay > b : ay >= b));
+    s.nonfinite_out = count(fin & ~at::isfinite(p.q));
+    s.amax = s.numel ? at::max(at::abs(x)).item<double>() : 0.0;
+    const auto m = p.mult.to(at::kDouble).flatten();
+    const auto mf = m.masked_select(at::isfinite(m));
+    s.scales = m.numel();
+    s.scale_min = mf.numel() ? mf.min().item<double>() : nan;
+    s.scale_max = mf.numel() ? mf.max().item<double>() : nan;
+    s.tensor_scale = p.tensor_scale;
+    const auto both = fin & at::isfinite(p.q);
+    const auto xd = x.to(at::kDouble).masked_select(both), qd = p.q.to(at::kDouble).masked_select(both);
+    const double signal = (xd * xd).sum().item<double>(), noise = ((xd - qd) * (xd - qd)).sum().item<double>();
+    s.sqnr_db = noise == 0.0 ? std::numeric_limits<double>::infinity() : 10.0 * std::log10(signal / noise);
+}
+
+}  // namespace
+
+at::Tensor quantize_dequantize(const at::Tensor& x, const QuantSpec& spec_in, QuantStats* stats) {
+    if (!at::isFloatingType(x.scalar_type())) throw std::invalid_argument("quantize: a floating-point operand");
+    QuantSpec spec = spec_in;
+    if (spec.scheme == Fp8Scheme::Nvfp4) spec.element = Fp8Element::E2M1;
+    if (spec.element == Fp8Element::E2M1 && spec.scheme != Fp8Scheme::Nvfp4)
+        throw std::invalid_argument("quantize: e2m1 elements only with nvfp4");
+    if (x.dim() > 0)
+        spec.axis = c10::maybe_wrap_dim(spec.axis, x.dim());
+    else
+        spec.axis = 0;
+    const auto x32 = x.to(at::kFloat).contiguous();
+    if (x32.numel() == 0) {
+        if (stats) *stats = QuantStats{spec.scheme, spec.element};
+        return x32.clone();
+    }
+    const Parts p =
+        (spec.scheme == Fp8Scheme::Tensorwise || spec.scheme == Fp8Scheme::Rowwise) ? scaled_fp8(x32, spec) : blocked(x32, spec);
+    if (stats) {
+        *stats = QuantStats{};
+        stats->scheme = spec.scheme;
+        stats->element = spec.element;
+        fill_stats(*stats, x32, p);
+    }
+    return p.q;
+}
+
+}  // namespace ampscope::detail

@@ -1,0 +1,370 @@
+// SPDX-License-Identifier: MIT
+// The FP8 and block-scaled quantizers (precision/fp8.h) against torchao 0.18 in Python on the same
+// tensors (tests/engine/fp8_oracle.py, computed at each run): dequantized values bitwise (NaN where
+// torchao has NaN), the scales chosen, the counts of underflow, subnormal, saturated values; and
+// DelayedScaling against Transformer Engine's rule written in the oracle. Planted cases: values
+// above E4M3's max under a stale scale, gradients that underflow E5M2, an MX block whose one
+// outlier flushes its 31 neighbours to zero, zeros, NaN/Inf, lengths that are not a multiple of
+// the block (padded with zeros, as fp8.h says).
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+#include <torch/serialize.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <unistd.h>
+
+#include "ampscope/engine/fp8.h"
+#include "precision/fp8.h"
+
+using namespace ampscope;
+using nlohmann::json;
+
+namespace {
+
+struct Case {
+    std::string name;
+    at::Tensor x;
+    QuantSpec spec;
+};
+
+struct DelayedRun {
+    std::string name;
+    Fp8Element element;
+    int history_len, margin;
+    AmaxAlgo algo;
+    std::vector<float> amaxes;
+};
+
+constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+QuantSpec spec(Fp8Scheme s, Fp8Element e = Fp8Element::E4M3, int64_t axis = -1, float given = 0.0f) {
+    QuantSpec q;
+    q.scheme = s;
+    q.element = e;
+    q.axis = axis;
+    q.given_scale = given;
+    return q;
+}
+
+std::vector<Case> tensorwise_cases(at::Generator& g) {
+    std::vector<Case> c;
+    c.push_back({"tensorwise e4m3 randn", at::randn({64, 96}, g) * 3, spec(Fp8Scheme::Tensorwise)});
+    c.push_back({"tensorwise e4m3 bf16", at::randn({64, 96}, g).to(at::kBFloat16), spec(Fp8Scheme::Tensorwise)});
+    // gradients spanning 1e-12 .. 1e2: the small ones underflow E5M2 (or land in its subnormals)
+    auto grads = at::sign(at::randn({32, 64}, g)) * at::pow(10.0, at::rand({32, 64}, g) * 14 - 12);
+    c.push_back({"tensorwise e5m2 gradient underflow", grads, spec(Fp8Scheme::Tensorwise, Fp8Element::E5M2)});
+    // a stale (delayed) scale of 1: values above 448 saturate; 464 is the tie that stays 448
+    auto sat = at::randn({16, 64}, g);
+    sat[0][0] = 1000.0;
+    sat[1][1] = -3000.0;
+    sat[2][2] = 465.0;
+    sat[3][3] = 464.0;
+    sat[4][4] = 2.5e38f;  // x * scale stays finite
+    c.push_back({"tensorwise e4m3 given scale saturates", sat, spec(Fp8Scheme::Tensorwise, Fp8Element::E4M3, -1, 1.0f)});
+    auto sat5 = at::randn({8, 32}, g) * 1e4;
+    sat5[0][0] = 61440.0;  // the E5M2 tie that rounds out of range
+    sat5[0][1] = 61439.0;
+    c.push_back({"tensorwise e5m2 given scale saturates", sat5, spec(Fp8Scheme::Tensorwise, Fp8Element::E5M2, -1, 1.0f)});
+    c.push_back({"tensorwise zeros", at::zeros({8, 32}), spec(Fp8Scheme::Tensorwise)});
+    auto bad = at::randn({8, 32}, g);
+    bad[0][0] = kNan;
+    bad[1][1] = kInf;
+    c.push_back({"tensorwise nan inf", bad, spec(Fp8Scheme::Tensorwise)});
+    auto inf_only = at::randn({4, 16}, g);
+    inf_only[2][3] = -kInf;
+    c.push_back({"tensorwise inf", inf_only, spec(Fp8Scheme::Tensorwise)});
+    return c;
+}
+
+std::vector<Case> rowwise_cases(at::Generator& g) {
+    std::vector<Case> c;
+    auto rows = at::randn({32, 80}, g) * at::pow(10.0, at::rand({32, 1}, g) * 6 - 3);
+    c.push_back({"rowwise activation (scale per row)", rows, spec(Fp8Scheme::Rowwise, Fp8Element::E4M3, -1)});
+    c.push_back({"rowwise weight^T (scale per column)", rows, spec(Fp8Scheme::Rowwise, Fp8Element::E4M3, 0)});
+    auto three = at::randn({2, 6, 40}, g).to(at::kBFloat16);
+    three[1][2][5] = 0.0;
+    c.push_back({"rowwise 3-d bf16", three, spec(Fp8Scheme::Rowwise, Fp8Element::E4M3, -1)});
+    return c;
+}
+
+std::vector<Case> mx_cases(at::Generator& g) {
+    std::vector<Case> c;
+    auto x = at::randn({8, 128}, g);
+    x[0].narrow(0, 0, 32).copy_(at::rand({32}, g) * 0.01 + 0.005);
+    x[0][5] = 1e4;                                        // the outlier: its 31 neighbours flush to zero
+    x[1][40] = 490.0;                                     // amax/2^floor(log2 amax - 8) = 490 > 464: saturates
+    x[2].narrow(0, 64, 32).copy_(at::full({32}, 1e-39));  // an FP32-subnormal block
+    x[3][100] = kNan;
+    x[4][3] = kInf;
+    x[5].narrow(0, 32, 32).zero_();
+    c.push_back({"mx e4m3 planted blocks", x, spec(Fp8Scheme::Mx)});
+    c.push_back({"mx e4m3 planted blocks bf16", x.to(at::kBFloat16), spec(Fp8Scheme::Mx)});
+    c.push_back({"mx e4m3 length 70 (padded)", at::randn({5, 70}, g), spec(Fp8Scheme::Mx)});
+    c.push_back({"mx e4m3 along dim 0, length 40", at::randn({40, 24}, g), spec(Fp8Scheme::Mx, Fp8Element::E4M3, 0)});
+    c.push_back({"mx e5m2", at::randn({8, 64}, g) * 100, spec(Fp8Scheme::Mx, Fp8Element::E5M2)});
+    c.push_back({"mx e4m3 3-d", at::randn({3, 4, 64}, g), spec(Fp8Scheme::Mx)});
+    return c;
+}
+
+std::vector<Case> nvfp4_cases(at::Generator& g) {
+    std::vector<Case> c;
+    auto x = at::randn({16, 64}, g);
+    x[0][0] = 50.0;
+    x[3].narrow(0, 16, 16).copy_(at::randn({16}, g) * 1e-4);  // a block far below the tensor's amax
+    c.push_back({"nvfp4 randn with an outlier", x, spec(Fp8Scheme::Nvfp4)});
+    c.push_back({"nvfp4 zeros (per-tensor scale 1)", at::zeros({4, 32}), spec(Fp8Scheme::Nvfp4)});
+    // exact E2M1 ties (round half to even): amax 2688 / 4096 makes the per-tensor scale 2^-12, a
+    // block of amax 6 / 4096 the block scale 1, so its elements are scaled by 4096 exactly
+    auto ties = at::randn({2, 16}, g) * 0.1;
+    ties[0][0] = 2688.0 / 4096.0;
+    ties[1].copy_(
+        at::tensor({6.0f, 0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, -0.25f, -0.75f, -1.25f, -1.75f, -2.5f, -3.5f, -5.0f, 0.0f}) /
+        4096.0);
+    c.push_back({"nvfp4 ties to even", ties, spec(Fp8Scheme::Nvfp4)});
+    c.push_back({"nvfp4 length 40 (padded)", at::randn({6, 40}, g), spec(Fp8Scheme::Nvfp4)});
+    c.push_back({"nvfp4 3-d along dim 1", at::randn({2, 3, 48}, g), spec(Fp8Scheme::Nvfp4, Fp8Element::E2M1, 1)});
+    c.push_back({"nvfp4 bf16", at::randn({8, 32}, g).to(at::kBFloat16) * 7, spec(Fp8Scheme::Nvfp4)});
+    return c;
+}
+
+std::vector<Case> all_cases() {
+    auto g = at::detail::createCPUGenerator(30);
+    std::vector<Case> c;
+    for (auto part : {tensorwise_cases(g), rowwise_cases(g), mx_cases(g), nvfp4_cases(g)}) c.insert(c.end(), part.begin(), part.end());
+    return c;
+}
+
+std::vector<DelayedRun> delayed_runs() {
+    std::vector<DelayedRun> r;
+    std::vector<float> growing;  // an activation growing 1.5x per step, then a spike, a zero step, a NaN step
+    for (int i = 0; i < 16; ++i) growing.push_back(std::pow(1.5f, float(i)));
+    growing.insert(growing.end(), {2000.0f, 0.0f, kNan, 3.0f, 3.0f, 3.0f, 3.0f, 3.0f, 1e-30f, 1e-44f, 1e-44f});
+    r.push_back({"e4m3 len 4 margin 0 max", Fp8Element::E4M3, 4, 0, AmaxAlgo::Max, growing});
+    r.push_back({"e4m3 len 1 margin 1 max", Fp8Element::E4M3, 1, 1, AmaxAlgo::Max, growing});
+    r.push_back({"e5m2 len 16 margin 2 most_recent", Fp8Element::E5M2, 16, 2, AmaxAlgo::MostRecent, growing});
+    r.push_back({"e4m3 len 1024 margin -1 max", Fp8Element::E4M3, 1024, -1, AmaxAlgo::Max, growing});
+    return r;
+}
+
+json case_json(const Case& c) {
+    static const char* schemes[] = {"tensorwise", "rowwise", "mx", "nvfp4"};
+    return {{"scheme", schemes[int(c.spec.scheme)]},
+            {"element", to_string(c.spec.element)},
+            {"axis", c.spec.axis},
+            {"given_scale", c.spec.given_scale}};
+}
+
+std::string write_temp(const std::string& suffix, const std::string& bytes) {
+    std::string path = "/tmp/ampscope-fp8-XXXXXX" + suffix;
+    const int fd = mkstemps(path.data(), int(suffix.size()));
+    if (fd < 0) return {};
+    close(fd);
+    std::ofstream(path, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
+    return path;
+}
+
+/// Runs the oracle on the cases and runs; its JSON.
+json run_oracle(const std::vector<Case>& cases, const std::vector<DelayedRun>& runs) {
+    c10::impl::GenericList tensors(c10::TensorType::get());
+    json cj = json::array(), rj = json::array();
+    for (const auto& c : cases) {
+        tensors.push_back(c.x);
+        cj.push_back(case_json(c));
+    }
+    for (const auto& r : runs) {
+        json amaxes = json::array();  // JSON has no NaN: non-finite values as the oracle's text
+        for (float a : r.amaxes) amaxes.push_back(std::isfinite(a) ? json(a) : json(std::isnan(a) ? "nan" : a > 0 ? "inf" : "-inf"));
+        rj.push_back({{"element", to_string(r.element)},
+                      {"history_len", r.history_len},
+                      {"margin", r.margin},
+                      {"algo", r.algo == AmaxAlgo::Max ? "max" : "most_recent"},
+                      {"amaxes", amaxes}});
+    }
+    const auto bytes = torch::pickle_save(c10::IValue(tensors));
+    const auto tpath = write_temp(".pt", std::string(bytes.begin(), bytes.end()));
+    const auto cpath = write_temp(".json", cj.dump()), rpath = write_temp(".json", rj.dump());
+    const std::string cmd =
+        std::string(AMPSCOPE_PYTHON) + " -W ignore " + AMPSCOPE_TESTS_DIR + "/engine/fp8_oracle.py " + tpath + " " + cpath + " " + rpath;
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[65536];
+    while (p && fgets(buf, sizeof buf, p)) out += buf;
+    if (p) pclose(p);
+    for (const auto& f : {tpath, cpath, rpath}) std::remove(f.c_str());
+    return out.empty() ? json() : json::parse(out);
+}
+
+/// A JSON number or the oracle's "nan"/"inf"/"-inf".
+double num(const json& v) {
+    if (v.is_number()) return v.get<double>();
+    const auto s = v.get<std::string>();
+    return s == "nan" ? std::nan("") : s == "inf" ? HUGE_VAL : -HUGE_VAL;
+}
+
+bool same(double a, double b) {
+    return a == b || (std::isnan(a) && std::isnan(b));
+}
+
+class Fp8Oracle : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        cases_ = all_cases();
+        runs_ = delayed_runs();
+        want_ = run_oracle(cases_, runs_);
+    }
+    static std::vector<Case> cases_;
+    static std::vector<DelayedRun> runs_;
+    static json want_;
+
+    /// Every case of `scheme`: the values bitwise, the figures torchao's outputs give.
+    void check_scheme(Fp8Scheme scheme);
+};
+std::vector<Case> Fp8Oracle::cases_;
+std::vector<DelayedRun> Fp8Oracle::runs_;
+json Fp8Oracle::want_;
+
+void Fp8Oracle::check_scheme(Fp8Scheme scheme) {
+    ASSERT_TRUE(want_.is_object()) << "the torchao oracle produced nothing (is torchao installed? tools/bootstrap.sh)";
+    int checked = 0;
+    for (size_t i = 0; i < cases_.size(); ++i) {
+        const auto& c = cases_[i];
+        if (c.spec.scheme != scheme) continue;
+        ++checked;
+        const auto& w = want_["cases"][i];
+        QuantStats s;
+        const auto q = ampscope::detail::quantize_dequantize(c.x, c.spec, &s);
+        ASSERT_EQ(q.sizes().vec(), w["shape"].get<std::vector<int64_t>>()) << c.name;
+        const auto bits = w["bits"].get<std::vector<int32_t>>();
+        const auto flat = q.contiguous().flatten();
+        const float* got = flat.const_data_ptr<float>();
+        int64_t differ = 0, first = -1;
+        for (int64_t k = 0; k < flat.numel(); ++k) {
+            float want;
+            std::memcpy(&want, &bits[size_t(k)], sizeof want);
+            int32_t gb;
+            std::memcpy(&gb, &got[k], sizeof gb);
+            if (gb != bits[size_t(k)] && !(std::isnan(want) && std::isnan(got[k]))) differ += (first < 0 ? first = k : 0, 1);
+        }
+        EXPECT_EQ(differ, 0) << c.name << ": values differing from torchao, the first at " << first;
+        EXPECT_EQ(s.numel, w["numel"].get<int64_t>()) << c.name;
+        EXPECT_EQ(s.nonfinite, w["nonfinite"].get<int64_t>()) << c.name;
+        EXPECT_EQ(s.nonzero, w["nonzero"].get<int64_t>()) << c.name;
+        EXPECT_EQ(s.underflow, w["underflow"].get<int64_t>()) << c.name;
+        EXPECT_EQ(s.subnormal, w["subnormal"].get<int64_t>()) << c.name;
+        EXPECT_EQ(s.saturated, w["saturated"].get<int64_t>()) << c.name;
+        EXPECT_EQ(s.nonfinite_out, w["nonfinite_out"].get<int64_t>()) << c.name;
+        EXPECT_TRUE(same(s.amax, num(w["amax"]))) << c.name << ": amax " << s.amax;
+        EXPECT_EQ(s.scales, w["scales"].get<int64_t>()) << c.name;
+        EXPECT_TRUE(same(s.scale_min, w["scale_min"].is_null() ? std::nan("") : num(w["scale_min"]))) << c.name << ": " << s.scale_min;
+        EXPECT_TRUE(same(s.scale_max, w["scale_max"].is_null() ? std::nan("") : num(w["scale_max"]))) << c.name << ": " << s.scale_max;
+        EXPECT_TRUE(same(float(s.tensor_scale), float(num(w["tensor_scale"])))) << c.name;
+        if (w.contains("sqnr_db") && w["sqnr_db"].is_number()) {                 // torchao's norms overflow FP32 on 2.5e38 (inf dB)
+            EXPECT_NEAR(s.sqnr_db, w["sqnr_db"].get<double>(), 1e-3) << c.name;  // torchao's in FP32
+        }
+    }
+    EXPECT_GT(checked, 0);
+}
+
+}  // namespace
+
+TEST_F(Fp8Oracle, TensorwiseBitwiseAsTorchao) {
+    check_scheme(Fp8Scheme::Tensorwise);
+}
+TEST_F(Fp8Oracle, RowwiseBitwiseAsTorchao) {
+    check_scheme(Fp8Scheme::Rowwise);
+}
+TEST_F(Fp8Oracle, MxBitwiseAsTorchao) {
+    check_scheme(Fp8Scheme::Mx);
+}
+TEST_F(Fp8Oracle, Nvfp4BitwiseAsTorchao) {
+    check_scheme(Fp8Scheme::Nvfp4);
+}
+
+namespace {
+
+const Case& find_case(const std::vector<Case>& cases, const std::string& name) {
+    for (const auto& c : cases)
+        if (c.name == name) return c;
+    throw std::runtime_error("no case " + name);
+}
+
+}  // namespace
+
+// The planted cases say what happened to them, in the statistics (independently of the oracle).
+TEST_F(Fp8Oracle, PlantedCasesAreNamedInTheStatistics) {
+    QuantStats s;
+    // a stale scale of 1: 1000, -3000, 465 and 2.5e38 saturate E4M3; 464 rounds to 448 unclamped
+    ampscope::detail::quantize_dequantize(find_case(cases_, "tensorwise e4m3 given scale saturates").x,
+                                          spec(Fp8Scheme::Tensorwise, Fp8Element::E4M3, -1, 1.0f), &s);
+    EXPECT_EQ(s.saturated, 4);
+    // E5M2: 61440 (the tie) rounds out of range, 61439 does not; 1e4 * randn values beyond it too
+    const auto& c5 = find_case(cases_, "tensorwise e5m2 given scale saturates");
+    ampscope::detail::quantize_dequantize(c5.x, c5.spec, &s);
+    EXPECT_EQ(s.saturated, (at::abs(c5.x) >= 61440).sum().item<int64_t>());
+    EXPECT_GE(s.saturated, 1);
+    // gradients of 1e-12 .. 1e2 in E5M2 with the current scale: the smallest underflow to zero
+    const auto& cg = find_case(cases_, "tensorwise e5m2 gradient underflow");
+    ampscope::detail::quantize_dequantize(cg.x, cg.spec, &s);
+    EXPECT_GT(s.underflow, 0);
+    EXPECT_GT(s.subnormal, 0);
+    EXPECT_EQ(s.saturated, 0);  // current scaling never saturates
+    // MX: the outlier's block (row 0, elements 0..31) keeps only the outlier
+    const auto& cm = find_case(cases_, "mx e4m3 planted blocks");
+    const auto q = ampscope::detail::quantize_dequantize(cm.x, cm.spec, &s);
+    const auto block = q[0].narrow(0, 0, 32);
+    EXPECT_EQ((block != 0).sum().item<int64_t>(), 1);
+    EXPECT_EQ(block[5].item<float>(), 10240.0f);  // scale 2^(13 - 8); 1e4 / 32 = 312.5 -> 320 in E4M3 (step 32 above 256)
+    EXPECT_GE(s.underflow, 31);
+    EXPECT_GE(s.saturated, 1);       // 490 in its block
+    EXPECT_EQ(s.nonfinite_out, 31);  // the NaN block: its 31 finite values dequantize to NaN
+    // zeros: exact, nothing counted, SQNR infinite
+    ampscope::detail::quantize_dequantize(at::zeros({4, 32}), spec(Fp8Scheme::Nvfp4), &s);
+    EXPECT_EQ(s.underflow + s.subnormal + s.saturated + s.nonfinite_out, 0);
+    EXPECT_TRUE(std::isinf(s.sqnr_db));
+}
+
+// DelayedScaling against Transformer Engine's rule (the oracle's Python reference): the scale every
+// step uses, the history after the last step, and the step at which a growing activation outruns
+// the stale scale (its amax times the step's scale rounds beyond E4M3's range).
+TEST_F(Fp8Oracle, DelayedScalingAsTransformerEngine) {
+    ASSERT_TRUE(want_.is_object()) << "the oracle produced nothing";
+    for (size_t i = 0; i < runs_.size(); ++i) {
+        const auto& r = runs_[i];
+        const auto& w = want_["delayed"][i];
+        DelayedScaling d(r.element, r.history_len, r.margin, r.algo);
+        int first_saturated = -1, want_first = -1;
+        for (size_t t = 0; t < r.amaxes.size(); ++t) {
+            const double want_scale = num(w["scales"][t]);
+            EXPECT_EQ(d.scale(), float(want_scale)) << r.name << " step " << t;
+            const double fmax_tie = r.element == Fp8Element::E4M3 ? 464.0 : 61440.0;
+            if (first_saturated < 0 && double(r.amaxes[t]) * d.scale() > fmax_tie) first_saturated = int(t);
+            if (want_first < 0 && double(r.amaxes[t]) * want_scale > fmax_tie) want_first = int(t);
+            d.record(r.amaxes[t]);
+            d.update();
+        }
+        EXPECT_EQ(first_saturated, want_first) << r.name;
+        for (size_t k = 0; k < d.history().size(); ++k) EXPECT_TRUE(same(d.history()[k], num(w["history"][k]))) << r.name << " slot " << k;
+        EXPECT_EQ(d.steps(), int(r.amaxes.size()));
+    }
+    // the growing activation outruns a one-step-stale scale at its first step above the previous
+    // amax by more than the tie's headroom: 1.5^t with scale 448 / 1.5^(t-1) gives 672 > 464
+    DelayedScaling d(Fp8Element::E4M3, 4, 0, AmaxAlgo::Max);
+    int outrun = -1;
+    for (int t = 0; t < 6 && outrun < 0; ++t) {
+        const float amax = std::pow(1.5f, float(t));
+        auto x = at::full({2, 16}, amax);
+        QuantStats s;
+        ampscope::detail::quantize_dequantize(x, spec(Fp8Scheme::Tensorwise, Fp8Element::E4M3, -1, d.scale()), &s);
+        if (s.saturated > 0) outrun = t;
+        d.record(float(s.amax));
+        d.update();
+    }
+    EXPECT_EQ(outrun, 1);  // step 0 uses the initial scale 1 (1 * 1 fits), step 1 the scale 448 of step 0
+}
