@@ -224,7 +224,8 @@ void spec_of(const Reader& rd, const nlohmann::json& j, ReplayResult& r) {
                                          rd.integer(inc, at, "step", 0),
                                          rd.integer(inc, at, "rank", 0),
                                          rd.integer(inc, at, "world_size", 1),
-                                         {}};
+                                         {},
+                                         rd.integer(inc, at, "accumulation_steps", 1)};
         const auto& origins = rd.list(inc, at, "origin_ranks");
         for (size_t i = 0; i < origins.size(); ++i) {
             if (!origins[i].is_number_integer()) rd.wrong(at + "origin_ranks[" + std::to_string(i) + "]", "an integer", origins[i]);
@@ -255,7 +256,8 @@ nlohmann::json inputs_json(const ReplaySpec& s) {
                                                      {"step", s.incident->step},
                                                      {"rank", s.incident->rank},
                                                      {"world_size", s.incident->world_size},
-                                                     {"origin_ranks", s.incident->origin_ranks}}
+                                                     {"origin_ranks", s.incident->origin_ranks},
+                                                     {"accumulation_steps", s.incident->accumulation_steps}}
                                     : nlohmann::json()}};
 }
 

@@ -401,3 +401,35 @@ def test_the_jobs_own_loss_module_is_replayed(tmp_path):
         expected = criterion(before[K](x), y).item()
     assert as_float(got["steps"][0]["loss_ref"]) == expected
     assert expected != F.cross_entropy(before[K](x), y).item(), "the oracle separates the job's loss from plain ce"
+
+
+def test_accumulation_is_said_by_the_replay(tmp_path):
+    """A job that accumulates two micro-batches per optimizer step: the bundle records
+    accumulation_steps 2 and holds the step's last micro-batch; `replay BUNDLE` says that its
+    gradients and update are not the job's (it steps on that micro-batch alone)."""
+    torch.manual_seed(7)
+    net = Net()
+    opt = torch.optim.SGD(net.parameters(), lr=1e-2)
+    cap = Capture(net, opt, out=str(tmp_path / "inc"), loss="ce", dtype=torch.bfloat16, accumulation_steps=2)
+    batches = data(6, plant_at=99)
+    batches[5] = (batches[5][0].clone(), batches[5][1])
+    batches[5][0][0, 0] = float("nan")  # the second micro-batch of optimizer step 2
+    for step in range(3):
+        opt.zero_grad()
+        for micro in range(2):
+            x, y = batches[2 * step + micro]
+            cap.begin(x, labels=y, step=step)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = F.cross_entropy(net(x), y) / 2
+            loss.backward()
+        cap.check(loss)
+        opt.step()
+    assert len(cap.bundles) == 1
+    inc, _, batch = check_format(cap.bundles[0], what="loss", step=2, framework="pytorch", dtype="bfloat16", loss="ce", scaler=False,
+                                 kind="sgd")
+    assert inc["accumulation_steps"] == 2
+    assert torch.allclose(batch["inputs"][0], batches[5][0], equal_nan=True), "the last micro-batch"
+    rc, got = replay_bundle(cap.bundles[0])
+    assert rc == 1, got
+    assert got["inputs"]["incident"]["accumulation_steps"] == 2
+    assert any("2 micro-batches per optimizer step" in w for w in got["warnings"]), got["warnings"]

@@ -458,6 +458,10 @@ ReplayResult run_replay(const ReplaySpec& spec, ProgressObserver* progress) {
     r.checkpoint_sha256 = files_sha256(c.files);
     r.batch_sha256 = sha256_file(spec.batch);
     r.warnings.insert(r.warnings.end(), c.warnings.begin(), c.warnings.end());
+    if (spec.incident && spec.incident->accumulation_steps > 1)
+        r.warnings.push_back("the job accumulated gradients over " + std::to_string(spec.incident->accumulation_steps) +
+                             " micro-batches per optimizer step; the bundle holds the step's last micro-batch and the replay steps "
+                             "on it alone: its forward and loss are the job's, its gradients and update are not");
     Side ref = make_side(spec, device), amp = make_side(spec, device);
     load_weights(spec, c, ref, amp, r);
     std::optional<ckpt::OptimizerState> opt = c.optimizer;

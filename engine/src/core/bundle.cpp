@@ -204,9 +204,15 @@ ReplaySpec replay_spec_of(const IncidentBundle& b) {
     s.clip_given = true;  // the bundle says (null: the job did not clip)
     if (b.optimizer_kind == "sgd" || b.optimizer_kind == "adam" || b.optimizer_kind == "adamw") s.optimizer_kind = b.optimizer_kind;
     s.no_scaler = !b.scaler;
-    s.incident = ReplayIncident{
-        b.dir,  b.detected_what, b.detected_detail, b.framework + (b.framework_version.empty() ? "" : " " + b.framework_version),
-        b.step, b.rank,          b.world_size,      b.origin_ranks};
+    s.incident = ReplayIncident{b.dir,
+                                b.detected_what,
+                                b.detected_detail,
+                                b.framework + (b.framework_version.empty() ? "" : " " + b.framework_version),
+                                b.step,
+                                b.rank,
+                                b.world_size,
+                                b.origin_ranks,
+                                b.accumulation_steps};
     return s;
 }
 

@@ -24,6 +24,7 @@ struct ReplayIncident {
     std::string framework;  ///< pytorch | lightning | transformers (and version)
     int64_t step = 0, rank = 0, world_size = 1;
     std::vector<int64_t> origin_ranks;  ///< under torchrun (watch_ddp / watch_fsdp): the ranks it started on, else empty
+    int64_t accumulation_steps = 1;     ///< micro-batches per optimizer step in the job (the bundle holds the last)
 };
 
 struct ReplaySpec {
