@@ -15,8 +15,8 @@
 #include <string>
 
 #include "ampscope/engine/errors.h"
-#include "checkpoint/checkpoint.h"
-#include "checkpoint/safetensors.h"
+#include "replay/checkpoint.h"
+#include "replay/safetensors.h"
 
 using namespace ampscope::detail;
 namespace fs = std::filesystem;

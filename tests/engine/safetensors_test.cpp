@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "ampscope/engine/errors.h"
-#include "checkpoint/safetensors.h"
+#include "replay/safetensors.h"
 
 using ampscope::InputError;
 using ampscope::detail::parse_safetensors;

@@ -12,7 +12,7 @@
 #include <fstream>
 #include <limits>
 
-#include "train/gradscaler.h"
+#include "precision/gradscaler.h"
 
 using namespace ampscope;
 

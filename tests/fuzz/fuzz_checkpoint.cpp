@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Fuzz target: checkpoint files as `replay --checkpoint FILE` reads them: ckpt::load_checkpoint
-// (engine/src/checkpoint/loaders.cpp): a torch.save file (plain state_dict, a dict with model,
+// (engine/src/replay/loaders.cpp): a torch.save file (plain state_dict, a dict with model,
 // optimizer and scaler, a Lightning .ckpt; read by pt_archive in its lenient mode, which
 // rewrites the pickle around Python objects LibTorch cannot build), else a safetensors file.
 // A refusal is an InputError; findings are what the sanitizers and libFuzzer report.
@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "checkpoint/checkpoint.h"
+#include "replay/checkpoint.h"
 #include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {

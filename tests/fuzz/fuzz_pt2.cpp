@@ -18,7 +18,7 @@
 
 #include "fuzz_util.h"
 #include "model/export_program.h"
-#include "probes/pt_archive.h"
+#include "torchsave/pt_archive.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Fuzz target: safetensors files as `replay --checkpoint` reads them (Hugging Face Trainer
-// folders, .safetensors files): detail::parse_safetensors (engine/src/checkpoint/
+// folders, .safetensors files): detail::parse_safetensors (engine/src/replay/
 // safetensors.cpp), header length, JSON header, every entry's dtype, shape and offsets.
 // A refusal is an InputError; findings are what the sanitizers and libFuzzer report, and an
 // accepted file whose tensors do not tile its data exactly.
@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "checkpoint/safetensors.h"
+#include "replay/safetensors.h"
 #include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {

@@ -15,7 +15,7 @@
 #include "ampscope/engine/errors.h"
 #include "model/export_json.h"
 #include "model/export_program.h"
-#include "probes/pt_archive.h"
+#include "torchsave/pt_archive.h"
 
 namespace ampscope::detail::pt2 {
 namespace {

@@ -11,7 +11,7 @@
 #include "ampscope/engine/hash.h"
 #include "model/export_program.h"
 #include "model/model.h"
-#include "probes/pt_archive.h"
+#include "torchsave/pt_archive.h"
 
 namespace ampscope::detail {
 

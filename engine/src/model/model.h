@@ -16,6 +16,7 @@
 
 #include "ampscope/engine/run.h"
 #include "ampscope/engine/types.h"
+#include "precision/precision.h"
 
 namespace ampscope::detail {
 
@@ -99,5 +100,10 @@ std::unique_ptr<Model> load_export(const std::vector<char>& bytes, const std::st
                                    std::shared_ptr<std::vector<char>> owner = nullptr);
 /// SHA-256 over names, dtypes, shapes and bytes of a model's named state.
 std::string weights_hash(const std::vector<std::pair<std::string, at::Tensor>>& state);
+
+/// check_fp32_regions (precision/precision.h) against this model's module paths.
+inline void check_fp32_regions(Model& model, const std::vector<std::string>& globs) {
+    check_fp32_regions(model.info, model.has_module_scopes(), globs);
+}
 
 }  // namespace ampscope::detail

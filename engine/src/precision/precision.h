@@ -12,14 +12,15 @@
 #include <string>
 #include <vector>
 
+#include "ampscope/engine/run.h"
 #include "ampscope/engine/types.h"
-#include "model/model.h"
 
 namespace ampscope::detail {
 
-/// FP32 regions (--keep-fp32) against the model's module paths: each glob non-empty, matching
-/// at least one module and not the root (which would run the whole model in FP32).
-void check_fp32_regions(Model& model, const std::vector<std::string>& globs);
+/// FP32 regions (--keep-fp32) against the model's module paths (`info.modules`; a model without
+/// module scopes has none to keep): each glob non-empty, matching at least one module and not
+/// the root (which would run the whole model in FP32). model.h has the overload for a Model.
+void check_fp32_regions(const ModelInfo& info, bool has_module_scopes, const std::vector<std::string>& globs);
 
 /// Whether `path` matches any of the globs (fnmatch; '*' also crosses dots).
 bool matches_any(const std::string& path, const std::vector<std::string>& globs);

@@ -45,30 +45,29 @@ std::optional<std::string> fp32_region_of(const std::string& path, const std::ve
     }
 }
 
-void check_fp32_regions(Model& model, const std::vector<std::string>& globs) {
+void check_fp32_regions(const ModelInfo& info, bool has_module_scopes, const std::vector<std::string>& globs) {
     if (globs.empty()) return;
-    if (!model.has_module_scopes()) throw InputError("--keep-fp32", "", "this model has no module scopes to keep in FP32");
+    if (!has_module_scopes) throw InputError("--keep-fp32", "", "this model has no module scopes to keep in FP32");
     std::string listing;  // the module paths that exist, for the message
     size_t shown = 0;
-    for (const auto& m : model.info.modules)
+    for (const auto& m : info.modules)
         if (!m.empty() && shown++ < 40) listing += (listing.empty() ? "" : ", ") + m;
     if (shown > 40) listing += ", ... (" + std::to_string(shown) + " modules)";
     for (const auto& g : globs) {
         if (g.empty())
             throw InputError(
                 "--keep-fp32", "",
-                "an empty glob; expected a module path or glob such as 'blocks.1.*'. Modules of " + model.info.source + ": " + listing);
+                "an empty glob; expected a module path or glob such as 'blocks.1.*'. Modules of " + info.source + ": " + listing);
         if (matches_any("", {g}))
             throw InputError("--keep-fp32", "",
                              "'" + clip_echo(g) +
                                  "' matches the root module, which would run the whole model in FP32; "
                                  "expected submodules. Modules of " +
-                                 model.info.source + ": " + listing);
+                                 info.source + ": " + listing);
         bool hit = false;
-        for (const auto& m : model.info.modules) hit = hit || (!m.empty() && matches_any(m, {g}));
+        for (const auto& m : info.modules) hit = hit || (!m.empty() && matches_any(m, {g}));
         if (!hit)
-            throw InputError("--keep-fp32", "",
-                             "'" + clip_echo(g) + "' matches no module of " + model.info.source + "; modules: " + listing);
+            throw InputError("--keep-fp32", "", "'" + clip_echo(g) + "' matches no module of " + info.source + "; modules: " + listing);
     }
 }
 

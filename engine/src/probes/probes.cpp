@@ -18,7 +18,7 @@
 #include "ampscope/engine/hash.h"
 #include "probes/probes.h"
 #include "precision/precision.h"
-#include "probes/pt_archive.h"
+#include "torchsave/pt_archive.h"
 
 namespace ampscope::detail {
 namespace {

@@ -23,7 +23,7 @@
 
 #include "ampscope/engine/errors.h"
 #include "inspect/gpu/device_notes.h"
-#include "train/gradscaler.h"
+#include "precision/gradscaler.h"
 #include "inspect/observer.h"
 #include "precision/precision.h"
 #include "run/pass.h"

@@ -14,7 +14,7 @@
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/train.h"
-#include "train/gradscaler.h"
+#include "precision/gradscaler.h"
 #include "inspect/gpu/device_notes.h"
 #include "inspect/backward_probe.h"
 #include "inspect/observer.h"

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The pieces of a training side shared by the session (train/session.cpp) and the incident
-// replay (checkpoint/replay.cpp): loading a side, choosing and computing the session's losses.
+// replay (replay/replay.cpp): loading a side, choosing and computing the session's losses.
 #include <ATen/ATen.h>
 #include <torch/nn/functional/loss.h>
 

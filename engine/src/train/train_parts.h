@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "ampscope/engine/train.h"
-#include "train/gradscaler.h"
+#include "precision/gradscaler.h"
 #include "model/model.h"
 #include "probes/probes.h"
 

@@ -13,7 +13,7 @@
 #include <map>
 #include <stdexcept>
 
-#include "checkpoint/checkpoint.h"
+#include "replay/checkpoint.h"
 
 namespace ampscope::detail::ckpt {
 namespace {

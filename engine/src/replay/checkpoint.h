@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-// checkpoint/ reads the training state users' own Python code wrote (engine-internal):
+// replay/ reads the training state users' own Python code wrote (engine-internal):
 // weights and buffers (torch.save state_dict, dicts with model/optimizer/scaler, Lightning
 // .ckpt, Hugging Face Trainer checkpoint-N/ folders, .safetensors), torch.optim state dicts
 // (SGD, Adam, AdamW) and torch.amp.GradScaler state; and replays torch.optim's single-tensor

@@ -3,7 +3,7 @@
 // the AMP job was configured (autocast precision, FP32 regions, GradScaler state, optimizer
 // state and hyper-parameters), naming the first stage that produced non-finite values. The
 // training session's pieces do the work (its sides, loss, GradScaler port and diagnostic
-// re-runs: observer and backward probe); checkpoint/ reads the state and steps torch.optim's
+// re-runs: observer and backward probe); the other files of replay/ read the state and steps torch.optim's
 // arithmetic.
 #include "ampscope/engine/replay.h"
 
@@ -16,12 +16,12 @@
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/hash.h"
-#include "checkpoint/activations.h"
-#include "checkpoint/checkpoint.h"
+#include "replay/activations.h"
+#include "replay/checkpoint.h"
 #include "precision/precision.h"
 #include "probes/probes.h"
 #include "run/pass.h"
-#include "train/gradscaler.h"
+#include "precision/gradscaler.h"
 #include "train/train_parts.h"
 
 namespace ampscope {

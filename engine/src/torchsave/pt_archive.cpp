@@ -23,9 +23,9 @@
 #include <unordered_set>
 
 #include "ampscope/engine/errors.h"
-#include "probes/pickle_walker.h"
-#include "probes/pt_archive.h"
-#include "probes/pt_lenient.h"
+#include "torchsave/pickle_walker.h"
+#include "torchsave/pt_archive.h"
+#include "torchsave/pt_lenient.h"
 
 namespace ampscope::detail {
 namespace {

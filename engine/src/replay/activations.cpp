@@ -8,7 +8,7 @@
 
 #include <map>
 
-#include "checkpoint/activations.h"
+#include "replay/activations.h"
 #include "inspect/observer.h"
 #include "precision/precision.h"
 #include "train/train_parts.h"

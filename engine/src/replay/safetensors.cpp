@@ -2,7 +2,7 @@
 // safetensors reader: the header's JSON parsed by nlohmann-json, every entry checked (dtype,
 // shape, offsets in order, contiguous, covering the data, sizes = numel x dtype size) before
 // any byte is copied into a tensor. The rules are the reference implementation's.
-#include "checkpoint/safetensors.h"
+#include "replay/safetensors.h"
 
 #include <nlohmann/json.hpp>
 

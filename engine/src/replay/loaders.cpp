@@ -16,9 +16,9 @@
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/files.h"
 #include "ampscope/engine/json_depth.h"
-#include "checkpoint/checkpoint.h"
-#include "checkpoint/safetensors.h"
-#include "probes/pt_archive.h"
+#include "replay/checkpoint.h"
+#include "replay/safetensors.h"
+#include "torchsave/pt_archive.h"
 
 namespace ampscope::detail::ckpt {
 namespace fs = std::filesystem;

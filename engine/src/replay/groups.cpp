@@ -16,7 +16,7 @@
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/files.h"
 #include "ampscope/engine/json_depth.h"
-#include "checkpoint/checkpoint.h"
+#include "replay/checkpoint.h"
 
 namespace ampscope::detail::ckpt {
 namespace {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The lenient unpickling of pt_lenient.h.
-#include "probes/pt_lenient.h"
+#include "torchsave/pt_lenient.h"
 
 #include <algorithm>
 #include <cstring>
@@ -9,7 +9,7 @@
 #include <unordered_map>
 
 #include "ampscope/engine/errors.h"
-#include "probes/pickle_walker.h"
+#include "torchsave/pickle_walker.h"
 
 namespace ampscope::detail {
 namespace {

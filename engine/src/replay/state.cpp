@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "ampscope/engine/errors.h"
-#include "checkpoint/checkpoint.h"
+#include "replay/checkpoint.h"
 
 namespace ampscope::detail::ckpt {
 namespace {
