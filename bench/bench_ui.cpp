@@ -21,7 +21,7 @@
 #include <ctime>
 
 #include "mainwindow.h"
-#include "models.h"
+#include "trainingstepmodel.h"
 #include "charts.h"
 #include "runcontroller.h"
 

@@ -15,7 +15,7 @@
 
 #include "ampscope/storage/store.h"
 #include "mainwindow.h"
-#include "models.h"
+#include "runlistmodel.h"
 
 namespace {
 

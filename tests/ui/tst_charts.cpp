@@ -18,7 +18,8 @@
 #include "chart_probe.h"
 #include "chartparts.h"
 #include "charts.h"
-#include "models.h"
+#include "samplemodel.h"
+#include "trainingstepmodel.h"
 
 using namespace ampscope;
 using namespace ampscope::ui;

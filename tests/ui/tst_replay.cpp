@@ -35,7 +35,7 @@
 #include "ampscope/storage/store.h"
 #include "errorreporter.h"
 #include "mainwindow.h"
-#include "models.h"
+#include "runlistmodel.h"
 #include "replaydialog.h"
 #include "replayjob.h"
 #include "replaymodel.h"

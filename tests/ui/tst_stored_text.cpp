@@ -4,7 +4,7 @@
 #include <QtTest>
 
 #include "ampscope/storage/store.h"
-#include "models.h"
+#include "runlistmodel.h"
 #include "report.h"
 #include "uitext.h"
 

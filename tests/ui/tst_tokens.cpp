@@ -24,7 +24,7 @@
 #include "chart_probe.h"
 #include "charts.h"
 #include "mainwindow.h"
-#include "models.h"
+#include "flipmodel.h"
 #include "newrundialog.h"
 #include "report.h"
 #include "tokenmodel.h"

@@ -22,18 +22,28 @@
 #include <QtTest>
 
 #include <chrono>
+#include <cmath>
 #include <thread>
 
 #include <sqlite3.h>
 
+#include "ampscope/engine/advise.h"
+#include "ampscope/engine/replay.h"
 #include "ampscope/engine/train.h"
+#include "advisemodel.h"
 #include "chart_probe.h"
 #include "charts.h"
 #include "ampscope/storage/store.h"
 #include "mainwindow.h"
-#include "models.h"
+#include "comparemodel.h"
+#include "flipmodel.h"
+#include "layermodel.h"
+#include "runlistmodel.h"
+#include "samplemodel.h"
+#include "trainingstepmodel.h"
 #include "newrundialog.h"
 #include "errorreporter.h"
+#include "replaymodel.h"
 #include "runcontroller.h"
 #include "trainingdialog.h"
 
@@ -141,6 +151,67 @@ private Q_SLOTS:
         samples.clearData();
         flips.clearData();
         layers.clearData();
+    }
+
+    /// The advisor's and the replay's models, on values made here (the advisor and the replay
+    /// themselves are driven in tst_advise and tst_replay): non-finite figures, a stored name with
+    /// a control character, the first non-finite module's row, then cleared.
+    void sensitivityAndReplayModelsPassTheTester() {
+        SensitivityModel sensitivity;
+        QAbstractItemModelTester t1(&sensitivity, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        ModuleSensitivity fine;
+        fine.module = "embed";
+        fine.sqnr_db = 31.5;
+        fine.rel_error = 0.03;
+        fine.elements = 64;
+        ModuleSensitivity overflowing = fine;
+        overflowing.module = "head";
+        overflowing.order = 2;
+        overflowing.sqnr_db = -INFINITY;
+        overflowing.overflow = 3;
+        overflowing.origin = true;
+        ModuleSensitivity equal = fine;
+        equal.module = "fc\x1b";
+        equal.precision = Precision::Bf16;
+        equal.order = 1;
+        equal.sqnr_db = INFINITY;
+        sensitivity.resetData({fine, overflowing, equal});
+        QCOMPARE(sensitivity.rowCount(), 3);
+        QCOMPARE(sensitivity.index(0, SensitivityModel::Module).data().toString(), QStringLiteral("head"));  // overflow ranks first
+        sensitivity.clearData();
+        QCOMPARE(sensitivity.rowCount(), 0);
+
+        ReplayResult r;
+        r.first_nonfinite = ReplayStage{0, "forward", "amp", "head", "linear", ""};
+        for (int k = 0; k < 2; ++k) {
+            ReplayStep st;
+            st.step = k;
+            st.loss_ref = 2.5;
+            st.loss_amp = k == 0 ? NAN : 2.5;
+            st.scale = 65536;
+            st.found_inf = st.skipped = k == 0;
+            st.scale_after = k == 0 ? 32768 : 65536;
+            st.growth_tracker = k == 0 ? 0 : -1;
+            st.activations = {{"embed", "embedding", 3, 3, 1, 1, 0, 0}, {"head", "linear", 7e4, INFINITY, 10, NAN, 4, 2}};
+            st.params = {{"embed.weight", 1e-3, 2e-3, true, true, "", ""}, {"head\nweight", NAN, INFINITY, false, false, "", ""}};
+            r.steps.push_back(st);
+        }
+        ReplayStepModel steps;
+        ReplayLayerModel layers;
+        ReplayParamModel params;
+        QAbstractItemModelTester t2(&steps, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QAbstractItemModelTester t3(&layers, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QAbstractItemModelTester t4(&params, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        for (ReplayTableModel* m : std::initializer_list<ReplayTableModel*>{&steps, &layers, &params}) m->resetData(r);
+        QCOMPARE(steps.rowCount(), 2);
+        QCOMPARE(steps.index(0, ReplayStepModel::LossAmp).data().toString(), QStringLiteral("NaN"));
+        QCOMPARE(layers.rowCount(), 4);
+        QCOMPARE(layers.firstNonFiniteRow(), 1);
+        QCOMPARE(params.rowCount(), 4);
+        QCOMPARE(params.index(1, ReplayParamModel::Name).data().toString(), QStringLiteral("head\\x0aweight"));  // shown, not acted on
+        for (ReplayTableModel* m : std::initializer_list<ReplayTableModel*>{&steps, &layers, &params}) m->clearData();
+        QCOMPARE(layers.rowCount(), 0);
+        QCOMPARE(layers.firstNonFiniteRow(), -1);
     }
 
     void everyViewRendersFromARecordedDatabase() {

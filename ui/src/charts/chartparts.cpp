@@ -17,7 +17,7 @@
 #include <deque>
 
 #include "charts.h"
-#include "models.h"
+#include "tablemodel.h"
 
 namespace ampscope::ui::parts {
 

@@ -2,7 +2,9 @@
 #include "charts.h"
 
 #include "chartparts.h"
-#include "models.h"
+#include "comparemodel.h"
+#include "layermodel.h"
+#include "samplemodel.h"
 
 #include <QBarCategoryAxis>
 #include <QIdentityProxyModel>

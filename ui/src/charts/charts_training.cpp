@@ -14,7 +14,7 @@
 
 #include "chartparts.h"
 #include "charts.h"
-#include "models.h"
+#include "trainingstepmodel.h"
 
 namespace ampscope::ui {
 

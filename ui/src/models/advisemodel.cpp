@@ -75,7 +75,7 @@ QVariant SensitivityModel::data(const QModelIndex& index, int role) const {
     }
     if (role == PlotRole) return c == Module ? QVariant(s.order) : c == Sqnr ? QVariant(plotted(s)) : QVariant();
     if (role == ClippedRole) return !std::isfinite(s.sqnr_db);
-    if (role == Qt::ForegroundRole && ((c == Origin && s.origin) || (c == Overflow && s.overflow > 0))) return QColor(200, 40, 40);
+    if (role == Qt::ForegroundRole && ((c == Origin && s.origin) || (c == Overflow && s.overflow > 0))) return badColor();
     if (role == Qt::TextAlignmentRole && c >= Sqnr && c <= Underflow) return int(Qt::AlignRight | Qt::AlignVCenter);
     if (role == SummaryRole)
         return QStringLiteral("%1 (%2)\nSQNR %3 dB, rel. error %4\noverflow %5, underflow %6 of %7 elements%8")

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "ampscope/engine/advise.h"
-#include "models.h"
+#include "tablemodel.h"
 
 namespace ampscope::ui {
 

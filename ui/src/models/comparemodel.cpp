@@ -7,7 +7,7 @@
 #include <tuple>
 #include <map>
 
-#include "models.h"
+#include "comparemodel.h"
 #include "uitext.h"
 
 namespace ampscope::ui {
@@ -79,7 +79,7 @@ QVariant CompareModel::data(const QModelIndex& idx, int role) const {
         case PlotRole: return d->finite ? std::max(d->abs, kPlotFloor) : hi_ * 3;
         case SortRole: return d->finite ? d->abs : 1e300;
         case Qt::DisplayRole: return d->finite ? QString::number(d->abs, 'g', 3) : QStringLiteral("non-finite");
-        case Qt::ForegroundRole: return d->within_tolerance ? QVariant() : QVariant(QColor(200, 40, 40));
+        case Qt::ForegroundRole: return d->within_tolerance ? QVariant() : QVariant(badColor());
         case SummaryRole:
             return QStringLiteral("%1 (%2), run %3 %4\n|Δ| %5")
                 .arg(storedText(d->sample), storedText(d->tag), side(idx.column()) == A ? QStringLiteral("A") : QStringLiteral("B"),

@@ -12,10 +12,6 @@ namespace ampscope::ui {
 
 namespace {
 
-QColor bad() {
-    return QColor(200, 40, 40);
-}
-
 QString yesNo(bool b) {
     return b ? QStringLiteral("yes") : QStringLiteral("no");
 }
@@ -67,7 +63,7 @@ QVariant ReplayStepModel::data(const QModelIndex& idx, int role) const {
         const bool red = (idx.column() == LossAmp && !std::isfinite(s.loss_amp)) ||
                          (idx.column() == LossRef && !std::isfinite(s.loss_ref)) || (idx.column() == FoundInf && s.found_inf) ||
                          (idx.column() == Skipped && s.skipped);
-        if (red) return bad();
+        if (red) return badColor();
     }
     if (role == Qt::TextAlignmentRole && idx.column() != FoundInf && idx.column() != Skipped) return int(Qt::AlignRight | Qt::AlignVCenter);
     return {};
@@ -109,7 +105,7 @@ QVariant ReplayLayerModel::data(const QModelIndex& idx, int role) const {
     }
     const bool first = idx.row() == first_;
     if (role == Qt::BackgroundRole && first) return QColor(253, 226, 226);
-    if (role == Qt::ForegroundRole && (first || l->amp_nonfinite > 0)) return bad();
+    if (role == Qt::ForegroundRole && (first || l->amp_nonfinite > 0)) return badColor();
     if (role == Qt::FontRole && first) {
         QFont font;
         font.setBold(true);
@@ -147,7 +143,7 @@ QVariant ReplayParamModel::data(const QModelIndex& idx, int role) const {
     }
     if (role == Qt::ForegroundRole &&
         ((idx.column() == GradFinite && !p->grad_finite) || (idx.column() == WeightsFinite && !p->update_finite)))
-        return bad();
+        return badColor();
     if (role == Qt::TextAlignmentRole && (idx.column() == GradRel || idx.column() == UpdateRel))
         return int(Qt::AlignRight | Qt::AlignVCenter);
     return {};

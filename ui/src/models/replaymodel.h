@@ -8,7 +8,7 @@
 // shown as NaN / inf / -inf and in red.
 
 #include "ampscope/engine/replay.h"
-#include "models.h"
+#include "tablemodel.h"
 
 namespace ampscope::ui {
 

@@ -145,7 +145,7 @@ QVariant TokenModel::data(const QModelIndex& idx, int role) const {
         return {};
     }
     if (role == Qt::ForegroundRole && excluded(r)) return QColor(130, 130, 130);
-    if (role == Qt::ForegroundRole && idx.column() == State && flipped(r)) return QColor(200, 40, 40);
+    if (role == Qt::ForegroundRole && idx.column() == State && flipped(r)) return badColor();
     if (role == SortRole) {
         if (idx.column() == Kld) return excluded(r) ? -1.0 : kld(r);
         if (idx.column() == Position) return r;

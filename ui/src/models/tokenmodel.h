@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "ampscope/engine/run.h"
-#include "models.h"
+#include "tablemodel.h"
 
 class QChart;
 

@@ -15,7 +15,8 @@
 #include <memory>
 
 #include "charts.h"
-#include "models.h"
+#include "layermodel.h"
+#include "samplemodel.h"
 #include "uitext.h"
 
 namespace ampscope::ui {

@@ -21,7 +21,12 @@
 
 #include "charts.h"
 #include "mainwindow.h"
-#include "models.h"
+#include "comparemodel.h"
+#include "flipmodel.h"
+#include "layermodel.h"
+#include "runlistmodel.h"
+#include "samplemodel.h"
+#include "trainingstepmodel.h"
 #include "runcontroller.h"
 #include "tokenmodel.h"
 #include "tokenview.h"

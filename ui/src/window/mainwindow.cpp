@@ -30,7 +30,12 @@
 #include <QVBoxLayout>
 
 #include "charts.h"
-#include "models.h"
+#include "comparemodel.h"
+#include "flipmodel.h"
+#include "layermodel.h"
+#include "runlistmodel.h"
+#include "samplemodel.h"
+#include "trainingstepmodel.h"
 #include "newrundialog.h"
 #include "trainingdialog.h"
 #include "replayjob.h"

@@ -12,7 +12,12 @@
 
 #include "ampscope/engine/rules.h"
 #include "mainwindow.h"
-#include "models.h"
+#include "comparemodel.h"
+#include "flipmodel.h"
+#include "layermodel.h"
+#include "runlistmodel.h"
+#include "samplemodel.h"
+#include "trainingstepmodel.h"
 #include "report.h"
 #include "runcontroller.h"
 #include "tokenview.h"
