@@ -39,17 +39,6 @@ struct State {
     std::string text, sample, layer, author, review_status;
 };
 
-/// Stored text (it may come from an imported bundle), its control characters made visible.
-std::string safe(const std::string& s) {
-    return visible_controls(s);
-}
-
-std::string pad(std::string s, size_t w) {
-    s = safe(s);
-    if (s.size() > w) s = s.substr(0, w - 1) + "~";
-    return s + std::string(w - s.size(), ' ');
-}
-
 int show_training(const Store& s, const std::string& uuid) {
     const TrainResult tr = s.load_training(uuid);
     std::cout << "status: " << safe(s.status(uuid)) << (s.error(uuid).empty() ? "" : " (" + safe(s.error(uuid)) + ")") << "\n";

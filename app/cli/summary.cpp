@@ -11,6 +11,18 @@
 #include "ampscope/engine/text.h"
 
 namespace ampscope::cli {
+
+/// Stored or model-given text, its control characters made visible (no terminal escapes).
+std::string safe(const std::string& s) {
+    return visible_controls(s);
+}
+
+/// A table cell: safe(s), cut to `w` columns (its last one "~" when cut) or padded with spaces.
+std::string pad(std::string s, size_t w) {
+    s = safe(s);
+    if (s.size() > w) s = s.substr(0, w - 1) + "~";
+    return s + std::string(w - s.size(), ' ');
+}
 namespace {
 
 std::string fmtg(double v, int prec = 3) {
@@ -27,17 +39,6 @@ std::string paint(const std::string& s, const char* code, bool color) {
 std::string verdict_text(Verdict v, bool color) {
     const auto s = to_string(v);
     return paint(s, v == Verdict::Accepted ? "1;32" : "1;31", color);
-}
-
-/// Stored or model-given text, its control characters made visible (no terminal escapes).
-std::string safe(const std::string& s) {
-    return visible_controls(s);
-}
-
-std::string pad(std::string s, size_t w) {
-    s = safe(s);
-    if (s.size() > w) s = s.substr(0, w - 1) + "~";
-    return s + std::string(w - s.size(), ' ');
 }
 
 }  // namespace

@@ -2,12 +2,19 @@
 #pragma once
 // Readable terminal summaries for ampscope-cli.
 
+#include <cstddef>
 #include <ostream>
+#include <string>
 
 #include "ampscope/engine/run.h"
 #include "ampscope/engine/train.h"
 
 namespace ampscope::cli {
+
+/// Stored or model-given text, its control characters made visible (no terminal escapes).
+std::string safe(const std::string& s);
+/// A table cell: safe(s), cut to `w` columns (its last one "~" when cut) or padded with spaces.
+std::string pad(std::string s, size_t w);
 
 /// Per precision: verdict, criteria table, worst samples, flips, origin.
 void print_run_summary(std::ostream& os, const RunResult& r, bool layers, bool color);

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "ampscope/engine/compare.h"
 
+#include "ampscope/engine/text.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <cmath>
@@ -108,14 +110,6 @@ std::optional<double> quality(const PassResult& pass, const Truth& truth, const 
 
 namespace {
 
-std::string fmt(double v) {
-    if (std::isnan(v)) return "nan";  // never "-nan" (the sign of a NaN means nothing)
-    std::ostringstream s;
-    s.precision(4);
-    s << v;
-    return s.str();
-}
-
 /// Tolerances that apply to score index j.
 std::pair<double, double> tolerance_for(const Criteria& c, int j) {
     for (const auto& h : c.heads)
@@ -201,7 +195,7 @@ void compare_scores(const PassResult& ref, const PassResult& amp, const std::vec
     tol.passed = tol.samples.empty();
     const size_t finite_n = n - finite.samples.size();
     tol.detail = std::to_string(tol.samples.size()) + " of " + std::to_string(finite_n) +
-                 " finite samples outside |amp-ref| <= atol + rtol*|ref|; max |delta| " + fmt(out.max_abs_delta) +
+                 " finite samples outside |amp-ref| <= atol + rtol*|ref|; max |delta| " + short_number(out.max_abs_delta) +
                  (finite.samples.empty() ? "" : "; " + std::to_string(finite.samples.size()) + " non-finite samples not compared");
 }
 
@@ -250,8 +244,8 @@ void compare_quality(const PassResult& amp, const std::vector<SampleInfo>& sampl
     const bool higher_better = c.quality_metric == QualityMetric::Accuracy || c.quality_metric == QualityMetric::TokenAccuracy;
     qual.passed = higher_better ? (*q >= c.quality_threshold) : (*q <= c.quality_threshold);
     if (!higher_better && !c.quality_threshold_set) qual.passed = true;  // report only
-    qual.detail = to_string(c.quality_metric) + " " + fmt(*q) + (higher_better ? " (at least " : " (at most ") + fmt(c.quality_threshold) +
-                  (!higher_better && !c.quality_threshold_set ? ", no threshold set)" : ")");
+    qual.detail = to_string(c.quality_metric) + " " + short_number(*q) + (higher_better ? " (at least " : " (at most ") +
+                  short_number(c.quality_threshold) + (!higher_better && !c.quality_threshold_set ? ", no threshold set)" : ")");
     if (worst >= 0) {
         qual.samples.push_back(samples[size_t(worst)].id);
         qual.detail += "; largest error at sample " + samples[size_t(worst)].id;

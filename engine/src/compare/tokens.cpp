@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "ampscope/engine/text.h"
 #include "ampscope/engine/compare.h"
 
 namespace ampscope {
@@ -60,14 +61,6 @@ double percentile(std::vector<double> v, double q) {
     return v[lo] + (v[hi] - v[lo]) * (rank - double(lo));
 }
 
-std::string fmt(double v) {
-    if (std::isnan(v)) return "nan";  // never "-nan" (the sign of a NaN means nothing)
-    std::ostringstream s;
-    s.precision(4);
-    s << v;
-    return s.str();
-}
-
 /// Running sums over the compared positions.
 struct Sums {
     std::vector<double> kld;
@@ -111,14 +104,15 @@ void criteria_results(const TokenStats& t, const Sums& s, const std::set<std::st
     const double rate = t.positions ? double(s.flips) / n : 0.0;
     CriterionResult flips{"decision_flips", rate <= c.max_flip_rate, "", {flipped.begin(), flipped.end()}};
     flips.detail = std::to_string(s.flips) + " of " + std::to_string(t.positions) + " positions change their top-1 token (rate " +
-                   fmt(rate) + ", allowed " + fmt(c.max_flip_rate) + ", tie rule " + to_string(c.tie_rule) + "; " +
+                   short_number(rate) + ", allowed " + short_number(c.max_flip_rate) + ", tie rule " + to_string(c.tie_rule) + "; " +
                    std::to_string(t.masked) + " masked positions not compared)";
     CriterionResult kld{"mean_kld", t.mean_kld <= c.max_mean_kld, "", {}};
-    kld.detail = "mean KL(ref || amp) " + fmt(t.mean_kld) + " per position (at most " + fmt(c.max_mean_kld) + "); p99 " + fmt(t.p99_kld) +
-                 ", max " + fmt(t.max_kld);
+    kld.detail = "mean KL(ref || amp) " + short_number(t.mean_kld) + " per position (at most " + short_number(c.max_mean_kld) + "); p99 " +
+                 short_number(t.p99_kld) + ", max " + short_number(t.max_kld);
     CriterionResult same{"same_top", t.same_top >= c.min_same_top, "", {}};
-    same.detail = "same top-1 token at " + fmt(100 * t.same_top) + "% of positions (at least " + fmt(100 * c.min_same_top) +
-                  "%); top-5 overlap " + fmt(100 * t.top5_overlap) + "%, RMS dp " + fmt(t.rms_dp);
+    same.detail = "same top-1 token at " + short_number(100 * t.same_top) + "% of positions (at least " +
+                  short_number(100 * c.min_same_top) + "%); top-5 overlap " + short_number(100 * t.top5_overlap) + "%, RMS dp " +
+                  short_number(t.rms_dp);
     results.push_back(flips);
     results.push_back(kld);
     results.push_back(same);

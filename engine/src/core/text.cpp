@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "ampscope/engine/text.h"
 
+#include <cmath>
 #include <cstdio>
+#include <sstream>
 
 namespace ampscope {
 
@@ -100,6 +102,14 @@ std::string escape_c1_in_json(const std::string& json_text) {
         }
     }
     return out;
+}
+
+std::string short_number(double v) {
+    if (std::isnan(v)) return "nan";
+    std::ostringstream s;
+    s.precision(4);
+    s << v;
+    return s.str();
 }
 
 }  // namespace ampscope

@@ -26,4 +26,8 @@ std::string clip_echo(const std::string& s, std::size_t max = 200);
 /// \u0080..\u009f escapes: the same JSON value, safe to print on a terminal.
 std::string escape_c1_in_json(const std::string& json_text);
 
+/// A figure in a sentence: 4 significant digits ("0.001235", "1.235e+05"); NaN as "nan", never
+/// "-nan" (the sign of a NaN means nothing).
+std::string short_number(double v);
+
 }  // namespace ampscope
