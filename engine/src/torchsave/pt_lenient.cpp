@@ -2,6 +2,9 @@
 // The lenient unpickling of pt_lenient.h.
 #include "torchsave/pt_lenient.h"
 
+#include <ATen/ATen.h>
+#include <ATen/core/class_type.h>
+
 #include <algorithm>
 #include <cstring>
 #include <set>
