@@ -28,7 +28,9 @@ struct BenchOptions {
 std::vector<Precision> parse_precisions(const std::string& list) {
     auto out = parse_amp_precisions(list);
     for (auto p : out)
-        if (p == Precision::Fp32) throw InputError("--precision", "", "'fp32'; expected fp16 and/or bf16 (FP32 is always timed)");
+        if (p == Precision::Fp32 || p == Precision::Fp8)
+            throw InputError("--precision", "",
+                             "'" + to_string(p) + "'; expected fp16 and/or bf16 (FP32 is always timed; fp8 runs with `run` only)");
     return out;
 }
 

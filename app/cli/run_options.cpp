@@ -106,7 +106,7 @@ std::vector<Precision> parse_amp_precisions(const std::string& list) {
     while (std::getline(ss, item, ',')) {
         if (item.empty()) continue;
         auto p = parse_precision(item);
-        if (!p) throw InputError("--precision", "", "unknown precision '" + item + "'; expected fp16 and/or bf16");
+        if (!p) throw InputError("--precision", "", "unknown precision '" + item + "'; expected fp16, bf16 and/or fp8");
         if (std::find(out.begin(), out.end(), *p) != out.end())
             throw InputError("--precision", "", "'" + item + "' given twice; expected each precision once");
         out.push_back(*p);

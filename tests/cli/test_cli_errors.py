@@ -114,8 +114,8 @@ class CliErrors(unittest.TestCase):
         self.expect_bad_input(["--model", self.model, "--probes", c], c, "empty probe set")
 
     def test_unknown_precision(self):
-        self.expect_bad_input(["--model", self.model, "--probes", self.good_probes, "--precision", "fp8"],
-                              "--precision", "fp8", "expected fp16 and/or bf16")
+        self.expect_bad_input(["--model", self.model, "--probes", self.good_probes, "--precision", "fp4"],
+                              "--precision", "fp4", "expected fp16, bf16 and/or fp8")
 
     def test_precision_given_twice(self):
         # each AMP pass once: "fp16,fp16" recorded the FP16 pass twice

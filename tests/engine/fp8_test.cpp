@@ -368,3 +368,32 @@ TEST_F(Fp8Oracle, DelayedScalingAsTransformerEngine) {
     }
     EXPECT_EQ(outrun, 1);  // step 0 uses the initial scale 1 (1 * 1 fits), step 1 the scale 448 of step 0
 }
+
+#include "precision/fp8_pass.h"
+#include "precision/precision.h"
+
+// The FP8 pass's hook: under BF16 autocast and an Fp8PassGuard, aten::linear is torchao's emulated
+// Float8Linear (mm of the E4M3 quantize-dequantized operands in FP32, cast to BF16, + bias in BF16);
+// without the guard, or with autocast off (an FP32 region), it is the ordinary linear.
+TEST(Fp8Pass, LinearRunsOnQuantizedOperandsUnderTheGuard) {
+    auto g = at::detail::createCPUGenerator(7);
+    const auto x = at::randn({6, 32}, g) * 3, w = at::randn({24, 32}, g), b = at::randn({24}, g);
+    QuantSpec s;
+    const auto want =
+        at::mm(ampscope::detail::quantize_dequantize(x, s), ampscope::detail::quantize_dequantize(w, s).t()).to(at::kBFloat16) +
+        b.to(at::kBFloat16);
+    at::Tensor got, plain, off;
+    {
+        ampscope::detail::AutocastGuard amp(at::kCPU, Precision::Bf16, false);
+        plain = at::linear(x, w, b);
+        ampscope::detail::Fp8PassGuard fp8(true);
+        got = at::linear(x, w, b);
+        ampscope::detail::AutocastGuard fp32(at::kCPU, Precision::Fp32, false);
+        off = at::linear(x, w, b);
+    }
+    EXPECT_EQ(got.scalar_type(), at::kBFloat16);
+    EXPECT_TRUE(at::equal(got, want)) << (got.to(at::kFloat) - want.to(at::kFloat)).abs().max().item<float>();
+    EXPECT_FALSE(at::equal(got, plain));
+    EXPECT_TRUE(at::equal(off, at::linear(x, w, b)));
+    EXPECT_TRUE(at::equal(at::linear(x, w, b), x.matmul(w.t()) + b));  // the guard left nothing behind
+}

@@ -22,6 +22,7 @@
 #include "ampscope/engine/errors.h"
 #include "inspect/gpu/device_notes.h"
 #include "inspect/observer.h"
+#include "precision/fp8_pass.h"
 #include "precision/precision.h"
 #include "run/comparison.h"
 #include "run/pass.h"
@@ -244,7 +245,8 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
         try {
             // No cast cache: a comparison pass runs without gradients, so the weights' low-precision
             // copies (half the weights' bytes) need not outlive their op; the values are the same.
-            AutocastGuard guard(device.type(), o.precision, /*cache=*/false);
+            AutocastGuard guard(device.type(), autocast_precision(o.precision), /*cache=*/false);
+            Fp8PassGuard fp8(o.precision == Precision::Fp8);
             y = model.forward(in);
             if (observer) observer->end_batch();
         } catch (const Cancelled&) {
@@ -318,9 +320,10 @@ void ComparisonRun::fix_criteria() {
     res.criteria = spec.criteria;
     res.criteria.fixed_at = now_iso8601();
     res.started_at = res.criteria.fixed_at;
-    if (spec.precisions.empty()) throw InputError("--precision", "", "no AMP precision given; expected fp16 and/or bf16");
+    if (spec.precisions.empty()) throw InputError("--precision", "", "no AMP precision given; expected fp16, bf16 and/or fp8");
     for (auto p : spec.precisions)
-        if (p == Precision::Fp32) throw InputError("--precision", "", "fp32 is the reference and always runs; expected fp16 and/or bf16");
+        if (p == Precision::Fp32)
+            throw InputError("--precision", "", "fp32 is the reference and always runs; expected fp16, bf16 and/or fp8");
     if (spec.batch_size < 1) throw InputError("--batch-size", "", "expected an integer >= 1");
 }
 
@@ -331,9 +334,9 @@ void ComparisonRun::choose_backend() {
     if (auto w = host_statistics_warning(res.backend.kind, device_statistics_platform(), spec.inspect); !w.empty())
         res.warnings.push_back(std::move(w));
     for (auto p : spec.precisions)
-        if (p == Precision::Bf16 && !res.backend.bf16_supported)
+        if ((p == Precision::Bf16 || p == Precision::Fp8) && !res.backend.bf16_supported)
             throw InputError("--precision", "",
-                             "bf16 requested, but " + res.backend.device + " (" + res.backend.name +
+                             to_string(p) + " requested (BF16 autocast), but " + res.backend.device + " (" + res.backend.name +
                                  ") has no bf16 support (needs compute capability >= 8.0 or a ROCm GPU)");
 }
 

@@ -14,13 +14,13 @@ namespace ampscope {
 
 // ---- number formats ---------------------------------------------------------------------------
 
-/// The largest finite value of a format: 65504 (FP16), 3.3895313892515355e38 (BF16),
+/// The largest finite value of a format: 65504 (FP16), 3.3895313892515355e38 (BF16), 448 (FP8: E4M3),
 /// 3.4028234663852886e38 (FP32).
 double format_max(Precision format);
 
 /// The format a pass's headroom is measured against: an AMP pass's own; for the FP32
 /// reference, FP16 (the format that overflows first, where the reference tells how close
-/// the model comes to it).
+/// the model comes to it); for an FP8 pass BF16, the format of its op outputs.
 Precision headroom_format(Precision pass);
 
 /// Headroom of an op output in a pass, in powers of two: log2(format max / absmax) for the

@@ -13,10 +13,12 @@
 namespace ampscope {
 
 /// Numeric policy of one pass. The reference is always Fp32; Fp16/Bf16 mean autocast
-/// (a per-op policy), never a model converted with .half().
-enum class Precision { Fp32, Fp16, Bf16 };
+/// (a per-op policy), never a model converted with .half(). Fp8: the simulated FP8 pass of
+/// torchao's tensorwise recipe (linear layers' GEMMs on E4M3 operands, the rest under BF16
+/// autocast; engine/src/precision/fp8_pass.h); `run` only so far.
+enum class Precision { Fp32, Fp16, Bf16, Fp8 };
 std::string to_string(Precision p);
-/// Parses "fp32", "fp16", "bf16" (also "float16", "bfloat16", "half"); nullopt otherwise.
+/// Parses "fp32", "fp16", "bf16", "fp8" (also "float16", "bfloat16", "half"); nullopt otherwise.
 std::optional<Precision> parse_precision(const std::string& s);
 
 enum class Mode { Eval, Train };
