@@ -63,6 +63,16 @@ QChart* titled(const QString& title) {
     return c;
 }
 
+QScatterSeries* markers(const QString& name, const QColor& colour, QScatterSeries::MarkerShape shape, double size) {
+    auto* s = new QScatterSeries;
+    s->setName(name);
+    s->setColor(colour);
+    s->setBorderColor(colour.darker(130));
+    s->setMarkerShape(shape);
+    s->setMarkerSize(size);
+    return s;
+}
+
 void tipOnHover(QXYSeries* s, std::function<QString(qsizetype)> tip) {
     QObject::connect(s, &QXYSeries::hovered, s, [s, tip = std::move(tip)](const QPointF& p, bool on) {
         if (!on) {

@@ -4,6 +4,7 @@
 // how a chart follows its model.
 
 #include <QAbstractItemModel>
+#include <QScatterSeries>
 #include <QSortFilterProxyModel>
 
 #include <functional>
@@ -23,6 +24,8 @@ void attach(QChart* c, QAbstractSeries* s, QAbstractAxis* x, QAbstractAxis* y);
 QChart* attach(QChart* c, std::initializer_list<QAbstractSeries*> series, QAbstractAxis* x, QAbstractAxis* y);
 /// A new chart with `title`.
 QChart* titled(const QString& title);
+/// A series of markers named `name`: `shape`, `size` pixels, filled with `colour`, its border a little darker.
+QScatterSeries* markers(const QString& name, const QColor& colour, QScatterSeries::MarkerShape shape, double size);
 
 /// Series points = rows of `rows` (x and y columns through `role`), kept in step with the
 /// model by a QVXYModelMapper; the hovered point shows the row's `summaryRole`.

@@ -35,16 +35,6 @@ QColor precisionColor(Precision p) {
     return p == Precision::Bf16 ? QColor(40, 90, 200) : QColor(240, 150, 20);
 }
 
-QScatterSeries* scatter(const QString& name, const QColor& colour, QScatterSeries::MarkerShape shape, double size) {
-    auto* s = new QScatterSeries;
-    s->setName(name);
-    s->setColor(colour);
-    s->setBorderColor(colour.darker(130));
-    s->setMarkerShape(shape);
-    s->setMarkerSize(size);
-    return s;
-}
-
 QString moduleName(const ModuleSensitivity& s) {
     return s.module.empty() ? QStringLiteral("(root)") : QString::fromStdString(s.module);
 }
@@ -79,11 +69,11 @@ Rows rowsOf(const SensitivityModel* model) {
 /// The marks over the bars: origins, and SQNRs clipped to the axis.
 struct Marks {
     QScatterSeries* origins =
-        scatter(QStringLiteral("origin of non-finite values"), QColor(220, 30, 30), QScatterSeries::MarkerShapeRectangle, 13);
+        markers(QStringLiteral("origin of non-finite values"), QColor(220, 30, 30), QScatterSeries::MarkerShapeRectangle, 13);
     QScatterSeries* clipped =
-        scatter(QStringLiteral("+inf (no error; clipped)"), QColor(120, 120, 120), QScatterSeries::MarkerShapeTriangle, 11);
+        markers(QStringLiteral("+inf (no error; clipped)"), QColor(120, 120, 120), QScatterSeries::MarkerShapeTriangle, 11);
     QScatterSeries* lost =
-        scatter(QStringLiteral("-inf / NaN (no signal left; clipped)"), QColor(90, 20, 20), QScatterSeries::MarkerShapeStar, 13);
+        markers(QStringLiteral("-inf / NaN (no signal left; clipped)"), QColor(90, 20, 20), QScatterSeries::MarkerShapeStar, 13);
     std::map<QScatterSeries*, std::vector<int>> tips;  ///< per series, the model rows of its points
 };
 

@@ -21,16 +21,6 @@ using namespace parts;
 
 namespace {
 
-QScatterSeries* markers(const QString& name, const QColor& colour, QScatterSeries::MarkerShape shape, double size) {
-    auto* s = new QScatterSeries;
-    s->setName(name);
-    s->setColor(colour);
-    s->setBorderColor(colour.darker(130));
-    s->setMarkerShape(shape);
-    s->setMarkerSize(size);
-    return s;
-}
-
 QString chartTitle(const TokenModel* model) {
     const RunResult& run = model->run();
     if (model->comparison() < 0 || model->sample() < 0) return QStringLiteral("KL divergence per position");
