@@ -17,6 +17,7 @@
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/text.h"
+#include "ampscope/storage/input_file.h"
 
 namespace ampscope::cli {
 
@@ -106,25 +107,7 @@ std::unique_ptr<storage::Store> recording_store(bool no_db, const std::string& d
 }
 
 std::string read_file(const std::string& path, const std::string& what, size_t max_bytes) {
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0) throw InputError(path, what, std::string("cannot open file for reading: ") + std::strerror(errno));
-    if (S_ISDIR(st.st_mode)) throw InputError(path, what, "a directory; expected a file");
-    if (!S_ISREG(st.st_mode))
-        throw InputError(path, what,
-                         std::string(S_ISFIFO(st.st_mode)                         ? "a FIFO"
-                                     : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
-                                                                                  : "a socket") +
-                             ", not a regular file; expected a file");
-    const auto limit = std::to_string(max_bytes >> 20) + " MB";
-    if (uintmax_t(st.st_size) > max_bytes)
-        throw InputError(path, what, "larger than " + limit + " (" + std::to_string(st.st_size) + " bytes); expected a small text file");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw InputError(path, what, "cannot open file for reading");
-    std::string text(max_bytes + 1, '\0');
-    in.read(text.data(), std::streamsize(text.size()));  // a file that grows (or lies about its size, /proc) is cut here
-    text.resize(size_t(in.gcount()));
-    if (text.size() > max_bytes) throw InputError(path, what, "larger than " + limit + "; expected a small text file");
-    return text;
+    return storage::read_small_file(path, what, max_bytes);
 }
 
 void write_output(const std::string& path, const std::string& text, const std::string& what, bool json) {

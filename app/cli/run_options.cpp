@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "ampscope/engine/errors.h"
+#include "ampscope/storage/input_file.h"
 #include "ampscope/storage/json_io.h"
 #include "checks.h"
 #include "common.h"
@@ -154,38 +155,7 @@ void finish_spec(RunOptions& o) {
 }
 
 std::vector<std::string> read_keep_fp32_file(const std::string& path, bool allow_unverified) {
-    std::string text = read_file(path, "--keep-fp32-file");
-    if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);  // a UTF-8 byte-order mark
-    for (const unsigned char c : text)
-        if (c == 0 || (c < 0x20 && c != '\n' && c != '\r' && c != '\t'))
-            throw InputError(path, "--keep-fp32-file",
-                             "binary content (control bytes); expected a text file with one module-path glob a line, or an advise JSON");
-    std::vector<std::string> out;
-    const auto first = text.find_first_not_of(" \t\r\n");
-    if (first != std::string::npos && text[first] == '{') {
-        const auto j = nlohmann::json::parse(text, nullptr, false);
-        if (j.is_discarded() || !j.contains("keep_fp32") || !j["keep_fp32"].is_array())
-            throw InputError(path, "keep_fp32",
-                             "expected a JSON object with a \"keep_fp32\" list of module paths (as ampscope-cli advise writes)");
-        if (j.contains("outcome") && j["outcome"] == "unverified" && !allow_unverified)
-            throw InputError(path, "outcome",
-                             "'unverified': the advised set's verifying run was rejected, so the set is not advice; expected a "
-                             "verified advise JSON (outcome 'found'), or --allow-unverified to run the set anyway");
-        for (const auto& m : j["keep_fp32"]) {
-            if (!m.is_string() || m.get<std::string>().empty())
-                throw InputError(path, "keep_fp32", "expected non-empty module-path strings, found " + m.dump());
-            out.push_back(m.get<std::string>());
-        }
-        return out;
-    }
-    std::istringstream lines(text);
-    for (std::string line; std::getline(lines, line);) {
-        if (const auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
-        const auto b = line.find_first_not_of(" \t\r"), e = line.find_last_not_of(" \t\r");
-        if (b != std::string::npos) out.push_back(line.substr(b, e - b + 1));
-    }
-    if (out.empty()) throw InputError(path, "", "no FP32 region in the file; expected one module-path glob a line or an advise JSON");
-    return out;
+    return storage::read_fp32_regions_file(path, "--keep-fp32-file", allow_unverified);
 }
 
 }  // namespace ampscope::cli

@@ -371,7 +371,10 @@ class AdviseHostile(unittest.TestCase):
                 ("numbers.json", '{"keep_fp32": [1, 2]}', ["field 'keep_fp32'", "non-empty module-path strings", "1"]),
                 ("empty-str.json", '{"keep_fp32": ["fc1", ""]}', ["field 'keep_fp32'", "non-empty module-path strings"]),
                 ("null.json", '{"keep_fp32": [null]}', ["field 'keep_fp32'", "null"]),
-                ("truncated.json", '{"keep_fp32": ["fc1", ', ["field 'keep_fp32'"])):
+                ("truncated.json", '{"keep_fp32": ["fc1", ', ["field 'keep_fp32'", "not valid JSON"]),
+                # one reader with the GUI: a glob with a space or comma names its line (was: "matches no module")
+                ("spaced.txt", "fc1\nfc1, fc2\n", ["field 'line 2'", "no spaces or commas"]),
+                ("latin1.txt", b"fc1\ncaf\xe9\n", ["not UTF-8"])):
             path = self.keep_file(name, text)
             self.bad([*DEMO_RUN, "--no-db", "--keep-fp32-file", path], path, *words)
 

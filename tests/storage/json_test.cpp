@@ -104,3 +104,102 @@ TEST(BackendJson, TheContractsKeys) {
          {"\"torch\":", "\"compute_capability\":\"9.0\"", "\"cuda_device_count\":2", "\"bf16_supported\":false", "\"num_threads\":16"})
         EXPECT_NE(text.find(key), std::string::npos) << key << " in " << text;
 }
+
+// ---- the FP32-regions file (storage/input_file.h): one reader for the CLI and the GUI ----------
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "ampscope/storage/input_file.h"
+
+namespace {
+
+struct RegionsFile : ::testing::Test {
+    std::string dir;
+    void SetUp() override {
+        char tmpl[] = "/tmp/ampscope-regions-XXXXXX";
+        ASSERT_NE(mkdtemp(tmpl), nullptr);
+        dir = tmpl;
+    }
+    void TearDown() override {
+        const int rc = std::system(("rm -rf '" + dir + "'").c_str());
+        (void)rc;
+    }
+    std::string file(const std::string& name, const std::string& bytes) {
+        const std::string p = dir + "/" + name;
+        std::ofstream(p, std::ios::binary) << bytes;
+        return p;
+    }
+    /// The InputError's message; fails the test when the file is accepted.
+    std::string refused(const std::string& path, bool allow_unverified = false) {
+        try {
+            storage::read_fp32_regions_file(path, "--keep-fp32-file", allow_unverified);
+        } catch (const InputError& e) {
+            return e.what();
+        }
+        ADD_FAILURE() << path << " accepted";
+        return "";
+    }
+};
+
+using Globs = std::vector<std::string>;
+
+TEST_F(RegionsFile, TextLinesCommentsAndLineEndings) {
+    EXPECT_EQ(storage::read_fp32_regions_file(file("a.txt", "# regions\nblocks.0.*\r\n\n  head\t# the classifier\n"), "f", false),
+              (Globs{"blocks.0.*", "head"}));
+    EXPECT_EQ(storage::read_fp32_regions_file(file("bom.txt",
+                                                   "\xEF\xBB\xBF"
+                                                   "fc1\nfc2\n"),
+                                              "f", false),
+              (Globs{"fc1", "fc2"}));
+    const auto spaced = refused(file("spaced.txt", "fc1\nfc2, fc3\n"));
+    EXPECT_NE(spaced.find("line 2"), std::string::npos) << spaced;
+    EXPECT_NE(spaced.find("no spaces or commas"), std::string::npos) << spaced;
+    EXPECT_NE(refused(file("none.txt", "# nothing\n\n")).find("no FP32 region"), std::string::npos);
+}
+
+TEST_F(RegionsFile, AdviseJson) {
+    EXPECT_EQ(storage::read_fp32_regions_file(file("a.json", R"({"outcome": "found", "keep_fp32": ["embed", "head"]})"), "f", false),
+              (Globs{"embed", "head"}));
+    EXPECT_EQ(storage::read_fp32_regions_file(file("bom.json",
+                                                   "\xEF\xBB\xBF"
+                                                   R"({"keep_fp32": ["embed"]})"),
+                                              "f", false),
+              (Globs{"embed"}));
+    EXPECT_EQ(storage::read_fp32_regions_file(file("none.json", R"({"outcome": "already_accepted", "keep_fp32": []})"), "f", false),
+              Globs{});
+    const auto unverified = file("u.json", R"({"outcome": "unverified", "keep_fp32": ["fc1"]})");
+    EXPECT_NE(refused(unverified).find("field 'outcome'"), std::string::npos) << refused(unverified);
+    EXPECT_EQ(storage::read_fp32_regions_file(unverified, "f", true), (Globs{"fc1"}));
+    for (const auto& [name, text, words] : std::vector<std::tuple<std::string, std::string, std::string>>{
+             {"broken.json", R"({"keep_fp32": ["fc1",)", "not valid JSON"},
+             {"nolist.json", R"({"keep": ["fc1"]})", "\"keep_fp32\" list"},
+             {"numbers.json", R"({"keep_fp32": [1]})", "non-empty module-path strings"},
+             {"array.json", R"(["fc1"])", "\"keep_fp32\" list"}}) {
+        const auto msg = refused(file(name, text));
+        EXPECT_NE(msg.find("field 'keep_fp32'"), std::string::npos) << msg;
+        EXPECT_NE(msg.find(words), std::string::npos) << msg;
+    }
+}
+
+TEST_F(RegionsFile, NotTextAndNotRegularFiles) {
+    EXPECT_NE(refused(file("elf.bin", std::string("\x7f"
+                                                  "ELF\x02\x01\x00\x00",
+                                                  8)))
+                  .find("not text"),
+              std::string::npos);
+    EXPECT_NE(refused(file("latin1.txt", "caf\xe9\n")).find("not UTF-8"), std::string::npos);
+    EXPECT_NE(refused(file("nul.txt", std::string("fc1\0\n", 5))).find("control bytes"), std::string::npos);
+    const std::string fifo = dir + "/regions.fifo";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    EXPECT_NE(refused(fifo).find("a FIFO"), std::string::npos);  // refused before any read: never blocks
+    EXPECT_NE(refused(dir).find("a directory"), std::string::npos);
+    EXPECT_NE(refused(dir + "/missing.txt").find("cannot open"), std::string::npos);
+    EXPECT_NE(refused(file("big.txt", "fc1\n" + std::string(2 << 20, '#'))).find("larger than 1 MB"), std::string::npos);
+    EXPECT_NE(refused("/dev/zero").find("a device"), std::string::npos);
+}
+
+}  // namespace

@@ -23,6 +23,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -355,8 +357,28 @@ private Q_SLOTS:
         QVERIFY2(dlg.errorText().contains(binary) && dlg.errorText().contains(QStringLiteral("not text")), qPrintable(dlg.errorText()));
         const QString missing = dir_.filePath(QStringLiteral("missing.json"));
         QVERIFY(!dlg.loadRegions(missing));
-        QVERIFY2(dlg.errorText().contains(missing) && dlg.errorText().contains(QStringLiteral("cannot read")), qPrintable(dlg.errorText()));
+        QVERIFY2(dlg.errorText().contains(missing) && dlg.errorText().contains(QStringLiteral("cannot open")), qPrintable(dlg.errorText()));
         QCOMPARE(dlg.spec().keep_fp32, (std::vector<std::string>{"blocks.0.*", "head"}));
+        // the CLI's rules (one reader, storage/input_file.h): a UTF-8 byte-order mark (Windows
+        // editors) is skipped in a text and a JSON file (was: the glob "\ufeffblocks.1.*", and the
+        // JSON read as lines); a glob with a space names its line; a FIFO is refused, not waited on
+        QVERIFY(dlg.loadRegions(write(QStringLiteral("bom.txt"),
+                                      "\xEF\xBB\xBF"
+                                      "blocks.1.*\nhead\n")));
+        QCOMPARE(dlg.spec().keep_fp32, (std::vector<std::string>{"blocks.1.*", "head"}));
+        QVERIFY(dlg.loadRegions(write(QStringLiteral("bom.json"),
+                                      "\xEF\xBB\xBF"
+                                      R"({"outcome": "found", "keep_fp32": ["embed"]})")));
+        QCOMPARE(dlg.spec().keep_fp32, (std::vector<std::string>{"embed"}));
+        const QString spaced = write(QStringLiteral("spaced.txt"), "embed\nblocks.0.* head\n");
+        QVERIFY(!dlg.loadRegions(spaced));
+        QVERIFY2(dlg.errorText().contains(QStringLiteral("line 2")) && dlg.errorText().contains(QStringLiteral("no spaces or commas")),
+                 qPrintable(dlg.errorText()));
+        const QString fifo = dir_.filePath(QStringLiteral("regions.fifo"));
+        QCOMPARE(::mkfifo(fifo.toLocal8Bit().constData(), 0600), 0);
+        QVERIFY(!dlg.loadRegions(fifo));
+        QVERIFY2(dlg.errorText().contains(QStringLiteral("FIFO")), qPrintable(dlg.errorText()));
+        QCOMPARE(dlg.spec().keep_fp32, (std::vector<std::string>{"embed"}));
     }
 };
 

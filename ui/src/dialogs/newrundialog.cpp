@@ -6,14 +6,10 @@
 #include <QDoubleSpinBox>
 #include <QDragEnterEvent>
 #include <QDropEvent>
-#include <QFile>
 #include <QFileDialog>
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
-#include <QJsonArray>
-#include <QJsonDocument>
-#include <QJsonObject>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMimeData>
@@ -22,6 +18,7 @@
 #include <QUrl>
 
 #include "ampscope/engine/errors.h"
+#include "ampscope/storage/input_file.h"
 
 namespace ampscope::ui {
 
@@ -232,64 +229,10 @@ void NewRunDialog::dropEvent(QDropEvent* e) {
     }
 }
 
-}  // namespace ampscope::ui
-
-namespace ampscope::ui {
-
-namespace {
-
-const char* const kExpected =
-    "expected the JSON that Advise FP32 regions… or ampscope-cli advise --json writes (an object with a \"keep_fp32\" list of "
-    "module paths) or a text file with one module glob a line";
-
-std::vector<std::string> regionsFromJson(const QString& path, const QByteArray& bytes) {
-    QJsonParseError err{};
-    const auto doc = QJsonDocument::fromJson(bytes, &err);
-    const std::string file = path.toStdString();
-    if (err.error != QJsonParseError::NoError)
-        throw InputError(
-            file, "",
-            "not valid JSON at offset " + std::to_string(err.offset) + " (" + err.errorString().toStdString() + "); " + kExpected);
-    if (!doc.isObject() || !doc.object().value(QStringLiteral("keep_fp32")).isArray()) throw InputError(file, "keep_fp32", kExpected);
-    if (doc.object().value(QStringLiteral("outcome")).toString() == QStringLiteral("unverified"))
-        throw InputError(file, "outcome",
-                         "'unverified': the advised set's verifying run was rejected, so the set is not advice; expected a verified "
-                         "advise JSON (outcome 'found'); ampscope-cli run --keep-fp32-file FILE --allow-unverified runs it anyway");
-    std::vector<std::string> out;
-    for (const auto& m : doc.object().value(QStringLiteral("keep_fp32")).toArray()) {
-        if (!m.isString() || m.toString().trimmed().isEmpty())
-            throw InputError(file, "keep_fp32", "expected non-empty module-path strings in the \"keep_fp32\" list");
-        out.push_back(m.toString().trimmed().toStdString());
-    }
-    return out;
-}
-
-}  // namespace
-
 std::vector<std::string> NewRunDialog::readRegionsFile(const QString& path) {
-    QFile f(path);
-    if (!f.open(QIODevice::ReadOnly))
-        throw InputError(path.toStdString(), "", "cannot read it (" + f.errorString().toStdString() + "); " + kExpected);
-    const QByteArray bytes = f.read(4 << 20);
-    if (!f.atEnd()) throw InputError(path.toStdString(), "", std::string("larger than 4 MiB; ") + kExpected);
-    const QByteArray trimmed = bytes.trimmed();
-    if (trimmed.startsWith('{') || trimmed.startsWith('[')) return regionsFromJson(path, bytes);
-    const QString text = QString::fromUtf8(bytes);
-    if (bytes.contains('\0') || text.contains(QChar::ReplacementCharacter))
-        throw InputError(path.toStdString(), "", std::string("not text (binary or not UTF-8); ") + kExpected);
-    std::vector<std::string> out;
-    int n = 0;
-    for (QString line : text.split(QLatin1Char('\n'))) {
-        ++n;
-        line = line.left(line.indexOf(QLatin1Char('#'))).trimmed();  // '#' starts a comment (indexOf -1: the whole line)
-        if (line.isEmpty()) continue;
-        if (line.contains(QLatin1Char(',')) || line.contains(QLatin1Char(' ')) || line.contains(QLatin1Char('\t')))
-            throw InputError(path.toStdString(), "line " + std::to_string(n),
-                             "expected one module glob a line (no spaces or commas), found '" + line.toStdString() + "'");
-        out.push_back(line.toStdString());
-    }
-    if (out.empty()) throw InputError(path.toStdString(), "", std::string("no module globs in it; ") + kExpected);
-    return out;
+    // the CLI's rules (--keep-fp32-file): a bounded read refusing FIFOs and devices, a byte-order
+    // mark skipped, one glob a line or an advise JSON (an unverified set refused)
+    return storage::read_fp32_regions_file(path.toStdString(), "Keep in FP32 file", /*allow_unverified=*/false);
 }
 
 }  // namespace ampscope::ui
