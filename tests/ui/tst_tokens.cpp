@@ -341,6 +341,8 @@ private Q_SLOTS:
         QCOMPARE(cell(*m, 2, TokenModel::Kld), QStringLiteral("0.05"));
         QCOMPARE(cell(*m, 2, TokenModel::AmpToken), QStringLiteral("23"));
         QVERIFY(m->excluded(4) && m->excluded(5) && !m->excluded(3));
+        for (int r = 0; r < kLength; ++r)  // positions in order until the user sorts
+            QCOMPARE(w.tokenView()->table()->model()->index(r, TokenModel::Position).data().toString(), QString::number(r));
         QTRY_VERIFY(w.currentChart() == w.tokenView()->chart() && w.currentChart()->chart());
         QTRY_VERIFY(series(w.currentChart()->chart(), QStringLiteral("excluded (masked; at the bottom)")));
         QTRY_COMPARE(series(w.currentChart()->chart(), QStringLiteral("excluded (masked; at the bottom)"))->count(), 2);

@@ -9,8 +9,10 @@
 #include <QMenu>
 #include <QScatterSeries>
 #include <QElapsedTimer>
+#include <QFile>
 #include <QImage>
 #include <QScopeGuard>
+#include <QSortFilterProxyModel>
 #include <QSignalSpy>
 #include <QTabWidget>
 #include <QTemporaryDir>
@@ -212,6 +214,44 @@ private Q_SLOTS:
         for (ReplayTableModel* m : std::initializer_list<ReplayTableModel*>{&steps, &layers, &params}) m->clearData();
         QCOMPARE(layers.rowCount(), 0);
         QCOMPARE(layers.firstNonFiniteRow(), -1);
+    }
+
+    /// A run's tables open in the model's order, which is execution order (the layers by op
+    /// index, ascending), until the user sorts; the run browser keeps the newest run first.
+    void tablesOpenInExecutionOrder() {
+        auto w = shownWindow();
+        QVERIFY(w);
+        w->showRun(QString::fromStdString(uuid_));
+        for (int tab : {MainWindow::kDeltasTab, MainWindow::kFlipsTab, MainWindow::kLayersTab}) {
+            auto* view = w->tabs()->widget(tab)->findChild<QTableView*>();
+            QVERIFY(view);
+            auto* proxy = qobject_cast<QSortFilterProxyModel*>(view->model());
+            QVERIFY(proxy && proxy->rowCount() > 1);
+            for (int r = 0; r < proxy->rowCount(); ++r)
+                QVERIFY2(
+                    proxy->mapToSource(proxy->index(r, 0)).row() == r,
+                    qPrintable(
+                        QStringLiteral("tab %1, row %2 shows row %3").arg(tab).arg(r).arg(proxy->mapToSource(proxy->index(r, 0)).row())));
+        }
+        auto* layers = w->tabs()->widget(MainWindow::kLayersTab)->findChild<QTableView*>()->model();
+        QVERIFY(layers->index(0, LayerModel::Index).data().toInt() < layers->index(1, LayerModel::Index).data().toInt());
+        QTemporaryDir dir;
+        const QString db = dir.filePath(QStringLiteral("two.sqlite"));
+        QVERIFY(QFile::copy(db_, db));
+        std::string newer;
+        {
+            storage::Store store(db.toStdString());
+            storage::RunWriter writer(store);
+            RunSpec spec;
+            spec.device = "cpu";
+            newer = run_comparison(spec, &writer).run_id;
+        }
+        QVERIFY(w->openDatabase(db));
+        QTableView* browser = nullptr;
+        for (auto* v : w->findChildren<QTableView*>())
+            if (auto* p = qobject_cast<QSortFilterProxyModel*>(v->model()); p && qobject_cast<RunListModel*>(p->sourceModel())) browser = v;
+        QVERIFY(browser && browser->model()->rowCount() == 2);
+        QCOMPARE(browser->model()->index(0, 0).data(RunListModel::UuidRole).toString(), QString::fromStdString(newer));
     }
 
     void everyViewRendersFromARecordedDatabase() {

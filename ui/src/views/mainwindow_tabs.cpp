@@ -41,6 +41,7 @@ QTableView* makeTable(QAbstractItemModel* model, int sortRole) {
     proxy->setSortRole(sortRole);
     auto* v = new QTableView;
     v->setModel(proxy);
+    v->horizontalHeader()->setSortIndicator(-1, Qt::AscendingOrder);  // the model's (execution) order until the user sorts
     v->setSortingEnabled(true);
     v->setSelectionBehavior(QAbstractItemView::SelectRows);
     v->horizontalHeader()->setStretchLastSection(true);
@@ -102,6 +103,7 @@ QWidget* MainWindow::buildRunBrowser() {
     filter_->setPlaceholderText(QStringLiteral("Filter runs (model, device, precision, verdict, status…)"));
     filter_->setClearButtonEnabled(true);
     runView_ = makeTable(runs_, RunListModel::SortRole);
+    runView_->sortByColumn(RunListModel::Started, Qt::DescendingOrder);  // the newest run first
     runsProxy_ = static_cast<QSortFilterProxyModel*>(runView_->model());
     runsProxy_->setFilterKeyColumn(-1);
     runsProxy_->setFilterCaseSensitivity(Qt::CaseInsensitive);

@@ -39,6 +39,7 @@ TokenView::TokenView(QWidget* parent) : QWidget(parent), model_(new TokenModel(t
     proxy->setSortRole(TokenModel::SortRole);
     table_ = new QTableView;
     table_->setModel(proxy);
+    table_->horizontalHeader()->setSortIndicator(-1, Qt::AscendingOrder);  // positions in order until the user sorts
     table_->setSortingEnabled(true);
     table_->setSelectionBehavior(QAbstractItemView::SelectRows);
     table_->horizontalHeader()->setStretchLastSection(true);
