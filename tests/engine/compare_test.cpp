@@ -160,6 +160,27 @@ TEST(Compare, QualityAccuracyAndRegression) {
     EXPECT_FALSE(is_classifier(1, rt));
 }
 
+// An error metric (lower is better) with no threshold given is reported, not judged: its detail
+// says so rather than "at most 0"; a threshold given is named.
+TEST(Compare, QualityWithoutThresholdSaysSo) {
+    auto ref = pass(Precision::Fp32, 1, {1.0f, 2.0f});
+    auto amp = pass(Precision::Bf16, 1, {1.5f, 2.0f});
+    Truth t;
+    t.targets = {1.0f, 2.0f};
+    Criteria c;
+    c.atol = 10;
+    c.quality_metric = QualityMetric::Mse;
+    auto q = crit(compare(ref, amp, samples(1), t, c), "quality");
+    EXPECT_TRUE(q.passed);
+    EXPECT_EQ(q.detail.rfind("mse 0.125 (no threshold set)", 0), 0u) << q.detail;
+    EXPECT_EQ(q.detail.find("at most"), std::string::npos) << q.detail;
+    c.quality_threshold = 0.1;
+    c.quality_threshold_set = true;
+    q = crit(compare(ref, amp, samples(1), t, c), "quality");
+    EXPECT_FALSE(q.passed);
+    EXPECT_EQ(q.detail.rfind("mse 0.125 (at most 0.1)", 0), 0u) << q.detail;
+}
+
 // -inf scores are masked entries (probability 0): never the decision, and the same -inf in both
 // passes is no new non-finite value; a vector of only -inf has no decision.
 TEST(Decide, NegativeInfinityIsNeverChosen) {

@@ -46,6 +46,7 @@
 #include "newrundialog.h"
 #include "errorreporter.h"
 #include "replaymodel.h"
+#include "report.h"
 #include "runcontroller.h"
 #include "trainingdialog.h"
 
@@ -252,6 +253,23 @@ private Q_SLOTS:
             if (auto* p = qobject_cast<QSortFilterProxyModel*>(v->model()); p && qobject_cast<RunListModel*>(p->sourceModel())) browser = v;
         QVERIFY(browser && browser->model()->rowCount() == 2);
         QCOMPARE(browser->model()->index(0, 0).data(RunListModel::UuidRole).toString(), QString::fromStdString(newer));
+    }
+
+    /// The overview's criteria say "no threshold set" where no quality threshold was given, not
+    /// "threshold 0"; a threshold given is named.
+    void qualityLineSaysNoThresholdSet() {
+        RunResult run = storage::Store(db_.toStdString()).load_run(uuid_);
+        run.criteria.quality_threshold = 0;
+        run.criteria.quality_threshold_set = false;
+        QString h = overviewHtml(run, QStringLiteral("completed"), {}, {});
+        QVERIFY2(h.contains(QStringLiteral("quality accuracy, no threshold set")),
+                 qPrintable(h.mid(h.indexOf(QStringLiteral("quality ")), 80)));
+        QVERIFY(!h.contains(QStringLiteral("threshold 0")));
+        run.criteria.quality_threshold = 0.75;
+        run.criteria.quality_threshold_set = true;
+        h = overviewHtml(run, QStringLiteral("completed"), {}, {});
+        QVERIFY2(h.contains(QStringLiteral("quality accuracy threshold 0.75")),
+                 qPrintable(h.mid(h.indexOf(QStringLiteral("quality ")), 80)));
     }
 
     void everyViewRendersFromARecordedDatabase() {

@@ -243,9 +243,11 @@ void compare_quality(const PassResult& amp, const std::vector<SampleInfo>& sampl
     }
     const bool higher_better = c.quality_metric == QualityMetric::Accuracy || c.quality_metric == QualityMetric::TokenAccuracy;
     qual.passed = higher_better ? (*q >= c.quality_threshold) : (*q <= c.quality_threshold);
-    if (!higher_better && !c.quality_threshold_set) qual.passed = true;  // report only
-    qual.detail = to_string(c.quality_metric) + " " + short_number(*q) + (higher_better ? " (at least " : " (at most ") +
-                  short_number(c.quality_threshold) + (!higher_better && !c.quality_threshold_set ? ", no threshold set)" : ")");
+    const bool report_only = !higher_better && !c.quality_threshold_set;
+    if (report_only) qual.passed = true;
+    qual.detail =
+        to_string(c.quality_metric) + " " + short_number(*q) +
+        (report_only ? " (no threshold set)" : (higher_better ? " (at least " : " (at most ") + short_number(c.quality_threshold) + ")");
     if (worst >= 0) {
         qual.samples.push_back(samples[size_t(worst)].id);
         qual.detail += "; largest error at sample " + samples[size_t(worst)].id;

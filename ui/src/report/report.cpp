@@ -66,7 +66,9 @@ QString overviewHtml(const RunResult& r, const QString& status, const storage::R
       << "<tr><td>criteria</td><td>fixed at " << htmlText(r.criteria.fixed_at) << " (locked)<br>|amp−ref| ≤ " << figure(r.criteria.atol, 4)
       << " + " << figure(r.criteria.rtol, 4) << "·|ref|; ties within " << figure(r.criteria.tie_tolerance, 4) << " → "
       << htmlText(to_string(r.criteria.tie_rule)) << "; flips allowed " << r.criteria.max_flips << "; quality "
-      << htmlText(to_string(r.criteria.quality_metric)) << " threshold " << figure(r.criteria.quality_threshold, 4)
+      << htmlText(to_string(r.criteria.quality_metric))
+      << (r.criteria.quality_threshold_set ? QString(QStringLiteral(" threshold ") + figure(r.criteria.quality_threshold, 4))
+                                           : QStringLiteral(", no threshold set"))
       << (r.criteria.allow_nonfinite ? "; non-finite allowed" : "") << (isSequenceRun(r) ? sequenceCriteriaHtml(r.criteria) : QString())
       << "</td></tr>";
     if (!r.spec.keep_fp32.empty()) {
