@@ -148,7 +148,10 @@ void apply_bundle(ReplayOptions& o) {
     if (o.loss_opt->count() == 0) s.loss = bs.loss;
     if (o.precision_opt->count() == 0) o.precision = b.precision;
     s.keep_fp32.insert(s.keep_fp32.begin(), bs.keep_fp32.begin(), bs.keep_fp32.end());
-    if (!o.clip || o.clip->count() == 0) s.clip_grad_norm = bs.clip_grad_norm, s.clip_given = true;
+    if (!o.clip || o.clip->count() == 0) {
+        s.clip_grad_norm = bs.clip_grad_norm;
+        s.clip_given = true;
+    }
     if (s.optimizer_kind.empty()) s.optimizer_kind = bs.optimizer_kind;
     s.no_scaler = s.no_scaler || bs.no_scaler;
     s.incident = bs.incident;

@@ -121,7 +121,10 @@ SearchOutcome minimal_passing_set(const std::vector<std::string>& ordered,
         for (size_t i = 0; i < set.size() && !dropped; ++i) {
             auto without = set;
             without.erase(without.begin() + long(i));
-            if (eval(without)) set = std::move(without), dropped = true;
+            if (eval(without)) {
+                set = std::move(without);
+                dropped = true;
+            }
         }
     }
     r.found = true;

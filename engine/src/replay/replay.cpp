@@ -130,7 +130,10 @@ GradScaler make_scaler(const ReplaySpec& s, const ckpt::Checkpoint& c, const at:
             r.warnings.push_back(
                 (c.scaler_absent_note.empty() ? std::string("no GradScaler state in the checkpoint") : c.scaler_absent_note) +
                 ": GradScaler's defaults (scale 65536) are used; --no-scaler if the job ran without one");
-        if (s.init_scale) v.scale = *s.init_scale, v.growth_tracker = 0;
+        if (s.init_scale) {
+            v.scale = *s.init_scale;
+            v.growth_tracker = 0;
+        }
         if (s.growth_interval) v.growth_interval = *s.growth_interval;
         scaler.load_state_dict(v);
     }
@@ -194,10 +197,19 @@ ReplayOptimizer describe(const ckpt::OptimizerState& o, const Side& side) {
     for (const auto& g : o.groups) {
         ReplayOptimizerGroup x;
         for (const int64_t i : g.params) x.params.push_back(side.names[size_t(i)]);
-        x.lr = g.lr, x.weight_decay = g.weight_decay, x.eps = g.eps, x.beta1 = g.beta1, x.beta2 = g.beta2;
-        x.momentum = g.momentum, x.dampening = g.dampening;
-        x.amsgrad = g.amsgrad, x.maximize = g.maximize, x.nesterov = g.nesterov;
-        x.fused = g.fused, x.foreach = g.foreach, x.capturable = g.capturable;
+        x.lr = g.lr;
+        x.weight_decay = g.weight_decay;
+        x.eps = g.eps;
+        x.beta1 = g.beta1;
+        x.beta2 = g.beta2;
+        x.momentum = g.momentum;
+        x.dampening = g.dampening;
+        x.amsgrad = g.amsgrad;
+        x.maximize = g.maximize;
+        x.nesterov = g.nesterov;
+        x.fused = g.fused;
+        x.foreach = g.foreach;
+        x.capturable = g.capturable;
         x.implementation = g.fused ? "fused" : "single-tensor";
         d.groups.push_back(std::move(x));
     }
@@ -406,11 +418,15 @@ struct Replay {
 /// The job's generator state, where the checkpoint saved it, is what the first step draws from.
 void setup_clip_and_rng(Replay& rp, const ckpt::Checkpoint& c, train_parts::RngStates& rng) {
     auto& r = rp.r;
-    if (c.format == "lightning")
-        for (const int64_t i : rp.opt_ref.group_order())
-            rp.clip_ref.push_back(rp.ref.params[size_t(i)]), rp.clip_amp.push_back(rp.amp.params[size_t(i)]);
-    else
-        rp.clip_ref = rp.ref.params, rp.clip_amp = rp.amp.params;
+    if (c.format == "lightning") {
+        for (const int64_t i : rp.opt_ref.group_order()) {
+            rp.clip_ref.push_back(rp.ref.params[size_t(i)]);
+            rp.clip_amp.push_back(rp.amp.params[size_t(i)]);
+        }
+    } else {
+        rp.clip_ref = rp.ref.params;
+        rp.clip_amp = rp.amp.params;
+    }
     if (c.rng_cpu.defined()) {
         rng.set(rp.seed_of(0), c.rng_cpu, c.rng_cuda);
         rp.rng = &rng;
