@@ -6,7 +6,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "ampscope/storage/store.h"
+#include "ampscope/storage/errors.h"
 #include "layer_stats.h"
 
 namespace ampscope::storage::chunk {

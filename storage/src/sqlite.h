@@ -9,13 +9,16 @@
 #include <string>
 #include <vector>
 
-#include "ampscope/storage/store.h"
+#include "ampscope/storage/errors.h"
 
 namespace ampscope::storage {
 
-/// The connection of a Store, for the storage library's own files (never in its public API).
+class Store;
+
+/// The connection of a Store, for the storage library's own files (never in its public API;
+/// defined in store.cpp, so that this header needs no Store).
 struct StoreAccess {
-    static sqlite3* db(const Store& s) { return s.db_; }
+    static sqlite3* db(const Store& s);
 };
 
 }  // namespace ampscope::storage

@@ -26,6 +26,10 @@
 
 namespace ampscope::storage {
 
+sqlite3* StoreAccess::db(const Store& s) {
+    return s.db_;
+}
+
 using nlohmann::json;
 using sql::Stmt;
 
