@@ -397,3 +397,34 @@ TEST(Fp8Pass, LinearRunsOnQuantizedOperandsUnderTheGuard) {
     EXPECT_TRUE(at::equal(off, at::linear(x, w, b)));
     EXPECT_TRUE(at::equal(at::linear(x, w, b), x.matmul(w.t()) + b));  // the guard left nothing behind
 }
+
+#include "model/model.h"
+
+// The demo models (LibTorch's nn::Linear calls addmm/matmul, not aten::linear) take the FP8 pass
+// too: demo:mlp under the guard equals its three linears computed as the pass's linear is, with
+// ReLU between; outside the guard it is its BF16 self.
+TEST(Fp8Pass, DemoModelLinearsAreQuantized) {
+    auto model = ampscope::detail::load_model("demo:mlp", 0);
+    model->set_train(false);
+    std::map<std::string, at::Tensor> p;
+    for (const auto& [name, t] : model->named_state()) p[name] = t;
+    auto g = at::detail::createCPUGenerator(3);
+    const auto x = at::randn({5, 32}, g) * 4;
+    QuantSpec s;
+    auto lin = [&](const at::Tensor& v, const std::string& m) {
+        return at::mm(ampscope::detail::quantize_dequantize(v, s), ampscope::detail::quantize_dequantize(p[m + ".weight"], s).t())
+                   .to(at::kBFloat16) +
+               p[m + ".bias"].to(at::kBFloat16);
+    };
+    const auto want = lin(at::relu(lin(at::relu(lin(x, "fc1")), "fc2")), "out");
+    at::NoGradGuard no_grad;
+    at::Tensor got, bf16;
+    {
+        ampscope::detail::AutocastGuard amp(at::kCPU, Precision::Bf16, false);
+        bf16 = model->forward({x});
+        ampscope::detail::Fp8PassGuard fp8(true);
+        got = model->forward({x});
+    }
+    EXPECT_TRUE(at::equal(got, want)) << (got.to(at::kFloat) - want.to(at::kFloat)).abs().max().item<float>();
+    EXPECT_FALSE(at::equal(got, bf16));
+}

@@ -8,6 +8,7 @@
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/run.h"
 #include "model/model.h"
+#include "precision/fp8_pass.h"
 #include "precision/precision.h"
 
 namespace ampscope {
@@ -21,6 +22,13 @@ namespace detail {
 namespace {
 
 namespace nn = torch::nn;
+
+/// A demo model's linear layer. LibTorch's nn::Linear calls addmm / matmul, never aten::linear;
+/// an FP8 pass quantizes aten::linear (precision/fp8_pass.h), so there the layer calls it (the
+/// same weights; every other pass runs as it always did).
+at::Tensor linear(nn::Linear& l, const at::Tensor& x) {
+    return fp8_pass_active() ? at::linear(x, l->weight, l->bias) : l->forward(x);
+}
 
 // ---- demo:transformer -------------------------------------------------------------------
 // A small pre-norm encoder classifier over [N, T=8, F=16] continuous features.
@@ -38,13 +46,13 @@ struct AttentionImpl : nn::Module {
     at::Tensor forward(const at::Tensor& x) {
         return scoped(path, x, [&](const at::Tensor& in) {
             const auto n = in.size(0), t = in.size(1);
-            auto y = scoped(path + ".qkv", in, [&](const at::Tensor& v) { return qkv->forward(v); });
+            auto y = scoped(path + ".qkv", in, [&](const at::Tensor& v) { return linear(qkv, v); });
             y = y.view({n, t, 3, kHeads, kDim / kHeads}).permute({2, 0, 3, 1, 4});
             auto q = y[0], k = y[1], v = y[2];  // [N, H, T, d]
             auto att = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(kDim / kHeads)));
             att = torch::softmax(att, -1);
             auto o = torch::matmul(att, v).transpose(1, 2).reshape({n, t, kDim});
-            return scoped(path + ".proj", o, [&](const at::Tensor& v2) { return proj->forward(v2); });
+            return scoped(path + ".proj", o, [&](const at::Tensor& v2) { return linear(proj, v2); });
         });
     }
 };
@@ -61,9 +69,9 @@ struct MlpImpl : nn::Module {
     }
     at::Tensor forward(const at::Tensor& x) {
         return scoped(path, x, [&](const at::Tensor& in) {
-            auto h = scoped(path + ".up", in, [&](const at::Tensor& v) { return up->forward(v); });
+            auto h = scoped(path + ".up", in, [&](const at::Tensor& v) { return linear(up, v); });
             h = scoped(path + ".act", h, [&](const at::Tensor& v) { return act->forward(v); });
-            return scoped(path + ".down", h, [&](const at::Tensor& v) { return down->forward(v); });
+            return scoped(path + ".down", h, [&](const at::Tensor& v) { return linear(down, v); });
         });
     }
 };
@@ -110,11 +118,11 @@ struct TransformerImpl : nn::Module {
     }
     at::Tensor forward(const at::Tensor& x) {
         return scoped("", x, [&](const at::Tensor& in) {
-            auto h = scoped("embed", in, [&](const at::Tensor& v) { return embed->forward(v); });
+            auto h = scoped("embed", in, [&](const at::Tensor& v) { return linear(embed, v); });
             for (auto& b : block_list) h = b->forward(h);
             h = scoped("norm", h, [&](const at::Tensor& v) { return norm->forward(v); });
             h = h.mean(1);
-            return scoped("head", h, [&](const at::Tensor& v) { return head->forward(v); });
+            return scoped("head", h, [&](const at::Tensor& v) { return linear(head, v); });
         });
     }
 };
@@ -134,11 +142,11 @@ struct StackImpl : nn::Module {
     }
     at::Tensor forward(const at::Tensor& x) {
         return scoped("", x, [&](const at::Tensor& in) {
-            auto h = scoped("fc1", in, [&](const at::Tensor& v) { return fc1->forward(v); });
+            auto h = scoped("fc1", in, [&](const at::Tensor& v) { return linear(fc1, v); });
             h = scoped("act1", h, [&](const at::Tensor& v) { return act1->forward(v); });
-            h = scoped("fc2", h, [&](const at::Tensor& v) { return fc2->forward(v); });
+            h = scoped("fc2", h, [&](const at::Tensor& v) { return linear(fc2, v); });
             h = scoped("act2", h, [&](const at::Tensor& v) { return act2->forward(v); });
-            return scoped("out", h, [&](const at::Tensor& v) { return out->forward(v); });
+            return scoped("out", h, [&](const at::Tensor& v) { return linear(out, v); });
         });
     }
 };

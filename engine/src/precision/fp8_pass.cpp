@@ -49,6 +49,10 @@ void ensure_registered() {
 
 }  // namespace
 
+bool fp8_pass_active() {
+    return c10::impl::tls_is_dispatch_key_included(kFp8Key) && !c10::impl::tls_is_dispatch_key_excluded(kFp8Key);
+}
+
 Fp8PassGuard::Fp8PassGuard(bool on) : on_(on) {
     if (!on_) return;
     ensure_registered();

@@ -24,6 +24,9 @@ inline Precision autocast_precision(Precision p) {
     return p == Precision::Fp8 ? Precision::Bf16 : p;
 }
 
+/// Whether an Fp8PassGuard is on in this thread.
+bool fp8_pass_active();
+
 /// While alive on this thread (and `on`), linear layers run as the FP8 pass does.
 class Fp8PassGuard {
 public:
