@@ -3,7 +3,8 @@
 # The code's shape, checked by the ctest `lint.code`:
 #  - every tracked C++/CUDA source is formatted by the checked-in .clang-format;
 #  - no function in engine/, storage/, ui/ or app/ is longer than 80 lines (lizard), except the
-#    declarative tables listed below (the schema's migration SQL).
+#    declarative tables listed below (the schema's migration SQL);
+#  - no two folders of engine/src, ui/src or storage/src include each other (tools/check-rooms.py).
 # Usage: tools/check-code.sh [PYTHON]   (PYTHON: the venv's python with lizard; default .venv)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -25,5 +26,6 @@ if [ -n "$long" ]; then
     echo "$long" | sed 's/^/  /'
     status=1
 fi
+"$py" tools/check-rooms.py || status=1  # no two folders of engine/src, ui/src, storage/src include each other
 [ $status = 0 ] && echo "lint: ${#sources[@]} sources formatted; no function over 80 lines outside the declarative tables"
 exit $status
