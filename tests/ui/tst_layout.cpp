@@ -16,7 +16,10 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QPushButton>
+#include <QTabBar>
+#include <QTabWidget>
 #include <QTableView>
+#include <QToolButton>
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QSignalSpy>
@@ -272,6 +275,29 @@ private Q_SLOTS:
         QVERIFY2(problems.isEmpty(),
                  qPrintable(QStringLiteral("window %1 × %2:\n").arg(w->width()).arg(w->height()) + problems.join(QLatin1Char('\n'))));
         QVERIFY2(messages_.isEmpty(), qPrintable(messages_.join(QLatin1Char('\n'))));
+    }
+
+    /// Every tab of the window (and of the replay view's tables) is on screen at 1280 × 800 and
+    /// at the default size: no tab beyond the bar's edge, no scroll arrows.
+    void everyTabReachableWithoutScrolling_data() { sizes(); }
+    void everyTabReachableWithoutScrolling() {
+        QFETCH(QSize, size);
+        auto w = window(size);
+        QVERIFY(w);
+        w->showRun(remedy_);
+        settle();
+        for (QTabBar* bar : {w->tabs()->tabBar(), w->replayView()->tableTabs()->tabBar()}) {
+            for (int t = 0; t < bar->count(); ++t)
+                QVERIFY2(bar->rect().contains(bar->tabRect(t)),
+                         qPrintable(QStringLiteral("window %1 × %2: tab '%3' at x %4..%5 of a bar %6 px wide")
+                                        .arg(w->width())
+                                        .arg(w->height())
+                                        .arg(bar->tabText(t))
+                                        .arg(bar->tabRect(t).left())
+                                        .arg(bar->tabRect(t).right())
+                                        .arg(bar->width())));
+            for (auto* arrow : bar->findChildren<QToolButton*>()) QVERIFY2(!arrow->isVisible(), "scroll arrows shown");
+        }
     }
 
     void replayViewFits_data() { sizes(); }
