@@ -153,6 +153,22 @@ void print_layers(std::ostream& os, const PassResult& p, bool color) {
     }
 }
 
+/// An FP8 pass's quantized GEMM operands: amax, scale, shares underflowing / subnormal /
+/// saturated, SQNR (percentages of the operand's elements over all batches).
+void print_fp8_operands(std::ostream& os, const PassResult& p) {
+    os << "  fp8 operands (" << p.fp8_operands.size() << "; E4M3, one current scale per tensor)\n";
+    os << "    " << pad("module", 22) << pad("operand", 9) << pad("amax", 11) << pad("scale", 11) << pad("underflow", 10)
+       << pad("subnorm", 9) << pad("saturated", 10) << "SQNR dB\n";
+    auto pct = [](double share) { return fmtg(100 * share, 3) + "%"; };
+    for (const auto& o : p.fp8_operands) {
+        const auto& s = o.stats;
+        const bool one = s.scale_min == s.scale_max;
+        os << "    " << pad(o.module.empty() ? "(root)" : safe(o.module), 22) << pad(o.operand, 9) << pad(fmtg(s.amax), 11)
+           << pad(one ? fmtg(s.scale_min) : fmtg(s.scale_min, 3) + ".." + fmtg(s.scale_max, 3), 11) << pad(pct(s.share(s.underflow)), 10)
+           << pad(pct(s.share(s.subnormal)), 9) << pad(pct(s.share(s.saturated)), 10) << fmtg(s.sqnr_db, 3) << "\n";
+    }
+}
+
 /// Per-token figures of a sequence output (llama.cpp's --kl-divergence definitions).
 void print_tokens(std::ostream& os, const TokenStats& t) {
     os << "    tokens: " << t.positions << " positions compared (" << t.masked << " masked; T " << t.length << ", V " << t.vocab
@@ -243,6 +259,7 @@ void print_run_summary(std::ostream& os, const RunResult& r, bool layers, bool c
             os << "\n";
         }
         if (layers && !p.layers.empty()) print_layers(os, p, color);
+        if (layers && !p.fp8_operands.empty()) print_fp8_operands(os, p);
     }
     if (r.verdict == Verdict::InvalidReference) {
         os << "\n" << paint("verdict: invalid_reference", "1;31", color) << " - the FP32 reference itself is not finite for:";

@@ -233,6 +233,34 @@ std::string advise_to_json(const AdviseResult& r, const AdviseRecord& rec, int i
 
 namespace {
 
+/// An FP8 pass's quantized GEMM operands (ampscope/engine/fp8.h): counts over all batches and
+/// their shares of the operand's elements.
+ordered_json fp8_operands_json(const std::vector<Fp8Operand>& ops) {
+    ordered_json a = ordered_json::array();
+    for (const auto& o : ops) {
+        const auto& s = o.stats;
+        a.push_back({{"module", o.module},
+                     {"op", o.op},
+                     {"operand", o.operand},
+                     {"scheme", to_string(s.scheme)},
+                     {"element", to_string(s.element)},
+                     {"elements", s.numel},
+                     {"amax", num(s.amax)},
+                     {"scale_min", num(s.scale_min)},
+                     {"scale_max", num(s.scale_max)},
+                     {"nonfinite", s.nonfinite},
+                     {"underflow", s.underflow},
+                     {"subnormal", s.subnormal},
+                     {"saturated", s.saturated},
+                     {"nonfinite_out", s.nonfinite_out},
+                     {"underflow_share", num(s.share(s.underflow))},
+                     {"subnormal_share", num(s.share(s.subnormal))},
+                     {"saturated_share", num(s.share(s.saturated))},
+                     {"sqnr_db", num(s.sqnr_db)}});
+    }
+    return a;
+}
+
 ordered_json pass_json(const PassResult& p, bool with_outputs) {
     ordered_json pj;
     pj["precision"] = to_string(p.precision);
@@ -256,6 +284,7 @@ ordered_json pass_json(const PassResult& p, bool with_outputs) {
         for (auto it = stats.begin(); it != stats.end(); ++it) lj[it.key()] = it.value();
         pj["layers"].push_back(lj);
     }
+    if (!p.fp8_operands.empty()) pj["fp8_operands"] = fp8_operands_json(p.fp8_operands);
     if (with_outputs) {
         ordered_json outs = ordered_json::array();
         const int k = p.num_outputs;

@@ -7,6 +7,7 @@ FP32 region does (autocast off, input cast to FP32). Decisions and flips are Pyt
 that do not simulate FP8 yet refuse it by name."""
 import copy
 import os
+import sys
 import tempfile
 import unittest
 import warnings
@@ -18,6 +19,9 @@ from common import as_float, comparison_of, pass_of, run_cli, run_json
 
 warnings.filterwarnings("ignore")
 from torchao.float8 import Float8LinearConfig, convert_to_float8_training  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "engine"))
+import fp8_oracle  # noqa: E402  (torchao's quantizers and the statistics of their outputs)
 
 
 class Mlp(torch.nn.Module):
@@ -51,6 +55,24 @@ def torchao_fp8(model, x, keep=()):
         setattr(m, name, Fp32Region(getattr(m, name)))
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         return m(x).float().numpy()
+
+
+def torchao_operands(model, x):
+    """Each Float8Linear's input (as torchao's module receives it under CPU autocast) and weight,
+    quantized by torchao (tensorwise E4M3) and counted as fp8_oracle counts them."""
+    m = convert_to_float8_training(copy.deepcopy(model), config=Float8LinearConfig(emulate=True))
+    seen = {}
+    for name, mod in m.named_modules():
+        if type(mod).__name__ == "Float8Linear":
+            mod.register_forward_pre_hook(lambda mod, args, name=name: seen.setdefault(name, args[0].detach()))
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        m(x)
+    spec = {"scheme": "tensorwise", "element": "e4m3", "axis": -1}
+    out = {}
+    for name, inp in seen.items():
+        out[(name, "input")] = fp8_oracle.run_case(inp, spec)
+        out[(name, "weight")] = fp8_oracle.run_case(dict(m.named_modules())[name].weight.detach(), spec)
+    return out
 
 
 def bits_equal(a, b):
@@ -100,6 +122,22 @@ class Fp8Run(unittest.TestCase):
             got = self.outputs(result, "fp8")
             self.assertTrue(bits_equal(got, self.want), f"{fmt}: max |diff| {np.nanmax(np.abs(got - self.want))}")
             self.assertTrue(bits_equal(self.outputs(result, "bf16"), self.bf16), fmt)  # the BF16 pass is untouched
+
+    def test_operand_statistics_as_torchao(self):
+        want = torchao_operands(self.model, self.x)
+        for fmt, result in self.results.items():
+            ops = pass_of(result, "fp8")["fp8_operands"]
+            self.assertEqual(sorted((o["module"], o["operand"]) for o in ops), sorted(want), fmt)
+            for o in ops:
+                w, what = want[(o["module"], o["operand"])], f"{fmt} {o['module']} {o['operand']}"
+                self.assertEqual(o["elements"], w["numel"], what)
+                for k in ("underflow", "subnormal", "saturated", "nonfinite_out"):
+                    self.assertEqual(o[k], w[k], f"{what} {k}")
+                self.assertEqual(as_float(o["amax"]), as_float(w["amax"]), what)
+                self.assertEqual(as_float(o["scale_min"]), w["scale_min"], what)  # the scale torchao chose, exactly
+                self.assertAlmostEqual(as_float(o["sqnr_db"]), w["sqnr_db"], delta=1e-3, msg=what)
+        fc1_in = want[("fc1", "input")]  # the planted 200 sets fc1's input scale: its small values go subnormal
+        self.assertGreater(fc1_in["subnormal"], 0)
 
     def test_keep_fp32_module_is_left_out_of_fp8(self):
         got = self.outputs(self.keep, "fp8")

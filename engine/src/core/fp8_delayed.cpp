@@ -47,6 +47,29 @@ double min_normal(Fp8Element e) {
     return 0.0;
 }
 
+void QuantStats::merge(const QuantStats& o) {
+    if (o.numel == 0) return;
+    if (numel == 0) {
+        *this = o;
+        return;
+    }
+    numel += o.numel;
+    nonfinite += o.nonfinite;
+    nonzero += o.nonzero;
+    underflow += o.underflow;
+    subnormal += o.subnormal;
+    saturated += o.saturated;
+    nonfinite_out += o.nonfinite_out;
+    amax = (std::isnan(amax) || std::isnan(o.amax)) ? std::numeric_limits<double>::quiet_NaN() : std::max(amax, o.amax);
+    scales += o.scales;
+    scale_min = std::isnan(scale_min) ? o.scale_min : std::isnan(o.scale_min) ? scale_min : std::min(scale_min, o.scale_min);
+    scale_max = std::isnan(scale_max) ? o.scale_max : std::isnan(o.scale_max) ? scale_max : std::max(scale_max, o.scale_max);
+    tensor_scale = std::max(tensor_scale, o.tensor_scale);
+    signal += o.signal;
+    noise += o.noise;
+    sqnr_db = noise == 0.0 ? std::numeric_limits<double>::infinity() : 10.0 * std::log10(signal / noise);
+}
+
 DelayedScaling::DelayedScaling(Fp8Element element, int history_len, int margin, AmaxAlgo algo)
     : element_(element), margin_(margin), algo_(algo) {
     if (history_len < 1) throw std::invalid_argument("delayed scaling: the amax history holds at least one step");

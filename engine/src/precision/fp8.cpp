@@ -173,6 +173,8 @@ void fill_stats(QuantStats& s, const at::Tensor& x, const Parts& p) {
     const auto both = fin & at::isfinite(p.q);
     const auto xd = x.to(at::kDouble).masked_select(both), qd = p.q.to(at::kDouble).masked_select(both);
     const double signal = (xd * xd).sum().item<double>(), noise = ((xd - qd) * (xd - qd)).sum().item<double>();
+    s.signal = signal;
+    s.noise = noise;
     s.sqnr_db = noise == 0.0 ? std::numeric_limits<double>::infinity() : 10.0 * std::log10(signal / noise);
 }
 

@@ -15,6 +15,8 @@
 // from) the calling thread's dispatch keys while an Fp8PassGuard lives: whatever runs the model (demo models, TorchScript,
 // the torch.export interpreter) reaches it through the dispatcher.
 
+#include <vector>
+
 #include "ampscope/engine/types.h"
 
 namespace ampscope::detail {
@@ -27,10 +29,12 @@ inline Precision autocast_precision(Precision p) {
 /// Whether an Fp8PassGuard is on in this thread.
 bool fp8_pass_active();
 
-/// While alive on this thread (and `on`), linear layers run as the FP8 pass does.
+/// While alive on this thread (and `on`), linear layers run as the FP8 pass does. With `sink`,
+/// each quantized operand's statistics are merged into it, one entry per (module, operand); the
+/// module is the innermost of the pass context's scope (precision/precision.h).
 class Fp8PassGuard {
 public:
-    explicit Fp8PassGuard(bool on);
+    explicit Fp8PassGuard(bool on, std::vector<Fp8Operand>* sink = nullptr);
     ~Fp8PassGuard();
     Fp8PassGuard(const Fp8PassGuard&) = delete;
     Fp8PassGuard& operator=(const Fp8PassGuard&) = delete;
@@ -38,6 +42,7 @@ public:
 private:
     bool on_ = false;
     bool prev_ = false, prev_excluded_ = false;
+    std::vector<Fp8Operand>* prev_sink_ = nullptr;
 };
 
 }  // namespace ampscope::detail

@@ -246,7 +246,7 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
             // No cast cache: a comparison pass runs without gradients, so the weights' low-precision
             // copies (half the weights' bytes) need not outlive their op; the values are the same.
             AutocastGuard guard(device.type(), autocast_precision(o.precision), /*cache=*/false);
-            Fp8PassGuard fp8(o.precision == Precision::Fp8);
+            Fp8PassGuard fp8(o.precision == Precision::Fp8, o.inspect ? &r.fp8_operands : nullptr);
             y = model.forward(in);
             if (observer) observer->end_batch();
         } catch (const Cancelled&) {

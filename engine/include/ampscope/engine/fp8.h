@@ -68,8 +68,20 @@ struct QuantStats {
     /// Quantization SQNR in dB, 10 log10(sum x^2 / sum (x - q)^2) over the elements where the
     /// input and its dequantized value are finite; +inf when they are all equal.
     double sqnr_db = 0.0;
+    double signal = 0.0, noise = 0.0;  ///< the SQNR's sums, kept so that merge() can add them
 
     double share(int64_t count) const { return numel > 0 ? double(count) / double(numel) : 0.0; }
+    /// Adds the statistics of another quantization of the same operand (another batch): counts
+    /// and the SQNR's sums added, amax and the scales' range widened.
+    void merge(const QuantStats& o);
+};
+
+/// One GEMM operand of a simulated FP8 pass, its statistics over all batches.
+struct Fp8Operand {
+    std::string module;   ///< dotted module path of the GEMM ("" = root)
+    std::string op;       ///< "aten::linear"
+    std::string operand;  ///< "input" | "weight"
+    QuantStats stats;
 };
 
 /// Which amax of the history a delayed scale is computed from (Transformer Engine's amax_compute_algo).

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "ampscope/engine/fp8.h"
+
 namespace ampscope {
 
 /// Numeric policy of one pass. The reference is always Fp32; Fp16/Bf16 mean autocast
@@ -146,6 +148,9 @@ struct PassResult {
     std::optional<Origin> origin;
     std::optional<double> quality;
     std::vector<LayerStat> layers;  ///< empty unless inspection was on
+    /// An FP8 pass with inspection on: each quantized GEMM operand (module, input/weight) with its
+    /// quantization statistics over all batches (ampscope/engine/fp8.h); empty otherwise.
+    std::vector<Fp8Operand> fp8_operands;
     double seconds = 0;
 };
 
