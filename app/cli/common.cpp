@@ -11,6 +11,7 @@
 #include <fstream>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -108,6 +109,66 @@ std::unique_ptr<storage::Store> recording_store(bool no_db, const std::string& d
 
 std::string read_file(const std::string& path, const std::string& what, size_t max_bytes) {
     return storage::read_small_file(path, what, max_bytes);
+}
+
+namespace {
+
+/// field (as the engine and storage name it) -> the flag that sets it
+const std::map<std::string, std::string>& flag_of_field() {
+    static const std::map<std::string, std::string> table = {{"accumulate", "--accumulate"},
+                                                             {"backoff_factor", "--backoff-factor"},
+                                                             {"growth_factor", "--growth-factor"},
+                                                             {"lr", "--lr"},
+                                                             {"momentum", "--momentum"},
+                                                             {"weight_decay", "--weight-decay"},
+                                                             {"batch_size", "--batch-size"},
+                                                             {"checkpoint_every", "--checkpoint-every"},
+                                                             {"clip_grad_norm", "--clip-grad-norm"},
+                                                             {"device", "--device"},
+                                                             {"granularity", "--granularity"},
+                                                             {"growth_interval", "--growth-interval"},
+                                                             {"init_scale", "--init-scale"},
+                                                             {"keep_fp32", "--keep-fp32"},
+                                                             {"layer", "--layer"},
+                                                             {"loss", "--loss"},
+                                                             {"lr_schedule", "--lr-schedule"},
+                                                             {"mask_input", "--mask-input"},
+                                                             {"optimizer", "--optimizer"},
+                                                             {"output", "--output"},
+                                                             {"precision", "--precision"},
+                                                             {"repeats", "--repeats"},
+                                                             {"sample", "--sample"},
+                                                             {"sequence_axis", "--sequence-axis"},
+                                                             {"steps", "--steps"},
+                                                             {"warmup", "--warmup"}};
+    return table;
+}
+
+}  // namespace
+
+long field_index(const std::string& field) {
+    const auto open = field.find('[');
+    if (open == std::string::npos || field.back() != ']') return -1;
+    try {
+        return std::stol(field.substr(open + 1, field.size() - open - 2));
+    } catch (const std::exception&) {
+        return -1;
+    }
+}
+
+InputError named_by_flag(const InputError& e) {
+    if (!e.file().empty()) {  // a file given by a flag: the field says which flag gave it
+        static const std::map<std::string, std::string> file_flags = {{"model", "--model"},
+                                                                      {"probes", "--probes"},
+                                                                      {"checkpoint", "--checkpoint"},
+                                                                      {"checkpoint_dir", "--checkpoint-dir"},
+                                                                      {"resume", "--resume"}};
+        const auto it = file_flags.find(e.field());
+        return it == file_flags.end() ? e : InputError(e.file(), it->second, e.expected());
+    }
+    const auto field = e.field().substr(0, e.field().find('['));
+    const auto it = flag_of_field().find(field);
+    return it == flag_of_field().end() ? e : InputError(it->second, "", e.expected());
 }
 
 void write_output(const std::string& path, const std::string& text, const std::string& what, bool json) {

@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "ampscope/engine/run.h"
+#include "ampscope/engine/errors.h"
 #include "ampscope/storage/output_file.h"
 #include "ampscope/storage/store.h"
 
@@ -97,6 +98,14 @@ private:
 /// it cannot be read, is not a regular file (a FIFO or device is refused before it is opened,
 /// so nothing blocks) or is larger.
 std::string read_file(const std::string& path, const std::string& what, size_t max_bytes = size_t(1) << 20);
+
+/// The engine and storage name the field they refuse ("precision", "batch_size", "keep_fp32[2]":
+/// the third FP32 region); the CLI says which of its flags set that field. The one table of
+/// fields to flags; a file's error says which flag gave the file ("model" -> "--model"); any other
+/// error with a file, or a field no flag sets, is returned as it is.
+InputError named_by_flag(const InputError& e);
+/// The index of an indexed field ("keep_fp32[2]" -> 2), or -1.
+long field_index(const std::string& field);
 
 /// Writes an output (`what`: --json, --python) to `path` whole or not at all (the shared guard,
 /// storage/output_file.h), or to stdout for "-". JSON outputs have C1 control characters

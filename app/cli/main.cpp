@@ -89,7 +89,7 @@ int dispatch(const std::vector<Command>& commands) {
         for (const auto& command : commands)
             if (const int rc = command(); rc >= 0) return rc;
     } catch (const InputError& e) {
-        return report(e, kBadInput);
+        return report(named_by_flag(e), kBadInput);
     } catch (const storage::StoreError& e) {
         return report(e, kBadInput);
     } catch (const Cancelled&) {

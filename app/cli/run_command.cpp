@@ -32,10 +32,9 @@ int run_run(RunOptions& o) {
             return run_comparison(spec, rec.writer(), &progress);
         } catch (const InputError& e) {  // a region from --keep-fp32-file, a head of --criteria: name the file, not the flag
             if (e.file() == "criteria" && !o.criteria_file.empty()) throw InputError(o.criteria_file, e.field(), e.expected());
-            if (e.file() != "--keep-fp32" || o.keep_fp32_file.empty()) throw;
-            const auto from_file = read_keep_fp32_file(o.keep_fp32_file);
-            for (const auto& g : from_file)
-                if (e.expected().rfind("'" + clip_echo(g) + "'", 0) == 0) throw InputError(o.keep_fp32_file, "keep_fp32", e.expected());
+            // spec.keep_fp32 holds the --keep-fp32 globs, then the file's (finish_spec)
+            if (e.file().empty() && e.field().rfind("keep_fp32[", 0) == 0 && field_index(e.field()) >= long(o.keep_fp32_flags))
+                throw InputError(o.keep_fp32_file, "keep_fp32", e.expected());
             throw;
         }
     }();

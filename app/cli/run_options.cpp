@@ -148,6 +148,7 @@ void finish_spec(RunOptions& o) {
     spec.mode = o.mode == "train" ? Mode::Train : Mode::Eval;
     spec.criteria = criteria_of(o);
     spec.inspect = !o.no_inspect;
+    o.keep_fp32_flags = spec.keep_fp32.size();
     if (!o.keep_fp32_file.empty()) {
         const auto regions = read_keep_fp32_file(o.keep_fp32_file, o.allow_unverified);
         spec.keep_fp32.insert(spec.keep_fp32.end(), regions.begin(), regions.end());

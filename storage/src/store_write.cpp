@@ -344,7 +344,7 @@ void Store::annotate(const std::string& uuid, Annotation a) {
     if (a.target_kind == "sample") {
         Stmt s(db_, "SELECT 1 FROM samples WHERE run_id=?1 AND sample_id=?2");
         s.bind(1, id).bind(2, a.target);
-        if (!s.step()) throw InputError("--sample", "", "run " + uuid + " has no sample '" + a.target + "'");
+        if (!s.step()) throw InputError("", "sample", "run " + uuid + " has no sample '" + a.target + "'");
     } else if (a.target_kind == "layer") {
         // target "PRECISION:INDEX" or "INDEX" (first AMP pass with that layer)
         const auto colon = a.target.find(':');
@@ -353,7 +353,7 @@ void Store::annotate(const std::string& uuid, Annotation a) {
         Stmt s(db_, "SELECT id, precision FROM passes WHERE run_id=?1 AND (?2 = '' OR precision = ?2) ORDER BY seq DESC");
         char* end = nullptr;
         const long v = std::strtol(idx.c_str(), &end, 10);
-        if (idx.empty() || *end) throw InputError("--layer", "", "'" + a.target + "' is not a layer index (expected N or PRECISION:N)");
+        if (idx.empty() || *end) throw InputError("", "layer", "'" + a.target + "' is not a layer index (expected N or PRECISION:N)");
         s.bind(1, id).bind(2, prec);
         std::string found;
         std::vector<std::string> damaged;  // a damaged chunk only hides its own layers
@@ -364,7 +364,7 @@ void Store::annotate(const std::string& uuid, Annotation a) {
                     break;
                 }
         }
-        if (found.empty()) throw InputError("--layer", "", "run " + uuid + " has no layer " + a.target);
+        if (found.empty()) throw InputError("", "layer", "run " + uuid + " has no layer " + a.target);
         a.target = found + ":" + std::to_string(v);
     } else if (a.target_kind != "run") {
         throw InputError("annotation", "target", "expected run, sample or layer");

@@ -3,6 +3,8 @@
 // teammate's bundle) are shown as visible escapes, never passed on raw; HTML is escaped.
 #include <QtTest>
 
+#include "ampscope/engine/errors.h"
+#include "ampscope/engine/run.h"
 #include "ampscope/storage/store.h"
 #include "runlistmodel.h"
 #include "report.h"
@@ -29,6 +31,28 @@ bool hasRawControls(const QString& s, bool allowNewline) {
 class TstStoredText : public QObject {
     Q_OBJECT
 private Q_SLOTS:
+    // The engine names the field it refuses, not a CLI flag: the GUI says it with its dialog's
+    // label (was: "--keep-fp32: 'nomatch.*' matches no module", a flag GUI users never typed).
+    void engineErrorsAreSaidWithTheDialogsLabels() {
+        RunSpec spec;
+        spec.model = "demo:mlp";
+        spec.probes = "demo";
+        spec.keep_fp32 = {"fc1", "nomatch.*"};
+        try {
+            run_comparison(spec, nullptr, nullptr);
+            QFAIL("accepted a region that matches no module");
+        } catch (const InputError& e) {
+            QCOMPARE(QString::fromStdString(e.field()), QStringLiteral("keep_fp32[1]"));
+            const QString text = ui::errorText(e);
+            QVERIFY2(text.startsWith(QStringLiteral("Keep in FP32 (region 2): 'nomatch.*' matches no module")), qPrintable(text));
+            QVERIFY2(!text.contains(QStringLiteral("--")), qPrintable(text));
+        }
+        const InputError withFile("probes.csv", "labels", "expected integers");
+        QCOMPARE(ui::errorText(withFile), QString::fromUtf8(withFile.what()));
+        const std::runtime_error other("boom");
+        QCOMPARE(ui::errorText(other), QStringLiteral("boom"));
+    }
+
     void htmlTextEscapesControlsAndMarkup() {
         const QString h = ui::htmlText(kHostile);
         QVERIFY2(!hasRawControls(h, false), qPrintable(h));

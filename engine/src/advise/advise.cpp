@@ -78,7 +78,7 @@ public:
         res_.model = run_.res.model;
         candidates_ = candidate_modules(run_.model->info.modules, spec_.granularity);
         if (!run_.model->has_module_scopes() || candidates_.empty())
-            throw InputError("--granularity", "",
+            throw InputError("", "granularity",
                              "the model has no submodules at granularity " + to_string(spec_.granularity) +
                                  " (expected a model with named submodules, as named_modules() lists them)");
         if (!reference()) return;

@@ -20,7 +20,7 @@ Granularity parse_granularity(const std::string& text) {
     const bool digits =
         !text.empty() && text.size() <= 3 && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (digits && std::stoi(text) >= 1) return {Granularity::Kind::Depth, std::stoi(text)};
-    throw InputError("--granularity", "", "'" + text + "'; expected leaf, block or a depth from 1 to 999 (module path components)");
+    throw InputError("", "granularity", "'" + text + "'; expected leaf, block or a depth from 1 to 999 (module path components)");
 }
 
 std::string to_string(const Granularity& g) {

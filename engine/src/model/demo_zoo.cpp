@@ -204,7 +204,7 @@ std::unique_ptr<Model> make_demo_model(const std::string& name, const std::strin
     if (name == "transformer") return make_demo<Transformer>(source, {{kTokens, kFeatures}}, kClasses, seed);
     if (name == "mlp") return make_demo<DemoMlp>(source, {{32}}, 10, seed);
     if (name == "regressor") return make_demo<Regressor>(source, {{8}}, 1, seed);
-    throw InputError(source, "--model", "unknown demo model '" + name + "'; expected demo:transformer, demo:mlp or demo:regressor");
+    throw InputError(source, "model", "unknown demo model '" + name + "'; expected demo:transformer, demo:mlp or demo:regressor");
 }
 
 }  // namespace detail

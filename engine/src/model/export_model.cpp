@@ -523,11 +523,11 @@ std::unique_ptr<Model> load_export(const std::vector<char>& bytes, const std::st
         if (index < 0) {
             std::string names;
             for (const auto& nm : p.output_names) names += (names.empty() ? "" : ", ") + nm;
-            throw InputError("--output", output, "no such output of " + file + "; its outputs: " + names);
+            throw InputError("", "output", "'" + output + "': no such output of " + file + "; its outputs: " + names);
         }
         if (size_t(index) < is_tensor.size() && !is_tensor[size_t(index)])
-            throw InputError("--output", output,
-                             "output '" + p.output_names.at(size_t(index)) + "' of " + file +
+            throw InputError("", "output",
+                             "'" + output + "': output '" + p.output_names.at(size_t(index)) + "' of " + file +
                                  " is not a tensor (None or a number); expected scores [N, K]");
         chosen = index;
     }

@@ -31,12 +31,12 @@ namespace {
 
 std::vector<char> read_bytes(const std::string& path) {
     std::ifstream f(path, std::ios::binary | std::ios::ate);
-    if (!f) throw InputError(path, "--model", "cannot be read");
+    if (!f) throw InputError(path, "model", "cannot be read");
     const std::streamoff size = f.tellg();
     std::vector<char> bytes(size > 0 ? size_t(size) : 0);  // one allocation of the file's size, not a growing copy
     f.seekg(0);
     if (size < 0 || !f.read(bytes.data(), std::streamsize(bytes.size())) || f.peek() != std::char_traits<char>::eof())
-        throw InputError(path, "--model", "cannot be read (changed in size while it was read, or a read error)");
+        throw InputError(path, "model", "cannot be read (changed in size while it was read, or a read error)");
     return bytes;
 }
 
@@ -73,15 +73,15 @@ std::unique_ptr<Model> load_file(const std::string& source, const std::string& o
     switch (pt2::sniff_zip(bytes, source)) {
         case pt2::ZipKind::Export: return load_export(bytes, source, output, owner);
         case pt2::ZipKind::AotInductor:
-            throw InputError(source, "--model",
+            throw InputError(source, "model",
                              "an AOTInductor package: compiled packages fix precision at compile time and "
                              "cannot be inspected; give the torch.export program (torch.export.save) instead");
         case pt2::ZipKind::NotZip:
-            throw InputError(source, "--model",
+            throw InputError(source, "model",
                              zip_refusal(bytes, source) +
                                  "; expected a TorchScript file (torch.jit.save) or a torch.export program (torch.export.save, .pt2)");
         case pt2::ZipKind::Other:
-            throw InputError(source, "--model",
+            throw InputError(source, "model",
                              "a zip archive that is neither a TorchScript file nor a torch.export program "
                              "(no models/*.json, code/ or constants.pkl); expected torch.jit.save or "
                              "torch.export.save output");
@@ -99,16 +99,17 @@ std::unique_ptr<Model> load_model(const std::string& source, uint64_t seed, cons
     } else {
         namespace fs = std::filesystem;
         std::error_code ec;
-        if (!fs::exists(source, ec)) throw InputError(source, "--model", "file not found");
+        if (!fs::exists(source, ec)) throw InputError(source, "model", "file not found");
         if (fs::is_directory(source, ec))
-            throw InputError(source, "--model", "is a directory; expected a TorchScript file (.pt) or a torch.export program (.pt2)");
+            throw InputError(source, "model", "is a directory; expected a TorchScript file (.pt) or a torch.export program (.pt2)");
         std::string file_hash;
         model = load_file(source, output, file_hash);
         model->info.sha256 = file_hash;
     }
     if (!output.empty() && model->info.kind != "torch.export")
-        throw InputError("--output", output,
-                         "only torch.export programs with several outputs take --output; " + source + " returns one score tensor");
+        throw InputError(
+            "", "output",
+            "'" + output + "': only torch.export programs with several outputs take --output; " + source + " returns one score tensor");
     model->info.source = source;
     auto state = model->named_state();
     model->info.weights_sha256 = weights_hash(state);

@@ -301,10 +301,10 @@ std::unique_ptr<Model> load_torchscript(const std::string& source) {
     } catch (const std::exception& e) {
         std::string what = e.what();
         what = what.substr(0, what.find('\n'));
-        throw InputError(source, "--model", "not a loadable TorchScript file (expected torch.jit.save output): " + what);
+        throw InputError(source, "model", "not a loadable TorchScript file (expected torch.jit.save output): " + what);
     }
     auto sm = std::make_unique<ScriptModel>(std::move(m));
-    if (!sm->module().find_method("forward")) throw InputError(source, "--model", "the TorchScript module has no forward method");
+    if (!sm->module().find_method("forward")) throw InputError(source, "model", "the TorchScript module has no forward method");
     // The first argument of a method is the module, whatever its name (`def forward(s, x)`).
     const auto& args = sm->module().get_method("forward").function().getSchema().arguments();
     for (size_t i = 0; i < args.size(); ++i) {

@@ -47,27 +47,28 @@ std::optional<std::string> fp32_region_of(const std::string& path, const std::ve
 
 void check_fp32_regions(const ModelInfo& info, bool has_module_scopes, const std::vector<std::string>& globs) {
     if (globs.empty()) return;
-    if (!has_module_scopes) throw InputError("--keep-fp32", "", "this model has no module scopes to keep in FP32");
+    if (!has_module_scopes) throw InputError("", "keep_fp32", "this model has no module scopes to keep in FP32");
     std::string listing;  // the module paths that exist, for the message
     size_t shown = 0;
     for (const auto& m : info.modules)
         if (!m.empty() && shown++ < 40) listing += (listing.empty() ? "" : ", ") + m;
     if (shown > 40) listing += ", ... (" + std::to_string(shown) + " modules)";
-    for (const auto& g : globs) {
+    for (size_t i = 0; i < globs.size(); ++i) {
+        const auto& g = globs[i];
+        const std::string field = "keep_fp32[" + std::to_string(i) + "]";  // which glob: the CLI tells a flag's from a file's
         if (g.empty())
             throw InputError(
-                "--keep-fp32", "",
+                "", field,
                 "an empty glob; expected a module path or glob such as 'blocks.1.*'. Modules of " + info.source + ": " + listing);
         if (matches_any("", {g}))
-            throw InputError("--keep-fp32", "",
+            throw InputError("", field,
                              "'" + clip_echo(g) +
                                  "' matches the root module, which would run the whole model in FP32; "
                                  "expected submodules. Modules of " +
                                  info.source + ": " + listing);
         bool hit = false;
         for (const auto& m : info.modules) hit = hit || (!m.empty() && matches_any(m, {g}));
-        if (!hit)
-            throw InputError("--keep-fp32", "", "'" + clip_echo(g) + "' matches no module of " + info.source + "; modules: " + listing);
+        if (!hit) throw InputError("", field, "'" + clip_echo(g) + "' matches no module of " + info.source + "; modules: " + listing);
     }
 }
 

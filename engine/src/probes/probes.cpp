@@ -500,8 +500,8 @@ void check_samples(const ProbeSet& ps, const std::string& file) {
 ProbeSet read_probe_file(const std::string& source) {
     namespace fs = std::filesystem;
     std::error_code ec;
-    if (!fs::exists(source, ec)) throw InputError(source, "--probes", "file not found");
-    if (fs::is_directory(source, ec)) throw InputError(source, "--probes", "is a directory; expected a .pt or .csv file");
+    if (!fs::exists(source, ec)) throw InputError(source, "probes", "file not found");
+    if (fs::is_directory(source, ec)) throw InputError(source, "probes", "is a directory; expected a .pt or .csv file");
     const auto ext = fs::path(source).extension().string();
     ProbeSet ps;
     if (ext == ".pt" || ext == ".pth")
@@ -509,7 +509,7 @@ ProbeSet read_probe_file(const std::string& source) {
     else if (ext == ".csv")
         ps = load_csv(source);
     else
-        throw InputError(source, "--probes", "unknown file type '" + ext + "'; expected .pt (torch.save dict) or .csv");
+        throw InputError(source, "probes", "unknown file type '" + ext + "'; expected .pt (torch.save dict) or .csv");
     check_samples(ps, source);
     if (!ps.labels.empty() && !ps.targets.empty())
         throw InputError(source, "labels", "both labels and targets given; expected labels (classifier) or targets (regressor)");

@@ -258,7 +258,7 @@ Checkpoint load_checkpoint(const std::string& path, const std::string& strip_pre
     if (fs::is_directory(path, ec)) {
         read_trainer_folder(c, path);
     } else if (!fs::exists(path, ec)) {
-        throw InputError(path, "--checkpoint", "does not exist; expected a checkpoint file or a Trainer checkpoint-N/ folder");
+        throw InputError(path, "checkpoint", "does not exist; expected a checkpoint file or a Trainer checkpoint-N/ folder");
     } else if (is_zip(path)) {
         c.files.push_back(path);
         read_torch_dict(c, load_pt(path, c.warnings), path);

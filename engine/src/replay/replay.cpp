@@ -441,14 +441,14 @@ void setup_clip_and_rng(Replay& rp, const ckpt::Checkpoint& c, train_parts::RngS
 }
 
 void validate(const ReplaySpec& s) {
-    if (s.steps < 1) throw InputError("--steps", "", "expected an integer >= 1");
-    if (s.precision == Precision::Fp32) throw InputError("--precision", "", "expected fp16 or bf16");
+    if (s.steps < 1) throw InputError("", "steps", "expected an integer >= 1");
+    if (s.precision == Precision::Fp32) throw InputError("", "precision", "expected fp16 or bf16");
     if (s.init_scale && (!std::isfinite(*s.init_scale) || *s.init_scale <= 0))
-        throw InputError("--init-scale", "", "expected a finite number > 0");
-    if (s.growth_interval && *s.growth_interval < 1) throw InputError("--growth-interval", "", "expected an integer >= 1");
-    if (!std::isfinite(s.clip_grad_norm) || s.clip_grad_norm < 0) throw InputError("--clip-grad-norm", "", "expected a finite number >= 0");
+        throw InputError("", "init_scale", "expected a finite number > 0");
+    if (s.growth_interval && *s.growth_interval < 1) throw InputError("", "growth_interval", "expected an integer >= 1");
+    if (!std::isfinite(s.clip_grad_norm) || s.clip_grad_norm < 0) throw InputError("", "clip_grad_norm", "expected a finite number >= 0");
     if (!s.loss.empty() && s.loss != "ce" && s.loss != "mse" && s.loss != "lm" && s.loss != "model")
-        throw InputError("--loss", "", "'" + s.loss + "'; expected ce, mse, lm or model");
+        throw InputError("", "loss", "'" + s.loss + "'; expected ce, mse, lm or model");
 }
 
 std::string files_sha256(const std::vector<std::string>& files) {

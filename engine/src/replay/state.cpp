@@ -212,7 +212,7 @@ OptimizerState read_optimizer(const c10::IValue& v, const std::string& file, con
 
 void resolve_kind(OptimizerState& o, const std::string& forced, const std::string& file) {
     if (!forced.empty() && forced != "sgd" && forced != "adam" && forced != "adamw")
-        throw InputError("--optimizer", "", "'" + forced + "'; expected sgd, adam or adamw");
+        throw InputError("", "optimizer", "'" + forced + "'; expected sgd, adam or adamw");
     if (o.kind == "adam|adamw") {
         bool decays = false;
         for (const auto& g : o.groups) decays = decays || g.weight_decay != 0;

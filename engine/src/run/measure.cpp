@@ -148,9 +148,9 @@ std::pair<at::Tensor, at::Tensor> batch_truth(const detail::ProbeSet& probes, in
 }
 
 void check_bench_spec(const BenchSpec& spec) {
-    if (spec.repeats < 3) throw InputError("--repeats", "", "expected an integer >= 3");
-    if (spec.warmup < 0) throw InputError("--warmup", "", "expected an integer >= 0");
-    if (spec.batch_size < 1) throw InputError("--batch-size", "", "expected an integer >= 1");
+    if (spec.repeats < 3) throw InputError("", "repeats", "expected an integer >= 3");
+    if (spec.warmup < 0) throw InputError("", "warmup", "expected an integer >= 0");
+    if (spec.batch_size < 1) throw InputError("", "batch_size", "expected an integer >= 1");
 }
 
 /// Speed-up and memory ratio of every precision against the FP32 figures (the first).
@@ -244,7 +244,7 @@ BenchResult run_benchmark(const BenchSpec& spec) {
 OpsReport op_coverage(const RunSpec& spec) {
     using namespace detail;
     OpsReport rep;
-    if (spec.precisions.empty() || spec.precisions[0] == Precision::Fp32) throw InputError("--precision", "", "expected fp16 or bf16");
+    if (spec.precisions.empty() || spec.precisions[0] == Precision::Fp32) throw InputError("", "precision", "expected fp16 or bf16");
     rep.precision = spec.precisions[0];
     rep.model = spec.model;
     rep.backend = backend_report(spec.device);

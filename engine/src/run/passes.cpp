@@ -46,14 +46,14 @@ at::Device parse_device(const std::string& d) {
     static const std::regex re("^(cpu|cuda)(:([0-9]{1,4}))?$");
     std::smatch m;
     if (!std::regex_match(d, m, re))
-        throw InputError("--device", "", "'" + d + "' is not a device; expected cpu, cuda or cuda:N (N a device index)");
+        throw InputError("", "device", "'" + d + "' is not a device; expected cpu, cuda or cuda:N (N a device index)");
     if (m[1] == "cpu") return at::Device(at::kCPU);
     const int idx = m[3].matched ? std::stoi(m[3]) : 0;
     if (!torch::cuda::is_available())
-        throw InputError("--device", "",
+        throw InputError("", "device",
                          "'" + d + "' requested, but no CUDA (or ROCm) device is available on this machine; use --device cpu");
     if (idx >= int(torch::cuda::device_count()))
-        throw InputError("--device", "",
+        throw InputError("", "device",
                          "'" + d + "' requested, but only " + std::to_string(torch::cuda::device_count()) + " CUDA device(s) exist");
     return at::Device(at::kCUDA, c10::DeviceIndex(idx));
 }
@@ -320,11 +320,11 @@ void ComparisonRun::fix_criteria() {
     res.criteria = spec.criteria;
     res.criteria.fixed_at = now_iso8601();
     res.started_at = res.criteria.fixed_at;
-    if (spec.precisions.empty()) throw InputError("--precision", "", "no AMP precision given; expected fp16, bf16 and/or fp8");
+    if (spec.precisions.empty()) throw InputError("", "precision", "no AMP precision given; expected fp16, bf16 and/or fp8");
     for (auto p : spec.precisions)
         if (p == Precision::Fp32)
-            throw InputError("--precision", "", "fp32 is the reference and always runs; expected fp16, bf16 and/or fp8");
-    if (spec.batch_size < 1) throw InputError("--batch-size", "", "expected an integer >= 1");
+            throw InputError("", "precision", "fp32 is the reference and always runs; expected fp16, bf16 and/or fp8");
+    if (spec.batch_size < 1) throw InputError("", "batch_size", "expected an integer >= 1");
 }
 
 void ComparisonRun::choose_backend() {
@@ -335,7 +335,7 @@ void ComparisonRun::choose_backend() {
         res.warnings.push_back(std::move(w));
     for (auto p : spec.precisions)
         if ((p == Precision::Bf16 || p == Precision::Fp8) && !res.backend.bf16_supported)
-            throw InputError("--precision", "",
+            throw InputError("", "precision",
                              to_string(p) + " requested (BF16 autocast), but " + res.backend.device + " (" + res.backend.name +
                                  ") has no bf16 support (needs compute capability >= 8.0 or a ROCm GPU)");
 }

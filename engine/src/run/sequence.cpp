@@ -57,7 +57,7 @@ void ComparisonRun::resolve_sequence_inputs() {
     const auto& names = model->input_names;
     const bool named = !c.mask_input.empty();
     if (named && std::find(names.begin(), names.end(), c.mask_input) == names.end())
-        throw InputError("--mask-input", c.mask_input, "the model has no input of that name; its inputs: " + joined(names));
+        throw InputError("", "mask_input", "'" + c.mask_input + "': the model has no input of that name; its inputs: " + joined(names));
     if (!named && std::find(names.begin(), names.end(), "attention_mask") != names.end()) c.mask_input = "attention_mask";
     const bool token_metric = c.quality_metric == QualityMetric::Perplexity || c.quality_metric == QualityMetric::TokenAccuracy;
     if (c.quality_metric_set && token_metric && probes.label_width == 0)
@@ -70,7 +70,7 @@ void ComparisonRun::resolve_sequence_inputs() {
                              "] cannot be scored by quality_metric accuracy (class labels [N], one decision per sample); expected "
                              "quality_metric token_accuracy or perplexity for token labels");
     if (token_metric && c.sequence_axis == 2)
-        throw InputError("--sequence-axis", "2", "quality_metric " + to_string(c.quality_metric) + " reads outputs laid out [N, T, V]");
+        throw InputError("", "sequence_axis", "2: quality_metric " + to_string(c.quality_metric) + " reads outputs laid out [N, T, V]");
 }
 
 void ComparisonRun::setup_sequence(const PassResult& ref) {
@@ -86,8 +86,9 @@ void ComparisonRun::setup_sequence(const PassResult& ref) {
         return;
     }
     if (shape.size() != 2)
-        throw InputError("--sequence-axis", std::to_string(c.sequence_axis),
-                         "needs an output of rank 3 ([N, T, V] or [N, V, T]); the model's output is " + shape_str(shape));
+        throw InputError("", "sequence_axis",
+                         std::to_string(c.sequence_axis) + ": needs an output of rank 3 ([N, T, V] or [N, V, T]); the model's output is " +
+                             shape_str(shape));
     sequence_axis = c.sequence_axis >= 1 ? c.sequence_axis : 1;
     SequenceLayout s;
     s.length = int(shape[size_t(sequence_axis - 1)]);

@@ -57,7 +57,7 @@ Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, 
         ar.load_from(path);
     } catch (const std::exception& e) {
         std::string w = e.what();
-        throw InputError(path, "--resume", "not a readable ampscope checkpoint: " + w.substr(0, w.find('\n')));
+        throw InputError(path, "resume", "not a readable ampscope checkpoint: " + w.substr(0, w.find('\n')));
     }
     auto read = [&](const std::string& key) {
         c10::IValue v;

@@ -75,7 +75,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainSpec& s, cons
         return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(s.lr).weight_decay(s.weight_decay));
     if (s.optimizer == "adamw")
         return std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(s.lr).weight_decay(s.weight_decay));
-    throw InputError("--optimizer", "", "'" + s.optimizer + "'; expected sgd, adam or adamw");
+    throw InputError("", "optimizer", "'" + s.optimizer + "'; expected sgd, adam or adamw");
 }
 
 void set_lr(torch::optim::Optimizer& opt, double lr) {
@@ -127,38 +127,38 @@ bool reference_broken(const Side& ref) {
 /// Every numeric option checked before anything runs (PyTorch's optimizers and GradScaler
 /// assert the same ranges), and the checkpoint directory before the first step.
 void validate_spec(const TrainSpec& s) {
-    auto finite_at_least = [](double v, double lo, bool strict, const char* flag) {
+    auto finite_at_least = [](double v, double lo, bool strict, const char* field) {
         if (!std::isfinite(v) || (strict ? !(v > lo) : !(v >= lo)))
-            throw InputError(flag, "",
+            throw InputError("", field,
                              std::string("expected a finite number ") + (strict ? "> " : ">= ") + c10::str(lo) + ", got " + c10::str(v));
     };
-    if (s.steps < 1) throw InputError("--steps", "", "expected an integer >= 1");
-    if (s.batch_size < 1) throw InputError("--batch-size", "", "expected an integer >= 1");
-    if (s.accumulate < 1) throw InputError("--accumulate", "", "expected an integer >= 1");
-    if (s.precision == Precision::Fp32 && s.autocast) throw InputError("--precision", "", "expected fp16 or bf16");
-    finite_at_least(s.lr, 0, true, "--lr");
-    finite_at_least(s.momentum, 0, false, "--momentum");
-    finite_at_least(s.weight_decay, 0, false, "--weight-decay");
-    finite_at_least(s.clip_grad_norm, 0, false, "--clip-grad-norm");
-    finite_at_least(s.scaler.init_scale, 0, true, "--init-scale");
-    finite_at_least(s.scaler.growth_factor, 1, true, "--growth-factor");
+    if (s.steps < 1) throw InputError("", "steps", "expected an integer >= 1");
+    if (s.batch_size < 1) throw InputError("", "batch_size", "expected an integer >= 1");
+    if (s.accumulate < 1) throw InputError("", "accumulate", "expected an integer >= 1");
+    if (s.precision == Precision::Fp32 && s.autocast) throw InputError("", "precision", "expected fp16 or bf16");
+    finite_at_least(s.lr, 0, true, "lr");
+    finite_at_least(s.momentum, 0, false, "momentum");
+    finite_at_least(s.weight_decay, 0, false, "weight_decay");
+    finite_at_least(s.clip_grad_norm, 0, false, "clip_grad_norm");
+    finite_at_least(s.scaler.init_scale, 0, true, "init_scale");
+    finite_at_least(s.scaler.growth_factor, 1, true, "growth_factor");
     if (!std::isfinite(s.scaler.backoff_factor) || !(s.scaler.backoff_factor > 0 && s.scaler.backoff_factor < 1))
         throw InputError(
-            "--backoff-factor", "",
+            "", "backoff_factor",
             "expected a number in (0, 1) (torch.amp.GradScaler asserts backoff_factor < 1), got " + c10::str(s.scaler.backoff_factor));
-    if (s.scaler.growth_interval < 1) throw InputError("--growth-interval", "", "expected an integer >= 1");
-    if (s.checkpoint_every < 0) throw InputError("--checkpoint-every", "", "expected an integer >= 0 (0 = no checkpoints)");
+    if (s.scaler.growth_interval < 1) throw InputError("", "growth_interval", "expected an integer >= 1");
+    if (s.checkpoint_every < 0) throw InputError("", "checkpoint_every", "expected an integer >= 0 (0 = no checkpoints)");
     if (s.lr_schedule != "constant" && s.lr_schedule != "cosine")
-        throw InputError("--lr-schedule", "", "'" + s.lr_schedule + "'; expected constant or cosine");
+        throw InputError("", "lr_schedule", "'" + s.lr_schedule + "'; expected constant or cosine");
     if (s.checkpoint_every > 0) {
         std::error_code ec;
         if (!std::filesystem::is_directory(s.checkpoint_dir, ec))
-            throw InputError(s.checkpoint_dir, "--checkpoint-dir",
+            throw InputError(s.checkpoint_dir, "checkpoint_dir",
                              std::filesystem::exists(s.checkpoint_dir, ec)
                                  ? "is not a directory; expected a directory for checkpoints"
                                  : "does not exist; expected an existing directory for checkpoints");
         if (::access(s.checkpoint_dir.c_str(), W_OK) != 0)
-            throw InputError(s.checkpoint_dir, "--checkpoint-dir", "is not writable; expected a directory checkpoints can be written to");
+            throw InputError(s.checkpoint_dir, "checkpoint_dir", "is not writable; expected a directory checkpoints can be written to");
     }
 }
 

@@ -89,7 +89,7 @@ Side load_side(const std::string& model, uint64_t seed, const std::string& outpu
 void choose_loss(TrainSpec& s, const detail::ProbeSet& data) {
     if (s.loss.empty()) s.loss = data.labels.empty() ? "mse" : data.label_width > 0 ? "lm" : "ce";
     if (s.loss != "ce" && s.loss != "mse" && s.loss != "lm" && s.loss != "model")
-        throw InputError("--loss", "", "'" + s.loss + "'; expected ce, mse, lm or model");
+        throw InputError("", "loss", "'" + s.loss + "'; expected ce, mse, lm or model");
     if (s.loss == "lm" && data.label_width == 0)
         throw InputError(s.data, "labels", "loss lm needs token labels [N, T] in the training data (-100 ignored)");
     if (s.loss == "ce" && data.label_width > 0)

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "advisejob.h"
 
+#include "uitext.h"
 #include "ampscope/engine/errors.h"
 #include "throttledprogress.h"
 
@@ -24,9 +25,7 @@ void AdviseJob::work(quint64 job, const AdviseSpec& spec) {
     });
     AdviseResult partial;
     auto fail = [&](const char* title, const std::exception& e) {
-        deliverEnd(job, [this, title = QString::fromUtf8(title), msg = QString::fromStdString(e.what()), partial] {
-            Q_EMIT failed(title, msg, partial);
-        });
+        deliverEnd(job, [this, title = QString::fromUtf8(title), msg = errorText(e), partial] { Q_EMIT failed(title, msg, partial); });
     };
     try {
         AdviseResult r = engine_(spec, &prog, &partial);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "replayjob.h"
 
+#include "uitext.h"
 #include "ampscope/engine/errors.h"
 #include "ampscope/storage/errors.h"
 #include "ampscope/storage/replay_record.h"
@@ -24,7 +25,7 @@ void ReplayJob::work(quint64 job, const ReplaySpec& spec, const std::string& dbP
         deliver(job, [this, stage, done, total] { Q_EMIT progress(QString::fromStdString(stage), done, total); });
     });
     auto fail = [&](const char* title, const std::exception& e) {
-        deliverEnd(job, [this, title = QString::fromUtf8(title), msg = QString::fromStdString(e.what())] { Q_EMIT failed(title, msg); });
+        deliverEnd(job, [this, title = QString::fromUtf8(title), msg = errorText(e)] { Q_EMIT failed(title, msg); });
     };
     try {
         ReplayResult r = engine_(spec, &prog);

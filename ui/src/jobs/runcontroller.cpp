@@ -4,6 +4,7 @@
 #include <memory>
 #include <mutex>
 
+#include "uitext.h"
 #include "ampscope/engine/errors.h"
 #include "ampscope/storage/store.h"
 #include "throttledprogress.h"
@@ -150,7 +151,7 @@ void RunController::runWorker(quint64 job, const std::string& path, const Work& 
         } catch (const Cancelled&) {
             deliverEnd(job, [this, uuid] { Q_EMIT cancelled(QString::fromStdString(uuid)); });
         } catch (const std::exception& e) {
-            end(&RunController::failed, uuid, e.what());
+            end(&RunController::failed, uuid, errorText(e).toStdString());
         }
     } catch (const std::exception& e) {  // the store could not be opened
         end(&RunController::failed, std::string(), e.what());

@@ -32,4 +32,10 @@ QString numberOrDash(double v, int digits = 3);
 /// an incident's loss or perplexity is one.
 QString figure(double v, int digits = 3);
 
+/// An error as the GUI says it: the engine and storage name the field they refuse
+/// ("keep_fp32[2]", "batch_size"), not a CLI flag; the GUI says it with the field's label in its
+/// dialogs ("Keep in FP32 (region 3): 'x' matches no module ..."). Other errors: their text. As
+/// the job signals carried it before: raw (the views make control characters visible).
+QString errorText(const std::exception& e);
+
 }  // namespace ampscope::ui
