@@ -11,6 +11,8 @@
 // read like the New-run dialog's Load FP32 regions….
 #include <QAction>
 #include <QApplication>
+#include <QChart>
+#include <QChartView>
 #include <QFile>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -26,6 +28,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <functional>
 #include <memory>
 #include <thread>
 
@@ -33,6 +37,8 @@
 #include "ampscope/engine/replay.h"
 #include "ampscope/storage/replay_record.h"
 #include "ampscope/storage/store.h"
+#include "chart_probe.h"
+#include "charts.h"
 #include "errorreporter.h"
 #include "mainwindow.h"
 #include "runlistmodel.h"
@@ -92,6 +98,73 @@ void answerReplayDialog(const ReplaySpec& spec) {
 
 QString cell(const QAbstractItemModel* m, int row, int column) {
     return m->index(row, column).data().toString();
+}
+
+/// The chart `c` of `side` once built (its table tab shown): its series by name.
+QChart* shownChart(ReplayView* v, ReplayView::Side side, ReplayView::Charts c) {
+    const int tab = c == ReplayView::kLayersChart   ? ReplayView::kLayersTable
+                    : c == ReplayView::kParamsChart ? ReplayView::kParamsTable
+                                                    : ReplayView::kStepsTable;
+    v->tableTabs()->setCurrentIndex(tab);
+    ChartWidget* w = v->chart(side, c);
+    if (!w || !QTest::qWaitFor([w] { return w->chart() && !w->chart()->series().isEmpty() && !w->showsEmptyState(); }, 5000))
+        return nullptr;
+    return w->chart();
+}
+
+/// The points of the series `name` of `chart` (none when it has no such series).
+QList<QPointF> points(QChart* chart, const char* name) {
+    auto* s = chart_probe::series(chart, QString::fromUtf8(name));
+    return s ? s->points() : QList<QPointF>{};
+}
+
+/// The points every module's (or parameter's) row gives: (row, value), finite values only.
+QList<QPointF> rowPoints(int rows, const std::function<double(int)>& value) {
+    QList<QPointF> out;
+    for (int r = 0; r < rows; ++r)
+        if (std::isfinite(value(r))) out.append(QPointF(r, std::max(value(r), 1e-12)));
+    return out;
+}
+
+/// The charts of one side show what its tables hold: each module's FP32 and AMP absmax against
+/// the format's limit, the first non-finite module marked; loss and scale per step, skipped
+/// steps marked; each parameter's gradient and update relative difference. "" or what differs.
+QString chartsProblems(ReplayView* v, ReplayView::Side side, double limit) {
+    QStringList out;
+    const auto* layers = v->layerModel(side);
+    const auto* params = v->paramModel(side);
+    const ReplayResult& r = layers->replay();
+    QChart* c = shownChart(v, side, ReplayView::kLayersChart);
+    if (!c) return QStringLiteral("no activations chart");
+    const int n = layers->rowCount();
+    if (points(c, "FP32") != rowPoints(n, [&](int i) { return layers->layer(i).ref_absmax; })) out << QStringLiteral("FP32 absmax");
+    if (points(c, "AMP") != rowPoints(n, [&](int i) { return layers->layer(i).amp_absmax; })) out << QStringLiteral("AMP absmax");
+    const auto lim = points(c, r.spec.precision == Precision::Fp16 ? "FP16 max" : "BF16 max");
+    if (lim.size() != 2 || lim[0].y() != limit || lim[1].y() != limit) out << QStringLiteral("limit line");
+    const int first = layers->firstNonFiniteRow();
+    const auto marked = points(c, "first NaN/Inf");
+    if (first >= 0 ? (marked.size() != 1 || marked[0].x() != first) : !marked.isEmpty())
+        out << QStringLiteral("first non-finite module marked at %1 points").arg(marked.size());
+    c = shownChart(v, side, ReplayView::kLossChart);
+    if (!c) return (out << QStringLiteral("no loss chart")).join(QStringLiteral(", "));
+    const auto& st = r.steps;
+    auto step1 = [](double y) { return std::isfinite(y) ? QList<QPointF>{QPointF(1, y)} : QList<QPointF>{}; };
+    if (points(c, "reference (FP32)") != step1(st[0].loss_ref)) out << QStringLiteral("loss FP32");
+    if (points(c, "AMP") != step1(st[0].loss_amp)) out << QStringLiteral("loss AMP");
+    c = shownChart(v, side, ReplayView::kScaleChart);
+    if (!c) return (out << QStringLiteral("no scale chart")).join(QStringLiteral(", "));
+    if (points(c, "scale used") != step1(st[0].scale)) out << QStringLiteral("scale");
+    if (points(c, "skipped step (inf/NaN gradients)").size() != (st[0].skipped ? 1 : 0)) out << QStringLiteral("skipped step");
+    c = shownChart(v, side, ReplayView::kParamsChart);
+    if (!c) return (out << QStringLiteral("no parameters chart")).join(QStringLiteral(", "));
+    if (points(c, "gradient") != rowPoints(params->rowCount(), [&](int i) { return params->param(i).grad_rel; }))
+        out << QStringLiteral("gradient");
+    if (points(c, "update") != rowPoints(params->rowCount(), [&](int i) { return params->param(i).update_rel; }))
+        out << QStringLiteral("update");
+    QString why;
+    for (auto cc : {ReplayView::kLayersChart, ReplayView::kParamsChart})  // drawn where the points are
+        if (shownChart(v, side, cc) && !chart_probe::everySeriesDrawn(v->chart(side, cc)->view(), &why)) out << why;
+    return out.join(QStringLiteral(", "));
 }
 
 }  // namespace
@@ -292,6 +365,10 @@ private Q_SLOTS:
         QVERIFY(layers->index(row, ReplayLayerModel::Module).data(Qt::BackgroundRole).isValid());
         QVERIFY(!layers->index(row == 0 ? 1 : 0, ReplayLayerModel::Module).data(Qt::BackgroundRole).isValid());
         QVERIFY(v->paramModel(ReplayView::Original)->rowCount() == 4);  // fc1 and head, weight and bias
+        // the charts above the tables: the original's, the remedy's still empty
+        QString problems = chartsProblems(v, ReplayView::Original, 65504);
+        QVERIFY2(problems.isEmpty(), qPrintable(problems));
+        QVERIFY(v->chart(ReplayView::Remedied, ReplayView::kLayersChart)->showsEmptyState());
         // a remedy one click away: BF16, beside the original with its own verdict
         QPushButton* bf = v->remedyButton(ReplayView::Remedy::Bf16);
         QVERIFY(bf->isEnabled());
@@ -316,6 +393,21 @@ private Q_SLOTS:
         QCOMPARE(rsteps->replay().steps[0].loss_amp, bf16[QStringLiteral("loss")].toDouble());
         QCOMPARE(cell(rsteps, 0, ReplayStepModel::Skipped), QStringLiteral("no"));
         QCOMPARE(v->layerModel(ReplayView::Remedied)->firstNonFiniteRow(), -1);
+        problems = chartsProblems(v, ReplayView::Remedied, 3.3895313892515355e38);  // BF16's limit, nothing marked
+        QVERIFY2(problems.isEmpty(), qPrintable(problems));
+        problems = chartsProblems(v, ReplayView::Original, 65504);  // the original's still
+        QVERIFY2(problems.isEmpty(), qPrintable(problems));
+        const QString shots = qEnvironmentVariable("AMPSCOPE_SCREENSHOTS");  // resources/screenshots/replay*.png (docs/gui.md)
+        if (!shots.isEmpty()) {
+            w->resize(1400, 1000);
+            for (auto [tab, name] : {std::pair{ReplayView::kLayersTable, "replay.png"},
+                                     {ReplayView::kStepsTable, "replay-steps.png"},
+                                     {ReplayView::kParamsTable, "replay-parameters.png"}}) {
+                v->tableTabs()->setCurrentIndex(tab);
+                QTest::qWait(300);
+                QVERIFY(w->grab().save(shots + QLatin1Char('/') + QString::fromUtf8(name)));
+            }
+        }
         // the remedy names its original in the record
         storage::Store store(db_.toStdString());
         const auto rec = storage::replay_from_json(storage::replay_json(store, remedy.toStdString()), "remedy");

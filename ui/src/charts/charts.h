@@ -25,6 +25,8 @@ namespace ampscope::ui {
 
 class CompareModel;
 class LayerModel;
+class ReplayLayerModel;
+class ReplayParamModel;
 class SampleModel;
 class SensitivityModel;
 class TrainingStepModel;
@@ -43,6 +45,15 @@ QChart* makeCompareChart(CompareModel* model);
 /// The advisor's SQNR per module in execution order, one series per precision (lower is
 /// worse); +inf values clipped to the top and marked, origins of non-finite values marked.
 QChart* makeSensitivityChart(SensitivityModel* model);
+
+/// Replay charts (one side of the replay view; its loss and scale are the training charts
+/// over a ReplayTrainingModel). Each module's FP32 and AMP absmax (log scale) in execution
+/// order against the format's limit, the first non-finite module marked, non-finite values
+/// at the top.
+QChart* makeReplayLayerChart(ReplayLayerModel* model);
+/// Per parameter, the AMP step's gradient and update relative difference from the FP32
+/// reference (log scale), non-finite ones at the top.
+QChart* makeReplayParamChart(ReplayParamModel* model);
 
 /// Training charts. Appended steps are drawn in batches (at most every kLiveRefreshMs), so a
 /// live run costs them one pass over the steps per refresh, not per step.

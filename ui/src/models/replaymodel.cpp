@@ -149,4 +149,36 @@ QVariant ReplayParamModel::data(const QModelIndex& idx, int role) const {
     return {};
 }
 
+// ---- steps as training steps (the loss and scale charts) -------------------------------------
+
+void ReplayTrainingModel::resetData(const ReplayResult& r) {
+    std::vector<TrainStep> steps;
+    int effective = 0;
+    for (const auto& s : r.steps) {
+        TrainStep t;
+        t.step = s.step + 1;  // counted from 1, as the steps table
+        t.loss_ref = s.loss_ref;
+        t.loss_amp = s.loss_amp;
+        t.scale = s.scale;
+        t.found_inf = s.found_inf;
+        t.skipped = s.skipped;
+        if (!s.skipped) ++effective;
+        t.effective_updates = effective;
+        t.grad_norm = std::nan("");  // not measured by a replay
+        t.divergence = std::nan("");
+        t.growth_tracker = s.growth_tracker;
+        steps.push_back(t);
+    }
+    TrainingStepModel::resetData(std::move(steps));
+}
+
+QVariant ReplayTrainingModel::data(const QModelIndex& idx, int role) const {
+    if (role != SummaryRole || !idx.isValid() || idx.row() >= rowCount()) return TrainingStepModel::data(idx, role);
+    const auto& s = steps()[size_t(idx.row())];
+    return QStringLiteral("step %1: loss FP32 %2, AMP %3\nscale %4%5")
+        .arg(s.step)
+        .arg(replayNumber(s.loss_ref, 7), replayNumber(s.loss_amp, 7), replayNumber(s.scale, 7))
+        .arg(s.skipped ? QStringLiteral(" (GradScaler skipped the step)") : QString());
+}
+
 }  // namespace ampscope::ui

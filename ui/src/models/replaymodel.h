@@ -9,6 +9,7 @@
 
 #include "ampscope/engine/replay.h"
 #include "tablemodel.h"
+#include "trainingstepmodel.h"
 
 namespace ampscope::ui {
 
@@ -50,6 +51,8 @@ public:
     QVariant data(const QModelIndex& index, int role) const override;
     /// The row of the first non-finite stage's module (in its step), or -1.
     int firstNonFiniteRow() const { return first_; }
+    /// The module of a row (execution order).
+    const ReplayLayer& layer(int row) const { return *rows_[size_t(row)].second; }
 
 protected:
     int rows() const override { return int(rows_.size()); }
@@ -67,6 +70,8 @@ public:
     enum Columns { Step, Name, GradRel, UpdateRel, GradFinite, WeightsFinite, NUM_COLUMNS };
     explicit ReplayParamModel(QObject* parent = nullptr);
     QVariant data(const QModelIndex& index, int role) const override;
+    /// The parameter of a row.
+    const ReplayParam& param(int row) const { return *rows_[size_t(row)].second; }
 
 protected:
     int rows() const override { return int(rows_.size()); }
@@ -74,6 +79,17 @@ protected:
 
 private:
     std::vector<std::pair<int, const ReplayParam*>> rows_;
+};
+
+/// A replay's steps as training steps (step, losses, scale used, found_inf, skip, growth
+/// tracker), for the Training view's loss and scale charts; the hovered step's summary says only
+/// what a replay measures.
+class ReplayTrainingModel : public TrainingStepModel {
+    Q_OBJECT
+public:
+    using TrainingStepModel::TrainingStepModel;
+    void resetData(const ReplayResult& r);
+    QVariant data(const QModelIndex& index, int role) const override;
 };
 
 }  // namespace ampscope::ui

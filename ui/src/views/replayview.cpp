@@ -2,24 +2,32 @@
 // ReplayView: layout, the two sides, the remedies' buttons and their questions.
 #include "replayview.h"
 
+#include <QChart>
 #include <QFileDialog>
 #include <QGridLayout>
 #include <QHeaderView>
 #include <QInputDialog>
+#include <QLegend>
+#include <QLineSeries>
 #include <QLabel>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
 #include <QStackedWidget>
 #include <QTabWidget>
+#include <QStyle>
 #include <QTableView>
 #include <QVBoxLayout>
 
 #include <cmath>
+#include <functional>
+#include <vector>
 
 #include "ampscope/engine/bundle.h"
 #include "ampscope/engine/errors.h"
+#include "charts.h"
 #include "newrundialog.h"
 #include "replaymodel.h"
 #include "uitext.h"
@@ -52,7 +60,22 @@ QTableView* replayTable(QAbstractItemModel* model) {
     // every column as wide as its header and cells: nothing elided, the table scrolls sideways
     auto fit = [v] { v->resizeColumnsToContents(); };
     QObject::connect(model, &QAbstractItemModel::modelReset, v, fit);
+    // a few rows readable below the charts (the page scrolls), with the sideways scroll bar
+    v->setMinimumHeight(v->horizontalHeader()->sizeHint().height() + 4 * v->verticalHeader()->defaultSectionSize() +
+                        v->style()->pixelMetric(QStyle::PM_ScrollBarExtent) + 2 * v->frameWidth());
     return v;
+}
+
+/// `c` as a replay chart: the lines with a marker at each point (a replay of one step has one
+/// point a line alone would not show), the legend's text a little smaller (two charts side by
+/// side: every entry in full).
+QChart* compact(QChart* c) {
+    for (auto* s : c->series())
+        if (auto* line = qobject_cast<QLineSeries*>(s)) line->setPointsVisible(true);
+    QFont f = c->legend()->font();
+    f.setPointSizeF(f.pointSizeF() * 0.85);
+    c->legend()->setFont(f);
+    return c;
 }
 
 }  // namespace
@@ -60,6 +83,7 @@ QTableView* replayTable(QAbstractItemModel* model) {
 ReplayView::ReplayView(QWidget* parent) : QWidget(parent) {
     for (int s = 0; s < 2; ++s) {
         steps_[s] = new ReplayStepModel(this);
+        training_[s] = new ReplayTrainingModel(this);
         layers_[s] = new ReplayLayerModel(this);
         params_[s] = new ReplayParamModel(this);
     }
@@ -169,10 +193,65 @@ QWidget* ReplayView::buildTables() {
             bv->addWidget(tables_[s][t], 1);
             split->addWidget(box);
         }
-        tabs_->addTab(split, names[t]);
+        auto* page = new QSplitter(Qt::Vertical);  // the charts above the tables, as in the other views
+        page->addWidget(buildCharts(Tables(t)));
+        page->addWidget(split);
+        page->setChildrenCollapsible(false);
+        page->setStretchFactor(0, 3);
+        page->setStretchFactor(1, 2);
+        auto* scroll = new QScrollArea;  // each chart keeps its height: the page scrolls when the window is low
+        scroll->setWidget(page);
+        scroll->setWidgetResizable(true);
+        scroll->setFrameShape(QFrame::NoFrame);
+        scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+        tabs_->addTab(scroll, names[t]);
     }
     tabs_->setCurrentIndex(kLayersTable);
     return tabs_;
+}
+
+QWidget* ReplayView::buildCharts(Tables t) {
+    const std::vector<Charts> charts = t == kStepsTable    ? std::vector<Charts>{kLossChart, kScaleChart}
+                                       : t == kLayersTable ? std::vector<Charts>{kLayersChart}
+                                                           : std::vector<Charts>{kParamsChart};
+    auto* w = new QWidget;
+    auto* g = new QGridLayout(w);  // the original's charts beside the remedy's
+    g->setContentsMargins(0, 0, 0, 0);
+    for (int s = 0; s < 2; ++s) {
+        g->addWidget(new QLabel(s == Original ? QStringLiteral("<b>Original</b>") : QStringLiteral("<b>Remedy</b>")), 0, s);
+        for (size_t k = 0; k < charts.size(); ++k) g->addWidget(makeChart(Side(s), charts[k]), int(k) + 1, s);
+        g->setColumnStretch(s, 1);
+    }
+    return w;
+}
+
+ChartWidget* ReplayView::makeChart(Side side, Charts c) {
+    QAbstractItemModel* model = nullptr;
+    std::function<QChart*()> build;
+    switch (c) {
+        case kLossChart:
+            model = training_[side];
+            build = [m = training_[side]] { return compact(makeLossChart(m)); };
+            break;
+        case kScaleChart:
+            model = training_[side];
+            build = [m = training_[side]] { return compact(makeScaleChart(m)); };
+            break;
+        case kLayersChart:
+            model = layers_[side];
+            build = [m = layers_[side]] { return compact(makeReplayLayerChart(m)); };
+            break;
+        default:
+            model = params_[side];
+            build = [m = params_[side]] { return compact(makeReplayParamChart(m)); };
+            break;
+    }
+    auto* w = new ChartWidget(model, build,
+                              side == Original ? QStringLiteral("No replay shown.")
+                                               : QStringLiteral("No remedy yet: a remedy chosen above is replayed and shown here."));
+    connect(w, &ChartWidget::exportFailed, this, [this](const QString& m) { Q_EMIT failed(QStringLiteral("Cannot export chart"), m); });
+    charts_[side][c] = w;
+    return w;
 }
 
 void ReplayView::clear() {
@@ -209,6 +288,7 @@ void ReplayView::showSide(Side side, const ReplayResult* r) {
     for (int t = 0; t < 3; ++t) titles_[side][t]->setText(QStringLiteral("<b>%1</b>").arg(who));
     if (!r) {
         steps_[side]->clearData();
+        training_[side]->clearData();
         layers_[side]->clearData();
         params_[side]->clearData();
         summary_[side]->setText(side == Original ? QStringLiteral("<b>Original</b>: no replay shown.")
@@ -217,6 +297,7 @@ void ReplayView::showSide(Side side, const ReplayResult* r) {
         return;
     }
     steps_[side]->resetData(*r);
+    training_[side]->resetData(*r);
     layers_[side]->resetData(*r);
     params_[side]->resetData(*r);
     const bool oneStep = r->steps.size() <= 1;

@@ -4,7 +4,10 @@
 // replay. Each side says what was replayed (checkpoint format, optimizer, precision, GradScaler
 // enabled) and where values first went non-finite, in words; below, for both sides next to
 // each other (the original's table above the remedy's, columns aligned), the steps (losses, scale used, found_inf, skip, scale after,
-// growth tracker), the per-module activations (the first non-finite module's row highlighted) and the per-parameter departures. Remedies
+// growth tracker), the per-module activations (the first non-finite module's row highlighted) and the per-parameter departures, each
+// tab with its charts above its tables, the original's chart beside the remedy's: loss and scale per step (the Training view's
+// charts), each module's FP32 and AMP absmax against the format's limit (as the Layers view's, the first non-finite module
+// marked), the gradient and update relative difference per parameter. Remedies
 // one click away from the original (keep the first non-finite module in FP32, BF16 instead of FP16, initial scale, growth interval,
 // gradient clipping, the advisor's FP32 set): each asks the main window for a replay of the original spec plus the remedy; a line above the
 // sides says what changed. Progress and Cancel of a replay going.
@@ -24,9 +27,11 @@ class QTableView;
 
 namespace ampscope::ui {
 
+class ChartWidget;
 class ReplayLayerModel;
 class ReplayParamModel;
 class ReplayStepModel;
+class ReplayTrainingModel;
 
 class ReplayView : public QWidget {
     Q_OBJECT
@@ -34,6 +39,9 @@ public:
     enum class Remedy { KeepModule, Bf16, InitScale, GrowthInterval, Clip, AdvisorSet, Count };
     enum Side { Original, Remedied };
     enum Tables { kStepsTable, kLayersTable, kParamsTable };
+    /// The charts of each side: loss and scale above the steps table, absmax above the
+    /// activations, relative differences above the parameters.
+    enum Charts { kLossChart, kScaleChart, kLayersChart, kParamsChart, kChartCount };
 
     explicit ReplayView(QWidget* parent = nullptr);
     /// Shows `r` as the original (the remedy side empties).
@@ -80,6 +88,7 @@ public:
     ReplayStepModel* stepModel(Side side) const { return steps_[side]; }
     ReplayLayerModel* layerModel(Side side) const { return layers_[side]; }
     ReplayParamModel* paramModel(Side side) const { return params_[side]; }
+    ChartWidget* chart(Side side, Charts c) const { return charts_[side][c]; }
     QTabWidget* tableTabs() const { return tabs_; }
 
 Q_SIGNALS:
@@ -92,6 +101,8 @@ private:
     QWidget* buildRemedies();
     QWidget* buildProgress();
     QWidget* buildTables();
+    QWidget* buildCharts(Tables t);
+    ChartWidget* makeChart(Side side, Charts c);
     void askRemedy(Remedy r);
     void showSide(Side side, const ReplayResult* r);
     void updateButtons();
@@ -112,6 +123,8 @@ private:
     ReplayStepModel* steps_[2] = {};
     ReplayLayerModel* layers_[2] = {};
     ReplayParamModel* params_[2] = {};
+    ReplayTrainingModel* training_[2] = {};  ///< the steps, for the loss and scale charts
+    ChartWidget* charts_[2][kChartCount] = {};
 };
 
 }  // namespace ampscope::ui
