@@ -191,7 +191,8 @@ void spec_of(const Reader& rd, const nlohmann::json& j, ReplayResult& r) {
     r.batch_sha256 = rd.str(b, "batch.", "sha256");
     const auto precision = rd.str(j, "", "precision");
     const auto p = parse_precision(precision.empty() ? "fp16" : precision);
-    if (!p || *p == Precision::Fp32) rd.wrong("precision", "\"fp16\" or \"bf16\"", rd.at(j, "precision"));
+    if (!p || *p == Precision::Fp32 || *p == Precision::Fp8)  // a replay steps an FP32 reference and an AMP side: fp16 or bf16
+        rd.wrong("precision", "\"fp16\" or \"bf16\"", rd.at(j, "precision"));
     r.spec.precision = *p;
     const auto& rem = rd.object(j, "", "remedies");
     r.spec.keep_fp32 = rd.strings(rem, "remedies.", "keep_fp32");

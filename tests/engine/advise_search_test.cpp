@@ -43,7 +43,8 @@ TEST(AdviseCandidates, GranularityRefusedWithItsName) {
             parse_granularity(bad);
             ADD_FAILURE() << "accepted '" << bad << "'";
         } catch (const InputError& e) {
-            EXPECT_NE(std::string(e.what()).find("--granularity"), std::string::npos) << e.what();
+            EXPECT_EQ(e.field(), "granularity") << e.what();  // the field; the CLI names its flag (named_by_flag)
+            EXPECT_EQ(e.file(), "") << e.what();
         }
     }
 }

@@ -196,7 +196,7 @@ TEST(Runner, BadInputsAreInputErrors) {
     expect_input_error(s, "matches no module");
     s = {};
     s.precisions = {};
-    expect_input_error(s, "--precision");
+    expect_input_error(s, "field 'precision'");  // the field, not a CLI flag (the CLI maps it to --precision)
     s = {};
     s.criteria.atol = -1;
     expect_input_error(s, "atol");
