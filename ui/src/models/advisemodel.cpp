@@ -30,9 +30,15 @@ void SensitivityModel::resetData(std::vector<ModuleSensitivity> rows) {
         return a.sqnr_db < b.sqnr_db;
     });
     double lo = INFINITY, hi = -INFINITY;
-    for (const auto& s : rows_)
-        if (std::isfinite(s.sqnr_db)) lo = std::min(lo, s.sqnr_db), hi = std::max(hi, s.sqnr_db);
-    if (!std::isfinite(lo)) lo = 0, hi = 100;
+    for (const auto& s : rows_) {
+        if (!std::isfinite(s.sqnr_db)) continue;
+        lo = std::min(lo, s.sqnr_db);
+        hi = std::max(hi, s.sqnr_db);
+    }
+    if (!std::isfinite(lo)) {
+        lo = 0;
+        hi = 100;
+    }
     bottom_ = std::floor(std::min(lo, 0.0) / 10) * 10;
     top_ = std::ceil((hi + 10) / 10) * 10;
     endResetModel();

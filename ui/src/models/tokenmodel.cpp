@@ -44,7 +44,10 @@ void TokenModel::resetData(const RunResult& run) {
         comparison_ = seq.empty() ? -1 : seq.front();
         sample_ = -1;
         for (int s = 0, most = -1; comparison_ >= 0 && s < int(run_.samples.size()); ++s)
-            if (const int n = flipsOf(comparison_, s); n > most) most = n, sample_ = s;  // the sample with most flips first
+            if (const int n = flipsOf(comparison_, s); n > most) {  // the sample with most flips first
+                most = n;
+                sample_ = s;
+            }
     }
     updatePlotRange();
     endResetModel();
@@ -103,8 +106,14 @@ bool TokenModel::flipped(int row) const {
 void TokenModel::updatePlotRange() {
     double lo = 1e300, hi = 0;
     for (int r = 0; r < rows(); ++r)
-        if (const double v = kld(r); std::isfinite(v) && v > 0) lo = std::min(lo, v), hi = std::max(hi, v);
-    if (hi == 0) lo = 1e-6, hi = 1e-3;  // nothing above 0: a range that shows the zeros at its floor
+        if (const double v = kld(r); std::isfinite(v) && v > 0) {
+            lo = std::min(lo, v);
+            hi = std::max(hi, v);
+        }
+    if (hi == 0) {  // nothing above 0: a range that shows the zeros at its floor
+        lo = 1e-6;
+        hi = 1e-3;
+    }
     lo_ = std::max(kPlotFloor, lo);
     hi_ = std::max(hi, lo_ * 10);
 }
