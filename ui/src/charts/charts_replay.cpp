@@ -72,6 +72,9 @@ std::pair<QValueAxis*, QLogValueAxis*> rowAxes(QChart* chart, const QString& tit
     x->setTitleText(title);
     x->setLabelFormat(QStringLiteral("%d"));
     x->setRange(-1, std::max(1, rows));
+    x->setTickType(QValueAxis::TicksDynamic);  // ticks on rows (whole numbers), at most about 8 of them
+    x->setTickAnchor(0);
+    x->setTickInterval(std::max(1, (rows + 7) / 8));
     auto* y = logAxis(yTitle, lo, top);
     const double bottom = std::max(kPlotFloor, lo / 2);
     y->setRange(bottom, top * 2);

@@ -19,8 +19,10 @@
 #include <QTabWidget>
 #include <QStyle>
 #include <QTableView>
+#include <QValueAxis>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <vector>
@@ -76,6 +78,27 @@ QChart* compact(QChart* c) {
     f.setPointSizeF(f.pointSizeF() * 0.85);
     c->legend()->setFont(f);
     return c;
+}
+
+/// `c` (the Training view's loss or scale chart) over a replay's steps: the x axis names them
+/// steps, and a single step stands in the middle of its axis rather than at its edge.
+QChart* overSteps(QChart* c) {
+    double lo = 1e300, hi = -1e300;
+    for (auto* s : c->series())
+        if (auto* xy = qobject_cast<QXYSeries*>(s))
+            for (const auto& p : xy->points()) {
+                lo = std::min(lo, p.x());
+                hi = std::max(hi, p.x());
+            }
+    for (auto* a : c->axes(Qt::Horizontal))
+        if (auto* x = qobject_cast<QValueAxis*>(a)) {
+            x->setTitleText(QStringLiteral("step"));
+            if (lo <= hi && hi - lo < 2) {
+                x->setRange(lo - 1, hi + 1);
+                x->setTickCount(int(hi - lo) + 3);  // a tick per step
+            }
+        }
+    return compact(c);
 }
 
 }  // namespace
@@ -231,11 +254,11 @@ ChartWidget* ReplayView::makeChart(Side side, Charts c) {
     switch (c) {
         case kLossChart:
             model = training_[side];
-            build = [m = training_[side]] { return compact(makeLossChart(m)); };
+            build = [m = training_[side]] { return overSteps(makeLossChart(m)); };
             break;
         case kScaleChart:
             model = training_[side];
-            build = [m = training_[side]] { return compact(makeScaleChart(m)); };
+            build = [m = training_[side]] { return overSteps(makeScaleChart(m)); };
             break;
         case kLayersChart:
             model = layers_[side];
