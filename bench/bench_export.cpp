@@ -42,11 +42,23 @@ void BM_LmPass(benchmark::State& st, ampscope::Precision precision, bool inspect
     run_pass(*model, probes, at::Device(at::kCPU), o, nullptr, false);  // warm-up
     for (auto _ : st) benchmark::DoNotOptimize(run_pass(*model, probes, at::Device(at::kCPU), o, nullptr, false));
 }
-BENCHMARK_CAPTURE(BM_LmPass, fp32_plain, ampscope::Precision::Fp32, false)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_LmPass, fp32_instrumented, ampscope::Precision::Fp32, true)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_LmPass, bf16_plain, ampscope::Precision::Bf16, false)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_LmPass, bf16_instrumented, ampscope::Precision::Bf16, true)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_LmPass, fp16_plain, ampscope::Precision::Fp16, false)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_LmPass, fp16_instrumented, ampscope::Precision::Fp16, true)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_LmPass, fp32_plain, ampscope::Precision::Fp32, false)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_LmPass, fp32_instrumented, ampscope::Precision::Fp32, true)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_LmPass, bf16_plain, ampscope::Precision::Bf16, false)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_LmPass, bf16_instrumented, ampscope::Precision::Bf16, true)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_LmPass, fp16_plain, ampscope::Precision::Fp16, false)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_LmPass, fp16_instrumented, ampscope::Precision::Fp16, true)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace

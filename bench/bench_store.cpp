@@ -51,7 +51,8 @@ std::string fresh(const char* name) {
 void BM_StoreWriteLayers(benchmark::State& st) {
     const int per_pass = 500000;  // 4 passes of 500k = 2M rows per iteration
     std::vector<PassResult> passes;
-    for (auto p : {Precision::Fp32, Precision::Fp16, Precision::Bf16, Precision::Fp16}) passes.push_back(pass_with_layers(per_pass, p));
+    for (auto p : {Precision::Fp32, Precision::Fp16, Precision::Bf16, Precision::Fp16})
+        passes.push_back(pass_with_layers(per_pass, p));
     for (auto _ : st) {
         st.PauseTiming();
         storage::Store s(fresh("write"));
@@ -107,10 +108,12 @@ void BM_MakeGuiFixture(benchmark::State& st) {
             Comparison cmp;
             cmp.precision = passes[c].precision;
             for (size_t i = 0; i < h.samples.size(); ++i) {
-                cmp.deltas.push_back({h.samples[i].id, h.samples[i].tag, 1e-4 * double(i % 50 + 1), 1e-3, true, i % 10 != 0, 0});
+                cmp.deltas.push_back(
+                    {h.samples[i].id, h.samples[i].tag, 1e-4 * double(i % 50 + 1), 1e-3, true, i % 10 != 0, 0});
                 cmp.ref_decisions.push_back(int(i % 4));
                 cmp.amp_decisions.push_back(int(i % 4) ^ (i % 200 == 0));
-                if (i % 200 == 0) cmp.flips.push_back({h.samples[i].id, h.samples[i].tag, int(i % 4), int(i % 4) ^ 1, 1e-5, 1e-5});
+                if (i % 200 == 0)
+                    cmp.flips.push_back({h.samples[i].id, h.samples[i].tag, int(i % 4), int(i % 4) ^ 1, 1e-5, 1e-5});
             }
             w.comparison_finished(cmp);
         }

@@ -75,8 +75,9 @@ void BM_LiveTrainingRun(benchmark::State& state) {
         w.openDatabase(dir.filePath(QStringLiteral("live.sqlite")));
         w.resize(1280, 820);
         w.show();
-        w.controller()->setEngines(
-            {}, [n](const TrainSpec&, TrainSink* sink, ProgressObserver*) { return fakeRun(n, sink, std::chrono::microseconds(250)); });
+        w.controller()->setEngines({}, [n](const TrainSpec&, TrainSink* sink, ProgressObserver*) {
+            return fakeRun(n, sink, std::chrono::microseconds(250));
+        });
         QSignalSpy done(w.controller(), &ui::RunController::finished);
         QSignalSpy batches(w.controller(), &ui::RunController::stepsFinished);
         (void)QTest::qWaitForWindowExposed(&w);  // the window's first paint is not the run's
@@ -96,7 +97,8 @@ void BM_LiveTrainingRun(benchmark::State& state) {
         beat.start();
         heartbeat.start(5);
         w.startTraining(TrainSpec{});
-        while (done.isEmpty() || w.stepModel()->rowCount() < n) QCoreApplication::processEvents(QEventLoop::AllEvents, 5);
+        while (done.isEmpty() || w.stepModel()->rowCount() < n)
+            QCoreApplication::processEvents(QEventLoop::AllEvents, 5);
         QElapsedTimer settle;  // the last batch's chart refresh
         settle.start();
         while (settle.elapsed() < 2 * ui::kLiveRefreshMs) QCoreApplication::processEvents(QEventLoop::AllEvents, 5);
@@ -111,7 +113,13 @@ void BM_LiveTrainingRun(benchmark::State& state) {
     state.counters["ui_cpu_us_per_step"] = 1000.0 * uiCpu / n;
     state.counters["deliveries"] = deliveries;
 }
-BENCHMARK(BM_LiveTrainingRun)->Arg(500)->Arg(1000)->Arg(2000)->Unit(benchmark::kMillisecond)->Iterations(1)->UseRealTime();
+BENCHMARK(BM_LiveTrainingRun)
+    ->Arg(500)
+    ->Arg(1000)
+    ->Arg(2000)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->UseRealTime();
 
 }  // namespace
 

@@ -28,13 +28,17 @@ struct AdviseOptions : RunOptions {
 };
 
 void add_advise_options(CLI::App* cmd, AdviseOptions& o) {
-    cmd->add_option("run", o.run, "a recorded run (UUID or prefix) whose model, probes, precisions and fixed criteria are advised on");
+    cmd->add_option(
+        "run", o.run,
+        "a recorded run (UUID or prefix) whose model, probes, precisions and fixed criteria are advised on");
     add_spec_options(cmd, o, false);
-    cmd->add_option("--granularity", o.granularity, "candidate modules: leaf | block (elements of numbered containers) | a depth N")
+    cmd->add_option("--granularity", o.granularity,
+                    "candidate modules: leaf | block (elements of numbered containers) | a depth N")
         ->default_str("leaf");
     cmd->add_option("--json", o.json_path, "write the advice JSON to PATH (also a --keep-fp32-file), or '-' for stdout")
         ->check(checks::NonEmptyPath());
-    cmd->add_option("--python", o.python_path, "write a Python snippet applying the same FP32 regions to your nn.Module")
+    cmd->add_option("--python", o.python_path,
+                    "write a Python snippet applying the same FP32 regions to your nn.Module")
         ->check(checks::NonEmptyPath());
     cmd->add_flag("--force", o.force, kForceHelp);
     cmd->add_flag("--no-bench", o.no_bench, "do not time the verified set against full AMP and FP32");
@@ -60,19 +64,23 @@ AdviseSpec spec_of(AdviseOptions& o, CLI::App* cmd) {
                              "--max-flip-rate",   "--max-mean-kld", "--min-same-top",   "--mask-input",
                              "--sequence-axis"})
         if (cmd && cmd->count(flag))
-            throw InputError(flag, "", "a recorded run's model, probes and criteria are fixed; give either RUN or " + std::string(flag));
+            throw InputError(
+                flag, "",
+                "a recorded run's model, probes and criteria are fixed; give either RUN or " + std::string(flag));
     if (o.no_db) throw InputError("--no-db", "", "advising a recorded run needs its database (drop --no-db)");
     const storage::Store store(storage::default_db_path(o.db), storage::Store::Mode::ReadOnly);  // never creates one
     const RunResult r = store.load_run(store.resolve(o.run));
     const RunInputs now = identify_inputs(r.spec.model, r.spec.probes, r.spec.device, r.spec.seed);
     if (now.model.sha256 != r.model.sha256 || now.model.weights_sha256 != r.model.weights_sha256)
         throw InputError(r.spec.model, "sha256",
-                         "the model changed since run " + r.run_id + " was recorded (sha256 " + r.model.sha256.substr(0, 12) + " then, " +
-                             now.model.sha256.substr(0, 12) + " now); expected the file that run used");
+                         "the model changed since run " + r.run_id + " was recorded (sha256 " +
+                             r.model.sha256.substr(0, 12) + " then, " + now.model.sha256.substr(0, 12) +
+                             " now); expected the file that run used");
     if (now.probes.sha256 != r.probes.sha256)
         throw InputError(r.spec.probes, "sha256",
-                         "the probes changed since run " + r.run_id + " was recorded (sha256 " + r.probes.sha256.substr(0, 12) + " then, " +
-                             now.probes.sha256.substr(0, 12) + " now); expected the file that run used");
+                         "the probes changed since run " + r.run_id + " was recorded (sha256 " +
+                             r.probes.sha256.substr(0, 12) + " then, " + now.probes.sha256.substr(0, 12) +
+                             " now); expected the file that run used");
     a.run = r.spec;
     a.run.criteria = r.criteria;  // as fixed before that run's first pass
     a.run.criteria.fixed_at.clear();
@@ -86,36 +94,39 @@ void print_advice(const AdviseResult& r, const json::AdviseRecord& rec) {
     std::cout << "advise: " << to_string(r.outcome) << ": " << r.message << "\n";
     if (!r.sensitivity.empty()) {
         std::cout << "\nsensitivity (worst first; the module alone under autocast, on the FP32 reference's inputs)\n"
-                  << std::left << std::setw(40) << "module" << std::setw(6) << "prec" << std::right << std::setw(10) << "SQNR dB"
-                  << std::setw(12) << "rel error" << std::setw(10) << "overflow" << std::setw(11) << "underflow"
+                  << std::left << std::setw(40) << "module" << std::setw(6) << "prec" << std::right << std::setw(10)
+                  << "SQNR dB" << std::setw(12) << "rel error" << std::setw(10) << "overflow" << std::setw(11)
+                  << "underflow"
                   << "\n";
         for (size_t i = 0; i < r.sensitivity.size() && i < 15; ++i) {
             const auto& s = r.sensitivity[i];
-            std::cout << std::left << std::setw(40) << s.module << std::setw(6) << to_string(s.precision) << std::right << std::setw(10)
-                      << std::fixed << std::setprecision(1) << s.sqnr_db << std::setw(12) << std::scientific << std::setprecision(2)
-                      << s.rel_error << std::setw(10) << s.overflow << std::setw(11) << s.underflow << (s.origin ? "  origin" : "") << "\n"
+            std::cout << std::left << std::setw(40) << s.module << std::setw(6) << to_string(s.precision) << std::right
+                      << std::setw(10) << std::fixed << std::setprecision(1) << s.sqnr_db << std::setw(12)
+                      << std::scientific << std::setprecision(2) << s.rel_error << std::setw(10) << s.overflow
+                      << std::setw(11) << s.underflow << (s.origin ? "  origin" : "") << "\n"
                       << std::defaultfloat;
         }
     }
     if (!r.keep_fp32.empty()) {
         std::cout << (r.outcome == AdviseResult::Outcome::Unverified ? "\nthe search's set (unverified, not advice):\n"
                                                                      : "\nkeep in FP32:\n");
-        for (const auto& x : r.reasons) std::cout << "  " << std::left << std::setw(38) << x.module << x.why << "  (" << x.detail << ")\n";
+        for (const auto& x : r.reasons)
+            std::cout << "  " << std::left << std::setw(38) << x.module << x.why << "  (" << x.detail << ")\n";
         std::cout << std::fixed << std::setprecision(1) << "left in FP32: " << 100 * r.fp32_share_ops << "% of ops, "
                   << 100 * r.fp32_share_flops << "% of FLOPs\n"
                   << std::defaultfloat;
     }
     std::cout << "search: " << r.evaluations << " candidate sets checked, " << r.passes_used << " passes in all\n";
     if (!rec.verified_run.empty())
-        std::cout << (r.outcome == AdviseResult::Outcome::Unverified ? "verifying run " : "verified by run ") << rec.verified_run << ": "
-                  << rec.verified_verdict << "\n";
+        std::cout << (r.outcome == AdviseResult::Outcome::Unverified ? "verifying run " : "verified by run ")
+                  << rec.verified_run << ": " << rec.verified_verdict << "\n";
     if (rec.with_set && rec.full_amp)
         for (const auto& f : rec.with_set->figures) {
             if (f.precision == Precision::Fp32) continue;
             for (const auto& g : rec.full_amp->figures)
                 if (g.precision == f.precision)
-                    std::cout << to_string(f.precision) << ": " << f.median_ms << " ms with the set, " << g.median_ms << " ms full AMP, "
-                              << rec.full_amp->figures[0].median_ms << " ms FP32\n";
+                    std::cout << to_string(f.precision) << ": " << f.median_ms << " ms with the set, " << g.median_ms
+                              << " ms full AMP, " << rec.full_amp->figures[0].median_ms << " ms FP32\n";
         }
 }
 
@@ -137,16 +148,19 @@ BenchResult time_policy(const AdviseSpec& a, const std::vector<std::string>& kee
 
 /// --json and --python: never an input (database, model, probes, criteria) nor each other.
 void check_advise_outputs(const AdviseOptions& o, const std::string& model, const std::string& probes) {
-    auto inputs = protected_inputs(
-        o.no_db, o.db,
-        {{"the model (--model)", model}, {"the probe file (--probes)", probes}, {"the criteria file (--criteria)", o.criteria_file}});
+    auto inputs = protected_inputs(o.no_db, o.db,
+                                   {{"the model (--model)", model},
+                                    {"the probe file (--probes)", probes},
+                                    {"the criteria file (--criteria)", o.criteria_file}});
     auto with = [&inputs](const std::string& role, const std::string& path) {
         auto v = inputs;
         if (!path.empty() && path != "-") v.push_back({path, role});
         return v;
     };
-    check_output_path(o.json_path, "--json", storage::OutputKind::AdviseJson, with("the --python output", o.python_path), o.force);
-    check_output_path(o.python_path, "--python", storage::OutputKind::PythonSnippet, with("the --json output", o.json_path), o.force);
+    check_output_path(o.json_path, "--json", storage::OutputKind::AdviseJson,
+                      with("the --python output", o.python_path), o.force);
+    check_output_path(o.python_path, "--python", storage::OutputKind::PythonSnippet,
+                      with("the --json output", o.json_path), o.force);
 }
 
 int run_advise(AdviseOptions& o) {
@@ -157,7 +171,8 @@ int run_advise(AdviseOptions& o) {
     AdviseSpec spec = spec_of(o, o.cmd);
     if (!o.run.empty()) check_advise_outputs(o, spec.run.model, spec.run.probes);  // the recorded run's files
     for (auto p : spec.run.precisions)
-        if (p == Precision::Fp8) throw InputError("--precision", "", "'fp8'; expected fp16 and/or bf16 (fp8 runs with `run` only)");
+        if (p == Precision::Fp8)
+            throw InputError("--precision", "", "'fp8'; expected fp16 and/or bf16 (fp8 runs with `run` only)");
     const Recording<storage::RunWriter> rec(o.no_db, o.db, o.init_db, &storage::RunWriter::run_failed);
     TerminalProgress progress(isatty(STDERR_FILENO) && !o.quiet);
     json::AdviseRecord record;
@@ -175,7 +190,8 @@ int run_advise(AdviseOptions& o) {
     const AdviseResult r = advise(spec, &progress);
     if (interrupted()) throw Cancelled();
     std::optional<BenchResult> full, with_set;
-    if (r.outcome == AdviseResult::Outcome::Found && !o.no_bench) {  // gains only after numeric validation (an accepted verifying run)
+    if (r.outcome == AdviseResult::Outcome::Found &&
+        !o.no_bench) {  // gains only after numeric validation (an accepted verifying run)
         full = time_policy(spec, {});
         if (interrupted()) throw Cancelled();
         with_set = time_policy(spec, r.keep_fp32);
@@ -187,10 +203,13 @@ int run_advise(AdviseOptions& o) {
     if (!o.quiet && o.json_path != "-") print_advice(r, record);
     if (!o.json_path.empty()) write_output(o.json_path, json::advise_to_json(r, record));
     if (!o.python_path.empty() && r.outcome == AdviseResult::Outcome::Found && !r.keep_fp32.empty())
-        write_output(o.python_path, python_snippet(r.keep_fp32, spec.run.precisions.empty() ? Precision::Fp16 : spec.run.precisions[0]),
-                     "--python", /*json=*/false);
+        write_output(
+            o.python_path,
+            python_snippet(r.keep_fp32, spec.run.precisions.empty() ? Precision::Fp16 : spec.run.precisions[0]),
+            "--python", /*json=*/false);
     if (r.outcome == AdviseResult::Outcome::Unverified)
-        std::cerr << "ampscope-cli: advise: the verifying run was " << record.verified_verdict << "; the set is unverified"
+        std::cerr << "ampscope-cli: advise: the verifying run was " << record.verified_verdict
+                  << "; the set is unverified"
                   << (o.python_path.empty() ? "" : " and --python " + o.python_path + " was not written") << "\n";
     const bool ok = r.outcome == AdviseResult::Outcome::AlreadyAccepted || r.outcome == AdviseResult::Outcome::Found;
     return ok ? kOk : kRejected;
@@ -199,7 +218,8 @@ int run_advise(AdviseOptions& o) {
 }  // namespace
 
 Command add_advise_command(CLI::App& app) {
-    auto* sub = app.add_subcommand("advise", "find a minimal set of modules to keep in FP32 so that every AMP pass meets the criteria");
+    auto* sub = app.add_subcommand(
+        "advise", "find a minimal set of modules to keep in FP32 so that every AMP pass meets the criteria");
     auto options = std::make_shared<AdviseOptions>();
     add_advise_options(sub, *options);
     return [sub, options] {

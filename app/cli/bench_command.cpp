@@ -29,8 +29,9 @@ std::vector<Precision> parse_precisions(const std::string& list) {
     auto out = parse_amp_precisions(list);
     for (auto p : out)
         if (p == Precision::Fp32 || p == Precision::Fp8)
-            throw InputError("--precision", "",
-                             "'" + to_string(p) + "'; expected fp16 and/or bf16 (FP32 is always timed; fp8 runs with `run` only)");
+            throw InputError(
+                "--precision", "",
+                "'" + to_string(p) + "'; expected fp16 and/or bf16 (FP32 is always timed; fp8 runs with `run` only)");
     return out;
 }
 
@@ -48,33 +49,38 @@ std::vector<storage::Validation> validations(const storage::Store& store, const 
     return out;
 }
 
-void print_result(const BenchResult& res, const BenchSpec& bs, const std::vector<storage::Validation>& vs, const std::string& id) {
+void print_result(const BenchResult& res, const BenchSpec& bs, const std::vector<storage::Validation>& vs,
+                  const std::string& id) {
     for (const auto& v : vs) {
         if (v.run.empty()) {
             std::cout << "UNVALIDATED " << to_string(v.precision) << ": " << v.refusal << "\n";
             continue;
         }
-        std::printf("validated %s by run %s (review %s; accepted under atol %g, rtol %g, max flips %d%s)\n", to_string(v.precision).c_str(),
-                    v.run.c_str(), v.review.status.c_str(), v.criteria.atol, v.criteria.rtol, v.criteria.max_flips,
+        std::printf("validated %s by run %s (review %s; accepted under atol %g, rtol %g, max flips %d%s)\n",
+                    to_string(v.precision).c_str(), v.run.c_str(), v.review.status.c_str(), v.criteria.atol,
+                    v.criteria.rtol, v.criteria.max_flips,
                     v.criteria.allow_nonfinite ? ", non-finite outputs allowed" : "");
     }
-    std::cout << res.model.source << ", batch " << res.batch << ", " << res.backend.device << " (" << res.backend.kind << "), "
-              << (bs.train ? "training steps" : "forward passes") << ", mode " << to_string(bs.mode) << ", FP32 regions "
-              << glob_list(bs.keep_fp32) << "\n";
-    std::printf("  %-6s %10s %10s %10s %9s %12s %8s\n", "", "median ms", "p10", "p90", "speed-up", "peak MiB", "memory");
+    std::cout << res.model.source << ", batch " << res.batch << ", " << res.backend.device << " (" << res.backend.kind
+              << "), " << (bs.train ? "training steps" : "forward passes") << ", mode " << to_string(bs.mode)
+              << ", FP32 regions " << glob_list(bs.keep_fp32) << "\n";
+    std::printf("  %-6s %10s %10s %10s %9s %12s %8s\n", "", "median ms", "p10", "p90", "speed-up", "peak MiB",
+                "memory");
     for (const auto& f : res.figures)
-        std::printf("  %-6s %10.3f %10.3f %10.3f %8.2fx %12.1f %7.2fx\n", to_string(f.precision).c_str(), f.median_ms, f.p10_ms, f.p90_ms,
-                    f.speedup, double(f.peak_bytes) / (1 << 20), f.memory_ratio);
-    std::cout << "  timer: " << res.timer << "; memory: " << res.memory << "\n  recorded as benchmark " << id.substr(0, 8) << "\n";
+        std::printf("  %-6s %10.3f %10.3f %10.3f %8.2fx %12.1f %7.2fx\n", to_string(f.precision).c_str(), f.median_ms,
+                    f.p10_ms, f.p90_ms, f.speedup, double(f.peak_bytes) / (1 << 20), f.memory_ratio);
+    std::cout << "  timer: " << res.timer << "; memory: " << res.memory << "\n  recorded as benchmark "
+              << id.substr(0, 8) << "\n";
 }
 
 int run_bench(BenchOptions& o) {
     auto& bs = o.spec;
     bs.precisions = parse_precisions(o.precision);
     bs.mode = o.mode == "train" ? Mode::Train : Mode::Eval;
-    check_output_path(o.json, "--json", storage::OutputKind::BenchJson,
-                      protected_inputs(false, o.db, {{"the model (--model)", bs.model}, {"the probe file (--probes)", bs.probes}}),
-                      o.force);  // before any work
+    check_output_path(
+        o.json, "--json", storage::OutputKind::BenchJson,
+        protected_inputs(false, o.db, {{"the model (--model)", bs.model}, {"the probe file (--probes)", bs.probes}}),
+        o.force);  // before any work
     storage::Store store(storage::default_db_path(o.db), storage::Store::Mode::Create, o.init_db);
     const auto vs = validations(store, bs);
     if (!all_validated(vs) && !o.unvalidated) {
@@ -98,26 +104,35 @@ int run_bench(BenchOptions& o) {
 
 void add_bench_options(CLI::App* bench, BenchOptions& o) {
     auto& bs = o.spec;
-    bench->add_option("--model", bs.model, "demo:NAME, a TorchScript file or a torch.export program (.pt2)")->required();
+    bench->add_option("--model", bs.model, "demo:NAME, a TorchScript file or a torch.export program (.pt2)")
+        ->required();
     bench
         ->add_option("--output", bs.output,
-                     "the output compared, for torch.export programs with several outputs: a name from its output tree (e.g. cls) or an "
+                     "the output compared, for torch.export programs with several outputs: a name from its output tree "
+                     "(e.g. cls) or an "
                      "index; default: the first tensor output")
         ->check(checks::NonEmpty("an output name or index"));
     bench->add_option("--probes", bs.probes, "the probe set the validation run used")->required();
     bench->add_option("--device", bs.device, "cpu | cuda | cuda:N")->check(checks::Device());
     bench->add_option("--precision", o.precision, "AMP precisions to time against FP32")->default_str("fp16,bf16");
     bench->add_option("--keep-fp32", bs.keep_fp32, "module-path glob run without autocast (repeatable), as validated");
-    bench->add_option("--mode", o.mode, "eval | train, as validated")->check(CLI::IsMember({"eval", "train"}))->default_str("eval");
+    bench->add_option("--mode", o.mode, "eval | train, as validated")
+        ->check(CLI::IsMember({"eval", "train"}))
+        ->default_str("eval");
     bench->add_option("--batch-size", bs.batch_size, "samples per forward")->default_val(64)->check(checks::Integer(1));
     bench->add_option("--warmup", bs.warmup, "untimed forwards first")->default_val(5)->check(checks::Integer(0));
-    bench->add_option("--repeats", bs.repeats, "timed forwards per precision")->default_val(30)->check(checks::Integer(1));
+    bench->add_option("--repeats", bs.repeats, "timed forwards per precision")
+        ->default_val(30)
+        ->check(checks::Integer(1));
     bench->add_option("--seed", bs.seed, "seed of the demo weights and probes")->default_val(0)->check(checks::Seed());
-    bench->add_flag("--train", bs.train, "time training steps (forward, loss, backward, SGD step; GradScaler for fp16)");
-    bench->add_flag("--unvalidated", o.unvalidated, "measure without a validation run (stored and shown as unvalidated)");
+    bench->add_flag("--train", bs.train,
+                    "time training steps (forward, loss, backward, SGD step; GradScaler for fp16)");
+    bench->add_flag("--unvalidated", o.unvalidated,
+                    "measure without a validation run (stored and shown as unvalidated)");
     bench->add_option("--db", o.db, "run database holding the validation run")->check(checks::NonEmptyPath());
     bench->add_flag("--init-db", o.init_db, "add ampscope's tables to an existing SQLite file of another application");
-    bench->add_option("--json", o.json, "write the result JSON to PATH, or '-' for stdout")->check(checks::NonEmptyPath());
+    bench->add_option("--json", o.json, "write the result JSON to PATH, or '-' for stdout")
+        ->check(checks::NonEmptyPath());
     bench->add_flag("--force", o.force, kForceHelp);
 }
 

@@ -44,16 +44,19 @@ inline std::string fmt(double v) {
 }  // namespace detail
 
 /// A finite number in the interval from `lo` to `hi`; `lo_open`/`hi_open` exclude the bound.
-inline CLI::Validator Number(double lo, double hi = std::numeric_limits<double>::infinity(), bool lo_open = false, bool hi_open = false) {
+inline CLI::Validator Number(double lo, double hi = std::numeric_limits<double>::infinity(), bool lo_open = false,
+                             bool hi_open = false) {
     std::string range = "a finite number ";
     if (std::isinf(hi))
         range += (lo_open ? "> " : ">= ") + detail::fmt(lo);
     else
-        range += std::string(lo_open ? "> " : ">= ") + detail::fmt(lo) + " and " + (hi_open ? "< " : "<= ") + detail::fmt(hi);
+        range += std::string(lo_open ? "> " : ">= ") + detail::fmt(lo) + " and " + (hi_open ? "< " : "<= ") +
+                 detail::fmt(hi);
     return CLI::Validator(
         [=](std::string& s) -> std::string {
             double v = 0;
-            const bool ok = detail::parse_double(s, v) && std::isfinite(v) && (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+            const bool ok = detail::parse_double(s, v) && std::isfinite(v) && (lo_open ? v > lo : v >= lo) &&
+                            (hi_open ? v < hi : v <= hi);
             return ok ? std::string() : "'" + s + "': expected " + range;
         },
         "X", "Number");
@@ -64,7 +67,8 @@ inline CLI::Validator Finite() {
     return CLI::Validator(
         [](std::string& s) -> std::string {
             double v = 0;
-            return detail::parse_double(s, v) && std::isfinite(v) ? std::string() : "'" + s + "': expected a finite number";
+            return detail::parse_double(s, v) && std::isfinite(v) ? std::string()
+                                                                  : "'" + s + "': expected a finite number";
         },
         "X", "Finite");
 }
@@ -103,7 +107,8 @@ inline CLI::Validator Device() {
         [](std::string& s) -> std::string {
             static const std::regex re("^(cpu|cuda)(:([0-9]{1,3}))?$");
             std::smatch m;
-            const bool ok = std::regex_match(s, m, re) && !(m[1] == "cpu" && m[2].matched) && (!m[3].matched || std::stoi(m[3]) <= 127);
+            const bool ok = std::regex_match(s, m, re) && !(m[1] == "cpu" && m[2].matched) &&
+                            (!m[3].matched || std::stoi(m[3]) <= 127);
             return ok ? std::string() : "'" + s + "': expected cpu, cuda or cuda:N with N from 0 to 127";
         },
         "DEVICE", "Device");
@@ -111,14 +116,16 @@ inline CLI::Validator Device() {
 
 /// A non-empty path (an empty --db would silently mean the default database).
 inline CLI::Validator NonEmptyPath() {
-    return CLI::Validator([](std::string& s) -> std::string { return s.empty() ? "an empty path; expected a file name" : ""; }, "PATH",
-                          "NonEmptyPath");
+    return CLI::Validator(
+        [](std::string& s) -> std::string { return s.empty() ? "an empty path; expected a file name" : ""; }, "PATH",
+        "NonEmptyPath");
 }
 
 /// A non-empty value (an empty one would silently mean "not given"); `expected` says what to give.
 inline CLI::Validator NonEmpty(const std::string& expected) {
-    return CLI::Validator([expected](std::string& s) -> std::string { return s.empty() ? "an empty value; expected " + expected : ""; },
-                          "VALUE", "NonEmpty");
+    return CLI::Validator(
+        [expected](std::string& s) -> std::string { return s.empty() ? "an empty value; expected " + expected : ""; },
+        "VALUE", "NonEmpty");
 }
 
 /// An ISO-8601 date or UTC date-time, YYYY-MM-DD[THH:MM[:SS[.fff]]][Z]; a space instead of T

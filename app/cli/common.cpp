@@ -53,7 +53,8 @@ void start_abort_thread() {
                 std::fprintf(stderr, "ampscope-cli: could not mark the run cancelled: %s\n", e.what());
             }
         }
-        std::fprintf(stderr, "\nampscope-cli: interrupted twice: stopped inside the model; the run is recorded as cancelled\n");
+        std::fprintf(stderr,
+                     "\nampscope-cli: interrupted twice: stopped inside the model; the run is recorded as cancelled\n");
         std::_Exit(130);
     }).detach();
 }

@@ -110,7 +110,8 @@ long field_index(const std::string& field);
 /// Writes an output (`what`: --json, --python) to `path` whole or not at all (the shared guard,
 /// storage/output_file.h), or to stdout for "-". JSON outputs have C1 control characters
 /// escaped (the same JSON value). A failed write is storage::OutputWriteError (exit 3).
-void write_output(const std::string& path, const std::string& text, const std::string& what = "--json", bool json = true);
+void write_output(const std::string& path, const std::string& text, const std::string& what = "--json",
+                  bool json = true);
 
 /// The files a command reads, which its outputs must never replace: the run database (unless
 /// `no_db`; with its journals) and each (role, path) given, e.g. {"the model (--model)", path};
@@ -126,9 +127,11 @@ void check_output_path(const std::string& path, const std::string& what, storage
 
 /// The help of --force.
 inline const char* const kForceHelp =
-    "replace an existing output file that is not an earlier output of the same kind (never an input of the command, never a device)";
+    "replace an existing output file that is not an earlier output of the same kind (never an input of the command, "
+    "never a device)";
 
 /// The help of --db.
-inline const char* const kDbHelp = "run database (default: $AMPSCOPE_DB, else ${XDG_DATA_HOME:-~/.local/share}/ampscope/runs.sqlite)";
+inline const char* const kDbHelp =
+    "run database (default: $AMPSCOPE_DB, else ${XDG_DATA_HOME:-~/.local/share}/ampscope/runs.sqlite)";
 
 }  // namespace ampscope::cli

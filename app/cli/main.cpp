@@ -70,16 +70,19 @@ std::string option_name(const CLI::Option& o) {
 /// through a symbolic link with a UTF-8 name.)
 void refuse_non_utf8(const CLI::App& app) {
     static const std::set<std::string> recording = {"run", "train", "replay", "advise", "bench", "annotate", "review"};
-    static const std::set<std::string> not_recorded = {"--db", "--json", "--python"};  // where it writes: never recorded
+    static const std::set<std::string> not_recorded = {"--db", "--json",
+                                                       "--python"};  // where it writes: never recorded
     for (const auto* sub : app.get_subcommands()) {
         if (!recording.count(sub->get_name())) continue;
         for (const auto* opt : sub->get_options())
-            for (const auto& value : not_recorded.count(option_name(*opt)) ? std::vector<std::string>{} : opt->results())
+            for (const auto& value :
+                 not_recorded.count(option_name(*opt)) ? std::vector<std::string>{} : opt->results())
                 if (!valid_utf8(value))
-                    throw InputError(option_name(*opt), "",
-                                     "'" + visible_controls(clip_echo(value)) +
-                                         "' is not valid UTF-8; ampscope records the values it is given in UTF-8 JSON and its "
-                                         "database: rename the file (or reach it through a symbolic link with a UTF-8 name)");
+                    throw InputError(
+                        option_name(*opt), "",
+                        "'" + visible_controls(clip_echo(value)) +
+                            "' is not valid UTF-8; ampscope records the values it is given in UTF-8 JSON and its "
+                            "database: rename the file (or reach it through a symbolic link with a UTF-8 name)");
     }
 }
 
@@ -113,7 +116,8 @@ int main(int argc, char** argv) {
         "ampscope-cli: is it safe to run this model in mixed precision? Runs an FP32 reference pass and "
         "autocast FP16/BF16 passes on a fixed probe set, compares scores and decisions against criteria "
         "fixed before the run, and names where NaN/Inf is born."};
-    app.set_version_flag("--version", "ampscope-cli " + version() + " (torch " + backend_report("cpu").torch_version + ")");
+    app.set_version_flag("--version",
+                         "ampscope-cli " + version() + " (torch " + backend_report("cpu").torch_version + ")");
     app.require_subcommand(1);
     const std::vector<Command> commands = {add_run_command(app),    add_backend_command(app), add_ops_command(app),
                                            add_train_command(app),  add_bench_command(app),   add_store_commands(app),

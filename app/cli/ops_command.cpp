@@ -22,7 +22,8 @@ struct BackendOptions {
 
 void add_backend_options(CLI::App* backend, BackendOptions& o) {
     backend->add_flag("--json", o.json, "print JSON");
-    backend->add_option("--device", o.device, "cpu | cuda | cuda:N (default: the default device)")->check(checks::Device());
+    backend->add_option("--device", o.device, "cpu | cuda | cuda:N (default: the default device)")
+        ->check(checks::Device());
 }
 
 int run_backend(BackendOptions& o) {
@@ -42,15 +43,17 @@ struct OpsOptions {
 };
 
 void add_ops_options(CLI::App* ops, OpsOptions& o) {
-    ops->add_option("--model", o.spec.model, "demo:NAME, a TorchScript file or a torch.export program (.pt2)")->required();
+    ops->add_option("--model", o.spec.model, "demo:NAME, a TorchScript file or a torch.export program (.pt2)")
+        ->required();
     ops->add_option("--output", o.spec.criteria.output,
-                    "the output compared, for torch.export programs with several outputs: a name from its output tree (e.g. cls) or an "
+                    "the output compared, for torch.export programs with several outputs: a name from its output tree "
+                    "(e.g. cls) or an "
                     "index; default: the first tensor output")
         ->check(checks::NonEmpty("an output name or index"));
-    o.probes =
-        ops->add_option("--probes", o.spec.probes, "probe file whose first sample drives the forward (default: demo, for demo models)")
-            ->default_str("demo")
-            ->check(checks::NonEmptyPath());
+    o.probes = ops->add_option("--probes", o.spec.probes,
+                               "probe file whose first sample drives the forward (default: demo, for demo models)")
+                   ->default_str("demo")
+                   ->check(checks::NonEmptyPath());
     ops->add_option("--device", o.spec.device, "cpu | cuda | cuda:N")->check(checks::Device());
     ops->add_option("--precision", o.precision, "fp16 | bf16")->default_str("fp16");
     ops->add_option("--seed", o.spec.seed, "seed for demo weights")->default_val(0)->check(checks::Seed());
@@ -61,12 +64,14 @@ int run_ops(OpsOptions& o) {
     auto p = parse_precision(o.precision);
     if (!p || *p == Precision::Fp32 || *p == Precision::Fp8)
         throw InputError("--precision", "",
-                         "'" + o.precision + "'; expected fp16 or bf16" + (p == Precision::Fp8 ? " (fp8 runs with `run` only)" : ""));
+                         "'" + o.precision + "'; expected fp16 or bf16" +
+                             (p == Precision::Fp8 ? " (fp8 runs with `run` only)" : ""));
     o.spec.precisions = {*p};
     if (!o.probes->count() && o.spec.model.rfind("demo:", 0) != 0)
         throw InputError("--probes", "",
                          "missing: " + clip_echo(o.spec.model) +
-                             " is not a demo model, so there are no built-in probes; give a .pt or .csv probe file whose first sample "
+                             " is not a demo model, so there are no built-in probes; give a .pt or .csv probe file "
+                             "whose first sample "
                              "drives the forward");
     const auto rep = op_coverage(o.spec);
     if (o.json)
@@ -81,7 +86,8 @@ int run_ops(OpsOptions& o) {
 }  // namespace
 
 Command add_backend_command(CLI::App& app) {
-    return subcommand<BackendOptions>(app, "backend", "what hardware and libraries would run: CPU/CUDA/HIP, versions, bf16 support",
+    return subcommand<BackendOptions>(app, "backend",
+                                      "what hardware and libraries would run: CPU/CUDA/HIP, versions, bf16 support",
                                       add_backend_options, run_backend);
 }
 

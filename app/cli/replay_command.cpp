@@ -35,47 +35,63 @@ struct ReplayOptions {
 
 void add_replay_options(CLI::App* sub, ReplayOptions& o) {
     auto& s = o.spec;
-    sub->add_option("bundle", o.bundle,
-                    "an incident bundle folder written by the capture package (docs/capture.md): every setting is read from "
-                    "it; options given beside it override")
+    sub->add_option(
+           "bundle", o.bundle,
+           "an incident bundle folder written by the capture package (docs/capture.md): every setting is read from "
+           "it; options given beside it override")
         ->check(CLI::ExistingDirectory);
-    sub->add_option("--model", s.model, "a TorchScript file or a torch.export program (.pt2) whose state_dict keys the checkpoint holds");
-    sub->add_option("--checkpoint", s.checkpoint,
-                    "torch.save state_dict, a dict with model/optimizer/scaler, a Lightning .ckpt, a Hugging Face Trainer "
-                    "checkpoint-N/ folder or a .safetensors file");
+    sub->add_option("--model", s.model,
+                    "a TorchScript file or a torch.export program (.pt2) whose state_dict keys the checkpoint holds");
+    sub->add_option(
+        "--checkpoint", s.checkpoint,
+        "torch.save state_dict, a dict with model/optimizer/scaler, a Lightning .ckpt, a Hugging Face Trainer "
+        "checkpoint-N/ folder or a .safetensors file");
     sub->add_option("--batch", s.batch, "the failing batch: a .pt dict with inputs and labels or targets");
-    o.loss_opt =
-        sub->add_option("--loss", s.loss,
-                        "ce | mse | lm (shifted token cross-entropy, -100 ignored) | model (the program returns its loss); default: ce "
-                        "with class labels, lm with token labels [N, T], mse with targets")
-            ->check(CLI::IsMember({"ce", "mse", "lm", "model"}));
-    sub->add_option("--steps", s.steps, "optimizer steps replayed on the batch")->default_val(1)->check(checks::Integer(1));
+    o.loss_opt = sub->add_option("--loss", s.loss,
+                                 "ce | mse | lm (shifted token cross-entropy, -100 ignored) | model (the program "
+                                 "returns its loss); default: ce "
+                                 "with class labels, lm with token labels [N, T], mse with targets")
+                     ->check(CLI::IsMember({"ce", "mse", "lm", "model"}));
+    sub->add_option("--steps", s.steps, "optimizer steps replayed on the batch")
+        ->default_val(1)
+        ->check(checks::Integer(1));
     o.precision_opt =
-        sub->add_option("--precision", o.precision, "fp16 | bf16 (the job's autocast dtype; bf16 as a remedy)")->default_val("fp16");
-    sub->add_option("--optimizer-state", s.optimizer_state, "a torch.save of optimizer.state_dict() (overrides the checkpoint's)");
-    sub->add_option("--scaler-state", s.scaler_state, "a torch.save of GradScaler.state_dict() (overrides the checkpoint's)");
-    sub->add_option("--strip-prefix", s.strip_prefix, "removed from checkpoint keys that start with it (Lightning: model.)");
-    sub->add_flag("--non-strict", s.non_strict, "replay even when checkpoint keys do not match the model (still listed)");
+        sub->add_option("--precision", o.precision, "fp16 | bf16 (the job's autocast dtype; bf16 as a remedy)")
+            ->default_val("fp16");
+    sub->add_option("--optimizer-state", s.optimizer_state,
+                    "a torch.save of optimizer.state_dict() (overrides the checkpoint's)");
+    sub->add_option("--scaler-state", s.scaler_state,
+                    "a torch.save of GradScaler.state_dict() (overrides the checkpoint's)");
+    sub->add_option("--strip-prefix", s.strip_prefix,
+                    "removed from checkpoint keys that start with it (Lightning: model.)");
+    sub->add_flag("--non-strict", s.non_strict,
+                  "replay even when checkpoint keys do not match the model (still listed)");
     sub->add_option("--keep-fp32", s.keep_fp32, "remedy: module-path glob run without autocast (repeatable)");
     sub->add_option("--init-scale", o.init_scale, "remedy: start GradScaler at this scale instead of the checkpoint's")
         ->check(checks::Number(0, INFINITY, true));
-    sub->add_option("--growth-interval", o.growth_interval, "remedy: GradScaler growth_interval")->check(checks::Integer(1));
+    sub->add_option("--growth-interval", o.growth_interval, "remedy: GradScaler growth_interval")
+        ->check(checks::Integer(1));
     o.clip = sub->add_option("--clip-grad-norm", s.clip_grad_norm,
-                             "the job's clipping of the unscaled gradient norm (a Trainer's max_grad_norm, Lightning's gradient_clip_val), "
+                             "the job's clipping of the unscaled gradient norm (a Trainer's max_grad_norm, Lightning's "
+                             "gradient_clip_val), "
                              "or a remedy (0 = off)")
                  ->default_val(0.0)
                  ->check(checks::Number(0));
     sub->add_option("--optimizer", s.optimizer_kind,
-                    "sgd | adam | adamw: the optimizer where the state cannot tell (an Adam/AdamW state from PyTorch <= 2.6 with "
+                    "sgd | adam | adamw: the optimizer where the state cannot tell (an Adam/AdamW state from PyTorch "
+                    "<= 2.6 with "
                     "weight decay)")
         ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
-    sub->add_option("--param-groups", s.param_groups,
-                    "a JSON list per optimizer param group of its parameter names, in the optimizer's order (groups built "
-                    "without named_parameters())");
-    sub->add_flag("--no-scaler", s.no_scaler, "the job ran without GradScaler (BF16 jobs; implied for BF16 without scaler state)");
+    sub->add_option(
+        "--param-groups", s.param_groups,
+        "a JSON list per optimizer param group of its parameter names, in the optimizer's order (groups built "
+        "without named_parameters())");
+    sub->add_flag("--no-scaler", s.no_scaler,
+                  "the job ran without GradScaler (BF16 jobs; implied for BF16 without scaler state)");
     sub->add_option("--output", s.output, "the output the loss reads, for torch.export programs with several outputs");
     sub->add_option("--device", s.device, "cpu | cuda | cuda:N")->check(checks::Device());
-    sub->add_option("--json", o.json, "write the replay JSON to PATH, or '-' for stdout")->check(checks::NonEmptyPath());
+    sub->add_option("--json", o.json, "write the replay JSON to PATH, or '-' for stdout")
+        ->check(checks::NonEmptyPath());
     sub->add_option("--db", o.db, kDbHelp)->check(checks::NonEmptyPath());
     sub->add_flag("--init-db", o.init_db, "add ampscope's tables to an existing SQLite file of another application");
     sub->add_flag("--no-db", o.no_db, "do not record the replay");
@@ -93,21 +109,23 @@ void print_replay(std::ostream& out, const ReplayResult& r) {
         out << "  optimizer " << o.kind << " (" << o.kind_source << "), " << o.groups.size() << " param group"
             << (o.groups.size() > 1 ? "s" : "") << " mapped by " << o.mapping << ":";
         for (const auto& g : o.groups)
-            out << " [" << g.params.size() << " params, lr " << g.lr << ", weight decay " << g.weight_decay << (g.fused ? ", fused" : "")
-                << "]";
+            out << " [" << g.params.size() << " params, lr " << g.lr << ", weight decay " << g.weight_decay
+                << (g.fused ? ", fused" : "") << "]";
         out << "\n";
     }
     for (const auto& st : r.steps)
-        out << "  step " << st.step << ": loss fp32 " << st.loss_ref << ", amp " << st.loss_amp << "; scale " << st.scale
-            << (st.skipped ? " (GradScaler skips the step)" : "") << " -> " << st.scale_after << "\n";
+        out << "  step " << st.step << ": loss fp32 " << st.loss_ref << ", amp " << st.loss_amp << "; scale "
+            << st.scale << (st.skipped ? " (GradScaler skips the step)" : "") << " -> " << st.scale_after << "\n";
     if (r.spec.incident) out << incident_in_words(r) << "\n";
     if (r.first_nonfinite) {
         const auto& f = *r.first_nonfinite;
         out << "first non-finite: " << f.stage << " at step " << f.step << (f.module.empty() ? "" : " in " + f.module)
-            << (f.op.empty() ? "" : ", " + f.op) << (f.node.empty() ? "" : " (" + f.node + ")") << " [" << f.side << "]";
+            << (f.op.empty() ? "" : ", " + f.op) << (f.node.empty() ? "" : " (" + f.node + ")") << " [" << f.side
+            << "]";
         for (const auto& st : r.steps)
             if (st.step == f.step && f.side != "reference" && r.scaler_enabled)
-                out << (st.skipped ? "; GradScaler skips the step" : "; GradScaler does not skip the step: the optimizer applies it");
+                out << (st.skipped ? "; GradScaler skips the step"
+                                   : "; GradScaler does not skip the step: the optimizer applies it");
         out << "\n";
     } else {
         out << "no non-finite values in " << r.steps.size() << " replayed step(s)\n";
@@ -119,18 +137,20 @@ void print_replay(std::ostream& out, const ReplayResult& r) {
 /// (a file, or every file of a Trainer folder and of its subfolders).
 std::vector<storage::ProtectedFile> replay_inputs(const ReplayOptions& o) {
     const auto& s = o.spec;
-    std::vector<std::pair<std::string, std::string>> files = {{"the model (--model)", s.model},
-                                                              {"the batch (--batch)", s.batch},
-                                                              {"the optimizer state (--optimizer-state)", s.optimizer_state},
-                                                              {"the scaler state (--scaler-state)", s.scaler_state},
-                                                              {"the param groups (--param-groups)", s.param_groups},
-                                                              {"the checkpoint (--checkpoint)", s.checkpoint},
-                                                              {"the incident bundle", o.bundle.empty() ? "" : o.bundle + "/incident.json"}};
+    std::vector<std::pair<std::string, std::string>> files = {
+        {"the model (--model)", s.model},
+        {"the batch (--batch)", s.batch},
+        {"the optimizer state (--optimizer-state)", s.optimizer_state},
+        {"the scaler state (--scaler-state)", s.scaler_state},
+        {"the param groups (--param-groups)", s.param_groups},
+        {"the checkpoint (--checkpoint)", s.checkpoint},
+        {"the incident bundle", o.bundle.empty() ? "" : o.bundle + "/incident.json"}};
     namespace fs = std::filesystem;
     std::error_code ec;
     if (fs::is_directory(s.checkpoint, ec))
         for (fs::recursive_directory_iterator it(s.checkpoint, ec), end; !ec && it != end; it.increment(ec))
-            if (it->is_regular_file(ec)) files.push_back({"a file of the checkpoint folder (--checkpoint)", it->path().string()});
+            if (it->is_regular_file(ec))
+                files.push_back({"a file of the checkpoint folder (--checkpoint)", it->path().string()});
     return protected_inputs(o.no_db, o.db, files);
 }
 
@@ -141,8 +161,9 @@ void apply_bundle(ReplayOptions& o) {
     const auto bs = replay_spec_of(b);
     if (s.model.empty()) s.model = bs.model;
     if (s.model.empty())
-        throw InputError(o.bundle + "/incident.json", "files.model",
-                         "is null: torch.export failed in the job (" + b.export_error + "); give the model with --model");
+        throw InputError(
+            o.bundle + "/incident.json", "files.model",
+            "is null: torch.export failed in the job (" + b.export_error + "); give the model with --model");
     if (s.checkpoint.empty()) s.checkpoint = bs.checkpoint;
     if (s.batch.empty()) s.batch = bs.batch;
     if (o.loss_opt->count() == 0) s.loss = bs.loss;
@@ -160,13 +181,16 @@ void apply_bundle(ReplayOptions& o) {
 int run_replay_command(ReplayOptions& o) {
     auto& s = o.spec;
     if (!o.bundle.empty()) apply_bundle(o);
-    for (const auto& [v, name] : {std::pair{&s.model, "--model"}, {&s.checkpoint, "--checkpoint"}, {&s.batch, "--batch"}})
-        if (v->empty()) throw InputError(name, "", "missing; give it, or an incident bundle folder (replay BUNDLE) that holds it");
+    for (const auto& [v, name] :
+         {std::pair{&s.model, "--model"}, {&s.checkpoint, "--checkpoint"}, {&s.batch, "--batch"}})
+        if (v->empty())
+            throw InputError(name, "", "missing; give it, or an incident bundle folder (replay BUNDLE) that holds it");
     check_output_path(o.json, "--json", storage::OutputKind::ReplayJson, replay_inputs(o), o.force);  // before any work
     auto p = parse_precision(o.precision);
     if (!p || *p == Precision::Fp32 || *p == Precision::Fp8)
         throw InputError("--precision", "",
-                         "'" + o.precision + "'; expected fp16 or bf16" + (p == Precision::Fp8 ? " (fp8 runs with `run` only)" : ""));
+                         "'" + o.precision + "'; expected fp16 or bf16" +
+                             (p == Precision::Fp8 ? " (fp8 runs with `run` only)" : ""));
     s.precision = *p;
     s.clip_given = o.clip && o.clip->count() > 0;
     if (o.init_scale > 0) s.init_scale = o.init_scale;
@@ -185,7 +209,8 @@ int run_replay_command(ReplayOptions& o) {
 }  // namespace
 
 Command add_replay_command(CLI::App& app) {
-    return subcommand<ReplayOptions>(app, "replay", "the user's checkpoint and failing batch, replayed step by step in FP32 and AMP",
+    return subcommand<ReplayOptions>(app, "replay",
+                                     "the user's checkpoint and failing batch, replayed step by step in FP32 and AMP",
                                      add_replay_options, run_replay_command);
 }
 

@@ -30,10 +30,13 @@ int run_run(RunOptions& o) {
     RunResult r = [&] {
         try {
             return run_comparison(spec, rec.writer(), &progress);
-        } catch (const InputError& e) {  // a region from --keep-fp32-file, a head of --criteria: name the file, not the flag
-            if (e.file() == "criteria" && !o.criteria_file.empty()) throw InputError(o.criteria_file, e.field(), e.expected());
+        } catch (
+            const InputError& e) {  // a region from --keep-fp32-file, a head of --criteria: name the file, not the flag
+            if (e.file() == "criteria" && !o.criteria_file.empty())
+                throw InputError(o.criteria_file, e.field(), e.expected());
             // spec.keep_fp32 holds the --keep-fp32 globs, then the file's (finish_spec)
-            if (e.file().empty() && e.field().rfind("keep_fp32[", 0) == 0 && field_index(e.field()) >= long(o.keep_fp32_flags))
+            if (e.file().empty() && e.field().rfind("keep_fp32[", 0) == 0 &&
+                field_index(e.field()) >= long(o.keep_fp32_flags))
                 throw InputError(o.keep_fp32_file, "keep_fp32", e.expected());
             throw;
         }
@@ -50,8 +53,8 @@ int run_run(RunOptions& o) {
 }  // namespace
 
 Command add_run_command(CLI::App& app) {
-    return subcommand<RunOptions>(app, "run", "FP32 reference pass plus AMP passes, compared against fixed criteria", add_run_options,
-                                  run_run);
+    return subcommand<RunOptions>(app, "run", "FP32 reference pass plus AMP passes, compared against fixed criteria",
+                                  add_run_options, run_run);
 }
 
 }  // namespace ampscope::cli

@@ -19,28 +19,37 @@ namespace {
 
 /// Sequence outputs [N, T, V] (language models): judged per unmasked position.
 void add_sequence_options(CLI::App* run, RunOptions& o) {
-    run->add_option("--max-flip-rate", o.max_flip_rate, "sequence outputs: fraction of positions whose top-1 token may change (default 0)")
+    run->add_option("--max-flip-rate", o.max_flip_rate,
+                    "sequence outputs: fraction of positions whose top-1 token may change (default 0)")
         ->check(checks::Number(0, 1));
-    run->add_option("--max-mean-kld", o.max_mean_kld, "sequence outputs: largest mean KL(ref || amp) per position (default 1e-3)")
+    run->add_option("--max-mean-kld", o.max_mean_kld,
+                    "sequence outputs: largest mean KL(ref || amp) per position (default 1e-3)")
         ->check(checks::Number(0));
-    run->add_option("--min-same-top", o.min_same_top, "sequence outputs: smallest fraction of positions with the same top-1 (default 0.99)")
+    run->add_option("--min-same-top", o.min_same_top,
+                    "sequence outputs: smallest fraction of positions with the same top-1 (default 0.99)")
         ->check(checks::Number(0, 1));
-    run->add_option("--mask-input", o.mask_input,
-                    "sequence outputs: the input [N, T] whose zeros mark positions not compared (default: attention_mask when the "
-                    "model has it)");
-    run->add_option("--sequence-axis", o.sequence_axis, "sequence outputs: the output axis of positions when not 1 ([N, T, V])")
+    run->add_option(
+        "--mask-input", o.mask_input,
+        "sequence outputs: the input [N, T] whose zeros mark positions not compared (default: attention_mask when the "
+        "model has it)");
+    run->add_option("--sequence-axis", o.sequence_axis,
+                    "sequence outputs: the output axis of positions when not 1 ([N, T, V])")
         ->check(checks::Integer(1, 2));
 }
 
 /// The criteria flags; they override the keys of a --criteria file.
 void add_criteria_options(CLI::App* run, RunOptions& o) {
-    run->add_option("--criteria", o.criteria_file, "criteria JSON file; flags below override its keys")->check(checks::NonEmptyPath());
+    run->add_option("--criteria", o.criteria_file, "criteria JSON file; flags below override its keys")
+        ->check(checks::NonEmptyPath());
     run->add_option("--atol", o.atol, "absolute tolerance per score (default 1e-3)")->check(checks::Number(0));
     run->add_option("--rtol", o.rtol, "relative tolerance per score (default 1e-2)")->check(checks::Number(0));
-    run->add_option("--tie-tolerance", o.tie_tol, "scores within this of the maximum count as tied (default 0)")->check(checks::Number(0));
-    run->add_option("--tie-rule", o.tie_rule, "lowest-index | abstain")->check(CLI::IsMember({"lowest-index", "abstain"}));
+    run->add_option("--tie-tolerance", o.tie_tol, "scores within this of the maximum count as tied (default 0)")
+        ->check(checks::Number(0));
+    run->add_option("--tie-rule", o.tie_rule, "lowest-index | abstain")
+        ->check(CLI::IsMember({"lowest-index", "abstain"}));
     run->add_option("--max-flips", o.max_flips, "decision flips allowed (default 0)")->check(checks::Integer(0));
-    run->add_option("--quality-metric", o.quality_metric, "accuracy | mse | max_abs_error | perplexity | token_accuracy")
+    run->add_option("--quality-metric", o.quality_metric,
+                    "accuracy | mse | max_abs_error | perplexity | token_accuracy")
         ->check(CLI::IsMember({"accuracy", "mse", "max_abs_error", "perplexity", "token_accuracy"}));
     run->add_option("--quality-threshold", o.qthresh,
                     "accuracy, token_accuracy: at least this; mse, max_abs_error, perplexity: at most this")
@@ -53,19 +62,25 @@ void add_criteria_options(CLI::App* run, RunOptions& o) {
 
 void add_spec_options(CLI::App* run, RunOptions& o, bool model_required) {
     auto& spec = o.spec;
-    auto* model = run->add_option("--model", spec.model,
-                                  "demo:NAME (transformer, mlp, regressor), a TorchScript file or a torch.export program (.pt2)");
+    auto* model =
+        run->add_option("--model", spec.model,
+                        "demo:NAME (transformer, mlp, regressor), a TorchScript file or a torch.export program (.pt2)");
     if (model_required) model->required();
     run->add_option("--output", o.output,
-                    "the output compared, for torch.export programs with several outputs: a name from its output tree (e.g. cls) or an "
+                    "the output compared, for torch.export programs with several outputs: a name from its output tree "
+                    "(e.g. cls) or an "
                     "index; default: the first tensor output")
         ->check(checks::NonEmpty("an output name or index"));
-    auto* probes = run->add_option("--probes", spec.probes, "'demo' (the demo model's built-in set) or a .pt / .csv probe file");
+    auto* probes =
+        run->add_option("--probes", spec.probes, "'demo' (the demo model's built-in set) or a .pt / .csv probe file");
     if (model_required) probes->required();
     run->add_option("--precision", o.precisions, "AMP passes to run, comma-separated; the FP32 reference always runs")
         ->default_str("fp16,bf16");
-    run->add_option("--device", spec.device, "cpu | cuda | cuda:N (default: cuda when available, else cpu)")->check(checks::Device());
-    run->add_option("--mode", o.mode, "eval | train, fixed for every pass")->check(CLI::IsMember({"eval", "train"}))->default_str("eval");
+    run->add_option("--device", spec.device, "cpu | cuda | cuda:N (default: cuda when available, else cpu)")
+        ->check(checks::Device());
+    run->add_option("--mode", o.mode, "eval | train, fixed for every pass")
+        ->check(CLI::IsMember({"eval", "train"}))
+        ->default_str("eval");
     add_criteria_options(run, o);
     run->add_option("--seed", spec.seed, "seed for weights of demo models, demo probes and every pass's RNG")
         ->default_val(0)
@@ -78,13 +93,17 @@ void add_spec_options(CLI::App* run, RunOptions& o, bool model_required) {
 
 void add_run_options(CLI::App* run, RunOptions& o) {
     add_spec_options(run, o, true);
-    run->add_option("--keep-fp32", o.spec.keep_fp32, "module-path glob run without autocast (repeatable), e.g. 'blocks.1.*'");
-    run->add_option("--keep-fp32-file", o.keep_fp32_file,
-                    "FP32 regions from a file: the JSON `ampscope-cli advise` writes (its keep_fp32 list) or one glob a line")
+    run->add_option("--keep-fp32", o.spec.keep_fp32,
+                    "module-path glob run without autocast (repeatable), e.g. 'blocks.1.*'");
+    run->add_option(
+           "--keep-fp32-file", o.keep_fp32_file,
+           "FP32 regions from a file: the JSON `ampscope-cli advise` writes (its keep_fp32 list) or one glob a line")
         ->check(checks::NonEmptyPath());
-    run->add_flag("--allow-unverified", o.allow_unverified,
-                  "accept a --keep-fp32-file whose advise outcome is 'unverified' (the set's verifying run was rejected)");
-    run->add_option("--json", o.json_path, "write the run result JSON to PATH, or '-' for stdout")->check(checks::NonEmptyPath());
+    run->add_flag(
+        "--allow-unverified", o.allow_unverified,
+        "accept a --keep-fp32-file whose advise outcome is 'unverified' (the set's verifying run was rejected)");
+    run->add_option("--json", o.json_path, "write the run result JSON to PATH, or '-' for stdout")
+        ->check(checks::NonEmptyPath());
     run->add_flag("--force", o.force, kForceHelp);
     run->add_flag("--layers", o.layers, "print the per-layer table (module, op, dtype, absmax, headroom, overflow)");
     run->add_flag("--outputs", o.outputs, "include per-sample scores and decisions in the JSON");

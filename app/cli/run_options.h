@@ -16,7 +16,8 @@ namespace ampscope::cli {
 
 struct RunOptions {
     RunSpec spec;
-    std::string precisions = "fp16,bf16", mode = "eval", criteria_file, json_path, db, tie_rule, quality_metric, output, keep_fp32_file;
+    std::string precisions = "fp16,bf16", mode = "eval", criteria_file, json_path, db, tie_rule, quality_metric, output,
+                keep_fp32_file;
     size_t keep_fp32_flags = 0;  ///< how many of spec.keep_fp32 came from --keep-fp32 (the rest from --keep-fp32-file)
     std::string mask_input;
     std::optional<double> atol, rtol, tie_tol, qthresh, max_flip_rate, max_mean_kld, min_same_top;

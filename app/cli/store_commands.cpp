@@ -41,7 +41,8 @@ struct State {
 
 int show_training(const Store& s, const std::string& uuid) {
     const TrainResult tr = s.load_training(uuid);
-    std::cout << "status: " << safe(s.status(uuid)) << (s.error(uuid).empty() ? "" : " (" + safe(s.error(uuid)) + ")") << "\n";
+    std::cout << "status: " << safe(s.status(uuid)) << (s.error(uuid).empty() ? "" : " (" + safe(s.error(uuid)) + ")")
+              << "\n";
     print_train(std::cout, tr, isatty(STDOUT_FILENO));
     return 0;
 }
@@ -49,9 +50,10 @@ int show_training(const Store& s, const std::string& uuid) {
 void print_benchmarks(const Store& s, const std::string& uuid) {
     for (const auto& b : s.benchmarks(uuid)) {
         std::ostringstream o;
-        o << "\nbenchmark " << safe(b.uuid.substr(0, 8)) << " (" << safe(b.created_at.substr(0, 19)) << ", batch " << b.result.batch
-          << "):";
-        for (const auto& f : b.result.figures) o << " " << to_string(f.precision) << " " << f.median_ms << " ms (" << f.speedup << "x)";
+        o << "\nbenchmark " << safe(b.uuid.substr(0, 8)) << " (" << safe(b.created_at.substr(0, 19)) << ", batch "
+          << b.result.batch << "):";
+        for (const auto& f : b.result.figures)
+            o << " " << to_string(f.precision) << " " << f.median_ms << " ms (" << f.speedup << "x)";
         std::cout << o.str() << "\n";
     }
 }
@@ -62,14 +64,16 @@ void print_annotations(const Store& s, const std::string& uuid) {
     std::cout << "\nannotations:\n";
     for (const auto& a : notes)
         std::cout << "  " << safe(a.created_at.substr(0, 19)) << " " << safe(a.author) << " on " << safe(a.target_kind)
-                  << (a.target.empty() ? "" : " " + safe(a.target)) << ": " << visible_controls(a.text, /*keep_newline=*/true) << "\n";
+                  << (a.target.empty() ? "" : " " + safe(a.target)) << ": "
+                  << visible_controls(a.text, /*keep_newline=*/true) << "\n";
 }
 
 void print_status(const Store& s, const std::string& uuid) {
     std::cout << "status: " << safe(s.status(uuid));
     if (!s.error(uuid).empty()) std::cout << " (" << safe(s.error(uuid)) << ")";
     const auto rv = s.review(uuid);
-    std::cout << "   review: " << safe(rv.status) << (rv.by.empty() ? "" : " by " + safe(rv.by) + " at " + safe(rv.at)) << "\n";
+    std::cout << "   review: " << safe(rv.status) << (rv.by.empty() ? "" : " by " + safe(rv.by) + " at " + safe(rv.at))
+              << "\n";
 }
 
 /// A recorded replay: checked (a damaged or hostile stored JSON is refused, exit 2, named), then
@@ -95,7 +99,8 @@ int show_run(const Store& s, const State& st) {
     if (s.kind(uuid) == "replay") return show_replay(s, uuid, st.json);
     std::vector<std::string> damaged;
     const auto r = s.load_run(uuid, &damaged);
-    for (const auto& d : damaged) std::cerr << "ampscope-cli: warning: " << s.path() << ": damaged: " << safe(d) << std::endl;
+    for (const auto& d : damaged)
+        std::cerr << "ampscope-cli: warning: " << s.path() << ": damaged: " << safe(d) << std::endl;
     if (st.json) {
         std::cout << escape_c1_in_json(json::run_to_json(r, st.outputs, 2, damaged)) << std::endl;
         return 0;
@@ -105,7 +110,8 @@ int show_run(const Store& s, const State& st) {
     print_run_summary(std::cout, r, st.layers, isatty(STDOUT_FILENO));
     print_benchmarks(s, uuid);
     print_annotations(s, uuid);
-    if (!damaged.empty()) std::cout << "\n" << damaged.size() << " damaged part(s) of this run were left out (see DAMAGED above)\n";
+    if (!damaged.empty())
+        std::cout << "\n" << damaged.size() << " damaged part(s) of this run were left out (see DAMAGED above)\n";
     return 0;
 }
 
@@ -136,12 +142,13 @@ int list_runs(const Store& s, const State& st) {
         std::cout << "\n]" << std::endl;
         return 0;
     }
-    std::cout << pad("run", 10) << pad("started", 21) << pad("status", 12) << pad("verdict", 18) << pad("review", 9) << pad("device", 8)
-              << pad("passes", 15) << "model\n";
+    std::cout << pad("run", 10) << pad("started", 21) << pad("status", 12) << pad("verdict", 18) << pad("review", 9)
+              << pad("device", 8) << pad("passes", 15) << "model\n";
     for (const auto& r : rows)
         std::cout << pad(r.uuid.substr(0, 8), 10) << pad(r.started_at.substr(0, 19), 21) << pad(r.status, 12)
-                  << pad(r.verdict.empty() ? "-" : r.verdict, 18) << pad(r.review_status, 9) << pad(r.device, 8) << pad(r.precisions, 15)
-                  << safe(r.model) << (r.annotations ? "  [" + std::to_string(r.annotations) + " notes]" : "") << "\n";
+                  << pad(r.verdict.empty() ? "-" : r.verdict, 18) << pad(r.review_status, 9) << pad(r.device, 8)
+                  << pad(r.precisions, 15) << safe(r.model)
+                  << (r.annotations ? "  [" + std::to_string(r.annotations) + " notes]" : "") << "\n";
     std::cout << rows.size() << " run(s) in " << s.path() << std::endl;
     return 0;
 }
@@ -167,7 +174,8 @@ int dispatch(const State& st, const Commands& c) {
     if (*c.imp) {
         Store s(path, Store::Mode::Create, st.init_db);
         const auto res = storage::import_file(s, st.file);
-        std::cout << "imported " << res.added << " run(s), " << res.skipped << " already present, into " << path << std::endl;
+        std::cout << "imported " << res.added << " run(s), " << res.skipped << " already present, into " << path
+                  << std::endl;
         return 0;
     }
     if (*c.ann) {
@@ -175,7 +183,8 @@ int dispatch(const State& st, const Commands& c) {
         storage::Annotation a;
         a.author = st.author;
         a.text = st.text;
-        if (!st.sample.empty() && !st.layer.empty()) throw InputError("--sample/--layer", "", "give one target: a sample or a layer");
+        if (!st.sample.empty() && !st.layer.empty())
+            throw InputError("--sample/--layer", "", "give one target: a sample or a layer");
         if (!st.sample.empty()) {
             a.target_kind = "sample";
             a.target = st.sample;
@@ -211,7 +220,8 @@ CLI::App* add_list(CLI::App& app, State& st) {
     add_db_option(list, st);
     auto& f = st.filter;
     list->add_option("--model", f.model, "model source contains");
-    list->add_option("--precision", f.precision, "has a pass of this precision")->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+    list->add_option("--precision", f.precision, "has a pass of this precision")
+        ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
     list->add_option("--device", f.device, "device, e.g. cpu or cuda:0");
     list->add_option("--verdict", f.verdict, "accepted | rejected | invalid_reference")
         ->check(CLI::IsMember({"accepted", "rejected", "invalid_reference"}));
@@ -238,9 +248,12 @@ CLI::App* add_show(CLI::App& app, State& st) {
 CLI::App* add_export(CLI::App& app, State& st) {
     auto* exp = app.add_subcommand("export", "write runs to a self-contained .ampscope file for a teammate");
     exp->add_option("RUN", st.runs, "run ids (or unique prefixes)")->required();
-    exp->add_option("-o,--output", st.out, "file to write (e.g. runs.ampscope)")->required()->check(checks::NonEmptyPath());
+    exp->add_option("-o,--output", st.out, "file to write (e.g. runs.ampscope)")
+        ->required()
+        ->check(checks::NonEmptyPath());
     add_db_option(exp, st);
-    exp->add_flag("--force", st.force, "replace an existing file that is not an ampscope export (never the database itself)");
+    exp->add_flag("--force", st.force,
+                  "replace an existing file that is not an ampscope export (never the database itself)");
     return exp;
 }
 

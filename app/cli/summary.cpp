@@ -51,7 +51,8 @@ void print_backend(std::ostream& os, const BackendReport& b) {
     if (!b.cudnn_version.empty()) os << "cudnn    " << b.cudnn_version << "\n";
     if (!b.hip_version.empty()) os << "hip      " << b.hip_version << "\n";
     if (!b.compute_capability.empty()) os << "compute  " << b.compute_capability << "\n";
-    os << "cuda     " << (b.cuda_available ? std::to_string(b.cuda_device_count) + " device(s)" : std::string("not available")) << "\n"
+    os << "cuda     "
+       << (b.cuda_available ? std::to_string(b.cuda_device_count) + " device(s)" : std::string("not available")) << "\n"
        << "bf16     " << (b.bf16_supported ? "supported" : "not supported") << "\n"
        << "fp16     " << (b.fp16_supported ? "supported" : "not supported") << "\n"
        << "threads  " << b.num_threads << "\n";
@@ -59,8 +60,8 @@ void print_backend(std::ostream& os, const BackendReport& b) {
 }
 
 void print_ops(std::ostream& os, const OpsReport& r) {
-    os << "operator coverage of " << safe(r.model) << " for " << to_string(r.precision) << " on " << r.backend.device << " ("
-       << r.backend.kind << ", torch " << r.backend.torch_version << ")\n";
+    os << "operator coverage of " << safe(r.model) << " for " << to_string(r.precision) << " on " << r.backend.device
+       << " (" << r.backend.kind << ", torch " << r.backend.torch_version << ")\n";
     os << "  " << pad("op", 30) << pad("calls", 7) << pad("autocast out", 14) << pad("kernel", 8) << "modules\n";
     int failing = 0, fp32 = 0;
     for (const auto& o : r.ops) {
@@ -68,31 +69,34 @@ void print_ops(std::ostream& os, const OpsReport& r) {
         for (size_t i = 0; i < std::min<size_t>(3, o.modules.size()); ++i)
             mods += (i ? ", " : "") + (o.modules[i].empty() ? std::string("(root)") : o.modules[i]);
         if (o.modules.size() > 3) mods += ", ...";
-        os << "  " << pad(o.op, 30) << pad(std::to_string(o.calls), 7) << pad(o.amp_output_dtype + (o.autocast_fp32 ? " (fp32)" : ""), 14)
-           << pad(o.kernel_ok ? "ok" : "MISSING", 8) << safe(mods) << "\n";
+        os << "  " << pad(o.op, 30) << pad(std::to_string(o.calls), 7)
+           << pad(o.amp_output_dtype + (o.autocast_fp32 ? " (fp32)" : ""), 14) << pad(o.kernel_ok ? "ok" : "MISSING", 8)
+           << safe(mods) << "\n";
         if (!o.kernel_ok) os << "      " << safe(o.error) << "\n";
         failing += !o.kernel_ok;
         fp32 += o.autocast_fp32;
     }
-    os << r.ops.size() << " ops; " << fp32 << " run in FP32 under autocast; " << failing << " without a " << to_string(r.precision)
-       << " kernel on " << r.backend.device << "\n";
+    os << r.ops.size() << " ops; " << fp32 << " run in FP32 under autocast; " << failing << " without a "
+       << to_string(r.precision) << " kernel on " << r.backend.device << "\n";
 }
 
 void print_train(std::ostream& os, const TrainResult& r, bool color) {
     const auto& s = r.spec;
     os << "training run " << safe(r.run_id) << "\n  model " << safe(r.model.source) << ", data " << safe(s.data) << ", "
-       << safe(s.optimizer) << " lr " << s.lr << ", batch " << s.batch_size << (s.accumulate > 1 ? " x" + std::to_string(s.accumulate) : "")
-       << ", loss " << safe(s.loss) << "\n  policy: " << to_string(s.precision)
-       << (s.autocast ? " autocast" : " (no autocast: FP32 compute)")
-       << (s.scaler.enabled ? ", GradScaler(init " + fmtg(s.scaler.init_scale) + ", growth " + fmtg(s.scaler.growth_factor) + ", backoff " +
-                                  fmtg(s.scaler.backoff_factor) + ", interval " + std::to_string(s.scaler.growth_interval) + ")"
+       << safe(s.optimizer) << " lr " << s.lr << ", batch " << s.batch_size
+       << (s.accumulate > 1 ? " x" + std::to_string(s.accumulate) : "") << ", loss " << safe(s.loss)
+       << "\n  policy: " << to_string(s.precision) << (s.autocast ? " autocast" : " (no autocast: FP32 compute)")
+       << (s.scaler.enabled ? ", GradScaler(init " + fmtg(s.scaler.init_scale) + ", growth " +
+                                  fmtg(s.scaler.growth_factor) + ", backoff " + fmtg(s.scaler.backoff_factor) +
+                                  ", interval " + std::to_string(s.scaler.growth_interval) + ")"
                             : std::string(", no GradScaler"))
        << "\n";
     if (!r.resumed_from.empty())
-        os << "  resumed from " << safe(r.resumed_from) << (r.policy_changed ? " (policy changed: experiment change)" : "") << "\n";
+        os << "  resumed from " << safe(r.resumed_from)
+           << (r.policy_changed ? " (policy changed: experiment change)" : "") << "\n";
     for (const auto& w : r.warnings) os << "  warning: " << safe(w) << "\n";
-    os << "  iterations " << r.iterations << ", effective updates " << r.effective_updates << ", skipped " << r.skipped << ", final scale "
-       << fmtg(r.final_scale) << "\n";
+    os << "  iterations " << r.iterations << ", effective updates " << r.effective_updates << ", skipped " << r.skipped
+       << ", final scale " << fmtg(r.final_scale) << "\n";
     if (r.skipped) {
         os << "  skipped steps:";
         int shown = 0;
@@ -118,20 +122,24 @@ void print_train(std::ostream& os, const TrainResult& r, bool color) {
         }
         const auto& st = r.steps[i];
         char line[256];
-        std::snprintf(line, sizeof line, "    %-6d %-11.5g %-11.5g %-10.4g %-5s %-4d %-10.4g %-11.3g ", st.step, st.loss_ref, st.loss_amp,
-                      st.scale, st.skipped ? "yes" : "", st.effective_updates, st.grad_norm, st.divergence);
+        std::snprintf(line, sizeof line, "    %-6d %-11.5g %-11.5g %-10.4g %-5s %-4d %-10.4g %-11.3g ", st.step,
+                      st.loss_ref, st.loss_amp, st.scale, st.skipped ? "yes" : "", st.effective_updates, st.grad_norm,
+                      st.divergence);
         os << line;
-        std::snprintf(line, sizeof line, "%-10s ", st.grad_underflow >= 0 ? std::to_string(st.grad_underflow).c_str() : "-");
+        std::snprintf(line, sizeof line, "%-10s ",
+                      st.grad_underflow >= 0 ? std::to_string(st.grad_underflow).c_str() : "-");
         os << line;
         if (!st.nonfinite_stage.empty()) {
             os << paint(safe(st.nonfinite_stage), "31", color);
             if (st.origin)
-                os << " (" << (st.origin->module.empty() ? "(root)" : safe(st.origin->module)) << ", " << safe(st.origin->op) << ")";
+                os << " (" << (st.origin->module.empty() ? "(root)" : safe(st.origin->module)) << ", "
+                   << safe(st.origin->op) << ")";
         }
         os << "\n";
     }
     if (!r.steps.empty())
-        os << "  final losses: reference " << fmtg(r.steps.back().loss_ref, 5) << ", AMP " << fmtg(r.steps.back().loss_amp, 5) << "\n";
+        os << "  final losses: reference " << fmtg(r.steps.back().loss_ref, 5) << ", AMP "
+           << fmtg(r.steps.back().loss_amp, 5) << "\n";
     for (const auto& c : r.checkpoints) os << "  checkpoint " << safe(c) << "\n";
     for (const auto& w : r.warnings) os << "  warning: " << safe(w) << "\n";
 }
@@ -139,17 +147,18 @@ void print_train(std::ostream& os, const TrainResult& r, bool color) {
 void print_layers(std::ostream& os, const PassResult& p, bool color) {
     os << "  layers of the " << to_string(p.precision) << " pass (" << p.layers.size() << " ops; headroom = log2("
        << to_string(headroom_format(p.precision)) << " max / absmax))\n";
-    os << "    " << pad("#", 5) << pad("module", 22) << pad("op", 22) << pad("dtype", 10) << pad("absmax", 11) << pad("headroom", 9)
-       << pad("f16 ovf", 8) << pad("f16 sub", 8) << pad("nonfin", 8) << "\n";
+    os << "    " << pad("#", 5) << pad("module", 22) << pad("op", 22) << pad("dtype", 10) << pad("absmax", 11)
+       << pad("headroom", 9) << pad("f16 ovf", 8) << pad("f16 sub", 8) << pad("nonfin", 8) << "\n";
     for (const auto& l : p.layers) {
         const double head = headroom(l.stats.absmax, p.precision);
         std::string mark = l.origin                  ? paint("<- origin", "1;31", color)
                            : l.stats.nonfinite() > 0 ? std::string("  (propagated)")
                                                      : std::string();
-        os << "    " << pad(std::to_string(l.index), 5) << pad(l.module.empty() ? "(root)" : l.module, 22) << pad(l.op, 22)
-           << pad(l.dtype, 10) << pad(fmtg(l.stats.absmax), 11) << pad(std::isinf(head) ? "-" : fmtg(head, 3), 9)
-           << pad(std::to_string(l.stats.fp16_overflow), 8) << pad(std::to_string(l.stats.fp16_subnormal), 8)
-           << pad(std::to_string(l.stats.nonfinite()), 8) << mark << "\n";
+        os << "    " << pad(std::to_string(l.index), 5) << pad(l.module.empty() ? "(root)" : l.module, 22)
+           << pad(l.op, 22) << pad(l.dtype, 10) << pad(fmtg(l.stats.absmax), 11)
+           << pad(std::isinf(head) ? "-" : fmtg(head, 3), 9) << pad(std::to_string(l.stats.fp16_overflow), 8)
+           << pad(std::to_string(l.stats.fp16_subnormal), 8) << pad(std::to_string(l.stats.nonfinite()), 8) << mark
+           << "\n";
     }
 }
 
@@ -157,43 +166,49 @@ void print_layers(std::ostream& os, const PassResult& p, bool color) {
 /// saturated, SQNR (percentages of the operand's elements over all batches).
 void print_fp8_operands(std::ostream& os, const PassResult& p) {
     os << "  fp8 operands (" << p.fp8_operands.size() << "; E4M3, one current scale per tensor)\n";
-    os << "    " << pad("module", 22) << pad("operand", 9) << pad("amax", 11) << pad("scale", 11) << pad("underflow", 10)
-       << pad("subnorm", 9) << pad("saturated", 10) << "SQNR dB\n";
+    os << "    " << pad("module", 22) << pad("operand", 9) << pad("amax", 11) << pad("scale", 11)
+       << pad("underflow", 10) << pad("subnorm", 9) << pad("saturated", 10) << "SQNR dB\n";
     auto pct = [](double share) { return fmtg(100 * share, 3) + "%"; };
     for (const auto& o : p.fp8_operands) {
         const auto& s = o.stats;
         const bool one = s.scale_min == s.scale_max;
-        os << "    " << pad(o.module.empty() ? "(root)" : safe(o.module), 22) << pad(o.operand, 9) << pad(fmtg(s.amax), 11)
-           << pad(one ? fmtg(s.scale_min) : fmtg(s.scale_min, 3) + ".." + fmtg(s.scale_max, 3), 11) << pad(pct(s.share(s.underflow)), 10)
-           << pad(pct(s.share(s.subnormal)), 9) << pad(pct(s.share(s.saturated)), 10) << fmtg(s.sqnr_db, 3) << "\n";
+        os << "    " << pad(o.module.empty() ? "(root)" : safe(o.module), 22) << pad(o.operand, 9)
+           << pad(fmtg(s.amax), 11)
+           << pad(one ? fmtg(s.scale_min) : fmtg(s.scale_min, 3) + ".." + fmtg(s.scale_max, 3), 11)
+           << pad(pct(s.share(s.underflow)), 10) << pad(pct(s.share(s.subnormal)), 9)
+           << pad(pct(s.share(s.saturated)), 10) << fmtg(s.sqnr_db, 3) << "\n";
     }
 }
 
 /// Per-token figures of a sequence output (llama.cpp's --kl-divergence definitions).
 void print_tokens(std::ostream& os, const TokenStats& t) {
-    os << "    tokens: " << t.positions << " positions compared (" << t.masked << " masked; T " << t.length << ", V " << t.vocab
-       << "): mean KLD " << fmtg(t.mean_kld, 4) << ", p99 " << fmtg(t.p99_kld, 4) << ", max " << fmtg(t.max_kld, 4) << "; same top-1 "
-       << fmtg(100 * t.same_top, 4) << "%, top-5 overlap " << fmtg(100 * t.top5_overlap, 4) << "%, RMS dp " << fmtg(t.rms_dp, 3) << "\n";
+    os << "    tokens: " << t.positions << " positions compared (" << t.masked << " masked; T " << t.length << ", V "
+       << t.vocab << "): mean KLD " << fmtg(t.mean_kld, 4) << ", p99 " << fmtg(t.p99_kld, 4) << ", max "
+       << fmtg(t.max_kld, 4) << "; same top-1 " << fmtg(100 * t.same_top, 4) << "%, top-5 overlap "
+       << fmtg(100 * t.top5_overlap, 4) << "%, RMS dp " << fmtg(t.rms_dp, 3) << "\n";
     if (t.label_tokens > 0)
-        os << "    labels: " << t.label_tokens << " tokens, cross-entropy " << fmtg(t.ref_ce, 5) << " -> " << fmtg(t.amp_ce, 5)
-           << ", perplexity " << fmtg(t.ref_ppl, 5) << " -> " << fmtg(t.amp_ppl, 5) << "\n";
+        os << "    labels: " << t.label_tokens << " tokens, cross-entropy " << fmtg(t.ref_ce, 5) << " -> "
+           << fmtg(t.amp_ce, 5) << ", perplexity " << fmtg(t.ref_ppl, 5) << " -> " << fmtg(t.amp_ppl, 5) << "\n";
     if (t.boundary.empty()) return;
     os << "    boundary positions (smallest reference top-2 margins):";
     for (size_t i = 0; i < std::min<size_t>(5, t.boundary.size()); ++i)
-        os << " " << safe(t.boundary[i].sample) << "@" << t.boundary[i].position << "(" << fmtg(t.boundary[i].ref_margin, 2) << ")";
+        os << " " << safe(t.boundary[i].sample) << "@" << t.boundary[i].position << "("
+           << fmtg(t.boundary[i].ref_margin, 2) << ")";
     os << "\n";
 }
 
 /// One AMP pass against the reference: criteria, per-token figures, worst samples, flips.
 void print_comparison(std::ostream& os, const Comparison& c, bool color) {
     os << "\n"
-       << paint(to_string(c.precision) + " vs fp32", "1", color) << ": " << verdict_text(c.verdict, color) << "  (max |delta| "
-       << fmtg(c.max_abs_delta) << ", max rel " << fmtg(c.max_rel_delta) << ")\n";
+       << paint(to_string(c.precision) + " vs fp32", "1", color) << ": " << verdict_text(c.verdict, color)
+       << "  (max |delta| " << fmtg(c.max_abs_delta) << ", max rel " << fmtg(c.max_rel_delta) << ")\n";
     for (const auto& k : c.criteria) {
-        os << "    " << (k.passed ? paint("pass", "32", color) : paint("FAIL", "31", color)) << "  " << pad(k.name, 16) << safe(k.detail);
+        os << "    " << (k.passed ? paint("pass", "32", color) : paint("FAIL", "31", color)) << "  " << pad(k.name, 16)
+           << safe(k.detail);
         if (!k.passed && !k.samples.empty()) {
             os << " [";
-            for (size_t i = 0; i < std::min<size_t>(5, k.samples.size()); ++i) os << (i ? " " : "") << safe(k.samples[i]);
+            for (size_t i = 0; i < std::min<size_t>(5, k.samples.size()); ++i)
+                os << (i ? " " : "") << safe(k.samples[i]);
             if (k.samples.size() > 5) os << " ...";
             os << "]";
         }
@@ -209,15 +224,16 @@ void print_comparison(std::ostream& os, const Comparison& c, bool color) {
     });
     os << "    worst samples:";
     for (size_t i = 0; i < std::min<size_t>(5, worst.size()); ++i)
-        os << " " << safe(worst[i]->sample) << "(" << safe(worst[i]->tag) << ", " << (worst[i]->finite ? fmtg(worst[i]->abs) : "non-finite")
-           << ")";
+        os << " " << safe(worst[i]->sample) << "(" << safe(worst[i]->tag) << ", "
+           << (worst[i]->finite ? fmtg(worst[i]->abs) : "non-finite") << ")";
     os << "\n";
     if (!c.flips.empty()) {
         os << "    flips:";
         for (size_t i = 0; i < std::min<size_t>(8, c.flips.size()); ++i) {
             const auto& f = c.flips[i];
-            os << " " << safe(f.sample) << (f.position >= 0 ? "@" + std::to_string(f.position) : "") << "(" << safe(f.tag) << " "
-               << decision_label(f.ref) << "->" << decision_label(f.amp) << ", margin " << fmtg(f.ref_margin, 2) << ")";
+            os << " " << safe(f.sample) << (f.position >= 0 ? "@" + std::to_string(f.position) : "") << "("
+               << safe(f.tag) << " " << decision_label(f.ref) << "->" << decision_label(f.amp) << ", margin "
+               << fmtg(f.ref_margin, 2) << ")";
         }
         if (c.flips.size() > 8) os << " ...";
         os << "\n";
@@ -226,18 +242,22 @@ void print_comparison(std::ostream& os, const Comparison& c, bool color) {
 
 void print_run_summary(std::ostream& os, const RunResult& r, bool layers, bool color) {
     os << "run " << safe(r.run_id) << "\n"
-       << "  model   " << safe(r.model.source) << " (" << safe(r.model.kind) << ", " << r.model.parameters << " parameters, sha256 "
-       << safe(r.model.sha256.substr(0, 12)) << ", " << safe(r.model.mode) << ")\n"
+       << "  model   " << safe(r.model.source) << " (" << safe(r.model.kind) << ", " << r.model.parameters
+       << " parameters, sha256 " << safe(r.model.sha256.substr(0, 12)) << ", " << safe(r.model.mode) << ")\n"
        << "  probes  " << safe(r.probes.source) << " (" << r.probes.count << " samples:";
     for (const auto& [t, n] : r.probes.tags) os << " " << n << " " << safe(t);
-    os << ")\n  device  " << safe(r.backend.device) << " (" << safe(r.backend.kind) << ", torch " << safe(r.backend.torch_version) << ")\n"
-       << "  criteria fixed at " << safe(r.criteria.fixed_at) << ": atol " << r.criteria.atol << ", rtol " << r.criteria.rtol
-       << ", max flips " << r.criteria.max_flips << ", tie rule " << to_string(r.criteria.tie_rule) << "\n";
-    if (std::any_of(r.comparisons.begin(), r.comparisons.end(), [](const Comparison& c) { return c.tokens.has_value(); }))
-        os << "  per position: max flip rate " << r.criteria.max_flip_rate << ", max mean KLD " << r.criteria.max_mean_kld
-           << ", min same top-1 " << r.criteria.min_same_top
+    os << ")\n  device  " << safe(r.backend.device) << " (" << safe(r.backend.kind) << ", torch "
+       << safe(r.backend.torch_version) << ")\n"
+       << "  criteria fixed at " << safe(r.criteria.fixed_at) << ": atol " << r.criteria.atol << ", rtol "
+       << r.criteria.rtol << ", max flips " << r.criteria.max_flips << ", tie rule " << to_string(r.criteria.tie_rule)
+       << "\n";
+    if (std::any_of(r.comparisons.begin(), r.comparisons.end(),
+                    [](const Comparison& c) { return c.tokens.has_value(); }))
+        os << "  per position: max flip rate " << r.criteria.max_flip_rate << ", max mean KLD "
+           << r.criteria.max_mean_kld << ", min same top-1 " << r.criteria.min_same_top
            << (r.criteria.mask_input.empty() ? "" : ", mask input " + safe(r.criteria.mask_input)) << "\n";
-    if (!r.spec.advised_from.empty()) os << "  verifies the FP32 set advised for run " << safe(r.spec.advised_from) << "\n";
+    if (!r.spec.advised_from.empty())
+        os << "  verifies the FP32 set advised for run " << safe(r.spec.advised_from) << "\n";
     for (const auto& w : r.warnings) os << "  warning: " << safe(w) << "\n";
     for (const auto& p : r.passes) {
         os << "\n" << paint("pass " + to_string(p.precision), "1", color);
@@ -252,9 +272,11 @@ void print_run_summary(std::ostream& os, const RunResult& r, bool layers, bool c
         if (p.origin) {
             os << "  non-finite values born at " << safe(p.origin->stage);
             if (p.origin->stage != "input")
-                os << " op #" << p.origin->index << " " << safe(p.origin->op) << " in module '" << safe(p.origin->module) << "'";
+                os << " op #" << p.origin->index << " " << safe(p.origin->op) << " in module '"
+                   << safe(p.origin->module) << "'";
             os << " for " << p.origin->samples.size() << " samples:";
-            for (size_t i = 0; i < std::min<size_t>(6, p.origin->samples.size()); ++i) os << " " << safe(p.origin->samples[i]);
+            for (size_t i = 0; i < std::min<size_t>(6, p.origin->samples.size()); ++i)
+                os << " " << safe(p.origin->samples[i]);
             if (p.origin->samples.size() > 6) os << " ...";
             os << "\n";
         }
@@ -262,7 +284,8 @@ void print_run_summary(std::ostream& os, const RunResult& r, bool layers, bool c
         if (layers && !p.fp8_operands.empty()) print_fp8_operands(os, p);
     }
     if (r.verdict == Verdict::InvalidReference) {
-        os << "\n" << paint("verdict: invalid_reference", "1;31", color) << " - the FP32 reference itself is not finite for:";
+        os << "\n"
+           << paint("verdict: invalid_reference", "1;31", color) << " - the FP32 reference itself is not finite for:";
         if (!r.passes.empty())
             for (const auto& s : r.passes.front().nonfinite_samples) os << " " << safe(s);
         os << "\n";

@@ -22,7 +22,8 @@ namespace {
 struct TrainOptions {
     TrainSpec spec;
     std::string precision = "fp16", json, db;
-    bool no_scaler = false, no_autocast = false, quiet = false, no_guards = false, no_db = false, init_db = false, force = false;
+    bool no_scaler = false, no_autocast = false, quiet = false, no_guards = false, no_db = false, init_db = false,
+         force = false;
 };
 
 /// The optimizer, schedule and GradScaler options.
@@ -57,18 +58,23 @@ void add_optimizer_options(CLI::App* train, TrainOptions& o) {
     train->add_option("--clip-grad-norm", ts.clip_grad_norm, "clip the unscaled gradient norm to this (0 = off)")
         ->default_val(0.0)
         ->check(checks::Number(0));
-    train->add_option("--accumulate", ts.accumulate, "micro-batches per optimizer step (unscale once, after accumulating)")
+    train
+        ->add_option("--accumulate", ts.accumulate,
+                     "micro-batches per optimizer step (unscale once, after accumulating)")
         ->default_val(1)
         ->check(checks::Integer(1));
 }
 
 void add_train_options(CLI::App* train, TrainOptions& o) {
     auto& ts = o.spec;
-    train->add_option("--model", ts.model, "demo:NAME, a TorchScript file or a torch.export program (.pt2) (its parameters are trained)")
+    train
+        ->add_option("--model", ts.model,
+                     "demo:NAME, a TorchScript file or a torch.export program (.pt2) (its parameters are trained)")
         ->required();
     train
         ->add_option("--output", ts.output,
-                     "the output compared, for torch.export programs with several outputs: a name from its output tree (e.g. cls) or an "
+                     "the output compared, for torch.export programs with several outputs: a name from its output tree "
+                     "(e.g. cls) or an "
                      "index; default: the first tensor output")
         ->check(checks::NonEmpty("an output name or index"));
     train->add_option("--data", ts.data, "'demo' or a .pt/.csv file with labels or targets")->required();
@@ -77,9 +83,10 @@ void add_train_options(CLI::App* train, TrainOptions& o) {
         ->default_val(16)
         ->check(checks::Integer(1));
     train
-        ->add_option("--loss", ts.loss,
-                     "ce | mse | lm (token labels [N, T], causal shift, -100 ignored) | model (the program returns its loss); "
-                     "default: ce with labels, lm with token labels, mse with targets")
+        ->add_option(
+            "--loss", ts.loss,
+            "ce | mse | lm (token labels [N, T], causal shift, -100 ignored) | model (the program returns its loss); "
+            "default: ce with labels, lm with token labels, mse with targets")
         ->check(CLI::IsMember({"ce", "mse", "lm", "model"}));
     add_optimizer_options(train, o);
     train
@@ -87,16 +94,22 @@ void add_train_options(CLI::App* train, TrainOptions& o) {
                      "write a checkpoint every N steps (model, optimizer, scaler, RNG, counters, policy)")
         ->default_val(0)
         ->check(checks::Integer(0));
-    train->add_option("--checkpoint-dir", ts.checkpoint_dir, "where checkpoints go")->default_val(".")->check(checks::NonEmptyPath());
+    train->add_option("--checkpoint-dir", ts.checkpoint_dir, "where checkpoints go")
+        ->default_val(".")
+        ->check(checks::NonEmptyPath());
     train->add_option("--resume", ts.resume, "continue from a checkpoint")->check(checks::NonEmptyPath());
     train->add_option("--keep-fp32", ts.keep_fp32, "module-path glob run without autocast (repeatable)");
-    train->add_option("--seed", ts.seed, "seed for weights, data and per-step RNG")->default_val(0)->check(checks::Seed());
+    train->add_option("--seed", ts.seed, "seed for weights, data and per-step RNG")
+        ->default_val(0)
+        ->check(checks::Seed());
     train->add_option("--device", ts.device, "cpu | cuda | cuda:N")->check(checks::Device());
-    train->add_flag("--no-guards", o.no_guards, "skip the per-step finiteness checks (they synchronise with the device)");
+    train->add_flag("--no-guards", o.no_guards,
+                    "skip the per-step finiteness checks (they synchronise with the device)");
     train->add_option("--db", o.db, kDbHelp)->check(checks::NonEmptyPath());
     train->add_flag("--init-db", o.init_db, "add ampscope's tables to an existing SQLite file of another application");
     train->add_flag("--no-db", o.no_db, "do not record the run");
-    train->add_option("--json", o.json, "write the training JSON to PATH, or '-' for stdout")->check(checks::NonEmptyPath());
+    train->add_option("--json", o.json, "write the training JSON to PATH, or '-' for stdout")
+        ->check(checks::NonEmptyPath());
     train->add_flag("--force", o.force, kForceHelp);
     train->add_flag("-q,--quiet", o.quiet, "no terminal summary");
 }
@@ -112,7 +125,8 @@ int run_train(TrainOptions& o) {
     auto p = parse_precision(o.precision);
     if (!p || *p == Precision::Fp32 || *p == Precision::Fp8)
         throw InputError("--precision", "",
-                         "'" + o.precision + "'; expected fp16 or bf16" + (p == Precision::Fp8 ? " (fp8 runs with `run` only)" : ""));
+                         "'" + o.precision + "'; expected fp16 or bf16" +
+                             (p == Precision::Fp8 ? " (fp8 runs with `run` only)" : ""));
     ts.precision = *p;
     ts.scaler.enabled = !o.no_scaler;
     ts.autocast = !o.no_autocast;
@@ -132,8 +146,9 @@ int run_train(TrainOptions& o) {
 }  // namespace
 
 Command add_train_command(CLI::App& app) {
-    return subcommand<TrainOptions>(app, "train", "reference FP32 and AMP training side by side, with a GradScaler port", add_train_options,
-                                    run_train);
+    return subcommand<TrainOptions>(app, "train",
+                                    "reference FP32 and AMP training side by side, with a GradScaler port",
+                                    add_train_options, run_train);
 }
 
 }  // namespace ampscope::cli

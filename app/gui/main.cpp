@@ -20,15 +20,18 @@
 namespace {
 
 struct Options {
-    QCommandLineOption demo{QStringLiteral("demo"),
-                            QStringLiteral("record a demo comparison run of demo:transformer and a short demo training run "
-                                           "first when the database has none")};
+    QCommandLineOption demo{
+        QStringLiteral("demo"),
+        QStringLiteral("record a demo comparison run of demo:transformer and a short demo training run "
+                       "first when the database has none")};
     QCommandLineOption shot{QStringLiteral("screenshot"),
-                            QStringLiteral("render the main window to FILE once the demo is shown, then quit"), QStringLiteral("FILE")};
-    QCommandLineOption frames{QStringLiteral("frame-times"),
-                              QStringLiteral("benchmark: repaint every view of the first run 20 times, write the median and "
-                                             "worst frame time per view as JSON to FILE, then quit"),
-                              QStringLiteral("FILE")};
+                            QStringLiteral("render the main window to FILE once the demo is shown, then quit"),
+                            QStringLiteral("FILE")};
+    QCommandLineOption frames{
+        QStringLiteral("frame-times"),
+        QStringLiteral("benchmark: repaint every view of the first run 20 times, write the median and "
+                       "worst frame time per view as JSON to FILE, then quit"),
+        QStringLiteral("FILE")};
 };
 
 void setUp(QCommandLineParser& p, const Options& o) {
@@ -69,8 +72,8 @@ void writeFrameTimes(ampscope::ui::MainWindow& w, const QString& path) {
             ms.push_back(double(timer.nsecsElapsed()) / 1e6);
         }
         std::sort(ms.begin(), ms.end());
-        out.insert(w.tabs()->tabText(t),
-                   QJsonObject{{QStringLiteral("median_ms"), ms[ms.size() / 2]}, {QStringLiteral("worst_ms"), ms.back()}});
+        out.insert(w.tabs()->tabText(t), QJsonObject{{QStringLiteral("median_ms"), ms[ms.size() / 2]},
+                                                     {QStringLiteral("worst_ms"), ms.back()}});
     }
     QFile f(path);
     if (f.open(QIODevice::WriteOnly)) f.write(QJsonDocument(out).toJson());

@@ -44,7 +44,8 @@ std::vector<ProtectedFile> recorded_inputs(const Store& from, const std::vector<
         if (!path.empty() && path != "demo" && path.rfind("demo:", 0) != 0) out.push_back({path, role});
     };
     for (const auto& u : uuids) {
-        Stmt q(StoreAccess::db(from), "SELECT kind, COALESCE(model_source,''), COALESCE(probes_source,'') FROM runs WHERE uuid=?1");
+        Stmt q(StoreAccess::db(from),
+               "SELECT kind, COALESCE(model_source,''), COALESCE(probes_source,'') FROM runs WHERE uuid=?1");
         q.bind(1, u);
         if (!q.step()) continue;
         const std::string run = " of run " + u.substr(0, 8), kind = q.text(0);
@@ -62,7 +63,8 @@ std::vector<ProtectedFile> recorded_inputs(const Store& from, const std::vector<
 /// Refuses an output path that would destroy something: the open database, a file an exported
 /// run read, a folder, a device, or an existing file that is not an ampscope export (unless
 /// forced). The guard every output path goes through (output_file.h); the target is held.
-OutputTarget check_export_target(const Store& from, const std::vector<std::string>& uuids, const std::string& file, bool force) {
+OutputTarget check_export_target(const Store& from, const std::vector<std::string>& uuids, const std::string& file,
+                                 bool force) {
     if (file.empty()) throw InputError("-o", "", "empty output path; expected a file name for the export");
     auto inputs = protected_database(from.path(), "the run database being exported from");
     for (auto& in : recorded_inputs(from, uuids)) inputs.push_back(std::move(in));
@@ -77,7 +79,8 @@ struct BuildDir {
         std::error_code ec;
         std::string templ = (fs::temp_directory_path(ec) / "ampscope-export-XXXXXX").string();
         if (ec || !mkdtemp(templ.data()))
-            throw StoreError("cannot create a temporary folder for the export in " + templ + ": " + std::strerror(errno));
+            throw StoreError("cannot create a temporary folder for the export in " + templ + ": " +
+                             std::strerror(errno));
         dir = templ;
     }
     ~BuildDir() {
@@ -101,8 +104,8 @@ void build_export(const Store& from, const std::vector<std::string>& uuids, cons
             r = from.load_run(u);
         } catch (const StoreError& e) {
             const std::string m = e.what();
-            throw StoreError((m.rfind(from.path(), 0) == 0 ? "" : from.path() + ": ") + m + "; not exported (`ampscope-cli show " +
-                             u.substr(0, 8) + "` shows what is intact)");
+            throw StoreError((m.rfind(from.path(), 0) == 0 ? "" : from.path() + ": ") + m +
+                             "; not exported (`ampscope-cli show " + u.substr(0, 8) + "` shows what is intact)");
         }
         out.insert_run(r, from.status(u), from.error(u), from.annotations(u), from.review(u));
     }
@@ -135,7 +138,8 @@ bool is_export_file(const std::string& file) {
 void export_runs(const Store& from, const std::vector<std::string>& uuids, const std::string& file, bool force) {
     if (uuids.empty()) throw InputError("RUN", "", "no runs to export");
     for (const auto& u : uuids)
-        if (from.kind(u) == "train") throw InputError(u, "RUN", "is a training run; exporting training runs is not supported yet");
+        if (from.kind(u) == "train")
+            throw InputError(u, "RUN", "is a training run; exporting training runs is not supported yet");
     const OutputTarget target = check_export_target(from, uuids, file, force);
     // Built in a private folder, then copied into the folder checked above (held open): SQLite
     // opens files by path, which a folder or link swapped in meanwhile would redirect.
@@ -173,7 +177,8 @@ void validate(Store& s, const std::string& file) {
             if (type == "view") throw StoreError(file + ": contains a view '" + name + "'; ampscope files have none");
             if (type == "trigger") {
                 bool known = false;
-                for (const auto& m : ours) known = known || (name == "runs_criteria_immutable" && m.find(sqltext) != std::string::npos);
+                for (const auto& m : ours)
+                    known = known || (name == "runs_criteria_immutable" && m.find(sqltext) != std::string::npos);
                 if (!known) throw StoreError(file + ": contains an unknown trigger '" + name + "'; refusing to use it");
             }
             if (type == "table" && !expected.count(name) && name.rfind("sqlite_", 0) != 0)
@@ -215,17 +220,21 @@ void validate(Store& s, const std::string& file) {
     for (const auto& c : checks) {
         if (!tables.count(c.table)) continue;  // a table of a later schema version than the file's
         if (legacy_layers && std::string(c.table) == "layers") continue;
-        const std::string q = std::string("SELECT count(*) FROM ") + c.table + " WHERE typeof(" + c.column + ") NOT IN (" + c.allowed + ")";
+        const std::string q = std::string("SELECT count(*) FROM ") + c.table + " WHERE typeof(" + c.column +
+                              ") NOT IN (" + c.allowed + ")";
         Stmt st(db, q.c_str());
         if (st.step() && st.i64(0) > 0)
             throw StoreError(file + ": " + std::to_string(st.i64(0)) + " value(s) of " + c.table + "." + c.column +
                              " have the wrong type (expected " + c.allowed + ")");
     }
-    Stmt big(db, ("SELECT count(*) FROM passes p WHERE p.num_outputs < 0 OR p.num_outputs > " + std::to_string(kMaxOutputsPerSample) +
-                  " OR length(p.outputs) != 4 * p.num_outputs * (SELECT count(*) FROM samples s WHERE s.run_id = p.run_id)")
-                     .c_str());
+    Stmt big(db,
+             ("SELECT count(*) FROM passes p WHERE p.num_outputs < 0 OR p.num_outputs > " +
+              std::to_string(kMaxOutputsPerSample) +
+              " OR length(p.outputs) != 4 * p.num_outputs * (SELECT count(*) FROM samples s WHERE s.run_id = p.run_id)")
+                 .c_str());
     if (big.step() && big.i64(0) > 0)
-        throw StoreError(file + ": " + std::to_string(big.i64(0)) + " pass(es) whose outputs do not match their sample count");
+        throw StoreError(file + ": " + std::to_string(big.i64(0)) +
+                         " pass(es) whose outputs do not match their sample count");
 }
 
 }  // namespace
@@ -259,7 +268,8 @@ ImportResult import_file(Store& into, const std::string& file) {
                 continue;
             }
             if (row.kind != "compare")
-                throw StoreError(file + ": run " + row.uuid + " is of kind '" + row.kind + "'; this ampscope imports comparison runs only");
+                throw StoreError(file + ": run " + row.uuid + " is of kind '" + row.kind +
+                                 "'; this ampscope imports comparison runs only");
             Loaded l;
             l.run = src.load_run(row.uuid);
             l.status = row.status == "running" ? "interrupted" : row.status;
@@ -289,8 +299,8 @@ ImportResult import_file(Store& into, const std::string& file) {
             else
                 ++res.skipped;
         } catch (const sql::Error& e) {
-            throw StoreError(file + ": run " + l.run.run_id + " cannot be imported (inconsistent content: " + e.what() + "); " +
-                             std::to_string(res.added) + " earlier run(s) were imported");
+            throw StoreError(file + ": run " + l.run.run_id + " cannot be imported (inconsistent content: " + e.what() +
+                             "); " + std::to_string(res.added) + " earlier run(s) were imported");
         }
     }
     return res;

@@ -17,7 +17,8 @@ namespace ampscope::storage {
 
 std::string read_small_file(const std::string& path, const std::string& what, std::size_t max_bytes) {
     struct stat st;
-    if (::stat(path.c_str(), &st) != 0) throw InputError(path, what, std::string("cannot open file for reading: ") + std::strerror(errno));
+    if (::stat(path.c_str(), &st) != 0)
+        throw InputError(path, what, std::string("cannot open file for reading: ") + std::strerror(errno));
     if (S_ISDIR(st.st_mode)) throw InputError(path, what, "a directory; expected a file");
     if (!S_ISREG(st.st_mode))
         throw InputError(path, what,
@@ -27,11 +28,14 @@ std::string read_small_file(const std::string& path, const std::string& what, st
                              ", not a regular file; expected a file");
     const auto limit = std::to_string(max_bytes >> 20) + " MB";
     if (uintmax_t(st.st_size) > max_bytes)
-        throw InputError(path, what, "larger than " + limit + " (" + std::to_string(st.st_size) + " bytes); expected a small text file");
+        throw InputError(
+            path, what,
+            "larger than " + limit + " (" + std::to_string(st.st_size) + " bytes); expected a small text file");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw InputError(path, what, "cannot open file for reading");
     std::string text(max_bytes + 1, '\0');
-    in.read(text.data(), std::streamsize(text.size()));  // a file that grows (or lies about its size, /proc) is cut here
+    in.read(text.data(),
+            std::streamsize(text.size()));  // a file that grows (or lies about its size, /proc) is cut here
     text.resize(std::size_t(in.gcount()));
     if (text.size() > max_bytes) throw InputError(path, what, "larger than " + limit + "; expected a small text file");
     return text;
@@ -56,7 +60,8 @@ bool valid_utf8(const std::string& s) {
             if ((d >> 6) != 0x2) return false;
             cp = (cp << 6) | (d & 0x3F);
         }
-        if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+            (cp >= 0xD800 && cp <= 0xDFFF))
             return false;
         i += n;
     }
@@ -68,17 +73,20 @@ std::vector<std::string> regions_of_json(const std::string& path, const std::str
     try {
         j = nlohmann::json::parse(text);
     } catch (const nlohmann::json::parse_error& e) {
-        throw InputError(path, "keep_fp32",
-                         "not valid JSON (at byte " + std::to_string(e.byte) +
-                             "); expected a JSON object with a \"keep_fp32\" list of module paths (as ampscope-cli advise writes)");
+        throw InputError(
+            path, "keep_fp32",
+            "not valid JSON (at byte " + std::to_string(e.byte) +
+                "); expected a JSON object with a \"keep_fp32\" list of module paths (as ampscope-cli advise writes)");
     }
     if (!j.is_object() || !j.contains("keep_fp32") || !j["keep_fp32"].is_array())
-        throw InputError(path, "keep_fp32",
-                         "expected a JSON object with a \"keep_fp32\" list of module paths (as ampscope-cli advise writes)");
+        throw InputError(
+            path, "keep_fp32",
+            "expected a JSON object with a \"keep_fp32\" list of module paths (as ampscope-cli advise writes)");
     if (j.contains("outcome") && j["outcome"] == "unverified" && !allow_unverified)
-        throw InputError(path, "outcome",
-                         "'unverified': the advised set's verifying run was rejected, so the set is not advice; expected a "
-                         "verified advise JSON (outcome 'found'), or --allow-unverified (ampscope-cli run) to run the set anyway");
+        throw InputError(
+            path, "outcome",
+            "'unverified': the advised set's verifying run was rejected, so the set is not advice; expected a "
+            "verified advise JSON (outcome 'found'), or --allow-unverified (ampscope-cli run) to run the set anyway");
     std::vector<std::string> out;
     for (const auto& m : j["keep_fp32"]) {
         if (!m.is_string() || m.get<std::string>().empty())
@@ -90,7 +98,8 @@ std::vector<std::string> regions_of_json(const std::string& path, const std::str
 
 }  // namespace
 
-std::vector<std::string> read_fp32_regions_file(const std::string& path, const std::string& what, bool allow_unverified) {
+std::vector<std::string> read_fp32_regions_file(const std::string& path, const std::string& what,
+                                                bool allow_unverified) {
     std::string text = read_small_file(path, what);
     if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);  // a UTF-8 byte-order mark (Windows editors)
     for (const unsigned char c : text)
@@ -98,7 +107,8 @@ std::vector<std::string> read_fp32_regions_file(const std::string& path, const s
             throw InputError(path, what, std::string("not text: binary content (control bytes); ") + kExpected);
     if (!valid_utf8(text)) throw InputError(path, what, std::string("not UTF-8 text; ") + kExpected);
     const auto first = text.find_first_not_of(" \t\r\n");
-    if (first != std::string::npos && (text[first] == '{' || text[first] == '[')) return regions_of_json(path, text, allow_unverified);
+    if (first != std::string::npos && (text[first] == '{' || text[first] == '['))
+        return regions_of_json(path, text, allow_unverified);
     std::vector<std::string> out;
     std::istringstream lines(text);
     int n = 0;
@@ -109,8 +119,9 @@ std::vector<std::string> read_fp32_regions_file(const std::string& path, const s
         if (b == std::string::npos) continue;
         const std::string glob = line.substr(b, e - b + 1);
         if (glob.find_first_of(" \t,") != std::string::npos)
-            throw InputError(path, "line " + std::to_string(n),
-                             "expected one module-path glob a line (no spaces or commas), found '" + clip_echo(glob) + "'");
+            throw InputError(
+                path, "line " + std::to_string(n),
+                "expected one module-path glob a line (no spaces or commas), found '" + clip_echo(glob) + "'");
         out.push_back(glob);
     }
     if (out.empty()) throw InputError(path, what, std::string("no FP32 region in the file; ") + kExpected);

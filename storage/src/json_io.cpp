@@ -81,9 +81,12 @@ std::string train_to_json(const TrainResult& r, int indent) {
                    {"growth_interval", r.spec.scaler.growth_interval}};
     j["model"] = jmap::model_identity(r.model);
     j["data"] = r.spec.data;
-    j["optimizer"] = {{"name", r.spec.optimizer},       {"lr", r.spec.lr},
-                      {"momentum", r.spec.momentum},    {"weight_decay", r.spec.weight_decay},
-                      {"schedule", r.spec.lr_schedule}, {"schedule_follows", r.spec.lr_per_iteration ? "iterations" : "effective_updates"}};
+    j["optimizer"] = {{"name", r.spec.optimizer},
+                      {"lr", r.spec.lr},
+                      {"momentum", r.spec.momentum},
+                      {"weight_decay", r.spec.weight_decay},
+                      {"schedule", r.spec.lr_schedule},
+                      {"schedule_follows", r.spec.lr_per_iteration ? "iterations" : "effective_updates"}};
     j["loss"] = r.spec.loss;
     j["batch_size"] = r.spec.batch_size;
     j["accumulate"] = r.spec.accumulate;
@@ -94,20 +97,21 @@ std::string train_to_json(const TrainResult& r, int indent) {
     j["policy_changed"] = r.policy_changed;
     j["steps"] = ordered_json::array();
     for (const auto& st : r.steps)
-        j["steps"].push_back({{"step", st.step},
-                              {"loss_ref", num(st.loss_ref)},
-                              {"loss_amp", num(st.loss_amp)},
-                              {"scale", num(st.scale)},
-                              {"found_inf", st.found_inf},
-                              {"skipped", st.skipped},
-                              {"effective_updates", st.effective_updates},
-                              {"grad_norm", num(st.grad_norm)},
-                              {"lr", num(st.lr)},
-                              {"divergence", num(st.divergence)},
-                              {"grad_underflow", st.grad_underflow >= 0 ? ordered_json(st.grad_underflow) : ordered_json(nullptr)},
-                              {"growth_tracker", st.growth_tracker >= 0 ? ordered_json(st.growth_tracker) : ordered_json(nullptr)},
-                              {"nonfinite_stage", st.nonfinite_stage.empty() ? ordered_json(nullptr) : ordered_json(st.nonfinite_stage)},
-                              {"origin", jmap::origin(st.origin)}});
+        j["steps"].push_back(
+            {{"step", st.step},
+             {"loss_ref", num(st.loss_ref)},
+             {"loss_amp", num(st.loss_amp)},
+             {"scale", num(st.scale)},
+             {"found_inf", st.found_inf},
+             {"skipped", st.skipped},
+             {"effective_updates", st.effective_updates},
+             {"grad_norm", num(st.grad_norm)},
+             {"lr", num(st.lr)},
+             {"divergence", num(st.divergence)},
+             {"grad_underflow", st.grad_underflow >= 0 ? ordered_json(st.grad_underflow) : ordered_json(nullptr)},
+             {"growth_tracker", st.growth_tracker >= 0 ? ordered_json(st.growth_tracker) : ordered_json(nullptr)},
+             {"nonfinite_stage", st.nonfinite_stage.empty() ? ordered_json(nullptr) : ordered_json(st.nonfinite_stage)},
+             {"origin", jmap::origin(st.origin)}});
     j["summary"] = {{"iterations", r.iterations},
                     {"effective_updates", r.effective_updates},
                     {"skipped", r.skipped},
@@ -119,7 +123,8 @@ std::string train_to_json(const TrainResult& r, int indent) {
     return j.dump(indent, ' ', false, ordered_json::error_handler_t::replace);
 }
 
-std::string bench_to_json(const BenchResult& r, const BenchSpec& spec, const std::vector<Validation>& validations, int indent) {
+std::string bench_to_json(const BenchResult& r, const BenchSpec& spec, const std::vector<Validation>& validations,
+                          int indent) {
     ordered_json j;
     ordered_json vs = ordered_json::array();
     for (const auto& v : validations) {
@@ -134,7 +139,8 @@ std::string bench_to_json(const BenchResult& r, const BenchSpec& spec, const std
         vs.push_back(vj);
     }
     j["validated"] = all_validated(validations);
-    j["validation_run"] = validations.empty() || validations[0].run.empty() ? ordered_json(nullptr) : ordered_json(validations[0].run);
+    j["validation_run"] =
+        validations.empty() || validations[0].run.empty() ? ordered_json(nullptr) : ordered_json(validations[0].run);
     j["validations"] = vs;
     j["keep_fp32"] = spec.keep_fp32;
     j["mode"] = to_string(spec.mode);
@@ -205,7 +211,8 @@ std::string advise_to_json(const AdviseResult& r, const AdviseRecord& rec, int i
     j["message"] = r.message;
     j["keep_fp32"] = r.keep_fp32;
     j["reasons"] = ordered_json::array();
-    for (const auto& x : r.reasons) j["reasons"].push_back({{"module", x.module}, {"why", x.why}, {"detail", x.detail}});
+    for (const auto& x : r.reasons)
+        j["reasons"].push_back({{"module", x.module}, {"why", x.why}, {"detail", x.detail}});
     j["verified_run"] = rec.verified_run.empty() ? ordered_json(nullptr) : ordered_json(rec.verified_run);
     j["verified_verdict"] = rec.verified_verdict.empty() ? ordered_json(nullptr) : ordered_json(rec.verified_verdict);
     j["advised_from"] = rec.advised_from.empty() ? ordered_json(nullptr) : ordered_json(rec.advised_from);
@@ -361,7 +368,8 @@ ordered_json comparison_json(const Comparison& c, bool with_outputs) {
     if (c.tokens) cj["tokens"] = tokens_json(*c.tokens, with_outputs);
     cj["criteria"] = ordered_json::array();
     for (const auto& k : c.criteria)
-        cj["criteria"].push_back({{"name", k.name}, {"passed", k.passed}, {"detail", k.detail}, {"samples", k.samples}});
+        cj["criteria"].push_back(
+            {{"name", k.name}, {"passed", k.passed}, {"detail", k.detail}, {"samples", k.samples}});
     if (with_outputs) {
         cj["ref_decisions"] = ordered_json::array();
         cj["amp_decisions"] = ordered_json::array();

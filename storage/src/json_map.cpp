@@ -33,7 +33,8 @@ ordered_json criteria(const Criteria& c) {
     j["rtol"] = c.rtol;
     j["heads"] = ordered_json::array();
     for (const auto& h : c.heads)
-        j["heads"].push_back({{"name", h.name}, {"begin", h.begin}, {"end", h.end}, {"atol", h.atol}, {"rtol", h.rtol}});
+        j["heads"].push_back(
+            {{"name", h.name}, {"begin", h.begin}, {"end", h.end}, {"atol", h.atol}, {"rtol", h.rtol}});
     j["tie_tolerance"] = c.tie_tolerance;
     j["tie_rule"] = to_string(c.tie_rule);
     j["max_flips"] = c.max_flips;
@@ -73,7 +74,8 @@ double get_number(const json& j, const char* key, const std::string& file, const
     const std::string want = nonnegative ? "a finite number >= 0" : "a finite number";
     if (!v.is_number()) throw InputError(file, field, "expected " + want + ", found " + std::string(v.type_name()));
     const double x = v.get<double>();
-    if (!std::isfinite(x) || (nonnegative && x < 0)) throw InputError(file, field, "expected " + want + ", found " + v.dump());
+    if (!std::isfinite(x) || (nonnegative && x < 0))
+        throw InputError(file, field, "expected " + want + ", found " + v.dump());
     return x;
 }
 
@@ -100,7 +102,8 @@ std::vector<HeadTolerance> parse_heads(const json& heads, const std::string& fil
         if (!h.is_object() || !h.contains("begin") || !h.contains("end"))
             throw InputError(file, f, "expected an object with integer begin and end");
         for (auto it = h.begin(); it != h.end(); ++it)
-            if (it.key() != "name" && it.key() != "begin" && it.key() != "end" && it.key() != "atol" && it.key() != "rtol")
+            if (it.key() != "name" && it.key() != "begin" && it.key() != "end" && it.key() != "atol" &&
+                it.key() != "rtol")
                 throw InputError(file, f + "." + it.key(), "unknown key; expected name, begin, end, atol, rtol");
         HeadTolerance t;
         if (h.contains("name") && !h["name"].is_string())
@@ -110,7 +113,8 @@ std::vector<HeadTolerance> parse_heads(const json& heads, const std::string& fil
         t.begin = get_int(h, "begin", file, f + ".begin", 0, kMax - 1);
         t.end = get_int(h, "end", file, f + ".end", 1, kMax);
         if (t.end <= t.begin)
-            throw InputError(file, f + ".end", "expected end > begin (" + std::to_string(t.begin) + "), found " + std::to_string(t.end));
+            throw InputError(file, f + ".end",
+                             "expected end > begin (" + std::to_string(t.begin) + "), found " + std::to_string(t.end));
         t.atol = h.contains("atol") ? get_tolerance(h, "atol", file, f + ".atol") : c.atol;
         t.rtol = h.contains("rtol") ? get_tolerance(h, "rtol", file, f + ".rtol") : c.rtol;
         out.push_back(t);
@@ -139,10 +143,11 @@ void check_keys(const json& j, const std::string& file) {
                                                   "sequence_axis"};
     for (auto it = j.begin(); it != j.end(); ++it)
         if (std::find(keys.begin(), keys.end(), it.key()) == keys.end())
-            throw InputError(file, it.key(),
-                             "unknown key; expected one of atol, rtol, heads, tie_tolerance, tie_rule, "
-                             "max_flips, quality_metric, quality_threshold, allow_nonfinite, output, max_flip_rate, max_mean_kld, "
-                             "min_same_top, mask_input, sequence_axis");
+            throw InputError(
+                file, it.key(),
+                "unknown key; expected one of atol, rtol, heads, tie_tolerance, tie_rule, "
+                "max_flips, quality_metric, quality_threshold, allow_nonfinite, output, max_flip_rate, max_mean_kld, "
+                "min_same_top, mask_input, sequence_axis");
 }
 
 /// The keys of criteria that name an enum value.
@@ -175,7 +180,8 @@ void read_sequence(const json& j, const std::string& file, Criteria& c) {
     fraction("max_flip_rate", c.max_flip_rate);
     fraction("min_same_top", c.min_same_top);
     if (j.contains("max_mean_kld")) c.max_mean_kld = get_number(j, "max_mean_kld", file, "max_mean_kld", true);
-    if (j.contains("mask_input") && !j["mask_input"].is_string()) throw InputError(file, "mask_input", "expected a string (an input name)");
+    if (j.contains("mask_input") && !j["mask_input"].is_string())
+        throw InputError(file, "mask_input", "expected a string (an input name)");
     if (j.contains("mask_input")) c.mask_input = j["mask_input"].get<std::string>();
     if (j.contains("sequence_axis")) c.sequence_axis = get_int(j, "sequence_axis", file, "sequence_axis", 1, 64);
 }
@@ -188,15 +194,18 @@ Criteria read_criteria(const json& j, const std::string& file, Criteria c) {
     if (j.contains("atol")) c.atol = get_tolerance(j, "atol", file, "atol");
     if (j.contains("rtol")) c.rtol = get_tolerance(j, "rtol", file, "rtol");
     if (j.contains("tie_tolerance")) c.tie_tolerance = get_tolerance(j, "tie_tolerance", file, "tie_tolerance");
-    if (j.contains("max_flips")) c.max_flips = get_int(j, "max_flips", file, "max_flips", 0, std::numeric_limits<int>::max());
+    if (j.contains("max_flips"))
+        c.max_flips = get_int(j, "max_flips", file, "max_flips", 0, std::numeric_limits<int>::max());
     if (j.contains("quality_threshold")) {
         c.quality_threshold = get_number(j, "quality_threshold", file, "quality_threshold", false);
         c.quality_threshold_set = true;
     }
     if (j.contains("allow_nonfinite")) c.allow_nonfinite = get<bool>(j, "allow_nonfinite", file);
-    if (j.contains("fixed_at") && !j["fixed_at"].is_string()) throw InputError(file, "fixed_at", "expected a string (ISO-8601 time)");
+    if (j.contains("fixed_at") && !j["fixed_at"].is_string())
+        throw InputError(file, "fixed_at", "expected a string (ISO-8601 time)");
     if (j.contains("fixed_at")) c.fixed_at = j["fixed_at"].get<std::string>();
-    if (j.contains("output") && !j["output"].is_string()) throw InputError(file, "output", "expected a string (an output name or index)");
+    if (j.contains("output") && !j["output"].is_string())
+        throw InputError(file, "output", "expected a string (an output name or index)");
     if (j.contains("output")) c.output = j["output"].get<std::string>();
     read_choices(j, file, c);
     read_sequence(j, file, c);

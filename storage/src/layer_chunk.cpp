@@ -52,7 +52,8 @@ std::string encode(const std::vector<LayerStat>& layers, size_t begin, size_t en
     std::vector<int64_t> dims;
     for (size_t i = begin; i < end; ++i) {
         const auto& l = layers[i];
-        if (l.shape.size() > kMaxDims) throw StoreError("layer " + std::to_string(l.index) + " has more than 64 dimensions");
+        if (l.shape.size() > kMaxDims)
+            throw StoreError("layer " + std::to_string(l.index) + " has more than 64 dimensions");
         Record r;
         std::memset(&r, 0, sizeof r);
         r.index = l.index;
@@ -86,7 +87,9 @@ std::string encode(const std::vector<LayerStat>& layers, size_t begin, size_t en
 }
 
 void decode(const void* data, size_t bytes, std::vector<LayerStat>& out, const std::string& where) {
-    auto bad = [&](const std::string& why) { return StoreError("layer statistics of " + where + " are malformed: " + why); };
+    auto bad = [&](const std::string& why) {
+        return StoreError("layer statistics of " + where + " are malformed: " + why);
+    };
     const char* p = static_cast<const char*>(data);
     const char* const e = p + bytes;
     Header h;
@@ -113,8 +116,10 @@ void decode(const void* data, size_t bytes, std::vector<LayerStat>& out, const s
         if (size_t(dims - p) < sizeof r) throw bad("records truncated");
         std::memcpy(&r, p, sizeof r);
         p += sizeof r;
-        if (r.module >= strings.size() || r.op >= strings.size() || r.dtype >= strings.size()) throw bad("string number out of range");
-        if (r.ndim > kMaxDims || r.dim_offset > h.dims || r.ndim > h.dims - r.dim_offset) throw bad("shape out of range");
+        if (r.module >= strings.size() || r.op >= strings.size() || r.dtype >= strings.size())
+            throw bad("string number out of range");
+        if (r.ndim > kMaxDims || r.dim_offset > h.dims || r.ndim > h.dims - r.dim_offset)
+            throw bad("shape out of range");
         if (r.index < 0) throw bad("negative layer index");
         if (r.counter_mask >> 11) throw bad("unknown counters");
         PackedStats ps{};
@@ -137,7 +142,8 @@ void decode(const void* data, size_t bytes, std::vector<LayerStat>& out, const s
         l.inputs_finite = (r.flags >> 1) & 1;
         l.origin = (r.flags >> 2) & 1;
         l.shape.resize(r.ndim);
-        if (r.ndim) std::memcpy(l.shape.data(), dims + size_t(r.dim_offset) * sizeof(int64_t), r.ndim * sizeof(int64_t));
+        if (r.ndim)
+            std::memcpy(l.shape.data(), dims + size_t(r.dim_offset) * sizeof(int64_t), r.ndim * sizeof(int64_t));
         l.stats = unpack(ps);
         out.push_back(std::move(l));
     }

@@ -38,5 +38,6 @@ namespace ampscope::storage {
 /// One pass's layer table in index order: chunks (v4), else rows written before v4.
 /// `where` names the pass in messages; with `damaged`, chunks that do not decode are skipped
 /// and described there, else they throw StoreError.
-std::vector<LayerStat> read_layers(sqlite3* db, int64_t pass_id, const std::string& where, std::vector<std::string>* damaged = nullptr);
+std::vector<LayerStat> read_layers(sqlite3* db, int64_t pass_id, const std::string& where,
+                                   std::vector<std::string>* damaged = nullptr);
 }  // namespace ampscope::storage

@@ -18,8 +18,8 @@ struct PackedStats {
 static_assert(sizeof(PackedStats) == 136, "layers.stats is 136 bytes");
 
 inline PackedStats pack(const TensorStats& t) {
-    return {{t.count, t.nan, t.posinf, t.neginf, t.zeros, t.fp16_overflow, t.fp16_subnormal, t.fp16_underflow, t.bf16_overflow,
-             t.bf16_subnormal, t.bf16_underflow},
+    return {{t.count, t.nan, t.posinf, t.neginf, t.zeros, t.fp16_overflow, t.fp16_subnormal, t.fp16_underflow,
+             t.bf16_overflow, t.bf16_subnormal, t.bf16_underflow},
             {t.min, t.max, t.absmax, t.min_nonzero_abs, t.mean, t.rms}};
 }
 
@@ -29,7 +29,8 @@ inline bool plausible(const PackedStats& p) {
     if (p.i[0] < 0) return false;
     for (int k = 1; k < 11; ++k)
         if (p.i[k] < 0 || p.i[k] > p.i[0]) return false;
-    return static_cast<unsigned __int128>(p.i[1]) + static_cast<unsigned __int128>(p.i[2]) + static_cast<unsigned __int128>(p.i[3]) <=
+    return static_cast<unsigned __int128>(p.i[1]) + static_cast<unsigned __int128>(p.i[2]) +
+               static_cast<unsigned __int128>(p.i[3]) <=
            static_cast<unsigned __int128>(p.i[0]);
 }
 

@@ -17,7 +17,8 @@ using sql::Stmt;
 namespace {
 
 constexpr const char* kSelect =
-    "SELECT pass_id, idx, module, op, dtype, shape, autocast, inputs_finite, origin, count, nan, posinf, neginf, zeros, "
+    "SELECT pass_id, idx, module, op, dtype, shape, autocast, inputs_finite, origin, count, nan, posinf, neginf, "
+    "zeros, "
     "min, max, absmax, min_nonzero_abs, mean, rms, fp16_overflow, fp16_subnormal, fp16_underflow, bf16_overflow, "
     "bf16_subnormal, bf16_underflow FROM layers";
 
@@ -78,8 +79,10 @@ std::string packed_table(const std::string& name) {
     const std::string& v1 = schema::migrations().at(0);
     const auto b = v1.find("CREATE TABLE layers(");
     const auto e = v1.find(");", b);
-    if (b == std::string::npos || e == std::string::npos) throw StoreError("internal: no layers table in the v1 script");
-    return "CREATE TABLE " + name + v1.substr(b + std::strlen("CREATE TABLE layers"), e + 2 - b - std::strlen("CREATE TABLE layers"));
+    if (b == std::string::npos || e == std::string::npos)
+        throw StoreError("internal: no layers table in the v1 script");
+    return "CREATE TABLE " + name +
+           v1.substr(b + std::strlen("CREATE TABLE layers"), e + 2 - b - std::strlen("CREATE TABLE layers"));
 }
 
 }  // namespace
@@ -148,7 +151,8 @@ void convert_legacy_layers(sqlite3* db, const std::string& path) {
     sql::exec(db, "DROP TABLE layers; ALTER TABLE layers_packed RENAME TO layers");
 }
 
-std::vector<LayerStat> read_legacy_layers(sqlite3* db, int64_t pass_id, const std::string& where, std::vector<std::string>* damaged) {
+std::vector<LayerStat> read_legacy_layers(sqlite3* db, int64_t pass_id, const std::string& where,
+                                          std::vector<std::string>* damaged) {
     Stmt s(db, (std::string(kSelect) + " WHERE pass_id=?1 ORDER BY idx").c_str());
     s.bind(1, pass_id);
     std::vector<LayerStat> out;
@@ -159,10 +163,14 @@ std::vector<LayerStat> read_legacy_layers(sqlite3* db, int64_t pass_id, const st
             out.push_back(std::move(l));
             continue;
         }
-        if (!damaged) throw StoreError("layer statistics of " + where + " are malformed (layer row " + std::to_string(s.i64(1)) + ")");
+        if (!damaged)
+            throw StoreError("layer statistics of " + where + " are malformed (layer row " + std::to_string(s.i64(1)) +
+                             ")");
         ++bad;
     }
-    if (bad) damaged->push_back("layer statistics of " + where + " are malformed: " + std::to_string(bad) + " layer row(s) left out");
+    if (bad)
+        damaged->push_back("layer statistics of " + where + " are malformed: " + std::to_string(bad) +
+                           " layer row(s) left out");
     return out;
 }
 

@@ -31,6 +31,7 @@ void convert_legacy_layers(sqlite3* db, const std::string& path);
 
 /// One pass's rows of a 26-column table, in index order (read-only opens). Malformed rows
 /// throw StoreError naming `where`, or with `damaged` are left out and counted there.
-std::vector<LayerStat> read_legacy_layers(sqlite3* db, int64_t pass_id, const std::string& where, std::vector<std::string>* damaged);
+std::vector<LayerStat> read_legacy_layers(sqlite3* db, int64_t pass_id, const std::string& where,
+                                          std::vector<std::string>* damaged);
 
 }  // namespace ampscope::storage::legacy

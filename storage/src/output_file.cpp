@@ -79,7 +79,8 @@ nlohmann::json read_json(const std::string& path) {
     return nlohmann::json::parse(s.str(), nullptr, false);
 }
 
-bool has_fields(const nlohmann::json& j, std::initializer_list<std::pair<const char*, nlohmann::json::value_t>> fields) {
+bool has_fields(const nlohmann::json& j,
+                std::initializer_list<std::pair<const char*, nlohmann::json::value_t>> fields) {
     if (!j.is_object()) return false;
     for (const auto& [name, type] : fields) {
         const auto it = j.find(name);
@@ -117,14 +118,19 @@ bool is_output_of_kind(const std::string& path, OutputKind kind) {
     const auto j = read_json(path);
     switch (kind) {
         case OutputKind::RunJson:
-            return has_fields(j, {{"run_id", T::string}, {"verdict", T::string}, {"criteria", T::object}, {"passes", T::array}});
+            return has_fields(
+                j, {{"run_id", T::string}, {"verdict", T::string}, {"criteria", T::object}, {"passes", T::array}});
         case OutputKind::TrainJson:
-            return has_fields(j, {{"run_id", T::string}, {"scaler", T::object}, {"steps", T::array}, {"summary", T::object}});
+            return has_fields(
+                j, {{"run_id", T::string}, {"scaler", T::object}, {"steps", T::array}, {"summary", T::object}});
         case OutputKind::AdviseJson:
             return has_fields(j, {{"outcome", T::string}, {"keep_fp32", T::array}, {"passes_used", T::number_integer}});
-        case OutputKind::BenchJson: return has_fields(j, {{"validations", T::array}, {"figures", T::array}, {"timer", T::string}});
+        case OutputKind::BenchJson:
+            return has_fields(j, {{"validations", T::array}, {"figures", T::array}, {"timer", T::string}});
         case OutputKind::ReplayJson:
-            return has_fields(j, {{"run_id", T::string}, {"kind", T::string}, {"steps", T::array}, {"checkpoint", T::object}}) &&
+            return has_fields(
+                       j,
+                       {{"run_id", T::string}, {"kind", T::string}, {"steps", T::array}, {"checkpoint", T::object}}) &&
                    j["kind"] == "replay";
         default: return false;
     }
@@ -168,7 +174,8 @@ OutputTarget::OutputTarget(const std::string& path, const std::string& option) :
     const fs::path target(write_target(path));
     folder_ = target.has_parent_path() ? target.parent_path().string() : ".";
     name_ = target.filename().string();
-    if (name_.empty() || name_ == "." || name_ == "..") throw InputError(path, option, "is a directory; expected a file path to write");
+    if (name_.empty() || name_ == "." || name_ == "..")
+        throw InputError(path, option, "is a directory; expected a file path to write");
     dir_ = ::open(folder_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir_ < 0) throw InputError(path, option, "cannot create a file in " + folder_ + ": " + std::strerror(errno));
     struct stat st;
@@ -214,16 +221,19 @@ void OutputTarget::discard(const std::string& temp) const {
 
 void OutputTarget::changed(const std::string& temp, const std::string& what) const {
     discard(temp);
-    throw OutputWriteError(path_ + ": " + option_ + ": " + what +
-                           " while the command worked (checked before it began); refusing to write there: nothing was written, "
-                           "what the name holds now is unchanged");
+    throw OutputWriteError(
+        path_ + ": " + option_ + ": " + what +
+        " while the command worked (checked before it began); refusing to write there: nothing was written, "
+        "what the name holds now is unchanged");
 }
 
 void OutputTarget::commit(const std::string& temp) const {
     struct stat now;
     const bool there = ::fstatat(dir_, name_.c_str(), &now, AT_SYMLINK_NOFOLLOW) == 0;
     if (!existed_) {
-        if (there) changed(temp, S_ISLNK(now.st_mode) ? "a symbolic link appeared at its name" : "a file appeared at its name");
+        if (there)
+            changed(temp,
+                    S_ISLNK(now.st_mode) ? "a symbolic link appeared at its name" : "a file appeared at its name");
         if (::renameat2(dir_, temp.c_str(), dir_, name_.c_str(), RENAME_NOREPLACE) == 0) return;
         if (errno == EEXIST) changed(temp, "a file appeared at its name");
     } else {
@@ -232,7 +242,8 @@ void OutputTarget::commit(const std::string& temp) const {
         if (now.st_dev != dev_ || now.st_ino != ino_) changed(temp, "it was replaced by another file");
         if (::renameat2(dir_, temp.c_str(), dir_, name_.c_str(), RENAME_EXCHANGE) == 0) {
             struct stat old;  // what the exchange took out: the checked file, else it goes back
-            if (::fstatat(dir_, temp.c_str(), &old, AT_SYMLINK_NOFOLLOW) == 0 && old.st_dev == dev_ && old.st_ino == ino_) {
+            if (::fstatat(dir_, temp.c_str(), &old, AT_SYMLINK_NOFOLLOW) == 0 && old.st_dev == dev_ &&
+                old.st_ino == ino_) {
                 discard(temp);
                 return;
             }
@@ -240,7 +251,8 @@ void OutputTarget::commit(const std::string& temp) const {
             changed(temp, "it was replaced by another file");
         }
     }
-    if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP && errno != EXDEV) {  // else: a file system without renameat2's flags
+    if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP &&
+        errno != EXDEV) {  // else: a file system without renameat2's flags
         const std::string reason = std::strerror(errno);
         discard(temp);
         throw OutputWriteError(path_ + ": " + option_ + ": cannot replace the file: " + reason);
@@ -277,21 +289,25 @@ void refuse_inside_input_folder(const OutputTarget& t, const std::string& path, 
                                 const std::vector<ProtectedFile>& inputs) {
     for (const auto& in : inputs) {
         struct stat st;
-        if (in.path.empty() || ::stat(in.path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || !t.inside(st.st_dev, st.st_ino)) continue;
-        throw InputError(path, option,
-                         "lies inside " + in.role + " (" + in.path +
-                             "), a folder the command reads; refusing to create or replace a file in it, even with --force (a file "
-                             "added there changes what the folder holds: it may no longer load): choose a path outside it");
+        if (in.path.empty() || ::stat(in.path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+            !t.inside(st.st_dev, st.st_ino))
+            continue;
+        throw InputError(
+            path, option,
+            "lies inside " + in.role + " (" + in.path +
+                "), a folder the command reads; refusing to create or replace a file in it, even with --force (a file "
+                "added there changes what the folder holds: it may no longer load): choose a path outside it");
     }
 }
 
-void refuse_protected(const OutputTarget& t, const std::string& path, const std::string& option, const std::vector<ProtectedFile>& inputs) {
+void refuse_protected(const OutputTarget& t, const std::string& path, const std::string& option,
+                      const std::vector<ProtectedFile>& inputs) {
     Location out = locate(t.where());
     for (const auto& in : inputs)
         if (!in.path.empty() && same_file(out, locate(in.path)))
-            throw InputError(
-                path, option,
-                "is " + in.role + " (" + in.path + "); refusing to overwrite it, even with --force: choose another output file");
+            throw InputError(path, option,
+                             "is " + in.role + " (" + in.path +
+                                 "); refusing to overwrite it, even with --force: choose another output file");
     refuse_inside_input_folder(t, path, option, inputs);
 }
 
@@ -301,13 +317,14 @@ void refuse_non_regular(const std::string& path, const std::string& option) {
     const bool linked = ::lstat(path.c_str(), &lst) == 0;
     const bool exists = ::stat(path.c_str(), &st) == 0;
     if (linked && !exists)
-        throw InputError(path, option, "a symbolic link to a missing file; refusing to write through it: give the file's own path");
+        throw InputError(path, option,
+                         "a symbolic link to a missing file; refusing to write through it: give the file's own path");
     if (exists && S_ISDIR(st.st_mode)) throw InputError(path, option, "is a directory; expected a file path to write");
     if (exists && !S_ISREG(st.st_mode))
-        throw InputError(
-            path, option,
-            std::string("is ") + file_type(st.st_mode) +
-                ", not a regular file; refusing to replace it, even with --force: give a file path, or '-' for standard output");
+        throw InputError(path, option,
+                         std::string("is ") + file_type(st.st_mode) +
+                             ", not a regular file; refusing to replace it, even with --force: give a file path, or "
+                             "'-' for standard output");
 }
 
 std::mutex g_checked_mutex;
@@ -322,17 +339,17 @@ OutputTarget check_output_target(const std::string& path, const std::string& opt
     OutputTarget t(path, option);
     refuse_protected(t, path, option, inputs);
     if (t.existed() && !force && !is_output_of_kind(t.where(), kind))
-        throw InputError(
-            path, option,
-            "exists and is not " + describe(kind) + "; refusing to overwrite it (choose another file name, or pass --force to replace it)");
+        throw InputError(path, option,
+                         "exists and is not " + describe(kind) +
+                             "; refusing to overwrite it (choose another file name, or pass --force to replace it)");
     std::string probe;  // the folder takes a new file: tried, not guessed
     ::close(t.new_temp(probe));
     t.discard(probe);
     return t;
 }
 
-void check_output_file(const std::string& path, const std::string& option, OutputKind kind, const std::vector<ProtectedFile>& inputs,
-                       bool force) {
+void check_output_file(const std::string& path, const std::string& option, OutputKind kind,
+                       const std::vector<ProtectedFile>& inputs, bool force) {
     if (path == "-") return;
     auto t = std::make_shared<OutputTarget>(check_output_target(path, option, kind, inputs, force));
     std::lock_guard<std::mutex> l(g_checked_mutex);
@@ -356,7 +373,8 @@ bool write_all(int fd, const char* data, size_t n) {
 }
 
 /// The held target of `path`: the one checked before the work, else held now.
-std::shared_ptr<OutputTarget> held_target(const std::string& path, const std::string& option, const std::string& unchanged) {
+std::shared_ptr<OutputTarget> held_target(const std::string& path, const std::string& option,
+                                          const std::string& unchanged) {
     {
         std::lock_guard<std::mutex> l(g_checked_mutex);
         if (auto it = g_checked.find(path); it != g_checked.end()) {
@@ -375,7 +393,8 @@ std::shared_ptr<OutputTarget> held_target(const std::string& path, const std::st
 /// Writes through `fill` (false with errno set on failure) into a new file of the target, flushes
 /// it and renames it over the target.
 void write_through(const OutputTarget& t, const std::string& option, const std::function<bool(int)>& fill) {
-    const std::string unchanged = t.existed() ? "; nothing was written, the existing file is unchanged" : "; nothing was written";
+    const std::string unchanged =
+        t.existed() ? "; nothing was written, the existing file is unchanged" : "; nothing was written";
     std::string tmp;
     int fd = -1;
     try {

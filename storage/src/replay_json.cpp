@@ -25,7 +25,8 @@ nlohmann::json num(double v) {
 }
 
 nlohmann::json stage_json(const ReplayStage& s) {
-    return {{"step", s.step}, {"stage", s.stage}, {"side", s.side}, {"module", s.module}, {"op", s.op}, {"autograd_node", s.node}};
+    return {{"step", s.step},     {"stage", s.stage}, {"side", s.side},
+            {"module", s.module}, {"op", s.op},       {"autograd_node", s.node}};
 }
 
 nlohmann::json step_json(const ReplayStep& st) {
@@ -165,8 +166,9 @@ ReplayStep step_of(const Reader& rd, const nlohmann::json& j, const std::string&
     for (size_t i = 0; i < params.size(); ++i) {
         const std::string pa = at + "params[" + std::to_string(i) + "].";
         const auto& p = rd.element(params, i, at + "params");
-        st.params.push_back({rd.str(p, pa, "name"), rd.number(p, pa, "grad_rel_diff"), rd.number(p, pa, "update_rel_diff"),
-                             rd.flag(p, pa, "grad_finite", true), rd.flag(p, pa, "weights_finite", true), rd.str(p, pa, "sha256_ref"),
+        st.params.push_back({rd.str(p, pa, "name"), rd.number(p, pa, "grad_rel_diff"),
+                             rd.number(p, pa, "update_rel_diff"), rd.flag(p, pa, "grad_finite", true),
+                             rd.flag(p, pa, "weights_finite", true), rd.str(p, pa, "sha256_ref"),
                              rd.str(p, pa, "sha256_amp")});
     }
     const auto& acts = rd.list(j, at, "activations");
@@ -174,8 +176,9 @@ ReplayStep step_of(const Reader& rd, const nlohmann::json& j, const std::string&
         const std::string la = at + "activations[" + std::to_string(i) + "].";
         const auto& l = rd.element(acts, i, at + "activations");
         st.activations.push_back({rd.str(l, la, "module"), rd.str(l, la, "op"), rd.number(l, la, "ref_absmax"),
-                                  rd.number(l, la, "amp_absmax"), rd.number(l, la, "ref_rms"), rd.number(l, la, "amp_rms"),
-                                  rd.integer(l, la, "amp_nonfinite", 0), rd.integer(l, la, "amp_fp16_overflow", 0)});
+                                  rd.number(l, la, "amp_absmax"), rd.number(l, la, "ref_rms"),
+                                  rd.number(l, la, "amp_rms"), rd.integer(l, la, "amp_nonfinite", 0),
+                                  rd.integer(l, la, "amp_fp16_overflow", 0)});
     }
     return st;
 }
@@ -191,7 +194,8 @@ void spec_of(const Reader& rd, const nlohmann::json& j, ReplayResult& r) {
     r.batch_sha256 = rd.str(b, "batch.", "sha256");
     const auto precision = rd.str(j, "", "precision");
     const auto p = parse_precision(precision.empty() ? "fp16" : precision);
-    if (!p || *p == Precision::Fp32 || *p == Precision::Fp8)  // a replay steps an FP32 reference and an AMP side: fp16 or bf16
+    if (!p || *p == Precision::Fp32 ||
+        *p == Precision::Fp8)  // a replay steps an FP32 reference and an AMP side: fp16 or bf16
         rd.wrong("precision", "\"fp16\" or \"bf16\"", rd.at(j, "precision"));
     r.spec.precision = *p;
     const auto& rem = rd.object(j, "", "remedies");
@@ -199,7 +203,8 @@ void spec_of(const Reader& rd, const nlohmann::json& j, ReplayResult& r) {
     if (!rd.at(rem, "init_scale").is_null()) r.spec.init_scale = rd.number(rem, "remedies.", "init_scale");
     if (!rd.at(rem, "growth_interval").is_null()) {
         const auto g = rd.integer(rem, "remedies.", "growth_interval", 0);
-        if (g < 1 || g > INT32_MAX) rd.wrong("remedies.growth_interval", "an integer from 1", rd.at(rem, "growth_interval"));
+        if (g < 1 || g > INT32_MAX)
+            rd.wrong("remedies.growth_interval", "an integer from 1", rd.at(rem, "growth_interval"));
         r.spec.growth_interval = int(g);
     }
     r.spec.clip_grad_norm = rd.number(rem, "remedies.", "clip_grad_norm");
@@ -229,7 +234,8 @@ void spec_of(const Reader& rd, const nlohmann::json& j, ReplayResult& r) {
                                          rd.integer(inc, at, "accumulation_steps", 1)};
         const auto& origins = rd.list(inc, at, "origin_ranks");
         for (size_t i = 0; i < origins.size(); ++i) {
-            if (!origins[i].is_number_integer()) rd.wrong(at + "origin_ranks[" + std::to_string(i) + "]", "an integer", origins[i]);
+            if (!origins[i].is_number_integer())
+                rd.wrong(at + "origin_ranks[" + std::to_string(i) + "]", "an integer", origins[i]);
             r.spec.incident->origin_ranks.push_back(origins[i].get<int64_t>());
         }
     }
@@ -290,31 +296,32 @@ std::string replay_to_json(const ReplayResult& r) {
     nlohmann::json steps = nlohmann::json::array();
     for (const auto& st : r.steps) steps.push_back(step_json(st));
     nlohmann::json keep = r.spec.keep_fp32;
-    nlohmann::json j = {{"run_id", r.run_id},
-                        {"kind", "replay"},
-                        {"started_at", r.started_at},
-                        {"finished_at", r.finished_at},
-                        {"device", r.device},    // where it ran: "cpu", "cuda:0"
-                        {"backend", r.backend},  // "cpu" | "cuda" | "hip" (a ROCm device is called cuda too)
-                        {"model", r.spec.model},
-                        {"checkpoint", {{"path", r.spec.checkpoint}, {"format", r.checkpoint_format}, {"sha256", r.checkpoint_sha256}}},
-                        {"batch", {{"path", r.spec.batch}, {"sha256", r.batch_sha256}}},
-                        {"precision", to_string(r.spec.precision)},
-                        {"optimizer", r.optimizer},
-                        {"scaler_enabled", r.scaler_enabled},
-                        {"optimizer_detail", optimizer_json(r.optimizer_groups)},
-                        {"rng", r.rng},
-                        {"remedies",
-                         {{"keep_fp32", keep},
-                          {"init_scale", r.spec.init_scale ? num(*r.spec.init_scale) : nlohmann::json()},
-                          {"growth_interval", r.spec.growth_interval ? nlohmann::json(*r.spec.growth_interval) : nlohmann::json()},
-                          {"clip_grad_norm", r.spec.clip_grad_norm}}},
-                        {"inputs", inputs_json(r.spec)},
-                        {"original_run_id", r.spec.original_run_id.empty() ? nlohmann::json() : nlohmann::json(r.spec.original_run_id)},
-                        {"keys", {{"missing", r.missing}, {"unexpected", r.unexpected}, {"mismatched", r.mismatched}}},
-                        {"first_nonfinite", r.first_nonfinite ? stage_json(*r.first_nonfinite) : nlohmann::json()},
-                        {"steps", steps},
-                        {"warnings", r.warnings}};
+    nlohmann::json j = {
+        {"run_id", r.run_id},
+        {"kind", "replay"},
+        {"started_at", r.started_at},
+        {"finished_at", r.finished_at},
+        {"device", r.device},    // where it ran: "cpu", "cuda:0"
+        {"backend", r.backend},  // "cpu" | "cuda" | "hip" (a ROCm device is called cuda too)
+        {"model", r.spec.model},
+        {"checkpoint", {{"path", r.spec.checkpoint}, {"format", r.checkpoint_format}, {"sha256", r.checkpoint_sha256}}},
+        {"batch", {{"path", r.spec.batch}, {"sha256", r.batch_sha256}}},
+        {"precision", to_string(r.spec.precision)},
+        {"optimizer", r.optimizer},
+        {"scaler_enabled", r.scaler_enabled},
+        {"optimizer_detail", optimizer_json(r.optimizer_groups)},
+        {"rng", r.rng},
+        {"remedies",
+         {{"keep_fp32", keep},
+          {"init_scale", r.spec.init_scale ? num(*r.spec.init_scale) : nlohmann::json()},
+          {"growth_interval", r.spec.growth_interval ? nlohmann::json(*r.spec.growth_interval) : nlohmann::json()},
+          {"clip_grad_norm", r.spec.clip_grad_norm}}},
+        {"inputs", inputs_json(r.spec)},
+        {"original_run_id", r.spec.original_run_id.empty() ? nlohmann::json() : nlohmann::json(r.spec.original_run_id)},
+        {"keys", {{"missing", r.missing}, {"unexpected", r.unexpected}, {"mismatched", r.mismatched}}},
+        {"first_nonfinite", r.first_nonfinite ? stage_json(*r.first_nonfinite) : nlohmann::json()},
+        {"steps", steps},
+        {"warnings", r.warnings}};
     return j.dump(2);
 }
 
@@ -346,7 +353,8 @@ std::optional<ReplayStage> stage_of(const Reader& rd, const nlohmann::json& j) {
 }
 
 ReplayResult replay_of(const Reader& rd, const nlohmann::json& j) {
-    if (!j.is_object() || j.value("kind", "") != "replay") throw InputError(rd.source(), "kind", "a replay JSON (kind 'replay')");
+    if (!j.is_object() || j.value("kind", "") != "replay")
+        throw InputError(rd.source(), "kind", "a replay JSON (kind 'replay')");
     ReplayResult r;
     r.run_id = rd.str(j, "", "run_id");
     if (r.run_id.empty()) rd.wrong("run_id", "the replay's run id (a string)", rd.at(j, "run_id"));
@@ -356,7 +364,8 @@ ReplayResult replay_of(const Reader& rd, const nlohmann::json& j) {
     r.backend = rd.str(j, "", "backend");
     spec_of(rd, j, r);
     // a string (the kind), or an object naming it in "kind" (groups and flags beside it)
-    r.optimizer = rd.at(j, "optimizer").is_object() ? rd.str(rd.at(j, "optimizer"), "optimizer.", "kind") : rd.str(j, "", "optimizer");
+    r.optimizer = rd.at(j, "optimizer").is_object() ? rd.str(rd.at(j, "optimizer"), "optimizer.", "kind")
+                                                    : rd.str(j, "", "optimizer");
     r.scaler_enabled = rd.flag(j, "", "scaler_enabled", true);
     const auto& od = rd.object(j, "", "optimizer_detail");  // absent in replays recorded before it
     r.optimizer_groups.kind = rd.str(od, "optimizer_detail.", "kind");

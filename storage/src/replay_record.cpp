@@ -19,7 +19,8 @@ void record_replay(Store& store, const ReplayRecord& r) {
     if (store.read_only()) throw StoreError(store.path() + ": opened read-only; a replay cannot be recorded");
     sqlite3* db = StoreAccess::db(store);
     sql::Stmt s(db,
-                "INSERT INTO runs(uuid, kind, status, verdict, model_source, weights_sha256, probes_source, probes_sha256, device, "
+                "INSERT INTO runs(uuid, kind, status, verdict, model_source, weights_sha256, probes_source, "
+                "probes_sha256, device, "
                 "precisions, mode, header_json, tool_version, started_at, finished_at, pid, host) "
                 "VALUES(?1,'replay','completed',?2,?3,?4,?5,?6,?7,?8,'train',?9,?10,?11,?12,?13,?14)");
     s.bind(1, r.uuid)
@@ -47,14 +48,16 @@ bool copy_replay(const Store& from, Store& to, const std::string& uuid) {
         if (have.step()) return false;
     }
     static const char* columns =
-        "uuid, kind, status, verdict, model_source, weights_sha256, probes_source, probes_sha256, device, precisions, mode, "
+        "uuid, kind, status, verdict, model_source, weights_sha256, probes_source, probes_sha256, device, precisions, "
+        "mode, "
         "header_json, tool_version, started_at, finished_at, host";
-    sql::Stmt q(StoreAccess::db(from), (std::string("SELECT ") + columns + " FROM runs WHERE uuid=?1 AND kind='replay'").c_str());
+    sql::Stmt q(StoreAccess::db(from),
+                (std::string("SELECT ") + columns + " FROM runs WHERE uuid=?1 AND kind='replay'").c_str());
     q.bind(1, uuid);
     if (!q.step()) throw InputError(from.path(), uuid, "no replay run with this id");
-    sql::Stmt ins(
-        StoreAccess::db(to),
-        (std::string("INSERT INTO runs(") + columns + ") VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16)").c_str());
+    sql::Stmt ins(StoreAccess::db(to), (std::string("INSERT INTO runs(") + columns +
+                                        ") VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16)")
+                                           .c_str());
     for (int i = 0; i < 16; ++i) ins.bind(i + 1, q.text(i));
     ins.run();
     for (auto a : from.annotations(uuid)) to.annotate(uuid, a);
@@ -78,7 +81,8 @@ ReplayResult checked_replay(const Store& store, const std::string& uuid) {
         throw StoreError(std::string("not a valid replay record: ") + e.what());
     }
     if (r.run_id != uuid)
-        throw StoreError(where + ": not a valid replay record: field 'run_id' is '" + clip_echo(r.run_id, 80) + "', not the run's own id");
+        throw StoreError(where + ": not a valid replay record: field 'run_id' is '" + clip_echo(r.run_id, 80) +
+                         "', not the run's own id");
     return r;
 }
 

@@ -147,12 +147,12 @@ CREATE TABLE token_boundaries(
 const std::map<std::string, std::vector<std::string>>& expected_tables() {
     static const std::map<std::string, std::vector<std::string>> t = {
         {"runs",
-         {"id", "uuid", "kind", "status", "verdict", "error", "header_json", "started_at", "finished_at", "review_status", "reviewed_by",
-          "reviewed_at"}},
+         {"id", "uuid", "kind", "status", "verdict", "error", "header_json", "started_at", "finished_at",
+          "review_status", "reviewed_by", "reviewed_at"}},
         {"samples", {"run_id", "idx", "sample_id", "tag"}},
         {"passes",
-         {"id", "run_id", "seq", "precision", "keep_fp32", "num_outputs", "outputs", "nonfinite_json", "origin_json", "quality",
-          "seconds"}},
+         {"id", "run_id", "seq", "precision", "keep_fp32", "num_outputs", "outputs", "nonfinite_json", "origin_json",
+          "quality", "seconds"}},
         {"layers", {"id", "pass_id", "idx", "module", "op", "dtype", "shape", "flags", "absmax", "nonfinite", "stats"}},
         {"layer_chunks", {"pass_id", "first_idx", "rows", "data"}},
         {"comparisons", {"id", "run_id", "seq", "precision", "verdict", "max_abs_delta", "max_rel_delta"}},

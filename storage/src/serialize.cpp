@@ -34,9 +34,10 @@ void reading(const std::string& column, const char* what, F&& read) {
 }
 
 ordered_json model(const ModelInfo& m) {
-    return {
-        {"source", m.source},         {"kind", m.kind},       {"sha256", m.sha256}, {"weights_sha256", m.weights_sha256}, {"mode", m.mode},
-        {"parameters", m.parameters}, {"modules", m.modules}, {"format", m.format}};
+    return {{"source", m.source},   {"kind", m.kind},
+            {"sha256", m.sha256},   {"weights_sha256", m.weights_sha256},
+            {"mode", m.mode},       {"parameters", m.parameters},
+            {"modules", m.modules}, {"format", m.format}};
 }
 
 ModelInfo read_model(const json& m) {
@@ -71,7 +72,9 @@ RunSpec read_run_spec(const json& s, const std::string& column) {
     r.precisions.clear();  // not RunSpec's default: exactly the precisions run
     for (const auto& p : s.at("precisions")) {
         const auto parsed = parse_precision(p.get<std::string>());
-        if (!parsed) throw json::type_error::create(302, "unknown precision \"" + p.get<std::string>() + "\" in spec.precisions", &p);
+        if (!parsed)
+            throw json::type_error::create(302, "unknown precision \"" + p.get<std::string>() + "\" in spec.precisions",
+                                           &p);
         r.precisions.push_back(*parsed);
     }
     r.device = s.at("device");
@@ -88,9 +91,13 @@ RunSpec read_run_spec(const json& s, const std::string& column) {
 ordered_json probes(const ProbeInfo& p) {
     ordered_json tags = ordered_json::object();
     for (const auto& [k, v] : p.tags) tags[k] = v;
-    ordered_json j = {
-        {"source", p.source},         {"sha256", p.sha256},          {"count", p.count}, {"tags", tags}, {"input_shapes", p.input_shapes},
-        {"has_labels", p.has_labels}, {"has_targets", p.has_targets}};
+    ordered_json j = {{"source", p.source},
+                      {"sha256", p.sha256},
+                      {"count", p.count},
+                      {"tags", tags},
+                      {"input_shapes", p.input_shapes},
+                      {"has_labels", p.has_labels},
+                      {"has_targets", p.has_targets}};
     if (p.label_width > 0) j["label_width"] = p.label_width;  // token labels [N, T]
     return j;
 }
@@ -110,7 +117,8 @@ ProbeInfo read_probes(const json& p) {
 
 /// What the header of every kind of run holds, then the keys of its kind (`own`).
 ordered_json envelope(const char* kind, ordered_json spec, const BackendReport& backend, const ModelInfo& m,
-                      const std::vector<std::string>& warnings, const std::string& tool_version, const ordered_json& own) {
+                      const std::vector<std::string>& warnings, const std::string& tool_version,
+                      const ordered_json& own) {
     ordered_json j;
     j["kind"] = kind;
     j["spec"] = std::move(spec);
@@ -126,7 +134,10 @@ ordered_json envelope(const char* kind, ordered_json spec, const BackendReport& 
 
 ordered_json header(const RunResult& r) {
     return envelope("compare", run_spec(r.spec), r.backend, r.model, r.warnings, r.tool_version,
-                    {{"criteria", jmap::criteria(r.criteria)}, {"probes", probes(r.probes)}, {"labels", r.labels}, {"targets", r.targets}});
+                    {{"criteria", jmap::criteria(r.criteria)},
+                     {"probes", probes(r.probes)},
+                     {"labels", r.labels},
+                     {"targets", r.targets}});
 }
 
 void read_header(const std::string& text, RunResult& r, const std::string& column) {
@@ -251,8 +262,9 @@ void read_legacy_train_header(const json& h, TrainResult& t) {
 }  // namespace
 
 ordered_json train_header(const TrainResult& t) {
-    return envelope("train", train_spec(t.spec), t.backend, t.model, t.warnings, version(),
-                    {{"started_at", t.started_at}, {"resumed_from", t.resumed_from}, {"policy_changed", t.policy_changed}});
+    return envelope(
+        "train", train_spec(t.spec), t.backend, t.model, t.warnings, version(),
+        {{"started_at", t.started_at}, {"resumed_from", t.resumed_from}, {"policy_changed", t.policy_changed}});
 }
 
 void read_train_header(const std::string& text, TrainResult& t, const std::string& column) {

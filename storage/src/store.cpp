@@ -35,7 +35,9 @@ using sql::Stmt;
 
 bool Store::still_empty() const {
     if (!empty_) return false;
-    Stmt t(db_, "SELECT 1 FROM sqlite_master WHERE type='table' AND name='runs'");  // another process may have initialised it
+    Stmt t(
+        db_,
+        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='runs'");  // another process may have initialised it
     return !t.step();
 }
 
@@ -90,14 +92,16 @@ std::string Store::resolve(const std::string& prefix) const {
     s.bind(1, prefix);
     std::vector<std::string> found;
     while (s.step()) found.push_back(s.text(0));
-    if (found.empty()) throw InputError(path_, "RUN", "no run '" + prefix + "' in this database (see `ampscope-cli list`)");
+    if (found.empty())
+        throw InputError(path_, "RUN", "no run '" + prefix + "' in this database (see `ampscope-cli list`)");
     if (found.size() > 1) throw InputError(path_, "RUN", "'" + prefix + "' matches several runs; give more of the id");
     return found[0];
 }
 
 /// Layer statistics of one pass. `where` names the pass in messages. A chunk (or a legacy row)
 /// that does not decode throws, or with `damaged` is skipped and described there.
-std::vector<LayerStat> read_layers(sqlite3* db, int64_t pass_id, const std::string& where, std::vector<std::string>* damaged) {
+std::vector<LayerStat> read_layers(sqlite3* db, int64_t pass_id, const std::string& where,
+                                   std::vector<std::string>* damaged) {
     std::vector<LayerStat> out;
     bool chunks = false;  // a file of schema v3 or older, opened read-only, has no chunks table
     {
@@ -117,13 +121,14 @@ std::vector<LayerStat> read_layers(sqlite3* db, int64_t pass_id, const std::stri
             any = true;
             const size_t before = out.size();
             try {
-                if (c.type(0) != SQLITE_BLOB) throw StoreError("layer statistics of " + where + " are malformed: not a blob");
+                if (c.type(0) != SQLITE_BLOB)
+                    throw StoreError("layer statistics of " + where + " are malformed: not a blob");
                 chunk::decode(c.blob_ptr(0), size_t(c.bytes(0)), out, where);
             } catch (const StoreError& e) {
                 if (!damaged) throw;
                 out.resize(before);  // nothing of a damaged chunk is shown
-                damaged->push_back(std::string(e.what()) + " (the chunk of layers from index " + std::to_string(c.i64(1)) + ", " +
-                                   std::to_string(c.i64(2)) + " rows, is left out)");
+                damaged->push_back(std::string(e.what()) + " (the chunk of layers from index " +
+                                   std::to_string(c.i64(1)) + ", " + std::to_string(c.i64(2)) + " rows, is left out)");
             }
         }
         if (any) return out;
@@ -144,7 +149,9 @@ std::vector<LayerStat> read_layers(sqlite3* db, int64_t pass_id, const std::stri
         const bool ok = (s.type(4) == SQLITE_BLOB || nb == 0) && nb % int(sizeof(int64_t)) == 0 && nb <= 64 * 8 &&
                         s.bytes(6) == int(sizeof(PackedStats)) && s.i64(0) >= 0 && s.i64(0) <= INT32_MAX;
         if (!ok) {
-            if (!damaged) throw StoreError("layer statistics of " + where + " are malformed (layer row " + std::to_string(s.i64(0)) + ")");
+            if (!damaged)
+                throw StoreError("layer statistics of " + where + " are malformed (layer row " +
+                                 std::to_string(s.i64(0)) + ")");
             ++bad;
             continue;
         }
@@ -158,15 +165,17 @@ std::vector<LayerStat> read_layers(sqlite3* db, int64_t pass_id, const std::stri
         std::memcpy(&p, s.blob_ptr(6), sizeof p);
         if (!plausible(p)) {
             if (!damaged)
-                throw StoreError("layer statistics of " + where + " are malformed (layer row " + std::to_string(l.index) +
-                                 ": counters out of range)");
+                throw StoreError("layer statistics of " + where + " are malformed (layer row " +
+                                 std::to_string(l.index) + ": counters out of range)");
             ++bad;
             continue;
         }
         l.stats = unpack(p);
         out.push_back(std::move(l));
     }
-    if (bad) damaged->push_back("layer statistics of " + where + " are malformed: " + std::to_string(bad) + " layer row(s) left out");
+    if (bad)
+        damaged->push_back("layer statistics of " + where + " are malformed: " + std::to_string(bad) +
+                           " layer row(s) left out");
     return out;
 }
 
@@ -178,7 +187,8 @@ std::string column_of(const std::string& file, const std::string& uuid, const ch
 }
 
 /// A JSON array of strings held in a column.
-std::vector<std::string> strings_column(const std::string& text, const std::string& file, const std::string& uuid, const char* column) {
+std::vector<std::string> strings_column(const std::string& text, const std::string& file, const std::string& uuid,
+                                        const char* column) {
     const auto where = column_of(file, uuid, column);
     const auto j = ser::parse_column(text, where);
     try {
@@ -189,7 +199,8 @@ std::vector<std::string> strings_column(const std::string& text, const std::stri
 }
 
 /// An origin column (NULL: none).
-std::optional<Origin> origin_column(const Stmt& s, int col, const std::string& file, const std::string& uuid, const char* column) {
+std::optional<Origin> origin_column(const Stmt& s, int col, const std::string& file, const std::string& uuid,
+                                    const char* column) {
     if (s.is_null(col)) return std::nullopt;
     const auto where = column_of(file, uuid, column);
     const auto o = ser::parse_column(s.text(col), where);
@@ -216,8 +227,10 @@ std::string Store::error(const std::string& uuid) const {
 
 RunResult Store::load_run(const std::string& uuid, std::vector<std::string>* damaged) const {
     if (kind(uuid) == "train")
-        throw InputError(path_, "RUN",
-                         "run " + uuid + " is a training run; expected a comparison run (recorded by ampscope-cli run or File → New run)");
+        throw InputError(
+            path_, "RUN",
+            "run " + uuid +
+                " is a training run; expected a comparison run (recorded by ampscope-cli run or File → New run)");
     RunResult r;
     int64_t id = -1;
     {
@@ -230,7 +243,9 @@ RunResult Store::load_run(const std::string& uuid, std::vector<std::string>* dam
         ser::read_header(s.text(1), r, column_of(path_, uuid, "runs.header_json"));
         r.warnings = strings_column(s.text(5), path_, uuid, "runs.warnings_json");
         const auto v = s.text(2);
-        r.verdict = v == "accepted" ? Verdict::Accepted : v == "invalid_reference" ? Verdict::InvalidReference : Verdict::Rejected;
+        r.verdict = v == "accepted"            ? Verdict::Accepted
+                    : v == "invalid_reference" ? Verdict::InvalidReference
+                                               : Verdict::Rejected;
         r.started_at = s.text(3);
         r.finished_at = s.text(4);
     }
@@ -258,11 +273,11 @@ void Store::load_passes(int64_t id, RunResult& r, std::vector<std::string>* dama
         const int64_t num_outputs = s.i64(3);
         const size_t n = size_t(s.bytes(4)) / sizeof(float);
         if (num_outputs < 0 || num_outputs > kMaxOutputsPerSample)
-            throw StoreError(path_ + ": run " + uuid + ": pass of " + std::to_string(num_outputs) + " score(s) per sample; expected 0 to " +
-                             std::to_string(kMaxOutputsPerSample));
+            throw StoreError(path_ + ": run " + uuid + ": pass of " + std::to_string(num_outputs) +
+                             " score(s) per sample; expected 0 to " + std::to_string(kMaxOutputsPerSample));
         if (size_t(s.bytes(4)) != n * sizeof(float) || (num_outputs > 0 && n != r.samples.size() * size_t(num_outputs)))
-            throw StoreError(path_ + ": run " + uuid + ": pass outputs have " + std::to_string(s.bytes(4)) + " bytes for " +
-                             std::to_string(num_outputs) + " score(s) per sample; expected " +
+            throw StoreError(path_ + ": run " + uuid + ": pass outputs have " + std::to_string(s.bytes(4)) +
+                             " bytes for " + std::to_string(num_outputs) + " score(s) per sample; expected " +
                              std::to_string(r.samples.size() * size_t(std::max<int64_t>(num_outputs, 0)) * 4));
         p.num_outputs = int(num_outputs);
         p.outputs.resize(n);
@@ -278,7 +293,8 @@ void Store::load_passes(int64_t id, RunResult& r, std::vector<std::string>* dama
 
 void Store::load_comparisons(int64_t id, RunResult& r) const {
     const auto& uuid = r.run_id;
-    Stmt s(db_, "SELECT id, precision, verdict, max_abs_delta, max_rel_delta FROM comparisons WHERE run_id=?1 ORDER BY seq");
+    Stmt s(db_,
+           "SELECT id, precision, verdict, max_abs_delta, max_rel_delta FROM comparisons WHERE run_id=?1 ORDER BY seq");
     s.bind(1, id);
     while (s.step()) {
         Comparison c;
@@ -316,24 +332,28 @@ void Store::load_comparisons(int64_t id, RunResult& r) const {
             c.amp_decisions.clear();
         }
         const bool v7 = schema_version() >= 7;  // sequence outputs: flip positions, token figures
-        Stmt f(db_, v7 ? "SELECT sample_idx, ref, amp, ref_margin, amp_margin, COALESCE(position, -1) FROM flips WHERE comparison_id=?1 "
+        Stmt f(db_, v7 ? "SELECT sample_idx, ref, amp, ref_margin, amp_margin, COALESCE(position, -1) FROM flips WHERE "
+                         "comparison_id=?1 "
                          "ORDER BY seq"
-                       : "SELECT sample_idx, ref, amp, ref_margin, amp_margin, -1 FROM flips WHERE comparison_id=?1 ORDER BY seq");
+                       : "SELECT sample_idx, ref, amp, ref_margin, amp_margin, -1 FROM flips WHERE comparison_id=?1 "
+                         "ORDER BY seq");
         f.bind(1, cid);
         while (f.step()) {
             const int64_t i = f.i64(0);
             if (i < 0 || size_t(i) >= r.samples.size())
                 throw StoreError(path_ + ": run " + uuid + ": flip for unknown sample index " + std::to_string(i));
-            c.flips.push_back({r.samples[size_t(i)].id, r.samples[size_t(i)].tag, int(std::clamp<int64_t>(f.i64(1), -1, INT32_MAX)),
+            c.flips.push_back({r.samples[size_t(i)].id, r.samples[size_t(i)].tag,
+                               int(std::clamp<int64_t>(f.i64(1), -1, INT32_MAX)),
                                int(std::clamp<int64_t>(f.i64(2), -1, INT32_MAX)), f.f64(3), f.f64(4),
                                int(std::clamp<int64_t>(f.i64(5), -1, INT32_MAX))});
         }
         if (v7) c.tokens = read_tokens(db_, cid, r.samples, path_ + ": run " + uuid);
-        Stmt k(db_, "SELECT name, passed, detail, samples_json FROM criteria_results WHERE comparison_id=?1 ORDER BY seq");
+        Stmt k(db_,
+               "SELECT name, passed, detail, samples_json FROM criteria_results WHERE comparison_id=?1 ORDER BY seq");
         k.bind(1, cid);
         while (k.step())
-            c.criteria.push_back(
-                {k.text(0), k.i64(1) != 0, k.text(2), strings_column(k.text(3), path_, uuid, "criteria_results.samples_json")});
+            c.criteria.push_back({k.text(0), k.i64(1) != 0, k.text(2),
+                                  strings_column(k.text(3), path_, uuid, "criteria_results.samples_json")});
         r.comparisons.push_back(std::move(c));
     }
 }
@@ -341,7 +361,8 @@ void Store::load_comparisons(int64_t id, RunResult& r) const {
 std::vector<LayerStat> Store::layers(const std::string& uuid, Precision p, std::vector<std::string>* damaged) const {
     Stmt s(db_, "SELECT p.id FROM passes p JOIN runs r ON r.id = p.run_id WHERE r.uuid=?1 AND p.precision=?2");
     s.bind(1, uuid).bind(2, to_string(p));
-    return s.step() ? read_layers(db_, s.i64(0), "pass " + to_string(p) + " of run " + uuid, damaged) : std::vector<LayerStat>{};
+    return s.step() ? read_layers(db_, s.i64(0), "pass " + to_string(p) + " of run " + uuid, damaged)
+                    : std::vector<LayerStat>{};
 }
 
 std::vector<Annotation> Store::annotations(const std::string& uuid) const {
@@ -362,7 +383,8 @@ std::vector<Store::BenchmarkRow> Store::benchmarks(const std::string& run_uuid) 
            "WHERE r.uuid=?1 ORDER BY b.created_at");
     s.bind(1, run_uuid);
     while (s.step()) {
-        const auto column = path_ + ": run " + run_uuid + ": benchmark " + s.text(0) + ": column benchmarks.result_json";
+        const auto column =
+            path_ + ": run " + run_uuid + ": benchmark " + s.text(0) + ": column benchmarks.result_json";
         out.push_back({s.text(0), s.text(1), s.i64(3) != 0, ser::read_bench(s.text(2), column)});
     }
     return out;
@@ -371,9 +393,10 @@ std::vector<Store::BenchmarkRow> Store::benchmarks(const std::string& run_uuid) 
 std::string Store::record_benchmark(const BenchResult& r, const BenchSpec& spec, const std::vector<Validation>& vs) {
     if (read_only_) throw StoreError(path_ + ": opened read-only (the file is not writable)");
     const std::string uuid = make_uuid();
-    Stmt s(db_,
-           "INSERT INTO benchmarks(uuid, run_id, validated, model_sha256, probes_sha256, device, created_at, result_json) "
-           "VALUES(?1, (SELECT id FROM runs WHERE uuid=?2), ?3, ?4, ?5, ?6, ?7, ?8)");
+    Stmt s(
+        db_,
+        "INSERT INTO benchmarks(uuid, run_id, validated, model_sha256, probes_sha256, device, created_at, result_json) "
+        "VALUES(?1, (SELECT id FROM runs WHERE uuid=?2), ?3, ?4, ?5, ?6, ?7, ?8)");
     s.bind(1, uuid)
         .bind(2, vs.empty() ? std::string() : vs[0].run)
         .bind(3, all_validated(vs))
@@ -403,7 +426,8 @@ TrainResult Store::load_training(const std::string& uuid) const {
         t.started_at = s.text(1);
         t.finished_at = s.text(2);
         for (auto& w : strings_column(s.text(3), path_, uuid, "runs.warnings_json"))
-            if (std::find(t.warnings.begin(), t.warnings.end(), w) == t.warnings.end()) t.warnings.push_back(std::move(w));
+            if (std::find(t.warnings.begin(), t.warnings.end(), w) == t.warnings.end())
+                t.warnings.push_back(std::move(w));
     }
     t.run_id = uuid;
     t.steps = training_steps(uuid);
@@ -420,12 +444,13 @@ std::vector<TrainStep> Store::training_steps(const std::string& uuid) const {
     // grad_underflow came with schema v5; a file of an older version opened read-only lacks the column
     const std::string underflow = schema_version() >= 5 ? "COALESCE(t.grad_underflow, -1)" : "-1";
     const std::string tracker = schema_version() >= 6 ? "COALESCE(t.growth_tracker, -1)" : "-1";
-    Stmt s(db_, ("SELECT t.step, t.loss_ref, t.loss_amp, t.scale, t.found_inf, t.skipped, t.effective_updates, t.grad_norm, "
-                 "t.lr, t.divergence, COALESCE(t.nonfinite_stage,''), t.origin_json, " +
-                 underflow + ", " + tracker +
-                 " FROM training_steps t "
-                 "JOIN runs r ON r.id = t.run_id WHERE r.uuid=?1 ORDER BY t.step")
-                    .c_str());
+    Stmt s(db_,
+           ("SELECT t.step, t.loss_ref, t.loss_amp, t.scale, t.found_inf, t.skipped, t.effective_updates, t.grad_norm, "
+            "t.lr, t.divergence, COALESCE(t.nonfinite_stage,''), t.origin_json, " +
+            underflow + ", " + tracker +
+            " FROM training_steps t "
+            "JOIN runs r ON r.id = t.run_id WHERE r.uuid=?1 ORDER BY t.step")
+               .c_str());
     s.bind(1, uuid);
     std::vector<TrainStep> out;
     while (s.step()) {

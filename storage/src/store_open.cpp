@@ -39,19 +39,24 @@ Content inspect(sqlite3* db, const std::string& path, std::string& foreign_table
         if (s.step()) v = s.i64(0);
     }
     if (v < 0 || v > kMaxPlausibleSchema)
-        throw StoreError(path + ": impossible schema version " + std::to_string(v) + " (PRAGMA user_version; expected 0 to " +
-                         std::to_string(kSchemaVersion) + "): not an ampscope run database, or a damaged one");
+        throw StoreError(path + ": impossible schema version " + std::to_string(v) +
+                         " (PRAGMA user_version; expected 0 to " + std::to_string(kSchemaVersion) +
+                         "): not an ampscope run database, or a damaged one");
     if (v > kSchemaVersion)
         throw StoreError(path + ": written by a newer ampscope (schema version " + std::to_string(v) +
-                         "); this ampscope reads schema versions up to " + std::to_string(kSchemaVersion) + ": update ampscope to open it");
+                         "); this ampscope reads schema versions up to " + std::to_string(kSchemaVersion) +
+                         ": update ampscope to open it");
     std::set<std::string> tables;
     {
-        Stmt s(db, "SELECT name FROM sqlite_master WHERE type IN ('table','view') AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'");
+        Stmt s(
+            db,
+            "SELECT name FROM sqlite_master WHERE type IN ('table','view') AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'");
         while (s.step()) tables.insert(s.text(0));
     }
     if (tables.empty()) {
         if (v == 0) return Content::Empty;
-        throw StoreError(path + ": schema version " + std::to_string(v) + " but no tables: not an ampscope run database, or a damaged one");
+        throw StoreError(path + ": schema version " + std::to_string(v) +
+                         " but no tables: not an ampscope run database, or a damaged one");
     }
     if (v >= 1 && tables.count("runs")) return Content::Ours;
     for (const auto& t : tables) {
@@ -62,8 +67,8 @@ Content inspect(sqlite3* db, const std::string& path, std::string& foreign_table
         foreign_tables += (foreign_tables.empty() ? "" : ", ") + t;
     }
     if (v >= 1)
-        throw StoreError(path + ": not an ampscope run database (schema version " + std::to_string(v) + " but no 'runs' table; it holds " +
-                         foreign_tables + ")");
+        throw StoreError(path + ": not an ampscope run database (schema version " + std::to_string(v) +
+                         " but no 'runs' table; it holds " + foreign_tables + ")");
     return Content::Foreign;
 }
 
@@ -101,7 +106,8 @@ struct TempDir {
     std::string dir;
     ~TempDir() {
         if (dir.empty()) return;
-        for (const char* f : {"/runs.sqlite", "/runs.sqlite-wal", "/runs.sqlite-shm", "/runs.sqlite-journal"}) ::unlink((dir + f).c_str());
+        for (const char* f : {"/runs.sqlite", "/runs.sqlite-wal", "/runs.sqlite-shm", "/runs.sqlite-journal"})
+            ::unlink((dir + f).c_str());
         ::rmdir(dir.c_str());
     }
     std::string release() { return std::exchange(dir, std::string()); }
@@ -128,15 +134,16 @@ std::string snapshot_with_wal(const std::string& path, TempDir& tmp) {
     if (!fs::exists(wal, ec) || fs::file_size(wal, ec) == 0 || ec) return "";
     std::string templ = (fs::temp_directory_path(ec) / "ampscope-ro-XXXXXX").string();
     if (!mkdtemp(templ.data()))
-        throw StoreError(path +
-                         ": its -wal file holds changes that can only be read from a copy, and no private folder could be "
-                         "made for one: " +
-                         std::strerror(errno));
+        throw StoreError(
+            path +
+            ": its -wal file holds changes that can only be read from a copy, and no private folder could be "
+            "made for one: " +
+            std::strerror(errno));
     tmp.dir = templ;
     const std::string copy = templ + "/runs.sqlite";
     if (!copy_bytes(path, copy) || !copy_bytes(wal, copy + "-wal"))
-        throw StoreError(path + ": its -wal file holds changes that can only be read from a copy, and the copy in " + templ +
-                         " failed: " + std::strerror(errno));
+        throw StoreError(path + ": its -wal file holds changes that can only be read from a copy, and the copy in " +
+                         templ + " failed: " + std::strerror(errno));
     return copy;
 }
 
@@ -168,7 +175,8 @@ Store::Store(const std::string& path, Mode mode, bool init_foreign) : path_(path
     const bool exists = fs::exists(path, ec);
     read_only_ = mode == Mode::ReadOnly;
     if (!exists) {
-        if (mode != Mode::Create) throw StoreError(path + ": file not found; expected an existing ampscope run database");
+        if (mode != Mode::Create)
+            throw StoreError(path + ": file not found; expected an existing ampscope run database");
         if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path(), ec);
     } else if (fs::is_directory(path, ec)) {
         throw StoreError(path + ": is a directory; expected an ampscope run database file");
@@ -177,7 +185,9 @@ Store::Store(const std::string& path, Mode mode, bool init_foreign) : path_(path
     } else if (mode == Mode::ReadWrite && cannot_create_beside(path)) {
         read_only_ = true;  // its folder is read-only: no journal can be written, so nothing can be
     }
-    int flags = read_only_ ? SQLITE_OPEN_READONLY : exists ? SQLITE_OPEN_READWRITE : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    int flags = read_only_ ? SQLITE_OPEN_READONLY
+                : exists   ? SQLITE_OPEN_READWRITE
+                           : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     std::string name = path;
     TempDir snapshot;
     if (read_only_ && exists && cannot_create_beside(path)) {
@@ -290,7 +300,8 @@ void Store::check_layout() const {
         const bool legacy = table == "layers" && v <= 3 && legacy::has_legacy_layers(db_);
         for (const auto& c : legacy ? legacy::layer_columns() : cols)
             if (std::find(have.begin(), have.end(), c) == have.end())
-                throw StoreError(path_ + ": table '" + table + "' lacks column '" + c + "' of schema version " + std::to_string(v) +
+                throw StoreError(path_ + ": table '" + table + "' lacks column '" + c + "' of schema version " +
+                                 std::to_string(v) +
                                  " (a database from a development build?); "
                                  "use a new database file or export the runs with the build that wrote it");
     }
@@ -302,7 +313,7 @@ void Store::mark_dead_runs_interrupted() {
     const auto me = host_name();
     while (q.step()) {
         const int64_t pid = q.i64(1);
-        if (q.text(2) != me) continue;                                                              // another machine's run: cannot tell
+        if (q.text(2) != me) continue;  // another machine's run: cannot tell
         if (pid > 0 && pid <= INT32_MAX && (kill(pid_t(pid), 0) == 0 || errno != ESRCH)) continue;  // still alive
         dead.push_back(q.i64(0));
     }

@@ -39,7 +39,8 @@ int64_t insert_header(sqlite3* db, const RunResult& r, const std::string& status
     Stmt s(db,
            "INSERT INTO runs(uuid, kind, status, model_source, model_sha256, weights_sha256, probes_source, "
            "probes_sha256, probe_count, device, precisions, mode, criteria_sha256, criteria_fixed_at, header_json, "
-           "tool_version, started_at, pid, host) VALUES(?1,'compare',?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18)");
+           "tool_version, started_at, pid, host) "
+           "VALUES(?1,'compare',?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18)");
     s.bind(1, r.run_id)
         .bind(2, status)
         .bind(3, r.model.source)
@@ -76,8 +77,9 @@ void check_pass_size(sqlite3* db, const PassResult& p, size_t samples) {
     if (bytes <= limit) return;
     const size_t per_sample = size_t(std::max(p.num_outputs, 1)) * sizeof(float);
     auto mb = [](size_t b) { return std::to_string((b + 500000) / 1000000) + " MB"; };
-    throw StoreError("the " + to_string(p.precision) + " pass's scores take " + mb(bytes) + " (" + std::to_string(samples) + " samples x " +
-                     std::to_string(p.num_outputs) + " scores x 4 bytes) and the database stores at most " + mb(limit) +
+    throw StoreError("the " + to_string(p.precision) + " pass's scores take " + mb(bytes) + " (" +
+                     std::to_string(samples) + " samples x " + std::to_string(p.num_outputs) +
+                     " scores x 4 bytes) and the database stores at most " + mb(limit) +
                      " per pass, so this run cannot be recorded: use at most " + std::to_string(limit / per_sample) +
                      " samples of this model's output, or run with --no-db (--json FILE keeps the result)");
 }
@@ -106,13 +108,19 @@ void insert_pass(sqlite3* db, int64_t run_id, int seq, const PassResult& p, size
     for (size_t b = 0; b < p.layers.size(); b += chunk::kChunkRows) {
         const size_t e = std::min(p.layers.size(), b + chunk::kChunkRows);
         const std::string data = chunk::encode(p.layers, b, e);
-        l.bind(1, pass_id).bind(2, int64_t(p.layers[b].index)).bind(3, int64_t(e - b)).bind_blob_static(4, data.data(), data.size());
+        l.bind(1, pass_id)
+            .bind(2, int64_t(p.layers[b].index))
+            .bind(3, int64_t(e - b))
+            .bind_blob_static(4, data.data(), data.size());
         l.exec_row();
     }
 }
 
-void insert_comparison(sqlite3* db, int64_t run_id, int seq, const Comparison& c, const std::vector<SampleInfo>& samples) {
-    Stmt s(db, "INSERT INTO comparisons(run_id, seq, precision, verdict, max_abs_delta, max_rel_delta) VALUES(?1,?2,?3,?4,?5,?6)");
+void insert_comparison(sqlite3* db, int64_t run_id, int seq, const Comparison& c,
+                       const std::vector<SampleInfo>& samples) {
+    Stmt s(db,
+           "INSERT INTO comparisons(run_id, seq, precision, verdict, max_abs_delta, max_rel_delta) "
+           "VALUES(?1,?2,?3,?4,?5,?6)");
     s.bind(1, run_id)
         .bind(2, seq)
         .bind(3, to_string(c.precision))
@@ -140,7 +148,8 @@ void insert_comparison(sqlite3* db, int64_t run_id, int seq, const Comparison& c
         d.run();
     }
     Stmt f(db,
-           "INSERT INTO flips(comparison_id, seq, sample_idx, ref, amp, ref_margin, amp_margin, position) VALUES(?1,?2,?3,?4,?5,?6,?7,?8)");
+           "INSERT INTO flips(comparison_id, seq, sample_idx, ref, amp, ref_margin, amp_margin, position) "
+           "VALUES(?1,?2,?3,?4,?5,?6,?7,?8)");
     for (size_t i = 0; i < c.flips.size(); ++i) {
         const auto& x = c.flips[i];
         f.bind(1, cid)
@@ -159,22 +168,42 @@ void insert_comparison(sqlite3* db, int64_t run_id, int seq, const Comparison& c
     Stmt k(db, "INSERT INTO criteria_results VALUES(?1,?2,?3,?4,?5,?6)");
     for (size_t i = 0; i < c.criteria.size(); ++i) {
         const auto& x = c.criteria[i];
-        k.bind(1, cid).bind(2, int64_t(i)).bind(3, x.name).bind(4, x.passed).bind(5, x.detail).bind(6, json(x.samples).dump());
+        k.bind(1, cid)
+            .bind(2, int64_t(i))
+            .bind(3, x.name)
+            .bind(4, x.passed)
+            .bind(5, x.detail)
+            .bind(6, json(x.samples).dump());
         k.run();
     }
     if (c.tokens) insert_tokens(db, cid, *c.tokens, index);
 }
 
-void finish(sqlite3* db, int64_t run_id, const std::string& status, const std::string& verdict, const std::string& error,
-            const std::string& finished_at, const std::vector<std::string>& warnings) {
-    Stmt s(db, "UPDATE runs SET status=?2, verdict=NULLIF(?3,''), error=NULLIF(?4,''), finished_at=?5, warnings_json=?6 WHERE id=?1");
-    s.bind(1, run_id).bind(2, status).bind(3, verdict).bind(4, error).bind(5, finished_at).bind(6, json(warnings).dump());
+void finish(sqlite3* db, int64_t run_id, const std::string& status, const std::string& verdict,
+            const std::string& error, const std::string& finished_at, const std::vector<std::string>& warnings) {
+    Stmt s(db,
+           "UPDATE runs SET status=?2, verdict=NULLIF(?3,''), error=NULLIF(?4,''), finished_at=?5, warnings_json=?6 "
+           "WHERE id=?1");
+    s.bind(1, run_id)
+        .bind(2, status)
+        .bind(3, verdict)
+        .bind(4, error)
+        .bind(5, finished_at)
+        .bind(6, json(warnings).dump());
     s.run();
 }
 
 void insert_annotation(sqlite3* db, int64_t run_id, const Annotation& a) {
-    Stmt s(db, "INSERT INTO annotations(run_id, uuid, author, created_at, target_kind, target, text) VALUES(?1,?2,?3,?4,?5,?6,?7)");
-    s.bind(1, run_id).bind(2, a.uuid).bind(3, a.author).bind(4, a.created_at).bind(5, a.target_kind).bind(6, a.target).bind(7, a.text);
+    Stmt s(db,
+           "INSERT INTO annotations(run_id, uuid, author, created_at, target_kind, target, text) "
+           "VALUES(?1,?2,?3,?4,?5,?6,?7)");
+    s.bind(1, run_id)
+        .bind(2, a.uuid)
+        .bind(3, a.author)
+        .bind(4, a.created_at)
+        .bind(5, a.target_kind)
+        .bind(6, a.target)
+        .bind(7, a.text);
     s.run();
 }
 
@@ -295,7 +324,8 @@ void TrainWriter::step_finished(const TrainStep& st) {
 
 void TrainWriter::checkpoint_written(const std::string& path, int step) {
     sql::Transaction t(store_.db_);
-    Stmt s(store_.db_, "INSERT INTO checkpoints(run_id, step, effective_updates, path, created_at) VALUES(?1,?2,?3,?4,?5)");
+    Stmt s(store_.db_,
+           "INSERT INTO checkpoints(run_id, step, effective_updates, path, created_at) VALUES(?1,?2,?3,?4,?5)");
     s.bind(1, run_id_).bind(2, step).bind(3, effective_).bind(4, path).bind(5, now_iso8601());
     s.run();
     t.commit();
@@ -316,8 +346,8 @@ void TrainWriter::train_failed(const std::string& status, const std::string& mes
 
 // ---- Store writes ---------------------------------------------------------------------------
 
-bool Store::insert_run(const RunResult& r, const std::string& status, const std::string& error, const std::vector<Annotation>& notes,
-                       const Review& review) {
+bool Store::insert_run(const RunResult& r, const std::string& status, const std::string& error,
+                       const std::vector<Annotation>& notes, const Review& review) {
     require_writable(*this);
     {
         Stmt s(db_, "SELECT 1 FROM runs WHERE uuid=?1");
@@ -350,10 +380,12 @@ void Store::annotate(const std::string& uuid, Annotation a) {
         const auto colon = a.target.find(':');
         const std::string prec = colon == std::string::npos ? "" : a.target.substr(0, colon);
         const std::string idx = colon == std::string::npos ? a.target : a.target.substr(colon + 1);
-        Stmt s(db_, "SELECT id, precision FROM passes WHERE run_id=?1 AND (?2 = '' OR precision = ?2) ORDER BY seq DESC");
+        Stmt s(db_,
+               "SELECT id, precision FROM passes WHERE run_id=?1 AND (?2 = '' OR precision = ?2) ORDER BY seq DESC");
         char* end = nullptr;
         const long v = std::strtol(idx.c_str(), &end, 10);
-        if (idx.empty() || *end) throw InputError("", "layer", "'" + a.target + "' is not a layer index (expected N or PRECISION:N)");
+        if (idx.empty() || *end)
+            throw InputError("", "layer", "'" + a.target + "' is not a layer index (expected N or PRECISION:N)");
         s.bind(1, id).bind(2, prec);
         std::string found;
         std::vector<std::string> damaged;  // a damaged chunk only hides its own layers

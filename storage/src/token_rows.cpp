@@ -14,7 +14,8 @@ using sql::Stmt;
 
 void insert_tokens(sqlite3* db, int64_t cid, const TokenStats& t, const std::map<std::string, int64_t>& index) {
     Stmt s(db,
-           "INSERT INTO token_stats(comparison_id, length, vocab, positions, masked, mean_kld, p99_kld, max_kld, same_top, top5_overlap, "
+           "INSERT INTO token_stats(comparison_id, length, vocab, positions, masked, mean_kld, p99_kld, max_kld, "
+           "same_top, top5_overlap, "
            "rms_dp, label_tokens, ref_ce, amp_ce, kld) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)");
     s.bind(1, cid)
         .bind(2, t.length)
@@ -40,9 +41,11 @@ void insert_tokens(sqlite3* db, int64_t cid, const TokenStats& t, const std::map
     }
 }
 
-std::optional<TokenStats> read_tokens(sqlite3* db, int64_t cid, const std::vector<SampleInfo>& samples, const std::string& where) {
+std::optional<TokenStats> read_tokens(sqlite3* db, int64_t cid, const std::vector<SampleInfo>& samples,
+                                      const std::string& where) {
     Stmt s(db,
-           "SELECT length, vocab, positions, masked, mean_kld, p99_kld, max_kld, same_top, top5_overlap, rms_dp, label_tokens, ref_ce, "
+           "SELECT length, vocab, positions, masked, mean_kld, p99_kld, max_kld, same_top, top5_overlap, rms_dp, "
+           "label_tokens, ref_ce, "
            "amp_ce, kld FROM token_stats WHERE comparison_id=?1");
     s.bind(1, cid);
     if (!s.step()) return std::nullopt;
@@ -65,7 +68,8 @@ std::optional<TokenStats> read_tokens(sqlite3* db, int64_t cid, const std::vecto
     const auto bytes = s.blob(13);
     if (t.length < 0 || bytes.size() != samples.size() * size_t(t.length) * sizeof(float))
         throw StoreError(where + ": token_stats.kld holds " + std::to_string(bytes.size()) + " bytes; expected " +
-                         std::to_string(samples.size()) + " samples x " + std::to_string(t.length) + " positions of float32");
+                         std::to_string(samples.size()) + " samples x " + std::to_string(t.length) +
+                         " positions of float32");
     t.kld.resize(bytes.size() / sizeof(float));
     if (!bytes.empty()) std::memcpy(t.kld.data(), bytes.data(), bytes.size());
     Stmt b(db, "SELECT sample_idx, position, ref_margin FROM token_boundaries WHERE comparison_id=?1 ORDER BY seq");

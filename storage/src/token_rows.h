@@ -19,6 +19,7 @@ void insert_tokens(sqlite3* db, int64_t cid, const TokenStats& t, const std::map
 
 /// Reads the figures of comparison `cid`, if it has them (a v7 file); `where` names the run in
 /// errors. Throws StoreError for rows that do not fit the run's samples.
-std::optional<TokenStats> read_tokens(sqlite3* db, int64_t cid, const std::vector<SampleInfo>& samples, const std::string& where);
+std::optional<TokenStats> read_tokens(sqlite3* db, int64_t cid, const std::vector<SampleInfo>& samples,
+                                      const std::string& where);
 
 }  // namespace ampscope::storage

@@ -29,10 +29,12 @@ const std::vector<std::string> kModules = {"",
 
 TEST(AdviseCandidates, LeafBlockAndDepth) {
     EXPECT_EQ(candidate_modules(kModules, parse_granularity("leaf")),
-              (std::vector<std::string>{"embed", "blocks.0.attn.qkv", "blocks.0.attn.proj", "blocks.0.mlp.up", "blocks.0.mlp.down",
-                                        "blocks.1.norm", "head"}));
-    EXPECT_EQ(candidate_modules(kModules, parse_granularity("block")), (std::vector<std::string>{"embed", "blocks.0", "blocks.1", "head"}));
-    EXPECT_EQ(candidate_modules(kModules, parse_granularity("1")), (std::vector<std::string>{"embed", "blocks", "head"}));
+              (std::vector<std::string>{"embed", "blocks.0.attn.qkv", "blocks.0.attn.proj", "blocks.0.mlp.up",
+                                        "blocks.0.mlp.down", "blocks.1.norm", "head"}));
+    EXPECT_EQ(candidate_modules(kModules, parse_granularity("block")),
+              (std::vector<std::string>{"embed", "blocks.0", "blocks.1", "head"}));
+    EXPECT_EQ(candidate_modules(kModules, parse_granularity("1")),
+              (std::vector<std::string>{"embed", "blocks", "head"}));
     EXPECT_EQ(candidate_modules(kModules, parse_granularity("3")),
               (std::vector<std::string>{"embed", "blocks.0.attn", "blocks.0.mlp", "blocks.1.norm", "head"}));
 }
@@ -58,7 +60,8 @@ struct Needs {
     bool operator()(const std::vector<std::string>& s) {
         ++calls;
         asked.emplace(s.begin(), s.end());
-        return std::all_of(needed.begin(), needed.end(), [&](const std::string& m) { return std::find(s.begin(), s.end(), m) != s.end(); });
+        return std::all_of(needed.begin(), needed.end(),
+                           [&](const std::string& m) { return std::find(s.begin(), s.end(), m) != s.end(); });
     }
 };
 
@@ -82,8 +85,8 @@ int bound(int n, int k, bool empty_set_fails) {
 int checked_search(int n, const std::set<std::string>& needed, bool empty_set_fails) {
     Needs needs{needed};
     const auto out = minimal_passing_set(names(n), std::ref(needs), empty_set_fails);
-    const std::string what =
-        "n " + std::to_string(n) + " k " + std::to_string(needed.size()) + (empty_set_fails ? " (empty set known)" : "");
+    const std::string what = "n " + std::to_string(n) + " k " + std::to_string(needed.size()) +
+                             (empty_set_fails ? " (empty set known)" : "");
     EXPECT_TRUE(out.found) << what;
     EXPECT_EQ(std::set<std::string>(out.set.begin(), out.set.end()), needed) << what;
     EXPECT_EQ(needs.calls, int(needs.asked.size())) << what << ": a set was evaluated twice";
@@ -187,7 +190,9 @@ TEST(AdviseSearch, DropsAMemberThatLaterAdditionsMadeUnnecessary) {
     // Exactly {a}, {c}, {c, d} and {a, b, c, d} pass (found by simulating the search over random
     // non-monotone criteria): the bisection alone ends with {d, c}, where d can be dropped.
     const std::set<std::set<std::string>> passing = {{"a"}, {"c"}, {"c", "d"}, {"a", "b", "c", "d"}};
-    auto passes = [&](const std::vector<std::string>& s) { return passing.count(std::set<std::string>(s.begin(), s.end())) > 0; };
+    auto passes = [&](const std::vector<std::string>& s) {
+        return passing.count(std::set<std::string>(s.begin(), s.end())) > 0;
+    };
     const auto out = minimal_passing_set({"a", "b", "c", "d"}, passes);
     ASSERT_TRUE(out.found);
     EXPECT_EQ(out.set, std::vector<std::string>{"c"});

@@ -25,7 +25,8 @@ using nlohmann::json;
 namespace {
 
 json good() {
-    return json::parse(R"({"format": "ampscope-incident", "version": 1, "created_at": "2026-12-02T17:00:00+00:00", "step": 41200,
+    return json::parse(
+        R"({"format": "ampscope-incident", "version": 1, "created_at": "2026-12-02T17:00:00+00:00", "step": 41200,
         "rank": 3, "local_rank": 3, "world_size": 8,
         "framework": {"name": "lightning", "version": "2.6.6", "torch": "2.11.0"},
         "detected": {"what": "grad", "detail": "non-finite gradients"},
@@ -106,8 +107,10 @@ TEST_F(Bundle, WordsNameTheRanksItStartedOn) {
     ASSERT_TRUE(r.spec.incident.has_value());
     EXPECT_EQ(r.spec.incident->origin_ranks, (std::vector<int64_t>{3, 5}));
     EXPECT_EQ(ampscope::incident_in_words(r),
-              "The job (lightning 2.6.6) saw non-finite gradients at step 41200 on rank 3 of 8, where it started (ranks 3 and 5); the "
-              "replay does NOT reproduce it (a non-deterministic kernel, a data race or the hardware, or the bundle's batch is not the "
+              "The job (lightning 2.6.6) saw non-finite gradients at step 41200 on rank 3 of 8, where it started "
+              "(ranks 3 and 5); the "
+              "replay does NOT reproduce it (a non-deterministic kernel, a data race or the hardware, or the bundle's "
+              "batch is not the "
               "step's).");
     j["origin_ranks"] = {3};
     write(j);
@@ -200,7 +203,8 @@ TEST_F(Bundle, BadJsonIsRefusedNotACrash) {
 /// The contract between the Python writer and this reader: a bundle the capture package wrote
 /// (tests/engine/bundle_writer.py) reads back with the job's settings.
 TEST_F(Bundle, RealBundleFromThePackage) {
-    const std::string cmd = std::string(AMPSCOPE_PYTHON) + " " + AMPSCOPE_TESTS_DIR + "/engine/bundle_writer.py '" + dir + "/out'";
+    const std::string cmd =
+        std::string(AMPSCOPE_PYTHON) + " " + AMPSCOPE_TESTS_DIR + "/engine/bundle_writer.py '" + dir + "/out'";
     FILE* p = popen(cmd.c_str(), "r");
     ASSERT_NE(p, nullptr);
     std::string out;

@@ -41,7 +41,8 @@ struct Oracle {
     Oracle() {
         dir = (fs::temp_directory_path() / ("ampscope-ckpt-" + std::to_string(::getpid()))).string();
         fs::create_directories(dir);
-        const std::string cmd = std::string(AMPSCOPE_PYTHON) + " -W ignore " + AMPSCOPE_TESTS_DIR + "/engine/checkpoint_oracle.py " + dir;
+        const std::string cmd =
+            std::string(AMPSCOPE_PYTHON) + " -W ignore " + AMPSCOPE_TESTS_DIR + "/engine/checkpoint_oracle.py " + dir;
         FILE* p = popen(cmd.c_str(), "r");
         std::string out;
         char buf[4096];
@@ -123,7 +124,8 @@ TEST_F(CheckpointLoaders, OptimizerScalerAndSkippedObjects) {
     // Without --strip-prefix, Lightning's names do not match: listed, not copied.
     const auto plain = ckpt::load_checkpoint(o.dir + "/plain.pt", "");
     auto state = fresh_state(plain);
-    const auto m = ckpt::apply_weights(l.format == "lightning" ? ckpt::load_checkpoint(o.dir + "/lightning.ckpt", "") : l, state);
+    const auto m =
+        ckpt::apply_weights(l.format == "lightning" ? ckpt::load_checkpoint(o.dir + "/lightning.ckpt", "") : l, state);
     EXPECT_EQ(m.missing.size(), state.size());
     EXPECT_EQ(m.unexpected.size(), state.size());
 }
@@ -141,7 +143,8 @@ TEST_F(CheckpointLoaders, OneMoreStepEqualsTorchOptim) {
             params.back().mutable_grad() = grads.at(n).clone();
         }
         auto opt = kind == "adam" ? *ckpt::load_checkpoint(o.dir + "/dict.pt", "").optimizer
-                                  : ckpt::read_optimizer(ckpt::read_pt_root(o.dir + "/" + kind + ".pt", nullptr), kind + ".pt", "");
+                                  : ckpt::read_optimizer(ckpt::read_pt_root(o.dir + "/" + kind + ".pt", nullptr),
+                                                         kind + ".pt", "");
         EXPECT_EQ(opt.kind, kind);
         std::vector<std::string> warnings;
         ckpt::map_optimizer(opt, params, names, ckpt::MapContext{kind}, warnings);
@@ -165,7 +168,8 @@ TEST_F(CheckpointLoaders, BadInputsAreNamed) {
     const std::string empty_dir = o.dir + "/checkpoint-empty";
     fs::create_directories(empty_dir);
     EXPECT_NE(refusal([&] { ckpt::load_checkpoint(empty_dir, ""); }).find("model.safetensors"), std::string::npos);
-    EXPECT_NE(refusal([&] { ckpt::load_checkpoint(o.dir + "/nope.pt", ""); }).find("does not exist"), std::string::npos);
+    EXPECT_NE(refusal([&] { ckpt::load_checkpoint(o.dir + "/nope.pt", ""); }).find("does not exist"),
+              std::string::npos);
     c10::impl::GenericDict sc(c10::StringType::get(), c10::AnyType::get());
     sc.insert("growth_factor", 2.0);
     EXPECT_NE(refusal([&] { ckpt::read_scaler(sc, "s.pt", ""); }).find("'scale'"), std::string::npos);

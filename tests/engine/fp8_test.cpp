@@ -67,11 +67,13 @@ std::vector<Case> tensorwise_cases(at::Generator& g) {
     sat[2][2] = 465.0;
     sat[3][3] = 464.0;
     sat[4][4] = 2.5e38f;  // x * scale stays finite
-    c.push_back({"tensorwise e4m3 given scale saturates", sat, spec(Fp8Scheme::Tensorwise, Fp8Element::E4M3, -1, 1.0f)});
+    c.push_back(
+        {"tensorwise e4m3 given scale saturates", sat, spec(Fp8Scheme::Tensorwise, Fp8Element::E4M3, -1, 1.0f)});
     auto sat5 = at::randn({8, 32}, g) * 1e4;
     sat5[0][0] = 61440.0;  // the E5M2 tie that rounds out of range
     sat5[0][1] = 61439.0;
-    c.push_back({"tensorwise e5m2 given scale saturates", sat5, spec(Fp8Scheme::Tensorwise, Fp8Element::E5M2, -1, 1.0f)});
+    c.push_back(
+        {"tensorwise e5m2 given scale saturates", sat5, spec(Fp8Scheme::Tensorwise, Fp8Element::E5M2, -1, 1.0f)});
     c.push_back({"tensorwise zeros", at::zeros({8, 32}), spec(Fp8Scheme::Tensorwise)});
     auto bad = at::randn({8, 32}, g);
     bad[0][0] = kNan;
@@ -124,9 +126,9 @@ std::vector<Case> nvfp4_cases(at::Generator& g) {
     // block of amax 6 / 4096 the block scale 1, so its elements are scaled by 4096 exactly
     auto ties = at::randn({2, 16}, g) * 0.1;
     ties[0][0] = 2688.0 / 4096.0;
-    ties[1].copy_(
-        at::tensor({6.0f, 0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, -0.25f, -0.75f, -1.25f, -1.75f, -2.5f, -3.5f, -5.0f, 0.0f}) /
-        4096.0);
+    ties[1].copy_(at::tensor({6.0f, 0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, -0.25f, -0.75f, -1.25f, -1.75f, -2.5f,
+                              -3.5f, -5.0f, 0.0f}) /
+                  4096.0);
     c.push_back({"nvfp4 ties to even", ties, spec(Fp8Scheme::Nvfp4)});
     c.push_back({"nvfp4 length 40 (padded)", at::randn({6, 40}, g), spec(Fp8Scheme::Nvfp4)});
     c.push_back({"nvfp4 3-d along dim 1", at::randn({2, 3, 48}, g), spec(Fp8Scheme::Nvfp4, Fp8Element::E2M1, 1)});
@@ -137,7 +139,8 @@ std::vector<Case> nvfp4_cases(at::Generator& g) {
 std::vector<Case> all_cases() {
     auto g = at::detail::createCPUGenerator(30);
     std::vector<Case> c;
-    for (auto part : {tensorwise_cases(g), rowwise_cases(g), mx_cases(g), nvfp4_cases(g)}) c.insert(c.end(), part.begin(), part.end());
+    for (auto part : {tensorwise_cases(g), rowwise_cases(g), mx_cases(g), nvfp4_cases(g)})
+        c.insert(c.end(), part.begin(), part.end());
     return c;
 }
 
@@ -180,7 +183,8 @@ json run_oracle(const std::vector<Case>& cases, const std::vector<DelayedRun>& r
     }
     for (const auto& r : runs) {
         json amaxes = json::array();  // JSON has no NaN: non-finite values as the oracle's text
-        for (float a : r.amaxes) amaxes.push_back(std::isfinite(a) ? json(a) : json(std::isnan(a) ? "nan" : a > 0 ? "inf" : "-inf"));
+        for (float a : r.amaxes)
+            amaxes.push_back(std::isfinite(a) ? json(a) : json(std::isnan(a) ? "nan" : a > 0 ? "inf" : "-inf"));
         rj.push_back({{"element", to_string(r.element)},
                       {"history_len", r.history_len},
                       {"margin", r.margin},
@@ -190,8 +194,8 @@ json run_oracle(const std::vector<Case>& cases, const std::vector<DelayedRun>& r
     const auto bytes = torch::pickle_save(c10::IValue(tensors));
     const auto tpath = write_temp(".pt", std::string(bytes.begin(), bytes.end()));
     const auto cpath = write_temp(".json", cj.dump()), rpath = write_temp(".json", rj.dump());
-    const std::string cmd =
-        std::string(AMPSCOPE_PYTHON) + " -W ignore " + AMPSCOPE_TESTS_DIR + "/engine/fp8_oracle.py " + tpath + " " + cpath + " " + rpath;
+    const std::string cmd = std::string(AMPSCOPE_PYTHON) + " -W ignore " + AMPSCOPE_TESTS_DIR +
+                            "/engine/fp8_oracle.py " + tpath + " " + cpath + " " + rpath;
     FILE* p = popen(cmd.c_str(), "r");
     std::string out;
     char buf[65536];
@@ -250,7 +254,8 @@ void Fp8Oracle::check_scheme(Fp8Scheme scheme) {
             std::memcpy(&want, &bits[size_t(k)], sizeof want);
             int32_t gb;
             std::memcpy(&gb, &got[k], sizeof gb);
-            if (gb != bits[size_t(k)] && !(std::isnan(want) && std::isnan(got[k]))) differ += (first < 0 ? first = k : 0, 1);
+            if (gb != bits[size_t(k)] && !(std::isnan(want) && std::isnan(got[k])))
+                differ += (first < 0 ? first = k : 0, 1);
         }
         EXPECT_EQ(differ, 0) << c.name << ": values differing from torchao, the first at " << first;
         EXPECT_EQ(s.numel, w["numel"].get<int64_t>()) << c.name;
@@ -262,10 +267,12 @@ void Fp8Oracle::check_scheme(Fp8Scheme scheme) {
         EXPECT_EQ(s.nonfinite_out, w["nonfinite_out"].get<int64_t>()) << c.name;
         EXPECT_TRUE(same(s.amax, num(w["amax"]))) << c.name << ": amax " << s.amax;
         EXPECT_EQ(s.scales, w["scales"].get<int64_t>()) << c.name;
-        EXPECT_TRUE(same(s.scale_min, w["scale_min"].is_null() ? std::nan("") : num(w["scale_min"]))) << c.name << ": " << s.scale_min;
-        EXPECT_TRUE(same(s.scale_max, w["scale_max"].is_null() ? std::nan("") : num(w["scale_max"]))) << c.name << ": " << s.scale_max;
+        EXPECT_TRUE(same(s.scale_min, w["scale_min"].is_null() ? std::nan("") : num(w["scale_min"])))
+            << c.name << ": " << s.scale_min;
+        EXPECT_TRUE(same(s.scale_max, w["scale_max"].is_null() ? std::nan("") : num(w["scale_max"])))
+            << c.name << ": " << s.scale_max;
         EXPECT_TRUE(same(float(s.tensor_scale), float(num(w["tensor_scale"])))) << c.name;
-        if (w.contains("sqnr_db") && w["sqnr_db"].is_number()) {                 // torchao's norms overflow FP32 on 2.5e38 (inf dB)
+        if (w.contains("sqnr_db") && w["sqnr_db"].is_number()) {  // torchao's norms overflow FP32 on 2.5e38 (inf dB)
             EXPECT_NEAR(s.sqnr_db, w["sqnr_db"].get<double>(), 1e-3) << c.name;  // torchao's in FP32
         }
     }
@@ -320,7 +327,8 @@ TEST_F(Fp8Oracle, PlantedCasesAreNamedInTheStatistics) {
     const auto q = ampscope::detail::quantize_dequantize(cm.x, cm.spec, &s);
     const auto block = q[0].narrow(0, 0, 32);
     EXPECT_EQ((block != 0).sum().item<int64_t>(), 1);
-    EXPECT_EQ(block[5].item<float>(), 10240.0f);  // scale 2^(13 - 8); 1e4 / 32 = 312.5 -> 320 in E4M3 (step 32 above 256)
+    EXPECT_EQ(block[5].item<float>(),
+              10240.0f);  // scale 2^(13 - 8); 1e4 / 32 = 312.5 -> 320 in E4M3 (step 32 above 256)
     EXPECT_GE(s.underflow, 31);
     EXPECT_GE(s.saturated, 1);       // 490 in its block
     EXPECT_EQ(s.nonfinite_out, 31);  // the NaN block: its 31 finite values dequantize to NaN
@@ -350,7 +358,8 @@ TEST_F(Fp8Oracle, DelayedScalingAsTransformerEngine) {
             d.update();
         }
         EXPECT_EQ(first_saturated, want_first) << r.name;
-        for (size_t k = 0; k < d.history().size(); ++k) EXPECT_TRUE(same(d.history()[k], num(w["history"][k]))) << r.name << " slot " << k;
+        for (size_t k = 0; k < d.history().size(); ++k)
+            EXPECT_TRUE(same(d.history()[k], num(w["history"][k]))) << r.name << " slot " << k;
         EXPECT_EQ(d.steps(), int(r.amaxes.size()));
     }
     // the growing activation outruns a one-step-stale scale at its first step above the previous
@@ -380,7 +389,8 @@ TEST(Fp8Pass, LinearRunsOnQuantizedOperandsUnderTheGuard) {
     const auto x = at::randn({6, 32}, g) * 3, w = at::randn({24, 32}, g), b = at::randn({24}, g);
     QuantSpec s;
     const auto want =
-        at::mm(ampscope::detail::quantize_dequantize(x, s), ampscope::detail::quantize_dequantize(w, s).t()).to(at::kBFloat16) +
+        at::mm(ampscope::detail::quantize_dequantize(x, s), ampscope::detail::quantize_dequantize(w, s).t())
+            .to(at::kBFloat16) +
         b.to(at::kBFloat16);
     at::Tensor got, plain, off;
     {
@@ -412,7 +422,8 @@ TEST(Fp8Pass, DemoModelLinearsAreQuantized) {
     const auto x = at::randn({5, 32}, g) * 4;
     QuantSpec s;
     auto lin = [&](const at::Tensor& v, const std::string& m) {
-        return at::mm(ampscope::detail::quantize_dequantize(v, s), ampscope::detail::quantize_dequantize(p[m + ".weight"], s).t())
+        return at::mm(ampscope::detail::quantize_dequantize(v, s),
+                      ampscope::detail::quantize_dequantize(p[m + ".weight"], s).t())
                    .to(at::kBFloat16) +
                p[m + ".bias"].to(at::kBFloat16);
     };

@@ -38,9 +38,13 @@ TEST(GpuStats, MatchesTheCpuKernel) {
         std::memcpy(slot.data_ptr(), &init, sizeof init);
         auto dslot = slot.cuda();
         auto drows = at::zeros({4}, at::TensorOptions().dtype(at::kLong).device(at::kCUDA));
-        const auto kind = dt == at::kFloat ? gpu::DType::Float32 : dt == at::kHalf ? gpu::DType::Float16 : gpu::DType::BFloat16;
-        ASSERT_EQ(0, gpu::launch_stats(d.data_ptr(), kind, d.numel(), 4, static_cast<gpu::DeviceStats*>(dslot.data_ptr()),
-                                       reinterpret_cast<unsigned long long*>(drows.data_ptr()), at::cuda::getCurrentCUDAStream().stream()));
+        const auto kind = dt == at::kFloat  ? gpu::DType::Float32
+                          : dt == at::kHalf ? gpu::DType::Float16
+                                            : gpu::DType::BFloat16;
+        ASSERT_EQ(0,
+                  gpu::launch_stats(d.data_ptr(), kind, d.numel(), 4, static_cast<gpu::DeviceStats*>(dslot.data_ptr()),
+                                    reinterpret_cast<unsigned long long*>(drows.data_ptr()),
+                                    at::cuda::getCurrentCUDAStream().stream()));
         auto back = dslot.cpu();  // the one read-back
         gpu::DeviceStats got;
         std::memcpy(&got, back.data_ptr(), sizeof got);
@@ -125,8 +129,8 @@ TEST(GpuStats, KernelBandwidthAgainstADeviceCopy) {
     auto slot = at::zeros({int64_t(sizeof(gpu::DeviceStats))}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA));
     auto stream = at::cuda::getCurrentCUDAStream();
     auto run_kernel = [&] {
-        ASSERT_EQ(0, gpu::launch_stats(x.data_ptr(), gpu::DType::Float32, x.numel(), 0, static_cast<gpu::DeviceStats*>(slot.data_ptr()),
-                                       nullptr, stream.stream()));
+        ASSERT_EQ(0, gpu::launch_stats(x.data_ptr(), gpu::DType::Float32, x.numel(), 0,
+                                       static_cast<gpu::DeviceStats*>(slot.data_ptr()), nullptr, stream.stream()));
     };
     auto time_ms = [&](const std::function<void()>& f) {
         f();
@@ -139,6 +143,7 @@ TEST(GpuStats, KernelBandwidthAgainstADeviceCopy) {
     };
     const double bytes = double(x.numel()) * 4;
     const double kernel = bytes / time_ms(run_kernel) / 1e6, copy = 2 * bytes / time_ms([&] { y.copy_(x); }) / 1e6;
-    std::printf("[ bandwidth ] statistics kernel %.0f GB/s, device copy %.0f GB/s (%.0f%%)\n", kernel, copy, 100 * kernel / copy);
+    std::printf("[ bandwidth ] statistics kernel %.0f GB/s, device copy %.0f GB/s (%.0f%%)\n", kernel, copy,
+                100 * kernel / copy);
     EXPECT_GT(kernel, 0.1 * copy);
 }

@@ -82,8 +82,9 @@ TEST(GpuSync, OneHostReadPerInstrumentedPass) {
         bool inspect, mutation_check;
     };
     for (const Case c :
-         {Case{"fp32 reference, mutation check", Precision::Fp32, true, true}, Case{"fp16, inspected", Precision::Fp16, true, false},
-          Case{"bf16, inspected", Precision::Bf16, true, false}, Case{"fp16, not inspected", Precision::Fp16, false, false}}) {
+         {Case{"fp32 reference, mutation check", Precision::Fp32, true, true},
+          Case{"fp16, inspected", Precision::Fp16, true, false}, Case{"bf16, inspected", Precision::Bf16, true, false},
+          Case{"fp16, not inspected", Precision::Fp16, false, false}}) {
         SCOPED_TRACE(c.name);
         o.precision = c.precision;
         o.inspect = c.inspect;

@@ -94,7 +94,8 @@ TEST(Rules, ARegressorHasNoMargin) {
 
 TEST(Rules, TrainingTotalsCountSkippedStepsAndUpdates) {
     ScalerOptions sc;
-    const std::vector<TrainStep> steps = {step(0, 65536, false, 1, 1), step(1, 65536, true, 1, 0), step(2, 32768, false, 2, 1)};
+    const std::vector<TrainStep> steps = {step(0, 65536, false, 1, 1), step(1, 65536, true, 1, 0),
+                                          step(2, 32768, false, 2, 1)};
     const auto t = training_totals(steps, sc);
     EXPECT_EQ(t.iterations, 3);
     EXPECT_EQ(t.skipped, 1);

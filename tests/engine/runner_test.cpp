@@ -50,8 +50,8 @@ public:
 int64_t ms_of(const std::string& iso) {
     std::tm tm{};
     int ms = 0;
-    if (std::sscanf(iso.c_str(), "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) !=
-        7)
+    if (std::sscanf(iso.c_str(), "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+                    &tm.tm_sec, &ms) != 7)
         return -1;
     tm.tm_year -= 1900;
     tm.tm_mon -= 1;
@@ -93,8 +93,8 @@ TEST(DemoStory, TransformerEdgeSamplesOverflowInFp16Only) {
     }
     EXPECT_EQ(r.verdict, Verdict::Rejected);
     // criteria fixed before the first pass and reported first
-    EXPECT_EQ(sink.events,
-              (std::vector<std::string>{"started", "pass fp32", "pass fp16", "compare fp16", "pass bf16", "compare bf16", "finished"}));
+    EXPECT_EQ(sink.events, (std::vector<std::string>{"started", "pass fp32", "pass fp16", "compare fp16", "pass bf16",
+                                                     "compare bf16", "finished"}));
     EXPECT_EQ(sink.fixed_at, r.criteria.fixed_at);
 }
 
@@ -143,7 +143,8 @@ TEST(DemoStory, DeterministicAcrossRuns) {
     EXPECT_EQ(a.probes.sha256, b.probes.sha256);
     for (size_t i = 0; i < a.passes.size(); ++i) {  // bitwise (NaN included)
         ASSERT_EQ(a.passes[i].outputs.size(), b.passes[i].outputs.size());
-        EXPECT_EQ(0, std::memcmp(a.passes[i].outputs.data(), b.passes[i].outputs.data(), a.passes[i].outputs.size() * sizeof(float)));
+        EXPECT_EQ(0, std::memcmp(a.passes[i].outputs.data(), b.passes[i].outputs.data(),
+                                 a.passes[i].outputs.size() * sizeof(float)));
     }
     spec.seed = 1;
     auto c = run_comparison(spec);

@@ -71,7 +71,8 @@ TEST(Safetensors, ReadsWhatTheReferenceWriterWrote) {
     const int fd = mkstemp(path);
     ASSERT_GE(fd, 0);
     close(fd);
-    const auto text = run(std::string(AMPSCOPE_PYTHON) + " -W ignore " + AMPSCOPE_TESTS_DIR + "/engine/safetensors_oracle.py " + path);
+    const auto text = run(std::string(AMPSCOPE_PYTHON) + " -W ignore " + AMPSCOPE_TESTS_DIR +
+                          "/engine/safetensors_oracle.py " + path);
     ASSERT_FALSE(text.empty()) << "python oracle produced nothing";
     const auto want = nlohmann::json::parse(text);
     const auto got = ampscope::detail::read_safetensors(path);
@@ -105,7 +106,8 @@ TEST(Safetensors, ReadsWhatTheReferenceWriterWrote) {
 
 TEST(Safetensors, AcceptsAHandWrittenFileWithPadding) {
     const std::string data("\x00\x00\x80\x3f\x00\x00\x00\x40", 8);  // 1.0f, 2.0f
-    const auto st = parse_safetensors(file_of(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}    )", data), "ok");
+    const auto st =
+        parse_safetensors(file_of(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}    )", data), "ok");
     EXPECT_EQ(st.tensors.at("w")[1].item<float>(), 2.0f);
     EXPECT_TRUE(parse_safetensors(file_of("{}", ""), "empty").tensors.empty());
 }
@@ -113,8 +115,8 @@ TEST(Safetensors, AcceptsAHandWrittenFileWithPadding) {
 TEST(Safetensors, RefusesMalformedFilesNamingTheKey) {
     const std::string d8(8, '\0');
     const auto entry = [](const std::string& name, const std::string& dtype, const std::string& shape, int b, int e) {
-        return "\"" + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape + ",\"data_offsets\":[" + std::to_string(b) + "," +
-               std::to_string(e) + "]}";
+        return "\"" + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape + ",\"data_offsets\":[" +
+               std::to_string(b) + "," + std::to_string(e) + "]}";
     };
     struct Case {
         const char* what;
@@ -130,21 +132,27 @@ TEST(Safetensors, RefusesMalformedFilesNamingTheKey) {
         {"unknown dtype", file_of("{" + entry("w.x", "U16", "[4]", 0, 8) + "}", d8), "'w.x'"},
         {"unknown dtype named", file_of("{" + entry("w.x", "C64", "[1]", 0, 8) + "}", d8), "C64"},
         {"size mismatch", file_of("{" + entry("b", "F32", "[3]", 0, 8) + "}", d8), "'b'"},
-        {"overlap", file_of("{" + entry("a", "F32", "[2]", 0, 8) + "," + entry("b", "F32", "[1]", 4, 8) + "}", d8), "overlaps"},
-        {"hole", file_of("{" + entry("a", "F32", "[1]", 0, 4) + "," + entry("b", "F32", "[1]", 8, 12) + "}", d8 + "1234"), "a hole"},
+        {"overlap", file_of("{" + entry("a", "F32", "[2]", 0, 8) + "," + entry("b", "F32", "[1]", 4, 8) + "}", d8),
+         "overlaps"},
+        {"hole",
+         file_of("{" + entry("a", "F32", "[1]", 0, 4) + "," + entry("b", "F32", "[1]", 8, 12) + "}", d8 + "1234"),
+         "a hole"},
         {"out of range", file_of("{" + entry("a", "F32", "[4]", 0, 16) + "}", d8), "cover 16 bytes"},
         {"not covered", file_of("{" + entry("a", "F32", "[1]", 0, 4) + "}", d8), "holds 8"},
         {"end before begin", file_of("{" + entry("a", "F32", "[0]", 8, 0) + "}", d8), "end before begin"},
         {"negative shape", file_of("{" + entry("a", "F32", "[-2]", 0, 8) + "}", d8), "non-negative"},
-        {"overflowing shape", file_of("{" + entry("a", "F32", "[4294967296,4294967296,4294967296]", 0, 8) + "}", d8), "overflows"},
-        {"duplicate key", file_of("{" + entry("a", "F32", "[2]", 0, 8) + "," + entry("a", "F32", "[2]", 0, 8) + "}", d8), "twice"},
+        {"overflowing shape", file_of("{" + entry("a", "F32", "[4294967296,4294967296,4294967296]", 0, 8) + "}", d8),
+         "overflows"},
+        {"duplicate key",
+         file_of("{" + entry("a", "F32", "[2]", 0, 8) + "," + entry("a", "F32", "[2]", 0, 8) + "}", d8), "twice"},
         {"metadata not strings", file_of(R"({"__metadata__":{"k":1}})", ""), "__metadata__.k"},
         {"missing offsets", file_of(R"({"w":{"dtype":"F32","shape":[2]}})", d8), "data_offsets"},
         // nlohmann ended the text at the NUL and accepted it; the format pads with spaces
         {"NUL padded", file_of("{" + entry("a", "F32", "[2]", 0, 8) + "}" + std::string(4, '\0'), d8), "NUL byte"},
         // no elements, but strides of 2^124: c10::Error "Stride calculation overflowed" (exit 3)
         {"zero-size, strides overflow",
-         file_of("{" + entry("z", "F32", "[0,4611686018427387904,4611686018427387904]", 0, 0) + "," + entry("a", "F32", "[2]", 0, 8) + "}",
+         file_of("{" + entry("z", "F32", "[0,4611686018427387904,4611686018427387904]", 0, 0) + "," +
+                     entry("a", "F32", "[2]", 0, 8) + "}",
                  d8),
          "'z'"},
     };
@@ -161,7 +169,8 @@ TEST(Safetensors, HeaderParseIsNotQuadratic) {
     // (1e5 entries took 160 s, 2e5 would take about 10 minutes); n log n takes a second or two.
     std::string header = "{";
     for (int i = 0; i < 200000; ++i)
-        header += (i ? ",\"t" : "\"t") + std::to_string(i) + "\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}";
+        header +=
+            (i ? ",\"t" : "\"t") + std::to_string(i) + "\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}";
     header += "}";
     const auto t0 = std::chrono::steady_clock::now();
     const auto st = parse_safetensors(file_of(header, ""), "many.safetensors");
@@ -177,8 +186,8 @@ TEST(Safetensors, LargeFileIsMappedNotCopied) {
     const int fd = mkstemp(path);
     ASSERT_GE(fd, 0);
     const uint64_t size = 3ull << 30;
-    std::string header =
-        R"({"big":{"dtype":"U8","shape":[)" + std::to_string(size) + "],\"data_offsets\":[0," + std::to_string(size) + "]}}";
+    std::string header = R"({"big":{"dtype":"U8","shape":[)" + std::to_string(size) + "],\"data_offsets\":[0," +
+                         std::to_string(size) + "]}}";
     header.append((8 - header.size() % 8) % 8, ' ');
     const auto head = file_of(header, "");
     ASSERT_EQ(write(fd, head.data(), head.size()), ssize_t(head.size()));
@@ -197,7 +206,9 @@ TEST(Safetensors, LargeFileIsMappedNotCopied) {
         setrlimit(RLIMIT_AS, &rl);
         try {
             const auto st = ampscope::detail::read_safetensors(path);
-            _exit(st.tensors.at("big").numel() == int64_t(size) && st.tensors.at("big")[size - 1].item<uint8_t>() == 0 ? 0 : 2);
+            _exit(st.tensors.at("big").numel() == int64_t(size) && st.tensors.at("big")[size - 1].item<uint8_t>() == 0
+                      ? 0
+                      : 2);
         } catch (...) {
             _exit(1);
         }

@@ -19,7 +19,8 @@ using namespace ampscope;
 namespace {
 
 std::string run_python(const std::string& args) {
-    const std::string cmd = std::string(AMPSCOPE_PYTHON) + " -W ignore " + AMPSCOPE_TESTS_DIR + "/engine/scaler_oracle.py " + args;
+    const std::string cmd =
+        std::string(AMPSCOPE_PYTHON) + " -W ignore " + AMPSCOPE_TESTS_DIR + "/engine/scaler_oracle.py " + args;
     FILE* p = popen(cmd.c_str(), "r");
     std::string out;
     char buf[4096];
@@ -66,7 +67,8 @@ TEST(GradScalerOracle, SameScalesSkipsAndParametersAsPyTorch) {
     int skipped = 0;
     for (int s = 0; s < steps; ++s) {
         const double scale = scaler.get_scale();
-        for (size_t i = 0; i < params.size(); ++i) params[i].mutable_grad() = scaler.impl().scale_loss(grads[size_t(s)][i]);
+        for (size_t i = 0; i < params.size(); ++i)
+            params[i].mutable_grad() = scaler.impl().scale_loss(grads[size_t(s)][i]);
         scaler.impl().unscale(params);
         const bool stepped = scaler.impl().step(opt, params);
         scaler.impl().update();
@@ -77,7 +79,8 @@ TEST(GradScalerOracle, SameScalesSkipsAndParametersAsPyTorch) {
         for (size_t i = 0; i < params.size(); ++i) {
             auto flat = params[i].detach().flatten();
             const auto expect = w["params"][i].get<std::vector<double>>();
-            for (int64_t k = 0; k < flat.numel(); ++k) EXPECT_EQ(double(flat[k].item<float>()), expect[size_t(k)]) << "step " << s;
+            for (int64_t k = 0; k < flat.numel(); ++k)
+                EXPECT_EQ(double(flat[k].item<float>()), expect[size_t(k)]) << "step " << s;
         }
         skipped += !stepped;
     }

@@ -164,8 +164,8 @@ TEST_P(TensorStatsTest, EveryBlockPathEveryDtype) {
         {"zeros", at::zeros({n})},
         {"fp16 edge", base * 3e4},
         {"fp16 subnormal", base.clamp_min(0) * 1e-5},
-        {"mixed blocks",
-         at::cat({base.slice(0, 0, 2048) * 1e20, base.slice(0, 2048, 4096) * 1e-3, at::zeros({1024}), base.slice(0, 5120) * 1e-9})},
+        {"mixed blocks", at::cat({base.slice(0, 0, 2048) * 1e20, base.slice(0, 2048, 4096) * 1e-3, at::zeros({1024}),
+                                  base.slice(0, 5120) * 1e-9})},
     };
     auto with_nan = base.clone();
     with_nan[3000] = std::numeric_limits<float>::quiet_NaN();

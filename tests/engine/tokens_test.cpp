@@ -110,7 +110,8 @@ TEST(Tokens, PerplexityQualityMetric) {
     const double lp1 = 1 - std::log(1 + std::exp(1.0));
     EXPECT_NEAR(*quality(pass(Precision::Fp32, kRef), truth, c), std::exp(-(std::log(0.5) + lp1) / 2), 1e-6);
     c.quality_metric = QualityMetric::TokenAccuracy;
-    EXPECT_DOUBLE_EQ(*quality(pass(Precision::Fp32, kRef), truth, c), 0.5);  // position 0 (argmax 0) misses label 1; position 1 hits 0
+    EXPECT_DOUBLE_EQ(*quality(pass(Precision::Fp32, kRef), truth, c),
+                     0.5);  // position 0 (argmax 0) misses label 1; position 1 hits 0
 }
 
 // Masked vocabulary entries: -inf at the same entries of both passes is no new non-finite value
@@ -150,7 +151,8 @@ TEST(Tokens, NonFinitePerplexityIsSaidNan) {
     truth.label_width = 2;
     Criteria c;
     c.quality_metric = QualityMetric::Perplexity;
-    const auto r = compare(pass(Precision::Fp32, {1, 0, 1, 0}), pass(Precision::Fp16, {inf, -inf, 1, 0}), kSamples, truth, c, &seq);
+    const auto r = compare(pass(Precision::Fp32, {1, 0, 1, 0}), pass(Precision::Fp16, {inf, -inf, 1, 0}), kSamples,
+                           truth, c, &seq);
     ASSERT_TRUE(r.tokens);
     EXPECT_TRUE(std::isnan(r.tokens->amp_ppl));
     const auto& q = crit(r, "quality").detail;

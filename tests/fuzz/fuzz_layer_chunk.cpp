@@ -30,8 +30,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (size_t i = 0; i < back.size(); ++i) {
         const auto &a = layers[i], &b = back[i];
         if (a.index != b.index || a.module != b.module || a.op != b.op || a.dtype != b.dtype || a.shape != b.shape ||
-            a.autocast != b.autocast || a.origin != b.origin || a.inputs_finite != b.inputs_finite || a.stats.count != b.stats.count ||
-            a.stats.nan != b.stats.nan || std::memcmp(&a.stats.min, &b.stats.min, sizeof(double)) != 0)
+            a.autocast != b.autocast || a.origin != b.origin || a.inputs_finite != b.inputs_finite ||
+            a.stats.count != b.stats.count || a.stats.nan != b.stats.nan ||
+            std::memcmp(&a.stats.min, &b.stats.min, sizeof(double)) != 0)
             fuzz::finding("re-encoded chunk row " + std::to_string(i) + " differs");
     }
     return 0;

@@ -61,7 +61,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     namespace pt2 = ampscope::detail::pt2;
-    const std::vector<char> bytes = size && data[0] == '{' ? archive_around(data, size) : std::vector<char>(data, data + size);
+    const std::vector<char> bytes =
+        size && data[0] == '{' ? archive_around(data, size) : std::vector<char>(data, data + size);
     fuzz::guarded([&] {
         if (pt2::sniff_zip(bytes, "fuzz.pt2") != pt2::ZipKind::Export) return;
         const auto p = pt2::read_program(bytes, "fuzz.pt2");

@@ -72,7 +72,15 @@ PassResult pass(Precision p, bool broken) {
     const char* dtype = p == Precision::Fp32 ? "float32" : p == Precision::Fp16 ? "float16" : "bfloat16";
     r.layers = {
         {0, "encoder.0", "aten::linear", dtype, {3, 8}, true, false, p != Precision::Fp32, stats(12.5)},
-        {1, "encoder.0.mlp", "aten::gelu", dtype, {3, 8}, true, broken, p != Precision::Fp32, stats(7e4, broken ? 2 : 0)},
+        {1,
+         "encoder.0.mlp",
+         "aten::gelu",
+         dtype,
+         {3, 8},
+         true,
+         broken,
+         p != Precision::Fp32,
+         stats(7e4, broken ? 2 : 0)},
         {2, "", "aten::mean", "float32", {3, 2}, !broken, false, false, stats(1.5)},
     };
     return r;
@@ -138,10 +146,11 @@ void downgrade_to_v3(const std::string& path) {
     sqlite3_stmt* q = nullptr;
     sqlite3_prepare_v2(db, "SELECT pass_id, data FROM layer_chunks", -1, &q, nullptr);
     sqlite3_stmt* ins = nullptr;
-    sqlite3_prepare_v2(db,
-                       "INSERT INTO layers(id, pass_id, idx, module, op, dtype, shape, flags, absmax, nonfinite, stats) "
-                       "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
-                       -1, &ins, nullptr);
+    sqlite3_prepare_v2(
+        db,
+        "INSERT INTO layers(id, pass_id, idx, module, op, dtype, shape, flags, absmax, nonfinite, stats) "
+        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
+        -1, &ins, nullptr);
     while (sqlite3_step(q) == SQLITE_ROW) {
         const int64_t pass_id = sqlite3_column_int64(q, 0);
         std::vector<LayerStat> layers;
@@ -205,7 +214,8 @@ int main(int argc, char** argv) {
             bench.model = a.model;
             bench.probes = a.probes;
             bench.batch = 3;
-            bench.figures = {{Precision::Fp32, 1.5, 1.5, 1.5, 0, 1.0, 1.0}, {Precision::Fp16, 1.0, 1.0, 1.0, 0, 1.5, 1.0}};
+            bench.figures = {{Precision::Fp32, 1.5, 1.5, 1.5, 0, 1.0, 1.0},
+                             {Precision::Fp16, 1.0, 1.0, 1.0, 0, 1.5, 1.0}};
             Validation fp16, bf16;
             fp16.run = a.run_id;
             bf16.precision = Precision::Bf16;
@@ -250,7 +260,8 @@ int main(int argc, char** argv) {
     }
     {
         Store s(db, Store::Mode::ReadOnly);
-        storage::export_runs(s, {"0a1b2c3d-0000-4000-8000-000000000001", "0a1b2c3d-0000-4000-8000-000000000002"}, bundle);
+        storage::export_runs(s, {"0a1b2c3d-0000-4000-8000-000000000001", "0a1b2c3d-0000-4000-8000-000000000002"},
+                             bundle);
     }
     compact(db);
     compact(bundle);
@@ -262,6 +273,7 @@ int main(int argc, char** argv) {
         const auto p = pass(Precision::Fp16, true);
         std::ofstream(out + "/layers.chunk", std::ios::binary) << storage::chunk::encode(p.layers, 0, p.layers.size());
     }
-    for (const auto& f : {empty, db, bundle, v3}) std::printf("%s: %ju bytes\n", f.c_str(), std::uintmax_t(fs::file_size(f)));
+    for (const auto& f : {empty, db, bundle, v3})
+        std::printf("%s: %ju bytes\n", f.c_str(), std::uintmax_t(fs::file_size(f)));
     return 0;
 }

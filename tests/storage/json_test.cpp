@@ -66,7 +66,8 @@ TEST(CriteriaJson, RangesAreCheckedNotWrapped) {
     expect_error(R"({"rtol": true})", "rtol", "a finite number");
     expect_error(R"({"heads": [{"begin": 0, "end": 2, "atol": -1}]})", "heads[0].atol", ">= 0");
     expect_error(R"({"quality_threshold": null})", "quality_threshold", "a finite number");
-    const auto c = json::parse_criteria(R"({"max_flips": 2147483647, "heads": [{"begin": 0, "end": 2147483647}]})", "c.json");
+    const auto c =
+        json::parse_criteria(R"({"max_flips": 2147483647, "heads": [{"begin": 0, "end": 2147483647}]})", "c.json");
     EXPECT_EQ(c.max_flips, 2147483647);
     EXPECT_EQ(c.heads[0].end, 2147483647);
 }
@@ -100,8 +101,8 @@ TEST(BackendJson, TheContractsKeys) {
     b.bf16_supported = false;
     b.num_threads = 16;
     const auto text = json::backend_to_json(b, -1);
-    for (const char* key :
-         {"\"torch\":", "\"compute_capability\":\"9.0\"", "\"cuda_device_count\":2", "\"bf16_supported\":false", "\"num_threads\":16"})
+    for (const char* key : {"\"torch\":", "\"compute_capability\":\"9.0\"", "\"cuda_device_count\":2",
+                            "\"bf16_supported\":false", "\"num_threads\":16"})
         EXPECT_NE(text.find(key), std::string::npos) << key << " in " << text;
 }
 
@@ -148,7 +149,8 @@ struct RegionsFile : ::testing::Test {
 using Globs = std::vector<std::string>;
 
 TEST_F(RegionsFile, TextLinesCommentsAndLineEndings) {
-    EXPECT_EQ(storage::read_fp32_regions_file(file("a.txt", "# regions\nblocks.0.*\r\n\n  head\t# the classifier\n"), "f", false),
+    EXPECT_EQ(storage::read_fp32_regions_file(file("a.txt", "# regions\nblocks.0.*\r\n\n  head\t# the classifier\n"),
+                                              "f", false),
               (Globs{"blocks.0.*", "head"}));
     EXPECT_EQ(storage::read_fp32_regions_file(file("bom.txt",
                                                    "\xEF\xBB\xBF"
@@ -162,14 +164,16 @@ TEST_F(RegionsFile, TextLinesCommentsAndLineEndings) {
 }
 
 TEST_F(RegionsFile, AdviseJson) {
-    EXPECT_EQ(storage::read_fp32_regions_file(file("a.json", R"({"outcome": "found", "keep_fp32": ["embed", "head"]})"), "f", false),
+    EXPECT_EQ(storage::read_fp32_regions_file(file("a.json", R"({"outcome": "found", "keep_fp32": ["embed", "head"]})"),
+                                              "f", false),
               (Globs{"embed", "head"}));
     EXPECT_EQ(storage::read_fp32_regions_file(file("bom.json",
                                                    "\xEF\xBB\xBF"
                                                    R"({"keep_fp32": ["embed"]})"),
                                               "f", false),
               (Globs{"embed"}));
-    EXPECT_EQ(storage::read_fp32_regions_file(file("none.json", R"({"outcome": "already_accepted", "keep_fp32": []})"), "f", false),
+    EXPECT_EQ(storage::read_fp32_regions_file(file("none.json", R"({"outcome": "already_accepted", "keep_fp32": []})"),
+                                              "f", false),
               Globs{});
     const auto unverified = file("u.json", R"({"outcome": "unverified", "keep_fp32": ["fc1"]})");
     EXPECT_NE(refused(unverified).find("field 'outcome'"), std::string::npos) << refused(unverified);
@@ -198,7 +202,8 @@ TEST_F(RegionsFile, NotTextAndNotRegularFiles) {
     EXPECT_NE(refused(fifo).find("a FIFO"), std::string::npos);  // refused before any read: never blocks
     EXPECT_NE(refused(dir).find("a directory"), std::string::npos);
     EXPECT_NE(refused(dir + "/missing.txt").find("cannot open"), std::string::npos);
-    EXPECT_NE(refused(file("big.txt", "fc1\n" + std::string(2 << 20, '#'))).find("larger than 1 MB"), std::string::npos);
+    EXPECT_NE(refused(file("big.txt", "fc1\n" + std::string(2 << 20, '#'))).find("larger than 1 MB"),
+              std::string::npos);
     EXPECT_NE(refused("/dev/zero").find("a device"), std::string::npos);
 }
 

@@ -152,7 +152,8 @@ TEST(StoreFixtures, EveryReleasedLayoutMigratesAndReadsBack) {
             EXPECT_EQ(s.schema_version(), kSchemaVersion) << f.name;
             EXPECT_EQ(sql_text(s, "PRAGMA integrity_check"), "ok") << f.name;
             EXPECT_EQ(sql_text(s, "PRAGMA foreign_key_check"), "") << f.name;
-            EXPECT_EQ(sql_text(s, "SELECT count(*) FROM pragma_table_info('layers') WHERE name='autocast'"), "0") << f.name;
+            EXPECT_EQ(sql_text(s, "SELECT count(*) FROM pragma_table_info('layers') WHERE name='autocast'"), "0")
+                << f.name;
             expect_fixture_runs(s, f);
             // the migrated file takes new runs, and notes on the old runs' layers
             const auto r = make_run();
@@ -166,13 +167,15 @@ TEST(StoreFixtures, EveryReleasedLayoutMigratesAndReadsBack) {
             EXPECT_EQ(s.annotations(fixture::kRejectedRun).back().target, "fp16:2") << f.name;
         }
         // the bench gate reads old runs: the accepted BF16 run validates its own policy, not one with FP32 regions
-        BenchPolicy policy{fixture::kModelSha, fixture::kWeightsSha, fixture::kProbesSha, "cpu", Precision::Bf16, "eval", {}};
+        BenchPolicy policy{
+            fixture::kModelSha, fixture::kWeightsSha, fixture::kProbesSha, "cpu", Precision::Bf16, "eval", {}};
         Store gate(path, Store::Mode::ReadOnly);
         const auto v = gate.find_validation(policy);
         EXPECT_EQ(v.run, fixture::kAcceptedRun) << f.name << ": " << v.refusal;
         EXPECT_EQ(v.criteria.max_flips, 1) << f.name;
         policy.keep_fp32 = {"fc1"};
-        EXPECT_NE(gate.find_validation(policy).refusal.find("FP32 regions (validated none, benchmarked [fc1])"), std::string::npos);
+        EXPECT_NE(gate.find_validation(policy).refusal.find("FP32 regions (validated none, benchmarked [fc1])"),
+                  std::string::npos);
         Store again(path, Store::Mode::ReadWrite);  // a second open finds nothing to migrate
         EXPECT_EQ(again.list_runs().size(), f.train ? 4u : 3u) << f.name;
         expect_compare_runs(again, f, 3);  // and the note on a layer
@@ -218,9 +221,11 @@ void move_layers_to_rows(const std::string& path) {
             const auto run = s.load_run(row.uuid);
             sqlite3_stmt* q = nullptr;
             const RawDb raw(path);
-            ASSERT_EQ(sqlite3_prepare_v2(raw.get(), "SELECT p.id FROM passes p JOIN runs r ON r.id=p.run_id WHERE r.uuid=? ORDER BY p.seq",
-                                         -1, &q, nullptr),
-                      SQLITE_OK);
+            ASSERT_EQ(
+                sqlite3_prepare_v2(
+                    raw.get(), "SELECT p.id FROM passes p JOIN runs r ON r.id=p.run_id WHERE r.uuid=? ORDER BY p.seq",
+                    -1, &q, nullptr),
+                SQLITE_OK);
             sqlite3_bind_text(q, 1, row.uuid.c_str(), -1, SQLITE_TRANSIENT);
             for (size_t k = 0; sqlite3_step(q) == SQLITE_ROW; ++k) {
                 ASSERT_LT(k, run.passes.size());
@@ -237,9 +242,12 @@ void move_layers_to_rows(const std::string& path) {
     for (const auto& [pid, layers] : by_pass) {
         for (const auto& l : layers) {
             const auto& t = l.stats;
-            const int64_t ints[11] = {
-                t.count,          t.nan,           t.posinf,         t.neginf,        t.zeros, t.fp16_overflow, t.fp16_subnormal,
-                t.fp16_underflow, t.bf16_overflow, t.bf16_subnormal, t.bf16_underflow};
+            const int64_t ints[11] = {t.count,          t.nan,
+                                      t.posinf,         t.neginf,
+                                      t.zeros,          t.fp16_overflow,
+                                      t.fp16_subnormal, t.fp16_underflow,
+                                      t.bf16_overflow,  t.bf16_subnormal,
+                                      t.bf16_underflow};
             const double dbl[6] = {t.min, t.max, t.absmax, t.min_nonzero_abs, t.mean, t.rms};
             std::string blob(reinterpret_cast<const char*>(ints), sizeof ints);
             blob.append(reinterpret_cast<const char*>(dbl), sizeof dbl);
@@ -285,7 +293,8 @@ TEST(Store, MigratesFromEveryOlderVersion) {
         // before 4 wrote them), and drop what later migrations added
         if (from < 4) move_layers_to_rows(path);
         std::string drop;
-        if (from < 7) drop += "DROP TABLE token_boundaries; DROP TABLE token_stats; ALTER TABLE flips DROP COLUMN position; ";
+        if (from < 7)
+            drop += "DROP TABLE token_boundaries; DROP TABLE token_stats; ALTER TABLE flips DROP COLUMN position; ";
         if (from < 6 && kSchemaVersion >= 6) drop += "ALTER TABLE training_steps DROP COLUMN growth_tracker; ";
         if (from < 5) drop += "ALTER TABLE training_steps DROP COLUMN grad_underflow; ";
         if (from < 4) drop += "DROP TABLE layer_chunks; ";

@@ -131,9 +131,11 @@ TEST(StoreRead, AMalformedTrainingHeaderNamesTheColumn) {
         uuid = record_training(s, make_training(2));
     }
     for (const char* header : {"[1,", "{\"batch_size\": \"many\"}", "{\"spec\": {\"model\": 3}}", "[1]"}) {
-        raw_exec(path, std::string("DROP TRIGGER IF EXISTS runs_criteria_immutable; UPDATE runs SET header_json='") + header + "'");
+        raw_exec(path, std::string("DROP TRIGGER IF EXISTS runs_criteria_immutable; UPDATE runs SET header_json='") +
+                           header + "'");
         const auto m = error_of([&] { Store(path).load_training(uuid); });
-        EXPECT_NE(m.find(path + ": run " + uuid + ": column runs.header_json"), std::string::npos) << header << ": " << m;
+        EXPECT_NE(m.find(path + ": run " + uuid + ": column runs.header_json"), std::string::npos)
+            << header << ": " << m;
         EXPECT_THROW(Store(path).load_training(uuid), StoreError) << header;
     }
 }
@@ -151,7 +153,8 @@ TEST(StoreRead, BenchmarksReadBackAsValues) {
     b.train = true;
     b.timer = "steady_clock";
     b.memory = "rss";
-    b.figures = {{Precision::Fp32, 2.0, 1.5, 2.5, 1 << 20, 1.0, 1.0}, {Precision::Fp16, 1.0, 0.5, 1.5, 1 << 19, 2.0, 0.5}};
+    b.figures = {{Precision::Fp32, 2.0, 1.5, 2.5, 1 << 20, 1.0, 1.0},
+                 {Precision::Fp16, 1.0, 0.5, 1.5, 1 << 19, 2.0, 0.5}};
     BenchSpec spec;
     spec.precisions = {Precision::Fp16};
     Validation v;
@@ -190,7 +193,8 @@ TEST(StoreRead, AMalformedBenchmarkNamesTheColumn) {
              "INSERT INTO benchmarks(uuid, run_id, validated, model_sha256, probes_sha256, device, created_at, "
              "result_json) VALUES('b1', 1, 1, '', '', 'cpu', '2025', '{\"figures\": 3}')");
     const auto m = error_of([&] { Store(path).benchmarks(r.run_id); });
-    EXPECT_NE(m.find(path + ": run " + r.run_id + ": benchmark b1: column benchmarks.result_json"), std::string::npos) << m;
+    EXPECT_NE(m.find(path + ": run " + r.run_id + ": benchmark b1: column benchmarks.result_json"), std::string::npos)
+        << m;
 }
 
 TEST(StoreRead, StoredCriteriaKeepWhetherTheUserChoseMetricAndThreshold) {

@@ -130,7 +130,8 @@ TEST(Store, AnnotationsAndReview) {
     EXPECT_TRUE(s.list_runs().empty());
     sqlite3_stmt* st = nullptr;
     const RawDb raw(s.path());
-    sqlite3_prepare_v2(raw.get(), "SELECT (SELECT count(*) FROM layers) + (SELECT count(*) FROM layer_chunks)", -1, &st, nullptr);
+    sqlite3_prepare_v2(raw.get(), "SELECT (SELECT count(*) FROM layers) + (SELECT count(*) FROM layer_chunks)", -1, &st,
+                       nullptr);
     sqlite3_step(st);
     EXPECT_EQ(sqlite3_column_int(st, 0), 0);  // cascaded
     sqlite3_finalize(st);
@@ -370,7 +371,8 @@ TEST(Store, ReadOnlyWhenNotWritable) {
     close(fds[0]);
     int status = 0;
     waitpid(child, &status, 0);
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 77) GTEST_SKIP() << "root without CAP_SETUID cannot drop to uid 65534";
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
+        GTEST_SKIP() << "root without CAP_SETUID cannot drop to uid 65534";
     ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
     EXPECT_EQ(got, "result:");
 }
@@ -555,7 +557,8 @@ TEST(StoreHostile, ExportNeverReplacesTheOpenDatabase) {
         EXPECT_NE(m.find("run database being exported from"), std::string::npos) << m;
     }
     std::ofstream(d.file("notes.txt")) << "keep me\n";
-    EXPECT_NE(error_of([&] { export_runs(s, {r.run_id}, d.file("notes.txt")); }).find("not an ampscope export"), std::string::npos);
+    EXPECT_NE(error_of([&] { export_runs(s, {r.run_id}, d.file("notes.txt")); }).find("not an ampscope export"),
+              std::string::npos);
     for (int i = 0; i < 2; ++i) export_runs(s, {r.run_id}, d.file("a.ampscope"));  // an export may be replaced
     EXPECT_TRUE(is_export_file(d.file("a.ampscope")));
     EXPECT_FALSE(is_export_file(path));
@@ -604,7 +607,8 @@ TEST(OutputGuard, AnotherFileSwappedInIsNotReplaced) {
     check_output_file(out, "--json", OutputKind::RunJson, kNoInputs, false);
     spit(other, "precious");
     ASSERT_EQ(std::rename(other.c_str(), out.c_str()), 0);  // another file (inode) at the name
-    EXPECT_NE(error_of([&] { write_output_file(out, "--json", "{}\n"); }).find("replaced by another file"), std::string::npos);
+    EXPECT_NE(error_of([&] { write_output_file(out, "--json", "{}\n"); }).find("replaced by another file"),
+              std::string::npos);
     EXPECT_EQ(slurp(out), "precious");
     for (const auto& e : fs::directory_iterator(fs::path(out).parent_path()))
         EXPECT_EQ(e.path().string().find("partial"), std::string::npos) << e.path();
@@ -625,7 +629,8 @@ TEST(OutputGuard, NothingIsCreatedInsideAnInputFolder) {
     TempDir d;
     fs::create_directories(d.file("checkpoint-9/sub"));
     const std::vector<ProtectedFile> inputs = {{d.file("checkpoint-9"), "the checkpoint (--checkpoint)"}};
-    for (const auto& p : {d.file("checkpoint-9/scaler.pt"), d.file("checkpoint-9/sub/x.json"), d.file("checkpoint-9/./y.json")}) {
+    for (const auto& p :
+         {d.file("checkpoint-9/scaler.pt"), d.file("checkpoint-9/sub/x.json"), d.file("checkpoint-9/./y.json")}) {
         const auto m = error_of([&] { check_output_file(p, "--json", OutputKind::ReplayJson, inputs, true); });
         EXPECT_NE(m.find("lies inside the checkpoint (--checkpoint)"), std::string::npos) << m;
     }

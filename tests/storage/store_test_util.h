@@ -68,7 +68,8 @@ inline RunResult make_run(int samples = 6, int layers = 5, const std::string& mo
         PassResult pass;
         pass.precision = p;
         pass.num_outputs = 2;
-        for (int i = 0; i < samples * 2; ++i) pass.outputs.push_back(float(i) * 0.25f + (p == Precision::Fp16 ? 1e-3f : 0.f));
+        for (int i = 0; i < samples * 2; ++i)
+            pass.outputs.push_back(float(i) * 0.25f + (p == Precision::Fp16 ? 1e-3f : 0.f));
         if (p == Precision::Fp16) {
             pass.outputs[0] = std::numeric_limits<float>::quiet_NaN();
             pass.nonfinite_samples = {"s0"};
@@ -137,7 +138,8 @@ inline void raw_exec(const std::string& path, const std::string& sql) {
 class RawDb {
 public:
     explicit RawDb(const std::string& path) {
-        if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) ADD_FAILURE() << "cannot open " << path;
+        if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK)
+            ADD_FAILURE() << "cannot open " << path;
         sqlite3_busy_timeout(db_, 5000);
     }
     ~RawDb() { sqlite3_close(db_); }

@@ -23,7 +23,8 @@ inline QXYSeries* series(QChart* chart, const QString& name) {
 }
 
 inline bool near(QColor a, QColor b, int tol = 12) {
-    return std::abs(a.red() - b.red()) <= tol && std::abs(a.green() - b.green()) <= tol && std::abs(a.blue() - b.blue()) <= tol;
+    return std::abs(a.red() - b.red()) <= tol && std::abs(a.green() - b.green()) <= tol &&
+           std::abs(a.blue() - b.blue()) <= tol;
 }
 
 /// The rendered viewport of `view` (what the user sees of the chart).
@@ -66,7 +67,9 @@ inline bool drawnAtItsPoints(const QImage& img, QChartView* view, QXYSeries* s, 
     if (line)
         for (qsizetype i = 1; i < pts.size(); ++i)
             for (int k = 1; k < 10; ++k)
-                if (shownNear(img, (at(pts[i - 1]) + (at(pts[i]) - at(pts[i - 1])) * (k / 10.0)).toPoint(), s->color(), tol)) return true;
+                if (shownNear(img, (at(pts[i - 1]) + (at(pts[i]) - at(pts[i - 1])) * (k / 10.0)).toPoint(), s->color(),
+                              tol))
+                    return true;
     if (why) {
         *why = QStringLiteral("series '%1' (%2 points, colour %3): seen %4 at its first point")
                    .arg(s->name())

@@ -53,7 +53,9 @@ namespace {
 class Recorder : public ErrorReporter {
 public:
     explicit Recorder(QStringList* messages) : messages_(messages) {}
-    void error(QWidget*, const QString& title, const QString& message) override { *messages_ << title + QStringLiteral(": ") + message; }
+    void error(QWidget*, const QString& title, const QString& message) override {
+        *messages_ << title + QStringLiteral(": ") + message;
+    }
     bool confirm(QWidget*, const QString&, const QString&) override { return true; }
 
 private:
@@ -64,12 +66,14 @@ private:
 /// measured until the dialog asks to cancel: a cancel that lands mid-sensitivity every time.
 class HoldInSensitivity : public ProgressObserver {
 public:
-    HoldInSensitivity(ProgressObserver* inner, int count, std::atomic<bool>* held) : inner_(inner), count_(count), held_(held) {}
+    HoldInSensitivity(ProgressObserver* inner, int count, std::atomic<bool>* held)
+        : inner_(inner), count_(count), held_(held) {}
     void progress(const std::string& stage, int done, int total) override {
         inner_->progress(stage, done, total);
         if (stage != "sensitivity" || done < count_) return;
         *held_ = true;
-        for (int i = 0; i < 6000 && !inner_->cancel_requested(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        for (int i = 0; i < 6000 && !inner_->cancel_requested(); ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     bool cancel_requested() const override { return inner_->cancel_requested(); }
 
@@ -299,7 +303,8 @@ private Q_SLOTS:
 
         // still usable: the advisor runs again to the end
         QVERIFY(d->startButton()->isEnabled());
-        d->job()->setEngine([](const AdviseSpec& s, ProgressObserver* p, AdviseResult* partial) { return advise(s, p, partial); });
+        d->job()->setEngine(
+            [](const AdviseSpec& s, ProgressObserver* p, AdviseResult* partial) { return advise(s, p, partial); });
         QVERIFY(d->start());
         QCOMPARE(d->sensitivityModel()->rowCount(), 0);
         QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 2, 120000);
@@ -311,8 +316,9 @@ private Q_SLOTS:
     void advisorErrorsGoToTheReporter() {
         auto [w, d] = advisor();
         QVERIFY(d);
-        d->job()->setEngine(
-            [](const AdviseSpec&, ProgressObserver*, AdviseResult*) -> AdviseResult { throw ModelError("shape mismatch in fc2"); });
+        d->job()->setEngine([](const AdviseSpec&, ProgressObserver*, AdviseResult*) -> AdviseResult {
+            throw ModelError("shape mismatch in fc2");
+        });
         QSignalSpy ended(d, &AdviseDialog::ended);
         QVERIFY(d->start());
         QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 1, 30000);
@@ -331,19 +337,23 @@ private Q_SLOTS:
         };
         NewRunDialog dlg;
         QVERIFY(dlg.findChild<QPushButton*>(QStringLiteral("loadRegions")));
-        QVERIFY(dlg.loadRegions(write(QStringLiteral("advice.json"), R"({"outcome": "found", "keep_fp32": ["fc1", "out"]})")));
+        QVERIFY(dlg.loadRegions(
+            write(QStringLiteral("advice.json"), R"({"outcome": "found", "keep_fp32": ["fc1", "out"]})")));
         QCOMPARE(dlg.spec().keep_fp32, (std::vector<std::string>{"fc1", "out"}));
         QCOMPARE(dlg.errorText(), QString());
-        QVERIFY(dlg.loadRegions(write(QStringLiteral("globs.txt"), "# regions\nblocks.0.*\n\n  head  # the classifier\n")));
+        QVERIFY(
+            dlg.loadRegions(write(QStringLiteral("globs.txt"), "# regions\nblocks.0.*\n\n  head  # the classifier\n")));
         QCOMPARE(dlg.spec().keep_fp32, (std::vector<std::string>{"blocks.0.*", "head"}));
 
         // bad files: refused on the error line (the file named, what was expected), field kept
         const QString noList = write(QStringLiteral("nolist.json"), R"({"keep": ["fc1"]})");
         QVERIFY(!dlg.loadRegions(noList));
-        QVERIFY2(dlg.errorText().contains(noList) && dlg.errorText().contains(QStringLiteral("keep_fp32")), qPrintable(dlg.errorText()));
+        QVERIFY2(dlg.errorText().contains(noList) && dlg.errorText().contains(QStringLiteral("keep_fp32")),
+                 qPrintable(dlg.errorText()));
         QCOMPARE(dlg.spec().keep_fp32, (std::vector<std::string>{"blocks.0.*", "head"}));
         // a set whose verifying run was rejected is not advice (run --keep-fp32-file refuses it too)
-        const QString unverified = write(QStringLiteral("unverified.json"), R"({"outcome": "unverified", "keep_fp32": ["fc1"]})");
+        const QString unverified =
+            write(QStringLiteral("unverified.json"), R"({"outcome": "unverified", "keep_fp32": ["fc1"]})");
         QVERIFY(!dlg.loadRegions(unverified));
         QVERIFY2(dlg.errorText().contains(unverified) && dlg.errorText().contains(QStringLiteral("unverified")),
                  qPrintable(dlg.errorText()));
@@ -354,10 +364,12 @@ private Q_SLOTS:
                  qPrintable(dlg.errorText()));
         const QString binary = write(QStringLiteral("weights.bin"), QByteArray("PK\x03\x04\x00\x00\xff\xfe", 8));
         QVERIFY(!dlg.loadRegions(binary));
-        QVERIFY2(dlg.errorText().contains(binary) && dlg.errorText().contains(QStringLiteral("not text")), qPrintable(dlg.errorText()));
+        QVERIFY2(dlg.errorText().contains(binary) && dlg.errorText().contains(QStringLiteral("not text")),
+                 qPrintable(dlg.errorText()));
         const QString missing = dir_.filePath(QStringLiteral("missing.json"));
         QVERIFY(!dlg.loadRegions(missing));
-        QVERIFY2(dlg.errorText().contains(missing) && dlg.errorText().contains(QStringLiteral("cannot open")), qPrintable(dlg.errorText()));
+        QVERIFY2(dlg.errorText().contains(missing) && dlg.errorText().contains(QStringLiteral("cannot open")),
+                 qPrintable(dlg.errorText()));
         QCOMPARE(dlg.spec().keep_fp32, (std::vector<std::string>{"blocks.0.*", "head"}));
         // the CLI's rules (one reader, storage/input_file.h): a UTF-8 byte-order mark (Windows
         // editors) is skipped in a text and a JSON file (was: the glob "\ufeffblocks.1.*", and the
@@ -372,7 +384,8 @@ private Q_SLOTS:
         QCOMPARE(dlg.spec().keep_fp32, (std::vector<std::string>{"embed"}));
         const QString spaced = write(QStringLiteral("spaced.txt"), "embed\nblocks.0.* head\n");
         QVERIFY(!dlg.loadRegions(spaced));
-        QVERIFY2(dlg.errorText().contains(QStringLiteral("line 2")) && dlg.errorText().contains(QStringLiteral("no spaces or commas")),
+        QVERIFY2(dlg.errorText().contains(QStringLiteral("line 2")) &&
+                     dlg.errorText().contains(QStringLiteral("no spaces or commas")),
                  qPrintable(dlg.errorText()));
         const QString fifo = dir_.filePath(QStringLiteral("regions.fifo"));
         QCOMPARE(::mkfifo(fifo.toLocal8Bit().constData(), 0600), 0);

@@ -127,7 +127,8 @@ int columnOf(double x, double x0, double x1, int columns) {
 
 /// Empty when `kept` (indices into `pts`) holds, per pixel column, a point at that column's
 /// minimum and one at its maximum, and every index `marked`; else what is missing.
-QString missingExtremes(const QList<QPointF>& pts, const std::vector<qsizetype>& kept, int columns, const std::vector<bool>& marked) {
+QString missingExtremes(const QList<QPointF>& pts, const std::vector<qsizetype>& kept, int columns,
+                        const std::vector<bool>& marked) {
     const std::set<qsizetype> in(kept.begin(), kept.end());
     std::map<int, std::pair<double, double>> want, got;  // column: {min y, max y}
     const double x0 = pts.front().x(), x1 = pts.back().x();
@@ -138,7 +139,8 @@ QString missingExtremes(const QList<QPointF>& pts, const std::vector<qsizetype>&
     for (qsizetype i = 0; i < pts.size(); ++i) {
         widen(want, columnOf(pts[i].x(), x0, x1, columns), pts[i].y());
         if (in.count(i)) widen(got, columnOf(pts[i].x(), x0, x1, columns), pts[i].y());
-        if (size_t(i) < marked.size() && marked[size_t(i)] && !in.count(i)) return QStringLiteral("marked point %1 dropped").arg(i);
+        if (size_t(i) < marked.size() && marked[size_t(i)] && !in.count(i))
+            return QStringLiteral("marked point %1 dropped").arg(i);
     }
     for (const auto& [c, mm] : want)
         if (!got.count(c) || got[c] != mm)
@@ -171,8 +173,10 @@ private Q_SLOTS:
         QVERIFY(close(same[1].x(), 2.0) && close(same[1].y(), 1e-4));
         // axes: margins 0.01..2 widened by 2 each way; |Δ| 1e-4..3e-2 (>= atol) widened by 2 and 8
         const auto x = range<QLogValueAxis>(chart, Qt::Horizontal), y = range<QLogValueAxis>(chart, Qt::Vertical);
-        QVERIFY2(close(x.first, 0.005) && close(x.second, 4.0), qPrintable(QStringLiteral("%1..%2").arg(x.first).arg(x.second)));
-        QVERIFY2(close(y.first, 5e-5) && close(y.second, 0.24), qPrintable(QStringLiteral("%1..%2").arg(y.first).arg(y.second)));
+        QVERIFY2(close(x.first, 0.005) && close(x.second, 4.0),
+                 qPrintable(QStringLiteral("%1..%2").arg(x.first).arg(x.second)));
+        QVERIFY2(close(y.first, 5e-5) && close(y.second, 0.24),
+                 qPrintable(QStringLiteral("%1..%2").arg(y.first).arg(y.second)));
         // rendered: each series' colour where its points are
         auto view = showIn(chart);
         const QImage img = chart_probe::render(view.get());
@@ -181,7 +185,8 @@ private Q_SLOTS:
             QString why;
             QVERIFY2(chart_probe::drawnAtItsPoints(img, view.get(), s, &why), qPrintable(why));
         }
-        QCOMPARE(chart_probe::colourAt(img, view.get(), series(chart, QStringLiteral("fp16 flipped")), flipped[1]), QColor(220, 50, 50));
+        QCOMPARE(chart_probe::colourAt(img, view.get(), series(chart, QStringLiteral("fp16 flipped")), flipped[1]),
+                 QColor(220, 50, 50));
         // driven by the model: the first three samples only, one flip left, ranges follow
         model.resetData(flipRun(3));
         QCOMPARE(pointsOf(chart, QStringLiteral("fp16 flipped")).size(), 1);
@@ -203,7 +208,8 @@ private Q_SLOTS:
         QCOMPARE(ref[7], QPointF(7, 0.8));
         const auto x = range<QValueAxis>(chart, Qt::Horizontal), y = range<QValueAxis>(chart, Qt::Vertical);
         QCOMPARE(x, std::make_pair(0.0, 7.0));
-        QVERIFY2(y.first == 0 && close(y.second, 2.01 * 1.05), qPrintable(QStringLiteral("%1..%2").arg(y.first).arg(y.second)));
+        QVERIFY2(y.first == 0 && close(y.second, 2.01 * 1.05),
+                 qPrintable(QStringLiteral("%1..%2").arg(y.first).arg(y.second)));
         const auto all = steps();
         model.resetData(std::vector<TrainStep>(all.begin() + 4, all.end()));
         QCOMPARE(pointsOf(chart, QStringLiteral("AMP")).size(), 4);
@@ -239,7 +245,8 @@ private Q_SLOTS:
         auto* marks = series(chart, QStringLiteral("skipped step (inf/NaN gradients)"));
         QCOMPARE(chart_probe::colourAt(img, view.get(), marks, skipped[1]), QColor(220, 30, 30));
         // a step that was not skipped has no red marker at its place
-        QVERIFY(!chart_probe::near(chart_probe::colourAt(img, view.get(), marks, QPointF(4, 32768)), QColor(220, 30, 30), 60));
+        QVERIFY(!chart_probe::near(chart_probe::colourAt(img, view.get(), marks, QPointF(4, 32768)),
+                                   QColor(220, 30, 30), 60));
         const auto all = steps();
         model.resetData(std::vector<TrainStep>(all.begin(), all.begin() + 4));
         QCOMPARE(pointsOf(chart, QStringLiteral("skipped step (inf/NaN gradients)")), (QList<QPointF>{{2, 65536}}));
@@ -300,9 +307,11 @@ private Q_SLOTS:
         // the loss scale line keeps every skipped step (the marker series has each of them)
         const auto used = pointsOf(scale, QStringLiteral("scale used"));
         const auto marks = pointsOf(scale, QStringLiteral("skipped step (inf/NaN gradients)"));
-        QCOMPARE(marks.size(), qsizetype(std::count_if(run.begin(), run.end(), [](const TrainStep& st) { return st.skipped; })));
+        QCOMPARE(marks.size(),
+                 qsizetype(std::count_if(run.begin(), run.end(), [](const TrainStep& st) { return st.skipped; })));
         QVERIFY(used.size() < qsizetype(run.size()));
-        for (const auto& m : marks) QVERIFY2(used.contains(m), qPrintable(QStringLiteral("skipped step %1 not on the line").arg(m.x())));
+        for (const auto& m : marks)
+            QVERIFY2(used.contains(m), qPrintable(QStringLiteral("skipped step %1 not on the line").arg(m.x())));
         lossView.reset();
         scaleView.reset();
     }

@@ -53,7 +53,9 @@ constexpr double kMinPlotHeight = 200;
 class Recorder : public ErrorReporter {
 public:
     explicit Recorder(QStringList* messages) : messages_(messages) {}
-    void error(QWidget*, const QString& title, const QString& message) override { *messages_ << title + QStringLiteral(": ") + message; }
+    void error(QWidget*, const QString& title, const QString& message) override {
+        *messages_ << title + QStringLiteral(": ") + message;
+    }
     bool confirm(QWidget*, const QString&, const QString&) override { return true; }
 
 private:
@@ -87,7 +89,10 @@ QStringList chartProblems(QChartView* v, const QString& where) {
                         .arg(c->size().height());
     for (const QString& t : shownTexts(v))
         if (t.contains(QChar(0x2026)) || t.contains(QStringLiteral("...")))
-            problems << QStringLiteral("%1: elided text '%2' (chart %3 × %4)").arg(name, t).arg(c->size().width()).arg(c->size().height());
+            problems << QStringLiteral("%1: elided text '%2' (chart %3 × %4)")
+                            .arg(name, t)
+                            .arg(c->size().width())
+                            .arg(c->size().height());
     return problems;
 }
 
@@ -122,7 +127,8 @@ QStringList tableProblems(QTableView* t, const QString& where) {
                         .arg(t->viewport()->height())
                         .arg(rows)
                         .arg(rows * t->rowHeight(0));
-    if (t->viewport()->width() < 200) problems << QStringLiteral("%1: %2 px wide").arg(where).arg(t->viewport()->width());
+    if (t->viewport()->width() < 200)
+        problems << QStringLiteral("%1: %2 px wide").arg(where).arg(t->viewport()->width());
     return problems;
 }
 
@@ -139,7 +145,8 @@ ReplayResult layoutReplay(Precision p, const std::string& original) {
     r.checkpoint_format = "hf-trainer";
     r.optimizer = "adamw";
     if (p == Precision::Fp16)
-        r.first_nonfinite = ReplayStage{0, "backward", "amp", "encoder.layers.11.self_attention.out_proj", "aten::mm", "AddmmBackward0"};
+        r.first_nonfinite = ReplayStage{0,          "backward",      "amp", "encoder.layers.11.self_attention.out_proj",
+                                        "aten::mm", "AddmmBackward0"};
     ReplayStep st;
     st.loss_ref = 2.718281828;
     st.loss_amp = p == Precision::Fp16 ? std::numeric_limits<double>::infinity() : 2.71875;
@@ -149,17 +156,19 @@ ReplayResult layoutReplay(Precision p, const std::string& original) {
     st.growth_tracker = 0;
     for (int i = 0; i < 12; ++i) {
         const std::string m = "encoder.layers." + std::to_string(i) + ".self_attention.out_proj";
-        st.activations.push_back({m, "aten::linear", 61234.5 + i, 65504, 1234.567, 1234.5, i == 11 && p == Precision::Fp16 ? 4096 : 0, 17});
-        st.params.push_back({m + ".weight", 1.234e-3, std::numeric_limits<double>::quiet_NaN(), p != Precision::Fp16, true, "", ""});
+        st.activations.push_back(
+            {m, "aten::linear", 61234.5 + i, 65504, 1234.567, 1234.5, i == 11 && p == Precision::Fp16 ? 4096 : 0, 17});
+        st.params.push_back(
+            {m + ".weight", 1.234e-3, std::numeric_limits<double>::quiet_NaN(), p != Precision::Fp16, true, "", ""});
     }
     r.steps = {st};
     return r;
 }
 
 void recordReplay(storage::Store& store, const ReplayResult& r) {
-    storage::record_replay(
-        store, {r.run_id, r.spec.model, r.spec.checkpoint, "", r.spec.batch, "", "cpu", "fp32," + to_string(r.spec.precision), r.started_at,
-                r.finished_at, r.first_nonfinite ? "nonfinite" : "finite", storage::replay_to_json(r)});
+    storage::record_replay(store, {r.run_id, r.spec.model, r.spec.checkpoint, "", r.spec.batch, "", "cpu",
+                                   "fp32," + to_string(r.spec.precision), r.started_at, r.finished_at,
+                                   r.first_nonfinite ? "nonfinite" : "finite", storage::replay_to_json(r)});
 }
 
 /// Lets the queued chart builds and the layouts run.
@@ -273,8 +282,8 @@ private Q_SLOTS:
         w->compareRuns(demo_, fp32Embed_);
         problems << tabProblems(*w, {MainWindow::kCompareTab}, &seen);
         QCOMPARE(seen, 9);
-        QVERIFY2(problems.isEmpty(),
-                 qPrintable(QStringLiteral("window %1 × %2:\n").arg(w->width()).arg(w->height()) + problems.join(QLatin1Char('\n'))));
+        QVERIFY2(problems.isEmpty(), qPrintable(QStringLiteral("window %1 × %2:\n").arg(w->width()).arg(w->height()) +
+                                                problems.join(QLatin1Char('\n'))));
         QVERIFY2(messages_.isEmpty(), qPrintable(messages_.join(QLatin1Char('\n'))));
     }
 
@@ -315,14 +324,18 @@ private Q_SLOTS:
         for (int t = 0; t < v->tableTabs()->count(); ++t) {
             v->tableTabs()->setCurrentIndex(t);
             settle();
-            auto charts = [v] { return shownCharts(v->tableTabs()->currentWidget()); };  // the original's beside the remedy's
+            auto charts = [v] {
+                return shownCharts(v->tableTabs()->currentWidget());
+            };  // the original's beside the remedy's
             QTRY_COMPARE(charts().size(), t == ReplayView::kStepsTable ? 4 : 2);
-            for (auto* c : charts()) problems << chartProblems(c, at + QStringLiteral(", ") + v->tableTabs()->tabText(t));
+            for (auto* c : charts())
+                problems << chartProblems(c, at + QStringLiteral(", ") + v->tableTabs()->tabText(t));
             for (auto side : {ReplayView::Original, ReplayView::Remedied})
-                problems << tableProblems(v->table(side, ReplayView::Tables(t)),
-                                          QStringLiteral("%1, %2 table of the %3")
-                                              .arg(at, v->tableTabs()->tabText(t),
-                                                   side == ReplayView::Original ? QStringLiteral("original") : QStringLiteral("remedy")));
+                problems << tableProblems(
+                    v->table(side, ReplayView::Tables(t)),
+                    QStringLiteral("%1, %2 table of the %3")
+                        .arg(at, v->tableTabs()->tabText(t),
+                             side == ReplayView::Original ? QStringLiteral("original") : QStringLiteral("remedy")));
         }
         for (const char* name : {"replayOriginal", "replayRemedy", "replayChange"}) {  // the verdicts in words, in full
             auto* l = v->findChild<QLabel*>(QString::fromUtf8(name));
@@ -372,7 +385,8 @@ private Q_SLOTS:
             bool named = false;
             for (const auto& t : shown) named = named || t == module || t.startsWith(module + QLatin1Char(' '));
             if (!named)
-                problems << QStringLiteral("%1: module '%2' not named (texts: %3)").arg(where, module, shown.join(QStringLiteral(" | ")));
+                problems << QStringLiteral("%1: module '%2' not named (texts: %3)")
+                                .arg(where, module, shown.join(QStringLiteral(" | ")));
         }
         QVERIFY2(problems.isEmpty(), qPrintable(problems.join(QLatin1Char('\n'))));
         QVERIFY2(messages_.isEmpty(), qPrintable(messages_.join(QLatin1Char('\n'))));
@@ -405,8 +419,9 @@ private Q_SLOTS:
         QStringList problems = chartProblems(v, QStringLiteral("advise, 60 modules"));
         const QStringList shown = shownTexts(v);
         for (const auto& n : names)
-            if (!shown.contains(n) &&
-                std::none_of(shown.begin(), shown.end(), [&](const QString& t) { return t.startsWith(n + QLatin1Char(' ')); }))
+            if (!shown.contains(n) && std::none_of(shown.begin(), shown.end(), [&](const QString& t) {
+                    return t.startsWith(n + QLatin1Char(' '));
+                }))
                 problems << QStringLiteral("module '%1' not named").arg(n);
         QVERIFY2(problems.isEmpty(), qPrintable(problems.join(QLatin1Char('\n'))));
         QVERIFY2(v->chart()->plotArea().height() >= 60 * 18,

@@ -55,7 +55,9 @@ namespace {
 class Recorder : public ErrorReporter {
 public:
     explicit Recorder(QStringList* messages) : messages_(messages) {}
-    void error(QWidget*, const QString& title, const QString& message) override { *messages_ << title + QStringLiteral(": ") + message; }
+    void error(QWidget*, const QString& title, const QString& message) override {
+        *messages_ << title + QStringLiteral(": ") + message;
+    }
     bool confirm(QWidget*, const QString&, const QString&) override { return true; }
 
 private:
@@ -69,7 +71,8 @@ public:
     void progress(const std::string& stage, int done, int total) override {
         inner_->progress(stage, done, total);
         *held_ = true;
-        for (int i = 0; i < 6000 && !inner_->cancel_requested(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        for (int i = 0; i < 6000 && !inner_->cancel_requested(); ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     bool cancel_requested() const override { return inner_->cancel_requested(); }
 
@@ -107,7 +110,8 @@ QChart* shownChart(ReplayView* v, ReplayView::Side side, ReplayView::Charts c) {
                                                     : ReplayView::kStepsTable;
     v->tableTabs()->setCurrentIndex(tab);
     ChartWidget* w = v->chart(side, c);
-    if (!w || !QTest::qWaitFor([w] { return w->chart() && !w->chart()->series().isEmpty() && !w->showsEmptyState(); }, 5000))
+    if (!w ||
+        !QTest::qWaitFor([w] { return w->chart() && !w->chart()->series().isEmpty() && !w->showsEmptyState(); }, 5000))
         return nullptr;
     return w->chart();
 }
@@ -137,8 +141,10 @@ QString chartsProblems(ReplayView* v, ReplayView::Side side, double limit) {
     QChart* c = shownChart(v, side, ReplayView::kLayersChart);
     if (!c) return QStringLiteral("no activations chart");
     const int n = layers->rowCount();
-    if (points(c, "FP32") != rowPoints(n, [&](int i) { return layers->layer(i).ref_absmax; })) out << QStringLiteral("FP32 absmax");
-    if (points(c, "AMP") != rowPoints(n, [&](int i) { return layers->layer(i).amp_absmax; })) out << QStringLiteral("AMP absmax");
+    if (points(c, "FP32") != rowPoints(n, [&](int i) { return layers->layer(i).ref_absmax; }))
+        out << QStringLiteral("FP32 absmax");
+    if (points(c, "AMP") != rowPoints(n, [&](int i) { return layers->layer(i).amp_absmax; }))
+        out << QStringLiteral("AMP absmax");
     const auto lim = points(c, r.spec.precision == Precision::Fp16 ? "FP16 max" : "BF16 max");
     if (lim.size() != 2 || lim[0].y() != limit || lim[1].y() != limit) out << QStringLiteral("limit line");
     const int first = layers->firstNonFiniteRow();
@@ -154,7 +160,8 @@ QString chartsProblems(ReplayView* v, ReplayView::Side side, double limit) {
     c = shownChart(v, side, ReplayView::kScaleChart);
     if (!c) return (out << QStringLiteral("no scale chart")).join(QStringLiteral(", "));
     if (points(c, "scale used") != step1(st[0].scale)) out << QStringLiteral("scale");
-    if (points(c, "skipped step (inf/NaN gradients)").size() != (st[0].skipped ? 1 : 0)) out << QStringLiteral("skipped step");
+    if (points(c, "skipped step (inf/NaN gradients)").size() != (st[0].skipped ? 1 : 0))
+        out << QStringLiteral("skipped step");
     c = shownChart(v, side, ReplayView::kParamsChart);
     if (!c) return (out << QStringLiteral("no parameters chart")).join(QStringLiteral(", "));
     if (points(c, "gradient") != rowPoints(params->rowCount(), [&](int i) { return params->param(i).grad_rel; }))
@@ -216,14 +223,16 @@ private Q_SLOTS:
         db_ = dir_.filePath(QStringLiteral("runs.sqlite"));
         QProcess py;
         py.setProcessChannelMode(QProcess::MergedChannels);
-        py.start(QStringLiteral(AMPSCOPE_PYTHON), {QStringLiteral("-W"), QStringLiteral("ignore"),
-                                                   QStringLiteral(AMPSCOPE_TESTS_DIR "/ui/replay_incident.py"), dir_.path()});
+        py.start(QStringLiteral(AMPSCOPE_PYTHON),
+                 {QStringLiteral("-W"), QStringLiteral("ignore"),
+                  QStringLiteral(AMPSCOPE_TESTS_DIR "/ui/replay_incident.py"), dir_.path()});
         QVERIFY(py.waitForFinished(300000));
         QVERIFY2(py.exitCode() == 0, py.readAll().constData());
         QFile f(file("oracle.json"));
         QVERIFY(f.open(QIODevice::ReadOnly));
         oracle_ = QJsonDocument::fromJson(f.readAll()).object();
-        QCOMPARE(oracle_[QStringLiteral("fp16")][QStringLiteral("module")].toString(), QStringLiteral("head"));  // as planted
+        QCOMPARE(oracle_[QStringLiteral("fp16")][QStringLiteral("module")].toString(),
+                 QStringLiteral("head"));  // as planted
         QVERIFY(oracle_[QStringLiteral("fp16")][QStringLiteral("skipped")].toBool());
     }
 
@@ -291,7 +300,8 @@ private Q_SLOTS:
         QCOMPARE(recorded(), before);
         messages_.clear();
         QTemporaryDir bundle;  // the fixture's files as a bundle the capture package would write
-        for (auto [from, to] : {std::pair{"model.pt2", "model.pt2"}, {"dict.pt", "checkpoint.pt"}, {"batch.pt", "batch.pt"}})
+        for (auto [from, to] :
+             {std::pair{"model.pt2", "model.pt2"}, {"dict.pt", "checkpoint.pt"}, {"batch.pt", "batch.pt"}})
             QVERIFY(QFile::copy(file(from), bundle.filePath(QString::fromUtf8(to))));
         QFile j(bundle.filePath(QStringLiteral("incident.json")));
         QVERIFY(j.open(QIODevice::WriteOnly));
@@ -324,7 +334,8 @@ private Q_SLOTS:
         const auto r = done[0][0].value<ReplayResult>();
         QVERIFY(r.first_nonfinite);  // the fixture's planted FP16 incident
         const QString said = w->replayView()->summaryText(ReplayView::Original);
-        QVERIFY2(said.contains(QStringLiteral("on rank 1 of 2")) && said.contains(QStringLiteral("reproduces it")), qPrintable(said));
+        QVERIFY2(said.contains(QStringLiteral("on rank 1 of 2")) && said.contains(QStringLiteral("reproduces it")),
+                 qPrintable(said));
         QCOMPARE(recorded(), before + 1);
     }
 
@@ -346,15 +357,19 @@ private Q_SLOTS:
         const QString summary = v->summaryText(ReplayView::Original);
         for (const char* key : {"module", "op", "node"})
             QVERIFY2(summary.contains(fp16[QString::fromUtf8(key)].toString()), qPrintable(summary));
-        QVERIFY2(summary.contains(QStringLiteral("in the backward pass at step 1, on the AMP side")), qPrintable(summary));
-        QVERIFY2(summary.contains(QStringLiteral("checkpoint format: dict")) && summary.contains(QStringLiteral("optimizer: adam")) &&
-                     summary.contains(QStringLiteral("precision: fp16")) && summary.contains(QStringLiteral("GradScaler: enabled")),
+        QVERIFY2(summary.contains(QStringLiteral("in the backward pass at step 1, on the AMP side")),
+                 qPrintable(summary));
+        QVERIFY2(summary.contains(QStringLiteral("checkpoint format: dict")) &&
+                     summary.contains(QStringLiteral("optimizer: adam")) &&
+                     summary.contains(QStringLiteral("precision: fp16")) &&
+                     summary.contains(QStringLiteral("GradScaler: enabled")),
                  qPrintable(summary));
         // the steps table: GradScaler's scale and skip
         const auto* steps = v->stepModel(ReplayView::Original);
         QCOMPARE(steps->rowCount(), 1);
         QCOMPARE(steps->replay().steps[0].scale, fp16[QStringLiteral("scale")].toDouble());
-        QCOMPARE(cell(steps, 0, ReplayStepModel::Scale), QString::number(fp16[QStringLiteral("scale")].toDouble(), 'g', 7));
+        QCOMPARE(cell(steps, 0, ReplayStepModel::Scale),
+                 QString::number(fp16[QStringLiteral("scale")].toDouble(), 'g', 7));
         QCOMPARE(cell(steps, 0, ReplayStepModel::Skipped), QStringLiteral("yes"));
         QCOMPARE(steps->replay().steps[0].loss_amp, fp16[QStringLiteral("loss")].toDouble());
         // the activations: the first non-finite module's row highlighted
@@ -382,10 +397,13 @@ private Q_SLOTS:
         QCOMPARE(w->currentRun(), remedy);
         QVERIFY(v->original() && QString::fromStdString(v->original()->run_id) == original);
         QVERIFY(v->remedy() && QString::fromStdString(v->remedy()->run_id) == remedy);
-        const bool bfFinite = !bf16[QStringLiteral("found_inf")].toBool() && bf16[QStringLiteral("weights_finite")].toBool();
+        const bool bfFinite =
+            !bf16[QStringLiteral("found_inf")].toBool() && bf16[QStringLiteral("weights_finite")].toBool();
         QVERIFY(bfFinite);  // BF16 has FP32's range: Python's BF16 step stays finite
-        QCOMPARE(v->changeLine(), QStringLiteral("FP16 → BF16: no non-finite values in 1 step; original: backward at step 1 in head (%1)")
-                                      .arg(fp16[QStringLiteral("node")].toString()));
+        QCOMPARE(
+            v->changeLine(),
+            QStringLiteral("FP16 → BF16: no non-finite values in 1 step; original: backward at step 1 in head (%1)")
+                .arg(fp16[QStringLiteral("node")].toString()));
         QVERIFY2(v->summaryText(ReplayView::Remedied).contains(QStringLiteral("No non-finite values")),
                  qPrintable(v->summaryText(ReplayView::Remedied)));
         QVERIFY(v->summaryText(ReplayView::Remedied).contains(QStringLiteral("precision: bf16")));
@@ -397,7 +415,8 @@ private Q_SLOTS:
         QVERIFY2(problems.isEmpty(), qPrintable(problems));
         problems = chartsProblems(v, ReplayView::Original, 65504);  // the original's still
         QVERIFY2(problems.isEmpty(), qPrintable(problems));
-        const QString shots = qEnvironmentVariable("AMPSCOPE_SCREENSHOTS");  // resources/screenshots/replay*.png (docs/gui.md)
+        const QString shots =
+            qEnvironmentVariable("AMPSCOPE_SCREENSHOTS");  // resources/screenshots/replay*.png (docs/gui.md)
         if (!shots.isEmpty()) {
             w->resize(1400, 1000);
             for (auto [tab, name] : {std::pair{ReplayView::kLayersTable, "replay.png"},
@@ -463,7 +482,8 @@ private Q_SLOTS:
         w->replayAction()->trigger();
         QTRY_COMPARE_WITH_TIMEOUT(failed.count(), 1, 120000);
         QCOMPARE(messages_.size(), 1);
-        QVERIFY2(messages_[0].contains(file("damaged.pt")) && messages_[0].startsWith(QStringLiteral("Cannot replay: bad input")),
+        QVERIFY2(messages_[0].contains(file("damaged.pt")) &&
+                     messages_[0].startsWith(QStringLiteral("Cannot replay: bad input")),
                  qPrintable(messages_[0]));
         QVERIFY(messages_[0].contains(QStringLiteral("Nothing was recorded")));
         QCOMPARE(recorded(), before);
@@ -513,8 +533,9 @@ private Q_SLOTS:
         ReplayView* v = w->replayView();
         QVERIFY(v->original());
         const QString bad = file("unverified.json"), good = file("advise.json");
-        for (const auto& [path, text] : {std::pair{bad, QByteArray(R"({"keep_fp32": ["head"], "outcome": "unverified"})")},
-                                         std::pair{good, QByteArray(R"({"keep_fp32": ["head", "fc1"], "outcome": "found"})")}}) {
+        for (const auto& [path, text] :
+             {std::pair{bad, QByteArray(R"({"keep_fp32": ["head"], "outcome": "unverified"})")},
+              std::pair{good, QByteArray(R"({"keep_fp32": ["head", "fc1"], "outcome": "found"})")}}) {
             QFile f(path);
             QVERIFY(f.open(QIODevice::WriteOnly));
             f.write(text);
@@ -523,7 +544,8 @@ private Q_SLOTS:
         QVERIFY(!v->requestAdvisorSet(bad));  // refused as Load FP32 regions… refuses it
         QCOMPARE(asked.count(), 0);
         QCOMPARE(messages_.size(), 1);
-        QVERIFY2(messages_[0].contains(bad) && messages_[0].contains(QStringLiteral("unverified")), qPrintable(messages_[0]));
+        QVERIFY2(messages_[0].contains(bad) && messages_[0].contains(QStringLiteral("unverified")),
+                 qPrintable(messages_[0]));
         messages_.clear();
         const size_t before = recorded();
         QSignalSpy done(w->replayJob(), &ReplayJob::finished);

@@ -44,7 +44,8 @@ private Q_SLOTS:
         } catch (const InputError& e) {
             QCOMPARE(QString::fromStdString(e.field()), QStringLiteral("keep_fp32[1]"));
             const QString text = ui::errorText(e);
-            QVERIFY2(text.startsWith(QStringLiteral("Keep in FP32 (region 2): 'nomatch.*' matches no module")), qPrintable(text));
+            QVERIFY2(text.startsWith(QStringLiteral("Keep in FP32 (region 2): 'nomatch.*' matches no module")),
+                     qPrintable(text));
             QVERIFY2(!text.contains(QStringLiteral("--")), qPrintable(text));
         }
         const InputError withFile("probes.csv", "labels", "expected integers");

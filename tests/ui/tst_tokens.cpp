@@ -76,7 +76,8 @@ RunResult sequenceRun(bool labels = true) {
         t.same_top = 0.8125;
         t.top5_overlap = 0.9375;
         t.rms_dp = 0.0123;
-        if (labels) t.label_tokens = 15, t.ref_ce = 2.0, t.amp_ce = 2.1, t.ref_ppl = std::exp(2.0), t.amp_ppl = std::exp(2.1);
+        if (labels)
+            t.label_tokens = 15, t.ref_ce = 2.0, t.amp_ce = 2.1, t.ref_ppl = std::exp(2.0), t.amp_ppl = std::exp(2.1);
         t.kld = std::move(kld);
         t.boundary = {{"s1", 2, 0.01}, {"s0", 5, 0.02}};
         c.tokens = t;
@@ -87,7 +88,9 @@ RunResult sequenceRun(bool labels = true) {
                                                     1e-3f, 3e-4f, 5e-2f, 2e-2f, kNaN,  kNaN,
                                                     1e-4f, 1e-4f, 1e-4f, 1e-4f, 1e-4f, 1e-4f});
     // clang-format on
-    fp16.flips = {{"s1", "ordinary", 17, 23, 0.01, 0.2, 2}, {"s1", "ordinary", 5, 9, 0.3, 0.1, 3}, {"s0", "ordinary", 4, 8, 0.05, 0.1, 1}};
+    fp16.flips = {{"s1", "ordinary", 17, 23, 0.01, 0.2, 2},
+                  {"s1", "ordinary", 5, 9, 0.3, 0.1, 3},
+                  {"s0", "ordinary", 4, 8, 0.05, 0.1, 1}};
     Comparison bf16 = comparison(Precision::Bf16, std::vector<float>(size_t(3 * kLength), 1e-3f));
     bf16.flips = {{"s2", "ordinary", 7, 3, 0.02, 0.1, 0}};
     r.comparisons = {fp16, bf16};
@@ -97,7 +100,9 @@ RunResult sequenceRun(bool labels = true) {
 class Recorder : public ErrorReporter {
 public:
     explicit Recorder(QStringList* messages) : messages_(messages) {}
-    void error(QWidget*, const QString& title, const QString& message) override { *messages_ << title + QStringLiteral(": ") + message; }
+    void error(QWidget*, const QString& title, const QString& message) override {
+        *messages_ << title + QStringLiteral(": ") + message;
+    }
     bool confirm(QWidget*, const QString&, const QString&) override { return true; }
 
 private:
@@ -148,7 +153,10 @@ private Q_SLOTS:
             QCOMPARE(cell(m, r, TokenModel::State), QStringLiteral("excluded"));
             QCOMPARE(cell(m, r, TokenModel::Kld), QStringLiteral("-"));
         }
-        QVERIFY(m.index(2, TokenModel::Kld).data(TokenModel::SummaryRole).toString().contains(QStringLiteral("17 → AMP token 23")));
+        QVERIFY(m.index(2, TokenModel::Kld)
+                    .data(TokenModel::SummaryRole)
+                    .toString()
+                    .contains(QStringLiteral("17 → AMP token 23")));
         m.select(0, 0);
         QCOMPARE(cell(m, 1, TokenModel::State), QStringLiteral("flip"));
         QCOMPARE(cell(m, 1, TokenModel::RefToken), QStringLiteral("4"));
@@ -189,7 +197,8 @@ private Q_SLOTS:
         QCOMPARE(excluded[1].x(), 5.0);
         auto* y = qobject_cast<QLogValueAxis*>(chart->axes(Qt::Vertical).value(0));
         QVERIFY(y);
-        for (const auto& p : excluded) QVERIFY(p.y() < 1e-4 && p.y() >= y->min());  // below every compared position, on the chart
+        for (const auto& p : excluded)
+            QVERIFY(p.y() < 1e-4 && p.y() >= y->min());  // below every compared position, on the chart
         QVERIFY(y->max() >= 5e-2);
         // readable at 1280 × 800: plot area at least 200 px high, titles not elided
         QVERIFY2(chart->plotArea().height() >= 200, qPrintable(QString::number(chart->plotArea().height())));
@@ -229,7 +238,8 @@ private Q_SLOTS:
         QCOMPARE(flips.headerData(FlipModel::Position, Qt::Horizontal).toString(), QStringLiteral("Position"));
         QCOMPARE(flips.headerData(FlipModel::Ref, Qt::Horizontal).toString(), QStringLiteral("Reference token"));
         QCOMPARE(flips.headerData(FlipModel::Amp, Qt::Horizontal).toString(), QStringLiteral("AMP token"));
-        QCOMPARE(flips.headerData(FlipModel::RefMargin, Qt::Horizontal).toString(), QStringLiteral("Reference top-2 margin"));
+        QCOMPARE(flips.headerData(FlipModel::RefMargin, Qt::Horizontal).toString(),
+                 QStringLiteral("Reference top-2 margin"));
         QCOMPARE(cell(flips, 0, FlipModel::Sample), QStringLiteral("s1"));
         QCOMPARE(cell(flips, 0, FlipModel::Position), QStringLiteral("2"));
         QCOMPARE(cell(flips, 0, FlipModel::Ref), QStringLiteral("17"));
@@ -250,12 +260,16 @@ private Q_SLOTS:
     void overviewShowsTokenFiguresAndCriteria() {
         const QString h = overviewHtml(sequenceRun(), QStringLiteral("completed"), {}, {});
         for (const char* want :
-             {"per position: flip rate ≤ 0.01, mean KL(ref ‖ amp) ≤ 0.002, same top-1 ≥ 0.95; mask input attention_mask",
-              "16 positions compared, 2 excluded by the mask", "KL(ref ‖ amp) mean / p99 / max</td><td>0.00125 / 0.045 / 0.05",
-              "same top-1</td><td>81.25 %", "top-5 overlap</td><td>93.75 %", "RMS Δp (reference's top token)</td><td>1.23 %",
-              "flips</td><td>3 (18.75 %)", "perplexity reference / AMP</td><td>7.389 / 8.166 (15 labels", "s1@2 (0.01) s0@5 (0.02)"})
+             {"per position: flip rate ≤ 0.01, mean KL(ref ‖ amp) ≤ 0.002, same top-1 ≥ 0.95; mask input "
+              "attention_mask",
+              "16 positions compared, 2 excluded by the mask",
+              "KL(ref ‖ amp) mean / p99 / max</td><td>0.00125 / 0.045 / 0.05", "same top-1</td><td>81.25 %",
+              "top-5 overlap</td><td>93.75 %", "RMS Δp (reference's top token)</td><td>1.23 %",
+              "flips</td><td>3 (18.75 %)", "perplexity reference / AMP</td><td>7.389 / 8.166 (15 labels",
+              "s1@2 (0.01) s0@5 (0.02)"})
             QVERIFY2(h.contains(QString::fromUtf8(want)), want);
-        QVERIFY(!overviewHtml(sequenceRun(false), QStringLiteral("completed"), {}, {}).contains(QStringLiteral("perplexity reference")));
+        QVERIFY(!overviewHtml(sequenceRun(false), QStringLiteral("completed"), {}, {})
+                     .contains(QStringLiteral("perplexity reference")));
         RunResult plain = sequenceRun();
         for (auto& c : plain.comparisons) c.tokens.reset();
         const QString p = overviewHtml(plain, QStringLiteral("completed"), {}, {});
@@ -308,7 +322,8 @@ private Q_SLOTS:
         record(db, run);
         const RunResult back = storage::Store(db.toStdString(), storage::Store::Mode::ReadOnly).load_run(run.run_id);
         const QString h = overviewHtml(back, QStringLiteral("completed"), {}, {});
-        QVERIFY2(h.contains(QStringLiteral("perplexity reference / AMP</td><td>inf / nan (15 labels; cross-entropy 2e+05 / nan")),
+        QVERIFY2(h.contains(QStringLiteral(
+                     "perplexity reference / AMP</td><td>inf / nan (15 labels; cross-entropy 2e+05 / nan")),
                  qPrintable(h.mid(h.indexOf(QStringLiteral("perplexity reference")), 120)));
     }
 
@@ -324,7 +339,8 @@ private Q_SLOTS:
         w.showRun(QStringLiteral("0123456789abcdef0123456789abcdef"));
         QVERIFY2(messages.isEmpty() && w.notice().isEmpty(), qPrintable(messages.join(QLatin1Char('\n')) + w.notice()));
         QWidget* tab = w.tabs()->widget(MainWindow::kOverviewTab);
-        auto* overview = qobject_cast<QTextBrowser*>(tab) ? qobject_cast<QTextBrowser*>(tab) : tab->findChild<QTextBrowser*>();
+        auto* overview =
+            qobject_cast<QTextBrowser*>(tab) ? qobject_cast<QTextBrowser*>(tab) : tab->findChild<QTextBrowser*>();
         const QString html = overview ? overview->toHtml() : QString();
         QVERIFY2(html.contains(QStringLiteral("0.00125 / 0.045 / 0.05")), qPrintable(html.left(400)));
         QVERIFY(html.contains(QStringLiteral("s1@2 (0.01)")));
@@ -342,7 +358,8 @@ private Q_SLOTS:
         QCOMPARE(cell(*m, 2, TokenModel::AmpToken), QStringLiteral("23"));
         QVERIFY(m->excluded(4) && m->excluded(5) && !m->excluded(3));
         for (int r = 0; r < kLength; ++r)  // positions in order until the user sorts
-            QCOMPARE(w.tokenView()->table()->model()->index(r, TokenModel::Position).data().toString(), QString::number(r));
+            QCOMPARE(w.tokenView()->table()->model()->index(r, TokenModel::Position).data().toString(),
+                     QString::number(r));
         QTRY_VERIFY(w.currentChart() == w.tokenView()->chart() && w.currentChart()->chart());
         QTRY_VERIFY(series(w.currentChart()->chart(), QStringLiteral("excluded (masked; at the bottom)")));
         QTRY_COMPARE(series(w.currentChart()->chart(), QStringLiteral("excluded (masked; at the bottom)"))->count(), 2);

@@ -71,7 +71,9 @@ void rawExec(const QString& path, const char* sql) {
 class Recorder : public ErrorReporter {
 public:
     explicit Recorder(QStringList* messages, bool answer = true) : messages_(messages), answer_(answer) {}
-    void error(QWidget*, const QString& title, const QString& message) override { *messages_ << title + QStringLiteral(": ") + message; }
+    void error(QWidget*, const QString& title, const QString& message) override {
+        *messages_ << title + QStringLiteral(": ") + message;
+    }
     bool confirm(QWidget*, const QString& title, const QString& question) override {
         *messages_ << title + QStringLiteral("? ") + question;
         return answer_;
@@ -180,7 +182,8 @@ private Q_SLOTS:
         equal.sqnr_db = INFINITY;
         sensitivity.resetData({fine, overflowing, equal});
         QCOMPARE(sensitivity.rowCount(), 3);
-        QCOMPARE(sensitivity.index(0, SensitivityModel::Module).data().toString(), QStringLiteral("head"));  // overflow ranks first
+        QCOMPARE(sensitivity.index(0, SensitivityModel::Module).data().toString(),
+                 QStringLiteral("head"));  // overflow ranks first
         sensitivity.clearData();
         QCOMPARE(sensitivity.rowCount(), 0);
 
@@ -195,8 +198,10 @@ private Q_SLOTS:
             st.found_inf = st.skipped = k == 0;
             st.scale_after = k == 0 ? 32768 : 65536;
             st.growth_tracker = k == 0 ? 0 : -1;
-            st.activations = {{"embed", "embedding", 3, 3, 1, 1, 0, 0}, {"head", "linear", 7e4, INFINITY, 10, NAN, 4, 2}};
-            st.params = {{"embed.weight", 1e-3, 2e-3, true, true, "", ""}, {"head\nweight", NAN, INFINITY, false, false, "", ""}};
+            st.activations = {{"embed", "embedding", 3, 3, 1, 1, 0, 0},
+                              {"head", "linear", 7e4, INFINITY, 10, NAN, 4, 2}};
+            st.params = {{"embed.weight", 1e-3, 2e-3, true, true, "", ""},
+                         {"head\nweight", NAN, INFINITY, false, false, "", ""}};
             r.steps.push_back(st);
         }
         ReplayStepModel steps;
@@ -211,7 +216,8 @@ private Q_SLOTS:
         QCOMPARE(layers.rowCount(), 4);
         QCOMPARE(layers.firstNonFiniteRow(), 1);
         QCOMPARE(params.rowCount(), 4);
-        QCOMPARE(params.index(1, ReplayParamModel::Name).data().toString(), QStringLiteral("head\\x0aweight"));  // shown, not acted on
+        QCOMPARE(params.index(1, ReplayParamModel::Name).data().toString(),
+                 QStringLiteral("head\\x0aweight"));  // shown, not acted on
         for (ReplayTableModel* m : std::initializer_list<ReplayTableModel*>{&steps, &layers, &params}) m->clearData();
         QCOMPARE(layers.rowCount(), 0);
         QCOMPARE(layers.firstNonFiniteRow(), -1);
@@ -229,13 +235,15 @@ private Q_SLOTS:
             auto* proxy = qobject_cast<QSortFilterProxyModel*>(view->model());
             QVERIFY(proxy && proxy->rowCount() > 1);
             for (int r = 0; r < proxy->rowCount(); ++r)
-                QVERIFY2(
-                    proxy->mapToSource(proxy->index(r, 0)).row() == r,
-                    qPrintable(
-                        QStringLiteral("tab %1, row %2 shows row %3").arg(tab).arg(r).arg(proxy->mapToSource(proxy->index(r, 0)).row())));
+                QVERIFY2(proxy->mapToSource(proxy->index(r, 0)).row() == r,
+                         qPrintable(QStringLiteral("tab %1, row %2 shows row %3")
+                                        .arg(tab)
+                                        .arg(r)
+                                        .arg(proxy->mapToSource(proxy->index(r, 0)).row())));
         }
         auto* layers = w->tabs()->widget(MainWindow::kLayersTab)->findChild<QTableView*>()->model();
-        QVERIFY(layers->index(0, LayerModel::Index).data().toInt() < layers->index(1, LayerModel::Index).data().toInt());
+        QVERIFY(layers->index(0, LayerModel::Index).data().toInt() <
+                layers->index(1, LayerModel::Index).data().toInt());
         QTemporaryDir dir;
         const QString db = dir.filePath(QStringLiteral("two.sqlite"));
         QVERIFY(QFile::copy(db_, db));
@@ -250,7 +258,9 @@ private Q_SLOTS:
         QVERIFY(w->openDatabase(db));
         QTableView* browser = nullptr;
         for (auto* v : w->findChildren<QTableView*>())
-            if (auto* p = qobject_cast<QSortFilterProxyModel*>(v->model()); p && qobject_cast<RunListModel*>(p->sourceModel())) browser = v;
+            if (auto* p = qobject_cast<QSortFilterProxyModel*>(v->model());
+                p && qobject_cast<RunListModel*>(p->sourceModel()))
+                browser = v;
         QVERIFY(browser && browser->model()->rowCount() == 2);
         QCOMPARE(browser->model()->index(0, 0).data(RunListModel::UuidRole).toString(), QString::fromStdString(newer));
     }
@@ -289,12 +299,16 @@ private Q_SLOTS:
             if (t != MainWindow::kDeltasTab && t != MainWindow::kFlipsTab && t != MainWindow::kLayersTab) continue;
             QString why;
             const int charts = chartsDrawn(w.tabs()->widget(t), &why);
-            QVERIFY2(charts > 0, qPrintable(QStringLiteral("tab %1: %2").arg(t).arg(charts < 0 ? why : QStringLiteral("no chart"))));
+            QVERIFY2(
+                charts > 0,
+                qPrintable(QStringLiteral("tab %1: %2").arg(t).arg(charts < 0 ? why : QStringLiteral("no chart"))));
         }
         const QString overview = overviewText(w);
-        QVERIFY2(overview.startsWith(QStringLiteral("Run %1 — rejected").arg(QString::fromStdString(uuid_.substr(0, 8)))),
-                 qPrintable(overview));
-        QVERIFY(overview.contains(QStringLiteral("NaN/Inf born at forward op #0 aten::matmul in module embed for 8 samples")));
+        QVERIFY2(
+            overview.startsWith(QStringLiteral("Run %1 — rejected").arg(QString::fromStdString(uuid_.substr(0, 8)))),
+            qPrintable(overview));
+        QVERIFY(overview.contains(
+            QStringLiteral("NaN/Inf born at forward op #0 aten::matmul in module embed for 8 samples")));
         QVERIFY(w.layerModel()->rowCount() > 0);
         QVERIFY(w.flipModel()->rowCount() > 0);
     }
@@ -313,7 +327,8 @@ private Q_SLOTS:
             Q_EMIT xy->hovered(p, true);
             const QString tip = xy->property("ampscopeTip").toString();
             const int i = int(std::lround(p.x()));
-            QVERIFY2(tip.startsWith(QString::fromStdString(run.samples[size_t(i)].id) + QStringLiteral(" (")), qPrintable(tip));
+            QVERIFY2(tip.startsWith(QString::fromStdString(run.samples[size_t(i)].id) + QStringLiteral(" (")),
+                     qPrintable(tip));
             QVERIFY(tip.contains(QStringLiteral("|Δ|")));
             found = true;
         }
@@ -327,7 +342,8 @@ private Q_SLOTS:
             if (!xy || xy->name() != QStringLiteral("origin of NaN/Inf") || xy->count() == 0) continue;
             Q_EMIT xy->hovered(xy->at(0), true);
             const QString tip = xy->property("ampscopeTip").toString();
-            QVERIFY2(tip.contains(QStringLiteral("NaN/Inf born here")) && tip.contains(QStringLiteral("embed")), qPrintable(tip));
+            QVERIFY2(tip.contains(QStringLiteral("NaN/Inf born here")) && tip.contains(QStringLiteral("embed")),
+                     qPrintable(tip));
             origin = true;
         }
         QVERIFY(origin);
@@ -440,16 +456,19 @@ private Q_SLOTS:
         w.show();
         w.showRun(QString::fromStdString(uuid));
         QCOMPARE(w.tabs()->tabText(w.tabs()->currentIndex()), QStringLiteral("Training"));
-        QTRY_COMPARE(chartsDrawn(w.tabs()->currentWidget(), nullptr), 4);  // charts shown together are built one per event-loop turn
+        QTRY_COMPARE(chartsDrawn(w.tabs()->currentWidget(), nullptr),
+                     4);  // charts shown together are built one per event-loop turn
         const QImage img = w.grab().toImage();
         QVERIFY(img.save(QStringLiteral(AMPSCOPE_TEST_OUTPUT_DIR) + QStringLiteral("/view-training.png")));
         QString why;
-        QVERIFY2(chartsDrawn(w.tabs()->currentWidget(), &why) == 4, qPrintable(why));  // loss, scale, updates, gradients
+        QVERIFY2(chartsDrawn(w.tabs()->currentWidget(), &why) == 4,
+                 qPrintable(why));  // loss, scale, updates, gradients
         // the underflow measured per step (guards on) is plotted beside the gradient norm
         storage::Store store(db.toStdString());
         const auto steps = store.training_steps(uuid);
         for (const auto& st : steps)  // measured on every step (-1: not measured)
-            QVERIFY2(st.grad_underflow != -1, qPrintable(QStringLiteral("step %1 has no underflow count").arg(st.step)));
+            QVERIFY2(st.grad_underflow != -1,
+                     qPrintable(QStringLiteral("step %1 has no underflow count").arg(st.step)));
         TrainingStepModel stepModel;
         QAbstractItemModelTester tester(&stepModel, QAbstractItemModelTester::FailureReportingMode::QtTest);
         stepModel.resetData(steps);
@@ -465,7 +484,8 @@ private Q_SLOTS:
         // driven by the model: fewer steps in it, fewer points
         stepModel.resetData(std::vector<TrainStep>(steps.begin(), steps.begin() + 5));
         for (auto* s : grad->series())
-            if (s->name() == QStringLiteral("gradient elements lost to underflow")) QCOMPARE(static_cast<QXYSeries*>(s)->count(), 5);
+            if (s->name() == QStringLiteral("gradient elements lost to underflow"))
+                QCOMPARE(static_cast<QXYSeries*>(s)->count(), 5);
         grad.reset();
     }
 
@@ -644,8 +664,8 @@ private Q_SLOTS:
         auto* proxy = w->runView()->model();
         for (int r = 0; r < proxy->rowCount(); ++r)
             if (proxy->index(r, 0).data(RunListModel::UuidRole).toString() == recorded)
-                w->runView()->selectionModel()->setCurrentIndex(proxy->index(r, 0),
-                                                                QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+                w->runView()->selectionModel()->setCurrentIndex(
+                    proxy->index(r, 0), QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
         QCOMPARE(w->currentRun(), recorded);
         QVERIFY(done.wait(30000));
         QCoreApplication::processEvents();
@@ -679,7 +699,8 @@ private Q_SLOTS:
         QVERIFY(amp);
         QTRY_COMPARE(amp->count(), 50);  // drawn in batches, at most kLiveRefreshMs late
         QCOMPARE(amp->at(49).y(), 2.0 / 50 * 1.01);
-        QVERIFY2(overviewText(*w).contains(QStringLiteral("50 iterations, 50 effective updates")), qPrintable(overviewText(*w)));
+        QVERIFY2(overviewText(*w).contains(QStringLiteral("50 iterations, 50 effective updates")),
+                 qPrintable(overviewText(*w)));
     }
 
     // ---- dialogs, errors, views --------------------------------------------------------------
@@ -715,7 +736,8 @@ private Q_SLOTS:
         QVERIFY(w.openDatabase(db_));
         w.compareSelected();  // nothing selected
         QCOMPARE(messages_.size(), 1);
-        QVERIFY2(messages_.front().startsWith(QStringLiteral("Compare: Select exactly two")), qPrintable(messages_.front()));
+        QVERIFY2(messages_.front().startsWith(QStringLiteral("Compare: Select exactly two")),
+                 qPrintable(messages_.front()));
         const QString foreign = dir_.filePath(QStringLiteral("foreign-reported.sqlite"));
         rawExec(foreign, "CREATE TABLE people(name TEXT)");
         QVERIFY(!w.openDatabase(foreign));
@@ -754,7 +776,8 @@ private Q_SLOTS:
         QCOMPARE(m.index(40, 0).data().toString(), QStringLiteral("only-b"));
         QVERIFY(!m.index(40, 2).data(CompareModel::PlotRole).isValid());  // A has no such sample
         QCOMPARE(m.index(40, 4).data(CompareModel::PlotRole).toDouble(), 0.5);
-        QCOMPARE(m.index(3, 4).data(CompareModel::SortRole), m.index(3, 2).data(CompareModel::SortRole));  // same fp16 deltas
+        QCOMPARE(m.index(3, 4).data(CompareModel::SortRole),
+                 m.index(3, 2).data(CompareModel::SortRole));  // same fp16 deltas
         std::unique_ptr<QChart> chart(makeCompareChart(&m));
         QStringList names;
         for (auto* s : chart->series()) names << s->name();
@@ -777,7 +800,8 @@ private Q_SLOTS:
             for (auto* l : w->tabs()->currentWidget()->findChildren<QLabel*>(QStringLiteral("emptyState")))
                 if (l->isVisible()) shown = l;
             QVERIFY2(shown, qPrintable(QStringLiteral("tab %1 shows no empty state").arg(w->tabs()->tabText(t))));
-            QVERIFY2(shown->text().contains(QStringLiteral("This view shows")) && shown->text().contains(QStringLiteral(" → ")),
+            QVERIFY2(shown->text().contains(QStringLiteral("This view shows")) &&
+                         shown->text().contains(QStringLiteral(" → ")),
                      qPrintable(shown->text()));
             QVERIFY(!w->currentChart());  // no chart frames without data
         }
@@ -797,7 +821,8 @@ private Q_SLOTS:
         ChartWidget* c = w->currentChart();
         QVERIFY(c);
         QTemporaryDir dir;
-        const QString png = dir.filePath(QStringLiteral("layers.png")), svg = dir.filePath(QStringLiteral("layers.svg"));
+        const QString png = dir.filePath(QStringLiteral("layers.png")),
+                      svg = dir.filePath(QStringLiteral("layers.svg"));
         QCOMPARE(c->exportTo(png), QString());
         QImage img(png);
         QVERIFY(!img.isNull());
@@ -821,12 +846,14 @@ private Q_SLOTS:
         int total = 0;
         for (int c = 0; c < v->model()->columnCount(); ++c) {
             if (v->isColumnHidden(c)) continue;  // behind the header's menu
-            const int need = std::max(static_cast<QAbstractItemView*>(v)->sizeHintForColumn(c), v->horizontalHeader()->sectionSizeHint(c));
-            QVERIFY2(v->columnWidth(c) >= need, qPrintable(QStringLiteral("column %1 (%2): %3 px for %4 px of content")
-                                                               .arg(c)
-                                                               .arg(v->model()->headerData(c, Qt::Horizontal).toString())
-                                                               .arg(v->columnWidth(c))
-                                                               .arg(need)));
+            const int need = std::max(static_cast<QAbstractItemView*>(v)->sizeHintForColumn(c),
+                                      v->horizontalHeader()->sectionSizeHint(c));
+            QVERIFY2(v->columnWidth(c) >= need,
+                     qPrintable(QStringLiteral("column %1 (%2): %3 px for %4 px of content")
+                                    .arg(c)
+                                    .arg(v->model()->headerData(c, Qt::Horizontal).toString())
+                                    .arg(v->columnWidth(c))
+                                    .arg(need)));
             total += v->columnWidth(c);
         }
         QVERIFY2(total <= v->viewport()->width(),
@@ -834,7 +861,9 @@ private Q_SLOTS:
         QString widths;
         for (int c = 0; c < v->model()->columnCount(); ++c) widths += QStringLiteral(" %1").arg(v->columnWidth(c));
         QVERIFY2(w->tabs()->width() >= 700,
-                 qPrintable(QStringLiteral("views %1 px; columns%2").arg(w->tabs()->width()).arg(widths)));  // and the views keep room
+                 qPrintable(QStringLiteral("views %1 px; columns%2")
+                                .arg(w->tabs()->width())
+                                .arg(widths)));  // and the views keep room
     }
 
     void demoRecordsAComparisonAndATrainingRun() {
@@ -856,7 +885,8 @@ private Q_SLOTS:
         kinds.sort();
         QCOMPARE(kinds, (QStringList{QStringLiteral("compare completed"), QStringLiteral("train completed")}));
         QCOMPARE(int(store.training_steps(train).size()), MainWindow::kDemoTrainingSteps);
-        QCOMPARE(w.runModel()->find(w.currentRun().toStdString())->kind, std::string("compare"));  // the demo's story is shown
+        QCOMPARE(w.runModel()->find(w.currentRun().toStdString())->kind,
+                 std::string("compare"));  // the demo's story is shown
         w.showRun(QString::fromStdString(train));
         QCOMPARE(w.stepModel()->rowCount(), MainWindow::kDemoTrainingSteps);
     }

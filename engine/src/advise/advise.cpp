@@ -110,8 +110,8 @@ private:
         // Modules with ops of their own outside every candidate (e.g. an attention module's
         // matmuls around its qkv and proj leaves) are candidates too: else no set could reach them.
         for (const auto& l : ref_.layers) {
-            const bool covered =
-                std::any_of(candidates_.begin(), candidates_.end(), [&](const std::string& c) { return within(l.module, c); });
+            const bool covered = std::any_of(candidates_.begin(), candidates_.end(),
+                                             [&](const std::string& c) { return within(l.module, c); });
             if (!l.module.empty() && !covered && std::find(owners_.begin(), owners_.end(), l.module) == owners_.end())
                 owners_.push_back(l.module);
         }
@@ -146,7 +146,8 @@ private:
         evaluated_[key_of({})] = cmps;
         if (accepted) {
             res_.final_comparisons = cmps;
-            finish(AdviseResult::Outcome::AlreadyAccepted, "the AMP passes already meet the criteria: nothing needs to stay in FP32");
+            finish(AdviseResult::Outcome::AlreadyAccepted,
+                   "the AMP passes already meet the criteria: nothing needs to stay in FP32");
         }
         return accepted;
     }
@@ -159,8 +160,9 @@ private:
         ++res_.passes_used;
         const Comparison c = run_.compare_pass(ref_, again);
         if (const auto* f = first_failure(c)) {
-            finish(AdviseResult::Outcome::Fp32CannotPass, "FP32 itself does not meet the criteria (" + f->name + ": " + f->detail +
-                                                              "), so no FP32 set can; change the criteria, not the precision");
+            finish(AdviseResult::Outcome::Fp32CannotPass,
+                   "FP32 itself does not meet the criteria (" + f->name + ": " + f->detail +
+                       "), so no FP32 set can; change the criteria, not the precision");
             return false;
         }
         return true;
@@ -232,10 +234,11 @@ private:
                 measure_module(m, ref, p, order.at(m));
             }
         }
-        std::stable_sort(res_.sensitivity.begin(), res_.sensitivity.end(), [](const ModuleSensitivity& a, const ModuleSensitivity& b) {
-            if (a.overflow != b.overflow) return a.overflow > b.overflow;
-            return a.sqnr_db < b.sqnr_db;
-        });
+        std::stable_sort(res_.sensitivity.begin(), res_.sensitivity.end(),
+                         [](const ModuleSensitivity& a, const ModuleSensitivity& b) {
+                             if (a.overflow != b.overflow) return a.overflow > b.overflow;
+                             return a.sqnr_db < b.sqnr_db;
+                         });
     }
 
     /// Search order: candidates holding an origin first, then by sensitivity (worst first), then
@@ -245,7 +248,9 @@ private:
         auto add = [&](const std::string& m) {
             if (std::find(order.begin(), order.end(), m) == order.end()) order.push_back(m);
         };
-        auto candidate = [&](const std::string& m) { return std::find(candidates_.begin(), candidates_.end(), m) != candidates_.end(); };
+        auto candidate = [&](const std::string& m) {
+            return std::find(candidates_.begin(), candidates_.end(), m) != candidates_.end();
+        };
         for (const auto& s : res_.sensitivity)
             if (s.origin && candidate(s.module)) add(s.module);
         for (const auto& s : res_.sensitivity)
@@ -282,9 +287,11 @@ private:
             const auto* f = cmps.empty() ? nullptr : first_failure(cmps.back());
             finish(AdviseResult::Outcome::WholeModelOnly,
                    "even with all " + std::to_string(res_.candidates.size()) + " candidate modules (granularity " +
-                       to_string(spec_.granularity) + ", and every module with ops of its own) in FP32 the AMP passes fail" +
+                       to_string(spec_.granularity) +
+                       ", and every module with ops of its own) in FP32 the AMP passes fail" +
                        (f ? " (" + f->name + ": " + f->detail + ")" : std::string()) +
-                       ": ops outside these modules (the root module's own forward) break the criteria, so only the whole model in "
+                       ": ops outside these modules (the root module's own forward) break the criteria, so only the "
+                       "whole model in "
                        "FP32 passes");
             return;
         }
@@ -293,8 +300,9 @@ private:
         res_.final_comparisons = evaluated_[key_of(res_.keep_fp32)];
         explain();
         shares();
-        finish(AdviseResult::Outcome::Found, std::to_string(res_.keep_fp32.size()) + " module" + (res_.keep_fp32.size() == 1 ? "" : "s") +
-                                                 " kept in FP32 make every AMP pass meet the criteria; dropping any one fails");
+        finish(AdviseResult::Outcome::Found,
+               std::to_string(res_.keep_fp32.size()) + " module" + (res_.keep_fp32.size() == 1 ? "" : "s") +
+                   " kept in FP32 make every AMP pass meet the criteria; dropping any one fails");
     }
 
     /// Why each member is needed: the criterion that fails without it.
@@ -350,8 +358,9 @@ private:
     PassResult ref_;
     Outputs ref_outputs_;
     std::vector<std::string> candidates_;
-    std::vector<std::string> owners_;           ///< modules owning ops outside every candidate
-    std::map<Precision, std::string> origins_;  ///< per precision: the module where the plain AMP pass's non-finite values are born
+    std::vector<std::string> owners_;  ///< modules owning ops outside every candidate
+    std::map<Precision, std::string>
+        origins_;  ///< per precision: the module where the plain AMP pass's non-finite values are born
     std::map<std::string, std::vector<Comparison>> evaluated_;
 };
 

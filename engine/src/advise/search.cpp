@@ -17,10 +17,11 @@ namespace ampscope {
 Granularity parse_granularity(const std::string& text) {
     if (text == "leaf") return {Granularity::Kind::Leaf, 0};
     if (text == "block") return {Granularity::Kind::Block, 0};
-    const bool digits =
-        !text.empty() && text.size() <= 3 && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const bool digits = !text.empty() && text.size() <= 3 &&
+                        std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (digits && std::stoi(text) >= 1) return {Granularity::Kind::Depth, std::stoi(text)};
-    throw InputError("", "granularity", "'" + text + "'; expected leaf, block or a depth from 1 to 999 (module path components)");
+    throw InputError("", "granularity",
+                     "'" + text + "'; expected leaf, block or a depth from 1 to 999 (module path components)");
 }
 
 std::string to_string(const Granularity& g) {
@@ -65,7 +66,8 @@ std::vector<std::string> candidate_modules(const std::vector<std::string>& modul
     std::set<std::string> seen;
     for (const auto& m : modules) {
         if (m.empty()) continue;
-        const bool leaf = std::none_of(modules.begin(), modules.end(), [&](const std::string& o) { return inside(o, m); });
+        const bool leaf =
+            std::none_of(modules.begin(), modules.end(), [&](const std::string& o) { return inside(o, m); });
         bool take = false;
         switch (g.kind) {
             case Granularity::Kind::Leaf: take = leaf; break;
@@ -82,7 +84,8 @@ std::vector<std::string> candidate_modules(const std::vector<std::string>& modul
 }
 
 SearchOutcome minimal_passing_set(const std::vector<std::string>& ordered,
-                                  const std::function<bool(const std::vector<std::string>&)>& passes, bool empty_set_fails) {
+                                  const std::function<bool(const std::vector<std::string>&)>& passes,
+                                  bool empty_set_fails) {
     SearchOutcome r;
     std::map<std::vector<std::string>, bool> memo;  // sets as sorted lists: each evaluated once
     if (empty_set_fails) memo[{}] = false;          // the caller's own evaluation of it
@@ -177,9 +180,10 @@ std::string to_string(AdviseResult::Outcome o) {
 void apply_verification(AdviseResult& r, Verdict verdict) {
     if (r.outcome != AdviseResult::Outcome::Found || verdict == Verdict::Accepted) return;
     r.outcome = AdviseResult::Outcome::Unverified;
-    r.message = "the search's passes accepted " + std::to_string(r.keep_fp32.size()) + " module" + (r.keep_fp32.size() == 1 ? "" : "s") +
-                " in FP32, but the verifying run was " + to_string(verdict) +
-                ": the set is not confirmed (the model's passes do not reproduce: state or randomness that differs from run to run), "
+    r.message = "the search's passes accepted " + std::to_string(r.keep_fp32.size()) + " module" +
+                (r.keep_fp32.size() == 1 ? "" : "s") + " in FP32, but the verifying run was " + to_string(verdict) +
+                ": the set is not confirmed (the model's passes do not reproduce: state or randomness that differs "
+                "from run to run), "
                 "so it is no advice: no Python snippet, and run --keep-fp32-file refuses it without --allow-unverified";
 }
 

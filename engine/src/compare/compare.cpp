@@ -128,7 +128,8 @@ struct ScoreMask {
 /// One sample's largest deltas over its K scores, and whether every score is finite and within
 /// its tolerance; worst_index is the score furthest beyond its tolerance. Masked scores are not
 /// compared (no delta, never non-finite).
-SampleDelta sample_delta(const float* ref, const float* amp, int k, const SampleInfo& sample, const Criteria& c, ScoreMask m) {
+SampleDelta sample_delta(const float* ref, const float* amp, int k, const SampleInfo& sample, const Criteria& c,
+                         ScoreMask m) {
     SampleDelta d;
     d.sample = sample.id;
     d.tag = sample.tag;
@@ -160,14 +161,16 @@ SampleDelta sample_delta(const float* ref, const float* amp, int k, const Sample
 }
 
 /// Per-sample deltas, and the finite_outputs and score_tolerance criteria they decide.
-void compare_scores(const PassResult& ref, const PassResult& amp, const std::vector<SampleInfo>& samples, const Criteria& c,
-                    Comparison& out, CriterionResult& finite, CriterionResult& tol, const SequenceLayout* seq = nullptr) {
+void compare_scores(const PassResult& ref, const PassResult& amp, const std::vector<SampleInfo>& samples,
+                    const Criteria& c, Comparison& out, CriterionResult& finite, CriterionResult& tol,
+                    const SequenceLayout* seq = nullptr) {
     const int k = ref.num_outputs;
     const size_t n = samples.size();
     out.deltas.reserve(n);
     for (size_t i = 0; i < n; ++i) {
         ScoreMask m;
-        if (seq && !seq->mask.empty() && seq->mask.size() >= (i + 1) * size_t(seq->length)) {  // setup_sequence checked the size
+        if (seq && !seq->mask.empty() &&
+            seq->mask.size() >= (i + 1) * size_t(seq->length)) {  // setup_sequence checked the size
             m.mask = seq->mask.data() + i * size_t(seq->length);
             m.vocab = std::max(seq->vocab, 1);
         }
@@ -187,21 +190,23 @@ void compare_scores(const PassResult& ref, const PassResult& amp, const std::vec
 
     if (!finite.samples.empty()) {
         finite.passed = c.allow_nonfinite;
-        finite.detail = std::to_string(finite.samples.size()) + " of " + std::to_string(n) + " samples have non-finite scores" +
-                        (c.allow_nonfinite ? " (allowed by allow_nonfinite)" : "");
+        finite.detail = std::to_string(finite.samples.size()) + " of " + std::to_string(n) +
+                        " samples have non-finite scores" + (c.allow_nonfinite ? " (allowed by allow_nonfinite)" : "");
     } else {
         finite.detail = "all " + std::to_string(n) + " samples finite";
     }
     tol.passed = tol.samples.empty();
     const size_t finite_n = n - finite.samples.size();
-    tol.detail = std::to_string(tol.samples.size()) + " of " + std::to_string(finite_n) +
-                 " finite samples outside |amp-ref| <= atol + rtol*|ref|; max |delta| " + short_number(out.max_abs_delta) +
-                 (finite.samples.empty() ? "" : "; " + std::to_string(finite.samples.size()) + " non-finite samples not compared");
+    tol.detail =
+        std::to_string(tol.samples.size()) + " of " + std::to_string(finite_n) +
+        " finite samples outside |amp-ref| <= atol + rtol*|ref|; max |delta| " + short_number(out.max_abs_delta) +
+        (finite.samples.empty() ? ""
+                                : "; " + std::to_string(finite.samples.size()) + " non-finite samples not compared");
 }
 
 /// Decisions of both passes (classifiers) and the decision_flips criterion.
-void compare_decisions(const PassResult& ref, const PassResult& amp, const std::vector<SampleInfo>& samples, const Truth& truth,
-                       const Criteria& c, Comparison& out, CriterionResult& flips) {
+void compare_decisions(const PassResult& ref, const PassResult& amp, const std::vector<SampleInfo>& samples,
+                       const Truth& truth, const Criteria& c, Comparison& out, CriterionResult& flips) {
     const int k = ref.num_outputs;
     const size_t n = samples.size();
     if (!is_classifier(k, truth)) {
@@ -218,7 +223,8 @@ void compare_decisions(const PassResult& ref, const PassResult& amp, const std::
         const int ad = decide(as, k, c.tie_tolerance, c.tie_rule);
         out.ref_decisions[i] = rd;
         out.amp_decisions[i] = ad;
-        if (rd != ad) {  // listed; counted only when both sides decided and no new non-finite score (finite_outputs counts those)
+        if (rd != ad) {  // listed; counted only when both sides decided and no new non-finite score (finite_outputs
+                         // counts those)
             out.flips.push_back({samples[i].id, samples[i].tag, rd, ad, margin(rs, k), margin(as, k)});
             if (rd != kNonFinite && ad != kNonFinite && out.deltas[i].finite)
                 flips.samples.push_back(samples[i].id);
@@ -227,27 +233,31 @@ void compare_decisions(const PassResult& ref, const PassResult& amp, const std::
         }
     }
     flips.passed = int(flips.samples.size()) <= c.max_flips;
-    flips.detail = std::to_string(flips.samples.size()) + " decision flips (allowed " + std::to_string(c.max_flips) + ", tie rule " +
-                   to_string(c.tie_rule) + ")" + (uncounted ? "; " + std::to_string(uncounted) + " non-finite samples not counted" : "");
+    flips.detail = std::to_string(flips.samples.size()) + " decision flips (allowed " + std::to_string(c.max_flips) +
+                   ", tie rule " + to_string(c.tie_rule) + ")" +
+                   (uncounted ? "; " + std::to_string(uncounted) + " non-finite samples not counted" : "");
 }
 
 /// The quality criterion of the AMP pass against the ground truth, when the probe set has one.
-void compare_quality(const PassResult& amp, const std::vector<SampleInfo>& samples, const Truth& truth, const Criteria& c,
-                     CriterionResult& qual) {
+void compare_quality(const PassResult& amp, const std::vector<SampleInfo>& samples, const Truth& truth,
+                     const Criteria& c, CriterionResult& qual) {
     int worst = -1;
     const auto q = quality(amp, truth, c, &worst);
     if (!q) {
         const bool labels = c.quality_metric != QualityMetric::Mse && c.quality_metric != QualityMetric::MaxAbsError;
-        qual.detail = "no ground truth (" + std::string(labels ? "labels" : "targets") + ") in the probe set: not evaluated";
+        qual.detail =
+            "no ground truth (" + std::string(labels ? "labels" : "targets") + ") in the probe set: not evaluated";
         return;
     }
-    const bool higher_better = c.quality_metric == QualityMetric::Accuracy || c.quality_metric == QualityMetric::TokenAccuracy;
+    const bool higher_better =
+        c.quality_metric == QualityMetric::Accuracy || c.quality_metric == QualityMetric::TokenAccuracy;
     qual.passed = higher_better ? (*q >= c.quality_threshold) : (*q <= c.quality_threshold);
     const bool report_only = !higher_better && !c.quality_threshold_set;
     if (report_only) qual.passed = true;
     qual.detail =
         to_string(c.quality_metric) + " " + short_number(*q) +
-        (report_only ? " (no threshold set)" : (higher_better ? " (at least " : " (at most ") + short_number(c.quality_threshold) + ")");
+        (report_only ? " (no threshold set)"
+                     : (higher_better ? " (at least " : " (at most ") + short_number(c.quality_threshold) + ")");
     if (worst >= 0) {
         qual.samples.push_back(samples[size_t(worst)].id);
         qual.detail += "; largest error at sample " + samples[size_t(worst)].id;
@@ -256,8 +266,8 @@ void compare_quality(const PassResult& amp, const std::vector<SampleInfo>& sampl
 
 }  // namespace
 
-Comparison compare(const PassResult& ref, const PassResult& amp, const std::vector<SampleInfo>& samples, const Truth& truth,
-                   const Criteria& c, const SequenceLayout* seq) {
+Comparison compare(const PassResult& ref, const PassResult& amp, const std::vector<SampleInfo>& samples,
+                   const Truth& truth, const Criteria& c, const SequenceLayout* seq) {
     Comparison out;
     out.precision = amp.precision;
 
@@ -280,7 +290,8 @@ Comparison compare(const PassResult& ref, const PassResult& amp, const std::vect
         compare_quality(amp, samples, truth, c, qual);
         out.criteria = {finite, tol, flips, qual};
     }
-    const bool ok = std::all_of(out.criteria.begin(), out.criteria.end(), [](const CriterionResult& r) { return r.passed; });
+    const bool ok =
+        std::all_of(out.criteria.begin(), out.criteria.end(), [](const CriterionResult& r) { return r.passed; });
     out.verdict = ok ? Verdict::Accepted : Verdict::Rejected;
     return out;
 }

@@ -93,7 +93,8 @@ std::string short_hash(const std::string& h) {
 std::vector<std::string> differences(const BenchPolicy& v, const BenchPolicy& p) {
     std::vector<std::string> d;
     auto differs = [&](const char* what, const std::string& validated, const std::string& benched) {
-        if (validated != benched) d.push_back(std::string(what) + " (validated " + validated + ", benchmarked " + benched + ")");
+        if (validated != benched)
+            d.push_back(std::string(what) + " (validated " + validated + ", benchmarked " + benched + ")");
     };
     differs("model file", short_hash(v.model_sha256), short_hash(p.model_sha256));
     differs("weights", short_hash(v.weights_sha256), short_hash(p.weights_sha256));
@@ -107,10 +108,12 @@ std::vector<std::string> differences(const BenchPolicy& v, const BenchPolicy& p)
 }  // namespace
 
 std::string describe(const BenchPolicy& p) {
-    return to_string(p.precision) + " with FP32 regions " + regions(region_set(p)) + ", mode " + p.mode + ", on " + p.device;
+    return to_string(p.precision) + " with FP32 regions " + regions(region_set(p)) + ", mode " + p.mode + ", on " +
+           p.device;
 }
 
-Validation choose_validation(const BenchPolicy& p, const std::vector<ValidationCandidate>& newest_first, const std::string& source) {
+Validation choose_validation(const BenchPolicy& p, const std::vector<ValidationCandidate>& newest_first,
+                             const std::string& source) {
     Validation v;
     v.precision = p.precision;
     const std::string what = describe(p);
@@ -120,7 +123,8 @@ Validation choose_validation(const BenchPolicy& p, const std::vector<ValidationC
         const auto d = differences(c.policy, p);
         if (d.empty()) {
             if (c.review.status == "rejected") {
-                v.refusal = "run " + c.run + " validated exactly this policy (" + what + ") but its review is rejected" +
+                v.refusal = "run " + c.run + " validated exactly this policy (" + what +
+                            ") but its review is rejected" +
                             (c.review.by.empty() ? std::string() : " (by " + c.review.by + ")") +
                             ": a human rejection is not overridden by an older run; record a new validation run";
                 return v;
@@ -138,7 +142,8 @@ Validation choose_validation(const BenchPolicy& p, const std::vector<ValidationC
     if (nearest) {
         std::string d;
         for (const auto& x : differences(nearest->policy, p)) d += (d.empty() ? "" : "; ") + x;
-        v.refusal += "; the nearest, run " + nearest->run + ", accepted " + to_string(p.precision) + " but differs in " + d;
+        v.refusal +=
+            "; the nearest, run " + nearest->run + ", accepted " + to_string(p.precision) + " but differs in " + d;
     }
     return v;
 }

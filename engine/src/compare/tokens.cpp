@@ -37,7 +37,8 @@ void log_softmax(const float* x, int v, std::vector<double>& out) {
 std::vector<int> top_k(const float* x, int v, int k) {
     std::vector<int> idx(static_cast<size_t>(v));
     std::iota(idx.begin(), idx.end(), 0);
-    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [x](int a, int b) { return x[a] > x[b] || (x[a] == x[b] && a < b); });
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                      [x](int a, int b) { return x[a] > x[b] || (x[a] == x[b] && a < b); });
     idx.resize(size_t(k));
     std::sort(idx.begin(), idx.end());
     return idx;
@@ -103,16 +104,18 @@ void criteria_results(const TokenStats& t, const Sums& s, const std::set<std::st
     const double n = double(t.positions);
     const double rate = t.positions ? double(s.flips) / n : 0.0;
     CriterionResult flips{"decision_flips", rate <= c.max_flip_rate, "", {flipped.begin(), flipped.end()}};
-    flips.detail = std::to_string(s.flips) + " of " + std::to_string(t.positions) + " positions change their top-1 token (rate " +
-                   short_number(rate) + ", allowed " + short_number(c.max_flip_rate) + ", tie rule " + to_string(c.tie_rule) + "; " +
+    flips.detail = std::to_string(s.flips) + " of " + std::to_string(t.positions) +
+                   " positions change their top-1 token (rate " + short_number(rate) + ", allowed " +
+                   short_number(c.max_flip_rate) + ", tie rule " + to_string(c.tie_rule) + "; " +
                    std::to_string(t.masked) + " masked positions not compared)";
     CriterionResult kld{"mean_kld", t.mean_kld <= c.max_mean_kld, "", {}};
-    kld.detail = "mean KL(ref || amp) " + short_number(t.mean_kld) + " per position (at most " + short_number(c.max_mean_kld) + "); p99 " +
-                 short_number(t.p99_kld) + ", max " + short_number(t.max_kld);
+    kld.detail = "mean KL(ref || amp) " + short_number(t.mean_kld) + " per position (at most " +
+                 short_number(c.max_mean_kld) + "); p99 " + short_number(t.p99_kld) + ", max " +
+                 short_number(t.max_kld);
     CriterionResult same{"same_top", t.same_top >= c.min_same_top, "", {}};
     same.detail = "same top-1 token at " + short_number(100 * t.same_top) + "% of positions (at least " +
-                  short_number(100 * c.min_same_top) + "%); top-5 overlap " + short_number(100 * t.top5_overlap) + "%, RMS dp " +
-                  short_number(t.rms_dp);
+                  short_number(100 * c.min_same_top) + "%); top-5 overlap " + short_number(100 * t.top5_overlap) +
+                  "%, RMS dp " + short_number(t.rms_dp);
     results.push_back(flips);
     results.push_back(kld);
     results.push_back(same);
@@ -127,8 +130,8 @@ void boundary_positions(std::vector<BoundaryPosition>& all, TokenStats& t) {
 
 }  // namespace
 
-std::optional<double> token_cross_entropy(const float* scores, size_t n, const SequenceLayout& seq, const Truth& truth, int64_t* scored,
-                                          int64_t* correct) {
+std::optional<double> token_cross_entropy(const float* scores, size_t n, const SequenceLayout& seq, const Truth& truth,
+                                          int64_t* scored, int64_t* correct) {
     const int T = seq.length, V = seq.vocab;
     if (scored) *scored = 0;
     if (correct) *correct = 0;
@@ -152,8 +155,9 @@ std::optional<double> token_cross_entropy(const float* scores, size_t n, const S
     return sum / double(count);
 }
 
-void compare_tokens(const PassResult& ref, const PassResult& amp, const std::vector<SampleInfo>& samples, const Truth& truth,
-                    const Criteria& c, const SequenceLayout& seq, Comparison& out, std::vector<CriterionResult>& results) {
+void compare_tokens(const PassResult& ref, const PassResult& amp, const std::vector<SampleInfo>& samples,
+                    const Truth& truth, const Criteria& c, const SequenceLayout& seq, Comparison& out,
+                    std::vector<CriterionResult>& results) {
     const int T = seq.length, V = seq.vocab;
     const size_t n = samples.size();
     TokenStats t;
@@ -176,7 +180,8 @@ void compare_tokens(const PassResult& ref, const PassResult& amp, const std::vec
             const int ad = decide(as, V, c.tie_tolerance, c.tie_rule);
             if (rd != kNonFinite) margins.push_back({samples[i].id, p, margin(rs, V)});
             if (rd != ad) out.flips.push_back({samples[i].id, samples[i].tag, rd, ad, margin(rs, V), margin(as, V), p});
-            if (rd == kNonFinite || ad == kNonFinite || new_nonfinite(rs, as, V)) continue;  // counted by finite_outputs
+            if (rd == kNonFinite || ad == kNonFinite || new_nonfinite(rs, as, V))
+                continue;  // counted by finite_outputs
             ++t.positions;
             if (rd == ad)
                 ++s.same;

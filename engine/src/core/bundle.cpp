@@ -35,12 +35,14 @@ public:
         if (!v.is_object()) throw wrong(path, v, "an object");
         return v;
     }
-    std::string string(const json& obj, const std::string& path, const char* key, const char* expected = "a string") const {
+    std::string string(const json& obj, const std::string& path, const char* key,
+                       const char* expected = "a string") const {
         const json& v = at(obj, path, key, expected);
         if (!v.is_string()) throw wrong(path, v, expected);
         return v.get<std::string>();
     }
-    std::string one_of(const json& obj, const std::string& path, const char* key, std::initializer_list<const char*> allowed) const {
+    std::string one_of(const json& obj, const std::string& path, const char* key,
+                       std::initializer_list<const char*> allowed) const {
         std::string list;
         for (const char* a : allowed) list += (list.empty() ? "" : " | ") + std::string(a);
         std::string s = string(obj, path, key, list.c_str());
@@ -95,12 +97,14 @@ void read_header(const Fields& f, IncidentBundle& b) {
     if (format != kFormat) throw InputError(f.file(), "format", "'" + format + "'; expected \"ampscope-incident\"");
     int64_t version = f.integer(r, "version", "version", 0);
     if (version != kVersion)
-        throw InputError(f.file(), "version", std::to_string(version) + "; this ampscope reads incident bundles of version 1");
+        throw InputError(f.file(), "version",
+                         std::to_string(version) + "; this ampscope reads incident bundles of version 1");
     b.step = f.integer(r, "step", "step", 0);
     b.rank = f.integer(r, "rank", "rank", 0);
     b.world_size = f.integer(r, "world_size", "world_size", 1);
     if (b.rank >= b.world_size)
-        throw InputError(f.file(), "rank", std::to_string(b.rank) + "; expected below world_size " + std::to_string(b.world_size));
+        throw InputError(f.file(), "rank",
+                         std::to_string(b.rank) + "; expected below world_size " + std::to_string(b.world_size));
     b.accumulation_steps = f.integer(r, "accumulation_steps", "accumulation_steps", 1);
     const json& fw = f.object(r, "framework", "framework");
     b.framework = f.one_of(fw, "framework.name", "name", {"pytorch", "lightning", "transformers"});
@@ -119,7 +123,8 @@ void read_origin_ranks(const Fields& f, IncidentBundle& b) {
         const json& v = (*it)[i];
         const std::string field = "origin_ranks[" + std::to_string(i) + "]";
         if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= b.world_size)
-            throw InputError(f.file(), field, v.dump() + "; expected a rank below world_size " + std::to_string(b.world_size));
+            throw InputError(f.file(), field,
+                             v.dump() + "; expected a rank below world_size " + std::to_string(b.world_size));
         b.origin_ranks.push_back(v.get<int64_t>());
     }
 }
@@ -130,10 +135,12 @@ void read_settings(const Fields& f, IncidentBundle& b) {
     b.precision = f.one_of(prec, "precision.dtype", "dtype", {"float16", "bfloat16"}) == "float16" ? "fp16" : "bf16";
     b.device_type = f.one_of(prec, "precision.device_type", "device_type", {"cpu", "cuda"});
     const json& keep = f.at(prec, "precision.keep_fp32", "keep_fp32", "a list of module-path globs");
-    if (!keep.is_array()) throw InputError(f.file(), "precision.keep_fp32", "not a list; expected a list of module-path globs");
+    if (!keep.is_array())
+        throw InputError(f.file(), "precision.keep_fp32", "not a list; expected a list of module-path globs");
     for (size_t i = 0; i < keep.size(); ++i) {
         if (!keep[i].is_string())
-            throw InputError(f.file(), "precision.keep_fp32[" + std::to_string(i) + "]", "not a string; expected a module-path glob");
+            throw InputError(f.file(), "precision.keep_fp32[" + std::to_string(i) + "]",
+                             "not a string; expected a module-path glob");
         b.keep_fp32.push_back(keep[i].get<std::string>());
     }
     b.loss = f.one_of(r, "loss", "loss", {"model", "ce", "mse", "lm"});
@@ -153,7 +160,8 @@ void read_settings(const Fields& f, IncidentBundle& b) {
 
 /// A file the bundle names: a plain name inside the bundle, present, a regular file.
 std::string bundle_file(const Fields& f, const fs::path& dir, const std::string& field, const std::string& name) {
-    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos || name.find('\\') != std::string::npos)
+    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+        name.find('\\') != std::string::npos)
         throw InputError(f.file(), field, "'" + name + "'; expected a file name inside the bundle folder");
     std::string path = (dir / name).string();
     std::error_code ec;
@@ -168,7 +176,8 @@ void read_files(const Fields& f, const fs::path& dir, IncidentBundle& b) {
     if (model) {
         b.model = bundle_file(f, dir, "files.model", *model);
     } else if (b.export_error.empty()) {
-        throw InputError(f.file(), "export_error", "null although files.model is null; expected why torch.export failed");
+        throw InputError(f.file(), "export_error",
+                         "null although files.model is null; expected why torch.export failed");
     }
     b.checkpoint = bundle_file(f, dir, "files.checkpoint", f.string(files, "files.checkpoint", "checkpoint"));
     b.batch = bundle_file(f, dir, "files.batch", f.string(files, "files.batch", "batch"));
@@ -179,11 +188,14 @@ void read_files(const Fields& f, const fs::path& dir, IncidentBundle& b) {
 IncidentBundle read_bundle(const std::string& dir) {
     std::error_code ec;
     if (!fs::is_directory(dir, ec))
-        throw InputError(dir, "", "not a folder; expected an incident bundle folder (incident.json, checkpoint.pt, batch.pt, model.pt2)");
+        throw InputError(
+            dir, "",
+            "not a folder; expected an incident bundle folder (incident.json, checkpoint.pt, batch.pt, model.pt2)");
     IncidentBundle b;
     b.dir = dir;
     const std::string file = (fs::path(dir) / "incident.json").string();
-    if (!fs::exists(file, ec)) throw InputError(file, "", "missing; expected an incident bundle folder written by ampscope_capture");
+    if (!fs::exists(file, ec))
+        throw InputError(file, "", "missing; expected an incident bundle folder written by ampscope_capture");
     const json root = parse_incident(file);
     Fields f(root, file);
     read_header(f, b);
@@ -202,7 +214,8 @@ ReplaySpec replay_spec_of(const IncidentBundle& b) {
     s.keep_fp32 = b.keep_fp32;
     s.clip_grad_norm = b.clip_grad_norm.value_or(0.0);
     s.clip_given = true;  // the bundle says (null: the job did not clip)
-    if (b.optimizer_kind == "sgd" || b.optimizer_kind == "adam" || b.optimizer_kind == "adamw") s.optimizer_kind = b.optimizer_kind;
+    if (b.optimizer_kind == "sgd" || b.optimizer_kind == "adam" || b.optimizer_kind == "adamw")
+        s.optimizer_kind = b.optimizer_kind;
     s.no_scaler = !b.scaler;
     s.incident = ReplayIncident{b.dir,
                                 b.detected_what,
@@ -224,19 +237,22 @@ std::string incident_in_words(const ReplayResult& r) {
                              : i.what == "grad_norm" ? "a non-finite gradient norm"
                              : i.what == "skip"      ? "a skipped step"
                                                      : "a loss spike";
-    std::string rank = i.world_size > 1 ? " on rank " + std::to_string(i.rank) + " of " + std::to_string(i.world_size) : "";
+    std::string rank =
+        i.world_size > 1 ? " on rank " + std::to_string(i.rank) + " of " + std::to_string(i.world_size) : "";
     if (!i.origin_ranks.empty()) {  // the ranks exchanged what each saw before the collective
         std::string list;
         for (size_t k = 0; k < i.origin_ranks.size(); ++k)
             list += (k == 0 ? "" : k + 1 == i.origin_ranks.size() ? " and " : ", ") + std::to_string(i.origin_ranks[k]);
         rank += std::string(", where it started (") + (i.origin_ranks.size() == 1 ? "rank " : "ranks ") + list + ")";
     }
-    const std::string found = r.first_nonfinite ? "the replay reproduces it"
-                              : i.what == "spike"
-                                  ? "the replay finds no non-finite value (a spike is finite)"
-                                  : "the replay does NOT reproduce it (a non-deterministic kernel, a data race or the hardware, or the "
-                                    "bundle's batch is not the step's)";
-    return "The job (" + i.framework + ") saw " + what + " at step " + std::to_string(i.step) + rank + "; " + found + ".";
+    const std::string found =
+        r.first_nonfinite ? "the replay reproduces it"
+        : i.what == "spike"
+            ? "the replay finds no non-finite value (a spike is finite)"
+            : "the replay does NOT reproduce it (a non-deterministic kernel, a data race or the hardware, or the "
+              "bundle's batch is not the step's)";
+    return "The job (" + i.framework + ") saw " + what + " at step " + std::to_string(i.step) + rank + "; " + found +
+           ".";
 }
 
 }  // namespace ampscope

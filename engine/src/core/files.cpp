@@ -18,7 +18,8 @@ namespace ampscope {
 void require_regular_file(const std::string& path, const std::string& field, const std::string& expected) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0)
-        throw InputError(path, field, "cannot be read (" + std::string(std::strerror(errno)) + "); expected " + expected);
+        throw InputError(path, field,
+                         "cannot be read (" + std::string(std::strerror(errno)) + "); expected " + expected);
     if (!S_ISREG(st.st_mode)) {
         const char* what = S_ISFIFO(st.st_mode)                         ? "a FIFO"
                            : S_ISDIR(st.st_mode)                        ? "a folder"
@@ -31,7 +32,9 @@ void require_regular_file(const std::string& path, const std::string& field, con
 std::vector<char> read_regular_file(const std::string& path, const std::string& field, const std::string& expected) {
     require_regular_file(path, field, expected);
     std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) throw InputError(path, field, "cannot be read (" + std::string(std::strerror(errno)) + "); expected " + expected);
+    if (!f)
+        throw InputError(path, field,
+                         "cannot be read (" + std::string(std::strerror(errno)) + "); expected " + expected);
     std::vector<char> out;
     struct stat st {};
     if (::fstat(fileno(f), &st) == 0 && st.st_size > 0) out.reserve(size_t(st.st_size));
@@ -43,10 +46,13 @@ std::vector<char> read_regular_file(const std::string& path, const std::string& 
     return out;
 }
 
-std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path, const std::string& field, const std::string& expected) {
+std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path, const std::string& field,
+                                                   const std::string& expected) {
     require_regular_file(path, field, expected);
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw InputError(path, field, "cannot be read (" + std::string(std::strerror(errno)) + "); expected " + expected);
+    if (fd < 0)
+        throw InputError(path, field,
+                         "cannot be read (" + std::string(std::strerror(errno)) + "); expected " + expected);
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         ::close(fd);
@@ -58,8 +64,8 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path, cons
     ::close(fd);
     if (p == MAP_FAILED)
         throw InputError(path, field,
-                         "cannot be mapped into memory (" + std::string(std::strerror(err)) + ", " + std::to_string(size) +
-                             " bytes); expected " + expected);
+                         "cannot be mapped into memory (" + std::string(std::strerror(err)) + ", " +
+                             std::to_string(size) + " bytes); expected " + expected);
     return std::shared_ptr<const MappedFile>(new MappedFile(static_cast<char*>(p), size));
 }
 

@@ -62,8 +62,12 @@ void QuantStats::merge(const QuantStats& o) {
     nonfinite_out += o.nonfinite_out;
     amax = (std::isnan(amax) || std::isnan(o.amax)) ? std::numeric_limits<double>::quiet_NaN() : std::max(amax, o.amax);
     scales += o.scales;
-    scale_min = std::isnan(scale_min) ? o.scale_min : std::isnan(o.scale_min) ? scale_min : std::min(scale_min, o.scale_min);
-    scale_max = std::isnan(scale_max) ? o.scale_max : std::isnan(o.scale_max) ? scale_max : std::max(scale_max, o.scale_max);
+    scale_min = std::isnan(scale_min)     ? o.scale_min
+                : std::isnan(o.scale_min) ? scale_min
+                                          : std::min(scale_min, o.scale_min);
+    scale_max = std::isnan(scale_max)     ? o.scale_max
+                : std::isnan(o.scale_max) ? scale_max
+                                          : std::max(scale_max, o.scale_max);
     tensor_scale = std::max(tensor_scale, o.tensor_scale);
     signal += o.signal;
     noise += o.noise;
@@ -88,7 +92,8 @@ void DelayedScaling::record(float amax) {
 void DelayedScaling::update() {
     float amax = history_[0];
     if (algo_ == AmaxAlgo::Max)
-        for (float a : history_) amax = (std::isnan(a) || std::isnan(amax)) ? std::numeric_limits<float>::quiet_NaN() : std::max(amax, a);
+        for (float a : history_)
+            amax = (std::isnan(a) || std::isnan(amax)) ? std::numeric_limits<float>::quiet_NaN() : std::max(amax, a);
     // torch.roll(history, -1): slot i takes slot i + 1, the current amax (slot 0) moves to the end
     std::rotate(history_.begin(), history_.begin() + 1, history_.end());
     history_[0] = 0.0f;

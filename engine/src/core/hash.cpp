@@ -39,7 +39,8 @@ std::string Sha256::hex() {
 }
 
 std::string sha256_file(const std::string& path) {
-    require_regular_file(path, "", "a file (checkpoint, batch, model or probe file)");  // a FIFO would block, /dev/zero never end
+    require_regular_file(path, "",
+                         "a file (checkpoint, batch, model or probe file)");  // a FIFO would block, /dev/zero never end
     std::ifstream in(path, std::ios::binary);
     if (!in) throw InputError(path, "", "cannot open file for reading");
     Sha256 h;

@@ -75,7 +75,8 @@ bool has_controls(const std::string& s, bool keep_newline) {
     for (size_t i = 0; i < s.size();) {
         char32_t cp = 0;
         const size_t n = utf8_sequence(s, i, cp);
-        if (n == 0 || (cp < 0x20 && !(keep_newline && cp == '\n')) || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F)) return true;
+        if (n == 0 || (cp < 0x20 && !(keep_newline && cp == '\n')) || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F))
+            return true;
         i += n;
     }
     return false;

@@ -187,7 +187,8 @@ double op_flops(std::string_view name, const std::vector<at::Tensor>& in, const 
         const double s = double(in[1].size(-2));
         return 2.0 * double(in[0].numel()) * s + 2.0 * n_out * s;
     }
-    if (has("conv") && in.size() >= 2 && in[1].dim() >= 1 && in[1].size(0) > 0) return 2.0 * n_out * double(in[1].numel() / in[1].size(0));
+    if (has("conv") && in.size() >= 2 && in[1].dim() >= 1 && in[1].size(0) > 0)
+        return 2.0 * n_out * double(in[1].numel() / in[1].size(0));
     if (has("linear") && !in.empty() && in[0].dim() >= 1) return 2.0 * n_out * double(in[0].size(-1));
     const bool with_bias = has("addmm") || has("baddbmm") || has("addbmm");
     if ((with_bias || has("mm") || has("matmul")) && in.size() > size_t(with_bias) && in[size_t(with_bias)].dim() >= 1)
@@ -231,7 +232,8 @@ struct OpObserver::State {
     LayerStat& layer_for(const Ctx& c, int idx, std::string_view name, const at::Tensor& out0);
     /// Origin bookkeeping for one op of the current batch, given its statistics.
     template <class InputsNonfinite>
-    void apply(int idx, const TensorStats& st, const std::vector<int64_t>& row_nf, bool rows_match, InputsNonfinite inputs_nonfinite);
+    void apply(int idx, const TensorStats& st, const std::vector<int64_t>& row_nf, bool rows_match,
+               InputsNonfinite inputs_nonfinite);
     /// Reads device statistics back (one copy, after the pass) unless the pass did, and
     /// applies them in op order.
     void finalize();
@@ -254,7 +256,8 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
         s->busy = true;
         if (s->capture)
             for (const auto& v : fn.inputs())  // copies: in-place ops would change them later
-                c->captured_inputs.push_back(v.isTensor() && v.toTensor().defined() ? c10::IValue(v.toTensor().clone()) : v);
+                c->captured_inputs.push_back(v.isTensor() && v.toTensor().defined() ? c10::IValue(v.toTensor().clone())
+                                                                                    : v);
         c->inputs = floating_tensors(fn.inputs());
         s->busy = false;
         // The ops inside this one (autocast's casts, a linear's addmm) are not observed: the
@@ -404,12 +407,16 @@ void OpObserver::State::device_op(Ctx& c, int idx, const std::vector<at::Tensor>
         b.row_nf = at::cat({b.row_nf, at::zeros_like(b.row_nf)});
     }
     void* stream = current_stream(dev);
-    auto slot = [&](at::Tensor& s) { return reinterpret_cast<gpu::DeviceStats*>(static_cast<uint8_t*>(s.data_ptr()) + k * kSlot); };
+    auto slot = [&](at::Tensor& s) {
+        return reinterpret_cast<gpu::DeviceStats*>(static_cast<uint8_t*>(s.data_ptr()) + k * kSlot);
+    };
     auto launch = [&](const at::Tensor& in, at::Tensor& slots, unsigned long long* rows_out, int64_t rows) {
         at::Tensor t = in.is_contiguous() ? in : in.contiguous();
-        if (t.scalar_type() != at::kFloat && t.scalar_type() != at::kHalf && t.scalar_type() != at::kBFloat16) t = t.to(at::kFloat);
+        if (t.scalar_type() != at::kFloat && t.scalar_type() != at::kHalf && t.scalar_type() != at::kBFloat16)
+            t = t.to(at::kFloat);
         if (t.numel() == 0) return;
-        const int err = gpu::launch_stats(t.data_ptr(), device_dtype(t.scalar_type()), t.numel(), rows, slot(slots), rows_out, stream);
+        const int err = gpu::launch_stats(t.data_ptr(), device_dtype(t.scalar_type()), t.numel(), rows, slot(slots),
+                                          rows_out, stream);
         if (err != 0) throw ModelError("statistics kernel failed to launch (error " + std::to_string(err) + ")");
     };
     auto* rows_out = reinterpret_cast<unsigned long long*>(b.row_nf.data_ptr<int64_t>() + k * b.row_nf.size(1));
@@ -477,8 +484,10 @@ void OpObserver::State::finalize() {
 OpObserver::OpObserver(int64_t total_rows) : s_(std::make_unique<State>()) {
     s_->row_origin.assign(size_t(total_rows), -1);
     tls_state = s_.get();
-    handle_ = at::addThreadLocalCallback(
-        at::RecordFunctionCallback(&on_start, &on_end).needsInputs(true).needsOutputs(true).scopes({at::RecordScope::FUNCTION}));
+    handle_ = at::addThreadLocalCallback(at::RecordFunctionCallback(&on_start, &on_end)
+                                             .needsInputs(true)
+                                             .needsOutputs(true)
+                                             .scopes({at::RecordScope::FUNCTION}));
     s_->handle = handle_;
 }
 
@@ -551,7 +560,8 @@ at::Tensor OpObserver::pending_device_bytes() const {
     return s_->finalized ? at::Tensor() : s_->pending_bytes();
 }
 void OpObserver::apply_device_bytes(const at::Tensor& host) {
-    TORCH_CHECK(host.is_cpu() && host.scalar_type() == at::kByte && host.is_contiguous(), "device statistics: expected host bytes");
+    TORCH_CHECK(host.is_cpu() && host.scalar_type() == at::kByte && host.is_contiguous(),
+                "device statistics: expected host bytes");
     s_->apply_bytes(host.data_ptr<uint8_t>(), host.numel());
 }
 const std::vector<int>& OpObserver::row_origin() const {

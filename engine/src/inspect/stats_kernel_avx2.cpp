@@ -20,7 +20,8 @@ namespace ampscope::detail::kernel {
 #define AMPSCOPE_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 bool cpu_has_avx2() {
-    static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    static const bool ok =
+        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
     return ok;
 }
 
@@ -150,10 +151,12 @@ AMPSCOPE_AVX2 void counts32(const float* v, int n, KernelAcc& a) {
     const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
 #define c(x) _mm256_set1_epi32(int32_t(x))
     const __m256i t_fin = c(kExpMask - 1u), t_inf = c(kExpMask), t_ninf = c(0xff800000u), zero = _mm256_setzero_si256();
-    const __m256i t_ho = c(kFp16MaxBits), t_bo = c(kBf16MaxBits), t_hs = c(kFp16MinNormalBits), t_hu = c(kFp16MinSubBits);
+    const __m256i t_ho = c(kFp16MaxBits), t_bo = c(kBf16MaxBits), t_hs = c(kFp16MinNormalBits),
+                  t_hu = c(kFp16MinSubBits);
     const __m256i t_bs = c(kBf16MinNormalBits), t_bu = c(kBf16MinSubBits), one = c(1u);
 #undef c
-    __m256i nonfin = zero, nan = zero, ninf = zero, zeros = zero, gh = zero, gb = zero, lhs = zero, lhu = zero, lbs = zero, lbu = zero;
+    __m256i nonfin = zero, nan = zero, ninf = zero, zeros = zero, gh = zero, gb = zero, lhs = zero, lhu = zero,
+            lbs = zero, lbu = zero;
     __m256i minnz = _mm256_set1_epi32(-1);
     for (int i = 0; i < n; i += 8) {
         const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + i));
@@ -191,7 +194,8 @@ AMPSCOPE_AVX2 void counts32(const float* v, int n, KernelAcc& a) {
     a.b_under += total(lbu) - z;
     // No finite non-zero value (every lane still 0xffffffff): nothing to take, else the +1
     // wraps to 0 and the block reports a smallest non-zero magnitude of 0.
-    if (const uint32_t mn = lane_min<uint32_t>(minnz); mn != 0xffffffffu) a.minnz_bits = std::min(a.minnz_bits, mn + 1u);
+    if (const uint32_t mn = lane_min<uint32_t>(minnz); mn != 0xffffffffu)
+        a.minnz_bits = std::min(a.minnz_bits, mn + 1u);
 }
 
 /// The float pass for a block with NaN or Inf (n a multiple of 32; the 8 floats at i come from
@@ -209,8 +213,10 @@ AMPSCOPE_AVX2 bool moments_masked(int n, Load load, KernelAcc& a) {
         __m256 s0 = _mm256_setzero_ps(), s1 = s0, q0 = s0, q1 = s0;
         for (int i = c; i < end; i += 16) {
             const __m256 x0 = load(i), x1 = load(i + 8);
-            const __m256 n0 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_and_si256(_mm256_castps_si256(x0), absmask), maxfin));
-            const __m256 n1 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_and_si256(_mm256_castps_si256(x1), absmask), maxfin));
+            const __m256 n0 =
+                _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_and_si256(_mm256_castps_si256(x0), absmask), maxfin));
+            const __m256 n1 =
+                _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_and_si256(_mm256_castps_si256(x1), absmask), maxfin));
             mn = _mm256_min_ps(mn, _mm256_min_ps(_mm256_blendv_ps(x0, pinf, n0), _mm256_blendv_ps(x1, pinf, n1)));
             mx = _mm256_max_ps(mx, _mm256_max_ps(_mm256_blendv_ps(x0, ninf, n0), _mm256_blendv_ps(x1, ninf, n1)));
             const __m256 z0 = _mm256_andnot_ps(n0, x0), z1 = _mm256_andnot_ps(n1, x1);
@@ -245,7 +251,8 @@ AMPSCOPE_AVX2 void f32_block(const float* v, int n, KernelAcc& a) {
         const uint32_t minab = lane_min<uint32_t>(lo), maxab = lane_max<uint32_t>(hi);
         if (maxab >= kFastLoBits && maxab <= kFastHiBits) {
             moments<4>(
-                m, [v](int i) AMPSCOPE_AVX2 { return _mm256_loadu_ps(v + i); }, reinterpret_cast<const char*>(v + kBlock), a);
+                m, [v](int i) AMPSCOPE_AVX2 { return _mm256_loadu_ps(v + i); },
+                reinterpret_cast<const char*>(v + kBlock), a);
             a.amax_bits = std::max(a.amax_bits, maxab);
             // No value outside FP16's normal range: every range counter is zero.
             if (minab >= kFp16MinNormalBits && maxab <= kFp16MaxBits)
@@ -295,9 +302,11 @@ AMPSCOPE_AVX2 void half_counts(const uint16_t* h, int n, KernelAcc& a) {
 /// subnormal, or below FP16's range).
 AMPSCOPE_AVX2 void half_counts_nonfinite(const uint16_t* h, int n, KernelAcc& a) {
     const __m256i mask = _mm256_set1_epi16(0x7fff), zero = _mm256_setzero_si256(), one = _mm256_set1_epi16(1);
-    const __m256i t_norm = _mm256_set1_epi16(0x0400), t_fin = _mm256_set1_epi16(0x7bff), t_inf = _mm256_set1_epi16(0x7c00);
+    const __m256i t_norm = _mm256_set1_epi16(0x0400), t_fin = _mm256_set1_epi16(0x7bff),
+                  t_inf = _mm256_set1_epi16(0x7c00);
     const __m256i t_ninf = _mm256_set1_epi16(int16_t(0xfc00));
-    __m256i zeros = zero, below = zero, nan = zero, inf = zero, ninf = zero, minnz = _mm256_set1_epi16(-1);  // n <= 4096
+    __m256i zeros = zero, below = zero, nan = zero, inf = zero, ninf = zero,
+            minnz = _mm256_set1_epi16(-1);  // n <= 4096
     for (int i = 0; i < n; i += 16) {
         const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i));
         const __m256i ab = _mm256_and_si256(b, mask);  // at most 0x7fff: signed compares are exact
@@ -330,7 +339,9 @@ AMPSCOPE_AVX2 void half_counts_nonfinite(const uint16_t* h, int n, KernelAcc& a)
 struct Half16 {
     static constexpr uint16_t kInfBits = 0x7c00u;
     static void widen(const uint16_t* h, float* out, int n) { half_to_float(h, out, n); }
-    AMPSCOPE_AVX2 static __m256 load(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+    AMPSCOPE_AVX2 static __m256 load(const uint16_t* p) {
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    }
     /// A block with NaN or Inf, without a widened copy: the masked float pass on halves
     /// widened in registers, the counters on the bit patterns. False: the exact path instead.
     AMPSCOPE_AVX2 static bool nonfinite(const uint16_t* h, int m, KernelAcc& a) {
@@ -368,10 +379,13 @@ constexpr int16_t below16(uint32_t t) {
 AMPSCOPE_AVX2 void bf16_counts(const uint16_t* h, int n, KernelAcc& a) {
     const __m256i mask = _mm256_set1_epi16(0x7fff), zero = _mm256_setzero_si256(), one = _mm256_set1_epi16(1);
     const __m256i t_ho = _mm256_set1_epi16(above16(kFp16MaxBits)), t_bo = _mm256_set1_epi16(above16(kBf16MaxBits));
-    const __m256i t_hs = _mm256_set1_epi16(below16(kFp16MinNormalBits)), t_hu = _mm256_set1_epi16(below16(kFp16MinSubBits));
-    const __m256i t_bs = _mm256_set1_epi16(below16(kBf16MinNormalBits)), t_bu = _mm256_set1_epi16(below16(kBf16MinSubBits));
+    const __m256i t_hs = _mm256_set1_epi16(below16(kFp16MinNormalBits)),
+                  t_hu = _mm256_set1_epi16(below16(kFp16MinSubBits));
+    const __m256i t_bs = _mm256_set1_epi16(below16(kBf16MinNormalBits)),
+                  t_bu = _mm256_set1_epi16(below16(kBf16MinSubBits));
     // 16-bit lanes count at most n / 16 <= 256 each (n <= kBlock)
-    __m256i zeros = zero, gh = zero, gb = zero, lhs = zero, lhu = zero, lbs = zero, lbu = zero, minnz = _mm256_set1_epi16(-1);
+    __m256i zeros = zero, gh = zero, gb = zero, lhs = zero, lhu = zero, lbs = zero, lbu = zero,
+            minnz = _mm256_set1_epi16(-1);
     for (int i = 0; i < n; i += 16) {
         // magnitudes are at most 0x7fff: signed 16-bit compares are exact
         const __m256i ab = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i)), mask);
@@ -392,7 +406,8 @@ AMPSCOPE_AVX2 void bf16_counts(const uint16_t* h, int n, KernelAcc& a) {
     a.h_under += total16(lhu) - z;
     a.b_sub += total16(lbs) - z;
     a.b_under += total16(lbu) - z;
-    if (const uint16_t mn = lane_min<uint16_t>(minnz); mn != 0xffffu) a.minnz_bits = std::min(a.minnz_bits, uint32_t(mn + 1u) << 16);
+    if (const uint16_t mn = lane_min<uint16_t>(minnz); mn != 0xffffu)
+        a.minnz_bits = std::min(a.minnz_bits, uint32_t(mn + 1u) << 16);
 }
 
 /// bfloat16: the fast range as for floats; range counters on the bit patterns when needed.
@@ -400,12 +415,16 @@ struct BFloat16 {
     static constexpr uint16_t kInfBits = 0x7f80u;
     static void widen(const uint16_t* h, float* out, int n) { bf16_to_float(h, out, n); }
     AMPSCOPE_AVX2 static __m256 load(const uint16_t* p) {
-        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
+        return _mm256_castsi256_ps(
+            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
     }
-    static bool fast(uint16_t maxab) { return (uint32_t(maxab) << 16) >= kFastLoBits && (uint32_t(maxab) << 16) <= kFastHiBits; }
+    static bool fast(uint16_t maxab) {
+        return (uint32_t(maxab) << 16) >= kFastLoBits && (uint32_t(maxab) << 16) <= kFastHiBits;
+    }
     static bool nonfinite(const uint16_t*, int, KernelAcc&) { return false; }  // the float block path on a widened copy
     static uint32_t float_bits(uint16_t bits) { return uint32_t(bits) << 16; }
-    AMPSCOPE_AVX2 static void range(const uint16_t* h, int m, uint16_t minab, uint16_t maxab, float* buf, KernelAcc& a) {
+    AMPSCOPE_AVX2 static void range(const uint16_t* h, int m, uint16_t minab, uint16_t maxab, float* buf,
+                                    KernelAcc& a) {
         if (float_bits(minab) >= kFp16MinNormalBits && float_bits(maxab) <= kFp16MaxBits)
             a.minnz_bits = std::min(a.minnz_bits, float_bits(minab));
         else
@@ -452,7 +471,8 @@ AMPSCOPE_AVX2 int64_t count_above16(const uint16_t* h, int64_t n, uint16_t finit
         const int64_t end = std::min(n - 15, i + 16 * 32767);
         for (; i < end; i += 16)
             acc = _mm256_sub_epi16(
-                acc, _mm256_cmpgt_epi16(_mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i)), mask), t));
+                acc, _mm256_cmpgt_epi16(
+                         _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i)), mask), t));
         alignas(32) uint16_t lanes[16];
         _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc);
         for (uint16_t x : lanes) c += x;

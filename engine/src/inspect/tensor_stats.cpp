@@ -58,7 +58,8 @@ TensorStats stats_typed(const at::Tensor& t, std::vector<int64_t>* rows_nonfinit
     } else {
         std::vector<Acc> parts(static_cast<size_t>(chunks));
         at::parallel_for(0, chunks, kChunksPerTask, [&](int64_t b, int64_t e) {
-            for (int64_t c = b; c < e; ++c) accumulate(p + c * kChunk, std::min(kChunk, n - c * kChunk), parts[size_t(c)]);
+            for (int64_t c = b; c < e; ++c)
+                accumulate(p + c * kChunk, std::min(kChunk, n - c * kChunk), parts[size_t(c)]);
         });
         for (const auto& a : parts) total.add(a);
     }
@@ -91,7 +92,8 @@ at::Tensor host_values(const at::Tensor& in) {
     at::Tensor t = in;
     if (!t.device().is_cpu()) t = t.to(at::kCPU);
     if (!t.is_contiguous()) t = t.contiguous();
-    if (t.scalar_type() != at::kFloat && t.scalar_type() != at::kHalf && t.scalar_type() != at::kBFloat16) t = t.to(at::kFloat);
+    if (t.scalar_type() != at::kFloat && t.scalar_type() != at::kHalf && t.scalar_type() != at::kBFloat16)
+        t = t.to(at::kFloat);
     return t;
 }
 

@@ -93,7 +93,8 @@ struct BlockImpl : nn::Module {
     at::Tensor forward(const at::Tensor& x) {
         return scoped(path, x, [&](const at::Tensor& in) {
             auto h = scoped(path + ".norm1", in, [&](const at::Tensor& v) { return norm1->forward(v); });
-            auto y = in + scoped(path + ".drop", attn->forward(h), [&](const at::Tensor& v) { return drop->forward(v); });
+            auto y =
+                in + scoped(path + ".drop", attn->forward(h), [&](const at::Tensor& v) { return drop->forward(v); });
             h = scoped(path + ".norm2", y, [&](const at::Tensor& v) { return norm2->forward(v); });
             return y + scoped(path + ".drop", mlp->forward(h), [&](const at::Tensor& v) { return drop->forward(v); });
         });
@@ -189,7 +190,8 @@ private:
 };
 
 template <class M>
-std::unique_ptr<Model> make_demo(const std::string& source, std::vector<std::vector<int64_t>> shapes, int outputs, uint64_t seed) {
+std::unique_ptr<Model> make_demo(const std::string& source, std::vector<std::vector<int64_t>> shapes, int outputs,
+                                 uint64_t seed) {
     torch::manual_seed(seed);
     auto model = std::make_unique<DemoModel<M>>(M());
     model->input_shapes = std::move(shapes);
@@ -204,7 +206,8 @@ std::unique_ptr<Model> make_demo_model(const std::string& name, const std::strin
     if (name == "transformer") return make_demo<Transformer>(source, {{kTokens, kFeatures}}, kClasses, seed);
     if (name == "mlp") return make_demo<DemoMlp>(source, {{32}}, 10, seed);
     if (name == "regressor") return make_demo<Regressor>(source, {{8}}, 1, seed);
-    throw InputError(source, "model", "unknown demo model '" + name + "'; expected demo:transformer, demo:mlp or demo:regressor");
+    throw InputError(source, "model",
+                     "unknown demo model '" + name + "'; expected demo:transformer, demo:mlp or demo:regressor");
 }
 
 }  // namespace detail

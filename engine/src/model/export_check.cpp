@@ -18,14 +18,18 @@ struct Checker {
     const std::string& file;
     const Program& p;
 
-    [[noreturn]] void fail(const std::string& field, const std::string& what) const { throw InputError(file, field, what); }
+    [[noreturn]] void fail(const std::string& field, const std::string& what) const {
+        throw InputError(file, field, what);
+    }
 
     static std::string where(int gi, const Node& n) {
-        return (gi == 0 ? std::string("graph") : "subgraph " + std::to_string(gi)) + " node '" + n.name + "' (" + n.target + ")";
+        return (gi == 0 ? std::string("graph") : "subgraph " + std::to_string(gi)) + " node '" + n.name + "' (" +
+               n.target + ")";
     }
 
     void use(const std::set<std::string>& defined, const std::string& name, const std::string& at) const {
-        if (!name.empty() && !defined.count(name)) fail(at, "reads '" + name + "', which no earlier node or graph input defines");
+        if (!name.empty() && !defined.count(name))
+            fail(at, "reads '" + name + "', which no earlier node or graph input defines");
     }
 
     void uses(const std::set<std::string>& defined, const Arg& a, const std::string& at) const {
@@ -35,15 +39,18 @@ struct Checker {
         for (const auto& nm : a.names) use(defined, nm, at);
     }
 
-    static bool is_constant(const Arg& a, bool (c10::IValue::*is)() const) { return a.kind == Arg::Kind::Constant && (a.constant.*is)(); }
+    static bool is_constant(const Arg& a, bool (c10::IValue::*is)() const) {
+        return a.kind == Arg::Kind::Constant && (a.constant.*is)();
+    }
 
     /// (device_type, dtype, enabled, cache_enabled, graph, *operands) / (enabled, graph, *operands)
     void hop(const Node& n, const std::string& at) const {
         const bool autocast = n.kind == Node::Kind::Autocast;
         const size_t g = autocast ? 4 : 1;
-        const char* shape = autocast ? "(device_type: str, dtype: scalar type or None, enabled: bool, cache_enabled: bool or None, "
-                                       "subgraph, operands...)"
-                                     : "(enabled: bool, subgraph, operands...)";
+        const char* shape =
+            autocast ? "(device_type: str, dtype: scalar type or None, enabled: bool, cache_enabled: bool or None, "
+                       "subgraph, operands...)"
+                     : "(enabled: bool, subgraph, operands...)";
         auto bad = [&] { fail(at, std::string("arguments ") + shape + " expected"); };
         if (n.args.size() <= g) bad();
         for (const auto& a : n.args)
@@ -60,7 +67,9 @@ struct Checker {
                 !(dt.isNone() || (dt.isInt() && dt.toInt() >= 0 && dt.toInt() < int64_t(c10::ScalarType::NumOptions))))
                 bad();
             if (!is_constant(*n.args[2], &c10::IValue::isBool)) bad();
-            if (n.args[3]->kind != Arg::Kind::Constant || !(n.args[3]->constant.isNone() || n.args[3]->constant.isBool())) bad();
+            if (n.args[3]->kind != Arg::Kind::Constant ||
+                !(n.args[3]->constant.isNone() || n.args[3]->constant.isBool()))
+                bad();
         } else if (!is_constant(*n.args[0], &c10::IValue::isBool))
             bad();
         if (n.args[g]->kind != Arg::Kind::Graph) bad();
@@ -68,19 +77,20 @@ struct Checker {
             if (n.args[i]->kind == Arg::Kind::Graph) bad();
         const auto& sub = p.graphs.at(size_t(n.args[g]->graph));
         if (sub.inputs.size() != n.args.size() - g - 1)
-            fail(at, "passes " + std::to_string(n.args.size() - g - 1) + " operands to a subgraph of " + std::to_string(sub.inputs.size()) +
-                         " inputs");
+            fail(at, "passes " + std::to_string(n.args.size() - g - 1) + " operands to a subgraph of " +
+                         std::to_string(sub.inputs.size()) + " inputs");
     }
 
     /// The symbolic operations export_sym.cpp computes, and their arity.
     void sym(const Node& n, const std::string& at) const {
         const int arity = sym_arity(n.target);
         if (arity < 0) fail(at, "symbolic operation '" + n.target + "' is not supported by ampscope's interpreter");
-        if (n.args.size() != size_t(arity)) fail(at, std::to_string(arity) + " arguments expected, not " + std::to_string(n.args.size()));
+        if (n.args.size() != size_t(arity))
+            fail(at, std::to_string(arity) + " arguments expected, not " + std::to_string(n.args.size()));
         for (const auto& a : n.args) {
-            const bool ok =
-                a && (a->kind == Arg::Kind::SymInt ||
-                      (a->kind == Arg::Kind::Constant && (a->constant.isInt() || a->constant.isBool() || a->constant.isDouble())));
+            const bool ok = a && (a->kind == Arg::Kind::SymInt ||
+                                  (a->kind == Arg::Kind::Constant &&
+                                   (a->constant.isInt() || a->constant.isBool() || a->constant.isDouble())));
             if (!ok) fail(at, "symbolic ints, bools, floats or literals as arguments expected");
         }
         if (n.outputs.size() != 1 || n.outputs[0].kind != Out::Kind::SymInt) fail(at, "one symbolic output expected");
@@ -93,13 +103,16 @@ struct Checker {
     void graph(int gi) const {
         const auto& g = p.graphs[size_t(gi)];
         std::set<std::string> defined;
-        for (const auto& in : g.inputs) define(defined, in, gi == 0 ? "graph inputs" : "subgraph " + std::to_string(gi) + " inputs");
+        for (const auto& in : g.inputs)
+            define(defined, in, gi == 0 ? "graph inputs" : "subgraph " + std::to_string(gi) + " inputs");
         for (const auto& n : g.nodes) {
             const std::string at = where(gi, n);
             for (const auto& a : n.args) {
                 if (!a) continue;
                 if (a->kind == Arg::Kind::Graph && n.kind != Node::Kind::Autocast && n.kind != Node::Kind::GradEnabled)
-                    fail(at, "a subgraph passed to an operator (only wrap_with_autocast / wrap_with_set_grad_enabled take one)");
+                    fail(at,
+                         "a subgraph passed to an operator (only wrap_with_autocast / wrap_with_set_grad_enabled take "
+                         "one)");
                 uses(defined, *a, at);
             }
             if (n.kind == Node::Kind::Autocast || n.kind == Node::Kind::GradEnabled) hop(n, at);
@@ -119,14 +132,16 @@ struct Checker {
     void signature() const {
         const auto& root = p.graphs.at(0);
         if (root.inputs.size() != p.inputs.size())
-            fail("graph inputs", std::to_string(root.inputs.size()) + " graph inputs for " + std::to_string(p.inputs.size()) +
+            fail("graph inputs", std::to_string(root.inputs.size()) + " graph inputs for " +
+                                     std::to_string(p.inputs.size()) +
                                      " signature input_specs (one per spec, in order, expected)");
         for (size_t i = 0; i < root.inputs.size(); ++i)
             if (root.inputs[i] != p.inputs[i].arg)
-                fail("graph inputs",
-                     "input " + std::to_string(i) + " is '" + root.inputs[i] + "' but the signature names '" + p.inputs[i].arg + "'");
+                fail("graph inputs", "input " + std::to_string(i) + " is '" + root.inputs[i] +
+                                         "' but the signature names '" + p.inputs[i].arg + "'");
         if (root.outputs.size() != p.outputs.size())
-            fail("graph outputs", std::to_string(root.outputs.size()) + " graph outputs for " + std::to_string(p.outputs.size()) +
+            fail("graph outputs", std::to_string(root.outputs.size()) + " graph outputs for " +
+                                      std::to_string(p.outputs.size()) +
                                       " signature output_specs (one per spec expected)");
     }
 
@@ -143,9 +158,9 @@ void check_program(const Program& p) {
 }
 
 void flag_decomposed(Program& p) {
-    static const std::set<std::string> decomposed{"torch.ops.aten.convolution.default", "torch.ops.aten._softmax.default",
-                                                  "torch.ops.aten.native_layer_norm.default",
-                                                  "torch.ops.aten._native_batch_norm_legit_no_training.default"};
+    static const std::set<std::string> decomposed{
+        "torch.ops.aten.convolution.default", "torch.ops.aten._softmax.default",
+        "torch.ops.aten.native_layer_norm.default", "torch.ops.aten._native_batch_norm_legit_no_training.default"};
     for (const auto& g : p.graphs)
         for (const auto& nd : g.nodes) p.decomposed = p.decomposed || decomposed.count(nd.target);
     if (p.decomposed)
@@ -166,8 +181,10 @@ void note_dtype_assertions(Program& p) {
             for (size_t i = 0; i < args.size() && i < nd.args.size(); ++i)
                 if (args[i].name() == "dtype" && nd.args[i] && !nd.args[i]->constant.isNone()) {
                     p.warnings.push_back(
-                        "the program asserts export-time dtypes (aten::_assert_tensor_metadata, recorded before .to()/.float()): "
-                        "AMP passes and FP32 regions change dtypes as eager autocast does, so there only the asserted shape and "
+                        "the program asserts export-time dtypes (aten::_assert_tensor_metadata, recorded before "
+                        ".to()/.float()): "
+                        "AMP passes and FP32 regions change dtypes as eager autocast does, so there only the asserted "
+                        "shape and "
                         "device are checked");
                     return;
                 }

@@ -82,9 +82,10 @@ struct Embedding {
 
 /// Ops that move index values without changing them: ids keep their meaning through them.
 bool passes_values(const std::string& target) {
-    static const std::set<std::string> ops = {"view",   "reshape", "_unsafe_view", "unsqueeze", "squeeze", "flatten",  "contiguous",
-                                              "clone",  "expand",  "slice",        "select",    "to",      "_to_copy", "alias",
-                                              "detach", "permute", "transpose",    "t",         "repeat",  "narrow",   "lift_fresh_copy"};
+    static const std::set<std::string> ops = {
+        "view",   "reshape", "_unsafe_view", "unsqueeze", "squeeze", "flatten",  "contiguous",
+        "clone",  "expand",  "slice",        "select",    "to",      "_to_copy", "alias",
+        "detach", "permute", "transpose",    "t",         "repeat",  "narrow",   "lift_fresh_copy"};
     const std::string prefix = "torch.ops.aten.";
     if (target.rfind(prefix, 0) != 0) return false;
     const std::string rest = target.substr(prefix.size());
@@ -207,8 +208,8 @@ private:
 };
 
 /// The first token id outside [0, rows) of `ids`, as an InputError.
-void check_ids(const at::Tensor& ids, const Embedding& e, const std::string& field, const std::vector<std::string>& sample_ids,
-               const std::string& file) {
+void check_ids(const at::Tensor& ids, const Embedding& e, const std::string& field,
+               const std::vector<std::string>& sample_ids, const std::string& file) {
     const auto flat = ids.reshape({ids.size(0), -1}).to(at::kLong);
     const auto bad = flat.lt(0).logical_or(flat.ge(e.rows)).reshape({-1}).nonzero();
     if (bad.numel() == 0) return;
@@ -218,8 +219,8 @@ void check_ids(const at::Tensor& ids, const Embedding& e, const std::string& fie
     throw InputError(file, field,
                      "sample '" + sid + "' position " + std::to_string(position) + ": token id " + std::to_string(id) +
                          " is out of range for the embedding '" + (e.module.empty() ? e.weight : e.module) + "' (" +
-                         std::to_string(e.rows) + " rows, weight " + e.weight + "); expected 0 <= id < " + std::to_string(e.rows) + " (" +
-                         std::to_string(bad.size(0)) + " ids out of range in all)");
+                         std::to_string(e.rows) + " rows, weight " + e.weight + "); expected 0 <= id < " +
+                         std::to_string(e.rows) + " (" + std::to_string(bad.size(0)) + " ids out of range in all)");
 }
 
 /// Whether PyTorch's own check of a program's inputs (torch._export.utils.
@@ -230,31 +231,34 @@ bool admits(const SymRange& r, int64_t v) {
 }
 
 std::string range_str(const std::string& symbol, const SymRange& r) {
-    return symbol + " in [" + std::to_string(r.min) + ", " + (r.max >= 0 ? std::to_string(r.max) : "inf") + "] (range_constraints)";
+    return symbol + " in [" + std::to_string(r.min) + ", " + (r.max >= 0 ? std::to_string(r.max) : "inf") +
+           "] (range_constraints)";
 }
 
 std::string field_of(const Program& p, size_t i) {
-    return (p.user_inputs.size() > 1 ? "inputs[" + std::to_string(i) + "]" : std::string("inputs")) + " (" + p.user_inputs[i].name + ")";
+    return (p.user_inputs.size() > 1 ? "inputs[" + std::to_string(i) + "]" : std::string("inputs")) + " (" +
+           p.user_inputs[i].name + ")";
 }
 
 /// One input's symbolic dimension against its range and against the other inputs naming it. The
 /// batch (dimension 0) only against a minimum: every batch has at most the probe set's N rows, so
 /// N below the minimum is refused here; the batches themselves are checked by check_batches.
-void check_symbol(const Program& p, const UserInput& u, size_t d, int64_t v, const std::string& field, const std::string& file,
-                  std::map<std::string, std::pair<int64_t, std::string>>& seen) {
+void check_symbol(const Program& p, const UserInput& u, size_t d, int64_t v, const std::string& field,
+                  const std::string& file, std::map<std::string, std::pair<int64_t, std::string>>& seen) {
     const std::string& s = u.symbols.at(d);
     const auto r = p.ranges.find(s);
     if (r != p.ranges.end() && !admits(d == 0 ? SymRange{r->second.min, -1} : r->second, v))
         throw InputError(file, field,
-                         "dimension " + std::to_string(d) + " is " + std::to_string(v) + "; the program's input '" + u.name +
-                             "' was exported for " + range_str(s, r->second) +
+                         "dimension " + std::to_string(d) + " is " + std::to_string(v) + "; the program's input '" +
+                             u.name + "' was exported for " + range_str(s, r->second) +
                              (d == 0 ? ": the probe set has fewer samples than any batch the program takes" : ""));
     if (d == 0) return;  // the batch: every input has N rows (checked when the probes were read)
     const auto [it, fresh] = seen.emplace(s, std::make_pair(v, field));
     if (!fresh && it->second.first != v)
         throw InputError(file, field,
-                         "dimension " + std::to_string(d) + " is " + std::to_string(v) + ", but " + it->second.second + " gives " +
-                             std::to_string(it->second.first) + " for the same symbolic dimension " + s + " of the program");
+                         "dimension " + std::to_string(d) + " is " + std::to_string(v) + ", but " + it->second.second +
+                             " gives " + std::to_string(it->second.first) + " for the same symbolic dimension " + s +
+                             " of the program");
 }
 
 }  // namespace
@@ -281,12 +285,12 @@ void read_input_ranges(const json& j, Program& p) {
     }
 }
 
-void check_user_inputs(const Program& p, const std::vector<at::Tensor>& inputs, const std::vector<std::string>& sample_ids,
-                       const std::string& file) {
+void check_user_inputs(const Program& p, const std::vector<at::Tensor>& inputs,
+                       const std::vector<std::string>& sample_ids, const std::string& file) {
     if (inputs.size() != p.user_inputs.size())
         throw InputError(file, "inputs",
-                         "gives " + std::to_string(inputs.size()) + " input tensor(s); the program " + p.file + " takes " +
-                             std::to_string(p.user_inputs.size()));
+                         "gives " + std::to_string(inputs.size()) + " input tensor(s); the program " + p.file +
+                             " takes " + std::to_string(p.user_inputs.size()));
     std::map<std::string, std::pair<int64_t, std::string>> seen;
     for (size_t i = 0; i < inputs.size(); ++i) {
         const auto& u = p.user_inputs[i];
@@ -295,16 +299,17 @@ void check_user_inputs(const Program& p, const std::vector<at::Tensor>& inputs, 
         const std::string found = dtype_name(t.scalar_type()) + " " + shape_str(t.sizes());
         if (class_of(t.scalar_type()) != class_of(u.dtype))
             throw InputError(file, field,
-                             "is " + found + "; the program's input '" + u.name + "' is " + dtype_name(u.dtype) + ": expected " +
-                                 class_name(class_of(u.dtype)));
+                             "is " + found + "; the program's input '" + u.name + "' is " + dtype_name(u.dtype) +
+                                 ": expected " + class_name(class_of(u.dtype)));
         if (size_t(t.dim()) != u.sizes.size())
-            throw InputError(file, field,
-                             "is " + found + "; the program's input '" + u.name + "' has rank " + std::to_string(u.sizes.size()));
+            throw InputError(
+                file, field,
+                "is " + found + "; the program's input '" + u.name + "' has rank " + std::to_string(u.sizes.size()));
         for (size_t d = 0; d < u.sizes.size(); ++d) {
             if (u.sizes[d] >= 0 && d > 0 && t.size(int64_t(d)) != u.sizes[d])
                 throw InputError(file, field,
-                                 "is " + found + "; dimension " + std::to_string(d) + " of the program's input '" + u.name +
-                                     "' is static: expected " + std::to_string(u.sizes[d]));
+                                 "is " + found + "; dimension " + std::to_string(d) + " of the program's input '" +
+                                     u.name + "' is static: expected " + std::to_string(u.sizes[d]));
             if (u.sizes[d] < 0 && d < u.symbols.size() && !u.symbols[d].empty())
                 check_symbol(p, u, d, t.size(int64_t(d)), field, file, seen);
         }
@@ -313,9 +318,9 @@ void check_user_inputs(const Program& p, const std::vector<at::Tensor>& inputs, 
         const auto& t = inputs.at(e.input);
         const std::string field = field_of(p, e.input);
         if (class_of(t.scalar_type()) != DtypeClass::Integer)
-            throw InputError(
-                file, field,
-                "feeds the embedding '" + e.module + "' and is " + dtype_name(t.scalar_type()) + ": expected integer token ids");
+            throw InputError(file, field,
+                             "feeds the embedding '" + e.module + "' and is " + dtype_name(t.scalar_type()) +
+                                 ": expected integer token ids");
         check_ids(t, e, field, sample_ids, file);
     }
 }
@@ -339,7 +344,8 @@ std::string batch_sizes_that_work(int64_t n, int64_t wanted, const std::function
         if (fits(b)) above = b;
     std::string s = below ? std::to_string(below) : "";
     if (above)
-        s += (below ? " or " : "") + std::to_string(above) + (above == n ? " (or more: one batch of " + std::to_string(n) + ")" : "");
+        s += (below ? " or " : "") + std::to_string(above) +
+             (above == n ? " (or more: one batch of " + std::to_string(n) + ")" : "");
     return s.empty() ? "" : "--batch-size " + s;
 }
 
@@ -351,10 +357,11 @@ std::vector<std::string> unchecked_embeddings(const Program& p) {
     for (const auto& [e, via] : IdFlow(p).computed) {
         const std::string name = e.module.empty() ? e.weight : e.module;
         if (!seen.insert(name + "\n" + e.weight).second) continue;
-        out.push_back("token ids are not checked before the pass against the embedding '" + name + "' (" + std::to_string(e.rows) +
-                      " rows, weight " + e.weight + "): its indices are computed from the input '" + p.user_inputs[e.input].name +
-                      "' in the program (" + via + "), so an id out of range there is found only by PyTorch's 'index out of range' " +
-                      "inside a pass");
+        out.push_back(
+            "token ids are not checked before the pass against the embedding '" + name + "' (" +
+            std::to_string(e.rows) + " rows, weight " + e.weight + "): its indices are computed from the input '" +
+            p.user_inputs[e.input].name + "' in the program (" + via +
+            "), so an id out of range there is found only by PyTorch's 'index out of range' " + "inside a pass");
     }
     return out;
 }
@@ -385,10 +392,11 @@ void check_batches(const Program& p, int64_t n, int64_t batch_size, const std::s
         const int64_t v = first_bad ? first : last;
         const std::string works = batch_sizes_that_work(n, batch_size, fits);
         throw InputError(file, field_of(p, r.input),
-                         "--batch-size " + std::to_string(batch_size) + " over its " + std::to_string(n) + " samples runs " +
-                             (first_bad ? "a batch of " : "a last batch of ") + std::to_string(v) +
-                             "; dimension 0 of the program's input '" + p.user_inputs[r.input].name + "' was exported for " +
-                             range_str(r.symbol, r.range) + ", which PyTorch checks when the program runs (a minimum only above 2): " +
+                         "--batch-size " + std::to_string(batch_size) + " over its " + std::to_string(n) +
+                             " samples runs " + (first_bad ? "a batch of " : "a last batch of ") + std::to_string(v) +
+                             "; dimension 0 of the program's input '" + p.user_inputs[r.input].name +
+                             "' was exported for " + range_str(r.symbol, r.range) +
+                             ", which PyTorch checks when the program runs (a minimum only above 2): " +
                              (works.empty() ? "no batch size fits these samples" : "use " + works));
     }
 }

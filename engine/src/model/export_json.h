@@ -35,9 +35,9 @@ struct SharedBytes {
 /// no tensors. `views`, when given, receives each FQN's record and view (dtype, sizes, strides,
 /// offset) as one string: FQNs with equal strings are one tensor in the exported module (tied
 /// weights: torch.export.save writes a shared storage once). `shared`: see SharedBytes. Throws InputError.
-void read_weights(caffe2::serialize::PyTorchStreamReader& zip, const std::string& file, const std::string& config, const std::string& dir,
-                  std::map<std::string, at::Tensor>& out, std::map<std::string, std::string>* views = nullptr,
-                  const SharedBytes* shared = nullptr);
+void read_weights(caffe2::serialize::PyTorchStreamReader& zip, const std::string& file, const std::string& config,
+                  const std::string& dir, std::map<std::string, at::Tensor>& out,
+                  std::map<std::string, std::string>* views = nullptr, const SharedBytes* shared = nullptr);
 
 struct Program;
 

@@ -51,7 +51,8 @@ bool has_running_stats(const Node& n) {
 /// Whether n adds to a BatchNorm's num_batches_tracked buffer (add_ in the training IR, add
 /// with a buffer mutation after functionalisation): its first argument is that buffer.
 bool counts_batches(const Node& n, const std::set<std::string>& counters) {
-    if (!batchnorm_module(n) || (n.target != "torch.ops.aten.add_.Tensor" && n.target != "torch.ops.aten.add.Tensor")) return false;
+    if (!batchnorm_module(n) || (n.target != "torch.ops.aten.add_.Tensor" && n.target != "torch.ops.aten.add.Tensor"))
+        return false;
     return !n.args.empty() && n.args[0] && n.args[0]->kind == Arg::Kind::Tensor && counters.count(n.args[0]->name);
 }
 
@@ -82,7 +83,8 @@ void mark_mode_flags(Program& p) {
         for (auto& n : g.nodes) {
             n.train_flag = -1;
             if (n.kind != Node::Kind::Op) continue;
-            if (batchnorm_module(n) && n.target == "torch.ops.aten._native_batch_norm_legit_no_training.default") ++eval_only;
+            if (batchnorm_module(n) && n.target == "torch.ops.aten._native_batch_norm_legit_no_training.default")
+                ++eval_only;
             const int i = flag_index(n);
             if (i < 0) continue;
             if ((batchnorm_module(n) && has_running_stats(n)) || dropout_module(n))
@@ -93,8 +95,8 @@ void mark_mode_flags(Program& p) {
     p.exported_train.reset();
     if (train == eval) {
         if (train > 0)
-            p.warnings.push_back("the program's BatchNorm and Dropout modules were exported in different modes (" + std::to_string(train) +
-                                 " in train mode, " + std::to_string(eval) +
+            p.warnings.push_back("the program's BatchNorm and Dropout modules were exported in different modes (" +
+                                 std::to_string(train) + " in train mode, " + std::to_string(eval) +
                                  " in eval mode): their flags are kept as exported, --mode does not change them");
         return;
     }
@@ -115,7 +117,8 @@ std::string mode_warning(const Program& p, bool train) {
            "() would, but what Python decided from self.training at export time (drop-path, stochastic depth, "
            "any branch on the mode) is fixed in the program as it was in " +
            exported + " mode" +
-           (p.decomposed ? "; a decomposed BatchNorm (_native_batch_norm_legit_no_training) cannot change its mode" : "") +
+           (p.decomposed ? "; a decomposed BatchNorm (_native_batch_norm_legit_no_training) cannot change its mode"
+                         : "") +
            ": export in the mode you run";
 }
 

@@ -81,13 +81,14 @@ public:
     at::Tensor forward(const std::vector<at::Tensor>& in) override {
         if (in.size() != p_.user_inputs.size())
             throw InputError(p_.file, "inputs",
-                             "the program takes " + std::to_string(p_.user_inputs.size()) + " inputs, given " + std::to_string(in.size()));
+                             "the program takes " + std::to_string(p_.user_inputs.size()) + " inputs, given " +
+                                 std::to_string(in.size()));
         const int64_t n = in.empty() || in[0].dim() == 0 ? 0 : in[0].size(0);
         if (fixed_batch <= 0 || n == fixed_batch) return run(in);
         if (train_)
             throw InputError(p_.file, "batch",
-                             "the program was exported with a static batch of " + std::to_string(fixed_batch) + " and a batch of " +
-                                 std::to_string(n) +
+                             "the program was exported with a static batch of " + std::to_string(fixed_batch) +
+                                 " and a batch of " + std::to_string(n) +
                                  " was given: in train mode batch "
                                  "statistics would change with padding; export with a dynamic batch dimension "
                                  "(dynamic_shapes) or use --batch-size " +
@@ -101,7 +102,8 @@ public:
             for (const auto& t : in) {
                 at::RecordFunctionGuard unobserved(false);
                 auto s = t.slice(0, b, e);
-                if (e - b < fixed_batch) s = at::cat({s, s.slice(0, e - b - 1, e - b).expand(pad_shape(s, fixed_batch - (e - b)))});
+                if (e - b < fixed_batch)
+                    s = at::cat({s, s.slice(0, e - b - 1, e - b).expand(pad_shape(s, fixed_batch - (e - b)))});
                 part.push_back(s);
             }
             auto y = e - b < fixed_batch ? run_padded(part) : run(part);
@@ -201,7 +203,8 @@ private:
             } else if (o.kind == pt2::OutputSpec::Kind::User) {
                 if (u == output_) {
                     if (!v.isTensor())
-                        throw ModelError("output '" + p_.output_names.at(size_t(u)) + "' of " + p_.file + " is not a tensor");
+                        throw ModelError("output '" + p_.output_names.at(size_t(u)) + "' of " + p_.file +
+                                         " is not a tensor");
                     chosen = v.toTensor();
                 }
                 ++u;
@@ -262,7 +265,8 @@ private:
 
     c10::IValue value(const Env& env, const std::string& name, const Node& n) const {
         const auto it = env.find(name);
-        if (it == env.end()) throw ModelError(p_.file + ": node '" + n.name + "' reads '" + name + "', which no earlier node produced");
+        if (it == env.end())
+            throw ModelError(p_.file + ": node '" + n.name + "' reads '" + name + "', which no earlier node produced");
         return it->second;
     }
 
@@ -337,9 +341,11 @@ private:
         const auto& sa = n.op->schema().arguments()[i];
         if (!n.args[i]) return *sa.default_value();
         if (int(i) == n.train_flag) return train_;
-        if (amp_pass_ && sa.name() == "dtype" && n.target == "torch.ops.aten._assert_tensor_metadata.default") return c10::IValue();
+        if (amp_pass_ && sa.name() == "dtype" && n.target == "torch.ops.aten._assert_tensor_metadata.default")
+            return c10::IValue();
         auto v = resolve(*n.args[i], env, n, fp32);
-        if (sa.type()->kind() == c10::TypeKind::TensorType && (v.isInt() || v.isDouble() || v.isBool())) return wrapped_number(v);
+        if (sa.type()->kind() == c10::TypeKind::TensorType && (v.isInt() || v.isDouble() || v.isBool()))
+            return wrapped_number(v);
         return v;
     }
 
@@ -347,15 +353,17 @@ private:
     /// _verify_batch_size, in Python); the ATen op does not, so the interpreter does.
     void check_batch_norm(const Node& n, const torch::jit::Stack& stack) const {
         const auto& args = n.op->schema().arguments();
-        if (n.op->schema().name().find("batch_norm") == std::string::npos || stack.empty() || !stack[0].isTensor()) return;
+        if (n.op->schema().name().find("batch_norm") == std::string::npos || stack.empty() || !stack[0].isTensor())
+            return;
         for (size_t i = 0; i < args.size() && i < stack.size(); ++i) {
             if (args[i].name() != "training" || !stack[i].isBool() || !stack[i].toBool()) continue;
             const auto& x = stack[0].toTensor();
             int64_t values = x.dim() > 0 ? x.size(0) : 1;
             for (int64_t d = 2; d < x.dim(); ++d) values *= x.size(d);
             if (values == 1)
-                throw ModelError("Expected more than 1 value per channel when training, got input size " + c10::str(x.sizes()) +
-                                 " (node '" + n.name + "'" + (n.module.empty() ? "" : " in module '" + n.module + "'") +
+                throw ModelError("Expected more than 1 value per channel when training, got input size " +
+                                 c10::str(x.sizes()) + " (node '" + n.name + "'" +
+                                 (n.module.empty() ? "" : " in module '" + n.module + "'") +
                                  ", as eager F.batch_norm raises)");
         }
     }
@@ -396,8 +404,9 @@ private:
         if (n.kind == Node::Kind::Autocast) {  // (device_type, dtype, enabled, cache_enabled, graph, *operands)
             const std::string dev = n.args.at(0)->constant.toStringRef();
             const auto dt = c10::Device(dev).type();
-            const auto dtype = n.args.at(1)->constant.isNone() ? at::autocast::get_autocast_dtype(dt)
-                                                               : static_cast<at::ScalarType>(n.args.at(1)->constant.toInt());
+            const auto dtype = n.args.at(1)->constant.isNone()
+                                   ? at::autocast::get_autocast_dtype(dt)
+                                   : static_cast<at::ScalarType>(n.args.at(1)->constant.toInt());
             AutocastGuard region(dt, n.args.at(2)->constant.toBool(), dtype,
                                  n.args.at(3)->constant.isNone() ? true : n.args.at(3)->constant.toBool());
             const bool saved = base_autocast_;
@@ -491,10 +500,11 @@ std::string torch_name(at::ScalarType t) {
 void check_input_dtypes(const pt2::Program& p) {
     for (const auto& u : p.user_inputs)
         if (at::isFloatingType(u.dtype) && u.dtype != at::kFloat)
-            throw InputError(p.file, "inputs",
-                             "the program's input '" + u.name + "' is " + torch_name(u.dtype) +
-                                 " in its signature, but floating probe inputs are fed as float32: export with float32 example "
-                                 "inputs (autocast casts float32 only; it leaves float64 alone)");
+            throw InputError(
+                p.file, "inputs",
+                "the program's input '" + u.name + "' is " + torch_name(u.dtype) +
+                    " in its signature, but floating probe inputs are fed as float32: export with float32 example "
+                    "inputs (autocast casts float32 only; it leaves float64 alone)");
 }
 
 }  // namespace
@@ -534,8 +544,8 @@ std::unique_ptr<Model> load_export(const std::vector<char>& bytes, const std::st
     m->set_output(chosen);
     m->output_name = p.output_names.at(size_t(chosen));
     m->info.kind = "torch.export";
-    m->info.format =
-        "torch.export schema " + p.schema_version + (p.ir.empty() ? "" : ", IR " + p.ir) + (p.decomposed ? ", decomposed (core ATen)" : "");
+    m->info.format = "torch.export schema " + p.schema_version + (p.ir.empty() ? "" : ", IR " + p.ir) +
+                     (p.decomposed ? ", decomposed (core ATen)" : "");
     m->warnings = p.warnings;
     for (auto& w : pt2::unchecked_embeddings(m->program())) {  // export_inputs.cpp
         m->unchecked_ids += (m->unchecked_ids.empty() ? "" : "; ") + w;

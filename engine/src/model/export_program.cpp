@@ -22,7 +22,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int kMaxGraphDepth = 16;                       ///< subgraphs inside subgraphs (autocast regions nest one or two)
+constexpr int kMaxGraphDepth = 16;  ///< subgraphs inside subgraphs (autocast regions nest one or two)
 constexpr int64_t kMaxInputElements = int64_t(1) << 31;  ///< a static user input's elements (padding allocates them)
 
 struct Reader {
@@ -32,7 +32,8 @@ struct Reader {
 
     /// A serialized union: an object with exactly one key (its kind).
     std::pair<std::string, const json*> single(const json& j, const std::string& where) const {
-        if (!j.is_object() || j.size() != 1) fail(where, "a single-key object (its kind), not " + std::string(j.type_name()));
+        if (!j.is_object() || j.size() != 1)
+            fail(where, "a single-key object (its kind), not " + std::string(j.type_name()));
         return {j.begin().key(), &j.begin().value()};
     }
 
@@ -41,11 +42,15 @@ struct Reader {
         return j.get<std::string>();
     }
 
-    [[noreturn]] void fail(const std::string& field, const std::string& what) const { throw InputError(file, field, what); }
+    [[noreturn]] void fail(const std::string& field, const std::string& what) const {
+        throw InputError(file, field, what);
+    }
 
     at::ScalarType dtype(const json& code, const std::string& where) const {
         const auto d = code.is_number_integer() ? dtype_of_code(code.get<int64_t>()) : std::nullopt;
-        if (!d) fail(where, "dtype code " + code.dump() + " is unknown to this build (torch 2.11 serialization codes expected)");
+        if (!d)
+            fail(where,
+                 "dtype code " + code.dump() + " is unknown to this build (torch 2.11 serialization codes expected)");
         return *d;
     }
 
@@ -66,7 +71,8 @@ struct Reader {
 
     /// One serialized argument (a single-key object) to an Arg.
     /// The plain constants: a value the schema's argument receives as it is written.
-    std::optional<c10::IValue> constant(const std::string& kind, const json& v, const c10::Argument* schema, const std::string& where) {
+    std::optional<c10::IValue> constant(const std::string& kind, const json& v, const c10::Argument* schema,
+                                        const std::string& where) {
         const bool want_float = schema && schema->type()->kind() == c10::TypeKind::FloatType;
         if (kind == "as_int") return want_float ? c10::IValue(double(v.get<int64_t>())) : c10::IValue(v.get<int64_t>());
         if (kind == "as_float") return c10::IValue(v.is_string() ? std::stod(v.get<std::string>()) : v.get<double>());
@@ -116,7 +122,8 @@ struct Reader {
     }
 
     Arg subgraph(const json& v, const std::string& where) {
-        if (depth >= kMaxGraphDepth) fail(where, "subgraphs nested deeper than " + std::to_string(kMaxGraphDepth) + " levels");
+        if (depth >= kMaxGraphDepth)
+            fail(where, "subgraphs nested deeper than " + std::to_string(kMaxGraphDepth) + " levels");
         Arg r;
         r.kind = Arg::Kind::Graph;
         r.graph = int(p.graphs.size());
@@ -132,7 +139,8 @@ struct Reader {
         Arg r;
         r.kind = kind == "as_tensors" ? Arg::Kind::Tensors : Arg::Kind::OptionalTensors;
         for (const auto& t : v)
-            r.names.push_back(t.contains("as_tensor") ? t["as_tensor"].at("name").get<std::string>() : t.value("name", std::string()));
+            r.names.push_back(t.contains("as_tensor") ? t["as_tensor"].at("name").get<std::string>()
+                                                      : t.value("name", std::string()));
         return r;
     }
 
@@ -216,10 +224,12 @@ struct Reader {
         const std::string ns = t.substr(0, d1), op = t.substr(d1 + 1, d2 - d1 - 1), ov = t.substr(d2 + 1);
         auto h = c10::Dispatcher::singleton().findSchema({ns + "::" + op, ov == "default" ? "" : ov});
         if (!h)
-            fail(where, "operator " + ns + "::" + op + "." + ov + " is not registered in this LibTorch" +
-                            (ns == "aten" || ns == "prims"
-                                 ? std::string(" (a newer PyTorch wrote it?)")
-                                 : "; it is a custom op: its library must be loaded into ampscope (it cannot run without it)"));
+            fail(
+                where,
+                "operator " + ns + "::" + op + "." + ov + " is not registered in this LibTorch" +
+                    (ns == "aten" || ns == "prims"
+                         ? std::string(" (a newer PyTorch wrote it?)")
+                         : "; it is a custom op: its library must be loaded into ampscope (it cannot run without it)"));
         n.op = *h;
         const auto& schema = h->schema();
         std::map<std::string, const json*> given;
@@ -240,7 +250,8 @@ struct Reader {
             else if (positional < by_position.size())
                 a = by_position[positional++];
             if (!a) {
-                if (!sa.default_value()) fail(where, "argument '" + sa.name() + "' of " + schema.name() + " is missing");
+                if (!sa.default_value())
+                    fail(where, "argument '" + sa.name() + "' of " + schema.name() + " is missing");
                 n.args.emplace_back(std::nullopt);
                 continue;
             }
@@ -257,8 +268,8 @@ struct Reader {
             }
         }
         if (positional < by_position.size())
-            fail(where, std::to_string(by_position.size()) + " positional arguments for " + schema.name() + ", which takes at most " +
-                            std::to_string(positional));
+            fail(where, std::to_string(by_position.size()) + " positional arguments for " + schema.name() +
+                            ", which takes at most " + std::to_string(positional));
         for (const auto& kv : given) {
             const std::string& name = kv.first;
             if (std::none_of(schema.arguments().begin(), schema.arguments().end(),
@@ -274,16 +285,19 @@ struct Reader {
         const std::string where = "node '" + n.name + "' (" + n.target + ")";
         module_stack(jn.value("metadata", json::object()), n);
         n.outputs = outs(jn.at("outputs"), where + " outputs");
-        if (n.target == "torch.ops.higher_order.wrap_with_autocast" || n.target == "torch.ops.higher_order.wrap_with_set_grad_enabled") {
+        if (n.target == "torch.ops.higher_order.wrap_with_autocast" ||
+            n.target == "torch.ops.higher_order.wrap_with_set_grad_enabled") {
             n.kind = n.target.find("autocast") != std::string::npos ? Node::Kind::Autocast : Node::Kind::GradEnabled;
             for (const auto& in : jn.at("inputs")) n.args.emplace_back(arg(in.at("arg"), nullptr, where));
         } else if (n.target.rfind("torch.ops.higher_order.", 0) == 0) {
             fail(where, "higher-order op '" + n.target.substr(23) +
                             "' is not supported (ampscope runs wrap_with_autocast and "
-                            "wrap_with_set_grad_enabled; export without data-dependent control flow such as torch.cond / while_loop)");
+                            "wrap_with_set_grad_enabled; export without data-dependent control flow such as torch.cond "
+                            "/ while_loop)");
         } else if (n.target.rfind("torch.ops.", 0) == 0) {
             op_node(jn, n, where);
-        } else if (n.target.rfind("_operator.", 0) == 0 || n.target.rfind("torch.sym_", 0) == 0 || n.target.rfind("math.", 0) == 0) {
+        } else if (n.target.rfind("_operator.", 0) == 0 || n.target.rfind("torch.sym_", 0) == 0 ||
+                   n.target.rfind("math.", 0) == 0) {
             n.kind = Node::Kind::SymOp;
             for (const auto& in : jn.at("inputs")) n.args.emplace_back(arg(in.at("arg"), nullptr, where));
         } else {
@@ -315,7 +329,9 @@ struct Reader {
             const auto [kind, vp] = single(s, "signature input_specs");
             const json& v = *vp;
             InputSpec in;
-            const char* fqn_key = kind == "parameter" ? "parameter_name" : kind == "buffer" ? "buffer_name" : "tensor_constant_name";
+            const char* fqn_key = kind == "parameter" ? "parameter_name"
+                                  : kind == "buffer"  ? "buffer_name"
+                                                      : "tensor_constant_name";
             if (kind == "parameter" || kind == "buffer" || kind == "tensor_constant") {
                 in.kind = kind == "parameter" ? InputSpec::Kind::Parameter
                           : kind == "buffer"  ? InputSpec::Kind::Buffer
@@ -332,10 +348,12 @@ struct Reader {
                 }
             } else if (kind == "user_input") {
                 if (!v.at("arg").contains("as_tensor"))
-                    fail("signature", "a non-tensor user input (" + v.at("arg").dump() + "); ampscope feeds tensors only");
+                    fail("signature",
+                         "a non-tensor user input (" + v.at("arg").dump() + "); ampscope feeds tensors only");
                 in.arg = name_of(v.at("arg").at("as_tensor").at("name"), "signature input_specs");
             } else
-                fail("signature", "an input of kind '" + kind + "' (custom objects and effect tokens are not supported)");
+                fail("signature",
+                     "an input of kind '" + kind + "' (custom objects and effect tokens are not supported)");
             if (!args.insert(in.arg).second) fail("signature input_specs", "graph input '" + in.arg + "' named twice");
             p.inputs.push_back(in);
         }
@@ -357,7 +375,8 @@ struct Reader {
                 o.kind = OutputSpec::Kind::BufferMutation;
                 o.target = v.at("buffer_name").get<std::string>();
                 if (!buffers.count(o.target))
-                    fail("signature output_specs", "buffer mutation of '" + o.target + "', which is not a buffer input of the signature");
+                    fail("signature output_specs",
+                         "buffer mutation of '" + o.target + "', which is not a buffer input of the signature");
             } else
                 o.kind = OutputSpec::Kind::Other;
             p.outputs.push_back(o);
@@ -385,7 +404,8 @@ struct Reader {
                 u.sizes.push_back(n);
             }
             if (elements > kMaxInputElements || u.sizes.size() > 64)
-                fail(where, "a static input of more than 2^31 elements or 64 dimensions (the example batch of the export)");
+                fail(where,
+                     "a static input of more than 2^31 elements or 64 dimensions (the example batch of the export)");
             p.user_inputs.push_back(u);
         }
     }
@@ -422,8 +442,9 @@ void tree_leaves(const json& spec, const std::string& prefix, std::vector<std::s
         }
     }
     for (size_t i = 0; i < children.size(); ++i) {
-        std::string k =
-            keys.is_array() && i < keys.size() ? (keys[i].is_string() ? keys[i].get<std::string>() : keys[i].dump()) : std::to_string(i);
+        std::string k = keys.is_array() && i < keys.size()
+                            ? (keys[i].is_string() ? keys[i].get<std::string>() : keys[i].dump())
+                            : std::to_string(i);
         tree_leaves(children[i], prefix.empty() ? k : prefix + "." + k, out);
     }
 }
@@ -441,7 +462,8 @@ ZipKind sniff_zip(const std::vector<char>& bytes, const std::string& file) {
     }
     bool ts = false;
     for (const auto& r : zip->getAllRecords()) {
-        if (r.rfind("data/aotinductor/", 0) == 0 || r.find(".wrapper.so") != std::string::npos) return ZipKind::AotInductor;
+        if (r.rfind("data/aotinductor/", 0) == 0 || r.find(".wrapper.so") != std::string::npos)
+            return ZipKind::AotInductor;
         if (r.rfind("models/", 0) == 0 && r.size() > 12 && r.substr(r.size() - 5) == ".json") return ZipKind::Export;
         if (r == "constants.pkl" || r.rfind("code/", 0) == 0) ts = true;
     }
@@ -454,9 +476,11 @@ namespace {
 std::string find_model_json(caffe2::serialize::PyTorchStreamReader& zip, const Reader& rd) {
     std::string model_json;
     for (const auto& r : zip.getAllRecords())
-        if (r.rfind("models/", 0) == 0 && r.substr(r.size() - 5) == ".json" && (model_json.empty() || r == "models/model.json"))
+        if (r.rfind("models/", 0) == 0 && r.substr(r.size() - 5) == ".json" &&
+            (model_json.empty() || r == "models/model.json"))
             model_json = r;
-    if (model_json.empty()) rd.fail("models/", "a zip without a serialized program (models/*.json); expected torch.export.save output");
+    if (model_json.empty())
+        rd.fail("models/", "a zip without a serialized program (models/*.json); expected torch.export.save output");
     return model_json;
 }
 
@@ -499,7 +523,8 @@ void read_model_json(const json& j, Reader& rd, const std::string& model_json) {
     const int minor = j.at("schema_version").at("minor").get<int>();
     p.schema_version = std::to_string(major) + "." + std::to_string(minor);
     if (major != 8)
-        rd.fail(model_json, "schema version " + p.schema_version + "; this build reads schema major version 8 (torch 2.11 writes 8.17)");
+        rd.fail(model_json, "schema version " + p.schema_version +
+                                "; this build reads schema major version 8 (torch 2.11 writes 8.17)");
     for (const auto& v : j.value("verifiers", json::array())) p.ir += (p.ir.empty() ? "" : ",") + v.get<std::string>();
     const auto& gm = j.at("graph_module");
     p.graphs.emplace_back();
@@ -521,9 +546,10 @@ void assign_weights(Program& p, const Reader& rd) {
         auto& from = p.parameters.count(in.target) ? p.parameters : p.constants;
         if (in.kind == InputSpec::Kind::User) continue;
         if (!from.count(in.target))
-            rd.fail(in.target, "no weight record for this " + std::string(in.kind == InputSpec::Kind::Parameter ? "parameter"
-                                                                          : in.kind == InputSpec::Kind::Buffer  ? "buffer"
-                                                                                                                : "constant"));
+            rd.fail(in.target,
+                    "no weight record for this " + std::string(in.kind == InputSpec::Kind::Parameter ? "parameter"
+                                                               : in.kind == InputSpec::Kind::Buffer  ? "buffer"
+                                                                                                     : "constant"));
         if (in.kind == InputSpec::Kind::Parameter) p.parameter_order.push_back(in.target);
         if (in.kind == InputSpec::Kind::Buffer) {
             p.buffers[in.target] = from[in.target];
@@ -537,7 +563,8 @@ void assign_weights(Program& p, const Reader& rd) {
 
 }  // namespace
 
-Program read_program(const std::vector<char>& bytes, const std::string& file, std::shared_ptr<std::vector<char>> owner) {
+Program read_program(const std::vector<char>& bytes, const std::string& file,
+                     std::shared_ptr<std::vector<char>> owner) {
     Program p;
     p.file = file;
     Reader rd{file, p};
@@ -557,8 +584,10 @@ Program read_program(const std::vector<char>& bytes, const std::string& file, st
     std::map<std::string, std::string> views;
     try {
         const SharedBytes* share = shared.owner ? &shared : nullptr;
-        read_weights(*zip, file, "data/weights/" + name + "_weights_config.json", "data/weights/", p.parameters, &views, share);
-        read_weights(*zip, file, "data/constants/" + name + "_constants_config.json", "data/constants/", p.constants, nullptr, share);
+        read_weights(*zip, file, "data/weights/" + name + "_weights_config.json", "data/weights/", p.parameters, &views,
+                     share);
+        read_weights(*zip, file, "data/constants/" + name + "_constants_config.json", "data/constants/", p.constants,
+                     nullptr, share);
     } catch (const InputError&) {
         throw;
     } catch (const std::exception& e) {

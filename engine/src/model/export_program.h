@@ -109,7 +109,7 @@ struct Program {
     std::vector<InputSpec> inputs;
     std::vector<OutputSpec> outputs;
     std::vector<UserInput> user_inputs;
-    std::vector<std::string> output_names;                             ///< per user output, from the output tree ("0", "cls", …)
+    std::vector<std::string> output_names;  ///< per user output, from the output tree ("0", "cls", …)
     std::map<std::string, at::Tensor> parameters, buffers, constants;  ///< by FQN, on the CPU
     std::vector<std::string> parameter_order, buffer_order;            ///< signature order
     std::vector<std::string> modules;                                  ///< module paths, root "" first
@@ -117,10 +117,10 @@ struct Program {
     std::map<std::string, SymRange> ranges;                            ///< range_constraints by symbol
     std::string schema_version;                                        ///< "8.17"
     std::string ir;                                                    ///< verifiers, e.g. "TRAINING"
-    bool decomposed = false;                                           ///< core-ATen ops whose autocast policy differs from eager's
-    std::map<std::string, TensorMeta> metas;                           ///< root graph inputs' tensor_values, by graph input name
-    std::set<std::string> frozen;                                      ///< parameters recorded with requires_grad=False
-    std::set<std::string> non_persistent;                              ///< buffers not in the module's state_dict
+    bool decomposed = false;                  ///< core-ATen ops whose autocast policy differs from eager's
+    std::map<std::string, TensorMeta> metas;  ///< root graph inputs' tensor_values, by graph input name
+    std::set<std::string> frozen;             ///< parameters recorded with requires_grad=False
+    std::set<std::string> non_persistent;     ///< buffers not in the module's state_dict
     /// Tied parameters (GPT-2's lm_head.weight = transformer.wte.weight): the FQN -> the FQN of
     /// its first occurrence in signature order; both name one tensor in `parameters`.
     std::map<std::string, std::string> tied;
@@ -145,8 +145,8 @@ void read_input_ranges(const nlohmann::json& program, Program& p);
 /// Probe inputs against the program's input spec (count, dtype class, static dimensions,
 /// symbolic ranges) and token ids against the embeddings they index, before any pass
 /// (export_inputs.cpp). Throws InputError naming the probe file, the input and what was expected.
-void check_user_inputs(const Program& p, const std::vector<at::Tensor>& inputs, const std::vector<std::string>& sample_ids,
-                       const std::string& probe_file);
+void check_user_inputs(const Program& p, const std::vector<at::Tensor>& inputs,
+                       const std::vector<std::string>& sample_ids, const std::string& probe_file);
 
 /// The batches `batch_size` cuts n samples into (the first, and a smaller last one) against the
 /// ranges of the user inputs' symbolic dimension 0, as PyTorch checks them when the program runs;
@@ -177,7 +177,8 @@ c10::IValue sym_eval(const std::string& target, const std::vector<c10::IValue>& 
 /// Reads a torch.export.save archive. Throws InputError naming the file and what was expected.
 /// `owner`, when given, owns `bytes`: weights stored uncompressed are then tensors over those
 /// bytes (kept alive by them) instead of copies, so that loading holds the file once, not twice.
-Program read_program(const std::vector<char>& bytes, const std::string& file, std::shared_ptr<std::vector<char>> owner = nullptr);
+Program read_program(const std::vector<char>& bytes, const std::string& file,
+                     std::shared_ptr<std::vector<char>> owner = nullptr);
 
 /// Tied parameters (one record and view in the archive) made one tensor (export_weights.cpp).
 void tie_parameters(Program& p, const std::map<std::string, std::string>& views);

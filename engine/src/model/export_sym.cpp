@@ -100,12 +100,18 @@ using Binary = Num (*)(const Num&, const Num&);
 
 const std::map<std::string, Binary>& binaries() {
     static const std::map<std::string, Binary> ops{
-        {"add", [](const Num& a,
-                   const Num& b) { return a.is_float() || b.is_float() ? real(a.as_double() + b.as_double()) : integer(a.i + b.i); }},
-        {"sub", [](const Num& a,
-                   const Num& b) { return a.is_float() || b.is_float() ? real(a.as_double() - b.as_double()) : integer(a.i - b.i); }},
-        {"mul", [](const Num& a,
-                   const Num& b) { return a.is_float() || b.is_float() ? real(a.as_double() * b.as_double()) : integer(a.i * b.i); }},
+        {"add",
+         [](const Num& a, const Num& b) {
+             return a.is_float() || b.is_float() ? real(a.as_double() + b.as_double()) : integer(a.i + b.i);
+         }},
+        {"sub",
+         [](const Num& a, const Num& b) {
+             return a.is_float() || b.is_float() ? real(a.as_double() - b.as_double()) : integer(a.i - b.i);
+         }},
+        {"mul",
+         [](const Num& a, const Num& b) {
+             return a.is_float() || b.is_float() ? real(a.as_double() * b.as_double()) : integer(a.i * b.i);
+         }},
         {"truediv",
          [](const Num& a, const Num& b) {
              nonzero(b);
@@ -114,12 +120,14 @@ const std::map<std::string, Binary>& binaries() {
         {"floordiv",
          [](const Num& a, const Num& b) {
              nonzero(b);
-             return a.is_float() || b.is_float() ? real(float_divmod(a.as_double(), b.as_double()).first) : integer(int_floordiv(a.i, b.i));
+             return a.is_float() || b.is_float() ? real(float_divmod(a.as_double(), b.as_double()).first)
+                                                 : integer(int_floordiv(a.i, b.i));
          }},
         {"mod",
          [](const Num& a, const Num& b) {
              nonzero(b);
-             return a.is_float() || b.is_float() ? real(float_divmod(a.as_double(), b.as_double()).second) : integer(int_mod(a.i, b.i));
+             return a.is_float() || b.is_float() ? real(float_divmod(a.as_double(), b.as_double()).second)
+                                                 : integer(int_mod(a.i, b.i));
          }},
         {"pow", power},
         {"sym_max", [](const Num& a, const Num& b) { return b.as_double() > a.as_double() ? b : a; }},
@@ -192,7 +200,8 @@ int sym_arity(const std::string& target) {
 c10::IValue sym_eval(const std::string& target, const std::vector<c10::IValue>& args) {
     const std::string f = op_of(target);
     if (int(args.size()) != sym_arity(target))
-        throw std::invalid_argument("symbolic operation '" + target + "' with " + std::to_string(args.size()) + " arguments");
+        throw std::invalid_argument("symbolic operation '" + target + "' with " + std::to_string(args.size()) +
+                                    " arguments");
     if (f == "sym_ite") return of(args[0]).as_double() != 0 ? args[1] : args[2];
     if (args.size() == 1) return value(unaries().at(f)(of(args[0])));
     return value(binaries().at(f)(of(args[0]), of(args[1])));

@@ -26,7 +26,8 @@ void check_depth(const json& j, const std::string& file, const std::string& fiel
         todo.pop_back();
         if (d > kMaxJsonDepth)
             throw InputError(file, field,
-                             "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels (a serialized program nests far less)");
+                             "JSON nested deeper than " + std::to_string(kMaxJsonDepth) +
+                                 " levels (a serialized program nests far less)");
         if (v->is_structured())
             for (const auto& c : *v) todo.emplace_back(&c, d + 1);
     }
@@ -78,11 +79,15 @@ struct WeightReader {
     /// gives them one storage (GPT-2's lm_head.weight and wte.weight: 154 MB read once).
     std::map<std::string, at::Tensor> records;
 
-    [[noreturn]] void fail(const std::string& field, const std::string& what) const { throw InputError(file, field, what); }
+    [[noreturn]] void fail(const std::string& field, const std::string& what) const {
+        throw InputError(file, field, what);
+    }
 
     at::ScalarType dtype(const json& code, const std::string& where) const {
         const auto d = code.is_number_integer() ? dtype_of_code(code.get<int64_t>()) : std::nullopt;
-        if (!d) fail(where, "dtype code " + code.dump() + " is unknown to this build (torch 2.11 serialization codes expected)");
+        if (!d)
+            fail(where,
+                 "dtype code " + code.dump() + " is unknown to this build (torch 2.11 serialization codes expected)");
         return *d;
     }
 
@@ -103,7 +108,9 @@ struct WeightReader {
         for (const auto& s : meta.at("strides")) w.strides.push_back(s.at("as_int").get<int64_t>());
         w.offset = meta.contains("storage_offset") ? meta["storage_offset"].value("as_int", int64_t(0)) : 0;
         if (w.sizes.size() != w.strides.size() || w.offset < 0 || w.sizes.size() > 64)
-            fail(fqn, "tensor_meta with inconsistent sizes/strides/offset (as many sizes as strides, at most 64, offset >= 0 expected)");
+            fail(fqn,
+                 "tensor_meta with inconsistent sizes/strides/offset (as many sizes as strides, at most 64, offset >= "
+                 "0 expected)");
         constexpr int64_t kHuge = int64_t(1) << 48;  // each size, stride, the offset and the element count below this
         __int128 numel = 1;
         w.last = w.offset;
@@ -121,15 +128,16 @@ struct WeightReader {
     }
 
     /// Bytes of a tensor described by tensor_meta, read from its record, with every size checked.
-    at::Tensor tensor(caffe2::serialize::PyTorchStreamReader& zip, const std::string& record, const json& meta, const std::string& fqn) {
+    at::Tensor tensor(caffe2::serialize::PyTorchStreamReader& zip, const std::string& record, const json& meta,
+                      const std::string& fqn) {
         const auto st = dtype(meta.at("dtype"), fqn);
         const View w = view(meta, fqn);
         if (!zip.hasRecord(record)) fail(record, "weight record missing from the archive (for '" + fqn + "')");
         const size_t bytes = zip.getRecordSize(record);
         const size_t elem = c10::elementSize(st);
         if (!w.empty && (w.last + 1) * __int128(elem) > __int128(bytes))
-            fail(fqn, "tensor_meta " + c10::str(at::IntArrayRef(w.sizes)) + " needs more bytes than record " + record + " holds (" +
-                          std::to_string(bytes) + ")");
+            fail(fqn, "tensor_meta " + c10::str(at::IntArrayRef(w.sizes)) + " needs more bytes than record " + record +
+                          " holds (" + std::to_string(bytes) + ")");
         const auto seen = records.find(record);
         const bool again = seen != records.end() && seen->second.scalar_type() == st;
         at::Tensor base = again ? seen->second : in_place(zip, record, st, bytes);
@@ -150,7 +158,8 @@ struct WeightReader {
     /// The record as a tensor over the archive's own bytes (its own storage, as torch.load gives
     /// each record one), or undefined where they cannot be shared: no shared bytes, a compressed
     /// record, a size that is not whole elements, or an address not aligned to the element.
-    at::Tensor in_place(caffe2::serialize::PyTorchStreamReader& zip, const std::string& record, at::ScalarType st, size_t bytes) const {
+    at::Tensor in_place(caffe2::serialize::PyTorchStreamReader& zip, const std::string& record, at::ScalarType st,
+                        size_t bytes) const {
         const size_t elem = c10::elementSize(st);
         if (!shared || bytes == 0 || bytes % elem != 0 || !shared->stored.count(record)) return {};
         const size_t off = zip.getRecordOffset(record);
@@ -172,22 +181,27 @@ struct WeightReader {
         const json j = parse_json(ptr.get(), n, file, config);
         try {
             const auto& cfg = j.at("config");
-            if (!cfg.is_object()) fail(config, "'config' is an object of FQN: weight entries, not " + std::string(cfg.type_name()));
+            if (!cfg.is_object())
+                fail(config, "'config' is an object of FQN: weight entries, not " + std::string(cfg.type_name()));
             for (auto it = cfg.begin(); it != cfg.end(); ++it) {
                 const std::string fqn = it.key();
                 const json& c = it.value();
                 if (!c.is_object())
-                    fail(config, "entry '" + fqn + "' is an object (path_name, tensor_meta), not " + std::string(c.type_name()));
+                    fail(config, "entry '" + fqn + "' is an object (path_name, tensor_meta), not " +
+                                     std::string(c.type_name()));
                 if (c.value("use_pickle", false))
-                    fail(fqn, "a pickled (tensor-subclass) weight; ampscope reads plain tensors only (export without tensor subclasses)");
+                    fail(fqn,
+                         "a pickled (tensor-subclass) weight; ampscope reads plain tensors only (export without tensor "
+                         "subclasses)");
                 const std::string path = c.at("path_name").get<std::string>();
                 if (path.empty() || path.find('/') != std::string::npos || path.find("..") != std::string::npos)
-                    fail(config, "path_name '" + path + "' of '" + fqn + "' is a record name inside " + dir + " (no '/' or '..')");
+                    fail(config, "path_name '" + path + "' of '" + fqn + "' is a record name inside " + dir +
+                                     " (no '/' or '..')");
                 out[fqn] = tensor(zip, dir + path, c.at("tensor_meta"), fqn);
                 if (views) {  // the record and the view: equal for tied weights
                     const auto& t = out[fqn];
-                    (*views)[fqn] = dir + path + " " + c10::toString(t.scalar_type()) + c10::str(t.sizes()) + c10::str(t.strides()) + "+" +
-                                    std::to_string(t.storage_offset());
+                    (*views)[fqn] = dir + path + " " + c10::toString(t.scalar_type()) + c10::str(t.sizes()) +
+                                    c10::str(t.strides()) + "+" + std::to_string(t.storage_offset());
                 }
             }
         } catch (const InputError&) {
@@ -209,16 +223,19 @@ void check_weights_against_graph(Program& p, const std::string& name) {
     for (const auto& in : p.inputs) {
         if (in.kind == InputSpec::Kind::User) continue;
         const auto meta = p.metas.find(in.arg);
-        auto& from = in.kind == InputSpec::Kind::Parameter ? p.parameters : in.kind == InputSpec::Kind::Buffer ? p.buffers : p.constants;
+        auto& from = in.kind == InputSpec::Kind::Parameter ? p.parameters
+                     : in.kind == InputSpec::Kind::Buffer  ? p.buffers
+                                                           : p.constants;
         const auto t = from.find(in.target);
         if (meta == p.metas.end() || t == from.end()) continue;
         const auto& m = meta->second;
-        const std::string config = in.kind == InputSpec::Kind::Constant ? "data/constants/" + name + "_constants_config.json"
-                                                                        : "data/weights/" + name + "_weights_config.json";
+        const std::string config = in.kind == InputSpec::Kind::Constant
+                                       ? "data/constants/" + name + "_constants_config.json"
+                                       : "data/weights/" + name + "_weights_config.json";
         auto fail = [&](const std::string& what, const std::string& have, const std::string& want) {
             throw InputError(p.file, config + " '" + in.target + "'",
-                             what + " " + have + " in the weights config, but the program's graph records " + want + " for '" + in.arg +
-                                 "' (a damaged or edited archive)");
+                             what + " " + have + " in the weights config, but the program's graph records " + want +
+                                 " for '" + in.arg + "' (a damaged or edited archive)");
         };
         const auto& ts = t->second;
         if (ts.scalar_type() != m.dtype) fail("dtype", c10::toString(ts.scalar_type()), c10::toString(m.dtype));
@@ -229,8 +246,9 @@ void check_weights_against_graph(Program& p, const std::string& name) {
     }
 }
 
-void read_weights(caffe2::serialize::PyTorchStreamReader& zip, const std::string& file, const std::string& config, const std::string& dir,
-                  std::map<std::string, at::Tensor>& out, std::map<std::string, std::string>* views, const SharedBytes* shared) {
+void read_weights(caffe2::serialize::PyTorchStreamReader& zip, const std::string& file, const std::string& config,
+                  const std::string& dir, std::map<std::string, at::Tensor>& out,
+                  std::map<std::string, std::string>* views, const SharedBytes* shared) {
     WeightReader{file, shared, {}}.tensors(zip, config, dir, out, views);
 }
 

@@ -42,8 +42,8 @@ std::vector<char> read_bytes(const std::string& path) {
 
 /// Why PyTorch's zip reader refused `bytes`: "not a zip archive", or what a zip archive lacks.
 std::string zip_refusal(const std::vector<char>& bytes, const std::string& source) {
-    const bool zip =
-        bytes.size() >= 4 && (std::memcmp(bytes.data(), "PK\x03\x04", 4) == 0 || std::memcmp(bytes.data(), "PK\x05\x06", 4) == 0);
+    const bool zip = bytes.size() >= 4 && (std::memcmp(bytes.data(), "PK\x03\x04", 4) == 0 ||
+                                           std::memcmp(bytes.data(), "PK\x05\x06", 4) == 0);
     if (!zip) return "not a zip archive";
     std::string why;
     try {
@@ -56,7 +56,8 @@ std::string zip_refusal(const std::vector<char>& bytes, const std::string& sourc
     }
     why = why.substr(0, why.find('\n'));
     if (why.find("hasRecord(\"version\")") != std::string::npos)
-        return "a zip archive without the 'version' record that torch.jit.save and torch.export.save write (removed, or the "
+        return "a zip archive without the 'version' record that torch.jit.save and torch.export.save write (removed, "
+               "or the "
                "archive was repacked)";
     if (const auto p = why.find("  (Could this error message be improved?"); p != std::string::npos) why.resize(p);
     return "a zip archive PyTorch's reader refuses (" + why + ")";
@@ -79,7 +80,8 @@ std::unique_ptr<Model> load_file(const std::string& source, const std::string& o
         case pt2::ZipKind::NotZip:
             throw InputError(source, "model",
                              zip_refusal(bytes, source) +
-                                 "; expected a TorchScript file (torch.jit.save) or a torch.export program (torch.export.save, .pt2)");
+                                 "; expected a TorchScript file (torch.jit.save) or a torch.export program "
+                                 "(torch.export.save, .pt2)");
         case pt2::ZipKind::Other:
             throw InputError(source, "model",
                              "a zip archive that is neither a TorchScript file nor a torch.export program "
@@ -101,15 +103,16 @@ std::unique_ptr<Model> load_model(const std::string& source, uint64_t seed, cons
         std::error_code ec;
         if (!fs::exists(source, ec)) throw InputError(source, "model", "file not found");
         if (fs::is_directory(source, ec))
-            throw InputError(source, "model", "is a directory; expected a TorchScript file (.pt) or a torch.export program (.pt2)");
+            throw InputError(source, "model",
+                             "is a directory; expected a TorchScript file (.pt) or a torch.export program (.pt2)");
         std::string file_hash;
         model = load_file(source, output, file_hash);
         model->info.sha256 = file_hash;
     }
     if (!output.empty() && model->info.kind != "torch.export")
-        throw InputError(
-            "", "output",
-            "'" + output + "': only torch.export programs with several outputs take --output; " + source + " returns one score tensor");
+        throw InputError("", "output",
+                         "'" + output + "': only torch.export programs with several outputs take --output; " + source +
+                             " returns one score tensor");
     model->info.source = source;
     auto state = model->named_state();
     model->info.weights_sha256 = weights_hash(state);

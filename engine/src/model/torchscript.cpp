@@ -65,7 +65,8 @@ void enter_scope(int64_t id) {
     ctx.scope.assign(1, run.plan->node_module[size_t(id)]);
     const bool fp32 = run.in_fp32(id);
     at::autocast::set_autocast_enabled(ctx.device_type, run.base_autocast && !fp32);
-    if (fp32 && run.base_autocast && (ctx.regions_hit.empty() || ctx.regions_hit.back() != run.plan->node_module[size_t(id)]))
+    if (fp32 && run.base_autocast &&
+        (ctx.regions_hit.empty() || ctx.regions_hit.back() != run.plan->node_module[size_t(id)]))
         ctx.regions_hit.push_back(run.plan->node_module[size_t(id)]);
 }
 
@@ -81,7 +82,9 @@ at::Tensor to_fp32(const at::Tensor& x, int64_t id, int64_t producer) {
 
 TORCH_LIBRARY(ampscope, m) {
     m.def(torch::schema("ampscope::enter_scope(int id) -> ()", c10::AliasAnalysisKind::CONSERVATIVE), &enter_scope);
-    m.def(torch::schema("ampscope::to_fp32(Tensor x, int id, int producer) -> Tensor", c10::AliasAnalysisKind::CONSERVATIVE), &to_fp32);
+    m.def(torch::schema("ampscope::to_fp32(Tensor x, int id, int producer) -> Tensor",
+                        c10::AliasAnalysisKind::CONSERVATIVE),
+          &to_fp32);
 }
 
 using NodePaths = std::unordered_map<torch::jit::Node*, std::string>;
@@ -165,7 +168,8 @@ void instrument_block(torch::jit::Block* block, ScriptPlan& plan, bool casts, co
                     producer = int64_t(plan.producer_module.size());
                     plan.producer_module.push_back(made->second);
                 }
-                Node* cast = g->create(Symbol::fromQualString("ampscope::to_fp32"), {v, id_value, g->insertConstant(producer)}, 1);
+                Node* cast = g->create(Symbol::fromQualString("ampscope::to_fp32"),
+                                       {v, id_value, g->insertConstant(producer)}, 1);
                 cast->output()->setType(v->type());
                 g->insertNode(cast);
                 n->replaceInput(i, cast->output());
@@ -208,13 +212,14 @@ public:
         if (out.isTensor()) return out.toTensor();
         if (out.isTuple() && !out.toTupleRef().elements().empty() && out.toTupleRef().elements()[0].isTensor())
             return out.toTupleRef().elements()[0].toTensor();
-        const std::string found = out.isGenericDict() ? "a dict"
-                                  : out.isList()      ? "a list"
-                                  : out.isNone()      ? "None"
-                                  : out.isTuple()     ? (out.toTupleRef().elements().empty()
-                                                             ? std::string("an empty tuple")
-                                                             : "a tuple whose first element is " + out.toTupleRef().elements()[0].tagKind())
-                                                      : out.tagKind();
+        const std::string found =
+            out.isGenericDict() ? "a dict"
+            : out.isList()      ? "a list"
+            : out.isNone()      ? "None"
+            : out.isTuple()     ? (out.toTupleRef().elements().empty()
+                                       ? std::string("an empty tuple")
+                                       : "a tuple whose first element is " + out.toTupleRef().elements()[0].tagKind())
+                                : out.tagKind();
         throw ModelError("the model " + info.source + " returned " + found +
                          " from forward; expected a Tensor [N, scores] (or a tuple whose first element is one)");
     }
@@ -304,7 +309,8 @@ std::unique_ptr<Model> load_torchscript(const std::string& source) {
         throw InputError(source, "model", "not a loadable TorchScript file (expected torch.jit.save output): " + what);
     }
     auto sm = std::make_unique<ScriptModel>(std::move(m));
-    if (!sm->module().find_method("forward")) throw InputError(source, "model", "the TorchScript module has no forward method");
+    if (!sm->module().find_method("forward"))
+        throw InputError(source, "model", "the TorchScript module has no forward method");
     // The first argument of a method is the module, whatever its name (`def forward(s, x)`).
     const auto& args = sm->module().get_method("forward").function().getSchema().arguments();
     for (size_t i = 0; i < args.size(); ++i) {

@@ -60,7 +60,8 @@ Parts mx(const at::Tensor& x, Fp8Element element) {
     const auto pow2 = at::bitwise_and(at::bitwise_right_shift(max_abs.view(at::kInt), 23), 255) - 127;
     auto biased = (at::clamp(pow2 - emax, -127, 128) + 127).to(at::kByte);
     biased = at::where(at::isnan(max_abs), c10::Scalar(255), biased);
-    const auto scale_fp32 = at::clamp_min(at::bitwise_left_shift(biased.to(at::kInt), 23).view(at::kFloat), std::ldexp(1.0, -126));
+    const auto scale_fp32 =
+        at::clamp_min(at::bitwise_left_shift(biased.to(at::kInt), 23).view(at::kFloat), std::ldexp(1.0, -126));
     Parts p;
     p.y = xb / scale_fp32;
     p.e = at::clamp(p.y, -fmax, fmax).to(dtype_of(element)).to(at::kFloat);
@@ -195,8 +196,8 @@ at::Tensor quantize_dequantize(const at::Tensor& x, const QuantSpec& spec_in, Qu
         if (stats) *stats = QuantStats{spec.scheme, spec.element};
         return x32.clone();
     }
-    const Parts p =
-        (spec.scheme == Fp8Scheme::Tensorwise || spec.scheme == Fp8Scheme::Rowwise) ? scaled_fp8(x32, spec) : blocked(x32, spec);
+    const Parts p = (spec.scheme == Fp8Scheme::Tensorwise || spec.scheme == Fp8Scheme::Rowwise) ? scaled_fp8(x32, spec)
+                                                                                                : blocked(x32, spec);
     if (stats) {
         *stats = QuantStats{};
         stats->scheme = spec.scheme;

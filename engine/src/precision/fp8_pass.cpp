@@ -40,7 +40,8 @@ at::Tensor quantize_operand(const at::Tensor& t, const char* operand) {
 at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias) {
     c10::impl::ExcludeDispatchKeyGuard no_fp8(kFp8Key);
     const auto dt = x.device().type();
-    if (!at::autocast::is_autocast_enabled(dt) || !at::isFloatingType(x.scalar_type()) || !at::isFloatingType(w.scalar_type()))
+    if (!at::autocast::is_autocast_enabled(dt) || !at::isFloatingType(x.scalar_type()) ||
+        !at::isFloatingType(w.scalar_type()))
         return at::linear(x, w, bias);  // an FP32 region, or not a floating GEMM
     const auto out_dtype = at::autocast::get_autocast_dtype(dt);
     at::RecordFunctionGuard quiet(false);  // the emulation's own ops are not the model's: aten::linear is

@@ -12,8 +12,8 @@
 //
 // The hook is a kernel for aten::linear on a dispatch key LibTorch leaves unused on CPU and CUDA
 // (AutocastPrivateUse1, a fallthrough for every other op), included in (and no longer excluded
-// from) the calling thread's dispatch keys while an Fp8PassGuard lives: whatever runs the model (demo models, TorchScript,
-// the torch.export interpreter) reaches it through the dispatcher.
+// from) the calling thread's dispatch keys while an Fp8PassGuard lives: whatever runs the model (demo models,
+// TorchScript, the torch.export interpreter) reaches it through the dispatcher.
 
 #include <vector>
 

@@ -57,7 +57,8 @@ struct GradScaler::Impl {
             opt.step();
             return true;
         }
-        if (stage == Stage::Stepped) throw std::runtime_error("step() has already been called since the last update().");
+        if (stage == Stage::Stepped)
+            throw std::runtime_error("step() has already been called since the last update().");
         if (stage == Stage::Ready) unscale(params);
         return step_known(opt, found_inf.item<float>() != 0.0f);  // PyTorch's own host read
     }

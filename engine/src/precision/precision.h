@@ -31,7 +31,8 @@ bool within(const std::string& path, const std::string& module);
 /// Whether ops attributed to module `path` run without autocast in an AMP pass: inside an FP32
 /// region (a region covers its submodules) or, in a pass that runs only one module under
 /// autocast (the advisor's sensitivity passes), outside that module.
-bool runs_fp32(const std::string& path, const std::vector<std::string>& keep_fp32, const std::optional<std::string>& amp_only);
+bool runs_fp32(const std::string& path, const std::vector<std::string>& keep_fp32,
+               const std::optional<std::string>& amp_only);
 /// The innermost kept module (FP32 region) that `path` lies in; nullopt when none. Values
 /// produced inside it are not cast when they enter one of its ops: a region is
 /// `torch.autocast(enabled=False)` around the module plus a cast of the module's floating
@@ -104,7 +105,8 @@ public:
     /// weights' casts are kept until the region ends (torch.autocast's cache_enabled); without
     /// it each use casts again (same values) and a cast weight is freed after its op.
     AutocastGuard(at::DeviceType dt, Precision p, bool cache = true)
-        : AutocastGuard(dt, p != Precision::Fp32, p != Precision::Fp32 ? dtype_of(p) : at::autocast::get_autocast_dtype(dt), cache) {}
+        : AutocastGuard(dt, p != Precision::Fp32,
+                        p != Precision::Fp32 ? dtype_of(p) : at::autocast::get_autocast_dtype(dt), cache) {}
     /// An explicit region, as a model's own torch.autocast(device, dtype, enabled, cache_enabled).
     AutocastGuard(at::DeviceType dt, bool enabled, at::ScalarType dtype, bool cache) : dt_(dt) {
         prev_enabled_ = at::autocast::is_autocast_enabled(dt_);

@@ -24,7 +24,8 @@ bool within(const std::string& path, const std::string& module) {
            (path.size() > module.size() && path.compare(0, module.size(), module) == 0 && path[module.size()] == '.');
 }
 
-bool runs_fp32(const std::string& path, const std::vector<std::string>& keep_fp32, const std::optional<std::string>& amp_only) {
+bool runs_fp32(const std::string& path, const std::vector<std::string>& keep_fp32,
+               const std::optional<std::string>& amp_only) {
     if (amp_only && !within(path, *amp_only)) return true;
     if (keep_fp32.empty()) return false;
     for (std::string p = path;;) {  // a region covers its submodules
@@ -55,11 +56,12 @@ void check_fp32_regions(const ModelInfo& info, bool has_module_scopes, const std
     if (shown > 40) listing += ", ... (" + std::to_string(shown) + " modules)";
     for (size_t i = 0; i < globs.size(); ++i) {
         const auto& g = globs[i];
-        const std::string field = "keep_fp32[" + std::to_string(i) + "]";  // which glob: the CLI tells a flag's from a file's
+        const std::string field =
+            "keep_fp32[" + std::to_string(i) + "]";  // which glob: the CLI tells a flag's from a file's
         if (g.empty())
-            throw InputError(
-                "", field,
-                "an empty glob; expected a module path or glob such as 'blocks.1.*'. Modules of " + info.source + ": " + listing);
+            throw InputError("", field,
+                             "an empty glob; expected a module path or glob such as 'blocks.1.*'. Modules of " +
+                                 info.source + ": " + listing);
         if (matches_any("", {g}))
             throw InputError("", field,
                              "'" + clip_echo(g) +
@@ -68,7 +70,9 @@ void check_fp32_regions(const ModelInfo& info, bool has_module_scopes, const std
                                  info.source + ": " + listing);
         bool hit = false;
         for (const auto& m : info.modules) hit = hit || (!m.empty() && matches_any(m, {g}));
-        if (!hit) throw InputError("", field, "'" + clip_echo(g) + "' matches no module of " + info.source + "; modules: " + listing);
+        if (!hit)
+            throw InputError("", field,
+                             "'" + clip_echo(g) + "' matches no module of " + info.source + "; modules: " + listing);
     }
 }
 
@@ -102,7 +106,8 @@ ModuleScope::~ModuleScope() {
     ctx.scope.pop_back();
 }
 
-at::Tensor scoped(const std::string& path, const at::Tensor& x, const std::function<at::Tensor(const at::Tensor&)>& fn) {
+at::Tensor scoped(const std::string& path, const at::Tensor& x,
+                  const std::function<at::Tensor(const at::Tensor&)>& fn) {
     ModuleScope s(path);
     if (s.fp32() && x.is_floating_point() && x.scalar_type() != at::kFloat) return fn(x.to(at::kFloat));
     return fn(x);

@@ -145,7 +145,8 @@ std::vector<char> read_all(const std::string& path) {
 /// float targets.
 enum class Want { Input, Floating, Integer };
 
-at::Tensor as_tensor(const c10::IValue& v, const PtArchive& ar, const std::string& file, const std::string& field, Want want) {
+at::Tensor as_tensor(const c10::IValue& v, const PtArchive& ar, const std::string& file, const std::string& field,
+                     Want want) {
     if (!v.isTensor()) throw InputError(file, field, "expected a Tensor, found " + v.tagKind());
     const auto& raw = v.toTensor();
     check_tensor_fits(raw, ar.bytes_for(raw), file, field);  // before any element is read
@@ -153,14 +154,17 @@ at::Tensor as_tensor(const c10::IValue& v, const PtArchive& ar, const std::strin
     const std::string found = std::string(c10::toString(st)) + " " + shape_str(raw.sizes());
     const bool floating = at::isFloatingType(st) && !at::isComplexType(st);
     // token ids, positions (integer) and masks (bool) keep their dtype: autocast never touches them
-    const bool token = st == at::kLong || st == at::kInt || st == at::kShort || st == at::kChar || st == at::kByte || st == at::kBool;
+    const bool token =
+        st == at::kLong || st == at::kInt || st == at::kShort || st == at::kChar || st == at::kByte || st == at::kBool;
     if (want == Want::Input && !floating && !token)
         throw InputError(file, field,
-                         "expected a floating-point (float32, float64, float16, bfloat16), integer (int64, int32, int16, int8, uint8) "
+                         "expected a floating-point (float32, float64, float16, bfloat16), integer (int64, int32, "
+                         "int16, int8, uint8) "
                          "or bool Tensor, found " +
                              found);
     if (want == Want::Floating && !floating)
-        throw InputError(file, field, "expected a floating-point Tensor (float32, float64, float16 or bfloat16), found " + found);
+        throw InputError(file, field,
+                         "expected a floating-point Tensor (float32, float64, float16 or bfloat16), found " + found);
     if (want == Want::Integer && (!at::isIntegralType(st, /*includeBool=*/false)))
         throw InputError(file, field, "expected an integer Tensor (int64 class indices), found " + found);
     auto t = raw.detach();
@@ -179,18 +183,20 @@ void read_labels(const c10::IValue& v, const PtArchive& ar, const std::string& p
                              std::string(c10::toString(l.scalar_type())) + " " + shape_str(l.sizes()));
     if (l.size(0) != n)
         throw InputError(path, "labels",
-                         "has " + std::to_string(l.size(0)) + " entries; expected " + std::to_string(n) + " (one per sample in inputs)");
+                         "has " + std::to_string(l.size(0)) + " entries; expected " + std::to_string(n) +
+                             " (one per sample in inputs)");
     ps.label_width = l.dim() == 2 ? int(l.size(1)) : 0;
-    if (l.dim() == 2 && l.size(1) == 0) throw InputError(path, "labels", "token labels [N, 0]: expected at least one position");
+    if (l.dim() == 2 && l.size(1) == 0)
+        throw InputError(path, "labels", "token labels [N, 0]: expected at least one position");
     l = l.to(at::kLong).contiguous();
     ps.labels.assign(l.data_ptr<int64_t>(), l.data_ptr<int64_t>() + l.numel());
     const int64_t w = std::max(1, ps.label_width);
     for (size_t i = 0; i < ps.labels.size(); ++i) {
         const int64_t x = ps.labels[i];
         if (x >= 0 || (ps.label_width > 0 && x == -100)) continue;
-        const std::string at = ps.label_width > 0
-                                   ? "sample " + std::to_string(int64_t(i) / w) + ", position " + std::to_string(int64_t(i) % w)
-                                   : "sample " + std::to_string(i);
+        const std::string at = ps.label_width > 0 ? "sample " + std::to_string(int64_t(i) / w) + ", position " +
+                                                        std::to_string(int64_t(i) % w)
+                                                  : "sample " + std::to_string(i);
         throw InputError(path, "labels",
                          "label " + std::to_string(x) + " of " + at + " is negative; expected " +
                              (ps.label_width > 0 ? "a token id >= 0 or -100 (ignored)" : "a class index >= 0"));
@@ -201,17 +207,29 @@ std::vector<std::string> as_strings(const c10::IValue& v, const std::string& fil
     std::vector<std::string> out;
     if (v.isList()) {
         for (const auto& e : v.toListRef()) {
-            if (!e.isString()) throw InputError(file, field, "expected a list of str, found an element of type " + e.tagKind());
+            if (!e.isString())
+                throw InputError(file, field, "expected a list of str, found an element of type " + e.tagKind());
             out.push_back(e.toStringRef());
         }
     } else if (v.isTuple()) {
         for (const auto& e : v.toTupleRef().elements()) {
-            if (!e.isString()) throw InputError(file, field, "expected a list of str, found an element of type " + e.tagKind());
+            if (!e.isString())
+                throw InputError(file, field, "expected a list of str, found an element of type " + e.tagKind());
             out.push_back(e.toStringRef());
         }
     } else {
         throw InputError(file, field, "expected a list of str, found " + v.tagKind());
     }
+    return out;
+}
+
+/// A probe file's per-sample strings (`key`: ids or tags), n of them; empty when absent.
+std::vector<std::string> sample_strings(std::map<std::string, c10::IValue>& d, const std::string& key,
+                                        const std::string& path, int64_t n) {
+    if (!d.count(key)) return {};
+    auto out = as_strings(d[key], path, key);
+    if (int64_t(out.size()) != n)
+        throw InputError(path, key, "has " + std::to_string(out.size()) + " entries; expected " + std::to_string(n));
     return out;
 }
 
@@ -236,7 +254,8 @@ ProbeSet load_pt(const std::string& path) {
     else if (in.isList() || in.isTuple()) {
         int i = 0;
         auto elems = in.isList() ? in.toListRef().vec() : in.toTupleRef().elements().vec();
-        for (const auto& e : elems) ps.inputs.push_back(as_tensor(e, ar, path, "inputs[" + std::to_string(i++) + "]", Want::Input));
+        for (const auto& e : elems)
+            ps.inputs.push_back(as_tensor(e, ar, path, "inputs[" + std::to_string(i++) + "]", Want::Input));
         if (ps.inputs.empty()) throw InputError(path, "inputs", "empty list; expected at least one Tensor");
     } else {
         throw InputError(path, "inputs", "expected a Tensor [N, ...] or a list of them, found " + in.tagKind());
@@ -250,39 +269,34 @@ ProbeSet load_pt(const std::string& path) {
         }
         for (int64_t d = 1; d < x.dim(); ++d)
             if (x.size(d) == 0)
-                throw InputError(path, field,
-                                 "shape " + shape_str(x.sizes()) + " holds no values per sample (dimension " + std::to_string(d) +
-                                     " is 0: a sequence of length 0 has no position to compare); expected at least one");
+                throw InputError(
+                    path, field,
+                    "shape " + shape_str(x.sizes()) + " holds no values per sample (dimension " + std::to_string(d) +
+                        " is 0: a sequence of length 0 has no position to compare); expected at least one");
     }
     const int64_t n = ps.inputs[0].size(0);
     for (size_t i = 1; i < ps.inputs.size(); ++i)
         if (ps.inputs[i].dim() > 0 && ps.inputs[i].size(0) != n)
             throw InputError(path, "inputs[" + std::to_string(i) + "]",
-                             "has " + std::to_string(ps.inputs[i].size(0)) + " samples; expected " + std::to_string(n) + " like inputs[0]");
+                             "has " + std::to_string(ps.inputs[i].size(0)) + " samples; expected " + std::to_string(n) +
+                                 " like inputs[0]");
     if (n == 0) throw InputError(path, "inputs", "empty probe set; expected at least one sample");
     if (d.count("labels")) read_labels(d["labels"], ar, path, n, ps);
     if (d.count("targets")) {
         auto t = as_tensor(d["targets"], ar, path, "targets", Want::Floating);
         if (t.dim() < 1 || t.size(0) != n)
-            throw InputError(path, "targets", "expected a float Tensor [" + std::to_string(n) + ", ...], found " + shape_str(t.sizes()));
+            throw InputError(path, "targets",
+                             "expected a float Tensor [" + std::to_string(n) + ", ...], found " + shape_str(t.sizes()));
         t = t.reshape({n, -1}).contiguous();
-        if (t.size(1) == 0) throw InputError(path, "targets", "has no values per sample; expected a float Tensor [N, K] with K >= 1");
+        if (t.size(1) == 0)
+            throw InputError(path, "targets", "has no values per sample; expected a float Tensor [N, K] with K >= 1");
         ps.target_width = int(t.size(1));
         ps.targets.assign(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
     }
-    std::vector<std::string> ids, tags;
-    if (d.count("ids")) {
-        ids = as_strings(d["ids"], path, "ids");
-        if (int64_t(ids.size()) != n)
-            throw InputError(path, "ids", "has " + std::to_string(ids.size()) + " entries; expected " + std::to_string(n));
-    }
-    if (d.count("tags")) {
-        tags = as_strings(d["tags"], path, "tags");
-        if (int64_t(tags.size()) != n)
-            throw InputError(path, "tags", "has " + std::to_string(tags.size()) + " entries; expected " + std::to_string(n));
-    }
+    const auto ids = sample_strings(d, "ids", path, n), tags = sample_strings(d, "tags", path, n);
     for (int64_t i = 0; i < n; ++i)
-        ps.samples.push_back({ids.empty() ? std::to_string(i) : ids[size_t(i)], tags.empty() ? "ordinary" : tags[size_t(i)]});
+        ps.samples.push_back(
+            {ids.empty() ? std::to_string(i) : ids[size_t(i)], tags.empty() ? "ordinary" : tags[size_t(i)]});
     Sha256 h;
     h.update(bytes.data(), bytes.size());
     ps.info.sha256 = h.hex();
@@ -306,9 +320,8 @@ std::string_view csv_text(const std::vector<char>& bytes, const std::string& pat
     return text;
 }
 
-ProbeSet load_csv(const std::string& path) {
-    const auto file_bytes = read_all(path);
-    const std::string_view bytes = csv_text(file_bytes, path);
+/// The rows of a CSV text (libcsv, strict); InputError when malformed.
+CsvRows parse_csv(std::string_view bytes, const std::string& path) {
     csv_parser p;
     csv_init(&p, CSV_STRICT | CSV_STRICT_FINI | CSV_APPEND_NULL);
     CsvRows r;
@@ -320,12 +333,20 @@ ProbeSet load_csv(const std::string& path) {
         rr->rows.push_back(std::move(rr->cur));
         rr->cur.clear();
     };
-    if (csv_parse(&p, bytes.data(), bytes.size(), on_field, on_row, &r) != bytes.size() || csv_fini(&p, on_field, on_row, &r) != 0) {
+    if (csv_parse(&p, bytes.data(), bytes.size(), on_field, on_row, &r) != bytes.size() ||
+        csv_fini(&p, on_field, on_row, &r) != 0) {
         const std::string err = csv_strerror(csv_error(&p));
         csv_free(&p);
         throw InputError(path, "", "malformed CSV: " + err);
     }
     csv_free(&p);
+    return r;
+}
+
+ProbeSet load_csv(const std::string& path) {
+    const auto file_bytes = read_all(path);
+    const std::string_view bytes = csv_text(file_bytes, path);
+    const CsvRows r = parse_csv(bytes, path);
     if (r.rows.empty()) throw InputError(path, "header", "missing; expected a header row naming the columns");
     const auto header = r.rows.front();
     int id_col = -1, tag_col = -1, label_col = -1;
@@ -363,15 +384,18 @@ ProbeSet load_csv(const std::string& path) {
     for (int64_t i = 0; i < n; ++i) {
         const auto& row = r.rows[size_t(i + 1)];
         if (row.size() != header.size())
-            throw InputError(path, "row " + std::to_string(i + 2),
-                             "has " + std::to_string(row.size()) + " fields; expected " + std::to_string(header.size()));
+            throw InputError(
+                path, "row " + std::to_string(i + 2),
+                "has " + std::to_string(row.size()) + " fields; expected " + std::to_string(header.size()));
         for (size_t j = 0; j < feature_cols.size(); ++j)
-            xp[i * int64_t(feature_cols.size()) + int64_t(j)] = float(number(row[size_t(feature_cols[j])], i, feature_cols[j]));
+            xp[i * int64_t(feature_cols.size()) + int64_t(j)] =
+                float(number(row[size_t(feature_cols[j])], i, feature_cols[j]));
         if (label_col >= 0) {
             const double l = number(row[size_t(label_col)], i, label_col);
             if (l != std::floor(l) || l < 0 || l > double(1 << 30))
-                throw InputError(path, "row " + std::to_string(i + 2) + ", column 'label'",
-                                 "'" + row[size_t(label_col)] + "' is not a class index; expected an integer in [0, 2^30]");
+                throw InputError(
+                    path, "row " + std::to_string(i + 2) + ", column 'label'",
+                    "'" + row[size_t(label_col)] + "' is not a class index; expected an integer in [0, 2^30]");
             ps.labels.push_back(int64_t(l));
         }
         for (int c : target_cols) ps.targets.push_back(float(number(row[size_t(c)], i, c)));
@@ -396,10 +420,11 @@ bool scores_a_token_label(const ProbeSet& ps) {
 }
 
 InputError no_token_label_scored(const std::string& file, const std::string& what) {
-    return InputError(file, "labels",
-                      "every token label at positions 1 to T - 1 is -100 (ignored): nothing would be " + what +
-                          " (the logits at t predict the label at t + 1, so position 0's label never is); expected at least one "
-                          "label to score");
+    return InputError(
+        file, "labels",
+        "every token label at positions 1 to T - 1 is -100 (ignored): nothing would be " + what +
+            " (the logits at t predict the label at t + 1, so position 0's label never is); expected at least one "
+            "label to score");
 }
 
 ProbeSet load_training_data(const std::string& source, Model& model, uint64_t seed, bool need_truth) {
@@ -411,7 +436,8 @@ ProbeSet load_training_data(const std::string& source, Model& model, uint64_t se
         return ps;
     }
     if (model.info.kind != "demo")
-        throw InputError("demo", "--data", "the built-in training set belongs to the demo models; give a .pt or .csv file");
+        throw InputError("demo", "--data",
+                         "the built-in training set belongs to the demo models; give a .pt or .csv file");
     // Classifiers: samples grouped by class in file order (batches are taken in file order),
     // each class a prototype pattern of magnitude ~30 plus noise. The head's gradient of a
     // one-class batch is then consistent across the batch: above 1 at the start, so that,
@@ -484,14 +510,15 @@ void check_samples(const ProbeSet& ps, const std::string& file) {
         const auto& s = ps.samples[i];
         if (s.id.empty()) throw InputError(file, "ids", "empty sample id; every sample needs a non-empty id");
         if (!printable_utf8(s.id))
-            throw InputError(
-                file, "ids",
-                "the id of sample " + std::to_string(i) + " is not printable UTF-8 text; expected UTF-8 without control characters");
+            throw InputError(file, "ids",
+                             "the id of sample " + std::to_string(i) +
+                                 " is not printable UTF-8 text; expected UTF-8 without control characters");
         if (!printable_utf8(s.tag))
-            throw InputError(
-                file, "tags",
-                "the tag of sample " + std::to_string(i) + " is not printable UTF-8 text; expected UTF-8 without control characters");
-        if (!seen.insert(s.id).second) throw InputError(file, "ids", "duplicate sample id '" + s.id + "'; ids must be unique");
+            throw InputError(file, "tags",
+                             "the tag of sample " + std::to_string(i) +
+                                 " is not printable UTF-8 text; expected UTF-8 without control characters");
+        if (!seen.insert(s.id).second)
+            throw InputError(file, "ids", "duplicate sample id '" + s.id + "'; ids must be unique");
     }
 }
 
@@ -512,7 +539,8 @@ ProbeSet read_probe_file(const std::string& source) {
         throw InputError(source, "probes", "unknown file type '" + ext + "'; expected .pt (torch.save dict) or .csv");
     check_samples(ps, source);
     if (!ps.labels.empty() && !ps.targets.empty())
-        throw InputError(source, "labels", "both labels and targets given; expected labels (classifier) or targets (regressor)");
+        throw InputError(source, "labels",
+                         "both labels and targets given; expected labels (classifier) or targets (regressor)");
     return ps;
 }
 
@@ -520,8 +548,9 @@ ProbeSet load_probes(const std::string& source, Model& model, uint64_t seed, boo
     ProbeSet ps;
     if (source == "demo") {
         if (model.info.kind != "demo")
-            throw InputError("demo", "--probes",
-                             "the built-in probe set belongs to the demo models; give a .pt or .csv file for " + model.info.source);
+            throw InputError(
+                "demo", "--probes",
+                "the built-in probe set belongs to the demo models; give a .pt or .csv file for " + model.info.source);
         ps = demo_probes(model, seed);
     } else {
         ps = read_probe_file(source);
@@ -530,9 +559,10 @@ ProbeSet load_probes(const std::string& source, Model& model, uint64_t seed, boo
     const std::string file = source;
     for (size_t i = 0; i < ps.inputs.size() && !scalar_inputs; ++i)
         if (ps.inputs[i].dim() == 0)
-            throw InputError(file, "inputs[" + std::to_string(i) + "]",
-                             "is a scalar; a comparison cuts the probes into batches along dimension 0: expected a Tensor [N, ...] "
-                             "(a per-batch scalar input is taken by train and replay only)");
+            throw InputError(
+                file, "inputs[" + std::to_string(i) + "]",
+                "is a scalar; a comparison cuts the probes into batches along dimension 0: expected a Tensor [N, ...] "
+                "(a per-batch scalar input is taken by train and replay only)");
     if (!model.input_names.empty() || model.info.kind == "torchscript") {
         const size_t given = ps.inputs.size(), most = model.input_names.size();
         if (given < model.required_inputs || given > most) {
@@ -540,27 +570,29 @@ ProbeSet load_probes(const std::string& source, Model& model, uint64_t seed, boo
             for (const auto& nm : model.input_names) names += (names.empty() ? "" : ", ") + nm;
             throw InputError(file, "inputs",
                              "gives " + std::to_string(given) + " input tensor(s); the model's forward takes " +
-                                 (model.required_inputs == most ? std::to_string(most)
-                                                                : std::to_string(model.required_inputs) + " to " + std::to_string(most)) +
+                                 (model.required_inputs == most
+                                      ? std::to_string(most)
+                                      : std::to_string(model.required_inputs) + " to " + std::to_string(most)) +
                                  " (" + names + "): save 'inputs' as a list of that many tensors [N, ...]");
         }
     }
     // shapes against what the model expects, when known
     if (!model.input_shapes.empty()) {
         if (ps.inputs.size() != model.input_shapes.size())
-            throw InputError(
-                file, "inputs",
-                "has " + std::to_string(ps.inputs.size()) + " input tensors; the model takes " + std::to_string(model.input_shapes.size()));
+            throw InputError(file, "inputs",
+                             "has " + std::to_string(ps.inputs.size()) + " input tensors; the model takes " +
+                                 std::to_string(model.input_shapes.size()));
         for (size_t i = 0; i < ps.inputs.size(); ++i) {
-            if (ps.inputs[i].dim() == 0) continue;  // a per-batch scalar (scalar_inputs): checked by the program's signature
+            if (ps.inputs[i].dim() == 0)
+                continue;  // a per-batch scalar (scalar_inputs): checked by the program's signature
             const auto& want = model.input_shapes[i];
             auto got = ps.inputs[i].sizes().slice(1);
             if (got.vec() != want) {
                 std::string expect = "[N";
                 for (auto d : want) expect += ", " + std::to_string(d);
                 throw InputError(file, ps.inputs.size() > 1 ? "inputs[" + std::to_string(i) + "]" : "inputs",
-                                 "shape " + shape_str(ps.inputs[i].sizes()) + " does not fit the model; expected " + expect + "] (rank " +
-                                     std::to_string(want.size() + 1) + ")");
+                                 "shape " + shape_str(ps.inputs[i].sizes()) + " does not fit the model; expected " +
+                                     expect + "] (rank " + std::to_string(want.size() + 1) + ")");
             }
         }
         if (!ps.labels.empty() && model.num_outputs > 0 && ps.label_width == 0)
@@ -568,11 +600,13 @@ ProbeSet load_probes(const std::string& source, Model& model, uint64_t seed, boo
                 if (ps.labels[i] >= model.num_outputs)
                     throw InputError(file, "labels",
                                      "label " + std::to_string(ps.labels[i]) + " of sample '" + ps.samples[i].id +
-                                         "' is out of range; the model has " + std::to_string(model.num_outputs) + " classes");
+                                         "' is out of range; the model has " + std::to_string(model.num_outputs) +
+                                         " classes");
     }
     ps.info.count = int(ps.samples.size());
     for (const auto& s : ps.samples) ps.info.tags[s.tag]++;
-    for (const auto& t : ps.inputs) ps.info.input_shapes.push_back(t.dim() == 0 ? std::vector<int64_t>{} : t.sizes().slice(1).vec());
+    for (const auto& t : ps.inputs)
+        ps.info.input_shapes.push_back(t.dim() == 0 ? std::vector<int64_t>{} : t.sizes().slice(1).vec());
     ps.info.has_labels = !ps.labels.empty();
     ps.info.has_targets = !ps.targets.empty();
     ps.info.label_width = ps.label_width;

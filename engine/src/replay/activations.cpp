@@ -17,8 +17,8 @@ namespace ampscope::detail::ckpt {
 namespace {
 
 /// Each module's last observed op, in first-appearance order.
-std::vector<LayerStat> last_per_module(Model& model, const std::vector<at::Tensor>& inputs, const at::Device& device, Precision p,
-                                       const std::vector<std::string>& keep_fp32, uint64_t seed) {
+std::vector<LayerStat> last_per_module(Model& model, const std::vector<at::Tensor>& inputs, const at::Device& device,
+                                       Precision p, const std::vector<std::string>& keep_fp32, uint64_t seed) {
     std::vector<std::pair<at::Tensor, at::Tensor>> saved;
     at::NoGradGuard ng;
     for (auto& [name, t] : model.named_state()) saved.emplace_back(t, t.clone());
@@ -50,8 +50,9 @@ std::vector<LayerStat> last_per_module(Model& model, const std::vector<at::Tenso
 
 }  // namespace
 
-std::vector<ReplayLayer> activation_departures(Model& ref, Model& amp, const std::vector<at::Tensor>& inputs, const at::Device& device,
-                                               Precision p, const std::vector<std::string>& keep_fp32, uint64_t seed) {
+std::vector<ReplayLayer> activation_departures(Model& ref, Model& amp, const std::vector<at::Tensor>& inputs,
+                                               const at::Device& device, Precision p,
+                                               const std::vector<std::string>& keep_fp32, uint64_t seed) {
     const auto r = last_per_module(ref, inputs, device, Precision::Fp32, {}, seed);
     const auto a = last_per_module(amp, inputs, device, p, keep_fp32, seed);
     std::map<std::string, const LayerStat*> by_module;

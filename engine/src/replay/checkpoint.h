@@ -117,8 +117,8 @@ struct MapContext {
 /// moment's shape and casts the state as load_state_dict casts it. Rewrites each group's
 /// params to model indices and keys the state by model index; `warnings` gets what the job's
 /// optimizer did not hold (parameters it never stepped).
-void map_optimizer(OptimizerState& o, const std::vector<at::Tensor>& params, const std::vector<std::string>& names, const MapContext& ctx,
-                   std::vector<std::string>& warnings);
+void map_optimizer(OptimizerState& o, const std::vector<at::Tensor>& params, const std::vector<std::string>& names,
+                   const MapContext& ctx, std::vector<std::string>& warnings);
 
 /// The optimizer's kind where the file cannot tell (read_optimizer leaves "adam|adamw" for an
 /// Adam/AdamW state from PyTorch <= 2.6, which has no decoupled_weight_decay key): `forced`

@@ -49,7 +49,8 @@ Names trainer_groups(const std::vector<std::string>& names, const std::map<std::
 
 /// --param-groups FILE: [["name", ...], ...] or {"param_groups": [["name", ...] | {"param_names": [...]}, ...]}.
 Names read_groups_file(const std::string& path) {
-    const std::string expected = "a list per param group of parameter names, in the optimizer's order: [[\"fc1.weight\", ...], ...]";
+    const std::string expected =
+        "a list per param group of parameter names, in the optimizer's order: [[\"fc1.weight\", ...], ...]";
     require_regular_file(path, "--param-groups", "a JSON file: " + expected);
     nlohmann::json j;
     try {
@@ -78,12 +79,13 @@ Names read_groups_file(const std::string& path) {
 
 /// The model index of each name, group by group; InputError naming `src` for a name the model
 /// does not have, a parameter listed twice, or group sizes that differ from the optimizer's.
-std::vector<std::vector<int64_t>> indices_of(const Names& groups, const OptimizerState& o, const std::map<std::string, int64_t>& by_name,
-                                             const std::string& strip, const std::string& src, const std::string& what) {
+std::vector<std::vector<int64_t>> indices_of(const Names& groups, const OptimizerState& o,
+                                             const std::map<std::string, int64_t>& by_name, const std::string& strip,
+                                             const std::string& src, const std::string& what) {
     if (groups.size() != o.groups.size())
-        throw InputError(
-            src, "param_groups",
-            what + " " + std::to_string(groups.size()) + " groups; the optimizer state has " + std::to_string(o.groups.size()));
+        throw InputError(src, "param_groups",
+                         what + " " + std::to_string(groups.size()) + " groups; the optimizer state has " +
+                             std::to_string(o.groups.size()));
     std::vector<std::vector<int64_t>> out;
     std::map<int64_t, std::string> seen;
     for (size_t gi = 0; gi < groups.size(); ++gi) {
@@ -97,9 +99,11 @@ std::vector<std::vector<int64_t>> indices_of(const Names& groups, const Optimize
         for (auto n : groups[gi]) {
             if (!strip.empty() && n.rfind(strip, 0) == 0) n = n.substr(strip.size());
             const auto it = by_name.find(n);
-            if (it == by_name.end()) throw InputError(src, field, "names '" + n + "', which is not a trainable parameter of the model");
+            if (it == by_name.end())
+                throw InputError(src, field, "names '" + n + "', which is not a trainable parameter of the model");
             if (auto [s, fresh] = seen.emplace(it->second, n); !fresh)
-                throw InputError(src, field, "lists parameter '" + n + "' a second time (first as '" + s->second + "')");
+                throw InputError(src, field,
+                                 "lists parameter '" + n + "' a second time (first as '" + s->second + "')");
             out.back().push_back(it->second);
         }
     }
@@ -111,28 +115,31 @@ void check_sequential(const OptimizerState& o, const std::string& file) {
     for (size_t gi = 0; gi < o.groups.size(); ++gi)
         for (const int64_t i : o.groups[gi].params) {
             if (i != next)
-                throw InputError(file, "param_groups[" + std::to_string(gi) + "].params",
-                                 "index " + std::to_string(i) + " where " + std::to_string(next) +
-                                     " was expected; torch.optim's state_dict() numbers the parameters over the groups in order");
+                throw InputError(
+                    file, "param_groups[" + std::to_string(gi) + "].params",
+                    "index " + std::to_string(i) + " where " + std::to_string(next) +
+                        " was expected; torch.optim's state_dict() numbers the parameters over the groups in order");
             ++next;
         }
 }
 
 /// The moments' shapes against the parameters they were mapped to; false (or InputError when
 /// `raise`) on the first that differs.
-bool shapes_fit(const OptimizerState& o, const std::vector<std::vector<int64_t>>& map, const std::vector<at::Tensor>& params,
-                const std::vector<std::string>& names, const std::string& file, bool raise) {
+bool shapes_fit(const OptimizerState& o, const std::vector<std::vector<int64_t>>& map,
+                const std::vector<at::Tensor>& params, const std::vector<std::string>& names, const std::string& file,
+                bool raise) {
     for (size_t gi = 0; gi < o.groups.size(); ++gi)
         for (size_t j = 0; j < map[gi].size(); ++j) {
             const auto it = o.state.find(o.groups[gi].params[j]);
             if (it == o.state.end()) continue;
             const auto& p = params[size_t(map[gi][j])];
-            for (const auto* t : {&it->second.exp_avg, &it->second.exp_avg_sq, &it->second.max_exp_avg_sq, &it->second.momentum_buffer})
+            for (const auto* t :
+                 {&it->second.exp_avg, &it->second.exp_avg_sq, &it->second.max_exp_avg_sq, &it->second.momentum_buffer})
                 if (t->defined() && t->sizes() != p.sizes()) {
                     if (!raise) return false;
-                    throw InputError(
-                        file, "state." + std::to_string(it->first),
-                        "has shape " + c10::str(t->sizes()) + "; parameter " + names[size_t(map[gi][j])] + " is " + c10::str(p.sizes()));
+                    throw InputError(file, "state." + std::to_string(it->first),
+                                     "has shape " + c10::str(t->sizes()) + "; parameter " + names[size_t(map[gi][j])] +
+                                         " is " + c10::str(p.sizes()));
                 }
         }
     return true;
@@ -164,20 +171,25 @@ std::vector<std::vector<int64_t>> choose_map(OptimizerState& o, const std::vecto
             }
         }
         throw InputError(ctx.file, "param_groups",
-                         "are not the Trainer's decay / no-decay groups (the rule puts " + std::to_string(rule[0].size()) + " and " +
-                             std::to_string(rule[1].size()) + " parameters in them, the file holds " +
-                             std::to_string(o.groups[0].params.size()) + " and " + std::to_string(o.groups[1].params.size()) +
-                             ", or the moments' shapes differ): give --param-groups FILE (a JSON list per group of parameter names)");
+                         "are not the Trainer's decay / no-decay groups (the rule puts " +
+                             std::to_string(rule[0].size()) + " and " + std::to_string(rule[1].size()) +
+                             " parameters in them, the file holds " + std::to_string(o.groups[0].params.size()) +
+                             " and " + std::to_string(o.groups[1].params.size()) +
+                             ", or the moments' shapes differ): give --param-groups FILE (a JSON list per group of "
+                             "parameter names)");
     }
     if (o.groups.size() > 1)
-        throw InputError(ctx.file, "param_groups",
-                         "are " + std::to_string(o.groups.size()) +
-                             " groups without param_names: which parameter each index is cannot be read from the file. Give "
-                             "--param-groups FILE (a JSON list per group of the parameter names, in the optimizer's order), or build "
-                             "the optimizer from model.named_parameters() (PyTorch >= 2.6 then saves param_names)");
+        throw InputError(
+            ctx.file, "param_groups",
+            "are " + std::to_string(o.groups.size()) +
+                " groups without param_names: which parameter each index is cannot be read from the file. Give "
+                "--param-groups FILE (a JSON list per group of the parameter names, in the optimizer's order), or "
+                "build "
+                "the optimizer from model.named_parameters() (PyTorch >= 2.6 then saves param_names)");
     if (held != params.size())
         throw InputError(ctx.file, "param_groups",
-                         "hold " + std::to_string(held) + " parameters; the model has " + std::to_string(params.size()) +
+                         "hold " + std::to_string(held) + " parameters; the model has " +
+                             std::to_string(params.size()) +
                              " trainable ones (an optimizer over some of them: give --param-groups FILE)");
     o.mapping = "model-order";
     std::vector<int64_t> all(params.size());
@@ -187,8 +199,8 @@ std::vector<std::vector<int64_t>> choose_map(OptimizerState& o, const std::vecto
 
 }  // namespace
 
-void map_optimizer(OptimizerState& o, const std::vector<at::Tensor>& params, const std::vector<std::string>& names, const MapContext& ctx,
-                   std::vector<std::string>& warnings) {
+void map_optimizer(OptimizerState& o, const std::vector<at::Tensor>& params, const std::vector<std::string>& names,
+                   const MapContext& ctx, std::vector<std::string>& warnings) {
     std::map<std::string, int64_t> by_name;
     for (size_t i = 0; i < names.size(); ++i) by_name.emplace(names[i], int64_t(i));
     for (const auto& [alias, i] : ctx.aliases) by_name.emplace(alias, i);
@@ -205,7 +217,8 @@ void map_optimizer(OptimizerState& o, const std::vector<at::Tensor>& params, con
             if (it == o.state.end()) continue;
             ParamState ps = it->second;
             const auto& p = params[size_t(m)];
-            for (auto* t : {&ps.exp_avg, &ps.exp_avg_sq, &ps.max_exp_avg_sq, &ps.momentum_buffer})  // as load_state_dict casts
+            for (auto* t :
+                 {&ps.exp_avg, &ps.exp_avg_sq, &ps.max_exp_avg_sq, &ps.momentum_buffer})  // as load_state_dict casts
                 if (t->defined() && p.is_floating_point()) *t = t->to(p.scalar_type());
             state[m] = ps;
         }
@@ -219,7 +232,8 @@ void map_optimizer(OptimizerState& o, const std::vector<at::Tensor>& params, con
         std::string s;
         for (size_t i = 0; i < out.size() && i < 20; ++i) s += (i ? ", " : "") + out[i];
         warnings.push_back(ctx.file + ": " + std::to_string(out.size()) + " parameters are in no param group (" + s +
-                           (out.size() > 20 ? ", ..." : "") + "): the job's optimizer did not step them, nor does the replay");
+                           (out.size() > 20 ? ", ..." : "") +
+                           "): the job's optimizer did not step them, nor does the replay");
     }
 }
 

@@ -41,7 +41,8 @@ void check_tensors(const c10::IValue& v, const PtArchive& ar, const std::string&
     if (!(v.isGenericDict() || v.isList() || v.isTuple()) || !seen.insert(v.internalToPointer()).second) return;
     if (v.isGenericDict()) {
         for (const auto& kv : v.toGenericDict())
-            check_tensors(kv.value(), ar, file, field + (field.empty() ? "" : ".") + (kv.key().isString() ? kv.key().toStringRef() : "?"),
+            check_tensors(kv.value(), ar, file,
+                          field + (field.empty() ? "" : ".") + (kv.key().isString() ? kv.key().toStringRef() : "?"),
                           seen, depth + 1);
     } else if (v.isList()) {
         for (const auto& e : v.toListRef()) check_tensors(e, ar, file, field + "[]", seen, depth + 1);
@@ -73,14 +74,18 @@ std::optional<c10::IValue> get(const c10::impl::GenericDict& d, const std::strin
 }
 
 /// A dict of name -> Tensor (a state_dict), in file order.
-std::vector<std::pair<std::string, at::Tensor>> tensors_of(const c10::IValue& v, const std::string& file, const std::string& field) {
-    if (!v.isGenericDict()) throw InputError(file, field, "expected a dict of tensors (a state_dict), got " + v.tagKind());
+std::vector<std::pair<std::string, at::Tensor>> tensors_of(const c10::IValue& v, const std::string& file,
+                                                           const std::string& field) {
+    if (!v.isGenericDict())
+        throw InputError(file, field, "expected a dict of tensors (a state_dict), got " + v.tagKind());
     std::vector<std::pair<std::string, at::Tensor>> out;
     for (const auto& kv : v.toGenericDict()) {
-        if (!kv.key().isString()) throw InputError(file, field, "has a key that is not a string; expected a state_dict");
+        if (!kv.key().isString())
+            throw InputError(file, field, "has a key that is not a string; expected a state_dict");
         const auto& k = kv.key().toStringRef();
         if (!kv.value().isTensor())
-            throw InputError(file, field.empty() ? k : field + "." + k, "expected a Tensor, got " + kv.value().tagKind());
+            throw InputError(file, field.empty() ? k : field + "." + k,
+                             "expected a Tensor, got " + kv.value().tagKind());
         out.emplace_back(k, kv.value().toTensor());
     }
     return out;
@@ -99,7 +104,8 @@ bool is_zip(const std::string& path) {
 void read_rng(Checkpoint& c, const c10::IValue& v, const std::string& file, const std::string& field) {
     auto state = [&](const c10::IValue& x, const std::string& f) {
         if (!x.isTensor() || x.toTensor().scalar_type() != at::kByte || x.toTensor().dim() != 1)
-            throw InputError(file, f, "expected a generator state (torch.get_rng_state(): a 1-D uint8 tensor), got " + x.tagKind());
+            throw InputError(
+                file, f, "expected a generator state (torch.get_rng_state(): a 1-D uint8 tensor), got " + x.tagKind());
         return x.toTensor().contiguous().clone();
     };
     if (v.isTensor()) {
@@ -123,20 +129,23 @@ void read_rng(Checkpoint& c, const c10::IValue& v, const std::string& file, cons
 /// model / state_dict / model_state_dict beside optimizer and scaler; or Lightning's keys.
 void read_torch_dict(Checkpoint& c, const c10::IValue& root, const std::string& path) {
     if (!root.isGenericDict())
-        throw InputError(path, "", "expected a dict saved by torch.save (a state_dict or a checkpoint dict), got " + root.tagKind());
+        throw InputError(
+            path, "", "expected a dict saved by torch.save (a state_dict or a checkpoint dict), got " + root.tagKind());
     const auto d = root.toGenericDict();
-    const bool lightning =
-        get(d, "state_dict") && (get(d, "optimizer_states") || get(d, "pytorch-lightning_version") || get(d, "global_step"));
+    const bool lightning = get(d, "state_dict") &&
+                           (get(d, "optimizer_states") || get(d, "pytorch-lightning_version") || get(d, "global_step"));
     if (lightning) {
         c.format = "lightning";
         c.weights = tensors_of(*get(d, "state_dict"), path, "state_dict");
         if (auto os = get(d, "optimizer_states")) {
             if (!os->isList()) throw InputError(path, "optimizer_states", "expected a list of optimizer state dicts");
             const auto l = os->toListRef();
-            if (l.size() > 1) c.warnings.push_back(path + ": " + std::to_string(l.size()) + " optimizers; the first is replayed");
+            if (l.size() > 1)
+                c.warnings.push_back(path + ": " + std::to_string(l.size()) + " optimizers; the first is replayed");
             if (!l.empty()) c.optimizer = read_optimizer(l[0], path, "optimizer_states[0]");
         }
-        for (const char* k : {"MixedPrecision", "MixedPrecisionPlugin", "native_amp_scaling_state", "amp_scaling_state"})
+        for (const char* k :
+             {"MixedPrecision", "MixedPrecisionPlugin", "native_amp_scaling_state", "amp_scaling_state"})
             if (auto s = get(d, k)) {
                 c.scaler = read_scaler(*s, path, k);
                 c.scaler_disabled = !c.scaler;
@@ -214,7 +223,8 @@ void read_trainer_weights(Checkpoint& c, const fs::path& dir) {
     for (const char* index : {"model.safetensors.index.json", "pytorch_model.bin.index.json"})
         if (fs::exists(dir / index)) return read_shards(c, dir, dir / index);
     throw InputError(dir.string(), "model.safetensors",
-                     "missing: a Trainer checkpoint folder holds model.safetensors or pytorch_model.bin (sharded: with its index JSON)");
+                     "missing: a Trainer checkpoint folder holds model.safetensors or pytorch_model.bin (sharded: with "
+                     "its index JSON)");
 }
 
 void read_trainer_folder(Checkpoint& c, const fs::path& dir) {
@@ -229,9 +239,10 @@ void read_trainer_folder(Checkpoint& c, const fs::path& dir) {
         c.scaler = read_scaler(load_pt(c.files.back(), c.warnings), c.files.back(), "");
         c.scaler_disabled = !c.scaler;
     } else {
-        c.scaler_absent_note = dir.string() +
-                               ": no scaler.pt (a bf16 job has none; some transformers versions did not save an fp16 job's: a "
-                               "resumed job then restarted at its initial scale)";
+        c.scaler_absent_note =
+            dir.string() +
+            ": no scaler.pt (a bf16 job has none; some transformers versions did not save an fp16 job's: a "
+            "resumed job then restarted at its initial scale)";
     }
     if (fs::exists(dir / "rng_state.pth")) {  // a single-process job's (rng_state_N.pth: rank N's)
         const auto rp = (dir / "rng_state.pth").string();
@@ -258,7 +269,8 @@ Checkpoint load_checkpoint(const std::string& path, const std::string& strip_pre
     if (fs::is_directory(path, ec)) {
         read_trainer_folder(c, path);
     } else if (!fs::exists(path, ec)) {
-        throw InputError(path, "checkpoint", "does not exist; expected a checkpoint file or a Trainer checkpoint-N/ folder");
+        throw InputError(path, "checkpoint",
+                         "does not exist; expected a checkpoint file or a Trainer checkpoint-N/ folder");
     } else if (is_zip(path)) {
         c.files.push_back(path);
         read_torch_dict(c, load_pt(path, c.warnings), path);
@@ -290,18 +302,19 @@ Match apply_weights(const Checkpoint& c, const std::vector<std::pair<std::string
         }
         seen.insert(k);
         if (t.sizes() != it->second.sizes())
-            m.mismatched.push_back(k + ": shape " + c10::str(t.sizes()) + " in the checkpoint, " + c10::str(it->second.sizes()) +
-                                   " in the model");
+            m.mismatched.push_back(k + ": shape " + c10::str(t.sizes()) + " in the checkpoint, " +
+                                   c10::str(it->second.sizes()) + " in the model");
         else if (t.scalar_type() != it->second.scalar_type())
-            m.mismatched.push_back(k + ": dtype " + std::string(c10::toString(t.scalar_type())) + " in the checkpoint, " +
-                                   c10::toString(it->second.scalar_type()) + " in the model");
+            m.mismatched.push_back(k + ": dtype " + std::string(c10::toString(t.scalar_type())) +
+                                   " in the checkpoint, " + c10::toString(it->second.scalar_type()) + " in the model");
         else {
             it->second.copy_(t);
             loaded.insert(it->second.unsafeGetTensorImpl());
         }
     }
     for (const auto& [k, t] : state)  // a tied name loaded through its partner is not missing (Hugging Face saves one)
-        if (!seen.count(k) && !non_persistent.count(k) && !loaded.count(t.unsafeGetTensorImpl())) m.missing.push_back(k);
+        if (!seen.count(k) && !non_persistent.count(k) && !loaded.count(t.unsafeGetTensorImpl()))
+            m.missing.push_back(k);
     return m;
 }
 

@@ -79,15 +79,18 @@ void fused_adam(const std::string& kind, const OptimizerGroup& g, std::map<int64
         if (!p.grad().defined()) continue;
         auto& st = state[i];
         init_adam_state(g, st, p);
-        ps.push_back(p), grads.push_back(p.grad()), m.push_back(st.exp_avg), v.push_back(st.exp_avg_sq), steps.push_back(st.step);
+        ps.push_back(p), grads.push_back(p.grad()), m.push_back(st.exp_avg), v.push_back(st.exp_avg_sq),
+            steps.push_back(st.step);
         if (g.amsgrad) vmax.push_back(st.max_exp_avg_sq);
     }
     if (ps.empty()) return;
     at::_foreach_add_(steps, 1);
     if (kind == "adamw" || g.decoupled)
-        at::_fused_adamw_(ps, grads, m, v, vmax, steps, g.lr, g.beta1, g.beta2, g.weight_decay, g.eps, g.amsgrad, g.maximize);
+        at::_fused_adamw_(ps, grads, m, v, vmax, steps, g.lr, g.beta1, g.beta2, g.weight_decay, g.eps, g.amsgrad,
+                          g.maximize);
     else
-        at::_fused_adam_(ps, grads, m, v, vmax, steps, g.lr, g.beta1, g.beta2, g.weight_decay, g.eps, g.amsgrad, g.maximize);
+        at::_fused_adam_(ps, grads, m, v, vmax, steps, g.lr, g.beta1, g.beta2, g.weight_decay, g.eps, g.amsgrad,
+                         g.maximize);
 }
 
 /// SGD(fused=True)._fused_sgd: momentum buffers made empty on the first step, one fused kernel.

@@ -71,7 +71,8 @@ std::string sha256_of(const at::Tensor& t) {
 /// non-strict), and a checkpoint already holding NaN/Inf is the incident's first stage.
 void load_weights(const ReplaySpec& s, const ckpt::Checkpoint& c, Side& ref, Side& amp, ReplayResult& r) {
     ckpt::Match m;
-    for (auto* side : {&ref, &amp}) m = ckpt::apply_weights(c, side->model->named_state(), side->model->non_persistent_buffers());
+    for (auto* side : {&ref, &amp})
+        m = ckpt::apply_weights(c, side->model->named_state(), side->model->non_persistent_buffers());
     r.missing = m.missing;
     r.unexpected = m.unexpected;
     r.mismatched = m.mismatched;
@@ -115,12 +116,13 @@ GradScaler make_scaler(const ReplaySpec& s, const ckpt::Checkpoint& c, const at:
             "gradient is then applied: the job's weights turn NaN; --scaler-state FILE if the job had one)");
     }
     if (disabled && (s.init_scale || s.growth_interval))
-        throw InputError(s.init_scale ? "--init-scale" : "--growth-interval", "",
-                         "the replay runs without GradScaler (" +
-                             std::string(s.no_scaler                                    ? "--no-scaler"
-                                         : c.scaler_disabled || !s.scaler_state.empty() ? "the job's scaler was disabled"
-                                                                                        : "a BF16 job without scaler state") +
-                             "): there is no scale to set");
+        throw InputError(
+            s.init_scale ? "--init-scale" : "--growth-interval", "",
+            "the replay runs without GradScaler (" +
+                std::string(s.no_scaler                                    ? "--no-scaler"
+                            : c.scaler_disabled || !s.scaler_state.empty() ? "the job's scaler was disabled"
+                                                                           : "a BF16 job without scaler state") +
+                "): there is no scale to set");
     ScalerOptions o;
     o.enabled = !disabled;
     GradScaler scaler(device.str(), o);
@@ -128,7 +130,8 @@ GradScaler make_scaler(const ReplaySpec& s, const ckpt::Checkpoint& c, const at:
         ScalerState v = st.value_or(scaler.state_dict());
         if (!st)
             r.warnings.push_back(
-                (c.scaler_absent_note.empty() ? std::string("no GradScaler state in the checkpoint") : c.scaler_absent_note) +
+                (c.scaler_absent_note.empty() ? std::string("no GradScaler state in the checkpoint")
+                                              : c.scaler_absent_note) +
                 ": GradScaler's defaults (scale 65536) are used; --no-scaler if the job ran without one");
         if (s.init_scale) {
             v.scale = *s.init_scale;
@@ -158,11 +161,12 @@ void check_tied(const ckpt::OptimizerState& o, const Side& side, const std::stri
                 break;
             }
     if (!tied.empty())
-        throw InputError(file, "param_groups",
-                         "hold " + std::to_string(held) + " parameters; the model has " + std::to_string(side.params.size()) +
-                             ", of which these look tied (equal after loading the checkpoint): " + list(tied) +
-                             ". Tied weights are one parameter in the job's optimizer and two in the exported program: not "
-                             "replayed yet");
+        throw InputError(
+            file, "param_groups",
+            "hold " + std::to_string(held) + " parameters; the model has " + std::to_string(side.params.size()) +
+                ", of which these look tied (equal after loading the checkpoint): " + list(tied) +
+                ". Tied weights are one parameter in the job's optimizer and two in the exported program: not "
+                "replayed yet");
 }
 
 /// torch.nn.utils.clip_grad_norm_ as Python runs it on the CPU (foreach=None takes the foreach
@@ -218,8 +222,8 @@ ReplayOptimizer describe(const ckpt::OptimizerState& o, const Side& side) {
 
 /// The optimizer's kind told (--optimizer where the file cannot), its indices mapped to the
 /// model's parameters, what it is recorded; a Trainer folder's clipping said when not given.
-void prepare_optimizer(const ReplaySpec& spec, const ckpt::Checkpoint& c, ckpt::OptimizerState& o, const std::string& file, Side& ref,
-                       ReplayResult& r) {
+void prepare_optimizer(const ReplaySpec& spec, const ckpt::Checkpoint& c, ckpt::OptimizerState& o,
+                       const std::string& file, Side& ref, ReplayResult& r) {
     ckpt::resolve_kind(o, spec.optimizer_kind, file);
     bool named = !spec.param_groups.empty();
     for (const auto& g : o.groups) named = named || !g.param_names.empty();
@@ -297,8 +301,8 @@ struct Replay {
         for (auto& p : side.params) p.mutable_grad().reset();  // optimizer.zero_grad(): set to None
     }
 
-    void stage(int step, const std::string& stage, const std::string& side, const std::optional<Origin>& o, const std::string& op = "",
-               const std::string& module = "") {
+    void stage(int step, const std::string& stage, const std::string& side, const std::optional<Origin>& o,
+               const std::string& op = "", const std::string& module = "") {
         if (r.first_nonfinite) return;
         r.first_nonfinite = ReplayStage{step, stage, side, o ? o->module : module, o ? o->op : op, o ? o->grad_fn : ""};
     }
@@ -349,7 +353,8 @@ struct Replay {
         else if (loss_bad)
             stage(step, "loss", "amp", std::nullopt, loss_op());
         else if (scaled_bad)
-            stage(step, "backward", "amp", train_parts::amp_backward_origin(amp, inputs, seed_of(step), data, ts, device, scaler));
+            stage(step, "backward", "amp",
+                  train_parts::amp_backward_origin(amp, inputs, seed_of(step), data, ts, device, scaler));
         else if (grads_bad)  // finite scaled gradients times 1/scale: GradScaler checked them before, it does not skip
             stage(step, "unscale", "amp", std::nullopt,
                   "GradScaler.unscale_: gradients x 1/scale (scale " + c10::str(rec.scale) + ", 1/scale in float32 " +
@@ -380,13 +385,15 @@ struct Replay {
         for (const auto& p : ref.params) before_r.push_back(p.detach().clone());
         for (const auto& p : amp.params) before_a.push_back(p.detach().clone());
         try {  // the first forwards on the user's batch: a failure here is the batch not fitting the model
-            rec.activations = ckpt::activation_departures(*ref.model, *amp.model, inputs, device, s.precision, s.keep_fp32, seed_of(step));
+            rec.activations = ckpt::activation_departures(*ref.model, *amp.model, inputs, device, s.precision,
+                                                          s.keep_fp32, seed_of(step));
         } catch (const InputError&) {
             throw;
         } catch (const std::exception& e) {
             if (step > 0) throw;
             throw InputError(s.batch, "inputs",
-                             "the model cannot run this batch (shape or dtype does not fit its inputs): " + detail::first_line(e.what()));
+                             "the model cannot run this batch (shape or dtype does not fit its inputs): " +
+                                 detail::first_line(e.what()));
         }
         rec.loss_ref = reference_step(step);
         amp_step(step, rec);
@@ -399,7 +406,8 @@ struct Replay {
             const auto& gr = ref.params[i].grad();
             if (ga.defined() && gr.defined()) {
                 p.grad_finite = ga.isfinite().all().item<bool>();
-                p.grad_rel = ((ga.to(at::kDouble) - gr.to(at::kDouble)).norm() / gr.to(at::kDouble).norm()).item<double>();
+                p.grad_rel =
+                    ((ga.to(at::kDouble) - gr.to(at::kDouble)).norm() / gr.to(at::kDouble).norm()).item<double>();
             }
             const auto da = amp.params[i].detach().to(at::kDouble) - before_a[i].to(at::kDouble);
             const auto dr = ref.params[i].detach().to(at::kDouble) - before_r[i].to(at::kDouble);
@@ -445,8 +453,10 @@ void validate(const ReplaySpec& s) {
     if (s.precision == Precision::Fp32) throw InputError("", "precision", "expected fp16 or bf16");
     if (s.init_scale && (!std::isfinite(*s.init_scale) || *s.init_scale <= 0))
         throw InputError("", "init_scale", "expected a finite number > 0");
-    if (s.growth_interval && *s.growth_interval < 1) throw InputError("", "growth_interval", "expected an integer >= 1");
-    if (!std::isfinite(s.clip_grad_norm) || s.clip_grad_norm < 0) throw InputError("", "clip_grad_norm", "expected a finite number >= 0");
+    if (s.growth_interval && *s.growth_interval < 1)
+        throw InputError("", "growth_interval", "expected an integer >= 1");
+    if (!std::isfinite(s.clip_grad_norm) || s.clip_grad_norm < 0)
+        throw InputError("", "clip_grad_norm", "expected a finite number >= 0");
     if (!s.loss.empty() && s.loss != "ce" && s.loss != "mse" && s.loss != "lm" && s.loss != "model")
         throw InputError("", "loss", "'" + s.loss + "'; expected ce, mse, lm or model");
 }
@@ -455,6 +465,39 @@ std::string files_sha256(const std::vector<std::string>& files) {
     Sha256 h;
     for (const auto& f : files) h.update(sha256_file(f));
     return h.hex();
+}
+
+}  // namespace
+
+namespace {
+
+/// The job's optimizer state: the checkpoint's (its file: a Trainer folder's optimizer.pt, else
+/// the last file read), or --optimizer-state's; InputError when there is none.
+ckpt::OptimizerState job_optimizer(const ReplaySpec& spec, const ckpt::Checkpoint& c, ReplayResult& r,
+                                   std::string& opt_file) {
+    std::optional<ckpt::OptimizerState> opt = c.optimizer;
+    opt_file = c.files.empty() ? spec.checkpoint : c.files.back();
+    for (const auto& f : c.files)
+        if (f.size() >= 12 && f.compare(f.size() - 12, 12, "optimizer.pt") == 0) opt_file = f;
+    if (!spec.optimizer_state.empty())
+        opt = ckpt::read_optimizer(ckpt::read_pt_root(spec.optimizer_state, &r.warnings),
+                                   opt_file = spec.optimizer_state, "");
+    if (!opt)
+        throw InputError(spec.checkpoint, "optimizer",
+                         "no optimizer state in the checkpoint; give it with --optimizer-state FILE");
+    return std::move(*opt);
+}
+
+/// The training side's view of a replay: model, batch, loss, precision, FP32 regions, seed.
+TrainSpec training_spec_of(const ReplaySpec& spec) {
+    TrainSpec ts;
+    ts.model = spec.model;
+    ts.data = spec.batch;
+    ts.loss = spec.loss;
+    ts.precision = spec.precision;
+    ts.keep_fp32 = spec.keep_fp32;
+    ts.seed = spec.seed;
+    return ts;
 }
 
 }  // namespace
@@ -475,27 +518,17 @@ ReplayResult run_replay(const ReplaySpec& spec, ProgressObserver* progress) {
     r.batch_sha256 = sha256_file(spec.batch);
     r.warnings.insert(r.warnings.end(), c.warnings.begin(), c.warnings.end());
     if (spec.incident && spec.incident->accumulation_steps > 1)
-        r.warnings.push_back("the job accumulated gradients over " + std::to_string(spec.incident->accumulation_steps) +
-                             " micro-batches per optimizer step; the bundle holds the step's last micro-batch and the replay steps "
-                             "on it alone: its forward and loss are the job's, its gradients and update are not");
+        r.warnings.push_back(
+            "the job accumulated gradients over " + std::to_string(spec.incident->accumulation_steps) +
+            " micro-batches per optimizer step; the bundle holds the step's last micro-batch and the replay steps "
+            "on it alone: its forward and loss are the job's, its gradients and update are not");
     Side ref = make_side(spec, device), amp = make_side(spec, device);
     load_weights(spec, c, ref, amp, r);
-    std::optional<ckpt::OptimizerState> opt = c.optimizer;
-    std::string opt_file = c.files.empty() ? spec.checkpoint : c.files.back();
-    for (const auto& f : c.files)
-        if (f.size() >= 12 && f.compare(f.size() - 12, 12, "optimizer.pt") == 0) opt_file = f;
-    if (!spec.optimizer_state.empty())
-        opt = ckpt::read_optimizer(ckpt::read_pt_root(spec.optimizer_state, &r.warnings), opt_file = spec.optimizer_state, "");
-    if (!opt) throw InputError(spec.checkpoint, "optimizer", "no optimizer state in the checkpoint; give it with --optimizer-state FILE");
-    prepare_optimizer(spec, c, *opt, opt_file, ref, r);
+    std::string opt_file;
+    ckpt::OptimizerState opt = job_optimizer(spec, c, r, opt_file);
+    prepare_optimizer(spec, c, opt, opt_file, ref, r);
     GradScaler scaler = make_scaler(spec, c, device, r);
-    TrainSpec ts;
-    ts.model = spec.model;
-    ts.data = spec.batch;
-    ts.loss = spec.loss;
-    ts.precision = spec.precision;
-    ts.keep_fp32 = spec.keep_fp32;
-    ts.seed = spec.seed;
+    TrainSpec ts = training_spec_of(spec);
     auto data = detail::load_training_data(spec.batch, *ref.model, spec.seed, ts.loss != "model");
     train_parts::choose_loss(ts, data);
     detail::check_fp32_regions(*amp.model, spec.keep_fp32);
@@ -506,14 +539,15 @@ ReplayResult run_replay(const ReplaySpec& spec, ProgressObserver* progress) {
               device,
               std::move(ref),
               std::move(amp),
-              deep_copy(*opt, device),
-              deep_copy(*opt, device),
+              deep_copy(opt, device),
+              deep_copy(opt, device),
               std::move(scaler),
               std::move(data),
               inputs,
               r};
     for (const auto& t : inputs)
-        if (t.is_floating_point() && !t.isfinite().all().item<bool>()) rp.stage(0, "input", "both", std::nullopt, "the batch's inputs");
+        if (t.is_floating_point() && !t.isfinite().all().item<bool>())
+            rp.stage(0, "input", "both", std::nullopt, "the batch's inputs");
     train_parts::RngStates rng;
     setup_clip_and_rng(rp, c, rng);
     detail::PassScope pass_scope(device.type(), {}, /*observing=*/false);

@@ -65,37 +65,45 @@ struct Entry {
 };
 
 Entry read_entry(const std::string& name, const json& v, const std::string& file) {
-    if (!v.is_object()) throw InputError(file, name, "expected an object {dtype, shape, data_offsets}, got " + std::string(v.type_name()));
+    if (!v.is_object())
+        throw InputError(file, name,
+                         "expected an object {dtype, shape, data_offsets}, got " + std::string(v.type_name()));
     for (const char* k : {"dtype", "shape", "data_offsets"})
-        if (!v.contains(k)) throw InputError(file, name, std::string("missing '") + k + "'; expected {dtype, shape, data_offsets}");
+        if (!v.contains(k))
+            throw InputError(file, name, std::string("missing '") + k + "'; expected {dtype, shape, data_offsets}");
     Entry e;
     e.name = name;
     const auto& dt = v["dtype"];
     const auto it = dt.is_string() ? dtypes().find(dt.get<std::string>()) : dtypes().end();
-    if (it == dtypes().end()) throw InputError(file, name, "dtype " + brief(dt) + " is not read; expected one of " + known_dtypes());
+    if (it == dtypes().end())
+        throw InputError(file, name, "dtype " + brief(dt) + " is not read; expected one of " + known_dtypes());
     e.dtype = it->second;
     const auto& shape = v["shape"];
-    if (!shape.is_array()) throw InputError(file, name, "expected 'shape' to be a list of integers, got " + brief(shape));
+    if (!shape.is_array())
+        throw InputError(file, name, "expected 'shape' to be a list of integers, got " + brief(shape));
     uint64_t numel = 1, span = 1;  // span: the product of the sizes but zeros (a zero-size tensor's strides need it)
     for (const auto& d : shape) {
         const uint64_t n = unsigned_of(d, file, name, "'shape'");
-        if (n > uint64_t(INT64_MAX) || __builtin_mul_overflow(span, std::max<uint64_t>(n, 1), &span) || span > uint64_t(INT64_MAX))
-            throw InputError(file, name,
-                             "'shape' " + brief(shape) + " has an element count that overflows; expected a shape torch can hold");
+        if (n > uint64_t(INT64_MAX) || __builtin_mul_overflow(span, std::max<uint64_t>(n, 1), &span) ||
+            span > uint64_t(INT64_MAX))
+            throw InputError(
+                file, name,
+                "'shape' " + brief(shape) + " has an element count that overflows; expected a shape torch can hold");
         numel *= n;
         e.shape.push_back(int64_t(n));
     }
     const auto& off = v["data_offsets"];
-    if (!off.is_array() || off.size() != 2) throw InputError(file, name, "expected 'data_offsets' [begin, end], got " + brief(off));
+    if (!off.is_array() || off.size() != 2)
+        throw InputError(file, name, "expected 'data_offsets' [begin, end], got " + brief(off));
     e.begin = unsigned_of(off[0], file, name, "'data_offsets'");
     e.end = unsigned_of(off[1], file, name, "'data_offsets'");
     if (e.end < e.begin) throw InputError(file, name, "'data_offsets' " + brief(off) + " end before begin");
     uint64_t bytes = 0;
     if (__builtin_mul_overflow(numel, uint64_t(c10::elementSize(e.dtype)), &bytes) || bytes != e.end - e.begin)
         throw InputError(file, name,
-                         "'data_offsets' " + brief(off) + " span " + std::to_string(e.end - e.begin) + " bytes; shape " + brief(shape) +
-                             " of " + dt.get<std::string>() + " needs " + std::to_string(numel) + " x " +
-                             std::to_string(c10::elementSize(e.dtype)));
+                         "'data_offsets' " + brief(off) + " span " + std::to_string(e.end - e.begin) +
+                             " bytes; shape " + brief(shape) + " of " + dt.get<std::string>() + " needs " +
+                             std::to_string(numel) + " x " + std::to_string(c10::elementSize(e.dtype)));
     return e;
 }
 
@@ -146,7 +154,8 @@ json parse_header(const char* text, size_t n, const std::string& file) {
                              "; expected JSON text (padded with spaces)");
     HeaderCheck check(file);
     json::sax_parse(text, text + n, &check);
-    if (!check.duplicate.empty()) throw InputError(file, check.duplicate, "appears twice in the header; expected unique tensor names");
+    if (!check.duplicate.empty())
+        throw InputError(file, check.duplicate, "appears twice in the header; expected unique tensor names");
     json h;
     try {
         h = json::parse(text, text + n);
@@ -158,10 +167,12 @@ json parse_header(const char* text, size_t n, const std::string& file) {
 }
 
 std::map<std::string, std::string> read_metadata(const json& m, const std::string& file) {
-    if (!m.is_object()) throw InputError(file, "__metadata__", "expected an object of strings, got " + std::string(m.type_name()));
+    if (!m.is_object())
+        throw InputError(file, "__metadata__", "expected an object of strings, got " + std::string(m.type_name()));
     std::map<std::string, std::string> out;
     for (const auto& [k, v] : m.items()) {
-        if (!v.is_string()) throw InputError(file, "__metadata__." + k, "expected a string, got " + std::string(v.type_name()));
+        if (!v.is_string())
+            throw InputError(file, "__metadata__." + k, "expected a string, got " + std::string(v.type_name()));
         out[k] = v.get<std::string>();
     }
     return out;
@@ -181,20 +192,23 @@ void check_layout(std::vector<Entry>& entries, uint64_t data_size, const std::st
     }
     if (at != data_size)
         throw InputError(file, entries.empty() ? "header" : entries.back().name,
-                         "the tensors cover " + std::to_string(at) + " bytes of data, but the file holds " + std::to_string(data_size) +
-                             " after its header");
+                         "the tensors cover " + std::to_string(at) + " bytes of data, but the file holds " +
+                             std::to_string(data_size) + " after its header");
 }
 
 }  // namespace
 
-Safetensors parse_safetensors(const char* bytes, size_t size, const std::string& file, const std::shared_ptr<const MappedFile>& owner) {
+Safetensors parse_safetensors(const char* bytes, size_t size, const std::string& file,
+                              const std::shared_ptr<const MappedFile>& owner) {
     if (size < 8) throw InputError(file, "header length", "the file is shorter than the 8-byte header length");
     uint64_t n = 0;
     for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[size_t(i)]);
     if (n > kSafetensorsMaxHeader)
-        throw InputError(file, "header length", std::to_string(n) + " bytes; expected at most " + std::to_string(kSafetensorsMaxHeader));
+        throw InputError(file, "header length",
+                         std::to_string(n) + " bytes; expected at most " + std::to_string(kSafetensorsMaxHeader));
     if (n > size - 8)
-        throw InputError(file, "header length", std::to_string(n) + " bytes, but only " + std::to_string(size - 8) + " follow");
+        throw InputError(file, "header length",
+                         std::to_string(n) + " bytes, but only " + std::to_string(size - 8) + " follow");
     const json h = parse_header(bytes + 8, size_t(n), file);
     Safetensors out;
     std::vector<Entry> entries;
@@ -210,7 +224,8 @@ Safetensors parse_safetensors(const char* bytes, size_t size, const std::string&
         const size_t at = data_at + size_t(e.begin), item = c10::elementSize(e.dtype);
         const auto options = at::TensorOptions().dtype(e.dtype);
         at::Tensor t;
-        if (owner && e.end > e.begin && (reinterpret_cast<uintptr_t>(owner->data() + at) % item) == 0)  // over the mapping, no copy
+        if (owner && e.end > e.begin &&
+            (reinterpret_cast<uintptr_t>(owner->data() + at) % item) == 0)  // over the mapping, no copy
             t = at::from_blob(
                 owner->writable() + at, e.shape, [owner](void*) {}, options);
         else {

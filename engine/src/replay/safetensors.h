@@ -30,7 +30,8 @@ constexpr uint64_t kSafetensorsMaxHeader = 100'000'000;
 /// data, whose entries must follow each other without holes or overlap and cover it whole.
 /// Throws InputError naming `file` and the key at fault. With `owner` (the mapping `bytes` lie
 /// in), tensors are built over it without copying (each holds the mapping); else copied.
-Safetensors parse_safetensors(const char* bytes, size_t size, const std::string& file, const std::shared_ptr<const MappedFile>& owner);
+Safetensors parse_safetensors(const char* bytes, size_t size, const std::string& file,
+                              const std::shared_ptr<const MappedFile>& owner);
 /// The same over a buffer, tensors copied out of it.
 Safetensors parse_safetensors(const std::vector<char>& bytes, const std::string& file);
 /// Maps and parses a file (InputError when it cannot be read): tensors over the mapping.

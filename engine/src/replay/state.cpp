@@ -62,9 +62,11 @@ double real_number(const c10::IValue& v, const std::string& file, const std::str
 void read_hyper(const c10::impl::GenericDict& d, OptimizerGroup& g, const std::string& file, const std::string& field) {
     auto need = [&](const char* k, double& out) {
         const auto x = get(d, k);
-        if (!x || x->isNone()) throw InputError(file, field + "." + k, "missing; torch.optim's step reads it (KeyError in PyTorch)");
+        if (!x || x->isNone())
+            throw InputError(file, field + "." + k, "missing; torch.optim's step reads it (KeyError in PyTorch)");
         out = real_number(*x, file, field + "." + k);
-        if (!std::isfinite(out)) throw InputError(file, field + "." + k, "expected a finite number, got " + c10::str(out));
+        if (!std::isfinite(out))
+            throw InputError(file, field + "." + k, "expected a finite number, got " + c10::str(out));
     };
     need("lr", g.lr);
     need("weight_decay", g.weight_decay);
@@ -75,9 +77,10 @@ void read_hyper(const c10::impl::GenericDict& d, OptimizerGroup& g, const std::s
         const auto el = b.isTuple() ? b.toTupleRef().elements().vec() : b.toListRef().vec();
         if (el.size() != 2) throw InputError(file, field + ".betas", "expected (beta1, beta2)");
         if (el[0].isTensor() || el[1].isTensor())
-            throw InputError(file, field + ".betas",
-                             "are tensors: PyTorch then computes the bias corrections in the tensors' dtype; not replayed exactly "
-                             "yet (save them as numbers)");
+            throw InputError(
+                file, field + ".betas",
+                "are tensors: PyTorch then computes the bias corrections in the tensors' dtype; not replayed exactly "
+                "yet (save them as numbers)");
         g.beta1 = real_number(el[0], file, field + ".betas[0]");
         g.beta2 = real_number(el[1], file, field + ".betas[1]");
         if (g.beta1 == 1)
@@ -93,20 +96,25 @@ void read_hyper(const c10::impl::GenericDict& d, OptimizerGroup& g, const std::s
 /// "adam|adamw" (no decoupled_weight_decay key: PyTorch <= 2.6, where Adam and AdamW were
 /// separate classes with the same keys).
 OptimizerGroup read_group(const c10::IValue& v, const std::string& file, const std::string& field, std::string& kind) {
-    if (!v.isGenericDict()) throw InputError(file, field, "expected a dict (a torch.optim param group), got " + v.tagKind());
+    if (!v.isGenericDict())
+        throw InputError(file, field, "expected a dict (a torch.optim param group), got " + v.tagKind());
     const auto d = v.toGenericDict();
     if (const auto u = unsupported_kind(d); !u.empty())
-        throw InputError(file, field, "is " + u + "'s param group; ampscope replays SGD, Adam and AdamW exactly and no other optimizer");
+        throw InputError(
+            file, field,
+            "is " + u + "'s param group; ampscope replays SGD, Adam and AdamW exactly and no other optimizer");
     std::string k;
     if (has(d, "betas") && has(d, "amsgrad"))
         k = has(d, "decoupled_weight_decay") ? (flag(d, "decoupled_weight_decay") ? "adamw" : "adam") : "adam|adamw";
     else if (has(d, "momentum") && has(d, "dampening"))
         k = "sgd";
     else
-        throw InputError(file, field,
-                         "is neither SGD's (momentum, dampening) nor Adam's (betas, amsgrad); expected a torch.optim SGD, Adam or "
-                         "AdamW state");
-    if (!kind.empty() && kind != k) throw InputError(file, field, "is " + k + "'s while an earlier group is " + kind + "'s");
+        throw InputError(
+            file, field,
+            "is neither SGD's (momentum, dampening) nor Adam's (betas, amsgrad); expected a torch.optim SGD, Adam or "
+            "AdamW state");
+    if (!kind.empty() && kind != k)
+        throw InputError(file, field, "is " + k + "'s while an earlier group is " + kind + "'s");
     kind = k;
     OptimizerGroup g;
     read_hyper(d, g, file, field);
@@ -117,7 +125,8 @@ OptimizerGroup read_group(const c10::IValue& v, const std::string& file, const s
     g.fused = flag(d, "fused");
     g.foreach = flag(d, "foreach");
     g.capturable = flag(d, "capturable");
-    if (flag(d, "differentiable")) throw InputError(file, field + ".differentiable", "is True; not replayed (expected False)");
+    if (flag(d, "differentiable"))
+        throw InputError(file, field + ".differentiable", "is True; not replayed (expected False)");
     const auto p = get(d, "params");
     if (!p || !p->isList()) throw InputError(file, field + ".params", "missing; expected a list of parameter indices");
     for (const auto& i : p->toListRef()) {
@@ -131,30 +140,35 @@ OptimizerGroup read_group(const c10::IValue& v, const std::string& file, const s
             g.param_names.push_back(e.toStringRef());
         }
         if (g.param_names.size() != g.params.size())
-            throw InputError(
-                file, field + ".param_names",
-                "hold " + std::to_string(g.param_names.size()) + " names for " + std::to_string(g.params.size()) + " parameters");
+            throw InputError(file, field + ".param_names",
+                             "hold " + std::to_string(g.param_names.size()) + " names for " +
+                                 std::to_string(g.params.size()) + " parameters");
     }
     return g;
 }
 
-at::Tensor tensor_or_none(const c10::impl::GenericDict& d, const char* key, const std::string& file, const std::string& field) {
+at::Tensor tensor_or_none(const c10::impl::GenericDict& d, const char* key, const std::string& file,
+                          const std::string& field) {
     const auto v = get(d, key);
     if (!v || v->isNone()) return {};
     if (!v->isTensor()) throw InputError(file, field + "." + key, "expected a Tensor, got " + v->tagKind());
     const auto& t = v->toTensor();
     if (t.is_complex() || t.layout() != at::kStrided || t.is_meta())
-        throw InputError(file, field + "." + key, "expected a dense real tensor, got " + c10::str(t.toString(), " ", t.layout()));
+        throw InputError(file, field + "." + key,
+                         "expected a dense real tensor, got " + c10::str(t.toString(), " ", t.layout()));
     return t.clone();
 }
 
-ParamState read_param_state(const c10::IValue& v, const std::string& kind, const std::string& file, const std::string& sf) {
+ParamState read_param_state(const c10::IValue& v, const std::string& kind, const std::string& file,
+                            const std::string& sf) {
     if (!v.isGenericDict()) throw InputError(file, sf, "expected a dict of per-parameter state");
     const auto sd = v.toGenericDict();
     for (const char* k : {"state1", "qmap1", "absmax1"})
         if (has(sd, k)) throw InputError(file, sf + "." + k, "is a bitsandbytes 8-bit optimizer's state; not replayed");
-    if (has(sd, "exp_inf")) throw InputError(file, sf + ".exp_inf", "is Adamax's state; ampscope replays SGD, Adam and AdamW");
-    if (has(sd, "mu_product")) throw InputError(file, sf + ".mu_product", "is NAdam's state; ampscope replays SGD, Adam and AdamW");
+    if (has(sd, "exp_inf"))
+        throw InputError(file, sf + ".exp_inf", "is Adamax's state; ampscope replays SGD, Adam and AdamW");
+    if (has(sd, "mu_product"))
+        throw InputError(file, sf + ".mu_product", "is NAdam's state; ampscope replays SGD, Adam and AdamW");
     ParamState ps;
     ps.exp_avg = tensor_or_none(sd, "exp_avg", file, sf);
     ps.exp_avg_sq = tensor_or_none(sd, "exp_avg_sq", file, sf);
@@ -162,11 +176,14 @@ ParamState read_param_state(const c10::IValue& v, const std::string& kind, const
     ps.momentum_buffer = tensor_or_none(sd, "momentum_buffer", file, sf);
     if (auto s = get(sd, "step")) {  // a 0-dim tensor in PyTorch 2.x, a number in older files
         if (s->isTensor() && s->toTensor().numel() != 1)
-            throw InputError(file, sf + ".step",
-                             "holds " + std::to_string(s->toTensor().numel()) + " elements; PyTorch's step reads one number");
+            throw InputError(
+                file, sf + ".step",
+                "holds " + std::to_string(s->toTensor().numel()) + " elements; PyTorch's step reads one number");
         const double v = real_number(*s, file, sf + ".step");
-        if (!(v >= 0) || !std::isfinite(v)) throw InputError(file, sf + ".step", "expected a step count >= 0, got " + c10::str(v));
-        ps.step = s->isTensor() ? s->toTensor().to(at::kFloat).reshape({}).clone() : at::full({}, v, at::TensorOptions().dtype(at::kFloat));
+        if (!(v >= 0) || !std::isfinite(v))
+            throw InputError(file, sf + ".step", "expected a step count >= 0, got " + c10::str(v));
+        ps.step = s->isTensor() ? s->toTensor().to(at::kFloat).reshape({}).clone()
+                                : at::full({}, v, at::TensorOptions().dtype(at::kFloat));
     }
     if (kind != "sgd" && (!ps.step.defined() || !ps.exp_avg.defined() || !ps.exp_avg_sq.defined()))
         throw InputError(file, sf, "missing step, exp_avg or exp_avg_sq; expected Adam's per-parameter state");
@@ -177,12 +194,15 @@ ParamState read_param_state(const c10::IValue& v, const std::string& kind, const
 
 OptimizerState read_optimizer(const c10::IValue& v, const std::string& file, const std::string& field) {
     const std::string f = field.empty() ? "" : field + ".";
-    if (!v.isGenericDict()) throw InputError(file, field, "expected a torch.optim state_dict() {state, param_groups}, got " + v.tagKind());
+    if (!v.isGenericDict())
+        throw InputError(file, field, "expected a torch.optim state_dict() {state, param_groups}, got " + v.tagKind());
     const auto d = v.toGenericDict();
     const auto groups = get(d, "param_groups");
     const auto state = get(d, "state");
-    if (!groups || !groups->isList()) throw InputError(file, f + "param_groups", "missing; expected a torch.optim state_dict()");
-    if (!state || !state->isGenericDict()) throw InputError(file, f + "state", "missing; expected a torch.optim state_dict()");
+    if (!groups || !groups->isList())
+        throw InputError(file, f + "param_groups", "missing; expected a torch.optim state_dict()");
+    if (!state || !state->isGenericDict())
+        throw InputError(file, f + "state", "missing; expected a torch.optim state_dict()");
     OptimizerState o;
     size_t gi = 0;
     for (const auto& g : groups->toListRef()) {
@@ -201,7 +221,7 @@ OptimizerState read_optimizer(const c10::IValue& v, const std::string& file, con
                              "present in some groups and not in others; PyTorch names all groups or none");
     o.kind_source = o.kind == "adam|adamw" ? ""
                     : o.kind == "sgd"      ? "momentum, dampening"
-                                           : "decoupled_weight_decay=" + std::string(o.kind == "adamw" ? "True" : "False");
+                                      : "decoupled_weight_decay=" + std::string(o.kind == "adamw" ? "True" : "False");
     for (const auto& kv : state->toGenericDict()) {
         if (!kv.key().isInt()) throw InputError(file, f + "state", "expected integer parameter indices as keys");
         const auto sf = f + "state." + std::to_string(kv.key().toInt());
@@ -217,52 +237,60 @@ void resolve_kind(OptimizerState& o, const std::string& forced, const std::strin
         bool decays = false;
         for (const auto& g : o.groups) decays = decays || g.weight_decay != 0;
         if (forced == "sgd")
-            throw InputError(file, "param_groups", "hold Adam's (betas, amsgrad), not SGD's; --optimizer sgd contradicts it");
+            throw InputError(file, "param_groups",
+                             "hold Adam's (betas, amsgrad), not SGD's; --optimizer sgd contradicts it");
         if (!forced.empty()) {
             o.kind = forced;
             o.kind_source = "--optimizer " + forced + " (no decoupled_weight_decay key: PyTorch <= 2.6)";
         } else if (!decays) {
             o.kind = "adam";
-            o.kind_source = "no decoupled_weight_decay key (PyTorch <= 2.6) and weight_decay 0: Adam and AdamW step alike";
+            o.kind_source =
+                "no decoupled_weight_decay key (PyTorch <= 2.6) and weight_decay 0: Adam and AdamW step alike";
         } else {
-            throw InputError(file, "param_groups",
-                             "are Adam's or AdamW's from PyTorch <= 2.6 (no decoupled_weight_decay key) with weight_decay != 0, "
-                             "where the two step differently and the file cannot tell which: give --optimizer adam or --optimizer "
-                             "adamw");
+            throw InputError(
+                file, "param_groups",
+                "are Adam's or AdamW's from PyTorch <= 2.6 (no decoupled_weight_decay key) with weight_decay != 0, "
+                "where the two step differently and the file cannot tell which: give --optimizer adam or --optimizer "
+                "adamw");
         }
         for (auto& g : o.groups) g.decoupled = o.kind == "adamw";
         return;
     }
     if (!forced.empty() && forced != o.kind)
-        throw InputError(file, "param_groups",
-                         "are " + o.kind + "'s (" + o.kind_source + "); --optimizer " + forced + " contradicts the file");
+        throw InputError(
+            file, "param_groups",
+            "are " + o.kind + "'s (" + o.kind_source + "); --optimizer " + forced + " contradicts the file");
 }
 
 std::optional<ScalerState> read_scaler(const c10::IValue& v, const std::string& file, const std::string& field) {
     const std::string f = field.empty() ? "" : field + ".";
-    if (!v.isGenericDict()) throw InputError(file, field, "expected torch.amp.GradScaler.state_dict(), got " + v.tagKind());
+    if (!v.isGenericDict())
+        throw InputError(file, field, "expected torch.amp.GradScaler.state_dict(), got " + v.tagKind());
     const auto d = v.toGenericDict();
     if (d.empty()) return std::nullopt;  // GradScaler(enabled=False).state_dict()
     ScalerState s;
     auto need = [&](const char* k) {
         const auto x = get(d, k);
         if (!x)
-            throw InputError(
-                file, f + k,
-                "missing; expected GradScaler.state_dict() (scale, growth_factor, backoff_factor, growth_interval, _growth_tracker)");
+            throw InputError(file, f + k,
+                             "missing; expected GradScaler.state_dict() (scale, growth_factor, backoff_factor, "
+                             "growth_interval, _growth_tracker)");
         return number(*x, file, f + k);
     };
     s.scale = need("scale");
     // 0 is what GradScaler loads too (every step then skips: 0 x 1/0 is NaN); the scale is a
     // float32 tensor, so a double above float32's largest would be inf there.
     if (!(s.scale >= 0) || !std::isfinite(float(s.scale)))
-        throw InputError(file, f + "scale", "expected a number >= 0 within float32's range (GradScaler's scale), got " + c10::str(s.scale));
+        throw InputError(
+            file, f + "scale",
+            "expected a number >= 0 within float32's range (GradScaler's scale), got " + c10::str(s.scale));
     if (get(d, "growth_factor")) s.growth_factor = need("growth_factor");
     if (get(d, "backoff_factor")) s.backoff_factor = need("backoff_factor");
     if (get(d, "growth_interval")) s.growth_interval = int(need("growth_interval"));
     if (get(d, "_growth_tracker")) s.growth_tracker = int(need("_growth_tracker"));
     if (!std::isfinite(s.growth_factor) || !(s.growth_factor > 1))
-        throw InputError(file, f + "growth_factor", "expected a number > 1 (GradScaler asserts it), got " + c10::str(s.growth_factor));
+        throw InputError(file, f + "growth_factor",
+                         "expected a number > 1 (GradScaler asserts it), got " + c10::str(s.growth_factor));
     if (!std::isfinite(s.backoff_factor) || !(s.backoff_factor > 0 && s.backoff_factor < 1))
         throw InputError(file, f + "backoff_factor",
                          "expected a number in (0, 1) (GradScaler asserts it), got " + c10::str(s.backoff_factor));

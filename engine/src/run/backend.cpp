@@ -59,7 +59,8 @@ std::string device_statistics_note(const std::string& kind, const std::string& b
 
 std::string host_statistics_warning(const std::string& kind, const std::string& built, bool inspect) {
     if (!inspect || statistics_on_device(kind, built)) return {};
-    return "per-op statistics on the host: " + device_statistics_note(kind, built).substr(std::strlen("op statistics: "));
+    return "per-op statistics on the host: " +
+           device_statistics_note(kind, built).substr(std::strlen("op statistics: "));
 }
 
 namespace {
@@ -88,7 +89,8 @@ void describe_gpu(BackendReport& b, const at::Device& d) {
             b.compute_capability = arch;  // gcnArchName, e.g. gfx90a:sramecc+:xnack-
             b.notes.push_back(std::string("HIP device architecture ") + arch + " (gcnArchName)");
         } else {
-            b.notes.push_back("HIP device name and architecture not read: this build has no HIP code (built without hipcc)");
+            b.notes.push_back(
+                "HIP device name and architecture not read: this build has no HIP code (built without hipcc)");
         }
     }
     b.notes.push_back(device_statistics_note(b.kind, device_statistics_platform()));
@@ -122,7 +124,8 @@ BackendReport backend_report(const std::string& device) {
             b.hip_version = std::to_string(v);
         else
             b.cuda_version = std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
-        if (at::detail::getCUDAHooks().hasCuDNN()) b.cudnn_version = std::to_string(at::detail::getCUDAHooks().versionCuDNN());
+        if (at::detail::getCUDAHooks().hasCuDNN())
+            b.cudnn_version = std::to_string(at::detail::getCUDAHooks().versionCuDNN());
     }
     return b;
 }

@@ -35,7 +35,8 @@ using detail::dtype_of;
 using detail::first_line;
 using detail::parse_device;
 
-RunInputs identify_inputs(const std::string& model_src, const std::string& probes_src, const std::string& device, uint64_t seed) {
+RunInputs identify_inputs(const std::string& model_src, const std::string& probes_src, const std::string& device,
+                          uint64_t seed) {
     RunInputs r;
     r.backend = backend_report(device);
     auto model = detail::load_model(model_src, seed);
@@ -52,8 +53,10 @@ BenchLabels bench_labels(const std::string& kind, bool device_counters) {
     if (kind == "cpu") return {"steady clock around each iteration", rss};
     const std::string api = kind == "hip" ? "HIP" : "CUDA";
     if (device_counters)
-        return {api + " events around each iteration", "peak of the " + api + " caching allocator (reset before each precision)"};
-    return {"steady clock around each iteration, the device synchronised after each (this build reads no " + api + " events)",
+        return {api + " events around each iteration",
+                "peak of the " + api + " caching allocator (reset before each precision)"};
+    return {"steady clock around each iteration, the device synchronised after each (this build reads no " + api +
+                " events)",
             "host memory only: " + rss + "; device memory is not measured by this build"};
 }
 
@@ -81,8 +84,9 @@ int64_t reset_and_read_hwm(bool reset) {
 }
 
 /// The model and probe set of a measurement, the model on `device` in the spec's mode.
-std::pair<std::unique_ptr<detail::Model>, detail::ProbeSet> load_on(const std::string& model_src, const std::string& probes_src,
-                                                                    uint64_t seed, const at::Device& device, Mode mode,
+std::pair<std::unique_ptr<detail::Model>, detail::ProbeSet> load_on(const std::string& model_src,
+                                                                    const std::string& probes_src, uint64_t seed,
+                                                                    const at::Device& device, Mode mode,
                                                                     const std::string& output) {
     auto model = detail::load_model(model_src, seed, output);
     auto probes = detail::load_probes(probes_src, *model, seed);
@@ -93,7 +97,8 @@ std::pair<std::unique_ptr<detail::Model>, detail::ProbeSet> load_on(const std::s
 
 /// Times `iteration` after spec.warmup untimed ones, spec.repeats times: median, p10, p90 and
 /// the peak memory (see bench_labels for what is measured where).
-BenchFigure time_precision(const std::function<void()>& iteration, const BenchSpec& spec, const at::Device& device, Precision p) {
+BenchFigure time_precision(const std::function<void()>& iteration, const BenchSpec& spec, const at::Device& device,
+                           Precision p) {
     const bool cuda = device.is_cuda();
     for (int i = 0; i < spec.warmup; ++i) iteration();
     if (cuda) torch::cuda::synchronize();
@@ -141,9 +146,10 @@ std::pair<at::Tensor, at::Tensor> batch_truth(const detail::ProbeSet& probes, in
     if (!probes.labels.empty())
         labels = at::tensor(std::vector<int64_t>(probes.labels.begin(), probes.labels.begin() + b)).to(device);
     else if (!probes.targets.empty())
-        targets = at::tensor(std::vector<float>(probes.targets.begin(), probes.targets.begin() + b * probes.target_width))
-                      .reshape({b, probes.target_width})
-                      .to(device);
+        targets =
+            at::tensor(std::vector<float>(probes.targets.begin(), probes.targets.begin() + b * probes.target_width))
+                .reshape({b, probes.target_width})
+                .to(device);
     return {labels, targets};
 }
 
@@ -228,8 +234,9 @@ BenchResult run_benchmark(const BenchSpec& spec) {
             {
                 AutocastGuard g(device.type(), p);
                 auto out = tm->forward(in);
-                loss = truth.first.defined() ? torch::nn::functional::cross_entropy(out, truth.first)
-                                             : torch::nn::functional::mse_loss(out.reshape(truth.second.sizes()), truth.second);
+                loss = truth.first.defined()
+                           ? torch::nn::functional::cross_entropy(out, truth.first)
+                           : torch::nn::functional::mse_loss(out.reshape(truth.second.sizes()), truth.second);
             }
             scaler->impl().scale_loss(loss).backward();
             scaler->impl().step(*opt, params);
@@ -244,12 +251,14 @@ BenchResult run_benchmark(const BenchSpec& spec) {
 OpsReport op_coverage(const RunSpec& spec) {
     using namespace detail;
     OpsReport rep;
-    if (spec.precisions.empty() || spec.precisions[0] == Precision::Fp32) throw InputError("", "precision", "expected fp16 or bf16");
+    if (spec.precisions.empty() || spec.precisions[0] == Precision::Fp32)
+        throw InputError("", "precision", "expected fp16 or bf16");
     rep.precision = spec.precisions[0];
     rep.model = spec.model;
     rep.backend = backend_report(spec.device);
     const at::Device device = parse_device(rep.backend.device);
-    auto loaded = load_on(spec.model, spec.probes, spec.seed, device, spec.mode, spec.criteria.output);  // lambdas capture these
+    auto loaded =
+        load_on(spec.model, spec.probes, spec.seed, device, spec.mode, spec.criteria.output);  // lambdas capture these
     auto& model = loaded.first;
     auto& probes = loaded.second;
     std::vector<at::Tensor> in;
@@ -310,7 +319,8 @@ OpsReport op_coverage(const RunSpec& spec) {
         }
         auto& oc = rep.ops[it->second];
         oc.calls++;
-        if (std::find(oc.modules.begin(), oc.modules.end(), c.module) == oc.modules.end()) oc.modules.push_back(c.module);
+        if (std::find(oc.modules.begin(), oc.modules.end(), c.module) == oc.modules.end())
+            oc.modules.push_back(c.module);
         if (i < amp.size() && amp[i].op == c.op && oc.amp_output_dtype.empty()) {
             oc.amp_output_dtype = amp[i].output_dtype;
             oc.autocast_fp32 = amp[i].output_dtype == "Float";

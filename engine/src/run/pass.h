@@ -40,7 +40,7 @@ struct PassOptions {
     std::map<std::string, std::vector<at::Tensor>>* module_outputs = nullptr;
 };
 
-PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& device, const PassOptions& o, ProgressObserver* progress,
-                    bool first_pass);
+PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& device, const PassOptions& o,
+                    ProgressObserver* progress, bool first_pass);
 
 }  // namespace ampscope::detail

@@ -50,11 +50,13 @@ at::Device parse_device(const std::string& d) {
     if (m[1] == "cpu") return at::Device(at::kCPU);
     const int idx = m[3].matched ? std::stoi(m[3]) : 0;
     if (!torch::cuda::is_available())
-        throw InputError("", "device",
-                         "'" + d + "' requested, but no CUDA (or ROCm) device is available on this machine; use --device cpu");
+        throw InputError(
+            "", "device",
+            "'" + d + "' requested, but no CUDA (or ROCm) device is available on this machine; use --device cpu");
     if (idx >= int(torch::cuda::device_count()))
-        throw InputError("", "device",
-                         "'" + d + "' requested, but only " + std::to_string(torch::cuda::device_count()) + " CUDA device(s) exist");
+        throw InputError(
+            "", "device",
+            "'" + d + "' requested, but only " + std::to_string(torch::cuda::device_count()) + " CUDA device(s) exist");
     return at::Device(at::kCUDA, c10::DeviceIndex(idx));
 }
 
@@ -62,8 +64,8 @@ namespace {
 
 /// What the model did when its forward threw, as the error the user sees: out of memory
 /// (runtime, 3), the model's own exception (3), or its inputs refused on the first batch (2).
-std::exception_ptr forward_error(const std::exception& err, const Model& model, const ProbeSet& probes, const std::string& stage,
-                                 bool first_batch, int64_t rows) {
+std::exception_ptr forward_error(const std::exception& err, const Model& model, const ProbeSet& probes,
+                                 const std::string& stage, bool first_batch, int64_t rows) {
     if (dynamic_cast<const ModelError*>(&err) || dynamic_cast<const InputError*>(&err)) return std::current_exception();
     const auto* c10err = dynamic_cast<const c10::Error*>(&err);
     const std::string full = c10err ? c10err->what_without_backtrace() : err.what();
@@ -71,16 +73,17 @@ std::exception_ptr forward_error(const std::exception& err, const Model& model, 
     if (dynamic_cast<const c10::OutOfMemoryError*>(&err) || dynamic_cast<const std::bad_alloc*>(&err) ||
         full.find("not enough memory") != std::string::npos || full.find("out of memory") != std::string::npos ||
         full.find("can't allocate memory") != std::string::npos)
-        return std::make_exception_ptr(
-            ModelError("out of memory in " + stage + " (batch of " + std::to_string(rows) + "); try a smaller --batch-size: " + msg));
+        return std::make_exception_ptr(ModelError("out of memory in " + stage + " (batch of " + std::to_string(rows) +
+                                                  "); try a smaller --batch-size: " + msg));
     if (dynamic_cast<const torch::jit::JITException*>(&err))
-        return std::make_exception_ptr(ModelError("the model " + model.info.source + " raised an exception in " + stage + ": " + msg));
+        return std::make_exception_ptr(
+            ModelError("the model " + model.info.source + " raised an exception in " + stage + ": " + msg));
     if (first_batch && model.info.kind == "torchscript") {
         std::string shapes;
         for (const auto& t : probes.inputs) shapes += (shapes.empty() ? "" : ", ") + c10::str(t.sizes());
-        return std::make_exception_ptr(InputError(
-            probes.info.source, "inputs",
-            "the model " + model.info.source + " failed on inputs of shape " + shapes + " (is that the input it expects?): " + msg));
+        return std::make_exception_ptr(InputError(probes.info.source, "inputs",
+                                                  "the model " + model.info.source + " failed on inputs of shape " +
+                                                      shapes + " (is that the input it expects?): " + msg));
     }
     if (!model.unchecked_ids.empty() && msg.find("index out of range") != std::string::npos)
         return std::make_exception_ptr(ModelError(stage + " failed: " + msg + " (" + model.unchecked_ids + ")"));
@@ -90,8 +93,8 @@ std::exception_ptr forward_error(const std::exception& err, const Model& model, 
 /// One batch of the probe inputs on `device`, as copies the model may write into. On a GPU
 /// they go through pinned host memory and are copied asynchronously, in stream order: no
 /// host wait. `originals`, when given, receives what the model was given (to compare after).
-std::vector<at::Tensor> upload_batch(const std::vector<at::Tensor>& inputs, int64_t b, int64_t e, const at::Device& device,
-                                     std::vector<at::Tensor>* originals) {
+std::vector<at::Tensor> upload_batch(const std::vector<at::Tensor>& inputs, int64_t b, int64_t e,
+                                     const at::Device& device, std::vector<at::Tensor>* originals) {
     std::vector<at::Tensor> in;
     if (originals) originals->clear();
     for (const auto& t : inputs) {
@@ -107,8 +110,8 @@ std::vector<at::Tensor> upload_batch(const std::vector<at::Tensor>& inputs, int6
 }
 
 /// Accumulates, on the device, whether the model changed its input copies (bitwise).
-void note_mutation(const std::vector<at::Tensor>& in, const std::vector<at::Tensor>& originals, const at::Device& device,
-                   at::Tensor& flag) {
+void note_mutation(const std::vector<at::Tensor>& in, const std::vector<at::Tensor>& originals,
+                   const at::Device& device, at::Tensor& flag) {
     for (size_t i = 0; i < in.size(); ++i) {
         const auto& orig = originals[i];
         at::Tensor changed = in[i].sizes() != orig.sizes() || in[i].scalar_type() != orig.scalar_type()
@@ -121,10 +124,12 @@ void note_mutation(const std::vector<at::Tensor>& in, const std::vector<at::Tens
 /// The model's output of one batch, checked, as [rows, scores] (a view, left on its device).
 at::Tensor batch_scores(const at::Tensor& y, int64_t rows, const Model& model) {
     if (y.dim() == 0 || y.size(0) != rows)
-        throw ModelError("the model's output has shape " + c10::str(y.sizes()) + "; expected a batch dimension of " + std::to_string(rows));
+        throw ModelError("the model's output has shape " + c10::str(y.sizes()) + "; expected a batch dimension of " +
+                         std::to_string(rows));
     if (y.numel() == 0)
-        throw InputError(model.info.source, "outputs",
-                         "the model returned no scores (shape " + c10::str(y.sizes()) + "); expected at least one score per sample");
+        throw InputError(
+            model.info.source, "outputs",
+            "the model returned no scores (shape " + c10::str(y.sizes()) + "); expected at least one score per sample");
     return y.detach().reshape({rows, -1});
 }
 
@@ -134,14 +139,15 @@ at::Tensor batch_scores(const at::Tensor& y, int64_t rows, const Model& model) {
 /// ends and come back in its one host read, with the observer's statistics and the mutation flag.
 class PassScores {
 public:
-    PassScores(const at::Device& device, int64_t n, const std::string& stage) : cpu_(device.is_cpu()), n_(n), stage_(stage) {}
+    PassScores(const at::Device& device, int64_t n, const std::string& stage)
+        : cpu_(device.is_cpu()), n_(n), stage_(stage) {}
 
     void add(const at::Tensor& y, int64_t b, int64_t rows, const Model& model, PassResult& r) {
         const at::Tensor s = batch_scores(y, rows, model);
         if (k_ < 0) k_ = s.size(1);
         if (s.size(1) != k_)
-            throw ModelError(stage_ + ": the model's output has shape " + c10::str(y.sizes()) + " for samples " + std::to_string(b) +
-                             " to " + std::to_string(b + rows - 1) + " but " + std::to_string(k_) +
+            throw ModelError(stage_ + ": the model's output has shape " + c10::str(y.sizes()) + " for samples " +
+                             std::to_string(b) + " to " + std::to_string(b + rows - 1) + " but " + std::to_string(k_) +
                              " scores per sample in the first batch; its size per sample must not depend on the batch");
         if (!cpu_) {
             device_.push_back(s.to(at::kFloat));
@@ -164,7 +170,8 @@ public:
         }
         r.num_outputs = int(std::max<int64_t>(k_, 0));
         for (int64_t i = 0; i < n_ && k_ > 0; ++i)
-            if (!std::all_of(r.outputs.begin() + i * k_, r.outputs.begin() + (i + 1) * k_, [](float v) { return std::isfinite(v); }))
+            if (!std::all_of(r.outputs.begin() + i * k_, r.outputs.begin() + (i + 1) * k_,
+                             [](float v) { return std::isfinite(v); }))
                 r.nonfinite_samples.push_back(probes.samples[size_t(i)].id);
         return changed;
     }
@@ -194,7 +201,8 @@ private:
 };
 
 /// The forward origin: the earliest op where some sample's values were born non-finite.
-std::optional<Origin> forward_origin(const std::vector<LayerStat>& layers, const std::vector<int>& ro, const ProbeSet& probes) {
+std::optional<Origin> forward_origin(const std::vector<LayerStat>& layers, const std::vector<int>& ro,
+                                     const ProbeSet& probes) {
     int first = -1;
     for (int v : ro)
         if (v >= 0 && (first < 0 || v < first)) first = v;
@@ -211,8 +219,8 @@ std::optional<Origin> forward_origin(const std::vector<LayerStat>& layers, const
 
 }  // namespace
 
-PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& device, const PassOptions& o, ProgressObserver* progress,
-                    bool first_pass) {
+PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& device, const PassOptions& o,
+                    ProgressObserver* progress, bool first_pass) {
     PassResult r;
     r.precision = o.precision;
     r.keep_fp32 = o.keep_fp32;
@@ -222,7 +230,8 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
     model.set_train(o.train);
     torch::manual_seed(o.seed);  // same RNG stream (dropout) for every pass
     at::NoGradGuard no_grad;
-    PassScope pass_scope(device.type(), o.precision == Precision::Fp32 ? std::vector<std::string>{} : o.keep_fp32, o.inspect);
+    PassScope pass_scope(device.type(), o.precision == Precision::Fp32 ? std::vector<std::string>{} : o.keep_fp32,
+                         o.inspect);
     if (o.precision != Precision::Fp32) pass_scope.context().amp_only = o.amp_only;
     std::unique_ptr<OpObserver> observer;
     if (o.inspect) observer = std::make_unique<OpObserver>(n);
@@ -273,9 +282,9 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
 /// Labels and targets against the scores the model really gives (known after a forward).
 void check_outputs_fit(const ProbeSet& probes, const std::string& file, int num_outputs) {
     if (!probes.targets.empty() && probes.target_width != num_outputs)
-        throw InputError(
-            file, "targets",
-            "has " + std::to_string(probes.target_width) + " values per sample; the model gives " + std::to_string(num_outputs));
+        throw InputError(file, "targets",
+                         "has " + std::to_string(probes.target_width) + " values per sample; the model gives " +
+                             std::to_string(num_outputs));
     for (size_t i = 0; probes.label_width == 0 && i < probes.labels.size(); ++i)  // token labels: run/sequence.cpp
         if (probes.labels[i] >= num_outputs)
             throw InputError(file, "labels",
@@ -293,7 +302,8 @@ void validate_criteria(const Criteria& c) {
     nonneg(c.rtol, "rtol");
     nonneg(c.tie_tolerance, "tie_tolerance");
     if (c.max_flips < 0) throw InputError("criteria", "max_flips", "expected an integer >= 0");
-    if (!std::isfinite(c.quality_threshold)) throw InputError("criteria", "quality_threshold", "expected a finite number");
+    if (!std::isfinite(c.quality_threshold))
+        throw InputError("criteria", "quality_threshold", "expected a finite number");
     for (size_t i = 0; i < c.heads.size(); ++i) {
         const auto& h = c.heads[i];
         const std::string f = "heads[" + std::to_string(i) + "]";
@@ -320,7 +330,8 @@ void ComparisonRun::fix_criteria() {
     res.criteria = spec.criteria;
     res.criteria.fixed_at = now_iso8601();
     res.started_at = res.criteria.fixed_at;
-    if (spec.precisions.empty()) throw InputError("", "precision", "no AMP precision given; expected fp16, bf16 and/or fp8");
+    if (spec.precisions.empty())
+        throw InputError("", "precision", "no AMP precision given; expected fp16, bf16 and/or fp8");
     for (auto p : spec.precisions)
         if (p == Precision::Fp32)
             throw InputError("", "precision", "fp32 is the reference and always runs; expected fp16, bf16 and/or fp8");
@@ -336,7 +347,8 @@ void ComparisonRun::choose_backend() {
     for (auto p : spec.precisions)
         if ((p == Precision::Bf16 || p == Precision::Fp8) && !res.backend.bf16_supported)
             throw InputError("", "precision",
-                             to_string(p) + " requested (BF16 autocast), but " + res.backend.device + " (" + res.backend.name +
+                             to_string(p) + " requested (BF16 autocast), but " + res.backend.device + " (" +
+                                 res.backend.name +
                                  ") has no bf16 support (needs compute capability >= 8.0 or a ROCm GPU)");
 }
 
@@ -346,19 +358,21 @@ void ComparisonRun::load_inputs() {
     check_fp32_regions(*model, spec.keep_fp32);
     stage("load probes");
     probes = load_probes(spec.probes, *model, spec.seed);
-    if (model->fixed_batch == 0) model->check_batches(probes.inputs[0].size(0), spec.batch_size, spec.probes);  // before any pass
+    if (model->fixed_batch == 0)
+        model->check_batches(probes.inputs[0].size(0), spec.batch_size, spec.probes);  // before any pass
     model->to_device(device);
-    state =
-        std::make_unique<StateKeeper>(*model, [this] { return load_model(spec.model, spec.seed, spec.criteria.output)->named_state(); });
+    state = std::make_unique<StateKeeper>(
+        *model, [this] { return load_model(spec.model, spec.seed, spec.criteria.output)->named_state(); });
     res.criteria.output = model->output_name;  // recorded as resolved, with the criteria
     res.model = model->info;
     res.model.mode = to_string(spec.mode);
     res.warnings.insert(res.warnings.end(), model->warnings.begin(), model->warnings.end());
     for (auto& w : model->mode_warnings(spec.mode == Mode::Train)) res.warnings.push_back(std::move(w));
     if (model->fixed_batch > 0 && model->fixed_batch != spec.batch_size)
-        res.warnings.push_back("the model was exported with a static batch of " + std::to_string(model->fixed_batch) +
-                               ": passes run in batches of that size (the last one padded in eval mode), not --batch-size " +
-                               std::to_string(spec.batch_size));
+        res.warnings.push_back(
+            "the model was exported with a static batch of " + std::to_string(model->fixed_batch) +
+            ": passes run in batches of that size (the last one padded in eval mode), not --batch-size " +
+            std::to_string(spec.batch_size));
     res.probes = probes.info;
     res.samples = probes.samples;
     res.labels = probes.labels;
@@ -366,11 +380,14 @@ void ComparisonRun::load_inputs() {
     auto& c = res.criteria;
     if (!c.quality_metric_set && !probes.targets.empty()) c.quality_metric = QualityMetric::Mse;
     if (c.quality_metric_set) {
-        const bool acc = c.quality_metric != QualityMetric::Mse && c.quality_metric != QualityMetric::MaxAbsError;  // label metrics
+        const bool acc =
+            c.quality_metric != QualityMetric::Mse && c.quality_metric != QualityMetric::MaxAbsError;  // label metrics
         if (acc && probes.labels.empty())
-            throw InputError(spec.probes, "labels", "quality_metric " + to_string(c.quality_metric) + " needs labels in the probe set");
+            throw InputError(spec.probes, "labels",
+                             "quality_metric " + to_string(c.quality_metric) + " needs labels in the probe set");
         if (!acc && probes.targets.empty())
-            throw InputError(spec.probes, "targets", "quality_metric " + to_string(c.quality_metric) + " needs targets in the probe set");
+            throw InputError(spec.probes, "targets",
+                             "quality_metric " + to_string(c.quality_metric) + " needs targets in the probe set");
     }
     // Probe inputs themselves non-finite: stage "input".
     for (const auto& t : probes.inputs) {
@@ -409,16 +426,18 @@ void ComparisonRun::note_state_changes(const std::vector<std::string>& changed) 
     std::string names;
     for (size_t i = 0; i < changed.size() && i < 8; ++i) names += (i ? ", " : "") + changed[i];
     if (changed.size() > 8) names += ", … (" + std::to_string(changed.size()) + " in all)";
-    res.warnings.push_back("the model changes its own state in forward (" + names +
-                           "); every pass was started from the state as loaded, so passes differ only in precision policy, "
-                           "but a deployed model would see the changed state");
+    res.warnings.push_back(
+        "the model changes its own state in forward (" + names +
+        "); every pass was started from the state as loaded, so passes differ only in precision policy, "
+        "but a deployed model would see the changed state");
 }
 
 namespace {
 
 /// The samples whose reference scores are broken: NaN or +inf anywhere; -inf too, unless the
 /// scores are a classifier's or a sequence's (a -inf logit is a masked entry, probability 0).
-std::vector<std::string> broken_reference(const PassResult& ref, const Truth& truth, const std::vector<SampleInfo>& samples) {
+std::vector<std::string> broken_reference(const PassResult& ref, const Truth& truth,
+                                          const std::vector<SampleInfo>& samples) {
     const size_t k = size_t(std::max(ref.num_outputs, 0));
     const bool scores = is_classifier(ref.num_outputs, truth);
     std::vector<std::string> out;

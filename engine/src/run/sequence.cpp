@@ -36,11 +36,13 @@ PassResult positions_first(const PassResult& p, const SequenceLayout& s) {
 }
 
 /// The mask input as N x T bytes (nonzero: compared).
-std::vector<uint8_t> mask_of(const at::Tensor& m, const std::string& name, const std::string& file, int64_t n, int length) {
+std::vector<uint8_t> mask_of(const at::Tensor& m, const std::string& name, const std::string& file, int64_t n,
+                             int length) {
     if (m.dim() != 2 || m.size(0) != n || m.size(1) != length)
         throw InputError(file, name,
-                         "the mask input is " + std::string(c10::toString(m.scalar_type())) + " " + c10::str(m.sizes()) +
-                             "; expected [N, T] = [" + std::to_string(n) + ", " + std::to_string(length) +
+                         "the mask input is " + std::string(c10::toString(m.scalar_type())) + " " +
+                             c10::str(m.sizes()) + "; expected [N, T] = [" + std::to_string(n) + ", " +
+                             std::to_string(length) +
                              "], one entry per position of the sequence output (nonzero: compared)");
     const auto b = m.ne(0).to(at::kByte).contiguous().cpu();
     return std::vector<uint8_t>(b.data_ptr<uint8_t>(), b.data_ptr<uint8_t>() + b.numel());
@@ -57,20 +59,26 @@ void ComparisonRun::resolve_sequence_inputs() {
     const auto& names = model->input_names;
     const bool named = !c.mask_input.empty();
     if (named && std::find(names.begin(), names.end(), c.mask_input) == names.end())
-        throw InputError("", "mask_input", "'" + c.mask_input + "': the model has no input of that name; its inputs: " + joined(names));
-    if (!named && std::find(names.begin(), names.end(), "attention_mask") != names.end()) c.mask_input = "attention_mask";
-    const bool token_metric = c.quality_metric == QualityMetric::Perplexity || c.quality_metric == QualityMetric::TokenAccuracy;
+        throw InputError("", "mask_input",
+                         "'" + c.mask_input + "': the model has no input of that name; its inputs: " + joined(names));
+    if (!named && std::find(names.begin(), names.end(), "attention_mask") != names.end())
+        c.mask_input = "attention_mask";
+    const bool token_metric =
+        c.quality_metric == QualityMetric::Perplexity || c.quality_metric == QualityMetric::TokenAccuracy;
     if (c.quality_metric_set && token_metric && probes.label_width == 0)
-        throw InputError(spec.probes, "labels",
-                         "quality_metric " + to_string(c.quality_metric) + " needs token labels [N, T] in the probe set");
+        throw InputError(
+            spec.probes, "labels",
+            "quality_metric " + to_string(c.quality_metric) + " needs token labels [N, T] in the probe set");
     if (!c.quality_metric_set && probes.label_width > 0) c.quality_metric = QualityMetric::Perplexity;
     if (c.quality_metric_set && c.quality_metric == QualityMetric::Accuracy && probes.label_width > 0)
-        throw InputError(spec.probes, "labels",
-                         "token labels [N, " + std::to_string(probes.label_width) +
-                             "] cannot be scored by quality_metric accuracy (class labels [N], one decision per sample); expected "
-                             "quality_metric token_accuracy or perplexity for token labels");
+        throw InputError(
+            spec.probes, "labels",
+            "token labels [N, " + std::to_string(probes.label_width) +
+                "] cannot be scored by quality_metric accuracy (class labels [N], one decision per sample); expected "
+                "quality_metric token_accuracy or perplexity for token labels");
     if (token_metric && c.sequence_axis == 2)
-        throw InputError("", "sequence_axis", "2: quality_metric " + to_string(c.quality_metric) + " reads outputs laid out [N, T, V]");
+        throw InputError("", "sequence_axis",
+                         "2: quality_metric " + to_string(c.quality_metric) + " reads outputs laid out [N, T, V]");
 }
 
 void ComparisonRun::setup_sequence(const PassResult& ref) {
@@ -87,7 +95,8 @@ void ComparisonRun::setup_sequence(const PassResult& ref) {
     }
     if (shape.size() != 2)
         throw InputError("", "sequence_axis",
-                         std::to_string(c.sequence_axis) + ": needs an output of rank 3 ([N, T, V] or [N, V, T]); the model's output is " +
+                         std::to_string(c.sequence_axis) +
+                             ": needs an output of rank 3 ([N, T, V] or [N, V, T]); the model's output is " +
                              shape_str(shape));
     sequence_axis = c.sequence_axis >= 1 ? c.sequence_axis : 1;
     SequenceLayout s;
@@ -98,9 +107,10 @@ void ComparisonRun::setup_sequence(const PassResult& ref) {
         const auto at = size_t(std::find(names.begin(), names.end(), c.mask_input) - names.begin());
         s.mask = mask_of(probes.inputs.at(at), c.mask_input, spec.probes, int64_t(probes.samples.size()), s.length);
         if (std::none_of(s.mask.begin(), s.mask.end(), [](uint8_t m) { return m != 0; }))
-            throw InputError(spec.probes, c.mask_input,
-                             "every position is masked (the mask input holds only zeros): nothing would be compared; expected a "
-                             "nonzero entry at each position to compare");
+            throw InputError(
+                spec.probes, c.mask_input,
+                "every position is masked (the mask input holds only zeros): nothing would be compared; expected a "
+                "nonzero entry at each position to compare");
     }
     check_labels_fit(shape, s);
     sequence = std::move(s);
@@ -116,20 +126,23 @@ void ComparisonRun::check_labels_fit(const std::vector<int64_t>& shape, const Se
                              std::to_string(s.length) + "] (-100 ignored) or no labels");
     if (probes.label_width != s.length)
         throw InputError(spec.probes, "labels",
-                         "token labels have " + std::to_string(probes.label_width) + " positions; the sequence output has " +
-                             std::to_string(s.length) + " (" + shape_str(shape) + ")");
+                         "token labels have " + std::to_string(probes.label_width) +
+                             " positions; the sequence output has " + std::to_string(s.length) + " (" +
+                             shape_str(shape) + ")");
     for (size_t i = 0; i < probes.labels.size(); ++i)
         if (probes.labels[i] != kIgnoreLabel && probes.labels[i] >= s.vocab)
             throw InputError(spec.probes, "labels",
-                             "token label " + std::to_string(probes.labels[i]) + " of sample '" + probes.samples[i / w].id + "' position " +
-                                 std::to_string(i % w) + " is out of range; the output has " + std::to_string(s.vocab) + " tokens");
+                             "token label " + std::to_string(probes.labels[i]) + " of sample '" +
+                                 probes.samples[i / w].id + "' position " + std::to_string(i % w) +
+                                 " is out of range; the output has " + std::to_string(s.vocab) + " tokens");
     if (!scores_a_token_label(probes)) throw no_token_label_scored(spec.probes, "scored");
 }
 
 Comparison ComparisonRun::compare_pass(const PassResult& ref, const PassResult& amp) const {
     if (!sequence) return compare(ref, amp, probes.samples, truth(), res.criteria);
     if (sequence_axis == 1) return compare(ref, amp, probes.samples, truth(), res.criteria, &*sequence);
-    return compare(positions_first(ref, *sequence), positions_first(amp, *sequence), probes.samples, truth(), res.criteria, &*sequence);
+    return compare(positions_first(ref, *sequence), positions_first(amp, *sequence), probes.samples, truth(),
+                   res.criteria, &*sequence);
 }
 
 }  // namespace ampscope::detail

@@ -23,7 +23,8 @@ StateKeeper::StateKeeper(Model& m, Reload reload) : reload_(std::move(reload)) {
     for (const auto& p : m.parameters()) params.insert(p.unsafeGetTensorImpl());
     for (auto& [name, t] : m.named_state()) {
         const bool buffer = !params.count(t.unsafeGetTensorImpl());
-        entries_.push_back({name, t.unsafeGetTensorImpl(), t._version(), buffer, buffer ? t.detach().clone() : at::Tensor()});
+        entries_.push_back(
+            {name, t.unsafeGetTensorImpl(), t._version(), buffer, buffer ? t.detach().clone() : at::Tensor()});
     }
 }
 
@@ -34,7 +35,8 @@ void StateKeeper::take_originals() {
         if (e.copy.defined()) continue;
         const auto it = by_name.find(e.name);
         if (it == by_name.end())
-            throw ModelError("the model changed its parameter '" + e.name + "' in forward, and loading it again gave no such parameter");
+            throw ModelError("the model changed its parameter '" + e.name +
+                             "' in forward, and loading it again gave no such parameter");
         e.copy = it->second.detach();
     }
 }
@@ -44,8 +46,8 @@ std::vector<std::string> StateKeeper::restore(Model& m) {
     std::vector<std::string> changed;
     auto state = m.named_state();
     if (state.size() != entries_.size())
-        throw ModelError("the model's parameters and buffers changed in number during a pass (" + std::to_string(entries_.size()) +
-                         " before, " + std::to_string(state.size()) + " after)");
+        throw ModelError("the model's parameters and buffers changed in number during a pass (" +
+                         std::to_string(entries_.size()) + " before, " + std::to_string(state.size()) + " after)");
     for (size_t i = 0; i < state.size(); ++i) {
         auto& t = state[i].second;
         auto& e = entries_[i];

@@ -37,10 +37,12 @@ public:
 private:
     [[noreturn]] void fail(const std::string& what) const {
         throw InputError(file_, "data.pkl",
-                         what + " at byte " + std::to_string(pos_) + " of " + std::to_string(size_) + " (a damaged or hostile pickle)");
+                         what + " at byte " + std::to_string(pos_) + " of " + std::to_string(size_) +
+                             " (a damaged or hostile pickle)");
     }
     void need(uint64_t n) const {
-        if (n > size_ - pos_) fail("declares " + std::to_string(n) + " bytes, but " + std::to_string(size_ - pos_) + " remain");
+        if (n > size_ - pos_)
+            fail("declares " + std::to_string(n) + " bytes, but " + std::to_string(size_ - pos_) + " remain");
     }
     /// A little-endian integer of `bytes` bytes.
     uint64_t le(int bytes) {
@@ -63,7 +65,8 @@ private:
     /// The memo is filled in order (0, 1, 2, ...); LibTorch's unpickler grows its table to any
     /// index it is given, so a sparse index (31 GB from a 4-byte LONG_BINPUT) is refused.
     void put(uint64_t index) {
-        if (index > memo_) fail("memo index " + std::to_string(index) + " out of order (next is " + std::to_string(memo_) + ")");
+        if (index > memo_)
+            fail("memo index " + std::to_string(index) + " out of order (next is " + std::to_string(memo_) + ")");
         memo_ = std::max(memo_, index + 1);
     }
 
@@ -170,7 +173,8 @@ inline bool is_put(unsigned char op) {
 
 /// The memo index a PUT or GET opcode names.
 inline uint64_t memo_index(const char* data, const Op& o) {
-    if (o.op == 'p' || o.op == 'g') return std::strtoull(std::string(data + o.begin + 1, o.end - o.begin - 2).c_str(), nullptr, 10);
+    if (o.op == 'p' || o.op == 'g')
+        return std::strtoull(std::string(data + o.begin + 1, o.end - o.begin - 2).c_str(), nullptr, 10);
     uint64_t v = 0;
     for (size_t k = o.end; k-- > o.begin + 1;) v = (v << 8) | static_cast<unsigned char>(data[k]);
     return v;

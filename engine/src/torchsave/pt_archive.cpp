@@ -165,7 +165,9 @@ private:
 /// chain a million lists deep overflowed the stack).
 void check_pickle_depth(const char* data, size_t size, const std::string& file) {
     PickleShape shape;
-    PickleWalker(data, size, file, [&](unsigned char op, size_t begin, size_t end) { shape.op(op, data, {op, begin, end}); }).walk();
+    PickleWalker(data, size, file, [&](unsigned char op, size_t begin, size_t end) {
+        shape.op(op, data, {op, begin, end});
+    }).walk();
     if (shape.depth() > size_t(kMaxPickleDepth))
         throw InputError(file, "data.pkl",
                          "nests values deeper than " + std::to_string(kMaxPickleDepth) +
@@ -195,7 +197,8 @@ void check_declared_sizes(const char* data, size_t n, const std::string& file, s
         --eocd;
     }
     std::vector<std::pair<uint64_t, uint64_t>> directories;  // (entries, offset)
-    if (u(eocd + 10, 2) != 0xFFFF && u(eocd + 16, 4) != 0xFFFFFFFFu) directories.emplace_back(u(eocd + 10, 2), u(eocd + 16, 4));
+    if (u(eocd + 10, 2) != 0xFFFF && u(eocd + 16, 4) != 0xFFFFFFFFu)
+        directories.emplace_back(u(eocd + 10, 2), u(eocd + 16, 4));
     if (eocd >= 20 && u(eocd - 20, 4) == 0x07064b50) {
         const uint64_t z = u(eocd - 20 + 8, 8);
         if (z > n || n - z < 56 || u(size_t(z), 4) != 0x06064b50)
@@ -204,13 +207,13 @@ void check_declared_sizes(const char* data, size_t n, const std::string& file, s
     }
     for (const auto& [count, start] : directories) {
         if (count > n / 46)
-            throw damaged("central directory",
-                          "declares " + std::to_string(count) + " entries in a file of " + std::to_string(n) + " bytes");
+            throw damaged("central directory", "declares " + std::to_string(count) + " entries in a file of " +
+                                                   std::to_string(n) + " bytes");
         uint64_t pos = start;
         for (uint64_t k = 0; k < count; ++k) {
             if (pos > n || n - pos < 46 || u(size_t(pos), 4) != 0x02014b50)
-                throw damaged("central directory",
-                              "entry " + std::to_string(k) + " of " + std::to_string(count) + " is not where the directory says");
+                throw damaged("central directory", "entry " + std::to_string(k) + " of " + std::to_string(count) +
+                                                       " is not where the directory says");
             const size_t at = size_t(pos);
             uint64_t sizes[2] = {u(at + 24, 4), u(at + 20, 4)};  // uncompressed, compressed
             const size_t name = size_t(u(at + 28, 2)), extra = size_t(u(at + 30, 2)), comment = size_t(u(at + 32, 2));
@@ -229,8 +232,8 @@ void check_declared_sizes(const char* data, size_t n, const std::string& file, s
             for (const uint64_t s : sizes)
                 if (s > n)
                     throw InputError(file, std::string(data + at + 46, name),
-                                     "record declares " + std::to_string(s) + " bytes in a file of " + std::to_string(n) +
-                                         " (a damaged or hostile archive)");
+                                     "record declares " + std::to_string(s) + " bytes in a file of " +
+                                         std::to_string(n) + " (a damaged or hostile archive)");
             if (stored && u(at + 10, 2) == 0 && sizes[0] == sizes[1]) {  // method 0: the record's bytes as they are
                 const std::string full(data + at + 46, name);
                 const auto slash = full.find('/');  // the reader names records without the archive's folder
@@ -262,11 +265,15 @@ std::optional<int64_t> add(int64_t a, int64_t b) {
 
 void check_tensor_fits(const at::Tensor& t, size_t record_bytes, const std::string& file, const std::string& field) {
     if (!t.defined()) throw InputError(file, field, "an undefined Tensor; expected a Tensor with data");
-    if (t.layout() != at::kStrided) throw InputError(file, field, "a sparse or non-strided Tensor; expected a dense Tensor");
+    if (t.layout() != at::kStrided)
+        throw InputError(file, field, "a sparse or non-strided Tensor; expected a dense Tensor");
     if (t.is_meta())
         throw InputError(file, field,
-                         "a meta Tensor (shape and dtype only, no data: a model built on the meta device); expected a Tensor with data");
-    if (t.is_quantized()) throw InputError(file, field, "a quantized Tensor; expected a floating-point Tensor (dequantize before saving)");
+                         "a meta Tensor (shape and dtype only, no data: a model built on the meta device); expected a "
+                         "Tensor with data");
+    if (t.is_quantized())
+        throw InputError(file, field,
+                         "a quantized Tensor; expected a floating-point Tensor (dequantize before saving)");
     const auto& st = t.storage();
     const int64_t storage_bytes = int64_t(st.nbytes());
     if (storage_bytes < 0 || size_t(storage_bytes) > record_bytes)
@@ -281,12 +288,15 @@ void check_tensor_fits(const at::Tensor& t, size_t record_bytes, const std::stri
         if (sizes[d] < 0 || strides[d] < 0)
             throw InputError(file, field, "declares negative sizes or strides; expected a Tensor saved by torch.save");
         const auto n = mul(numel, sizes[d]);
-        if (!n) throw InputError(file, field, "declares a shape whose element count overflows; expected a Tensor saved by torch.save");
+        if (!n)
+            throw InputError(file, field,
+                             "declares a shape whose element count overflows; expected a Tensor saved by torch.save");
         numel = *n;
         if (sizes[d] > 0) {
             const auto span = mul(sizes[d] - 1, strides[d]);
             const auto l = span ? add(last, *span) : std::nullopt;
-            if (!l) throw InputError(file, field, "declares strides that overflow; expected a Tensor saved by torch.save");
+            if (!l)
+                throw InputError(file, field, "declares strides that overflow; expected a Tensor saved by torch.save");
             last = *l;
         }
     }
@@ -296,22 +306,26 @@ void check_tensor_fits(const at::Tensor& t, size_t record_bytes, const std::stri
     const auto end_bytes = end_elems ? mul(*end_elems, item) : std::nullopt;
     if (!end_bytes || *end_bytes > storage_bytes)
         throw InputError(file, field,
-                         "shape " + shape_of(t) + " at offset " + std::to_string(offset) + " reaches past the end of its stored data (" +
-                             std::to_string(storage_bytes / item) + " elements); a damaged or hand-edited file");
+                         "shape " + shape_of(t) + " at offset " + std::to_string(offset) +
+                             " reaches past the end of its stored data (" + std::to_string(storage_bytes / item) +
+                             " elements); a damaged or hand-edited file");
     // A tensor may not declare more elements than the file holds for it (stride-0 views saved
     // by torch.save are refused too: they would be materialised at their full size).
     if (numel > storage_bytes / item)
         throw InputError(file, field,
-                         "shape " + shape_of(t) + " declares " + std::to_string(numel) + " elements, but its stored data holds " +
-                             std::to_string(storage_bytes / item) + "; save a contiguous Tensor (x.contiguous())");
+                         "shape " + shape_of(t) + " declares " + std::to_string(numel) +
+                             " elements, but its stored data holds " + std::to_string(storage_bytes / item) +
+                             "; save a contiguous Tensor (x.contiguous())");
 }
 
-std::shared_ptr<caffe2::serialize::PyTorchStreamReader> open_checked_zip(const std::vector<char>& bytes, const std::string& file,
+std::shared_ptr<caffe2::serialize::PyTorchStreamReader> open_checked_zip(const std::vector<char>& bytes,
+                                                                         const std::string& file,
                                                                          std::set<std::string>* stored) {
     return open_checked_zip(bytes.data(), bytes.size(), file, stored);
 }
 
-std::shared_ptr<caffe2::serialize::PyTorchStreamReader> open_checked_zip(const char* data, size_t size, const std::string& file,
+std::shared_ptr<caffe2::serialize::PyTorchStreamReader> open_checked_zip(const char* data, size_t size,
+                                                                         const std::string& file,
                                                                          std::set<std::string>* stored) {
     using caffe2::serialize::PyTorchStreamReader;
     check_declared_sizes(data, size, file, stored);
@@ -321,17 +335,19 @@ std::shared_ptr<caffe2::serialize::PyTorchStreamReader> open_checked_zip(const c
         const size_t record = reader->getRecordSize(name);
         if (record > size)
             throw InputError(file, name,
-                             "record declares " + std::to_string(record) + " bytes in a file of " + std::to_string(size) +
-                                 " (a damaged or hostile archive)");
+                             "record declares " + std::to_string(record) + " bytes in a file of " +
+                                 std::to_string(size) + " (a damaged or hostile archive)");
     }
     return reader;
 }
 
-PtArchive read_pt_archive(const std::vector<char>& bytes, const std::string& file, std::vector<std::string>* skipped_objects) {
+PtArchive read_pt_archive(const std::vector<char>& bytes, const std::string& file,
+                          std::vector<std::string>* skipped_objects) {
     return read_pt_archive(bytes.data(), bytes.size(), file, skipped_objects);
 }
 
-PtArchive read_pt_archive(const char* data, size_t size, const std::string& file, std::vector<std::string>* skipped_objects) {
+PtArchive read_pt_archive(const char* data, size_t size, const std::string& file,
+                          std::vector<std::string>* skipped_objects) {
     using caffe2::serialize::PyTorchStreamReader;
     PtArchive out;
     try {
@@ -343,7 +359,8 @@ PtArchive read_pt_archive(const char* data, size_t size, const std::string& file
         size_t pkl_size = std::get<1>(pkl_record);
         check_pickle_lengths(static_cast<const char*>(pkl.get()), pkl_size, file);
         const Lenient lenient =
-            skipped_objects ? lenient_pickle(static_cast<const char*>(pkl.get()), pkl_size, file, *skipped_objects) : Lenient();
+            skipped_objects ? lenient_pickle(static_cast<const char*>(pkl.get()), pkl_size, file, *skipped_objects)
+                            : Lenient();
         size_t pos = 0;
         const char* pkl_data = skipped_objects ? lenient.pickle.data() : static_cast<const char*>(pkl.get());
         if (skipped_objects) pkl_size = lenient.pickle.size();
@@ -380,7 +397,9 @@ PtArchive read_pt_archive(const char* data, size_t size, const std::string& file
     } catch (const std::exception& e) {
         const auto* c10err = dynamic_cast<const c10::Error*>(&e);
         std::string w = c10err ? c10err->what_without_backtrace() : e.what();
-        throw InputError(file, "", "not a readable torch.save file (expected a dict saved by torch.save): " + w.substr(0, w.find('\n')));
+        throw InputError(
+            file, "",
+            "not a readable torch.save file (expected a dict saved by torch.save): " + w.substr(0, w.find('\n')));
     }
     return out;
 }

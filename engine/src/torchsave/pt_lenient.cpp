@@ -43,7 +43,8 @@ bool is_dtype_name(const std::string& module, const std::string& name) {
     static const std::set<std::string> names = [] {
         std::set<std::string> out;
         for (int i = 0; i < int(c10::ScalarType::NumOptions); ++i) try {
-                const auto n = c10::getDtypeNames(static_cast<c10::ScalarType>(i));  // throws for types Python does not name
+                const auto n =
+                    c10::getDtypeNames(static_cast<c10::ScalarType>(i));  // throws for types Python does not name
                 out.insert(n.first);
                 if (!n.second.empty()) out.insert(n.second);
             } catch (const c10::Error&) {
@@ -118,7 +119,8 @@ std::vector<int64_t> classes_pushed(const char* data, const std::vector<Op>& ops
             const uint64_t idx = o.op == 0x94 ? next_memo : memo_index(data, o);
             next_memo = std::max(next_memo, idx + 1);
             memo_class.erase(idx);
-            if (i > 0 && cls[i - 1] >= 0) memo_class[idx] = cls[i] = cls[i - 1];  // the class is still on top of the stack
+            if (i > 0 && cls[i - 1] >= 0)
+                memo_class[idx] = cls[i] = cls[i - 1];  // the class is still on top of the stack
         }
     }
     return cls;
@@ -133,11 +135,15 @@ c10::IValue stand_in(const std::string& qn, const c10::IValue& args, std::vector
     const auto arg = [&](size_t k) { return args.toTupleRef().elements()[k]; };
     if ((qn == "__builtin__.complex" || qn == "builtins.complex") && n == 2 && arg(0).isDouble() && arg(1).isDouble())
         return c10::complex<double>(arg(0).toDouble(), arg(1).toDouble());
-    if ((qn == "torch._utils._rebuild_parameter" || qn == "torch._utils._rebuild_parameter_with_state" || qn == "torch.Size") && n > 0)
+    if ((qn == "torch._utils._rebuild_parameter" || qn == "torch._utils._rebuild_parameter_with_state" ||
+         qn == "torch.Size") &&
+        n > 0)
         return arg(0);
-    if (qn == "torch._utils._rebuild_meta_tensor_no_storage") return at::empty({0}, at::TensorOptions().device(at::kMeta));
+    if (qn == "torch._utils._rebuild_meta_tensor_no_storage")
+        return at::empty({0}, at::TensorOptions().device(at::kMeta));
     if (qn == "torch._utils._rebuild_sparse_tensor") return at::empty({0}).to_sparse();
-    if (qn == "collections.OrderedDict" || qn == "collections.defaultdict" || qn == "__builtin__.dict" || qn == "builtins.dict")
+    if (qn == "collections.OrderedDict" || qn == "collections.defaultdict" || qn == "__builtin__.dict" ||
+        qn == "builtins.dict")
         return c10::impl::GenericDict(c10::AnyType::get(), c10::AnyType::get());
     name_skipped(skipped, qn);
     return c10::IValue();
@@ -205,7 +211,8 @@ void dismantle(const c10::IValue& root) {
             d.clear();
         } else if (v.isTuple()) {
             auto& t = v.toTupleRef();
-            for (size_t k = 0; k < t.elements().size(); ++k) work.push_back(t.elements()[k]), t.unsafeSetElement(k, c10::IValue());
+            for (size_t k = 0; k < t.elements().size(); ++k)
+                work.push_back(t.elements()[k]), t.unsafeSetElement(k, c10::IValue());
         } else if (v.isObject()) {
             auto& o = v.toObjectRef();
             for (size_t k = 0; k < o.slots().size(); ++k) work.push_back(o.getSlot(k)), o.setSlot(k, c10::IValue());
@@ -225,7 +232,9 @@ void dismantle(const c10::IValue& root) {
 /// skipped (not OrderedDict, not GradScaler) are named in `skipped`.
 Lenient lenient_pickle(const char* data, size_t size, const std::string& file, std::vector<std::string>& skipped) {
     std::vector<Op> ops;
-    PickleWalker(data, size, file, [&](unsigned char op, size_t begin, size_t end) { ops.push_back({op, begin, end}); }).walk();
+    PickleWalker(data, size, file, [&](unsigned char op, size_t begin, size_t end) {
+        ops.push_back({op, begin, end});
+    }).walk();
     Lenient out;
     const auto cls = classes_pushed(data, ops, out.globals);
     std::string& p = out.pickle;
@@ -252,7 +261,8 @@ Lenient lenient_pickle(const char* data, size_t size, const std::string& file, s
         const std::string& qn = out.globals[size_t(cls[i])];
         size_t next = i + 1;
         while (next < ops.size() && is_put(ops[next].op)) ++next;
-        const bool called = next + 1 < ops.size() && ops[next].op == ')' && (ops[next + 1].op == 'R' || ops[next + 1].op == 0x81);
+        const bool called =
+            next + 1 < ops.size() && ops[next].op == ')' && (ops[next + 1].op == 'R' || ops[next + 1].op == 0x81);
         if (called) {
             p += '}';
             if (is_grad_scaler(qn)) p += binunicode(kClassKey) + binunicode(qn) + 's';
@@ -274,7 +284,8 @@ c10::IValue resolve_stand_ins(const c10::IValue& root) {
     std::unordered_set<const void*> seen;
     auto visit = [&](const c10::IValue& child) -> c10::IValue {
         c10::IValue r = resolved(child);
-        if ((r.isGenericDict() || r.isList() || r.isTuple()) && seen.insert(r.internalToPointer()).second) work.push_back(r);
+        if ((r.isGenericDict() || r.isList() || r.isTuple()) && seen.insert(r.internalToPointer()).second)
+            work.push_back(r);
         return r;
     };
     seen.insert(top.isPtrType() ? top.internalToPointer() : nullptr);
@@ -286,7 +297,8 @@ c10::IValue resolve_stand_ins(const c10::IValue& root) {
             (void)d.erase(c10::IValue(std::string(kClassKey)));  // a GradScaler without state: {}
             std::vector<std::pair<c10::IValue, c10::IValue>> changed;
             for (const auto& kv : d)
-                if (auto r = visit(kv.value()); !r.isSameIdentity(kv.value())) changed.emplace_back(kv.key(), std::move(r));
+                if (auto r = visit(kv.value()); !r.isSameIdentity(kv.value()))
+                    changed.emplace_back(kv.key(), std::move(r));
             for (auto& [k, r] : changed) d.insert_or_assign(k, std::move(r));
         } else if (v.isList()) {
             auto l = v.toList();
@@ -295,7 +307,8 @@ c10::IValue resolve_stand_ins(const c10::IValue& root) {
         } else if (v.isTuple()) {
             auto& t = v.toTupleRef();
             for (size_t k = 0; k < t.elements().size(); ++k)
-                if (auto r = visit(t.elements()[k]); !r.isSameIdentity(t.elements()[k])) t.unsafeSetElement(k, std::move(r));
+                if (auto r = visit(t.elements()[k]); !r.isSameIdentity(t.elements()[k]))
+                    t.unsafeSetElement(k, std::move(r));
         }
     }
     return top;

@@ -16,14 +16,15 @@ std::string policy_string(const TrainSpec& s) {
     return to_string(s.precision) + (s.autocast ? "+autocast" : "") + (s.scaler.enabled ? "+scaler" : "") + "|" + k;
 }
 
-void save_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler, const Position& pos,
-                     const std::string& weights_hash, const at::Device& device) {
+void save_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler,
+                     const Position& pos, const std::string& weights_hash, const at::Device& device) {
     const int step = pos.step, effective = pos.effective;
     torch::serialize::OutputArchive ar;
     ar.write("ampscope.format", c10::IValue(std::string("ampscope-checkpoint-2")));
     ar.write("data.cursor", c10::IValue(pos.cursor));
     for (auto* side : {&ref, &amp})
-        for (const auto& [name, t] : side->buffers) ar.write((side == &ref ? "ref.buffer." : "amp.buffer.") + name, t.detach(), true);
+        for (const auto& [name, t] : side->buffers)
+            ar.write((side == &ref ? "ref.buffer." : "amp.buffer.") + name, t.detach(), true);
     ar.write("model.source", c10::IValue(s.model));
     ar.write("model.weights_sha256_at_start", c10::IValue(weights_hash));
     ar.write("policy", c10::IValue(policy_string(s)));
@@ -51,7 +52,8 @@ void save_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Sid
     std::filesystem::rename(tmp, path);
 }
 
-Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler, const at::Device& device) {
+Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler,
+                        const at::Device& device) {
     torch::serialize::InputArchive ar;
     try {
         ar.load_from(path);
@@ -61,7 +63,8 @@ Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, 
     }
     auto read = [&](const std::string& key) {
         c10::IValue v;
-        if (!ar.try_read(key, v)) throw InputError(path, key, "missing from the checkpoint; expected an ampscope checkpoint");
+        if (!ar.try_read(key, v))
+            throw InputError(path, key, "missing from the checkpoint; expected an ampscope checkpoint");
         return v;
     };
     const std::string format = read("ampscope.format").toStringRef();
@@ -73,11 +76,13 @@ Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, 
             at::Tensor t;
             if (!ar.try_read(key, t))
                 throw InputError(path, key,
-                                 format == "ampscope-checkpoint-1" ? "missing: checkpoints of this format did not keep buffers (e.g. "
-                                                                     "BatchNorm statistics); resuming would not continue the run faithfully"
-                                                                   : "missing: the checkpoint is for another model than " + s.model);
+                                 format == "ampscope-checkpoint-1"
+                                     ? "missing: checkpoints of this format did not keep buffers (e.g. "
+                                       "BatchNorm statistics); resuming would not continue the run faithfully"
+                                     : "missing: the checkpoint is for another model than " + s.model);
             if (t.sizes() != buf.sizes())
-                throw InputError(path, key, "has shape " + c10::str(t.sizes()) + "; the model's is " + c10::str(buf.sizes()));
+                throw InputError(path, key,
+                                 "has shape " + c10::str(t.sizes()) + "; the model's is " + c10::str(buf.sizes()));
             torch::NoGradGuard ng;
             buf.copy_(t);
         }
@@ -86,11 +91,12 @@ Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, 
         for (size_t i = 0; i < side->params.size(); ++i) {
             at::Tensor t;
             if (!ar.try_read(prefix + side->names[i], t))
-                throw InputError(path, prefix + side->names[i], "missing: the checkpoint is for another model than " + s.model);
+                throw InputError(path, prefix + side->names[i],
+                                 "missing: the checkpoint is for another model than " + s.model);
             if (t.sizes() != side->params[i].sizes())
-                throw InputError(
-                    path, prefix + side->names[i],
-                    "has shape " + c10::str(t.sizes()) + "; the model's is " + c10::str(side->params[i].sizes()) + " (another model?)");
+                throw InputError(path, prefix + side->names[i],
+                                 "has shape " + c10::str(t.sizes()) + "; the model's is " +
+                                     c10::str(side->params[i].sizes()) + " (another model?)");
             torch::NoGradGuard ng;
             side->params[i].copy_(t);
         }

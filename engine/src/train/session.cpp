@@ -69,12 +69,14 @@ using train_parts::Side;
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainSpec& s, const std::vector<at::Tensor>& params) {
     if (s.optimizer == "sgd")
-        return std::make_unique<torch::optim::SGD>(params,
-                                                   torch::optim::SGDOptions(s.lr).momentum(s.momentum).weight_decay(s.weight_decay));
+        return std::make_unique<torch::optim::SGD>(
+            params, torch::optim::SGDOptions(s.lr).momentum(s.momentum).weight_decay(s.weight_decay));
     if (s.optimizer == "adam")
-        return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(s.lr).weight_decay(s.weight_decay));
+        return std::make_unique<torch::optim::Adam>(params,
+                                                    torch::optim::AdamOptions(s.lr).weight_decay(s.weight_decay));
     if (s.optimizer == "adamw")
-        return std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(s.lr).weight_decay(s.weight_decay));
+        return std::make_unique<torch::optim::AdamW>(params,
+                                                     torch::optim::AdamWOptions(s.lr).weight_decay(s.weight_decay));
     throw InputError("", "optimizer", "'" + s.optimizer + "'; expected sgd, adam or adamw");
 }
 
@@ -83,7 +85,8 @@ void set_lr(torch::optim::Optimizer& opt, double lr) {
 }
 
 double schedule(const TrainSpec& s, int progress) {
-    if (s.lr_schedule == "cosine") return s.lr * 0.5 * (1.0 + std::cos(M_PI * std::min(progress, s.steps) / double(std::max(1, s.steps))));
+    if (s.lr_schedule == "cosine")
+        return s.lr * 0.5 * (1.0 + std::cos(M_PI * std::min(progress, s.steps) / double(std::max(1, s.steps))));
     return s.lr;
 }
 
@@ -99,7 +102,9 @@ Side make_side(const TrainSpec& s, const at::Device& device) {
 
 /// ||w_amp - w_ref||^2 and ||w_ref||^2 on the device (read with the step's other figures).
 std::pair<at::Tensor, at::Tensor> divergence_terms(const Side& a, const Side& ref) {
-    const auto dopt = at::TensorOptions().dtype(at::kDouble).device(ref.params.empty() ? at::Device(at::kCPU) : ref.params[0].device());
+    const auto dopt = at::TensorOptions()
+                          .dtype(at::kDouble)
+                          .device(ref.params.empty() ? at::Device(at::kCPU) : ref.params[0].device());
     at::Tensor num = at::zeros({}, dopt), den = at::zeros({}, dopt);
     at::NoGradGuard ng;
     for (size_t i = 0; i < a.params.size(); ++i) {
@@ -130,7 +135,8 @@ void validate_spec(const TrainSpec& s) {
     auto finite_at_least = [](double v, double lo, bool strict, const char* field) {
         if (!std::isfinite(v) || (strict ? !(v > lo) : !(v >= lo)))
             throw InputError("", field,
-                             std::string("expected a finite number ") + (strict ? "> " : ">= ") + c10::str(lo) + ", got " + c10::str(v));
+                             std::string("expected a finite number ") + (strict ? "> " : ">= ") + c10::str(lo) +
+                                 ", got " + c10::str(v));
     };
     if (s.steps < 1) throw InputError("", "steps", "expected an integer >= 1");
     if (s.batch_size < 1) throw InputError("", "batch_size", "expected an integer >= 1");
@@ -143,11 +149,12 @@ void validate_spec(const TrainSpec& s) {
     finite_at_least(s.scaler.init_scale, 0, true, "init_scale");
     finite_at_least(s.scaler.growth_factor, 1, true, "growth_factor");
     if (!std::isfinite(s.scaler.backoff_factor) || !(s.scaler.backoff_factor > 0 && s.scaler.backoff_factor < 1))
-        throw InputError(
-            "", "backoff_factor",
-            "expected a number in (0, 1) (torch.amp.GradScaler asserts backoff_factor < 1), got " + c10::str(s.scaler.backoff_factor));
+        throw InputError("", "backoff_factor",
+                         "expected a number in (0, 1) (torch.amp.GradScaler asserts backoff_factor < 1), got " +
+                             c10::str(s.scaler.backoff_factor));
     if (s.scaler.growth_interval < 1) throw InputError("", "growth_interval", "expected an integer >= 1");
-    if (s.checkpoint_every < 0) throw InputError("", "checkpoint_every", "expected an integer >= 0 (0 = no checkpoints)");
+    if (s.checkpoint_every < 0)
+        throw InputError("", "checkpoint_every", "expected an integer >= 0 (0 = no checkpoints)");
     if (s.lr_schedule != "constant" && s.lr_schedule != "cosine")
         throw InputError("", "lr_schedule", "'" + s.lr_schedule + "'; expected constant or cosine");
     if (s.checkpoint_every > 0) {
@@ -158,7 +165,8 @@ void validate_spec(const TrainSpec& s) {
                                  ? "is not a directory; expected a directory for checkpoints"
                                  : "does not exist; expected an existing directory for checkpoints");
         if (::access(s.checkpoint_dir.c_str(), W_OK) != 0)
-            throw InputError(s.checkpoint_dir, "checkpoint_dir", "is not writable; expected a directory checkpoints can be written to");
+            throw InputError(s.checkpoint_dir, "checkpoint_dir",
+                             "is not writable; expected a directory checkpoints can be written to");
     }
 }
 
@@ -178,8 +186,9 @@ struct StateSnapshot {
 
 /// The AMP side's forward and loss inside the autocast region (PyTorch's recipe: the backward
 /// runs outside it). Returns {output, loss / accumulate}.
-std::pair<at::Tensor, at::Tensor> amp_forward_loss(Side& amp, const std::vector<at::Tensor>& in, const detail::ProbeSet& data, int64_t b,
-                                                   int64_t e, const TrainSpec& s, const at::Device& device) {
+std::pair<at::Tensor, at::Tensor> amp_forward_loss(Side& amp, const std::vector<at::Tensor>& in,
+                                                   const detail::ProbeSet& data, int64_t b, int64_t e,
+                                                   const TrainSpec& s, const at::Device& device) {
     detail::AutocastGuard guard(device.type(), s.autocast ? s.precision : Precision::Fp32);
     auto out = amp.model->forward(in);
     auto loss = train_parts::training_loss(s, out, data, b, e, device) / double(s.accumulate);
@@ -194,7 +203,8 @@ struct MicroBatch {
 
 /// Re-runs the step's AMP forward passes (same seeds, weights and FP32 regions; no grad) with
 /// the observer, before the step changes any weight, and names where NaN/Inf is born.
-std::optional<Origin> forward_origin(Side& amp, const std::vector<MicroBatch>& micro, const TrainSpec& s, const at::Device& device) {
+std::optional<Origin> forward_origin(Side& amp, const std::vector<MicroBatch>& micro, const TrainSpec& s,
+                                     const at::Device& device) {
     StateSnapshot snap(*amp.model);
     at::NoGradGuard ng;
     for (const auto& mb : micro) {
@@ -216,8 +226,8 @@ std::optional<Origin> forward_origin(Side& amp, const std::vector<MicroBatch>& m
 /// Re-runs the step's AMP micro-batches (same seeds, same weights, same loss scale) with the
 /// backward probe, and names the first backward op that turns finite gradients non-finite.
 /// Gradients are returned by autograd::grad, not accumulated: the step's own are untouched.
-std::optional<Origin> backward_origin(Side& amp, const std::vector<MicroBatch>& micro, const detail::ProbeSet& data, const TrainSpec& s,
-                                      const at::Device& device, GradScaler& scaler) {
+std::optional<Origin> backward_origin(Side& amp, const std::vector<MicroBatch>& micro, const detail::ProbeSet& data,
+                                      const TrainSpec& s, const at::Device& device, GradScaler& scaler) {
     StateSnapshot snap(*amp.model);
     for (const auto& mb : micro) {
         detail::BackwardProbe probe;
@@ -230,7 +240,8 @@ std::optional<Origin> backward_origin(Side& amp, const std::vector<MicroBatch>& 
         }
         auto scaled = scaler.impl().scale_loss(l_a);
         probe.backward_phase();
-        torch::autograd::grad({scaled}, amp.params, {}, /*retain_graph=*/false, /*create_graph=*/false, /*allow_unused=*/true);
+        torch::autograd::grad({scaled}, amp.params, {}, /*retain_graph=*/false, /*create_graph=*/false,
+                              /*allow_unused=*/true);
         probe.stop();
         if (auto o = probe.origin()) return o;
     }
@@ -256,7 +267,20 @@ struct Session {
     int64_t cursor = 0;
     bool reference_invalid = false;
 
-    enum Fig { kScale, kLossRef, kLossAmp, kGradSq, kUnderflow, kOutBad, kLossBad, kFound, kPrevNum, kPrevDen, kPrevTracker, kFigs };
+    enum Fig {
+        kScale,
+        kLossRef,
+        kLossAmp,
+        kGradSq,
+        kUnderflow,
+        kOutBad,
+        kLossBad,
+        kFound,
+        kPrevNum,
+        kPrevDen,
+        kPrevTracker,
+        kFigs
+    };
     struct Pending {
         TrainStep rec;
         at::Tensor figures;           ///< [kFigs] doubles on the device, until read (guards off)
@@ -276,13 +300,15 @@ struct Session {
             const int64_t b = cursor, e = std::min(n, cursor + s.batch_size);
             cursor = e >= n ? 0 : e;
             std::vector<at::Tensor> in;
-            for (const auto& t : data.inputs) in.push_back((t.dim() == 0 ? t : t.slice(0, b, e)).to(device));  // 0-d: per batch
+            for (const auto& t : data.inputs)
+                in.push_back((t.dim() == 0 ? t : t.slice(0, b, e)).to(device));  // 0-d: per batch
             const uint64_t seed = s.seed * 1000003 + uint64_t(step) * 131 + uint64_t(micro);
             micro_batches.push_back({in, b, e, seed});
             train_parts::reseed(seed);  // reference: FP32
             auto out_r = ref.model->forward(in);
             if (first && micro == 0)  // the model's width is known only now
-                detail::check_outputs_fit(data, s.data, int(out_r.dim() ? out_r.numel() / std::max<int64_t>(1, out_r.size(0)) : 0));
+                detail::check_outputs_fit(data, s.data,
+                                          int(out_r.dim() ? out_r.numel() / std::max<int64_t>(1, out_r.size(0)) : 0));
             auto l_r = train_parts::training_loss(s, out_r, data, b, e, device) / double(s.accumulate);
             l_r.backward();
             f[kLossRef] += l_r.detach().to(at::kDouble);
@@ -295,7 +321,8 @@ struct Session {
                 if (s.guards) {
                     const auto out_bad = out_a.isfinite().all().logical_not().to(at::kDouble);
                     f[kOutBad] = at::maximum(f[kOutBad], out_bad);
-                    f[kLossBad] = at::maximum(f[kLossBad], (1.0 - out_bad) * l_a.isfinite().all().logical_not().to(at::kDouble));
+                    f[kLossBad] =
+                        at::maximum(f[kLossBad], (1.0 - out_bad) * l_a.isfinite().all().logical_not().to(at::kDouble));
                 }
             }
             auto scaled = scaler.impl().scale_loss(l_a);
@@ -320,7 +347,8 @@ struct Session {
                 if (ga.defined() && gr.defined()) f[kUnderflow] += (ga.eq(0) & gr.ne(0)).sum().to(at::kDouble);
             }
         }
-        f[kFound] = scaler.enabled() ? scaler.impl().found_inf.to(at::kDouble) : f[kGradSq].isfinite().logical_not().to(at::kDouble);
+        f[kFound] = scaler.enabled() ? scaler.impl().found_inf.to(at::kDouble)
+                                     : f[kGradSq].isfinite().logical_not().to(at::kDouble);
     }
 
     void run_step(int step, int start_step) {
@@ -383,8 +411,9 @@ struct Session {
         else if (rec.found_inf || grads_nonfinite)
             rec.nonfinite_stage = "gradient";
         if (rec.nonfinite_stage == "loss")
-            rec.origin =
-                Origin{"loss", "", s.loss == "mse" ? "aten::mse_loss" : s.loss == "model" ? "" : "aten::cross_entropy_loss", -1, {}, {}};
+            rec.origin = Origin{
+                "loss", "", s.loss == "mse" ? "aten::mse_loss" : s.loss == "model" ? "" : "aten::cross_entropy_loss",
+                -1,     {}, {}};
     }
 
     /// Where values went non-finite: re-runs before the step changes any weight (guards on).
@@ -402,7 +431,8 @@ struct Session {
                 if (g.defined() && !g.isfinite().all().item<bool>()) {
                     const auto& nm = amp.names[i];
                     const auto dot = nm.rfind('.');
-                    rec.origin = Origin{"backward", dot == std::string::npos ? "" : nm.substr(0, dot), "grad of " + nm, -1, {}, {}};
+                    rec.origin = Origin{
+                        "backward", dot == std::string::npos ? "" : nm.substr(0, dot), "grad of " + nm, -1, {}, {}};
                 }
             }
         }
@@ -413,10 +443,12 @@ struct Session {
         TrainStep& rec = p.rec;
         rec.divergence = divergence(num, den);
         rec.growth_tracker = int(tracker);
-        if (!reference_invalid && (!std::isfinite(rec.loss_ref) || (std::isnan(rec.divergence) && reference_broken(ref)))) {
+        if (!reference_invalid &&
+            (!std::isfinite(rec.loss_ref) || (std::isnan(rec.divergence) && reference_broken(ref)))) {
             reference_invalid = true;
-            res.warnings.push_back("invalid_reference: the FP32 reference is not finite from step " + std::to_string(rec.step) + " (loss " +
-                                   c10::str(rec.loss_ref) + "); its divergence is reported as nan, not judged");
+            res.warnings.push_back("invalid_reference: the FP32 reference is not finite from step " +
+                                   std::to_string(rec.step) + " (loss " + c10::str(rec.loss_ref) +
+                                   "); its divergence is reported as nan, not judged");
         }
         res.steps.push_back(rec);
         if (sink) sink->step_finished(rec);
@@ -451,7 +483,8 @@ struct ResumePoint {
     int step = 0, effective = 0;
     int64_t cursor = -1;
 };
-ResumePoint resume_from(const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler, const at::Device& device, TrainResult& res) {
+ResumePoint resume_from(const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler, const at::Device& device,
+                        TrainResult& res) {
     ResumePoint at;
     if (s.resume.empty()) return at;
     auto r = load_checkpoint(s.resume, s, ref, amp, scaler, device);
@@ -482,13 +515,14 @@ void sum_up(TrainResult& res, const TrainSpec& s, const GradScaler& scaler, int 
 
 namespace train_parts {
 
-std::optional<Origin> amp_forward_origin(Side& amp, const std::vector<at::Tensor>& inputs, uint64_t seed, const TrainSpec& s,
-                                         const at::Device& device) {
+std::optional<Origin> amp_forward_origin(Side& amp, const std::vector<at::Tensor>& inputs, uint64_t seed,
+                                         const TrainSpec& s, const at::Device& device) {
     return forward_origin(amp, {MicroBatch{inputs, 0, inputs.at(0).size(0), seed}}, s, device);
 }
 
-std::optional<Origin> amp_backward_origin(Side& amp, const std::vector<at::Tensor>& inputs, uint64_t seed, const detail::ProbeSet& data,
-                                          const TrainSpec& s, const at::Device& device, GradScaler& scaler) {
+std::optional<Origin> amp_backward_origin(Side& amp, const std::vector<at::Tensor>& inputs, uint64_t seed,
+                                          const detail::ProbeSet& data, const TrainSpec& s, const at::Device& device,
+                                          GradScaler& scaler) {
     return backward_origin(amp, {MicroBatch{inputs, 0, inputs.at(0).size(0), seed}}, data, s, device, scaler);
 }
 
@@ -502,7 +536,8 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
     validate_spec(s);
     res.backend = backend_report(s.device);
     // The diagnostic re-runs observe ops (guards on): say when that copies outputs to the host.
-    if (auto w = detail::host_statistics_warning(res.backend.kind, detail::device_statistics_platform(), s.guards); !w.empty())
+    if (auto w = detail::host_statistics_warning(res.backend.kind, detail::device_statistics_platform(), s.guards);
+        !w.empty())
         res.warnings.push_back(w);
     const at::Device device(res.backend.device);
     Side ref = make_side(s, device), amp = make_side(s, device);
@@ -527,8 +562,9 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
     // Batches in file order, restarting after a short last batch: the cursor of a resumed
     // run is where the uninterrupted run would be (or what the checkpoint recorded).
     const int64_t per_epoch = (n + s.batch_size - 1) / s.batch_size;
-    ss.cursor =
-        resumed_cursor >= 0 && resumed_cursor < n ? resumed_cursor : (int64_t(start_step) * s.accumulate % per_epoch) * s.batch_size;
+    ss.cursor = resumed_cursor >= 0 && resumed_cursor < n
+                    ? resumed_cursor
+                    : (int64_t(start_step) * s.accumulate % per_epoch) * s.batch_size;
     try {
         for (int step = start_step; step < s.steps; ++step) {
             if (progress) {
@@ -537,9 +573,10 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
             }
             ss.run_step(step, start_step);
             if (s.checkpoint_every > 0 && (step + 1) % s.checkpoint_every == 0) {
-                const auto path = (std::filesystem::path(s.checkpoint_dir) /
-                                   ("ampscope-" + res.run_id.substr(0, 8) + "-step" + std::to_string(step + 1) + ".ckpt"))
-                                      .string();
+                const auto path =
+                    (std::filesystem::path(s.checkpoint_dir) /
+                     ("ampscope-" + res.run_id.substr(0, 8) + "-step" + std::to_string(step + 1) + ".ckpt"))
+                        .string();
                 save_checkpoint(path, s, ref, amp, scaler, {step + 1, ss.effective, ss.cursor}, weights_hash, device);
                 res.checkpoints.push_back(path);
                 if (sink) sink->checkpoint_written(path, step + 1);

@@ -21,14 +21,17 @@ namespace {
 
 /// Causal-LM loss (Hugging Face's): logits [n, T, V] at position t against the token label at
 /// t + 1, labels of -100 ignored, the mean over the labels scored.
-at::Tensor lm_loss(const at::Tensor& out, const detail::ProbeSet& data, int64_t b, int64_t e, const at::Device& device) {
+at::Tensor lm_loss(const at::Tensor& out, const detail::ProbeSet& data, int64_t b, int64_t e,
+                   const at::Device& device) {
     namespace F = torch::nn::functional;
     const int64_t w = data.label_width;
     if (out.dim() != 3 || out.size(1) != w)
         throw InputError(data.info.source, "labels",
                          "--loss lm: token labels [N, " + std::to_string(w) + "] need logits [N, " + std::to_string(w) +
                              ", V]; the model's output is " + c10::str(out.sizes()));
-    auto y = at::tensor(std::vector<int64_t>(data.labels.begin() + b * w, data.labels.begin() + e * w)).reshape({e - b, w}).to(device);
+    auto y = at::tensor(std::vector<int64_t>(data.labels.begin() + b * w, data.labels.begin() + e * w))
+                 .reshape({e - b, w})
+                 .to(device);
     const auto logits = out.slice(1, 0, w - 1).reshape({-1, out.size(2)});
     return F::cross_entropy(logits, y.slice(1, 1).reshape({-1}), F::CrossEntropyFuncOptions().ignore_index(-100));
 }
@@ -94,8 +97,10 @@ void choose_loss(TrainSpec& s, const detail::ProbeSet& data) {
         throw InputError(s.data, "labels", "loss lm needs token labels [N, T] in the training data (-100 ignored)");
     if (s.loss == "ce" && data.label_width > 0)
         throw InputError(s.data, "labels", "token labels [N, T] are for --loss lm; loss ce takes class labels [N]");
-    if (s.loss == "ce" && data.labels.empty()) throw InputError(s.data, "labels", "loss ce needs labels in the training data");
-    if (s.loss == "mse" && data.targets.empty()) throw InputError(s.data, "targets", "loss mse needs targets in the training data");
+    if (s.loss == "ce" && data.labels.empty())
+        throw InputError(s.data, "labels", "loss ce needs labels in the training data");
+    if (s.loss == "mse" && data.targets.empty())
+        throw InputError(s.data, "targets", "loss mse needs targets in the training data");
 }
 
 at::Tensor training_loss(const TrainSpec& s, const at::Tensor& out, const detail::ProbeSet& data, int64_t b, int64_t e,
@@ -104,9 +109,9 @@ at::Tensor training_loss(const TrainSpec& s, const at::Tensor& out, const detail
     if (s.loss == "lm") return lm_loss(out, data, b, e, device);
     if (s.loss == "model") {  // the program returns its own loss
         if (out.numel() != 1)
-            throw InputError(
-                s.model, "outputs",
-                "--loss model: the output is " + c10::str(out.sizes()) + "; expected the loss, one value (choose it with --output)");
+            throw InputError(s.model, "outputs",
+                             "--loss model: the output is " + c10::str(out.sizes()) +
+                                 "; expected the loss, one value (choose it with --output)");
         return out.reshape({});
     }
     if (s.loss == "ce") {
@@ -114,7 +119,9 @@ at::Tensor training_loss(const TrainSpec& s, const at::Tensor& out, const detail
         return F::cross_entropy(out, y);
     }
     const int w = data.target_width;
-    auto t = at::tensor(std::vector<float>(data.targets.begin() + b * w, data.targets.begin() + e * w)).reshape({e - b, w}).to(device);
+    auto t = at::tensor(std::vector<float>(data.targets.begin() + b * w, data.targets.begin() + e * w))
+                 .reshape({e - b, w})
+                 .to(device);
     return F::mse_loss(out.reshape({e - b, -1}), t);
 }
 

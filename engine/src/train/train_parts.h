@@ -63,8 +63,8 @@ std::string policy_string(const TrainSpec& s);
 
 /// Both models (parameters and buffers), both optimizers, the scaler, RNG (CPU, and CUDA on a
 /// GPU), counters, data cursor and policy; written to PATH.partial and renamed.
-void save_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler, const Position& pos,
-                     const std::string& weights_hash, const at::Device& device);
+void save_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler,
+                     const Position& pos, const std::string& weights_hash, const at::Device& device);
 
 /// The loss: s.loss, else ce for class labels, lm for token labels [N, T], mse for targets;
 /// checked against the data (InputError naming s.data). Shared by training and replay.
@@ -75,12 +75,14 @@ at::Tensor training_loss(const TrainSpec& s, const at::Tensor& out, const detail
 /// The session's diagnostic re-runs for one batch (the whole of `inputs`, seeded with `seed`),
 /// before any weight changes: the forward op where NaN/Inf is born (the observer), and the
 /// backward op where the scaled loss's gradients first turn non-finite (the backward probe).
-std::optional<Origin> amp_forward_origin(Side& amp, const std::vector<at::Tensor>& inputs, uint64_t seed, const TrainSpec& s,
-                                         const at::Device& device);
-std::optional<Origin> amp_backward_origin(Side& amp, const std::vector<at::Tensor>& inputs, uint64_t seed, const detail::ProbeSet& data,
-                                          const TrainSpec& s, const at::Device& device, GradScaler& scaler);
+std::optional<Origin> amp_forward_origin(Side& amp, const std::vector<at::Tensor>& inputs, uint64_t seed,
+                                         const TrainSpec& s, const at::Device& device);
+std::optional<Origin> amp_backward_origin(Side& amp, const std::vector<at::Tensor>& inputs, uint64_t seed,
+                                          const detail::ProbeSet& data, const TrainSpec& s, const at::Device& device,
+                                          GradScaler& scaler);
 
 /// Restores what save_checkpoint wrote; InputError naming the file and key.
-Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler, const at::Device& device);
+Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler,
+                        const at::Device& device);
 
 }  // namespace ampscope::train_parts

@@ -166,7 +166,9 @@ std::vector<qsizetype> thinToColumns(const QList<QPointF>& pts, int columns, con
         return keep;
     }
     const double x0 = pts.front().x(), span = pts.back().x() - x0;
-    const auto column = [&](qsizetype i) { return span > 0 ? std::min(columns - 1, int((pts[i].x() - x0) / span * columns)) : 0; };
+    const auto column = [&](qsizetype i) {
+        return span > 0 ? std::min(columns - 1, int((pts[i].x() - x0) / span * columns)) : 0;
+    };
     for (qsizetype i = 0; i < n;) {
         const int c = column(i);
         qsizetype lo = i, hi = i, j = i;
@@ -175,7 +177,8 @@ std::vector<qsizetype> thinToColumns(const QList<QPointF>& pts, int columns, con
             if (pts[j].y() > pts[hi].y()) hi = j;
         }
         for (qsizetype k = i; k < j; ++k)
-            if (k == lo || k == hi || k == 0 || k == n - 1 || (size_t(k) < marked.size() && marked[size_t(k)])) keep.push_back(k);
+            if (k == lo || k == hi || k == 0 || k == n - 1 || (size_t(k) < marked.size() && marked[size_t(k)]))
+                keep.push_back(k);
         i = j;
     }
     return keep;

@@ -95,8 +95,8 @@ QChart* makeDeltaHistogram(SampleModel* model) {
             const int b = std::clamp(int(std::floor(std::log10(std::max(d.abs, 1e-10)))), lo, hi - 1);
             counts[size_t(b - lo)]++;
         }
-        auto* set =
-            new QBarSet(plainText(to_string(c.precision)) + (nonfinite ? QStringLiteral(" (+%1 non-finite)").arg(nonfinite) : QString()));
+        auto* set = new QBarSet(plainText(to_string(c.precision)) +
+                                (nonfinite ? QStringLiteral(" (+%1 non-finite)").arg(nonfinite) : QString()));
         for (int v : counts) {
             *set << v;
             maxc = std::max(maxc, v);
@@ -152,12 +152,14 @@ QChart* makeDeltaChart(SampleModel* model) {
             auto* s = new QScatterSeries;
             s->setName(plainText(to_string(p) + " " + tag));
             s->setMarkerSize(p == Precision::Bf16 ? 7 : 9);
-            s->setMarkerShape(p == Precision::Bf16 ? QScatterSeries::MarkerShapeRectangle : QScatterSeries::MarkerShapeCircle);
+            s->setMarkerShape(p == Precision::Bf16 ? QScatterSeries::MarkerShapeRectangle
+                                                   : QScatterSeries::MarkerShapeCircle);
             s->setColor(tagColor(tag, p));
             s->setBorderColor(Qt::transparent);
             const int col = SampleModel::deltaColumn(int(c));
-            mapSeries(s, rowsWhere(model, 1, QStringLiteral("^%1$").arg(QRegularExpression::escape(plainText(tag))), chart),
-                      SampleModel::PlotRole, 0, col, SampleModel::SummaryRole, col);
+            mapSeries(
+                s, rowsWhere(model, 1, QStringLiteral("^%1$").arg(QRegularExpression::escape(plainText(tag))), chart),
+                SampleModel::PlotRole, 0, col, SampleModel::SummaryRole, col);
             attach(chart, s, x, y);
         }
     }
@@ -201,14 +203,16 @@ QChart* makeFlipChart(SampleModel* model) {
         const Precision p = run.comparisons[c].precision;
         for (bool flip : {false, true}) {
             auto* s = new QScatterSeries;
-            s->setName(plainText(to_string(p)) + (flip ? QStringLiteral(" flipped") : QStringLiteral(" same decision")));
+            s->setName(plainText(to_string(p)) +
+                       (flip ? QStringLiteral(" flipped") : QStringLiteral(" same decision")));
             s->setMarkerSize(flip ? 11 : 6);
             s->setColor(flip ? (p == Precision::Bf16 ? QColor(150, 60, 160) : QColor(220, 50, 50))
                              : (p == Precision::Bf16 ? QColor(120, 150, 220) : QColor(150, 190, 150)));
             s->setBorderColor(Qt::transparent);
             const int col = SampleModel::deltaColumn(int(c));
             mapSeries(s,
-                      rowsWhere(model, SampleModel::decisionColumn(int(c)), flip ? QStringLiteral("→") : QStringLiteral("^[^→]*$"), chart),
+                      rowsWhere(model, SampleModel::decisionColumn(int(c)),
+                                flip ? QStringLiteral("→") : QStringLiteral("^[^→]*$"), chart),
                       SampleModel::PlotRole, SampleModel::kMarginColumn, col, SampleModel::SummaryRole, col);
             attach(chart, s, x, y);
         }
@@ -220,8 +224,9 @@ QChart* makeLayerChart(LayerModel* model) {
     auto* chart = new QChart;
     const bool bf = model->precision() == Precision::Bf16;
     const double limit = model->formatLimit();
-    chart->setTitle(QStringLiteral("absmax per op, %1 pass, against the %2 limit")
-                        .arg(plainText(to_string(model->precision())), bf ? QStringLiteral("BF16") : QStringLiteral("FP16")));
+    chart->setTitle(
+        QStringLiteral("absmax per op, %1 pass, against the %2 limit")
+            .arg(plainText(to_string(model->precision())), bf ? QStringLiteral("BF16") : QStringLiteral("FP16")));
     auto* x = new QValueAxis;
     x->setTitleText(QStringLiteral("op index (execution order)"));
     x->setLabelFormat(QStringLiteral("%d"));
@@ -262,9 +267,12 @@ QChart* makeLayerChart(LayerModel* model) {
     origin->setMarkerSize(14);
     using L = LayerModel;
     mapSeries(line, model, L::PlotRole, L::Index, L::Absmax, L::SummaryRole);
-    mapSeries(finite, rowsWhere(model, L::State, QStringLiteral("^$"), chart), L::MarkRole, L::Index, L::Absmax, L::SummaryRole);
-    mapSeries(prop, rowsWhere(model, L::State, QStringLiteral("^propagated$"), chart), L::MarkRole, L::Index, L::Absmax, L::SummaryRole);
-    mapSeries(origin, rowsWhere(model, L::State, QStringLiteral("^origin$"), chart), L::MarkRole, L::Index, L::Absmax, L::SummaryRole);
+    mapSeries(finite, rowsWhere(model, L::State, QStringLiteral("^$"), chart), L::MarkRole, L::Index, L::Absmax,
+              L::SummaryRole);
+    mapSeries(prop, rowsWhere(model, L::State, QStringLiteral("^propagated$"), chart), L::MarkRole, L::Index, L::Absmax,
+              L::SummaryRole);
+    mapSeries(origin, rowsWhere(model, L::State, QStringLiteral("^origin$"), chart), L::MarkRole, L::Index, L::Absmax,
+              L::SummaryRole);
     attach(chart, {line, finite, prop, origin, lim}, x, y);
     return chart;
 }

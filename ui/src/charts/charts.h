@@ -87,7 +87,8 @@ QString exportImage(QWidget* widget, const QString& path);
 class ChartWidget : public QWidget {
     Q_OBJECT
 public:
-    ChartWidget(QAbstractItemModel* model, std::function<QChart*()> build, const QString& emptyText, QWidget* parent = nullptr);
+    ChartWidget(QAbstractItemModel* model, std::function<QChart*()> build, const QString& emptyText,
+                QWidget* parent = nullptr);
     QChartView* view() const { return view_; }
     QChart* chart() const;
     bool showsEmptyState() const;

@@ -57,23 +57,25 @@ Rows rowsOf(const SensitivityModel* model) {
     Rows r;
     for (const auto& s : model->rowsData()) {
         byOrder.emplace(s.order, moduleName(s));
-        if (std::find(r.precisions.begin(), r.precisions.end(), s.precision) == r.precisions.end()) r.precisions.push_back(s.precision);
+        if (std::find(r.precisions.begin(), r.precisions.end(), s.precision) == r.precisions.end())
+            r.precisions.push_back(s.precision);
     }
     std::sort(r.precisions.begin(), r.precisions.end());
     for (const auto& [order, name] : byOrder)
-        if (!r.row.count(name)) r.row[name] = 0, r.modules.prepend(name);  // categories run bottom-up: the first module last
+        if (!r.row.count(name))
+            r.row[name] = 0, r.modules.prepend(name);  // categories run bottom-up: the first module last
     for (int i = 0; i < r.modules.size(); ++i) r.row[r.modules[i]] = i;
     return r;
 }
 
 /// The marks over the bars: origins, and SQNRs clipped to the axis.
 struct Marks {
-    QScatterSeries* origins =
-        markers(QStringLiteral("origin of non-finite values"), QColor(220, 30, 30), QScatterSeries::MarkerShapeRectangle, 13);
-    QScatterSeries* clipped =
-        markers(QStringLiteral("+inf (no error; clipped)"), QColor(120, 120, 120), QScatterSeries::MarkerShapeTriangle, 11);
-    QScatterSeries* lost =
-        markers(QStringLiteral("-inf / NaN (no signal left; clipped)"), QColor(90, 20, 20), QScatterSeries::MarkerShapeStar, 13);
+    QScatterSeries* origins = markers(QStringLiteral("origin of non-finite values"), QColor(220, 30, 30),
+                                      QScatterSeries::MarkerShapeRectangle, 13);
+    QScatterSeries* clipped = markers(QStringLiteral("+inf (no error; clipped)"), QColor(120, 120, 120),
+                                      QScatterSeries::MarkerShapeTriangle, 11);
+    QScatterSeries* lost = markers(QStringLiteral("-inf / NaN (no signal left; clipped)"), QColor(90, 20, 20),
+                                   QScatterSeries::MarkerShapeStar, 13);
     std::map<QScatterSeries*, std::vector<int>> tips;  ///< per series, the model rows of its points
 };
 
@@ -105,15 +107,17 @@ std::map<Precision, QBarSet*> barSets(const SensitivityModel* model, const Rows&
 }
 
 void tipOnBarHover(QHorizontalBarSeries* bars, SensitivityModel* model, std::map<std::pair<int, Precision>, int> tips) {
-    QObject::connect(bars, &QHorizontalBarSeries::hovered, bars, [bars, model, tips = std::move(tips)](bool on, int index, QBarSet* set) {
-        if (!on) return QToolTip::hideText();
-        const auto p = parse_precision(set->label().toStdString());
-        const auto it = p ? tips.find({index, *p}) : tips.end();
-        if (it == tips.end() || it->second >= model->rowCount()) return;
-        const QString text = model->index(it->second, 0).data(SensitivityModel::SummaryRole).toString();
-        bars->setProperty("ampscopeTip", text);
-        QToolTip::showText(QCursor::pos(), text);
-    });
+    QObject::connect(bars, &QHorizontalBarSeries::hovered, bars,
+                     [bars, model, tips = std::move(tips)](bool on, int index, QBarSet* set) {
+                         if (!on) return QToolTip::hideText();
+                         const auto p = parse_precision(set->label().toStdString());
+                         const auto it = p ? tips.find({index, *p}) : tips.end();
+                         if (it == tips.end() || it->second >= model->rowCount()) return;
+                         const QString text =
+                             model->index(it->second, 0).data(SensitivityModel::SummaryRole).toString();
+                         bars->setProperty("ampscopeTip", text);
+                         QToolTip::showText(QCursor::pos(), text);
+                     });
 }
 
 }  // namespace

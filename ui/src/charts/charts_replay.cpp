@@ -66,8 +66,8 @@ QLineSeries* pointedLine(const QString& name, const QColor& colour, int width) {
 }
 
 /// The x axis of rows in order, titled `title`, and the log y axis `[lo/2, top*2]`.
-std::pair<QValueAxis*, QLogValueAxis*> rowAxes(QChart* chart, const QString& title, int rows, const QString& yTitle, double lo,
-                                               double top) {
+std::pair<QValueAxis*, QLogValueAxis*> rowAxes(QChart* chart, const QString& title, int rows, const QString& yTitle,
+                                               double lo, double top) {
     auto* x = new QValueAxis;
     x->setTitleText(title);
     x->setLabelFormat(QStringLiteral("%d"));
@@ -113,7 +113,8 @@ QChart* makeReplayLayerChart(ReplayLayerModel* model) {
                 hi = std::max(hi, v);
             }
     const double top = hi * 2;  // where non-finite values are drawn
-    const auto [x, y] = rowAxes(chart, QStringLiteral("module (execution order)"), model->rowCount(), QStringLiteral("absmax"), lo, top);
+    const auto [x, y] = rowAxes(chart, QStringLiteral("module (execution order)"), model->rowCount(),
+                                QStringLiteral("absmax"), lo, top);
     const int first = model->firstNonFiniteRow();
     auto tip = [model, first](int row) {
         const ReplayLayer& l = model->layer(row);
@@ -126,7 +127,8 @@ QChart* makeReplayLayerChart(ReplayLayerModel* model) {
     };
     auto ampValue = [model, top](int row) {
         const ReplayLayer& l = model->layer(row);
-        return std::isfinite(l.amp_absmax) && l.amp_nonfinite == 0 ? logValue(l.amp_absmax) : std::optional<double>(top);
+        return std::isfinite(l.amp_absmax) && l.amp_nonfinite == 0 ? logValue(l.amp_absmax)
+                                                                   : std::optional<double>(top);
     };
     auto* ref = pointedLine(QStringLiteral("FP32"), QColor(40, 90, 200), 6);
     fillRows(
@@ -142,7 +144,8 @@ QChart* makeReplayLayerChart(ReplayLayerModel* model) {
             return std::isfinite(l.amp_absmax) && l.amp_nonfinite == 0 ? std::nullopt : std::optional<double>(top);
         },
         tip);
-    auto* origin = markers(QStringLiteral("first NaN/Inf"), QColor(220, 30, 30), QScatterSeries::MarkerShapeRectangle, 14);
+    auto* origin =
+        markers(QStringLiteral("first NaN/Inf"), QColor(220, 30, 30), QScatterSeries::MarkerShapeRectangle, 14);
     fillRows(
         origin, model, [first, ampValue](int row) { return row == first ? ampValue(row) : std::nullopt; }, tip);
     auto* lim = new QLineSeries;
@@ -155,7 +158,8 @@ QChart* makeReplayLayerChart(ReplayLayerModel* model) {
     attachIfAny(chart, lost, x, y);
     attachIfAny(chart, origin, x, y);
     attach(chart, lim, x, y);
-    for (auto* m : chart->legend()->markers(lost)) m->setVisible(false);  // the legend fits a narrow chart; the tool tip says
+    for (auto* m : chart->legend()->markers(lost))
+        m->setVisible(false);  // the legend fits a narrow chart; the tool tip says
     return chart;
 }
 
@@ -173,8 +177,8 @@ QChart* makeReplayParamChart(ReplayParamModel* model) {
         hi = 1;
     }
     const double top = std::max(hi * 4, lo * 10);  // where non-finite values are drawn
-    const auto [x, y] =
-        rowAxes(chart, QStringLiteral("parameter (model order)"), model->rowCount(), QStringLiteral("relative difference"), lo, top);
+    const auto [x, y] = rowAxes(chart, QStringLiteral("parameter (model order)"), model->rowCount(),
+                                QStringLiteral("relative difference"), lo, top);
     auto tip = [model](int row) {
         const ReplayParam& p = model->param(row);
         return QStringLiteral("%1\ngradient ‖g_amp − g_ref‖ / ‖g_ref‖ %2\nupdate ‖Δw_amp − Δw_ref‖ / ‖Δw_ref‖ %3%4%5")
@@ -193,7 +197,8 @@ QChart* makeReplayParamChart(ReplayParamModel* model) {
         lost, model,
         [model, top](int row) {
             const ReplayParam& p = model->param(row);
-            const bool finite = std::isfinite(p.grad_rel) && std::isfinite(p.update_rel) && p.grad_finite && p.update_finite;
+            const bool finite =
+                std::isfinite(p.grad_rel) && std::isfinite(p.update_rel) && p.grad_finite && p.update_finite;
             return finite ? std::nullopt : std::optional<double>(top);
         },
         tip);

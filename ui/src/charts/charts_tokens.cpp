@@ -48,21 +48,27 @@ QChart* makeTokenChart(TokenModel* model) {
     line->setName(QStringLiteral("compared positions"));
     line->setColor(QColor(40, 90, 200));
     auto* points = markers(QStringLiteral("KL"), QColor(40, 90, 200), QScatterSeries::MarkerShapeCircle, 6);
-    auto* flips = markers(QStringLiteral("flip (top-1 token changed)"), QColor(220, 30, 30), QScatterSeries::MarkerShapeRectangle, 12);
-    auto* excluded =
-        markers(QStringLiteral("excluded (masked; at the bottom)"), QColor(150, 150, 150), QScatterSeries::MarkerShapeTriangle, 9);
+    auto* flips = markers(QStringLiteral("flip (top-1 token changed)"), QColor(220, 30, 30),
+                          QScatterSeries::MarkerShapeRectangle, 12);
+    auto* excluded = markers(QStringLiteral("excluded (masked; at the bottom)"), QColor(150, 150, 150),
+                             QScatterSeries::MarkerShapeTriangle, 9);
     auto* compared = new RowsIf(
-        model, [](const QAbstractItemModel* m, int r) { return !static_cast<const TokenModel*>(m)->excluded(r); }, chart);
+        model, [](const QAbstractItemModel* m, int r) { return !static_cast<const TokenModel*>(m)->excluded(r); },
+        chart);
     mapSeries(line, compared, T::PlotRole, T::Position, T::Kld, T::SummaryRole, T::Kld);
     mapSeries(points, compared, T::PlotRole, T::Position, T::Kld, T::SummaryRole, T::Kld);
-    mapSeries(flips,
-              new RowsIf(
-                  model, [](const QAbstractItemModel* m, int r) { return static_cast<const TokenModel*>(m)->flipped(r); }, chart),
-              T::PlotRole, T::Position, T::Kld, T::SummaryRole, T::Kld);
-    mapSeries(excluded,
-              new RowsIf(
-                  model, [](const QAbstractItemModel* m, int r) { return static_cast<const TokenModel*>(m)->excluded(r); }, chart),
-              T::PlotRole, T::Position, T::Kld, T::SummaryRole, T::Kld);
+    mapSeries(
+        flips,
+        new RowsIf(
+            model, [](const QAbstractItemModel* m, int r) { return static_cast<const TokenModel*>(m)->flipped(r); },
+            chart),
+        T::PlotRole, T::Position, T::Kld, T::SummaryRole, T::Kld);
+    mapSeries(
+        excluded,
+        new RowsIf(
+            model, [](const QAbstractItemModel* m, int r) { return static_cast<const TokenModel*>(m)->excluded(r); },
+            chart),
+        T::PlotRole, T::Position, T::Kld, T::SummaryRole, T::Kld);
     attach(chart, {line, points, flips, excluded}, x, y);
     points->setPointLabelsVisible(false);
     chart->legend()->markers(points).value(0)->setVisible(false);  // the line names the compared positions

@@ -69,7 +69,8 @@ void refill(QXYSeries* s, StepPoints& p, TrainingStepModel* model, int column, b
 /// hovered point shows its step's summary.
 std::function<void()> stepSeries(QXYSeries* s, TrainingStepModel* model, int column, bool positive, Keep also = {}) {
     auto p = std::make_shared<StepPoints>();
-    QObject::connect(model, &QAbstractItemModel::modelReset, s, [p] { *p = StepPoints{}; });  // before the chart's update
+    QObject::connect(model, &QAbstractItemModel::modelReset, s,
+                     [p] { *p = StepPoints{}; });  // before the chart's update
     tipOnHover(s, [model, p](qsizetype i) {
         if (size_t(i) >= p->shown.size() || p->shown[size_t(i)] >= model->rowCount()) return QString();
         return model->index(p->shown[size_t(i)], 0).data(T::SummaryRole).toString();
@@ -146,8 +147,8 @@ QChart* makeScaleChart(TrainingStepModel* model) {
     skipped->setColor(QColor(220, 30, 30));
     skipped->setMarkerSize(10);
     auto fillUsed = stepSeries(used, model, T::Scale, true);
-    auto fillSkipped =
-        stepSeries(skipped, model, T::Scale, true, [](const TrainingStepModel* m, int r) { return m->value(r, T::Skipped) > 0; });
+    auto fillSkipped = stepSeries(skipped, model, T::Scale, true,
+                                  [](const TrainingStepModel* m, int r) { return m->value(r, T::Skipped) > 0; });
     auto* x = stepAxis(chart);
     auto* y = new QLogValueAxis;
     y->setBase(2);
@@ -207,7 +208,8 @@ QChart* makeGradChart(TrainingStepModel* model) {
         for (const auto& fill : fills) fill();
         stepRange(x, model);
         const auto [lo, hi] = columnRange(model, {T::GradNorm, T::Divergence}, true);
-        y->setRange(std::max(kPlotFloor, (lo <= hi ? lo : 1e-6) / 2), std::max((lo <= hi ? hi : 1) * 2, (lo <= hi ? lo : 1e-6) * 10));
+        y->setRange(std::max(kPlotFloor, (lo <= hi ? lo : 1e-6) / 2),
+                    std::max((lo <= hi ? hi : 1) * 2, (lo <= hi ? lo : 1e-6) * 10));
         const auto [ulo, uhi] = columnRange(model, {T::Underflow}, false);
         yu->setRange(0, std::max(4.0, (ulo <= uhi ? uhi : 0) * 1.1));
         yu->applyNiceNumbers();

@@ -15,7 +15,8 @@
 
 namespace ampscope::ui {
 
-ChartWidget::ChartWidget(QAbstractItemModel* model, std::function<QChart*()> build, const QString& emptyText, QWidget* parent)
+ChartWidget::ChartWidget(QAbstractItemModel* model, std::function<QChart*()> build, const QString& emptyText,
+                         QWidget* parent)
     : QWidget(parent), model_(model), build_(std::move(build)), view_(new QChartView), empty_(new QLabel(emptyText)) {
     view_->setRenderHint(QPainter::Antialiasing);
     setMinimumHeight(kMinChartHeight);
@@ -41,14 +42,15 @@ ChartWidget::ChartWidget(QAbstractItemModel* model, std::function<QChart*()> bui
     connect(model_, &QAbstractItemModel::modelReset, this, &ChartWidget::rebuild);
     connect(model_, &QAbstractItemModel::columnsInserted, this, &ChartWidget::rebuild);
     connect(model_, &QAbstractItemModel::columnsRemoved, this, &ChartWidget::rebuild);
-    connect(model_, &QAbstractItemModel::rowsInserted, this, [this] {  // a live run's first rows: the charts built one per turn
-        streaming();
-        stale_ ? parts::inLaterTurn(this,
-                                    [this] {
-                                        if (stale_) rebuild();
-                                    })
-               : updateEmptyState();
-    });
+    connect(model_, &QAbstractItemModel::rowsInserted, this,
+            [this] {  // a live run's first rows: the charts built one per turn
+                streaming();
+                stale_ ? parts::inLaterTurn(this,
+                                            [this] {
+                                                if (stale_) rebuild();
+                                            })
+                       : updateEmptyState();
+            });
     connect(model_, &QAbstractItemModel::rowsRemoved, this, &ChartWidget::updateEmptyState);
 }
 

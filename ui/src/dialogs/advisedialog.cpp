@@ -31,16 +31,20 @@ const QStringList kStages = {QStringLiteral("reference"),   QStringLiteral("amp 
 }  // namespace
 
 AdviseDialog::AdviseDialog(const RunResult& run, ErrorReporter* reporter, QWidget* parent)
-    : QDialog(parent), run_(run), reporter_(reporter), job_(new AdviseJob(this)), sensitivity_(new SensitivityModel(this)) {
+    : QDialog(parent),
+      run_(run),
+      reporter_(reporter),
+      job_(new AdviseJob(this)),
+      sensitivity_(new SensitivityModel(this)) {
     setWindowTitle(QStringLiteral("Advise FP32 regions — run %1").arg(runUuid().left(8)));
     setModal(false);
     auto* v = new QVBoxLayout(this);
     v->addWidget(buildControls());
     v->addWidget(buildProgress());
-    outcome_ = new QLabel(
-        QStringLiteral("Nothing has run yet. Choose which modules are candidates (leaf modules, blocks, or modules down to a depth) "
-                       "and press Advise: the advisor measures how much error each module introduces under autocast, then "
-                       "searches for the smallest set of modules to keep in FP32 so that every AMP pass meets this run's criteria."));
+    outcome_ = new QLabel(QStringLiteral(
+        "Nothing has run yet. Choose which modules are candidates (leaf modules, blocks, or modules down to a depth) "
+        "and press Advise: the advisor measures how much error each module introduces under autocast, then "
+        "searches for the smallest set of modules to keep in FP32 so that every AMP pass meets this run's criteria."));
     outcome_->setObjectName(QStringLiteral("adviseOutcome"));
     outcome_->setWordWrap(true);
     v->addWidget(outcome_);
@@ -65,9 +69,9 @@ QWidget* AdviseDialog::buildControls() {
     QString precisions;
     for (auto p : run_.spec.precisions)
         precisions += (precisions.isEmpty() ? QString() : QStringLiteral(", ")) + QString::fromStdString(to_string(p));
-    auto* about = new QLabel(
-        QStringLiteral("Run %1: %2 on %3, %4; criteria as recorded.")
-            .arg(runUuid().left(8), QString::fromStdString(run_.spec.model), QString::fromStdString(run_.spec.probes), precisions));
+    auto* about = new QLabel(QStringLiteral("Run %1: %2 on %3, %4; criteria as recorded.")
+                                 .arg(runUuid().left(8), QString::fromStdString(run_.spec.model),
+                                      QString::fromStdString(run_.spec.probes), precisions));
     about->setWordWrap(true);
     granularity_ = new QComboBox;
     granularity_->setObjectName(QStringLiteral("adviseGranularity"));
@@ -111,7 +115,8 @@ QWidget* AdviseDialog::buildViews() {
     tabs_ = new QTabWidget;
     chart_ = new ChartWidget(
         sensitivity_, [this] { return makeSensitivityChart(sensitivity_); },
-        QStringLiteral("No sensitivity yet: it is measured after the reference and the plain AMP passes, when they fail the criteria "
+        QStringLiteral("No sensitivity yet: it is measured after the reference and the plain AMP passes, when they "
+                       "fail the criteria "
                        "(per module, on the FP32 reference's own inputs to it)."));
     auto* chartScroll = new QScrollArea;  // one row per module: many modules scroll
     chartScroll->setObjectName(QStringLiteral("sensitivityScroll"));
@@ -160,9 +165,11 @@ QWidget* AdviseDialog::buildButtons() {
     auto* h = new QHBoxLayout(w);
     h->setContentsMargins(0, 0, 0, 0);
     apply_ = new QPushButton(QStringLiteral("Apply and re-run"));
-    apply_->setToolTip(QStringLiteral("Record the verifying run: this run's spec and criteria with the set kept in FP32"));
+    apply_->setToolTip(
+        QStringLiteral("Record the verifying run: this run's spec and criteria with the set kept in FP32"));
     save_ = new QPushButton(QStringLiteral("Save set…"));
-    save_->setToolTip(QStringLiteral("The advise JSON: ampscope-cli run --keep-fp32-file and the New-run dialog read it"));
+    save_->setToolTip(
+        QStringLiteral("The advise JSON: ampscope-cli run --keep-fp32-file and the New-run dialog read it"));
     copy_ = new QPushButton(QStringLiteral("Copy Python snippet"));
     auto* close = new QPushButton(QStringLiteral("Close"));
     connect(apply_, &QPushButton::clicked, this, &AdviseDialog::applyAndRerun);
@@ -191,14 +198,15 @@ void AdviseDialog::connectJob() {
         stage_->setText(QStringLiteral("cancelled; what was found so far is kept"));
         Q_EMIT ended(QStringLiteral("cancelled"));
     });
-    connect(job_, &AdviseJob::failed, this, [this](const QString& title, const QString& message, const AdviseResult& partial) {
-        setRunning(false);
-        showResult(partial, false);
-        stage_->setText(QStringLiteral("failed"));
-        outcome_->setText(QStringLiteral("The advisor stopped: %1").arg(message));
-        if (reporter_) reporter_->error(this, title, message);
-        Q_EMIT ended(QStringLiteral("failed"));
-    });
+    connect(job_, &AdviseJob::failed, this,
+            [this](const QString& title, const QString& message, const AdviseResult& partial) {
+                setRunning(false);
+                showResult(partial, false);
+                stage_->setText(QStringLiteral("failed"));
+                outcome_->setText(QStringLiteral("The advisor stopped: %1").arg(message));
+                if (reporter_) reporter_->error(this, title, message);
+                Q_EMIT ended(QStringLiteral("failed"));
+            });
 }
 
 void AdviseDialog::setGranularity(const QString& text) {
@@ -268,7 +276,10 @@ void AdviseDialog::onProgress(const QString& stage, int done, int total) {
     const int k = int(kStages.indexOf(stage));
     const QString at = QStringLiteral("%1/%2").arg(done).arg(total);
     if (k < 0) {  // a pass inside the advisor's stage (e.g. "pass fp16"): shown after it
-        stage_->setText(QStringLiteral("stage %1 of %2: %3 — %4 (%5)").arg(stageIndex_ + 1).arg(kStages.size()).arg(stageName_, stage, at));
+        stage_->setText(QStringLiteral("stage %1 of %2: %3 — %4 (%5)")
+                            .arg(stageIndex_ + 1)
+                            .arg(kStages.size())
+                            .arg(stageName_, stage, at));
         return;
     }
     stageIndex_ = k;

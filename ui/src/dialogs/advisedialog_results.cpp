@@ -33,13 +33,16 @@ void AdviseDialog::showOutcome() {
     const AdviseResult& r = *result_;
     if (!complete_) {
         outcome_->setStyleSheet(QString());
-        outcome_->setText(r.sensitivity.empty()
-                              ? QStringLiteral("Cancelled before any module's sensitivity was measured.")
-                              : QStringLiteral("Cancelled: the sensitivity of %1 module(s) measured so far is shown; no set was proposed.")
-                                    .arg(r.sensitivity.size()));
+        outcome_->setText(
+            r.sensitivity.empty()
+                ? QStringLiteral("Cancelled before any module's sensitivity was measured.")
+                : QStringLiteral(
+                      "Cancelled: the sensitivity of %1 module(s) measured so far is shown; no set was proposed.")
+                      .arg(r.sensitivity.size()));
         return;
     }
-    const bool fixable = r.outcome == AdviseResult::Outcome::Found || r.outcome == AdviseResult::Outcome::AlreadyAccepted;
+    const bool fixable =
+        r.outcome == AdviseResult::Outcome::Found || r.outcome == AdviseResult::Outcome::AlreadyAccepted;
     QString prefix;
     if (r.outcome == AdviseResult::Outcome::Unverified)
         prefix = QStringLiteral("Unverified: ");
@@ -90,7 +93,8 @@ bool AdviseDialog::verified() const {
 }
 
 void AdviseDialog::updateButtons() {
-    const bool found = complete_ && result_ && result_->outcome == AdviseResult::Outcome::Found && !result_->keep_fp32.empty();
+    const bool found =
+        complete_ && result_ && result_->outcome == AdviseResult::Outcome::Found && !result_->keep_fp32.empty();
     apply_->setEnabled(found && !running());
     save_->setEnabled(verified());  // advice only once a verifying run accepted the set
     copy_->setEnabled(verified());
@@ -114,11 +118,14 @@ void AdviseDialog::setVerified(const QString& uuid, const QString& verdict) {
     verifiedRun_ = uuid;
     verifiedVerdict_ = verdict;
     if (result_ && !accepted)
-        apply_verification(*result_, verdict == QStringLiteral("invalid_reference") ? Verdict::InvalidReference : Verdict::Rejected);
+        apply_verification(
+            *result_, verdict == QStringLiteral("invalid_reference") ? Verdict::InvalidReference : Verdict::Rejected);
     showOutcome();
     verified_->setText(
-        QStringLiteral("%1 run %2: %3").arg(accepted ? QStringLiteral("Verified by") : QStringLiteral("Verifying"), uuid.left(8), verdict));
-    verified_->setStyleSheet(accepted ? QStringLiteral("QLabel { color: #1e8c3c; }") : QStringLiteral("QLabel { color: #c82828; }"));
+        QStringLiteral("%1 run %2: %3")
+            .arg(accepted ? QStringLiteral("Verified by") : QStringLiteral("Verifying"), uuid.left(8), verdict));
+    verified_->setStyleSheet(accepted ? QStringLiteral("QLabel { color: #1e8c3c; }")
+                                      : QStringLiteral("QLabel { color: #c82828; }"));
     verified_->show();
     updateButtons();
 }
@@ -126,8 +133,11 @@ void AdviseDialog::setVerified(const QString& uuid, const QString& verdict) {
 QString AdviseDialog::saveSet(const QString& path) const {
     if (!result_ || result_->keep_fp32.empty()) return QStringLiteral("no FP32 set has been found yet");
     if (result_->outcome == AdviseResult::Outcome::Unverified)
-        return QStringLiteral("the set is unverified: its verifying run was %1, so it is not advice").arg(verifiedVerdict_);
-    if (!verified()) return QStringLiteral("the set has not been verified yet: Apply and re-run, and save it once that run accepts it");
+        return QStringLiteral("the set is unverified: its verifying run was %1, so it is not advice")
+            .arg(verifiedVerdict_);
+    if (!verified())
+        return QStringLiteral(
+            "the set has not been verified yet: Apply and re-run, and save it once that run accepts it");
     json::AdviseRecord record;
     record.advised_from = run_.run_id;
     record.granularity = to_string(adviseSpec().granularity);
@@ -135,15 +145,17 @@ QString AdviseDialog::saveSet(const QString& path) const {
     record.verified_verdict = verifiedVerdict_.toStdString();
     const std::string json = json::advise_to_json(*result_, record);
     QFile f(path);
-    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)) return QStringLiteral("cannot write %1: %2").arg(path, f.errorString());
+    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate))
+        return QStringLiteral("cannot write %1: %2").arg(path, f.errorString());
     if (f.write(json.data(), qint64(json.size())) != qint64(json.size()) || !f.flush())
         return QStringLiteral("cannot write %1: %2").arg(path, f.errorString());
     return {};
 }
 
 void AdviseDialog::saveSetInteractively() {
-    const auto path = QFileDialog::getSaveFileName(this, QStringLiteral("Save FP32 set"), QStringLiteral("fp32-regions.json"),
-                                                   QStringLiteral("JSON (*.json);;All files (*)"));
+    const auto path =
+        QFileDialog::getSaveFileName(this, QStringLiteral("Save FP32 set"), QStringLiteral("fp32-regions.json"),
+                                     QStringLiteral("JSON (*.json);;All files (*)"));
     if (path.isEmpty()) return;
     const auto err = saveSet(path);
     if (!err.isEmpty() && reporter_) reporter_->error(this, QStringLiteral("Cannot save the set"), err);

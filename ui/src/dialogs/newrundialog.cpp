@@ -32,13 +32,13 @@ NewRunDialog::NewRunDialog(QWidget* parent) : SpecDialogFor(parent) {
 QFormLayout* NewRunDialog::buildInputs() {
     auto* form = new QFormLayout;
     model_ = modelField();
-    form->addRow(QStringLiteral("Model"),
-                 withBrowse(model_, QStringLiteral("Model file"), QStringLiteral("Models (*.pt *.pth *.pt2);;All files (*)"),
-                            [this](const QString& f) { model_->setCurrentText(f); }));
+    form->addRow(QStringLiteral("Model"), withBrowse(model_, QStringLiteral("Model file"),
+                                                     QStringLiteral("Models (*.pt *.pth *.pt2);;All files (*)"),
+                                                     [this](const QString& f) { model_->setCurrentText(f); }));
     probes_ = new QLineEdit(QStringLiteral("demo"));
-    form->addRow(QStringLiteral("Probes"),
-                 withBrowse(probes_, QStringLiteral("Probe set"), QStringLiteral("Probe sets (*.pt *.csv);;All files (*)"),
-                            [this](const QString& f) { probes_->setText(f); }));
+    form->addRow(QStringLiteral("Probes"), withBrowse(probes_, QStringLiteral("Probe set"),
+                                                      QStringLiteral("Probe sets (*.pt *.csv);;All files (*)"),
+                                                      [this](const QString& f) { probes_->setText(f); }));
     fp16_ = new QCheckBox(QStringLiteral("FP16"));
     bf16_ = new QCheckBox(QStringLiteral("BF16"));
     fp16_->setChecked(true);
@@ -66,12 +66,13 @@ QHBoxLayout* NewRunDialog::withLoad(QLineEdit* field) {
     auto* row = new QHBoxLayout;
     auto* b = new QPushButton(QStringLiteral("Load FP32 regions…"));
     b->setObjectName(QStringLiteral("loadRegions"));
-    b->setToolTip(
-        QStringLiteral("From the JSON that Advise FP32 regions… (Save set…) or ampscope-cli advise --json wrote, or a file "
-                       "with one module glob a line"));
+    b->setToolTip(QStringLiteral(
+        "From the JSON that Advise FP32 regions… (Save set…) or ampscope-cli advise --json wrote, or a file "
+        "with one module glob a line"));
     connect(b, &QPushButton::clicked, this, [this] {
-        const auto f = QFileDialog::getOpenFileName(this, QStringLiteral("Load FP32 regions"), {},
-                                                    QStringLiteral("Advice JSON or glob list (*.json *.txt);;All files (*)"));
+        const auto f =
+            QFileDialog::getOpenFileName(this, QStringLiteral("Load FP32 regions"), {},
+                                         QStringLiteral("Advice JSON or glob list (*.json *.txt);;All files (*)"));
         if (!f.isEmpty()) loadRegions(f);
     });
     row->addWidget(field, 1);
@@ -109,14 +110,15 @@ QHBoxLayout* NewRunDialog::buildSequenceCriteria() {
     max_flip_rate_->setToolTip(QStringLiteral("Largest fraction of compared positions whose top-1 token may change"));
     max_mean_kld_ = number(0, 1e6, defaults.max_mean_kld, 6);
     max_mean_kld_->setObjectName(QStringLiteral("maxMeanKld"));
-    max_mean_kld_->setToolTip(QStringLiteral("Largest mean KL(ref ‖ amp) of the softmax over the vocabulary, per position"));
+    max_mean_kld_->setToolTip(
+        QStringLiteral("Largest mean KL(ref ‖ amp) of the softmax over the vocabulary, per position"));
     min_same_top_ = number(0, 1, defaults.min_same_top, 4);
     min_same_top_->setObjectName(QStringLiteral("minSameTop"));
     min_same_top_->setToolTip(QStringLiteral("Smallest fraction of compared positions with the same top-1 token"));
     auto* row = new QHBoxLayout;
-    for (auto [label, box] :
-         {std::pair{QStringLiteral("flip rate ≤"), max_flip_rate_}, std::pair{QStringLiteral("mean KL ≤"), max_mean_kld_},
-          std::pair{QStringLiteral("same top-1 ≥"), min_same_top_}}) {
+    for (auto [label, box] : {std::pair{QStringLiteral("flip rate ≤"), max_flip_rate_},
+                              std::pair{QStringLiteral("mean KL ≤"), max_mean_kld_},
+                              std::pair{QStringLiteral("same top-1 ≥"), min_same_top_}}) {
         row->addWidget(new QLabel(label));
         row->addWidget(box);
     }

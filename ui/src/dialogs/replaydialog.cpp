@@ -60,7 +60,8 @@ ReplayDialog::ReplayDialog(QWidget* parent) : SpecDialogFor(parent) {
     steps_ = integer(1, 100000, 1);
     steps_->setToolTip(QStringLiteral("Optimizer steps replayed on the batch"));
     form->addRow(QStringLiteral("Steps"), steps_);
-    non_strict_ = new QCheckBox(QStringLiteral("Replay even when checkpoint keys do not match the model (they are still listed)"));
+    non_strict_ = new QCheckBox(
+        QStringLiteral("Replay even when checkpoint keys do not match the model (they are still listed)"));
     form->addRow(QStringLiteral("Non-strict"), non_strict_);
     addJobSettings(form);
     device_ = deviceField();
@@ -72,8 +73,10 @@ ReplayDialog::ReplayDialog(QWidget* parent) : SpecDialogFor(parent) {
 void ReplayDialog::addJobSettings(QFormLayout* form) {
     optimizerKind_ = new QComboBox;
     optimizerKind_->setObjectName(QStringLiteral("optimizerKind"));
-    optimizerKind_->addItems({QStringLiteral("as the state says"), QStringLiteral("sgd"), QStringLiteral("adam"), QStringLiteral("adamw")});
-    optimizerKind_->setToolTip(QStringLiteral("An Adam/AdamW state from PyTorch <= 2.6 with weight decay cannot tell which it is: say it"));
+    optimizerKind_->addItems(
+        {QStringLiteral("as the state says"), QStringLiteral("sgd"), QStringLiteral("adam"), QStringLiteral("adamw")});
+    optimizerKind_->setToolTip(
+        QStringLiteral("An Adam/AdamW state from PyTorch <= 2.6 with weight decay cannot tell which it is: say it"));
     form->addRow(QStringLiteral("Optimizer"), optimizerKind_);
     groups_ = new QLineEdit;
     groups_->setObjectName(QStringLiteral("paramGroups"));
@@ -84,7 +87,8 @@ void ReplayDialog::addJobSettings(QFormLayout* form) {
                             [this](const QString& f) { groups_->setText(f); }));
     clip_ = new QLineEdit;
     clip_->setObjectName(QStringLiteral("clipNorm"));
-    clip_->setPlaceholderText(QStringLiteral("the job's max_grad_norm / gradient_clip_val (0: it did not clip; empty: not said)"));
+    clip_->setPlaceholderText(
+        QStringLiteral("the job's max_grad_norm / gradient_clip_val (0: it did not clip; empty: not said)"));
     form->addRow(QStringLiteral("Clip gradient norm"), clip_);
     noScaler_ = new QCheckBox(QStringLiteral("The job ran without GradScaler (implied for BF16 without scaler state)"));
     noScaler_->setObjectName(QStringLiteral("noScaler"));
@@ -103,12 +107,14 @@ QHBoxLayout* ReplayDialog::withFileOrFolder(QLineEdit* field) {
     folder->setObjectName(QStringLiteral("checkpointFolder"));
     folder->setToolTip(QStringLiteral("A Hugging Face Trainer checkpoint-N/ folder"));
     connect(file, &QPushButton::clicked, this, [this, field] {
-        const auto f = QFileDialog::getOpenFileName(this, QStringLiteral("Checkpoint file"), {},
-                                                    QStringLiteral("Checkpoints (*.pt *.pth *.ckpt *.bin *.safetensors);;All files (*)"));
+        const auto f = QFileDialog::getOpenFileName(
+            this, QStringLiteral("Checkpoint file"), {},
+            QStringLiteral("Checkpoints (*.pt *.pth *.ckpt *.bin *.safetensors);;All files (*)"));
         if (!f.isEmpty()) field->setText(f);
     });
     connect(folder, &QPushButton::clicked, this, [this, field] {
-        const auto d = QFileDialog::getExistingDirectory(this, QStringLiteral("Trainer checkpoint folder (checkpoint-N)"));
+        const auto d =
+            QFileDialog::getExistingDirectory(this, QStringLiteral("Trainer checkpoint folder (checkpoint-N)"));
         if (!d.isEmpty()) field->setText(d);
     });
     row->addWidget(field, 1);
@@ -119,28 +125,33 @@ QHBoxLayout* ReplayDialog::withFileOrFolder(QLineEdit* field) {
 
 void ReplayDialog::addFiles(QFormLayout* form) {
     model_ = modelField();
-    model_->setToolTip(QStringLiteral("A torch.export program (.pt2) or TorchScript file whose state_dict keys the checkpoint holds"));
-    form->addRow(QStringLiteral("Model"),
-                 withBrowse(model_, QStringLiteral("Model file"), QStringLiteral("Models (*.pt2 *.pt *.pth);;All files (*)"),
-                            [this](const QString& f) { model_->setCurrentText(f); }));
+    model_->setToolTip(
+        QStringLiteral("A torch.export program (.pt2) or TorchScript file whose state_dict keys the checkpoint holds"));
+    form->addRow(QStringLiteral("Model"), withBrowse(model_, QStringLiteral("Model file"),
+                                                     QStringLiteral("Models (*.pt2 *.pt *.pth);;All files (*)"),
+                                                     [this](const QString& f) { model_->setCurrentText(f); }));
     checkpoint_ = new QLineEdit;
-    checkpoint_->setPlaceholderText(QStringLiteral("a state_dict, dict, Lightning .ckpt or .safetensors file, or a checkpoint-N/ folder"));
+    checkpoint_->setPlaceholderText(
+        QStringLiteral("a state_dict, dict, Lightning .ckpt or .safetensors file, or a checkpoint-N/ folder"));
     form->addRow(QStringLiteral("Checkpoint"), withFileOrFolder(checkpoint_));
     batch_ = new QLineEdit;
     batch_->setPlaceholderText(QStringLiteral("a .pt dict: inputs and labels or targets"));
-    form->addRow(QStringLiteral("Failing batch"),
-                 withBrowse(batch_, QStringLiteral("Failing batch"), QStringLiteral("Batches (*.pt *.pth);;All files (*)"),
-                            [this](const QString& f) { batch_->setText(f); }));
+    form->addRow(QStringLiteral("Failing batch"), withBrowse(batch_, QStringLiteral("Failing batch"),
+                                                             QStringLiteral("Batches (*.pt *.pth);;All files (*)"),
+                                                             [this](const QString& f) { batch_->setText(f); }));
     optimizer_ = new QLineEdit;
-    optimizer_->setPlaceholderText(QStringLiteral("optional: optimizer.state_dict() saved apart (overrides the checkpoint's)"));
+    optimizer_->setPlaceholderText(
+        QStringLiteral("optional: optimizer.state_dict() saved apart (overrides the checkpoint's)"));
     form->addRow(QStringLiteral("Optimizer state"),
-                 withBrowse(optimizer_, QStringLiteral("Optimizer state"), QStringLiteral("State (*.pt *.pth *.bin);;All files (*)"),
+                 withBrowse(optimizer_, QStringLiteral("Optimizer state"),
+                            QStringLiteral("State (*.pt *.pth *.bin);;All files (*)"),
                             [this](const QString& f) { optimizer_->setText(f); }));
     scaler_ = new QLineEdit;
-    scaler_->setPlaceholderText(QStringLiteral("optional: GradScaler.state_dict() saved apart (overrides the checkpoint's)"));
-    form->addRow(QStringLiteral("Scaler state"),
-                 withBrowse(scaler_, QStringLiteral("GradScaler state"), QStringLiteral("State (*.pt *.pth *.bin);;All files (*)"),
-                            [this](const QString& f) { scaler_->setText(f); }));
+    scaler_->setPlaceholderText(
+        QStringLiteral("optional: GradScaler.state_dict() saved apart (overrides the checkpoint's)"));
+    form->addRow(QStringLiteral("Scaler state"), withBrowse(scaler_, QStringLiteral("GradScaler state"),
+                                                            QStringLiteral("State (*.pt *.pth *.bin);;All files (*)"),
+                                                            [this](const QString& f) { scaler_->setText(f); }));
 }
 
 void ReplayDialog::setSpec(const ReplaySpec& s) {
@@ -176,7 +187,8 @@ ReplaySpec ReplayDialog::spec() const {
     if (s.model.empty()) throw InputError("Model", "", "empty; expected a .pt2 program or a TorchScript file");
     if (s.model.rfind("demo:", 0) != 0 && !QFileInfo::exists(QString::fromStdString(s.model)))
         throw InputError("Model", "", s.model + ": no such file; expected a .pt2 program or a TorchScript file");
-    s.checkpoint = existing(checkpoint_, "Checkpoint", true, true, "a checkpoint file or a Trainer checkpoint-N/ folder");
+    s.checkpoint =
+        existing(checkpoint_, "Checkpoint", true, true, "a checkpoint file or a Trainer checkpoint-N/ folder");
     s.batch = existing(batch_, "Failing batch", true, false, "a .pt dict with inputs and labels or targets");
     s.optimizer_state = existing(optimizer_, "Optimizer state", false, false, "a torch.save of optimizer.state_dict()");
     s.scaler_state = existing(scaler_, "Scaler state", false, false, "a torch.save of GradScaler.state_dict()");
@@ -194,7 +206,8 @@ ReplaySpec ReplayDialog::spec() const {
         bool ok = false;
         s.clip_grad_norm = clip.toDouble(&ok);
         if (!ok || !(s.clip_grad_norm >= 0) || !std::isfinite(s.clip_grad_norm))
-            throw InputError("Clip gradient norm", "", "'" + clip.toStdString() + "'; expected a number >= 0 (0: the job did not clip)");
+            throw InputError("Clip gradient norm", "",
+                             "'" + clip.toStdString() + "'; expected a number >= 0 (0: the job did not clip)");
         s.clip_given = true;
     }
     s.no_scaler = noScaler_->isChecked();

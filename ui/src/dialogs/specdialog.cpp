@@ -57,7 +57,8 @@ QString SpecDialog::errorText() const {
     return error_ && !error_->isHidden() ? error_->text() : QString();
 }
 
-QHBoxLayout* SpecDialog::withBrowse(QWidget* field, const QString& title, const QString& filter, std::function<void(const QString&)> set) {
+QHBoxLayout* SpecDialog::withBrowse(QWidget* field, const QString& title, const QString& filter,
+                                    std::function<void(const QString&)> set) {
     auto* row = new QHBoxLayout;
     auto* b = new QPushButton(QStringLiteral("Browse…"));
     connect(b, &QPushButton::clicked, this, [this, title, filter, set = std::move(set)] {

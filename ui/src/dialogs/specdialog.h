@@ -37,7 +37,8 @@ protected:
     void finish(QLayout* fields, QWidget* below = nullptr);
 
     /// `field` with a Browse… button that sets it from a chosen file.
-    QHBoxLayout* withBrowse(QWidget* field, const QString& title, const QString& filter, std::function<void(const QString&)> set);
+    QHBoxLayout* withBrowse(QWidget* field, const QString& title, const QString& filter,
+                            std::function<void(const QString&)> set);
     /// Editable: the demo models, or a model file.
     static QComboBox* modelField();
     /// cpu and the CUDA devices present.

@@ -19,11 +19,12 @@ TrainingDialog::TrainingDialog(QWidget* parent) : SpecDialogFor(parent) {
     setWindowTitle(QStringLiteral("New training run (FP32 reference and AMP side by side)"));
     auto* form = new QFormLayout;
     model_ = modelField();
-    form->addRow(QStringLiteral("Model"),
-                 withBrowse(model_, QStringLiteral("Model file"), QStringLiteral("Models (*.pt *.pth *.pt2);;All files (*)"),
-                            [this](const QString& f) { model_->setCurrentText(f); }));
+    form->addRow(QStringLiteral("Model"), withBrowse(model_, QStringLiteral("Model file"),
+                                                     QStringLiteral("Models (*.pt *.pth *.pt2);;All files (*)"),
+                                                     [this](const QString& f) { model_->setCurrentText(f); }));
     data_ = new QLineEdit(QStringLiteral("demo"));
-    data_->setToolTip(QStringLiteral("\"demo\", or a .pt/.csv file with inputs and labels or targets (file order, no shuffling)"));
+    data_->setToolTip(
+        QStringLiteral("\"demo\", or a .pt/.csv file with inputs and labels or targets (file order, no shuffling)"));
     form->addRow(QStringLiteral("Data"),
                  withBrowse(data_, QStringLiteral("Training data"), QStringLiteral("Data (*.pt *.csv);;All files (*)"),
                             [this](const QString& f) { data_->setText(f); }));
@@ -52,7 +53,8 @@ void TrainingDialog::addSchedule(QFormLayout* form) {
     accumulate_ = integer(1, 1024, 1);
     form->addRow(QStringLiteral("Micro-batches per step (accumulation)"), accumulate_);
     loss_ = new QComboBox;
-    loss_->addItems({QStringLiteral("auto (ce with labels, mse with targets)"), QStringLiteral("ce"), QStringLiteral("mse")});
+    loss_->addItems(
+        {QStringLiteral("auto (ce with labels, mse with targets)"), QStringLiteral("ce"), QStringLiteral("mse")});
     form->addRow(QStringLiteral("Loss"), loss_);
     optimizer_ = new QComboBox;
     optimizer_->addItems({QStringLiteral("sgd"), QStringLiteral("adam"), QStringLiteral("adamw")});
@@ -64,8 +66,8 @@ void TrainingDialog::addSchedule(QFormLayout* form) {
     weight_decay_ = number(0, 10, 0, 6);
     form->addRow(QStringLiteral("Weight decay"), weight_decay_);
     schedule_ = new QComboBox;
-    schedule_->addItems(
-        {QStringLiteral("constant"), QStringLiteral("cosine (over effective updates)"), QStringLiteral("cosine (over iterations)")});
+    schedule_->addItems({QStringLiteral("constant"), QStringLiteral("cosine (over effective updates)"),
+                         QStringLiteral("cosine (over iterations)")});
     form->addRow(QStringLiteral("LR schedule"), schedule_);
 }
 
@@ -142,7 +144,8 @@ TrainSpec TrainingDialog::spec() const {
     s.seed = uint64_t(seed_->value());
     s.checkpoint_every = checkpoint_every_->value();
     s.checkpoint_dir = checkpoint_dir_->text().trimmed().toStdString();
-    if (s.checkpoint_every > 0 && s.checkpoint_dir.empty()) throw InputError("Checkpoint folder", "", "empty; expected a folder");
+    if (s.checkpoint_every > 0 && s.checkpoint_dir.empty())
+        throw InputError("Checkpoint folder", "", "empty; expected a folder");
     s.guards = guards_->isChecked();
     return s;
 }

@@ -25,7 +25,9 @@ void AdviseJob::work(quint64 job, const AdviseSpec& spec) {
     });
     AdviseResult partial;
     auto fail = [&](const char* title, const std::exception& e) {
-        deliverEnd(job, [this, title = QString::fromUtf8(title), msg = errorText(e), partial] { Q_EMIT failed(title, msg, partial); });
+        deliverEnd(job, [this, title = QString::fromUtf8(title), msg = errorText(e), partial] {
+            Q_EMIT failed(title, msg, partial);
+        });
     };
     try {
         AdviseResult r = engine_(spec, &prog, &partial);

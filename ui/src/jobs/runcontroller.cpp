@@ -62,18 +62,24 @@ public:
     using Live::Live;
     // recorded first, then handed over
     void run_started(const RunResult& h) override { RunWriter::run_started(h), emit(&RunController::runStarted, h); }
-    void pass_finished(const PassResult& p) override { RunWriter::pass_finished(p), emit(&RunController::passFinished, p); }
+    void pass_finished(const PassResult& p) override {
+        RunWriter::pass_finished(p), emit(&RunController::passFinished, p);
+    }
     void comparison_finished(const Comparison& c) override {
         RunWriter::comparison_finished(c), emit(&RunController::comparisonFinished, c);
     }
-    void run_finished(const RunResult& r) override { RunWriter::run_finished(r), emit(&RunController::runCompleted, r); }
+    void run_finished(const RunResult& r) override {
+        RunWriter::run_finished(r), emit(&RunController::runCompleted, r);
+    }
 };
 
 /// Records through TrainWriter and hands the steps to the UI thread (StepQueue).
 class RunController::LiveTrainSink : public Live<storage::TrainWriter> {
 public:
     using Live::Live;
-    void train_started(const TrainResult& h) override { TrainWriter::train_started(h), emit(&RunController::trainingStarted, h); }
+    void train_started(const TrainResult& h) override {
+        TrainWriter::train_started(h), emit(&RunController::trainingStarted, h);
+    }
     void step_finished(const TrainStep& st) override {
         TrainWriter::step_finished(st);
         if (queue_->push(st)) deliver_([c = c_, queue = queue_] { Q_EMIT c->stepsFinished(queue->take()); });
@@ -101,7 +107,8 @@ bool RunController::start(const RunSpec& spec, const QString& db_path) {
     if (running()) return false;
     spec_ = spec;
     return launchRun(
-        [this, spec, engine = comparison_](quint64 job, storage::Store& store, ProgressObserver& prog, std::string& uuid) {
+        [this, spec, engine = comparison_](quint64 job, storage::Store& store, ProgressObserver& prog,
+                                           std::string& uuid) {
             LiveRunSink sink(store, this, [this, job](std::function<void()> fn) { deliver(job, std::move(fn)); });
             try {
                 auto r = engine(spec, &sink, &prog);
@@ -116,12 +123,13 @@ bool RunController::start(const RunSpec& spec, const QString& db_path) {
 
 bool RunController::startTraining(const TrainSpec& spec, const QString& db_path) {
     return launchRun(
-        [this, spec, engine = training_](quint64 job, storage::Store& store, ProgressObserver& prog, std::string& uuid) {
+        [this, spec, engine = training_](quint64 job, storage::Store& store, ProgressObserver& prog,
+                                         std::string& uuid) {
             LiveTrainSink sink(store, this, [this, job](std::function<void()> fn) { deliver(job, std::move(fn)); });
             try {
                 auto r = engine(spec, &sink, &prog);
-                return std::make_pair(r.run_id,
-                                      std::to_string(r.effective_updates) + " of " + std::to_string(r.iterations) + " updates took effect");
+                return std::make_pair(r.run_id, std::to_string(r.effective_updates) + " of " +
+                                                    std::to_string(r.iterations) + " updates took effect");
             } catch (...) {
                 uuid = sink.run_uuid();
                 throw;
@@ -131,12 +139,15 @@ bool RunController::startTraining(const TrainSpec& spec, const QString& db_path)
 }
 
 bool RunController::launchRun(Work work, const QString& db_path) {
-    return BackgroundJob::launch([this, path = db_path.toStdString(), work = std::move(work)](quint64 job) { runWorker(job, path, work); });
+    return BackgroundJob::launch(
+        [this, path = db_path.toStdString(), work = std::move(work)](quint64 job) { runWorker(job, path, work); });
 }
 
 void RunController::runWorker(quint64 job, const std::string& path, const Work& work) {
     auto end = [this, job](auto signal, const std::string& uuid, const std::string& text) {
-        deliverEnd(job, [this, signal, uuid, text] { (this->*signal)(QString::fromStdString(uuid), QString::fromStdString(text)); });
+        deliverEnd(job, [this, signal, uuid, text] {
+            (this->*signal)(QString::fromStdString(uuid), QString::fromStdString(text));
+        });
     };
     std::string uuid;
     try {

@@ -66,7 +66,8 @@ private:
     class LiveTrainSink;
     /// Common worker: `work` runs the engine with the store and progress and returns {uuid,
     /// verdict}; `uuid_now` tells the run id recorded so far (for failures).
-    using Work = std::function<std::pair<std::string, std::string>(quint64 job, storage::Store&, ProgressObserver&, std::string& uuid_now)>;
+    using Work = std::function<std::pair<std::string, std::string>(quint64 job, storage::Store&, ProgressObserver&,
+                                                                   std::string& uuid_now)>;
     bool launchRun(Work work, const QString& db_path);
     void runWorker(quint64 job, const std::string& path, const Work& work);
     RunSpec spec_;

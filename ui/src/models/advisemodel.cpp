@@ -19,8 +19,9 @@ QString db(double v) {
 }  // namespace
 
 SensitivityModel::SensitivityModel(QObject* parent)
-    : TableModel(parent, {QStringLiteral("Module"), QStringLiteral("Precision"), QStringLiteral("SQNR dB"), QStringLiteral("Rel. error"),
-                          QStringLiteral("Overflow"), QStringLiteral("Underflow"), QStringLiteral("Origin")}) {}
+    : TableModel(parent, {QStringLiteral("Module"), QStringLiteral("Precision"), QStringLiteral("SQNR dB"),
+                          QStringLiteral("Rel. error"), QStringLiteral("Overflow"), QStringLiteral("Underflow"),
+                          QStringLiteral("Origin")}) {}
 
 void SensitivityModel::resetData(std::vector<ModuleSensitivity> rows) {
     beginResetModel();
@@ -81,11 +82,13 @@ QVariant SensitivityModel::data(const QModelIndex& index, int role) const {
     }
     if (role == PlotRole) return c == Module ? QVariant(s.order) : c == Sqnr ? QVariant(plotted(s)) : QVariant();
     if (role == ClippedRole) return !std::isfinite(s.sqnr_db);
-    if (role == Qt::ForegroundRole && ((c == Origin && s.origin) || (c == Overflow && s.overflow > 0))) return badColor();
+    if (role == Qt::ForegroundRole && ((c == Origin && s.origin) || (c == Overflow && s.overflow > 0)))
+        return badColor();
     if (role == Qt::TextAlignmentRole && c >= Sqnr && c <= Underflow) return int(Qt::AlignRight | Qt::AlignVCenter);
     if (role == SummaryRole)
         return QStringLiteral("%1 (%2)\nSQNR %3 dB, rel. error %4\noverflow %5, underflow %6 of %7 elements%8")
-            .arg(display(s, Module).toString(), display(s, Prec).toString(), db(s.sqnr_db), QString::number(s.rel_error, 'g', 3))
+            .arg(display(s, Module).toString(), display(s, Prec).toString(), db(s.sqnr_db),
+                 QString::number(s.rel_error, 'g', 3))
             .arg(s.overflow)
             .arg(s.underflow)
             .arg(s.elements)

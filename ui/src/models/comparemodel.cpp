@@ -53,8 +53,8 @@ const Comparison* CompareModel::comparison(int column) const {
 QString CompareModel::columnName(int s) const {
     if (s == 0) return QStringLiteral("Sample");
     if (s == 1) return QStringLiteral("Tag");
-    return (side(s) == A ? QStringLiteral("A ") : QStringLiteral("B ")) + QString::fromStdString(to_string(comparison(s)->precision)) +
-           QStringLiteral(" |Δ|");
+    return (side(s) == A ? QStringLiteral("A ") : QStringLiteral("B ")) +
+           QString::fromStdString(to_string(comparison(s)->precision)) + QStringLiteral(" |Δ|");
 }
 
 const SampleDelta* CompareModel::delta(int row, int column) const {
@@ -82,7 +82,8 @@ QVariant CompareModel::data(const QModelIndex& idx, int role) const {
         case Qt::ForegroundRole: return d->within_tolerance ? QVariant() : QVariant(badColor());
         case SummaryRole:
             return QStringLiteral("%1 (%2), run %3 %4\n|Δ| %5")
-                .arg(storedText(d->sample), storedText(d->tag), side(idx.column()) == A ? QStringLiteral("A") : QStringLiteral("B"),
+                .arg(storedText(d->sample), storedText(d->tag),
+                     side(idx.column()) == A ? QStringLiteral("A") : QStringLiteral("B"),
                      QString::fromStdString(to_string(comparison(idx.column())->precision)))
                 .arg(d->finite ? QString::number(d->abs, 'g', 4) : QStringLiteral("non-finite"));
     }

@@ -29,9 +29,9 @@ void FlipModel::addComparison(const Comparison& c) {
 }
 
 FlipModel::FlipModel(QObject* parent)
-    : TableModel(parent, {QStringLiteral("Precision"), QStringLiteral("Sample"), QStringLiteral("Tag"), QStringLiteral("Position"),
-                          QStringLiteral("Reference class"), QStringLiteral("AMP class"), QStringLiteral("Reference margin"),
-                          QStringLiteral("AMP margin")}) {}
+    : TableModel(parent, {QStringLiteral("Precision"), QStringLiteral("Sample"), QStringLiteral("Tag"),
+                          QStringLiteral("Position"), QStringLiteral("Reference class"), QStringLiteral("AMP class"),
+                          QStringLiteral("Reference margin"), QStringLiteral("AMP margin")}) {}
 
 QString FlipModel::columnName(int column) const {
     if (sequence_ && column == Ref) return QStringLiteral("Reference token");
@@ -54,8 +54,10 @@ QVariant FlipModel::data(const QModelIndex& idx, int role) const {
             return role == SortRole ? QVariant(r.flip.position) : QVariant(QString::number(r.flip.position));
         case Ref: return role == SortRole ? QVariant(r.flip.ref) : QVariant(cls(r.flip.ref));
         case Amp: return role == SortRole ? QVariant(r.flip.amp) : QVariant(cls(r.flip.amp));
-        case RefMargin: return role == SortRole ? QVariant(r.flip.ref_margin) : QVariant(numberOrDash(r.flip.ref_margin));
-        case AmpMargin: return role == SortRole ? QVariant(r.flip.amp_margin) : QVariant(numberOrDash(r.flip.amp_margin));
+        case RefMargin:
+            return role == SortRole ? QVariant(r.flip.ref_margin) : QVariant(numberOrDash(r.flip.ref_margin));
+        case AmpMargin:
+            return role == SortRole ? QVariant(r.flip.amp_margin) : QVariant(numberOrDash(r.flip.amp_margin));
     }
     return {};
 }

@@ -11,7 +11,19 @@ namespace ampscope::ui {
 class LayerModel : public TableModel {
     Q_OBJECT
 public:
-    enum Columns { Index, Module, Op, Dtype, Absmax, Headroom, Fp16Overflow, Fp16Subnormal, NonFinite, State, NUM_COLUMNS };
+    enum Columns {
+        Index,
+        Module,
+        Op,
+        Dtype,
+        Absmax,
+        Headroom,
+        Fp16Overflow,
+        Fp16Subnormal,
+        NonFinite,
+        State,
+        NUM_COLUMNS
+    };
     /// PlotRole: numbers for charts (Index: the op index; Absmax: absmax, floored for log axes);
     /// MarkRole: Absmax where the layer's marker sits (non-finite ones at the top, above the
     /// format's limit); SummaryRole: one layer described in a few lines (chart tool tips).

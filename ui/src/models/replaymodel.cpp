@@ -18,7 +18,8 @@ QString yesNo(bool b) {
 
 /// A number cell: DisplayRole the text, SortRole the value (non-finite sorted above all).
 QVariant numberCell(double v, int role, int digits = 4) {
-    if (role == ReplayTableModel::SortRole) return std::isfinite(v) ? v : (std::isnan(v) ? 1e300 : std::copysign(1e299, v));
+    if (role == ReplayTableModel::SortRole)
+        return std::isfinite(v) ? v : (std::isnan(v) ? 1e300 : std::copysign(1e299, v));
     return replayNumber(v, digits);
 }
 
@@ -40,9 +41,10 @@ void ReplayTableModel::resetData(const ReplayResult& r) {
 // ---- steps ----------------------------------------------------------------------------------
 
 ReplayStepModel::ReplayStepModel(QObject* parent)
-    : ReplayTableModel(parent, {QStringLiteral("Step"), QStringLiteral("Loss FP32"), QStringLiteral("Loss AMP"),
-                                QStringLiteral("Scale used"), QStringLiteral("found_inf"), QStringLiteral("GradScaler skips"),
-                                QStringLiteral("Scale after"), QStringLiteral("Growth tracker")}) {}
+    : ReplayTableModel(parent,
+                       {QStringLiteral("Step"), QStringLiteral("Loss FP32"), QStringLiteral("Loss AMP"),
+                        QStringLiteral("Scale used"), QStringLiteral("found_inf"), QStringLiteral("GradScaler skips"),
+                        QStringLiteral("Scale after"), QStringLiteral("Growth tracker")}) {}
 
 QVariant ReplayStepModel::data(const QModelIndex& idx, int role) const {
     if (!idx.isValid() || idx.row() >= rows()) return {};
@@ -56,25 +58,28 @@ QVariant ReplayStepModel::data(const QModelIndex& idx, int role) const {
             case FoundInf: return role == SortRole ? QVariant(s.found_inf) : QVariant(yesNo(s.found_inf));
             case Skipped: return role == SortRole ? QVariant(s.skipped) : QVariant(yesNo(s.skipped));
             case ScaleAfter: return numberCell(s.scale_after, role, 7);
-            case GrowthTracker: return s.growth_tracker < 0 ? QVariant(QStringLiteral("-")) : QVariant(s.growth_tracker);
+            case GrowthTracker:
+                return s.growth_tracker < 0 ? QVariant(QStringLiteral("-")) : QVariant(s.growth_tracker);
         }
     }
     if (role == Qt::ForegroundRole) {
         const bool red = (idx.column() == LossAmp && !std::isfinite(s.loss_amp)) ||
-                         (idx.column() == LossRef && !std::isfinite(s.loss_ref)) || (idx.column() == FoundInf && s.found_inf) ||
-                         (idx.column() == Skipped && s.skipped);
+                         (idx.column() == LossRef && !std::isfinite(s.loss_ref)) ||
+                         (idx.column() == FoundInf && s.found_inf) || (idx.column() == Skipped && s.skipped);
         if (red) return badColor();
     }
-    if (role == Qt::TextAlignmentRole && idx.column() != FoundInf && idx.column() != Skipped) return int(Qt::AlignRight | Qt::AlignVCenter);
+    if (role == Qt::TextAlignmentRole && idx.column() != FoundInf && idx.column() != Skipped)
+        return int(Qt::AlignRight | Qt::AlignVCenter);
     return {};
 }
 
 // ---- activations ----------------------------------------------------------------------------
 
 ReplayLayerModel::ReplayLayerModel(QObject* parent)
-    : ReplayTableModel(parent, {QStringLiteral("Step"), QStringLiteral("Module"), QStringLiteral("Op"), QStringLiteral("FP32 absmax"),
-                                QStringLiteral("AMP absmax"), QStringLiteral("FP32 rms"), QStringLiteral("AMP rms"),
-                                QStringLiteral("AMP non-finite"), QStringLiteral("FP16 overflow")}) {}
+    : ReplayTableModel(
+          parent, {QStringLiteral("Step"), QStringLiteral("Module"), QStringLiteral("Op"),
+                   QStringLiteral("FP32 absmax"), QStringLiteral("AMP absmax"), QStringLiteral("FP32 rms"),
+                   QStringLiteral("AMP rms"), QStringLiteral("AMP non-finite"), QStringLiteral("FP16 overflow")}) {}
 
 void ReplayLayerModel::rebuild() {
     rows_.clear();
@@ -82,7 +87,8 @@ void ReplayLayerModel::rebuild() {
     const auto& f = r_.first_nonfinite;
     for (size_t s = 0; s < r_.steps.size(); ++s)
         for (const auto& l : r_.steps[s].activations) {
-            if (first_ < 0 && f && !f->module.empty() && f->step == r_.steps[s].step && l.module == f->module) first_ = int(rows_.size());
+            if (first_ < 0 && f && !f->module.empty() && f->step == r_.steps[s].step && l.module == f->module)
+                first_ = int(rows_.size());
             rows_.emplace_back(int(s), &l);
         }
 }
@@ -111,7 +117,8 @@ QVariant ReplayLayerModel::data(const QModelIndex& idx, int role) const {
         font.setBold(true);
         return font;
     }
-    if (role == Qt::ToolTipRole && first) return QStringLiteral("The first non-finite stage of this replay is in this module");
+    if (role == Qt::ToolTipRole && first)
+        return QStringLiteral("The first non-finite stage of this replay is in this module");
     if (role == Qt::TextAlignmentRole && idx.column() > Op) return int(Qt::AlignRight | Qt::AlignVCenter);
     return {};
 }
@@ -120,7 +127,8 @@ QVariant ReplayLayerModel::data(const QModelIndex& idx, int role) const {
 
 ReplayParamModel::ReplayParamModel(QObject* parent)
     : ReplayTableModel(parent, {QStringLiteral("Step"), QStringLiteral("Parameter"), QStringLiteral("Grad rel diff"),
-                                QStringLiteral("Update rel diff"), QStringLiteral("Grad finite"), QStringLiteral("Weights finite")}) {}
+                                QStringLiteral("Update rel diff"), QStringLiteral("Grad finite"),
+                                QStringLiteral("Weights finite")}) {}
 
 void ReplayParamModel::rebuild() {
     rows_.clear();
@@ -138,7 +146,8 @@ QVariant ReplayParamModel::data(const QModelIndex& idx, int role) const {
             case GradRel: return numberCell(p->grad_rel, role);
             case UpdateRel: return numberCell(p->update_rel, role);
             case GradFinite: return role == SortRole ? QVariant(p->grad_finite) : QVariant(yesNo(p->grad_finite));
-            case WeightsFinite: return role == SortRole ? QVariant(p->update_finite) : QVariant(yesNo(p->update_finite));
+            case WeightsFinite:
+                return role == SortRole ? QVariant(p->update_finite) : QVariant(yesNo(p->update_finite));
         }
     }
     if (role == Qt::ForegroundRole &&

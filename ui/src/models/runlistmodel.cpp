@@ -34,9 +34,9 @@ const storage::RunRow* RunListModel::row(int r) const {
 }
 
 RunListModel::RunListModel(QObject* parent)
-    : TableModel(parent, {QStringLiteral("Started"), QStringLiteral("Model"), QStringLiteral("Device"), QStringLiteral("Passes"),
-                          QStringLiteral("Status"), QStringLiteral("Verdict"), QStringLiteral("Review"), QStringLiteral("Notes"),
-                          QStringLiteral("Run")}) {}
+    : TableModel(parent, {QStringLiteral("Started"), QStringLiteral("Model"), QStringLiteral("Device"),
+                          QStringLiteral("Passes"), QStringLiteral("Status"), QStringLiteral("Verdict"),
+                          QStringLiteral("Review"), QStringLiteral("Notes"), QStringLiteral("Run")}) {}
 
 QVariant RunListModel::data(const QModelIndex& idx, int role) const {
     if (!idx.isValid() || idx.row() >= int(rows_.size())) return {};
@@ -45,7 +45,8 @@ QVariant RunListModel::data(const QModelIndex& idx, int role) const {
     if (role == Qt::DisplayRole || role == SortRole) {
         switch (idx.column()) {
             case Started:  // to the minute on screen (the browser stays narrow), to the second for sorting
-                return storedText(r.started_at.substr(0, role == SortRole ? 19 : 16)).replace(QLatin1Char('T'), QLatin1Char(' '));
+                return storedText(r.started_at.substr(0, role == SortRole ? 19 : 16))
+                    .replace(QLatin1Char('T'), QLatin1Char(' '));
             case Model: return storedText(r.model);
             case Device: return storedText(r.device);
             case Passes: return storedText(r.precisions);
@@ -53,7 +54,8 @@ QVariant RunListModel::data(const QModelIndex& idx, int role) const {
             case Verdict: return storedText(r.verdict.empty() ? std::string("-") : r.verdict);
             case Review: return storedText(r.review_status);
             case Notes:
-                return role == SortRole ? QVariant(r.annotations) : QVariant(r.annotations ? QString::number(r.annotations) : QString());
+                return role == SortRole ? QVariant(r.annotations)
+                                        : QVariant(r.annotations ? QString::number(r.annotations) : QString());
             case Id: return storedText(r.uuid.substr(0, 8));
         }
     }
@@ -61,7 +63,8 @@ QVariant RunListModel::data(const QModelIndex& idx, int role) const {
         if (r.verdict == "accepted") return goodColor();
         if (!r.verdict.empty()) return badColor();
     }
-    if (role == Qt::ForegroundRole && idx.column() == Status && r.status != "completed" && r.status != "running") return badColor();
+    if (role == Qt::ForegroundRole && idx.column() == Status && r.status != "completed" && r.status != "running")
+        return badColor();
     if (role == Qt::ToolTipRole)
         return QString(storedText(r.uuid + ", started " + r.started_at + " on " + r.device) +
                        (r.error.empty() ? QString() : QLatin1Char('\n') + storedText(r.error)));

@@ -45,7 +45,8 @@ void SampleModel::computeMargins() {
     if (!run_.passes.empty() && run_.passes.front().num_outputs > 0) {
         const auto& ref = run_.passes.front();
         const size_t k = size_t(ref.num_outputs);
-        for (size_t i = 0; i < margin_.size() && (i + 1) * k <= ref.outputs.size(); ++i) margin_[i] = reference_margin(ref, i);
+        for (size_t i = 0; i < margin_.size() && (i + 1) * k <= ref.outputs.size(); ++i)
+            margin_[i] = reference_margin(ref, i);
     }
 }
 
@@ -64,7 +65,8 @@ QVariant SampleModel::data(const QModelIndex& idx, int role) const {
     if (!idx.isValid() || idx.row() >= int(run_.samples.size())) return {};
     const size_t i = size_t(idx.row());
     if (idx.column() < 2) {
-        if (role == Qt::DisplayRole || role == SortRole) return storedText(idx.column() == 0 ? run_.samples[i].id : run_.samples[i].tag);
+        if (role == Qt::DisplayRole || role == SortRole)
+            return storedText(idx.column() == 0 ? run_.samples[i].id : run_.samples[i].tag);
         if (role == PlotRole && idx.column() == 0) return double(i);
         return {};
     }
@@ -89,7 +91,8 @@ QVariant SampleModel::data(const QModelIndex& idx, int role) const {
                           .arg(QString::number(d.rel, 'g', 4));
         if (i < cmp.ref_decisions.size())
             tip += QStringLiteral("\ndecision: reference %1, AMP %2%3")
-                       .arg(storedText(decision_label(cmp.ref_decisions[i])), storedText(decision_label(cmp.amp_decisions[i])))
+                       .arg(storedText(decision_label(cmp.ref_decisions[i])),
+                            storedText(decision_label(cmp.amp_decisions[i])))
                        .arg(flipped ? QStringLiteral(" (flipped)") : QString());
         return tip;
     }

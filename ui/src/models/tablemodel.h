@@ -35,7 +35,8 @@ inline QColor goodColor() {
 class TableModel : public QAbstractTableModel {
     Q_OBJECT
 public:
-    explicit TableModel(QObject* parent = nullptr, QStringList names = {}) : QAbstractTableModel(parent), names_(std::move(names)) {}
+    explicit TableModel(QObject* parent = nullptr, QStringList names = {})
+        : QAbstractTableModel(parent), names_(std::move(names)) {}
     int rowCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : rows(); }
     int columnCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : columns(); }
     QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;

@@ -19,7 +19,8 @@ const QString kBoundary = QStringLiteral("boundary");
 
 TokenModel::TokenModel(QObject* parent)
     : TableModel(parent, {QStringLiteral("Position"), QStringLiteral("KL(ref ‖ amp)"), QStringLiteral("State"),
-                          QStringLiteral("Reference token"), QStringLiteral("AMP token"), QStringLiteral("Reference margin")}) {}
+                          QStringLiteral("Reference token"), QStringLiteral("AMP token"),
+                          QStringLiteral("Reference margin")}) {}
 
 std::vector<int> TokenModel::sequenceComparisons() const {
     std::vector<int> out;
@@ -29,7 +30,9 @@ std::vector<int> TokenModel::sequenceComparisons() const {
 }
 
 int TokenModel::flipsOf(int comparison, int sample) const {
-    if (comparison < 0 || comparison >= int(run_.comparisons.size()) || sample < 0 || sample >= int(run_.samples.size())) return 0;
+    if (comparison < 0 || comparison >= int(run_.comparisons.size()) || sample < 0 ||
+        sample >= int(run_.samples.size()))
+        return 0;
     const auto& id = run_.samples[size_t(sample)].id;
     const auto& flips = run_.comparisons[size_t(comparison)].flips;
     return int(std::count_if(flips.begin(), flips.end(), [&](const Flip& f) { return f.sample == id; }));
@@ -39,7 +42,8 @@ void TokenModel::resetData(const RunResult& run) {
     beginResetModel();
     run_ = run;
     const auto seq = sequenceComparisons();
-    const bool keep = std::find(seq.begin(), seq.end(), comparison_) != seq.end() && sample_ >= 0 && sample_ < int(run_.samples.size());
+    const bool keep = std::find(seq.begin(), seq.end(), comparison_) != seq.end() && sample_ >= 0 &&
+                      sample_ < int(run_.samples.size());
     if (!keep) {
         comparison_ = seq.empty() ? -1 : seq.front();
         sample_ = -1;
@@ -55,7 +59,8 @@ void TokenModel::resetData(const RunResult& run) {
 
 void TokenModel::select(int comparison, int sample) {
     const auto seq = sequenceComparisons();
-    if (std::find(seq.begin(), seq.end(), comparison) == seq.end() || sample < 0 || sample >= int(run_.samples.size())) return;
+    if (std::find(seq.begin(), seq.end(), comparison) == seq.end() || sample < 0 || sample >= int(run_.samples.size()))
+        return;
     if (comparison == comparison_ && sample == sample_) return;
     beginResetModel();
     comparison_ = comparison;
@@ -124,7 +129,8 @@ QString TokenModel::summary(int row) const {
     s += QStringLiteral("KL(ref ‖ amp) %1").arg(numberOrDash(kld(row)));
     if (const Flip* f = flipAt(row))
         s += QStringLiteral("\nflip: reference token %1 → AMP token %2\nreference top-2 margin %3")
-                 .arg(storedText(decision_label(f->ref)), storedText(decision_label(f->amp)), numberOrDash(f->ref_margin));
+                 .arg(storedText(decision_label(f->ref)), storedText(decision_label(f->amp)),
+                      numberOrDash(f->ref_margin));
     else if (const BoundaryPosition* b = boundaryAt(row))
         s += QStringLiteral("\nboundary: reference top-2 margin %1").arg(numberOrDash(b->ref_margin));
     return s;

@@ -21,10 +21,10 @@ void TrainingStepModel::appendSteps(const std::vector<TrainStep>& steps) {
 }
 
 TrainingStepModel::TrainingStepModel(QObject* parent)
-    : TableModel(parent,
-                 {QStringLiteral("Step"), QStringLiteral("Loss (FP32)"), QStringLiteral("Loss (AMP)"), QStringLiteral("Scale"),
-                  QStringLiteral("Skipped"), QStringLiteral("Effective updates"), QStringLiteral("Grad norm"), QStringLiteral("LR"),
-                  QStringLiteral("Divergence"), QStringLiteral("Underflow"), QStringLiteral("Non-finite"), QStringLiteral("Origin")}) {}
+    : TableModel(parent, {QStringLiteral("Step"), QStringLiteral("Loss (FP32)"), QStringLiteral("Loss (AMP)"),
+                          QStringLiteral("Scale"), QStringLiteral("Skipped"), QStringLiteral("Effective updates"),
+                          QStringLiteral("Grad norm"), QStringLiteral("LR"), QStringLiteral("Divergence"),
+                          QStringLiteral("Underflow"), QStringLiteral("Non-finite"), QStringLiteral("Origin")}) {}
 
 double TrainingStepModel::value(int row, int column) const {
     const auto& s = steps_[size_t(row)];
@@ -48,8 +48,8 @@ QVariant TrainingStepModel::data(const QModelIndex& idx, int role) const {
     const auto& s = steps_[size_t(idx.row())];
     auto origin = [&s] {
         if (!s.origin) return QString();
-        QString o = (s.origin->module.empty() ? QStringLiteral("(root)") : storedText(s.origin->module)) + QStringLiteral(", ") +
-                    storedText(s.origin->op);
+        QString o = (s.origin->module.empty() ? QStringLiteral("(root)") : storedText(s.origin->module)) +
+                    QStringLiteral(", ") + storedText(s.origin->op);
         if (!s.origin->grad_fn.empty()) o += QStringLiteral(" in ") + storedText(s.origin->grad_fn);
         return o;
     };
@@ -69,20 +69,23 @@ QVariant TrainingStepModel::data(const QModelIndex& idx, int role) const {
             case GradNorm: return figure(s.grad_norm);
             case Lr: return figure(s.lr);
             case Divergence: return figure(s.divergence);
-            case Underflow: return s.grad_underflow >= 0 ? QVariant(qlonglong(s.grad_underflow)) : QVariant(QStringLiteral("-"));
+            case Underflow:
+                return s.grad_underflow >= 0 ? QVariant(qlonglong(s.grad_underflow)) : QVariant(QStringLiteral("-"));
             case Stage: return storedText(s.nonfinite_stage);
             case Origin: return origin();
         }
     }
     if (role == SummaryRole)
-        return QStringLiteral("step %1: loss FP32 %2, AMP %3\nscale %4%5, %6 effective updates\ngrad norm %7, divergence %8%9")
+        return QStringLiteral(
+                   "step %1: loss FP32 %2, AMP %3\nscale %4%5, %6 effective updates\ngrad norm %7, divergence %8%9")
             .arg(s.step)
             .arg(figure(s.loss_ref), figure(s.loss_amp), figure(s.scale))
             .arg(s.skipped ? QStringLiteral(" (skipped)") : QString())
             .arg(s.effective_updates)
             .arg(figure(s.grad_norm), figure(s.divergence))
-            .arg(s.nonfinite_stage.empty() ? QString()
-                                           : QStringLiteral("\nnon-finite: %1 — %2").arg(storedText(s.nonfinite_stage), origin()));
+            .arg(s.nonfinite_stage.empty()
+                     ? QString()
+                     : QStringLiteral("\nnon-finite: %1 — %2").arg(storedText(s.nonfinite_stage), origin()));
     if (role == Qt::ForegroundRole && (s.skipped || !s.nonfinite_stage.empty())) return badColor();
     return {};
 }

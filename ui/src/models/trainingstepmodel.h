@@ -13,7 +13,21 @@ namespace ampscope::ui {
 class TrainingStepModel : public TableModel {
     Q_OBJECT
 public:
-    enum Columns { Step, LossRef, LossAmp, Scale, Skipped, Effective, GradNorm, Lr, Divergence, Underflow, Stage, Origin, NUM_COLUMNS };
+    enum Columns {
+        Step,
+        LossRef,
+        LossAmp,
+        Scale,
+        Skipped,
+        Effective,
+        GradNorm,
+        Lr,
+        Divergence,
+        Underflow,
+        Stage,
+        Origin,
+        NUM_COLUMNS
+    };
     /// PlotRole: the column as a number (NaN where there is none); SummaryRole: the step in a
     /// few lines.
     enum Roles { SortRole = Qt::UserRole, PlotRole, SummaryRole };

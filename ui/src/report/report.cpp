@@ -27,72 +27,94 @@ namespace {
 void benchmarksHtml(QTextStream& o, const std::vector<storage::Store::BenchmarkRow>& benchmarks) {
     o << "<h3>Measured gains (validated by this run)</h3>";
     for (const auto& b : benchmarks) {
-        o << "<p><small>" << htmlText(b.created_at.substr(0, 19)) << ", batch " << b.result.batch << ", " << htmlText(b.result.timer)
-          << "</small></p><table border=1 cellspacing=0 cellpadding=3>"
-          << "<tr><th>pass</th><th>median ms</th><th>p10–p90 ms</th><th>speed-up</th><th>peak MiB</th><th>memory</th></tr>";
+        o << "<p><small>" << htmlText(b.created_at.substr(0, 19)) << ", batch " << b.result.batch << ", "
+          << htmlText(b.result.timer) << "</small></p><table border=1 cellspacing=0 cellpadding=3>"
+          << "<tr><th>pass</th><th>median ms</th><th>p10–p90 ms</th><th>speed-up</th><th>peak "
+             "MiB</th><th>memory</th></tr>";
         for (const auto& f : b.result.figures) {
             o << "<tr><td>" << htmlText(to_string(f.precision)) << "</td><td>" << figure(f.median_ms, 4) << "</td><td>"
-              << figure(f.p10_ms, 4) << "–" << figure(f.p90_ms, 4) << "</td><td>" << figure(f.speedup, 4) << "×</td><td>"
-              << figure(double(f.peak_bytes) / 1048576.0, 4) << "</td><td>" << figure(f.memory_ratio, 4) << "×</td></tr>";
+              << figure(f.p10_ms, 4) << "–" << figure(f.p90_ms, 4) << "</td><td>" << figure(f.speedup, 4)
+              << "×</td><td>" << figure(double(f.peak_bytes) / 1048576.0, 4) << "</td><td>" << figure(f.memory_ratio, 4)
+              << "×</td></tr>";
         }
         o << "</table>";
     }
 }
 }  // namespace
 
+namespace {
+
+/// Each pass: its non-finite samples, quality, time and where NaN/Inf was born.
+void passesHtml(QTextStream& o, const RunResult& r) {
+    for (const auto& p : r.passes) {
+        o << "<h3>Pass " << htmlText(to_string(p.precision)) << "</h3><p>" << p.nonfinite_samples.size()
+          << " non-finite samples";
+        if (p.quality) o << ", quality " << figure(*p.quality, 4);
+        o << ", " << figure(p.seconds, 4) << " s</p>";
+        if (p.origin)
+            o << "<p style='color:#c82828'>NaN/Inf born at <b>" << htmlText(p.origin->stage) << "</b> op #"
+              << p.origin->index << " <b>" << htmlText(p.origin->op) << "</b> in module <b>"
+              << htmlText(p.origin->module.empty() ? "(root)" : p.origin->module) << "</b> for "
+              << p.origin->samples.size() << " samples</p>";
+    }
+}
+
+}  // namespace
+
 QString overviewHtml(const RunResult& r, const QString& status, const storage::Review& review,
-                     const std::vector<storage::Annotation>& notes, const std::vector<storage::Store::BenchmarkRow>& benchmarks) {
+                     const std::vector<storage::Annotation>& notes,
+                     const std::vector<storage::Store::BenchmarkRow>& benchmarks) {
     QString h;
     QTextStream o(&h);
     const auto verdictColor = [](Verdict v) { return v == Verdict::Accepted ? "#1e8c3c" : "#c82828"; };
     o << "<h2>Run " << htmlText(r.run_id.substr(0, 8)) << " — <span style='color:" << verdictColor(r.verdict) << "'>"
       << htmlText(to_string(r.verdict)) << "</span></h2>";
     o << "<p>status <b>" << status.toHtmlEscaped() << "</b> · review <b>" << htmlText(review.status) << "</b>"
-      << (review.by.empty() ? QString()
-                            : QString(QStringLiteral(" by ") + htmlText(review.by) + QStringLiteral(" at ") + htmlText(review.at)))
+      << (review.by.empty()
+              ? QString()
+              : QString(QStringLiteral(" by ") + htmlText(review.by) + QStringLiteral(" at ") + htmlText(review.at)))
       << "</p>";
     o << "<table cellpadding=3>"
-      << "<tr><td>model</td><td>" << htmlText(r.model.source) << " (" << htmlText(r.model.kind) << ", " << r.model.parameters
-      << " parameters, " << htmlText(r.model.mode) << ")<br><small>sha256 " << htmlText(r.model.sha256) << "<br>weights "
-      << htmlText(r.model.weights_sha256) << "</small></td></tr>"
+      << "<tr><td>model</td><td>" << htmlText(r.model.source) << " (" << htmlText(r.model.kind) << ", "
+      << r.model.parameters << " parameters, " << htmlText(r.model.mode) << ")<br><small>sha256 "
+      << htmlText(r.model.sha256) << "<br>weights " << htmlText(r.model.weights_sha256) << "</small></td></tr>"
       << "<tr><td>probes</td><td>" << htmlText(r.probes.source) << ", " << r.probes.count << " samples (";
     bool first = true;
-    for (const auto& [t, n] : r.probes.tags) o << (first ? "" : ", ") << n << " " << htmlText(t), first = false;
+    for (const auto& [t, n] : r.probes.tags) {
+        o << (first ? "" : ", ") << n << " " << htmlText(t);
+        first = false;
+    }
     o << ")<br><small>sha256 " << htmlText(r.probes.sha256) << "</small></td></tr>"
-      << "<tr><td>backend</td><td>" << htmlText(r.backend.device) << " (" << htmlText(r.backend.kind) << "), " << htmlText(r.backend.name)
-      << ", torch " << htmlText(r.backend.torch_version)
-      << (r.backend.cuda_version.empty() ? QString() : QString(QStringLiteral(", CUDA ") + htmlText(r.backend.cuda_version))) << ", bf16 "
-      << (r.backend.bf16_supported ? "yes" : "no") << "</td></tr>"
-      << "<tr><td>criteria</td><td>fixed at " << htmlText(r.criteria.fixed_at) << " (locked)<br>|amp−ref| ≤ " << figure(r.criteria.atol, 4)
-      << " + " << figure(r.criteria.rtol, 4) << "·|ref|; ties within " << figure(r.criteria.tie_tolerance, 4) << " → "
-      << htmlText(to_string(r.criteria.tie_rule)) << "; flips allowed " << r.criteria.max_flips << "; quality "
-      << htmlText(to_string(r.criteria.quality_metric))
-      << (r.criteria.quality_threshold_set ? QString(QStringLiteral(" threshold ") + figure(r.criteria.quality_threshold, 4))
-                                           : QStringLiteral(", no threshold set"))
-      << (r.criteria.allow_nonfinite ? "; non-finite allowed" : "") << (isSequenceRun(r) ? sequenceCriteriaHtml(r.criteria) : QString())
-      << "</td></tr>";
+      << "<tr><td>backend</td><td>" << htmlText(r.backend.device) << " (" << htmlText(r.backend.kind) << "), "
+      << htmlText(r.backend.name) << ", torch " << htmlText(r.backend.torch_version)
+      << (r.backend.cuda_version.empty() ? QString()
+                                         : QString(QStringLiteral(", CUDA ") + htmlText(r.backend.cuda_version)))
+      << ", bf16 " << (r.backend.bf16_supported ? "yes" : "no") << "</td></tr>"
+      << "<tr><td>criteria</td><td>fixed at " << htmlText(r.criteria.fixed_at) << " (locked)<br>|amp−ref| ≤ "
+      << figure(r.criteria.atol, 4) << " + " << figure(r.criteria.rtol, 4) << "·|ref|; ties within "
+      << figure(r.criteria.tie_tolerance, 4) << " → " << htmlText(to_string(r.criteria.tie_rule)) << "; flips allowed "
+      << r.criteria.max_flips << "; quality " << htmlText(to_string(r.criteria.quality_metric))
+      << (r.criteria.quality_threshold_set
+              ? QString(QStringLiteral(" threshold ") + figure(r.criteria.quality_threshold, 4))
+              : QStringLiteral(", no threshold set"))
+      << (r.criteria.allow_nonfinite ? "; non-finite allowed" : "")
+      << (isSequenceRun(r) ? sequenceCriteriaHtml(r.criteria) : QString()) << "</td></tr>";
     if (!r.spec.keep_fp32.empty()) {
         o << "<tr><td>FP32 regions</td><td>";
         for (const auto& k : r.spec.keep_fp32) o << htmlText(k) << " ";
         o << "</td></tr>";
     }
     o << "</table>";
-    for (const auto& p : r.passes) {
-        o << "<h3>Pass " << htmlText(to_string(p.precision)) << "</h3><p>" << p.nonfinite_samples.size() << " non-finite samples";
-        if (p.quality) o << ", quality " << figure(*p.quality, 4);
-        o << ", " << figure(p.seconds, 4) << " s</p>";
-        if (p.origin)
-            o << "<p style='color:#c82828'>NaN/Inf born at <b>" << htmlText(p.origin->stage) << "</b> op #" << p.origin->index << " <b>"
-              << htmlText(p.origin->op) << "</b> in module <b>" << htmlText(p.origin->module.empty() ? "(root)" : p.origin->module)
-              << "</b> for " << p.origin->samples.size() << " samples</p>";
-    }
+    passesHtml(o, r);
     if (r.verdict == Verdict::InvalidReference)
-        o << "<p style='color:#c82828'><b>The FP32 reference is not finite</b>: it is not trusted and AMP passes were not compared.</p>";
+        o << "<p style='color:#c82828'><b>The FP32 reference is not finite</b>: it is not trusted and AMP passes were "
+             "not compared.</p>";
     for (const auto& c : r.comparisons) {
-        o << "<h3>" << htmlText(to_string(c.precision)) << " vs fp32: <span style='color:" << verdictColor(c.verdict) << "'>"
-          << htmlText(to_string(c.verdict)) << "</span></h3><table border=1 cellspacing=0 cellpadding=3>";
+        o << "<h3>" << htmlText(to_string(c.precision)) << " vs fp32: <span style='color:" << verdictColor(c.verdict)
+          << "'>" << htmlText(to_string(c.verdict)) << "</span></h3><table border=1 cellspacing=0 cellpadding=3>";
         for (const auto& k : c.criteria) {
-            o << "<tr><td>" << (k.passed ? "<span style='color:#1e8c3c'>pass</span>" : "<span style='color:#c82828'>FAIL</span>")
+            o << "<tr><td>"
+              << (k.passed ? "<span style='color:#1e8c3c'>pass</span>" : "<span style='color:#c82828'>FAIL</span>")
               << "</td><td>" << htmlText(k.name) << "</td><td>" << htmlText(k.detail);
             if (!k.passed && !k.samples.empty()) {
                 o << "<br><small>";
@@ -109,16 +131,17 @@ QString overviewHtml(const RunResult& r, const QString& status, const storage::R
     if (!notes.empty()) {
         o << "<h3>Annotations</h3><ul>";
         for (const auto& a : notes)
-            o << "<li><small>" << htmlText(a.created_at.substr(0, 19)) << " " << htmlText(a.author) << " on " << htmlText(a.target_kind)
-              << " " << htmlText(a.target) << "</small><br>" << htmlText(a.text, /*keep_newline=*/true) << "</li>";
+            o << "<li><small>" << htmlText(a.created_at.substr(0, 19)) << " " << htmlText(a.author) << " on "
+              << htmlText(a.target_kind) << " " << htmlText(a.target) << "</small><br>"
+              << htmlText(a.text, /*keep_newline=*/true) << "</li>";
         o << "</ul>";
     }
     for (const auto& w : r.warnings) o << "<p><i>" << htmlText(w) << "</i></p>";
     return h;
 }
 
-QString writeReport(const RunResult& r, const QString& status, const storage::Review& review, const std::vector<storage::Annotation>& notes,
-                    const QString& path) {
+QString writeReport(const RunResult& r, const QString& status, const storage::Review& review,
+                    const std::vector<storage::Annotation>& notes, const QString& path) {
     auto png = [](QChart* chart) {
         QChartView view(chart);
         view.resize(1000, 560);
@@ -143,8 +166,8 @@ QString writeReport(const RunResult& r, const QString& status, const storage::Re
         if (p.layers.empty()) continue;
         LayerModel layers;  // outlives the chart, which png() deletes with its view
         layers.resetData(p);
-        html +=
-            QStringLiteral("<h2>Layers, %1 pass</h2>").arg(QString::fromStdString(to_string(p.precision))) + png(makeLayerChart(&layers));
+        html += QStringLiteral("<h2>Layers, %1 pass</h2>").arg(QString::fromStdString(to_string(p.precision))) +
+                png(makeLayerChart(&layers));
     }
     html += QStringLiteral("</body></html>");
     QFile f(path);

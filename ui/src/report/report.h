@@ -13,7 +13,8 @@ namespace ampscope::ui {
 
 /// The run overview as HTML (used by the Overview tab and the report).
 QString overviewHtml(const RunResult& run, const QString& status, const storage::Review& review,
-                     const std::vector<storage::Annotation>& notes, const std::vector<storage::Store::BenchmarkRow>& benchmarks = {});
+                     const std::vector<storage::Annotation>& notes,
+                     const std::vector<storage::Store::BenchmarkRow>& benchmarks = {});
 
 /// Writes a self-contained HTML report with the run's charts rendered at 1000x560.
 QString writeReport(const RunResult& run, const QString& status, const storage::Review& review,

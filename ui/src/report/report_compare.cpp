@@ -23,7 +23,8 @@ QString cell(const RunResult& r, Precision p, int what) {
             case MaxDelta: return QString::number(c.max_abs_delta, 'g', 3);
             case Flips: return QString::number(c.flips.size());
             case NonFinite: return QString::number(pass.nonfinite_samples.size());
-            case Origin: return pass.origin ? htmlText(pass.origin->module + " " + pass.origin->op) : QStringLiteral("-");
+            case Origin:
+                return pass.origin ? htmlText(pass.origin->module + " " + pass.origin->op) : QStringLiteral("-");
             case Regions: {
                 QStringList k;
                 for (const auto& g : pass.keep_fp32) k << htmlText(g);
@@ -44,16 +45,20 @@ QString compareHtml(const RunResult& ra, const RunResult& rb) {
     const QString a = htmlText(ra.run_id.substr(0, 8)), b = htmlText(rb.run_id.substr(0, 8));
     QString h = QStringLiteral("<h2>Compare A = %1 and B = %2</h2>").arg(a, b);
     const bool same_inputs = ra.model.weights_sha256 == rb.model.weights_sha256 && ra.probes.sha256 == rb.probes.sha256;
-    h += same_inputs ? QStringLiteral("<p>Same model weights and probe set: the differences come from the precision policy.</p>")
-                     : QStringLiteral("<p style='color:#c82828'>Different model weights or probe sets: compare with care.</p>");
-    h += QStringLiteral("<table border=1 cellspacing=0 cellpadding=4><tr><th></th><th>A %1</th><th>B %2</th></tr>").arg(a, b);
+    h +=
+        same_inputs
+            ? QStringLiteral("<p>Same model weights and probe set: the differences come from the precision policy.</p>")
+            : QStringLiteral("<p style='color:#c82828'>Different model weights or probe sets: compare with care.</p>");
+    h += QStringLiteral("<table border=1 cellspacing=0 cellpadding=4><tr><th></th><th>A %1</th><th>B %2</th></tr>")
+             .arg(a, b);
     h += row(QStringLiteral("model"), htmlText(ra.model.source), htmlText(rb.model.source));
     h += row(QStringLiteral("verdict"), htmlText(to_string(ra.verdict)), htmlText(to_string(rb.verdict)));
-    static const char* rows[] = {"verdict", "max |delta|", "flips", "non-finite samples", "NaN/Inf born at", "FP32 regions"};
+    static const char* rows[] = {"verdict",         "max |delta|", "flips", "non-finite samples",
+                                 "NaN/Inf born at", "FP32 regions"};
     for (auto p : {Precision::Fp16, Precision::Bf16})
         for (int w = 0; w < NUM_ROWS; ++w)
-            h +=
-                row(QString::fromStdString(to_string(p)) + QLatin1Char(' ') + QString::fromLatin1(rows[w]), cell(ra, p, w), cell(rb, p, w));
+            h += row(QString::fromStdString(to_string(p)) + QLatin1Char(' ') + QString::fromLatin1(rows[w]),
+                     cell(ra, p, w), cell(rb, p, w));
     return h + QStringLiteral("</table>");
 }
 

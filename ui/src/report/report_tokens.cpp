@@ -27,7 +27,9 @@ bool isSequenceRun(const RunResult& r) {
 }
 
 QString sequenceCriteriaHtml(const Criteria& c) {
-    return QStringLiteral("<br>per position: flip rate ≤ %1, mean KL(ref ‖ amp) ≤ %2, same top-1 ≥ %3; mask input %4; sequence axis %5")
+    return QStringLiteral(
+               "<br>per position: flip rate ≤ %1, mean KL(ref ‖ amp) ≤ %2, same top-1 ≥ %3; mask input %4; sequence "
+               "axis %5")
         .arg(figure(c.max_flip_rate, 4), figure(c.max_mean_kld, 4), figure(c.min_same_top, 4),
              c.mask_input.empty() ? QStringLiteral("(none)") : htmlText(c.mask_input),
              c.sequence_axis < 0 ? QStringLiteral("1") : QString::number(c.sequence_axis));
@@ -37,20 +39,22 @@ void tokensHtml(QTextStream& o, const Comparison& c) {
     if (!c.tokens) return;
     const TokenStats& t = *c.tokens;
     o << "<p><b>Per token</b> (llama.cpp's <code>perplexity --kl-divergence</code> definitions) over " << t.positions
-      << " positions compared, " << t.masked << " excluded by the mask; sequence length " << t.length << ", vocabulary " << t.vocab
-      << "</p><table border=1 cellspacing=0 cellpadding=3>";
+      << " positions compared, " << t.masked << " excluded by the mask; sequence length " << t.length << ", vocabulary "
+      << t.vocab << "</p><table border=1 cellspacing=0 cellpadding=3>";
     row(o, QStringLiteral("KL(ref ‖ amp) mean / p99 / max"),
-        figure(t.mean_kld, 4) + QStringLiteral(" / ") + figure(t.p99_kld, 4) + QStringLiteral(" / ") + figure(t.max_kld, 4));
+        figure(t.mean_kld, 4) + QStringLiteral(" / ") + figure(t.p99_kld, 4) + QStringLiteral(" / ") +
+            figure(t.max_kld, 4));
     row(o, QStringLiteral("same top-1"), percent(t.same_top));
     row(o, QStringLiteral("top-5 overlap"), percent(t.top5_overlap));
     row(o, QStringLiteral("RMS Δp (reference's top token)"), percent(t.rms_dp));
     const double rate = t.positions ? double(c.flips.size()) / double(t.positions) : 0;
-    row(o, QStringLiteral("flips"), QString::number(c.flips.size()) + QStringLiteral(" (") + percent(rate) + QStringLiteral(")"));
+    row(o, QStringLiteral("flips"),
+        QString::number(c.flips.size()) + QStringLiteral(" (") + percent(rate) + QStringLiteral(")"));
     if (t.label_tokens > 0)
         row(o, QStringLiteral("perplexity reference / AMP"),
-            figure(t.ref_ppl, 4) + QStringLiteral(" / ") + figure(t.amp_ppl, 4) + QStringLiteral(" (") + QString::number(t.label_tokens) +
-                QStringLiteral(" labels; cross-entropy ") + figure(t.ref_ce, 4) + QStringLiteral(" / ") + figure(t.amp_ce, 4) +
-                QStringLiteral(" nats)"));
+            figure(t.ref_ppl, 4) + QStringLiteral(" / ") + figure(t.amp_ppl, 4) + QStringLiteral(" (") +
+                QString::number(t.label_tokens) + QStringLiteral(" labels; cross-entropy ") + figure(t.ref_ce, 4) +
+                QStringLiteral(" / ") + figure(t.amp_ce, 4) + QStringLiteral(" nats)"));
     if (!t.boundary.empty()) {
         QString b;
         for (size_t i = 0; i < std::min(kBoundaryShown, t.boundary.size()); ++i)

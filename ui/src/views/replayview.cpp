@@ -40,9 +40,12 @@ namespace {
 
 const QString kEmptyText = QStringLiteral(
     "<h3>No incident replay selected</h3><p>This view shows a NaN incident of your own training job replayed from your "
-    "checkpoint and the failing batch: the FP32 reference step beside the AMP step as the job was configured, where values "
-    "first went non-finite, the scale GradScaler used and whether it skipped, and a remedy replayed beside the original (a "
-    "module kept in FP32, BF16, another scale, clipping).</p><p>Choose File → Replay incident… (Ctrl+Shift+R), or select a "
+    "checkpoint and the failing batch: the FP32 reference step beside the AMP step as the job was configured, where "
+    "values "
+    "first went non-finite, the scale GradScaler used and whether it skipped, and a remedy replayed beside the "
+    "original (a "
+    "module kept in FP32, BF16, another scale, clipping).</p><p>Choose File → Replay incident… (Ctrl+Shift+R), or "
+    "select a "
     "recorded replay in the run browser.</p>");
 
 QTableView* replayTable(QAbstractItemModel* model) {
@@ -160,13 +163,14 @@ QWidget* ReplayView::buildRemedies() {
                              QStringLiteral("Growth interval…"),
                              QStringLiteral("Clip gradient norm…"),
                              QStringLiteral("Keep the advisor's set in FP32…")};
-    const QString tips[] = {QStringLiteral("Replay with the module where values first went non-finite run without autocast"),
-                            QStringLiteral("Replay with autocast to BF16 (FP32's range) instead of FP16"),
-                            QStringLiteral("Replay with GradScaler starting at another scale than the checkpoint's"),
-                            QStringLiteral("Replay with another GradScaler growth_interval"),
-                            QStringLiteral("Replay with the unscaled gradients clipped to a norm"),
-                            QStringLiteral("Replay with the modules of an advise JSON (Advise FP32 regions… → Save set…, or "
-                                           "ampscope-cli advise --json) kept in FP32")};
+    const QString tips[] = {
+        QStringLiteral("Replay with the module where values first went non-finite run without autocast"),
+        QStringLiteral("Replay with autocast to BF16 (FP32's range) instead of FP16"),
+        QStringLiteral("Replay with GradScaler starting at another scale than the checkpoint's"),
+        QStringLiteral("Replay with another GradScaler growth_interval"),
+        QStringLiteral("Replay with the unscaled gradients clipped to a norm"),
+        QStringLiteral("Replay with the modules of an advise JSON (Advise FP32 regions… → Save set…, or "
+                       "ampscope-cli advise --json) kept in FP32")};
     g->addWidget(new QLabel(QStringLiteral("Remedies:")), 0, 0, 2, 1);
     for (int i = 0; i < int(Remedy::Count); ++i) {
         auto* b = new QPushButton(names[i]);
@@ -199,9 +203,11 @@ QWidget* ReplayView::buildProgress() {
 
 QWidget* ReplayView::buildTables() {
     tabs_ = new QTabWidget;
-    const QString names[] = {QStringLiteral("Steps"), QStringLiteral("Activations (per module)"), QStringLiteral("Parameters")};
+    const QString names[] = {QStringLiteral("Steps"), QStringLiteral("Activations (per module)"),
+                             QStringLiteral("Parameters")};
     for (int t = 0; t < 3; ++t) {
-        auto* split = new QSplitter(Qt::Vertical);  // the original above the remedy: their columns line up, at full width
+        auto* split =
+            new QSplitter(Qt::Vertical);  // the original above the remedy: their columns line up, at full width
         split->setChildrenCollapsible(false);
         for (int s = 0; s < 2; ++s) {
             QAbstractItemModel* m = t == kStepsTable    ? static_cast<QAbstractItemModel*>(steps_[s])
@@ -241,7 +247,8 @@ QWidget* ReplayView::buildCharts(Tables t) {
     auto* g = new QGridLayout(w);  // the original's charts beside the remedy's
     g->setContentsMargins(0, 0, 0, 0);
     for (int s = 0; s < 2; ++s) {
-        g->addWidget(new QLabel(s == Original ? QStringLiteral("<b>Original</b>") : QStringLiteral("<b>Remedy</b>")), 0, s);
+        g->addWidget(new QLabel(s == Original ? QStringLiteral("<b>Original</b>") : QStringLiteral("<b>Remedy</b>")), 0,
+                     s);
         for (size_t k = 0; k < charts.size(); ++k) g->addWidget(makeChart(Side(s), charts[k]), int(k) + 1, s);
         g->setColumnStretch(s, 1);
     }
@@ -270,9 +277,11 @@ ChartWidget* ReplayView::makeChart(Side side, Charts c) {
             break;
     }
     auto* w = new ChartWidget(model, build,
-                              side == Original ? QStringLiteral("No replay shown.")
-                                               : QStringLiteral("No remedy yet: a remedy chosen above is replayed and shown here."));
-    connect(w, &ChartWidget::exportFailed, this, [this](const QString& m) { Q_EMIT failed(QStringLiteral("Cannot export chart"), m); });
+                              side == Original
+                                  ? QStringLiteral("No replay shown.")
+                                  : QStringLiteral("No remedy yet: a remedy chosen above is replayed and shown here."));
+    connect(w, &ChartWidget::exportFailed, this,
+            [this](const QString& m) { Q_EMIT failed(QStringLiteral("Cannot export chart"), m); });
     charts_[side][c] = w;
     return w;
 }
@@ -293,7 +302,8 @@ void ReplayView::setOriginal(const ReplayResult& r) {
     showSide(Original, &*original_);
     showSide(Remedied, nullptr);
     stack_->setCurrentIndex(1);
-    change_->setText(QStringLiteral("Original: %1. Choose a remedy above to replay it beside the original.").arg(verdictText(r)));
+    change_->setText(
+        QStringLiteral("Original: %1. Choose a remedy above to replay it beside the original.").arg(verdictText(r)));
     updateButtons();
 }
 
@@ -301,8 +311,8 @@ void ReplayView::setRemedy(const ReplayResult& r) {
     remedy_ = r;
     showSide(Remedied, &*remedy_);
     if (original_)
-        change_->setText(
-            QStringLiteral("%1: %2; original: %3").arg(changeText(*original_, r.spec), verdictText(r), verdictText(*original_)));
+        change_->setText(QStringLiteral("%1: %2; original: %3")
+                             .arg(changeText(*original_, r.spec), verdictText(r), verdictText(*original_)));
     updateButtons();
 }
 
@@ -314,9 +324,10 @@ void ReplayView::showSide(Side side, const ReplayResult* r) {
         training_[side]->clearData();
         layers_[side]->clearData();
         params_[side]->clearData();
-        summary_[side]->setText(side == Original ? QStringLiteral("<b>Original</b>: no replay shown.")
-                                                 : QStringLiteral("<b>Remedy</b>: none yet. A remedy replays the original "
-                                                                  "with one change and is shown here."));
+        summary_[side]->setText(side == Original
+                                    ? QStringLiteral("<b>Original</b>: no replay shown.")
+                                    : QStringLiteral("<b>Remedy</b>: none yet. A remedy replays the original "
+                                                     "with one change and is shown here."));
         return;
     }
     steps_[side]->resetData(*r);
@@ -324,7 +335,8 @@ void ReplayView::showSide(Side side, const ReplayResult* r) {
     layers_[side]->resetData(*r);
     params_[side]->resetData(*r);
     const bool oneStep = r->steps.size() <= 1;
-    for (int t = 0; t < 3; ++t) tables_[side][t]->setColumnHidden(0, oneStep && t != kStepsTable);  // Step column: only with several
+    for (int t = 0; t < 3; ++t)
+        tables_[side][t]->setColumnHidden(0, oneStep && t != kStepsTable);  // Step column: only with several
     QString head = QStringLiteral("<b>%1</b> replay %2").arg(who, htmlText(r->run_id.substr(0, 8)));
     if (side == Remedied && original_) head += QStringLiteral(": ") + changeText(*original_, r->spec).toHtmlEscaped();
     const auto color = r->first_nonfinite ? QStringLiteral("#c82828") : QStringLiteral("#1e8c3c");
@@ -343,10 +355,11 @@ void ReplayView::showSide(Side side, const ReplayResult* r) {
     if (r->spec.clip_grad_norm > 0) optimizer += QStringLiteral(" · clipping at %1").arg(r->spec.clip_grad_norm);
     const QString incident = incidentInWords(*r);
     summary_[side]->setText(
-        QStringLiteral(
-            "%1<br>checkpoint format: %2 · optimizer: %3 · precision: %4 · GradScaler: %5%6<br>%9<span style='color:%7'>%8</span>")
+        QStringLiteral("%1<br>checkpoint format: %2 · optimizer: %3 · precision: %4 · GradScaler: %5%6<br>%9<span "
+                       "style='color:%7'>%8</span>")
             .arg(head, htmlText(r->checkpoint_format), optimizer, htmlText(to_string(r->spec.precision)),
-                 r->scaler_enabled ? QStringLiteral("enabled") : QStringLiteral("disabled"), keys, color, stageInWords(*r).toHtmlEscaped(),
+                 r->scaler_enabled ? QStringLiteral("enabled") : QStringLiteral("disabled"), keys, color,
+                 stageInWords(*r).toHtmlEscaped(),
                  incident.isEmpty() ? QString() : incident.toHtmlEscaped() + QStringLiteral("<br>")));
     for (int t = 0; t < 3; ++t) tables_[side][t]->resizeColumnsToContents();
 }
@@ -392,20 +405,23 @@ void ReplayView::askRemedy(Remedy r) {
     const double scale = original_->steps.empty() ? 65536.0 : original_->steps.front().scale;
     switch (r) {
         case Remedy::InitScale:
-            value = QInputDialog::getDouble(this, QStringLiteral("Initial scale"), QStringLiteral("GradScaler's scale for the replay:"),
-                                            std::isfinite(scale) && scale > 1 ? scale / 1024 : 1.0, 1e-30, 1e30, 6, &ok);
+            value = QInputDialog::getDouble(
+                this, QStringLiteral("Initial scale"), QStringLiteral("GradScaler's scale for the replay:"),
+                std::isfinite(scale) && scale > 1 ? scale / 1024 : 1.0, 1e-30, 1e30, 6, &ok);
             break;
         case Remedy::GrowthInterval:
-            value = QInputDialog::getInt(this, QStringLiteral("Growth interval"), QStringLiteral("GradScaler's growth_interval:"), 2000, 1,
-                                         1 << 30, 1, &ok);
+            value = QInputDialog::getInt(this, QStringLiteral("Growth interval"),
+                                         QStringLiteral("GradScaler's growth_interval:"), 2000, 1, 1 << 30, 1, &ok);
             break;
         case Remedy::Clip:
             value = QInputDialog::getDouble(this, QStringLiteral("Clip gradient norm"),
-                                            QStringLiteral("Largest norm of the unscaled gradients:"), 1.0, 1e-12, 1e12, 6, &ok);
+                                            QStringLiteral("Largest norm of the unscaled gradients:"), 1.0, 1e-12, 1e12,
+                                            6, &ok);
             break;
         case Remedy::AdvisorSet: {
-            const auto f = QFileDialog::getOpenFileName(this, QStringLiteral("Keep the advisor's set in FP32"), {},
-                                                        QStringLiteral("Advise JSON (*.json);;Text (*.txt);;All files (*)"));
+            const auto f =
+                QFileDialog::getOpenFileName(this, QStringLiteral("Keep the advisor's set in FP32"), {},
+                                             QStringLiteral("Advise JSON (*.json);;Text (*.txt);;All files (*)"));
             if (!f.isEmpty()) requestAdvisorSet(f);
             return;
         }

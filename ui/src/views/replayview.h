@@ -3,14 +3,14 @@
 // The replay view (the main window's Replay tab): an incident replay ORIGINAL beside a REMEDY
 // replay. Each side says what was replayed (checkpoint format, optimizer, precision, GradScaler
 // enabled) and where values first went non-finite, in words; below, for both sides next to
-// each other (the original's table above the remedy's, columns aligned), the steps (losses, scale used, found_inf, skip, scale after,
-// growth tracker), the per-module activations (the first non-finite module's row highlighted) and the per-parameter departures, each
-// tab with its charts above its tables, the original's chart beside the remedy's: loss and scale per step (the Training view's
-// charts), each module's FP32 and AMP absmax against the format's limit (as the Layers view's, the first non-finite module
-// marked), the gradient and update relative difference per parameter. Remedies
-// one click away from the original (keep the first non-finite module in FP32, BF16 instead of FP16, initial scale, growth interval,
-// gradient clipping, the advisor's FP32 set): each asks the main window for a replay of the original spec plus the remedy; a line above the
-// sides says what changed. Progress and Cancel of a replay going.
+// each other (the original's table above the remedy's, columns aligned), the steps (losses, scale used, found_inf,
+// skip, scale after, growth tracker), the per-module activations (the first non-finite module's row highlighted) and
+// the per-parameter departures, each tab with its charts above its tables, the original's chart beside the remedy's:
+// loss and scale per step (the Training view's charts), each module's FP32 and AMP absmax against the format's limit
+// (as the Layers view's, the first non-finite module marked), the gradient and update relative difference per
+// parameter. Remedies one click away from the original (keep the first non-finite module in FP32, BF16 instead of FP16,
+// initial scale, growth interval, gradient clipping, the advisor's FP32 set): each asks the main window for a replay of
+// the original spec plus the remedy; a line above the sides says what changed. Progress and Cancel of a replay going.
 
 #include <QWidget>
 
@@ -58,7 +58,8 @@ public:
 
     /// The original's spec plus `remedy` (`value`: the scale, interval or clip norm; `set`: the
     /// advisor's modules). The spec's original_run_id names the original.
-    static ReplaySpec remedySpec(const ReplayResult& original, Remedy remedy, double value = 0, const std::vector<std::string>& set = {});
+    static ReplaySpec remedySpec(const ReplayResult& original, Remedy remedy, double value = 0,
+                                 const std::vector<std::string>& set = {});
     /// What a remedy changed from its original, e.g. "FP16 → BF16" or "head kept in FP32".
     static QString changeText(const ReplayResult& original, const ReplaySpec& remedy);
     /// Where values first went non-finite, short ("backward at step 1 in head (AddmmBackward0)")

@@ -33,11 +33,13 @@ QString sideName(const std::string& side) {
 
 }  // namespace
 
-ReplaySpec ReplayView::remedySpec(const ReplayResult& original, Remedy remedy, double value, const std::vector<std::string>& set) {
+ReplaySpec ReplayView::remedySpec(const ReplayResult& original, Remedy remedy, double value,
+                                  const std::vector<std::string>& set) {
     ReplaySpec s = original.spec;
     s.original_run_id = original.run_id;
     auto keep = [&s](const std::string& m) {
-        if (!m.empty() && std::find(s.keep_fp32.begin(), s.keep_fp32.end(), m) == s.keep_fp32.end()) s.keep_fp32.push_back(m);
+        if (!m.empty() && std::find(s.keep_fp32.begin(), s.keep_fp32.end(), m) == s.keep_fp32.end())
+            s.keep_fp32.push_back(m);
     };
     switch (remedy) {
         case Remedy::KeepModule:
@@ -58,7 +60,8 @@ ReplaySpec ReplayView::remedySpec(const ReplayResult& original, Remedy remedy, d
 QString ReplayView::changeText(const ReplayResult& original, const ReplaySpec& r) {
     const ReplaySpec& o = original.spec;
     QStringList parts;
-    if (r.precision != o.precision) parts << precisionName(o.precision) + QStringLiteral(" → ") + precisionName(r.precision);
+    if (r.precision != o.precision)
+        parts << precisionName(o.precision) + QStringLiteral(" → ") + precisionName(r.precision);
     QStringList kept;
     for (const auto& m : r.keep_fp32)
         if (std::find(o.keep_fp32.begin(), o.keep_fp32.end(), m) == o.keep_fp32.end()) kept << storedText(m);
@@ -72,8 +75,9 @@ QString ReplayView::changeText(const ReplayResult& original, const ReplaySpec& r
     if (r.growth_interval && r.growth_interval != o.growth_interval)
         parts << QStringLiteral("growth interval → %1").arg(*r.growth_interval);
     if (r.clip_grad_norm != o.clip_grad_norm)
-        parts << (r.clip_grad_norm > 0 ? QStringLiteral("gradient norm clipped at %1").arg(replayNumber(r.clip_grad_norm, 6))
-                                       : QStringLiteral("no gradient clipping"));
+        parts << (r.clip_grad_norm > 0
+                      ? QStringLiteral("gradient norm clipped at %1").arg(replayNumber(r.clip_grad_norm, 6))
+                      : QStringLiteral("no gradient clipping"));
     return parts.isEmpty() ? QStringLiteral("same as the original") : parts.join(QStringLiteral("; "));
 }
 
@@ -98,8 +102,10 @@ QString ReplayView::stageInWords(const ReplayResult& r) {
         return v.left(1).toUpper() + v.mid(1) + QLatin1Char('.');
     }
     const auto& f = *r.first_nonfinite;
-    QString t =
-        QStringLiteral("First non-finite values %1 at step %2, on %3").arg(stageName(f.stage)).arg(f.step + 1).arg(sideName(f.side));
+    QString t = QStringLiteral("First non-finite values %1 at step %2, on %3")
+                    .arg(stageName(f.stage))
+                    .arg(f.step + 1)
+                    .arg(sideName(f.side));
     if (!f.module.empty()) t += QStringLiteral("; module ") + storedText(f.module);
     if (!f.op.empty()) t += QStringLiteral("; op ") + storedText(f.op);
     if (!f.node.empty()) t += QStringLiteral("; autograd node ") + storedText(f.node);

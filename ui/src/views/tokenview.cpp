@@ -82,7 +82,8 @@ void TokenView::fillPickers() {
     for (int s = 0; model_->comparison() >= 0 && s < int(run.samples.size()); ++s) {
         const int n = model_->flipsOf(model_->comparison(), s);
         const QString id = QString::fromStdString(run.samples[size_t(s)].id);
-        sample_->addItem(n ? QStringLiteral("%1 (%2 flip%3)").arg(id).arg(n).arg(n == 1 ? QString() : QStringLiteral("s")) : id, s);
+        sample_->addItem(
+            n ? QStringLiteral("%1 (%2 flip%3)").arg(id).arg(n).arg(n == 1 ? QString() : QStringLiteral("s")) : id, s);
         if (s == model_->sample()) sample_->setCurrentIndex(s);
     }
     updateSummary();

@@ -92,7 +92,8 @@ void MainWindow::connectController() {
     });
     connect(controller_, &RunController::failed, this, [this](const QString& uuid, const QString& msg) {
         liveEnded(uuid, QStringLiteral("failed"));
-        error(QStringLiteral("Run failed"), msg + (uuid.isEmpty() ? QString() : QStringLiteral("\n\nThe run is kept as failed.")));
+        error(QStringLiteral("Run failed"),
+              msg + (uuid.isEmpty() ? QString() : QStringLiteral("\n\nThe run is kept as failed.")));
     });
 }
 
@@ -105,8 +106,9 @@ void MainWindow::buildMenus() {
         return a;
     };
     add(file, QStringLiteral("&Open database…"), QKeySequence::Open, [this] {
-        const auto f = QFileDialog::getOpenFileName(this, QStringLiteral("Open run database"), {},
-                                                    QStringLiteral("ampscope databases (*.sqlite *.ampscope *.db);;All files (*)"));
+        const auto f = QFileDialog::getOpenFileName(
+            this, QStringLiteral("Open run database"), {},
+            QStringLiteral("ampscope databases (*.sqlite *.ampscope *.db);;All files (*)"));
         if (!f.isEmpty()) openDatabase(f);
     });
     recentMenu_ = file->addMenu(QStringLiteral("Open &recent"));
@@ -114,12 +116,15 @@ void MainWindow::buildMenus() {
     connect(recentMenu_, &QMenu::aboutToShow, this, &MainWindow::fillRecentMenu);
     fillRecentMenu();
     add(file, QStringLiteral("&New run…"), QKeySequence::New, &MainWindow::newRun);
-    add(file, QStringLiteral("New &training run…"), QKeySequence(QStringLiteral("Ctrl+Shift+N")), &MainWindow::newTrainingRun);
+    add(file, QStringLiteral("New &training run…"), QKeySequence(QStringLiteral("Ctrl+Shift+N")),
+        &MainWindow::newTrainingRun);
     addReplayAction(file);
     file->addSeparator();
     add(file, QStringLiteral("&Import runs…"), QKeySequence(QStringLiteral("Ctrl+I")), [this] { importFile(); });
-    add(file, QStringLiteral("&Export selected runs…"), QKeySequence(QStringLiteral("Ctrl+E")), &MainWindow::exportSelected);
-    add(file, QStringLiteral("Export run &report (HTML)…"), QKeySequence(QStringLiteral("Ctrl+R")), &MainWindow::exportReport);
+    add(file, QStringLiteral("&Export selected runs…"), QKeySequence(QStringLiteral("Ctrl+E")),
+        &MainWindow::exportSelected);
+    add(file, QStringLiteral("Export run &report (HTML)…"), QKeySequence(QStringLiteral("Ctrl+R")),
+        &MainWindow::exportReport);
     add(file, QStringLiteral("Export current &chart (PNG/SVG)…"), QKeySequence(QStringLiteral("Ctrl+Shift+C")),
         &MainWindow::exportCurrentChart);
     add(file, QStringLiteral("Export current &table (CSV)…"), QKeySequence(QStringLiteral("Ctrl+Shift+T")),
@@ -133,7 +138,8 @@ void MainWindow::buildMenus() {
     add(run, QStringLiteral("Review: re&ject"), QKeySequence(QStringLiteral("Ctrl+Shift+J")),
         [this] { setReview(QStringLiteral("rejected")); });
     addAdviseAction(run);
-    add(run, QStringLiteral("C&ompare two selected runs"), QKeySequence(QStringLiteral("Ctrl+D")), &MainWindow::compareSelected);
+    add(run, QStringLiteral("C&ompare two selected runs"), QKeySequence(QStringLiteral("Ctrl+D")),
+        &MainWindow::compareSelected);
     add(run, QStringLiteral("&Delete selected runs…"), QKeySequence::Delete, &MainWindow::deleteSelected);
     add(run, QStringLiteral("Cancel running job"), QKeySequence(QStringLiteral("Esc")), [this] {
         controller_->cancel();
@@ -144,9 +150,9 @@ void MainWindow::buildMenus() {
     add(edit, QStringLiteral("&Preferences…"), QKeySequence::Preferences, [this] {
         QSettings st;
         bool ok = false;
-        const auto author =
-            QInputDialog::getText(this, QStringLiteral("Preferences"), QStringLiteral("Author name for annotations and reviews:"),
-                                  QLineEdit::Normal, st.value(QStringLiteral("author"), qEnvironmentVariable("USER")).toString(), &ok);
+        const auto author = QInputDialog::getText(
+            this, QStringLiteral("Preferences"), QStringLiteral("Author name for annotations and reviews:"),
+            QLineEdit::Normal, st.value(QStringLiteral("author"), qEnvironmentVariable("USER")).toString(), &ok);
         if (ok && !author.trimmed().isEmpty()) st.setValue(QStringLiteral("author"), author.trimmed());
     });
     auto* help = menuBar()->addMenu(QStringLiteral("&Help"));
@@ -154,14 +160,17 @@ void MainWindow::buildMenus() {
     auto* tb = addToolBar(QStringLiteral("Main"));
     tb->setObjectName(QStringLiteral("mainToolbar"));
     for (auto* a : file->actions())
-        if (a->text().contains(QStringLiteral("New run")) || a->text().contains(QStringLiteral("Open"))) tb->addAction(a);
+        if (a->text().contains(QStringLiteral("New run")) || a->text().contains(QStringLiteral("Open")))
+            tb->addAction(a);
 }
 
 bool MainWindow::openDatabase(const QString& path) {
     const QFileInfo info(path);
     const bool emptyFile = info.exists() && info.isFile() && info.size() == 0;
-    if (emptyFile && !reporter_->confirm(this, QStringLiteral("Empty file"),
-                                         QStringLiteral("%1 is empty (0 bytes).\n\nCreate a new ampscope run database in it?").arg(path)))
+    if (emptyFile &&
+        !reporter_->confirm(
+            this, QStringLiteral("Empty file"),
+            QStringLiteral("%1 is empty (0 bytes).\n\nCreate a new ampscope run database in it?").arg(path)))
         return false;
     try {
         store_ = std::make_unique<storage::Store>(path.toStdString());
@@ -174,10 +183,13 @@ bool MainWindow::openDatabase(const QString& path) {
     recent.removeAll(path);
     recent.prepend(path);
     s.setValue(QStringLiteral("recentDatabases"), recent.mid(0, 8));
-    setWindowTitle(QStringLiteral("ampscope — %1%2").arg(path, store_->read_only() ? QStringLiteral(" (read-only)") : QString()));
+    setWindowTitle(
+        QStringLiteral("ampscope — %1%2").arg(path, store_->read_only() ? QStringLiteral(" (read-only)") : QString()));
     clearViews();
-    setNotice(emptyFile ? QStringLiteral("%1 was an empty file: it is now a new ampscope run database, with no runs yet.").arg(path)
-                        : QString());
+    setNotice(
+        emptyFile
+            ? QStringLiteral("%1 was an empty file: it is now a new ampscope run database, with no runs yet.").arg(path)
+            : QString());
     refreshRuns();
     return true;
 }
@@ -209,12 +221,14 @@ void MainWindow::refreshRuns() {
     if (!store_) return;
     try {
         QStringList selected;  // the user's selection stays where it was
-        for (const auto& i : runView_->selectionModel()->selectedRows()) selected << i.data(RunListModel::UuidRole).toString();
+        for (const auto& i : runView_->selectionModel()->selectedRows())
+            selected << i.data(RunListModel::UuidRole).toString();
         runs_->resetData(store_->list_runs());
         if (live_) listLive(QString(), false);  // a live run not recorded as running yet (or never: a foreign file)
         selectRuns(selected, current_);
     } catch (const std::exception& e) {
-        setNotice(QStringLiteral("Cannot list the runs of %1: %2").arg(databasePath(), QString::fromStdString(e.what())));
+        setNotice(
+            QStringLiteral("Cannot list the runs of %1: %2").arg(databasePath(), QString::fromStdString(e.what())));
     }
 }
 
@@ -271,7 +285,8 @@ void MainWindow::keepModuleInFp32() {
     }
     const QString module = idx.data(LayerModel::ModuleRole).toString();
     if (module.isEmpty()) {
-        error(QStringLiteral("Keep in FP32"), QStringLiteral("That op belongs to the root module; pick an op inside a submodule."));
+        error(QStringLiteral("Keep in FP32"),
+              QStringLiteral("That op belongs to the root module; pick an op inside a submodule."));
         return;
     }
     RunSpec spec = run_->spec;
@@ -313,21 +328,24 @@ void MainWindow::selectRuns(const QStringList& uuids, const QString& current) {
     for (int r = 0; r < runsProxy_->rowCount(); ++r) {
         const QModelIndex i = runsProxy_->index(r, 0);
         const QString uuid = i.data(RunListModel::UuidRole).toString();
-        if (uuids.contains(uuid)) runView_->selectionModel()->select(i, QItemSelectionModel::Select | QItemSelectionModel::Rows);
+        if (uuids.contains(uuid))
+            runView_->selectionModel()->select(i, QItemSelectionModel::Select | QItemSelectionModel::Rows);
         if (uuid == current) runView_->selectionModel()->setCurrentIndex(i, QItemSelectionModel::NoUpdate);
     }
 }
 
 void MainWindow::importFile(const QString& given) {
     if (!store_) return;
-    const QString path = given.isEmpty() ? QFileDialog::getOpenFileName(this, QStringLiteral("Import runs"), {},
-                                                                        QStringLiteral("ampscope exports (*.ampscope);;All files (*)"))
-                                         : given;
+    const QString path =
+        given.isEmpty() ? QFileDialog::getOpenFileName(this, QStringLiteral("Import runs"), {},
+                                                       QStringLiteral("ampscope exports (*.ampscope);;All files (*)"))
+                        : given;
     if (path.isEmpty()) return;
     try {
         const auto r = storage::import_file(*store_, path.toStdString());
         refreshRuns();
-        statusBar()->showMessage(QStringLiteral("imported %1 run(s), %2 already present").arg(r.added).arg(r.skipped), 10000);
+        statusBar()->showMessage(QStringLiteral("imported %1 run(s), %2 already present").arg(r.added).arg(r.skipped),
+                                 10000);
     } catch (const std::exception& e) {
         error(QStringLiteral("Cannot import"), QString::fromStdString(e.what()));
     }
@@ -358,16 +376,16 @@ void MainWindow::annotate() {
     const QTableView* sampleView = tables_[kDeltasTab];
     if (tabs_->currentIndex() == kLayersTab && layerView->currentIndex().isValid()) {
         targetKind = QStringLiteral("layer");
-        const auto* l =
-            layers_->layer(static_cast<QSortFilterProxyModel*>(layerView->model())->mapToSource(layerView->currentIndex()).row());
+        const auto* l = layers_->layer(
+            static_cast<QSortFilterProxyModel*>(layerView->model())->mapToSource(layerView->currentIndex()).row());
         if (l) target = passBox_->currentText() + QStringLiteral(":") + QString::number(l->index);
     } else if (tabs_->currentIndex() == kDeltasTab && sampleView->currentIndex().isValid()) {
         targetKind = QStringLiteral("sample");
         target = sampleView->model()->index(sampleView->currentIndex().row(), 0).data().toString();
     }
     bool ok = false;
-    const auto text = QInputDialog::getMultiLineText(this, QStringLiteral("Annotate"),
-                                                     QStringLiteral("Comment on %1 %2").arg(targetKind, target), {}, &ok);
+    const auto text = QInputDialog::getMultiLineText(
+        this, QStringLiteral("Annotate"), QStringLiteral("Comment on %1 %2").arg(targetKind, target), {}, &ok);
     if (!ok || text.trimmed().isEmpty()) return;
     QSettings s;
     storage::Annotation a;
@@ -400,8 +418,9 @@ void MainWindow::setReview(const QString& status) {
 void MainWindow::deleteSelected() {
     const auto ids = selectedRuns();
     if (!store_ || ids.isEmpty()) return;
-    if (!reporter_->confirm(this, QStringLiteral("Delete runs"),
-                            QStringLiteral("Delete %1 run(s) with their passes, layers and annotations?").arg(ids.size())))
+    if (!reporter_->confirm(
+            this, QStringLiteral("Delete runs"),
+            QStringLiteral("Delete %1 run(s) with their passes, layers and annotations?").arg(ids.size())))
         return;
     try {
         for (const auto& i : ids) store_->delete_run(i.toStdString());

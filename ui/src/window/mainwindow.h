@@ -53,7 +53,17 @@ class TrainingStepModel;
 class MainWindow : public QMainWindow {
     Q_OBJECT
 public:
-    enum Tabs { kOverviewTab, kDeltasTab, kFlipsTab, kLayersTab, kTrainingTab, kCompareTab, kTokensTab, kReplayTab, NUM_TABS };
+    enum Tabs {
+        kOverviewTab,
+        kDeltasTab,
+        kFlipsTab,
+        kLayersTab,
+        kTrainingTab,
+        kCompareTab,
+        kTokensTab,
+        kReplayTab,
+        NUM_TABS
+    };
     /// `reporter` tells the user about errors and asks questions (message boxes by default).
     explicit MainWindow(std::unique_ptr<ErrorReporter> reporter = nullptr, QWidget* parent = nullptr);
     ~MainWindow() override;

@@ -14,7 +14,8 @@ void MainWindow::addAdviseAction(QMenu* run) {
     adviseAction_ = run->addAction(QStringLiteral("Ad&vise FP32 regions…"));
     adviseAction_->setObjectName(QStringLiteral("adviseAction"));
     adviseAction_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+V")));
-    adviseAction_->setToolTip(QStringLiteral("Which modules must stay in FP32 for this run's AMP passes to meet its criteria"));
+    adviseAction_->setToolTip(
+        QStringLiteral("Which modules must stay in FP32 for this run's AMP passes to meet its criteria"));
     connect(adviseAction_, &QAction::triggered, this, [this] { openAdvisor(); });
     connect(run, &QMenu::aboutToShow, this, &MainWindow::updateAdviseAction);
     connect(controller_, &RunController::finished, this, [this](const QString& uuid, const QString& verdict) {
@@ -24,8 +25,10 @@ void MainWindow::addAdviseAction(QMenu* run) {
         selectRuns({uuid}, uuid);
         showRun(uuid);
     });
-    for (auto signal : {&RunController::cancelled}) connect(controller_, signal, this, [this](const QString&) { verifyFor_ = nullptr; });
-    connect(controller_, &RunController::failed, this, [this](const QString&, const QString&) { verifyFor_ = nullptr; });
+    for (auto signal : {&RunController::cancelled})
+        connect(controller_, signal, this, [this](const QString&) { verifyFor_ = nullptr; });
+    connect(controller_, &RunController::failed, this,
+            [this](const QString&, const QString&) { verifyFor_ = nullptr; });
     updateAdviseAction();
 }
 

@@ -41,7 +41,8 @@ void MainWindow::listLive(const QString& status, bool select) {
         row.started_at = live_->training ? live_->train.started_at : live_->run.started_at;
         row.status = "running";
         if (!live_->training)
-            for (auto p : live_->run.spec.precisions) row.precisions += (row.precisions.empty() ? "fp32," : ",") + to_string(p);
+            for (auto p : live_->run.spec.precisions)
+                row.precisions += (row.precisions.empty() ? "fp32," : ",") + to_string(p);
     }
     if (!status.isEmpty()) row.status = status.toStdString();
     runs_->upsert(row);
@@ -49,7 +50,8 @@ void MainWindow::listLive(const QString& status, bool select) {
     for (int r = 0; r < runsProxy_->rowCount(); ++r) {  // the user started it: it becomes the current run once
         const QModelIndex i = runsProxy_->index(r, 0);
         if (i.data(RunListModel::UuidRole).toString() == live_->uuid)
-            runView_->selectionModel()->setCurrentIndex(i, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+            runView_->selectionModel()->setCurrentIndex(
+                i, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
     }
 }
 
@@ -97,7 +99,8 @@ void MainWindow::showLiveOverview() {
 /// Keeps `value` in the live run (and in the shown run when the user looks at it); true when
 /// the views must append it.
 template <class T>
-static bool keep(std::optional<RunResult>& shown, RunResult& live, bool showing, std::vector<T> RunResult::*list, const T& value) {
+static bool keep(std::optional<RunResult>& shown, RunResult& live, bool showing, std::vector<T> RunResult::*list,
+                 const T& value) {
     (live.*list).push_back(value);
     if (showing) ((*shown).*list).push_back(value);
     return showing;

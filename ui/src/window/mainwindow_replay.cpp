@@ -34,7 +34,8 @@ QWidget* MainWindow::buildReplayTab() {
         refreshRuns();
         selectRuns({uuid}, uuid);
         showRun(uuid);  // from the database, as the run browser opens it: a remedy beside its original
-        statusBar()->showMessage(QStringLiteral("replay %1 recorded: %2").arg(uuid.left(8), ReplayView::verdictText(r)), 10000);
+        statusBar()->showMessage(QStringLiteral("replay %1 recorded: %2").arg(uuid.left(8), ReplayView::verdictText(r)),
+                                 10000);
     });
     connect(replayJob_, &ReplayJob::cancelled, this, [this] {
         replayView_->setRunning(false);
@@ -51,19 +52,21 @@ void MainWindow::addReplayAction(QMenu* file) {
     replayAction_ = file->addAction(QStringLiteral("Re&play incident…"));
     replayAction_->setObjectName(QStringLiteral("replayAction"));
     replayAction_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+R")));
-    replayAction_->setToolTip(QStringLiteral("Your checkpoint and the batch that broke your job, replayed in FP32 and AMP step by step"));
+    replayAction_->setToolTip(
+        QStringLiteral("Your checkpoint and the batch that broke your job, replayed in FP32 and AMP step by step"));
     connect(replayAction_, &QAction::triggered, this, &MainWindow::replayIncident);
     openIncidentAction_ = file->addAction(QStringLiteral("Open &incident…"));
     openIncidentAction_->setObjectName(QStringLiteral("openIncidentAction"));
     openIncidentAction_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+I")));
-    openIncidentAction_->setToolTip(
-        QStringLiteral("An incident bundle your training job wrote (ampscope_capture): replayed with every setting it records"));
+    openIncidentAction_->setToolTip(QStringLiteral(
+        "An incident bundle your training job wrote (ampscope_capture): replayed with every setting it records"));
     connect(openIncidentAction_, &QAction::triggered, this, [this] { openIncident(); });
 }
 
 void MainWindow::openIncident(const QString& dir) {
     if (!store_) return;
-    const QString folder = dir.isEmpty() ? QFileDialog::getExistingDirectory(this, QStringLiteral("Incident bundle folder")) : dir;
+    const QString folder =
+        dir.isEmpty() ? QFileDialog::getExistingDirectory(this, QStringLiteral("Incident bundle folder")) : dir;
     if (folder.isEmpty()) return;
     ReplaySpec spec;
     try {
@@ -95,7 +98,8 @@ void MainWindow::replayIncident() {
 bool MainWindow::startReplay(const ReplaySpec& spec, const QString& what) {
     if (!store_) return false;
     if (!replayJob_->start(spec, databasePath())) {
-        error(QStringLiteral("A replay is going"), QStringLiteral("Wait for the current replay to finish or cancel it."));
+        error(QStringLiteral("A replay is going"),
+              QStringLiteral("Wait for the current replay to finish or cancel it."));
         return false;
     }
     replayView_->setRunning(true, what);
@@ -117,8 +121,9 @@ void MainWindow::showReplay(const QString& uuid) {
         try {
             original = read(r.spec.original_run_id);
         } catch (const std::exception&) {
-            setNotice(QStringLiteral("Replay %1 is a remedy of replay %2, which is not in this database: it is shown alone.")
-                          .arg(uuid.left(8), QString::fromStdString(r.spec.original_run_id).left(8)));
+            setNotice(
+                QStringLiteral("Replay %1 is a remedy of replay %2, which is not in this database: it is shown alone.")
+                    .arg(uuid.left(8), QString::fromStdString(r.spec.original_run_id).left(8)));
         }
     }
     if (original) {
@@ -128,7 +133,8 @@ void MainWindow::showReplay(const QString& uuid) {
         replayView_->setOriginal(r);
     }
     overview_->setHtml(QStringLiteral("<h2>Incident replay %1</h2><p>%2</p><p>%3</p><pre>%4</pre>")
-                           .arg(uuid.left(8), ReplayView::incidentInWords(r).toHtmlEscaped(), ReplayView::stageInWords(r).toHtmlEscaped(),
+                           .arg(uuid.left(8), ReplayView::incidentInWords(r).toHtmlEscaped(),
+                                ReplayView::stageInWords(r).toHtmlEscaped(),
                                 QString::fromStdString(storage::replay_to_json(r)).toHtmlEscaped()));
     tabs_->setCurrentIndex(kReplayTab);
 }

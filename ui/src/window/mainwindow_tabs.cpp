@@ -41,7 +41,8 @@ QTableView* makeTable(QAbstractItemModel* model, int sortRole) {
     proxy->setSortRole(sortRole);
     auto* v = new QTableView;
     v->setModel(proxy);
-    v->horizontalHeader()->setSortIndicator(-1, Qt::AscendingOrder);  // the model's (execution) order until the user sorts
+    v->horizontalHeader()->setSortIndicator(-1,
+                                            Qt::AscendingOrder);  // the model's (execution) order until the user sorts
     v->setSortingEnabled(true);
     v->setSelectionBehavior(QAbstractItemView::SelectRows);
     v->horizontalHeader()->setStretchLastSection(true);
@@ -68,7 +69,8 @@ QString emptyText(const QString& missing, const QString& shows, const QString& f
 }
 
 const QString kNoComparison = QStringLiteral("No comparison run selected");
-const QString kPickComparison = QStringLiteral("Select a comparison run in the run browser, or start one: File → New run… (Ctrl+N).");
+const QString kPickComparison =
+    QStringLiteral("Select a comparison run in the run browser, or start one: File → New run… (Ctrl+N).");
 
 /// The empty state of a view of one comparison run.
 QString comparisonEmptyText(const QString& shows) {
@@ -159,9 +161,11 @@ QWidget* MainWindow::buildOverviewTab() {
     return overview_;
 }
 
-ChartWidget* MainWindow::chartWidgetFor(QAbstractItemModel* model, std::function<QChart*()> build, const QString& emptyText) {
+ChartWidget* MainWindow::chartWidgetFor(QAbstractItemModel* model, std::function<QChart*()> build,
+                                        const QString& emptyText) {
     auto* w = new ChartWidget(model, std::move(build), emptyText);
-    connect(w, &ChartWidget::exportFailed, this, [this](const QString& m) { error(QStringLiteral("Cannot export chart"), m); });
+    connect(w, &ChartWidget::exportFailed, this,
+            [this](const QString& m) { error(QStringLiteral("Cannot export chart"), m); });
     return w;
 }
 
@@ -174,9 +178,10 @@ QWidget* MainWindow::buildDeltasTab() {
                        samples_, [m = samples_] { return makeDeltaHistogram(m); }, QString()),
                    QStringLiteral("Histogram"));
     tables_[kDeltasTab] = makeTable(samples_, SampleModel::SortRole);
-    return withEmptyState(stacked(charts, tables_[kDeltasTab]), samples_,
-                          comparisonEmptyText(QStringLiteral("per probe sample how far each AMP pass's scores are from the FP32 "
-                                                             "reference, against the tolerance.")));
+    return withEmptyState(
+        stacked(charts, tables_[kDeltasTab]), samples_,
+        comparisonEmptyText(QStringLiteral("per probe sample how far each AMP pass's scores are from the FP32 "
+                                           "reference, against the tolerance.")));
 }
 
 QWidget* MainWindow::buildFlipsTab() {
@@ -187,9 +192,10 @@ QWidget* MainWindow::buildFlipsTab() {
     positions();  // a sequence run's flips have positions; a classifier's do not
     connect(flips_, &QAbstractItemModel::modelReset, tables_[kFlipsTab], positions);
     connect(flips_, &QAbstractItemModel::headerDataChanged, tables_[kFlipsTab], positions);
-    return withEmptyState(stacked(chart, tables_[kFlipsTab]), samples_,
-                          comparisonEmptyText(QStringLiteral("the samples whose decision (top class) changes under AMP, "
-                                                             "against the reference margin.")));
+    return withEmptyState(
+        stacked(chart, tables_[kFlipsTab]), samples_,
+        comparisonEmptyText(QStringLiteral("the samples whose decision (top class) changes under AMP, "
+                                           "against the reference margin.")));
 }
 
 QWidget* MainWindow::buildLayersTab() {
@@ -198,8 +204,8 @@ QWidget* MainWindow::buildLayersTab() {
     auto* bar = new QHBoxLayout;
     passBox_ = new QComboBox;
     keepButton_ = new QPushButton(QStringLiteral("Keep selected module in FP32 and re-run"));
-    keepButton_->setToolTip(
-        QStringLiteral("Starts a run with the same model, probes and criteria, and the selected module as an FP32 region"));
+    keepButton_->setToolTip(QStringLiteral(
+        "Starts a run with the same model, probes and criteria, and the selected module as an FP32 region"));
     connect(keepButton_, &QPushButton::clicked, this, &MainWindow::keepModuleInFp32);
     connect(passBox_, qOverload<int>(&QComboBox::currentIndexChanged), this, &MainWindow::showLayersOf);
     bar->addWidget(new QLabel(QStringLiteral("Pass")));
@@ -211,12 +217,13 @@ QWidget* MainWindow::buildLayersTab() {
     lay->addWidget(stacked(chartWidgetFor(
                                layers_, [m = layers_] { return makeLayerChart(m); }, QString()),
                            tables_[kLayersTab]));
-    return withEmptyState(layersTab, layers_,
-                          emptyText(QStringLiteral("No per-op statistics to show"),
-                                    QStringLiteral("every op of one pass in execution order: its largest value against the "
-                                                   "format's limit, overflow, and where NaN/Inf is born."),
-                                    QStringLiteral("Select a comparison run recorded with per-op statistics, or start one: "
-                                                   "File → New run… (Ctrl+N).")));
+    return withEmptyState(
+        layersTab, layers_,
+        emptyText(QStringLiteral("No per-op statistics to show"),
+                  QStringLiteral("every op of one pass in execution order: its largest value against the "
+                                 "format's limit, overflow, and where NaN/Inf is born."),
+                  QStringLiteral("Select a comparison run recorded with per-op statistics, or start one: "
+                                 "File → New run… (Ctrl+N).")));
 }
 
 QWidget* MainWindow::buildTrainingTab() {
@@ -225,7 +232,8 @@ QWidget* MainWindow::buildTrainingTab() {
     auto* chartsBox = new QWidget;
     auto* column = new QVBoxLayout(chartsBox);
     column->setContentsMargins(0, 0, 0, 0);
-    const std::function<QChart*(TrainingStepModel*)> builders[] = {makeLossChart, makeScaleChart, makeUpdatesChart, makeGradChart};
+    const std::function<QChart*(TrainingStepModel*)> builders[] = {makeLossChart, makeScaleChart, makeUpdatesChart,
+                                                                   makeGradChart};
     for (const auto& build : builders)
         column->addWidget(chartWidgetFor(
             steps_, [m = steps_, build] { return build(m); }, QString()));
@@ -237,12 +245,13 @@ QWidget* MainWindow::buildTrainingTab() {
     scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
     tables_[kTrainingTab] = makeTable(steps_, TrainingStepModel::SortRole);
     auto* training = stacked(scroll, tables_[kTrainingTab], 3, 1);
-    return withEmptyState(training, steps_,
-                          emptyText(QStringLiteral("No training run selected"),
-                                    QStringLiteral("FP32 reference and AMP training side by side: losses, the loss scale with "
-                                                   "skipped steps, effective updates, gradient norm and underflow."),
-                                    QStringLiteral("Select a training run in the run browser, or start one: File → New training "
-                                                   "run… (Ctrl+Shift+N).")));
+    return withEmptyState(
+        training, steps_,
+        emptyText(QStringLiteral("No training run selected"),
+                  QStringLiteral("FP32 reference and AMP training side by side: losses, the loss scale with "
+                                 "skipped steps, effective updates, gradient norm and underflow."),
+                  QStringLiteral("Select a training run in the run browser, or start one: File → New training "
+                                 "run… (Ctrl+Shift+N).")));
 }
 
 QWidget* MainWindow::buildCompareTab() {
@@ -251,12 +260,13 @@ QWidget* MainWindow::buildCompareTab() {
         compare_, [m = compare_] { return makeCompareChart(m); }, QString());
     tables_[kCompareTab] = makeTable(compare_, CompareModel::SortRole);
     auto* charts = stacked(chart, tables_[kCompareTab]);
-    return withEmptyState(stacked(compareText_, charts, 1, 3), compare_,
-                          emptyText(QStringLiteral("No two runs compared"),
-                                    QStringLiteral("two comparison runs side by side (e.g. FP16 against BF16, or before and after "
-                                                   "an FP32 region): verdicts, flips, where NaN/Inf is born, and |Δ| per sample."),
-                                    QStringLiteral("Select two comparison runs in the run browser (Ctrl+click) and choose Run → "
-                                                   "Compare two selected runs (Ctrl+D).")));
+    return withEmptyState(
+        stacked(compareText_, charts, 1, 3), compare_,
+        emptyText(QStringLiteral("No two runs compared"),
+                  QStringLiteral("two comparison runs side by side (e.g. FP16 against BF16, or before and after "
+                                 "an FP32 region): verdicts, flips, where NaN/Inf is born, and |Δ| per sample."),
+                  QStringLiteral("Select two comparison runs in the run browser (Ctrl+click) and choose Run → "
+                                 "Compare two selected runs (Ctrl+D).")));
 }
 
 QWidget* MainWindow::buildTokensTab() {
@@ -264,13 +274,14 @@ QWidget* MainWindow::buildTokensTab() {
     connect(tokens_->chart(), &ChartWidget::exportFailed, this,
             [this](const QString& m) { error(QStringLiteral("Cannot export chart"), m); });
     tables_[kTokensTab] = tokens_->table();
-    return withEmptyState(tokens_, tokens_->model(),
-                          emptyText(QStringLiteral("No sequence run selected"),
-                                    QStringLiteral("a language model's run compared per position (outputs [N, T, V]): KL(ref ‖ amp) "
-                                                   "along one sample's sequence, the flips at their positions with their token ids, "
-                                                   "and the positions the attention mask excluded."),
-                                    QStringLiteral("Select a comparison run of a language model in the run browser, or start one: "
-                                                   "File → New run… (Ctrl+N) with a .pt2 language model and token probes.")));
+    return withEmptyState(
+        tokens_, tokens_->model(),
+        emptyText(QStringLiteral("No sequence run selected"),
+                  QStringLiteral("a language model's run compared per position (outputs [N, T, V]): KL(ref ‖ amp) "
+                                 "along one sample's sequence, the flips at their positions with their token ids, "
+                                 "and the positions the attention mask excluded."),
+                  QStringLiteral("Select a comparison run of a language model in the run browser, or start one: "
+                                 "File → New run… (Ctrl+N) with a .pt2 language model and token probes.")));
 }
 
 QWidget* MainWindow::withEmptyState(QWidget* content, QAbstractItemModel* model, const QString& text) {
@@ -282,7 +293,9 @@ QWidget* MainWindow::withEmptyState(QWidget* content, QAbstractItemModel* model,
     empty->setMargin(24);
     stack->addWidget(empty);
     stack->addWidget(content);
-    auto update = [stack, content, model] { stack->setCurrentWidget(model->rowCount() > 0 ? content : stack->widget(0)); };
+    auto update = [stack, content, model] {
+        stack->setCurrentWidget(model->rowCount() > 0 ? content : stack->widget(0));
+    };
     update();
     connect(model, &QAbstractItemModel::modelReset, stack, update);
     connect(model, &QAbstractItemModel::rowsInserted, stack, update);
@@ -298,7 +311,8 @@ QWidget* MainWindow::withNotice(QWidget* views) {
     notice_->setObjectName(QStringLiteral("runNotice"));
     notice_->setWordWrap(true);
     notice_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    notice_->setStyleSheet(QStringLiteral("QLabel { background: #fdecea; color: #8a1c1c; border: 1px solid #e0a0a0; padding: 6px; }"));
+    notice_->setStyleSheet(
+        QStringLiteral("QLabel { background: #fdecea; color: #8a1c1c; border: 1px solid #e0a0a0; padding: 6px; }"));
     notice_->hide();
     rv->addWidget(notice_);
     rv->addWidget(views);

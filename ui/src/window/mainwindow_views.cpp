@@ -44,24 +44,25 @@ void MainWindow::clearViews() {
     }
     keepButton_->setEnabled(false);
     updateAdviseAction();
-    overview_->setHtml(
-        QStringLiteral("<h2>No run selected</h2><p>ampscope tells whether a model is safe to run in mixed precision (FP16, BF16): it "
-                       "runs an FP32 reference and AMP passes on probe samples, compares them against criteria fixed beforehand, and "
-                       "shows where NaN/Inf is born. Training runs put FP32 and AMP training side by side.</p>"
-                       "<p>Select a run in the run browser on the left, or start one: <b>File → New run…</b> (Ctrl+N) or "
-                       "<b>File → New training run…</b> (Ctrl+Shift+N). <code>ampscope --demo</code> records a demo of each.</p>"));
+    overview_->setHtml(QStringLiteral(
+        "<h2>No run selected</h2><p>ampscope tells whether a model is safe to run in mixed precision (FP16, BF16): it "
+        "runs an FP32 reference and AMP passes on probe samples, compares them against criteria fixed beforehand, and "
+        "shows where NaN/Inf is born. Training runs put FP32 and AMP training side by side.</p>"
+        "<p>Select a run in the run browser on the left, or start one: <b>File → New run…</b> (Ctrl+N) or "
+        "<b>File → New training run…</b> (Ctrl+Shift+N). <code>ampscope --demo</code> records a demo of each.</p>"));
 }
 
 void MainWindow::showTrainingRun(const TrainResult& run, const QString& status) {
     auto header = run;  // the run's spec, backend and model as the training JSON, without its steps
     header.steps.clear();
-    overview_->setHtml(QStringLiteral("<h2>Training run %1</h2><p>status <b>%2</b></p><p>%3 iterations, %4 effective updates, "
-                                      "%5 skipped</p><pre>%6</pre>")
-                           .arg(QString::fromStdString(run.run_id).left(8), status)
-                           .arg(run.steps.size())
-                           .arg(run.effective_updates)
-                           .arg(run.skipped)
-                           .arg(QString::fromStdString(json::train_to_json(header)).toHtmlEscaped()));
+    overview_->setHtml(
+        QStringLiteral("<h2>Training run %1</h2><p>status <b>%2</b></p><p>%3 iterations, %4 effective updates, "
+                       "%5 skipped</p><pre>%6</pre>")
+            .arg(QString::fromStdString(run.run_id).left(8), status)
+            .arg(run.steps.size())
+            .arg(run.effective_updates)
+            .arg(run.skipped)
+            .arg(QString::fromStdString(json::train_to_json(header)).toHtmlEscaped()));
 }
 
 void MainWindow::showTraining(const QString& uuid) {
@@ -101,20 +102,23 @@ void MainWindow::showRun(const QString& uuid) {
             return;
         }
         run_ = store_->load_run(id, &damaged);
-        html = overviewHtml(*run_, QString::fromStdString(store_->status(id)), store_->review(id), store_->annotations(id),
-                            store_->benchmarks(id));
+        html = overviewHtml(*run_, QString::fromStdString(store_->status(id)), store_->review(id),
+                            store_->annotations(id), store_->benchmarks(id));
     } catch (const std::exception& e) {
         showUnreadable(uuid, QString::fromStdString(e.what()));
         return;
     }
     const RunResult run = *run_;
     showComparison(run, QString());
-    if (tabs_->currentIndex() == kTrainingTab) tabs_->setCurrentIndex(kOverviewTab);  // a comparison run has no training view
+    if (tabs_->currentIndex() == kTrainingTab)
+        tabs_->setCurrentIndex(kOverviewTab);  // a comparison run has no training view
     current_ = uuid;
     QString damage;
     for (const auto& d : damaged) damage += QStringLiteral("<li>%1</li>").arg(htmlText(d));
     if (!damage.isEmpty())
-        html = QStringLiteral("<div style='color:#c82828'><h3>Damaged: parts of this run are left out</h3><ul>%1</ul></div>").arg(damage) +
+        html = QStringLiteral(
+                   "<div style='color:#c82828'><h3>Damaged: parts of this run are left out</h3><ul>%1</ul></div>")
+                   .arg(damage) +
                html;
     setNotice(damaged.empty() ? QString()
                               : QStringLiteral("Run %1 is damaged: %2 part(s) could not be read and are left out (%3)")
@@ -191,11 +195,13 @@ void MainWindow::compareRuns(const QString& a, const QString& b) {
 
 void MainWindow::exportReport() {
     if (!run_) return;
-    const auto path = QFileDialog::getSaveFileName(
-        this, QStringLiteral("Export report"), QStringLiteral("ampscope-%1.html").arg(current_.left(8)), QStringLiteral("HTML (*.html)"));
+    const auto path = QFileDialog::getSaveFileName(this, QStringLiteral("Export report"),
+                                                   QStringLiteral("ampscope-%1.html").arg(current_.left(8)),
+                                                   QStringLiteral("HTML (*.html)"));
     if (path.isEmpty()) return;
-    const auto err = writeReport(*run_, QString::fromStdString(store_->status(current_.toStdString())),
-                                 store_->review(current_.toStdString()), store_->annotations(current_.toStdString()), path);
+    const auto err =
+        writeReport(*run_, QString::fromStdString(store_->status(current_.toStdString())),
+                    store_->review(current_.toStdString()), store_->annotations(current_.toStdString()), path);
     if (!err.isEmpty())
         error(QStringLiteral("Cannot export report"), err);
     else
@@ -215,8 +221,8 @@ void MainWindow::exportCurrentChart() {
 
 void MainWindow::exportCurrentTable() {
     QTableView* v = tabs_->currentIndex() == kReplayTab ? replayView_->currentTable() : tables_[tabs_->currentIndex()];
-    const auto path =
-        QFileDialog::getSaveFileName(this, QStringLiteral("Export table"), QStringLiteral("table.csv"), QStringLiteral("CSV (*.csv)"));
+    const auto path = QFileDialog::getSaveFileName(this, QStringLiteral("Export table"), QStringLiteral("table.csv"),
+                                                   QStringLiteral("CSV (*.csv)"));
     if (path.isEmpty()) return;
     const auto err = writeCsv(v->model(), path);
     if (!err.isEmpty()) error(QStringLiteral("Cannot export table"), err);

@@ -63,7 +63,8 @@ struct SearchOutcome {
     int evaluations = 0;           ///< calls of `passes`
 };
 SearchOutcome minimal_passing_set(const std::vector<std::string>& ordered,
-                                  const std::function<bool(const std::vector<std::string>&)>& passes, bool empty_set_fails = false);
+                                  const std::function<bool(const std::vector<std::string>&)>& passes,
+                                  bool empty_set_fails = false);
 
 struct AdviseSpec {
     RunSpec run;  ///< model, probes, precisions, device, mode, criteria, seed, batch size

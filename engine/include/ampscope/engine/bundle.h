@@ -2,7 +2,8 @@
 #pragma once
 // An incident bundle (docs/capture.md, format "ampscope-incident" version 1): the folder the
 // Python capture package (python/ampscope_capture) writes at a training job's first non-finite
-// loss, gradient, gradient norm or skipped step, read back for `ampscope-cli replay BUNDLE` and the GUI's File → Open incident….
+// loss, gradient, gradient norm or skipped step, read back for `ampscope-cli replay BUNDLE` and the GUI's File → Open
+// incident….
 
 #include <cstdint>
 #include <optional>
@@ -15,9 +16,10 @@ namespace ampscope {
 
 /// What incident.json says, with the named files as paths inside the bundle.
 struct IncidentBundle {
-    std::string dir;                     ///< the bundle folder as given
-    std::string model;                   ///< dir/model.pt2, or "" when export failed (export_error says why)
-    std::string checkpoint;              ///< dir/checkpoint.pt: model, optimizer (groups with param_names), scaler, lr_scheduler, rng_state
+    std::string dir;    ///< the bundle folder as given
+    std::string model;  ///< dir/model.pt2, or "" when export failed (export_error says why)
+    std::string
+        checkpoint;  ///< dir/checkpoint.pt: model, optimizer (groups with param_names), scaler, lr_scheduler, rng_state
     std::string batch;                   ///< dir/batch.pt: inputs in the program's order, labels or targets
     std::string loss;                    ///< model | ce | mse | lm
     std::string precision;               ///< fp16 | bf16 (the job's autocast dtype)
@@ -30,7 +32,8 @@ struct IncidentBundle {
     int64_t step = 0, rank = 0, world_size = 1, accumulation_steps = 1;
     std::string detected_what;  ///< loss | grad | grad_norm | skip | spike
     std::string detected_detail, framework, framework_version, export_error;
-    std::vector<int64_t> origin_ranks;  ///< under torchrun with watch_ddp: the ranks the incident started on (else empty)
+    std::vector<int64_t>
+        origin_ranks;  ///< under torchrun with watch_ddp: the ranks the incident started on (else empty)
 };
 
 /// Reads and checks DIR/incident.json (JSON nested at most kMaxJsonDepth, format and version,

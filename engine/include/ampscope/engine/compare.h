@@ -46,7 +46,8 @@ struct SequenceLayout {
 
 /// Quality of one pass's outputs under the criteria's metric; nullopt when the metric has
 /// no ground truth to use.
-std::optional<double> quality(const PassResult& pass, const Truth& truth, const Criteria& criteria, int* worst_sample = nullptr);
+std::optional<double> quality(const PassResult& pass, const Truth& truth, const Criteria& criteria,
+                              int* worst_sample = nullptr);
 
 /// Whether the run is a classifier (decisions and flips are meaningful).
 bool is_classifier(int num_outputs, const Truth& truth);
@@ -54,13 +55,14 @@ bool is_classifier(int num_outputs, const Truth& truth);
 /// Compares `amp` against `ref` (same samples, same outputs) under fixed criteria. With a
 /// sequence layout, decisions, flips and the token criteria are per unmasked position, and
 /// masked positions take no part in the score deltas either.
-Comparison compare(const PassResult& ref, const PassResult& amp, const std::vector<SampleInfo>& samples, const Truth& truth,
-                   const Criteria& criteria, const SequenceLayout* sequence = nullptr);
+Comparison compare(const PassResult& ref, const PassResult& amp, const std::vector<SampleInfo>& samples,
+                   const Truth& truth, const Criteria& criteria, const SequenceLayout* sequence = nullptr);
 
 /// Per-token figures of one sequence output against the reference (compare/tokens.cpp), and the
 /// decision_flips, mean_kld and same_top criteria they decide. Scores: N x length x vocab.
-void compare_tokens(const PassResult& ref, const PassResult& amp, const std::vector<SampleInfo>& samples, const Truth& truth,
-                    const Criteria& criteria, const SequenceLayout& seq, Comparison& out, std::vector<CriterionResult>& results);
+void compare_tokens(const PassResult& ref, const PassResult& amp, const std::vector<SampleInfo>& samples,
+                    const Truth& truth, const Criteria& criteria, const SequenceLayout& seq, Comparison& out,
+                    std::vector<CriterionResult>& results);
 
 /// Mean token cross-entropy (nats) of one sequence output against token labels, causal-LM
 /// shift (logits at t predict the label at t + 1, kIgnoreLabel skipped); nullopt without

@@ -22,7 +22,8 @@ std::vector<char> read_regular_file(const std::string& path, const std::string& 
 class MappedFile {
 public:
     /// Throws InputError(path, field, ...) when the file cannot be opened or mapped.
-    static std::shared_ptr<const MappedFile> open(const std::string& path, const std::string& field, const std::string& expected);
+    static std::shared_ptr<const MappedFile> open(const std::string& path, const std::string& field,
+                                                  const std::string& expected);
     MappedFile(const MappedFile&) = delete;
     MappedFile& operator=(const MappedFile&) = delete;
     ~MappedFile();

@@ -25,8 +25,8 @@ double min_normal(Fp8Element e);
 enum class Fp8Scheme {
     Tensorwise,  ///< one scale per tensor: scale = max / amax (torchao tensorwise); or a given scale (delayed scaling)
     Rowwise,     ///< one scale per slice along the reduction axis, rounded down to a power of two (torchao rowwise)
-    Mx,          ///< blocks of 32 along the reduction axis, E8M0 scale 2^(floor(log2 amax) - emax) (OCP MX v1.0, torchao to_mx)
-    Nvfp4,       ///< E2M1 elements, blocks of 16 along the reduction axis with an E4M3 scale, a per-tensor FP32 scale
+    Mx,  ///< blocks of 32 along the reduction axis, E8M0 scale 2^(floor(log2 amax) - emax) (OCP MX v1.0, torchao to_mx)
+    Nvfp4,  ///< E2M1 elements, blocks of 16 along the reduction axis with an E4M3 scale, a per-tensor FP32 scale
 };
 std::string to_string(Fp8Scheme s);
 
@@ -54,11 +54,13 @@ struct QuantStats {
     Fp8Scheme scheme = Fp8Scheme::Tensorwise;
     Fp8Element element = Fp8Element::E4M3;
     int64_t numel = 0;
-    int64_t nonfinite = 0;      ///< NaN or Inf inputs
-    int64_t nonzero = 0;        ///< finite nonzero inputs
-    int64_t underflow = 0;      ///< finite nonzero inputs that dequantize to zero
-    int64_t subnormal = 0;      ///< nonzero elements in the element format's subnormal range (|element| < min_normal), dequantized finite
-    int64_t saturated = 0;      ///< finite inputs whose scaled value lies beyond the format's range after rounding (the clamp changed it)
+    int64_t nonfinite = 0;  ///< NaN or Inf inputs
+    int64_t nonzero = 0;    ///< finite nonzero inputs
+    int64_t underflow = 0;  ///< finite nonzero inputs that dequantize to zero
+    int64_t subnormal =
+        0;  ///< nonzero elements in the element format's subnormal range (|element| < min_normal), dequantized finite
+    int64_t saturated =
+        0;  ///< finite inputs whose scaled value lies beyond the format's range after rounding (the clamp changed it)
     int64_t nonfinite_out = 0;  ///< finite inputs that dequantize to NaN or Inf (a NaN or Inf scale)
     double amax = 0.0;          ///< max |x| over the operand (NaN when it holds a NaN), the figure the scales come from
     int64_t scales = 0;         ///< number of scales chosen (1 for Tensorwise, one per slice or block otherwise)
@@ -97,7 +99,8 @@ enum class AmaxAlgo { Max, MostRecent };
 ///  - the first step's scale is 1 (the recipe's initial scale), its history zeros.
 class DelayedScaling {
 public:
-    explicit DelayedScaling(Fp8Element element = Fp8Element::E4M3, int history_len = 1024, int margin = 0, AmaxAlgo algo = AmaxAlgo::Max);
+    explicit DelayedScaling(Fp8Element element = Fp8Element::E4M3, int history_len = 1024, int margin = 0,
+                            AmaxAlgo algo = AmaxAlgo::Max);
     /// The scale this step's cast uses (a multiplier, see QuantStats).
     float scale() const { return scale_; }
     /// This step's amax of the operand (several casts in one step: their max).

@@ -18,15 +18,17 @@ constexpr int kMaxJsonDepth = 64;
 
 /// Throws InputError(file, field, "nests deeper than 64 levels; expected <expected>") once a
 /// parse callback's `depth` passes kMaxJsonDepth (for callbacks that watch more than depth).
-inline void check_json_depth(int depth, const std::string& file, const std::string& field, const std::string& expected) {
+inline void check_json_depth(int depth, const std::string& file, const std::string& field,
+                             const std::string& expected) {
     if (depth > kMaxJsonDepth)
-        throw InputError(file, field, "nests deeper than " + std::to_string(kMaxJsonDepth) + " levels; expected " + expected);
+        throw InputError(file, field,
+                         "nests deeper than " + std::to_string(kMaxJsonDepth) + " levels; expected " + expected);
 }
 
 /// A callback for nlohmann::json::parse doing only check_json_depth.
 inline auto json_depth_limit(std::string file, std::string field, std::string expected) {
-    return [file = std::move(file), field = std::move(field), expected = std::move(expected)](int depth, nlohmann::json::parse_event_t,
-                                                                                              nlohmann::json&) {
+    return [file = std::move(file), field = std::move(field), expected = std::move(expected)](
+               int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
         check_json_depth(depth, file, field, expected);
         return true;
     };

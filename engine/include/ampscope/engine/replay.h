@@ -23,8 +23,9 @@ struct ReplayIncident {
     std::string detail;     ///< the capture's own words
     std::string framework;  ///< pytorch | lightning | transformers (and version)
     int64_t step = 0, rank = 0, world_size = 1;
-    std::vector<int64_t> origin_ranks;  ///< under torchrun (watch_ddp / watch_fsdp): the ranks it started on, else empty
-    int64_t accumulation_steps = 1;     ///< micro-batches per optimizer step in the job (the bundle holds the last)
+    std::vector<int64_t>
+        origin_ranks;                ///< under torchrun (watch_ddp / watch_fsdp): the ranks it started on, else empty
+    int64_t accumulation_steps = 1;  ///< micro-batches per optimizer step in the job (the bundle holds the last)
 };
 
 struct ReplaySpec {
@@ -41,11 +42,11 @@ struct ReplaySpec {
     std::vector<std::string> keep_fp32;
     std::optional<double> init_scale;    ///< remedy: another scale than the checkpoint's
     std::optional<int> growth_interval;  ///< remedy
-    double clip_grad_norm = 0;           ///< the job's clipping norm, or a remedy: clip the unscaled gradients (0 = off)
-    bool clip_given = false;             ///< --clip-grad-norm was given (0 included): no Trainer-clipping warning
-    std::string optimizer_kind;          ///< --optimizer sgd|adam|adamw where the file cannot tell ("" = the file's)
-    std::string param_groups;            ///< --param-groups FILE: parameter names per group (JSON)
-    bool no_scaler = false;              ///< --no-scaler: the job ran without GradScaler
+    double clip_grad_norm = 0;   ///< the job's clipping norm, or a remedy: clip the unscaled gradients (0 = off)
+    bool clip_given = false;     ///< --clip-grad-norm was given (0 included): no Trainer-clipping warning
+    std::string optimizer_kind;  ///< --optimizer sgd|adam|adamw where the file cannot tell ("" = the file's)
+    std::string param_groups;    ///< --param-groups FILE: parameter names per group (JSON)
+    bool no_scaler = false;      ///< --no-scaler: the job ran without GradScaler
     std::string device;
     uint64_t seed = 0;
     std::string original_run_id;             ///< a remedy: the replay run it remedies ("" = an original replay)
@@ -112,8 +113,8 @@ struct ReplayResult {
     std::string checkpoint_format, optimizer;
     std::string checkpoint_sha256, batch_sha256;
     bool scaler_enabled = true;
-    ReplayOptimizer optimizer_groups;                          ///< kind, groups with their hyper-parameters and flags
-    std::string rng;                                           ///< checkpoint (the job's generator state restored) | seed
+    ReplayOptimizer optimizer_groups;  ///< kind, groups with their hyper-parameters and flags
+    std::string rng;                   ///< checkpoint (the job's generator state restored) | seed
     std::vector<std::string> missing, unexpected, mismatched;  ///< checkpoint keys vs the model
     std::optional<ReplayStage> first_nonfinite;
     std::vector<ReplayStep> steps;

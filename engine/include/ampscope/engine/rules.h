@@ -96,7 +96,8 @@ struct Validation {
 /// (an older run does not stand in for it). `refusal` says why none does, naming the nearest
 /// candidate and each way it differs; `source` (the database) is named in it. `criteria` is
 /// left for the caller to fill from the chosen run.
-Validation choose_validation(const BenchPolicy& policy, const std::vector<ValidationCandidate>& newest_first, const std::string& source);
+Validation choose_validation(const BenchPolicy& policy, const std::vector<ValidationCandidate>& newest_first,
+                             const std::string& source);
 
 /// A benchmark is validated when every precision it times has a validation run.
 bool all_validated(const std::vector<Validation>& validations);

@@ -31,10 +31,10 @@ struct RunSpec {
 };
 
 struct ModelInfo {
-    std::string source;          ///< as given ("demo:transformer", a path)
-    std::string kind;            ///< "demo" | "torchscript" | "torch.export"
-    std::string format;          ///< torch.export: schema version, IR kind (e.g. "torch.export schema 8.17, IR TRAINING")
-    std::string sha256;          ///< of the file (TorchScript) or of the weights (demo)
+    std::string source;  ///< as given ("demo:transformer", a path)
+    std::string kind;    ///< "demo" | "torchscript" | "torch.export"
+    std::string format;  ///< torch.export: schema version, IR kind (e.g. "torch.export schema 8.17, IR TRAINING")
+    std::string sha256;  ///< of the file (TorchScript) or of the weights (demo)
     std::string weights_sha256;  ///< of the parameters and buffers, in named order
     std::string mode = "eval";
     int64_t parameters = 0;
@@ -177,7 +177,8 @@ struct RunInputs {
     ProbeInfo probes;
     BackendReport backend;
 };
-RunInputs identify_inputs(const std::string& model, const std::string& probes, const std::string& device, uint64_t seed);
+RunInputs identify_inputs(const std::string& model, const std::string& probes, const std::string& device,
+                          uint64_t seed);
 
 BenchResult run_benchmark(const BenchSpec& spec);
 

@@ -58,7 +58,8 @@ __global__ void stats_kernel(const void* data, DType dt, long long n, long long 
     unsigned long long cnt = 0, nan = 0, pinf = 0, ninf = 0, zeros = 0, ho = 0, hs = 0, hu = 0, bo = 0, bs = 0, bu = 0;
     unsigned mnk = 0xffffffffu, mxk = 0, amax = 0, minnz = kExpMask;
     double sum = 0, sumsq = 0;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
         const unsigned b = load_bits(data, dt, i);
         const unsigned ab = b & 0x7fffffffu;
         const bool fin = ab < kExpMask, nz = fin && ab != 0;
@@ -134,15 +135,15 @@ DeviceStats empty_stats() {
     return DeviceStats{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xffffffffu, 0u, 0u, kExpMask, 0.0, 0.0};
 }
 
-int launch_stats(const void* data, DType dtype, int64_t n, int64_t rows, DeviceStats* out, unsigned long long* row_nonfinite,
-                 void* stream) {
+int launch_stats(const void* data, DType dtype, int64_t n, int64_t rows, DeviceStats* out,
+                 unsigned long long* row_nonfinite, void* stream) {
     if (n <= 0) return 0;
     const int threads = 256;
     long long blocks = (n + threads - 1) / threads;
     if (blocks > 2048) blocks = 2048;  // grid-stride beyond this
     const long long row_len = rows > 0 ? n / rows : n;
-    stats_kernel<<<unsigned(blocks), threads, 0, static_cast<gpuStream_t>(stream)>>>(data, dtype, n, row_len > 0 ? row_len : 1, out,
-                                                                                     rows > 0 ? row_nonfinite : nullptr);
+    stats_kernel<<<unsigned(blocks), threads, 0, static_cast<gpuStream_t>(stream)>>>(
+        data, dtype, n, row_len > 0 ? row_len : 1, out, rows > 0 ? row_nonfinite : nullptr);
     return int(gpuGetLastError());
 }
 

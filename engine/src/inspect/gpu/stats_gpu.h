@@ -24,7 +24,8 @@ DeviceStats empty_stats();
 /// empty_stats()); `row_nonfinite` (device, `rows` counters, may be null) receives per-row
 /// non-finite counts for rows of n/rows values. Asynchronous on `stream` (cudaStream_t or
 /// hipStream_t); returns 0 or the runtime's error code.
-int launch_stats(const void* data, DType dtype, int64_t n, int64_t rows, DeviceStats* out, unsigned long long* row_nonfinite, void* stream);
+int launch_stats(const void* data, DType dtype, int64_t n, int64_t rows, DeviceStats* out,
+                 unsigned long long* row_nonfinite, void* stream);
 
 /// The device's name and architecture ("sm_90" on CUDA; gcnArchName on HIP, e.g.
 /// "gfx90a:sramecc+:xnack-"), NUL-terminated and truncated to the buffers; returns 0 or the

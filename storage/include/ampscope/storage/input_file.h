@@ -14,7 +14,8 @@ namespace ampscope::storage {
 /// file, a directory, a FIFO, a device or a socket (refused before any read: nothing blocks), or
 /// a file larger than the limit (also one that grows while read). `what` names what the file is
 /// to the user (a CLI flag, a dialog field).
-std::string read_small_file(const std::string& path, const std::string& what, std::size_t max_bytes = std::size_t(1) << 20);
+std::string read_small_file(const std::string& path, const std::string& what,
+                            std::size_t max_bytes = std::size_t(1) << 20);
 
 /// The FP32 regions of a regions file (at most 1 MB, read as read_small_file): either the advise
 /// JSON (an object with a "keep_fp32" list of non-empty module-path strings; "outcome":
@@ -24,6 +25,7 @@ std::string read_small_file(const std::string& path, const std::string& what, st
 /// control bytes (NUL, binary files) and text that is not UTF-8 are refused; a text file without
 /// any glob is refused (an advise JSON's empty list is no region). Errors are InputError naming
 /// the file and the field ("keep_fp32", "outcome", "line N", or `what` for the file as a whole).
-std::vector<std::string> read_fp32_regions_file(const std::string& path, const std::string& what, bool allow_unverified);
+std::vector<std::string> read_fp32_regions_file(const std::string& path, const std::string& what,
+                                                bool allow_unverified);
 
 }  // namespace ampscope::storage

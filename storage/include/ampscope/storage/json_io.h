@@ -25,7 +25,8 @@ std::string criteria_to_json(const Criteria& c);
 /// The run result as the contract's JSON. `with_outputs` adds passes[].outputs (scores per
 /// sample) and comparisons[].decisions. `damaged` (parts of a stored run that could not be
 /// read, see Store::load_run) becomes a "damaged" array when not empty.
-std::string run_to_json(const RunResult& r, bool with_outputs = false, int indent = 2, const std::vector<std::string>& damaged = {});
+std::string run_to_json(const RunResult& r, bool with_outputs = false, int indent = 2,
+                        const std::vector<std::string>& damaged = {});
 
 /// The training result JSON of ../shared/CONTRACT.md.
 std::string train_to_json(const TrainResult& r, int indent = 2);
@@ -33,7 +34,8 @@ std::string train_to_json(const TrainResult& r, int indent = 2);
 /// A benchmark result as JSON: the benchmarked policy (`spec`: FP32 regions, mode), and per AMP
 /// precision the validation run it relies on (its review and criteria) or why none does.
 /// "validated" is true when every precision has one; "validation_run" is the first's.
-std::string bench_to_json(const BenchResult& r, const BenchSpec& spec, const std::vector<Validation>& validations, int indent = 2);
+std::string bench_to_json(const BenchResult& r, const BenchSpec& spec, const std::vector<Validation>& validations,
+                          int indent = 2);
 
 /// Operator coverage as JSON.
 std::string ops_to_json(const OpsReport& r, int indent = 2);

@@ -83,8 +83,8 @@ OutputTarget check_output_target(const std::string& path, const std::string& opt
                                  const std::vector<ProtectedFile>& inputs, bool force);
 
 /// check_output_target, the target held for write_output_file(`path`) of this process.
-void check_output_file(const std::string& path, const std::string& option, OutputKind kind, const std::vector<ProtectedFile>& inputs,
-                       bool force);
+void check_output_file(const std::string& path, const std::string& option, OutputKind kind,
+                       const std::vector<ProtectedFile>& inputs, bool force);
 
 /// The database file and its journals, all protected under `role`: under the name given and,
 /// when that is a symbolic link, under the file it leads to (SQLite names the journals after it).

@@ -90,7 +90,8 @@ public:
     RunResult load_run(const std::string& uuid, std::vector<std::string>* damaged = nullptr) const;
     std::string status(const std::string& uuid) const;
     std::string error(const std::string& uuid) const;
-    std::vector<LayerStat> layers(const std::string& uuid, Precision p, std::vector<std::string>* damaged = nullptr) const;
+    std::vector<LayerStat> layers(const std::string& uuid, Precision p,
+                                  std::vector<std::string>* damaged = nullptr) const;
     std::vector<Annotation> annotations(const std::string& uuid) const;
     /// "compare" or "train".
     std::string kind(const std::string& uuid) const;
@@ -118,15 +119,16 @@ public:
     std::vector<BenchmarkRow> benchmarks(const std::string& run_uuid) const;
     /// Records a benchmark of `spec` with the validations it relied on (one per AMP precision;
     /// validated when each has a run). Returns its UUID.
-    std::string record_benchmark(const BenchResult& result, const BenchSpec& spec, const std::vector<Validation>& validations);
+    std::string record_benchmark(const BenchResult& result, const BenchSpec& spec,
+                                 const std::vector<Validation>& validations);
 
     // ---- writing ----
     void annotate(const std::string& uuid, Annotation a);
     void set_review(const std::string& uuid, const std::string& status, const std::string& by);
     void delete_run(const std::string& uuid);
     /// Inserts a complete run (import/export); false when the UUID is already present.
-    bool insert_run(const RunResult& r, const std::string& status, const std::string& error, const std::vector<Annotation>& notes,
-                    const Review& review);
+    bool insert_run(const RunResult& r, const std::string& status, const std::string& error,
+                    const std::vector<Annotation>& notes, const Review& review);
 
 private:
     void open_checked(bool init_foreign);
