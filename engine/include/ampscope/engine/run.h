@@ -51,6 +51,17 @@ struct ProbeInfo {
     int label_width = 0;  ///< token labels [N, T]: T; 0 = one class label per sample
 };
 
+/// One rank of a run launched under torchrun (docs/distributed.md): which samples it ran, where,
+/// and how long its passes took. A single-process run has none.
+struct RankInfo {
+    int rank = 0;
+    std::string host;          ///< the rank's host name
+    std::string device;        ///< "cpu" or "cuda:N" (cuda:LOCAL_RANK)
+    int first_sample = 0;      ///< index of its first sample in the probe set
+    int samples = 0;           ///< contiguous samples from first_sample
+    double seconds = 0;        ///< wall time of all its passes
+};
+
 /// The whole record of one comparison run.
 struct RunResult {
     std::string run_id;  ///< UUID
@@ -68,6 +79,9 @@ struct RunResult {
     std::vector<PassResult> passes;       ///< passes[0] is the FP32 reference
     std::vector<Comparison> comparisons;  ///< one per AMP pass
     std::vector<std::string> warnings;
+    /// Under torchrun: one entry per rank in rank order (their samples tile the probe set);
+    /// empty for a single-process run.
+    std::vector<RankInfo> ranks;
 };
 
 /// Receives results as they are produced (storage writes them durably; the GUI shows them).
