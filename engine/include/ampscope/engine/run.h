@@ -60,6 +60,7 @@ struct RankInfo {
     int first_sample = 0;      ///< index of its first sample in the probe set
     int samples = 0;           ///< contiguous samples from first_sample
     double seconds = 0;        ///< wall time of all its passes
+    int64_t bytes = 0;         ///< bytes of per-sample results it sent to rank 0 (0 for rank 0)
 };
 
 /// The whole record of one comparison run.
