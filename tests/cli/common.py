@@ -49,3 +49,23 @@ def pass_of(run, precision):
 
 def comparison_of(run, precision):
     return next(c for c in run["comparisons"] if c["precision"] == precision)
+
+
+def near_tie_mlp():
+    """A small classifier (16 -> 48 -> 5: Linear, GELU, LayerNorm, Linear) shared by the oracle
+    tests: probes bisected to near-ties make AMP flip some (test_oracle_run); a large input sets
+    FP8's scale (test_fp8). torch is imported here, not at the top: not every test needs it."""
+    import torch
+
+    class NearTie(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = torch.nn.Linear(16, 48)
+            self.act = torch.nn.GELU()
+            self.norm = torch.nn.LayerNorm(48)
+            self.fc2 = torch.nn.Linear(48, 5)
+
+        def forward(self, x):
+            return self.fc2(self.norm(self.act(self.fc1(x))))
+
+    return NearTie()

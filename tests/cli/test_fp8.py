@@ -15,25 +15,13 @@ import warnings
 import numpy as np
 import torch
 
-from common import as_float, comparison_of, pass_of, run_cli, run_json
+from common import as_float, comparison_of, near_tie_mlp, pass_of, run_cli, run_json
 
 warnings.filterwarnings("ignore")
 from torchao.float8 import Float8LinearConfig, convert_to_float8_training  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "engine"))
 import fp8_oracle  # noqa: E402  (torchao's quantizers and the statistics of their outputs)
-
-
-class Mlp(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = torch.nn.Linear(16, 48)
-        self.act = torch.nn.GELU()
-        self.norm = torch.nn.LayerNorm(48)
-        self.fc2 = torch.nn.Linear(48, 5)
-
-    def forward(self, x):
-        return self.fc2(self.norm(self.act(self.fc1(x))))
 
 
 class Fp32Region(torch.nn.Module):
@@ -85,7 +73,7 @@ class Fp8Run(unittest.TestCase):
         torch.manual_seed(0)
         cls.tmp = tempfile.TemporaryDirectory()
         d = cls.tmp.name
-        cls.model = Mlp().eval()
+        cls.model = near_tie_mlp().eval()
         g = torch.Generator().manual_seed(1)
         cls.x = torch.randn(40, 16, generator=g) * 3
         cls.x[0, 0] = 200.0  # a large input: fc1's E4M3 scale is set by it, the rest lose precision

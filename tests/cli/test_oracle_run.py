@@ -18,21 +18,7 @@ import torch
 
 DEVICE = os.environ.get("AMPSCOPE_TEST_DEVICE", "cpu")
 
-from common import as_float, comparison_of, pass_of, run_json
-
-
-class NearTie(torch.nn.Module):
-    """A small classifier; probes are bisected to near-ties so that AMP flips some."""
-
-    def __init__(self):
-        super().__init__()
-        self.fc1 = torch.nn.Linear(16, 48)
-        self.act = torch.nn.GELU()
-        self.norm = torch.nn.LayerNorm(48)
-        self.fc2 = torch.nn.Linear(48, 5)
-
-    def forward(self, x):
-        return self.fc2(self.norm(self.act(self.fc1(x))))
+from common import as_float, comparison_of, near_tie_mlp, pass_of, run_json
 
 
 def near_tie_probes(model, n_ordinary=20, n_boundary=12, seed=3):
@@ -67,7 +53,7 @@ class OracleRun(unittest.TestCase):
     def setUpClass(cls):
         torch.manual_seed(0)
         cls.tmp = tempfile.TemporaryDirectory()
-        eager = NearTie().eval()
+        eager = near_tie_mlp().eval()
         cls.scripted = torch.jit.script(eager)
         cls.model_path = os.path.join(cls.tmp.name, "neartie.pt")
         cls.scripted.save(cls.model_path)
