@@ -87,6 +87,13 @@ public:
           }) {}
     Writer* writer() const { return writer_.get(); }
     const storage::Store* store() const { return store_.get(); }
+    /// Deletes what the writer recorded of its run (a run recorded whole or not at all).
+    void discard() const noexcept {
+        try {
+            if (writer_ && !writer_->run_uuid().empty()) store_->delete_run(writer_->run_uuid());
+        } catch (...) {  // the run stays marked failed
+        }
+    }
 
 private:
     std::unique_ptr<storage::Store> store_;

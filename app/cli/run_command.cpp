@@ -9,6 +9,7 @@
 #include <optional>
 #include <sstream>
 
+#include "ampscope/engine/distributed.h"
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/text.h"
 #include "ampscope/storage/json_io.h"
@@ -21,32 +22,55 @@ namespace ampscope::cli {
 
 namespace {
 
+/// Under torchrun: rank 0 records and prints, the others only run their shard.
+std::optional<DistributedEnv> rank_env(const RunOptions& o) {
+    auto env = distributed_env();
+    if (env) {
+        env->batch_timeout_s = o.batch_timeout;
+        env->lost_after_s = o.lost_after;
+    }
+    return env;
+}
+
+/// A region from --keep-fp32-file, a head of --criteria: the file named, not the flag.
+[[noreturn]] void rethrow_named(const RunOptions& o) {
+    try {
+        throw;
+    } catch (const InputError& e) {
+        if (e.file() == "criteria" && !o.criteria_file.empty())
+            throw InputError(o.criteria_file, e.field(), e.expected());
+        // spec.keep_fp32 holds the --keep-fp32 globs, then the file's (finish_spec)
+        if (e.file().empty() && e.field().rfind("keep_fp32[", 0) == 0 &&
+            field_index(e.field()) >= long(o.keep_fp32_flags))
+            throw InputError(o.keep_fp32_file, "keep_fp32", e.expected());
+        throw;
+    }
+}
+
 int run_run(RunOptions& o) {
-    check_output_path(o.json_path, "--json", storage::OutputKind::RunJson, run_inputs(o), o.force);  // before any work
+    const auto env = rank_env(o);
+    const bool lead = !env || env->rank == 0;
+    if (lead)  // before any work
+        check_output_path(o.json_path, "--json", storage::OutputKind::RunJson, run_inputs(o), o.force);
     finish_spec(o);
     auto& spec = o.spec;
-    TerminalProgress progress(isatty(STDERR_FILENO) && !o.quiet);
-    const Recording<storage::RunWriter> rec(o.no_db, o.db, o.init_db, &storage::RunWriter::run_failed);
+    TerminalProgress progress(lead && isatty(STDERR_FILENO) && !o.quiet);
+    const Recording<storage::RunWriter> rec(o.no_db || !lead, o.db, o.init_db, &storage::RunWriter::run_failed);
     RunResult r = [&] {
         try {
+            if (env) return run_comparison_distributed(spec, *env, rec.writer(), &progress);
             return run_comparison(spec, rec.writer(), &progress);
-        } catch (
-            const InputError& e) {  // a region from --keep-fp32-file, a head of --criteria: name the file, not the flag
-            if (e.file() == "criteria" && !o.criteria_file.empty())
-                throw InputError(o.criteria_file, e.field(), e.expected());
-            // spec.keep_fp32 holds the --keep-fp32 globs, then the file's (finish_spec)
-            if (e.file().empty() && e.field().rfind("keep_fp32[", 0) == 0 &&
-                field_index(e.field()) >= long(o.keep_fp32_flags))
-                throw InputError(o.keep_fp32_file, "keep_fp32", e.expected());
-            throw;
+        } catch (const std::exception&) {
+            if (env) rec.discard();  // a distributed run is recorded whole or not at all
+            rethrow_named(o);
         }
     }();
     if (interrupted()) throw Cancelled();
     progress.clear();
-    const bool summary = !o.quiet && o.json_path != "-";
+    const bool summary = lead && !o.quiet && o.json_path != "-";
     if (rec.store() && summary) std::cout << "recorded as run " << r.run_id << " in " << rec.store()->path() << "\n";
     if (summary) print_run_summary(std::cout, r, o.layers, isatty(STDOUT_FILENO));
-    if (!o.json_path.empty()) write_output(o.json_path, json::run_to_json(r, o.outputs));
+    if (lead && !o.json_path.empty()) write_output(o.json_path, json::run_to_json(r, o.outputs));
     return r.verdict == Verdict::Accepted ? kOk : kRejected;
 }
 

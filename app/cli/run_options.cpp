@@ -109,6 +109,14 @@ void add_run_options(CLI::App* run, RunOptions& o) {
     run->add_flag("--outputs", o.outputs, "include per-sample scores and decisions in the JSON");
     run->add_flag("--no-inspect", o.no_inspect, "skip per-op statistics (faster; no origins)");
     run->add_flag("-q,--quiet", o.quiet, "no terminal summary");
+    run->add_option("--batch-timeout", o.batch_timeout,
+                    "under torchrun: seconds one batch may run before its rank counts as hung and every rank stops")
+        ->default_val(1800)
+        ->check(checks::Number(1));
+    run->add_option("--lost-after", o.lost_after,
+                    "under torchrun: seconds without a rank's heartbeat before it counts as lost and every rank stops")
+        ->default_val(15)
+        ->check(checks::Number(1));
 }
 
 std::vector<storage::ProtectedFile> run_inputs(const RunOptions& o) {

@@ -26,6 +26,9 @@ struct RunOptions {
     bool no_db = false, init_db = false;
     bool force = false;             ///< --force: an output may replace an existing file of another kind
     bool allow_unverified = false;  ///< --keep-fp32-file may be an advise JSON whose outcome is "unverified"
+    /// Under torchrun (docs/distributed.md): a batch running longer than this is a hung rank; a
+    /// rank whose heartbeat stops this long is lost. Either stops every rank.
+    double batch_timeout = 1800, lost_after = 15;
 };
 
 /// Model, probes, precisions, device, mode, criteria flags, seed, batch size and database.

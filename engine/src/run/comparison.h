@@ -64,6 +64,9 @@ struct ComparisonRun {
     /// The state every pass starts from, and the names a pass changed (warned once).
     std::unique_ptr<StateKeeper> state;
     std::vector<std::string> state_changed;
+    /// Runs a pass in place of run_pass over `probes` (a distributed run: this rank's shard and the
+    /// others' gathered, run/distributed.cpp); unset: run_pass.
+    std::function<PassResult(const PassOptions&, bool first)> pass_runner;
 
     void stage(const char* name);
     /// Criteria first: validated and fixed (timestamped) before anything runs.
@@ -95,6 +98,10 @@ struct ComparisonRun {
     bool reference(PassResult& ref);
     /// AMP passes, each compared with the reference (res.passes.front()).
     void amp_passes();
+    /// Criteria fixed, backend chosen, model and probes loaded: nothing has run.
+    void setup();
+    /// The sink told, the reference and the AMP passes run and compared, the sink told the end.
+    RunResult execute();
     RunResult run();
 };
 

@@ -413,7 +413,7 @@ PassOptions ComparisonRun::options() const {
 
 PassResult ComparisonRun::pass(PassOptions o, bool first) {
     state->restore(*model);  // a failed pass may have left changes behind
-    PassResult p = run_pass(*model, probes, device, o, progress, first);
+    PassResult p = pass_runner ? pass_runner(o, first) : run_pass(*model, probes, device, o, progress, first);
     note_state_changes(state->restore(*model));
     if (input_origin) p.origin = input_origin;
     p.quality = quality(p, truth(), res.criteria);
@@ -500,10 +500,18 @@ void ComparisonRun::amp_passes() {
     res.verdict = all_ok ? Verdict::Accepted : Verdict::Rejected;
 }
 
-RunResult ComparisonRun::run() {
+void ComparisonRun::setup() {
     fix_criteria();
     choose_backend();
     load_inputs();
+}
+
+RunResult ComparisonRun::run() {
+    setup();
+    return execute();
+}
+
+RunResult ComparisonRun::execute() {
     if (sink) sink->run_started(res);
     try {
         bool ok = false;

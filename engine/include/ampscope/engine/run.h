@@ -55,12 +55,12 @@ struct ProbeInfo {
 /// and how long its passes took. A single-process run has none.
 struct RankInfo {
     int rank = 0;
-    std::string host;          ///< the rank's host name
-    std::string device;        ///< "cpu" or "cuda:N" (cuda:LOCAL_RANK)
-    int first_sample = 0;      ///< index of its first sample in the probe set
-    int samples = 0;           ///< contiguous samples from first_sample
-    double seconds = 0;        ///< wall time of all its passes
-    int64_t bytes = 0;         ///< bytes of per-sample results it sent to rank 0 (0 for rank 0)
+    std::string host;      ///< the rank's host name
+    std::string device;    ///< "cpu" or "cuda:N" (cuda:LOCAL_RANK)
+    int first_sample = 0;  ///< index of its first sample in the probe set
+    int samples = 0;       ///< contiguous samples from first_sample
+    double seconds = 0;    ///< wall time of all its passes
+    int64_t bytes = 0;     ///< bytes of per-sample results it sent to rank 0 (0 for rank 0)
 };
 
 /// The whole record of one comparison run.
