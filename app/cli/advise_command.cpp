@@ -171,8 +171,10 @@ int run_advise(AdviseOptions& o) {
     AdviseSpec spec = spec_of(o, o.cmd);
     if (!o.run.empty()) check_advise_outputs(o, spec.run.model, spec.run.probes);  // the recorded run's files
     for (auto p : spec.run.precisions)
-        if (p == Precision::Fp8)
-            throw InputError("--precision", "", "'fp8'; expected fp16 and/or bf16 (fp8 runs with `run` only)");
+        if (is_fp8(p))
+            throw InputError(
+                "--precision", "",
+                "'" + to_string(p) + "'; expected fp16 and/or bf16 (" + to_string(p) + " runs with `run` only)");
     const Recording<storage::RunWriter> rec(o.no_db, o.db, o.init_db, &storage::RunWriter::run_failed);
     TerminalProgress progress(isatty(STDERR_FILENO) && !o.quiet);
     json::AdviseRecord record;

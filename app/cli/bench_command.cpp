@@ -28,10 +28,10 @@ struct BenchOptions {
 std::vector<Precision> parse_precisions(const std::string& list) {
     auto out = parse_amp_precisions(list);
     for (auto p : out)
-        if (p == Precision::Fp32 || p == Precision::Fp8)
-            throw InputError(
-                "--precision", "",
-                "'" + to_string(p) + "'; expected fp16 and/or bf16 (FP32 is always timed; fp8 runs with `run` only)");
+        if (p == Precision::Fp32 || is_fp8(p))
+            throw InputError("--precision", "",
+                             "'" + to_string(p) + "'; expected fp16 and/or bf16 (" +
+                                 (is_fp8(p) ? to_string(p) + " runs with `run` only" : "FP32 is always timed") + ")");
     return out;
 }
 

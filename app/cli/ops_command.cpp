@@ -62,10 +62,10 @@ void add_ops_options(CLI::App* ops, OpsOptions& o) {
 
 int run_ops(OpsOptions& o) {
     auto p = parse_precision(o.precision);
-    if (!p || *p == Precision::Fp32 || *p == Precision::Fp8)
+    if (!p || (*p != Precision::Fp16 && *p != Precision::Bf16))
         throw InputError("--precision", "",
                          "'" + o.precision + "'; expected fp16 or bf16" +
-                             (p == Precision::Fp8 ? " (fp8 runs with `run` only)" : ""));
+                             (p && is_fp8(*p) ? " (" + to_string(*p) + " runs with `run` only)" : ""));
     o.spec.precisions = {*p};
     if (!o.probes->count() && o.spec.model.rfind("demo:", 0) != 0)
         throw InputError("--probes", "",

@@ -187,10 +187,10 @@ int run_replay_command(ReplayOptions& o) {
             throw InputError(name, "", "missing; give it, or an incident bundle folder (replay BUNDLE) that holds it");
     check_output_path(o.json, "--json", storage::OutputKind::ReplayJson, replay_inputs(o), o.force);  // before any work
     auto p = parse_precision(o.precision);
-    if (!p || *p == Precision::Fp32 || *p == Precision::Fp8)
+    if (!p || (*p != Precision::Fp16 && *p != Precision::Bf16))
         throw InputError("--precision", "",
                          "'" + o.precision + "'; expected fp16 or bf16" +
-                             (p == Precision::Fp8 ? " (fp8 runs with `run` only)" : ""));
+                             (p && is_fp8(*p) ? " (" + to_string(*p) + " runs with `run` only)" : ""));
     s.precision = *p;
     s.clip_given = o.clip && o.clip->count() > 0;
     if (o.init_scale > 0) s.init_scale = o.init_scale;

@@ -165,7 +165,9 @@ void print_layers(std::ostream& os, const PassResult& p, bool color) {
 /// An FP8 pass's quantized GEMM operands: amax, scale, shares underflowing / subnormal /
 /// saturated, SQNR (percentages of the operand's elements over all batches).
 void print_fp8_operands(std::ostream& os, const PassResult& p) {
-    os << "  fp8 operands (" << p.fp8_operands.size() << "; E4M3, one current scale per tensor)\n";
+    const auto& first = p.fp8_operands.front().stats;  // one recipe per pass
+    os << "  fp8 operands (" << p.fp8_operands.size() << "; " << to_string(first.element) << ", "
+       << to_string(first.scheme) << " scales)\n";
     os << "    " << pad("module", 22) << pad("operand", 9) << pad("amax", 11) << pad("scale", 11)
        << pad("underflow", 10) << pad("subnorm", 9) << pad("saturated", 10) << "SQNR dB\n";
     auto pct = [](double share) { return fmtg(100 * share, 3) + "%"; };

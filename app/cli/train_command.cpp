@@ -123,10 +123,10 @@ int run_train(TrainOptions& o) {
                                         {"the checkpoint resumed from (--resume)", ts.resume}}),
                       o.force);  // before any work
     auto p = parse_precision(o.precision);
-    if (!p || *p == Precision::Fp32 || *p == Precision::Fp8)
+    if (!p || (*p != Precision::Fp16 && *p != Precision::Bf16))
         throw InputError("--precision", "",
                          "'" + o.precision + "'; expected fp16 or bf16" +
-                             (p == Precision::Fp8 ? " (fp8 runs with `run` only)" : ""));
+                             (p && is_fp8(*p) ? " (" + to_string(*p) + " runs with `run` only)" : ""));
     ts.precision = *p;
     ts.scaler.enabled = !o.no_scaler;
     ts.autocast = !o.no_autocast;

@@ -194,8 +194,7 @@ void spec_of(const Reader& rd, const nlohmann::json& j, ReplayResult& r) {
     r.batch_sha256 = rd.str(b, "batch.", "sha256");
     const auto precision = rd.str(j, "", "precision");
     const auto p = parse_precision(precision.empty() ? "fp16" : precision);
-    if (!p || *p == Precision::Fp32 ||
-        *p == Precision::Fp8)  // a replay steps an FP32 reference and an AMP side: fp16 or bf16
+    if (!p || (*p != Precision::Fp16 && *p != Precision::Bf16))  // an FP32 reference and an AMP side
         rd.wrong("precision", "\"fp16\" or \"bf16\"", rd.at(j, "precision"));
     r.spec.precision = *p;
     const auto& rem = rd.object(j, "", "remedies");

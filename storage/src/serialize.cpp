@@ -202,6 +202,16 @@ ordered_json train_spec(const TrainSpec& s) {
             {"guards", s.guards}};
 }
 
+/// A training's precision: fp16 or bf16, what `train` runs; anything else (an FP8 pass name, an
+/// unknown word) refused naming the field.
+Precision training_precision(const json& v, const char* field) {
+    const auto p = parse_precision(v.get<std::string>());
+    if (!p || (*p != Precision::Fp16 && *p != Precision::Bf16))
+        throw json::type_error::create(
+            302, "precision \"" + v.get<std::string>() + "\" in " + field + "; a training runs fp16 or bf16", &v);
+    return *p;
+}
+
 TrainSpec read_train_spec(const json& j) {
     TrainSpec s;
     s.model = j.at("model");
@@ -213,7 +223,7 @@ TrainSpec read_train_spec(const json& j) {
     s.lr = j.at("lr");
     s.momentum = j.at("momentum");
     s.weight_decay = j.at("weight_decay");
-    s.precision = parse_precision(j.at("precision").get<std::string>()).value_or(Precision::Fp16);
+    s.precision = training_precision(j.at("precision"), "spec.precision");
     s.autocast = j.at("autocast");
     read_scaler(j.at("scaler"), s.scaler);
     s.clip_grad_norm = j.at("clip_grad_norm");
@@ -236,7 +246,7 @@ void read_legacy_train_header(const json& h, TrainResult& t) {
     t.model = jmap::read_model_identity(h.value("model", json::object()));
     t.spec.model = t.model.source;
     t.spec.data = h.value("data", "");
-    t.spec.precision = parse_precision(h.value("precision", "fp16")).value_or(Precision::Fp16);
+    t.spec.precision = h.contains("precision") ? training_precision(h.at("precision"), "precision") : Precision::Fp16;
     t.spec.autocast = h.value("autocast", true);
     read_scaler(h.value("scaler", json::object()), t.spec.scaler);
     const auto opt = h.value("optimizer", json::object());
@@ -300,6 +310,11 @@ BenchResult read_bench(const std::string& text, const std::string& column) {
         for (const auto& f : j.at("figures")) {
             BenchFigure x;
             x.precision = parse_precision(f.value("precision", "")).value_or(Precision::Fp32);
+            if (is_fp8(x.precision))  // bench times fp16 and bf16 against fp32 only
+                throw json::type_error::create(302,
+                                               "precision \"" + to_string(x.precision) +
+                                                   "\" in figures[].precision; a benchmark times fp32, fp16 and bf16",
+                                               &f.at("precision"));
             x.median_ms = f.value("median_ms", 0.0);
             x.p10_ms = f.value("p10_ms", 0.0);
             x.p90_ms = f.value("p90_ms", 0.0);

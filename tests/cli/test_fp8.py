@@ -3,10 +3,16 @@
 converted with torchao.float8.convert_to_float8_training(Float8LinearConfig(emulate=True)) and run
 under torch.autocast("cpu", torch.bfloat16) gives the FP8 pass's outputs bitwise, for TorchScript
 and torch.export programs; with --keep-fp32 fc2, torchao leaves fc2 unconverted and it runs as an
-FP32 region does (autocast off, input cast to FP32). Decisions and flips are Python's. Commands
-that do not simulate FP8 yet refuse it by name."""
+FP32 region does (autocast off, input cast to FP32). Decisions and flips are Python's. The other
+recipes (`fp8-rowwise`, `mxfp8`, `nvfp4`) against torchao too: Float8LinearConfig.from_recipe_name
+("rowwise") with emulate=True, and MXTensor / NVFP4Tensor operands through torchao's emulated
+GEMM (addmm on the dequantized FP32 operands), cast to BF16. Commands that do not simulate FP8 yet
+refuse every FP8 name, and a stored training with one is refused on reading, naming the field."""
 import copy
+import dataclasses
+import json
 import os
+import sqlite3
 import sys
 import tempfile
 import unittest
@@ -19,6 +25,8 @@ from common import as_float, comparison_of, near_tie_mlp, pass_of, run_cli, run_
 
 warnings.filterwarnings("ignore")
 from torchao.float8 import Float8LinearConfig, convert_to_float8_training  # noqa: E402
+from torchao.prototype.mx_formats.mx_tensor import MXTensor  # noqa: E402
+from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor, per_tensor_amax_to_scale  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "engine"))
 import fp8_oracle  # noqa: E402  (torchao's quantizers and the statistics of their outputs)
@@ -141,13 +149,191 @@ class Fp8Run(unittest.TestCase):
 
     def test_other_commands_refuse_fp8_by_name(self):
         d = self.tmp.name
-        for args in (("train", "--model", "demo:mlp", "--data", "demo", "--steps", "1", "--no-db"),
-                     ("ops", "--model", "demo:mlp"),
-                     ("bench", "--model", self.paths["export"], "--probes", self.probes, "--db", os.path.join(d, "b.sqlite")),
-                     ("advise", "--model", self.paths["export"], "--probes", self.probes, "--no-db")):
-            rc, _, err = run_cli(*args, "--precision", "fp8")
-            self.assertEqual(rc, 2, f"{args[0]}: {err}")
-            self.assertIn("fp8 runs with `run` only", err, args[0])
+        for name in FP8_NAMES:
+            for args in (("train", "--model", "demo:mlp", "--data", "demo", "--steps", "1", "--no-db"),
+                         ("ops", "--model", "demo:mlp"),
+                         ("bench", "--model", self.paths["export"], "--probes", self.probes, "--db",
+                          os.path.join(d, "b.sqlite")),
+                         ("advise", "--model", self.paths["export"], "--probes", self.probes, "--no-db")):
+                rc, _, err = run_cli(*args, "--precision", name)
+                self.assertEqual(rc, 2, f"{args[0]} {name}: {err}")
+                self.assertIn(f"'{name}'", err, args[0])
+                self.assertIn(f"{name} runs with `run` only", err, args[0])
+
+    def test_stored_training_with_an_fp8_precision_is_refused_by_field(self):
+        # Was: a stored training whose spec.precision read "fp8" (or any word) was shown as fp16.
+        db = os.path.join(self.tmp.name, "train.sqlite")
+        run_cli("train", "--model", "demo:mlp", "--data", "demo", "--steps", "1", "--batch-size", "8", "--device", "cpu",
+                "-q", "--db", db, check_rc=0)
+        con = sqlite3.connect(db)
+        try:
+            (uuid, header), = con.execute("SELECT uuid, header_json FROM runs WHERE kind='train'").fetchall()
+            con.execute("DROP TRIGGER runs_criteria_immutable")
+            con.commit()
+        finally:
+            con.close()
+        self.assertEqual(run_cli("show", uuid, "--db", db)[0], 0)
+        for name in FP8_NAMES + ["fp32", "fp9"]:
+            h = json.loads(header)
+            h["spec"]["precision"] = name
+            con = sqlite3.connect(db)
+            con.execute("UPDATE runs SET header_json=? WHERE uuid=?", (json.dumps(h), uuid))
+            con.commit()
+            con.close()
+            rc, _, err = run_cli("show", uuid, "--db", db)
+            self.assertEqual(rc, 2, f"{name}: {err}")
+            self.assertIn("spec.precision", err, name)
+            self.assertIn(f'"{name}"', err, name)
+
+
+FP8_NAMES = ["fp8", "fp8-rowwise", "mxfp8", "nvfp4"]
+
+
+def block_mlp():
+    """32 -> 64 -> 5 (Linear, GELU, LayerNorm, Linear): every reduction dimension a multiple of 32,
+    as torchao's MX and NVFP4 tensors require."""
+    torch.manual_seed(2)
+
+    class BlockMlp(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = torch.nn.Linear(32, 64)
+            self.act = torch.nn.GELU()
+            self.norm = torch.nn.LayerNorm(64)
+            self.fc2 = torch.nn.Linear(64, 5)
+
+        def forward(self, x):
+            return self.fc2(self.norm(self.act(self.fc1(x))))
+
+    return BlockMlp().eval()
+
+
+def mx_quant(t):
+    return MXTensor.to_mx(t, torch.float8_e4m3fn, 32)
+
+
+def nvfp4_quant(t):
+    return NVFP4Tensor.to_nvfp4(t, per_tensor_scale=per_tensor_amax_to_scale(torch.max(torch.abs(t))))
+
+
+class BlockScaledLinear(torch.nn.Module):
+    """A linear layer as torchao emulates a block-scaled GEMM: both operands quantized along K
+    (torchao's MXTensor or NVFP4Tensor, from FP32), torch.addmm(bias, a, W^T) dispatched to torchao's
+    emulated GEMM (dequantized FP32 operands), the product cast to the autocast dtype (BF16)."""
+
+    def __init__(self, lin, quant):
+        super().__init__()
+        self.weight, self.bias, self.quant = lin.weight, lin.bias, quant
+
+    def forward(self, x):
+        with torch.autocast("cpu", enabled=False):
+            a = self.quant(x.float().reshape(-1, x.shape[-1]).contiguous())
+            w = self.quant(self.weight.float().contiguous())
+            out = torch.addmm(self.bias.float(), a, w.t()) if self.bias is not None else torch.mm(a, w.t())
+        return out.reshape(*x.shape[:-1], -1).to(torch.bfloat16)
+
+
+def oracle_model(model, recipe):
+    """The model as torchao runs `recipe` (a deep copy), and the class of its quantized linears."""
+    m = copy.deepcopy(model)
+    if recipe == "fp8-rowwise":
+        cfg = dataclasses.replace(Float8LinearConfig.from_recipe_name("rowwise"), emulate=True)
+        return convert_to_float8_training(m, config=cfg), "Float8Linear"
+    quant = mx_quant if recipe == "mxfp8" else nvfp4_quant
+    for name, mod in list(m.named_children()):
+        if isinstance(mod, torch.nn.Linear):
+            setattr(m, name, BlockScaledLinear(mod, quant))
+    return m, "BlockScaledLinear"
+
+
+ORACLE_SPEC = {"fp8-rowwise": {"scheme": "rowwise", "element": "e4m3", "axis": -1},
+               "mxfp8": {"scheme": "mx", "element": "e4m3", "axis": -1},
+               "nvfp4": {"scheme": "nvfp4", "element": "e2m1", "axis": -1}}
+
+
+def oracle_run(model, x, recipe):
+    """torchao's outputs for `recipe` under CPU BF16 autocast, and each quantized linear's operands
+    (the input as the layer received it, its weight) counted by fp8_oracle from torchao's quantizers."""
+    m, cls = oracle_model(model, recipe)
+    seen = {}
+    for name, mod in m.named_modules():
+        if type(mod).__name__ == cls:
+            mod.register_forward_pre_hook(lambda mod, args, name=name: seen.setdefault(name, args[0].detach()))
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        out = m(x).float().numpy()
+    mods = dict(m.named_modules())
+    ops = {}
+    for name, inp in seen.items():
+        ops[(name, "input")] = fp8_oracle.run_case(inp, ORACLE_SPEC[recipe])
+        ops[(name, "weight")] = fp8_oracle.run_case(mods[name].weight.detach(), ORACLE_SPEC[recipe])
+    return out, ops
+
+
+class Fp8Recipes(unittest.TestCase):
+    """run --precision fp8-rowwise,mxfp8,nvfp4 against torchao 0.18, outputs bitwise and operand
+    statistics exactly (SQNR to 1e-3 dB), on a TorchScript and a torch.export program."""
+
+    RECIPES = ["fp8-rowwise", "mxfp8", "nvfp4"]
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        d = cls.tmp.name
+        cls.model = block_mlp()
+        g = torch.Generator().manual_seed(5)
+        cls.x = torch.randn(24, 32, generator=g) * 2
+        cls.x[0, 3] = 1e4  # an outlier sets its MX block's scale to 2^5: the small neighbour below flushes to zero
+        cls.x[0, 4] = 0.01
+        cls.x[1, :] *= 1e-3  # a row of small values: rowwise scales it on its own, tensorwise does not
+        cls.paths = {"torchscript": os.path.join(d, "m.pt"), "export": os.path.join(d, "m.pt2")}
+        torch.jit.script(cls.model).save(cls.paths["torchscript"])
+        torch.export.save(torch.export.export(cls.model, (cls.x,)), cls.paths["export"])
+        with torch.no_grad():
+            ref = cls.model(cls.x)
+        cls.probes = os.path.join(d, "probes.pt")
+        torch.save({"inputs": cls.x, "labels": ref.argmax(1), "ids": [f"p{i}" for i in range(len(cls.x))]}, cls.probes)
+        cls.want = {r: oracle_run(cls.model, cls.x, r) for r in cls.RECIPES}
+        cls.want["fp8"] = (torchao_fp8(cls.model, cls.x), None)
+        cls.results = {fmt: run_json("run", "--model", path, "--probes", cls.probes, "--precision",
+                                     "fp8," + ",".join(cls.RECIPES), "--batch-size", len(cls.x), "--outputs",
+                                     "--no-db")[1] for fmt, path in cls.paths.items()}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_recipes_differ(self):
+        outs = [self.want[r][0] for r in ["fp8"] + self.RECIPES]
+        for i in range(len(outs)):
+            for j in range(i):
+                self.assertFalse(bits_equal(outs[i], outs[j]), (i, j))
+
+    def test_outputs_bitwise_as_torchao(self):
+        for fmt, result in self.results.items():
+            for r in ["fp8"] + self.RECIPES:
+                got, want = Fp8Run.outputs(result, r), self.want[r][0]
+                self.assertTrue(bits_equal(got, want), f"{fmt} {r}: max |diff| {np.nanmax(np.abs(got - want))}")
+
+    def test_operand_statistics_as_torchao(self):
+        for fmt, result in self.results.items():
+            for r in self.RECIPES:
+                want = self.want[r][1]
+                ops = pass_of(result, r)["fp8_operands"]
+                self.assertEqual(sorted((o["module"], o["operand"]) for o in ops), sorted(want), f"{fmt} {r}")
+                for o in ops:
+                    w, what = want[(o["module"], o["operand"])], f"{fmt} {r} {o['module']} {o['operand']}"
+                    self.assertEqual(o["scheme"], ORACLE_SPEC[r]["scheme"], what)
+                    self.assertEqual(o["element"], ORACLE_SPEC[r]["element"], what)
+                    self.assertEqual(o["elements"], w["numel"], what)
+                    for k in ("underflow", "subnormal", "saturated", "nonfinite_out"):
+                        self.assertEqual(o[k], w[k], f"{what} {k}")
+                    self.assertEqual(as_float(o["amax"]), as_float(w["amax"]), what)
+                    self.assertEqual(as_float(o["scale_min"]), w["scale_min"], what)
+                    self.assertEqual(as_float(o["scale_max"]), w["scale_max"], what)
+                    if "sqnr_db" in w:
+                        self.assertAlmostEqual(as_float(o["sqnr_db"]), w["sqnr_db"], delta=1e-3, msg=what)
+        # the outlier flushes small neighbours of its MX block to zero
+        self.assertGreater(self.want["mxfp8"][1][("fc1", "input")]["underflow"], 0)
 
 
 if __name__ == "__main__":

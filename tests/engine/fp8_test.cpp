@@ -396,7 +396,7 @@ TEST(Fp8Pass, LinearRunsOnQuantizedOperandsUnderTheGuard) {
     {
         ampscope::detail::AutocastGuard amp(at::kCPU, Precision::Bf16, false);
         plain = at::linear(x, w, b);
-        ampscope::detail::Fp8PassGuard fp8(true);
+        ampscope::detail::Fp8PassGuard fp8(Precision::Fp8);
         got = at::linear(x, w, b);
         ampscope::detail::AutocastGuard fp32(at::kCPU, Precision::Fp32, false);
         off = at::linear(x, w, b);
@@ -433,7 +433,7 @@ TEST(Fp8Pass, DemoModelLinearsAreQuantized) {
     {
         ampscope::detail::AutocastGuard amp(at::kCPU, Precision::Bf16, false);
         bf16 = model->forward({x});
-        ampscope::detail::Fp8PassGuard fp8(true);
+        ampscope::detail::Fp8PassGuard fp8(Precision::Fp8);
         got = model->forward({x});
     }
     EXPECT_TRUE(at::equal(got, want)) << (got.to(at::kFloat) - want.to(at::kFloat)).abs().max().item<float>();

@@ -17,7 +17,10 @@ double format_max(Precision format) {
     switch (format) {
         case Precision::Fp16: return 65504.0;
         case Precision::Bf16: return 3.3895313892515355e38;  // (2 - 2^-7) * 2^127
-        case Precision::Fp8: return 448.0;                   // E4M3, the format of an FP8 pass's GEMM operands
+        case Precision::Fp8:                                 // E4M3, the format of an FP8 pass's GEMM operands
+        case Precision::Fp8Rowwise:
+        case Precision::Mxfp8: return 448.0;
+        case Precision::Nvfp4: return 6.0;  // E2M1
         case Precision::Fp32: break;
     }
     return double(std::numeric_limits<float>::max());
@@ -25,7 +28,7 @@ double format_max(Precision format) {
 
 Precision headroom_format(Precision pass) {
     // an FP8 pass's op outputs are BF16 (its GEMMs' operands are E4M3, their products BF16)
-    return pass == Precision::Fp32 ? Precision::Fp16 : pass == Precision::Fp8 ? Precision::Bf16 : pass;
+    return pass == Precision::Fp32 ? Precision::Fp16 : is_fp8(pass) ? Precision::Bf16 : pass;
 }
 
 double headroom(double absmax, Precision pass) {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The simulated FP8 pass: the aten::linear kernel that quantizes its operands (fp8_pass.h).
+// The simulated FP8 and block-scaled passes: the aten::linear kernel that quantizes its operands
+// as the pass's recipe says (fp8_pass.h).
 #include "precision/fp8_pass.h"
 
 #include <ATen/ATen.h>
@@ -16,10 +17,29 @@ namespace {
 
 constexpr auto kFp8Key = c10::DispatchKey::AutocastPrivateUse1;
 thread_local std::vector<Fp8Operand>* t_sink = nullptr;
+thread_local Precision t_precision = Precision::Fp8;
+
+/// How the pass's recipe quantizes a GEMM operand: along its last dimension, the reduction
+/// dimension K of the input [.., K] and of the weight [N, K].
+QuantSpec spec_of(Precision p) {
+    QuantSpec s;                                                    // fp8: tensorwise, E4M3, current scaling
+    if (p == Precision::Fp8Rowwise) s.scheme = Fp8Scheme::Rowwise;  // power-of-two scales (pow2_scales)
+    if (p == Precision::Mxfp8) s.scheme = Fp8Scheme::Mx;
+    if (p == Precision::Nvfp4) {
+        s.scheme = Fp8Scheme::Nvfp4;
+        s.element = Fp8Element::E2M1;
+    }
+    return s;
+}
+
+/// The block-scaled recipes, whose emulated GEMM is torchao's addmm on dequantized operands.
+bool block_scaled(Precision p) {
+    return p == Precision::Mxfp8 || p == Precision::Nvfp4;
+}
 
 /// The operand quantize-dequantized; its statistics merged into the pass's sink when there is one.
 at::Tensor quantize_operand(const at::Tensor& t, const char* operand) {
-    QuantSpec s;  // tensorwise, E4M3, current scaling
+    const QuantSpec s = spec_of(t_precision);
     if (!t_sink) return quantize_dequantize(t, s);
     QuantStats st;
     auto q = quantize_dequantize(t, s, &st);
@@ -34,9 +54,20 @@ at::Tensor quantize_operand(const at::Tensor& t, const char* operand) {
     return q;
 }
 
-/// torchao's Float8Linear forward in emulation: mm(qdq(x), qdq(W)^T) in FP32, cast to the
-/// autocast dtype (autocast's cast of the Float8TrainingTensors only changes their output dtype),
-/// then + bias in that dtype.
+/// The GEMM of the quantize-dequantized operands (FP32; x2 [M, K], wq [N, K]) in the output
+/// dtype: torchao's Float8Linear in emulation, mm in FP32 cast to the autocast dtype (autocast's
+/// cast of the Float8TrainingTensors only changes their output dtype), then + bias in that dtype;
+/// torchao's emulated MX / NVFP4 GEMM, addmm(bias, x, W^T) on the FP32 operands, then the cast.
+at::Tensor gemm(const at::Tensor& x2, const at::Tensor& wq, const std::optional<at::Tensor>& bias,
+                at::ScalarType out_dtype) {
+    const bool has_bias = bias && bias->defined();
+    if (block_scaled(t_precision))
+        return (has_bias ? at::addmm(bias->to(at::kFloat), x2, wq.t()) : at::mm(x2, wq.t())).to(out_dtype);
+    auto out = at::mm(x2, wq.t()).to(out_dtype);
+    return has_bias ? out + bias->to(out.scalar_type()) : out;
+}
+
+/// aten::linear under the pass: both operands quantize-dequantized as the recipe says, then gemm().
 at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias) {
     c10::impl::ExcludeDispatchKeyGuard no_fp8(kFp8Key);
     const auto dt = x.device().type();
@@ -50,9 +81,7 @@ at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const std::optio
     const auto wq = quantize_operand(w, "weight");
     auto sizes = x.sizes().vec();
     sizes.back() = w.size(0);
-    auto out = at::mm(xq.reshape({-1, xq.size(-1)}), wq.t()).reshape(sizes).to(out_dtype);
-    if (bias && bias->defined()) out = out + bias->to(out.scalar_type());
-    return out;
+    return gemm(xq.reshape({-1, xq.size(-1)}), wq, bias, out_dtype).reshape(sizes);
 }
 
 void ensure_registered() {
@@ -72,10 +101,12 @@ bool fp8_pass_active() {
     return c10::impl::tls_is_dispatch_key_included(kFp8Key) && !c10::impl::tls_is_dispatch_key_excluded(kFp8Key);
 }
 
-Fp8PassGuard::Fp8PassGuard(bool on, std::vector<Fp8Operand>* sink) : on_(on) {
+Fp8PassGuard::Fp8PassGuard(Precision p, std::vector<Fp8Operand>* sink) : on_(is_fp8(p)) {
     if (!on_) return;
     prev_sink_ = t_sink;
     t_sink = sink;
+    prev_precision_ = t_precision;
+    t_precision = p;
     ensure_registered();
     // LibTorch excludes the autocast keys of devices without autocast by default: included, and
     // no longer excluded, while the guard lives
@@ -88,6 +119,7 @@ Fp8PassGuard::Fp8PassGuard(bool on, std::vector<Fp8Operand>* sink) : on_(on) {
 Fp8PassGuard::~Fp8PassGuard() {
     if (!on_) return;
     t_sink = prev_sink_;
+    t_precision = prev_precision_;
     c10::impl::tls_set_dispatch_key_included(kFp8Key, prev_);
     c10::impl::tls_set_dispatch_key_excluded(kFp8Key, prev_excluded_);
 }

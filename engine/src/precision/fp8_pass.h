@@ -1,14 +1,23 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-// The simulated FP8 pass (--precision fp8, issue 30): torchao's float8 training recipe
-// "tensorwise" in emulation, as convert_to_float8_training(Float8LinearConfig(emulate=True))
-// runs it under torch.autocast("cpu", torch.bfloat16). Every linear layer's GEMM (aten::linear)
-// takes its input and weight quantize-dequantized to E4M3 with one current scale each
-// (precision/fp8.h), multiplies them in FP32 and casts the product to the autocast dtype (BF16),
-// then adds the bias in BF16; every other op runs under BF16 autocast. Inside an FP32 region
-// (--keep-fp32, autocast off) a linear runs as it would without FP8. matmul/bmm (attention) and
-// convolutions are not quantized: neither torchao's float8 training nor Transformer Engine's
-// recipes quantize them.
+// The simulated FP8 and block-scaled passes (--precision fp8, fp8-rowwise, mxfp8, nvfp4; issue
+// 30), each as torchao 0.18 emulates its recipe on CPU, the model under torch.autocast("cpu",
+// torch.bfloat16). Every linear layer's GEMM (aten::linear) takes its input and weight
+// quantize-dequantized (precision/fp8.h) along the reduction dimension K:
+//  - fp8: tensorwise E4M3, one current scale each (torchao's Float8Linear, recipe "tensorwise",
+//    emulate=True);
+//  - fp8-rowwise: E4M3, a power-of-two scale per row of the input and per row of the weight
+//    [N, K] (per column of W^T; torchao's recipe "rowwise", emulate=True);
+//    for both the product is mm in FP32, cast to the autocast dtype (BF16), then + bias in BF16;
+//  - mxfp8: E4M3 elements, an E8M0 scale per 32 along K (MXTensor.to_mx, FLOOR);
+//  - nvfp4: E2M1 elements, an E4M3 scale per 16 along K and a per-tensor FP32 scale of the
+//    operand's amax (NVFP4Tensor.to_nvfp4 with per_tensor_amax_to_scale);
+//    for both the product is torchao's emulated block-scaled GEMM on FP32 operands, addmm(bias,
+//    x, W^T) in FP32 (the bias inside the FP32 accumulation, as the hardware's scaled GEMM adds
+//    it), then cast to BF16.
+// Every other op runs under BF16 autocast. Inside an FP32 region (--keep-fp32, autocast off) a
+// linear runs as it would without FP8. matmul/bmm (attention) and convolutions are not quantized:
+// neither torchao's float8 training nor Transformer Engine's recipes quantize them.
 //
 // The hook is a kernel for aten::linear on a dispatch key LibTorch leaves unused on CPU and CUDA
 // (AutocastPrivateUse1, a fallthrough for every other op), included in (and no longer excluded
@@ -23,18 +32,19 @@ namespace ampscope::detail {
 
 /// The autocast policy under a pass of precision p: BF16 for an FP8 pass (its non-GEMM ops), p otherwise.
 inline Precision autocast_precision(Precision p) {
-    return p == Precision::Fp8 ? Precision::Bf16 : p;
+    return is_fp8(p) ? Precision::Bf16 : p;
 }
 
 /// Whether an Fp8PassGuard is on in this thread.
 bool fp8_pass_active();
 
-/// While alive on this thread (and `on`), linear layers run as the FP8 pass does. With `sink`,
+/// While alive on this thread (and `p` is an FP8 pass, is_fp8), linear layers run as that pass
+/// does (p's recipe); for any other precision the guard does nothing. With `sink`,
 /// each quantized operand's statistics are merged into it, one entry per (module, operand); the
 /// module is the innermost of the pass context's scope (precision/precision.h).
 class Fp8PassGuard {
 public:
-    explicit Fp8PassGuard(bool on, std::vector<Fp8Operand>* sink = nullptr);
+    explicit Fp8PassGuard(Precision p, std::vector<Fp8Operand>* sink = nullptr);
     ~Fp8PassGuard();
     Fp8PassGuard(const Fp8PassGuard&) = delete;
     Fp8PassGuard& operator=(const Fp8PassGuard&) = delete;
@@ -43,6 +53,7 @@ private:
     bool on_ = false;
     bool prev_ = false, prev_excluded_ = false;
     std::vector<Fp8Operand>* prev_sink_ = nullptr;
+    Precision prev_precision_ = Precision::Fp8;
 };
 
 }  // namespace ampscope::detail

@@ -255,7 +255,7 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
             // No cast cache: a comparison pass runs without gradients, so the weights' low-precision
             // copies (half the weights' bytes) need not outlive their op; the values are the same.
             AutocastGuard guard(device.type(), autocast_precision(o.precision), /*cache=*/false);
-            Fp8PassGuard fp8(o.precision == Precision::Fp8, o.inspect ? &r.fp8_operands : nullptr);
+            Fp8PassGuard fp8(o.precision, o.inspect ? &r.fp8_operands : nullptr);
             y = model.forward(in);
             if (observer) observer->end_batch();
         } catch (const Cancelled&) {
@@ -345,7 +345,7 @@ void ComparisonRun::choose_backend() {
     if (auto w = host_statistics_warning(res.backend.kind, device_statistics_platform(), spec.inspect); !w.empty())
         res.warnings.push_back(std::move(w));
     for (auto p : spec.precisions)
-        if ((p == Precision::Bf16 || p == Precision::Fp8) && !res.backend.bf16_supported)
+        if (autocast_precision(p) == Precision::Bf16 && !res.backend.bf16_supported)
             throw InputError("", "precision",
                              to_string(p) + " requested (BF16 autocast), but " + res.backend.device + " (" +
                                  res.backend.name +

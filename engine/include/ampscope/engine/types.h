@@ -15,13 +15,22 @@
 namespace ampscope {
 
 /// Numeric policy of one pass. The reference is always Fp32; Fp16/Bf16 mean autocast
-/// (a per-op policy), never a model converted with .half(). Fp8: the simulated FP8 pass of
-/// torchao's tensorwise recipe (linear layers' GEMMs on E4M3 operands, the rest under BF16
-/// autocast; engine/src/precision/fp8_pass.h); `run` only so far.
-enum class Precision { Fp32, Fp16, Bf16, Fp8 };
+/// (a per-op policy), never a model converted with .half(). The simulated FP8 and block-scaled
+/// passes (issue 30; linear layers' GEMMs on quantize-dequantized operands, the rest under BF16
+/// autocast; engine/src/precision/fp8_pass.h), `run` only so far: Fp8 torchao's tensorwise
+/// recipe (E4M3, one current scale per tensor), Fp8Rowwise torchao's rowwise recipe (a
+/// power-of-two scale per row of the activation and per column of the weight), Mxfp8 (E4M3, an
+/// E8M0 scale per 32 along the reduction dimension), Nvfp4 (E2M1, an E4M3 scale per 16 and a
+/// per-tensor FP32 scale).
+enum class Precision { Fp32, Fp16, Bf16, Fp8, Fp8Rowwise, Mxfp8, Nvfp4 };
 std::string to_string(Precision p);
-/// Parses "fp32", "fp16", "bf16", "fp8" (also "float16", "bfloat16", "half"); nullopt otherwise.
+/// Parses "fp32", "fp16", "bf16", "fp8", "fp8-rowwise", "mxfp8", "nvfp4" (also "float16",
+/// "bfloat16", "half"); nullopt otherwise.
 std::optional<Precision> parse_precision(const std::string& s);
+/// A simulated FP8 or block-scaled pass (Fp8, Fp8Rowwise, Mxfp8, Nvfp4).
+inline bool is_fp8(Precision p) {
+    return p == Precision::Fp8 || p == Precision::Fp8Rowwise || p == Precision::Mxfp8 || p == Precision::Nvfp4;
+}
 
 enum class Mode { Eval, Train };
 std::string to_string(Mode m);
