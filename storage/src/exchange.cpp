@@ -159,6 +159,44 @@ void export_runs(const Store& from, const std::vector<std::string>& uuids, const
 
 namespace {
 
+/// A column and the SQLite types its values may have (typeof).
+struct TypeCheck {
+    const char* table;
+    const char* column;
+    const char* allowed;
+};
+/// The types every value of these columns must have.
+const TypeCheck kTypeChecks[] = {{"runs", "uuid", "'text'"},
+                                 {"runs", "header_json", "'text'"},
+                                 {"runs", "status", "'text'"},
+                                 {"samples", "idx", "'integer'"},
+                                 {"samples", "sample_id", "'text'"},
+                                 {"passes", "seq", "'integer'"},
+                                 {"passes", "num_outputs", "'integer'"},
+                                 {"passes", "outputs", "'blob'"},
+                                 {"passes", "quality", "'real','integer','null','text'"},
+                                 {"layers", "idx", "'integer'"},
+                                 {"layers", "flags", "'integer'"},
+                                 {"layers", "stats", "'blob'"},
+                                 {"layers", "absmax", "'real','integer','null'"},
+                                 {"layers", "module", "'text'"},
+                                 {"layers", "shape", "'blob'"},
+                                 {"deltas", "sample_idx", "'integer'"},
+                                 {"deltas", "abs", "'real','integer'"},
+                                 {"flips", "sample_idx", "'integer'"},
+                                 {"annotations", "text", "'text'"},
+                                 {"comparisons", "verdict", "'text'"},
+                                 {"layer_chunks", "data", "'blob'"},
+                                 {"layer_chunks", "rows", "'integer'"},
+                                 {"layer_chunks", "first_idx", "'integer'"},
+                                 {"run_ranks", "rank", "'integer'"},
+                                 {"run_ranks", "host", "'text'"},
+                                 {"run_ranks", "device", "'text'"},
+                                 {"run_ranks", "first_sample", "'integer'"},
+                                 {"run_ranks", "samples", "'integer'"},
+                                 {"run_ranks", "seconds", "'real','integer'"},
+                                 {"run_ranks", "bytes", "'integer'"}};
+
 /// Refuses files whose schema is not ampscope's: unknown triggers or views, missing tables or
 /// columns, values of the wrong type, a failing integrity check.
 void validate(Store& s, const std::string& file) {
@@ -187,37 +225,9 @@ void validate(Store& s, const std::string& file) {
         }
     }
     s.check_layout();
-    struct TypeCheck {
-        const char* table;
-        const char* column;
-        const char* allowed;
-    };
-    static const TypeCheck checks[] = {{"runs", "uuid", "'text'"},
-                                       {"runs", "header_json", "'text'"},
-                                       {"runs", "status", "'text'"},
-                                       {"samples", "idx", "'integer'"},
-                                       {"samples", "sample_id", "'text'"},
-                                       {"passes", "seq", "'integer'"},
-                                       {"passes", "num_outputs", "'integer'"},
-                                       {"passes", "outputs", "'blob'"},
-                                       {"passes", "quality", "'real','integer','null','text'"},
-                                       {"layers", "idx", "'integer'"},
-                                       {"layers", "flags", "'integer'"},
-                                       {"layers", "stats", "'blob'"},
-                                       {"layers", "absmax", "'real','integer','null'"},
-                                       {"layers", "module", "'text'"},
-                                       {"layers", "shape", "'blob'"},
-                                       {"deltas", "sample_idx", "'integer'"},
-                                       {"deltas", "abs", "'real','integer'"},
-                                       {"flips", "sample_idx", "'integer'"},
-                                       {"annotations", "text", "'text'"},
-                                       {"comparisons", "verdict", "'text'"},
-                                       {"layer_chunks", "data", "'blob'"},
-                                       {"layer_chunks", "rows", "'integer'"},
-                                       {"layer_chunks", "first_idx", "'integer'"}};
     // the first builds' 26-column layers table: each row is checked as it is read (legacy_layers.h)
     const bool legacy_layers = legacy::has_legacy_layers(db);
-    for (const auto& c : checks) {
+    for (const auto& c : kTypeChecks) {
         if (!tables.count(c.table)) continue;  // a table of a later schema version than the file's
         if (legacy_layers && std::string(c.table) == "layers") continue;
         const std::string q = std::string("SELECT count(*) FROM ") + c.table + " WHERE typeof(" + c.column +

@@ -379,6 +379,20 @@ ordered_json comparison_json(const Comparison& c, bool with_outputs) {
     return cj;
 }
 
+/// The ranks of a run launched under torchrun: which samples each ran, where, how long.
+ordered_json ranks_json(const std::vector<RankInfo>& ranks) {
+    ordered_json out = ordered_json::array();
+    for (const auto& k : ranks)
+        out.push_back({{"rank", k.rank},
+                       {"host", k.host},
+                       {"device", k.device},
+                       {"first_sample", k.first_sample},
+                       {"samples", k.samples},
+                       {"seconds", k.seconds},
+                       {"bytes", k.bytes}});
+    return out;
+}
+
 }  // namespace
 
 std::string run_to_json(const RunResult& r, bool with_outputs, int indent, const std::vector<std::string>& damaged) {
@@ -408,7 +422,8 @@ std::string run_to_json(const RunResult& r, bool with_outputs, int indent, const
     // a run verifying an advised FP32 set names the run it was advised on (ampscope-cli advise)
     j["advised_from"] = r.spec.advised_from.empty() ? ordered_json(nullptr) : ordered_json(r.spec.advised_from);
     j["warnings"] = r.warnings;
-    if (!damaged.empty()) j["damaged"] = damaged;  // parts of a stored run that could not be read
+    if (!damaged.empty()) j["damaged"] = damaged;            // parts of a stored run that could not be read
+    if (!r.ranks.empty()) j["ranks"] = ranks_json(r.ranks);  // a run under torchrun (docs/distributed.md)
     j["passes"] = ordered_json::array();
     for (const auto& p : r.passes) j["passes"].push_back(pass_json(p, with_outputs));
     j["comparisons"] = ordered_json::array();

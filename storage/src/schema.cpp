@@ -140,6 +140,17 @@ CREATE TABLE token_boundaries(
   seq INTEGER NOT NULL, sample_idx INTEGER NOT NULL, position INTEGER NOT NULL, ref_margin REAL,
   PRIMARY KEY(comparison_id, seq)) WITHOUT ROWID;
 )sql",
+        // v8: the ranks of a run launched under torchrun (docs/distributed.md): which samples each
+        // ran, where, how long; a single-process run has none
+        R"sql(
+CREATE TABLE run_ranks(
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  rank INTEGER NOT NULL, host TEXT NOT NULL, device TEXT NOT NULL,
+  first_sample INTEGER NOT NULL, samples INTEGER NOT NULL,   -- samples [first_sample, first_sample + samples)
+  seconds REAL NOT NULL,             -- wall time of the rank's passes
+  bytes INTEGER NOT NULL,            -- per-sample results it sent to rank 0
+  PRIMARY KEY(run_id, rank)) WITHOUT ROWID;
+)sql",
     };
     return m;
 }
@@ -165,6 +176,7 @@ const std::map<std::string, std::vector<std::string>>& expected_tables() {
         {"benchmarks", {"id", "uuid", "run_id", "validated", "result_json"}},
         {"token_stats", {"comparison_id", "length", "vocab", "positions", "masked", "mean_kld", "kld"}},
         {"token_boundaries", {"comparison_id", "seq", "sample_idx", "position", "ref_margin"}},
+        {"run_ranks", {"run_id", "rank", "host", "device", "first_sample", "samples", "seconds", "bytes"}},
     };
     return t;
 }

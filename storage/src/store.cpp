@@ -18,6 +18,7 @@
 #include "layer_chunk.h"
 #include "legacy_layers.h"
 #include "layer_stats.h"
+#include "rank_rows.h"
 #include "real_column.h"
 #include "token_rows.h"
 #include "schema.h"
@@ -255,6 +256,7 @@ RunResult Store::load_run(const std::string& uuid, std::vector<std::string>* dam
         s.bind(1, id);
         while (s.step()) r.samples.push_back({s.text(0), s.text(1)});
     }
+    if (schema_version() >= 8) r.ranks = read_ranks(db_, id, r.samples.size(), path_ + ": run " + uuid);
     load_passes(id, r, damaged);
     load_comparisons(id, r);
     return r;

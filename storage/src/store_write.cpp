@@ -10,6 +10,7 @@
 #include "ampscope/engine/hash.h"
 #include "ampscope/storage/store.h"
 #include "json_map.h"
+#include "rank_rows.h"
 #include "layer_chunk.h"
 #include "real_column.h"
 #include "serialize.h"
@@ -66,6 +67,7 @@ int64_t insert_header(sqlite3* db, const RunResult& r, const std::string& status
         smp.bind(1, id).bind(2, int64_t(i)).bind(3, r.samples[i].id).bind(4, r.samples[i].tag);
         smp.run();
     }
+    insert_ranks(db, id, r.ranks, r.samples.size());
     return id;
 }
 
@@ -247,6 +249,7 @@ void RunWriter::comparison_finished(const Comparison& cmp) {
 
 void RunWriter::run_finished(const RunResult& r) {
     sql::Transaction t(store_.db_);
+    if (!r.ranks.empty()) replace_ranks(store_.db_, run_id_, r.ranks, samples_.size());  // with its passes' times
     finish(store_.db_, run_id_, "completed", to_string(r.verdict), "", r.finished_at, r.warnings);
     t.commit();
 }

@@ -234,3 +234,138 @@ TEST(StoreRead, TheStoredSpecIsTheSpecRun) {
     EXPECT_EQ(got.spec.criteria.output, "cls");
     EXPECT_EQ(got.criteria.output, "cls");
 }
+
+namespace {
+
+/// make_run's six samples run by two ranks under torchrun: rank 0 the first four, rank 1 the
+/// last two.
+RunResult ranked_run() {
+    auto r = make_run(6);
+    r.ranks = {{0, "node-a", "cuda:0", 0, 4, 1.5, 0}, {1, "node-b", "cuda:1", 4, 2, 0.75, 1234}};
+    return r;
+}
+
+void expect_ranks(const RunResult& got, const RunResult& want) {
+    ASSERT_EQ(got.ranks.size(), want.ranks.size());
+    for (size_t i = 0; i < got.ranks.size(); ++i) {
+        const auto &g = got.ranks[i], &w = want.ranks[i];
+        EXPECT_EQ(g.rank, w.rank) << i;
+        EXPECT_EQ(g.host, w.host) << i;
+        EXPECT_EQ(g.device, w.device) << i;
+        EXPECT_EQ(g.first_sample, w.first_sample) << i;
+        EXPECT_EQ(g.samples, w.samples) << i;
+        EXPECT_EQ(g.seconds, w.seconds) << i;
+        EXPECT_EQ(g.bytes, w.bytes) << i;
+    }
+}
+
+}  // namespace
+
+TEST(StoreRanks, ARunUnderTorchrunReadsBackItsRanks) {
+    // Recorded as it progresses: the header knows the ranks' samples, the finished run their times.
+    TempDir d;
+    Store s(d.file("runs.sqlite"));
+    const auto r = ranked_run();
+    RunWriter w(s);
+    auto header = r;
+    header.passes.clear();
+    header.comparisons.clear();
+    for (auto& k : header.ranks) k.seconds = 0, k.bytes = 0;
+    w.run_started(header);
+    EXPECT_EQ(s.load_run(r.run_id).ranks.size(), 2u) << "the ranks are written with the run's header";
+    for (const auto& p : r.passes) w.pass_finished(p);
+    for (const auto& c : r.comparisons) w.comparison_finished(c);
+    w.run_finished(r);
+    const auto got = s.load_run(r.run_id);
+    expect_ranks(got, r);
+    EXPECT_EQ(js(got), js(r));
+    // a single-process run has none
+    const auto one = make_run();
+    record(s, one);
+    EXPECT_TRUE(s.load_run(one.run_id).ranks.empty());
+}
+
+TEST(StoreRanks, ExportAndImportCarryTheRanks) {
+    TempDir d;
+    Store a(d.file("a.sqlite"));
+    const auto r = ranked_run();
+    a.insert_run(r, "completed", "", {}, {});
+    expect_ranks(a.load_run(r.run_id), r);
+    export_runs(a, {r.run_id}, d.file("x.ampscope"));
+    Store b(d.file("b.sqlite"));
+    EXPECT_EQ(import_file(b, d.file("x.ampscope")).added, 1);
+    expect_ranks(b.load_run(r.run_id), r);
+    EXPECT_EQ(js(b.load_run(r.run_id)), js(r));
+}
+
+TEST(StoreRanks, ImportRefusesRanksThatDoNotTileTheSamples) {
+    TempDir d;
+    Store a(d.file("a.sqlite"));
+    a.insert_run(ranked_run(), "completed", "", {}, {});
+    Store into(d.file("into.sqlite"));
+    int n = 0;
+    auto expect_refused = [&](const std::string& edit, const std::string& field, const std::string& detail) {
+        const auto f = d.file("bad" + std::to_string(n++) + ".ampscope");
+        export_runs(a, {a.list_runs()[0].uuid}, f);
+        raw_exec(f, edit);
+        const auto m = error_of([&] { import_file(into, f); });
+        EXPECT_NE(m.find(f), std::string::npos) << m;
+        EXPECT_NE(m.find(field), std::string::npos) << edit << ": " << m;
+        EXPECT_NE(m.find(detail), std::string::npos) << edit << ": " << m;
+        EXPECT_TRUE(into.list_runs().empty()) << edit << ": nothing may be half-imported";
+    };
+    expect_refused("UPDATE run_ranks SET rank=-1 WHERE rank=0", "run_ranks.rank", "rank -1");
+    expect_refused("UPDATE run_ranks SET samples=-2 WHERE rank=1", "run_ranks.samples", "-2 samples");
+    expect_refused("UPDATE run_ranks SET first_sample=3 WHERE rank=1", "run_ranks.first_sample", "overlaps");
+    expect_refused("UPDATE run_ranks SET first_sample=5 WHERE rank=1", "run_ranks.first_sample", "missing");
+    expect_refused("UPDATE run_ranks SET samples=1 WHERE rank=1", "run_ranks.samples", "ran 5 samples");
+    expect_refused("UPDATE run_ranks SET seconds=-1 WHERE rank=1", "run_ranks.seconds", "rank 1");
+    expect_refused("UPDATE run_ranks SET bytes=-1 WHERE rank=1", "run_ranks.bytes", "rank 1");
+    expect_refused("UPDATE run_ranks SET first_sample='four' WHERE rank=1", "run_ranks.first_sample", "wrong type");
+}
+
+TEST(StoreRanks, RanksThatDoNotTileTheSamplesAreNotRecorded) {
+    TempDir d;
+    Store s(d.file("runs.sqlite"));
+    auto r = ranked_run();
+    r.ranks[1].first_sample = 3;
+    const auto m = error_of([&] { s.insert_run(r, "completed", "", {}, {}); });
+    EXPECT_NE(m.find("run_ranks.first_sample"), std::string::npos) << m;
+    EXPECT_TRUE(s.list_runs().empty());
+}
+
+TEST(StoreRanks, ADatabaseWithoutTheRanksTableOpens) {
+    // A database of schema version 7 (before run_ranks): read as it is when opened read-only,
+    // migrated (the table added) when opened to record.
+    TempDir d;
+    const auto path = d.file("v7.sqlite");
+    const auto r = make_run();
+    {
+        Store s(path);
+        record(s, r);
+    }
+    raw_exec(path, "DROP TABLE run_ranks; PRAGMA user_version=7");
+    {
+        Store s(path, Store::Mode::ReadOnly);
+        EXPECT_EQ(s.schema_version(), 7);
+        EXPECT_TRUE(s.load_run(r.run_id).ranks.empty());
+        EXPECT_EQ(js(s.load_run(r.run_id)), js(r));
+    }
+    Store s(path);
+    EXPECT_EQ(s.schema_version(), kSchemaVersion);
+    EXPECT_EQ(js(s.load_run(r.run_id)), js(r));
+    const auto ranked = ranked_run();
+    record(s, ranked);
+    expect_ranks(s.load_run(ranked.run_id), ranked);
+}
+
+TEST(RunJson, RanksOnlyWhenTheRunHasThem) {
+    const auto one = json::run_to_json(make_run(), false, -1);  // compact
+    EXPECT_EQ(one.find("\"ranks\""), std::string::npos) << "a single-process run's JSON is unchanged";
+    const auto two = json::run_to_json(ranked_run(), false, -1);
+    EXPECT_NE(two.find(R"("ranks":[{"rank":0,"host":"node-a","device":"cuda:0","first_sample":0,"samples":4,)"
+                       R"("seconds":1.5,"bytes":0},{"rank":1,"host":"node-b","device":"cuda:1","first_sample":4,)"
+                       R"("samples":2,"seconds":0.75,"bytes":1234}])"),
+              std::string::npos)
+        << two;
+}
