@@ -226,6 +226,32 @@ TEST_P(TensorStatsTest, PerRowNonFiniteCounts) {
     EXPECT_EQ(s.nonfinite(), 3);
 }
 
+// The observer reads only the rows not yet non-finite in a batch (new_nonfinite_rows): for
+// every set of rows already seen, the others are flagged exactly where tensor_stats counts.
+TEST_P(TensorStatsTest, NewNonFiniteRowsAreThePerRowCountsOfTheRowsNotSeen) {
+    for (auto dt : {at::kFloat, at::kHalf, at::kBFloat16}) {
+        auto t = at::zeros({6, 3000});
+        t[1][2999] = std::numeric_limits<float>::infinity();
+        t[3][0] = std::numeric_limits<float>::quiet_NaN();
+        t[3][7] = -std::numeric_limits<float>::infinity();
+        t[4][1500] = std::numeric_limits<float>::quiet_NaN();
+        t = t.to(dt);
+        std::vector<int64_t> counts;
+        const auto s = tensor_stats(t, &counts);
+        ASSERT_EQ(s.nonfinite(), 4);
+        for (const std::vector<int>& seen_rows : std::vector<std::vector<int>>{
+                 {}, {1}, {3}, {1, 3}, {0, 1}, {1, 3, 4}, {0, 1, 3, 4, 5}, {0, 1, 2, 3, 4, 5}}) {
+            std::vector<bool> seen(6, false);
+            for (int r : seen_rows) seen[size_t(r)] = true;
+            std::vector<int64_t> rows;
+            ampscope::detail::new_nonfinite_rows(t, s.nonfinite(), seen, rows);
+            std::vector<int64_t> want(6, 0);
+            for (size_t r = 0; r < 6; ++r) want[r] = !seen[r] && counts[r] > 0 ? 1 : 0;
+            EXPECT_EQ(rows, want) << c10::toString(dt) << ", " << seen_rows.size() << " rows seen";
+        }
+    }
+}
+
 TEST_P(TensorStatsTest, MergeOfPartsEqualsWhole) {
     auto t = salted(at::kFloat, 10000, 3);
     auto a = tensor_stats(t.slice(0, 0, 4000)), b = tensor_stats(t.slice(0, 4000, 10000));

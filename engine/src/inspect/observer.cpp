@@ -335,7 +335,10 @@ void OpObserver::State::on_end(Ctx& c, const at::RecordFunction& fn) {
     TensorStats st;
     std::vector<int64_t> row_nf;
     for (size_t i = 0; i < outs.size(); ++i) {
-        st.merge(tensor_stats(outs[i], rows_match && i == 0 ? &row_nf : nullptr));
+        const TensorStats si = tensor_stats(outs[i]);
+        // Rows already non-finite in this batch cannot be born again: only the others are read.
+        if (i == 0 && rows_match) new_nonfinite_rows(outs[0], si.nonfinite(), row_nonfinite_seen, row_nf);
+        st.merge(si);
     }
     layer_for(c, idx, name, outs[0]).flops += flops;
     // Inputs finite? Checked only when the output has non-finite values.

@@ -22,9 +22,14 @@ namespace ampscope::detail {
 /// when given, receives per-row (dim 0) non-finite counts.
 TensorStats tensor_stats(const at::Tensor& t, std::vector<int64_t>* rows_nonfinite = nullptr);
 
-/// Observes every top-level op of the passes run while it is alive (this thread only).
 /// Whether a tensor holds a NaN or Inf (one counting pass; no other statistics).
 bool any_nonfinite(const at::Tensor& t);
+/// The rows (dim 0) of `t` that hold a NaN or Inf and are not `seen` (seen rows are not
+/// asked about): rows[r] is 1 for those, 0 for every other row. `nonfinite` is the tensor's
+/// count of NaN and Inf (its statistics): when the seen rows are fewer and hold all of them,
+/// the other rows are not read. Same answers as tensor_stats' per-row counts (> 0).
+void new_nonfinite_rows(const at::Tensor& t, int64_t nonfinite, const std::vector<bool>& seen,
+                        std::vector<int64_t>& rows);
 /// Ops that only re-view or copy existing values (they cannot create non-finite values).
 bool is_view_op(std::string_view name);
 /// The defined floating-point tensors among op arguments or results (tensors, tensor lists).
@@ -48,6 +53,7 @@ std::vector<at::Tensor> floating_tensors(const Values& values) {
 /// Builds without a kernel for the device (see gpu/device_notes.h) always copy, and say so.
 void set_device_statistics(bool on);
 
+/// Observes every top-level op of the passes run while it is alive (this thread only).
 class OpObserver {
 public:
     explicit OpObserver(int64_t batch_rows);

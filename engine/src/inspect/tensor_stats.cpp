@@ -97,7 +97,39 @@ at::Tensor host_values(const at::Tensor& in) {
     return t;
 }
 
+template <class T>
+void new_rows_typed(const T* p, int64_t rows, int64_t row_len, int64_t nonfinite, const std::vector<bool>& seen,
+                    std::vector<int64_t>& out) {
+    const auto is_seen = [&](int64_t r) { return size_t(r) < seen.size() && seen[size_t(r)]; };
+    int64_t n_seen = 0;
+    for (int64_t r = 0; r < rows; ++r) n_seen += is_seen(r);
+    // Fewer rows seen than not: count theirs first. When they hold every non-finite value of
+    // the tensor, no other row has one, and the other rows are not read.
+    if (n_seen > 0 && n_seen <= rows - n_seen) {
+        int64_t in_seen = 0;
+        for (int64_t r = 0; r < rows; ++r)
+            if (is_seen(r)) in_seen += count_nonfinite(p + r * row_len, row_len);
+        if (in_seen == nonfinite) return;
+    }
+    for (int64_t r = 0; r < rows; ++r)
+        if (!is_seen(r)) out[size_t(r)] = any_nonfinite_in(p + r * row_len, row_len) ? 1 : 0;
+}
+
 }  // namespace
+
+void new_nonfinite_rows(const at::Tensor& in, int64_t nonfinite, const std::vector<bool>& seen,
+                        std::vector<int64_t>& rows) {
+    const int64_t n_rows = in.defined() && in.dim() >= 1 ? in.size(0) : 0;
+    rows.assign(size_t(n_rows), 0);
+    if (nonfinite <= 0 || n_rows == 0 || in.numel() == 0) return;
+    const at::Tensor t = host_values(in);
+    const int64_t row_len = t.numel() / n_rows;
+    switch (t.scalar_type()) {
+        case at::kHalf: return new_rows_typed(t.data_ptr<at::Half>(), n_rows, row_len, nonfinite, seen, rows);
+        case at::kBFloat16: return new_rows_typed(t.data_ptr<at::BFloat16>(), n_rows, row_len, nonfinite, seen, rows);
+        default: return new_rows_typed(t.data_ptr<float>(), n_rows, row_len, nonfinite, seen, rows);
+    }
+}
 
 bool any_nonfinite(const at::Tensor& in) {
     if (!in.defined() || in.numel() == 0 || !in.is_floating_point()) return false;
