@@ -242,6 +242,23 @@ void print_comparison(std::ostream& os, const Comparison& c, bool color) {
     }
 }
 
+namespace {
+
+/// The ranks of a run under torchrun: which samples each ran, where, how long.
+void print_ranks(std::ostream& os, const std::vector<RankInfo>& ranks) {
+    os << "  ranks   " << ranks.size() << " (torchrun)\n";
+    for (const auto& k : ranks) {
+        os << "    rank " << k.rank << "  " << safe(k.host) << "  " << safe(k.device) << "  samples ";
+        if (k.samples > 0)
+            os << k.first_sample << "-" << (k.first_sample + k.samples - 1);
+        else
+            os << "none";
+        os << " (" << k.samples << ")  " << fmtg(k.seconds, 3) << " s\n";
+    }
+}
+
+}  // namespace
+
 void print_run_summary(std::ostream& os, const RunResult& r, bool layers, bool color) {
     os << "run " << safe(r.run_id) << "\n"
        << "  model   " << safe(r.model.source) << " (" << safe(r.model.kind) << ", " << r.model.parameters
@@ -260,6 +277,7 @@ void print_run_summary(std::ostream& os, const RunResult& r, bool layers, bool c
            << (r.criteria.mask_input.empty() ? "" : ", mask input " + safe(r.criteria.mask_input)) << "\n";
     if (!r.spec.advised_from.empty())
         os << "  verifies the FP32 set advised for run " << safe(r.spec.advised_from) << "\n";
+    if (!r.ranks.empty()) print_ranks(os, r.ranks);
     for (const auto& w : r.warnings) os << "  warning: " << safe(w) << "\n";
     for (const auto& p : r.passes) {
         os << "\n" << paint("pass " + to_string(p.precision), "1", color);

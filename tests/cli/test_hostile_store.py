@@ -185,6 +185,30 @@ class HostileStore(unittest.TestCase):
         sql(self.db, f"PRAGMA user_version={version}")
         self.intact()
 
+    def test_ranks_of_a_torchrun_run_are_shown_and_bad_ones_refused(self):
+        """Issue 31: a run's ranks (table run_ranks) in `show` and `show --json`; ranks that do not
+        tile the samples exit 2 naming the column."""
+        run = self.runs[1]
+        pk, n = query(self.db, "SELECT r.id, count(*) FROM runs r JOIN samples s ON s.run_id = r.id "
+                               f"WHERE r.uuid='{run}' GROUP BY r.id")[0]
+        half = n // 2
+        sql(self.db, f"INSERT INTO run_ranks VALUES({pk}, 0, 'node-a', 'cuda:0', 0, {half}, 1.5, 0)",
+            f"INSERT INTO run_ranks VALUES({pk}, 1, 'node-b', 'cuda:1', {half}, {n - half}, 0.25, 4096)")
+        rc, out, err = run_cli("show", run, "--db", self.db, check_rc=0)
+        self.assertIn("ranks   2 (torchrun)", out)
+        self.assertIn(f"rank 1  node-b  cuda:1  samples {half}-{n - 1} ({n - half})  0.25 s", out)
+        rc, out, err = run_cli("show", run, "--json", "--db", self.db, check_rc=0)
+        self.assertEqual(json.loads(out)["ranks"][1], {"rank": 1, "host": "node-b", "device": "cuda:1",
+                                                       "first_sample": half, "samples": n - half,
+                                                       "seconds": 0.25, "bytes": 4096})
+        rc, out, err = run_cli("show", self.runs[0], "--json", "--db", self.db, check_rc=0)
+        self.assertNotIn("ranks", json.loads(out), "a single-process run's JSON is unchanged")
+        rc, out, err = run_cli("show", self.runs[0], "--db", self.db, check_rc=0)
+        self.assertNotIn("ranks", out)
+        sql(self.db, f"UPDATE run_ranks SET first_sample={half - 1} WHERE run_id={pk} AND rank=1")
+        self.bad(["show", run, "--db", self.db], self.db, run, "run_ranks.first_sample", "overlaps")
+        self.intact()
+
     # ---- 4. malformed JSON columns ----
     def test_malformed_json_columns_name_file_run_and_column(self):
         run = self.runs[0]
