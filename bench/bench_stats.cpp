@@ -79,6 +79,23 @@ void BM_FusedStatsOpOutput(benchmark::State& st, bool with_inf) {
 BENCHMARK_CAPTURE(BM_FusedStatsOpOutput, finite, false)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_FusedStatsOpOutput, inf_rows, true)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+/// The same output with inf rows as the observer reads it after the op that made them (the
+/// demo's ops after embed): its statistics, then the rows not yet non-finite in the batch
+/// (inspect/observer.h new_nonfinite_rows; the 8 inf rows already seen).
+void BM_ObserverOpOutputSeenRows(benchmark::State& st) {
+    auto t = (at::randn({40, 16, 64}) * 3).to(at::kHalf);
+    t.slice(0, 32, 40).fill_(std::numeric_limits<float>::infinity());
+    std::vector<bool> seen(40, false);
+    for (size_t r = 32; r < 40; ++r) seen[r] = true;
+    std::vector<int64_t> rows;
+    for (auto _ : st) {
+        const auto s = ampscope::detail::tensor_stats(t);
+        ampscope::detail::new_nonfinite_rows(t, s.nonfinite(), seen, rows);
+        benchmark::DoNotOptimize(rows.data());
+    }
+}
+BENCHMARK(BM_ObserverOpOutputSeenRows)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 /// One FP16 autocast pass of demo:transformer over its probe set, with and without the observer.
 void BM_AmpPass(benchmark::State& st, bool inspect) {
     using namespace ampscope::detail;
