@@ -6,7 +6,8 @@ and torch.export programs; with --keep-fp32 fc2, torchao leaves fc2 unconverted 
 FP32 region does (autocast off, input cast to FP32). Decisions and flips are Python's. The other
 recipes (`fp8-rowwise`, `mxfp8`, `nvfp4`) against torchao too: Float8LinearConfig.from_recipe_name
 ("rowwise") with emulate=True, and MXTensor / NVFP4Tensor operands through torchao's emulated
-GEMM (addmm on the dequantized FP32 operands), cast to BF16. Commands that do not simulate FP8 yet
+GEMM (addmm on the dequantized FP32 operands), cast to BF16; `fp8-delayed` against Transformer
+Engine's delayed-scaling rule written here (DelayedLinear), with inputs that outgrow the stale scale. Commands that do not simulate FP8 yet
 refuse every FP8 name, and a stored training with one is refused on reading, naming the field."""
 import copy
 import dataclasses
@@ -25,6 +26,7 @@ from common import as_float, comparison_of, near_tie_mlp, pass_of, run_cli, run_
 
 warnings.filterwarnings("ignore")
 from torchao.float8 import Float8LinearConfig, convert_to_float8_training  # noqa: E402
+from torchao.float8.float8_training_tensor import LinearMMConfig, hp_tensor_and_scale_to_float8  # noqa: E402
 from torchao.prototype.mx_formats.mx_tensor import MXTensor  # noqa: E402
 from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor, per_tensor_amax_to_scale  # noqa: E402
 
@@ -186,7 +188,7 @@ class Fp8Run(unittest.TestCase):
             self.assertIn(f'"{name}"', err, name)
 
 
-FP8_NAMES = ["fp8", "fp8-rowwise", "mxfp8", "nvfp4"]
+FP8_NAMES = ["fp8", "fp8-rowwise", "mxfp8", "nvfp4", "fp8-delayed"]
 
 
 def block_mlp():
@@ -335,6 +337,117 @@ class Fp8Recipes(unittest.TestCase):
         # the outlier flushes small neighbours of its MX block to zero
         self.assertGreater(self.want["mxfp8"][1][("fc1", "input")]["underflow"], 0)
 
+
+
+class DelayedLinear(torch.nn.Module):
+    """Transformer Engine's DelayedScaling as its documentation states the rule, for one linear
+    layer's two GEMM operands (input, weight), each with its own amax history of `history` steps
+    (one step = one batch): the cast of a step uses the scale computed at the end of the step
+    before (1 at the first step: an empty history); the step's amax enters history[0]; at the
+    end of the step amax = max(history), the history rolls by one and its first slot is zeroed,
+    scale = (448 / amax) / 2^margin (kept when amax is 0 or not finite). The operand is cast with
+    torchao's given-scale cast (clamped to +-448, E4M3) and the GEMM is the fp8 recipe's (mm in FP32,
+    cast to BF16, + bias in BF16). `saturated` counts, per operand, the values above the stale
+    scale's range (|x| * scale rounded past 448)."""
+
+    def __init__(self, lin, history, margin):
+        super().__init__()
+        self.weight, self.bias, self.margin = lin.weight, lin.bias, margin
+        self.hist = {k: torch.zeros(history) for k in ("input", "weight")}
+        self.scale = {k: torch.tensor(1.0) for k in ("input", "weight")}
+        self.scales = {k: [] for k in ("input", "weight")}
+        self.saturated = {k: 0 for k in ("input", "weight")}
+
+    def cast(self, t, which):
+        scale = self.scale[which]
+        self.scales[which].append(scale.item())
+        self.hist[which][0] = torch.maximum(self.hist[which][0], torch.max(torch.abs(t.float())))
+        self.saturated[which] += int(((t.float() * scale).abs() > 464.0).sum())
+        f8 = hp_tensor_and_scale_to_float8(t, scale, torch.float8_e4m3fn, LinearMMConfig())
+        return f8._data.float() / f8._scale
+
+    def end_step(self):
+        for k, h in self.hist.items():
+            amax = torch.max(h)
+            self.hist[k] = torch.roll(h, -1, 0)
+            self.hist[k][0] = 0.0
+            if torch.isfinite(amax) and amax > 0:
+                sf = (torch.tensor(448.0) / amax) / (2.0 ** self.margin)
+                self.scale[k] = torch.where(torch.isinf(sf), torch.tensor(torch.finfo(torch.float32).max), sf)
+
+    def forward(self, x):
+        xq, wq = self.cast(x, "input"), self.cast(self.weight, "weight")
+        with torch.autocast("cpu", enabled=False):  # torchao's emulated GEMM runs below autocast: in FP32
+            out = torch.mm(xq.reshape(-1, xq.shape[-1]), wq.t()).to(torch.bfloat16)
+        return out.reshape(*x.shape[:-1], -1) + self.bias.to(torch.bfloat16)
+
+
+def delayed_reference(model, x, batch, history, margin):
+    """The model's outputs under delayed scaling, batches of `batch` in order, and its DelayedLinears."""
+    m = copy.deepcopy(model)
+    for name, mod in list(m.named_children()):
+        if isinstance(mod, torch.nn.Linear):
+            setattr(m, name, DelayedLinear(mod, history, margin))
+    lins = {n: mod for n, mod in m.named_children() if isinstance(mod, DelayedLinear)}
+    outs = []
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        for b in range(0, len(x), batch):
+            outs.append(m(x[b:b + batch]).float())
+            for lin in lins.values():
+                lin.end_step()
+    return torch.cat(outs).numpy(), lins
+
+
+class Fp8Delayed(unittest.TestCase):
+    """run --precision fp8-delayed against the reference above: batches of 4 whose inputs grow
+    4x per batch, so every batch after the first outruns the scale its history gives."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        d = cls.tmp.name
+        cls.model = block_mlp()
+        g = torch.Generator().manual_seed(9)
+        cls.x = torch.randn(16, 32, generator=g)
+        for b in range(4):
+            cls.x[4 * b:4 * b + 4] *= 4.0 ** b * 40  # batch 0 below 448 after scale 1 ... batch 3 far above
+        cls.path = os.path.join(d, "m.pt2")
+        torch.export.save(torch.export.export(cls.model, (cls.x[:4],)), cls.path)
+        cls.probes = os.path.join(d, "probes.pt")
+        with torch.no_grad():
+            labels = cls.model(cls.x).argmax(1)
+        torch.save({"inputs": cls.x, "labels": labels, "ids": [f"p{i}" for i in range(len(cls.x))]}, cls.probes)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def run_delayed(self, *extra):
+        return run_json("run", "--model", self.path, "--probes", self.probes, "--precision", "fp8-delayed",
+                        "--batch-size", 4, "--outputs", "--no-db", *extra)[1]
+
+    def check(self, result, history, margin):
+        want, lins = delayed_reference(self.model, self.x, 4, history, margin)
+        got = Fp8Run.outputs(result, "fp8-delayed")
+        self.assertTrue(bits_equal(got, want), f"history {history} margin {margin}: max |diff| "
+                                                 f"{np.nanmax(np.abs(got - want))}")
+        ops = {(o["module"], o["operand"]): o for o in pass_of(result, "fp8-delayed")["fp8_operands"]}
+        self.assertEqual(sorted(ops), sorted((n, k) for n in lins for k in ("input", "weight")))
+        for (n, k), o in ops.items():
+            lin = lins[n]
+            self.assertEqual(o["saturated"], lin.saturated[k], f"{n} {k}")
+            self.assertEqual(as_float(o["scale_min"]), min(lin.scales[k]), f"{n} {k}")
+            self.assertEqual(as_float(o["scale_max"]), max(lin.scales[k]), f"{n} {k}")
+        return lins
+
+    def test_outputs_and_stale_scale_as_te_rule(self):
+        result = self.run_delayed()
+        lins = self.check(result, 1024, 0)
+        # fc1's input grows 4x a batch: every batch after the first saturates part of it
+        self.assertGreater(lins["fc1"].saturated["input"], 0)
+        ops = {(o["module"], o["operand"]): o for o in pass_of(result, "fp8-delayed")["fp8_operands"]}
+        self.assertGreater(ops[("fc1", "input")]["saturated_share"], 0)
+        self.assertTrue(any("first batch" in w for w in result["warnings"]), result["warnings"])
 
 if __name__ == "__main__":
     unittest.main()

@@ -20,6 +20,7 @@ double format_max(Precision format) {
         case Precision::Fp8:                                 // E4M3, the format of an FP8 pass's GEMM operands
         case Precision::Fp8Rowwise:
         case Precision::Mxfp8: return 448.0;
+        case Precision::Fp8Delayed:
         case Precision::Nvfp4: return 6.0;  // E2M1
         case Precision::Fp32: break;
     }

@@ -20,7 +20,7 @@ constexpr Spelling<Precision> kPrecisions[] = {
     {Precision::Fp32, "fp32"},     {Precision::Fp16, "fp16"},    {Precision::Bf16, "bf16"},
     {Precision::Fp32, "float32"},  {Precision::Fp16, "float16"}, {Precision::Fp16, "half"},
     {Precision::Bf16, "bfloat16"}, {Precision::Fp8, "fp8"},      {Precision::Fp8Rowwise, "fp8-rowwise"},
-    {Precision::Mxfp8, "mxfp8"},   {Precision::Nvfp4, "nvfp4"}};
+    {Precision::Mxfp8, "mxfp8"},   {Precision::Nvfp4, "nvfp4"},  {Precision::Fp8Delayed, "fp8-delayed"}};
 constexpr Spelling<TieRule> kTieRules[] = {
     {TieRule::LowestIndex, "lowest-index"}, {TieRule::Abstain, "abstain"}, {TieRule::LowestIndex, "lowest_index"}};
 constexpr Spelling<QualityMetric> kQualityMetrics[] = {{QualityMetric::Accuracy, "accuracy"},

@@ -18,6 +18,7 @@ namespace {
 constexpr auto kFp8Key = c10::DispatchKey::AutocastPrivateUse1;
 thread_local std::vector<Fp8Operand>* t_sink = nullptr;
 thread_local Precision t_precision = Precision::Fp8;
+thread_local int t_calls = 0;  ///< linear calls in this batch (fp8-delayed keys GEMMs without a module name by it)
 
 /// How the pass's recipe quantizes a GEMM operand: along its last dimension, the reduction
 /// dimension K of the input [.., K] and of the weight [N, K].
@@ -37,14 +38,32 @@ bool block_scaled(Precision p) {
     return p == Precision::Mxfp8 || p == Precision::Nvfp4;
 }
 
+/// fp8-delayed: the operand's delayed scaling in this pass, created with an empty history (scale 1)
+/// the first time the GEMM runs. Keyed by module and operand; a GEMM without a module name by its
+/// call index in the batch (the same linears run in the same order each batch).
+DelayedScaling& delayed_state(const std::string& module, const char* operand, int call) {
+    const std::string key = (module.empty() ? "#" + std::to_string(call) : module) + "/" + operand;
+    auto& states = pass_context().fp8_delayed;
+    auto it = states.find(key);
+    if (it == states.end()) it = states.emplace(key, DelayedScaling(Fp8Element::E4M3)).first;
+    return it->second;
+}
+
 /// The operand quantize-dequantized; its statistics merged into the pass's sink when there is one.
-at::Tensor quantize_operand(const at::Tensor& t, const char* operand) {
-    const QuantSpec s = spec_of(t_precision);
-    if (!t_sink) return quantize_dequantize(t, s);
-    QuantStats st;
-    auto q = quantize_dequantize(t, s, &st);
+at::Tensor quantize_operand(const at::Tensor& t, const char* operand, int call) {
+    QuantSpec s = spec_of(t_precision);
     const auto& scope = pass_context().scope;
     const std::string module = scope.empty() ? std::string() : scope.back();
+    DelayedScaling* delayed = nullptr;
+    if (t_precision == Precision::Fp8Delayed) {
+        delayed = &delayed_state(module, operand, call);
+        s.given_scale = delayed->scale();  // the scale of the batches before, stale for this one
+    }
+    if (!t_sink && !delayed) return quantize_dequantize(t, s);
+    QuantStats st;
+    auto q = quantize_dequantize(t, s, &st);
+    if (delayed) delayed->record(float(st.amax));  // this batch's amax enters the history
+    if (!t_sink) return q;
     for (auto& o : *t_sink)
         if (o.module == module && o.operand == operand) {
             o.stats.merge(st);
@@ -77,8 +96,9 @@ at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const std::optio
     const auto out_dtype = at::autocast::get_autocast_dtype(dt);
     at::RecordFunctionGuard quiet(false);  // the emulation's own ops are not the model's: aten::linear is
     c10::impl::ExcludeDispatchKeyGuard no_autocast(at::autocast::get_autocast_dispatch_key_from_device_type(dt));
-    const auto xq = quantize_operand(x, "input");
-    const auto wq = quantize_operand(w, "weight");
+    const int call = t_calls++;
+    const auto xq = quantize_operand(x, "input", call);
+    const auto wq = quantize_operand(w, "weight", call);
     auto sizes = x.sizes().vec();
     sizes.back() = w.size(0);
     return gemm(xq.reshape({-1, xq.size(-1)}), wq, bias, out_dtype).reshape(sizes);
@@ -97,6 +117,13 @@ void ensure_registered() {
 
 }  // namespace
 
+std::string delayed_scaling_note() {
+    return "fp8-delayed: batches run in probe order, one batch a step of Transformer Engine's DelayedScaling "
+           "(amax history 1024, margin 0, amax_compute_algo max): each GEMM operand is cast with the scale the "
+           "amaxes of the batches before it give; the first batch has an empty history and runs with scale 1 "
+           "(the recipe's initial scale), so its values above 448 saturate";
+}
+
 bool fp8_pass_active() {
     return c10::impl::tls_is_dispatch_key_included(kFp8Key) && !c10::impl::tls_is_dispatch_key_excluded(kFp8Key);
 }
@@ -107,6 +134,7 @@ Fp8PassGuard::Fp8PassGuard(Precision p, std::vector<Fp8Operand>* sink) : on_(is_
     t_sink = sink;
     prev_precision_ = t_precision;
     t_precision = p;
+    t_calls = 0;
     ensure_registered();
     // LibTorch excludes the autocast keys of devices without autocast by default: included, and
     // no longer excluded, while the guard lives
@@ -118,6 +146,8 @@ Fp8PassGuard::Fp8PassGuard(Precision p, std::vector<Fp8Operand>* sink) : on_(is_
 
 Fp8PassGuard::~Fp8PassGuard() {
     if (!on_) return;
+    if (t_precision == Precision::Fp8Delayed)  // the end of a batch, a step of the recipe
+        for (auto& [key, state] : pass_context().fp8_delayed) state.update();
     t_sink = prev_sink_;
     t_precision = prev_precision_;
     c10::impl::tls_set_dispatch_key_included(kFp8Key, prev_);

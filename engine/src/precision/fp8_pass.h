@@ -14,7 +14,12 @@
 //    operand's amax (NVFP4Tensor.to_nvfp4 with per_tensor_amax_to_scale);
 //    for both the product is torchao's emulated block-scaled GEMM on FP32 operands, addmm(bias,
 //    x, W^T) in FP32 (the bias inside the FP32 accumulation, as the hardware's scaled GEMM adds
-//    it), then cast to BF16.
+//    it), then cast to BF16;
+//  - fp8-delayed: Transformer Engine's DelayedScaling (precision/fp8.h DelayedScaling: history
+//    1024, margin 0, amax_compute_algo max) with the fp8 GEMM: each operand cast to E4M3 with the
+//    scale its amax history gave at the end of the batch before (batches in probe order, one
+//    batch a step; the first batch scale 1, an empty history), its amax then recorded; values
+//    above the stale scale's range saturate (QuantStats::saturated).
 // Every other op runs under BF16 autocast. Inside an FP32 region (--keep-fp32, autocast off) a
 // linear runs as it would without FP8. matmul/bmm (attention) and convolutions are not quantized:
 // neither torchao's float8 training nor Transformer Engine's recipes quantize them.
@@ -24,6 +29,7 @@
 // from) the calling thread's dispatch keys while an Fp8PassGuard lives: whatever runs the model (demo models,
 // TorchScript, the torch.export interpreter) reaches it through the dispatcher.
 
+#include <string>
 #include <vector>
 
 #include "ampscope/engine/types.h"
@@ -34,6 +40,10 @@ namespace ampscope::detail {
 inline Precision autocast_precision(Precision p) {
     return is_fp8(p) ? Precision::Bf16 : p;
 }
+
+/// fp8-delayed: where a probe run's scales come from and the first batch's history, as the run
+/// states it (a warning).
+std::string delayed_scaling_note();
 
 /// Whether an Fp8PassGuard is on in this thread.
 bool fp8_pass_active();

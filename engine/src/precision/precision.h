@@ -8,6 +8,7 @@
 #include <ATen/autocast_mode.h>
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,6 +55,9 @@ struct PassContext {
     /// with a static batch: copies of the last row); 0 = as given. Only the rows the observer's
     /// batch names are samples: the observer leaves the padding rows out.
     int64_t padded_rows = 0;
+    /// fp8-delayed: each GEMM operand's delayed scaling (its amax history) across the pass's
+    /// batches, keyed by module (or call index) and operand (precision/fp8_pass.cpp).
+    std::map<std::string, DelayedScaling> fp8_delayed;
 };
 PassContext& pass_context();
 

@@ -233,6 +233,11 @@ RunResult run_comparison_distributed(const RunSpec& spec_in, const DistributedEn
         throw InputError("", "mode",
                          "train under torchrun: dropout draws from one random stream across all batches, so a rank's "
                          "shard cannot give the single-process run's values; run train mode in one process");
+    for (auto p : spec_in.precisions)
+        if (p == Precision::Fp8Delayed)
+            throw InputError("", "precision",
+                             "fp8-delayed under torchrun: each batch's scales come from the batches before it, which "
+                             "another rank runs; run fp8-delayed in one process");
     RunSpec spec = spec_in;
     spec.device = rank_device(spec.device, env);
     Group* group = nullptr;

@@ -344,12 +344,14 @@ void ComparisonRun::choose_backend() {
     device = parse_device(res.backend.device);
     if (auto w = host_statistics_warning(res.backend.kind, device_statistics_platform(), spec.inspect); !w.empty())
         res.warnings.push_back(std::move(w));
-    for (auto p : spec.precisions)
+    for (auto p : spec.precisions) {
+        if (p == Precision::Fp8Delayed) res.warnings.push_back(delayed_scaling_note());
         if (autocast_precision(p) == Precision::Bf16 && !res.backend.bf16_supported)
             throw InputError("", "precision",
                              to_string(p) + " requested (BF16 autocast), but " + res.backend.device + " (" +
                                  res.backend.name +
                                  ") has no bf16 support (needs compute capability >= 8.0 or a ROCm GPU)");
+    }
 }
 
 void ComparisonRun::load_inputs() {

@@ -21,15 +21,17 @@ namespace ampscope {
 /// recipe (E4M3, one current scale per tensor), Fp8Rowwise torchao's rowwise recipe (a
 /// power-of-two scale per row of the activation and per column of the weight), Mxfp8 (E4M3, an
 /// E8M0 scale per 32 along the reduction dimension), Nvfp4 (E2M1, an E4M3 scale per 16 and a
-/// per-tensor FP32 scale).
-enum class Precision { Fp32, Fp16, Bf16, Fp8, Fp8Rowwise, Mxfp8, Nvfp4 };
+/// per-tensor FP32 scale), Fp8Delayed Transformer Engine's delayed scaling (E4M3, one scale per
+/// tensor from the amax history of the batches before).
+enum class Precision { Fp32, Fp16, Bf16, Fp8, Fp8Rowwise, Mxfp8, Nvfp4, Fp8Delayed };
 std::string to_string(Precision p);
-/// Parses "fp32", "fp16", "bf16", "fp8", "fp8-rowwise", "mxfp8", "nvfp4" (also "float16",
+/// Parses "fp32", "fp16", "bf16", "fp8", "fp8-rowwise", "mxfp8", "nvfp4", "fp8-delayed" (also "float16",
 /// "bfloat16", "half"); nullopt otherwise.
 std::optional<Precision> parse_precision(const std::string& s);
-/// A simulated FP8 or block-scaled pass (Fp8, Fp8Rowwise, Mxfp8, Nvfp4).
+/// A simulated FP8 or block-scaled pass (Fp8, Fp8Rowwise, Mxfp8, Nvfp4, Fp8Delayed).
 inline bool is_fp8(Precision p) {
-    return p == Precision::Fp8 || p == Precision::Fp8Rowwise || p == Precision::Mxfp8 || p == Precision::Nvfp4;
+    return p == Precision::Fp8 || p == Precision::Fp8Rowwise || p == Precision::Mxfp8 || p == Precision::Nvfp4 ||
+           p == Precision::Fp8Delayed;
 }
 
 enum class Mode { Eval, Train };
