@@ -12,6 +12,7 @@
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/replay.h"
+#include "ampscope/engine/vocabulary.h"
 #include "ampscope/storage/replay_record.h"
 #include "ampscope/engine/bundle.h"
 #include "checks.h"
@@ -51,7 +52,7 @@ void add_replay_options(CLI::App* sub, ReplayOptions& o) {
                                  "ce | mse | lm (shifted token cross-entropy, -100 ignored) | model (the program "
                                  "returns its loss); default: ce "
                                  "with class labels, lm with token labels [N, T], mse with targets")
-                     ->check(CLI::IsMember({"ce", "mse", "lm", "model"}));
+                     ->check(CLI::IsMember(ampscope::loss_kind_names()));
     sub->add_option("--steps", s.steps, "optimizer steps replayed on the batch")
         ->default_val(1)
         ->check(checks::Integer(1));
@@ -81,7 +82,7 @@ void add_replay_options(CLI::App* sub, ReplayOptions& o) {
                     "sgd | adam | adamw: the optimizer where the state cannot tell (an Adam/AdamW state from PyTorch "
                     "<= 2.6 with "
                     "weight decay)")
-        ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+        ->check(CLI::IsMember(ampscope::optimizer_kind_names()));
     sub->add_option(
         "--param-groups", s.param_groups,
         "a JSON list per optimizer param group of its parameter names, in the optimizer's order (groups built "
@@ -123,7 +124,7 @@ void print_replay(std::ostream& out, const ReplayResult& r) {
             << (f.op.empty() ? "" : ", " + f.op) << (f.node.empty() ? "" : " (" + f.node + ")") << " [" << f.side
             << "]";
         for (const auto& st : r.steps)
-            if (st.step == f.step && f.side != "reference" && r.scaler_enabled)
+            if (st.step == f.step && f.side != ampscope::to_string(ampscope::ReplaySide::Reference) && r.scaler_enabled)
                 out << (st.skipped ? "; GradScaler skips the step"
                                    : "; GradScaler does not skip the step: the optimizer applies it");
         out << "\n";

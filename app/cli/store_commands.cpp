@@ -12,6 +12,7 @@
 #include "ampscope/storage/json_io.h"
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/text.h"
+#include "ampscope/engine/vocabulary.h"
 #include "ampscope/storage/replay_record.h"
 #include "ampscope/storage/store.h"
 #include "checks.h"
@@ -281,7 +282,7 @@ CLI::App* add_review(CLI::App& app, State& st) {
     rev->add_option("RUN", st.run, "run id (or a unique prefix)")->required();
     rev->add_option("STATUS", st.review_status, "accepted | rejected | open")
         ->required()
-        ->check(CLI::IsMember({"accepted", "rejected", "open"}));
+        ->check(CLI::IsMember(ampscope::review_status_names()));
     rev->add_option("--author", st.author, "reviewer (default: $USER)");
     add_db_option(rev, st);
     return rev;

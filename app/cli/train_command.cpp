@@ -10,6 +10,7 @@
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/train.h"
+#include "ampscope/engine/vocabulary.h"
 #include "ampscope/storage/json_io.h"
 #include "ampscope/storage/store.h"
 #include "checks.h"
@@ -30,14 +31,14 @@ struct TrainOptions {
 void add_optimizer_options(CLI::App* train, TrainOptions& o) {
     auto& ts = o.spec;
     train->add_option("--optimizer", ts.optimizer, "sgd | adam | adamw")
-        ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
-        ->default_val("sgd");
+        ->check(CLI::IsMember(ampscope::optimizer_kind_names()))
+        ->default_val(ampscope::to_string(ampscope::OptimizerKind::Sgd));
     train->add_option("--lr", ts.lr, "learning rate")->default_val(0.05)->check(checks::Number(0));
     train->add_option("--momentum", ts.momentum, "SGD momentum")->default_val(0.0)->check(checks::Number(0));
     train->add_option("--weight-decay", ts.weight_decay, "weight decay")->default_val(0.0)->check(checks::Number(0));
     train->add_option("--lr-schedule", ts.lr_schedule, "constant | cosine (over --steps)")
-        ->check(CLI::IsMember({"constant", "cosine"}))
-        ->default_val("constant");
+        ->check(CLI::IsMember(ampscope::lr_schedule_names()))
+        ->default_val(ampscope::to_string(ampscope::LrSchedule::Constant));
     train->add_flag("--lr-per-iteration", ts.lr_per_iteration,
                     "advance the schedule per iteration, not per effective update (warns when steps were skipped)");
     train->add_option("--precision", o.precision, "fp16 | bf16")->default_val("fp16");
@@ -87,7 +88,7 @@ void add_train_options(CLI::App* train, TrainOptions& o) {
             "--loss", ts.loss,
             "ce | mse | lm (token labels [N, T], causal shift, -100 ignored) | model (the program returns its loss); "
             "default: ce with labels, lm with token labels, mse with targets")
-        ->check(CLI::IsMember({"ce", "mse", "lm", "model"}));
+        ->check(CLI::IsMember(ampscope::loss_kind_names()));
     add_optimizer_options(train, o);
     train
         ->add_option("--checkpoint-every", ts.checkpoint_every,

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Domain rules shared by every front end (rules.h).
 #include "ampscope/engine/rules.h"
+#include "ampscope/engine/vocabulary.h"
 
 #include <algorithm>
 #include <cmath>
@@ -19,8 +20,8 @@ double format_max(Precision format) {
         case Precision::Bf16: return 3.3895313892515355e38;  // (2 - 2^-7) * 2^127
         case Precision::Fp8:                                 // E4M3, the format of an FP8 pass's GEMM operands
         case Precision::Fp8Rowwise:
-        case Precision::Mxfp8: return 448.0;
         case Precision::Fp8Delayed:
+        case Precision::Mxfp8: return 448.0;
         case Precision::Nvfp4: return 6.0;  // E2M1
         case Precision::Fp32: break;
     }
@@ -126,7 +127,7 @@ Validation choose_validation(const BenchPolicy& p, const std::vector<ValidationC
     for (const auto& c : newest_first) {
         const auto d = differences(c.policy, p);
         if (d.empty()) {
-            if (c.review.status == "rejected") {
+            if (c.review.status == to_string(ReviewStatus::Rejected)) {
                 v.refusal = "run " + c.run + " validated exactly this policy (" + what +
                             ") but its review is rejected" +
                             (c.review.by.empty() ? std::string() : " (by " + c.review.by + ")") +

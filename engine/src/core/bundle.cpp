@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "ampscope/engine/bundle.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <initializer_list>
@@ -10,6 +11,7 @@
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/files.h"
 #include "ampscope/engine/json_depth.h"
+#include "ampscope/engine/vocabulary.h"
 
 namespace ampscope {
 namespace {
@@ -213,9 +215,9 @@ ReplaySpec replay_spec_of(const IncidentBundle& b) {
     s.precision = b.precision == "bf16" ? Precision::Bf16 : Precision::Fp16;
     s.keep_fp32 = b.keep_fp32;
     s.clip_grad_norm = b.clip_grad_norm.value_or(0.0);
-    s.clip_given = true;  // the bundle says (null: the job did not clip)
-    if (b.optimizer_kind == "sgd" || b.optimizer_kind == "adam" || b.optimizer_kind == "adamw")
-        s.optimizer_kind = b.optimizer_kind;
+    s.clip_given = true;                         // the bundle says (null: the job did not clip)
+    const auto& kinds = optimizer_kind_names();  // "other": the replay reads the state's own kind
+    if (std::find(kinds.begin(), kinds.end(), b.optimizer_kind) != kinds.end()) s.optimizer_kind = b.optimizer_kind;
     s.no_scaler = !b.scaler;
     s.incident = ReplayIncident{b.dir,
                                 b.detected_what,

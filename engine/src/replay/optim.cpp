@@ -13,6 +13,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "ampscope/engine/vocabulary.h"
 #include "replay/checkpoint.h"
 
 namespace ampscope::detail::ckpt {
@@ -85,7 +86,7 @@ void fused_adam(const std::string& kind, const OptimizerGroup& g, std::map<int64
     }
     if (ps.empty()) return;
     at::_foreach_add_(steps, 1);
-    if (kind == "adamw" || g.decoupled)
+    if (kind == to_string(OptimizerKind::Adamw) || g.decoupled)
         at::_fused_adamw_(ps, grads, m, v, vmax, steps, g.lr, g.beta1, g.beta2, g.weight_decay, g.eps, g.amsgrad,
                           g.maximize);
     else
@@ -120,7 +121,7 @@ void optimizer_step(OptimizerState& o, const std::vector<at::Tensor>& params) {
     at::NoGradGuard ng;
     for (const auto& g : o.groups) {
         if (g.fused) {
-            if (o.kind == "sgd")
+            if (o.kind == to_string(OptimizerKind::Sgd))
                 fused_sgd(g, o.state, params);
             else
                 fused_adam(o.kind, g, o.state, params);
@@ -130,7 +131,7 @@ void optimizer_step(OptimizerState& o, const std::vector<at::Tensor>& params) {
             const auto& p = params.at(size_t(i));
             if (!p.grad().defined()) continue;  // PyTorch steps only parameters with gradients
             auto& st = o.state[i];
-            if (o.kind == "sgd")
+            if (o.kind == to_string(OptimizerKind::Sgd))
                 sgd_update(g, st, p);
             else
                 adam_update(g, st, p);

@@ -6,6 +6,7 @@
 // re-runs: observer and backward probe); the other files of replay/ read the state and steps torch.optim's
 // arithmetic.
 #include "ampscope/engine/replay.h"
+#include "ampscope/engine/vocabulary.h"
 
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
@@ -92,7 +93,12 @@ void load_weights(const ReplaySpec& s, const ckpt::Checkpoint& c, Side& ref, Sid
     for (const auto& [name, t] : ref.model->named_state())
         if (t.is_floating_point() &&
             (params.count(t.unsafeGetTensorImpl()) ? !t.isfinite().all().item<bool>() : t.isnan().any().item<bool>())) {
-            r.first_nonfinite = ReplayStage{0, "checkpoint", "both", module_of(name), "weights " + name, ""};
+            r.first_nonfinite = ReplayStage{0,
+                                            to_string(ReplayStageKind::Checkpoint),
+                                            to_string(ReplaySide::Both),
+                                            module_of(name),
+                                            "weights " + name,
+                                            ""};
             break;
         }
 }
@@ -279,8 +285,9 @@ struct Replay {
     }
 
     std::string loss_op() const {
-        if (ts.loss == "ce" || ts.loss == "lm") return "aten::cross_entropy_loss";
-        return ts.loss == "mse" ? "aten::mse_loss" : "";
+        const LossKind loss = parse_loss_kind(ts.loss);
+        if (loss == LossKind::Ce || loss == LossKind::Lm) return "aten::cross_entropy_loss";
+        return loss == LossKind::Mse ? "aten::mse_loss" : "";
     }
 
     /// The job's loss of a forward's output; a failure is the batch's labels or targets not
@@ -291,7 +298,7 @@ struct Replay {
         } catch (const InputError&) {
             throw;
         } catch (const std::exception& e) {
-            throw InputError(s.batch, ts.loss == "mse" ? "targets" : "labels",
+            throw InputError(s.batch, parse_loss_kind(ts.loss) == LossKind::Mse ? "targets" : "labels",
                              "loss " + ts.loss + " cannot score the model's output " + c10::str(out.sizes()) +
                                  " on this batch: " + detail::first_line(e.what()));
         }
@@ -301,10 +308,11 @@ struct Replay {
         for (auto& p : side.params) p.mutable_grad().reset();  // optimizer.zero_grad(): set to None
     }
 
-    void stage(int step, const std::string& stage, const std::string& side, const std::optional<Origin>& o,
+    void stage(int step, ReplayStageKind stage, ReplaySide side, const std::optional<Origin>& o,
                const std::string& op = "", const std::string& module = "") {
         if (r.first_nonfinite) return;
-        r.first_nonfinite = ReplayStage{step, stage, side, o ? o->module : module, o ? o->op : op, o ? o->grad_fn : ""};
+        r.first_nonfinite = ReplayStage{step,           to_string(stage),   to_string(side), o ? o->module : module,
+                                        o ? o->op : op, o ? o->grad_fn : ""};
     }
 
     /// The FP32 reference step: forward, loss, backward, (clip), optimizer.
@@ -349,14 +357,15 @@ struct Replay {
         rec.found_inf = scaler.enabled() ? scaler.impl().last_found_inf() : grads_bad;
         if (s.clip_grad_norm > 0) clip_like_python(clip_amp, s.clip_grad_norm);
         if (out_bad)
-            stage(step, "forward", "amp", train_parts::amp_forward_origin(amp, inputs, seed_of(step), ts, device));
+            stage(step, ReplayStageKind::Forward, ReplaySide::Amp,
+                  train_parts::amp_forward_origin(amp, inputs, seed_of(step), ts, device));
         else if (loss_bad)
-            stage(step, "loss", "amp", std::nullopt, loss_op());
+            stage(step, ReplayStageKind::Loss, ReplaySide::Amp, std::nullopt, loss_op());
         else if (scaled_bad)
-            stage(step, "backward", "amp",
+            stage(step, ReplayStageKind::Backward, ReplaySide::Amp,
                   train_parts::amp_backward_origin(amp, inputs, seed_of(step), data, ts, device, scaler));
         else if (grads_bad)  // finite scaled gradients times 1/scale: GradScaler checked them before, it does not skip
-            stage(step, "unscale", "amp", std::nullopt,
+            stage(step, ReplayStageKind::Unscale, ReplaySide::Amp, std::nullopt,
                   "GradScaler.unscale_: gradients x 1/scale (scale " + c10::str(rec.scale) + ", 1/scale in float32 " +
                       c10::str(float(1.0 / rec.scale)) + ")");
         rec.skipped = scaler.enabled() && rec.found_inf;
@@ -371,8 +380,8 @@ struct Replay {
         for (auto* side : {&amp, &ref})
             for (size_t i = 0; i < side->params.size(); ++i)
                 if (!side->params[i].isfinite().all().item<bool>()) {
-                    stage(step, "optimizer", side == &amp ? "amp" : "reference", std::nullopt,
-                          opt_amp.kind + " update of " + side->names[i], module_of(side->names[i]));
+                    stage(step, ReplayStageKind::Optimizer, side == &amp ? ReplaySide::Amp : ReplaySide::Reference,
+                          std::nullopt, opt_amp.kind + " update of " + side->names[i], module_of(side->names[i]));
                     return;
                 }
         (void)rec;
@@ -457,8 +466,7 @@ void validate(const ReplaySpec& s) {
         throw InputError("", "growth_interval", "expected an integer >= 1");
     if (!std::isfinite(s.clip_grad_norm) || s.clip_grad_norm < 0)
         throw InputError("", "clip_grad_norm", "expected a finite number >= 0");
-    if (!s.loss.empty() && s.loss != "ce" && s.loss != "mse" && s.loss != "lm" && s.loss != "model")
-        throw InputError("", "loss", "'" + s.loss + "'; expected ce, mse, lm or model");
+    parse_loss_kind(s.loss);  // refused here, before any file is read
 }
 
 std::string files_sha256(const std::vector<std::string>& files) {
@@ -479,9 +487,10 @@ ckpt::OptimizerState job_optimizer(const ReplaySpec& spec, const ckpt::Checkpoin
     opt_file = c.files.empty() ? spec.checkpoint : c.files.back();
     for (const auto& f : c.files)
         if (f.size() >= 12 && f.compare(f.size() - 12, 12, "optimizer.pt") == 0) opt_file = f;
-    if (!spec.optimizer_state.empty())
-        opt = ckpt::read_optimizer(ckpt::read_pt_root(spec.optimizer_state, &r.warnings),
-                                   opt_file = spec.optimizer_state, "");
+    if (!spec.optimizer_state.empty()) {
+        opt_file = spec.optimizer_state;
+        opt = ckpt::read_optimizer(ckpt::read_pt_root(spec.optimizer_state, &r.warnings), opt_file, "");
+    }
     if (!opt)
         throw InputError(spec.checkpoint, "optimizer",
                          "no optimizer state in the checkpoint; give it with --optimizer-state FILE");
@@ -529,7 +538,8 @@ ReplayResult run_replay(const ReplaySpec& spec, ProgressObserver* progress) {
     prepare_optimizer(spec, c, opt, opt_file, ref, r);
     GradScaler scaler = make_scaler(spec, c, device, r);
     TrainSpec ts = training_spec_of(spec);
-    auto data = detail::load_training_data(spec.batch, *ref.model, spec.seed, ts.loss != "model");
+    auto data =
+        detail::load_training_data(spec.batch, *ref.model, spec.seed, parse_loss_kind(ts.loss) != LossKind::Model);
     train_parts::choose_loss(ts, data);
     detail::check_fp32_regions(*amp.model, spec.keep_fp32);
     std::vector<at::Tensor> inputs;
@@ -547,7 +557,7 @@ ReplayResult run_replay(const ReplaySpec& spec, ProgressObserver* progress) {
               r};
     for (const auto& t : inputs)
         if (t.is_floating_point() && !t.isfinite().all().item<bool>())
-            rp.stage(0, "input", "both", std::nullopt, "the batch's inputs");
+            rp.stage(0, ReplayStageKind::Input, ReplaySide::Both, std::nullopt, "the batch's inputs");
     train_parts::RngStates rng;
     setup_clip_and_rng(rp, c, rng);
     detail::PassScope pass_scope(device.type(), {}, /*observing=*/false);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ampscope/engine/errors.h"
+#include "ampscope/engine/vocabulary.h"
 #include "replay/checkpoint.h"
 
 namespace ampscope::detail::ckpt {
@@ -185,7 +186,8 @@ ParamState read_param_state(const c10::IValue& v, const std::string& kind, const
         ps.step = s->isTensor() ? s->toTensor().to(at::kFloat).reshape({}).clone()
                                 : at::full({}, v, at::TensorOptions().dtype(at::kFloat));
     }
-    if (kind != "sgd" && (!ps.step.defined() || !ps.exp_avg.defined() || !ps.exp_avg_sq.defined()))
+    if (kind != to_string(OptimizerKind::Sgd) &&
+        (!ps.step.defined() || !ps.exp_avg.defined() || !ps.exp_avg_sq.defined()))
         throw InputError(file, sf, "missing step, exp_avg or exp_avg_sq; expected Adam's per-parameter state");
     return ps;
 }
@@ -219,9 +221,11 @@ OptimizerState read_optimizer(const c10::IValue& v, const std::string& file, con
         if (!o.groups[i].params.empty() && o.groups[i].param_names.empty() == named)
             throw InputError(file, f + "param_groups[" + std::to_string(i) + "].param_names",
                              "present in some groups and not in others; PyTorch names all groups or none");
-    o.kind_source = o.kind == "adam|adamw" ? ""
-                    : o.kind == "sgd"      ? "momentum, dampening"
-                                      : "decoupled_weight_decay=" + std::string(o.kind == "adamw" ? "True" : "False");
+    o.kind_source =
+        o.kind == "adam|adamw" ? ""
+        : o.kind == to_string(OptimizerKind::Sgd)
+            ? "momentum, dampening"
+            : "decoupled_weight_decay=" + std::string(o.kind == to_string(OptimizerKind::Adamw) ? "True" : "False");
     for (const auto& kv : state->toGenericDict()) {
         if (!kv.key().isInt()) throw InputError(file, f + "state", "expected integer parameter indices as keys");
         const auto sf = f + "state." + std::to_string(kv.key().toInt());
@@ -231,19 +235,18 @@ OptimizerState read_optimizer(const c10::IValue& v, const std::string& file, con
 }
 
 void resolve_kind(OptimizerState& o, const std::string& forced, const std::string& file) {
-    if (!forced.empty() && forced != "sgd" && forced != "adam" && forced != "adamw")
-        throw InputError("", "optimizer", "'" + forced + "'; expected sgd, adam or adamw");
+    if (!forced.empty()) parse_optimizer_kind(forced);  // "" = the file's
     if (o.kind == "adam|adamw") {
         bool decays = false;
         for (const auto& g : o.groups) decays = decays || g.weight_decay != 0;
-        if (forced == "sgd")
+        if (!forced.empty() && parse_optimizer_kind(forced) == OptimizerKind::Sgd)
             throw InputError(file, "param_groups",
                              "hold Adam's (betas, amsgrad), not SGD's; --optimizer sgd contradicts it");
         if (!forced.empty()) {
             o.kind = forced;
             o.kind_source = "--optimizer " + forced + " (no decoupled_weight_decay key: PyTorch <= 2.6)";
         } else if (!decays) {
-            o.kind = "adam";
+            o.kind = to_string(OptimizerKind::Adam);
             o.kind_source =
                 "no decoupled_weight_decay key (PyTorch <= 2.6) and weight_decay 0: Adam and AdamW step alike";
         } else {
@@ -253,7 +256,7 @@ void resolve_kind(OptimizerState& o, const std::string& forced, const std::strin
                 "where the two step differently and the file cannot tell which: give --optimizer adam or --optimizer "
                 "adamw");
         }
-        for (auto& g : o.groups) g.decoupled = o.kind == "adamw";
+        for (auto& g : o.groups) g.decoupled = parse_optimizer_kind(o.kind) == OptimizerKind::Adamw;
         return;
     }
     if (!forced.empty() && forced != o.kind)

@@ -14,6 +14,7 @@
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/train.h"
+#include "ampscope/engine/vocabulary.h"
 #include "precision/gradscaler.h"
 #include "inspect/gpu/device_notes.h"
 #include "inspect/backward_probe.h"
@@ -68,16 +69,18 @@ using train_parts::save_checkpoint;
 using train_parts::Side;
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainSpec& s, const std::vector<at::Tensor>& params) {
-    if (s.optimizer == "sgd")
-        return std::make_unique<torch::optim::SGD>(
-            params, torch::optim::SGDOptions(s.lr).momentum(s.momentum).weight_decay(s.weight_decay));
-    if (s.optimizer == "adam")
-        return std::make_unique<torch::optim::Adam>(params,
-                                                    torch::optim::AdamOptions(s.lr).weight_decay(s.weight_decay));
-    if (s.optimizer == "adamw")
-        return std::make_unique<torch::optim::AdamW>(params,
-                                                     torch::optim::AdamWOptions(s.lr).weight_decay(s.weight_decay));
-    throw InputError("", "optimizer", "'" + s.optimizer + "'; expected sgd, adam or adamw");
+    switch (parse_optimizer_kind(s.optimizer)) {
+        case OptimizerKind::Sgd:
+            return std::make_unique<torch::optim::SGD>(
+                params, torch::optim::SGDOptions(s.lr).momentum(s.momentum).weight_decay(s.weight_decay));
+        case OptimizerKind::Adam:
+            return std::make_unique<torch::optim::Adam>(params,
+                                                        torch::optim::AdamOptions(s.lr).weight_decay(s.weight_decay));
+        case OptimizerKind::Adamw:
+            return std::make_unique<torch::optim::AdamW>(params,
+                                                         torch::optim::AdamWOptions(s.lr).weight_decay(s.weight_decay));
+    }
+    throw InputError("", "optimizer", "'" + s.optimizer + "'");  // unreachable: parsed above
 }
 
 void set_lr(torch::optim::Optimizer& opt, double lr) {
@@ -85,7 +88,7 @@ void set_lr(torch::optim::Optimizer& opt, double lr) {
 }
 
 double schedule(const TrainSpec& s, int progress) {
-    if (s.lr_schedule == "cosine")
+    if (parse_lr_schedule(s.lr_schedule) == LrSchedule::Cosine)
         return s.lr * 0.5 * (1.0 + std::cos(M_PI * std::min(progress, s.steps) / double(std::max(1, s.steps))));
     return s.lr;
 }
@@ -127,47 +130,6 @@ bool reference_broken(const Side& ref) {
     for (const auto& p : ref.params)
         if (!p.detach().isfinite().all().item<bool>()) return true;
     return false;
-}
-
-/// Every numeric option checked before anything runs (PyTorch's optimizers and GradScaler
-/// assert the same ranges), and the checkpoint directory before the first step.
-void validate_spec(const TrainSpec& s) {
-    auto finite_at_least = [](double v, double lo, bool strict, const char* field) {
-        if (!std::isfinite(v) || (strict ? !(v > lo) : !(v >= lo)))
-            throw InputError("", field,
-                             std::string("expected a finite number ") + (strict ? "> " : ">= ") + c10::str(lo) +
-                                 ", got " + c10::str(v));
-    };
-    if (s.steps < 1) throw InputError("", "steps", "expected an integer >= 1");
-    if (s.batch_size < 1) throw InputError("", "batch_size", "expected an integer >= 1");
-    if (s.accumulate < 1) throw InputError("", "accumulate", "expected an integer >= 1");
-    if (s.precision == Precision::Fp32 && s.autocast) throw InputError("", "precision", "expected fp16 or bf16");
-    finite_at_least(s.lr, 0, true, "lr");
-    finite_at_least(s.momentum, 0, false, "momentum");
-    finite_at_least(s.weight_decay, 0, false, "weight_decay");
-    finite_at_least(s.clip_grad_norm, 0, false, "clip_grad_norm");
-    finite_at_least(s.scaler.init_scale, 0, true, "init_scale");
-    finite_at_least(s.scaler.growth_factor, 1, true, "growth_factor");
-    if (!std::isfinite(s.scaler.backoff_factor) || !(s.scaler.backoff_factor > 0 && s.scaler.backoff_factor < 1))
-        throw InputError("", "backoff_factor",
-                         "expected a number in (0, 1) (torch.amp.GradScaler asserts backoff_factor < 1), got " +
-                             c10::str(s.scaler.backoff_factor));
-    if (s.scaler.growth_interval < 1) throw InputError("", "growth_interval", "expected an integer >= 1");
-    if (s.checkpoint_every < 0)
-        throw InputError("", "checkpoint_every", "expected an integer >= 0 (0 = no checkpoints)");
-    if (s.lr_schedule != "constant" && s.lr_schedule != "cosine")
-        throw InputError("", "lr_schedule", "'" + s.lr_schedule + "'; expected constant or cosine");
-    if (s.checkpoint_every > 0) {
-        std::error_code ec;
-        if (!std::filesystem::is_directory(s.checkpoint_dir, ec))
-            throw InputError(s.checkpoint_dir, "checkpoint_dir",
-                             std::filesystem::exists(s.checkpoint_dir, ec)
-                                 ? "is not a directory; expected a directory for checkpoints"
-                                 : "does not exist; expected an existing directory for checkpoints");
-        if (::access(s.checkpoint_dir.c_str(), W_OK) != 0)
-            throw InputError(s.checkpoint_dir, "checkpoint_dir",
-                             "is not writable; expected a directory checkpoints can be written to");
-    }
 }
 
 /// Model state (parameters and buffers) kept aside during a diagnostic re-run, so that the
@@ -410,10 +372,16 @@ struct Session {
             rec.nonfinite_stage = "loss";
         else if (rec.found_inf || grads_nonfinite)
             rec.nonfinite_stage = "gradient";
-        if (rec.nonfinite_stage == "loss")
+        if (rec.nonfinite_stage == "loss") {
+            const LossKind loss = parse_loss_kind(s.loss);
             rec.origin = Origin{
-                "loss", "", s.loss == "mse" ? "aten::mse_loss" : s.loss == "model" ? "" : "aten::cross_entropy_loss",
-                -1,     {}, {}};
+                "loss",
+                "",
+                loss == LossKind::Mse ? "aten::mse_loss" : loss == LossKind::Model ? "" : "aten::cross_entropy_loss",
+                -1,
+                {},
+                {}};
+        }
     }
 
     /// Where values went non-finite: re-runs before the step changes any weight (guards on).
@@ -533,7 +501,7 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
     TrainResult res;
     res.run_id = make_uuid();
     res.started_at = now_iso8601();
-    validate_spec(s);
+    train_parts::validate_spec(s);
     res.backend = backend_report(s.device);
     // The diagnostic re-runs observe ops (guards on): say when that copies outputs to the host.
     if (auto w = detail::host_statistics_warning(res.backend.kind, detail::device_statistics_platform(), s.guards);
@@ -543,7 +511,7 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
     Side ref = make_side(s, device), amp = make_side(s, device);
     res.model = ref.model->info;
     res.model.mode = "train";
-    auto data = detail::load_training_data(s.data, *ref.model, s.seed, s.loss != "model");
+    auto data = detail::load_training_data(s.data, *ref.model, s.seed, parse_loss_kind(s.loss) != LossKind::Model);
     train_parts::choose_loss(s, data);
     // The batches this run forms meet the program's symbolic ranges, before the first step.
     if (ref.model->fixed_batch == 0) ref.model->check_batches(data.inputs[0].size(0), s.batch_size, s.data);

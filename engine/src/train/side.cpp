@@ -13,6 +13,7 @@
 #include <set>
 
 #include "ampscope/engine/errors.h"
+#include "ampscope/engine/vocabulary.h"
 #include "model/model.h"
 #include "train/train_parts.h"
 
@@ -90,31 +91,33 @@ Side load_side(const std::string& model, uint64_t seed, const std::string& outpu
 }
 
 void choose_loss(TrainSpec& s, const detail::ProbeSet& data) {
-    if (s.loss.empty()) s.loss = data.labels.empty() ? "mse" : data.label_width > 0 ? "lm" : "ce";
-    if (s.loss != "ce" && s.loss != "mse" && s.loss != "lm" && s.loss != "model")
-        throw InputError("", "loss", "'" + s.loss + "'; expected ce, mse, lm or model");
-    if (s.loss == "lm" && data.label_width == 0)
+    LossKind loss = parse_loss_kind(s.loss);
+    if (loss == LossKind::Auto)
+        loss = data.labels.empty() ? LossKind::Mse : data.label_width > 0 ? LossKind::Lm : LossKind::Ce;
+    s.loss = to_string(loss);
+    if (loss == LossKind::Lm && data.label_width == 0)
         throw InputError(s.data, "labels", "loss lm needs token labels [N, T] in the training data (-100 ignored)");
-    if (s.loss == "ce" && data.label_width > 0)
+    if (loss == LossKind::Ce && data.label_width > 0)
         throw InputError(s.data, "labels", "token labels [N, T] are for --loss lm; loss ce takes class labels [N]");
-    if (s.loss == "ce" && data.labels.empty())
+    if (loss == LossKind::Ce && data.labels.empty())
         throw InputError(s.data, "labels", "loss ce needs labels in the training data");
-    if (s.loss == "mse" && data.targets.empty())
+    if (loss == LossKind::Mse && data.targets.empty())
         throw InputError(s.data, "targets", "loss mse needs targets in the training data");
 }
 
 at::Tensor training_loss(const TrainSpec& s, const at::Tensor& out, const detail::ProbeSet& data, int64_t b, int64_t e,
                          const at::Device& device) {
     namespace F = torch::nn::functional;
-    if (s.loss == "lm") return lm_loss(out, data, b, e, device);
-    if (s.loss == "model") {  // the program returns its own loss
+    const LossKind loss = parse_loss_kind(s.loss);
+    if (loss == LossKind::Lm) return lm_loss(out, data, b, e, device);
+    if (loss == LossKind::Model) {  // the program returns its own loss
         if (out.numel() != 1)
             throw InputError(s.model, "outputs",
                              "--loss model: the output is " + c10::str(out.sizes()) +
                                  "; expected the loss, one value (choose it with --output)");
         return out.reshape({});
     }
-    if (s.loss == "ce") {
+    if (loss == LossKind::Ce) {
         auto y = at::tensor(std::vector<int64_t>(data.labels.begin() + b, data.labels.begin() + e)).to(device);
         return F::cross_entropy(out, y);
     }

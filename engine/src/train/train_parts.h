@@ -66,6 +66,11 @@ std::string policy_string(const TrainSpec& s);
 void save_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler,
                      const Position& pos, const std::string& weights_hash, const at::Device& device);
 
+/// Every numeric option checked before anything runs (PyTorch's optimizers and GradScaler
+/// assert the same ranges), the learning-rate schedule's name, and the checkpoint directory
+/// before the first step (InputError naming the field).
+void validate_spec(const TrainSpec& s);
+
 /// The loss: s.loss, else ce for class labels, lm for token labels [N, T], mse for targets;
 /// checked against the data (InputError naming s.data). Shared by training and replay.
 void choose_loss(TrainSpec& s, const detail::ProbeSet& data);

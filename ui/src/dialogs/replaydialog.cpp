@@ -14,12 +14,11 @@
 #include <cmath>
 
 #include "ampscope/engine/errors.h"
+#include "ampscope/engine/vocabulary.h"
 
 namespace ampscope::ui {
 
 namespace {
-
-const QString kAutoLoss = QStringLiteral("default (ce with labels, mse with targets)");
 
 /// The path in `field`; InputError naming the field and the file when it is required and
 /// empty, or given and not there (`folder`: a folder is accepted too).
@@ -41,8 +40,7 @@ ReplayDialog::ReplayDialog(QWidget* parent) : SpecDialogFor(parent) {
     setWindowTitle(QStringLiteral("Replay incident (your checkpoint and failing batch, FP32 and AMP step by step)"));
     auto* form = new QFormLayout;
     addFiles(form);
-    loss_ = new QComboBox;
-    loss_->addItems(losses());
+    loss_ = choiceField(loss_kind_names(), QStringLiteral("default (ce with labels, mse with targets)"));
     loss_->setToolTip(
         QStringLiteral("ce: cross-entropy with labels; mse: with targets; lm: next-token cross-entropy of a language "
                        "model's logits; model: the model returns the loss itself"));
@@ -71,10 +69,8 @@ ReplayDialog::ReplayDialog(QWidget* parent) : SpecDialogFor(parent) {
 }
 
 void ReplayDialog::addJobSettings(QFormLayout* form) {
-    optimizerKind_ = new QComboBox;
+    optimizerKind_ = choiceField(optimizer_kind_names(), QStringLiteral("as the state says"));
     optimizerKind_->setObjectName(QStringLiteral("optimizerKind"));
-    optimizerKind_->addItems(
-        {QStringLiteral("as the state says"), QStringLiteral("sgd"), QStringLiteral("adam"), QStringLiteral("adamw")});
     optimizerKind_->setToolTip(
         QStringLiteral("An Adam/AdamW state from PyTorch <= 2.6 with weight decay cannot tell which it is: say it"));
     form->addRow(QStringLiteral("Optimizer"), optimizerKind_);
@@ -93,10 +89,6 @@ void ReplayDialog::addJobSettings(QFormLayout* form) {
     noScaler_ = new QCheckBox(QStringLiteral("The job ran without GradScaler (implied for BF16 without scaler state)"));
     noScaler_->setObjectName(QStringLiteral("noScaler"));
     form->addRow(QStringLiteral("No GradScaler"), noScaler_);
-}
-
-QStringList ReplayDialog::losses() {
-    return {kAutoLoss, QStringLiteral("ce"), QStringLiteral("mse"), QStringLiteral("lm"), QStringLiteral("model")};
 }
 
 QHBoxLayout* ReplayDialog::withFileOrFolder(QLineEdit* field) {
@@ -160,16 +152,14 @@ void ReplayDialog::setSpec(const ReplaySpec& s) {
     batch_->setText(QString::fromStdString(s.batch));
     optimizer_->setText(QString::fromStdString(s.optimizer_state));
     scaler_->setText(QString::fromStdString(s.scaler_state));
-    const int loss = loss_->findText(QString::fromStdString(s.loss));
-    loss_->setCurrentIndex(s.loss.empty() || loss < 0 ? 0 : loss);
+    setChoice(loss_, s.loss);
     precision_->setCurrentIndex(s.precision == Precision::Bf16 ? 1 : 0);
     setRegions(keep_fp32_, s.keep_fp32);
     prefix_->setText(QString::fromStdString(s.strip_prefix));
     steps_->setValue(s.steps);
     non_strict_->setChecked(s.non_strict);
     if (!s.device.empty()) device_->setCurrentText(QString::fromStdString(s.device));
-    const int kind = optimizerKind_->findText(QString::fromStdString(s.optimizer_kind));
-    optimizerKind_->setCurrentIndex(kind < 0 ? 0 : kind);
+    setChoice(optimizerKind_, s.optimizer_kind);
     groups_->setText(QString::fromStdString(s.param_groups));
     clip_->setText(s.clip_given || s.clip_grad_norm > 0 ? QString::number(s.clip_grad_norm, 'g', 17) : QString());
     noScaler_->setChecked(s.no_scaler);
@@ -192,14 +182,14 @@ ReplaySpec ReplayDialog::spec() const {
     s.batch = existing(batch_, "Failing batch", true, false, "a .pt dict with inputs and labels or targets");
     s.optimizer_state = existing(optimizer_, "Optimizer state", false, false, "a torch.save of optimizer.state_dict()");
     s.scaler_state = existing(scaler_, "Scaler state", false, false, "a torch.save of GradScaler.state_dict()");
-    s.loss = loss_->currentIndex() == 0 ? "" : loss_->currentText().toStdString();
+    s.loss = choice(loss_);
     s.precision = precision_->currentIndex() == 1 ? Precision::Bf16 : Precision::Fp16;
     s.keep_fp32 = regions(keep_fp32_);
     s.strip_prefix = prefix_->text().trimmed().toStdString();
     s.steps = steps_->value();
     s.non_strict = non_strict_->isChecked();
     s.device = device_->currentText().toStdString();
-    s.optimizer_kind = optimizerKind_->currentIndex() == 0 ? "" : optimizerKind_->currentText().toStdString();
+    s.optimizer_kind = choice(optimizerKind_);
     s.param_groups = existing(groups_, "Param groups", false, false, "a JSON list per param group of parameter names");
     const QString clip = clip_->text().trimmed();
     if (!clip.isEmpty()) {

@@ -26,8 +26,6 @@ public:
     void setSpec(const ReplaySpec& s) override;
     /// Throws InputError naming the field and the file when a file is missing.
     ReplaySpec spec() const override;
-    /// The losses offered (the first: the engine's default, ce with labels, mse with targets).
-    static QStringList losses();
 
 private:
     void addFiles(QFormLayout* form);

@@ -12,6 +12,8 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
+#include <algorithm>
+
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/run.h"
 
@@ -84,6 +86,21 @@ QComboBox* SpecDialog::deviceField() {
     const auto b = backend_report("cpu");
     for (int i = 0; i < b.cuda_device_count; ++i) d->addItem(QStringLiteral("cuda:%1").arg(i));
     return d;
+}
+
+QComboBox* SpecDialog::choiceField(const std::vector<std::string>& names, const QString& none) {
+    auto* c = new QComboBox;
+    if (!none.isEmpty()) c->addItem(none, QString());
+    for (const auto& n : names) c->addItem(QString::fromStdString(n), QString::fromStdString(n));
+    return c;
+}
+
+void SpecDialog::setChoice(QComboBox* field, const std::string& name) {
+    field->setCurrentIndex(std::max(0, field->findData(QString::fromStdString(name))));
+}
+
+std::string SpecDialog::choice(const QComboBox* field) {
+    return field->currentData().toString().toStdString();
 }
 
 QLineEdit* SpecDialog::regionsField(const QString& example) {

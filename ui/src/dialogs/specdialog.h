@@ -43,6 +43,12 @@ protected:
     static QComboBox* modelField();
     /// cpu and the CUDA devices present.
     static QComboBox* deviceField();
+    /// A choice among a vocabulary's names (vocabulary.h), each item's data its name; `none`,
+    /// when given, comes first with data "" (the engine's default).
+    static QComboBox* choiceField(const std::vector<std::string>& names, const QString& none = {});
+    /// Selects the item whose data is `name` (not there: the first); the selected item's name.
+    static void setChoice(QComboBox* field, const std::string& name);
+    static std::string choice(const QComboBox* field);
     static QLineEdit* regionsField(const QString& example);
     static std::vector<std::string> regions(const QLineEdit* field);
     static void setRegions(QLineEdit* field, const std::vector<std::string>& globs);

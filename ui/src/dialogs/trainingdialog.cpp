@@ -12,8 +12,14 @@
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/run.h"
+#include "ampscope/engine/vocabulary.h"
 
 namespace ampscope::ui {
+
+namespace {
+/// The LR schedule item that advances per iteration, not per effective update.
+constexpr int kPerIteration = Qt::UserRole + 1;
+}  // namespace
 
 TrainingDialog::TrainingDialog(QWidget* parent) : SpecDialogFor(parent) {
     setWindowTitle(QStringLiteral("New training run (FP32 reference and AMP side by side)"));
@@ -52,12 +58,9 @@ void TrainingDialog::addSchedule(QFormLayout* form) {
     form->addRow(QStringLiteral("Batch size"), batch_);
     accumulate_ = integer(1, 1024, 1);
     form->addRow(QStringLiteral("Micro-batches per step (accumulation)"), accumulate_);
-    loss_ = new QComboBox;
-    loss_->addItems(
-        {QStringLiteral("auto (ce with labels, mse with targets)"), QStringLiteral("ce"), QStringLiteral("mse")});
+    loss_ = choiceField(loss_kind_names(), QStringLiteral("auto (ce with labels, mse with targets)"));
     form->addRow(QStringLiteral("Loss"), loss_);
-    optimizer_ = new QComboBox;
-    optimizer_->addItems({QStringLiteral("sgd"), QStringLiteral("adam"), QStringLiteral("adamw")});
+    optimizer_ = choiceField(optimizer_kind_names());
     form->addRow(QStringLiteral("Optimizer"), optimizer_);
     lr_ = number(0, 100, 0.05, 6);
     form->addRow(QStringLiteral("Learning rate"), lr_);
@@ -65,9 +68,19 @@ void TrainingDialog::addSchedule(QFormLayout* form) {
     form->addRow(QStringLiteral("Momentum (SGD)"), momentum_);
     weight_decay_ = number(0, 10, 0, 6);
     form->addRow(QStringLiteral("Weight decay"), weight_decay_);
+    // Data: the schedule's name; one that changes the rate twice, over effective updates and
+    // over iterations (kPerIteration true).
     schedule_ = new QComboBox;
-    schedule_->addItems({QStringLiteral("constant"), QStringLiteral("cosine (over effective updates)"),
-                         QStringLiteral("cosine (over iterations)")});
+    for (const auto& name : lr_schedule_names()) {
+        const QString n = QString::fromStdString(name);
+        if (parse_lr_schedule(name) == LrSchedule::Constant) {
+            schedule_->addItem(n, n);
+            continue;
+        }
+        schedule_->addItem(n + QStringLiteral(" (over effective updates)"), n);
+        schedule_->addItem(n + QStringLiteral(" (over iterations)"), n);
+        schedule_->setItemData(schedule_->count() - 1, true, kPerIteration);
+    }
     form->addRow(QStringLiteral("LR schedule"), schedule_);
 }
 
@@ -97,12 +110,15 @@ void TrainingDialog::setSpec(const TrainSpec& s) {
     steps_->setValue(s.steps);
     batch_->setValue(s.batch_size);
     accumulate_->setValue(s.accumulate);
-    loss_->setCurrentIndex(s.loss == "ce" ? 1 : s.loss == "mse" ? 2 : 0);
-    optimizer_->setCurrentText(QString::fromStdString(s.optimizer));
+    setChoice(loss_, s.loss);
+    setChoice(optimizer_, s.optimizer);
     lr_->setValue(s.lr);
     momentum_->setValue(s.momentum);
     weight_decay_->setValue(s.weight_decay);
-    schedule_->setCurrentIndex(s.lr_schedule == "cosine" ? (s.lr_per_iteration ? 2 : 1) : 0);
+    setChoice(schedule_, s.lr_schedule);  // the first of its items: over effective updates
+    const int perIteration = schedule_->currentIndex() + 1;
+    if (s.lr_per_iteration && schedule_->itemData(perIteration, kPerIteration).toBool())
+        schedule_->setCurrentIndex(perIteration);
     precision_->setCurrentIndex(s.precision == Precision::Bf16 ? 1 : 0);
     isolation_->setCurrentIndex(!s.autocast ? 2 : !s.scaler.enabled ? 1 : 0);
     init_scale_->setValue(s.scaler.init_scale);
@@ -125,14 +141,14 @@ TrainSpec TrainingDialog::spec() const {
     s.steps = steps_->value();
     s.batch_size = batch_->value();
     s.accumulate = accumulate_->value();
-    s.loss = loss_->currentIndex() == 1 ? "ce" : loss_->currentIndex() == 2 ? "mse" : "";
-    s.optimizer = optimizer_->currentText().toStdString();
+    s.loss = choice(loss_);
+    s.optimizer = choice(optimizer_);
     s.lr = lr_->value();
     if (!(s.lr > 0)) throw InputError("Learning rate", "", "expected a number > 0");
     s.momentum = momentum_->value();
     s.weight_decay = weight_decay_->value();
-    s.lr_schedule = schedule_->currentIndex() == 0 ? "constant" : "cosine";
-    s.lr_per_iteration = schedule_->currentIndex() == 2;
+    s.lr_schedule = choice(schedule_);
+    s.lr_per_iteration = schedule_->currentData(kPerIteration).toBool();
     s.precision = precision_->currentIndex() == 1 ? Precision::Bf16 : Precision::Fp16;
     s.autocast = isolation_->currentIndex() != 2;
     s.scaler.enabled = isolation_->currentIndex() != 1;

@@ -2,6 +2,8 @@
 // ReplayView: the remedies as specs, and a replay's outcome and a remedy's change in words.
 #include <algorithm>
 
+#include "ampscope/engine/errors.h"
+#include "ampscope/engine/vocabulary.h"
 #include "replaymodel.h"
 #include "replayview.h"
 #include "uitext.h"
@@ -14,20 +16,33 @@ QString precisionName(Precision p) {
     return storedText(to_string(p)).toUpper();
 }
 
+/// A stored stage in words (a name the vocabulary does not know: as stored).
 QString stageName(const std::string& stage) {
-    if (stage == "checkpoint") return QStringLiteral("in the checkpoint's weights");
-    if (stage == "input") return QStringLiteral("in the batch's inputs");
-    if (stage == "forward") return QStringLiteral("in the forward pass");
-    if (stage == "loss") return QStringLiteral("in the loss");
-    if (stage == "backward") return QStringLiteral("in the backward pass");
-    if (stage == "optimizer") return QStringLiteral("in the optimizer update");
+    try {
+        switch (parse_replay_stage(stage)) {
+            case ReplayStageKind::Checkpoint: return QStringLiteral("in the checkpoint's weights");
+            case ReplayStageKind::Input: return QStringLiteral("in the batch's inputs");
+            case ReplayStageKind::Forward: return QStringLiteral("in the forward pass");
+            case ReplayStageKind::Loss: return QStringLiteral("in the loss");
+            case ReplayStageKind::Backward: return QStringLiteral("in the backward pass");
+            case ReplayStageKind::Optimizer: return QStringLiteral("in the optimizer update");
+            case ReplayStageKind::Unscale: break;
+        }
+    } catch (const InputError&) {
+    }
     return QStringLiteral("at stage ") + storedText(stage);
 }
 
+/// A stored side in words (a name the vocabulary does not know: as stored).
 QString sideName(const std::string& side) {
-    if (side == "amp") return QStringLiteral("the AMP side");
-    if (side == "reference") return QStringLiteral("the FP32 reference");
-    if (side == "both") return QStringLiteral("both sides");
+    try {
+        switch (parse_replay_side(side)) {
+            case ReplaySide::Amp: return QStringLiteral("the AMP side");
+            case ReplaySide::Reference: return QStringLiteral("the FP32 reference");
+            case ReplaySide::Both: return QStringLiteral("both sides");
+        }
+    } catch (const InputError&) {
+    }
     return storedText(side);
 }
 

@@ -134,9 +134,9 @@ void MainWindow::buildMenus() {
     auto* run = menuBar()->addMenu(QStringLiteral("&Run"));
     add(run, QStringLiteral("&Annotate…"), QKeySequence(QStringLiteral("Ctrl+M")), &MainWindow::annotate);
     add(run, QStringLiteral("Review: a&ccept"), QKeySequence(QStringLiteral("Ctrl+Shift+A")),
-        [this] { setReview(QStringLiteral("accepted")); });
+        [this] { setReview(ReviewStatus::Accepted); });
     add(run, QStringLiteral("Review: re&ject"), QKeySequence(QStringLiteral("Ctrl+Shift+J")),
-        [this] { setReview(QStringLiteral("rejected")); });
+        [this] { setReview(ReviewStatus::Rejected); });
     addAdviseAction(run);
     add(run, QStringLiteral("C&ompare two selected runs"), QKeySequence(QStringLiteral("Ctrl+D")),
         &MainWindow::compareSelected);
@@ -402,11 +402,11 @@ void MainWindow::annotate() {
     }
 }
 
-void MainWindow::setReview(const QString& status) {
+void MainWindow::setReview(ReviewStatus status) {
     if (!store_ || current_.isEmpty()) return;
     QSettings s;
     try {
-        store_->set_review(current_.toStdString(), status.toStdString(),
+        store_->set_review(current_.toStdString(), to_string(status),
                            s.value(QStringLiteral("author"), qEnvironmentVariable("USER")).toString().toStdString());
         refreshRuns();
         showRun(current_);

@@ -15,6 +15,7 @@
 #include "ampscope/engine/replay.h"
 #include "ampscope/engine/run.h"
 #include "ampscope/engine/train.h"
+#include "ampscope/engine/vocabulary.h"
 #include "ampscope/storage/store.h"
 #include "errorreporter.h"
 
@@ -135,7 +136,7 @@ public Q_SLOTS:
     void exportCurrentChart();
     void exportCurrentTable();
     void annotate();
-    void setReview(const QString& status);
+    void setReview(ReviewStatus status);
     void deleteSelected();
     void keepModuleInFp32();
     /// Two runs side by side (e.g. FP16 vs BF16, or before/after an FP32 region).

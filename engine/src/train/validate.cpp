@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: MIT
+// A training spec's options checked before anything runs.
+#include <c10/util/StringUtil.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <system_error>
+
+#include "ampscope/engine/errors.h"
+#include "ampscope/engine/train.h"
+#include "ampscope/engine/vocabulary.h"
+#include "train/train_parts.h"
+
+namespace ampscope::train_parts {
+
+void validate_spec(const TrainSpec& s) {
+    auto finite_at_least = [](double v, double lo, bool strict, const char* field) {
+        if (!std::isfinite(v) || (strict ? !(v > lo) : !(v >= lo)))
+            throw InputError("", field,
+                             std::string("expected a finite number ") + (strict ? "> " : ">= ") + c10::str(lo) +
+                                 ", got " + c10::str(v));
+    };
+    if (s.steps < 1) throw InputError("", "steps", "expected an integer >= 1");
+    if (s.batch_size < 1) throw InputError("", "batch_size", "expected an integer >= 1");
+    if (s.accumulate < 1) throw InputError("", "accumulate", "expected an integer >= 1");
+    if (s.precision == Precision::Fp32 && s.autocast) throw InputError("", "precision", "expected fp16 or bf16");
+    finite_at_least(s.lr, 0, true, "lr");
+    finite_at_least(s.momentum, 0, false, "momentum");
+    finite_at_least(s.weight_decay, 0, false, "weight_decay");
+    finite_at_least(s.clip_grad_norm, 0, false, "clip_grad_norm");
+    finite_at_least(s.scaler.init_scale, 0, true, "init_scale");
+    finite_at_least(s.scaler.growth_factor, 1, true, "growth_factor");
+    if (!std::isfinite(s.scaler.backoff_factor) || !(s.scaler.backoff_factor > 0 && s.scaler.backoff_factor < 1))
+        throw InputError("", "backoff_factor",
+                         "expected a number in (0, 1) (torch.amp.GradScaler asserts backoff_factor < 1), got " +
+                             c10::str(s.scaler.backoff_factor));
+    if (s.scaler.growth_interval < 1) throw InputError("", "growth_interval", "expected an integer >= 1");
+    if (s.checkpoint_every < 0)
+        throw InputError("", "checkpoint_every", "expected an integer >= 0 (0 = no checkpoints)");
+    parse_lr_schedule(s.lr_schedule);  // refused here, before any work
+    if (s.checkpoint_every > 0) {
+        std::error_code ec;
+        if (!std::filesystem::is_directory(s.checkpoint_dir, ec))
+            throw InputError(s.checkpoint_dir, "checkpoint_dir",
+                             std::filesystem::exists(s.checkpoint_dir, ec)
+                                 ? "is not a directory; expected a directory for checkpoints"
+                                 : "does not exist; expected an existing directory for checkpoints");
+        if (::access(s.checkpoint_dir.c_str(), W_OK) != 0)
+            throw InputError(s.checkpoint_dir, "checkpoint_dir",
+                             "is not writable; expected a directory checkpoints can be written to");
+    }
+}
+
+}  // namespace ampscope::train_parts
