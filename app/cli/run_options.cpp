@@ -75,7 +75,7 @@ void add_spec_options(CLI::App* run, RunOptions& o, bool model_required) {
         run->add_option("--probes", spec.probes, "'demo' (the demo model's built-in set) or a .pt / .csv probe file");
     if (model_required) probes->required();
     run->add_option("--precision", o.precisions,
-                    "AMP passes to run, comma-separated (fp16, bf16, fp8, fp8-rowwise, mxfp8, nvfp4); "
+                    "AMP passes to run, comma-separated (fp16, bf16, fp8, fp8-rowwise, mxfp8, nvfp4, fp8-delayed); "
                     "the FP32 reference always runs")
         ->default_str("fp16,bf16");
     run->add_option("--device", spec.device, "cpu | cuda | cuda:N (default: cuda when available, else cpu)")
@@ -137,9 +137,9 @@ std::vector<Precision> parse_amp_precisions(const std::string& list) {
         if (item.empty()) continue;
         auto p = parse_precision(item);
         if (!p)
-            throw InputError(
-                "--precision", "",
-                "unknown precision '" + item + "'; expected fp16, bf16, fp8, fp8-rowwise, mxfp8 and/or nvfp4");
+            throw InputError("--precision", "",
+                             "unknown precision '" + item +
+                                 "'; expected fp16, bf16, fp8, fp8-rowwise, mxfp8, nvfp4 and/or fp8-delayed");
         if (std::find(out.begin(), out.end(), *p) != out.end())
             throw InputError("--precision", "", "'" + item + "' given twice; expected each precision once");
         out.push_back(*p);

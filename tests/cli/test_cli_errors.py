@@ -115,7 +115,8 @@ class CliErrors(unittest.TestCase):
 
     def test_unknown_precision(self):
         self.expect_bad_input(["--model", self.model, "--probes", self.good_probes, "--precision", "fp4"],
-                              "--precision", "fp4", "expected fp16, bf16 and/or fp8")
+                              "--precision", "fp4",
+                              "expected fp16, bf16, fp8, fp8-rowwise, mxfp8, nvfp4 and/or fp8-delayed")
 
     def test_precision_given_twice(self):
         # each AMP pass once: "fp16,fp16" recorded the FP16 pass twice
