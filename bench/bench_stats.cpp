@@ -96,6 +96,19 @@ void BM_ObserverOpOutputSeenRows(benchmark::State& st) {
 }
 BENCHMARK(BM_ObserverOpOutputSeenRows)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+/// A 4 x 12 x 128 x 128 attention-score-sized output, with and without a causal mask's fill
+/// value (torch.finfo(dtype).min) in it: magnitudes above 2^56 leave the fast path.
+void BM_FusedStatsMasked(benchmark::State& st, at::ScalarType dt, bool masked) {
+    auto t = at::randn({4, 12, 128, 128});
+    if (masked) t = t.masked_fill(at::ones({128, 128}, at::kBool).triu(1), std::numeric_limits<float>::lowest());
+    t = t.to(dt);
+    for (auto _ : st) benchmark::DoNotOptimize(ampscope::detail::tensor_stats(t));
+}
+BENCHMARK_CAPTURE(BM_FusedStatsMasked, bf16_plain, at::kBFloat16, false)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_FusedStatsMasked, bf16_masked, at::kBFloat16, true)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_FusedStatsMasked, fp32_plain, at::kFloat, false)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_FusedStatsMasked, fp32_masked, at::kFloat, true)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 /// One FP16 autocast pass of demo:transformer over its probe set, with and without the observer.
 void BM_AmpPass(benchmark::State& st, bool inspect) {
     using namespace ampscope::detail;
