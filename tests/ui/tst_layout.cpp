@@ -207,7 +207,7 @@ class TstLayout : public QObject {
 private:
     QTemporaryDir dir_;
     QString db_;
-    QString demo_, fp32Embed_, train_, remedy_;
+    QString demo_, fp32Embed_, train_, remedy_, ranked_;
     QStringList messages_;
 
     std::unique_ptr<MainWindow> window(QSize size) {
@@ -252,6 +252,18 @@ private Q_SLOTS:
             spec.keep_fp32 = {"embed"};
             fp32Embed_ = QString::fromStdString(run_comparison(spec, &w).run_id);
         }
+        {
+            // the demo run as 8 ranks under torchrun would have recorded it (issue 31)
+            auto r = store.load_run(demo_.toStdString());
+            r.run_id = make_uuid();
+            const int n = int(r.samples.size());
+            for (int k = 0; k < 8; ++k)
+                r.ranks.push_back({k, "gpu-node-" + std::to_string(k / 4) + ".cluster.example.org",
+                                   "cuda:" + std::to_string(k % 4), n * k / 8, n * (k + 1) / 8 - n * k / 8, 12.5 + k,
+                                   4096});
+            store.insert_run(r, "completed", "", {}, {});
+            ranked_ = QString::fromStdString(r.run_id);
+        }
         storage::TrainWriter tw(store);
         TrainSpec ts;  // the GUI demo's training run
         ts.device = "cpu";
@@ -282,6 +294,34 @@ private Q_SLOTS:
         w->compareRuns(demo_, fp32Embed_);
         problems << tabProblems(*w, {MainWindow::kCompareTab}, &seen);
         QCOMPARE(seen, 9);
+        QVERIFY2(problems.isEmpty(), qPrintable(QStringLiteral("window %1 × %2:\n").arg(w->width()).arg(w->height()) +
+                                                problems.join(QLatin1Char('\n'))));
+        QVERIFY2(messages_.isEmpty(), qPrintable(messages_.join(QLatin1Char('\n'))));
+    }
+
+    /// A run under torchrun: the overview shows the time per rank, every rank's host (its short
+    /// name) and device unelided; a single-process run's overview has no such chart.
+    void rankChartFits_data() { sizes(); }
+    void rankChartFits() {
+        QFETCH(QSize, size);
+        auto w = window(size);
+        QVERIFY(w);
+        w->showRun(demo_);
+        w->tabs()->setCurrentIndex(MainWindow::kOverviewTab);
+        settle();
+        int seen = 0;
+        QStringList problems =
+            pageProblems(w->tabs()->widget(MainWindow::kOverviewTab), QStringLiteral("Overview"), &seen);
+        QCOMPARE(seen, 0);  // no ranks, no chart
+        w->showRun(ranked_);
+        w->tabs()->setCurrentIndex(MainWindow::kOverviewTab);
+        problems << pageProblems(w->tabs()->widget(MainWindow::kOverviewTab), QStringLiteral("Overview"), &seen);
+        QCOMPARE(seen, 1);
+        auto* view = shownCharts(w->tabs()->widget(MainWindow::kOverviewTab)).value(0);
+        QVERIFY(view);
+        const auto texts = shownTexts(view);
+        QVERIFY2(texts.contains(QStringLiteral("rank 7 · gpu-node-1 · cuda:3")),
+                 qPrintable(texts.join(QLatin1Char('|'))));
         QVERIFY2(problems.isEmpty(), qPrintable(QStringLiteral("window %1 × %2:\n").arg(w->width()).arg(w->height()) +
                                                 problems.join(QLatin1Char('\n'))));
         QVERIFY2(messages_.isEmpty(), qPrintable(messages_.join(QLatin1Char('\n'))));

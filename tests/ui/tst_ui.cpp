@@ -85,7 +85,9 @@ private:
 };
 
 QString overviewText(MainWindow& w) {
-    return static_cast<QTextBrowser*>(w.tabs()->widget(MainWindow::kOverviewTab))->toPlainText();
+    QWidget* tab = w.tabs()->widget(MainWindow::kOverviewTab);  // the overview, above a torchrun run's rank chart
+    auto* text = qobject_cast<QTextBrowser*>(tab) ? qobject_cast<QTextBrowser*>(tab) : tab->findChild<QTextBrowser*>();
+    return text ? text->toPlainText() : QString();
 }
 
 /// The chart views of `tab` that are on screen; each must draw every series with points where
@@ -156,6 +158,40 @@ private Q_SLOTS:
         samples.clearData();
         flips.clearData();
         layers.clearData();
+    }
+
+    /// A run under torchrun (issue 31): the samples table's last column is the rank that ran
+    /// each sample, with its device (host in the tool tip); a live run's comparisons come before it.
+    void samplesTableShowsTheRankOfEachSample() {
+        storage::Store store(db_.toStdString());
+        auto run = store.load_run(uuid_);
+        QCOMPARE(run.samples.size(), size_t(40));
+        run.ranks = {{0, "node-a", "cuda:0", 0, 24, 2.5, 0}, {1, "node-b", "cuda:1", 24, 16, 1.5, 640}};
+        SampleModel samples;
+        QAbstractItemModelTester tester(&samples, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        samples.resetData(run);
+        const int last = 3 + 3 * 2;
+        QCOMPARE(samples.columnCount(), last + 1);
+        QCOMPARE(samples.headerData(last, Qt::Horizontal).toString(), QStringLiteral("Rank"));
+        QCOMPARE(samples.index(0, last).data().toString(), QStringLiteral("0 (cuda:0)"));
+        QCOMPARE(samples.index(23, last).data().toString(), QStringLiteral("0 (cuda:0)"));
+        QCOMPARE(samples.index(24, last).data().toString(), QStringLiteral("1 (cuda:1)"));
+        QVERIFY(samples.index(39, last).data(Qt::ToolTipRole).toString().contains(QStringLiteral("node-b")));
+        QCOMPARE(samples.index(39, last).data(SampleModel::SortRole).toInt(), 1);
+        // a live run: the comparison's columns go before the rank column
+        auto live = run;
+        live.comparisons.clear();
+        samples.resetData(live);
+        QCOMPARE(samples.columnCount(), 4);
+        samples.addComparison(run.comparisons[0]);
+        QCOMPARE(samples.columnCount(), 7);
+        QCOMPARE(samples.headerData(6, Qt::Horizontal).toString(), QStringLiteral("Rank"));
+        QVERIFY(samples.headerData(3, Qt::Horizontal).toString().endsWith(QStringLiteral("|Δ|")));
+        QCOMPARE(samples.index(5, 6).data().toString(), QStringLiteral("0 (cuda:0)"));
+        // a single-process run has no rank column
+        samples.resetData(store.load_run(uuid_));
+        QCOMPARE(samples.columnCount(), 3 + 3 * 2);
+        QVERIFY(samples.headerData(samples.columnCount() - 1, Qt::Horizontal).toString() != QStringLiteral("Rank"));
     }
 
     /// The advisor's and the replay's models, on values made here (the advisor and the replay

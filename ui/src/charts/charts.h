@@ -38,6 +38,8 @@ QChart* makeDeltaChart(SampleModel* model);
 QChart* makeDeltaHistogram(SampleModel* model);
 /// |Δ| against the reference margin (log–log); flips marked: they sit at small margins.
 QChart* makeFlipChart(SampleModel* model);
+/// A run under torchrun: seconds per rank as horizontal bars, each labelled with its host and device.
+QChart* makeRankChart(SampleModel* model);
 /// absmax per op (log scale) against the format's limit; origin and propagation marked.
 QChart* makeLayerChart(LayerModel* model);
 /// Per-sample |Δ| of two runs, one series per run and precision (run B darker, squares).

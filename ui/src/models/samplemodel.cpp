@@ -16,6 +16,10 @@ void SampleModel::resetData(const RunResult& run) {
     for (auto& p : run_.passes) p.layers.clear();  // the layer model holds them
     updatePlotRange();
     computeMargins();
+    rankOf_.assign(run_.samples.size(), -1);
+    for (size_t k = 0; k < run_.ranks.size(); ++k)
+        for (int i = run_.ranks[k].first_sample; i < run_.ranks[k].first_sample + run_.ranks[k].samples; ++i)
+            if (i >= 0 && size_t(i) < rankOf_.size()) rankOf_[size_t(i)] = int(k);
     endResetModel();
 }
 
@@ -28,7 +32,7 @@ void SampleModel::addPass(const PassResult& pass) {
 }
 
 void SampleModel::addComparison(const Comparison& cmp) {
-    const int first = columns();
+    const int first = 3 + 3 * int(run_.comparisons.size());  // before the rank column, if any
     beginInsertColumns({}, first, first + 2);
     run_.comparisons.push_back(cmp);
     updatePlotRange();
@@ -54,11 +58,27 @@ QString SampleModel::columnName(int s) const {
     if (s == 0) return QStringLiteral("Sample");
     if (s == 1) return QStringLiteral("Tag");
     if (s == kMarginColumn) return QStringLiteral("ref margin");
+    if (s == rankColumn()) return QStringLiteral("Rank");
     const int c = (s - 3) / 3, k = (s - 3) % 3;
     const auto p = storedText(to_string(run_.comparisons[size_t(c)].precision));
     return k == 0   ? QString(p + QStringLiteral(" |Δ|"))
            : k == 1 ? QString(p + QStringLiteral(" rel"))
                     : QString(p + QStringLiteral(" decision"));
+}
+
+QVariant SampleModel::rankData(size_t sample, int role) const {
+    const int k = sample < rankOf_.size() ? rankOf_[sample] : -1;
+    if (k < 0) return role == Qt::DisplayRole ? QVariant(QStringLiteral("-")) : QVariant();
+    const auto& r = run_.ranks[size_t(k)];
+    if (role == SortRole) return r.rank;
+    if (role == Qt::DisplayRole) return QStringLiteral("%1 (%2)").arg(r.rank).arg(storedText(r.device));
+    if (role == Qt::ToolTipRole)
+        return QStringLiteral("rank %1 on %2, %3: samples %4–%5")
+            .arg(r.rank)
+            .arg(storedText(r.host), storedText(r.device))
+            .arg(r.first_sample)
+            .arg(r.first_sample + r.samples - 1);
+    return {};
 }
 
 QVariant SampleModel::data(const QModelIndex& idx, int role) const {
@@ -70,6 +90,7 @@ QVariant SampleModel::data(const QModelIndex& idx, int role) const {
         if (role == PlotRole && idx.column() == 0) return double(i);
         return {};
     }
+    if (idx.column() == rankColumn()) return rankData(i, role);
     if (idx.column() == kMarginColumn) {
         const double m = i < margin_.size() ? margin_[i] : 0.0;
         if (role == PlotRole) return std::max(m, kPlotFloor);

@@ -14,7 +14,8 @@ class SampleModel : public TableModel {
     Q_OBJECT
 public:
     /// Columns: sample, tag, reference margin (top-1 minus top-2 reference score), then per
-    /// AMP precision |Δ|, relative |Δ|, decision.
+    /// AMP precision |Δ|, relative |Δ|, decision; last, for a run under torchrun, the rank that
+    /// ran the sample (its device shown, its host in the tool tip).
     /// PlotRole: column 0 the sample's index, the margin and |Δ| columns values for log axes
     /// (non-finite |Δ| at plotTop()); SummaryRole on a |Δ| column: that sample in that
     /// precision in a few lines (chart tool tips).
@@ -29,6 +30,10 @@ public:
     /// A live run: the comparison's three columns are appended.
     void addComparison(const Comparison& cmp);
     const RunResult& run() const { return run_; }
+    /// Whether the run ran under torchrun (RunResult::ranks): then the last column is the rank.
+    bool hasRanks() const { return !run_.ranks.empty(); }
+    /// The rank column, or -1 when the run has no ranks.
+    int rankColumn() const { return hasRanks() ? columns() - 1 : -1; }
     /// Smallest and largest finite |Δ| (at least the tolerance), and where non-finite ones sit.
     double plotLow() const { return lo_; }
     double plotHigh() const { return hi_; }
@@ -38,13 +43,15 @@ public:
 
 protected:
     int rows() const override { return int(run_.samples.size()); }
-    int columns() const override { return 3 + 3 * int(run_.comparisons.size()); }
+    int columns() const override { return 3 + 3 * int(run_.comparisons.size()) + (hasRanks() ? 1 : 0); }
     QString columnName(int column) const override;
 
 private:
     void computeMargins();
     void updatePlotRange();
+    QVariant rankData(size_t sample, int role) const;
     RunResult run_;
+    std::vector<int> rankOf_;  ///< per sample, its index in run_.ranks (-1: none)
     std::vector<double> margin_;
     double lo_ = kPlotFloor, hi_ = 1;
 };

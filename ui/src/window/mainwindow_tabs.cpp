@@ -158,7 +158,14 @@ void MainWindow::fitRunBrowser() {
 QWidget* MainWindow::buildOverviewTab() {
     overview_ = new QTextBrowser;
     overview_->setOpenExternalLinks(false);
-    return overview_;
+    // a run under torchrun: the time of each rank below the overview (hidden for other runs)
+    auto* ranks = chartWidgetFor(
+        samples_, [m = samples_] { return makeRankChart(m); }, QString());
+    ranks->setObjectName(QStringLiteral("rankChart"));
+    auto show = [ranks, m = samples_] { ranks->setVisible(m->hasRanks()); };
+    show();
+    connect(samples_, &QAbstractItemModel::modelReset, ranks, show);
+    return stacked(overview_, ranks);
 }
 
 ChartWidget* MainWindow::chartWidgetFor(QAbstractItemModel* model, std::function<QChart*()> build,
