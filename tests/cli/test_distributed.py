@@ -323,9 +323,13 @@ class SameStoreTwice(unittest.TestCase):
         env = {"TORCHELASTIC_USE_AGENT_STORE": "True", "TORCHELASTIC_RUN_ID": "same"}
         with tempfile.TemporaryDirectory() as d:
             outs = []
-            for i, (model, bs) in enumerate([("demo:mlp", "8"), ("demo:transformer", "16")]):
+            # Another model, batch size (shards 16 + 24, then 20 + 20) and number of passes (2, then 3):
+            # a rank reading the first run's hellos, go-aheads or end would run the wrong shard or stop early.
+            runs = [("demo:mlp", "8", "fp16"), ("demo:transformer", "4", "fp16,bf16")]
+            for i, (model, bs, precision) in enumerate(runs):
                 out = os.path.join(d, f"{i}.json")
-                args = ["run", "--model", model, "--probes", "demo", "--batch-size", bs, "--no-db"]
+                args = ["run", "--model", model, "--probes", "demo", "--batch-size", bs, "--precision", precision,
+                        "--no-db", "--lost-after", "5"]
                 res = finish(launch([args + ["--json", out, "-q"], args + ["-q"]], env, port))
                 self.assertEqual(res[0][0], res[1][0], res)
                 one_process(*args, "--json", os.path.join(d, f"one{i}.json"), "-q")
