@@ -134,6 +134,13 @@ struct Program {
 enum class ZipKind { NotZip, Export, AotInductor, TorchScript, Other };
 ZipKind sniff_zip(const std::vector<char>& bytes, const std::string& file);
 
+/// Module paths: root "" first, then the module call graph's, then any a node names
+/// (export_outline.cpp, as sniff_zip and collect_output_names).
+void collect_modules(const nlohmann::json& gm, Program& p);
+
+/// Names of the user outputs from the root call's out_spec; "0", "1", … where it does not fit.
+void collect_output_names(const nlohmann::json& gm, const std::string& file, const std::string& model_json, Program& p);
+
 /// Checks a read program's graphs against its signature: every value defined once before use,
 /// higher-order and symbolic nodes well formed. Throws InputError (export_check.cpp).
 void check_program(const Program& p);
