@@ -338,6 +338,85 @@ class Fp8Recipes(unittest.TestCase):
         self.assertGreater(self.want["mxfp8"][1][("fc1", "input")]["underflow"], 0)
 
 
+def gemm_mix():
+    """Linears around a bmm, a matmul and a convolution: the GEMMs torchao's recipes do not convert."""
+    torch.manual_seed(3)
+
+    class GemmMix(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = torch.nn.Linear(32, 64)
+            self.conv = torch.nn.Conv1d(1, 2, 5, padding=2)
+            self.fc2 = torch.nn.Linear(64, 5)
+
+        def forward(self, x):
+            a = self.fc1(x).view(-1, 4, 16)
+            s = torch.bmm(a, a.transpose(1, 2)) * 0.25
+            t = torch.matmul(torch.softmax(s, -1), a)
+            c = self.conv(t.reshape(-1, 1, 64)).sum(1)
+            return self.fc2(c)
+
+    return GemmMix().eval()
+
+
+class Fp8OnlyLinears(unittest.TestCase):
+    """torchao 0.18 converts nn.Linear only (float8: swap_linear_layers; its MX and NVFP4 training
+    recipes too), and has no float8 convolution: the bmm, matmul and Conv1d of a program stay in BF16
+    autocast. Each recipe's outputs are torchao's bitwise on a program with all three, and
+    fp8_operands names the linears only; the oracle with the bmm's operands quantized differs."""
+
+    RECIPES = ["fp8-rowwise", "mxfp8", "nvfp4"]
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        d = cls.tmp.name
+        cls.model = gemm_mix()
+        g = torch.Generator().manual_seed(7)
+        cls.x = torch.randn(16, 32, generator=g) * 2
+        cls.paths = {"torchscript": os.path.join(d, "m.pt"), "export": os.path.join(d, "m.pt2")}
+        torch.jit.script(cls.model).save(cls.paths["torchscript"])
+        torch.export.save(torch.export.export(cls.model, (cls.x,)), cls.paths["export"])
+        with torch.no_grad():
+            ref = cls.model(cls.x)
+        cls.probes = os.path.join(d, "probes.pt")
+        torch.save({"inputs": cls.x, "labels": ref.argmax(1), "ids": [f"p{i}" for i in range(len(cls.x))]}, cls.probes)
+        cls.want = {r: oracle_run(cls.model, cls.x, r) for r in cls.RECIPES}
+        cls.want["fp8"] = (torchao_fp8(cls.model, cls.x), None)
+        cls.results = {fmt: run_json("run", "--model", path, "--probes", cls.probes, "--precision",
+                                     "fp8," + ",".join(cls.RECIPES), "--batch-size", len(cls.x), "--outputs",
+                                     "--no-db")[1] for fmt, path in cls.paths.items()}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_bmm_matmul_conv_stay_bf16_as_torchao(self):
+        for fmt, result in self.results.items():
+            for r in ["fp8"] + self.RECIPES:
+                got, want = Fp8Run.outputs(result, r), self.want[r][0]
+                self.assertTrue(bits_equal(got, want), f"{fmt} {r}: max |diff| {np.nanmax(np.abs(got - want))}")
+                mods = sorted({o["module"] for o in pass_of(result, r)["fp8_operands"]})
+                self.assertEqual(mods, ["fc1", "fc2"], f"{fmt} {r}")
+
+    def test_quantized_bmm_would_differ(self):
+        """The oracle can tell: with the bmm's operands cast to E4M3 (tensorwise, current scaling) the
+        outputs are not the fp8 pass's."""
+        real_bmm = torch.bmm
+
+        def e4m3(t):
+            s = 448.0 / t.abs().max().float().clamp(min=1e-12)
+            return ((t.float() * s).clamp(-448, 448).to(torch.float8_e4m3fn).float() / s).to(t.dtype)
+
+        torch.bmm = lambda a, b: real_bmm(e4m3(a), e4m3(b))
+        try:
+            quantized = torchao_fp8(self.model, self.x)
+        finally:
+            torch.bmm = real_bmm
+        self.assertFalse(bits_equal(quantized, self.want["fp8"][0]))
+        self.assertFalse(bits_equal(Fp8Run.outputs(self.results["export"], "fp8"), quantized))
+
+
 
 class DelayedLinear(torch.nn.Module):
     """Transformer Engine's DelayedScaling as its documentation states the rule, for one linear
