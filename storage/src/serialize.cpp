@@ -4,6 +4,7 @@
 #include "ampscope/engine/errors.h"
 #include "ampscope/storage/errors.h"
 #include "json_map.h"
+#include "json_types.h"
 
 namespace ampscope::storage::ser {
 
@@ -31,26 +32,6 @@ void reading(const std::string& column, const char* what, F&& read) {
     } catch (const InputError& e) {
         throw StoreError(column + what + e.what());
     }
-}
-
-ordered_json model(const ModelInfo& m) {
-    return {{"source", m.source},   {"kind", m.kind},
-            {"sha256", m.sha256},   {"weights_sha256", m.weights_sha256},
-            {"mode", m.mode},       {"parameters", m.parameters},
-            {"modules", m.modules}, {"format", m.format}};
-}
-
-ModelInfo read_model(const json& m) {
-    ModelInfo r;
-    r.source = m.at("source");
-    r.kind = m.at("kind");
-    r.sha256 = m.at("sha256");
-    r.weights_sha256 = m.at("weights_sha256");
-    r.mode = m.at("mode");
-    r.parameters = m.at("parameters");
-    r.modules = m.at("modules").get<std::vector<std::string>>();
-    r.format = m.value("format", "");  // absent before torch.export programs
-    return r;
 }
 
 ordered_json run_spec(const RunSpec& s) {
@@ -123,7 +104,7 @@ ordered_json envelope(const char* kind, ordered_json spec, const BackendReport& 
     j["kind"] = kind;
     j["spec"] = std::move(spec);
     j["backend"] = jmap::backend(backend);
-    j["model"] = model(m);
+    j["model"] = ordered_json(m);
     j["warnings"] = warnings;
     j["tool_version"] = tool_version;
     for (auto it = own.begin(); it != own.end(); ++it) j[it.key()] = it.value();
@@ -146,7 +127,7 @@ void read_header(const std::string& text, RunResult& r, const std::string& colum
         r.spec = read_run_spec(j.at("spec"), column);
         r.criteria = jmap::read_criteria(j.at("criteria"), column);
         r.backend = jmap::read_backend(j.at("backend"));
-        r.model = read_model(j.at("model"));
+        r.model = j.at("model").get<ModelInfo>();
         r.probes = read_probes(j.at("probes"));
         r.warnings = j.at("warnings").get<std::vector<std::string>>();
         r.labels = j.at("labels").get<std::vector<int64_t>>();
@@ -158,23 +139,6 @@ void read_header(const std::string& text, RunResult& r, const std::string& colum
 // ---- training runs --------------------------------------------------------------------------
 
 namespace {
-
-ordered_json scaler(const ScalerOptions& s) {
-    return {{"enabled", s.enabled},
-            {"init_scale", s.init_scale},
-            {"growth_factor", s.growth_factor},
-            {"backoff_factor", s.backoff_factor},
-            {"growth_interval", s.growth_interval}};
-}
-
-/// Every key optional (a header of an earlier build lacks some).
-void read_scaler(const json& sc, ScalerOptions& s) {
-    s.enabled = sc.value("enabled", true);
-    s.init_scale = sc.value("init_scale", 65536.0);
-    s.growth_factor = sc.value("growth_factor", 2.0);
-    s.backoff_factor = sc.value("backoff_factor", 0.5);
-    s.growth_interval = sc.value("growth_interval", 2000);
-}
 
 ordered_json train_spec(const TrainSpec& s) {
     return {{"model", s.model},
@@ -188,7 +152,7 @@ ordered_json train_spec(const TrainSpec& s) {
             {"weight_decay", s.weight_decay},
             {"precision", to_string(s.precision)},
             {"autocast", s.autocast},
-            {"scaler", scaler(s.scaler)},
+            {"scaler", ordered_json(s.scaler)},
             {"clip_grad_norm", s.clip_grad_norm},
             {"accumulate", s.accumulate},
             {"lr_schedule", s.lr_schedule},
@@ -225,7 +189,7 @@ TrainSpec read_train_spec(const json& j) {
     s.weight_decay = j.at("weight_decay");
     s.precision = training_precision(j.at("precision"), "spec.precision");
     s.autocast = j.at("autocast");
-    read_scaler(j.at("scaler"), s.scaler);
+    s.scaler = j.at("scaler").get<ScalerOptions>();
     s.clip_grad_norm = j.at("clip_grad_norm");
     s.accumulate = j.at("accumulate");
     s.lr_schedule = j.at("lr_schedule");
@@ -248,7 +212,7 @@ void read_legacy_train_header(const json& h, TrainResult& t) {
     t.spec.data = h.value("data", "");
     t.spec.precision = h.contains("precision") ? training_precision(h.at("precision"), "precision") : Precision::Fp16;
     t.spec.autocast = h.value("autocast", true);
-    read_scaler(h.value("scaler", json::object()), t.spec.scaler);
+    t.spec.scaler = h.value("scaler", json::object()).get<ScalerOptions>();
     const auto opt = h.value("optimizer", json::object());
     t.spec.optimizer = opt.value("name", "");
     t.spec.lr = opt.value("lr", 0.0);
@@ -283,7 +247,7 @@ void read_train_header(const std::string& text, TrainResult& t, const std::strin
         if (!h.is_object() || !h.contains("spec")) return read_legacy_train_header(h, t);
         t.spec = read_train_spec(h.at("spec"));
         t.backend = jmap::read_backend(h.at("backend"));
-        t.model = read_model(h.at("model"));
+        t.model = h.at("model").get<ModelInfo>();
         t.warnings = h.at("warnings").get<std::vector<std::string>>();
         t.started_at = h.at("started_at");
         t.resumed_from = h.at("resumed_from");

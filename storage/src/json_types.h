@@ -1,0 +1,25 @@
+// SPDX-License-Identifier: MIT
+// nlohmann's to_json / from_json for engine types, the one place that defines them (the engine
+// defines none): `ordered_json(m)` writes the stored shape (keys in the stored order),
+// `j.get<T>()` reads it. Readers throw json::exception on a missing key or a wrong type, which
+// the callers turn into a StoreError naming the column.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "ampscope/engine/run.h"
+#include "ampscope/engine/train.h"
+
+namespace ampscope {
+
+/// source, kind, sha256, weights_sha256, mode, parameters, modules, format; every key read
+/// with `at` except format (absent before torch.export programs: "").
+void to_json(nlohmann::ordered_json& j, const ModelInfo& m);
+void from_json(const nlohmann::json& j, ModelInfo& m);
+
+/// enabled, init_scale, growth_factor, backoff_factor, growth_interval; every key optional when
+/// read (a header of an earlier build lacks some): ScalerOptions' defaults.
+void to_json(nlohmann::ordered_json& j, const ScalerOptions& s);
+void from_json(const nlohmann::json& j, ScalerOptions& s);
+
+}  // namespace ampscope
