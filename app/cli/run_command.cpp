@@ -71,6 +71,9 @@ int run_run(RunOptions& o) {
     if (rec.store() && summary) std::cout << "recorded as run " << r.run_id << " in " << rec.store()->path() << "\n";
     if (summary) print_run_summary(std::cout, r, o.layers, isatty(STDOUT_FILENO));
     if (lead && !o.json_path.empty()) write_output(o.json_path, json::run_to_json(r, o.outputs));
+    // The other ranks end 0 once the run is complete: the verdict is rank 0's to give (torchrun
+    // stops every rank when one exits non-zero, and rank 0 may still be writing its outputs).
+    if (!lead) return kOk;
     return r.verdict == Verdict::Accepted ? kOk : kRejected;
 }
 

@@ -131,6 +131,14 @@ std::vector<RankInfo> rank_table(const std::vector<json>& hellos, int64_t sample
     return ranks;
 }
 
+/// "rank 2, rank 3": the ranks whose shard is empty.
+std::string idle_ranks(const std::vector<RankInfo>& ranks) {
+    std::string out;
+    for (const auto& r : ranks)
+        if (r.samples == 0) out += (out.empty() ? "rank " : ", rank ") + std::to_string(r.rank);
+    return out;
+}
+
 /// A failure on this rank told to the others; a cancel caused by another rank's abort is that
 /// rank's error; a signal while a peer went silent (torchrun stops every rank when one dies)
 /// names the peer.
@@ -252,6 +260,10 @@ RunResult run_comparison_distributed(const RunSpec& spec_in, const DistributedEn
         const auto hellos = check_hellos(g, g.all_gather("hello", std::string(v.begin(), v.end())), failure);
         const int64_t batch = hellos[0].at("identity").at("batch_size").get<int64_t>();
         run.res.ranks = rank_table(hellos, int64_t(run.res.samples.size()), batch);
+        if (const auto idle = idle_ranks(run.res.ranks); !idle.empty())
+            run.res.warnings.push_back(idle + " ran no samples: the probe set has fewer batches of " +
+                                       std::to_string(batch) + " than there are ranks (" +
+                                       std::to_string(env.world_size) + "); a smaller --batch-size spreads it");
         const auto& mine = run.res.ranks[size_t(env.rank)];
         Shard shard{shard_probes(run.probes, {mine.first_sample, mine.samples}), &rank_progress};
         return env.rank == 0 ? lead(run, g, shard) : follow(run, g, shard);

@@ -18,7 +18,9 @@ using nlohmann::json;
 ShardRange shard_range(int64_t samples, int64_t batch, int rank, int world) {
     const int64_t b = std::max<int64_t>(batch, 1);
     const int64_t batches = (samples + b - 1) / b;
-    const int64_t first_batch = batches * rank / world, end_batch = batches * (rank + 1) / world;
+    // Earlier ranks take the larger shares (1 batch for 2 ranks: rank 0 runs it).
+    const int64_t first_batch = (batches * rank + world - 1) / world;
+    const int64_t end_batch = (batches * (rank + 1) + world - 1) / world;
     ShardRange r;
     r.first = std::min(samples, first_batch * b);
     r.count = std::min(samples, end_batch * b) - r.first;

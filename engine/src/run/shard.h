@@ -14,8 +14,8 @@
 namespace ampscope::detail {
 
 /// Samples [first, first + count) of the probe set: rank r of w takes batches
-/// [r * B / w, (r + 1) * B / w) of the B batches of `batch` samples (the last batch may be short),
-/// so every rank's batches are the single-process run's batches.
+/// [ceil(r * B / w), ceil((r + 1) * B / w)) of the B batches of `batch` samples (the last batch may
+/// be short), so every rank's batches are the single-process run's batches.
 struct ShardRange {
     int64_t first = 0, count = 0;
 };
