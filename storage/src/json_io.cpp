@@ -12,6 +12,7 @@
 
 #include "ampscope/engine/errors.h"
 #include "json_map.h"
+#include "json_types.h"
 
 namespace ampscope::json {
 
@@ -92,7 +93,7 @@ std::string train_to_json(const TrainResult& r, int indent) {
     j["accumulate"] = r.spec.accumulate;
     j["clip_grad_norm"] = r.spec.clip_grad_norm;
     j["keep_fp32"] = r.spec.keep_fp32;
-    j["backend"] = jmap::backend(r.backend);
+    j["backend"] = ordered_json(r.backend);
     j["resumed_from"] = r.resumed_from.empty() ? ordered_json(nullptr) : ordered_json(r.resumed_from);
     j["policy_changed"] = r.policy_changed;
     j["steps"] = ordered_json::array();
@@ -146,7 +147,7 @@ std::string bench_to_json(const BenchResult& r, const BenchSpec& spec, const std
     j["mode"] = to_string(spec.mode);
     j["model"] = jmap::model_identity(r.model);
     j["probes"] = {{"source", r.probes.source}, {"sha256", r.probes.sha256}};
-    j["backend"] = jmap::backend(r.backend);
+    j["backend"] = ordered_json(r.backend);
     j["batch"] = r.batch;
     j["what"] = r.train ? "training step" : "forward";
     j["timer"] = r.timer;
@@ -167,7 +168,7 @@ std::string ops_to_json(const OpsReport& r, int indent) {
     ordered_json j;
     j["model"] = r.model;
     j["precision"] = to_string(r.precision);
-    j["backend"] = jmap::backend(r.backend);
+    j["backend"] = ordered_json(r.backend);
     j["ops"] = ordered_json::array();
     for (const auto& o : r.ops)
         j["ops"].push_back({{"op", o.op},
@@ -182,7 +183,7 @@ std::string ops_to_json(const OpsReport& r, int indent) {
 }
 
 std::string backend_to_json(const BackendReport& b, int indent) {
-    return jmap::backend(b).dump(indent);
+    return ordered_json(b).dump(indent);
 }
 
 namespace {
@@ -221,7 +222,7 @@ std::string advise_to_json(const AdviseResult& r, const AdviseRecord& rec, int i
     j["passes_used"] = r.passes_used;
     j["fp32_share"] = {{"ops", num(r.fp32_share_ops)}, {"flops", num(r.fp32_share_flops)}};
     j["model"] = jmap::model_identity(r.model);
-    j["backend"] = jmap::backend(r.backend);
+    j["backend"] = ordered_json(r.backend);
     j["candidates"] = r.candidates;
     j["sensitivity"] = ordered_json::array();
     for (const auto& s : r.sensitivity)
@@ -403,7 +404,7 @@ std::string run_to_json(const RunResult& r, bool with_outputs, int indent, const
     j["started_at"] = r.started_at;
     j["finished_at"] = r.finished_at;
     j["criteria"] = jmap::criteria(r.criteria);
-    j["backend"] = jmap::backend(r.backend);
+    j["backend"] = ordered_json(r.backend);
     j["model"] = {{"source", r.model.source}, {"kind", r.model.kind},
                   {"sha256", r.model.sha256}, {"weights_sha256", r.model.weights_sha256},
                   {"mode", r.model.mode},     {"parameters", r.model.parameters}};

@@ -215,50 +215,6 @@ Criteria read_criteria(const json& j, const std::string& file, Criteria c) {
 
 // ---- BackendReport --------------------------------------------------------------------------
 
-ordered_json backend(const BackendReport& b) {
-    return {{"device", b.device},
-            {"kind", b.kind},
-            {"torch", b.torch_version},
-            {"name", b.name},
-            {"cuda", b.cuda_version},
-            {"cudnn", b.cudnn_version},
-            {"hip", b.hip_version},
-            {"compute_capability", b.compute_capability},
-            {"cuda_available", b.cuda_available},
-            {"cuda_device_count", b.cuda_device_count},
-            {"bf16_supported", b.bf16_supported},
-            {"fp16_supported", b.fp16_supported},
-            {"num_threads", b.num_threads},
-            {"notes", b.notes}};
-}
-
-namespace {
-/// The value of `key`, else of the key a run header stored it under before (schema v1 to v6).
-template <class T>
-void read_key(const json& j, const char* key, const char* before, T& out) {
-    out = j.at(j.contains(key) || !j.contains(before) ? key : before).get<T>();
-}
-}  // namespace
-
-BackendReport read_backend(const json& j) {
-    BackendReport b;
-    b.device = j.at("device");
-    b.kind = j.at("kind");
-    b.torch_version = j.at("torch");
-    b.name = j.at("name");
-    b.cuda_version = j.at("cuda");
-    b.cudnn_version = j.at("cudnn");
-    b.hip_version = j.at("hip");
-    read_key(j, "compute_capability", "cc", b.compute_capability);
-    b.cuda_available = j.at("cuda_available");
-    read_key(j, "cuda_device_count", "cuda_devices", b.cuda_device_count);
-    read_key(j, "bf16_supported", "bf16", b.bf16_supported);
-    read_key(j, "fp16_supported", "fp16", b.fp16_supported);
-    read_key(j, "num_threads", "threads", b.num_threads);
-    b.notes = j.at("notes").get<std::vector<std::string>>();
-    return b;
-}
-
 // ---- Origin, model identity -----------------------------------------------------------------
 
 ordered_json origin(const std::optional<Origin>& o) {

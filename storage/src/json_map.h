@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 // The one JSON mapping of each value type that is both stored (run headers, benchmark
-// results) and shown (--json output): criteria, backend report, origin, model identity.
+// results) and shown (--json output): criteria, origin, model identity.
 // Writers give the keys of ../shared/CONTRACT.md; readers also accept what earlier builds
 // stored, so that every recorded run still reads back.
 
@@ -27,10 +27,6 @@ ordered_json criteria(const Criteria& c);
 /// Criteria from `j` over `base`; every key optional, values checked. Throws InputError naming
 /// `file` and the key (the criteria file the user gives, and stored criteria alike).
 Criteria read_criteria(const json& j, const std::string& file, Criteria base = {});
-
-ordered_json backend(const BackendReport& b);
-/// Throws nlohmann::json::exception when a key is missing or of another type.
-BackendReport read_backend(const json& j);
 
 ordered_json origin(const std::optional<Origin>& o);
 std::optional<Origin> read_origin(const json& j);

@@ -9,6 +9,7 @@
 
 #include "ampscope/engine/run.h"
 #include "ampscope/engine/train.h"
+#include "ampscope/engine/types.h"
 
 namespace ampscope {
 
@@ -21,5 +22,11 @@ void from_json(const nlohmann::json& j, ModelInfo& m);
 /// read (a header of an earlier build lacks some): ScalerOptions' defaults.
 void to_json(nlohmann::ordered_json& j, const ScalerOptions& s);
 void from_json(const nlohmann::json& j, ScalerOptions& s);
+
+/// The backend report (device, versions, capabilities, notes); read with `at`, the keys a run
+/// header stored before schema v7 (cc, cuda_devices, bf16, fp16, threads) read where the new
+/// ones are absent.
+void to_json(nlohmann::ordered_json& j, const BackendReport& b);
+void from_json(const nlohmann::json& j, BackendReport& b);
 
 }  // namespace ampscope

@@ -103,7 +103,7 @@ ordered_json envelope(const char* kind, ordered_json spec, const BackendReport& 
     ordered_json j;
     j["kind"] = kind;
     j["spec"] = std::move(spec);
-    j["backend"] = jmap::backend(backend);
+    j["backend"] = ordered_json(backend);
     j["model"] = ordered_json(m);
     j["warnings"] = warnings;
     j["tool_version"] = tool_version;
@@ -126,7 +126,7 @@ void read_header(const std::string& text, RunResult& r, const std::string& colum
     reading(column, " is malformed: ", [&] {
         r.spec = read_run_spec(j.at("spec"), column);
         r.criteria = jmap::read_criteria(j.at("criteria"), column);
-        r.backend = jmap::read_backend(j.at("backend"));
+        r.backend = j.at("backend").get<BackendReport>();
         r.model = j.at("model").get<ModelInfo>();
         r.probes = read_probes(j.at("probes"));
         r.warnings = j.at("warnings").get<std::vector<std::string>>();
@@ -225,7 +225,7 @@ void read_legacy_train_header(const json& h, TrainResult& t) {
     t.spec.accumulate = h.value("accumulate", 1);
     t.spec.clip_grad_norm = h.value("clip_grad_norm", 0.0);
     t.spec.keep_fp32 = h.value("keep_fp32", std::vector<std::string>{});
-    if (h.contains("backend")) t.backend = jmap::read_backend(h.at("backend"));
+    if (h.contains("backend")) t.backend = h.at("backend").get<BackendReport>();
     const auto resumed = h.value("resumed_from", json());
     t.resumed_from = resumed.is_null() ? "" : resumed.get<std::string>();
     t.policy_changed = h.value("policy_changed", false);
@@ -246,7 +246,7 @@ void read_train_header(const std::string& text, TrainResult& t, const std::strin
     reading(column, " is not the JSON of a training run: ", [&] {
         if (!h.is_object() || !h.contains("spec")) return read_legacy_train_header(h, t);
         t.spec = read_train_spec(h.at("spec"));
-        t.backend = jmap::read_backend(h.at("backend"));
+        t.backend = h.at("backend").get<BackendReport>();
         t.model = h.at("model").get<ModelInfo>();
         t.warnings = h.at("warnings").get<std::vector<std::string>>();
         t.started_at = h.at("started_at");
@@ -265,7 +265,7 @@ BenchResult read_bench(const std::string& text, const std::string& column) {
         const auto p = j.value("probes", json::object());
         b.probes.source = p.value("source", "");
         b.probes.sha256 = p.value("sha256", "");
-        if (j.contains("backend")) b.backend = jmap::read_backend(j.at("backend"));
+        if (j.contains("backend")) b.backend = j.at("backend").get<BackendReport>();
         b.batch = j.value("batch", 0);
         b.train = j.value("what", "forward") == "training step";
         b.timer = j.value("timer", "");

@@ -63,3 +63,39 @@ TEST(JsonTypes, ScalerOptionsRoundTripAndDefaultWhatIsMissing) {
     EXPECT_EQ(d.init_scale, 65536.0);
     EXPECT_EQ(d.growth_interval, 2000);
 }
+
+TEST(JsonTypes, BackendReportRoundTripsAndReadsTheKeysOfEarlierHeaders) {
+    BackendReport b;
+    b.device = "cuda:0";
+    b.kind = "cuda";
+    b.torch_version = "2.11.0";
+    b.name = "H200";
+    b.cuda_version = "12.8";
+    b.cudnn_version = "91000";
+    b.hip_version = "";
+    b.compute_capability = "9.0";
+    b.cuda_available = true;
+    b.cuda_device_count = 2;
+    b.bf16_supported = true;
+    b.fp16_supported = false;
+    b.num_threads = 16;
+    b.notes = {"a", "b"};
+    const std::string text = ordered_json(b).dump();
+    EXPECT_EQ(text, R"({"device":"cuda:0","kind":"cuda","torch":"2.11.0","name":"H200","cuda":"12.8","cudnn":"91000",)"
+                    R"("hip":"","compute_capability":"9.0","cuda_available":true,"cuda_device_count":2,)"
+                    R"("bf16_supported":true,"fp16_supported":false,"num_threads":16,"notes":["a","b"]})");
+    const auto r = json::parse(text).get<BackendReport>();
+    EXPECT_EQ(ordered_json(r).dump(), text);
+    auto old = json::parse(text);  // a run header of schema v1 to v6
+    for (const auto& [now, before] : {std::pair{"compute_capability", "cc"},
+                                      {"cuda_device_count", "cuda_devices"},
+                                      {"bf16_supported", "bf16"},
+                                      {"fp16_supported", "fp16"},
+                                      {"num_threads", "threads"}}) {
+        old[before] = old[now];
+        old.erase(now);
+    }
+    EXPECT_EQ(ordered_json(old.get<BackendReport>()).dump(), text);
+    old.erase("notes");
+    EXPECT_THROW(old.get<BackendReport>(), json::out_of_range);
+}
