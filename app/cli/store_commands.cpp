@@ -222,7 +222,7 @@ CLI::App* add_list(CLI::App& app, State& st) {
     auto& f = st.filter;
     list->add_option("--model", f.model, "model source contains");
     list->add_option("--precision", f.precision, "has a pass of this precision")
-        ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+        ->check(CLI::IsMember({"fp32", "fp16", "bf16", "fp8", "fp8-rowwise", "mxfp8", "nvfp4", "fp8-delayed"}));
     list->add_option("--device", f.device, "device, e.g. cpu or cuda:0");
     list->add_option("--verdict", f.verdict, "accepted | rejected | invalid_reference")
         ->check(CLI::IsMember({"accepted", "rejected", "invalid_reference"}));

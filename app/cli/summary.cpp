@@ -166,9 +166,12 @@ void print_layers(std::ostream& os, const PassResult& p, bool color) {
 /// saturated, SQNR (percentages of the operand's elements over all batches).
 void print_fp8_operands(std::ostream& os, const PassResult& p) {
     const auto& first = p.fp8_operands.front().stats;  // one recipe per pass
-    os << "  fp8 operands (" << p.fp8_operands.size() << "; " << to_string(first.element) << ", "
-       << to_string(first.scheme) << " scales)\n";
-    os << "    " << pad("module", 22) << pad("operand", 9) << pad("amax", 11) << pad("scale", 11)
+    // fp8-delayed quantizes as tensorwise does, with the scale its amax history gave: name that
+    const std::string scheme =
+        p.precision == Precision::Fp8Delayed ? "delayed (amax history)" : to_string(first.scheme);
+    os << "  fp8 operands (" << p.fp8_operands.size() << "; " << to_string(first.element) << ", " << scheme
+       << " scales)\n";
+    os << "    " << pad("module", 22) << pad("operand", 9) << pad("amax", 11) << pad("scale", 13)
        << pad("underflow", 10) << pad("subnorm", 9) << pad("saturated", 10) << "SQNR dB\n";
     auto pct = [](double share) { return fmtg(100 * share, 3) + "%"; };
     for (const auto& o : p.fp8_operands) {
@@ -176,7 +179,7 @@ void print_fp8_operands(std::ostream& os, const PassResult& p) {
         const bool one = s.scale_min == s.scale_max;
         os << "    " << pad(o.module.empty() ? "(root)" : safe(o.module), 22) << pad(o.operand, 9)
            << pad(fmtg(s.amax), 11)
-           << pad(one ? fmtg(s.scale_min) : fmtg(s.scale_min, 3) + ".." + fmtg(s.scale_max, 3), 11)
+           << pad(one ? fmtg(s.scale_min) : fmtg(s.scale_min, 3) + ".." + fmtg(s.scale_max, 3), 13)
            << pad(pct(s.share(s.underflow)), 10) << pad(pct(s.share(s.subnormal)), 9)
            << pad(pct(s.share(s.saturated)), 10) << fmtg(s.sqnr_db, 3) << "\n";
     }

@@ -528,5 +528,37 @@ class Fp8Delayed(unittest.TestCase):
         self.assertGreater(ops[("fc1", "input")]["saturated_share"], 0)
         self.assertTrue(any("first batch" in w for w in result["warnings"]), result["warnings"])
 
+    def test_layers_name_delayed_scales_and_list_finds_the_run(self):
+        db = os.path.join(self.tmp.name, "delayed.sqlite")
+        rc, out, err = run_cli("run", "--model", self.path, "--probes", self.probes, "--precision", "fp8-delayed",
+                               "--batch-size", 4, "--layers", "--db", db, check_rc=1)  # rejected: scores move
+        self.assertIn("e4m3, delayed (amax history) scales", out)
+        self.assertNotIn("tensorwise", out)
+        runs = json.loads(run_cli("list", "--json", "--db", db, "--precision", "fp8-delayed", check_rc=0)[1])
+        self.assertEqual(len(runs), 1, runs)
+        for name in ("fp8", "fp8-rowwise", "mxfp8", "nvfp4"):  # every name a run records is a filter
+            self.assertEqual(json.loads(run_cli("list", "--json", "--db", db, "--precision", name, check_rc=0)[1]), [])
+
+    def test_refused_under_torchrun_naming_the_field(self):
+        import socket
+        import subprocess
+        from common import CLI
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        db = os.path.join(self.tmp.name, "torchrun.sqlite")
+        procs = []
+        for rank in range(2):
+            env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                       MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+            procs.append(subprocess.Popen([CLI, "run", "--model", self.path, "--probes", self.probes, "--precision",
+                                           "bf16,fp8-delayed", "--batch-size", "4", "--db", db], env=env,
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                          stdin=subprocess.DEVNULL))
+        for rank, p in enumerate(procs):
+            _, err = p.communicate(timeout=120)
+            self.assertEqual(p.returncode, 2, f"rank {rank}: {err}")
+            self.assertIn("--precision: fp8-delayed under torchrun", err, f"rank {rank}")
+
 if __name__ == "__main__":
     unittest.main()
