@@ -204,6 +204,45 @@ TEST_P(TensorStatsTest, EveryBlockPathEveryDtype) {
     }
 }
 
+TEST_P(TensorStatsTest, MaskedScoresAndHugeAmongTinyEveryDtype) {
+    // Attention scores with finfo.min in the upper triangle (GPT-2's causal mask), and finite
+    // values above 2^56 mixed with tiny ones, NaN and Inf: the fast path splits the huge values
+    // out of its float lanes; every statistic as ATen's and as the exact path's.
+    auto gen = at::detail::createCPUGenerator(23);
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    std::vector<std::pair<std::string, at::Tensor>> cases;
+    for (auto dt : {at::kFloat, at::kHalf, at::kBFloat16}) {
+        const double lowest = dt == at::kHalf       ? -65504.0
+                              : at::kBFloat16 == dt ? -3.3895313892515355e+38
+                                                    : -3.4028234663852886e+38;
+        auto scores = at::randn({2, 3, 128, 128}, gen) * 8.0;
+        auto upper = at::ones({128, 128}, at::kBool).triu(1);
+        cases.emplace_back("causal mask", scores.masked_fill(upper, lowest).to(dt));
+        auto mixed = at::randn({4 * 4096 + 40}, gen) * 1e-30;
+        mixed.slice(0, 0, mixed.numel(), 3).fill_(-3e38f);
+        mixed.slice(0, 1, mixed.numel(), 17).fill_(7e37f);
+        mixed.slice(0, 2, mixed.numel(), 29).fill_(1e17f);
+        cases.emplace_back("huge among tiny", mixed.to(dt));
+        auto bad = mixed.clone();
+        bad.slice(0, 5, bad.numel(), 101).fill_(nan);
+        bad.slice(0, 6, bad.numel(), 103).fill_(-inf);
+        bad.slice(0, 7, bad.numel(), 107).fill_(inf);
+        cases.emplace_back("huge with NaN and Inf", bad.to(dt));
+        auto wide = at::randn({2 * 4096 + 3}, gen) * 3.0;
+        wide.slice(0, 0, wide.numel(), 2).mul_(1e36);
+        cases.emplace_back("half huge", wide.to(dt));
+    }
+    for (const auto& [name, x] : cases) {
+        const std::string what = name + " " + c10::toString(x.scalar_type());
+        const TensorStats got = tensor_stats(x);
+        expect_same(got, reference(x), what);
+        ampscope::detail::set_stats_portable(true);
+        const TensorStats exact = tensor_stats(x);
+        ampscope::detail::set_stats_portable(portable_);
+        expect_same(got, exact, what + " vs the exact path");
+    }
+}
+
 TEST_P(TensorStatsTest, NonContiguousAndEmpty) {
     auto base = salted(at::kFloat, 4096, 7).view({64, 64});
     auto t = base.t().slice(0, 0, 64, 3);
