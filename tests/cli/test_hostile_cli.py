@@ -104,7 +104,7 @@ class HostileCli(unittest.TestCase):
         run_cli(*RUN[:-1], "--db", self.db)  # one recorded run
         for flag, value, words in (("--since", "yesterday", "ISO-8601"), ("--until", "2025-13-01", "ISO-8601"),
                                    ("--since", "2025-01-01T25:00", "ISO-8601"), ("--verdict", "maybe", "accepted"),
-                                   ("--status", "bogus", "completed"), ("--precision", "fp8", "fp16"),
+                                   ("--status", "bogus", "completed"), ("--precision", "fp9", "fp8-delayed"),
                                    ("--limit", "-1", "from 0")):
             self.bad(["list", "--db", self.db, flag, value], flag, words)
         rc, out, err = run_cli("list", "--json", "--db", self.db, "--since", "2000-01-01", "--until", "2999-12-31 23:59",
