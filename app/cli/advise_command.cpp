@@ -164,6 +164,7 @@ void check_advise_outputs(const AdviseOptions& o, const std::string& model, cons
 }
 
 int run_advise(AdviseOptions& o) {
+    refuse_under_torchrun("advise");
     // every output path and the spec checked before any work
     check_advise_outputs(o, o.spec.model, o.spec.probes);
     if (!o.json_path.empty() && o.json_path != "-" && o.json_path == o.python_path)

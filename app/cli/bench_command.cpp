@@ -74,6 +74,7 @@ void print_result(const BenchResult& res, const BenchSpec& bs, const std::vector
 }
 
 int run_bench(BenchOptions& o) {
+    refuse_under_torchrun("bench");
     auto& bs = o.spec;
     bs.precisions = parse_precisions(o.precision);
     bs.mode = o.mode == "train" ? Mode::Train : Mode::Eval;

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "ampscope/engine/distributed.h"
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/text.h"
 #include "ampscope/storage/input_file.h"
@@ -65,6 +66,15 @@ void install_signal_handlers() {
     start_abort_thread();
     std::signal(SIGINT, on_sigint);
     std::signal(SIGTERM, on_sigint);
+}
+
+void refuse_under_torchrun(const std::string& command) {
+    if (distributed_env())
+        throw InputError("environment", "WORLD_SIZE",
+                         "ampscope-cli " + command +
+                             " runs in one process; under torchrun only `run` shares its work between the ranks "
+                             "(start " +
+                             command + " without torchrun)");
 }
 
 bool interrupted() {

@@ -45,6 +45,10 @@ void install_signal_handlers();
 /// Whether Ctrl-C/SIGTERM arrived.
 bool interrupted();
 
+/// Commands other than `run` are one process each: under torchrun (WORLD_SIZE > 1) every rank would
+/// run and record the same work. InputError naming the command (docs/distributed.md).
+void refuse_under_torchrun(const std::string& command);
+
 /// What the second Ctrl-C does before the process ends, while a recording command runs (e.g.
 /// mark the run cancelled).
 struct AbortAction {

@@ -180,6 +180,7 @@ void apply_bundle(ReplayOptions& o) {
 }
 
 int run_replay_command(ReplayOptions& o) {
+    refuse_under_torchrun("replay");
     auto& s = o.spec;
     if (!o.bundle.empty()) apply_bundle(o);
     for (const auto& [v, name] :

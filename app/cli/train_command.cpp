@@ -116,6 +116,7 @@ void add_train_options(CLI::App* train, TrainOptions& o) {
 }
 
 int run_train(TrainOptions& o) {
+    refuse_under_torchrun("train");
     auto& ts = o.spec;
     check_output_path(o.json, "--json", storage::OutputKind::TrainJson,
                       protected_inputs(o.no_db, o.db,

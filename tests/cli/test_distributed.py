@@ -258,6 +258,18 @@ class Faults(unittest.TestCase):
             self.assertEqual(count_runs(db0), 1)
             self.assertFalse(os.path.exists(db1))
 
+    def test_other_commands_refuse_torchrun(self):
+        """train, advise, bench and replay are one process each: every rank would record the same work."""
+        for cmd in (["train", "--model", "demo:mlp", "--data", "demo", "--steps", "2", "--no-db"],
+                    ["bench", "--model", "demo:mlp", "--probes", "demo"],
+                    ["advise", "--model", "demo:mlp", "--probes", "demo", "--no-db"],
+                    ["replay", tempfile.gettempdir()]):
+            res = finish(launch([cmd, cmd]))
+            for rc, so, se in res:
+                self.assertEqual(rc, 2, (cmd, se))
+                self.assertIn(f"ampscope-cli {cmd[0]} runs in one process", se)
+                self.assertIn("WORLD_SIZE", se)
+
     def killed(self, procs, victim, db, limit):
         time.sleep(4)  # both ranks are inside the passes (400000 samples at batch 1: a minute of passes)
         self.assertIsNone(procs[0].poll(), "the run ended before the kill")
