@@ -297,7 +297,7 @@ class Faults(unittest.TestCase):
                    "1", "--db", db]
             agent = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             time.sleep(6)
-            ranks = [int(p) for p in os.listdir("/proc") if p.isdigit() and self.is_rank(int(p), "1")]
+            ranks = [int(p) for p in os.listdir("/proc") if p.isdigit() and self.is_rank(int(p), "1", agent.pid)]
             self.assertEqual(len(ranks), 1, "rank 1 not found")
             os.kill(ranks[0], signal.SIGKILL)
             so, se = agent.communicate(timeout=120)
@@ -306,13 +306,15 @@ class Faults(unittest.TestCase):
             self.assertEqual(count_runs(db), 0)
 
     @staticmethod
-    def is_rank(pid, rank):
+    def is_rank(pid, rank, agent):
+        """An ampscope-cli started by this test's torchrun agent (not another test's ranks) as `rank`."""
         try:
             env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
             exe = os.readlink(f"/proc/{pid}/exe")
-        except OSError:
+            ppid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
             return False
-        return os.path.basename(exe) == "ampscope-cli" and f"RANK={rank}".encode() in env
+        return os.path.basename(exe) == "ampscope-cli" and f"RANK={rank}".encode() in env and ppid == agent
 
     def test_hung_rank_is_named(self):
         """A batch that runs past --batch-timeout (a TorchScript loop that never ends for one sample
