@@ -99,8 +99,22 @@ int64_t Group::now_ns() {
 }
 
 std::string Group::who(int rank) const {
-    if (size_t(rank) < hosts_.size()) return "rank " + std::to_string(rank) + " on " + hosts_[size_t(rank)];
+    if (size_t(rank) < hosts_.size() && !hosts_[size_t(rank)].empty())
+        return "rank " + std::to_string(rank) + " on " + hosts_[size_t(rank)];
     return "rank " + std::to_string(rank);
+}
+
+void Group::learn_hosts() noexcept {
+    // Each rank posts its host when it joins: a rank lost before every hello arrived is still named.
+    try {
+        hosts_.resize(size_t(env_.world_size));
+        for (int r = 0; r < env_.world_size; ++r) {
+            const std::string key = "host/" + std::to_string(r);
+            if (hosts_[size_t(r)].empty() && s_->store->check({key}))
+                hosts_[size_t(r)] = string_of(s_->store->get(key));
+        }
+    } catch (...) {
+    }
 }
 
 template <class F>
@@ -139,6 +153,7 @@ void Group::connect() {
         s_->store = c10::make_intrusive<c10d::PrefixStore>(prefix, s_->tcp);
         s_->heart = c10::make_intrusive<c10d::PrefixStore>(prefix, s_->tcp->clone());
         s_->coll = std::make_unique<c10d::StoreCollectives>(s_->store, env_.rank, env_.world_size);
+        s_->store->set("host/" + std::to_string(env_.rank), env_.host);
         return 0;
     });
 }
@@ -231,6 +246,10 @@ void Group::check_peers(const std::vector<int>& peers, std::vector<int64_t>& las
             msg = who(p) + " stopped responding: no heartbeat for " + seconds_text(env_.lost_after_s) +
                   " (killed, crashed, hung in a batch, or its host unreachable)";
         if (msg.empty()) continue;
+        if (hosts_.empty()) {
+            learn_hosts();
+            return check_peers(peers, last, seen, start);  // the same verdict, the host named
+        }
         abort("backend", msg);
         throw BackendError(msg);
     }

@@ -31,6 +31,8 @@ public:
     /// "rank N on HOST" (hosts known once every rank said hello; "rank N" before).
     std::string who(int rank) const;
     void set_hosts(std::vector<std::string> hosts) { hosts_ = std::move(hosts); }
+    /// The hosts the ranks posted when they joined (before every hello has arrived).
+    void learn_hosts() noexcept;
 
     /// Every rank's bytes, in rank order (gathered by rank 0, then broadcast).
     std::vector<std::string> all_gather(const std::string& key, const std::string& mine);

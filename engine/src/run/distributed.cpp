@@ -143,6 +143,7 @@ std::string idle_ranks(const std::vector<RankInfo>& ranks) {
 /// rank's error; a signal while a peer went silent (torchrun stops every rank when one dies)
 /// names the peer.
 [[noreturn]] void fail(Group& g, const std::exception& e) {
+    g.learn_hosts();
     if (dynamic_cast<const Cancelled*>(&e)) {
         if (g.aborted()) g.throw_abort();
         if (const auto silent = g.silent_peers(2.0); !silent.empty()) {
