@@ -271,6 +271,23 @@ def oracle_run(model, x, recipe):
     return out, ops
 
 
+def run_every_recipe(cls, d):
+    """cls.model saved as TorchScript and torch.export with probes cls.x (labels: its FP32 argmax);
+    cls.want: torchao's outputs per recipe; cls.results: ampscope's run JSON per format."""
+    cls.paths = {"torchscript": os.path.join(d, "m.pt"), "export": os.path.join(d, "m.pt2")}
+    torch.jit.script(cls.model).save(cls.paths["torchscript"])
+    torch.export.save(torch.export.export(cls.model, (cls.x,)), cls.paths["export"])
+    with torch.no_grad():
+        ref = cls.model(cls.x)
+    cls.probes = os.path.join(d, "probes.pt")
+    torch.save({"inputs": cls.x, "labels": ref.argmax(1), "ids": [f"p{i}" for i in range(len(cls.x))]}, cls.probes)
+    cls.want = {r: oracle_run(cls.model, cls.x, r) for r in cls.RECIPES}
+    cls.want["fp8"] = (torchao_fp8(cls.model, cls.x), None)
+    cls.results = {fmt: run_json("run", "--model", path, "--probes", cls.probes, "--precision",
+                                 "fp8," + ",".join(cls.RECIPES), "--batch-size", len(cls.x), "--outputs",
+                                 "--no-db")[1] for fmt, path in cls.paths.items()}
+
+
 class Fp8Recipes(unittest.TestCase):
     """run --precision fp8-rowwise,mxfp8,nvfp4 against torchao 0.18, outputs bitwise and operand
     statistics exactly (SQNR to 1e-3 dB), on a TorchScript and a torch.export program."""
@@ -287,18 +304,7 @@ class Fp8Recipes(unittest.TestCase):
         cls.x[0, 3] = 1e4  # an outlier sets its MX block's scale to 2^5: the small neighbour below flushes to zero
         cls.x[0, 4] = 0.01
         cls.x[1, :] *= 1e-3  # a row of small values: rowwise scales it on its own, tensorwise does not
-        cls.paths = {"torchscript": os.path.join(d, "m.pt"), "export": os.path.join(d, "m.pt2")}
-        torch.jit.script(cls.model).save(cls.paths["torchscript"])
-        torch.export.save(torch.export.export(cls.model, (cls.x,)), cls.paths["export"])
-        with torch.no_grad():
-            ref = cls.model(cls.x)
-        cls.probes = os.path.join(d, "probes.pt")
-        torch.save({"inputs": cls.x, "labels": ref.argmax(1), "ids": [f"p{i}" for i in range(len(cls.x))]}, cls.probes)
-        cls.want = {r: oracle_run(cls.model, cls.x, r) for r in cls.RECIPES}
-        cls.want["fp8"] = (torchao_fp8(cls.model, cls.x), None)
-        cls.results = {fmt: run_json("run", "--model", path, "--probes", cls.probes, "--precision",
-                                     "fp8," + ",".join(cls.RECIPES), "--batch-size", len(cls.x), "--outputs",
-                                     "--no-db")[1] for fmt, path in cls.paths.items()}
+        run_every_recipe(cls, d)
 
     @classmethod
     def tearDownClass(cls):
@@ -374,18 +380,7 @@ class Fp8OnlyLinears(unittest.TestCase):
         cls.model = gemm_mix()
         g = torch.Generator().manual_seed(7)
         cls.x = torch.randn(16, 32, generator=g) * 2
-        cls.paths = {"torchscript": os.path.join(d, "m.pt"), "export": os.path.join(d, "m.pt2")}
-        torch.jit.script(cls.model).save(cls.paths["torchscript"])
-        torch.export.save(torch.export.export(cls.model, (cls.x,)), cls.paths["export"])
-        with torch.no_grad():
-            ref = cls.model(cls.x)
-        cls.probes = os.path.join(d, "probes.pt")
-        torch.save({"inputs": cls.x, "labels": ref.argmax(1), "ids": [f"p{i}" for i in range(len(cls.x))]}, cls.probes)
-        cls.want = {r: oracle_run(cls.model, cls.x, r) for r in cls.RECIPES}
-        cls.want["fp8"] = (torchao_fp8(cls.model, cls.x), None)
-        cls.results = {fmt: run_json("run", "--model", path, "--probes", cls.probes, "--precision",
-                                     "fp8," + ",".join(cls.RECIPES), "--batch-size", len(cls.x), "--outputs",
-                                     "--no-db")[1] for fmt, path in cls.paths.items()}
+        run_every_recipe(cls, d)
 
     @classmethod
     def tearDownClass(cls):

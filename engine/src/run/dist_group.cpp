@@ -224,10 +224,13 @@ void Group::abort(const std::string& kind, const std::string& message) noexcept 
 void Group::throw_abort() {
     const std::string v = store_call([&] { return string_of(s_->store->get("abort")); });
     const auto nl = v.find('\n');
-    const std::string kind = v.substr(0, nl), msg = nl == std::string::npos ? v : v.substr(nl + 1);
-    if (kind == "input") throw InputError("", "", msg);
-    if (kind == "model") throw ModelError(msg);
-    throw BackendError(msg);
+    throw_as(v.substr(0, nl), nl == std::string::npos ? v : v.substr(nl + 1));
+}
+
+void throw_as(const std::string& kind, const std::string& message) {
+    if (kind == "input") throw InputError("", "", message);
+    if (kind == "model") throw ModelError(message);
+    throw BackendError(message);
 }
 
 void Group::check_peers(const std::vector<int>& peers, std::vector<int64_t>& last, std::vector<Clock::time_point>& seen,

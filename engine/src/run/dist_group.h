@@ -18,6 +18,10 @@
 
 namespace ampscope::detail {
 
+/// Another rank's error as this rank's exception: kind input -> InputError, model -> ModelError,
+/// anything else (backend, cancelled, a lost rank) -> BackendError.
+[[noreturn]] void throw_as(const std::string& kind, const std::string& message);
+
 class Group {
 public:
     /// Joins the store and starts this rank's heartbeat; `cancel` says the user interrupted.

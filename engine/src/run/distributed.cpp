@@ -99,11 +99,8 @@ std::vector<json> check_hellos(Group& g, const std::vector<std::string>& raw, co
     for (size_t r = 0; r < hellos.size(); ++r) {
         if (!hellos[r].contains("error")) continue;
         if (int(r) == g.env().rank) std::rethrow_exception(failure);
-        const std::string kind = hellos[r].at("error_kind"),
-                          msg = g.who(int(r)) + ": " + hellos[r].at("error").get<std::string>();
-        if (kind == "input") throw InputError("", "", msg);
-        if (kind == "model") throw ModelError(msg);
-        throw BackendError(msg);
+        throw_as(hellos[r].at("error_kind").get<std::string>(),
+                 g.who(int(r)) + ": " + hellos[r].at("error").get<std::string>());
     }
     const json& ref = hellos[0].at("identity");
     for (size_t r = 1; r < hellos.size(); ++r)
