@@ -157,7 +157,7 @@ class Files:
         x[13, 0] = 777.0  # rank 1's shard (batches of 4: samples 8-15)
         cls.looping_probes = os.path.join(d, "looping_probes.pt")
         torch.save({"inputs": x}, cls.looping_probes)
-        big = torch.randn(400000, 12, generator=g)
+        big = torch.randn(2000000, 12, generator=g)
         cls.big_probes = os.path.join(d, "big.pt")
         torch.save({"inputs": big}, cls.big_probes)
 
@@ -271,7 +271,8 @@ class Faults(unittest.TestCase):
                 self.assertIn("WORLD_SIZE", se)
 
     def killed(self, procs, victim, db, limit):
-        time.sleep(4)  # both ranks are inside the passes (400000 samples at batch 1: a minute of passes)
+        time.sleep(4)  # both ranks are inside the passes (2,000,000 samples at batch 1: minutes of passes, so rank 0 must
+        # notice the loss while it is still inside its own shard)
         self.assertIsNone(procs[0].poll(), "the run ended before the kill")
         victim.send_signal(signal.SIGKILL)
         t0 = time.monotonic()
@@ -280,6 +281,7 @@ class Faults(unittest.TestCase):
         self.assertNotEqual(res[0][0], 0)
         self.assertIn("rank 1", res[0][2], f"rc {res[0][0]}")
         self.assertEqual(count_runs(db), 0)  # nothing partial is recorded
+        return res
 
     def test_killed_rank_stops_the_others_by_heartbeat(self):
         with tempfile.TemporaryDirectory() as d:
@@ -287,7 +289,8 @@ class Faults(unittest.TestCase):
             args = ["run", "--model", Files.pt2, "--probes", Files.big_probes, "--batch-size", "1", "--db", db,
                     "--lost-after", "3", "-q"]
             procs = launch([args, args])
-            self.killed(procs, procs[1], db, limit=20)
+            res = self.killed(procs, procs[1], db, limit=20)
+            self.assertIn("stopped responding", res[0][2])
 
     def test_killed_rank_under_torchrun(self):
         with tempfile.TemporaryDirectory() as d:

@@ -94,6 +94,39 @@ std::string seconds_text(double s) {
 
 }  // namespace
 
+/// The peers' heartbeat counters as last read, and when each last moved: one tracker for the
+/// watched waits, the heartbeat thread's watch during the passes and rank 0's linger.
+class PeerWatch {
+public:
+    explicit PeerWatch(int world_size)
+        : start_(Clock::now()), last_(size_t(world_size), -1), moved_(size_t(world_size), start_) {}
+    /// Reads `rank`'s counter: the seconds it has not moved (0 when it just moved).
+    double silence(c10d::Store& store, int rank) {
+        const int64_t hb = store.add("hb/" + std::to_string(rank), 0);
+        if (hb != last_[size_t(rank)]) {
+            last_[size_t(rank)] = hb;
+            moved_[size_t(rank)] = Clock::now();
+            return 0;
+        }
+        return since(moved_[size_t(rank)]);
+    }
+    /// What is wrong with `rank` after silence() (empty: nothing): it beat and then fell silent
+    /// for lost_after_s, or it never beat within join_timeout_s.
+    std::string verdict(int rank, double silent, const DistributedEnv& env, const std::string& who) const {
+        if (last_[size_t(rank)] == 0 && since(start_) > env.join_timeout_s)
+            return who + " never joined the run within " + seconds_text(env.join_timeout_s);
+        if (last_[size_t(rank)] > 0 && silent > env.lost_after_s)
+            return who + " stopped responding: no heartbeat for " + seconds_text(env.lost_after_s) +
+                   " (killed, crashed, hung in a batch, or its host unreachable)";
+        return {};
+    }
+
+private:
+    Clock::time_point start_;
+    std::vector<int64_t> last_;
+    std::vector<Clock::time_point> moved_;
+};
+
 int64_t Group::now_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
 }
@@ -175,18 +208,12 @@ void Group::linger() {
     // every other rank has read the end (said bye) or fallen silent (killed, hung), at most
     // lost_after_s.
     const auto t0 = Clock::now();
-    std::vector<int64_t> last(size_t(env_.world_size), -1);
-    std::vector<Clock::time_point> seen(size_t(env_.world_size), t0);
+    PeerWatch watch(env_.world_size);
     while (since(t0) < env_.lost_after_s) {
         bool waiting = false;
         for (int r = 1; r < env_.world_size; ++r) {
             if (s_->store->check({"bye/" + std::to_string(r)})) continue;
-            const int64_t hb = s_->store->add("hb/" + std::to_string(r), 0);
-            if (hb != last[size_t(r)]) {
-                last[size_t(r)] = hb;
-                seen[size_t(r)] = Clock::now();
-            }
-            waiting = waiting || since(seen[size_t(r)]) < 2.0;  // beats come every 0.5 s
+            waiting = waiting || watch.silence(*s_->store, r) < 2.0;  // beats come every 0.5 s
         }
         if (!waiting) return;
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -194,7 +221,11 @@ void Group::linger() {
 }
 
 void Group::beat() {
+    // Beats every 0.5 s and, while this rank computes, watches the peers it depends on (rank 0
+    // every other rank, the others rank 0): a peer killed while this rank is inside its own
+    // shard stops the run within lost_after_s, not when the shard ends.
     const std::string key = "hb/" + std::to_string(env_.rank);
+    PeerWatch watch(env_.world_size);
     bool hung = false;
     while (!stop_) {
         try {
@@ -203,10 +234,11 @@ void Group::beat() {
             const int64_t b = batch_since_ns_.load();
             if (!hung && b > 0 && double(now_ns() - b) * 1e-9 > env_.batch_timeout_s) {
                 hung = true;  // stop beating: the others see this rank gone even if the abort is missed
-                const std::string msg = who(env_.rank) + " hung: one batch has run for more than " +
-                                        seconds_text(env_.batch_timeout_s) + " (--batch-timeout)";
-                if (s_->heart->add("aborts", 1) == 1) s_->heart->set("abort", std::string("backend\n" + msg));
+                post_abort(*s_->heart, "backend",
+                           who(env_.rank) + " hung: one batch has run for more than " +
+                               seconds_text(env_.batch_timeout_s) + " (--batch-timeout)");
             }
+            if (!aborted_ && !hung) watch_peers(watch);
         } catch (...) {
             // the store is gone; the main thread finds out at its next call
         }
@@ -214,9 +246,32 @@ void Group::beat() {
     }
 }
 
+void Group::watch_peers(PeerWatch& watch) {
+    for (int p = env_.rank == 0 ? 1 : 0; p < (env_.rank == 0 ? env_.world_size : 1); ++p) {
+        const std::string bye = "bye/" + std::to_string(p);
+        if (s_->heart->check({bye})) continue;  // it finished and left
+        const std::string msg = watch.verdict(p, watch.silence(*s_->heart, p), env_, posted_name(p));
+        if (msg.empty() || s_->heart->check({bye})) continue;
+        post_abort(*s_->heart, "backend", msg);
+        aborted_ = true;  // the main thread stops between batches and throws the abort
+        return;
+    }
+}
+
+std::string Group::posted_name(int rank) const {
+    // The heartbeat thread's own read of a host (hosts_ belongs to the main thread).
+    const std::string key = "host/" + std::to_string(rank);
+    if (s_->heart->check({key})) return "rank " + std::to_string(rank) + " on " + string_of(s_->heart->get(key));
+    return "rank " + std::to_string(rank);
+}
+
+void Group::post_abort(c10d::Store& store, const std::string& kind, const std::string& message) {
+    if (store.add("aborts", 1) == 1) store.set("abort", kind + "\n" + message);
+}
+
 void Group::abort(const std::string& kind, const std::string& message) noexcept {
     try {
-        if (s_->store->add("aborts", 1) == 1) s_->store->set("abort", kind + "\n" + message);
+        post_abort(*s_->store, kind, message);
     } catch (...) {
     }
 }
@@ -233,41 +288,21 @@ void throw_as(const std::string& kind, const std::string& message) {
     throw BackendError(message);
 }
 
-void Group::check_peers(const std::vector<int>& peers, std::vector<int64_t>& last, std::vector<Clock::time_point>& seen,
-                        Clock::time_point start) {
-    for (int p : peers) {
-        const int64_t hb = s_->store->add("hb/" + std::to_string(p), 0);
-        if (hb != last[size_t(p)]) {
-            last[size_t(p)] = hb;
-            seen[size_t(p)] = Clock::now();
-            continue;
-        }
-        std::string msg;
-        if (hb == 0 && since(start) > env_.join_timeout_s)
-            msg = who(p) + " never joined the run within " + seconds_text(env_.join_timeout_s);
-        else if (hb > 0 && since(seen[size_t(p)]) > env_.lost_after_s)
-            msg = who(p) + " stopped responding: no heartbeat for " + seconds_text(env_.lost_after_s) +
-                  " (killed, crashed, hung in a batch, or its host unreachable)";
-        if (msg.empty()) continue;
-        if (hosts_.empty()) {
-            learn_hosts();
-            return check_peers(peers, last, seen, start);  // the same verdict, the host named
-        }
-        abort("backend", msg);
-        throw BackendError(msg);
-    }
-}
-
 void Group::wait(const std::function<bool()>& ready, const std::vector<int>& peers) {
     store_call([&] {
-        const auto start = Clock::now();
-        std::vector<int64_t> last(size_t(env_.world_size), -1);
-        std::vector<Clock::time_point> seen(size_t(env_.world_size), start);
+        PeerWatch watch(env_.world_size);
         for (;;) {
             if (s_->store->check({"abort"})) throw_abort();
             if (ready()) return 0;
             if (cancel_ && cancel_()) throw Cancelled();
-            check_peers(peers, last, seen, start);
+            for (int p : peers) {
+                const double silent = watch.silence(*s_->store, p);
+                if (watch.verdict(p, silent, env_, who(p)).empty()) continue;
+                learn_hosts();  // the same verdict, the host named
+                const std::string msg = watch.verdict(p, silent, env_, who(p));
+                abort("backend", msg);
+                throw BackendError(msg);
+            }
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
         }
     });

@@ -16,7 +16,13 @@
 
 #include "ampscope/engine/distributed.h"
 
+namespace c10d {
+class Store;
+}
+
 namespace ampscope::detail {
+
+class PeerWatch;
 
 /// Another rank's error as this rank's exception: kind input -> InputError, model -> ModelError,
 /// anything else (backend, cancelled, a lost rank) -> BackendError.
@@ -72,9 +78,11 @@ private:
     /// Waits until ready() holds; stops on an abort, a cancel, a lost peer (no heartbeat for
     /// lost_after_s once it beat; never joined within join_timeout_s), a lost store.
     void wait(const std::function<bool()>& ready, const std::vector<int>& peers);
-    void check_peers(const std::vector<int>& peers, std::vector<int64_t>& last,
-                     std::vector<std::chrono::steady_clock::time_point>& seen,
-                     std::chrono::steady_clock::time_point start);
+    /// The heartbeat thread's watch of the peers it depends on (rank 0: all; others: rank 0).
+    void watch_peers(PeerWatch& watch);
+    std::string posted_name(int rank) const;
+    /// The first abort wins; later ones are dropped.
+    static void post_abort(c10d::Store& store, const std::string& kind, const std::string& message);
     /// Runs a store call; a failed one is the store lost (BackendError naming it).
     template <class F>
     auto store_call(F&& f) -> decltype(f());
