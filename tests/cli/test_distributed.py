@@ -271,7 +271,7 @@ class Faults(unittest.TestCase):
                 self.assertIn("WORLD_SIZE", se)
 
     def killed(self, procs, victim, db, limit):
-        time.sleep(4)  # both ranks are inside the passes (2,000,000 samples at batch 1: minutes of passes, so rank 0 must
+        time.sleep(8)  # both ranks are inside the passes, under ASan too (2,000,000 samples at batch 1: minutes of passes, so rank 0 must
         # notice the loss while it is still inside its own shard)
         self.assertIsNone(procs[0].poll(), "the run ended before the kill")
         victim.send_signal(signal.SIGKILL)
