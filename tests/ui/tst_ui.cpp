@@ -245,8 +245,15 @@ private Q_SLOTS:
         ReplayParamModel params;
         QAbstractItemModelTester t2(&steps, QAbstractItemModelTester::FailureReportingMode::QtTest);
         QAbstractItemModelTester t3(&layers, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        ReplayTrainingModel training;  // the steps as training steps, for the loss and scale charts
         QAbstractItemModelTester t4(&params, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QAbstractItemModelTester t5(&training, QAbstractItemModelTester::FailureReportingMode::QtTest);
         for (ReplayTableModel* m : std::initializer_list<ReplayTableModel*>{&steps, &layers, &params}) m->resetData(r);
+        training.resetData(r);
+        QCOMPARE(training.rowCount(), 2);
+        QCOMPARE(training.index(0, TrainingStepModel::Step).data().toInt(), 1);  // counted from 1
+        QVERIFY(
+            training.index(0, 0).data(TrainingStepModel::SummaryRole).toString().contains(QStringLiteral("skipped")));
         QCOMPARE(steps.rowCount(), 2);
         QCOMPARE(steps.index(0, ReplayStepModel::LossAmp).data().toString(), QStringLiteral("NaN"));
         QCOMPARE(layers.rowCount(), 4);
@@ -255,6 +262,8 @@ private Q_SLOTS:
         QCOMPARE(params.index(1, ReplayParamModel::Name).data().toString(),
                  QStringLiteral("head\\x0aweight"));  // shown, not acted on
         for (ReplayTableModel* m : std::initializer_list<ReplayTableModel*>{&steps, &layers, &params}) m->clearData();
+        training.clearData();
+        QCOMPARE(training.rowCount(), 0);
         QCOMPARE(layers.rowCount(), 0);
         QCOMPARE(layers.firstNonFiniteRow(), -1);
     }
