@@ -22,6 +22,10 @@ nlohmann::json parse_json(const void* data, size_t n, const std::string& file, c
 /// The serialized dtype codes (torch/_export/serde/schema.py ScalarType), not c10's numbers.
 std::optional<at::ScalarType> dtype_of_code(int64_t code);
 
+/// The dtype a serialized code (a JSON integer) names; anything else is an InputError naming
+/// `file` and `where`.
+at::ScalarType dtype_named(const nlohmann::json& code, const std::string& file, const std::string& where);
+
 /// The archive's bytes, owned, and its records stored uncompressed: a weight read from such a
 /// record is a tensor over those bytes (no copy; it keeps them alive), as torch.load(mmap=True)
 /// leaves weights in the file it maps.

@@ -46,13 +46,7 @@ struct Reader {
         throw InputError(file, field, what);
     }
 
-    at::ScalarType dtype(const json& code, const std::string& where) const {
-        const auto d = code.is_number_integer() ? dtype_of_code(code.get<int64_t>()) : std::nullopt;
-        if (!d)
-            fail(where,
-                 "dtype code " + code.dump() + " is unknown to this build (torch 2.11 serialization codes expected)");
-        return *d;
-    }
+    at::ScalarType dtype(const json& code, const std::string& where) const { return dtype_named(code, file, where); }
 
     c10::IValue memory_format(int64_t v, const std::string& where) const {
         switch (v) {

@@ -70,6 +70,15 @@ std::optional<at::ScalarType> dtype_of_code(int64_t code) {
     }
 }
 
+at::ScalarType dtype_named(const json& code, const std::string& file, const std::string& where) {
+    const auto d = code.is_number_integer() ? dtype_of_code(code.get<int64_t>()) : std::nullopt;
+    if (!d)
+        throw InputError(
+            file, where,
+            "dtype code " + code.dump() + " is unknown to this build (torch 2.11 serialization codes expected)");
+    return *d;
+}
+
 namespace {
 
 struct WeightReader {
@@ -83,13 +92,7 @@ struct WeightReader {
         throw InputError(file, field, what);
     }
 
-    at::ScalarType dtype(const json& code, const std::string& where) const {
-        const auto d = code.is_number_integer() ? dtype_of_code(code.get<int64_t>()) : std::nullopt;
-        if (!d)
-            fail(where,
-                 "dtype code " + code.dump() + " is unknown to this build (torch 2.11 serialization codes expected)");
-        return *d;
-    }
+    at::ScalarType dtype(const json& code, const std::string& where) const { return dtype_named(code, file, where); }
 
     /// The sizes, strides and offset of a tensor_meta, checked: non-negative, and the view's
     /// highest element and element count computed without overflow.
