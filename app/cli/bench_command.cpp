@@ -107,12 +107,7 @@ void add_bench_options(CLI::App* bench, BenchOptions& o) {
     auto& bs = o.spec;
     bench->add_option("--model", bs.model, "demo:NAME, a TorchScript file or a torch.export program (.pt2)")
         ->required();
-    bench
-        ->add_option("--output", bs.output,
-                     "the output compared, for torch.export programs with several outputs: a name from its output tree "
-                     "(e.g. cls) or an "
-                     "index; default: the first tensor output")
-        ->check(checks::NonEmpty("an output name or index"));
+    add_output_option(bench, bs.output);
     bench->add_option("--probes", bs.probes, "the probe set the validation run used")->required();
     bench->add_option("--device", bs.device, "cpu | cuda | cuda:N")->check(checks::Device());
     bench->add_option("--precision", o.precision, "AMP precisions to time against FP32")->default_str("fp16,bf16");

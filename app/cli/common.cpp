@@ -20,6 +20,7 @@
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/text.h"
 #include "ampscope/storage/input_file.h"
+#include "checks.h"
 
 namespace ampscope::cli {
 
@@ -66,6 +67,14 @@ void install_signal_handlers() {
     start_abort_thread();
     std::signal(SIGINT, on_sigint);
     std::signal(SIGTERM, on_sigint);
+}
+
+CLI::Option* add_output_option(CLI::App* app, std::string& output) {
+    return app
+        ->add_option("--output", output,
+                     "the output compared, for torch.export programs with several outputs: a name from its output tree "
+                     "(e.g. cls) or an index; default: the first tensor output")
+        ->check(checks::NonEmpty("an output name or index"));
 }
 
 void refuse_under_torchrun(const std::string& command) {

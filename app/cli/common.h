@@ -38,6 +38,10 @@ Command subcommand(CLI::App& app, const char* name, const std::string& help, voi
     return [sub, options, run] { return *sub ? run(*options) : -1; };
 }
 
+/// `--output`: the output compared, for torch.export programs with several outputs (run, ops,
+/// bench, train: one help text and one check).
+CLI::Option* add_output_option(CLI::App* app, std::string& output);
+
 /// First Ctrl-C/SIGTERM: finish the current batch or step, record the run cancelled, exit 130.
 /// Second one (e.g. the model is stuck inside one op): the process ends at once, after the
 /// current AbortAction ran.

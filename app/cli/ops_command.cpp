@@ -45,11 +45,7 @@ struct OpsOptions {
 void add_ops_options(CLI::App* ops, OpsOptions& o) {
     ops->add_option("--model", o.spec.model, "demo:NAME, a TorchScript file or a torch.export program (.pt2)")
         ->required();
-    ops->add_option("--output", o.spec.criteria.output,
-                    "the output compared, for torch.export programs with several outputs: a name from its output tree "
-                    "(e.g. cls) or an "
-                    "index; default: the first tensor output")
-        ->check(checks::NonEmpty("an output name or index"));
+    add_output_option(ops, o.spec.criteria.output);
     o.probes = ops->add_option("--probes", o.spec.probes,
                                "probe file whose first sample drives the forward (default: demo, for demo models)")
                    ->default_str("demo")

@@ -66,11 +66,7 @@ void add_spec_options(CLI::App* run, RunOptions& o, bool model_required) {
         run->add_option("--model", spec.model,
                         "demo:NAME (transformer, mlp, regressor), a TorchScript file or a torch.export program (.pt2)");
     if (model_required) model->required();
-    run->add_option("--output", o.output,
-                    "the output compared, for torch.export programs with several outputs: a name from its output tree "
-                    "(e.g. cls) or an "
-                    "index; default: the first tensor output")
-        ->check(checks::NonEmpty("an output name or index"));
+    add_output_option(run, o.output);
     auto* probes =
         run->add_option("--probes", spec.probes, "'demo' (the demo model's built-in set) or a .pt / .csv probe file");
     if (model_required) probes->required();

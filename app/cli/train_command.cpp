@@ -72,12 +72,7 @@ void add_train_options(CLI::App* train, TrainOptions& o) {
         ->add_option("--model", ts.model,
                      "demo:NAME, a TorchScript file or a torch.export program (.pt2) (its parameters are trained)")
         ->required();
-    train
-        ->add_option("--output", ts.output,
-                     "the output compared, for torch.export programs with several outputs: a name from its output tree "
-                     "(e.g. cls) or an "
-                     "index; default: the first tensor output")
-        ->check(checks::NonEmpty("an output name or index"));
+    add_output_option(train, ts.output);
     train->add_option("--data", ts.data, "'demo' or a .pt/.csv file with labels or targets")->required();
     train->add_option("--steps", ts.steps, "optimizer iterations")->required()->check(checks::Integer(1));
     train->add_option("--batch-size", ts.batch_size, "samples per micro-batch, taken in file order")
