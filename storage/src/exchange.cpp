@@ -195,7 +195,17 @@ const TypeCheck kTypeChecks[] = {{"runs", "uuid", "'text'"},
                                  {"run_ranks", "first_sample", "'integer'"},
                                  {"run_ranks", "samples", "'integer'"},
                                  {"run_ranks", "seconds", "'real','integer'"},
-                                 {"run_ranks", "bytes", "'integer'"}};
+                                 {"run_ranks", "bytes", "'integer'"},
+                                 {"fp8_operands", "seq", "'integer'"},
+                                 {"fp8_operands", "module", "'text'"},
+                                 {"fp8_operands", "operand", "'text'"},
+                                 {"fp8_operands", "scheme", "'text'"},
+                                 {"fp8_operands", "element", "'text'"},
+                                 {"fp8_operands", "elements", "'integer'"},
+                                 {"fp8_operands", "underflow", "'integer'"},
+                                 {"fp8_operands", "subnormal", "'integer'"},
+                                 {"fp8_operands", "saturated", "'integer'"},
+                                 {"fp8_operands", "amax", "'real','integer','null'"}};
 
 /// Refuses files whose schema is not ampscope's: unknown triggers or views, missing tables or
 /// columns, values of the wrong type, a failing integrity check.

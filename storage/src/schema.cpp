@@ -151,6 +151,22 @@ CREATE TABLE run_ranks(
   bytes INTEGER NOT NULL,            -- per-sample results it sent to rank 0
   PRIMARY KEY(run_id, rank)) WITHOUT ROWID;
 )sql",
+        // v9: the quantized GEMM operands of a simulated FP8 pass (issue 30): per module and
+        // operand its QuantStats (ampscope/engine/fp8.h) over all batches; other passes have none
+        R"sql(
+CREATE TABLE fp8_operands(
+  pass_id INTEGER NOT NULL REFERENCES passes(id) ON DELETE CASCADE,
+  seq INTEGER NOT NULL,              -- the pass's order (first GEMM operand seen first)
+  module TEXT NOT NULL, op TEXT NOT NULL, operand TEXT NOT NULL,   -- operand: 'input' | 'weight'
+  scheme TEXT NOT NULL, element TEXT NOT NULL,                     -- 'tensorwise' ..., 'e4m3' ...
+  elements INTEGER NOT NULL, nonfinite INTEGER NOT NULL, nonzero INTEGER NOT NULL,
+  underflow INTEGER NOT NULL, subnormal INTEGER NOT NULL, saturated INTEGER NOT NULL,
+  nonfinite_out INTEGER NOT NULL,
+  amax REAL,                         -- NULL: NaN (an operand holding a NaN)
+  scales INTEGER NOT NULL, scale_min REAL, scale_max REAL, tensor_scale REAL,
+  sqnr_db REAL, signal REAL, noise REAL,
+  PRIMARY KEY(pass_id, seq)) WITHOUT ROWID;
+)sql",
     };
     return m;
 }
@@ -177,6 +193,10 @@ const std::map<std::string, std::vector<std::string>>& expected_tables() {
         {"token_stats", {"comparison_id", "length", "vocab", "positions", "masked", "mean_kld", "kld"}},
         {"token_boundaries", {"comparison_id", "seq", "sample_idx", "position", "ref_margin"}},
         {"run_ranks", {"run_id", "rank", "host", "device", "first_sample", "samples", "seconds", "bytes"}},
+        {"fp8_operands",
+         {"pass_id",   "seq",       "module",       "op",        "operand",   "scheme",        "element", "elements",
+          "nonfinite", "nonzero",   "underflow",    "subnormal", "saturated", "nonfinite_out", "amax",    "scales",
+          "scale_min", "scale_max", "tensor_scale", "sqnr_db",   "signal",    "noise"}},
     };
     return t;
 }

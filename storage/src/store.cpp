@@ -19,6 +19,7 @@
 #include "legacy_layers.h"
 #include "layer_stats.h"
 #include "rank_rows.h"
+#include "fp8_rows.h"
 #include "real_column.h"
 #include "token_rows.h"
 #include "schema.h"
@@ -289,6 +290,9 @@ void Store::load_passes(int64_t id, RunResult& r, std::vector<std::string>* dama
         p.quality = real::optional(s, 7, column_of(path_, uuid, "passes.quality"));
         p.seconds = s.f64(8);
         p.layers = read_layers(db_, s.i64(0), "pass " + to_string(p.precision) + " of run " + uuid, damaged);
+        if (schema_version() >= 9)
+            p.fp8_operands =
+                read_fp8_operands(db_, s.i64(0), path_ + ": run " + uuid + ": pass " + to_string(p.precision));
         r.passes.push_back(std::move(p));
     }
 }

@@ -11,6 +11,7 @@
 #include "ampscope/storage/store.h"
 #include "json_map.h"
 #include "rank_rows.h"
+#include "fp8_rows.h"
 #include "layer_chunk.h"
 #include "real_column.h"
 #include "serialize.h"
@@ -116,6 +117,7 @@ void insert_pass(sqlite3* db, int64_t run_id, int seq, const PassResult& p, size
             .bind_blob_static(4, data.data(), data.size());
         l.exec_row();
     }
+    insert_fp8_operands(db, pass_id, p.fp8_operands);
 }
 
 void insert_comparison(sqlite3* db, int64_t run_id, int seq, const Comparison& c,

@@ -413,6 +413,73 @@ class Fp8OnlyLinears(unittest.TestCase):
 
 
 
+class Fp8Stored(unittest.TestCase):
+    """A recorded FP8 run keeps its operand statistics (table fp8_operands, schema v9): `show RUN
+    --json` gives every pass's fp8_operands as `run --json` gave them, field for field; `show
+    --layers` prints them; an export imported elsewhere carries them."""
+
+    PRECISIONS = ["fp8", "fp8-rowwise", "mxfp8", "nvfp4", "fp8-delayed"]
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        d = cls.tmp.name
+        model = block_mlp()
+        g = torch.Generator().manual_seed(5)
+        x = torch.randn(16, 32, generator=g) * 2
+        x[0, 3] = 1e4  # saturates the delayed scale's first batch and flushes its MX block's neighbours
+        x[1, :] *= 1e-6  # underflows tensorwise E4M3
+        cls.path = os.path.join(d, "m.pt2")
+        torch.export.save(torch.export.export(model, (x[:4],)), cls.path)
+        cls.probes = os.path.join(d, "probes.pt")
+        with torch.no_grad():
+            labels = model(x).argmax(1)
+        torch.save({"inputs": x, "labels": labels, "ids": [f"p{i}" for i in range(len(x))]}, cls.probes)
+        cls.db = os.path.join(d, "runs.sqlite")
+        cls.ran = run_json("run", "--model", cls.path, "--probes", cls.probes, "--precision",
+                           ",".join(cls.PRECISIONS), "--batch-size", 4, "--db", cls.db)[1]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def show_json(self, db):
+        return json.loads(run_cli("show", self.ran["run_id"], "--json", "--db", db, check_rc=0)[1])
+
+    def expect_same_operands(self, shown, what):
+        for p in self.PRECISIONS:
+            want = pass_of(self.ran, p)["fp8_operands"]
+            self.assertGreater(len(want), 0, p)
+            got = pass_of(shown, p).get("fp8_operands")
+            self.assertIsNotNone(got, f"{what}: the {p} pass lost its fp8_operands")
+            self.assertEqual(len(got), len(want), f"{what} {p}")
+            for g, w in zip(got, want):
+                self.assertEqual(list(g), list(w), f"{what} {p}: keys")
+                for k in w:  # field for field, the same JSON value (a figure, or 'nan' / 'inf')
+                    self.assertEqual(g[k], w[k], f"{what} {p} {w['module']} {w['operand']} {k}")
+        self.assertNotIn("fp8_operands", pass_of(shown, "fp32"))
+
+    def test_show_json_gives_the_operands_run_json_gave(self):
+        ops = pass_of(self.ran, "fp8")["fp8_operands"]
+        self.assertTrue(any(o["underflow"] > 0 for o in ops), ops)  # the planted figures are not all zero
+        self.assertTrue(any(o["saturated"] > 0 for o in pass_of(self.ran, "fp8-delayed")["fp8_operands"]))
+        self.expect_same_operands(self.show_json(self.db), "show --json")
+
+    def test_show_layers_prints_the_operands(self):
+        out = run_cli("show", self.ran["run_id"], "--layers", "--db", self.db, check_rc=0)[1]
+        self.assertIn("fp8 operands (4; e4m3, tensorwise scales)", out)
+        self.assertIn("fp8 operands (4; e4m3, mx scales)", out)
+        self.assertIn("fp8 operands (4; e2m1, nvfp4 scales)", out)
+        self.assertIn("fp8 operands (4; e4m3, delayed (amax history) scales)", out)
+
+    def test_export_and_import_carry_the_operands(self):
+        f = os.path.join(self.tmp.name, "x.ampscope")
+        other = os.path.join(self.tmp.name, "other.sqlite")
+        run_cli("export", self.ran["run_id"], "-o", f, "--db", self.db, check_rc=0)
+        run_cli("import", f, "--db", other, check_rc=0)
+        self.expect_same_operands(self.show_json(other), "imported")
+
+
 class DelayedLinear(torch.nn.Module):
     """Transformer Engine's DelayedScaling as its documentation states the rule, for one linear
     layer's two GEMM operands (input, weight), each with its own amax history of `history` steps

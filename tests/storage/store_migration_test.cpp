@@ -293,6 +293,7 @@ TEST(Store, MigratesFromEveryOlderVersion) {
         // before 4 wrote them), and drop what later migrations added
         if (from < 4) move_layers_to_rows(path);
         std::string drop;
+        if (from < 9) drop += "DROP TABLE fp8_operands; ";
         if (from < 8) drop += "DROP TABLE run_ranks; ";
         if (from < 7)
             drop += "DROP TABLE token_boundaries; DROP TABLE token_stats; ALTER TABLE flips DROP COLUMN position; ";

@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: MIT
+#include "fp8_rows.h"
+
+#include <cstdint>
+#include <optional>
+
+#include "ampscope/storage/errors.h"
+#include "real_column.h"
+#include "sqlite.h"
+
+namespace ampscope::storage {
+
+using sql::Stmt;
+
+namespace {
+
+std::optional<Fp8Scheme> scheme_named(const std::string& s) {
+    for (auto x : {Fp8Scheme::Tensorwise, Fp8Scheme::Rowwise, Fp8Scheme::Mx, Fp8Scheme::Nvfp4})
+        if (to_string(x) == s) return x;
+    return std::nullopt;
+}
+
+std::optional<Fp8Element> element_named(const std::string& s) {
+    for (auto x : {Fp8Element::E4M3, Fp8Element::E5M2, Fp8Element::E2M1})
+        if (to_string(x) == s) return x;
+    return std::nullopt;
+}
+
+}  // namespace
+
+std::string fp8_operand_problem(const std::vector<Fp8Operand>& ops) {
+    for (const auto& o : ops) {
+        const auto& s = o.stats;
+        const std::string who = "operand " + o.operand + " of '" + o.module + "'";
+        if (o.operand.empty()) return "fp8_operands.operand: an operand of '" + o.module + "' has no name";
+        if (s.numel < 0)
+            return "fp8_operands.elements: " + who + " has " + std::to_string(s.numel) +
+                   " elements; expected 0 or more";
+        if (s.scales < 0)
+            return "fp8_operands.scales: " + who + " has " + std::to_string(s.scales) + " scales; expected 0 or more";
+        const std::pair<const char*, int64_t> counts[] = {
+            {"nonfinite", s.nonfinite}, {"nonzero", s.nonzero},     {"underflow", s.underflow},
+            {"subnormal", s.subnormal}, {"saturated", s.saturated}, {"nonfinite_out", s.nonfinite_out}};
+        for (const auto& [column, n] : counts)
+            if (n < 0 || n > s.numel)
+                return std::string("fp8_operands.") + column + ": " + who + " counts " + std::to_string(n) +
+                       " of its " + std::to_string(s.numel) + " elements; expected 0 to " + std::to_string(s.numel);
+    }
+    return {};
+}
+
+void insert_fp8_operands(sqlite3* db, int64_t pass_id, const std::vector<Fp8Operand>& ops) {
+    if (const auto p = fp8_operand_problem(ops); !p.empty()) throw StoreError("fp8 operands not recorded: " + p);
+    Stmt s(db,
+           "INSERT INTO fp8_operands(pass_id, seq, module, op, operand, scheme, element, elements, nonfinite, "
+           "nonzero, underflow, subnormal, saturated, nonfinite_out, amax, scales, scale_min, scale_max, "
+           "tensor_scale, sqnr_db, signal, noise) "
+           "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22)");
+    for (size_t i = 0; i < ops.size(); ++i) {
+        const auto& o = ops[i];
+        const auto& x = o.stats;
+        s.bind(1, pass_id)
+            .bind(2, int64_t(i))
+            .bind(3, o.module)
+            .bind(4, o.op)
+            .bind(5, o.operand)
+            .bind(6, to_string(x.scheme))
+            .bind(7, to_string(x.element))
+            .bind(8, x.numel)
+            .bind(9, x.nonfinite)
+            .bind(10, x.nonzero)
+            .bind(11, x.underflow)
+            .bind(12, x.subnormal)
+            .bind(13, x.saturated)
+            .bind(14, x.nonfinite_out)
+            .bind(15, x.amax)  // a NaN becomes NULL, read back as NaN (real_column.h)
+            .bind(16, x.scales)
+            .bind(17, x.scale_min)
+            .bind(18, x.scale_max)
+            .bind(19, x.tensor_scale)
+            .bind(20, x.sqnr_db)
+            .bind(21, x.signal)
+            .bind(22, x.noise);
+        s.run();
+    }
+}
+
+std::vector<Fp8Operand> read_fp8_operands(sqlite3* db, int64_t pass_id, const std::string& where) {
+    Stmt s(db,
+           "SELECT module, op, operand, scheme, element, elements, nonfinite, nonzero, underflow, subnormal, "
+           "saturated, nonfinite_out, amax, scales, scale_min, scale_max, tensor_scale, sqnr_db, signal, noise "
+           "FROM fp8_operands WHERE pass_id=?1 ORDER BY seq");
+    s.bind(1, pass_id);
+    std::vector<Fp8Operand> out;
+    while (s.step()) {
+        Fp8Operand o;
+        o.module = s.text(0);
+        o.op = s.text(1);
+        o.operand = s.text(2);
+        const auto scheme = scheme_named(s.text(3));
+        if (!scheme)
+            throw StoreError(where + ": column fp8_operands.scheme: '" + s.text(3) +
+                             "'; expected tensorwise, rowwise, mx or nvfp4");
+        const auto element = element_named(s.text(4));
+        if (!element)
+            throw StoreError(where + ": column fp8_operands.element: '" + s.text(4) + "'; expected e4m3, e5m2 or e2m1");
+        auto& x = o.stats;
+        x.scheme = *scheme;
+        x.element = *element;
+        x.numel = s.i64(5);
+        x.nonfinite = s.i64(6);
+        x.nonzero = s.i64(7);
+        x.underflow = s.i64(8);
+        x.subnormal = s.i64(9);
+        x.saturated = s.i64(10);
+        x.nonfinite_out = s.i64(11);
+        x.amax = real::figure(s, 12);
+        x.scales = s.i64(13);
+        x.scale_min = real::figure(s, 14);
+        x.scale_max = real::figure(s, 15);
+        x.tensor_scale = real::figure(s, 16);
+        x.sqnr_db = real::figure(s, 17);
+        x.signal = real::figure(s, 18);
+        x.noise = real::figure(s, 19);
+        out.push_back(std::move(o));
+    }
+    if (const auto p = fp8_operand_problem(out); !p.empty()) throw StoreError(where + ": column " + p);
+    return out;
+}
+
+}  // namespace ampscope::storage
