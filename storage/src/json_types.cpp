@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "json_types.h"
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -85,5 +87,93 @@ void from_json(const json& j, BackendReport& b) {
     read_key(j, "num_threads", "threads", b.num_threads);
     b.notes = j.at("notes").get<std::vector<std::string>>();
 }
+
+void to_json(ordered_json& j, const ProbeInfo& p) {
+    ordered_json tags = ordered_json::object();
+    for (const auto& [k, v] : p.tags) tags[k] = v;
+    j = {{"source", p.source},
+         {"sha256", p.sha256},
+         {"count", p.count},
+         {"tags", tags},
+         {"input_shapes", p.input_shapes},
+         {"has_labels", p.has_labels},
+         {"has_targets", p.has_targets}};
+    if (p.label_width > 0) j["label_width"] = p.label_width;  // token labels [N, T]
+}
+
+void from_json(const json& j, ProbeInfo& p) {
+    p.source = j.at("source");
+    p.sha256 = j.at("sha256");
+    p.count = j.at("count");
+    p.tags = j.at("tags").get<std::map<std::string, int>>();
+    p.input_shapes = j.at("input_shapes").get<std::vector<std::vector<int64_t>>>();
+    p.has_labels = j.at("has_labels");
+    p.has_targets = j.at("has_targets");
+    p.label_width = j.value("label_width", 0);
+}
+
+void to_json(ordered_json& j, const TrainSpec& s) {
+    j = {{"model", s.model},
+         {"data", s.data},
+         {"steps", s.steps},
+         {"batch_size", s.batch_size},
+         {"loss", s.loss},
+         {"optimizer", s.optimizer},
+         {"lr", s.lr},
+         {"momentum", s.momentum},
+         {"weight_decay", s.weight_decay},
+         {"precision", to_string(s.precision)},
+         {"autocast", s.autocast},
+         {"scaler", ordered_json(s.scaler)},
+         {"clip_grad_norm", s.clip_grad_norm},
+         {"accumulate", s.accumulate},
+         {"lr_schedule", s.lr_schedule},
+         {"lr_per_iteration", s.lr_per_iteration},
+         {"checkpoint_every", s.checkpoint_every},
+         {"checkpoint_dir", s.checkpoint_dir},
+         {"resume", s.resume},
+         {"keep_fp32", s.keep_fp32},
+         {"seed", s.seed},
+         {"device", s.device},
+         {"guards", s.guards}};
+}
+
+void from_json(const json& j, TrainSpec& s) {
+    s.model = j.at("model");
+    s.data = j.at("data");
+    s.steps = j.at("steps");
+    s.batch_size = j.at("batch_size");
+    s.loss = j.at("loss");
+    s.optimizer = j.at("optimizer");
+    s.lr = j.at("lr");
+    s.momentum = j.at("momentum");
+    s.weight_decay = j.at("weight_decay");
+    s.precision = storage::jtypes::training_precision(j.at("precision"), "spec.precision");
+    s.autocast = j.at("autocast");
+    s.scaler = j.at("scaler").get<ScalerOptions>();
+    s.clip_grad_norm = j.at("clip_grad_norm");
+    s.accumulate = j.at("accumulate");
+    s.lr_schedule = j.at("lr_schedule");
+    s.lr_per_iteration = j.at("lr_per_iteration");
+    s.checkpoint_every = j.at("checkpoint_every");
+    s.checkpoint_dir = j.at("checkpoint_dir");
+    s.resume = j.at("resume");
+    s.keep_fp32 = j.at("keep_fp32").get<std::vector<std::string>>();
+    s.seed = j.at("seed");
+    s.device = j.at("device");
+    s.guards = j.at("guards");
+}
+
+namespace storage::jtypes {
+
+Precision training_precision(const json& v, const char* field) {
+    const auto p = parse_precision(v.get<std::string>());
+    if (!p || (*p != Precision::Fp16 && *p != Precision::Bf16))
+        throw json::type_error::create(
+            302, "precision \"" + v.get<std::string>() + "\" in " + field + "; a training runs fp16 or bf16", &v);
+    return *p;
+}
+
+}  // namespace storage::jtypes
 
 }  // namespace ampscope

@@ -29,4 +29,20 @@ void from_json(const nlohmann::json& j, ScalerOptions& s);
 void to_json(nlohmann::ordered_json& j, const BackendReport& b);
 void from_json(const nlohmann::json& j, BackendReport& b);
 
+/// source, sha256, count, tags, input_shapes, has_labels, has_targets, then label_width for
+/// token labels only (written when > 0, read as 0 when absent); the other keys read with `at`.
+void to_json(nlohmann::ordered_json& j, const ProbeInfo& p);
+void from_json(const nlohmann::json& j, ProbeInfo& p);
+
+/// A training run's spec, every key read with `at` (TrainSpec::output is not stored); the
+/// precision is fp16 or bf16 (see training_precision).
+void to_json(nlohmann::ordered_json& j, const TrainSpec& s);
+void from_json(const nlohmann::json& j, TrainSpec& s);
+
+namespace storage::jtypes {
+/// A training's precision: fp16 or bf16, what `train` runs; anything else (an FP8 pass name, an
+/// unknown word) is a json::type_error naming `field`.
+Precision training_precision(const nlohmann::json& v, const char* field);
+}  // namespace storage::jtypes
+
 }  // namespace ampscope

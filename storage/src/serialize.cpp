@@ -69,33 +69,6 @@ RunSpec read_run_spec(const json& s, const std::string& column) {
     return r;
 }
 
-ordered_json probes(const ProbeInfo& p) {
-    ordered_json tags = ordered_json::object();
-    for (const auto& [k, v] : p.tags) tags[k] = v;
-    ordered_json j = {{"source", p.source},
-                      {"sha256", p.sha256},
-                      {"count", p.count},
-                      {"tags", tags},
-                      {"input_shapes", p.input_shapes},
-                      {"has_labels", p.has_labels},
-                      {"has_targets", p.has_targets}};
-    if (p.label_width > 0) j["label_width"] = p.label_width;  // token labels [N, T]
-    return j;
-}
-
-ProbeInfo read_probes(const json& p) {
-    ProbeInfo r;
-    r.source = p.at("source");
-    r.sha256 = p.at("sha256");
-    r.count = p.at("count");
-    r.tags = p.at("tags").get<std::map<std::string, int>>();
-    r.input_shapes = p.at("input_shapes").get<std::vector<std::vector<int64_t>>>();
-    r.has_labels = p.at("has_labels");
-    r.has_targets = p.at("has_targets");
-    r.label_width = p.value("label_width", 0);
-    return r;
-}
-
 /// What the header of every kind of run holds, then the keys of its kind (`own`).
 ordered_json envelope(const char* kind, ordered_json spec, const BackendReport& backend, const ModelInfo& m,
                       const std::vector<std::string>& warnings, const std::string& tool_version,
@@ -116,7 +89,7 @@ ordered_json envelope(const char* kind, ordered_json spec, const BackendReport& 
 ordered_json header(const RunResult& r) {
     return envelope("compare", run_spec(r.spec), r.backend, r.model, r.warnings, r.tool_version,
                     {{"criteria", jmap::criteria(r.criteria)},
-                     {"probes", probes(r.probes)},
+                     {"probes", ordered_json(r.probes)},
                      {"labels", r.labels},
                      {"targets", r.targets}});
 }
@@ -128,7 +101,7 @@ void read_header(const std::string& text, RunResult& r, const std::string& colum
         r.criteria = jmap::read_criteria(j.at("criteria"), column);
         r.backend = j.at("backend").get<BackendReport>();
         r.model = j.at("model").get<ModelInfo>();
-        r.probes = read_probes(j.at("probes"));
+        r.probes = j.at("probes").get<ProbeInfo>();
         r.warnings = j.at("warnings").get<std::vector<std::string>>();
         r.labels = j.at("labels").get<std::vector<int64_t>>();
         r.targets = j.at("targets").get<std::vector<float>>();
@@ -140,77 +113,14 @@ void read_header(const std::string& text, RunResult& r, const std::string& colum
 
 namespace {
 
-ordered_json train_spec(const TrainSpec& s) {
-    return {{"model", s.model},
-            {"data", s.data},
-            {"steps", s.steps},
-            {"batch_size", s.batch_size},
-            {"loss", s.loss},
-            {"optimizer", s.optimizer},
-            {"lr", s.lr},
-            {"momentum", s.momentum},
-            {"weight_decay", s.weight_decay},
-            {"precision", to_string(s.precision)},
-            {"autocast", s.autocast},
-            {"scaler", ordered_json(s.scaler)},
-            {"clip_grad_norm", s.clip_grad_norm},
-            {"accumulate", s.accumulate},
-            {"lr_schedule", s.lr_schedule},
-            {"lr_per_iteration", s.lr_per_iteration},
-            {"checkpoint_every", s.checkpoint_every},
-            {"checkpoint_dir", s.checkpoint_dir},
-            {"resume", s.resume},
-            {"keep_fp32", s.keep_fp32},
-            {"seed", s.seed},
-            {"device", s.device},
-            {"guards", s.guards}};
-}
-
-/// A training's precision: fp16 or bf16, what `train` runs; anything else (an FP8 pass name, an
-/// unknown word) refused naming the field.
-Precision training_precision(const json& v, const char* field) {
-    const auto p = parse_precision(v.get<std::string>());
-    if (!p || (*p != Precision::Fp16 && *p != Precision::Bf16))
-        throw json::type_error::create(
-            302, "precision \"" + v.get<std::string>() + "\" in " + field + "; a training runs fp16 or bf16", &v);
-    return *p;
-}
-
-TrainSpec read_train_spec(const json& j) {
-    TrainSpec s;
-    s.model = j.at("model");
-    s.data = j.at("data");
-    s.steps = j.at("steps");
-    s.batch_size = j.at("batch_size");
-    s.loss = j.at("loss");
-    s.optimizer = j.at("optimizer");
-    s.lr = j.at("lr");
-    s.momentum = j.at("momentum");
-    s.weight_decay = j.at("weight_decay");
-    s.precision = training_precision(j.at("precision"), "spec.precision");
-    s.autocast = j.at("autocast");
-    s.scaler = j.at("scaler").get<ScalerOptions>();
-    s.clip_grad_norm = j.at("clip_grad_norm");
-    s.accumulate = j.at("accumulate");
-    s.lr_schedule = j.at("lr_schedule");
-    s.lr_per_iteration = j.at("lr_per_iteration");
-    s.checkpoint_every = j.at("checkpoint_every");
-    s.checkpoint_dir = j.at("checkpoint_dir");
-    s.resume = j.at("resume");
-    s.keep_fp32 = j.at("keep_fp32").get<std::vector<std::string>>();
-    s.seed = j.at("seed");
-    s.device = j.at("device");
-    s.guards = j.at("guards");
-    return s;
-}
-
 /// The header of builds before this layout: the training JSON without its steps (every key
 /// read with a default: what they wrote varied).
 void read_legacy_train_header(const json& h, TrainResult& t) {
     t.model = jmap::read_model_identity(h.value("model", json::object()));
     t.spec.model = t.model.source;
     t.spec.data = h.value("data", "");
-    t.spec.precision = h.contains("precision") ? training_precision(h.at("precision"), "precision") : Precision::Fp16;
+    t.spec.precision =
+        h.contains("precision") ? jtypes::training_precision(h.at("precision"), "precision") : Precision::Fp16;
     t.spec.autocast = h.value("autocast", true);
     t.spec.scaler = h.value("scaler", json::object()).get<ScalerOptions>();
     const auto opt = h.value("optimizer", json::object());
@@ -237,7 +147,7 @@ void read_legacy_train_header(const json& h, TrainResult& t) {
 
 ordered_json train_header(const TrainResult& t) {
     return envelope(
-        "train", train_spec(t.spec), t.backend, t.model, t.warnings, version(),
+        "train", ordered_json(t.spec), t.backend, t.model, t.warnings, version(),
         {{"started_at", t.started_at}, {"resumed_from", t.resumed_from}, {"policy_changed", t.policy_changed}});
 }
 
@@ -245,7 +155,7 @@ void read_train_header(const std::string& text, TrainResult& t, const std::strin
     const auto h = parse_column(text, column);
     reading(column, " is not the JSON of a training run: ", [&] {
         if (!h.is_object() || !h.contains("spec")) return read_legacy_train_header(h, t);
-        t.spec = read_train_spec(h.at("spec"));
+        t.spec = h.at("spec").get<TrainSpec>();
         t.backend = h.at("backend").get<BackendReport>();
         t.model = h.at("model").get<ModelInfo>();
         t.warnings = h.at("warnings").get<std::vector<std::string>>();

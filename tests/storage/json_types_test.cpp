@@ -99,3 +99,77 @@ TEST(JsonTypes, BackendReportRoundTripsAndReadsTheKeysOfEarlierHeaders) {
     old.erase("notes");
     EXPECT_THROW(old.get<BackendReport>(), json::out_of_range);
 }
+
+TEST(JsonTypes, ProbeInfoRoundTripsWithLabelWidthOnlyForTokenLabels) {
+    ProbeInfo p;
+    p.source = "probes.pt";
+    p.sha256 = "ef";
+    p.count = 3;
+    p.tags = {{"b", 1}, {"a", 2}};
+    p.input_shapes = {{4}, {2, 3}};
+    p.has_labels = true;
+    const std::string text = ordered_json(p).dump();
+    EXPECT_EQ(text, R"({"source":"probes.pt","sha256":"ef","count":3,"tags":{"a":2,"b":1},)"
+                    R"("input_shapes":[[4],[2,3]],"has_labels":true,"has_targets":false})");
+    p.label_width = 7;  // token labels [N, 7]
+    const auto r = json::parse(ordered_json(p).dump()).get<ProbeInfo>();
+    EXPECT_EQ(ordered_json(r).dump(), ordered_json(p).dump());
+    EXPECT_EQ(r.label_width, 7);
+    EXPECT_EQ(r.tags, p.tags);
+    EXPECT_EQ(r.input_shapes, p.input_shapes);
+    auto j = json::parse(text);
+    EXPECT_EQ(j.get<ProbeInfo>().label_width, 0);
+    j.erase("has_targets");
+    EXPECT_THROW(j.get<ProbeInfo>(), json::out_of_range);
+}
+
+TEST(JsonTypes, TrainSpecRoundTripsAndRefusesAPrecisionATrainingDoesNotRun) {
+    TrainSpec s;
+    s.model = "m.pt";
+    s.data = "d.pt";
+    s.steps = 3;
+    s.batch_size = 8;
+    s.loss = "mse";
+    s.optimizer = "adamw";
+    s.lr = 0.5;
+    s.momentum = 0.25;
+    s.weight_decay = 0.125;
+    s.precision = Precision::Bf16;
+    s.autocast = false;
+    s.scaler.init_scale = 8.0;
+    s.clip_grad_norm = 1.5;
+    s.accumulate = 2;
+    s.lr_schedule = "cosine";
+    s.lr_per_iteration = true;
+    s.checkpoint_every = 4;
+    s.checkpoint_dir = "ck";
+    s.resume = "r.ckpt";
+    s.keep_fp32 = {"head"};
+    s.seed = 18446744073709551615ull;
+    s.device = "cpu";
+    s.guards = false;
+    const std::string text = ordered_json(s).dump();
+    EXPECT_EQ(text, R"({"model":"m.pt","data":"d.pt","steps":3,"batch_size":8,"loss":"mse","optimizer":"adamw",)"
+                    R"("lr":0.5,"momentum":0.25,"weight_decay":0.125,"precision":"bf16","autocast":false,)"
+                    R"("scaler":{"enabled":true,"init_scale":8.0,"growth_factor":2.0,"backoff_factor":0.5,)"
+                    R"("growth_interval":2000},"clip_grad_norm":1.5,"accumulate":2,"lr_schedule":"cosine",)"
+                    R"("lr_per_iteration":true,"checkpoint_every":4,"checkpoint_dir":"ck","resume":"r.ckpt",)"
+                    R"("keep_fp32":["head"],"seed":18446744073709551615,"device":"cpu","guards":false})");
+    const auto r = json::parse(text).get<TrainSpec>();
+    EXPECT_EQ(ordered_json(r).dump(), text);
+    EXPECT_EQ(r.precision, Precision::Bf16);
+    EXPECT_EQ(r.seed, s.seed);
+    auto j = json::parse(text);
+    j["precision"] = "fp8";
+    try {
+        (void)j.get<TrainSpec>();
+        FAIL() << "fp8 read as a training's precision";
+    } catch (const json::type_error& e) {
+        EXPECT_NE(std::string(e.what()).find("precision \"fp8\" in spec.precision; a training runs fp16 or bf16"),
+                  std::string::npos)
+            << e.what();
+    }
+    j = json::parse(text);
+    j.erase("guards");
+    EXPECT_THROW(j.get<TrainSpec>(), json::out_of_range);
+}
