@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "ampscope/engine/errors.h"
+#include "json_types.h"
 
 namespace ampscope::storage::jmap {
 
@@ -213,30 +214,15 @@ Criteria read_criteria(const json& j, const std::string& file, Criteria c) {
     return c;
 }
 
-// ---- BackendReport --------------------------------------------------------------------------
-
 // ---- Origin, model identity -----------------------------------------------------------------
 
 ordered_json origin(const std::optional<Origin>& o) {
-    if (!o) return nullptr;
-    ordered_json j = ordered_json::object();  // keys in alphabetical order, as runs have always been shown
-    if (!o->grad_fn.empty()) j["grad_fn"] = o->grad_fn;
-    j["index"] = o->index;
-    j["module"] = o->module;
-    j["op"] = o->op;
-    j["samples"] = o->samples;
-    j["stage"] = o->stage;
-    return j;
+    return o ? ordered_json(*o) : ordered_json(nullptr);
 }
 
 std::optional<Origin> read_origin(const json& j) {
     if (j.is_null()) return std::nullopt;
-    return Origin{j.at("stage"),
-                  j.at("module"),
-                  j.at("op"),
-                  j.at("index"),
-                  j.at("samples").get<std::vector<std::string>>(),
-                  j.value("grad_fn", std::string())};
+    return j.get<Origin>();
 }
 
 ordered_json model_identity(const ModelInfo& m) {

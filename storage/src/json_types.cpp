@@ -164,6 +164,25 @@ void from_json(const json& j, TrainSpec& s) {
     s.guards = j.at("guards");
 }
 
+void to_json(ordered_json& j, const Origin& o) {
+    j = ordered_json::object();
+    if (!o.grad_fn.empty()) j["grad_fn"] = o.grad_fn;
+    j["index"] = o.index;
+    j["module"] = o.module;
+    j["op"] = o.op;
+    j["samples"] = o.samples;
+    j["stage"] = o.stage;
+}
+
+void from_json(const json& j, Origin& o) {
+    o.stage = j.at("stage");
+    o.module = j.at("module");
+    o.op = j.at("op");
+    o.index = j.at("index");
+    o.samples = j.at("samples").get<std::vector<std::string>>();
+    o.grad_fn = j.value("grad_fn", std::string());
+}
+
 namespace storage::jtypes {
 
 Precision training_precision(const json& v, const char* field) {

@@ -39,6 +39,12 @@ void from_json(const nlohmann::json& j, ProbeInfo& p);
 void to_json(nlohmann::ordered_json& j, const TrainSpec& s);
 void from_json(const nlohmann::json& j, TrainSpec& s);
 
+/// The first non-finite op: keys in alphabetical order (grad_fn, index, module, op, samples,
+/// stage), as runs have always been shown; grad_fn only for the backward pass (read as ""
+/// when absent), the other keys read with `at`. A run without one stores null (jmap::origin).
+void to_json(nlohmann::ordered_json& j, const Origin& o);
+void from_json(const nlohmann::json& j, Origin& o);
+
 namespace storage::jtypes {
 /// A training's precision: fp16 or bf16, what `train` runs; anything else (an FP8 pass name, an
 /// unknown word) is a json::type_error naming `field`.

@@ -173,3 +173,21 @@ TEST(JsonTypes, TrainSpecRoundTripsAndRefusesAPrecisionATrainingDoesNotRun) {
     j.erase("guards");
     EXPECT_THROW(j.get<TrainSpec>(), json::out_of_range);
 }
+
+TEST(JsonTypes, OriginKeepsItsAlphabeticalKeysAndGradFnOnlyForTheBackwardPass) {
+    Origin o{"forward", "fc1", "aten::linear", 3, {"s1", "s2"}, ""};
+    const std::string text = ordered_json(o).dump();
+    EXPECT_EQ(text, R"({"index":3,"module":"fc1","op":"aten::linear","samples":["s1","s2"],"stage":"forward"})");
+    auto r = json::parse(text).get<Origin>();
+    EXPECT_EQ(ordered_json(r).dump(), text);
+    EXPECT_EQ(r.grad_fn, "");
+    o.stage = "backward";
+    o.grad_fn = "MmBackward0";
+    r = json::parse(ordered_json(o).dump()).get<Origin>();
+    EXPECT_EQ(r.stage, "backward");
+    EXPECT_EQ(r.grad_fn, "MmBackward0");
+    EXPECT_EQ(r.samples, o.samples);
+    auto j = json::parse(text);
+    j.erase("op");
+    EXPECT_THROW(j.get<Origin>(), json::out_of_range);
+}
