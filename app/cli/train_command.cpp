@@ -22,7 +22,7 @@ namespace {
 
 struct TrainOptions {
     TrainSpec spec;
-    std::string precision = "fp16", json, db;
+    std::string precision = "fp16", lr_schedule, json, db;
     bool no_scaler = false, no_autocast = false, quiet = false, no_guards = false, no_db = false, init_db = false,
          force = false;
 };
@@ -36,7 +36,7 @@ void add_optimizer_options(CLI::App* train, TrainOptions& o) {
     train->add_option("--lr", ts.lr, "learning rate")->default_val(0.05)->check(checks::Number(0));
     train->add_option("--momentum", ts.momentum, "SGD momentum")->default_val(0.0)->check(checks::Number(0));
     train->add_option("--weight-decay", ts.weight_decay, "weight decay")->default_val(0.0)->check(checks::Number(0));
-    train->add_option("--lr-schedule", ts.lr_schedule, "constant | cosine (over --steps)")
+    train->add_option("--lr-schedule", o.lr_schedule, "constant | cosine (over --steps)")
         ->check(CLI::IsMember(ampscope::lr_schedule_names()))
         ->default_val(ampscope::to_string(ampscope::LrSchedule::Constant));
     train->add_flag("--lr-per-iteration", ts.lr_per_iteration,
@@ -125,6 +125,7 @@ int run_train(TrainOptions& o) {
                          "'" + o.precision + "'; expected fp16 or bf16" +
                              (p && is_fp8(*p) ? " (" + to_string(*p) + " runs with `run` only)" : ""));
     ts.precision = *p;
+    ts.lr_schedule = parse_lr_schedule(o.lr_schedule);
     ts.scaler.enabled = !o.no_scaler;
     ts.autocast = !o.no_autocast;
     ts.guards = !o.no_guards;

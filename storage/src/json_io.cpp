@@ -86,7 +86,7 @@ std::string train_to_json(const TrainResult& r, int indent) {
                       {"lr", r.spec.lr},
                       {"momentum", r.spec.momentum},
                       {"weight_decay", r.spec.weight_decay},
-                      {"schedule", r.spec.lr_schedule},
+                      {"schedule", to_string(r.spec.lr_schedule)},
                       {"schedule_follows", r.spec.lr_per_iteration ? "iterations" : "effective_updates"}};
     j["loss"] = r.spec.loss;
     j["batch_size"] = r.spec.batch_size;

@@ -127,7 +127,7 @@ void to_json(ordered_json& j, const TrainSpec& s) {
          {"scaler", ordered_json(s.scaler)},
          {"clip_grad_norm", s.clip_grad_norm},
          {"accumulate", s.accumulate},
-         {"lr_schedule", s.lr_schedule},
+         {"lr_schedule", to_string(s.lr_schedule)},
          {"lr_per_iteration", s.lr_per_iteration},
          {"checkpoint_every", s.checkpoint_every},
          {"checkpoint_dir", s.checkpoint_dir},
@@ -153,7 +153,7 @@ void from_json(const json& j, TrainSpec& s) {
     s.scaler = j.at("scaler").get<ScalerOptions>();
     s.clip_grad_norm = j.at("clip_grad_norm");
     s.accumulate = j.at("accumulate");
-    s.lr_schedule = j.at("lr_schedule");
+    s.lr_schedule = parse_lr_schedule(j.at("lr_schedule").get<std::string>(), "spec.lr_schedule");
     s.lr_per_iteration = j.at("lr_per_iteration");
     s.checkpoint_every = j.at("checkpoint_every");
     s.checkpoint_dir = j.at("checkpoint_dir");

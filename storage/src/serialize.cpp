@@ -128,7 +128,7 @@ void read_legacy_train_header(const json& h, TrainResult& t) {
     t.spec.lr = opt.value("lr", 0.0);
     t.spec.momentum = opt.value("momentum", 0.0);
     t.spec.weight_decay = opt.value("weight_decay", 0.0);
-    t.spec.lr_schedule = opt.value("schedule", "constant");
+    t.spec.lr_schedule = parse_lr_schedule(opt.value("schedule", "constant"), "optimizer.schedule");
     t.spec.lr_per_iteration = opt.value("schedule_follows", "effective_updates") == "iterations";
     t.spec.loss = h.value("loss", "");
     t.spec.batch_size = h.value("batch_size", 0);

@@ -139,7 +139,7 @@ TEST(JsonTypes, TrainSpecRoundTripsAndRefusesAPrecisionATrainingDoesNotRun) {
     s.scaler.init_scale = 8.0;
     s.clip_grad_norm = 1.5;
     s.accumulate = 2;
-    s.lr_schedule = "cosine";
+    s.lr_schedule = LrSchedule::Cosine;
     s.lr_per_iteration = true;
     s.checkpoint_every = 4;
     s.checkpoint_dir = "ck";

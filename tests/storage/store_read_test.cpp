@@ -24,7 +24,7 @@ TrainResult make_training(int steps = 4) {
     t.spec.scaler.init_scale = 1024;
     t.spec.scaler.growth_interval = 2;
     t.spec.accumulate = 3;
-    t.spec.lr_schedule = "cosine";
+    t.spec.lr_schedule = LrSchedule::Cosine;
     t.spec.keep_fp32 = {"head"};
     t.spec.seed = 7;
     t.backend.device = "cpu";
@@ -89,7 +89,7 @@ TEST(StoreRead, ATrainingRunReadsBackAsValues) {
     EXPECT_EQ(got.spec.scaler.init_scale, 1024);
     EXPECT_EQ(got.spec.scaler.growth_interval, 2);
     EXPECT_EQ(got.spec.accumulate, 3);
-    EXPECT_EQ(got.spec.lr_schedule, "cosine");
+    EXPECT_EQ(got.spec.lr_schedule, LrSchedule::Cosine);
     EXPECT_EQ(got.spec.keep_fp32, std::vector<std::string>{"head"});
     EXPECT_EQ(got.spec.seed, 7u);
     EXPECT_EQ(got.backend.name, "test cpu");

@@ -88,7 +88,7 @@ void set_lr(torch::optim::Optimizer& opt, double lr) {
 }
 
 double schedule(const TrainSpec& s, int progress) {
-    if (parse_lr_schedule(s.lr_schedule) == LrSchedule::Cosine)
+    if (s.lr_schedule == LrSchedule::Cosine)
         return s.lr * 0.5 * (1.0 + std::cos(M_PI * std::min(progress, s.steps) / double(std::max(1, s.steps))));
     return s.lr;
 }

@@ -39,7 +39,6 @@ void validate_spec(const TrainSpec& s) {
     if (s.scaler.growth_interval < 1) throw InputError("", "growth_interval", "expected an integer >= 1");
     if (s.checkpoint_every < 0)
         throw InputError("", "checkpoint_every", "expected an integer >= 0 (0 = no checkpoints)");
-    parse_lr_schedule(s.lr_schedule);  // refused here, before any work
     if (s.checkpoint_every > 0) {
         std::error_code ec;
         if (!std::filesystem::is_directory(s.checkpoint_dir, ec))

@@ -115,7 +115,7 @@ void TrainingDialog::setSpec(const TrainSpec& s) {
     lr_->setValue(s.lr);
     momentum_->setValue(s.momentum);
     weight_decay_->setValue(s.weight_decay);
-    setChoice(schedule_, s.lr_schedule);  // the first of its items: over effective updates
+    setChoice(schedule_, to_string(s.lr_schedule));  // the first of its items: over effective updates
     const int perIteration = schedule_->currentIndex() + 1;
     if (s.lr_per_iteration && schedule_->itemData(perIteration, kPerIteration).toBool())
         schedule_->setCurrentIndex(perIteration);
@@ -147,7 +147,7 @@ TrainSpec TrainingDialog::spec() const {
     if (!(s.lr > 0)) throw InputError("Learning rate", "", "expected a number > 0");
     s.momentum = momentum_->value();
     s.weight_decay = weight_decay_->value();
-    s.lr_schedule = choice(schedule_);
+    s.lr_schedule = parse_lr_schedule(choice(schedule_));
     s.lr_per_iteration = schedule_->currentData(kPerIteration).toBool();
     s.precision = precision_->currentIndex() == 1 ? Precision::Bf16 : Precision::Fp16;
     s.autocast = isolation_->currentIndex() != 2;

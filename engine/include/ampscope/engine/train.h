@@ -11,6 +11,7 @@
 
 #include "ampscope/engine/run.h"
 #include "ampscope/engine/types.h"
+#include "ampscope/engine/vocabulary.h"
 
 namespace ampscope {
 
@@ -65,12 +66,12 @@ struct TrainSpec {
     std::string optimizer = "sgd";  ///< sgd | adam | adamw
     double lr = 0.05, momentum = 0.0, weight_decay = 0.0;
     Precision precision = Precision::Fp16;
-    bool autocast = true;                  ///< false: FP32 compute (isolation "scaler only")
-    ScalerOptions scaler;                  ///< scaler.enabled false: isolation "autocast only"
-    double clip_grad_norm = 0;             ///< 0 = off; applied after unscale_
-    int accumulate = 1;                    ///< micro-batches per optimizer step
-    std::string lr_schedule = "constant";  ///< constant | cosine
-    bool lr_per_iteration = false;         ///< schedule follows iterations instead of effective updates
+    bool autocast = true;                           ///< false: FP32 compute (isolation "scaler only")
+    ScalerOptions scaler;                           ///< scaler.enabled false: isolation "autocast only"
+    double clip_grad_norm = 0;                      ///< 0 = off; applied after unscale_
+    int accumulate = 1;                             ///< micro-batches per optimizer step
+    LrSchedule lr_schedule = LrSchedule::Constant;  ///< stored and shown by its name (vocabulary.h)
+    bool lr_per_iteration = false;                  ///< schedule follows iterations instead of effective updates
     int checkpoint_every = 0;
     std::string checkpoint_dir = ".";
     std::string resume;  ///< checkpoint file to resume from
