@@ -4,7 +4,8 @@
 #  - every tracked C++/CUDA source is formatted by the checked-in .clang-format;
 #  - no function in engine/, storage/, ui/ or app/ is longer than 80 lines (lizard), except the
 #    declarative tables listed below (the schema's migration SQL);
-#  - no two folders of engine/src, ui/src or storage/src include each other (tools/check-rooms.py).
+#  - no two folders of engine/src, ui/src or storage/src include each other, nor more round a
+#    cycle (tools/check-rooms.py).
 # Usage: tools/check-code.sh [PYTHON]   (PYTHON: the venv's python with lizard; default .venv)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
