@@ -97,17 +97,40 @@ void BM_ObserverOpOutputSeenRows(benchmark::State& st) {
 BENCHMARK(BM_ObserverOpOutputSeenRows)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 /// A 4 x 12 x 128 x 128 attention-score-sized output, with and without a causal mask's fill
-/// value (torch.finfo(dtype).min) in it: magnitudes above 2^56 leave the fast path.
-void BM_FusedStatsMasked(benchmark::State& st, at::ScalarType dt, bool masked) {
+/// value in its upper triangle: float32's lowest (-3.4028e38: in float32 a magnitude above 2^56
+/// that leaves the plain fast path; cast to half or bfloat16 it rounds to -inf), or, for `min`,
+/// the dtype's own torch.finfo(dtype).min (finite; bfloat16's -3.3895e38 is above 2^56 too).
+enum class Fill { none, float_lowest, dtype_min };
+void BM_FusedStatsMasked(benchmark::State& st, at::ScalarType dt, Fill fill) {
     auto t = at::randn({4, 12, 128, 128});
-    if (masked) t = t.masked_fill(at::ones({128, 128}, at::kBool).triu(1), std::numeric_limits<float>::lowest());
+    const auto upper = at::ones({128, 128}, at::kBool).triu(1);
+    if (fill == Fill::float_lowest) t = t.masked_fill(upper, std::numeric_limits<float>::lowest());
     t = t.to(dt);
+    if (fill == Fill::dtype_min)
+        t = t.masked_fill(upper, dt == at::kHalf       ? -65504.0
+                                 : dt == at::kBFloat16 ? -3.3895313892515355e+38
+                                                       : double(std::numeric_limits<float>::lowest()));
     for (auto _ : st) benchmark::DoNotOptimize(ampscope::detail::tensor_stats(t));
 }
-BENCHMARK_CAPTURE(BM_FusedStatsMasked, bf16_plain, at::kBFloat16, false)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_FusedStatsMasked, bf16_masked, at::kBFloat16, true)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_FusedStatsMasked, fp32_plain, at::kFloat, false)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_FusedStatsMasked, fp32_masked, at::kFloat, true)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_FusedStatsMasked, bf16_plain, at::kBFloat16, Fill::none)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_FusedStatsMasked, bf16_masked, at::kBFloat16, Fill::float_lowest)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_FusedStatsMasked, bf16_masked_min, at::kBFloat16, Fill::dtype_min)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_FusedStatsMasked, fp16_plain, at::kHalf, Fill::none)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_FusedStatsMasked, fp16_masked, at::kHalf, Fill::float_lowest)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_FusedStatsMasked, fp32_plain, at::kFloat, Fill::none)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_FusedStatsMasked, fp32_masked, at::kFloat, Fill::float_lowest)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 /// One FP16 autocast pass of demo:transformer over its probe set, with and without the observer.
 void BM_AmpPass(benchmark::State& st, bool inspect) {

@@ -243,6 +243,81 @@ TEST_P(TensorStatsTest, MaskedScoresAndHugeAmongTinyEveryDtype) {
     }
 }
 
+TEST_P(TensorStatsTest, MaskedHalfAndBFloat16BlocksEveryMix) {
+    // 16-bit blocks outside the plain fast path, built in their own dtype (so that finfo.min is
+    // exact, where float32's lowest would round to -inf): a causal mask's -inf or finfo.min,
+    // with NaN/Inf rows, with zeros and subnormals (the counters below FP16's range), finite
+    // values all below 2^-60 (the exact path), NaN/Inf only, and values at every threshold;
+    // lengths with a tail. Every statistic as ATen's and as the exact path's.
+    auto gen = at::detail::createCPUGenerator(29);
+    const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+    const auto upper = at::ones({128, 128}, at::kBool).triu(1);
+    std::vector<std::pair<std::string, at::Tensor>> cases;
+    for (auto dt : {at::kHalf, at::kBFloat16}) {
+        const bool bf = dt == at::kBFloat16;
+        const double lowest = bf ? -3.3895313892515355e+38 : -65504.0;
+        const auto scores = (at::randn({2, 3, 128, 128}, gen) * 8.0).to(dt);
+        cases.emplace_back("causal -inf", scores.masked_fill(upper, -inf));
+        cases.emplace_back("causal finfo.min", scores.masked_fill(upper, lowest));
+        auto rows = scores.masked_fill(upper, lowest);
+        rows[0][1][5].fill_(nan);
+        rows[1][2][7].slice(0, 0, 64).fill_(inf);
+        rows[1][0][100].slice(0, 3, 128, 2).fill_(-nan);
+        rows[0][2][9].slice(0, 0, 11).fill_(-inf);
+        cases.emplace_back("causal finfo.min with NaN and Inf rows", rows);
+        auto low = (at::randn({2, 3, 128, 128}, gen) * 8.0);
+        low.slice(3, 0, 128, 5).mul_(bf ? 1e-39 : 1e-6);  // BF16 subnormal / FP16 subnormal
+        low.slice(3, 1, 128, 9).mul_(bf ? 1e-9 : 3e-8);   // below FP16's range / an FP16 subnormal
+        low.slice(3, 2, 128, 7).zero_();
+        low.slice(3, 3, 128, 11).fill_(-0.0);
+        cases.emplace_back("causal -inf with zeros and subnormals", low.to(dt).masked_fill(upper, -inf));
+        cases.emplace_back("causal finfo.min with zeros and subnormals", low.to(dt).masked_fill(upper, lowest));
+        const int64_t n = 3 * 4096 + 45;
+        auto tiny = (at::randn({n}, gen) * (bf ? 1e-25 : 1e-9)).to(dt);
+        tiny.slice(0, 0, n, 3).fill_(-inf);
+        cases.emplace_back("finite values below 2^-60 with -inf", tiny);
+        auto bad = at::full({n}, nan, at::TensorOptions().dtype(dt));
+        bad.slice(0, 0, n, 3).fill_(-inf);
+        bad.slice(0, 1, n, 7).fill_(inf);
+        bad.slice(0, 2, n, 5).fill_(-nan);
+        cases.emplace_back("NaN and Inf only", bad);
+        auto edges = at::randn({n}, gen) * 3.0;  // in float32, then rounded (FP16: the large ones to Inf)
+        const std::vector<double> at_thresholds = {65504.0,
+                                                   -65504.0,
+                                                   65536.0,
+                                                   -65536.0,
+                                                   0x1p56,
+                                                   -0x1p56,
+                                                   0x1p56 * (1 + 0x1p-7),
+                                                   -3.3895313892515355e+38,
+                                                   3.3895313892515355e+38,
+                                                   0x1p-60,
+                                                   -0x1p-14,
+                                                   0x1p-24,
+                                                   -0x1p-25,
+                                                   0x1p-126,
+                                                   -0x1p-133,
+                                                   6.1e-5};
+        for (size_t i = 0; i < at_thresholds.size(); ++i)
+            edges.slice(0, int64_t(i) * 37, n, 701).fill_(at_thresholds[i]);
+        edges = edges.to(dt);
+        cases.emplace_back("every threshold", edges);
+        auto edges_inf = edges.clone();
+        edges_inf.slice(0, 5, n, 13).fill_(-inf);
+        edges_inf.slice(0, 6, n, 333).fill_(nan);
+        cases.emplace_back("every threshold with -inf and NaN", edges_inf);
+    }
+    for (const auto& [name, x] : cases) {
+        const std::string what = name + " " + c10::toString(x.scalar_type());
+        const TensorStats got = tensor_stats(x);
+        expect_same(got, reference(x), what);
+        ampscope::detail::set_stats_portable(true);
+        const TensorStats exact = tensor_stats(x);
+        ampscope::detail::set_stats_portable(portable_);
+        expect_same(got, exact, what + " vs the exact path");
+    }
+}
+
 TEST_P(TensorStatsTest, NonContiguousAndEmpty) {
     auto base = salted(at::kFloat, 4096, 7).view({64, 64});
     auto t = base.t().slice(0, 0, 64, 3);

@@ -37,12 +37,13 @@ void stats_block(const float* v, int n, KernelAcc& a);
 /// takes a fast path: one integer pass for the magnitude range (which decides whether any
 /// range counter can be non-zero), one float pass for min, max, sum and sum of squares with
 /// 32 float lanes of at most 32 elements each (relative error of sum and sum of squares
-/// below 33 * 2^-24, as torch's own cascade sum), block sums in double. A float block with
-/// NaN/Inf or finite magnitudes above 2^56 (a causal mask's finfo.min) takes a masked float
+/// below 33 * 2^-24, as torch's own cascade sum), block sums in double. A block with NaN/Inf
+/// or finite magnitudes above 2^56 (a causal mask's -inf or finfo.min) takes a masked float
 /// pass: non-finite values left out, the huge ones summed in lanes of their own scaled by
-/// 2^-96 (exact), each part within the same bound. Every other block (a finite bfloat16 one
-/// above 2^56 included: measured faster so), and every CPU without those instructions, takes
-/// the exact path.
+/// 2^-96 (exact), each part within the same bound; in half and bfloat16 its counters, min and
+/// max are taken on the 16-bit patterns and its values widened in registers (no widened copy).
+/// Every other block (finite values all below 2^-60), and every CPU without those
+/// instructions, takes the exact path.
 void stats_f32(const float* v, int64_t n, KernelAcc& a);
 void stats_f16(const uint16_t* h, int64_t n, KernelAcc& a);
 void stats_bf16(const uint16_t* h, int64_t n, KernelAcc& a);
