@@ -22,6 +22,7 @@ struct RunOptions {
     std::string mask_input;
     std::optional<double> atol, rtol, tie_tol, qthresh, max_flip_rate, max_mean_kld, min_same_top;
     std::optional<int> max_flips, sequence_axis;
+    std::optional<int> fp8_amax_history, fp8_margin;  ///< --fp8-amax-history, --fp8-margin (fp8-delayed only)
     bool allow_nonfinite = false, layers = false, outputs = false, no_inspect = false, quiet = false;
     bool no_db = false, init_db = false;
     bool force = false;             ///< --force: an output may replace an existing file of another kind

@@ -278,6 +278,9 @@ void print_run_summary(std::ostream& os, const RunResult& r, bool layers, bool c
         os << "  per position: max flip rate " << r.criteria.max_flip_rate << ", max mean KLD "
            << r.criteria.max_mean_kld << ", min same top-1 " << r.criteria.min_same_top
            << (r.criteria.mask_input.empty() ? "" : ", mask input " + safe(r.criteria.mask_input)) << "\n";
+    if (r.spec.has_pass(Precision::Fp8Delayed))
+        os << "  fp8-delayed: amax history " << r.spec.fp8_amax_history << " batches, margin " << r.spec.fp8_margin
+           << " (scale = 448 / max(history) / 2^" << r.spec.fp8_margin << ")\n";
     if (!r.spec.advised_from.empty())
         os << "  verifies the FP32 set advised for run " << safe(r.spec.advised_from) << "\n";
     if (!r.ranks.empty()) print_ranks(os, r.ranks);

@@ -420,6 +420,10 @@ std::string run_to_json(const RunResult& r, bool with_outputs, int indent, const
                    {"has_targets", r.probes.has_targets}};
     j["seed"] = r.spec.seed;
     j["batch_size"] = r.spec.batch_size;
+    if (r.spec.has_pass(Precision::Fp8Delayed))
+        j["fp8_delayed"] = {{"amax_history", r.spec.fp8_amax_history},  // Transformer Engine's amax_history_len
+                            {"margin", r.spec.fp8_margin},
+                            {"amax_compute_algo", "max"}};
     // a run verifying an advised FP32 set names the run it was advised on (ampscope-cli advise)
     j["advised_from"] = r.spec.advised_from.empty() ? ordered_json(nullptr) : ordered_json(r.spec.advised_from);
     j["warnings"] = r.warnings;

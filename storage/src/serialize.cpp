@@ -43,6 +43,9 @@ ordered_json run_spec(const RunSpec& s) {
                       {"keep_fp32", s.keep_fp32},   {"seed", s.seed},
                       {"batch_size", s.batch_size}, {"inspect", s.inspect}};
     if (!s.advised_from.empty()) j["advised_from"] = s.advised_from;  // a run verifying an advised FP32 set
+    // an fp8-delayed pass: its recipe's settings (absent before they were options: TE's defaults)
+    if (s.has_pass(Precision::Fp8Delayed))
+        j["fp8_delayed"] = {{"amax_history", s.fp8_amax_history}, {"margin", s.fp8_margin}};
     return j;
 }
 
@@ -66,6 +69,10 @@ RunSpec read_run_spec(const json& s, const std::string& column) {
     r.batch_size = s.at("batch_size");
     r.inspect = s.at("inspect");
     r.advised_from = s.value("advised_from", "");
+    if (const auto d = s.find("fp8_delayed"); d != s.end()) {
+        r.fp8_amax_history = d->at("amax_history");
+        r.fp8_margin = d->at("margin");
+    }
     return r;
 }
 

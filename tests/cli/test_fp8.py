@@ -622,5 +622,79 @@ class Fp8Delayed(unittest.TestCase):
             self.assertEqual(p.returncode, 2, f"rank {rank}: {err}")
             self.assertIn("--precision: fp8-delayed under torchrun", err, f"rank {rank}")
 
+class Fp8DelayedSettings(unittest.TestCase):
+    """run --precision fp8-delayed --fp8-amax-history 2 --fp8-margin 1 against the reference above
+    with those settings: five batches of 4, the second 100x the others, so a history of 2 batches
+    forgets it two batches later (a history of 1024 does not) and the margin halves every scale."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        d = cls.tmp.name
+        cls.model = block_mlp()
+        g = torch.Generator().manual_seed(11)
+        cls.x = torch.randn(20, 32, generator=g) * 40
+        cls.x[4:8] *= 100.0  # batch 1: its amax sets the scales of batches 2 and 3 (history 2), or all after it
+        cls.path = os.path.join(d, "m.pt2")
+        torch.export.save(torch.export.export(cls.model, (cls.x[:4],)), cls.path)
+        cls.probes = os.path.join(d, "probes.pt")
+        with torch.no_grad():
+            labels = cls.model(cls.x).argmax(1)
+        torch.save({"inputs": cls.x, "labels": labels, "ids": [f"p{i}" for i in range(len(cls.x))]}, cls.probes)
+        cls.db = os.path.join(d, "runs.sqlite")
+        cls.result = run_json("run", "--model", cls.path, "--probes", cls.probes, "--precision", "fp8-delayed",
+                              "--batch-size", 4, "--outputs", "--db", cls.db, "--fp8-amax-history", 2,
+                              "--fp8-margin", 1)[1]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_outputs_and_scales_as_te_rule_with_the_settings(self):
+        want, lins = delayed_reference(self.model, self.x, 4, 2, 1)
+        default, _ = delayed_reference(self.model, self.x, 4, 1024, 0)
+        self.assertFalse(bits_equal(want, default), "the settings should change the outputs")
+        got = Fp8Run.outputs(self.result, "fp8-delayed")
+        self.assertTrue(bits_equal(got, want), f"max |diff| {np.nanmax(np.abs(got - want))}")
+        ops = {(o["module"], o["operand"]): o for o in pass_of(self.result, "fp8-delayed")["fp8_operands"]}
+        self.assertEqual(sorted(ops), sorted((n, k) for n in lins for k in ("input", "weight")))
+        for (n, k), o in ops.items():
+            self.assertEqual(o["saturated"], lins[n].saturated[k], f"{n} {k}")
+            self.assertEqual(as_float(o["scale_min"]), min(lins[n].scales[k]), f"{n} {k}")
+            self.assertEqual(as_float(o["scale_max"]), max(lins[n].scales[k]), f"{n} {k}")
+        # history 2: fc1's input scale recovers at batch 4 (from batches 2 and 3), halved by the margin
+        s = lins["fc1"].scales["input"]
+        self.assertEqual(len(s), 5)
+        self.assertLess(s[2], s[1] / 10)
+        self.assertGreater(s[4], s[3] * 10)
+
+    def test_settings_stored_with_the_spec_and_shown(self):
+        want = {"amax_history": 2, "margin": 1, "amax_compute_algo": "max"}
+        self.assertEqual(self.result["fp8_delayed"], want)
+        self.assertTrue(any("amax history 2, margin 1" in w for w in self.result["warnings"]), self.result["warnings"])
+        shown = json.loads(run_cli("show", self.result["run_id"], "--json", "--db", self.db, check_rc=0)[1])
+        self.assertEqual(shown["fp8_delayed"], want)
+        out = run_cli("show", self.result["run_id"], "--db", self.db, check_rc=0)[1]
+        self.assertIn("fp8-delayed: amax history 2 batches, margin 1", out)
+        # a run without an fp8-delayed pass keeps its JSON as it was
+        other = run_json("run", "--model", self.path, "--probes", self.probes, "--precision", "fp8",
+                         "--batch-size", 4, "--no-db")[1]
+        self.assertNotIn("fp8_delayed", other)
+
+    def test_bad_values_exit_2_naming_the_flag(self):
+        base = ["run", "--model", self.path, "--probes", self.probes, "--batch-size", 4, "--no-db"]
+        for flag, value, precision in [("--fp8-amax-history", "0", "fp8-delayed"),
+                                       ("--fp8-amax-history", "x", "fp8-delayed"),
+                                       ("--fp8-amax-history", "99999999999", "fp8-delayed"),
+                                       ("--fp8-margin", "-1", "fp8-delayed"),
+                                       ("--fp8-margin", "1.5", "fp8-delayed"),
+                                       ("--fp8-margin", "1000", "fp8-delayed"),
+                                       ("--fp8-amax-history", "16", "bf16,fp8"),
+                                       ("--fp8-margin", "1", "fp8")]:
+            rc, out, err = run_cli(*base, "--precision", precision, flag, value)
+            self.assertEqual(rc, 2, f"{flag} {value} with {precision}: {err}")
+            self.assertIn(flag, err, f"{flag} {value} with {precision}")
+
+
 if __name__ == "__main__":
     unittest.main()

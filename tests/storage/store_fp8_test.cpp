@@ -158,3 +158,27 @@ TEST(StoreFp8, ADatabaseWithoutTheOperandsTableOpens) {
     record(s, fp8);
     expect_operands(s.load_run(fp8.run_id), fp8);
 }
+
+TEST(StoreFp8, TheDelayedSettingsAreStoredWithTheSpec) {
+    // fixed with the spec before the first pass; a spec recorded before the settings existed
+    // (no "fp8_delayed" key) reads as Transformer Engine's defaults, what those runs used
+    TempDir d;
+    Store s(d.file("runs.sqlite"));
+    auto r = fp8_run();
+    r.spec.precisions = {Precision::Fp8Delayed};
+    r.passes.at(1).precision = Precision::Fp8Delayed;
+    r.comparisons.at(0).precision = Precision::Fp8Delayed;
+    r.spec.fp8_amax_history = 2;
+    r.spec.fp8_margin = 1;
+    record(s, r);
+    const auto got = s.load_run(r.run_id);
+    EXPECT_EQ(got.spec.fp8_amax_history, 2);
+    EXPECT_EQ(got.spec.fp8_margin, 1);
+    const auto compact = json::run_to_json(got, false, -1);
+    EXPECT_NE(compact.find(R"("fp8_delayed":{"amax_history":2,"margin":1,"amax_compute_algo":"max"})"),
+              std::string::npos)
+        << compact;
+    const auto plain = make_run();
+    record(s, plain);
+    EXPECT_EQ(js(s.load_run(plain.run_id)).find("fp8_delayed"), std::string::npos);
+}

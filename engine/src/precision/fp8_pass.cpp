@@ -18,6 +18,7 @@ namespace {
 constexpr auto kFp8Key = c10::DispatchKey::AutocastPrivateUse1;
 thread_local std::vector<Fp8Operand>* t_sink = nullptr;
 thread_local Precision t_precision = Precision::Fp8;
+thread_local DelayedOptions t_delayed;  ///< fp8-delayed: history length and margin of new operands
 thread_local int t_calls = 0;  ///< linear calls in this batch (fp8-delayed keys GEMMs without a module name by it)
 
 /// How the pass's recipe quantizes a GEMM operand: along its last dimension, the reduction
@@ -45,7 +46,8 @@ DelayedScaling& delayed_state(const std::string& module, const char* operand, in
     const std::string key = (module.empty() ? "#" + std::to_string(call) : module) + "/" + operand;
     auto& states = pass_context().fp8_delayed;
     auto it = states.find(key);
-    if (it == states.end()) it = states.emplace(key, DelayedScaling(Fp8Element::E4M3)).first;
+    if (it == states.end())
+        it = states.emplace(key, DelayedScaling(Fp8Element::E4M3, t_delayed.amax_history, t_delayed.margin)).first;
     return it->second;
 }
 
@@ -117,9 +119,11 @@ void ensure_registered() {
 
 }  // namespace
 
-std::string delayed_scaling_note() {
+std::string delayed_scaling_note(const DelayedOptions& d) {
     return "fp8-delayed: batches run in probe order, one batch a step of Transformer Engine's DelayedScaling "
-           "(amax history 1024, margin 0, amax_compute_algo max): each GEMM operand is cast with the scale the "
+           "(amax history " +
+           std::to_string(d.amax_history) + ", margin " + std::to_string(d.margin) +
+           ", amax_compute_algo max): each GEMM operand is cast with the scale the "
            "amaxes of the batches before it give; the first batch has an empty history and runs with scale 1 "
            "(the recipe's initial scale), so its values above 448 saturate";
 }
@@ -128,12 +132,14 @@ bool fp8_pass_active() {
     return c10::impl::tls_is_dispatch_key_included(kFp8Key) && !c10::impl::tls_is_dispatch_key_excluded(kFp8Key);
 }
 
-Fp8PassGuard::Fp8PassGuard(Precision p, std::vector<Fp8Operand>* sink) : on_(is_fp8(p)) {
+Fp8PassGuard::Fp8PassGuard(Precision p, std::vector<Fp8Operand>* sink, DelayedOptions delayed) : on_(is_fp8(p)) {
     if (!on_) return;
     prev_sink_ = t_sink;
     t_sink = sink;
     prev_precision_ = t_precision;
     t_precision = p;
+    prev_delayed_ = t_delayed;
+    t_delayed = delayed;
     t_calls = 0;
     ensure_registered();
     // LibTorch excludes the autocast keys of devices without autocast by default: included, and
@@ -150,6 +156,7 @@ Fp8PassGuard::~Fp8PassGuard() {
         for (auto& [key, state] : pass_context().fp8_delayed) state.update();
     t_sink = prev_sink_;
     t_precision = prev_precision_;
+    t_delayed = prev_delayed_;
     c10::impl::tls_set_dispatch_key_included(kFp8Key, prev_);
     c10::impl::tls_set_dispatch_key_excluded(kFp8Key, prev_excluded_);
 }

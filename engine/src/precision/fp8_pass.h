@@ -41,9 +41,15 @@ inline Precision autocast_precision(Precision p) {
     return is_fp8(p) ? Precision::Bf16 : p;
 }
 
+/// fp8-delayed: the recipe's settings (Transformer Engine's amax_history_len and margin).
+struct DelayedOptions {
+    int amax_history = 1024;
+    int margin = 0;
+};
+
 /// fp8-delayed: where a probe run's scales come from and the first batch's history, as the run
 /// states it (a warning).
-std::string delayed_scaling_note();
+std::string delayed_scaling_note(const DelayedOptions& d);
 
 /// Whether an Fp8PassGuard is on in this thread.
 bool fp8_pass_active();
@@ -54,7 +60,7 @@ bool fp8_pass_active();
 /// module is the innermost of the pass context's scope (precision/precision.h).
 class Fp8PassGuard {
 public:
-    explicit Fp8PassGuard(Precision p, std::vector<Fp8Operand>* sink = nullptr);
+    explicit Fp8PassGuard(Precision p, std::vector<Fp8Operand>* sink = nullptr, DelayedOptions delayed = {});
     ~Fp8PassGuard();
     Fp8PassGuard(const Fp8PassGuard&) = delete;
     Fp8PassGuard& operator=(const Fp8PassGuard&) = delete;
@@ -64,6 +70,7 @@ private:
     bool prev_ = false, prev_excluded_ = false;
     std::vector<Fp8Operand>* prev_sink_ = nullptr;
     Precision prev_precision_ = Precision::Fp8;
+    DelayedOptions prev_delayed_;
 };
 
 }  // namespace ampscope::detail

@@ -30,6 +30,9 @@ struct PassOptions {
     uint64_t seed = 0;
     int batch_size = 64;
     bool inspect = true;
+    /// fp8-delayed: the amax history's length and the margin of each operand's DelayedScaling.
+    int fp8_amax_history = 1024;
+    int fp8_margin = 0;
     /// When given: set to true if the model changed its input tensors in place (each pass
     /// gets its own copies, so this only warns).
     bool* inputs_mutated = nullptr;

@@ -255,7 +255,7 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
             // No cast cache: a comparison pass runs without gradients, so the weights' low-precision
             // copies (half the weights' bytes) need not outlive their op; the values are the same.
             AutocastGuard guard(device.type(), autocast_precision(o.precision), /*cache=*/false);
-            Fp8PassGuard fp8(o.precision, o.inspect ? &r.fp8_operands : nullptr);
+            Fp8PassGuard fp8(o.precision, o.inspect ? &r.fp8_operands : nullptr, {o.fp8_amax_history, o.fp8_margin});
             y = model.forward(in);
             if (observer) observer->end_batch();
         } catch (const Cancelled&) {
@@ -336,6 +336,14 @@ void ComparisonRun::fix_criteria() {
         if (p == Precision::Fp32)
             throw InputError("", "precision", "fp32 is the reference and always runs; expected fp16, bf16 and/or fp8");
     if (spec.batch_size < 1) throw InputError("", "batch_size", "expected an integer >= 1");
+    if (spec.fp8_amax_history < 1 || spec.fp8_amax_history > kMaxAmaxHistory)
+        throw InputError("", "fp8_amax_history",
+                         std::to_string(spec.fp8_amax_history) + "; expected an integer from 1 to " +
+                             std::to_string(kMaxAmaxHistory));
+    if (spec.fp8_margin < 0 || spec.fp8_margin > kMaxFp8Margin)
+        throw InputError(
+            "", "fp8_margin",
+            std::to_string(spec.fp8_margin) + "; expected an integer from 0 to " + std::to_string(kMaxFp8Margin));
 }
 
 void ComparisonRun::choose_backend() {
@@ -345,7 +353,8 @@ void ComparisonRun::choose_backend() {
     if (auto w = host_statistics_warning(res.backend.kind, device_statistics_platform(), spec.inspect); !w.empty())
         res.warnings.push_back(std::move(w));
     for (auto p : spec.precisions) {
-        if (p == Precision::Fp8Delayed) res.warnings.push_back(delayed_scaling_note());
+        if (p == Precision::Fp8Delayed)
+            res.warnings.push_back(delayed_scaling_note({spec.fp8_amax_history, spec.fp8_margin}));
         if (autocast_precision(p) == Precision::Bf16 && !res.backend.bf16_supported)
             throw InputError("", "precision",
                              to_string(p) + " requested (BF16 autocast), but " + res.backend.device + " (" +
@@ -410,6 +419,8 @@ PassOptions ComparisonRun::options() const {
     o.seed = spec.seed;
     o.batch_size = spec.batch_size;
     o.inspect = spec.inspect;
+    o.fp8_amax_history = spec.fp8_amax_history;
+    o.fp8_margin = spec.fp8_margin;
     return o;
 }
 

@@ -14,6 +14,11 @@
 
 namespace ampscope {
 
+/// The longest fp8-delayed amax history a run takes (batches) and the largest margin (a power of
+/// two below FP32's normal range would make every scale 0).
+constexpr int kMaxAmaxHistory = 1 << 20;
+constexpr int kMaxFp8Margin = 100;
+
 /// Everything that fixes a run. Passes differ only in precision policy.
 struct RunSpec {
     std::string model = "demo:transformer";  ///< "demo:NAME", a TorchScript file or a torch.export program
@@ -26,8 +31,19 @@ struct RunSpec {
     uint64_t seed = 0;
     int batch_size = 64;
     bool inspect = true;  ///< per-op statistics and origins
+    /// fp8-delayed (Transformer Engine's DelayedScaling): the amax history's length in batches
+    /// (its amax_history_len) and the margin (scale = fmax / amax / 2^margin); TE's defaults.
+    int fp8_amax_history = 1024;  ///< 1 .. kMaxAmaxHistory
+    int fp8_margin = 0;           ///< 0 .. kMaxFp8Margin
     /// The run this one verifies (ampscope-cli advise: the rejected run whose FP32 set it checks).
     std::string advised_from;
+
+    /// Whether the run has a pass of precision p.
+    bool has_pass(Precision p) const {
+        for (auto x : precisions)
+            if (x == p) return true;
+        return false;
+    }
 };
 
 struct ModelInfo {
