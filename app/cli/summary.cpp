@@ -83,8 +83,8 @@ void print_ops(std::ostream& os, const OpsReport& r) {
 void print_train(std::ostream& os, const TrainResult& r, bool color) {
     const auto& s = r.spec;
     os << "training run " << safe(r.run_id) << "\n  model " << safe(r.model.source) << ", data " << safe(s.data) << ", "
-       << safe(s.optimizer) << " lr " << s.lr << ", batch " << s.batch_size
-       << (s.accumulate > 1 ? " x" + std::to_string(s.accumulate) : "") << ", loss " << safe(s.loss)
+       << to_string(s.optimizer) << " lr " << s.lr << ", batch " << s.batch_size
+       << (s.accumulate > 1 ? " x" + std::to_string(s.accumulate) : "") << ", loss " << to_string(s.loss)
        << "\n  policy: " << to_string(s.precision) << (s.autocast ? " autocast" : " (no autocast: FP32 compute)")
        << (s.scaler.enabled ? ", GradScaler(init " + fmtg(s.scaler.init_scale) + ", growth " +
                                   fmtg(s.scaler.growth_factor) + ", backoff " + fmtg(s.scaler.backoff_factor) +

@@ -22,7 +22,7 @@ namespace {
 
 struct TrainOptions {
     TrainSpec spec;
-    std::string precision = "fp16", lr_schedule, json, db;
+    std::string precision = "fp16", loss, optimizer, lr_schedule, json, db;
     bool no_scaler = false, no_autocast = false, quiet = false, no_guards = false, no_db = false, init_db = false,
          force = false;
 };
@@ -30,7 +30,7 @@ struct TrainOptions {
 /// The optimizer, schedule and GradScaler options.
 void add_optimizer_options(CLI::App* train, TrainOptions& o) {
     auto& ts = o.spec;
-    train->add_option("--optimizer", ts.optimizer, "sgd | adam | adamw")
+    train->add_option("--optimizer", o.optimizer, "sgd | adam | adamw")
         ->check(CLI::IsMember(ampscope::optimizer_kind_names()))
         ->default_val(ampscope::to_string(ampscope::OptimizerKind::Sgd));
     train->add_option("--lr", ts.lr, "learning rate")->default_val(0.05)->check(checks::Number(0));
@@ -80,7 +80,7 @@ void add_train_options(CLI::App* train, TrainOptions& o) {
         ->check(checks::Integer(1));
     train
         ->add_option(
-            "--loss", ts.loss,
+            "--loss", o.loss,
             "ce | mse | lm (token labels [N, T], causal shift, -100 ignored) | model (the program returns its loss); "
             "default: ce with labels, lm with token labels, mse with targets")
         ->check(CLI::IsMember(ampscope::loss_kind_names()));
@@ -125,6 +125,8 @@ int run_train(TrainOptions& o) {
                          "'" + o.precision + "'; expected fp16 or bf16" +
                              (p && is_fp8(*p) ? " (" + to_string(*p) + " runs with `run` only)" : ""));
     ts.precision = *p;
+    ts.loss = parse_loss_kind(o.loss);
+    ts.optimizer = parse_optimizer_kind(o.optimizer);
     ts.lr_schedule = parse_lr_schedule(o.lr_schedule);
     ts.scaler.enabled = !o.no_scaler;
     ts.autocast = !o.no_autocast;

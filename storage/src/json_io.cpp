@@ -82,13 +82,13 @@ std::string train_to_json(const TrainResult& r, int indent) {
                    {"growth_interval", r.spec.scaler.growth_interval}};
     j["model"] = jmap::model_identity(r.model);
     j["data"] = r.spec.data;
-    j["optimizer"] = {{"name", r.spec.optimizer},
+    j["optimizer"] = {{"name", to_string(r.spec.optimizer)},
                       {"lr", r.spec.lr},
                       {"momentum", r.spec.momentum},
                       {"weight_decay", r.spec.weight_decay},
                       {"schedule", to_string(r.spec.lr_schedule)},
                       {"schedule_follows", r.spec.lr_per_iteration ? "iterations" : "effective_updates"}};
-    j["loss"] = r.spec.loss;
+    j["loss"] = to_string(r.spec.loss);
     j["batch_size"] = r.spec.batch_size;
     j["accumulate"] = r.spec.accumulate;
     j["clip_grad_norm"] = r.spec.clip_grad_norm;

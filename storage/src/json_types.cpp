@@ -117,8 +117,8 @@ void to_json(ordered_json& j, const TrainSpec& s) {
          {"data", s.data},
          {"steps", s.steps},
          {"batch_size", s.batch_size},
-         {"loss", s.loss},
-         {"optimizer", s.optimizer},
+         {"loss", to_string(s.loss)},
+         {"optimizer", to_string(s.optimizer)},
          {"lr", s.lr},
          {"momentum", s.momentum},
          {"weight_decay", s.weight_decay},
@@ -143,8 +143,8 @@ void from_json(const json& j, TrainSpec& s) {
     s.data = j.at("data");
     s.steps = j.at("steps");
     s.batch_size = j.at("batch_size");
-    s.loss = j.at("loss");
-    s.optimizer = j.at("optimizer");
+    s.loss = parse_loss_kind(j.at("loss").get<std::string>(), "spec.loss");
+    s.optimizer = parse_optimizer_kind(j.at("optimizer").get<std::string>(), "spec.optimizer");
     s.lr = j.at("lr");
     s.momentum = j.at("momentum");
     s.weight_decay = j.at("weight_decay");

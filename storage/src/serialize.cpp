@@ -131,13 +131,15 @@ void read_legacy_train_header(const json& h, TrainResult& t) {
     t.spec.autocast = h.value("autocast", true);
     t.spec.scaler = h.value("scaler", json::object()).get<ScalerOptions>();
     const auto opt = h.value("optimizer", json::object());
-    t.spec.optimizer = opt.value("name", "");
+    // an empty or missing name (some early builds): sgd, the default the training dialog showed for it
+    const std::string optimizer = opt.value("name", "");
+    t.spec.optimizer = optimizer.empty() ? OptimizerKind::Sgd : parse_optimizer_kind(optimizer, "optimizer.name");
     t.spec.lr = opt.value("lr", 0.0);
     t.spec.momentum = opt.value("momentum", 0.0);
     t.spec.weight_decay = opt.value("weight_decay", 0.0);
     t.spec.lr_schedule = parse_lr_schedule(opt.value("schedule", "constant"), "optimizer.schedule");
     t.spec.lr_per_iteration = opt.value("schedule_follows", "effective_updates") == "iterations";
-    t.spec.loss = h.value("loss", "");
+    t.spec.loss = parse_loss_kind(h.value("loss", ""), "loss");
     t.spec.batch_size = h.value("batch_size", 0);
     t.spec.accumulate = h.value("accumulate", 1);
     t.spec.clip_grad_norm = h.value("clip_grad_norm", 0.0);

@@ -129,8 +129,8 @@ TEST(JsonTypes, TrainSpecRoundTripsAndRefusesAPrecisionATrainingDoesNotRun) {
     s.data = "d.pt";
     s.steps = 3;
     s.batch_size = 8;
-    s.loss = "mse";
-    s.optimizer = "adamw";
+    s.loss = LossKind::Mse;
+    s.optimizer = OptimizerKind::Adamw;
     s.lr = 0.5;
     s.momentum = 0.25;
     s.weight_decay = 0.125;

@@ -15,8 +15,8 @@ TrainResult make_training(int steps = 4) {
     t.spec.data = "data.pt";
     t.spec.steps = steps;
     t.spec.batch_size = 8;
-    t.spec.loss = "mse";
-    t.spec.optimizer = "adamw";
+    t.spec.loss = LossKind::Mse;
+    t.spec.optimizer = OptimizerKind::Adamw;
     t.spec.lr = 0.125;
     t.spec.momentum = 0.5;
     t.spec.weight_decay = 0.25;
@@ -80,8 +80,8 @@ TEST(StoreRead, ATrainingRunReadsBackAsValues) {
     EXPECT_EQ(got.spec.data, "data.pt");
     EXPECT_EQ(got.spec.steps, 4);
     EXPECT_EQ(got.spec.batch_size, 8);
-    EXPECT_EQ(got.spec.loss, "mse");
-    EXPECT_EQ(got.spec.optimizer, "adamw");
+    EXPECT_EQ(got.spec.loss, LossKind::Mse);
+    EXPECT_EQ(got.spec.optimizer, OptimizerKind::Adamw);
     EXPECT_EQ(got.spec.lr, 0.125);
     EXPECT_EQ(got.spec.momentum, 0.5);
     EXPECT_EQ(got.spec.weight_decay, 0.25);

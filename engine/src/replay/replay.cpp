@@ -285,7 +285,7 @@ struct Replay {
     }
 
     std::string loss_op() const {
-        const LossKind loss = parse_loss_kind(ts.loss);
+        const LossKind loss = ts.loss;
         if (loss == LossKind::Ce || loss == LossKind::Lm) return "aten::cross_entropy_loss";
         return loss == LossKind::Mse ? "aten::mse_loss" : "";
     }
@@ -298,9 +298,9 @@ struct Replay {
         } catch (const InputError&) {
             throw;
         } catch (const std::exception& e) {
-            throw InputError(s.batch, parse_loss_kind(ts.loss) == LossKind::Mse ? "targets" : "labels",
-                             "loss " + ts.loss + " cannot score the model's output " + c10::str(out.sizes()) +
-                                 " on this batch: " + detail::first_line(e.what()));
+            throw InputError(s.batch, ts.loss == LossKind::Mse ? "targets" : "labels",
+                             "loss " + to_string(ts.loss) + " cannot score the model's output " +
+                                 c10::str(out.sizes()) + " on this batch: " + detail::first_line(e.what()));
         }
     }
 
@@ -502,7 +502,7 @@ TrainSpec training_spec_of(const ReplaySpec& spec) {
     TrainSpec ts;
     ts.model = spec.model;
     ts.data = spec.batch;
-    ts.loss = spec.loss;
+    ts.loss = parse_loss_kind(spec.loss);  // checked by validate
     ts.precision = spec.precision;
     ts.keep_fp32 = spec.keep_fp32;
     ts.seed = spec.seed;
@@ -538,8 +538,7 @@ ReplayResult run_replay(const ReplaySpec& spec, ProgressObserver* progress) {
     prepare_optimizer(spec, c, opt, opt_file, ref, r);
     GradScaler scaler = make_scaler(spec, c, device, r);
     TrainSpec ts = training_spec_of(spec);
-    auto data =
-        detail::load_training_data(spec.batch, *ref.model, spec.seed, parse_loss_kind(ts.loss) != LossKind::Model);
+    auto data = detail::load_training_data(spec.batch, *ref.model, spec.seed, ts.loss != LossKind::Model);
     train_parts::choose_loss(ts, data);
     detail::check_fp32_regions(*amp.model, spec.keep_fp32);
     std::vector<at::Tensor> inputs;

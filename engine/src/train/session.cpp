@@ -69,7 +69,7 @@ using train_parts::save_checkpoint;
 using train_parts::Side;
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainSpec& s, const std::vector<at::Tensor>& params) {
-    switch (parse_optimizer_kind(s.optimizer)) {
+    switch (s.optimizer) {
         case OptimizerKind::Sgd:
             return std::make_unique<torch::optim::SGD>(
                 params, torch::optim::SGDOptions(s.lr).momentum(s.momentum).weight_decay(s.weight_decay));
@@ -80,7 +80,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainSpec& s, cons
             return std::make_unique<torch::optim::AdamW>(params,
                                                          torch::optim::AdamWOptions(s.lr).weight_decay(s.weight_decay));
     }
-    throw InputError("", "optimizer", "'" + s.optimizer + "'");  // unreachable: parsed above
+    throw InputError("", "optimizer", "'" + to_string(s.optimizer) + "'");  // unreachable: every kind above
 }
 
 void set_lr(torch::optim::Optimizer& opt, double lr) {
@@ -373,7 +373,7 @@ struct Session {
         else if (rec.found_inf || grads_nonfinite)
             rec.nonfinite_stage = "gradient";
         if (rec.nonfinite_stage == "loss") {
-            const LossKind loss = parse_loss_kind(s.loss);
+            const LossKind loss = s.loss;
             rec.origin = Origin{
                 "loss",
                 "",
@@ -511,7 +511,7 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
     Side ref = make_side(s, device), amp = make_side(s, device);
     res.model = ref.model->info;
     res.model.mode = "train";
-    auto data = detail::load_training_data(s.data, *ref.model, s.seed, parse_loss_kind(s.loss) != LossKind::Model);
+    auto data = detail::load_training_data(s.data, *ref.model, s.seed, s.loss != LossKind::Model);
     train_parts::choose_loss(s, data);
     // The batches this run forms meet the program's symbolic ranges, before the first step.
     if (ref.model->fixed_batch == 0) ref.model->check_batches(data.inputs[0].size(0), s.batch_size, s.data);

@@ -91,10 +91,9 @@ Side load_side(const std::string& model, uint64_t seed, const std::string& outpu
 }
 
 void choose_loss(TrainSpec& s, const detail::ProbeSet& data) {
-    LossKind loss = parse_loss_kind(s.loss);
-    if (loss == LossKind::Auto)
-        loss = data.labels.empty() ? LossKind::Mse : data.label_width > 0 ? LossKind::Lm : LossKind::Ce;
-    s.loss = to_string(loss);
+    if (s.loss == LossKind::Auto)
+        s.loss = data.labels.empty() ? LossKind::Mse : data.label_width > 0 ? LossKind::Lm : LossKind::Ce;
+    const LossKind loss = s.loss;
     if (loss == LossKind::Lm && data.label_width == 0)
         throw InputError(s.data, "labels", "loss lm needs token labels [N, T] in the training data (-100 ignored)");
     if (loss == LossKind::Ce && data.label_width > 0)
@@ -108,7 +107,7 @@ void choose_loss(TrainSpec& s, const detail::ProbeSet& data) {
 at::Tensor training_loss(const TrainSpec& s, const at::Tensor& out, const detail::ProbeSet& data, int64_t b, int64_t e,
                          const at::Device& device) {
     namespace F = torch::nn::functional;
-    const LossKind loss = parse_loss_kind(s.loss);
+    const LossKind loss = s.loss;
     if (loss == LossKind::Lm) return lm_loss(out, data, b, e, device);
     if (loss == LossKind::Model) {  // the program returns its own loss
         if (out.numel() != 1)

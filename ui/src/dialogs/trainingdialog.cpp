@@ -110,8 +110,8 @@ void TrainingDialog::setSpec(const TrainSpec& s) {
     steps_->setValue(s.steps);
     batch_->setValue(s.batch_size);
     accumulate_->setValue(s.accumulate);
-    setChoice(loss_, s.loss);
-    setChoice(optimizer_, s.optimizer);
+    setChoice(loss_, to_string(s.loss));
+    setChoice(optimizer_, to_string(s.optimizer));
     lr_->setValue(s.lr);
     momentum_->setValue(s.momentum);
     weight_decay_->setValue(s.weight_decay);
@@ -141,8 +141,8 @@ TrainSpec TrainingDialog::spec() const {
     s.steps = steps_->value();
     s.batch_size = batch_->value();
     s.accumulate = accumulate_->value();
-    s.loss = choice(loss_);
-    s.optimizer = choice(optimizer_);
+    s.loss = parse_loss_kind(choice(loss_));
+    s.optimizer = parse_optimizer_kind(choice(optimizer_));
     s.lr = lr_->value();
     if (!(s.lr > 0)) throw InputError("Learning rate", "", "expected a number > 0");
     s.momentum = momentum_->value();

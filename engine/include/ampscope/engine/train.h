@@ -62,8 +62,8 @@ struct TrainSpec {
     std::string output;         ///< the output the loss reads (as Criteria::output)
     int steps = 50;             ///< optimizer iterations
     int batch_size = 16;
-    std::string loss;               ///< "ce" | "mse" | "" (ce with labels, mse with targets)
-    std::string optimizer = "sgd";  ///< sgd | adam | adamw
+    LossKind loss = LossKind::Auto;                ///< Auto: ce with labels, lm with token labels, mse with targets
+    OptimizerKind optimizer = OptimizerKind::Sgd;  ///< stored and shown by its name (vocabulary.h)
     double lr = 0.05, momentum = 0.0, weight_decay = 0.0;
     Precision precision = Precision::Fp16;
     bool autocast = true;                           ///< false: FP32 compute (isolation "scaler only")
