@@ -145,9 +145,11 @@ AMPSCOPE_AVX2 inline int64_t total16(__m256i x) {
 /// Every counter and the smallest non-zero finite magnitude of n (a multiple of 8) values, by
 /// threshold counts on the magnitude bits: each class is a difference of two of them. kFinite:
 /// the values are finite and no larger than FP16's largest (the common float block), so the
-/// non-finite and overflow compares are left out.
-template <bool kFinite>
-AMPSCOPE_AVX2 void counts32(const float* v, int n, KernelAcc& a) {
+/// non-finite and overflow compares are left out. kLow false: the block's smallest magnitude,
+/// minab, is within FP16's normal range, so zeros and every counter below it are zero and the
+/// smallest non-zero magnitude is minab (when finite): only the upper counters are counted.
+template <bool kFinite, bool kLow = true>
+AMPSCOPE_AVX2 void counts32(const float* v, int n, uint32_t minab, KernelAcc& a) {
     const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
 #define c(x) _mm256_set1_epi32(int32_t(x))
     const __m256i t_fin = c(kExpMask - 1u), t_inf = c(kExpMask), t_ninf = c(0xff800000u), zero = _mm256_setzero_si256();
@@ -170,13 +172,15 @@ AMPSCOPE_AVX2 void counts32(const float* v, int n, KernelAcc& a) {
             gh = _mm256_sub_epi32(gh, _mm256_cmpgt_epi32(ab, t_ho));
             gb = _mm256_sub_epi32(gb, _mm256_cmpgt_epi32(ab, t_bo));
         }
-        zeros = _mm256_sub_epi32(zeros, _mm256_cmpeq_epi32(ab, zero));
-        lhs = _mm256_sub_epi32(lhs, _mm256_cmpgt_epi32(t_hs, ab));
-        lhu = _mm256_sub_epi32(lhu, _mm256_cmpgt_epi32(t_hu, ab));
-        lbs = _mm256_sub_epi32(lbs, _mm256_cmpgt_epi32(t_bs, ab));
-        lbu = _mm256_sub_epi32(lbu, _mm256_cmpgt_epi32(t_bu, ab));
-        // zero wraps to 0xffffffff and non-finite is forced there: never the minimum
-        minnz = _mm256_min_epu32(minnz, _mm256_or_si256(_mm256_sub_epi32(ab, one), nf));
+        if constexpr (kLow) {
+            zeros = _mm256_sub_epi32(zeros, _mm256_cmpeq_epi32(ab, zero));
+            lhs = _mm256_sub_epi32(lhs, _mm256_cmpgt_epi32(t_hs, ab));
+            lhu = _mm256_sub_epi32(lhu, _mm256_cmpgt_epi32(t_hu, ab));
+            lbs = _mm256_sub_epi32(lbs, _mm256_cmpgt_epi32(t_bs, ab));
+            lbu = _mm256_sub_epi32(lbu, _mm256_cmpgt_epi32(t_bu, ab));
+            // zero wraps to 0xffffffff and non-finite is forced there: never the minimum
+            minnz = _mm256_min_epu32(minnz, _mm256_or_si256(_mm256_sub_epi32(ab, one), nf));
+        }
     }
     if constexpr (!kFinite) {
         const int64_t nf = total(nonfin), na = total(nan), ni = total(ninf);
@@ -185,6 +189,10 @@ AMPSCOPE_AVX2 void counts32(const float* v, int n, KernelAcc& a) {
         a.neginf += ni;
         a.h_over += total(gh) - nf;
         a.b_over += total(gb) - nf;
+    }
+    if constexpr (!kLow) {
+        if (minab < kExpMask) a.minnz_bits = std::min(a.minnz_bits, minab);  // finite, and not zero
+        return;
     }
     const int64_t z = total(zeros);
     a.zeros += z;
@@ -280,12 +288,12 @@ AMPSCOPE_AVX2 void f32_block(const float* v, int n, KernelAcc& a) {
             if (minab >= kFp16MinNormalBits && maxab <= kFp16MaxBits)
                 a.minnz_bits = std::min(a.minnz_bits, minab);
             else
-                (maxab <= kFp16MaxBits ? counts32<true> : counts32<false>)(v, m, a);  // finite
+                (maxab <= kFp16MaxBits ? counts32<true> : counts32<false>)(v, m, minab, a);  // finite
         } else if (minab > kExpMask) {
             a.count += m;  // every value NaN: nothing else to count
             a.nan += m;
         } else if (maxab < kExpMask ? moments_masked<true>(m, ld, a) : moments_masked<false>(m, ld, a)) {
-            counts32<false>(v, m, a);
+            (minab < kFp16MinNormalBits ? counts32<false, true> : counts32<false, false>)(v, m, minab, a);
         } else {
             stats_block(v, m, a);
         }
