@@ -42,6 +42,21 @@ QChart* makeFlipChart(SampleModel* model);
 QChart* makeRankChart(SampleModel* model);
 /// absmax per op (log scale) against the format's limit; origin and propagation marked.
 QChart* makeLayerChart(LayerModel* model);
+/// A simulated FP8 pass (issue 30): per quantized GEMM operand, in the pass's order, the log2
+/// window of its element format after scaling (smallest subnormal / largest scale .. max finite /
+/// smallest scale) against its amax, and the shares of its elements that saturated and underflowed
+/// (percent, right axis). Series: "smallest subnormal / scale", "max finite / scale", "amax"
+/// (log2 values; an amax of 0 or NaN has no point), "saturated %", "underflow %"; x = operand index.
+QChart* makeFp8HeadroomChart(LayerModel* model);
+/// One operand's figures as makeFp8HeadroomChart draws them.
+struct Fp8Window {
+    double low = 0, high = 0;  ///< log2 of the smallest subnormal and of the max finite, divided by the scale
+    double amax = 0;           ///< log2 amax; NaN when amax is 0 or not finite
+    double saturated = 0, underflow = 0;  ///< percent of the operand's elements
+};
+Fp8Window fp8Window(const Fp8Operand& o);
+/// The smallest subnormal of an element format: 2^-9 (E4M3), 2^-16 (E5M2), 0.5 (E2M1).
+double minSubnormal(Fp8Element e);
 /// Per-sample |Δ| of two runs, one series per run and precision (run B darker, squares).
 QChart* makeCompareChart(CompareModel* model);
 /// The advisor's SQNR per module in execution order, one series per precision (lower is

@@ -33,6 +33,8 @@ public:
     Precision precision() const { return pass_.precision; }
     /// The largest finite value of the pass's format (FP16 for the FP32 reference).
     double formatLimit() const;
+    /// A simulated FP8 pass: its quantized GEMM operands (none for other passes).
+    const std::vector<Fp8Operand>& fp8Operands() const { return pass_.fp8_operands; }
     void clearData() { resetData({}); }
     const LayerStat* layer(int r) const;
     QVariant data(const QModelIndex& index, int role) const override;

@@ -221,9 +221,20 @@ QWidget* MainWindow::buildLayersTab() {
     bar->addWidget(keepButton_);
     lay->addLayout(bar);
     tables_[kLayersTab] = makeTable(layers_, LayerModel::SortRole);
-    lay->addWidget(stacked(chartWidgetFor(
-                               layers_, [m = layers_] { return makeLayerChart(m); }, QString()),
-                           tables_[kLayersTab]));
+    // a simulated FP8 pass: its operands' headroom in a tab beside the ops' absmax (hidden for other passes)
+    auto* fp8 = chartWidgetFor(
+        layers_, [m = layers_] { return makeFp8HeadroomChart(m); }, QString());
+    fp8->setObjectName(QStringLiteral("fp8HeadroomChart"));
+    auto* charts = new QTabWidget;
+    charts->setObjectName(QStringLiteral("layerCharts"));
+    charts->addTab(chartWidgetFor(
+                       layers_, [m = layers_] { return makeLayerChart(m); }, QString()),
+                   QStringLiteral("absmax per op"));
+    const int fp8Tab = charts->addTab(fp8, QStringLiteral("FP8 headroom"));
+    auto tabFp8 = [charts, fp8Tab, m = layers_] { charts->setTabVisible(fp8Tab, !m->fp8Operands().empty()); };
+    tabFp8();
+    connect(layers_, &QAbstractItemModel::modelReset, charts, tabFp8);
+    lay->addWidget(stacked(charts, tables_[kLayersTab]));
     return withEmptyState(
         layersTab, layers_,
         emptyText(QStringLiteral("No per-op statistics to show"),
