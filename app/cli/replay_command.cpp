@@ -23,7 +23,7 @@ namespace {
 
 struct ReplayOptions {
     ReplaySpec spec;
-    std::string precision = "fp16", json;
+    std::string precision = "fp16", loss, optimizer, json;
     double init_scale = 0;
     int growth_interval = 0;
     bool quiet = false, no_db = false, init_db = false, force = false;
@@ -48,7 +48,7 @@ void add_replay_options(CLI::App* sub, ReplayOptions& o) {
         "torch.save state_dict, a dict with model/optimizer/scaler, a Lightning .ckpt, a Hugging Face Trainer "
         "checkpoint-N/ folder or a .safetensors file");
     sub->add_option("--batch", s.batch, "the failing batch: a .pt dict with inputs and labels or targets");
-    o.loss_opt = sub->add_option("--loss", s.loss,
+    o.loss_opt = sub->add_option("--loss", o.loss,
                                  "ce | mse | lm (shifted token cross-entropy, -100 ignored) | model (the program "
                                  "returns its loss); default: ce "
                                  "with class labels, lm with token labels [N, T], mse with targets")
@@ -78,7 +78,7 @@ void add_replay_options(CLI::App* sub, ReplayOptions& o) {
                              "or a remedy (0 = off)")
                  ->default_val(0.0)
                  ->check(checks::Number(0));
-    sub->add_option("--optimizer", s.optimizer_kind,
+    sub->add_option("--optimizer", o.optimizer,
                     "sgd | adam | adamw: the optimizer where the state cannot tell (an Adam/AdamW state from PyTorch "
                     "<= 2.6 with "
                     "weight decay)")
@@ -174,7 +174,7 @@ void apply_bundle(ReplayOptions& o) {
         s.clip_grad_norm = bs.clip_grad_norm;
         s.clip_given = true;
     }
-    if (s.optimizer_kind.empty()) s.optimizer_kind = bs.optimizer_kind;
+    if (!s.optimizer_kind) s.optimizer_kind = bs.optimizer_kind;
     s.no_scaler = s.no_scaler || bs.no_scaler;
     s.incident = bs.incident;
 }
@@ -182,6 +182,8 @@ void apply_bundle(ReplayOptions& o) {
 int run_replay_command(ReplayOptions& o) {
     refuse_under_torchrun("replay");
     auto& s = o.spec;
+    s.loss = parse_loss_kind(o.loss);  // "" (not given): Auto, or the bundle's
+    if (!o.optimizer.empty()) s.optimizer_kind = parse_optimizer_kind(o.optimizer);
     if (!o.bundle.empty()) apply_bundle(o);
     for (const auto& [v, name] :
          {std::pair{&s.model, "--model"}, {&s.checkpoint, "--checkpoint"}, {&s.batch, "--batch"}})

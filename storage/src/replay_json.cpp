@@ -9,6 +9,7 @@
 #include "ampscope/engine/json_depth.h"
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/text.h"
+#include "ampscope/engine/vocabulary.h"
 #include "ampscope/storage/replay_record.h"
 #include "json_map.h"
 
@@ -82,6 +83,16 @@ public:
         if (v.is_null()) return "";
         if (!v.is_string()) wrong(path + key, "a string", v);
         return v.get<std::string>();
+    }
+    /// A name of the vocabulary ("" when absent), turned into its value by `parse`.
+    template <class Parse>
+    auto name(const nlohmann::json& j, const std::string& path, const char* key, Parse parse) const {
+        const std::string s = str(j, path, key);
+        try {
+            return parse(s, path + key);
+        } catch (const InputError& e) {
+            throw InputError(source_, e.field(), e.expected());
+        }
     }
     bool flag(const nlohmann::json& j, const std::string& path, const char* key, bool fallback) const {
         const auto& v = at(j, key);
@@ -208,7 +219,7 @@ void spec_of(const Reader& rd, const nlohmann::json& j, ReplayResult& r) {
     }
     r.spec.clip_grad_norm = rd.number(rem, "remedies.", "clip_grad_norm");
     const auto& in = rd.object(j, "", "inputs");  // absent in replays recorded before it
-    r.spec.loss = rd.str(in, "inputs.", "loss");
+    r.spec.loss = rd.name(in, "inputs.", "loss", parse_loss_kind);
     r.spec.steps = rd.small(in, "inputs.", "steps", 1);
     r.spec.optimizer_state = rd.str(in, "inputs.", "optimizer_state");
     r.spec.scaler_state = rd.str(in, "inputs.", "scaler_state");
@@ -216,7 +227,8 @@ void spec_of(const Reader& rd, const nlohmann::json& j, ReplayResult& r) {
     r.spec.non_strict = rd.flag(in, "inputs.", "non_strict", false);
     r.spec.output = rd.str(in, "inputs.", "output");
     r.spec.device = rd.str(in, "inputs.", "device");
-    r.spec.optimizer_kind = rd.str(in, "inputs.", "optimizer");
+    if (!rd.str(in, "inputs.", "optimizer").empty())  // "": the state's own kind
+        r.spec.optimizer_kind = rd.name(in, "inputs.", "optimizer", parse_optimizer_kind);
     r.spec.param_groups = rd.str(in, "inputs.", "param_groups");
     r.spec.no_scaler = rd.flag(in, "inputs.", "no_scaler", false);
     r.spec.clip_given = rd.flag(in, "inputs.", "clip_given", false);
@@ -243,7 +255,7 @@ void spec_of(const Reader& rd, const nlohmann::json& j, ReplayResult& r) {
 
 /// What the replay was given besides model, checkpoint and batch (a remedy reruns with them).
 nlohmann::json inputs_json(const ReplaySpec& s) {
-    return {{"loss", s.loss},
+    return {{"loss", to_string(s.loss)},
             {"steps", s.steps},
             {"optimizer_state", s.optimizer_state},
             {"scaler_state", s.scaler_state},
@@ -251,7 +263,7 @@ nlohmann::json inputs_json(const ReplaySpec& s) {
             {"non_strict", s.non_strict},
             {"output", s.output},
             {"device", s.device},
-            {"optimizer", s.optimizer_kind},
+            {"optimizer", s.optimizer_kind ? to_string(*s.optimizer_kind) : ""},
             {"param_groups", s.param_groups},
             {"no_scaler", s.no_scaler},
             {"clip_given", s.clip_given},

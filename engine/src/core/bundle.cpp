@@ -211,13 +211,14 @@ ReplaySpec replay_spec_of(const IncidentBundle& b) {
     s.model = b.model;
     s.checkpoint = b.checkpoint;
     s.batch = b.batch;
-    s.loss = b.loss;
+    s.loss = parse_loss_kind(b.loss);  // one of the names (read_settings)
     s.precision = b.precision == "bf16" ? Precision::Bf16 : Precision::Fp16;
     s.keep_fp32 = b.keep_fp32;
     s.clip_grad_norm = b.clip_grad_norm.value_or(0.0);
     s.clip_given = true;                         // the bundle says (null: the job did not clip)
     const auto& kinds = optimizer_kind_names();  // "other": the replay reads the state's own kind
-    if (std::find(kinds.begin(), kinds.end(), b.optimizer_kind) != kinds.end()) s.optimizer_kind = b.optimizer_kind;
+    if (std::find(kinds.begin(), kinds.end(), b.optimizer_kind) != kinds.end())
+        s.optimizer_kind = parse_optimizer_kind(b.optimizer_kind);
     s.no_scaler = !b.scaler;
     s.incident = ReplayIncident{b.dir,
                                 b.detected_what,

@@ -122,10 +122,10 @@ void map_optimizer(OptimizerState& o, const std::vector<at::Tensor>& params, con
 
 /// The optimizer's kind where the file cannot tell (read_optimizer leaves "adam|adamw" for an
 /// Adam/AdamW state from PyTorch <= 2.6, which has no decoupled_weight_decay key): `forced`
-/// (--optimizer sgd|adam|adamw, "" = none), or Adam when no group decays weights (both step
+/// (--optimizer sgd|adam|adamw, or none), or Adam when no group decays weights (both step
 /// alike); else InputError naming --optimizer. A `forced` kind the file contradicts is refused.
 /// Sets o.kind and o.kind_source.
-void resolve_kind(OptimizerState& o, const std::string& forced, const std::string& file);
+void resolve_kind(OptimizerState& o, const std::optional<OptimizerKind>& forced, const std::string& file);
 
 /// torch.optim's step (SGD, Adam, AdamW) on the parameters with gradients, with PyTorch's
 /// arithmetic in PyTorch's order: the single-tensor implementation (also what foreach runs on

@@ -466,7 +466,6 @@ void validate(const ReplaySpec& s) {
         throw InputError("", "growth_interval", "expected an integer >= 1");
     if (!std::isfinite(s.clip_grad_norm) || s.clip_grad_norm < 0)
         throw InputError("", "clip_grad_norm", "expected a finite number >= 0");
-    parse_loss_kind(s.loss);  // refused here, before any file is read
 }
 
 std::string files_sha256(const std::vector<std::string>& files) {
@@ -502,7 +501,7 @@ TrainSpec training_spec_of(const ReplaySpec& spec) {
     TrainSpec ts;
     ts.model = spec.model;
     ts.data = spec.batch;
-    ts.loss = parse_loss_kind(spec.loss);  // checked by validate
+    ts.loss = spec.loss;
     ts.precision = spec.precision;
     ts.keep_fp32 = spec.keep_fp32;
     ts.seed = spec.seed;

@@ -234,17 +234,16 @@ OptimizerState read_optimizer(const c10::IValue& v, const std::string& file, con
     return o;
 }
 
-void resolve_kind(OptimizerState& o, const std::string& forced, const std::string& file) {
-    if (!forced.empty()) parse_optimizer_kind(forced);  // "" = the file's
+void resolve_kind(OptimizerState& o, const std::optional<OptimizerKind>& forced, const std::string& file) {
     if (o.kind == "adam|adamw") {
         bool decays = false;
         for (const auto& g : o.groups) decays = decays || g.weight_decay != 0;
-        if (!forced.empty() && parse_optimizer_kind(forced) == OptimizerKind::Sgd)
+        if (forced == OptimizerKind::Sgd)
             throw InputError(file, "param_groups",
                              "hold Adam's (betas, amsgrad), not SGD's; --optimizer sgd contradicts it");
-        if (!forced.empty()) {
-            o.kind = forced;
-            o.kind_source = "--optimizer " + forced + " (no decoupled_weight_decay key: PyTorch <= 2.6)";
+        if (forced) {
+            o.kind = to_string(*forced);
+            o.kind_source = "--optimizer " + o.kind + " (no decoupled_weight_decay key: PyTorch <= 2.6)";
         } else if (!decays) {
             o.kind = to_string(OptimizerKind::Adam);
             o.kind_source =
@@ -259,10 +258,10 @@ void resolve_kind(OptimizerState& o, const std::string& forced, const std::strin
         for (auto& g : o.groups) g.decoupled = parse_optimizer_kind(o.kind) == OptimizerKind::Adamw;
         return;
     }
-    if (!forced.empty() && forced != o.kind)
-        throw InputError(
-            file, "param_groups",
-            "are " + o.kind + "'s (" + o.kind_source + "); --optimizer " + forced + " contradicts the file");
+    if (forced && to_string(*forced) != o.kind)
+        throw InputError(file, "param_groups",
+                         "are " + o.kind + "'s (" + o.kind_source + "); --optimizer " + to_string(*forced) +
+                             " contradicts the file");
 }
 
 std::optional<ScalerState> read_scaler(const c10::IValue& v, const std::string& file, const std::string& field) {

@@ -152,14 +152,14 @@ void ReplayDialog::setSpec(const ReplaySpec& s) {
     batch_->setText(QString::fromStdString(s.batch));
     optimizer_->setText(QString::fromStdString(s.optimizer_state));
     scaler_->setText(QString::fromStdString(s.scaler_state));
-    setChoice(loss_, s.loss);
+    setChoice(loss_, to_string(s.loss));
     precision_->setCurrentIndex(s.precision == Precision::Bf16 ? 1 : 0);
     setRegions(keep_fp32_, s.keep_fp32);
     prefix_->setText(QString::fromStdString(s.strip_prefix));
     steps_->setValue(s.steps);
     non_strict_->setChecked(s.non_strict);
     if (!s.device.empty()) device_->setCurrentText(QString::fromStdString(s.device));
-    setChoice(optimizerKind_, s.optimizer_kind);
+    setChoice(optimizerKind_, s.optimizer_kind ? to_string(*s.optimizer_kind) : std::string());
     groups_->setText(QString::fromStdString(s.param_groups));
     clip_->setText(s.clip_given || s.clip_grad_norm > 0 ? QString::number(s.clip_grad_norm, 'g', 17) : QString());
     noScaler_->setChecked(s.no_scaler);
@@ -182,14 +182,14 @@ ReplaySpec ReplayDialog::spec() const {
     s.batch = existing(batch_, "Failing batch", true, false, "a .pt dict with inputs and labels or targets");
     s.optimizer_state = existing(optimizer_, "Optimizer state", false, false, "a torch.save of optimizer.state_dict()");
     s.scaler_state = existing(scaler_, "Scaler state", false, false, "a torch.save of GradScaler.state_dict()");
-    s.loss = choice(loss_);
+    s.loss = parse_loss_kind(choice(loss_));
     s.precision = precision_->currentIndex() == 1 ? Precision::Bf16 : Precision::Fp16;
     s.keep_fp32 = regions(keep_fp32_);
     s.strip_prefix = prefix_->text().trimmed().toStdString();
     s.steps = steps_->value();
     s.non_strict = non_strict_->isChecked();
     s.device = device_->currentText().toStdString();
-    s.optimizer_kind = choice(optimizerKind_);
+    if (const std::string kind = choice(optimizerKind_); !kind.empty()) s.optimizer_kind = parse_optimizer_kind(kind);
     s.param_groups = existing(groups_, "Param groups", false, false, "a JSON list per param group of parameter names");
     const QString clip = clip_->text().trimmed();
     if (!clip.isEmpty()) {

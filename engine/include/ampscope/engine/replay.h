@@ -32,7 +32,7 @@ struct ReplaySpec {
     std::string model;                          ///< a TorchScript file, a torch.export program (.pt2) or demo:NAME
     std::string checkpoint;                     ///< a file or a Trainer checkpoint-N/ folder
     std::string batch;                          ///< a .pt dict: inputs and labels or targets
-    std::string loss;                           ///< ce | mse ("" = ce with labels, mse with targets)
+    LossKind loss = LossKind::Auto;             ///< Auto: ce with labels, lm with token labels, mse with targets
     std::string optimizer_state, scaler_state;  ///< separate files (override the checkpoint's)
     std::string strip_prefix;
     std::string output;  ///< as TrainSpec::output
@@ -42,11 +42,11 @@ struct ReplaySpec {
     std::vector<std::string> keep_fp32;
     std::optional<double> init_scale;    ///< remedy: another scale than the checkpoint's
     std::optional<int> growth_interval;  ///< remedy
-    double clip_grad_norm = 0;   ///< the job's clipping norm, or a remedy: clip the unscaled gradients (0 = off)
-    bool clip_given = false;     ///< --clip-grad-norm was given (0 included): no Trainer-clipping warning
-    std::string optimizer_kind;  ///< --optimizer sgd|adam|adamw where the file cannot tell ("" = the file's)
-    std::string param_groups;    ///< --param-groups FILE: parameter names per group (JSON)
-    bool no_scaler = false;      ///< --no-scaler: the job ran without GradScaler
+    double clip_grad_norm = 0;  ///< the job's clipping norm, or a remedy: clip the unscaled gradients (0 = off)
+    bool clip_given = false;    ///< --clip-grad-norm was given (0 included): no Trainer-clipping warning
+    std::optional<OptimizerKind> optimizer_kind;  ///< --optimizer where the file cannot tell (none = the file's)
+    std::string param_groups;                     ///< --param-groups FILE: parameter names per group (JSON)
+    bool no_scaler = false;                       ///< --no-scaler: the job ran without GradScaler
     std::string device;
     uint64_t seed = 0;
     std::string original_run_id;             ///< a remedy: the replay run it remedies ("" = an original replay)
