@@ -22,8 +22,8 @@ namespace {
 struct Options {
     QCommandLineOption demo{
         QStringLiteral("demo"),
-        QStringLiteral("record a demo comparison run of demo:transformer and a short demo training run "
-                       "first when the database has none")};
+        QStringLiteral("record a demo comparison run of demo:transformer, a short demo training run and a "
+                       "replay of a demo incident with its remedy first when the database has none")};
     QCommandLineOption shot{QStringLiteral("screenshot"),
                             QStringLiteral("render the main window to FILE once the demo is shown, then quit"),
                             QStringLiteral("FILE")};

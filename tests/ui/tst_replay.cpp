@@ -415,18 +415,6 @@ private Q_SLOTS:
         QVERIFY2(problems.isEmpty(), qPrintable(problems));
         problems = chartsProblems(v, ReplayView::Original, 65504);  // the original's still
         QVERIFY2(problems.isEmpty(), qPrintable(problems));
-        const QString shots =
-            qEnvironmentVariable("AMPSCOPE_SCREENSHOTS");  // resources/screenshots/replay*.png (docs/gui.md)
-        if (!shots.isEmpty()) {
-            w->resize(1400, 1000);
-            for (auto [tab, name] : {std::pair{ReplayView::kLayersTable, "replay.png"},
-                                     {ReplayView::kStepsTable, "replay-steps.png"},
-                                     {ReplayView::kParamsTable, "replay-parameters.png"}}) {
-                v->tableTabs()->setCurrentIndex(tab);
-                QTest::qWait(300);
-                QVERIFY(w->grab().save(shots + QLatin1Char('/') + QString::fromUtf8(name)));
-            }
-        }
         // the remedy names its original in the record
         storage::Store store(db_.toStdString());
         const auto rec = storage::replay_from_json(storage::replay_json(store, remedy.toStdString()), "remedy");

@@ -77,8 +77,10 @@ public:
     QString currentRun() const { return current_; }
     /// Starts a run with the given spec on the worker thread; criteria are fixed from here.
     bool startRun(const RunSpec& spec);
-    /// First start: a demo comparison run of demo:transformer, then a short demo training run;
-    /// demoFinished() when both are recorded (the comparison is shown then).
+    /// First start: a demo comparison run of demo:transformer, a short demo training run, then
+    /// the built-in demo incident replayed (engine demo_incident(), its files beside the
+    /// database) and its remedy (the module that broke kept in FP32); demoFinished() when all
+    /// are recorded (the comparison is shown then).
     void startDemo();
     static constexpr int kDemoTrainingSteps = 40;
 
@@ -189,6 +191,10 @@ private:
     void liveEnded(const QString& uuid, const QString& status);
     /// The demo's next run once `finished` (its run id) ended.
     void demoStep(const QString& finished);
+    /// The demo's replays: the incident once the training ended (`replayed` null), its remedy
+    /// once `replayed` is the incident's replay; then (or when one cannot start) the demo ends.
+    void demoReplay(const ReplayResult* replayed);
+    void endDemo();
     bool showingLive() const;
     void showLive();
     void showLiveOverview();
@@ -225,7 +231,7 @@ private:
     std::optional<Live> live_;
     QString current_;
     QTimer* overviewLater_ = nullptr;  ///< a live training run's overview, refreshed at most every 250 ms
-    int demoStage_ = 0;                ///< 1: demo comparison going, 2: demo training going
+    int demoStage_ = 0;  ///< 1: demo comparison going, 2: demo training, 3: demo incident replay, 4: its remedy
     QString demoRun_;
     RunController* controller_ = nullptr;
     RunListModel* runs_ = nullptr;

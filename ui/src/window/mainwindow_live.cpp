@@ -142,7 +142,8 @@ void MainWindow::liveEnded(const QString& uuid, const QString& status) {
     }
     updateAdviseAction();
     refreshRuns();  // the list as recorded; the selection stays
-    if (demoStage_ > 0) demoStep(uuid);
+    // the demo's next run; its replays (stages 3 and 4) go on from ReplayJob's signals
+    if (demoStage_ == 1 || demoStage_ == 2) demoStep(uuid);
 }
 
 void MainWindow::startDemo() {
@@ -158,6 +159,13 @@ void MainWindow::demoStep(const QString& finished) {
         t.steps = kDemoTrainingSteps;
         if (startTraining(t)) return;
     }
+    if (demoStage_ == 2)
+        demoReplay(nullptr);
+    else
+        endDemo();
+}
+
+void MainWindow::endDemo() {
     demoStage_ = 0;
     if (!demoRun_.isEmpty()) {
         selectRuns({demoRun_}, demoRun_);

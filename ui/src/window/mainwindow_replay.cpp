@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // MainWindow: File → Replay incident… (the dialog, the replay on a worker thread, recorded),
 // the Replay tab, remedies asked for in it, and recorded replays opened from the run browser
-// (a remedy beside its original).
+// (a remedy beside its original), and the demo's replays (the built-in incident, its remedy).
 #include <QAction>
 #include <QMenu>
 #include <QStatusBar>
@@ -9,9 +9,11 @@
 #include <QTextBrowser>
 
 #include <QFileDialog>
+#include <QFileInfo>
 
 #include "ampscope/engine/bundle.h"
 #include "ampscope/engine/errors.h"
+#include "ampscope/engine/replay.h"
 #include "ampscope/storage/replay_record.h"
 #include "mainwindow.h"
 #include "replaydialog.h"
@@ -36,14 +38,17 @@ QWidget* MainWindow::buildReplayTab() {
         showRun(uuid);  // from the database, as the run browser opens it: a remedy beside its original
         statusBar()->showMessage(QStringLiteral("replay %1 recorded: %2").arg(uuid.left(8), ReplayView::verdictText(r)),
                                  10000);
+        if (demoStage_ > 0) demoReplay(&r);
     });
     connect(replayJob_, &ReplayJob::cancelled, this, [this] {
         replayView_->setRunning(false);
         statusBar()->showMessage(QStringLiteral("replay cancelled; nothing recorded"), 10000);
+        if (demoStage_ > 0) endDemo();
     });
     connect(replayJob_, &ReplayJob::failed, this, [this](const QString& title, const QString& message) {
         replayView_->setRunning(false);
         error(title, message + QStringLiteral("\n\nNothing was recorded."));
+        if (demoStage_ > 0) endDemo();
     });
     return replayView_;  // it says what it shows while it has nothing to show
 }
@@ -105,6 +110,23 @@ bool MainWindow::startReplay(const ReplaySpec& spec, const QString& what) {
     replayView_->setRunning(true, what);
     tabs_->setCurrentIndex(kReplayTab);
     return true;
+}
+
+void MainWindow::demoReplay(const ReplayResult* replayed) {
+    if (demoStage_ == 2) {  // the training ended: the built-in incident, its files beside the database
+        demoStage_ = 3;
+        const QString folder = QFileInfo(databasePath()).absolutePath() + QStringLiteral("/ampscope-demo-incident");
+        try {
+            if (startReplay(demo_incident(folder.toStdString()), QStringLiteral("the demo incident"))) return;
+        } catch (const InputError& e) {
+            error(QStringLiteral("Cannot write the demo incident"), QString::fromStdString(e.what()));
+        }
+    } else if (demoStage_ == 3 && replayed && replayed->first_nonfinite) {  // its remedy: the module kept in FP32
+        demoStage_ = 4;
+        const ReplaySpec remedy = ReplayView::remedySpec(*replayed, ReplayView::Remedy::KeepModule);
+        if (startReplay(remedy, ReplayView::changeText(*replayed, remedy))) return;
+    }
+    endDemo();
 }
 
 void MainWindow::showReplay(const QString& uuid) {

@@ -125,4 +125,11 @@ struct ReplayResult {
 /// ModelError when the model fails.
 ReplayResult run_replay(const ReplaySpec& spec, ProgressObserver* progress = nullptr);
 
+/// The built-in demo incident (`ampscope --demo`): an FP16 job on demo:transformer (its seeded
+/// weights, SGD, GradScaler at 1024) whose batch overflows FP16 in `embed`. Writes
+/// `folder`/checkpoint.pt (model, optimizer, scaler) and `folder`/batch.pt as torch.save files,
+/// creating the folder; returns the spec that replays them as the job ran (4 steps). Throws
+/// InputError when the files cannot be written.
+ReplaySpec demo_incident(const std::string& folder, uint64_t seed = 0);
+
 }  // namespace ampscope
