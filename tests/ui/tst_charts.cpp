@@ -218,6 +218,36 @@ private Q_SLOTS:
         delete chart;
     }
 
+    /// Step axes tick on whole steps: 4 steps read "1 2 3 4", not the default five ticks'
+    /// "1 1 2 3 4" (%d of 1.75); a long run keeps at most about 8 ticks.
+    void stepAxesTickOnWholeSteps() {
+        auto ticks = [](QChart* chart) {
+            auto* x = qobject_cast<QValueAxis*>(chart->axes(Qt::Horizontal).first());
+            QList<double> out;
+            if (x->tickType() == QValueAxis::TicksDynamic)
+                for (double t = x->tickAnchor(); t <= x->max() + 1e-9; t += x->tickInterval())
+                    if (t >= x->min() - 1e-9) out.append(t);
+            if (x->tickType() == QValueAxis::TicksFixed)
+                for (int i = 0; i < x->tickCount(); ++i)
+                    out.append(x->min() + (x->max() - x->min()) * i / std::max(1, x->tickCount() - 1));
+            return out;
+        };
+        const auto all = steps();
+        TrainingStepModel model;
+        std::vector<TrainStep> four(all.begin(), all.begin() + 4);
+        for (size_t i = 0; i < four.size(); ++i) four[i].step = int(i) + 1;
+        model.resetData(four);
+        for (auto* chart : {makeLossChart(&model), makeScaleChart(&model), makeUpdatesChart(&model)}) {
+            QCOMPARE(ticks(chart), (QList<double>{1, 2, 3, 4}));
+            model.resetData(longRun(300));
+            const auto many = ticks(chart);
+            QVERIFY2(many.size() >= 4 && many.size() <= 9, qPrintable(QString::number(many.size())));
+            for (double t : many) QCOMPARE(t, std::round(t));
+            model.resetData(four);
+            delete chart;
+        }
+    }
+
     /// The table says what the chart leaves out: a NaN or infinite loss is shown as nan / inf (a
     /// training incident is one; it was '-', and 0 when read back from a database).
     void stepTableShowsNonFiniteLossesAsSuch() {

@@ -101,7 +101,12 @@ QValueAxis* stepAxis(QChart* chart) {
 
 void stepRange(QValueAxis* x, const TrainingStepModel* model) {
     const auto [lo, hi] = columnRange(model, {T::Step}, false);
-    x->setRange(lo <= hi ? lo : 0, lo <= hi ? std::max(hi, lo + 1) : 1);
+    const double first = lo <= hi ? lo : 0, last = lo <= hi ? std::max(hi, lo + 1) : 1;
+    x->setRange(first, last);
+    // ticks on whole steps, at most about 8 (Qt's five fixed ticks over 4 steps read "1 1 2 3 4")
+    x->setTickType(QValueAxis::TicksDynamic);
+    x->setTickAnchor(first);
+    x->setTickInterval(std::max(1.0, std::ceil((last - first) / 8)));
 }
 
 /// A value axis on the left: titled, labels in `format` when given.
