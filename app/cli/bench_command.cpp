@@ -57,7 +57,7 @@ void print_result(const BenchResult& res, const BenchSpec& bs, const std::vector
             continue;
         }
         std::printf("validated %s by run %s (review %s; accepted under atol %g, rtol %g, max flips %d%s)\n",
-                    to_string(v.precision).c_str(), v.run.c_str(), v.review.status.c_str(), v.criteria.atol,
+                    to_string(v.precision).c_str(), v.run.c_str(), to_string(v.review.status).c_str(), v.criteria.atol,
                     v.criteria.rtol, v.criteria.max_flips,
                     v.criteria.allow_nonfinite ? ", non-finite outputs allowed" : "");
     }

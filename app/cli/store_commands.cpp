@@ -73,8 +73,8 @@ void print_status(const Store& s, const std::string& uuid) {
     std::cout << "status: " << safe(s.status(uuid));
     if (!s.error(uuid).empty()) std::cout << " (" << safe(s.error(uuid)) << ")";
     const auto rv = s.review(uuid);
-    std::cout << "   review: " << safe(rv.status) << (rv.by.empty() ? "" : " by " + safe(rv.by) + " at " + safe(rv.at))
-              << "\n";
+    std::cout << "   review: " << safe(to_string(rv.status))
+              << (rv.by.empty() ? "" : " by " + safe(rv.by) + " at " + safe(rv.at)) << "\n";
 }
 
 /// A recorded replay: checked (a damaged or hostile stored JSON is refused, exit 2, named), then
@@ -134,7 +134,7 @@ int list_runs(const Store& s, const State& st) {
                                         {"samples", r.samples},
                                         {"started_at", r.started_at},
                                         {"finished_at", r.finished_at},
-                                        {"review", r.review_status},
+                                        {"review", to_string(r.review_status)},
                                         {"annotations", r.annotations},
                                         {"error", r.error}};
             std::cout << (i ? ",\n " : "\n ")
@@ -147,8 +147,8 @@ int list_runs(const Store& s, const State& st) {
               << pad("device", 8) << pad("passes", 15) << "model\n";
     for (const auto& r : rows)
         std::cout << pad(r.uuid.substr(0, 8), 10) << pad(r.started_at.substr(0, 19), 21) << pad(r.status, 12)
-                  << pad(r.verdict.empty() ? "-" : r.verdict, 18) << pad(r.review_status, 9) << pad(r.device, 8)
-                  << pad(r.precisions, 15) << safe(r.model)
+                  << pad(r.verdict.empty() ? "-" : r.verdict, 18) << pad(to_string(r.review_status), 9)
+                  << pad(r.device, 8) << pad(r.precisions, 15) << safe(r.model)
                   << (r.annotations ? "  [" + std::to_string(r.annotations) + " notes]" : "") << "\n";
     std::cout << rows.size() << " run(s) in " << s.path() << std::endl;
     return 0;
@@ -201,8 +201,9 @@ int dispatch(const State& st, const Commands& c) {
     if (*c.rev) {
         Store s(path, Store::Mode::ReadWrite);
         const auto uuid = s.resolve(st.run);
-        s.set_review(uuid, st.review_status, st.author);
-        std::cout << "run " << uuid.substr(0, 8) << " review: " << st.review_status << std::endl;
+        const auto status = ampscope::parse_review_status(st.review_status);
+        s.set_review(uuid, status, st.author);
+        std::cout << "run " << uuid.substr(0, 8) << " review: " << to_string(status) << std::endl;
         return 0;
     }
     return -1;

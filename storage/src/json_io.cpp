@@ -133,7 +133,7 @@ std::string bench_to_json(const BenchResult& r, const BenchSpec& spec, const std
         vj["precision"] = to_string(v.precision);
         vj["run"] = v.run.empty() ? ordered_json(nullptr) : ordered_json(v.run);
         if (!v.run.empty()) {
-            vj["review"] = {{"status", v.review.status}, {"by", v.review.by}, {"at", v.review.at}};
+            vj["review"] = {{"status", to_string(v.review.status)}, {"by", v.review.by}, {"at", v.review.at}};
             vj["criteria"] = jmap::criteria(v.criteria);
         }
         vj["refusal"] = v.refusal.empty() ? ordered_json(nullptr) : ordered_json(v.refusal);

@@ -61,7 +61,7 @@ bool copy_replay(const Store& from, Store& to, const std::string& uuid) {
     for (int i = 0; i < 16; ++i) ins.bind(i + 1, q.text(i));
     ins.run();
     for (auto a : from.annotations(uuid)) to.annotate(uuid, a);
-    if (const auto rv = from.review(uuid); rv.status != "open") to.set_review(uuid, rv.status, rv.by);
+    if (const auto rv = from.review(uuid); rv.status != ReviewStatus::Open) to.set_review(uuid, rv.status, rv.by);
     return true;
 }
 

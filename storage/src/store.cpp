@@ -78,7 +78,7 @@ ORDER BY r.started_at DESC, r.id DESC LIMIT ?8)sql");
         r.mode = s.text(8);
         r.started_at = s.text(9);
         r.finished_at = s.text(10);
-        r.review_status = s.text(11);
+        r.review_status = parse_review_status(s.text(11), "review_status");
         r.error = s.text(12);
         r.samples = int(s.i64(13));
         r.annotations = int(s.i64(14));
@@ -492,7 +492,7 @@ Review Store::review(const std::string& uuid) const {
     Stmt s(db_, "SELECT review_status, COALESCE(reviewed_by,''), COALESCE(reviewed_at,'') FROM runs WHERE uuid=?1");
     s.bind(1, uuid);
     if (!s.step()) throw InputError(path_, "RUN", "no run '" + uuid + "'");
-    return {s.text(0), s.text(1), s.text(2)};
+    return {parse_review_status(s.text(0), "review_status"), s.text(1), s.text(2)};
 }
 
 }  // namespace ampscope::storage

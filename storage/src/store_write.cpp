@@ -366,7 +366,7 @@ bool Store::insert_run(const RunResult& r, const std::string& status, const std:
     finish(db_, id, status, status == "completed" ? to_string(r.verdict) : "", error, r.finished_at, r.warnings);
     for (const auto& a : notes) insert_annotation(db_, id, a);
     Stmt rv(db_, "UPDATE runs SET review_status=?2, reviewed_by=NULLIF(?3,''), reviewed_at=NULLIF(?4,'') WHERE id=?1");
-    rv.bind(1, id).bind(2, review.status).bind(3, review.by).bind(4, review.at);
+    rv.bind(1, id).bind(2, to_string(review.status)).bind(3, review.by).bind(4, review.at);
     rv.run();
     t.commit();
     return true;
@@ -417,10 +417,8 @@ void Store::annotate(const std::string& uuid, Annotation a) {
     t.commit();
 }
 
-void Store::set_review(const std::string& uuid, const std::string& status, const std::string& by) {
+void Store::set_review(const std::string& uuid, ReviewStatus status, const std::string& by) {
     require_writable(*this);
-    if (status != "open" && status != "accepted" && status != "rejected")
-        throw InputError("review", "status", "'" + status + "'; expected open, accepted or rejected");
     const int64_t id = run_pk(db_, uuid);
     std::string who = by;
     if (who.empty()) {
@@ -428,7 +426,7 @@ void Store::set_review(const std::string& uuid, const std::string& status, const
         who = u && *u ? u : "unknown";
     }
     Stmt s(db_, "UPDATE runs SET review_status=?2, reviewed_by=?3, reviewed_at=?4 WHERE id=?1");
-    s.bind(1, id).bind(2, status).bind(3, who).bind(4, now_iso8601());
+    s.bind(1, id).bind(2, to_string(status)).bind(3, who).bind(4, now_iso8601());
     s.run();
 }
 

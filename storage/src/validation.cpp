@@ -35,7 +35,7 @@ std::vector<ValidationCandidate> candidates(sqlite3* db, Precision precision, st
         if (!k.is_array()) continue;  // malformed: validates nothing
         for (const auto& g : k)
             if (g.is_string()) c.policy.keep_fp32.push_back(g.get<std::string>());
-        c.review = {s.text(7), s.text(8), s.text(9)};
+        c.review = {parse_review_status(s.text(7), "review_status"), s.text(8), s.text(9)};
         out.push_back(std::move(c));
         headers.push_back(s.text(10));
     }

@@ -32,8 +32,8 @@ TrainStep step(int i, double scale, bool skipped, int effective, int tracker) {
     return s;
 }
 
-ValidationCandidate candidate(const std::string& run, const BenchPolicy& p, const std::string& review = "open") {
-    return {run, p, {review, review == "open" ? "" : "rita", ""}};
+ValidationCandidate candidate(const std::string& run, const BenchPolicy& p, ReviewStatus review = ReviewStatus::Open) {
+    return {run, p, {review, review == ReviewStatus::Open ? "" : "rita", ""}};
 }
 }  // namespace
 
@@ -133,7 +133,8 @@ TEST(Rules, TheNewestExactPolicyValidates) {
 
 TEST(Rules, ARejectedReviewIsNotOverriddenByAnOlderRun) {
     BenchPolicy p{"m", "w", "p", "cpu", Precision::Bf16, "eval", {}};
-    const auto v = choose_validation(p, {candidate("r2", p, "rejected"), candidate("r1", p, "accepted")}, "db");
+    const auto v = choose_validation(
+        p, {candidate("r2", p, ReviewStatus::Rejected), candidate("r1", p, ReviewStatus::Accepted)}, "db");
     EXPECT_TRUE(v.run.empty());
     EXPECT_NE(v.refusal.find("run r2 validated exactly this policy"), std::string::npos) << v.refusal;
     EXPECT_NE(v.refusal.find("(by rita)"), std::string::npos) << v.refusal;

@@ -38,7 +38,7 @@ void show(const Store& s, const std::string& listed_uuid) {
         for (const auto& p : r.passes) os << s.layers(uuid, p.precision).size();
         for (const auto& b : s.benchmarks(uuid)) os << b.result.figures.size() << b.result.timer;
     }
-    os << s.status(uuid) << s.error(uuid) << s.review(uuid).status;
+    os << s.status(uuid) << s.error(uuid) << to_string(s.review(uuid).status);
     for (const auto& a : s.annotations(uuid)) os << a.text;
 }
 

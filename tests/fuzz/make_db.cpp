@@ -208,7 +208,7 @@ int main(int argc, char** argv) {
         s.annotate(a.run_id, {"", "alice", "", "run", "", "fp16 rejected: one flip"});
         s.annotate(a.run_id, {"", "bob", "", "sample", "s1", "boundary sample"});
         s.annotate(a.run_id, {"", "bob", "", "layer", "fp16:1", "overflow born here"});
-        s.set_review(a.run_id, "rejected", "carol");
+        s.set_review(a.run_id, ReviewStatus::Rejected, "carol");
         {  // relies on run a for fp16, unvalidated (no run for bf16)
             BenchResult bench;
             bench.model = a.model;

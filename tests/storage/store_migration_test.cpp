@@ -82,9 +82,9 @@ void expect_compare_runs(const Store& s, const FixtureFile& f, size_t notes_expe
     EXPECT_EQ(notes[0].text, "edge overflow in fc1");
     EXPECT_EQ(notes[1].target_kind, "sample");
     EXPECT_EQ(notes[1].target, "s1");
-    EXPECT_EQ(s.review(fixture::kRejectedRun).status, "rejected") << f.name;
+    EXPECT_EQ(s.review(fixture::kRejectedRun).status, ReviewStatus::Rejected) << f.name;
     EXPECT_EQ(s.review(fixture::kRejectedRun).by, "reviewer-r") << f.name;
-    EXPECT_EQ(s.review(fixture::kAcceptedRun).status, "accepted") << f.name;
+    EXPECT_EQ(s.review(fixture::kAcceptedRun).status, ReviewStatus::Accepted) << f.name;
 }
 
 /// Everything the fixture holds reads back (training and benchmark where that version had them).

@@ -66,7 +66,7 @@ private Q_SLOTS:
         r.run_id = "0123456789abcdef";
         r.model.source = kHostile;
         Review review;
-        review.status = "accepted";
+        review.status = ReviewStatus::Accepted;
         review.by = kHostile;
         storage::Annotation note;
         note.author = kHostile;

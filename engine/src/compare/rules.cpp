@@ -127,7 +127,7 @@ Validation choose_validation(const BenchPolicy& p, const std::vector<ValidationC
     for (const auto& c : newest_first) {
         const auto d = differences(c.policy, p);
         if (d.empty()) {
-            if (c.review.status == to_string(ReviewStatus::Rejected)) {
+            if (c.review.status == ReviewStatus::Rejected) {
                 v.refusal = "run " + c.run + " validated exactly this policy (" + what +
                             ") but its review is rejected" +
                             (c.review.by.empty() ? std::string() : " (by " + c.review.by + ")") +

@@ -52,7 +52,7 @@ QVariant RunListModel::data(const QModelIndex& idx, int role) const {
             case Passes: return storedText(r.precisions);
             case Status: return storedText(r.status);
             case Verdict: return storedText(r.verdict.empty() ? std::string("-") : r.verdict);
-            case Review: return storedText(r.review_status);
+            case Review: return storedText(to_string(r.review_status));
             case Notes:
                 return role == SortRole ? QVariant(r.annotations)
                                         : QVariant(r.annotations ? QString::number(r.annotations) : QString());

@@ -69,7 +69,8 @@ QString overviewHtml(const RunResult& r, const QString& status, const storage::R
     const auto verdictColor = [](Verdict v) { return v == Verdict::Accepted ? "#1e8c3c" : "#c82828"; };
     o << "<h2>Run " << htmlText(r.run_id.substr(0, 8)) << " — <span style='color:" << verdictColor(r.verdict) << "'>"
       << htmlText(to_string(r.verdict)) << "</span></h2>";
-    o << "<p>status <b>" << status.toHtmlEscaped() << "</b> · review <b>" << htmlText(review.status) << "</b>"
+    o << "<p>status <b>" << status.toHtmlEscaped() << "</b> · review <b>" << htmlText(to_string(review.status))
+      << "</b>"
       << (review.by.empty()
               ? QString()
               : QString(QStringLiteral(" by ") + htmlText(review.by) + QStringLiteral(" at ") + htmlText(review.at)))

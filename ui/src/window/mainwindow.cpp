@@ -406,7 +406,7 @@ void MainWindow::setReview(ReviewStatus status) {
     if (!store_ || current_.isEmpty()) return;
     QSettings s;
     try {
-        store_->set_review(current_.toStdString(), to_string(status),
+        store_->set_review(current_.toStdString(), status,
                            s.value(QStringLiteral("author"), qEnvironmentVariable("USER")).toString().toStdString());
         refreshRuns();
         showRun(current_);

@@ -9,6 +9,7 @@
 
 #include "ampscope/engine/train.h"
 #include "ampscope/engine/types.h"
+#include "ampscope/engine/vocabulary.h"
 
 namespace ampscope {
 
@@ -56,7 +57,7 @@ TrainTotals training_totals(const std::vector<TrainStep>& steps, const ScalerOpt
 
 /// A human review of a recorded run.
 struct Review {
-    std::string status = "open";  ///< open | accepted | rejected
+    ReviewStatus status = ReviewStatus::Open;  ///< stored and shown by its name (vocabulary.h)
     std::string by, at;
 };
 

@@ -38,7 +38,8 @@ struct RunFilter {
 /// One row of the run browser.
 struct RunRow {
     std::string uuid, kind, status, verdict, model, probes, device, precisions, mode;
-    std::string started_at, finished_at, review_status, error;
+    std::string started_at, finished_at, error;
+    ReviewStatus review_status = ReviewStatus::Open;
     int samples = 0;
     int annotations = 0;
 };
@@ -124,7 +125,7 @@ public:
 
     // ---- writing ----
     void annotate(const std::string& uuid, Annotation a);
-    void set_review(const std::string& uuid, const std::string& status, const std::string& by);
+    void set_review(const std::string& uuid, ReviewStatus status, const std::string& by);
     void delete_run(const std::string& uuid);
     /// Inserts a complete run (import/export); false when the UUID is already present.
     bool insert_run(const RunResult& r, const std::string& status, const std::string& error,
