@@ -120,11 +120,11 @@ void print_replay(std::ostream& out, const ReplayResult& r) {
     if (r.spec.incident) out << incident_in_words(r) << "\n";
     if (r.first_nonfinite) {
         const auto& f = *r.first_nonfinite;
-        out << "first non-finite: " << f.stage << " at step " << f.step << (f.module.empty() ? "" : " in " + f.module)
-            << (f.op.empty() ? "" : ", " + f.op) << (f.node.empty() ? "" : " (" + f.node + ")") << " [" << f.side
-            << "]";
+        out << "first non-finite: " << to_string(f.stage) << " at step " << f.step
+            << (f.module.empty() ? "" : " in " + f.module) << (f.op.empty() ? "" : ", " + f.op)
+            << (f.node.empty() ? "" : " (" + f.node + ")") << " [" << to_string(f.side) << "]";
         for (const auto& st : r.steps)
-            if (st.step == f.step && f.side != ampscope::to_string(ampscope::ReplaySide::Reference) && r.scaler_enabled)
+            if (st.step == f.step && f.side != ampscope::ReplaySide::Reference && r.scaler_enabled)
                 out << (st.skipped ? "; GradScaler skips the step"
                                    : "; GradScaler does not skip the step: the optimizer applies it");
         out << "\n";

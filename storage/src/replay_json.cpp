@@ -26,8 +26,8 @@ nlohmann::json num(double v) {
 }
 
 nlohmann::json stage_json(const ReplayStage& s) {
-    return {{"step", s.step},     {"stage", s.stage}, {"side", s.side},
-            {"module", s.module}, {"op", s.op},       {"autograd_node", s.node}};
+    return {{"step", s.step}, {"stage", to_string(s.stage)}, {"side", to_string(s.side)}, {"module", s.module},
+            {"op", s.op},     {"autograd_node", s.node}};
 }
 
 nlohmann::json step_json(const ReplayStep& st) {
@@ -359,8 +359,12 @@ std::optional<ReplayStage> stage_of(const Reader& rd, const nlohmann::json& j) {
     if (f.is_null()) return std::nullopt;
     if (!f.is_object()) rd.wrong("first_nonfinite", "an object (or null: none)", f);
     const std::string at = "first_nonfinite.";
-    return ReplayStage{rd.small(f, at, "step", 0), rd.str(f, at, "stage"), rd.str(f, at, "side"),
-                       rd.str(f, at, "module"),    rd.str(f, at, "op"),    rd.str(f, at, "autograd_node")};
+    return ReplayStage{rd.small(f, at, "step", 0),
+                       rd.name(f, at, "stage", parse_replay_stage),
+                       rd.name(f, at, "side", parse_replay_side),
+                       rd.str(f, at, "module"),
+                       rd.str(f, at, "op"),
+                       rd.str(f, at, "autograd_node")};
 }
 
 ReplayResult replay_of(const Reader& rd, const nlohmann::json& j) {

@@ -59,8 +59,8 @@ TEST(DemoIncident, ReplaysBreakingInEmbedAndKeepingEmbedInFp32Remedies) {
     const ReplaySpec spec = demo_incident(dir);
     const ReplayResult original = run_replay(spec);
     ASSERT_TRUE(original.first_nonfinite.has_value());
-    EXPECT_EQ(original.first_nonfinite->stage, "forward");
-    EXPECT_EQ(original.first_nonfinite->side, "amp");
+    EXPECT_EQ(original.first_nonfinite->stage, ReplayStageKind::Forward);
+    EXPECT_EQ(original.first_nonfinite->side, ReplaySide::Amp);
     EXPECT_EQ(original.first_nonfinite->module, "embed");
     EXPECT_EQ(original.first_nonfinite->step, 0);
     ASSERT_EQ(original.steps.size(), 4u);

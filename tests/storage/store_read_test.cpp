@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT
 // The store's typed readers: a training run and the benchmarks of a run read back as values,
 // and stored values in the one JSON mapping of their type.
+#include <nlohmann/json.hpp>
+
 #include "ampscope/engine/rules.h"
+#include "ampscope/storage/replay_record.h"
 #include "store_test_util.h"
 
 using namespace store_test;
@@ -368,4 +371,30 @@ TEST(RunJson, RanksOnlyWhenTheRunHasThem) {
                        R"("samples":2,"seconds":0.75,"bytes":1234}])"),
               std::string::npos)
         << two;
+}
+
+/// A replay's first non-finite stage and side are stored by their names and read back as the
+/// values; a name outside the vocabulary (not written by a build) is refused naming the file and
+/// the field.
+TEST(StoreRead, ReplayFirstNonFiniteStageAndSideByName) {
+    ReplayResult r;
+    r.run_id = make_uuid();
+    r.first_nonfinite = ReplayStage{2, ReplayStageKind::Unscale, ReplaySide::Both, "fc1", "aten::mul", ""};
+    const auto text = replay_to_json(r);
+    auto j = nlohmann::json::parse(text);
+    EXPECT_EQ(j["first_nonfinite"]["stage"], "unscale");
+    EXPECT_EQ(j["first_nonfinite"]["side"], "both");
+    const auto back = replay_from_json(text, "r.json");
+    ASSERT_TRUE(back.first_nonfinite);
+    EXPECT_EQ(back.first_nonfinite->stage, ReplayStageKind::Unscale);
+    EXPECT_EQ(back.first_nonfinite->side, ReplaySide::Both);
+    EXPECT_EQ(back.first_nonfinite->step, 2);
+    for (const std::string field : {"stage", "side"}) {
+        auto bad = j;
+        bad["first_nonfinite"][field] = "sideways";
+        const auto m = error_of([&] { replay_from_json(bad.dump(), "r.json"); });
+        EXPECT_NE(m.find("r.json"), std::string::npos) << m;
+        EXPECT_NE(m.find("first_nonfinite." + field), std::string::npos) << m;
+        EXPECT_NE(m.find("'sideways'; expected"), std::string::npos) << m;
+    }
 }

@@ -104,7 +104,7 @@ private Q_SLOTS:
         QVERIFY(v->original() && v->remedy());
         QVERIFY(v->original()->first_nonfinite.has_value());
         QCOMPARE(QString::fromStdString(v->original()->first_nonfinite->module), QStringLiteral("embed"));
-        QCOMPARE(QString::fromStdString(v->original()->first_nonfinite->stage), QStringLiteral("forward"));
+        QCOMPARE(QString::fromStdString(to_string(v->original()->first_nonfinite->stage)), QStringLiteral("forward"));
         QVERIFY(!v->remedy()->first_nonfinite.has_value());
         QCOMPARE(v->remedy()->spec.keep_fp32, std::vector<std::string>{"embed"});
         QVERIFY2(v->changeLine().startsWith(QStringLiteral("embed kept in FP32: no non-finite values in 4 steps")),

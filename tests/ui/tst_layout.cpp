@@ -145,8 +145,9 @@ ReplayResult layoutReplay(Precision p, const std::string& original) {
     r.checkpoint_format = "hf-trainer";
     r.optimizer = "adamw";
     if (p == Precision::Fp16)
-        r.first_nonfinite = ReplayStage{0,          "backward",      "amp", "encoder.layers.11.self_attention.out_proj",
-                                        "aten::mm", "AddmmBackward0"};
+        r.first_nonfinite = ReplayStage{
+            0,          ReplayStageKind::Backward, ReplaySide::Amp, "encoder.layers.11.self_attention.out_proj",
+            "aten::mm", "AddmmBackward0"};
     ReplayStep st;
     st.loss_ref = 2.718281828;
     st.loss_amp = p == Precision::Fp16 ? std::numeric_limits<double>::infinity() : 2.71875;

@@ -224,7 +224,7 @@ private Q_SLOTS:
         QCOMPARE(sensitivity.rowCount(), 0);
 
         ReplayResult r;
-        r.first_nonfinite = ReplayStage{0, "forward", "amp", "head", "linear", ""};
+        r.first_nonfinite = ReplayStage{0, ReplayStageKind::Forward, ReplaySide::Amp, "head", "linear", ""};
         for (int k = 0; k < 2; ++k) {
             ReplayStep st;
             st.step = k;

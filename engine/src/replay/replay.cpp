@@ -93,12 +93,8 @@ void load_weights(const ReplaySpec& s, const ckpt::Checkpoint& c, Side& ref, Sid
     for (const auto& [name, t] : ref.model->named_state())
         if (t.is_floating_point() &&
             (params.count(t.unsafeGetTensorImpl()) ? !t.isfinite().all().item<bool>() : t.isnan().any().item<bool>())) {
-            r.first_nonfinite = ReplayStage{0,
-                                            to_string(ReplayStageKind::Checkpoint),
-                                            to_string(ReplaySide::Both),
-                                            module_of(name),
-                                            "weights " + name,
-                                            ""};
+            r.first_nonfinite =
+                ReplayStage{0, ReplayStageKind::Checkpoint, ReplaySide::Both, module_of(name), "weights " + name, ""};
             break;
         }
 }
@@ -311,8 +307,7 @@ struct Replay {
     void stage(int step, ReplayStageKind stage, ReplaySide side, const std::optional<Origin>& o,
                const std::string& op = "", const std::string& module = "") {
         if (r.first_nonfinite) return;
-        r.first_nonfinite = ReplayStage{step,           to_string(stage),   to_string(side), o ? o->module : module,
-                                        o ? o->op : op, o ? o->grad_fn : ""};
+        r.first_nonfinite = ReplayStage{step, stage, side, o ? o->module : module, o ? o->op : op, o ? o->grad_fn : ""};
     }
 
     /// The FP32 reference step: forward, loss, backward, (clip), optimizer.

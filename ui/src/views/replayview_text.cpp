@@ -2,7 +2,6 @@
 // ReplayView: the remedies as specs, and a replay's outcome and a remedy's change in words.
 #include <algorithm>
 
-#include "ampscope/engine/errors.h"
 #include "ampscope/engine/vocabulary.h"
 #include "replaymodel.h"
 #include "replayview.h"
@@ -16,34 +15,28 @@ QString precisionName(Precision p) {
     return storedText(to_string(p)).toUpper();
 }
 
-/// A stored stage in words (a name the vocabulary does not know: as stored).
-QString stageName(const std::string& stage) {
-    try {
-        switch (parse_replay_stage(stage)) {
-            case ReplayStageKind::Checkpoint: return QStringLiteral("in the checkpoint's weights");
-            case ReplayStageKind::Input: return QStringLiteral("in the batch's inputs");
-            case ReplayStageKind::Forward: return QStringLiteral("in the forward pass");
-            case ReplayStageKind::Loss: return QStringLiteral("in the loss");
-            case ReplayStageKind::Backward: return QStringLiteral("in the backward pass");
-            case ReplayStageKind::Optimizer: return QStringLiteral("in the optimizer update");
-            case ReplayStageKind::Unscale: break;
-        }
-    } catch (const InputError&) {
+/// A stage in words (unscale: by its name).
+QString stageName(ReplayStageKind stage) {
+    switch (stage) {
+        case ReplayStageKind::Checkpoint: return QStringLiteral("in the checkpoint's weights");
+        case ReplayStageKind::Input: return QStringLiteral("in the batch's inputs");
+        case ReplayStageKind::Forward: return QStringLiteral("in the forward pass");
+        case ReplayStageKind::Loss: return QStringLiteral("in the loss");
+        case ReplayStageKind::Backward: return QStringLiteral("in the backward pass");
+        case ReplayStageKind::Optimizer: return QStringLiteral("in the optimizer update");
+        case ReplayStageKind::Unscale: break;
     }
-    return QStringLiteral("at stage ") + storedText(stage);
+    return QStringLiteral("at stage ") + storedText(to_string(stage));
 }
 
-/// A stored side in words (a name the vocabulary does not know: as stored).
-QString sideName(const std::string& side) {
-    try {
-        switch (parse_replay_side(side)) {
-            case ReplaySide::Amp: return QStringLiteral("the AMP side");
-            case ReplaySide::Reference: return QStringLiteral("the FP32 reference");
-            case ReplaySide::Both: return QStringLiteral("both sides");
-        }
-    } catch (const InputError&) {
+/// A side in words.
+QString sideName(ReplaySide side) {
+    switch (side) {
+        case ReplaySide::Amp: return QStringLiteral("the AMP side");
+        case ReplaySide::Reference: return QStringLiteral("the FP32 reference");
+        case ReplaySide::Both: return QStringLiteral("both sides");
     }
-    return storedText(side);
+    return storedText(to_string(side));
 }
 
 }  // namespace
@@ -102,7 +95,7 @@ QString ReplayView::verdictText(const ReplayResult& r) {
         return QStringLiteral("no non-finite values in %1 step%2").arg(n).arg(n == 1 ? QString() : QStringLiteral("s"));
     }
     const auto& f = *r.first_nonfinite;
-    QString t = storedText(f.stage) + QStringLiteral(" at step %1").arg(f.step + 1);
+    QString t = storedText(to_string(f.stage)) + QStringLiteral(" at step %1").arg(f.step + 1);
     if (!f.module.empty()) t += QStringLiteral(" in ") + storedText(f.module);
     if (!f.node.empty())
         t += QStringLiteral(" (") + storedText(f.node) + QLatin1Char(')');

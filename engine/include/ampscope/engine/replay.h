@@ -56,8 +56,8 @@ struct ReplaySpec {
 /// Where values first went non-finite.
 struct ReplayStage {
     int step = 0;
-    std::string stage;  ///< checkpoint | input | forward | loss | backward | optimizer
-    std::string side;   ///< amp | reference
+    ReplayStageKind stage = ReplayStageKind::Checkpoint;  ///< stored and shown by its name (vocabulary.h)
+    ReplaySide side = ReplaySide::Amp;                    ///< stored and shown by its name (vocabulary.h)
     std::string module, op, node;
 };
 
