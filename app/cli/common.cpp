@@ -149,6 +149,7 @@ const std::map<std::string, std::string>& flag_of_field() {
                                                              {"growth_interval", "--growth-interval"},
                                                              {"init_scale", "--init-scale"},
                                                              {"keep_fp32", "--keep-fp32"},
+                                                             {"keep_bf16", "--keep-bf16"},
                                                              {"layer", "--layer"},
                                                              {"loss", "--loss"},
                                                              {"lr_schedule", "--lr-schedule"},
@@ -180,6 +181,8 @@ InputError named_by_flag(const InputError& e) {
     if (!e.file().empty()) {  // a file given by a flag: the field says which flag gave it
         static const std::map<std::string, std::string> file_flags = {{"model", "--model"},
                                                                       {"probes", "--probes"},
+                                                                      {"data", "--data"},
+                                                                      {"param_groups_file", "--param-groups"},
                                                                       {"checkpoint", "--checkpoint"},
                                                                       {"checkpoint_dir", "--checkpoint-dir"},
                                                                       {"resume", "--resume"}};

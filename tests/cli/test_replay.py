@@ -270,6 +270,9 @@ class BackwardIncident(unittest.TestCase):
             ([p("dict.pt")], p("badbatch.pt"), "badbatch.pt"),
             ([p("big.safetensors")], inc.batch, "header length"),
             ([p("checkpoint-9")], inc.batch, "model.safetensors"),
+            # the engine names fields (init_scale, param_groups_file); the CLI names its flags
+            ([p("dict.pt"), "--no-scaler", "--init-scale", "8"], inc.batch, "--init-scale: the replay runs without"),
+            ([p("dict.pt"), "--param-groups", p("nogroups.json")], inc.batch, "nogroups.json: field '--param-groups'"),
         ]
         for args, batch, named in cases:
             with self.subTest(named=named):

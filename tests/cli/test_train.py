@@ -183,6 +183,10 @@ class TrainOracle(unittest.TestCase):
                                  first["checkpoints"][0])
             self.assertEqual(rc, 2, err)
             self.assertIn("another model", err)
+        # the engine names the field ("data"); the CLI the flag that gave it
+        rc, _, err = run_cli("train", "--model", self.model, "--data", "demo", "--steps", 1, "--no-db")
+        self.assertEqual(rc, 2, err)
+        self.assertIn("demo: field '--data': the built-in training set belongs to the demo models", err)
 
 
 class WideOracle(unittest.TestCase):

@@ -328,7 +328,7 @@ ProbeSet load_training_data(const std::string& source, Model& model, uint64_t se
         return ps;
     }
     if (model.info.kind != "demo")
-        throw InputError("demo", "--data",
+        throw InputError("demo", "data",
                          "the built-in training set belongs to the demo models; give a .pt or .csv file");
     // Classifiers: samples grouped by class in file order (batches are taken in file order),
     // each class a prototype pattern of magnitude ~30 plus noise. The head's gradient of a
@@ -441,7 +441,7 @@ ProbeSet load_probes(const std::string& source, Model& model, uint64_t seed, boo
     if (source == "demo") {
         if (model.info.kind != "demo")
             throw InputError(
-                "demo", "--probes",
+                "demo", "probes",
                 "the built-in probe set belongs to the demo models; give a .pt or .csv file for " + model.info.source);
         ps = demo_probes(model, seed);
     } else {

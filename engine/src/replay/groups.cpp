@@ -51,7 +51,7 @@ Names trainer_groups(const std::vector<std::string>& names, const std::map<std::
 Names read_groups_file(const std::string& path) {
     const std::string expected =
         "a list per param group of parameter names, in the optimizer's order: [[\"fc1.weight\", ...], ...]";
-    require_regular_file(path, "--param-groups", "a JSON file: " + expected);
+    require_regular_file(path, "param_groups_file", "a JSON file: " + expected);
     nlohmann::json j;
     try {
         std::ifstream in(path);
@@ -150,7 +150,7 @@ std::vector<std::vector<int64_t>> choose_map(OptimizerState& o, const std::vecto
                                              const std::map<std::string, int64_t>& by_name) {
     if (!ctx.groups_file.empty()) {
         o.mapping = "groups-file";
-        return indices_of(read_groups_file(ctx.groups_file), o, by_name, "", ctx.groups_file, "--param-groups lists");
+        return indices_of(read_groups_file(ctx.groups_file), o, by_name, "", ctx.groups_file, "the file lists");
     }
     if (!o.groups[0].param_names.empty() || (o.groups.size() > 1 && !o.groups[1].param_names.empty())) {
         Names n;

@@ -119,9 +119,9 @@ GradScaler make_scaler(const ReplaySpec& s, const ckpt::Checkpoint& c, const at:
     }
     if (disabled && (s.init_scale || s.growth_interval))
         throw InputError(
-            s.init_scale ? "--init-scale" : "--growth-interval", "",
+            "", s.init_scale ? "init_scale" : "growth_interval",
             "the replay runs without GradScaler (" +
-                std::string(s.no_scaler                                    ? "--no-scaler"
+                std::string(s.no_scaler                                    ? "asked for: no scaler"
                             : c.scaler_disabled || !s.scaler_state.empty() ? "the job's scaler was disabled"
                                                                            : "a BF16 job without scaler state") +
                 "): there is no scale to set");

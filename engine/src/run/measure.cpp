@@ -197,7 +197,7 @@ BenchResult run_benchmark(const BenchSpec& spec) {
     res.timer = measured.timer;
     res.memory = measured.memory;
     if (spec.train && probes.labels.empty() && probes.targets.empty())
-        throw InputError(spec.probes, "labels", "--train needs labels or targets in the probe set");
+        throw InputError(spec.probes, "labels", "timing training steps needs labels or targets in the probe set");
     std::vector<Precision> all = {Precision::Fp32};
     for (auto p : spec.precisions)
         if (p != Precision::Fp32) all.push_back(p);

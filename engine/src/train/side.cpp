@@ -28,7 +28,7 @@ at::Tensor lm_loss(const at::Tensor& out, const detail::ProbeSet& data, int64_t 
     const int64_t w = data.label_width;
     if (out.dim() != 3 || out.size(1) != w)
         throw InputError(data.info.source, "labels",
-                         "--loss lm: token labels [N, " + std::to_string(w) + "] need logits [N, " + std::to_string(w) +
+                         "loss lm: token labels [N, " + std::to_string(w) + "] need logits [N, " + std::to_string(w) +
                              ", V]; the model's output is " + c10::str(out.sizes()));
     auto y = at::tensor(std::vector<int64_t>(data.labels.begin() + b * w, data.labels.begin() + e * w))
                  .reshape({e - b, w})
@@ -112,8 +112,8 @@ at::Tensor training_loss(const TrainSpec& s, const at::Tensor& out, const detail
     if (loss == LossKind::Model) {  // the program returns its own loss
         if (out.numel() != 1)
             throw InputError(s.model, "outputs",
-                             "--loss model: the output is " + c10::str(out.sizes()) +
-                                 "; expected the loss, one value (choose it with --output)");
+                             "loss model: the output is " + c10::str(out.sizes()) +
+                                 "; expected the loss, one value (the output option chooses which)");
         return out.reshape({});
     }
     if (loss == LossKind::Ce) {

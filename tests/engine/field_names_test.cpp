@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: MIT
+// Engine errors name the field ("data", "init_scale"), never a CLI flag: the CLI maps fields to its
+// flags (app/cli/common.cpp, named_by_flag), the GUI to its dialog fields (ui/src/text/uitext.cpp).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "ampscope/engine/errors.h"
+#include "ampscope/engine/replay.h"
+#include "model/model.h"
+#include "probes/probes.h"
+
+namespace {
+
+using namespace ampscope;
+
+/// The InputError `fn` throws; fails the test when it throws none.
+template <class Fn>
+InputError refusal(Fn fn) {
+    try {
+        fn();
+    } catch (const InputError& e) {
+        return e;
+    }
+    ADD_FAILURE() << "no InputError";
+    return InputError("", "", "");
+}
+
+/// demo:mlp under another kind: a model the built-in sets do not belong to.
+std::unique_ptr<ampscope::detail::Model> not_a_demo_model() {
+    auto m = ampscope::detail::load_model("demo:mlp", 1);
+    m->info.kind = "torch.export";
+    m->info.source = "user.pt2";
+    return m;
+}
+
+std::string temp_folder() {
+    char dir[] = "/tmp/ampscope-field-names-XXXXXX";
+    const char* made = mkdtemp(dir);
+    return made ? std::string(made) : std::string();
+}
+
+}  // namespace
+
+TEST(FieldNames, BuiltInSetsOfAnotherModelNameTheirField) {
+    auto model = not_a_demo_model();
+    const InputError data = refusal([&] { ampscope::detail::load_training_data("demo", *model, 1); });
+    EXPECT_EQ(data.file(), "demo");
+    EXPECT_EQ(data.field(), "data") << data.what();
+    const InputError probes = refusal([&] { ampscope::detail::load_probes("demo", *model, 1); });
+    EXPECT_EQ(probes.file(), "demo");
+    EXPECT_EQ(probes.field(), "probes") << probes.what();
+}
+
+TEST(FieldNames, ReplayRemediesNameTheirFields) {
+    const std::string dir = temp_folder();
+    ASSERT_FALSE(dir.empty());
+    ReplaySpec spec = demo_incident(dir);
+    spec.no_scaler = true;
+    spec.init_scale = 8.0;
+    const InputError scale = refusal([&] { run_replay(spec); });
+    EXPECT_EQ(scale.file(), "");
+    EXPECT_EQ(scale.field(), "init_scale") << scale.what();
+    spec.init_scale.reset();
+    spec.growth_interval = 10;
+    EXPECT_EQ(refusal([&] { run_replay(spec); }).field(), "growth_interval");
+    spec = demo_incident(dir);
+    spec.param_groups = dir + "/no-such-groups.json";
+    const InputError groups = refusal([&] { run_replay(spec); });
+    EXPECT_EQ(groups.file(), spec.param_groups);
+    EXPECT_EQ(groups.field(), "param_groups_file") << groups.what();
+    std::filesystem::remove_all(dir);
+}
