@@ -85,6 +85,7 @@ AdviseSpec spec_of(AdviseOptions& o, CLI::App* cmd) {
     a.run.criteria = r.criteria;  // as fixed before that run's first pass
     a.run.criteria.fixed_at.clear();
     a.run.keep_fp32.clear();
+    a.run.keep_bf16.clear();
     a.run.advised_from = r.run_id;
     if (!o.spec.device.empty()) a.run.device = o.spec.device;
     return a;
@@ -108,12 +109,13 @@ void print_advice(const AdviseResult& r, const json::AdviseRecord& rec) {
         }
     }
     if (!r.keep_fp32.empty()) {
+        const std::string kept = r.kept_in == Precision::Bf16 ? "BF16" : "FP32";
         std::cout << (r.outcome == AdviseResult::Outcome::Unverified ? "\nthe search's set (unverified, not advice):\n"
-                                                                     : "\nkeep in FP32:\n");
+                                                                     : "\nkeep in " + kept + ":\n");
         for (const auto& x : r.reasons)
             std::cout << "  " << std::left << std::setw(38) << x.module << x.why << "  (" << x.detail << ")\n";
-        std::cout << std::fixed << std::setprecision(1) << "left in FP32: " << 100 * r.fp32_share_ops << "% of ops, "
-                  << 100 * r.fp32_share_flops << "% of FLOPs\n"
+        std::cout << std::fixed << std::setprecision(1) << "left in " << kept << ": " << 100 * r.fp32_share_ops
+                  << "% of ops, " << 100 * r.fp32_share_flops << "% of FLOPs\n"
                   << std::defaultfloat;
     }
     std::cout << "search: " << r.evaluations << " candidate sets checked, " << r.passes_used << " passes in all\n";
@@ -171,11 +173,7 @@ int run_advise(AdviseOptions& o) {
         throw InputError(o.python_path, "--python", "the same file as --json; expected two different files");
     AdviseSpec spec = spec_of(o, o.cmd);
     if (!o.run.empty()) check_advise_outputs(o, spec.run.model, spec.run.probes);  // the recorded run's files
-    for (auto p : spec.run.precisions)
-        if (is_fp8(p))
-            throw InputError(
-                "--precision", "",
-                "'" + to_string(p) + "'; expected fp16 and/or bf16 (" + to_string(p) + " runs with `run` only)");
+    const bool fp8 = !spec.run.precisions.empty() && is_fp8(spec.run.precisions.front());
     const Recording<storage::RunWriter> rec(o.no_db, o.db, o.init_db, &storage::RunWriter::run_failed);
     TerminalProgress progress(isatty(STDERR_FILENO) && !o.quiet);
     json::AdviseRecord record;
@@ -183,7 +181,7 @@ int run_advise(AdviseOptions& o) {
     record.granularity = to_string(spec.granularity);
     spec.verify = [&](const std::vector<std::string>& keep) {  // the set found, as a recorded run
         RunSpec verify = spec.run;
-        verify.keep_fp32 = keep;
+        (fp8 ? verify.keep_bf16 : verify.keep_fp32) = keep;  // an FP8 recipe's set: left out of FP8, in BF16
         const RunResult v = run_comparison(verify, rec.writer(), &progress);
         if (interrupted()) throw Cancelled();  // Ctrl-C as the verifying run ended: no timing, exit 130
         record.verified_run = rec.store() ? v.run_id : "";
@@ -193,8 +191,8 @@ int run_advise(AdviseOptions& o) {
     const AdviseResult r = advise(spec, &progress);
     if (interrupted()) throw Cancelled();
     std::optional<BenchResult> full, with_set;
-    if (r.outcome == AdviseResult::Outcome::Found &&
-        !o.no_bench) {  // gains only after numeric validation (an accepted verifying run)
+    // gains only after numeric validation (an accepted verifying run); FP8 passes are simulated: not timed
+    if (r.outcome == AdviseResult::Outcome::Found && !o.no_bench && !fp8) {
         full = time_policy(spec, {});
         if (interrupted()) throw Cancelled();
         with_set = time_policy(spec, r.keep_fp32);

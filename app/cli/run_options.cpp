@@ -93,6 +93,8 @@ void add_run_options(CLI::App* run, RunOptions& o) {
     add_spec_options(run, o, true);
     run->add_option("--keep-fp32", o.spec.keep_fp32,
                     "module-path glob run without autocast (repeatable), e.g. 'blocks.1.*'");
+    run->add_option("--keep-bf16", o.spec.keep_bf16,
+                    "FP8 passes: module-path glob whose linear layers stay in BF16, not quantized (repeatable)");
     run->add_option(
            "--keep-fp32-file", o.keep_fp32_file,
            "FP32 regions from a file: the JSON `ampscope-cli advise` writes (its keep_fp32 list) or one glob a line")

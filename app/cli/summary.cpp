@@ -292,6 +292,11 @@ void print_run_summary(std::ostream& os, const RunResult& r, bool layers, bool c
             for (const auto& k : p.keep_fp32) os << " " << safe(k);
             os << ")";
         }
+        if (is_fp8(p.precision) && !r.spec.keep_bf16.empty()) {
+            os << " (kept in BF16:";
+            for (const auto& k : r.spec.keep_bf16) os << " " << safe(k);
+            os << ")";
+        }
         os << ": " << fmtg(p.seconds, 3) << " s";
         if (p.quality) os << ", quality " << fmtg(*p.quality, 4);
         os << ", " << p.nonfinite_samples.size() << " non-finite samples\n";

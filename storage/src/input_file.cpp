@@ -82,6 +82,10 @@ std::vector<std::string> regions_of_json(const std::string& path, const std::str
         throw InputError(
             path, "keep_fp32",
             "expected a JSON object with a \"keep_fp32\" list of module paths (as ampscope-cli advise writes)");
+    if (j.contains("keep_bf16"))
+        throw InputError(path, "keep_bf16",
+                         "the advice of an FP8 recipe: its modules stay in BF16 out of FP8 (keep_bf16), not in FP32; "
+                         "expected an fp16/bf16 advice's FP32 set (give an FP8 advice's modules to keep_bf16)");
     if (j.contains("outcome") && j["outcome"] == "unverified" && !allow_unverified)
         throw InputError(
             path, "outcome",

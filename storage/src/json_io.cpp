@@ -210,7 +210,12 @@ std::string advise_to_json(const AdviseResult& r, const AdviseRecord& rec, int i
     ordered_json j;
     j["outcome"] = to_string(r.outcome);
     j["message"] = r.message;
-    j["keep_fp32"] = r.keep_fp32;
+    if (r.kept_in == Precision::Bf16) {  // an FP8 recipe's set: left out of FP8, in BF16 (run --keep-bf16)
+        j["keep_fp32"] = ordered_json::array();
+        j["keep_bf16"] = r.keep_fp32;
+    } else {
+        j["keep_fp32"] = r.keep_fp32;
+    }
     j["reasons"] = ordered_json::array();
     for (const auto& x : r.reasons)
         j["reasons"].push_back({{"module", x.module}, {"why", x.why}, {"detail", x.detail}});
@@ -424,6 +429,7 @@ std::string run_to_json(const RunResult& r, bool with_outputs, int indent, const
         j["fp8_delayed"] = {{"amax_history", r.spec.fp8_amax_history},  // Transformer Engine's amax_history_len
                             {"margin", r.spec.fp8_margin},
                             {"amax_compute_algo", "max"}};
+    if (!r.spec.keep_bf16.empty()) j["keep_bf16"] = r.spec.keep_bf16;  // FP8 passes' modules kept in BF16
     // a run verifying an advised FP32 set names the run it was advised on (ampscope-cli advise)
     j["advised_from"] = r.spec.advised_from.empty() ? ordered_json(nullptr) : ordered_json(r.spec.advised_from);
     j["warnings"] = r.warnings;

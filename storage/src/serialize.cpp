@@ -42,6 +42,7 @@ ordered_json run_spec(const RunSpec& s) {
                       {"mode", to_string(s.mode)},  {"criteria", jmap::criteria(s.criteria)},
                       {"keep_fp32", s.keep_fp32},   {"seed", s.seed},
                       {"batch_size", s.batch_size}, {"inspect", s.inspect}};
+    if (!s.keep_bf16.empty()) j["keep_bf16"] = s.keep_bf16;           // FP8 passes' BF16 list (absent: none)
     if (!s.advised_from.empty()) j["advised_from"] = s.advised_from;  // a run verifying an advised FP32 set
     // an fp8-delayed pass: its recipe's settings (absent before they were options: TE's defaults)
     if (s.has_pass(Precision::Fp8Delayed))
@@ -65,6 +66,7 @@ RunSpec read_run_spec(const json& s, const std::string& column) {
     r.mode = s.at("mode") == "train" ? Mode::Train : Mode::Eval;
     r.criteria = jmap::read_criteria(s.at("criteria"), column);
     r.keep_fp32 = s.at("keep_fp32").get<std::vector<std::string>>();
+    if (const auto k = s.find("keep_bf16"); k != s.end()) r.keep_bf16 = k->get<std::vector<std::string>>();
     r.seed = s.at("seed");
     r.batch_size = s.at("batch_size");
     r.inspect = s.at("inspect");
@@ -72,6 +74,15 @@ RunSpec read_run_spec(const json& s, const std::string& column) {
     if (const auto d = s.find("fp8_delayed"); d != s.end()) {
         r.fp8_amax_history = d->at("amax_history");
         r.fp8_margin = d->at("margin");
+        // what `run` accepts (--fp8-amax-history, --fp8-margin): a stored run is never replayed with other settings
+        auto in_range = [&](const char* key, int v, int lo, int hi) {
+            if (v < lo || v > hi)
+                throw InputError(
+                    "", std::string("spec.fp8_delayed.") + key,
+                    "'" + std::to_string(v) + "'; expected " + std::to_string(lo) + " to " + std::to_string(hi));
+        };
+        in_range("amax_history", r.fp8_amax_history, 1, kMaxAmaxHistory);
+        in_range("margin", r.fp8_margin, 0, kMaxFp8Margin);
     }
     return r;
 }

@@ -46,10 +46,12 @@ class Fp32Region(torch.nn.Module):
             return self.m(x.float())
 
 
-def torchao_fp8(model, x, keep=()):
+def torchao_fp8(model, x, keep=(), fp32=True):
+    """torchao's FP8 model; the modules in `keep` left unconverted (module_filter_fn), in an FP32
+    region when `fp32`, else as they are: BF16 under autocast (ampscope's --keep-bf16)."""
     m = convert_to_float8_training(copy.deepcopy(model), config=Float8LinearConfig(emulate=True),
                                    module_filter_fn=lambda mod, fqn: fqn not in keep)
-    for name in keep:
+    for name in keep if fp32 else ():
         setattr(m, name, Fp32Region(getattr(m, name)))
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         return m(x).float().numpy()
@@ -105,6 +107,14 @@ class Fp8Run(unittest.TestCase):
                                         "--batch-size", len(cls.x), "--outputs", "--no-db")[1]
         cls.keep = run_json("run", "--model", cls.paths["export"], "--probes", cls.probes, "--precision", "fp8",
                             "--keep-fp32", "fc2", "--batch-size", len(cls.x), "--outputs", "--no-db")[1]
+        cls.want_bf16 = torchao_fp8(cls.model, cls.x, keep=("fc2",), fp32=False)
+        cls.db = os.path.join(d, "runs.sqlite")
+        cls.keep_bf16 = {  # the export interpreter observed and recorded; TorchScript uninstrumented (--no-inspect)
+            "export": run_json("run", "--model", cls.paths["export"], "--probes", cls.probes, "--precision", "fp8",
+                               "--keep-bf16", "fc2", "--batch-size", len(cls.x), "--outputs", "--db", cls.db)[1],
+            "torchscript": run_json("run", "--model", cls.paths["torchscript"], "--probes", cls.probes, "--precision",
+                                    "bf16,fp8", "--keep-bf16", "fc2", "--batch-size", len(cls.x), "--outputs",
+                                    "--no-inspect", "--no-db")[1]}
 
     @classmethod
     def tearDownClass(cls):
@@ -142,6 +152,36 @@ class Fp8Run(unittest.TestCase):
         self.assertTrue(bits_equal(got, self.want_keep), f"max |diff| {np.nanmax(np.abs(got - self.want_keep))}")
         self.assertFalse(bits_equal(self.want_keep, self.want))
 
+    def test_keep_bf16_module_runs_in_bf16_as_torchao_leaves_it(self):
+        """--keep-bf16 fc2: torchao's module_filter_fn leaving fc2 out, fc2 then BF16 under autocast."""
+        self.assertFalse(bits_equal(self.want_bf16, self.want))
+        self.assertFalse(bits_equal(self.want_bf16, self.want_keep))
+        for fmt, result in self.keep_bf16.items():
+            got = self.outputs(result, "fp8")
+            self.assertTrue(bits_equal(got, self.want_bf16), f"{fmt}: max |diff| {np.nanmax(np.abs(got - self.want_bf16))}")
+            self.assertEqual(result["keep_bf16"], ["fc2"], fmt)
+        self.assertTrue(bits_equal(self.outputs(self.keep_bf16["torchscript"], "bf16"), self.bf16))  # only FP8 passes
+        ops = pass_of(self.keep_bf16["export"], "fp8")["fp8_operands"]
+        self.assertEqual(sorted((o["module"], o["operand"]) for o in ops), [("fc1", "input"), ("fc1", "weight")])
+        self.assertNotIn("keep_bf16", self.results["export"])  # absent when none: the JSON as it was
+
+    def test_keep_bf16_is_stored_and_shown(self):
+        uuid = self.keep_bf16["export"]["run_id"]
+        shown = json.loads(run_cli("show", uuid, "--json", "--db", self.db, check_rc=0)[1])
+        self.assertEqual(shown["keep_bf16"], ["fc2"])
+        rc, text, _ = run_cli("show", uuid, "--db", self.db, check_rc=0)
+        self.assertIn("pass fp8 (kept in BF16: fc2)", text)
+
+    def test_keep_bf16_refused_by_flag(self):
+        base = ("run", "--model", self.paths["export"], "--probes", self.probes, "--no-db")
+        for extra, words in ((("--precision", "bf16", "--keep-bf16", "fc2"), ("--keep-bf16: ", "no FP8 pass")),
+                             (("--precision", "fp8", "--keep-bf16", "nosuch"), ("--keep-bf16: ", "'nosuch' matches no module")),
+                             (("--precision", "fp8", "--keep-bf16", "*"), ("--keep-bf16: ", "whole model in BF16"))):
+            rc, _, err = run_cli(*base, *extra)
+            self.assertEqual(rc, 2, err)
+            for w in words:
+                self.assertIn(w, err, extra)
+
     def test_decisions_and_flips_as_python(self):
         ref, amp = self.ref.argmax(1), self.want.argmax(1)
         for fmt, result in self.results.items():
@@ -155,8 +195,7 @@ class Fp8Run(unittest.TestCase):
             for args in (("train", "--model", "demo:mlp", "--data", "demo", "--steps", "1", "--no-db"),
                          ("ops", "--model", "demo:mlp"),
                          ("bench", "--model", self.paths["export"], "--probes", self.probes, "--db",
-                          os.path.join(d, "b.sqlite")),
-                         ("advise", "--model", self.paths["export"], "--probes", self.probes, "--no-db")):
+                          os.path.join(d, "b.sqlite"))):
                 rc, _, err = run_cli(*args, "--precision", name)
                 self.assertEqual(rc, 2, f"{args[0]} {name}: {err}")
                 self.assertIn(f"'{name}'", err, args[0])
@@ -694,6 +733,85 @@ class Fp8DelayedSettings(unittest.TestCase):
             rc, out, err = run_cli(*base, "--precision", precision, flag, value)
             self.assertEqual(rc, 2, f"{flag} {value} with {precision}: {err}")
             self.assertIn(flag, err, f"{flag} {value} with {precision}")
+
+
+class Fp8Advise(unittest.TestCase):
+    """`advise --precision fp8`: the least set of modules to keep in BF16 (left out of FP8), found
+    and verified by ampscope, is the least subset of {fc1, fc2} that torchao's FP8 model with those
+    modules unconverted (module_filter_fn) brings within the tolerance; the tolerance is chosen
+    here, from torchao's own errors, so that exactly one module is the answer. The JSON names the
+    set keep_bf16 (keep_fp32 empty), the snippet's filter gives torchao's model, and an FP8 advice
+    is refused where an FP32 set is expected."""
+
+    @classmethod
+    def setUpClass(cls):
+        torch.manual_seed(0)
+        cls.tmp = tempfile.TemporaryDirectory()
+        d = cls.tmp.name
+        cls.model = near_tie_mlp().eval()
+        g = torch.Generator().manual_seed(1)
+        cls.x = torch.randn(40, 16, generator=g) * 3
+        cls.x[0, 0] = 200.0
+        cls.pt2 = os.path.join(d, "mlp.pt2")
+        torch.export.save(torch.export.export(cls.model, (cls.x,)), cls.pt2)
+        cls.probes = os.path.join(d, "probes.pt")
+        with torch.no_grad():
+            ref = cls.model(cls.x).numpy()
+        torch.save({"inputs": cls.x, "labels": torch.from_numpy(ref.argmax(1))}, cls.probes)
+        err = {keep: float(np.abs(torchao_fp8(cls.model, cls.x, keep=keep, fp32=False).astype(np.float64) - ref).max())
+               for keep in [(), ("fc1",), ("fc2",)]}
+        cls.best, other = sorted([("fc1",), ("fc2",)], key=lambda k: err[k])
+        cls.err = err
+        cls.atol = (err[cls.best] + min(err[()], err[other])) / 2
+        cls.db = os.path.join(d, "runs.sqlite")
+        cls.json_path, cls.py_path = os.path.join(d, "advice.json"), os.path.join(d, "advice.py")
+        cls.rc, cls.out, cls.err_text = run_cli(
+            "advise", "--model", cls.pt2, "--probes", cls.probes, "--precision", "fp8", "--atol", repr(cls.atol),
+            "--rtol", 0, "--max-flips", len(cls.x), "--batch-size", len(cls.x), "--db", cls.db, "--json",
+            cls.json_path, "--python", cls.py_path)
+        cls.advice = json.load(open(cls.json_path)) if os.path.exists(cls.json_path) else None
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_least_bf16_set_is_torchaos(self):
+        e = self.err
+        self.assertLess(e[self.best] * 1.05, self.atol, e)  # a clear gap: one module is the answer
+        self.assertLess(self.atol * 1.05, min(v for k, v in e.items() if k != self.best), e)
+        self.assertEqual(self.rc, 0, f"{self.out}\n{self.err_text}")
+        a = self.advice
+        self.assertEqual(a["outcome"], "found", a["message"])
+        self.assertEqual(a["keep_bf16"], list(self.best))
+        self.assertEqual(a["keep_fp32"], [])
+        self.assertEqual(a["verified_verdict"], "accepted")
+        self.assertIn("kept in BF16", a["message"])
+        self.assertIn(f"keep in BF16:\n  {self.best[0]}", self.out)
+        # the verifying run is recorded with the set as its BF16 list
+        shown = json.loads(run_cli("show", a["verified_run"], "--json", "--db", self.db, check_rc=0)[1])
+        self.assertEqual(shown["keep_bf16"], list(self.best))
+        self.assertEqual(shown["advised_from"], None)
+
+    def test_snippet_filter_gives_torchaos_model(self):
+        ns = {}
+        exec(open(self.py_path).read(), ns)
+        self.assertEqual(ns["KEEP_BF16"], list(self.best))
+        m = convert_to_float8_training(copy.deepcopy(self.model), config=Float8LinearConfig(emulate=True),
+                                       module_filter_fn=ns["module_filter_fn"])
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            got = m(self.x).float().numpy()
+        self.assertTrue(bits_equal(got, torchao_fp8(self.model, self.x, keep=self.best, fp32=False)))
+        self.assertIn('from_recipe_name("tensorwise")', open(self.py_path).read())
+
+    def test_mixed_precisions_and_fp32_file_refused(self):
+        rc, _, err = run_cli("advise", "--model", self.pt2, "--probes", self.probes, "--precision", "fp8,bf16",
+                             "--no-db", "-q")
+        self.assertEqual(rc, 2, err)
+        self.assertIn("--precision: 'bf16' beside 'fp8'", err)
+        rc, _, err = run_cli("run", "--model", self.pt2, "--probes", self.probes, "--precision", "fp16",
+                             "--keep-fp32-file", self.json_path, "--no-db", "-q")
+        self.assertEqual(rc, 2, err)
+        self.assertIn("field 'keep_bf16'", err)
 
 
 if __name__ == "__main__":

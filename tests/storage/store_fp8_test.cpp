@@ -4,6 +4,7 @@
 // of schema 8 still opens; rows that are not sound are refused naming the column.
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "store_test_util.h"
 
@@ -181,4 +182,39 @@ TEST(StoreFp8, TheDelayedSettingsAreStoredWithTheSpec) {
     const auto plain = make_run();
     record(s, plain);
     EXPECT_EQ(js(s.load_run(plain.run_id)).find("fp8_delayed"), std::string::npos);
+}
+
+TEST(StoreFp8, TheBf16ListIsStoredAndOutOfRangeSettingsAreRefused) {
+    // keep_bf16 (FP8 passes' modules kept in BF16) with the spec, absent when empty; an imported
+    // or stored fp8_delayed outside what `run` accepts is refused naming the field, never run on
+    TempDir d;
+    Store a(d.file("a.sqlite"));
+    auto r = fp8_run();
+    r.spec.precisions = {Precision::Fp8Delayed};
+    r.passes.at(1).precision = Precision::Fp8Delayed;
+    r.comparisons.at(0).precision = Precision::Fp8Delayed;
+    r.spec.keep_bf16 = {"fc2", "blocks.*"};
+    a.insert_run(r, "completed", "", {}, {});
+    EXPECT_EQ(a.load_run(r.run_id).spec.keep_bf16, r.spec.keep_bf16);
+    const auto compact = json::run_to_json(a.load_run(r.run_id), false, -1);
+    EXPECT_NE(compact.find(R"("keep_bf16":["fc2","blocks.*"])"), std::string::npos) << compact;
+    const auto plain = make_run();
+    a.insert_run(plain, "completed", "", {}, {});
+    EXPECT_EQ(js(a.load_run(plain.run_id)).find("keep_bf16"), std::string::npos);
+    Store into(d.file("into.sqlite"));
+    int n = 0;
+    for (const auto& [path, value, field] : {std::tuple{"amax_history", "0", "spec.fp8_delayed.amax_history"},
+                                             std::tuple{"amax_history", "1048577", "spec.fp8_delayed.amax_history"},
+                                             std::tuple{"margin", "-1", "spec.fp8_delayed.margin"},
+                                             std::tuple{"margin", "101", "spec.fp8_delayed.margin"}}) {
+        const auto f = d.file("bad" + std::to_string(n++) + ".ampscope");
+        export_runs(a, {r.run_id}, f);
+        raw_exec(f, std::string("DROP TRIGGER IF EXISTS runs_criteria_immutable; UPDATE runs SET header_json="
+                                "json_set(header_json, '$.spec.fp8_delayed.") +
+                        path + "', " + value + ")");
+        const auto m = error_of([&] { import_file(into, f); });
+        EXPECT_NE(m.find(field), std::string::npos) << value << ": " << m;
+        EXPECT_NE(m.find(std::string("'") + value + "'"), std::string::npos) << m;
+        EXPECT_TRUE(into.list_runs().empty()) << "nothing may be half-imported";
+    }
 }

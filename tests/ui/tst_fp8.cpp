@@ -3,9 +3,14 @@
 // fp8-delayed passes and recorded in a database, opened in the main window; in the Layers tab,
 // selecting an FP8 pass shows the "FP8 headroom" chart, whose series hold, per GEMM operand in
 // the stored order, the figures the database holds (log2 window of the format after scaling,
-// log2 amax, saturated and underflow shares); selecting the FP32 reference hides it.
+// log2 amax, saturated and underflow shares); selecting the FP32 reference hides it. The New-run
+// dialog offers the FP8 recipes, the BF16 list and fp8-delayed's settings, and a run started
+// from it keeps the listed module out of FP8.
+#include <QCheckBox>
 #include <QComboBox>
+#include <QSignalSpy>
 #include <QTabWidget>
+#include <QTextBrowser>
 #include <QTemporaryDir>
 #include <QXYSeries>
 #include <QtTest>
@@ -19,6 +24,8 @@
 #include "charts.h"
 #include "errorreporter.h"
 #include "mainwindow.h"
+#include "newrundialog.h"
+#include "runcontroller.h"
 
 using namespace ampscope;
 using namespace ampscope::ui;
@@ -120,6 +127,51 @@ private Q_SLOTS:
                 QVERIFY2(saturates || ops[0].stats.amax < 448, "delayed scaling's first batch saturates");
         }
         QVERIFY2(messages_.isEmpty(), qPrintable(messages_.join(QLatin1Char('\n'))));
+    }
+
+    void newRunDialogStartsFp8PassesWithAModuleKeptInBf16() {
+        NewRunDialog d;
+        RunSpec in;
+        in.model = "demo:mlp";
+        in.precisions = {Precision::Bf16, Precision::Fp8Delayed, Precision::Nvfp4};
+        in.keep_bf16 = {"fc2"};
+        in.fp8_amax_history = 3;
+        in.fp8_margin = 1;
+        d.setSpec(in);
+        RunSpec s = d.spec();
+        QCOMPARE(s.precisions, in.precisions);  // FP16/BF16, then the recipes in the dialog's order
+        QCOMPARE(s.keep_bf16, in.keep_bf16);
+        QCOMPARE(s.fp8_amax_history, 3);
+        QCOMPARE(s.fp8_margin, 1);
+        auto* mx = d.findChild<QCheckBox*>(QStringLiteral("precision_mxfp8"));
+        QVERIFY(mx);
+        mx->setChecked(true);
+        QVERIFY(d.spec().has_pass(Precision::Mxfp8));
+        in.precisions = {Precision::Fp8};
+        d.setSpec(in);
+        s = d.spec();
+        s.device = "cpu";
+        s.batch_size = 8;
+        RunController c;
+        QSignalSpy finished(&c, &RunController::finished);
+        QVERIFY(c.start(s, db_));
+        QVERIFY(finished.wait(60000));
+        const auto run = storage::Store(db_.toStdString(), storage::Store::Mode::ReadOnly)
+                             .load_run(finished.at(0).at(0).toString().toStdString());
+        QCOMPARE(run.spec.keep_bf16, std::vector<std::string>{"fc2"});
+        QCOMPARE(run.passes.size(), size_t(2));
+        std::vector<std::string> quantized;
+        for (const auto& o : run.passes[1].fp8_operands) quantized.push_back(o.module);
+        QCOMPARE(quantized, (std::vector<std::string>{"fc1", "fc1", "out", "out"}));  // fc2 stays in BF16
+        MainWindow w(std::make_unique<Recorder>(&messages_));
+        QVERIFY(w.openDatabase(db_));
+        w.showRun(QString::fromStdString(run.run_id));
+        QWidget* tab = w.tabs()->widget(MainWindow::kOverviewTab);
+        auto* text =
+            qobject_cast<QTextBrowser*>(tab) ? qobject_cast<QTextBrowser*>(tab) : tab->findChild<QTextBrowser*>();
+        QVERIFY(text);
+        QVERIFY2(text->toPlainText().contains(QStringLiteral("Kept in BF16 (FP8 passes)")),
+                 qPrintable(text->toPlainText()));
     }
 };
 

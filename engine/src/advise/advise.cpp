@@ -71,6 +71,16 @@ public:
         : spec_(spec), progress_(progress), res_(res), run_(spec.run, nullptr, progress) {}
 
     void run() {
+        const auto& ps = spec_.run.precisions;
+        fp8_ = !ps.empty() && is_fp8(ps.front());
+        for (auto p : ps)
+            if (is_fp8(p) != fp8_)
+                throw InputError("", "precision",
+                                 "'" + to_string(p) + "' beside '" + to_string(ps.front()) +
+                                     "': an FP8 recipe's set is kept in BF16, an fp16/bf16 pass's in FP32; expected "
+                                     "FP8 recipes only or fp16/bf16 only (advise them one after the other)");
+        res_.kept_in = fp8_ ? Precision::Bf16 : Precision::Fp32;
+        kept_ = fp8_ ? "BF16" : "FP32";
         run_.fix_criteria();
         run_.choose_backend();
         run_.load_inputs();
@@ -126,7 +136,7 @@ private:
     PassResult amp_pass(Precision p, const std::vector<std::string>& keep, bool inspect) {
         PassOptions o = run_.options();
         o.precision = p;
-        o.keep_fp32 = keep;
+        (fp8_ ? o.keep_bf16 : o.keep_fp32) = keep;  // an FP8 recipe's set is left out of FP8, in BF16
         o.inspect = inspect;
         ++res_.passes_used;
         return run_.pass(o, false);
@@ -287,12 +297,11 @@ private:
             const auto* f = cmps.empty() ? nullptr : first_failure(cmps.back());
             finish(AdviseResult::Outcome::WholeModelOnly,
                    "even with all " + std::to_string(res_.candidates.size()) + " candidate modules (granularity " +
-                       to_string(spec_.granularity) +
-                       ", and every module with ops of its own) in FP32 the AMP passes fail" +
-                       (f ? " (" + f->name + ": " + f->detail + ")" : std::string()) +
+                       to_string(spec_.granularity) + ", and every module with ops of its own) in " + kept_ +
+                       " the AMP passes fail" + (f ? " (" + f->name + ": " + f->detail + ")" : std::string()) +
                        ": ops outside these modules (the root module's own forward) break the criteria, so only the "
-                       "whole model in "
-                       "FP32 passes");
+                       "whole model in " +
+                       kept_ + " passes");
             return;
         }
         for (const auto& m : run_.model->info.modules)  // named_modules() order
@@ -300,9 +309,9 @@ private:
         res_.final_comparisons = evaluated_[key_of(res_.keep_fp32)];
         explain();
         shares();
-        finish(AdviseResult::Outcome::Found,
-               std::to_string(res_.keep_fp32.size()) + " module" + (res_.keep_fp32.size() == 1 ? "" : "s") +
-                   " kept in FP32 make every AMP pass meet the criteria; dropping any one fails");
+        finish(AdviseResult::Outcome::Found, std::to_string(res_.keep_fp32.size()) + " module" +
+                                                 (res_.keep_fp32.size() == 1 ? "" : "s") + " kept in " + kept_ +
+                                                 " make every AMP pass meet the criteria; dropping any one fails");
     }
 
     /// Why each member is needed: the criterion that fails without it.
@@ -337,7 +346,8 @@ private:
         }
     }
 
-    /// The share of ops and FLOPs the set leaves in FP32 (ops that ran with autocast off).
+    /// The share of ops and FLOPs the set keeps: in FP32, ops that ran with autocast off; for an
+    /// FP8 recipe, the ops of the modules left out of FP8 (in BF16).
     void shares() {
         stage("shares", 0, 1);
         const PassResult p = amp_pass(spec_.run.precisions.front(), res_.keep_fp32, true);
@@ -345,7 +355,10 @@ private:
         for (const auto& l : p.layers) {
             ops += 1;
             flops += l.flops;
-            if (!l.autocast) fp32_ops += 1, fp32_flops += l.flops;
+            const bool kept = fp8_ ? std::any_of(res_.keep_fp32.begin(), res_.keep_fp32.end(),
+                                                 [&](const std::string& m) { return within(l.module, m); })
+                                   : !l.autocast;
+            if (kept) fp32_ops += 1, fp32_flops += l.flops;
         }
         res_.fp32_share_ops = ops > 0 ? fp32_ops / ops : 0;
         res_.fp32_share_flops = flops > 0 ? fp32_flops / flops : 0;
@@ -362,6 +375,8 @@ private:
     std::map<Precision, std::string>
         origins_;  ///< per precision: the module where the plain AMP pass's non-finite values are born
     std::map<std::string, std::vector<Comparison>> evaluated_;
+    bool fp8_ = false;           ///< FP8 recipes: the set is kept in BF16 (RunSpec::keep_bf16), else in FP32
+    std::string kept_ = "FP32";  ///< where, in messages
 };
 
 }  // namespace

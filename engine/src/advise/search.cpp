@@ -135,20 +135,53 @@ SearchOutcome minimal_passing_set(const std::vector<std::string>& ordered,
     return r;
 }
 
+namespace {
+
+/// A Python list literal of the module paths, one a line.
+std::string python_list(const std::vector<std::string>& names) {
+    std::string out = "[\n";
+    for (const auto& m : names) {
+        std::string quoted;
+        for (char c : m) quoted += (c == '\\' || c == '"') ? std::string("\\") + c : std::string(1, c);
+        out += "    \"" + quoted + "\",\n";
+    }
+    return out + "]";
+}
+
+/// An FP8 recipe's set: torchao's float8 conversion leaving those modules (and their submodules) in BF16.
+std::string fp8_snippet(const std::vector<std::string>& keep_bf16, Precision precision) {
+    const bool torchao_recipe = precision == Precision::Fp8 || precision == Precision::Fp8Rowwise;
+    std::ostringstream o;
+    o << "# ampscope advise: the modules to leave out of FP8 (" << to_string(precision)
+      << ") for the run's criteria to be met; their linear layers run in bfloat16 under torch.autocast.\n";
+    if (!torchao_recipe)
+        o << "# Leave them out of your " << to_string(precision)
+          << " conversion with the same filter (torchao's recipes take it as module_filter_fn).\n";
+    o << "KEEP_BF16 = " << python_list(keep_bf16) << "\n\n\n"
+      << "def module_filter_fn(module, fqn: str) -> bool:\n"
+      << "    \"\"\"True: convert the module to FP8; False: a module of KEEP_BF16 or inside one.\"\"\"\n"
+      << "    return not any(fqn == k or fqn.startswith(k + \".\") for k in KEEP_BF16)\n";
+    if (torchao_recipe)
+        o << "\n\n"
+          << "def convert_to_fp8(model):\n"
+          << "    from torchao.float8 import Float8LinearConfig, convert_to_float8_training\n\n"
+          << "    config = Float8LinearConfig.from_recipe_name(\""
+          << (precision == Precision::Fp8 ? "tensorwise" : "rowwise") << "\")\n"
+          << "    return convert_to_float8_training(model, config=config, module_filter_fn=module_filter_fn)\n";
+    return o.str();
+}
+
+}  // namespace
+
 std::string python_snippet(const std::vector<std::string>& keep_fp32, Precision precision) {
+    if (is_fp8(precision)) return fp8_snippet(keep_fp32, precision);
     std::ostringstream o;
     o << "# ampscope advise: the modules that must stay in FP32 for mixed precision ("
       << (precision == Precision::Bf16 ? "bfloat16" : "float16") << ") to meet the run's criteria.\n"
       << "# Apply to your own nn.Module before training or serving it under torch.autocast:\n"
       << "#     model = keep_in_fp32(model)\n"
       << "import torch\n\n"
-      << "KEEP_FP32 = [\n";
-    for (const auto& m : keep_fp32) {
-        std::string quoted;
-        for (char c : m) quoted += (c == '\\' || c == '"') ? std::string("\\") + c : std::string(1, c);
-        o << "    \"" << quoted << "\",\n";
-    }
-    o << "]\n\n\n"
+      << "KEEP_FP32 = " << python_list(keep_fp32) << "\n\n\n"
       << "def keep_in_fp32(model: torch.nn.Module, names=KEEP_FP32) -> torch.nn.Module:\n"
       << "    \"\"\"Runs each named submodule with autocast disabled and its floating inputs cast to float32.\"\"\"\n\n"
       << "    def cast(x):\n"
@@ -181,7 +214,8 @@ void apply_verification(AdviseResult& r, Verdict verdict) {
     if (r.outcome != AdviseResult::Outcome::Found || verdict == Verdict::Accepted) return;
     r.outcome = AdviseResult::Outcome::Unverified;
     r.message = "the search's passes accepted " + std::to_string(r.keep_fp32.size()) + " module" +
-                (r.keep_fp32.size() == 1 ? "" : "s") + " in FP32, but the verifying run was " + to_string(verdict) +
+                (r.keep_fp32.size() == 1 ? "" : "s") + " in " + (r.kept_in == Precision::Bf16 ? "BF16" : "FP32") +
+                ", but the verifying run was " + to_string(verdict) +
                 ": the set is not confirmed (the model's passes do not reproduce: state or randomness that differs "
                 "from run to run), "
                 "so it is no advice: no Python snippet, and run --keep-fp32-file refuses it without --allow-unverified";

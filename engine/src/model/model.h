@@ -106,4 +106,10 @@ inline void check_fp32_regions(Model& model, const std::vector<std::string>& glo
     check_fp32_regions(model.info, model.has_module_scopes(), globs);
 }
 
+/// check_bf16_modules (precision/precision.h) against this model's module paths.
+inline void check_bf16_modules(Model& model, const std::vector<std::string>& globs,
+                               const std::vector<Precision>& precisions) {
+    check_bf16_modules(model.info, model.has_module_scopes(), globs, precisions);
+}
+
 }  // namespace ampscope::detail

@@ -95,6 +95,9 @@ at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const std::optio
     if (!at::autocast::is_autocast_enabled(dt) || !at::isFloatingType(x.scalar_type()) ||
         !at::isFloatingType(w.scalar_type()))
         return at::linear(x, w, bias);  // an FP32 region, or not a floating GEMM
+    const auto& ctx = pass_context();
+    if (!ctx.keep_bf16.empty() && !ctx.scope.empty() && fp32_region_of(ctx.scope.back(), ctx.keep_bf16))
+        return at::linear(x, w, bias);  // kept in BF16: autocast's linear, not quantized
     const auto out_dtype = at::autocast::get_autocast_dtype(dt);
     at::RecordFunctionGuard quiet(false);  // the emulation's own ops are not the model's: aten::linear is
     c10::impl::ExcludeDispatchKeyGuard no_autocast(at::autocast::get_autocast_dispatch_key_from_device_type(dt));

@@ -21,8 +21,10 @@
 //    batch a step; the first batch scale 1, an empty history), its amax then recorded; values
 //    above the stale scale's range saturate (QuantStats::saturated).
 // Every other op runs under BF16 autocast. Inside an FP32 region (--keep-fp32, autocast off) a
-// linear runs as it would without FP8. matmul/bmm (attention) and convolutions are not quantized:
-// neither torchao's float8 training nor Transformer Engine's recipes quantize them.
+// linear runs as it would without FP8; inside a module of the BF16 list (PassContext::keep_bf16,
+// RunSpec::keep_bf16) it runs as autocast's BF16 linear, not quantized (torchao's module_filter_fn). matmul/bmm
+// (attention) and convolutions are not quantized: neither torchao's float8 training nor Transformer Engine's recipes
+// quantize them.
 //
 // The hook is a kernel for aten::linear on a dispatch key LibTorch leaves unused on CPU and CUDA
 // (AutocastPrivateUse1, a fallthrough for every other op), included in (and no longer excluded

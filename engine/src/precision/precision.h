@@ -21,7 +21,14 @@ namespace ampscope::detail {
 /// FP32 regions (--keep-fp32) against the model's module paths (`info.modules`; a model without
 /// module scopes has none to keep): each glob non-empty, matching at least one module and not
 /// the root (which would run the whole model in FP32). model.h has the overload for a Model.
-void check_fp32_regions(const ModelInfo& info, bool has_module_scopes, const std::vector<std::string>& globs);
+/// `list` / `kept_in`: the field and the precision of another such list (keep_bf16, "BF16").
+void check_fp32_regions(const ModelInfo& info, bool has_module_scopes, const std::vector<std::string>& globs,
+                        const std::string& list = "keep_fp32", const std::string& kept_in = "FP32");
+
+/// The FP8 passes' BF16 list (RunSpec::keep_bf16, field keep_bf16) as check_fp32_regions checks
+/// FP32 regions, and refused when none of `precisions` is an FP8 pass (nothing to keep out of FP8).
+void check_bf16_modules(const ModelInfo& info, bool has_module_scopes, const std::vector<std::string>& globs,
+                        const std::vector<Precision>& precisions);
 
 /// Whether `path` matches any of the globs (fnmatch; '*' also crosses dots).
 bool matches_any(const std::string& path, const std::vector<std::string>& globs);
@@ -44,8 +51,10 @@ std::optional<std::string> fp32_region_of(const std::string& path, const std::ve
 
 /// Thread-local state of the running pass: module-path stack and FP32 regions.
 struct PassContext {
-    std::vector<std::string> scope;        ///< innermost last
-    std::vector<std::string> keep_fp32;    ///< globs
+    std::vector<std::string> scope;      ///< innermost last
+    std::vector<std::string> keep_fp32;  ///< globs
+    /// FP8 passes: globs whose linear layers stay in BF16 autocast, not quantized (precision/fp8_pass.h).
+    std::vector<std::string> keep_bf16;
     std::vector<std::string> regions_hit;  ///< module paths that ran in FP32
     /// Set: autocast applies only inside this module, everything else runs in FP32.
     std::optional<std::string> amp_only;

@@ -3,6 +3,8 @@
 // module scope the observer attributes ops to, and the RAII scopes that set and restore both.
 #include <fnmatch.h>
 
+#include <algorithm>
+
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/text.h"
 #include "precision/precision.h"
@@ -46,9 +48,10 @@ std::optional<std::string> fp32_region_of(const std::string& path, const std::ve
     }
 }
 
-void check_fp32_regions(const ModelInfo& info, bool has_module_scopes, const std::vector<std::string>& globs) {
+void check_fp32_regions(const ModelInfo& info, bool has_module_scopes, const std::vector<std::string>& globs,
+                        const std::string& list, const std::string& kept_in) {
     if (globs.empty()) return;
-    if (!has_module_scopes) throw InputError("", "keep_fp32", "this model has no module scopes to keep in FP32");
+    if (!has_module_scopes) throw InputError("", list, "this model has no module scopes to keep in " + kept_in);
     std::string listing;  // the module paths that exist, for the message
     size_t shown = 0;
     for (const auto& m : info.modules)
@@ -57,15 +60,16 @@ void check_fp32_regions(const ModelInfo& info, bool has_module_scopes, const std
     for (size_t i = 0; i < globs.size(); ++i) {
         const auto& g = globs[i];
         const std::string field =
-            "keep_fp32[" + std::to_string(i) + "]";  // which glob: the CLI tells a flag's from a file's
+            list + "[" + std::to_string(i) + "]";  // which glob: the CLI tells a flag's from a file's
         if (g.empty())
             throw InputError("", field,
                              "an empty glob; expected a module path or glob such as 'blocks.1.*'. Modules of " +
                                  info.source + ": " + listing);
         if (matches_any("", {g}))
             throw InputError("", field,
-                             "'" + clip_echo(g) +
-                                 "' matches the root module, which would run the whole model in FP32; "
+                             "'" + clip_echo(g) + "' matches the root module, which would run the whole model in " +
+                                 kept_in +
+                                 "; "
                                  "expected submodules. Modules of " +
                                  info.source + ": " + listing);
         bool hit = false;
@@ -74,6 +78,16 @@ void check_fp32_regions(const ModelInfo& info, bool has_module_scopes, const std
             throw InputError("", field,
                              "'" + clip_echo(g) + "' matches no module of " + info.source + "; modules: " + listing);
     }
+}
+
+void check_bf16_modules(const ModelInfo& info, bool has_module_scopes, const std::vector<std::string>& globs,
+                        const std::vector<Precision>& precisions) {
+    if (globs.empty()) return;
+    if (std::none_of(precisions.begin(), precisions.end(), [](Precision p) { return is_fp8(p); }))
+        throw InputError("", "keep_bf16",
+                         "modules kept in BF16 out of an FP8 pass, but the run has no FP8 pass; expected a precision "
+                         "among fp8, fp8-delayed, fp8-rowwise, mxfp8, nvfp4 (FP32 regions: keep_fp32)");
+    check_fp32_regions(info, has_module_scopes, globs, "keep_bf16", "BF16");
 }
 
 PassContext& pass_context() {

@@ -59,6 +59,7 @@ json identity(const ComparisonRun& run) {
              r.probes.source + " (sha256 " + r.probes.sha256 + ", " + std::to_string(r.probes.count) + " samples)"},
             {"precision", precisions},
             {"keep_fp32", run.spec.keep_fp32},
+            {"keep_bf16", run.spec.keep_bf16},
             {"seed", run.spec.seed},
             {"batch_size", run.model->fixed_batch > 0 ? run.model->fixed_batch : run.spec.batch_size},
             {"mode", to_string(run.spec.mode)},

@@ -26,6 +26,7 @@ at::Device parse_device(const std::string& d);
 struct PassOptions {
     Precision precision = Precision::Fp32;
     std::vector<std::string> keep_fp32;
+    std::vector<std::string> keep_bf16;  ///< FP8 passes only: modules whose GEMMs stay BF16
     bool train = false;
     uint64_t seed = 0;
     int batch_size = 64;

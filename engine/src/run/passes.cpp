@@ -233,6 +233,7 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
     PassScope pass_scope(device.type(), o.precision == Precision::Fp32 ? std::vector<std::string>{} : o.keep_fp32,
                          o.inspect);
     if (o.precision != Precision::Fp32) pass_scope.context().amp_only = o.amp_only;
+    if (is_fp8(o.precision)) pass_scope.context().keep_bf16 = o.keep_bf16;
     std::unique_ptr<OpObserver> observer;
     if (o.inspect) observer = std::make_unique<OpObserver>(n);
     if (observer && o.module_outputs) observer->capture_module_outputs(o.capture_modules);
@@ -367,6 +368,7 @@ void ComparisonRun::load_inputs() {
     stage("load model");
     model = load_model(spec.model, spec.seed, spec.criteria.output);
     check_fp32_regions(*model, spec.keep_fp32);
+    check_bf16_modules(*model, spec.keep_bf16, spec.precisions);
     stage("load probes");
     probes = load_probes(spec.probes, *model, spec.seed);
     if (model->fixed_batch == 0)
@@ -419,6 +421,7 @@ PassOptions ComparisonRun::options() const {
     o.seed = spec.seed;
     o.batch_size = spec.batch_size;
     o.inspect = spec.inspect;
+    o.keep_bf16 = spec.keep_bf16;
     o.fp8_amax_history = spec.fp8_amax_history;
     o.fp8_margin = spec.fp8_margin;
     return o;

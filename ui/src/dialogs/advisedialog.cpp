@@ -227,6 +227,7 @@ AdviseSpec AdviseDialog::adviseSpec() const {
     a.run.criteria = run_.criteria;  // as fixed before that run's first pass
     a.run.criteria.fixed_at.clear();
     a.run.keep_fp32.clear();
+    a.run.keep_bf16.clear();
     a.run.advised_from = run_.run_id;
     return a;
 }

@@ -68,8 +68,9 @@ void AdviseDialog::showSet(const AdviseResult& r) {
     }
     reasons_->resizeColumnsToContents();
     QString text;
+    const QString kept = r.kept_in == Precision::Bf16 ? QStringLiteral("BF16") : QStringLiteral("FP32");
     if (!r.keep_fp32.empty())
-        text = QStringLiteral("Keep %1 module(s) in FP32: %2.\nLeft in FP32: %3% of the ops, %4% of the FLOPs.\n")
+        text = QStringLiteral("Keep %1 module(s) in %5: %2.\nLeft in %5: %3% of the ops, %4% of the FLOPs.\n")
                    .arg(r.keep_fp32.size())
                    .arg(QString::fromStdString([&] {
                        std::string s;
@@ -77,7 +78,8 @@ void AdviseDialog::showSet(const AdviseResult& r) {
                        return s;
                    }()))
                    .arg(100 * r.fp32_share_ops, 0, 'f', 1)
-                   .arg(100 * r.fp32_share_flops, 0, 'f', 1);
+                   .arg(100 * r.fp32_share_flops, 0, 'f', 1)
+                   .arg(kept);
     else
         text = QStringLiteral("No set proposed.\n");
     text += QStringLiteral("Search: %1 candidate set(s) checked by real passes, %2 forward passes in all.")
@@ -102,13 +104,15 @@ void AdviseDialog::updateButtons() {
 
 RunSpec AdviseDialog::verifySpec() const {
     RunSpec spec = adviseSpec().run;
-    if (result_) spec.keep_fp32 = result_->keep_fp32;
+    // an FP8 recipe's set is left out of FP8, in BF16; an fp16/bf16 pass's runs in FP32
+    if (result_) (result_->kept_in == Precision::Bf16 ? spec.keep_bf16 : spec.keep_fp32) = result_->keep_fp32;
     return spec;
 }
 
 void AdviseDialog::applyAndRerun() {
     if (!result_ || result_->keep_fp32.empty()) return;
-    verified_->setText(QStringLiteral("Verifying run started: this run's spec and criteria with the set in FP32."));
+    verified_->setText(QStringLiteral("Verifying run started: this run's spec and criteria with the set in %1.")
+                           .arg(result_->kept_in == Precision::Bf16 ? QStringLiteral("BF16") : QStringLiteral("FP32")));
     verified_->show();
     Q_EMIT applyRequested(verifySpec());
 }
@@ -131,7 +135,7 @@ void AdviseDialog::setVerified(const QString& uuid, const QString& verdict) {
 }
 
 QString AdviseDialog::saveSet(const QString& path) const {
-    if (!result_ || result_->keep_fp32.empty()) return QStringLiteral("no FP32 set has been found yet");
+    if (!result_ || result_->keep_fp32.empty()) return QStringLiteral("no set has been found yet");
     if (result_->outcome == AdviseResult::Outcome::Unverified)
         return QStringLiteral("the set is unverified: its verifying run was %1, so it is not advice")
             .arg(verifiedVerdict_);

@@ -48,6 +48,7 @@ QFormLayout* NewRunDialog::buildInputs() {
     precs->addWidget(bf16_);
     precs->addStretch();
     form->addRow(QStringLiteral("AMP passes (FP32 reference always runs)"), precs);
+    buildFp8(form);
     device_ = deviceField();
     form->addRow(QStringLiteral("Device"), device_);
     mode_ = new QComboBox;
@@ -60,6 +61,41 @@ QFormLayout* NewRunDialog::buildInputs() {
     batch_ = integer(1, 1 << 20, 64);
     form->addRow(QStringLiteral("Batch size"), batch_);
     return form;
+}
+
+namespace {
+const Precision kFp8Recipes[] = {Precision::Fp8, Precision::Fp8Delayed, Precision::Fp8Rowwise, Precision::Mxfp8,
+                                 Precision::Nvfp4};
+}  // namespace
+
+void NewRunDialog::buildFp8(QFormLayout* form) {
+    auto* recipes = new QHBoxLayout;
+    for (Precision p : kFp8Recipes) {
+        const auto name = QString::fromStdString(to_string(p));
+        auto* b = new QCheckBox(name);
+        b->setObjectName(QStringLiteral("precision_") + name);
+        fp8_[p] = b;
+        recipes->addWidget(b);
+    }
+    recipes->addStretch();
+    form->addRow(QStringLiteral("FP8 passes (simulated, as torchao / Transformer Engine)"), recipes);
+    keep_bf16_ = regionsField(QStringLiteral("fc1, blocks.0.*"));
+    keep_bf16_->setObjectName(QStringLiteral("keepBf16"));
+    keep_bf16_->setToolTip(QStringLiteral("FP8 passes: modules whose linear layers stay in BF16, not quantized"));
+    form->addRow(QStringLiteral("Keep in BF16 (FP8 passes)"), keep_bf16_);
+    amax_history_ = integer(1, kMaxAmaxHistory, RunSpec{}.fp8_amax_history);
+    amax_history_->setObjectName(QStringLiteral("fp8AmaxHistory"));
+    amax_history_->setToolTip(QStringLiteral("Batches of amax history each scale comes from (amax_history_len)"));
+    margin_ = integer(0, kMaxFp8Margin, RunSpec{}.fp8_margin);
+    margin_->setObjectName(QStringLiteral("fp8Margin"));
+    margin_->setToolTip(QStringLiteral("scale = 448 / max(history) / 2^margin"));
+    auto* delayed = new QHBoxLayout;
+    delayed->addWidget(new QLabel(QStringLiteral("amax history")));
+    delayed->addWidget(amax_history_);
+    delayed->addWidget(new QLabel(QStringLiteral("margin")));
+    delayed->addWidget(margin_);
+    delayed->addStretch();
+    form->addRow(QStringLiteral("fp8-delayed"), delayed);
 }
 
 QHBoxLayout* NewRunDialog::withLoad(QLineEdit* field) {
@@ -147,6 +183,10 @@ void NewRunDialog::setSpec(const RunSpec& s) {
     probes_->setText(QString::fromStdString(s.probes));
     fp16_->setChecked(std::find(s.precisions.begin(), s.precisions.end(), Precision::Fp16) != s.precisions.end());
     bf16_->setChecked(std::find(s.precisions.begin(), s.precisions.end(), Precision::Bf16) != s.precisions.end());
+    for (auto& [p, box] : fp8_) box->setChecked(s.has_pass(p));
+    setRegions(keep_bf16_, s.keep_bf16);
+    amax_history_->setValue(s.fp8_amax_history);
+    margin_->setValue(s.fp8_margin);
     const int d = device_->findText(QString::fromStdString(s.device.empty() ? "cpu" : s.device));
     if (d >= 0) device_->setCurrentIndex(d);
     mode_->setCurrentIndex(s.mode == Mode::Train ? 1 : 0);
@@ -174,11 +214,16 @@ RunSpec NewRunDialog::spec() const {
     s.precisions.clear();
     if (fp16_->isChecked()) s.precisions.push_back(Precision::Fp16);
     if (bf16_->isChecked()) s.precisions.push_back(Precision::Bf16);
-    if (s.precisions.empty()) throw InputError("AMP passes", "", "choose FP16 and/or BF16");
+    for (Precision p : kFp8Recipes)
+        if (fp8_.at(p)->isChecked()) s.precisions.push_back(p);
+    if (s.precisions.empty()) throw InputError("AMP passes", "", "choose FP16, BF16 and/or an FP8 recipe");
     if (s.model.empty()) throw InputError("Model", "", "choose a demo model or a TorchScript file");
     s.device = device_->currentText().toStdString();
     s.mode = mode_->currentIndex() == 1 ? Mode::Train : Mode::Eval;
     s.keep_fp32 = regions(keep_fp32_);
+    s.keep_bf16 = regions(keep_bf16_);
+    s.fp8_amax_history = amax_history_->value();
+    s.fp8_margin = margin_->value();
     s.seed = uint64_t(seed_->value());
     s.batch_size = batch_->value();
     s.criteria.atol = atol_->value();

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-// The new-run dialog: model, probes, precisions, device, mode, criteria, FP32 regions.
+// The new-run dialog: model, probes, precisions (FP16, BF16 and the simulated FP8 recipes),
+// device, mode, criteria, FP32 regions, the FP8 passes' BF16 list and fp8-delayed's settings.
 // Criteria are set here, before Start, and shown locked once the run started.
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -38,12 +40,17 @@ protected:
 
 private:
     QFormLayout* buildInputs();
+    /// The FP8 recipes' check boxes, Keep in BF16 and fp8-delayed's amax history and margin.
+    void buildFp8(QFormLayout* form);
     QGroupBox* buildCriteria();
     /// `field` with a Load FP32 regions… button.
     QHBoxLayout* withLoad(QLineEdit* field);
     QComboBox* model_;
     QLineEdit* probes_;
     QCheckBox *fp16_, *bf16_;
+    std::map<Precision, QCheckBox*> fp8_;  ///< one per FP8 recipe, in kFp8Recipes order
+    QLineEdit* keep_bf16_;
+    QSpinBox *amax_history_, *margin_;
     QComboBox* device_;
     QComboBox* mode_;
     QGroupBox* criteria_;

@@ -59,6 +59,21 @@ void passesHtml(QTextStream& o, const RunResult& r) {
     }
 }
 
+/// The spec's precision policy beyond the passes: FP32 regions, the FP8 passes' BF16 list, fp8-delayed's settings.
+void policyRowsHtml(QTextStream& o, const RunSpec& spec) {
+    const auto globs = [&o](const char* label, const std::vector<std::string>& list) {
+        if (list.empty()) return;
+        o << "<tr><td>" << label << "</td><td>";
+        for (const auto& k : list) o << htmlText(k) << " ";
+        o << "</td></tr>";
+    };
+    globs("FP32 regions", spec.keep_fp32);
+    globs("Kept in BF16 (FP8 passes)", spec.keep_bf16);
+    if (spec.has_pass(Precision::Fp8Delayed))
+        o << "<tr><td>fp8-delayed</td><td>amax history " << spec.fp8_amax_history << " batches, margin "
+          << spec.fp8_margin << "</td></tr>";
+}
+
 }  // namespace
 
 QString overviewHtml(const RunResult& r, const QString& status, const storage::Review& review,
@@ -100,11 +115,7 @@ QString overviewHtml(const RunResult& r, const QString& status, const storage::R
               : QStringLiteral(", no threshold set"))
       << (r.criteria.allow_nonfinite ? "; non-finite allowed" : "")
       << (isSequenceRun(r) ? sequenceCriteriaHtml(r.criteria) : QString()) << "</td></tr>";
-    if (!r.spec.keep_fp32.empty()) {
-        o << "<tr><td>FP32 regions</td><td>";
-        for (const auto& k : r.spec.keep_fp32) o << htmlText(k) << " ";
-        o << "</td></tr>";
-    }
+    policyRowsHtml(o, r.spec);
     o << "</table>";
     passesHtml(o, r);
     if (r.verdict == Verdict::InvalidReference)

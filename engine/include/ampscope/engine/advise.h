@@ -85,11 +85,14 @@ struct AdviseResult {
     ModelInfo model;
     std::vector<std::string> candidates;         ///< in search order
     std::vector<ModuleSensitivity> sensitivity;  ///< per candidate and precision, ranked (worst first)
-    std::vector<std::string> keep_fp32;          ///< the minimal set (execution order)
+    std::vector<std::string> keep_fp32;          ///< the minimal set (execution order), kept in `kept_in`
+    /// Fp32: the set runs without autocast (fp16/bf16 passes, RunSpec::keep_fp32); Bf16: an FP8
+    /// recipe's set, left out of FP8 in BF16 autocast (RunSpec::keep_bf16).
+    Precision kept_in = Precision::Fp32;
     std::vector<AdviceReason> reasons;
     int evaluations = 0;                              ///< candidate sets checked by real passes
     int passes_used = 0;                              ///< forward passes over the probe set (all of them)
-    double fp32_share_ops = 0, fp32_share_flops = 0;  ///< of the model's ops and FLOPs left in FP32
+    double fp32_share_ops = 0, fp32_share_flops = 0;  ///< of the model's ops and FLOPs in the set (kept_in)
     std::vector<Comparison> final_comparisons;        ///< of the set found, one per precision
 };
 
@@ -101,7 +104,8 @@ AdviseResult advise(const AdviseSpec& spec, ProgressObserver* progress = nullptr
 /// message saying why the set is not advice). Other outcomes are left as they are.
 void apply_verification(AdviseResult& r, Verdict verdict);
 
-/// A Python snippet applying the same FP32 regions to the user's own nn.Module.
+/// A Python snippet applying the same FP32 regions to the user's own nn.Module; for an FP8
+/// recipe (is_fp8), torchao's conversion leaving the set out of FP8 (module_filter_fn).
 std::string python_snippet(const std::vector<std::string>& keep_fp32, Precision precision);
 
 std::string to_string(AdviseResult::Outcome o);

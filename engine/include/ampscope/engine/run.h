@@ -28,6 +28,9 @@ struct RunSpec {
     Mode mode = Mode::Eval;
     Criteria criteria;
     std::vector<std::string> keep_fp32;  ///< module-path globs run without autocast
+    /// FP8 passes: module-path globs whose linear layers stay in BF16 autocast, not quantized
+    /// (torchao's module_filter_fn leaving them out); needs an FP8 precision.
+    std::vector<std::string> keep_bf16;
     uint64_t seed = 0;
     int batch_size = 64;
     bool inspect = true;  ///< per-op statistics and origins
