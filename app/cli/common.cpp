@@ -150,6 +150,7 @@ const std::map<std::string, std::string>& flag_of_field() {
                                                              {"init_scale", "--init-scale"},
                                                              {"keep_fp32", "--keep-fp32"},
                                                              {"keep_bf16", "--keep-bf16"},
+                                                             {"fp8_what_if", "--fp8-what-if"},
                                                              {"layer", "--layer"},
                                                              {"loss", "--loss"},
                                                              {"lr_schedule", "--lr-schedule"},

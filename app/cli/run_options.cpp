@@ -93,6 +93,9 @@ void add_run_options(CLI::App* run, RunOptions& o) {
     add_spec_options(run, o, true);
     run->add_option("--keep-fp32", o.spec.keep_fp32,
                     "module-path glob run without autocast (repeatable), e.g. 'blocks.1.*'");
+    run->add_flag("--fp8-what-if", o.spec.fp8_what_if,
+                  "the bf16 pass also counts, on its linear layers' operands, what fp8, fp8-rowwise, mxfp8 and "
+                  "nvfp4 would quantize (its outputs unchanged)");
     run->add_option("--keep-bf16", o.spec.keep_bf16,
                     "FP8 passes: module-path glob whose linear layers stay in BF16, not quantized (repeatable)");
     run->add_option(

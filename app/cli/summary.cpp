@@ -162,23 +162,55 @@ void print_layers(std::ostream& os, const PassResult& p, bool color) {
     }
 }
 
+std::string percent(double share) {
+    return fmtg(100 * share, 3) + "%";
+}
+
+/// A BF16 pass's FP8 what-if, one line per recipe: the shares over all its operands' elements
+/// and the operand with the lowest SQNR.
+void print_what_if_summary(std::ostream& os, const PassResult& p) {
+    std::vector<Precision> recipes;  // in the order the pass recorded them
+    for (const auto& o : p.fp8_operands)
+        if (std::find(recipes.begin(), recipes.end(), what_if_recipe(o.stats.scheme)) == recipes.end())
+            recipes.push_back(what_if_recipe(o.stats.scheme));
+    for (Precision r : recipes) {
+        int64_t n = 0, under = 0, sub = 0, sat = 0;
+        const Fp8Operand* worst = nullptr;
+        for (const auto& o : p.fp8_operands) {
+            if (what_if_recipe(o.stats.scheme) != r) continue;
+            n += o.stats.numel, under += o.stats.underflow, sub += o.stats.subnormal, sat += o.stats.saturated;
+            if (!worst || o.stats.sqnr_db < worst->stats.sqnr_db) worst = &o;
+        }
+        const auto share = [n](int64_t k) { return percent(n > 0 ? double(k) / double(n) : 0.0); };
+        os << "  fp8 what-if " << pad(to_string(r), 12) << "underflow " << share(under) << ", subnormal " << share(sub)
+           << ", saturated " << share(sat) << "; lowest SQNR " << fmtg(worst->stats.sqnr_db, 3) << " dB ("
+           << (worst->module.empty() ? "(root)" : safe(worst->module)) << " " << worst->operand << ")\n";
+    }
+}
+
 /// An FP8 pass's quantized GEMM operands: amax, scale, shares underflowing / subnormal /
-/// saturated, SQNR (percentages of the operand's elements over all batches).
+/// saturated, SQNR (percentages of the operand's elements over all batches); a BF16 pass's
+/// what-if: the same per recipe.
 void print_fp8_operands(std::ostream& os, const PassResult& p) {
-    const auto& first = p.fp8_operands.front().stats;  // one recipe per pass
+    const bool what_if = !is_fp8(p.precision);
+    const auto& first = p.fp8_operands.front().stats;  // one recipe per FP8 pass
     // fp8-delayed quantizes as tensorwise does, with the scale its amax history gave: name that
     const std::string scheme =
         p.precision == Precision::Fp8Delayed ? "delayed (amax history)" : to_string(first.scheme);
-    os << "  fp8 operands (" << p.fp8_operands.size() << "; " << to_string(first.element) << ", " << scheme
-       << " scales)\n";
-    os << "    " << pad("module", 22) << pad("operand", 9) << pad("amax", 11) << pad("scale", 13)
-       << pad("underflow", 10) << pad("subnorm", 9) << pad("saturated", 10) << "SQNR dB\n";
-    auto pct = [](double share) { return fmtg(100 * share, 3) + "%"; };
+    if (what_if)
+        os << "  fp8 what-if (" << p.fp8_operands.size()
+           << "; this pass's linear operands as each recipe would quantize them)\n";
+    else
+        os << "  fp8 operands (" << p.fp8_operands.size() << "; " << to_string(first.element) << ", " << scheme
+           << " scales)\n";
+    os << "    " << (what_if ? pad("recipe", 13) : "") << pad("module", 22) << pad("operand", 9) << pad("amax", 11)
+       << pad("scale", 13) << pad("underflow", 10) << pad("subnorm", 9) << pad("saturated", 10) << "SQNR dB\n";
+    auto pct = percent;
     for (const auto& o : p.fp8_operands) {
         const auto& s = o.stats;
         const bool one = s.scale_min == s.scale_max;
-        os << "    " << pad(o.module.empty() ? "(root)" : safe(o.module), 22) << pad(o.operand, 9)
-           << pad(fmtg(s.amax), 11)
+        os << "    " << (what_if ? pad(to_string(what_if_recipe(s.scheme)), 13) : "")
+           << pad(o.module.empty() ? "(root)" : safe(o.module), 22) << pad(o.operand, 9) << pad(fmtg(s.amax), 11)
            << pad(one ? fmtg(s.scale_min) : fmtg(s.scale_min, 3) + ".." + fmtg(s.scale_max, 3), 13)
            << pad(pct(s.share(s.underflow)), 10) << pad(pct(s.share(s.subnormal)), 9)
            << pad(pct(s.share(s.saturated)), 10) << fmtg(s.sqnr_db, 3) << "\n";
@@ -311,6 +343,7 @@ void print_run_summary(std::ostream& os, const RunResult& r, bool layers, bool c
             if (p.origin->samples.size() > 6) os << " ...";
             os << "\n";
         }
+        if (!is_fp8(p.precision) && !p.fp8_operands.empty()) print_what_if_summary(os, p);
         if (layers && !p.layers.empty()) print_layers(os, p, color);
         if (layers && !p.fp8_operands.empty()) print_fp8_operands(os, p);
     }

@@ -248,7 +248,7 @@ namespace {
 
 /// An FP8 pass's quantized GEMM operands (ampscope/engine/fp8.h): counts over all batches and
 /// their shares of the operand's elements.
-ordered_json fp8_operands_json(const std::vector<Fp8Operand>& ops) {
+ordered_json fp8_operands_json(const std::vector<Fp8Operand>& ops, bool what_if) {
     ordered_json a = ordered_json::array();
     for (const auto& o : ops) {
         const auto& s = o.stats;
@@ -270,6 +270,7 @@ ordered_json fp8_operands_json(const std::vector<Fp8Operand>& ops) {
                      {"subnormal_share", num(s.share(s.subnormal))},
                      {"saturated_share", num(s.share(s.saturated))},
                      {"sqnr_db", num(s.sqnr_db)}});
+        if (what_if) a.back()["recipe"] = to_string(what_if_recipe(s.scheme));
     }
     return a;
 }
@@ -297,7 +298,10 @@ ordered_json pass_json(const PassResult& p, bool with_outputs) {
         for (auto it = stats.begin(); it != stats.end(); ++it) lj[it.key()] = it.value();
         pj["layers"].push_back(lj);
     }
-    if (!p.fp8_operands.empty()) pj["fp8_operands"] = fp8_operands_json(p.fp8_operands);
+    // an FP8 pass's quantized operands; a BF16 pass's what-if (every current-scaling recipe on its operands)
+    if (!p.fp8_operands.empty())
+        pj[is_fp8(p.precision) ? "fp8_operands" : "fp8_what_if"] =
+            fp8_operands_json(p.fp8_operands, !is_fp8(p.precision));
     if (with_outputs) {
         ordered_json outs = ordered_json::array();
         const int k = p.num_outputs;
@@ -430,6 +434,7 @@ std::string run_to_json(const RunResult& r, bool with_outputs, int indent, const
                             {"margin", r.spec.fp8_margin},
                             {"amax_compute_algo", "max"}};
     if (!r.spec.keep_bf16.empty()) j["keep_bf16"] = r.spec.keep_bf16;  // FP8 passes' modules kept in BF16
+    if (r.spec.fp8_what_if) j["fp8_what_if"] = true;                   // the BF16 pass holds fp8_what_if
     // a run verifying an advised FP32 set names the run it was advised on (ampscope-cli advise)
     j["advised_from"] = r.spec.advised_from.empty() ? ordered_json(nullptr) : ordered_json(r.spec.advised_from);
     j["warnings"] = r.warnings;

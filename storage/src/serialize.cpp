@@ -43,6 +43,7 @@ ordered_json run_spec(const RunSpec& s) {
                       {"keep_fp32", s.keep_fp32},   {"seed", s.seed},
                       {"batch_size", s.batch_size}, {"inspect", s.inspect}};
     if (!s.keep_bf16.empty()) j["keep_bf16"] = s.keep_bf16;           // FP8 passes' BF16 list (absent: none)
+    if (s.fp8_what_if) j["fp8_what_if"] = true;                       // the BF16 pass's FP8 what-if (absent: off)
     if (!s.advised_from.empty()) j["advised_from"] = s.advised_from;  // a run verifying an advised FP32 set
     // an fp8-delayed pass: its recipe's settings (absent before they were options: TE's defaults)
     if (s.has_pass(Precision::Fp8Delayed))
@@ -67,6 +68,7 @@ RunSpec read_run_spec(const json& s, const std::string& column) {
     r.criteria = jmap::read_criteria(s.at("criteria"), column);
     r.keep_fp32 = s.at("keep_fp32").get<std::vector<std::string>>();
     if (const auto k = s.find("keep_bf16"); k != s.end()) r.keep_bf16 = k->get<std::vector<std::string>>();
+    r.fp8_what_if = s.value("fp8_what_if", false);
     r.seed = s.at("seed");
     r.batch_size = s.at("batch_size");
     r.inspect = s.at("inspect");

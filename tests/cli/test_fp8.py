@@ -735,6 +735,103 @@ class Fp8DelayedSettings(unittest.TestCase):
             self.assertIn(flag, err, f"{flag} {value} with {precision}")
 
 
+class Fp8WhatIf(unittest.TestCase):
+    """run --precision bf16 --fp8-what-if: the BF16 pass's outputs are those of a plain BF16 pass,
+    bitwise, and it lists, per linear layer, operand and current-scaling recipe (fp8, fp8-rowwise,
+    mxfp8, nvfp4), the statistics fp8_oracle counts from torchao's quantizers on the operands the
+    BF16 pass hands its linears; fc1's equal those of the real FP8 passes (the same operands there:
+    the probe input and the weight). Recorded and shown as run --json gave them."""
+
+    RECIPE_SPEC = {"fp8": {"scheme": "tensorwise", "element": "e4m3", "axis": -1}, **ORACLE_SPEC}
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        d = cls.tmp.name
+        cls.model = block_mlp()
+        g = torch.Generator().manual_seed(5)
+        cls.x = torch.randn(24, 32, generator=g) * 2
+        cls.x[0, 3] = 1e4  # an outlier: its MX block's small neighbours flush, tensorwise loses the rest
+        cls.x[0, 4] = 0.01
+        cls.pt2 = os.path.join(d, "m.pt2")
+        torch.export.save(torch.export.export(cls.model, (cls.x,)), cls.pt2)
+        cls.probes = os.path.join(d, "probes.pt")
+        with torch.no_grad():
+            ref = cls.model(cls.x)
+        torch.save({"inputs": cls.x, "labels": ref.argmax(1)}, cls.probes)
+        cls.db = os.path.join(d, "runs.sqlite")
+        base = ("run", "--model", cls.pt2, "--probes", cls.probes, "--batch-size", len(cls.x), "--outputs")
+        cls.what_if = run_json(*base, "--precision", "bf16", "--fp8-what-if", "--db", cls.db)[1]
+        cls.plain = run_json(*base, "--precision", "bf16", "--no-db")[1]
+        cls.real = run_json(*base, "--precision", ",".join(cls.RECIPE_SPEC), "--no-db")[1]
+        seen = {}  # each linear's input as the BF16 pass hands it over
+        m = copy.deepcopy(cls.model)
+        for name, mod in m.named_modules():
+            if isinstance(mod, torch.nn.Linear):
+                mod.register_forward_pre_hook(lambda mod, args, name=name: seen.setdefault(name, args[0].detach()))
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            m(cls.x)
+        cls.want = {}
+        for recipe, spec in cls.RECIPE_SPEC.items():
+            for name, inp in seen.items():
+                cls.want[(recipe, name, "input")] = fp8_oracle.run_case(inp, spec)
+                cls.want[(recipe, name, "weight")] = fp8_oracle.run_case(getattr(m, name).weight.detach(), spec)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def entries(self, result):
+        return pass_of(result, "bf16")["fp8_what_if"]
+
+    def test_the_bf16_pass_is_unchanged(self):
+        self.assertTrue(bits_equal(Fp8Run.outputs(self.what_if, "bf16"), Fp8Run.outputs(self.plain, "bf16")))
+        self.assertNotIn("fp8_what_if", pass_of(self.plain, "bf16"))
+        self.assertTrue(self.what_if["fp8_what_if"])
+        self.assertNotIn("fp8_what_if", self.plain)
+
+    def test_statistics_as_torchaos_quantizers(self):
+        got = self.entries(self.what_if)
+        self.assertEqual(sorted((o["recipe"], o["module"], o["operand"]) for o in got), sorted(self.want))
+        for o in got:
+            w, what = self.want[(o["recipe"], o["module"], o["operand"])], f"{o['recipe']} {o['module']} {o['operand']}"
+            self.assertEqual(o["scheme"], self.RECIPE_SPEC[o["recipe"]]["scheme"], what)
+            self.assertEqual(o["elements"], w["numel"], what)
+            for k in ("underflow", "subnormal", "saturated", "nonfinite_out"):
+                self.assertEqual(o[k], w[k], f"{what} {k}")
+            self.assertEqual(as_float(o["amax"]), as_float(w["amax"]), what)
+            self.assertEqual(as_float(o["scale_min"]), w["scale_min"], what)
+            self.assertEqual(as_float(o["scale_max"]), w["scale_max"], what)
+            self.assertAlmostEqual(as_float(o["sqnr_db"]), w["sqnr_db"], delta=1e-3, msg=what)
+        self.assertGreater(self.want[("mxfp8", "fc1", "input")]["underflow"], 0)  # the outlier's block
+
+    def test_fc1_as_the_real_passes_count_it(self):
+        got = {(o["recipe"], o["operand"]): o for o in self.entries(self.what_if) if o["module"] == "fc1"}
+        for recipe in self.RECIPE_SPEC:
+            for real in pass_of(self.real, recipe)["fp8_operands"]:
+                if real["module"] != "fc1":
+                    continue
+                mine = dict(got[(recipe, real["operand"])])
+                self.assertEqual(mine.pop("recipe"), recipe)
+                self.assertEqual(mine, real, f"{recipe} fc1 {real['operand']}")
+
+    def test_recorded_shown_and_refused(self):
+        shown = json.loads(run_cli("show", self.what_if["run_id"], "--json", "--db", self.db, check_rc=0)[1])
+        self.assertEqual(self.entries(shown), self.entries(self.what_if))
+        self.assertTrue(shown["fp8_what_if"])
+        text = run_cli("show", self.what_if["run_id"], "--db", self.db, check_rc=0)[1]
+        for recipe in self.RECIPE_SPEC:
+            self.assertIn(f"fp8 what-if {recipe}", text)
+        self.assertIn("fp8 what-if (16; this pass's linear operands",
+                      run_cli("show", self.what_if["run_id"], "--layers", "--db", self.db, check_rc=0)[1])
+        base = ("run", "--model", self.pt2, "--probes", self.probes, "--fp8-what-if", "--no-db")
+        for extra, words in ((("--precision", "fp16"), "no bf16 pass"), (("--precision", "bf16", "--no-inspect"), "inspection is off")):
+            rc, _, err = run_cli(*base, *extra)
+            self.assertEqual(rc, 2, err)
+            self.assertIn("--fp8-what-if: ", err)
+            self.assertIn(words, err)
+
+
 class Fp8Advise(unittest.TestCase):
     """`advise --precision fp8`: the least set of modules to keep in BF16 (left out of FP8), found
     and verified by ampscope, is the least subset of {fc1, fc2} that torchao's FP8 model with those

@@ -20,6 +20,7 @@ thread_local std::vector<Fp8Operand>* t_sink = nullptr;
 thread_local Precision t_precision = Precision::Fp8;
 thread_local DelayedOptions t_delayed;  ///< fp8-delayed: history length and margin of new operands
 thread_local int t_calls = 0;  ///< linear calls in this batch (fp8-delayed keys GEMMs without a module name by it)
+thread_local bool t_what_if = false;  ///< an Fp8WhatIfGuard: statistics of every recipe, the linear itself unchanged
 
 /// How the pass's recipe quantizes a GEMM operand: along its last dimension, the reduction
 /// dimension K of the input [.., K] and of the weight [N, K].
@@ -51,6 +52,16 @@ DelayedScaling& delayed_state(const std::string& module, const char* operand, in
     return it->second;
 }
 
+/// `st` merged into the sink's entry of (module, operand, scheme), or a new entry.
+void merge_into_sink(const std::string& module, const char* operand, const QuantStats& st) {
+    for (auto& o : *t_sink)
+        if (o.module == module && o.operand == operand && o.stats.scheme == st.scheme) {
+            o.stats.merge(st);
+            return;
+        }
+    t_sink->push_back({module, "aten::linear", operand, st});
+}
+
 /// The operand quantize-dequantized; its statistics merged into the pass's sink when there is one.
 at::Tensor quantize_operand(const at::Tensor& t, const char* operand, int call) {
     QuantSpec s = spec_of(t_precision);
@@ -65,14 +76,23 @@ at::Tensor quantize_operand(const at::Tensor& t, const char* operand, int call) 
     QuantStats st;
     auto q = quantize_dequantize(t, s, &st);
     if (delayed) delayed->record(float(st.amax));  // this batch's amax enters the history
-    if (!t_sink) return q;
-    for (auto& o : *t_sink)
-        if (o.module == module && o.operand == operand) {
-            o.stats.merge(st);
-            return q;
-        }
-    t_sink->push_back({module, "aten::linear", operand, st});
+    if (t_sink) merge_into_sink(module, operand, st);
     return q;
+}
+
+/// The what-if: both operands as each current-scaling recipe would quantize them, counted; the
+/// quantized values are dropped (the pass's own linear runs as it would).
+void what_if_statistics(const at::Tensor& x, const at::Tensor& w, at::DeviceType dt) {
+    at::RecordFunctionGuard quiet(false);  // the statistics' ops are not the model's
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(at::autocast::get_autocast_dispatch_key_from_device_type(dt));
+    const auto& scope = pass_context().scope;
+    const std::string module = scope.empty() ? std::string() : scope.back();
+    for (Precision p : kWhatIfRecipes)
+        for (const auto& [operand, t] : {std::pair<const char*, const at::Tensor&>{"input", x}, {"weight", w}}) {
+            QuantStats st;
+            quantize_dequantize(t, spec_of(p), &st);
+            merge_into_sink(module, operand, st);
+        }
 }
 
 /// The GEMM of the quantize-dequantized operands (FP32; x2 [M, K], wq [N, K]) in the output
@@ -98,6 +118,10 @@ at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const std::optio
     const auto& ctx = pass_context();
     if (!ctx.keep_bf16.empty() && !ctx.scope.empty() && fp32_region_of(ctx.scope.back(), ctx.keep_bf16))
         return at::linear(x, w, bias);  // kept in BF16: autocast's linear, not quantized
+    if (t_what_if) {
+        if (t_sink) what_if_statistics(x, w, dt);
+        return at::linear(x, w, bias);  // the pass's own linear
+    }
     const auto out_dtype = at::autocast::get_autocast_dtype(dt);
     at::RecordFunctionGuard quiet(false);  // the emulation's own ops are not the model's: aten::linear is
     c10::impl::ExcludeDispatchKeyGuard no_autocast(at::autocast::get_autocast_dispatch_key_from_device_type(dt));
@@ -129,6 +153,27 @@ std::string delayed_scaling_note(const DelayedOptions& d) {
            ", amax_compute_algo max): each GEMM operand is cast with the scale the "
            "amaxes of the batches before it give; the first batch has an empty history and runs with scale 1 "
            "(the recipe's initial scale), so its values above 448 saturate";
+}
+
+Fp8WhatIfGuard::Fp8WhatIfGuard(std::vector<Fp8Operand>* sink) : on_(sink != nullptr) {
+    if (!on_) return;
+    prev_sink_ = t_sink;
+    t_sink = sink;
+    prev_what_if_ = t_what_if;
+    t_what_if = true;
+    ensure_registered();
+    prev_ = c10::impl::tls_is_dispatch_key_included(kFp8Key);
+    prev_excluded_ = c10::impl::tls_is_dispatch_key_excluded(kFp8Key);
+    c10::impl::tls_set_dispatch_key_included(kFp8Key, true);
+    c10::impl::tls_set_dispatch_key_excluded(kFp8Key, false);
+}
+
+Fp8WhatIfGuard::~Fp8WhatIfGuard() {
+    if (!on_) return;
+    t_sink = prev_sink_;
+    t_what_if = prev_what_if_;
+    c10::impl::tls_set_dispatch_key_included(kFp8Key, prev_);
+    c10::impl::tls_set_dispatch_key_excluded(kFp8Key, prev_excluded_);
 }
 
 bool fp8_pass_active() {

@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "ampscope/engine/fp8.h"
 #include "ampscope/engine/types.h"
 
 namespace ampscope::detail {
@@ -52,6 +53,28 @@ struct DelayedOptions {
 /// fp8-delayed: where a probe run's scales come from and the first batch's history, as the run
 /// states it (a warning).
 std::string delayed_scaling_note(const DelayedOptions& d);
+
+/// The what-if (RunSpec::fp8_what_if): the current-scaling recipes whose statistics a BF16 pass
+/// gathers on its own GEMM operands (what_if_recipe names an entry's recipe by its scheme).
+inline constexpr Precision kWhatIfRecipes[] = {Precision::Fp8, Precision::Fp8Rowwise, Precision::Mxfp8,
+                                               Precision::Nvfp4};
+
+/// While alive on this thread with a sink, every linear layer's input and weight (as the pass
+/// hands them to aten::linear, outside FP32 regions) are quantized as each of kWhatIfRecipes
+/// would, and the statistics merged into `sink`, one entry per (module, operand, recipe); the
+/// linear itself runs unchanged, so the pass's outputs are those of the pass without it.
+class Fp8WhatIfGuard {
+public:
+    explicit Fp8WhatIfGuard(std::vector<Fp8Operand>* sink);
+    ~Fp8WhatIfGuard();
+    Fp8WhatIfGuard(const Fp8WhatIfGuard&) = delete;
+    Fp8WhatIfGuard& operator=(const Fp8WhatIfGuard&) = delete;
+
+private:
+    bool on_ = false;
+    bool prev_ = false, prev_excluded_ = false, prev_what_if_ = false;
+    std::vector<Fp8Operand>* prev_sink_ = nullptr;
+};
 
 /// Whether an Fp8PassGuard is on in this thread.
 bool fp8_pass_active();

@@ -60,6 +60,7 @@ json identity(const ComparisonRun& run) {
             {"precision", precisions},
             {"keep_fp32", run.spec.keep_fp32},
             {"keep_bf16", run.spec.keep_bf16},
+            {"fp8_what_if", run.spec.fp8_what_if},
             {"seed", run.spec.seed},
             {"batch_size", run.model->fixed_batch > 0 ? run.model->fixed_batch : run.spec.batch_size},
             {"mode", to_string(run.spec.mode)},

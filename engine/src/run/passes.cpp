@@ -257,6 +257,8 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
             // copies (half the weights' bytes) need not outlive their op; the values are the same.
             AutocastGuard guard(device.type(), autocast_precision(o.precision), /*cache=*/false);
             Fp8PassGuard fp8(o.precision, o.inspect ? &r.fp8_operands : nullptr, {o.fp8_amax_history, o.fp8_margin});
+            const bool what_if = o.fp8_what_if && o.inspect && o.precision == Precision::Bf16;
+            Fp8WhatIfGuard fp8_what_if(what_if ? &r.fp8_operands : nullptr);
             y = model.forward(in);
             if (observer) observer->end_batch();
         } catch (const Cancelled&) {
@@ -369,6 +371,11 @@ void ComparisonRun::load_inputs() {
     model = load_model(spec.model, spec.seed, spec.criteria.output);
     check_fp32_regions(*model, spec.keep_fp32);
     check_bf16_modules(*model, spec.keep_bf16, spec.precisions);
+    if (spec.fp8_what_if && (!spec.has_pass(Precision::Bf16) || !spec.inspect))
+        throw InputError("", "fp8_what_if",
+                         std::string("the FP8 what-if gathers its statistics in the BF16 pass, with inspection on: ") +
+                             (spec.inspect ? "the run has no bf16 pass; expected bf16 among the precisions"
+                                           : "inspection is off; expected it on"));
     stage("load probes");
     probes = load_probes(spec.probes, *model, spec.seed);
     if (model->fixed_batch == 0)
@@ -424,6 +431,7 @@ PassOptions ComparisonRun::options() const {
     o.keep_bf16 = spec.keep_bf16;
     o.fp8_amax_history = spec.fp8_amax_history;
     o.fp8_margin = spec.fp8_margin;
+    o.fp8_what_if = spec.fp8_what_if;
     return o;
 }
 

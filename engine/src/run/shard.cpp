@@ -185,8 +185,10 @@ void merge_layers(std::vector<LayerStat>& into, std::vector<LayerStat>&& from) {
 
 void merge_fp8(std::vector<Fp8Operand>& into, std::vector<Fp8Operand>&& from) {
     for (auto& o : from) {
-        auto it = std::find_if(into.begin(), into.end(),
-                               [&](const Fp8Operand& x) { return x.module == o.module && x.operand == o.operand; });
+        auto it = std::find_if(into.begin(), into.end(), [&](const Fp8Operand& x) {
+            return x.module == o.module && x.operand == o.operand &&
+                   x.stats.scheme == o.stats.scheme;  // a what-if: one entry per recipe
+        });
         if (it == into.end())
             into.push_back(std::move(o));
         else

@@ -38,6 +38,11 @@ struct RunSpec {
     /// (its amax_history_len) and the margin (scale = fmax / amax / 2^margin); TE's defaults.
     int fp8_amax_history = 1024;  ///< 1 .. kMaxAmaxHistory
     int fp8_margin = 0;           ///< 0 .. kMaxFp8Margin
+    /// The BF16 pass also gathers, on its own linear layers' operands, the statistics each
+    /// current-scaling FP8 recipe (fp8, fp8-rowwise, mxfp8, nvfp4) would give (its outputs
+    /// unchanged): PassResult::fp8_operands of that pass, one entry per module, operand and
+    /// recipe. Needs a bf16 pass and inspection.
+    bool fp8_what_if = false;
     /// The run this one verifies (ampscope-cli advise: the rejected run whose FP32 set it checks).
     std::string advised_from;
 

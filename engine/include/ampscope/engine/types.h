@@ -34,6 +34,18 @@ inline bool is_fp8(Precision p) {
            p == Precision::Fp8Delayed;
 }
 
+/// The current-scaling recipe that quantizes with scheme `s` (an FP8 what-if entry's recipe):
+/// tensorwise fp8, rowwise fp8-rowwise, mx mxfp8, nvfp4 nvfp4.
+inline Precision what_if_recipe(Fp8Scheme s) {
+    switch (s) {
+        case Fp8Scheme::Tensorwise: return Precision::Fp8;
+        case Fp8Scheme::Rowwise: return Precision::Fp8Rowwise;
+        case Fp8Scheme::Mx: return Precision::Mxfp8;
+        case Fp8Scheme::Nvfp4: return Precision::Nvfp4;
+    }
+    return Precision::Fp8;
+}
+
 enum class Mode { Eval, Train };
 std::string to_string(Mode m);
 
