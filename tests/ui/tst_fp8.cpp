@@ -6,6 +6,7 @@
 // log2 amax, saturated and underflow shares); selecting the FP32 reference hides it. The New-run
 // dialog offers the FP8 recipes, the BF16 list and fp8-delayed's settings, and a run started
 // from it keeps the listed module out of FP8.
+#include <QCategoryAxis>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QSignalSpy>
@@ -129,6 +130,51 @@ private Q_SLOTS:
         QVERIFY2(messages_.isEmpty(), qPrintable(messages_.join(QLatin1Char('\n'))));
     }
 
+    void whatIfChartShowsTheRecipesSideBySide() {
+        RunSpec spec;
+        spec.model = "demo:mlp";
+        spec.device = "cpu";
+        spec.precisions = {Precision::Bf16};
+        spec.fp8_what_if = true;
+        std::string uuid;
+        {
+            storage::Store store(db_.toStdString());
+            storage::RunWriter w(store);
+            uuid = run_comparison(spec, &w).run_id;
+        }
+        const auto stored = storage::Store(db_.toStdString(), storage::Store::Mode::ReadOnly).load_run(uuid);
+        const auto& ops = stored.passes.at(1).fp8_operands;
+        QCOMPARE(ops.size(), size_t(3 * 2 * 4));  // demo:mlp's linears, input and weight, four recipes
+        MainWindow w(std::make_unique<Recorder>(&messages_));
+        QVERIFY(w.openDatabase(db_));
+        w.resize(1280, 820);
+        w.show();
+        w.showRun(QString::fromStdString(uuid));
+        w.tabs()->setCurrentIndex(MainWindow::kLayersTab);
+        auto* layersTab = w.tabs()->widget(MainWindow::kLayersTab);
+        auto* passBox = layersTab->findChild<QComboBox*>();
+        auto* charts = layersTab->findChild<QTabWidget*>(QStringLiteral("layerCharts"));
+        auto* fp8 = layersTab->findChild<ChartWidget*>(QStringLiteral("fp8HeadroomChart"));
+        QVERIFY(passBox && charts && fp8);
+        passBox->setCurrentIndex(1);
+        QCOMPARE(passBox->currentText(), QStringLiteral("bf16"));
+        QVERIFY(charts->isTabVisible(charts->indexOf(fp8)));
+        charts->setCurrentIndex(charts->indexOf(fp8));
+        QTRY_VERIFY(fp8->chart() && fp8->chart()->title().contains(QStringLiteral("FP8 what-if, bf16 pass")));
+        auto* amax = series(fp8->chart(), QStringLiteral("amax"));
+        QVERIFY(amax);
+        QCOMPARE(amax->count(), int(ops.size()));
+        const auto axes = fp8->chart()->axes(Qt::Horizontal);
+        QVERIFY(!axes.isEmpty());
+        const auto labels = qobject_cast<QCategoryAxis*>(axes.first())->categoriesLabels();
+        QCOMPARE(labels.size(), int(ops.size()));
+        for (size_t k = 0; k < ops.size(); ++k)
+            QVERIFY2(
+                labels[int(k)].endsWith(QString::fromStdString(" · " + to_string(what_if_recipe(ops[k].stats.scheme)))),
+                qPrintable(labels[int(k)]));
+        QVERIFY2(messages_.isEmpty(), qPrintable(messages_.join(QLatin1Char('\n'))));
+    }
+
     void newRunDialogStartsFp8PassesWithAModuleKeptInBf16() {
         NewRunDialog d;
         RunSpec in;
@@ -143,6 +189,15 @@ private Q_SLOTS:
         QCOMPARE(s.keep_bf16, in.keep_bf16);
         QCOMPARE(s.fp8_amax_history, 3);
         QCOMPARE(s.fp8_margin, 1);
+        QVERIFY(!s.fp8_what_if);
+        auto* whatIf = d.findChild<QCheckBox*>(QStringLiteral("fp8WhatIf"));
+        QVERIFY(whatIf);
+        whatIf->setChecked(true);
+        QVERIFY(d.spec().fp8_what_if);
+        in.fp8_what_if = true;
+        d.setSpec(in);
+        QVERIFY(d.spec().fp8_what_if);
+        in.fp8_what_if = false;
         auto* mx = d.findChild<QCheckBox*>(QStringLiteral("precision_mxfp8"));
         QVERIFY(mx);
         mx->setChecked(true);

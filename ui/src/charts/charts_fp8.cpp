@@ -5,7 +5,8 @@
 // finite value, each divided by the operand's scale (the widest window its scales give:
 // smallest subnormal / largest scale .. max finite / smallest scale). The operand's amax sits in
 // it, or above it when the scale was stale (delayed scaling); the shares of its elements that
-// saturated or underflowed to zero are drawn against the right axis (percent).
+// saturated or underflowed to zero are drawn against the right axis (percent). A BF16 pass's
+// FP8 what-if (run --fp8-what-if) draws the same per operand and recipe, the recipes side by side.
 #include <QCategoryAxis>
 #include <QChart>
 #include <QPen>
@@ -43,8 +44,11 @@ Fp8Window fp8Window(const Fp8Operand& o) {
 
 QChart* makeFp8HeadroomChart(LayerModel* model) {
     const auto& ops = model->fp8Operands();
-    auto* c = titled(QStringLiteral("FP8 headroom, %1 pass: each GEMM operand's amax in its format's window")
-                         .arg(plainText(to_string(model->precision()))));
+    const bool whatIf = !is_fp8(model->precision());  // every current-scaling recipe on the pass's own operands
+    auto* c =
+        titled((whatIf ? QStringLiteral("FP8 what-if, %1 pass: each linear operand's amax in each recipe's window")
+                       : QStringLiteral("FP8 headroom, %1 pass: each GEMM operand's amax in its format's window"))
+                   .arg(plainText(to_string(model->precision()))));
     auto* low = markers(QStringLiteral("smallest subnormal / scale"), QColor(40, 90, 200),
                         QScatterSeries::MarkerShapeRectangle, 9);
     auto* high =
@@ -71,8 +75,10 @@ QChart* makeFp8HeadroomChart(LayerModel* model) {
         hi = first ? top : std::max(hi, top);
         first = false;
         const auto& o = ops[i];
-        x->append(storedText(o.module.empty() ? "(root)" : o.module) + QStringLiteral(" · ") + storedText(o.operand),
-                  at + 0.5);
+        QString label =
+            storedText(o.module.empty() ? "(root)" : o.module) + QStringLiteral(" · ") + storedText(o.operand);
+        if (whatIf) label += QStringLiteral(" · ") + plainText(to_string(what_if_recipe(o.stats.scheme)));
+        x->append(label, at + 0.5);
     }
     auto* y = new QValueAxis;
     y->setTitleText(QStringLiteral("log2 |x|"));

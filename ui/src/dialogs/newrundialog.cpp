@@ -79,6 +79,12 @@ void NewRunDialog::buildFp8(QFormLayout* form) {
     }
     recipes->addStretch();
     form->addRow(QStringLiteral("FP8 passes (simulated, as torchao / Transformer Engine)"), recipes);
+    what_if_ = new QCheckBox(QStringLiteral("FP8 what-if in the BF16 pass"));
+    what_if_->setObjectName(QStringLiteral("fp8WhatIf"));
+    what_if_->setToolTip(QStringLiteral(
+        "The BF16 pass also counts what fp8, fp8-rowwise, mxfp8 and nvfp4 would do to its linear layers' operands "
+        "(its outputs unchanged)"));
+    form->addRow(QString(), what_if_);
     keep_bf16_ = regionsField(QStringLiteral("fc1, blocks.0.*"));
     keep_bf16_->setObjectName(QStringLiteral("keepBf16"));
     keep_bf16_->setToolTip(QStringLiteral("FP8 passes: modules whose linear layers stay in BF16, not quantized"));
@@ -187,6 +193,7 @@ void NewRunDialog::setSpec(const RunSpec& s) {
     setRegions(keep_bf16_, s.keep_bf16);
     amax_history_->setValue(s.fp8_amax_history);
     margin_->setValue(s.fp8_margin);
+    what_if_->setChecked(s.fp8_what_if);
     const int d = device_->findText(QString::fromStdString(s.device.empty() ? "cpu" : s.device));
     if (d >= 0) device_->setCurrentIndex(d);
     mode_->setCurrentIndex(s.mode == Mode::Train ? 1 : 0);
@@ -224,6 +231,7 @@ RunSpec NewRunDialog::spec() const {
     s.keep_bf16 = regions(keep_bf16_);
     s.fp8_amax_history = amax_history_->value();
     s.fp8_margin = margin_->value();
+    s.fp8_what_if = what_if_->isChecked();
     s.seed = uint64_t(seed_->value());
     s.batch_size = batch_->value();
     s.criteria.atol = atol_->value();
