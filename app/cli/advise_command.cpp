@@ -86,6 +86,7 @@ AdviseSpec spec_of(AdviseOptions& o, CLI::App* cmd) {
     a.run.criteria.fixed_at.clear();
     a.run.keep_fp32.clear();
     a.run.keep_bf16.clear();
+    a.run.fp8_what_if = false;  // statistics the advice does not use
     a.run.advised_from = r.run_id;
     if (!o.spec.device.empty()) a.run.device = o.spec.device;
     return a;

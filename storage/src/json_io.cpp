@@ -210,7 +210,8 @@ std::string advise_to_json(const AdviseResult& r, const AdviseRecord& rec, int i
     ordered_json j;
     j["outcome"] = to_string(r.outcome);
     j["message"] = r.message;
-    if (r.kept_in == Precision::Bf16) {  // an FP8 recipe's set: left out of FP8, in BF16 (run --keep-bf16)
+    j["kept_in"] = to_string(r.kept_in);  // "fp32" (keep_fp32), or "bf16" for an FP8 recipe's set (keep_bf16)
+    if (r.kept_in == Precision::Bf16) {   // an FP8 recipe's set: left out of FP8, in BF16 (run --keep-bf16)
         j["keep_fp32"] = ordered_json::array();
         j["keep_bf16"] = r.keep_fp32;
     } else {

@@ -74,17 +74,26 @@ RunSpec read_run_spec(const json& s, const std::string& column) {
     r.inspect = s.at("inspect");
     r.advised_from = s.value("advised_from", "");
     if (const auto d = s.find("fp8_delayed"); d != s.end()) {
-        r.fp8_amax_history = d->at("amax_history");
-        r.fp8_margin = d->at("margin");
-        // what `run` accepts (--fp8-amax-history, --fp8-margin): a stored run is never replayed with other settings
-        auto in_range = [&](const char* key, int v, int lo, int hi) {
-            if (v < lo || v > hi)
+        // what `run` accepts (--fp8-amax-history, --fp8-margin), checked before narrowing to int:
+        // a stored run is never replayed with other settings
+        auto setting = [&](const char* key, int64_t lo, int64_t hi) {
+            const json& v = d->at(key);
+            const std::string field = std::string("spec.fp8_delayed.") + key;
+            if (!v.is_number_integer())
                 throw InputError(
-                    "", std::string("spec.fp8_delayed.") + key,
-                    "'" + std::to_string(v) + "'; expected " + std::to_string(lo) + " to " + std::to_string(hi));
+                    "", field,
+                    "'" + v.dump() + "'; expected an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
+            // lo >= 0: an unsigned value (as large as 2^64 - 1) compares as unsigned
+            const bool ok = v.is_number_unsigned()
+                                ? v.get<uint64_t>() >= uint64_t(lo) && v.get<uint64_t>() <= uint64_t(hi)
+                                : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+            if (!ok)
+                throw InputError("", field,
+                                 "'" + v.dump() + "'; expected " + std::to_string(lo) + " to " + std::to_string(hi));
+            return int(v.get<int64_t>());
         };
-        in_range("amax_history", r.fp8_amax_history, 1, kMaxAmaxHistory);
-        in_range("margin", r.fp8_margin, 0, kMaxFp8Margin);
+        r.fp8_amax_history = setting("amax_history", 1, kMaxAmaxHistory);
+        r.fp8_margin = setting("margin", 0, kMaxFp8Margin);
     }
     return r;
 }

@@ -881,6 +881,8 @@ class Fp8Advise(unittest.TestCase):
         self.assertEqual(a["outcome"], "found", a["message"])
         self.assertEqual(a["keep_bf16"], list(self.best))
         self.assertEqual(a["keep_fp32"], [])
+        self.assertEqual(a["kept_in"], "bf16")
+        self.assertEqual(a["fp32_share"]["ops"], 0.5)  # of the two linears (the GEMMs FP8 quantizes), one kept
         self.assertEqual(a["verified_verdict"], "accepted")
         self.assertIn("kept in BF16", a["message"])
         self.assertIn(f"keep in BF16:\n  {self.best[0]}", self.out)

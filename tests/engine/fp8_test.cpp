@@ -17,6 +17,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <unistd.h>
 
 #include "ampscope/engine/fp8.h"
@@ -438,4 +439,36 @@ TEST(Fp8Pass, DemoModelLinearsAreQuantized) {
     }
     EXPECT_TRUE(at::equal(got, want)) << (got.to(at::kFloat) - want.to(at::kFloat)).abs().max().item<float>();
     EXPECT_FALSE(at::equal(got, bf16));
+}
+
+// The FP8 what-if in a BF16 pass of a demo model (whose nn::Linear never reaches aten::linear):
+// the outputs are the plain BF16 pass's bitwise (demo:transformer's 3-D linears included: were
+// they routed through aten::linear, the bias would be added in BF16 after the matmul), and every
+// linear's input and weight are counted once per recipe.
+TEST(Fp8Pass, WhatIfLeavesDemoPassesAsTheyAre) {
+    for (const char* name : {"demo:mlp", "demo:transformer"}) {
+        auto model = ampscope::detail::load_model(name, 0);
+        model->set_train(false);
+        auto g = at::detail::createCPUGenerator(4);
+        const auto x = std::string(name) == "demo:mlp" ? at::randn({5, 32}, g) * 4 : at::randn({3, 8, 16}, g) * 4;
+        at::NoGradGuard no_grad;
+        at::Tensor plain, what_if;
+        std::vector<Fp8Operand> sink;
+        {
+            ampscope::detail::AutocastGuard amp(at::kCPU, Precision::Bf16, false);
+            plain = model->forward({x});
+            ampscope::detail::Fp8WhatIfGuard guard(&sink);
+            what_if = model->forward({x});
+        }
+        EXPECT_TRUE(at::equal(what_if, plain)) << name;
+        std::set<std::string> linears, keys;
+        for (const auto& o : sink) {
+            linears.insert(o.module);
+            keys.insert(o.module + "/" + o.operand + "/" + to_string(o.stats.scheme));
+        }
+        EXPECT_EQ(keys.size(), sink.size()) << name << ": one entry per module, operand and recipe";
+        EXPECT_EQ(sink.size(), linears.size() * 2 * 4) << name;
+        EXPECT_GE(linears.size(), 3u) << name;
+        EXPECT_EQ(linears.count(""), 0u) << name << ": every linear named by its module";
+    }
 }

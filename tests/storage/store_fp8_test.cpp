@@ -205,6 +205,8 @@ TEST(StoreFp8, TheBf16ListIsStoredAndOutOfRangeSettingsAreRefused) {
     int n = 0;
     for (const auto& [path, value, field] : {std::tuple{"amax_history", "0", "spec.fp8_delayed.amax_history"},
                                              std::tuple{"amax_history", "1048577", "spec.fp8_delayed.amax_history"},
+                                             std::tuple{"amax_history", "4294967297", "spec.fp8_delayed.amax_history"},
+                                             std::tuple{"amax_history", "2.5", "spec.fp8_delayed.amax_history"},
                                              std::tuple{"margin", "-1", "spec.fp8_delayed.margin"},
                                              std::tuple{"margin", "101", "spec.fp8_delayed.margin"}}) {
         const auto f = d.file("bad" + std::to_string(n++) + ".ampscope");

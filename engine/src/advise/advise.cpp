@@ -157,7 +157,7 @@ private:
         if (accepted) {
             res_.final_comparisons = cmps;
             finish(AdviseResult::Outcome::AlreadyAccepted,
-                   "the AMP passes already meet the criteria: nothing needs to stay in FP32");
+                   "the AMP passes already meet the criteria: nothing needs to stay in " + kept_);
         }
         return accepted;
     }
@@ -170,9 +170,9 @@ private:
         ++res_.passes_used;
         const Comparison c = run_.compare_pass(ref_, again);
         if (const auto* f = first_failure(c)) {
-            finish(AdviseResult::Outcome::Fp32CannotPass,
-                   "FP32 itself does not meet the criteria (" + f->name + ": " + f->detail +
-                       "), so no FP32 set can; change the criteria, not the precision");
+            finish(AdviseResult::Outcome::Fp32CannotPass, "FP32 itself does not meet the criteria (" + f->name + ": " +
+                                                              f->detail + "), so no set kept in " + kept_ +
+                                                              " can; change the criteria, not the precision");
             return false;
         }
         return true;
@@ -299,9 +299,10 @@ private:
                    "even with all " + std::to_string(res_.candidates.size()) + " candidate modules (granularity " +
                        to_string(spec_.granularity) + ", and every module with ops of its own) in " + kept_ +
                        " the AMP passes fail" + (f ? " (" + f->name + ": " + f->detail + ")" : std::string()) +
-                       ": ops outside these modules (the root module's own forward) break the criteria, so only the "
-                       "whole model in " +
-                       kept_ + " passes");
+                       (fp8_ ? std::string(": the linears outside these modules (the root module's own forward), or "
+                                           "BF16 itself, break the criteria; a bf16 pass shows which")
+                             : std::string(": ops outside these modules (the root module's own forward) break the "
+                                           "criteria, so only the whole model in FP32 passes")));
             return;
         }
         for (const auto& m : run_.model->info.modules)  // named_modules() order
@@ -347,12 +348,13 @@ private:
     }
 
     /// The share of ops and FLOPs the set keeps: in FP32, ops that ran with autocast off; for an
-    /// FP8 recipe, the ops of the modules left out of FP8 (in BF16).
+    /// FP8 recipe, of the linear layers (the GEMMs the recipes quantize), those left out in BF16.
     void shares() {
         stage("shares", 0, 1);
         const PassResult p = amp_pass(spec_.run.precisions.front(), res_.keep_fp32, true);
         double ops = 0, fp32_ops = 0, flops = 0, fp32_flops = 0;
         for (const auto& l : p.layers) {
+            if (fp8_ && l.op != "aten::linear") continue;  // FP8 recipes quantize linears only: the share is of those
             ops += 1;
             flops += l.flops;
             const bool kept = fp8_ ? std::any_of(res_.keep_fp32.begin(), res_.keep_fp32.end(),

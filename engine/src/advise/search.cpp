@@ -218,7 +218,9 @@ void apply_verification(AdviseResult& r, Verdict verdict) {
                 ", but the verifying run was " + to_string(verdict) +
                 ": the set is not confirmed (the model's passes do not reproduce: state or randomness that differs "
                 "from run to run), "
-                "so it is no advice: no Python snippet, and run --keep-fp32-file refuses it without --allow-unverified";
+                "so it is no advice: no Python snippet" +
+                (r.kept_in == Precision::Bf16 ? std::string()
+                                              : ", and run --keep-fp32-file refuses it without --allow-unverified");
 }
 
 }  // namespace ampscope

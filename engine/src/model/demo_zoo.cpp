@@ -25,9 +25,12 @@ namespace nn = torch::nn;
 
 /// A demo model's linear layer. LibTorch's nn::Linear calls addmm / matmul, never aten::linear;
 /// an FP8 pass quantizes aten::linear (precision/fp8_pass.h), so there the layer calls it (the
-/// same weights; every other pass runs as it always did).
+/// same weights; every other pass runs as it always did, a BF16 pass's FP8 what-if counting
+/// the operands first).
 at::Tensor linear(nn::Linear& l, const at::Tensor& x) {
-    return fp8_pass_active() ? at::linear(x, l->weight, l->bias) : l->forward(x);
+    if (fp8_pass_active()) return at::linear(x, l->weight, l->bias);
+    note_what_if(x, l->weight);
+    return l->forward(x);
 }
 
 // ---- demo:transformer -------------------------------------------------------------------

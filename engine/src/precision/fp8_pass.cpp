@@ -177,7 +177,18 @@ Fp8WhatIfGuard::~Fp8WhatIfGuard() {
 }
 
 bool fp8_pass_active() {
-    return c10::impl::tls_is_dispatch_key_included(kFp8Key) && !c10::impl::tls_is_dispatch_key_excluded(kFp8Key);
+    return !t_what_if && c10::impl::tls_is_dispatch_key_included(kFp8Key) &&
+           !c10::impl::tls_is_dispatch_key_excluded(kFp8Key);
+}
+
+void note_what_if(const at::Tensor& x, const at::Tensor& w) {
+    if (!t_what_if || !t_sink) return;
+    const auto dt = x.device().type();
+    if (!at::autocast::is_autocast_enabled(dt) || !at::isFloatingType(x.scalar_type()) ||
+        !at::isFloatingType(w.scalar_type()))
+        return;  // an FP32 region, or not a floating GEMM: no recipe would quantize it
+    c10::impl::ExcludeDispatchKeyGuard no_fp8(kFp8Key);
+    what_if_statistics(x, w, dt);
 }
 
 Fp8PassGuard::Fp8PassGuard(Precision p, std::vector<Fp8Operand>* sink, DelayedOptions delayed) : on_(is_fp8(p)) {

@@ -31,6 +31,8 @@
 // from) the calling thread's dispatch keys while an Fp8PassGuard lives: whatever runs the model (demo models,
 // TorchScript, the torch.export interpreter) reaches it through the dispatcher.
 
+#include <ATen/ATen.h>
+
 #include <string>
 #include <vector>
 
@@ -76,8 +78,13 @@ private:
     std::vector<Fp8Operand>* prev_sink_ = nullptr;
 };
 
-/// Whether an Fp8PassGuard is on in this thread.
+/// Whether an Fp8PassGuard of an FP8 pass is on in this thread (not a what-if).
 bool fp8_pass_active();
+
+/// Under an Fp8WhatIfGuard: counts `x` and `w` as the linear layer's operands for every recipe,
+/// as its aten::linear kernel does (for models whose linears never reach aten::linear: the demo
+/// zoo's nn::Linear); elsewhere nothing.
+void note_what_if(const at::Tensor& x, const at::Tensor& w);
 
 /// While alive on this thread (and `p` is an FP8 pass, is_fp8), linear layers run as that pass
 /// does (p's recipe); for any other precision the guard does nothing. With `sink`,

@@ -86,7 +86,7 @@ void check_bf16_modules(const ModelInfo& info, bool has_module_scopes, const std
     if (std::none_of(precisions.begin(), precisions.end(), [](Precision p) { return is_fp8(p); }))
         throw InputError("", "keep_bf16",
                          "modules kept in BF16 out of an FP8 pass, but the run has no FP8 pass; expected a precision "
-                         "among fp8, fp8-delayed, fp8-rowwise, mxfp8, nvfp4 (FP32 regions: keep_fp32)");
+                         "among fp8, fp8-delayed, fp8-rowwise, mxfp8, nvfp4 (modules kept in FP32 are another list)");
     check_fp32_regions(info, has_module_scopes, globs, "keep_bf16", "BF16");
 }
 

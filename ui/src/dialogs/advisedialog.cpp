@@ -228,6 +228,7 @@ AdviseSpec AdviseDialog::adviseSpec() const {
     a.run.criteria.fixed_at.clear();
     a.run.keep_fp32.clear();
     a.run.keep_bf16.clear();
+    a.run.fp8_what_if = false;  // statistics the advice does not use
     a.run.advised_from = run_.run_id;
     return a;
 }

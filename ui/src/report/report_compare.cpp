@@ -28,6 +28,8 @@ QString cell(const RunResult& r, Precision p, int what) {
             case Regions: {
                 QStringList k;
                 for (const auto& g : pass.keep_fp32) k << htmlText(g);
+                if (is_fp8(pass.precision))  // an FP8 pass's modules left out of FP8
+                    for (const auto& g : r.spec.keep_bf16) k << htmlText(g) + QStringLiteral(" (bf16)");
                 return k.isEmpty() ? QStringLiteral("-") : k.join(QStringLiteral(", "));
             }
         }
