@@ -183,6 +183,7 @@ InputError named_by_flag(const InputError& e) {
         static const std::map<std::string, std::string> file_flags = {{"model", "--model"},
                                                                       {"probes", "--probes"},
                                                                       {"data", "--data"},
+                                                                      {"batch_file", "--batch"},
                                                                       {"param_groups_file", "--param-groups"},
                                                                       {"checkpoint", "--checkpoint"},
                                                                       {"checkpoint_dir", "--checkpoint-dir"},

@@ -261,6 +261,8 @@ class BackwardIncident(unittest.TestCase):
         with open(p("big.safetensors"), "wb") as f:
             f.write((200_000_000).to_bytes(8, "little") + b"{}")
         os.makedirs(p("checkpoint-9"))
+        with open(p("batch.txt"), "w") as f:
+            f.write("not a batch")
         cases = [
             ([other, "--optimizer-state", p("optimizer.pt")], inc.batch, "gate.weight"),
             ([p("lightning.ckpt")], inc.batch, "--strip-prefix"),
@@ -273,6 +275,8 @@ class BackwardIncident(unittest.TestCase):
             # the engine names fields (init_scale, param_groups_file); the CLI names its flags
             ([p("dict.pt"), "--no-scaler", "--init-scale", "8"], inc.batch, "--init-scale: the replay runs without"),
             ([p("dict.pt"), "--param-groups", p("nogroups.json")], inc.batch, "nogroups.json: field '--param-groups'"),
+            ([p("dict.pt")], p("batch.txt"), "batch.txt: field '--batch': unknown file type"),  # was: '--probes'
+
         ]
         for args, batch, named in cases:
             with self.subTest(named=named):

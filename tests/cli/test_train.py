@@ -187,6 +187,9 @@ class TrainOracle(unittest.TestCase):
         rc, _, err = run_cli("train", "--model", self.model, "--data", "demo", "--steps", 1, "--no-db")
         self.assertEqual(rc, 2, err)
         self.assertIn("demo: field '--data': the built-in training set belongs to the demo models", err)
+        rc, _, err = run_cli("train", "--model", self.model, "--data", "/no/such/data.pt", "--steps", 1, "--no-db")
+        self.assertEqual(rc, 2, err)
+        self.assertIn("/no/such/data.pt: field '--data': file not found", err)  # was: field '--probes'
 
 
 class WideOracle(unittest.TestCase):

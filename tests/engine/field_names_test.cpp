@@ -49,6 +49,12 @@ TEST(FieldNames, BuiltInSetsOfAnotherModelNameTheirField) {
     const InputError data = refusal([&] { ampscope::detail::load_training_data("demo", *model, 1); });
     EXPECT_EQ(data.file(), "demo");
     EXPECT_EQ(data.field(), "data") << data.what();
+    for (const char* field : {"data", "batch_file"}) {  // a file that is not there: named as the caller names it
+        const InputError missing =
+            refusal([&] { ampscope::detail::load_training_data("/nonexistent/x.pt", *model, 1, true, field); });
+        EXPECT_EQ(missing.file(), "/nonexistent/x.pt");
+        EXPECT_EQ(missing.field(), field) << missing.what();
+    }
     const InputError probes = refusal([&] { ampscope::detail::load_probes("demo", *model, 1); });
     EXPECT_EQ(probes.file(), "demo");
     EXPECT_EQ(probes.field(), "probes") << probes.what();

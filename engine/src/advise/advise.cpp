@@ -78,7 +78,8 @@ public:
                 throw InputError("", "precision",
                                  "'" + to_string(p) + "' beside '" + to_string(ps.front()) +
                                      "': an FP8 recipe's set is kept in BF16, an fp16/bf16 pass's in FP32; expected "
-                                     "FP8 recipes only or fp16/bf16 only (advise them one after the other)");
+                                     "FP8 recipes only or fp16/bf16 only (advise them one after the other; for a "
+                                     "recorded run with both, its model and probes with one kind of precision)");
         res_.kept_in = fp8_ ? Precision::Bf16 : Precision::Fp32;
         kept_ = fp8_ ? "BF16" : "FP32";
         run_.fix_criteria();

@@ -319,16 +319,24 @@ InputError no_token_label_scored(const std::string& file, const std::string& wha
             "label to score");
 }
 
-ProbeSet load_training_data(const std::string& source, Model& model, uint64_t seed, bool need_truth) {
+ProbeSet load_training_data(const std::string& source, Model& model, uint64_t seed, bool need_truth,
+                            const std::string& field) {
     if (source != "demo") {
-        auto ps = load_probes(source, model, seed, /*scalar_inputs=*/true);
+        ProbeSet ps;
+        try {
+            ps = load_probes(source, model, seed, /*scalar_inputs=*/true);
+        } catch (
+            const InputError& e) {  // the file itself (missing, a folder, another type): named as the caller's field
+            if (e.file() == source && e.field() == "probes") throw InputError(source, field, e.expected());
+            throw;
+        }
         if (need_truth && ps.labels.empty() && ps.targets.empty())
             throw InputError(source, "labels", "training data needs labels (classifier) or targets (regressor)");
         if (ps.label_width > 0 && !scores_a_token_label(ps)) throw no_token_label_scored(source, "trained on");
         return ps;
     }
     if (model.info.kind != "demo")
-        throw InputError("demo", "data",
+        throw InputError("demo", field,
                          "the built-in training set belongs to the demo models; give a .pt or .csv file");
     // Classifiers: samples grouped by class in file order (batches are taken in file order),
     // each class a prototype pattern of magnitude ~30 plus noise. The head's gradient of a

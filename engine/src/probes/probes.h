@@ -41,7 +41,10 @@ ProbeSet read_probe_file(const std::string& path);
 
 /// Training data: "demo" (a learnable set for the demo model, in file order) or a probe-format
 /// file with labels or targets (`need_truth`; a program that returns its own loss needs neither).
-ProbeSet load_training_data(const std::string& source, Model& model, uint64_t seed, bool need_truth = true);
+/// `field`: what the caller calls the file ("data"; a replay's "batch_file"), the field a refusal of
+/// the file itself names.
+ProbeSet load_training_data(const std::string& source, Model& model, uint64_t seed, bool need_truth = true,
+                            const std::string& field = "data");
 
 /// Whether token labels [N, T] score anything: a label other than -100 at a position from 1 to
 /// T - 1 (the logits at t predict the label at t + 1: position 0's label never is).

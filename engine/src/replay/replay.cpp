@@ -532,7 +532,7 @@ ReplayResult run_replay(const ReplaySpec& spec, ProgressObserver* progress) {
     prepare_optimizer(spec, c, opt, opt_file, ref, r);
     GradScaler scaler = make_scaler(spec, c, device, r);
     TrainSpec ts = training_spec_of(spec);
-    auto data = detail::load_training_data(spec.batch, *ref.model, spec.seed, ts.loss != LossKind::Model);
+    auto data = detail::load_training_data(spec.batch, *ref.model, spec.seed, ts.loss != LossKind::Model, "batch_file");
     train_parts::choose_loss(ts, data);
     detail::check_fp32_regions(*amp.model, spec.keep_fp32);
     std::vector<at::Tensor> inputs;
