@@ -79,16 +79,23 @@ def bits_equal(a, b):
     return a.shape == b.shape and np.array_equal(a.view(np.int32), b.view(np.int32))
 
 
+def planted_mlp():
+    """near_tie_mlp (seed 0) and 40 probes with one large input: fc1's E4M3 scale is set by it,
+    the rest of its input loses precision."""
+    torch.manual_seed(0)
+    model = near_tie_mlp().eval()
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(40, 16, generator=g) * 3
+    x[0, 0] = 200.0
+    return model, x
+
+
 class Fp8Run(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        torch.manual_seed(0)
         cls.tmp = tempfile.TemporaryDirectory()
         d = cls.tmp.name
-        cls.model = near_tie_mlp().eval()
-        g = torch.Generator().manual_seed(1)
-        cls.x = torch.randn(40, 16, generator=g) * 3
-        cls.x[0, 0] = 200.0  # a large input: fc1's E4M3 scale is set by it, the rest lose precision
+        cls.model, cls.x = planted_mlp()
         cls.paths = {"torchscript": os.path.join(d, "mlp.pt"), "export": os.path.join(d, "mlp.pt2")}
         torch.jit.script(cls.model).save(cls.paths["torchscript"])
         torch.export.save(torch.export.export(cls.model, (cls.x,)), cls.paths["export"])
@@ -842,13 +849,9 @@ class Fp8Advise(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        torch.manual_seed(0)
         cls.tmp = tempfile.TemporaryDirectory()
         d = cls.tmp.name
-        cls.model = near_tie_mlp().eval()
-        g = torch.Generator().manual_seed(1)
-        cls.x = torch.randn(40, 16, generator=g) * 3
-        cls.x[0, 0] = 200.0
+        cls.model, cls.x = planted_mlp()
         cls.pt2 = os.path.join(d, "mlp.pt2")
         torch.export.save(torch.export.export(cls.model, (cls.x,)), cls.pt2)
         cls.probes = os.path.join(d, "probes.pt")

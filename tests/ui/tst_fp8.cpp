@@ -55,6 +55,23 @@ private:
 class TstFp8 : public QObject {
     Q_OBJECT
 private:
+    struct LayersTab {
+        QComboBox* passBox = nullptr;
+        QTabWidget* charts = nullptr;
+        ChartWidget* fp8 = nullptr;
+    };
+    /// `w` on the database, showing run `uuid`'s Layers tab at 1280 x 820: its pass box, chart tabs and FP8 chart.
+    LayersTab openLayers(MainWindow& w, const std::string& uuid) {
+        if (!w.openDatabase(db_)) return {};
+        w.resize(1280, 820);
+        w.show();
+        w.showRun(QString::fromStdString(uuid));
+        w.tabs()->setCurrentIndex(MainWindow::kLayersTab);
+        auto* tab = w.tabs()->widget(MainWindow::kLayersTab);
+        return {tab->findChild<QComboBox*>(), tab->findChild<QTabWidget*>(QStringLiteral("layerCharts")),
+                tab->findChild<ChartWidget*>(QStringLiteral("fp8HeadroomChart"))};
+    }
+
     QTemporaryDir dir_;
     QString db_;
     std::string uuid_;
@@ -76,15 +93,10 @@ private Q_SLOTS:
     void headroomChartHoldsTheStoredFigures() {
         const auto stored = storage::Store(db_.toStdString(), storage::Store::Mode::ReadOnly).load_run(uuid_);
         MainWindow w(std::make_unique<Recorder>(&messages_));
-        QVERIFY(w.openDatabase(db_));
-        w.resize(1280, 820);
-        w.show();
-        w.showRun(QString::fromStdString(uuid_));
-        w.tabs()->setCurrentIndex(MainWindow::kLayersTab);
-        auto* layersTab = w.tabs()->widget(MainWindow::kLayersTab);
-        auto* passBox = layersTab->findChild<QComboBox*>();
-        auto* charts = layersTab->findChild<QTabWidget*>(QStringLiteral("layerCharts"));
-        auto* fp8 = layersTab->findChild<ChartWidget*>(QStringLiteral("fp8HeadroomChart"));
+        const LayersTab t = openLayers(w, uuid_);
+        auto* passBox = t.passBox;
+        auto* charts = t.charts;
+        auto* fp8 = t.fp8;
         QVERIFY(passBox && charts && fp8);
         const int fp8Tab = charts->indexOf(fp8);
         QCOMPARE(passBox->count(), int(stored.passes.size()));
@@ -147,15 +159,10 @@ private Q_SLOTS:
         const auto& ops = stored.passes.at(1).fp8_operands;
         QCOMPARE(ops.size(), size_t(3 * 2 * 4));  // demo:mlp's linears, input and weight, four recipes
         MainWindow w(std::make_unique<Recorder>(&messages_));
-        QVERIFY(w.openDatabase(db_));
-        w.resize(1280, 820);
-        w.show();
-        w.showRun(QString::fromStdString(uuid));
-        w.tabs()->setCurrentIndex(MainWindow::kLayersTab);
-        auto* layersTab = w.tabs()->widget(MainWindow::kLayersTab);
-        auto* passBox = layersTab->findChild<QComboBox*>();
-        auto* charts = layersTab->findChild<QTabWidget*>(QStringLiteral("layerCharts"));
-        auto* fp8 = layersTab->findChild<ChartWidget*>(QStringLiteral("fp8HeadroomChart"));
+        const LayersTab t = openLayers(w, uuid);
+        auto* passBox = t.passBox;
+        auto* charts = t.charts;
+        auto* fp8 = t.fp8;
         QVERIFY(passBox && charts && fp8);
         passBox->setCurrentIndex(1);
         QCOMPARE(passBox->currentText(), QStringLiteral("bf16"));

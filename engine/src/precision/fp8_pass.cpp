@@ -9,6 +9,9 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 
+#include <tuple>
+#include <utility>
+
 #include "precision/fp8.h"
 #include "precision/precision.h"
 
@@ -133,6 +136,21 @@ at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const std::optio
     return gemm(xq.reshape({-1, xq.size(-1)}), wq, bias, out_dtype).reshape(sizes);
 }
 
+/// Includes the FP8 key in (and no longer excludes it from) this thread's dispatch keys: LibTorch
+/// excludes the autocast keys of devices without autocast by default. Returns the state before.
+std::pair<bool, bool> include_fp8_key() {
+    const std::pair<bool, bool> before{c10::impl::tls_is_dispatch_key_included(kFp8Key),
+                                       c10::impl::tls_is_dispatch_key_excluded(kFp8Key)};
+    c10::impl::tls_set_dispatch_key_included(kFp8Key, true);
+    c10::impl::tls_set_dispatch_key_excluded(kFp8Key, false);
+    return before;
+}
+
+void restore_fp8_key(bool included, bool excluded) {
+    c10::impl::tls_set_dispatch_key_included(kFp8Key, included);
+    c10::impl::tls_set_dispatch_key_excluded(kFp8Key, excluded);
+}
+
 void ensure_registered() {
     static const bool registered = [] {
         static torch::Library fallback(torch::Library::IMPL, "_", kFp8Key, __FILE__, __LINE__);
@@ -162,18 +180,14 @@ Fp8WhatIfGuard::Fp8WhatIfGuard(std::vector<Fp8Operand>* sink) : on_(sink != null
     prev_what_if_ = t_what_if;
     t_what_if = true;
     ensure_registered();
-    prev_ = c10::impl::tls_is_dispatch_key_included(kFp8Key);
-    prev_excluded_ = c10::impl::tls_is_dispatch_key_excluded(kFp8Key);
-    c10::impl::tls_set_dispatch_key_included(kFp8Key, true);
-    c10::impl::tls_set_dispatch_key_excluded(kFp8Key, false);
+    std::tie(prev_, prev_excluded_) = include_fp8_key();
 }
 
 Fp8WhatIfGuard::~Fp8WhatIfGuard() {
     if (!on_) return;
     t_sink = prev_sink_;
     t_what_if = prev_what_if_;
-    c10::impl::tls_set_dispatch_key_included(kFp8Key, prev_);
-    c10::impl::tls_set_dispatch_key_excluded(kFp8Key, prev_excluded_);
+    restore_fp8_key(prev_, prev_excluded_);
 }
 
 bool fp8_pass_active() {
@@ -201,12 +215,7 @@ Fp8PassGuard::Fp8PassGuard(Precision p, std::vector<Fp8Operand>* sink, DelayedOp
     t_delayed = delayed;
     t_calls = 0;
     ensure_registered();
-    // LibTorch excludes the autocast keys of devices without autocast by default: included, and
-    // no longer excluded, while the guard lives
-    prev_ = c10::impl::tls_is_dispatch_key_included(kFp8Key);
-    prev_excluded_ = c10::impl::tls_is_dispatch_key_excluded(kFp8Key);
-    c10::impl::tls_set_dispatch_key_included(kFp8Key, true);
-    c10::impl::tls_set_dispatch_key_excluded(kFp8Key, false);
+    std::tie(prev_, prev_excluded_) = include_fp8_key();  // while the guard lives
 }
 
 Fp8PassGuard::~Fp8PassGuard() {
@@ -216,8 +225,7 @@ Fp8PassGuard::~Fp8PassGuard() {
     t_sink = prev_sink_;
     t_precision = prev_precision_;
     t_delayed = prev_delayed_;
-    c10::impl::tls_set_dispatch_key_included(kFp8Key, prev_);
-    c10::impl::tls_set_dispatch_key_excluded(kFp8Key, prev_excluded_);
+    restore_fp8_key(prev_, prev_excluded_);
 }
 
 }  // namespace ampscope::detail
