@@ -295,13 +295,19 @@ class Faults(unittest.TestCase):
     def test_killed_rank_under_torchrun(self):
         with tempfile.TemporaryDirectory() as d:
             db = os.path.join(d, "r.db")
+            # --monitor-interval 2: torchrun's agent polls its workers every 0.1 s by default and then
+            # SIGTERMs the others; on a loaded machine (an ASan build beside it) that can come before
+            # rank 0 has read the closed connection and said so. Two seconds leave it the time.
             cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                   "--no-python", CLI, "run", "--model", Files.pt2, "--probes", Files.big_probes, "--batch-size",
-                   "1", "--db", db]
+                   "--monitor-interval", "2", "--no-python", CLI, "run", "--model", Files.pt2, "--probes",
+                   Files.big_probes, "--batch-size", "1", "--db", db]
             agent = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            time.sleep(6)
-            ranks = [int(p) for p in os.listdir("/proc") if p.isdigit() and self.is_rank(int(p), "1", agent.pid)]
+            ranks, deadline = [], time.monotonic() + 60  # started late on a loaded machine: looked for until then
+            while not ranks and time.monotonic() < deadline and agent.poll() is None:
+                time.sleep(0.5)
+                ranks = [int(p) for p in os.listdir("/proc") if p.isdigit() and self.is_rank(int(p), "1", agent.pid)]
             self.assertEqual(len(ranks), 1, "rank 1 not found")
+            time.sleep(4)  # inside its shard
             os.kill(ranks[0], signal.SIGKILL)
             so, se = agent.communicate(timeout=120)
             self.assertNotEqual(agent.returncode, 0)
