@@ -354,8 +354,8 @@ class PlantedMask(unittest.TestCase):
             torch.export.load(case.path).module()(input_ids=ids[5:], attention_mask=torch.ones_like(ids[5:]))
         rc, js, se = run("--model", case.path, "--probes", seven, "--precision", "bf16", "--batch-size", 5)
         self.assertEqual(rc, 2, se)
-        for words in ("--batch-size 5", "7 samples", "a last batch of 2", "'input_ids'", "dimension 0", "[3, inf]",
-                      "range_constraints", "--batch-size 4 or 7"):
+        for words in ("batch size 5", "7 samples", "a last batch of 2", "'input_ids'", "dimension 0", "[3, inf]",
+                      "range_constraints", "batch size 4 or 7"):
             self.assertIn(words, se)
         self.assertIsNone(js)
         self.assertNotIn("pass", se)  # no pass ran
@@ -383,7 +383,7 @@ class PlantedMask(unittest.TestCase):
         self.assertEqual(rc, 2, se)
         with self.assertRaisesRegex(Exception, "<= 3"):  # as PyTorch refuses it
             torch.export.load(case.path).module()(input_ids=self.case.ids, attention_mask=self.case.mask)
-        for words in ("a batch of 4", "[2, 3]", "use --batch-size 3\n"):
+        for words in ("a batch of 4", "[2, 3]", "use batch size 3\n"):
             self.assertIn(words, se)
         # bench times one batch of min(--batch-size, N): the same range, before anything is timed
         bench = ["bench", "--model", case.path, "--probes", self.case.probes, "--precision", "bf16", "--unvalidated",
@@ -616,7 +616,7 @@ class TrainLM(unittest.TestCase):
         rc, so, se = run_cli("train", "--model", path, "--data", seven, "--loss", "lm", "--steps", 2, "--batch-size", 5,
                              "--no-db", "--json", "-", "-q")
         self.assertEqual(rc, 2, se)
-        for words in ("a last batch of 2", "[3, inf]", "--batch-size 4 or 7"):
+        for words in ("a last batch of 2", "[3, inf]", "batch size 4 or 7"):
             self.assertIn(words, se)
         self.assertEqual(so, "")  # no step ran
         rc, so, se = run_cli("train", "--model", path, "--data", seven, "--loss", "lm", "--steps", 2, "--batch-size", 4,

@@ -166,7 +166,7 @@ class PlainOptimizers(unittest.TestCase):
             ckpt = job.save("ckpt.pt")
             rc, err = replay(job.model, ckpt, job.batch)
             self.assertEqual(rc, 2, err)
-            self.assertIn("--param-groups", err)
+            self.assertIn("a param-groups file (a JSON list per group", err)
             gf = os.path.join(job.tmp.name, "groups.json")
             with open(gf, "w") as f:
                 json.dump([[n for n, _ in g["params"]] for g in named_groups(job.net)], f)
@@ -412,7 +412,7 @@ class LightningCheckpoint(unittest.TestCase):
             if not named:
                 rc, err = replay(model, ckpt, batch, *extra)
                 self.assertEqual(rc, 2, err)
-                self.assertIn("--param-groups", err)
+                self.assertIn("a param-groups file (a JSON list per group", err)
                 gf = os.path.join(d, "groups.json")
                 with open(gf, "w") as f:
                     json.dump([["head.weight", "head.bias"], ["fc1.weight", "fc1.bias", "norm.weight", "norm.bias"]], f)

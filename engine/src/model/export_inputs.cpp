@@ -335,7 +335,7 @@ std::pair<int64_t, int64_t> batches_of(int64_t n, int64_t batch_size) {
 }
 
 /// The batch-size values nearest to `wanted` (one below, one above) whose batches every range
-/// admits, as "--batch-size A or B"; "" when none does.
+/// admits, as "batch size A or B"; "" when none does.
 std::string batch_sizes_that_work(int64_t n, int64_t wanted, const std::function<bool(int64_t)>& fits) {
     int64_t below = 0, above = 0;
     for (int64_t b = std::min(wanted, n + 1) - 1; b >= 1 && !below; --b)
@@ -346,7 +346,7 @@ std::string batch_sizes_that_work(int64_t n, int64_t wanted, const std::function
     if (above)
         s += (below ? " or " : "") + std::to_string(above) +
              (above == n ? " (or more: one batch of " + std::to_string(n) + ")" : "");
-    return s.empty() ? "" : "--batch-size " + s;
+    return s.empty() ? "" : "batch size " + s;
 }
 
 }  // namespace
@@ -392,7 +392,7 @@ void check_batches(const Program& p, int64_t n, int64_t batch_size, const std::s
         const int64_t v = first_bad ? first : last;
         const std::string works = batch_sizes_that_work(n, batch_size, fits);
         throw InputError(file, field_of(p, r.input),
-                         "--batch-size " + std::to_string(batch_size) + " over its " + std::to_string(n) +
+                         "batch size " + std::to_string(batch_size) + " over its " + std::to_string(n) +
                              " samples runs " + (first_bad ? "a batch of " : "a last batch of ") + std::to_string(v) +
                              "; dimension 0 of the program's input '" + p.user_inputs[r.input].name +
                              "' was exported for " + range_str(r.symbol, r.range) +

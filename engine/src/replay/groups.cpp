@@ -175,7 +175,7 @@ std::vector<std::vector<int64_t>> choose_map(OptimizerState& o, const std::vecto
                              std::to_string(rule[0].size()) + " and " + std::to_string(rule[1].size()) +
                              " parameters in them, the file holds " + std::to_string(o.groups[0].params.size()) +
                              " and " + std::to_string(o.groups[1].params.size()) +
-                             ", or the moments' shapes differ): give --param-groups FILE (a JSON list per group of "
+                             ", or the moments' shapes differ): give a param-groups file (a JSON list per group of "
                              "parameter names)");
     }
     if (o.groups.size() > 1)
@@ -183,7 +183,7 @@ std::vector<std::vector<int64_t>> choose_map(OptimizerState& o, const std::vecto
             ctx.file, "param_groups",
             "are " + std::to_string(o.groups.size()) +
                 " groups without param_names: which parameter each index is cannot be read from the file. Give "
-                "--param-groups FILE (a JSON list per group of the parameter names, in the optimizer's order), or "
+                "a param-groups file (a JSON list per group of the parameter names, in the optimizer's order), or "
                 "build "
                 "the optimizer from model.named_parameters() (PyTorch >= 2.6 then saves param_names)");
     if (held != params.size())
