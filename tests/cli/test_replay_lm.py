@@ -478,10 +478,10 @@ class BadLMInput(unittest.TestCase):
         self.bad(p("clf.pt"), p("clf-ckpt.pt"), p("clf-tokens.pt"), "lm", "clf-tokens.pt", "labels", "logits")
 
     def test_ce_with_token_labels(self):
-        self.bad(self.inc.model, self.inc.ckpt, self.inc.batch, "ce", "batch.pt", "--loss lm")
+        self.bad(self.inc.model, self.inc.ckpt, self.inc.batch, "ce", "batch.pt", "are for loss lm")
 
     def test_model_loss_on_a_program_returning_logits(self):
-        self.bad(self.inc.model, self.inc.ckpt, self.inc.batch, "model", "lm.pt2", "--loss model", "expected the loss")
+        self.bad(self.inc.model, self.inc.ckpt, self.inc.batch, "model", "lm.pt2", "loss model: the output is", "expected the loss")
 
 
 if __name__ == "__main__":

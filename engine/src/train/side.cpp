@@ -97,7 +97,7 @@ void choose_loss(TrainSpec& s, const detail::ProbeSet& data) {
     if (loss == LossKind::Lm && data.label_width == 0)
         throw InputError(s.data, "labels", "loss lm needs token labels [N, T] in the training data (-100 ignored)");
     if (loss == LossKind::Ce && data.label_width > 0)
-        throw InputError(s.data, "labels", "token labels [N, T] are for --loss lm; loss ce takes class labels [N]");
+        throw InputError(s.data, "labels", "token labels [N, T] are for loss lm; loss ce takes class labels [N]");
     if (loss == LossKind::Ce && data.labels.empty())
         throw InputError(s.data, "labels", "loss ce needs labels in the training data");
     if (loss == LossKind::Mse && data.targets.empty())
