@@ -256,6 +256,16 @@ def block_mlp():
     return BlockMlp().eval()
 
 
+def outlier_inputs():
+    """24 inputs for block_mlp with an outlier (1e4) beside a small value (0.01) in one MX block:
+    the outlier sets the block's scale to 2^5 and its small neighbours flush to zero."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(24, 32, generator=g) * 2
+    x[0, 3] = 1e4
+    x[0, 4] = 0.01
+    return x
+
+
 def mx_quant(t):
     return MXTensor.to_mx(t, torch.float8_e4m3fn, 32)
 
@@ -344,11 +354,7 @@ class Fp8Recipes(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         d = cls.tmp.name
-        cls.model = block_mlp()
-        g = torch.Generator().manual_seed(5)
-        cls.x = torch.randn(24, 32, generator=g) * 2
-        cls.x[0, 3] = 1e4  # an outlier sets its MX block's scale to 2^5: the small neighbour below flushes to zero
-        cls.x[0, 4] = 0.01
+        cls.model, cls.x = block_mlp(), outlier_inputs()
         cls.x[1, :] *= 1e-3  # a row of small values: rowwise scales it on its own, tensorwise does not
         run_every_recipe(cls, d)
 
@@ -755,11 +761,7 @@ class Fp8WhatIf(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         d = cls.tmp.name
-        cls.model = block_mlp()
-        g = torch.Generator().manual_seed(5)
-        cls.x = torch.randn(24, 32, generator=g) * 2
-        cls.x[0, 3] = 1e4  # an outlier: its MX block's small neighbours flush, tensorwise loses the rest
-        cls.x[0, 4] = 0.01
+        cls.model, cls.x = block_mlp(), outlier_inputs()
         cls.pt2 = os.path.join(d, "m.pt2")
         torch.export.save(torch.export.export(cls.model, (cls.x,)), cls.pt2)
         cls.probes = os.path.join(d, "probes.pt")

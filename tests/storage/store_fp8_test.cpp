@@ -53,6 +53,15 @@ RunResult fp8_run() {
     return r;
 }
 
+/// fp8_run() with its FP8 pass an fp8-delayed one.
+RunResult delayed_run() {
+    auto r = fp8_run();
+    r.spec.precisions = {Precision::Fp8Delayed};
+    r.passes.at(1).precision = Precision::Fp8Delayed;
+    r.comparisons.at(0).precision = Precision::Fp8Delayed;
+    return r;
+}
+
 void expect_operands(const RunResult& got, const RunResult& want) {
     ASSERT_EQ(got.passes.size(), want.passes.size());
     for (size_t i = 0; i < want.passes.size(); ++i) {
@@ -165,10 +174,7 @@ TEST(StoreFp8, TheDelayedSettingsAreStoredWithTheSpec) {
     // (no "fp8_delayed" key) reads as Transformer Engine's defaults, what those runs used
     TempDir d;
     Store s(d.file("runs.sqlite"));
-    auto r = fp8_run();
-    r.spec.precisions = {Precision::Fp8Delayed};
-    r.passes.at(1).precision = Precision::Fp8Delayed;
-    r.comparisons.at(0).precision = Precision::Fp8Delayed;
+    auto r = delayed_run();
     r.spec.fp8_amax_history = 2;
     r.spec.fp8_margin = 1;
     record(s, r);
@@ -189,10 +195,7 @@ TEST(StoreFp8, TheBf16ListIsStoredAndOutOfRangeSettingsAreRefused) {
     // or stored fp8_delayed outside what `run` accepts is refused naming the field, never run on
     TempDir d;
     Store a(d.file("a.sqlite"));
-    auto r = fp8_run();
-    r.spec.precisions = {Precision::Fp8Delayed};
-    r.passes.at(1).precision = Precision::Fp8Delayed;
-    r.comparisons.at(0).precision = Precision::Fp8Delayed;
+    auto r = delayed_run();
     r.spec.keep_bf16 = {"fc2", "blocks.*"};
     a.insert_run(r, "completed", "", {}, {});
     EXPECT_EQ(a.load_run(r.run_id).spec.keep_bf16, r.spec.keep_bf16);
