@@ -205,15 +205,14 @@ void print_fp8_operands(std::ostream& os, const PassResult& p) {
            << " scales)\n";
     os << "    " << (what_if ? pad("recipe", 13) : "") << pad("module", 22) << pad("operand", 9) << pad("amax", 11)
        << pad("scale", 13) << pad("underflow", 10) << pad("subnorm", 9) << pad("saturated", 10) << "SQNR dB\n";
-    auto pct = percent;
     for (const auto& o : p.fp8_operands) {
         const auto& s = o.stats;
         const bool one = s.scale_min == s.scale_max;
         os << "    " << (what_if ? pad(to_string(what_if_recipe(s.scheme)), 13) : "")
            << pad(o.module.empty() ? "(root)" : safe(o.module), 22) << pad(o.operand, 9) << pad(fmtg(s.amax), 11)
            << pad(one ? fmtg(s.scale_min) : fmtg(s.scale_min, 3) + ".." + fmtg(s.scale_max, 3), 13)
-           << pad(pct(s.share(s.underflow)), 10) << pad(pct(s.share(s.subnormal)), 9)
-           << pad(pct(s.share(s.saturated)), 10) << fmtg(s.sqnr_db, 3) << "\n";
+           << pad(percent(s.share(s.underflow)), 10) << pad(percent(s.share(s.subnormal)), 9)
+           << pad(percent(s.share(s.saturated)), 10) << fmtg(s.sqnr_db, 3) << "\n";
     }
 }
 

@@ -57,12 +57,7 @@ DelayedScaling& delayed_state(const std::string& module, const char* operand, in
 
 /// `st` merged into the sink's entry of (module, operand, scheme), or a new entry.
 void merge_into_sink(const std::string& module, const char* operand, const QuantStats& st) {
-    for (auto& o : *t_sink)
-        if (o.module == module && o.operand == operand && o.stats.scheme == st.scheme) {
-            o.stats.merge(st);
-            return;
-        }
-    t_sink->push_back({module, "aten::linear", operand, st});
+    merge_operand(*t_sink, {module, "aten::linear", operand, st});
 }
 
 /// The operand quantize-dequantized; its statistics merged into the pass's sink when there is one.
@@ -188,6 +183,15 @@ Fp8WhatIfGuard::~Fp8WhatIfGuard() {
     t_sink = prev_sink_;
     t_what_if = prev_what_if_;
     restore_fp8_key(prev_, prev_excluded_);
+}
+
+void merge_operand(std::vector<Fp8Operand>& into, Fp8Operand o) {
+    for (auto& x : into)
+        if (x.module == o.module && x.operand == o.operand && x.stats.scheme == o.stats.scheme) {
+            x.stats.merge(o.stats);
+            return;
+        }
+    into.push_back(std::move(o));
 }
 
 bool fp8_pass_active() {

@@ -78,6 +78,10 @@ private:
     std::vector<Fp8Operand>* prev_sink_ = nullptr;
 };
 
+/// `o` merged into `into`'s entry of the same module, operand and scheme (a what-if has one per
+/// recipe), or appended: a pass's batches, and torchrun ranks' shards (run/shard.cpp).
+void merge_operand(std::vector<Fp8Operand>& into, Fp8Operand o);
+
 /// Whether an Fp8PassGuard of an FP8 pass is on in this thread (not a what-if).
 bool fp8_pass_active();
 

@@ -10,6 +10,7 @@
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/fp8.h"
+#include "precision/fp8_pass.h"
 
 namespace ampscope::detail {
 
@@ -184,16 +185,7 @@ void merge_layers(std::vector<LayerStat>& into, std::vector<LayerStat>&& from) {
 }
 
 void merge_fp8(std::vector<Fp8Operand>& into, std::vector<Fp8Operand>&& from) {
-    for (auto& o : from) {
-        auto it = std::find_if(into.begin(), into.end(), [&](const Fp8Operand& x) {
-            return x.module == o.module && x.operand == o.operand &&
-                   x.stats.scheme == o.stats.scheme;  // a what-if: one entry per recipe
-        });
-        if (it == into.end())
-            into.push_back(std::move(o));
-        else
-            it->stats.merge(o.stats);
-    }
+    for (auto& o : from) merge_operand(into, std::move(o));
 }
 
 /// The earliest origin of the shards, with the samples of every shard whose origin is that op.
