@@ -69,25 +69,7 @@ AdviseSpec spec_of(AdviseOptions& o, CLI::App* cmd) {
                 "a recorded run's model, probes and criteria are fixed; give either RUN or " + std::string(flag));
     if (o.no_db) throw InputError("--no-db", "", "advising a recorded run needs its database (drop --no-db)");
     const storage::Store store(storage::default_db_path(o.db), storage::Store::Mode::ReadOnly);  // never creates one
-    const RunResult r = store.load_run(store.resolve(o.run));
-    const RunInputs now = identify_inputs(r.spec.model, r.spec.probes, r.spec.device, r.spec.seed);
-    if (now.model.sha256 != r.model.sha256 || now.model.weights_sha256 != r.model.weights_sha256)
-        throw InputError(r.spec.model, "sha256",
-                         "the model changed since run " + r.run_id + " was recorded (sha256 " +
-                             r.model.sha256.substr(0, 12) + " then, " + now.model.sha256.substr(0, 12) +
-                             " now); expected the file that run used");
-    if (now.probes.sha256 != r.probes.sha256)
-        throw InputError(r.spec.probes, "sha256",
-                         "the probes changed since run " + r.run_id + " was recorded (sha256 " +
-                             r.probes.sha256.substr(0, 12) + " then, " + now.probes.sha256.substr(0, 12) +
-                             " now); expected the file that run used");
-    a.run = r.spec;
-    a.run.criteria = r.criteria;  // as fixed before that run's first pass
-    a.run.criteria.fixed_at.clear();
-    a.run.keep_fp32.clear();
-    a.run.keep_bf16.clear();
-    a.run.fp8_what_if = false;  // statistics the advice does not use
-    a.run.advised_from = r.run_id;
+    a = advise_spec_of(store.load_run(store.resolve(o.run)), a.granularity);  // refuses changed files
     if (!o.spec.device.empty()) a.run.device = o.spec.device;
     return a;
 }
@@ -212,7 +194,11 @@ int run_advise(AdviseOptions& o) {
     if (r.outcome == AdviseResult::Outcome::Unverified)
         std::cerr << "ampscope-cli: advise: the verifying run was " << record.verified_verdict
                   << "; the set is unverified"
-                  << (o.python_path.empty() ? "" : " and --python " + o.python_path + " was not written") << "\n";
+                  << (o.python_path.empty() ? "" : " and --python " + o.python_path + " was not written")
+                  << (o.json_path.empty() || o.json_path == "-"
+                          ? ""
+                          : "; run --keep-fp32-file " + o.json_path + " takes it only with --allow-unverified")
+                  << "\n";
     const bool ok = r.outcome == AdviseResult::Outcome::AlreadyAccepted || r.outcome == AdviseResult::Outcome::Found;
     return ok ? kOk : kRejected;
 }

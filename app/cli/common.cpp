@@ -178,7 +178,20 @@ long field_index(const std::string& field) {
     }
 }
 
+std::string remedy_flags(const std::vector<Remedy>& remedies) {
+    static const std::map<std::string, std::string> flags = {
+        {"force", "--force"}, {"no_db", "--no-db"}, {"strip_prefix", "--strip-prefix"}, {"non_strict", "--non-strict"}};
+    std::string said;
+    for (const auto& r : remedies) {
+        const auto it = flags.find(r.field);
+        if (it == flags.end()) continue;  // a setting the CLI has no flag for: the words alone
+        said += (said.empty() ? "" : ", ") + it->second + (r.value.empty() ? "" : " " + r.value);
+    }
+    return said.empty() ? said : " (ampscope-cli: " + said + ")";
+}
+
 InputError named_by_flag(const InputError& e) {
+    const std::string expected = e.expected() + remedy_flags(e.remedies());
     if (!e.file().empty()) {  // a file given by a flag: the field says which flag gave it
         static const std::map<std::string, std::string> file_flags = {{"model", "--model"},
                                                                       {"probes", "--probes"},
@@ -189,11 +202,11 @@ InputError named_by_flag(const InputError& e) {
                                                                       {"checkpoint_dir", "--checkpoint-dir"},
                                                                       {"resume", "--resume"}};
         const auto it = file_flags.find(e.field());
-        return it == file_flags.end() ? e : InputError(e.file(), it->second, e.expected());
+        return InputError(e.file(), it == file_flags.end() ? e.field() : it->second, expected);
     }
     const auto field = e.field().substr(0, e.field().find('['));
     const auto it = flag_of_field().find(field);
-    return it == flag_of_field().end() ? e : InputError(it->second, "", e.expected());
+    return it == flag_of_field().end() ? InputError("", e.field(), expected) : InputError(it->second, "", expected);
 }
 
 void write_output(const std::string& path, const std::string& text, const std::string& what, bool json) {

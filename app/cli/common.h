@@ -118,7 +118,11 @@ std::string read_file(const std::string& path, const std::string& what, size_t m
 /// the third FP32 region); the CLI says which of its flags set that field. The one table of
 /// fields to flags; a file's error says which flag gave the file ("model" -> "--model"); any other
 /// error with a file, or a field no flag sets, is returned as it is.
+/// The remedies an error names (engine/errors.h Remedy) with the CLI's flags for them
+/// appended: "... (ampscope-cli: --strip-prefix model., --non-strict)".
 InputError named_by_flag(const InputError& e);
+/// " (ampscope-cli: FLAGS)" for the remedies the CLI has flags for, else "".
+std::string remedy_flags(const std::vector<Remedy>& remedies);
 /// The index of an indexed field ("keep_fp32[2]" -> 2), or -1.
 long field_index(const std::string& field);
 

@@ -1,137 +1,54 @@
 // SPDX-License-Identifier: MIT
-// ampscope-cli: the headless front end. Links no Qt. One file per command; this one wires
-// them to CLI11 and maps errors to exit statuses.
+// ampscope-cli: the headless front end (entry.h). Links neither Qt nor LibTorch: the store
+// commands (list, show, export, import, annotate, review) start in milliseconds, not after
+// LibTorch's half a second and 470 MB of loading; any other command it hands to
+// ampscope-cli-engine, built beside it, with the same arguments, environment and process id.
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <set>
 #include <string>
+#include <system_error>
 #include <vector>
 
-#include "ampscope/engine/errors.h"
-#include "ampscope/engine/run.h"
-#include "ampscope/engine/text.h"
-#include "ampscope/storage/errors.h"
-#include "advise_command.h"
-#include "bench_command.h"
 #include "common.h"
-#include "ops_command.h"
-#include "replay_command.h"
-#include "run_command.h"
+#include "entry.h"
 #include "store_commands.h"
-#include "train_command.h"
 
-using namespace ampscope;
 using namespace ampscope::cli;
 
 namespace {
 
-/// What the user sees of an error: never the C++ stack frames LibTorch appends to its messages
-/// ("Exception raised from ...", "frame #N"), never a raw control character (a message may echo
-/// a file's or a model's text), never megabytes of an echoed value.
-std::string shown(std::string m) {
-    if (const auto p = m.find("Exception raised from "); p != std::string::npos) m.resize(p);
-    if (const auto p = m.find("\nframe #"); p != std::string::npos) m.resize(p);
-    while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
-    return visible_controls(clip_echo(m, 4000), /*keep_newline=*/true);
+/// The commands this front runs itself: they read and write the run store only.
+bool store_command(const char* name) {
+    static const std::set<std::string> names = {"list", "show", "export", "import", "annotate", "review"};
+    return names.count(name) > 0;
 }
 
-int report(const std::exception& e, int code) {
-    std::cerr << "ampscope-cli: "
-              << (code == kBadInput  ? "error: "
-                  : code == kRuntime ? "runtime error: "
-                                     : "")
-              << shown(e.what()) << std::endl;
-    return code;
-}
-
-/// Whether `s` is valid UTF-8 (nlohmann's serialiser checks it: the replay, run and train JSON
-/// hold the values given on the command line).
-bool valid_utf8(const std::string& s) {
-    try {
-        (void)nlohmann::json(s).dump();
-        return true;
-    } catch (const nlohmann::json::exception&) {
-        return false;
-    }
-}
-
-/// "--model", "-o", or a positional's name ("TEXT").
-std::string option_name(const CLI::Option& o) {
-    if (!o.get_lnames().empty()) return "--" + o.get_lnames().front();
-    if (!o.get_snames().empty()) return "-" + o.get_snames().front();
-    return o.get_name(true);
-}
-
-/// The commands that record what they were given (paths, names) in UTF-8 JSON and the database
-/// refuse a value that is not valid UTF-8 before any work, naming the option: written after the
-/// work, it ended the command with exit 3 and nothing written. (Rename the file, or reach it
-/// through a symbolic link with a UTF-8 name.)
-void refuse_non_utf8(const CLI::App& app) {
-    static const std::set<std::string> recording = {"run", "train", "replay", "advise", "bench", "annotate", "review"};
-    static const std::set<std::string> not_recorded = {"--db", "--json",
-                                                       "--python"};  // where it writes: never recorded
-    for (const auto* sub : app.get_subcommands()) {
-        if (!recording.count(sub->get_name())) continue;
-        for (const auto* opt : sub->get_options())
-            for (const auto& value :
-                 not_recorded.count(option_name(*opt)) ? std::vector<std::string>{} : opt->results())
-                if (!valid_utf8(value))
-                    throw InputError(
-                        option_name(*opt), "",
-                        "'" + visible_controls(clip_echo(value)) +
-                            "' is not valid UTF-8; ampscope records the values it is given in UTF-8 JSON and its "
-                            "database: rename the file (or reach it through a symbolic link with a UTF-8 name)");
-    }
-}
-
-/// Runs the selected command; errors become exit statuses (2 bad input, 3 runtime, 130 interrupted).
-int dispatch(const std::vector<Command>& commands) {
-    try {
-        for (const auto& command : commands)
-            if (const int rc = command(); rc >= 0) return rc;
-    } catch (const InputError& e) {
-        return report(named_by_flag(e), kBadInput);
-    } catch (const storage::StoreError& e) {
-        return report(e, kBadInput);
-    } catch (const Cancelled&) {
-        std::cerr << "ampscope-cli: interrupted" << std::endl;
-        return kInterrupted;
-    } catch (const ModelError& e) {
-        return report(e, kRuntime);
-    } catch (const BackendError& e) {
-        return report(e, kRuntime);
-    } catch (const std::exception& e) {
-        return report(e, kRuntime);
-    }
-    return kOk;
+/// Replaces this process by ampscope-cli-engine (beside this executable); returns only when
+/// it cannot start, with the exit status of a runtime error.
+int hand_to_engine(char** argv) {
+    std::error_code ec;
+    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    const auto engine =
+        (ec ? std::filesystem::path(argv[0]).parent_path() : self.parent_path()) / "ampscope-cli-engine";
+    execv(engine.c_str(), argv);
+    std::cerr << "ampscope-cli: runtime error: cannot start " << engine.string()
+              << " (the LibTorch half of ampscope-cli, built and installed beside it): " << std::strerror(errno)
+              << std::endl;
+    return kRuntime;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    install_signal_handlers();  // Ctrl-C / SIGTERM: finish the current batch, record the run as cancelled, exit 130
-    CLI::App app{
-        "ampscope-cli: is it safe to run this model in mixed precision? Runs an FP32 reference pass and "
-        "autocast FP16/BF16 passes on a fixed probe set, compares scores and decisions against criteria "
-        "fixed before the run, and names where NaN/Inf is born."};
-    app.set_version_flag("--version",
-                         "ampscope-cli " + version() + " (torch " + backend_report("cpu").torch_version + ")");
-    app.require_subcommand(1);
-    const std::vector<Command> commands = {add_run_command(app),    add_backend_command(app), add_ops_command(app),
-                                           add_train_command(app),  add_bench_command(app),   add_store_commands(app),
-                                           add_advise_command(app), add_replay_command(app)};
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-        const int rc = app.exit(e);
-        return rc == 0 ? kOk : kBadInput;
-    }
-    try {
-        refuse_non_utf8(app);
-    } catch (const InputError& e) {
-        return report(e, kBadInput);
-    }
-    return dispatch(commands);
+    if (argc < 2 || !store_command(argv[1])) return hand_to_engine(argv);
+    install_signal_handlers();
+    CLI::App app{kAppDescription};
+    const std::vector<Command> commands = {add_store_commands(app)};
+    return parse_and_run(app, argc, argv, commands);
 }

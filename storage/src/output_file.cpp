@@ -295,7 +295,7 @@ void refuse_inside_input_folder(const OutputTarget& t, const std::string& path, 
         throw InputError(
             path, option,
             "lies inside " + in.role + " (" + in.path +
-                "), a folder the command reads; refusing to create or replace a file in it, even with --force (a file "
+                "), a folder the command reads; refusing to create or replace a file in it, even when forced (a file "
                 "added there changes what the folder holds: it may no longer load): choose a path outside it");
     }
 }
@@ -307,7 +307,7 @@ void refuse_protected(const OutputTarget& t, const std::string& path, const std:
         if (!in.path.empty() && same_file(out, locate(in.path)))
             throw InputError(path, option,
                              "is " + in.role + " (" + in.path +
-                                 "); refusing to overwrite it, even with --force: choose another output file");
+                                 "); refusing to overwrite it, even when forced: choose another output file");
     refuse_inside_input_folder(t, path, option, inputs);
 }
 
@@ -323,7 +323,7 @@ void refuse_non_regular(const std::string& path, const std::string& option) {
     if (exists && !S_ISREG(st.st_mode))
         throw InputError(path, option,
                          std::string("is ") + file_type(st.st_mode) +
-                             ", not a regular file; refusing to replace it, even with --force: give a file path, or "
+                             ", not a regular file; refusing to replace it, even when forced: give a file path, or "
                              "'-' for standard output");
 }
 
@@ -341,7 +341,8 @@ OutputTarget check_output_target(const std::string& path, const std::string& opt
     if (t.existed() && !force && !is_output_of_kind(t.where(), kind))
         throw InputError(path, option,
                          "exists and is not " + describe(kind) +
-                             "; refusing to overwrite it (choose another file name, or pass --force to replace it)");
+                             "; refusing to overwrite it (choose another file name, or force the replacement)",
+                         {{"force", ""}});
     std::string probe;  // the folder takes a new file: tried, not guessed
     ::close(t.new_temp(probe));
     t.discard(probe);

@@ -80,11 +80,12 @@ void check_pass_size(sqlite3* db, const PassResult& p, size_t samples) {
     if (bytes <= limit) return;
     const size_t per_sample = size_t(std::max(p.num_outputs, 1)) * sizeof(float);
     auto mb = [](size_t b) { return std::to_string((b + 500000) / 1000000) + " MB"; };
-    throw StoreError("the " + to_string(p.precision) + " pass's scores take " + mb(bytes) + " (" +
-                     std::to_string(samples) + " samples x " + std::to_string(p.num_outputs) +
-                     " scores x 4 bytes) and the database stores at most " + mb(limit) +
-                     " per pass, so this run cannot be recorded: use at most " + std::to_string(limit / per_sample) +
-                     " samples of this model's output, or run with --no-db (--json FILE keeps the result)");
+    throw StoreError(
+        "the " + to_string(p.precision) + " pass's scores take " + mb(bytes) + " (" + std::to_string(samples) +
+            " samples x " + std::to_string(p.num_outputs) + " scores x 4 bytes) and the database stores at most " +
+            mb(limit) + " per pass, so this run cannot be recorded: use at most " + std::to_string(limit / per_sample) +
+            " samples of this model's output, or run without a database (a JSON output keeps the result)",
+        {{"no_db", ""}});
 }
 
 void insert_pass(sqlite3* db, int64_t run_id, int seq, const PassResult& p, size_t samples) {

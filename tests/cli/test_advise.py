@@ -530,6 +530,7 @@ class Advise(unittest.TestCase):
         self.assertTrue(so.startswith("advise: unverified: "), so)
         self.assertFalse(os.path.exists(snippet), "a Python snippet for an unverified set")
         self.assertIn(f"--python {snippet} was not written", se)
+        self.assertIn(f"run --keep-fp32-file {out} takes it only with --allow-unverified", se)  # the CLI's flag
         self.assertEqual(self.show(adv["verified_run"])["verdict"], "rejected")
         # run --keep-fp32-file refuses it, naming the file, unless --allow-unverified
         args = ["run", "--model", path, "--probes", self.probe_path, "--precision", "fp16,bf16", *CRITERIA,

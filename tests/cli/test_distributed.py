@@ -323,7 +323,7 @@ class Faults(unittest.TestCase):
             ppid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             return False
-        return os.path.basename(exe) == "ampscope-cli" and f"RANK={rank}".encode() in env and ppid == agent
+        return os.path.basename(exe) in ("ampscope-cli", "ampscope-cli-engine") and f"RANK={rank}".encode() in env and ppid == agent
 
     def test_hung_rank_is_named(self):
         """A batch that runs past --batch-timeout (a TorchScript loop that never ends for one sample

@@ -192,7 +192,7 @@ class PlainOptimizers(unittest.TestCase):
             torch.save({"model": job.sd, "optimizer": old}, ckpt)
             rc, err = replay(job.model, ckpt, job.batch)
             self.assertEqual(rc, 2, err)
-            self.assertIn("--optimizer", err)
+            self.assertIn("give the optimizer, adam or adamw", err)
             got = self.check(job, ckpt, "--optimizer", "adamw")  # AdamW's __setstate__ restores decoupled_weight_decay
             self.assertEqual(got["optimizer_detail"]["kind"], "adamw")
             adam = job.want(osd=old, opt_cls=lambda n: torch.optim.Adam(n.parameters(), lr=1e-2, weight_decay=0.1))

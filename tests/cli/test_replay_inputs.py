@@ -104,9 +104,9 @@ class ReplayOutputGuard(unittest.TestCase):
         for force in ([], ["--force"]):
             for args, target, role in cases:
                 with self.subTest(target=os.path.basename(target), force=force):
-                    self.refused(args, target, force, role, "even with --force")
+                    self.refused(args, target, force, role, "even when forced")
             with self.subTest(target="the database", force=force):
-                self.refused(plain, db, force, "run database", "even with --force", db=db)
+                self.refused(plain, db, force, "run database", "even when forced", db=db)
 
     def test_json_at_a_folder(self):
         for force in ([], ["--force"]):

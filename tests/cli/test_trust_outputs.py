@@ -142,7 +142,7 @@ class Trust(unittest.TestCase):
                 for force in ([], ["--force"]):
                     args = [*cmd, "--db", self.db, flag, target, *force]
                     t0 = time.monotonic()
-                    self.bad(args, target, flag, "run database", "even with --force")
+                    self.bad(args, target, flag, "run database", "even when forced")
                     self.assertLess(time.monotonic() - t0, 30, f"{args}: refused only after the work")
         with open(self.db, "rb") as f:
             self.assertEqual(f.read(100), before)
@@ -572,7 +572,7 @@ class HeldOutputs(unittest.TestCase):
                         rc, _, err = run_cli("replay", "--model", inc.model, "--checkpoint", hf, "--batch", inc.batch, "--json",
                                              target, "--db", never, "-q", *force)
                         self.assertEqual(rc, 2, err)
-                        for word in ("--json", target, "inside the checkpoint (--checkpoint)", "even with --force"):
+                        for word in ("--json", target, "inside the checkpoint (--checkpoint)", "even when forced"):
                             self.assertIn(word, err)
                         self.assertLess(time.monotonic() - t0, 20, "refused only after the replay")
                         self.assertEqual(sorted(os.listdir(hf)), listing)
@@ -608,7 +608,7 @@ class HeldOutputs(unittest.TestCase):
             rc, _, err = run_cli("export", run_id, "--db", db, "-o", target, "--force")
             self.assertEqual(rc, 2, err)
             self.assertIn(role, err)
-            self.assertIn("even with --force", err)
+            self.assertIn("even when forced", err)
         for p, data in saved.items():
             self.assertEqual(open(p, "rb").read(), data, p)
         rc, _, err = run_cli("export", run_id, "--db", db, "-o", self.path("ok.ampscope"))  # the export itself still works

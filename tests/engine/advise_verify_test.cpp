@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ampscope/engine/advise.h"
+#include "ampscope/engine/errors.h"
 
 using namespace ampscope;
 
@@ -61,6 +62,47 @@ TEST(AdviseVerify, ARejectedVerifyingRunMakesTheSetUnverified) {
 
     spec.verify = nullptr;  // no verifier (the GUI verifies later): Found, not yet verified
     EXPECT_EQ(advise(spec).outcome, AdviseResult::Outcome::Found);
+}
+
+/// Advising a recorded run, from either front end (advise_spec_of): the run's spec without its
+/// kept sets, and a refusal when its model or probe files are no longer those it ran on (the
+/// GUI once advised a replaced model silently: only the CLI compared the hashes).
+TEST(AdviseRecorded, RefusesAModelOrProbeSetChangedSinceTheRun) {
+    RunResult r;
+    r.run_id = "run-1";
+    r.spec = mlp_spec().run;
+    r.spec.keep_fp32 = {"fc1"};
+    r.criteria = r.spec.criteria;
+    r.criteria.fixed_at = "2026-12-06T00:00:00Z";
+    const RunInputs then = identify_inputs(r.spec.model, r.spec.probes, r.spec.device, r.spec.seed);
+    r.model = then.model;
+    r.probes = then.probes;
+
+    AdviseSpec a = advise_spec_of(r, parse_granularity("leaf"));
+    EXPECT_TRUE(a.run.keep_fp32.empty()) << "the advice starts from no kept set";
+    EXPECT_TRUE(a.run.criteria.fixed_at.empty());
+    EXPECT_EQ(a.run.advised_from, "run-1");
+    EXPECT_EQ(a.run.criteria.atol, 1e-6);
+    EXPECT_NE(advise(a).outcome, AdviseResult::Outcome::InvalidReference) << "the same files: advised";
+
+    const auto refused = [&](RunResult changed, const std::string& file, const std::string& what) {
+        try {
+            advise(advise_spec_of(changed, parse_granularity("leaf")));
+            ADD_FAILURE() << what << ": advised although it changed since the run";
+        } catch (const InputError& e) {
+            EXPECT_EQ(e.file(), file);
+            EXPECT_NE(e.expected().find("the " + what + " changed since run run-1"), std::string::npos) << e.what();
+        }
+    };
+    RunResult m = r;
+    m.model.sha256 = std::string(64, '0');
+    refused(m, "demo:mlp", "model");
+    RunResult w = r;
+    w.model.weights_sha256 = std::string(64, '0');
+    refused(w, "demo:mlp", "model's weights");
+    RunResult p = r;
+    p.probes.sha256 = std::string(64, '0');
+    refused(p, "demo", "probe set");
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/replay.h"
 #include "model/model.h"
+#include "run/pass.h"
 #include "probes/probes.h"
 
 namespace {
@@ -78,4 +79,16 @@ TEST(FieldNames, ReplayRemediesNameTheirFields) {
     EXPECT_EQ(groups.file(), spec.param_groups);
     EXPECT_EQ(groups.field(), "param_groups_file") << groups.what();
     std::filesystem::remove_all(dir);
+}
+
+/// A remedy in the message is worded for both front ends ("use device cpu", "an output name"), never as
+/// a CLI flag the GUI's user never typed; the CLI's users get the flag of the field in the prefix.
+TEST(FieldNames, RemediesInTheMessageSpellNoFlag) {
+    const InputError device = refusal([] { ampscope::detail::parse_device("cuda:99"); });
+    EXPECT_EQ(device.field(), "device");
+    EXPECT_EQ(std::string(device.what()).find("--"), std::string::npos) << device.what();
+    const InputError output = refusal([] { ampscope::detail::load_model("demo:mlp", 1, "logits"); });
+    EXPECT_EQ(output.field(), "output");
+    EXPECT_NE(std::string(output.what()).find("take an output name"), std::string::npos) << output.what();
+    EXPECT_EQ(std::string(output.what()).find("--"), std::string::npos) << output.what();
 }

@@ -87,6 +87,7 @@ public:
         run_.load_inputs();
         res_.backend = run_.res.backend;
         res_.model = run_.res.model;
+        same_inputs_as_recorded();
         candidates_ = candidate_modules(run_.model->info.modules, spec_.granularity);
         if (!run_.model->has_module_scopes() || candidates_.empty())
             throw InputError("", "granularity",
@@ -100,6 +101,26 @@ public:
     }
 
 private:
+    /// A recorded run's advice is about the files that run used: a model or probe set
+    /// replaced since is refused, never silently advised in its place.
+    void same_inputs_as_recorded() const {
+        if (spec_.recorded_run.empty()) return;
+        const auto& now = run_.res;
+        const auto changed = [&](const std::string& file, const char* what, const std::string& then,
+                                 const std::string& current) {
+            throw InputError(file, "sha256",
+                             std::string("the ") + what + " changed since run " + spec_.recorded_run +
+                                 " was recorded (sha256 " + then.substr(0, 12) + " then, " + current.substr(0, 12) +
+                                 " now); expected the file that run used");
+        };
+        const auto& m = spec_.recorded_model;
+        if (now.model.sha256 != m.sha256) changed(spec_.run.model, "model", m.sha256, now.model.sha256);
+        if (now.model.weights_sha256 != m.weights_sha256)
+            changed(spec_.run.model, "model's weights", m.weights_sha256, now.model.weights_sha256);
+        if (now.probes.sha256 != spec_.recorded_probes.sha256)
+            changed(spec_.run.probes, "probe set", spec_.recorded_probes.sha256, now.probes.sha256);
+    }
+
     void stage(const char* name, int done, int total) {
         if (progress_) {
             if (progress_->cancel_requested()) throw Cancelled();
@@ -384,6 +405,22 @@ private:
 
 }  // namespace
 }  // namespace detail
+
+AdviseSpec advise_spec_of(const RunResult& r, Granularity granularity) {
+    AdviseSpec a;
+    a.granularity = granularity;
+    a.run = r.spec;
+    a.run.criteria = r.criteria;  // as fixed before that run's first pass
+    a.run.criteria.fixed_at.clear();
+    a.run.keep_fp32.clear();
+    a.run.keep_bf16.clear();
+    a.run.fp8_what_if = false;  // statistics the advice does not use
+    a.run.advised_from = r.run_id;
+    a.recorded_run = r.run_id;
+    a.recorded_model = r.model;
+    a.recorded_probes = r.probes;
+    return a;
+}
 
 AdviseResult advise(const AdviseSpec& spec, ProgressObserver* progress, AdviseResult* partial) {
     AdviseResult local;

@@ -219,8 +219,9 @@ void apply_verification(AdviseResult& r, Verdict verdict) {
                 ": the set is not confirmed (the model's passes do not reproduce: state or randomness that differs "
                 "from run to run), "
                 "so it is no advice: no Python snippet" +
-                (r.kept_in == Precision::Bf16 ? std::string()
-                                              : ", and run --keep-fp32-file refuses it without --allow-unverified");
+                (r.kept_in == Precision::Bf16
+                     ? std::string()
+                     : ", and a run refuses it as a keep-FP32 file unless unverified sets are allowed");
 }
 
 }  // namespace ampscope

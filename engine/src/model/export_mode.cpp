@@ -95,9 +95,10 @@ void mark_mode_flags(Program& p) {
     p.exported_train.reset();
     if (train == eval) {
         if (train > 0)
-            p.warnings.push_back("the program's BatchNorm and Dropout modules were exported in different modes (" +
-                                 std::to_string(train) + " in train mode, " + std::to_string(eval) +
-                                 " in eval mode): their flags are kept as exported, --mode does not change them");
+            p.warnings.push_back(
+                "the program's BatchNorm and Dropout modules were exported in different modes (" +
+                std::to_string(train) + " in train mode, " + std::to_string(eval) +
+                " in eval mode): their flags are kept as exported, the run's mode does not change them");
         return;
     }
     p.exported_train = train > eval;
@@ -113,7 +114,7 @@ std::string mode_warning(const Program& p, bool train) {
     if (!p.exported_train || *p.exported_train == train) return "";
     const std::string exported = *p.exported_train ? "train" : "eval", run = train ? "train" : "eval";
     return "the program was exported in " + exported + " mode and runs in " + run +
-           " mode: BatchNorm and Dropout modules follow --mode as eager model." + run +
+           " mode: BatchNorm and Dropout modules follow the run's mode as eager model." + run +
            "() would, but what Python decided from self.training at export time (drop-path, stochastic depth, "
            "any branch on the mode) is fixed in the program as it was in " +
            exported + " mode" +

@@ -91,7 +91,7 @@ public:
                                  " and a batch of " + std::to_string(n) +
                                  " was given: in train mode batch "
                                  "statistics would change with padding; export with a dynamic batch dimension "
-                                 "(dynamic_shapes) or use --batch-size " +
+                                 "(dynamic_shapes) or use batch size " +
                                  std::to_string(fixed_batch) + " with a probe count it divides");
         // eval mode: split into exported-size batches, padding the last with copies of its last row;
         // the padding and joining are not the model's ops (the observer does not see them)

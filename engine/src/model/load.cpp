@@ -111,8 +111,8 @@ std::unique_ptr<Model> load_model(const std::string& source, uint64_t seed, cons
     }
     if (!output.empty() && model->info.kind != "torch.export")
         throw InputError("", "output",
-                         "'" + output + "': only torch.export programs with several outputs take --output; " + source +
-                             " returns one score tensor");
+                         "'" + output + "': only torch.export programs with several outputs take an output name; " +
+                             source + " returns one score tensor");
     model->info.source = source;
     auto state = model->named_state();
     model->info.weights_sha256 = weights_hash(state);

@@ -40,7 +40,7 @@ struct ParamState {
 /// A torch.optim state_dict(): kind sgd | adam | adamw, groups and per-parameter state.
 struct OptimizerState {
     std::string kind;
-    /// How the kind was told: "decoupled_weight_decay=True", "--optimizer adamw", ... (recorded)
+    /// How the kind was told: "decoupled_weight_decay=True", "optimizer adamw as asked", ... (recorded)
     std::string kind_source;
     /// How the file's indices were mapped to the model's parameters: param_names | groups-file |
     /// trainer-rule | model-order (recorded).

@@ -190,7 +190,7 @@ std::vector<std::vector<int64_t>> choose_map(OptimizerState& o, const std::vecto
         throw InputError(ctx.file, "param_groups",
                          "hold " + std::to_string(held) + " parameters; the model has " +
                              std::to_string(params.size()) +
-                             " trainable ones (an optimizer over some of them: give --param-groups FILE)");
+                             " trainable ones (an optimizer over some of them: give a param-groups file)");
     o.mapping = "model-order";
     std::vector<int64_t> all(params.size());
     for (size_t i = 0; i < all.size(); ++i) all[i] = int64_t(i);

@@ -83,10 +83,12 @@ void load_weights(const ReplaySpec& s, const ckpt::Checkpoint& c, Side& ref, Sid
         if (!m.unexpected.empty()) what += "not in the model: " + list(m.unexpected) + "; ";
         if (!m.mismatched.empty()) what += "mismatched: " + list(m.mismatched) + "; ";
         if (!s.non_strict)
-            throw InputError(s.checkpoint, "keys",
-                             "do not match the model's parameters and buffers (" + what +
-                                 "Lightning checkpoints need --strip-prefix model.; --non-strict replays anyway)");
-        r.warnings.push_back("checkpoint keys do not match the model (--non-strict): " + what);
+            throw InputError(
+                s.checkpoint, "keys",
+                "do not match the model's parameters and buffers (" + what +
+                    "Lightning checkpoints need the key prefix 'model.' stripped; a non-strict replay runs anyway)",
+                {{"strip_prefix", "model."}, {"non_strict", ""}});
+        r.warnings.push_back("checkpoint keys do not match the model (non-strict): " + what);
     }
     std::set<const void*> params;  // a buffer may hold -inf on purpose (a causal mask): only NaN is broken there
     for (const auto& p : ref.params) params.insert(p.unsafeGetTensorImpl());
@@ -115,7 +117,7 @@ GradScaler make_scaler(const ReplaySpec& s, const ckpt::Checkpoint& c, const at:
         disabled = true;
         r.warnings.push_back(
             "no GradScaler state: a BF16 job runs without GradScaler, and so does the replay (a non-finite "
-            "gradient is then applied: the job's weights turn NaN; --scaler-state FILE if the job had one)");
+            "gradient is then applied: the job's weights turn NaN; give the scaler state file if the job had one)");
     }
     if (disabled && (s.init_scale || s.growth_interval))
         throw InputError(
@@ -134,7 +136,7 @@ GradScaler make_scaler(const ReplaySpec& s, const ckpt::Checkpoint& c, const at:
             r.warnings.push_back(
                 (c.scaler_absent_note.empty() ? std::string("no GradScaler state in the checkpoint")
                                               : c.scaler_absent_note) +
-                ": GradScaler's defaults (scale 65536) are used; --no-scaler if the job ran without one");
+                ": GradScaler's defaults (scale 65536) are used; say no GradScaler if the job ran without one");
         if (s.init_scale) {
             v.scale = *s.init_scale;
             v.growth_tracker = 0;
@@ -247,7 +249,7 @@ void prepare_optimizer(const ReplaySpec& spec, const ckpt::Checkpoint& c, ckpt::
     if (c.format == "hf-trainer" && !spec.clip_given)
         r.warnings.push_back(
             "the Trainer clips gradients to max_grad_norm (default 1.0) before each step, and the checkpoint does "
-            "not say to what: replayed without clipping; give --clip-grad-norm with the job's max_grad_norm (0: "
+            "not say to what: replayed without clipping; give the clip gradient norm as the job's max_grad_norm (0: "
             "the job did not clip)");
 }
 
@@ -487,7 +489,7 @@ ckpt::OptimizerState job_optimizer(const ReplaySpec& spec, const ckpt::Checkpoin
     }
     if (!opt)
         throw InputError(spec.checkpoint, "optimizer",
-                         "no optimizer state in the checkpoint; give it with --optimizer-state FILE");
+                         "no optimizer state in the checkpoint; give the optimizer state file");
     return std::move(*opt);
 }
 

@@ -240,10 +240,10 @@ void resolve_kind(OptimizerState& o, const std::optional<OptimizerKind>& forced,
         for (const auto& g : o.groups) decays = decays || g.weight_decay != 0;
         if (forced == OptimizerKind::Sgd)
             throw InputError(file, "param_groups",
-                             "hold Adam's (betas, amsgrad), not SGD's; --optimizer sgd contradicts it");
+                             "hold Adam's (betas, amsgrad), not SGD's; the optimizer sgd (as asked) contradicts it");
         if (forced) {
             o.kind = to_string(*forced);
-            o.kind_source = "--optimizer " + o.kind + " (no decoupled_weight_decay key: PyTorch <= 2.6)";
+            o.kind_source = "optimizer " + o.kind + " as asked (no decoupled_weight_decay key: PyTorch <= 2.6)";
         } else if (!decays) {
             o.kind = to_string(OptimizerKind::Adam);
             o.kind_source =
@@ -252,16 +252,15 @@ void resolve_kind(OptimizerState& o, const std::optional<OptimizerKind>& forced,
             throw InputError(
                 file, "param_groups",
                 "are Adam's or AdamW's from PyTorch <= 2.6 (no decoupled_weight_decay key) with weight_decay != 0, "
-                "where the two step differently and the file cannot tell which: give --optimizer adam or --optimizer "
-                "adamw");
+                "where the two step differently and the file cannot tell which: give the optimizer, adam or adamw");
         }
         for (auto& g : o.groups) g.decoupled = parse_optimizer_kind(o.kind) == OptimizerKind::Adamw;
         return;
     }
     if (forced && to_string(*forced) != o.kind)
         throw InputError(file, "param_groups",
-                         "are " + o.kind + "'s (" + o.kind_source + "); --optimizer " + to_string(*forced) +
-                             " contradicts the file");
+                         "are " + o.kind + "'s (" + o.kind_source + "); the optimizer " + to_string(*forced) +
+                             " (as asked) contradicts the file");
 }
 
 std::optional<ScalerState> read_scaler(const c10::IValue& v, const std::string& file, const std::string& field) {

@@ -53,7 +53,7 @@ std::string device_statistics_note(const std::string& kind, const std::string& b
     return "op statistics: this build has no " + api + " statistics kernel (" +
            (kind == "hip" ? "built without hipcc for a ROCm LibTorch" : "built without nvcc") +
            "): with inspection on, every op output is copied to the host (one synchronisation per op); "
-           "--no-inspect avoids it, a build with " +
+           "running without inspection avoids it, a build with " +
            (kind == "hip" ? "hipcc" : "the CUDA toolkit") + " keeps them on the device";
 }
 

@@ -263,7 +263,7 @@ RunResult run_comparison_distributed(const RunSpec& spec_in, const DistributedEn
         if (const auto idle = idle_ranks(run.res.ranks); !idle.empty())
             run.res.warnings.push_back(idle + " ran no samples: the probe set has fewer batches of " +
                                        std::to_string(batch) + " than there are ranks (" +
-                                       std::to_string(env.world_size) + "); a smaller --batch-size spreads it");
+                                       std::to_string(env.world_size) + "); a smaller batch size spreads it");
         const auto& mine = run.res.ranks[size_t(env.rank)];
         Shard shard{shard_probes(run.probes, {mine.first_sample, mine.samples}), &rank_progress};
         return env.rank == 0 ? lead(run, g, shard) : follow(run, g, shard);

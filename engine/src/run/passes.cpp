@@ -52,7 +52,7 @@ at::Device parse_device(const std::string& d) {
     if (!torch::cuda::is_available())
         throw InputError(
             "", "device",
-            "'" + d + "' requested, but no CUDA (or ROCm) device is available on this machine; use --device cpu");
+            "'" + d + "' requested, but no CUDA (or ROCm) device is available on this machine; use device cpu");
     if (idx >= int(torch::cuda::device_count()))
         throw InputError(
             "", "device",
@@ -74,7 +74,7 @@ std::exception_ptr forward_error(const std::exception& err, const Model& model, 
         full.find("not enough memory") != std::string::npos || full.find("out of memory") != std::string::npos ||
         full.find("can't allocate memory") != std::string::npos)
         return std::make_exception_ptr(ModelError("out of memory in " + stage + " (batch of " + std::to_string(rows) +
-                                                  "); try a smaller --batch-size: " + msg));
+                                                  "); try a smaller batch size: " + msg));
     if (dynamic_cast<const torch::jit::JITException*>(&err))
         return std::make_exception_ptr(
             ModelError("the model " + model.info.source + " raised an exception in " + stage + ": " + msg));
@@ -391,7 +391,7 @@ void ComparisonRun::load_inputs() {
     if (model->fixed_batch > 0 && model->fixed_batch != spec.batch_size)
         res.warnings.push_back(
             "the model was exported with a static batch of " + std::to_string(model->fixed_batch) +
-            ": passes run in batches of that size (the last one padded in eval mode), not --batch-size " +
+            ": passes run in batches of that size (the last one padded in eval mode), not batch size " +
             std::to_string(spec.batch_size));
     res.probes = probes.info;
     res.samples = probes.samples;

@@ -221,16 +221,8 @@ QString AdviseDialog::granularity() const {
 }
 
 AdviseSpec AdviseDialog::adviseSpec() const {
-    AdviseSpec a;
-    a.granularity = parse_granularity(granularity().toStdString());
-    a.run = run_.spec;
-    a.run.criteria = run_.criteria;  // as fixed before that run's first pass
-    a.run.criteria.fixed_at.clear();
-    a.run.keep_fp32.clear();
-    a.run.keep_bf16.clear();
-    a.run.fp8_what_if = false;  // statistics the advice does not use
-    a.run.advised_from = run_.run_id;
-    return a;
+    // the recorded run's spec and criteria; the advice refuses model or probe files changed since
+    return advise_spec_of(run_, parse_granularity(granularity().toStdString()));
 }
 
 bool AdviseDialog::start() {

@@ -73,7 +73,19 @@ struct AdviseSpec {
     /// set): its verdict decides between Found (accepted) and Unverified. Unset: the result
     /// stays Found, not yet verified (apply_verification when the verdict is known).
     std::function<Verdict(const std::vector<std::string>& keep_fp32)> verify;
+    /// Advising a recorded run (advise_spec_of): its id and the model and probe set it ran
+    /// on; the advice refuses files that changed since (sha256, weights_sha256). Empty: a new
+    /// spec, nothing to compare.
+    std::string recorded_run;
+    ModelInfo recorded_model;
+    ProbeInfo recorded_probes;
 };
+
+/// The advice of recorded run `r` (both front ends): its model, probes, precisions, device,
+/// mode, seed, batch size and criteria as fixed before its first pass, without its kept sets
+/// and FP8 what-if statistics; advised_from = its id. The advice checks that the model and
+/// probe files are still the ones the run used.
+AdviseSpec advise_spec_of(const RunResult& r, Granularity granularity);
 
 struct AdviseResult {
     /// Unverified: the search's passes accepted the set but its verifying run did not (the
