@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 
+#include "lm_program.h"
 #include "model/model.h"
 #include "run/pass.h"
 
@@ -27,20 +28,16 @@ BENCHMARK(BM_LoadExportProgram)->Unit(benchmark::kMillisecond)->Iterations(5);
 /// the instrumented/plain ratio is not a ratio of two moments of a noisy machine.
 void BM_LmPass(benchmark::State& st, ampscope::Precision precision, bool inspect) {
     using namespace ampscope::detail;
-    const char* pt2 = std::getenv("AMPSCOPE_BENCH_LM_PT2");
-    const char* probes_path = std::getenv("AMPSCOPE_BENCH_LM_PROBES");
-    if (!pt2 || !probes_path) {
-        st.SkipWithError("AMPSCOPE_BENCH_LM_PT2 / AMPSCOPE_BENCH_LM_PROBES not set (bench/lm_bench.py sets them)");
-        return;
-    }
-    static auto model = load_model(pt2, 0);
-    static auto probes = load_probes(probes_path, *model, 0);
+    auto* lm = ampscope::bench::lm_program(st);
+    if (!lm) return;
+    auto& model = *lm->model;
+    const auto& probes = lm->probes;
     PassOptions o;
     o.precision = precision;
     o.inspect = inspect;
     o.batch_size = int(probes.samples.size());
-    run_pass(*model, probes, at::Device(at::kCPU), o, nullptr, false);  // warm-up
-    for (auto _ : st) benchmark::DoNotOptimize(run_pass(*model, probes, at::Device(at::kCPU), o, nullptr, false));
+    run_pass(model, probes, at::Device(at::kCPU), o, nullptr, false);  // warm-up
+    for (auto _ : st) benchmark::DoNotOptimize(run_pass(model, probes, at::Device(at::kCPU), o, nullptr, false));
 }
 BENCHMARK_CAPTURE(BM_LmPass, fp32_plain, ampscope::Precision::Fp32, false)
     ->Unit(benchmark::kMillisecond)

@@ -164,6 +164,25 @@ def observer_figures(exe, pt2, probes, repeats, env, results):
             results[f"observer_{prec}_{key}"] = {"inspected_ms": i, "plain_ms": p, "repeats": repeats}
 
 
+def fp8_figures(exe, pt2, probes, repeats, env, results):
+    """The simulated FP8 and block-scaled passes against a plain BF16 pass of the program (issue 30:
+    <= 1.5x): BM_LmRecipe (bench_fp8.cpp), one process, interleaved, CPU-time and wall medians."""
+    bench = os.path.join(os.path.dirname(os.path.dirname(exe)), "bench", "ampscope_bench")
+    if not os.path.exists(bench):
+        sys.exit(f"lm_bench: --fp8 needs {bench} (build the ampscope_bench target)")
+    out = cli([bench, "--benchmark_filter=BM_LmRecipe/", f"--benchmark_repetitions={repeats}",
+               "--benchmark_enable_random_interleaving=true", "--benchmark_min_time=0.01",
+               "--benchmark_report_aggregates_only=true", "--benchmark_format=json"],
+              {**env, "AMPSCOPE_BENCH_LM_PT2": pt2, "AMPSCOPE_BENCH_LM_PROBES": probes})
+    med = {b["run_name"].split("/")[1]: b for b in json.loads(out.stdout)["benchmarks"] if b.get("aggregate_name") == "median"}
+    for recipe in ("fp8", "fp8_rowwise", "fp8_delayed", "mxfp8", "nvfp4"):
+        for key, what in (("cpu_time", "CPU"), ("real_time", "wall")):
+            line(f"simulated {recipe.replace('_', '-')} pass ({what}, median of {repeats})", med[recipe][key], "ms",
+                 "plain bf16 pass", med["bf16"][key], "<= 1.5x")
+        results[f"fp8_{recipe}"] = {"pass_ms": med[recipe]["cpu_time"], "bf16_ms": med["bf16"]["cpu_time"],
+                                    "repeats": repeats}
+
+
 def rss_figures(exe, pt2, probes, batch, weights, unique, env, results):
     """Peak RSS of a whole `run` (FP32 + FP16 + BF16, inspection on), without and with recording
     into the database, against the weights' bytes: the state_dict's and the unique ones."""
@@ -193,6 +212,8 @@ def main():
     ap.add_argument("--rss-only", action="store_true", help="only the peak-RSS figures (minutes instead of an hour on a slow CPU)")
     ap.add_argument("--observer", action="store_true",
                     help="only the instrumented/plain pass ratios, FP32, BF16 and FP16 (--repeats interleaved, CPU and wall)")
+    ap.add_argument("--fp8", action="store_true",
+                    help="only the simulated FP8 / block-scaled passes against plain BF16 (--repeats interleaved)")
     ap.add_argument("--interleave", type=int, default=0, metavar="ROUNDS",
                     help="only the plain AMP pass against eager, alternated ROUNDS times (median)")
     a = ap.parse_args()
@@ -220,6 +241,10 @@ def main():
             pt2_ms, eager = interleaved_plain(exe, model, ids, pt2, probes, a.amp, a.batch, a.interleave, env, d)
             line(f"plain {a.amp} pass, .pt2, interleaved (median of {a.interleave})", pt2_ms, "ms", "eager PyTorch", eager, "<= 1.05x")
             results[f"plain_{a.amp}_interleaved"] = {"pt2_ms": pt2_ms, "eager_ms": eager, "rounds": a.interleave}
+            print(json.dumps(results))
+            return
+        if a.fp8:
+            fp8_figures(exe, pt2, probes, a.repeats, env, results)
             print(json.dumps(results))
             return
         if a.observer:

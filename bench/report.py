@@ -36,6 +36,12 @@ if plain and inst:  # CPU-time medians of interleaved repetitions (the issue's m
     pw, iw = t("BM_AmpPass/plain/real_time"), t("BM_AmpPass/instrumented/real_time")
     rows.append(("instrumented fp16 pass, demo:transformer CPU (CPU time)", f"{inst:.2f} ms", f"plain {plain:.2f} ms",
                  f"{inst / plain:.2f}x (wall {iw / pw:.2f}x)", "<= 1.10x"))
+bf16 = cpu("BM_RecipePass/bf16/real_time")  # simulated FP8 / block-scaled passes against plain BF16 (bench_fp8.cpp)
+for recipe in ("fp8", "fp8_rowwise", "fp8_delayed", "mxfp8", "nvfp4"):
+    r = cpu(f"BM_RecipePass/{recipe}/real_time")
+    if r and bf16:
+        rows.append((f"simulated {recipe.replace('_', '-')} pass, demo:transformer (CPU time)", f"{r:.2f} ms",
+                     f"plain bf16 {bf16:.2f} ms", f"{r / bf16:.2f}x", "<= 1.5x"))
 w = b.get("BM_StoreWriteLayers/iterations:2/real_time")
 if w:
     rate = w["items_per_second"]
@@ -74,6 +80,11 @@ for prec in ("fp32", "bf16", "fp16"):  # bench/lm_bench.py --observer
         wall = f" (wall {w['inspected_ms'] / w['plain_ms']:.2f}x)" if w else ""
         rows.append((f"instrumented {prec} pass, GPT-2-small .pt2 4x128 (CPU time)", f"{x['inspected_ms']:.0f} ms",
                      f"plain {x['plain_ms']:.0f} ms", f"{x['inspected_ms'] / x['plain_ms']:.2f}x{wall}", "<= 1.10x"))
+for recipe in ("fp8", "fp8_rowwise", "fp8_delayed", "mxfp8", "nvfp4"):  # bench/lm_bench.py --fp8
+    x = extra.get(f"fp8_{recipe}")
+    if x:
+        rows.append((f"simulated {recipe.replace('_', '-')} pass, GPT-2-small .pt2 4x128 (CPU time)", f"{x['pass_ms']:.0f} ms",
+                     f"plain bf16 {x['bf16_ms']:.0f} ms", f"{x['pass_ms'] / x['bf16_ms']:.2f}x", "<= 1.5x"))
 for name in ("no_db", "recorded"):
     x = extra.get(f"peak_rss_{name}")
     if x:

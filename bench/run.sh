@@ -6,7 +6,8 @@
 #     --build  also the build times (bench/build_time.sh: dev preset from clean with a cold
 #              compiler cache, and one engine file changed to a built CLI; minutes)
 #     --lm     also the GPT-2-small figures (bench/lm_bench.py: instrumented/plain pass in FP32,
-#              BF16 and FP16, CPU-time medians of 6 interleaved repetitions; peak RSS; minutes)
+#              BF16 and FP16, CPU-time medians of 6 interleaved repetitions; peak RSS; the
+#              simulated FP8 and block-scaled passes against plain BF16; minutes)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 with_build=0 with_lm=0 pass=()
@@ -46,8 +47,9 @@ if [ $with_build = 1 ]; then bash bench/build_time.sh > "$tmp/build.json"; fi
 if [ $with_lm = 1 ]; then
   "$py" bench/lm_bench.py build-release/app/ampscope-cli --observer --repeats 6 | tail -1 > "$tmp/lm_observer.json"
   "$py" bench/lm_bench.py build-release/app/ampscope-cli --rss-only | tail -1 > "$tmp/lm_rss.json"
+  "$py" bench/lm_bench.py build-release/app/ampscope-cli --fp8 --repeats 6 | tail -1 > "$tmp/lm_fp8.json"
 fi
 "$py" bench/report.py "$tmp/bench.json" "$tmp/hooks.json" "$tmp/gui.json" "$tmp/frames.json" "$tmp/build.json" \
-  "$tmp/lm_observer.json" "$tmp/lm_rss.json"
+  "$tmp/lm_observer.json" "$tmp/lm_rss.json" "$tmp/lm_fp8.json"
 # GUI: a training run shown live (heartbeat, UI CPU per step at 500/1000/2000 steps; bench/README.md)
 [ -x build-release/bench/ampscope_bench_ui ] && QT_QPA_PLATFORM=offscreen build-release/bench/ampscope_bench_ui 2>/dev/null | grep BM_ || true

@@ -245,20 +245,26 @@ void Fp8Oracle::check_scheme(Fp8Scheme scheme) {
         const auto& w = want_["cases"][i];
         QuantStats s;
         const auto q = ampscope::detail::quantize_dequantize(c.x, c.spec, &s);
-        ASSERT_EQ(q.sizes().vec(), w["shape"].get<std::vector<int64_t>>()) << c.name;
+        // without statistics: a pass's own path (small operands fused into two loops)
+        const auto q_alone = ampscope::detail::quantize_dequantize(c.x, c.spec);
         const auto bits = w["bits"].get<std::vector<int32_t>>();
-        const auto flat = q.contiguous().flatten();
-        const float* got = flat.const_data_ptr<float>();
-        int64_t differ = 0, first = -1;
-        for (int64_t k = 0; k < flat.numel(); ++k) {
-            float want;
-            std::memcpy(&want, &bits[size_t(k)], sizeof want);
-            int32_t gb;
-            std::memcpy(&gb, &got[k], sizeof gb);
-            if (gb != bits[size_t(k)] && !(std::isnan(want) && std::isnan(got[k])))
-                differ += (first < 0 ? first = k : 0, 1);
+        for (const auto& [how, t] :
+             {std::pair<const char*, const at::Tensor&>{"with statistics", q}, {"alone", q_alone}}) {
+            ASSERT_EQ(t.sizes().vec(), w["shape"].get<std::vector<int64_t>>()) << c.name;
+            const auto flat = t.contiguous().flatten();
+            const float* got = flat.const_data_ptr<float>();
+            int64_t differ = 0, first = -1;
+            for (int64_t k = 0; k < flat.numel(); ++k) {
+                float want;
+                std::memcpy(&want, &bits[size_t(k)], sizeof want);
+                int32_t gb;
+                std::memcpy(&gb, &got[k], sizeof gb);
+                if (gb != bits[size_t(k)] && !(std::isnan(want) && std::isnan(got[k])))
+                    differ += (first < 0 ? first = k : 0, 1);
+            }
+            EXPECT_EQ(differ, 0) << c.name << " (" << how << "): values differing from torchao, the first at " << first;
         }
-        EXPECT_EQ(differ, 0) << c.name << ": values differing from torchao, the first at " << first;
+        EXPECT_TRUE(same(ampscope::detail::operand_amax(c.x), s.amax)) << c.name;
         EXPECT_EQ(s.numel, w["numel"].get<int64_t>()) << c.name;
         EXPECT_EQ(s.nonfinite, w["nonfinite"].get<int64_t>()) << c.name;
         EXPECT_EQ(s.nonzero, w["nonzero"].get<int64_t>()) << c.name;
@@ -385,6 +391,49 @@ TEST_F(Fp8Oracle, DelayedScalingAsTransformerEngine) {
 // The FP8 pass's hook: under BF16 autocast and an Fp8PassGuard, aten::linear is torchao's emulated
 // Float8Linear (mm of the E4M3 quantize-dequantized operands in FP32, cast to BF16, + bias in BF16);
 // without the guard, or with autocast off (an FP32 region), it is the ordinary linear.
+/// round_e4m3 / round_e5m2 (the fused path's element rounding, bit arithmetic) against ATen's cast
+/// to float8 and back, over every 61st FP32 bit pattern from 0 to the format's largest finite
+/// value, both signs, and the midpoints between neighbouring elements (the ties) and their
+/// FP32 neighbours.
+TEST(Fp8Round, TheSameValuesAsACastToFloat8AndBack) {
+    for (const auto element : {Fp8Element::E4M3, Fp8Element::E5M2}) {
+        const float fmax = float(max_finite(element));
+        const auto dtype = element == Fp8Element::E4M3 ? at::kFloat8_e4m3fn : at::kFloat8_e5m2;
+        const auto round = element == Fp8Element::E4M3 ? ampscope::detail::round_e4m3 : ampscope::detail::round_e5m2;
+        uint32_t top;
+        std::memcpy(&top, &fmax, sizeof top);
+        std::vector<float> v;
+        for (uint32_t b = 0; b <= top; b += 61) {
+            float f;
+            std::memcpy(&f, &b, sizeof f);
+            v.push_back(f);
+            v.push_back(-f);
+        }
+        // every element value (all 256 codes) and the ties between neighbours, with their neighbours
+        const auto codes = at::arange(256, at::kInt).to(at::kByte).view(dtype).to(at::kFloat);
+        const auto grid = std::get<0>(codes.masked_select(at::isfinite(codes)).sort());
+        const float* gv = grid.const_data_ptr<float>();
+        for (int64_t i = 0; i + 1 < grid.numel(); ++i) {
+            const float mid = gv[i] + (gv[i + 1] - gv[i]) / 2;
+            for (const float f : {gv[i], mid, std::nextafter(mid, -kInf), std::nextafter(mid, kInf)})
+                if (std::fabs(f) <= fmax) v.push_back(f);
+        }
+        v.push_back(kNan);
+        const auto x = at::from_blob(v.data(), {int64_t(v.size())}, at::kFloat);
+        const auto want = x.to(dtype).to(at::kFloat);
+        const float* w = want.const_data_ptr<float>();
+        int64_t differ = 0;
+        float first = 0;
+        for (size_t i = 0; i < v.size(); ++i) {
+            const float got = round(v[i]);
+            if (std::memcmp(&got, &w[i], sizeof got) == 0 || (std::isnan(got) && std::isnan(w[i]))) continue;
+            if (differ++ == 0) first = v[i];
+        }
+        EXPECT_EQ(differ, 0) << (element == Fp8Element::E4M3 ? "e4m3" : "e5m2") << ": " << v.size()
+                             << " values, the first differing " << first;
+    }
+}
+
 TEST(Fp8Pass, LinearRunsOnQuantizedOperandsUnderTheGuard) {
     auto g = at::detail::createCPUGenerator(7);
     const auto x = at::randn({6, 32}, g) * 3, w = at::randn({24, 32}, g), b = at::randn({24}, g);

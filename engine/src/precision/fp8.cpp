@@ -5,11 +5,50 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
+#include <vector>
 
 namespace ampscope::detail {
+
+namespace {
+
+/// `c` (|c| <= the format's largest finite value, or NaN) rounded to nearest even with `mbits`
+/// mantissa bits, normals from `min_normal`, subnormals a multiple of min_normal / 2^mbits:
+/// above it by rounding the FP32 mantissa, below it by adding and taking away a number whose ulp
+/// is that multiple.
+template <int Mbits>
+float round_fp8(float c, float min_normal) {
+    if (std::isnan(c)) return c;
+    const float a = std::fabs(c);
+    float r;
+    if (a < min_normal) {
+        const float magic = min_normal * float(1 << (23 - Mbits));  // its ulp: the subnormal step
+        r = (a + magic) - magic;
+    } else {
+        constexpr int kShift = 23 - Mbits;
+        uint32_t b;
+        std::memcpy(&b, &a, sizeof b);
+        b += ((1u << (kShift - 1)) - 1) + ((b >> kShift) & 1u);
+        b &= ~((1u << kShift) - 1);
+        std::memcpy(&r, &b, sizeof r);
+    }
+    return std::copysign(r, c);
+}
+
+}  // namespace
+
+float round_e4m3(float c) {
+    return round_fp8<3>(c, 0.015625f);  // 2^-6
+}
+
+float round_e5m2(float c) {
+    return round_fp8<2>(c, 6.103515625e-05f);  // 2^-14
+}
 namespace {
 
 at::ScalarType dtype_of(Fp8Element e) {
@@ -49,6 +88,70 @@ Parts scaled_fp8(const at::Tensor& x, const QuantSpec& spec) {
     p.q = p.e / scale;
     p.mult = scale;
     return p;
+}
+
+/// Operands up to this many elements take the fused path below: there the ATen operations'
+/// dispatch, not their arithmetic, is the cost (a small model's simulated pass was 2x its BF16
+/// pass). Larger ones keep the ATen operations, which are vectorized and parallel.
+constexpr int64_t kFusedMaxElements = int64_t(1) << 16;
+
+/// max |x| of n floats; NaN when any is NaN (as at::max(at::abs(x)) gives it).
+float abs_max(const float* x, int64_t n) {
+    float m = 0.0f;
+    for (int64_t i = 0; i < n; ++i) {
+        const float a = std::fabs(x[i]);
+        if (std::isnan(a)) return a;
+        m = std::max(m, a);
+    }
+    return m;
+}
+
+/// amax_to_scale for one amax, the same IEEE operations in the same order (FP64 reciprocal of
+/// the clamped amax, times fmax, rounded to FP32).
+float amax_to_scale(float amax, double fmax) {
+    const double a = double(amax);
+    return float((1.0 / (std::isnan(a) ? a : std::max(a, 1e-12))) * fmax);
+}
+
+/// q = round(clamp(x * s, -fmax, fmax)) / s over n floats, round() the element format's
+/// (round_e4m3 / round_e5m2): scaled_fp8's q, element by element.
+template <float (*Round)(float)>
+void quantize_scaled(const float* x, float* q, int64_t n, float s, float fmax) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float y = x[i] * s;
+        const float c = std::isnan(y) ? y : std::min(std::max(y, -fmax), fmax);
+        q[i] = Round(c) / s;
+    }
+}
+
+/// scaled_fp8(x, spec).q without the parts only the statistics need, for a small contiguous FP32
+/// x: one loop for the amax, one for scale, clamp, cast and back. Bitwise the same values; the
+/// rowwise scales' power-of-two rounding stays ATen's log2/exp2 (torchao's, not exact math).
+at::Tensor scaled_fp8_q(const at::Tensor& x, const QuantSpec& spec) {
+    const double fmax = max_finite(spec.element);
+    const bool rowwise = spec.scheme == Fp8Scheme::Rowwise;
+    const int64_t n = x.numel(), k = rowwise ? x.size(-1) : n, rows = k ? n / k : 0;
+    const float* src = x.const_data_ptr<float>();
+    std::vector<float> scales(size_t(std::max<int64_t>(rows, 1)));
+    if (rowwise) {
+        auto amax = at::empty({rows}, x.options());
+        float* a = amax.data_ptr<float>();
+        for (int64_t r = 0; r < rows; ++r) a[r] = abs_max(src + r * k, k);
+        const auto sc = amax_to_scale(amax, fmax, spec.pow2_scales);
+        std::copy_n(sc.const_data_ptr<float>(), rows, scales.begin());
+    } else {
+        scales[0] = spec.given_scale > 0.0f ? spec.given_scale : amax_to_scale(abs_max(src, n), fmax);
+    }
+    auto q = at::empty_like(x);
+    float* dst = q.data_ptr<float>();
+    for (int64_t r = 0; r < std::max<int64_t>(rows, 1); ++r) {
+        const int64_t off = rowwise ? r * k : 0, len = rowwise ? k : n;
+        if (spec.element == Fp8Element::E5M2)
+            quantize_scaled<round_e5m2>(src + off, dst + off, len, scales[size_t(r)], float(fmax));
+        else
+            quantize_scaled<round_e4m3>(src + off, dst + off, len, scales[size_t(r)], float(fmax));
+    }
+    return q;
 }
 
 /// MX (torchao mx_tensor.to_mx, FLOOR, then to_dtype): x FP32 contiguous, last dim a multiple of 32.
@@ -181,6 +284,13 @@ void fill_stats(QuantStats& s, const at::Tensor& x, const Parts& p) {
 
 }  // namespace
 
+double operand_amax(const at::Tensor& x) {
+    const auto x32 = x.to(at::kFloat).contiguous();
+    if (x32.numel() == 0) return 0.0;
+    if (x32.numel() <= kFusedMaxElements) return abs_max(x32.const_data_ptr<float>(), x32.numel());
+    return at::max(at::abs(x32)).item<double>();
+}
+
 at::Tensor quantize_dequantize(const at::Tensor& x, const QuantSpec& spec_in, QuantStats* stats) {
     if (!at::isFloatingType(x.scalar_type())) throw std::invalid_argument("quantize: a floating-point operand");
     QuantSpec spec = spec_in;
@@ -196,8 +306,11 @@ at::Tensor quantize_dequantize(const at::Tensor& x, const QuantSpec& spec_in, Qu
         if (stats) *stats = QuantStats{spec.scheme, spec.element};
         return x32.clone();
     }
-    const Parts p = (spec.scheme == Fp8Scheme::Tensorwise || spec.scheme == Fp8Scheme::Rowwise) ? scaled_fp8(x32, spec)
-                                                                                                : blocked(x32, spec);
+    const bool scaled = spec.scheme == Fp8Scheme::Tensorwise || spec.scheme == Fp8Scheme::Rowwise;
+    if (!stats && scaled && x32.numel() <= kFusedMaxElements &&
+        (spec.scheme == Fp8Scheme::Tensorwise || spec.axis == x32.dim() - 1))
+        return scaled_fp8_q(x32, spec);
+    const Parts p = scaled ? scaled_fp8(x32, spec) : blocked(x32, spec);
     if (stats) {
         *stats = QuantStats{};
         stats->scheme = spec.scheme;

@@ -37,4 +37,13 @@ namespace ampscope::detail {
 /// the operand's statistics (QuantStats).
 at::Tensor quantize_dequantize(const at::Tensor& x, const QuantSpec& spec, QuantStats* stats = nullptr);
 
+/// `c` as E4M3FN / E5M2 holds it, back in FP32: round to nearest even, |c| at most the format's
+/// largest finite value (clamped before, as the recipes do), NaN kept. The same values as a cast
+/// to float8_e4m3fn / float8_e5m2 and back, without a tensor operation.
+float round_e4m3(float c);
+float round_e5m2(float c);
+
+/// max |x| in FP32 (NaN when x holds one; 0 when empty): QuantStats::amax without the rest.
+double operand_amax(const at::Tensor& x);
+
 }  // namespace ampscope::detail

@@ -71,10 +71,15 @@ at::Tensor quantize_operand(const at::Tensor& t, const char* operand, int call) 
         s.given_scale = delayed->scale();  // the scale of the batches before, stale for this one
     }
     if (!t_sink && !delayed) return quantize_dequantize(t, s);
+    if (!t_sink) {  // delayed scaling without statistics: the history needs this batch's amax alone
+        auto q = quantize_dequantize(t, s);
+        delayed->record(float(operand_amax(t)));
+        return q;
+    }
     QuantStats st;
     auto q = quantize_dequantize(t, s, &st);
     if (delayed) delayed->record(float(st.amax));  // this batch's amax enters the history
-    if (t_sink) merge_into_sink(module, operand, st);
+    merge_into_sink(module, operand, st);
     return q;
 }
 
