@@ -204,7 +204,7 @@ void finish_spec(RunOptions& o) {
 }
 
 std::vector<std::string> read_keep_fp32_file(const std::string& path, bool allow_unverified) {
-    return storage::read_fp32_regions_file(path, "--keep-fp32-file", allow_unverified);
+    return storage::read_regions_file(path, "--keep-fp32-file", allow_unverified);
 }
 
 }  // namespace ampscope::cli

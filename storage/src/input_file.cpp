@@ -68,33 +68,38 @@ bool valid_utf8(const std::string& s) {
     return true;
 }
 
-std::vector<std::string> regions_of_json(const std::string& path, const std::string& text, bool allow_unverified) {
+std::vector<std::string> regions_of_json(const std::string& path, const std::string& text, bool allow_unverified,
+                                         RegionsList list) {
+    const bool bf16 = list == RegionsList::KeepBf16;
+    const std::string key = bf16 ? "keep_bf16" : "keep_fp32";
+    const std::string expected = "expected a JSON object with a \"" + key +
+                                 "\" list of module paths (as ampscope-cli advise" +
+                                 (bf16 ? " --precision fp8 (or another FP8 recipe)" : "") + " writes)";
     nlohmann::json j;
     try {
         j = nlohmann::json::parse(text);
     } catch (const nlohmann::json::parse_error& e) {
-        throw InputError(
-            path, "keep_fp32",
-            "not valid JSON (at byte " + std::to_string(e.byte) +
-                "); expected a JSON object with a \"keep_fp32\" list of module paths (as ampscope-cli advise writes)");
+        throw InputError(path, key, "not valid JSON (at byte " + std::to_string(e.byte) + "); " + expected);
     }
-    if (!j.is_object() || !j.contains("keep_fp32") || !j["keep_fp32"].is_array())
-        throw InputError(
-            path, "keep_fp32",
-            "expected a JSON object with a \"keep_fp32\" list of module paths (as ampscope-cli advise writes)");
-    if (j.contains("keep_bf16"))
+    if (!bf16 && j.is_object() && j.contains("keep_bf16"))
         throw InputError(path, "keep_bf16",
                          "the advice of an FP8 recipe: its modules stay in BF16 out of FP8 (keep_bf16), not in FP32; "
                          "expected an fp16/bf16 advice's FP32 set (give an FP8 advice's modules to keep_bf16)");
+    if (bf16 && j.is_object() && !j.contains("keep_bf16") && j.contains("keep_fp32"))
+        throw InputError(
+            path, "keep_fp32",
+            "the advice of fp16/bf16 passes: its modules stay in FP32 (keep_fp32), not in BF16 out of FP8; "
+            "expected an FP8 recipe's advice (keep_bf16), or give these modules to keep_fp32");
+    if (!j.is_object() || !j.contains(key) || !j[key].is_array()) throw InputError(path, key, expected);
     if (j.contains("outcome") && j["outcome"] == "unverified" && !allow_unverified)
         throw InputError(
             path, "outcome",
             "'unverified': the advised set's verifying run was rejected, so the set is not advice; expected a "
             "verified advise JSON (outcome 'found'), or --allow-unverified (ampscope-cli run) to run the set anyway");
     std::vector<std::string> out;
-    for (const auto& m : j["keep_fp32"]) {
+    for (const auto& m : j[key]) {
         if (!m.is_string() || m.get<std::string>().empty())
-            throw InputError(path, "keep_fp32", "expected non-empty module-path strings, found " + m.dump());
+            throw InputError(path, key, "expected non-empty module-path strings, found " + m.dump());
         out.push_back(m.get<std::string>());
     }
     return out;
@@ -102,8 +107,8 @@ std::vector<std::string> regions_of_json(const std::string& path, const std::str
 
 }  // namespace
 
-std::vector<std::string> read_fp32_regions_file(const std::string& path, const std::string& what,
-                                                bool allow_unverified) {
+std::vector<std::string> read_regions_file(const std::string& path, const std::string& what, bool allow_unverified,
+                                           RegionsList list) {
     std::string text = read_small_file(path, what);
     if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);  // a UTF-8 byte-order mark (Windows editors)
     for (const unsigned char c : text)
@@ -112,7 +117,7 @@ std::vector<std::string> read_fp32_regions_file(const std::string& path, const s
     if (!valid_utf8(text)) throw InputError(path, what, std::string("not UTF-8 text; ") + kExpected);
     const auto first = text.find_first_not_of(" \t\r\n");
     if (first != std::string::npos && (text[first] == '{' || text[first] == '['))
-        return regions_of_json(path, text, allow_unverified);
+        return regions_of_json(path, text, allow_unverified, list);
     std::vector<std::string> out;
     std::istringstream lines(text);
     int n = 0;
@@ -128,7 +133,11 @@ std::vector<std::string> read_fp32_regions_file(const std::string& path, const s
                 "expected one module-path glob a line (no spaces or commas), found '" + clip_echo(glob) + "'");
         out.push_back(glob);
     }
-    if (out.empty()) throw InputError(path, what, std::string("no FP32 region in the file; ") + kExpected);
+    if (out.empty())
+        throw InputError(path, what,
+                         std::string(list == RegionsList::KeepBf16 ? "no module glob in the file; "
+                                                                   : "no FP32 region in the file; ") +
+                             kExpected);
     return out;
 }
 

@@ -137,7 +137,7 @@ struct RegionsFile : ::testing::Test {
     /// The InputError's message; fails the test when the file is accepted.
     std::string refused(const std::string& path, bool allow_unverified = false) {
         try {
-            storage::read_fp32_regions_file(path, "--keep-fp32-file", allow_unverified);
+            storage::read_regions_file(path, "--keep-fp32-file", allow_unverified);
         } catch (const InputError& e) {
             return e.what();
         }
@@ -149,13 +149,13 @@ struct RegionsFile : ::testing::Test {
 using Globs = std::vector<std::string>;
 
 TEST_F(RegionsFile, TextLinesCommentsAndLineEndings) {
-    EXPECT_EQ(storage::read_fp32_regions_file(file("a.txt", "# regions\nblocks.0.*\r\n\n  head\t# the classifier\n"),
-                                              "f", false),
-              (Globs{"blocks.0.*", "head"}));
-    EXPECT_EQ(storage::read_fp32_regions_file(file("bom.txt",
-                                                   "\xEF\xBB\xBF"
-                                                   "fc1\nfc2\n"),
-                                              "f", false),
+    EXPECT_EQ(
+        storage::read_regions_file(file("a.txt", "# regions\nblocks.0.*\r\n\n  head\t# the classifier\n"), "f", false),
+        (Globs{"blocks.0.*", "head"}));
+    EXPECT_EQ(storage::read_regions_file(file("bom.txt",
+                                              "\xEF\xBB\xBF"
+                                              "fc1\nfc2\n"),
+                                         "f", false),
               (Globs{"fc1", "fc2"}));
     const auto spaced = refused(file("spaced.txt", "fc1\nfc2, fc3\n"));
     EXPECT_NE(spaced.find("line 2"), std::string::npos) << spaced;
@@ -164,20 +164,20 @@ TEST_F(RegionsFile, TextLinesCommentsAndLineEndings) {
 }
 
 TEST_F(RegionsFile, AdviseJson) {
-    EXPECT_EQ(storage::read_fp32_regions_file(file("a.json", R"({"outcome": "found", "keep_fp32": ["embed", "head"]})"),
-                                              "f", false),
+    EXPECT_EQ(storage::read_regions_file(file("a.json", R"({"outcome": "found", "keep_fp32": ["embed", "head"]})"), "f",
+                                         false),
               (Globs{"embed", "head"}));
-    EXPECT_EQ(storage::read_fp32_regions_file(file("bom.json",
-                                                   "\xEF\xBB\xBF"
-                                                   R"({"keep_fp32": ["embed"]})"),
-                                              "f", false),
+    EXPECT_EQ(storage::read_regions_file(file("bom.json",
+                                              "\xEF\xBB\xBF"
+                                              R"({"keep_fp32": ["embed"]})"),
+                                         "f", false),
               (Globs{"embed"}));
-    EXPECT_EQ(storage::read_fp32_regions_file(file("none.json", R"({"outcome": "already_accepted", "keep_fp32": []})"),
-                                              "f", false),
+    EXPECT_EQ(storage::read_regions_file(file("none.json", R"({"outcome": "already_accepted", "keep_fp32": []})"), "f",
+                                         false),
               Globs{});
     const auto unverified = file("u.json", R"({"outcome": "unverified", "keep_fp32": ["fc1"]})");
     EXPECT_NE(refused(unverified).find("field 'outcome'"), std::string::npos) << refused(unverified);
-    EXPECT_EQ(storage::read_fp32_regions_file(unverified, "f", true), (Globs{"fc1"}));
+    EXPECT_EQ(storage::read_regions_file(unverified, "f", true), (Globs{"fc1"}));
     for (const auto& [name, text, words] : std::vector<std::tuple<std::string, std::string, std::string>>{
              {"broken.json", R"({"keep_fp32": ["fc1",)", "not valid JSON"},
              {"nolist.json", R"({"keep": ["fc1"]})", "\"keep_fp32\" list"},
@@ -186,6 +186,37 @@ TEST_F(RegionsFile, AdviseJson) {
         const auto msg = refused(file(name, text));
         EXPECT_NE(msg.find("field 'keep_fp32'"), std::string::npos) << msg;
         EXPECT_NE(msg.find(words), std::string::npos) << msg;
+    }
+}
+
+/// The BF16 set of FP8 passes (keep_bf16) from an FP8 recipe's advice; each list refuses the
+/// other kind of advice, naming the list it holds.
+TEST_F(RegionsFile, Bf16SetOfAnFp8Advice) {
+    const auto bf16 = storage::RegionsList::KeepBf16;
+    const auto fp8_advice =
+        file("fp8.json", R"({"outcome": "found", "kept_in": "bf16", "keep_fp32": [], "keep_bf16": ["fc1", "out"]})");
+    EXPECT_EQ(storage::read_regions_file(fp8_advice, "f", false, bf16), (Globs{"fc1", "out"}));
+    EXPECT_EQ(storage::read_regions_file(file("g.txt", "# left in BF16\nblocks.*.attn\n"), "f", false, bf16),
+              Globs{"blocks.*.attn"});
+    const auto fp16_advice = file("fp16.json", R"({"outcome": "found", "keep_fp32": ["embed"]})");
+    try {
+        storage::read_regions_file(fp16_advice, "f", false, bf16);
+        ADD_FAILURE() << "an fp16/bf16 advice read as the BF16 set";
+    } catch (const InputError& e) {
+        EXPECT_EQ(e.field(), "keep_fp32");
+        EXPECT_NE(e.expected().find("stay in FP32"), std::string::npos) << e.what();
+    }
+    const auto fp8_as_fp32 = refused(fp8_advice);  // and the other way round
+    EXPECT_NE(fp8_as_fp32.find("field 'keep_bf16'"), std::string::npos) << fp8_as_fp32;
+    const auto unverified = file("u8.json", R"({"outcome": "unverified", "keep_fp32": [], "keep_bf16": ["fc1"]})");
+    EXPECT_THROW(storage::read_regions_file(unverified, "f", false, bf16), InputError);
+    EXPECT_EQ(storage::read_regions_file(unverified, "f", true, bf16), Globs{"fc1"});
+    try {
+        storage::read_regions_file(file("nolist8.json", R"({"keep": ["fc1"]})"), "f", false, bf16);
+        ADD_FAILURE() << "no keep_bf16 list accepted";
+    } catch (const InputError& e) {
+        EXPECT_EQ(e.field(), "keep_bf16");
+        EXPECT_NE(e.expected().find("\"keep_bf16\" list"), std::string::npos) << e.what();
     }
 }
 

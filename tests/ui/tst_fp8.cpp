@@ -9,9 +9,12 @@
 #include <QCategoryAxis>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QFile>
 #include <QRegularExpression>
 #include <QSignalSpy>
+#include <QPushButton>
 #include <QTabWidget>
+#include <QTableView>
 #include <QTextBrowser>
 #include <QTemporaryDir>
 #include <QXYSeries>
@@ -25,6 +28,7 @@
 #include "chart_probe.h"
 #include "charts.h"
 #include "errorreporter.h"
+#include "layermodel.h"
 #include "mainwindow.h"
 #include "newrundialog.h"
 #include "runcontroller.h"
@@ -180,6 +184,70 @@ private Q_SLOTS:
             QVERIFY2(
                 labels[int(k)].endsWith(QString::fromStdString(" · " + to_string(what_if_recipe(ops[k].stats.scheme)))),
                 qPrintable(labels[int(k)]));
+        QVERIFY2(messages_.isEmpty(), qPrintable(messages_.join(QLatin1Char('\n'))));
+    }
+
+    /// Load BF16 set… beside Keep in BF16: an FP8 recipe's advice JSON fills it; an fp16/bf16
+    /// advice is refused on the error line, naming its keep_fp32 list, and the field is kept.
+    void newRunDialogLoadsTheBf16Set() {
+        auto write = [this](const QString& name, const QByteArray& bytes) {
+            const QString p = dir_.filePath(name);
+            QFile f(p);
+            if (f.open(QIODevice::WriteOnly)) f.write(bytes);
+            return p;
+        };
+        NewRunDialog d;
+        QVERIFY(d.findChild<QPushButton*>(QStringLiteral("loadBf16Set")));
+        QVERIFY(
+            d.loadBf16Set(write(QStringLiteral("fp8-advice.json"),
+                                R"({"outcome": "found", "kept_in": "bf16", "keep_fp32": [], "keep_bf16": ["fc2"]})")));
+        QCOMPARE(d.spec().keep_bf16, std::vector<std::string>{"fc2"});
+        QVERIFY(d.spec().keep_fp32.empty());
+        const QString fp16 = write(QStringLiteral("fp16-advice.json"), R"({"outcome": "found", "keep_fp32": ["fc1"]})");
+        QVERIFY(!d.loadBf16Set(fp16));
+        QVERIFY2(d.errorText().contains(fp16) && d.errorText().contains(QStringLiteral("keep_fp32")),
+                 qPrintable(d.errorText()));
+        QCOMPARE(d.spec().keep_bf16, std::vector<std::string>{"fc2"});
+        QVERIFY(d.loadRegions(fp16));  // where it belongs
+        QCOMPARE(d.spec().keep_fp32, std::vector<std::string>{"fc1"});
+    }
+
+    /// Layers tab, an FP8 pass selected: the keep button keeps the selected module in BF16 (left
+    /// out of FP8), not in FP32, and starts the same run again; for the FP32 reference it is off.
+    void keepButtonKeepsAnFp8PassModuleInBf16() {
+        MainWindow w(std::make_unique<Recorder>(&messages_));
+        const LayersTab t = openLayers(w, uuid_);
+        QVERIFY(t.passBox);
+        auto* keep = w.findChild<QPushButton*>(QStringLiteral("keepModule"));
+        QVERIFY(keep);
+        t.passBox->setCurrentText(QStringLiteral("fp32"));
+        QVERIFY(!keep->isEnabled());
+        t.passBox->setCurrentText(QStringLiteral("mxfp8"));
+        QVERIFY(keep->isEnabled());
+        QVERIFY2(keep->text().contains(QStringLiteral("BF16")), qPrintable(keep->text()));
+        auto* table = w.tabs()->widget(MainWindow::kLayersTab)->findChild<QTableView*>();
+        QVERIFY(table);
+        int row = -1;
+        for (int r = 0; r < table->model()->rowCount() && row < 0; ++r)
+            if (table->model()->index(r, 0).data(LayerModel::ModuleRole).toString() == QStringLiteral("fc1")) row = r;
+        QVERIFY2(row >= 0, "an op of fc1 in the mxfp8 pass's layers");
+        table->setCurrentIndex(table->model()->index(row, 0));
+        QSignalSpy done(w.controller(), &RunController::finished);
+        keep->click();
+        QVERIFY(done.wait(60000));
+        const auto run = storage::Store(db_.toStdString(), storage::Store::Mode::ReadOnly)
+                             .load_run(done.at(0).at(0).toString().toStdString());
+        QCOMPARE(run.spec.keep_bf16, std::vector<std::string>{"fc1"});
+        QVERIFY(run.spec.keep_fp32.empty());
+        QCOMPARE(run.spec.precisions,
+                 (std::vector<Precision>{Precision::Fp8, Precision::Mxfp8, Precision::Fp8Delayed}));
+        for (const auto& p : run.passes)
+            for (const auto& o : p.fp8_operands) QVERIFY2(o.module != "fc1", "fc1 still quantized");
+        // an fp16/bf16 pass's module goes to FP32 as before
+        w.showRun(QString::fromStdString(uuid_));
+        w.tabs()->setCurrentIndex(MainWindow::kLayersTab);
+        t.passBox->setCurrentText(QStringLiteral("fp8"));
+        QVERIFY(keep->text().contains(QStringLiteral("BF16")));
         QVERIFY2(messages_.isEmpty(), qPrintable(messages_.join(QLatin1Char('\n'))));
     }
 

@@ -55,7 +55,7 @@ QFormLayout* NewRunDialog::buildInputs() {
     mode_->addItems({QStringLiteral("eval"), QStringLiteral("train")});
     form->addRow(QStringLiteral("Mode"), mode_);
     keep_fp32_ = regionsField(QStringLiteral("embed, blocks.1.*"));
-    form->addRow(QStringLiteral("Keep in FP32"), withLoad(keep_fp32_));
+    form->addRow(QStringLiteral("Keep in FP32"), withLoad(keep_fp32_, storage::RegionsList::KeepFp32));
     seed_ = integer(0, 1 << 30, 0);
     form->addRow(QStringLiteral("Seed"), seed_);
     batch_ = integer(1, 1 << 20, 64);
@@ -88,7 +88,7 @@ void NewRunDialog::buildFp8(QFormLayout* form) {
     keep_bf16_ = regionsField(QStringLiteral("fc1, blocks.0.*"));
     keep_bf16_->setObjectName(QStringLiteral("keepBf16"));
     keep_bf16_->setToolTip(QStringLiteral("FP8 passes: modules whose linear layers stay in BF16, not quantized"));
-    form->addRow(QStringLiteral("Keep in BF16 (FP8 passes)"), keep_bf16_);
+    form->addRow(QStringLiteral("Keep in BF16 (FP8 passes)"), withLoad(keep_bf16_, storage::RegionsList::KeepBf16));
     amax_history_ = integer(1, kMaxAmaxHistory, RunSpec{}.fp8_amax_history);
     amax_history_->setObjectName(QStringLiteral("fp8AmaxHistory"));
     amax_history_->setToolTip(QStringLiteral("Batches of amax history each scale comes from (amax_history_len)"));
@@ -104,18 +104,21 @@ void NewRunDialog::buildFp8(QFormLayout* form) {
     form->addRow(QStringLiteral("fp8-delayed"), delayed);
 }
 
-QHBoxLayout* NewRunDialog::withLoad(QLineEdit* field) {
+QHBoxLayout* NewRunDialog::withLoad(QLineEdit* field, storage::RegionsList list) {
+    const bool bf16 = list == storage::RegionsList::KeepBf16;
     auto* row = new QHBoxLayout;
-    auto* b = new QPushButton(QStringLiteral("Load FP32 regions…"));
-    b->setObjectName(QStringLiteral("loadRegions"));
-    b->setToolTip(QStringLiteral(
-        "From the JSON that Advise FP32 regions… (Save set…) or ampscope-cli advise --json wrote, or a file "
-        "with one module glob a line"));
-    connect(b, &QPushButton::clicked, this, [this] {
-        const auto f =
-            QFileDialog::getOpenFileName(this, QStringLiteral("Load FP32 regions"), {},
-                                         QStringLiteral("Advice JSON or glob list (*.json *.txt);;All files (*)"));
-        if (!f.isEmpty()) loadRegions(f);
+    auto* b = new QPushButton(bf16 ? QStringLiteral("Load BF16 set…") : QStringLiteral("Load FP32 regions…"));
+    b->setObjectName(bf16 ? QStringLiteral("loadBf16Set") : QStringLiteral("loadRegions"));
+    b->setToolTip(
+        bf16 ? QStringLiteral("From the JSON that Advise… wrote for an FP8 recipe (its keep_bf16 set) or "
+                              "ampscope-cli advise --precision fp8 --json, or a file with one module glob a line")
+             : QStringLiteral("From the JSON that Advise FP32 regions… (Save set…) or ampscope-cli advise "
+                              "--json wrote, or a file with one module glob a line"));
+    connect(b, &QPushButton::clicked, this, [this, field, list, bf16] {
+        const auto f = QFileDialog::getOpenFileName(
+            this, bf16 ? QStringLiteral("Load the BF16 set") : QStringLiteral("Load FP32 regions"), {},
+            QStringLiteral("Advice JSON or glob list (*.json *.txt);;All files (*)"));
+        if (!f.isEmpty()) loadInto(field, f, list);
     });
     row->addWidget(field, 1);
     row->addWidget(b);
@@ -251,8 +254,16 @@ RunSpec NewRunDialog::spec() const {
 }
 
 bool NewRunDialog::loadRegions(const QString& path) {
+    return loadInto(keep_fp32_, path, storage::RegionsList::KeepFp32);
+}
+
+bool NewRunDialog::loadBf16Set(const QString& path) {
+    return loadInto(keep_bf16_, path, storage::RegionsList::KeepBf16);
+}
+
+bool NewRunDialog::loadInto(QLineEdit* field, const QString& path, storage::RegionsList list) {
     try {
-        setRegions(keep_fp32_, readRegionsFile(path));
+        setRegions(field, readRegionsFile(path, list));
     } catch (const InputError& e) {
         showError(QString::fromStdString(e.what()));
         return false;
@@ -284,10 +295,12 @@ void NewRunDialog::dropEvent(QDropEvent* e) {
     }
 }
 
-std::vector<std::string> NewRunDialog::readRegionsFile(const QString& path) {
+std::vector<std::string> NewRunDialog::readRegionsFile(const QString& path, storage::RegionsList list) {
     // the CLI's rules (--keep-fp32-file): a bounded read refusing FIFOs and devices, a byte-order
     // mark skipped, one glob a line or an advise JSON (an unverified set refused)
-    return storage::read_fp32_regions_file(path.toStdString(), "Keep in FP32 file", /*allow_unverified=*/false);
+    return storage::read_regions_file(
+        path.toStdString(), list == storage::RegionsList::KeepBf16 ? "Keep in BF16 file" : "Keep in FP32 file",
+        /*allow_unverified=*/false, list);
 }
 
 }  // namespace ampscope::ui

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ampscope/engine/run.h"
+#include "ampscope/storage/input_file.h"
 #include "specdialog.h"
 
 class QCheckBox;
@@ -31,8 +32,12 @@ public:
     /// "keep_fp32" list) or one glob a line. A bad file: the dialog's error line names the file
     /// and what was expected, the field is left as it was. True when filled.
     bool loadRegions(const QString& path);
+    /// Fills Keep in BF16 (FP8 passes) from `path` alike: an FP8 recipe's advise JSON (its
+    /// "keep_bf16" list; an fp16/bf16 advice refused, naming keep_fp32) or one glob a line.
+    bool loadBf16Set(const QString& path);
     /// The globs of such a file; throws InputError(path, field, expectation).
-    static std::vector<std::string> readRegionsFile(const QString& path);
+    static std::vector<std::string> readRegionsFile(const QString& path,
+                                                    storage::RegionsList list = storage::RegionsList::KeepFp32);
 
 protected:
     void dragEnterEvent(QDragEnterEvent* e) override;
@@ -43,8 +48,10 @@ private:
     /// The FP8 recipes' check boxes, Keep in BF16 and fp8-delayed's amax history and margin.
     void buildFp8(QFormLayout* form);
     QGroupBox* buildCriteria();
-    /// `field` with a Load FP32 regions… button.
-    QHBoxLayout* withLoad(QLineEdit* field);
+    /// `field` with a Load… button for `list` (Load FP32 regions… / Load BF16 set…).
+    QHBoxLayout* withLoad(QLineEdit* field, storage::RegionsList list);
+    /// loadRegions / loadBf16Set: `field` filled from `path`'s `list`.
+    bool loadInto(QLineEdit* field, const QString& path, storage::RegionsList list);
     QComboBox* model_;
     QLineEdit* probes_;
     QCheckBox *fp16_, *bf16_;

@@ -276,22 +276,26 @@ void MainWindow::newTrainingRun() {
     startTraining(spec);
 }
 
-void MainWindow::keepModuleInFp32() {
+void MainWindow::keepSelectedModule() {
     if (!run_) return;
+    const int pass = passBox_->currentIndex();
+    const bool fp8 = pass >= 0 && pass < int(run_->passes.size()) && is_fp8(run_->passes[size_t(pass)].precision);
+    const QString title = fp8 ? QStringLiteral("Keep in BF16") : QStringLiteral("Keep in FP32");
     const auto idx = tables_[kLayersTab]->currentIndex();
     if (!idx.isValid()) {
-        error(QStringLiteral("Keep in FP32"), QStringLiteral("Select a layer (an op of a module) in the table first."));
+        error(title, QStringLiteral("Select a layer (an op of a module) in the table first."));
         return;
     }
     const QString module = idx.data(LayerModel::ModuleRole).toString();
     if (module.isEmpty()) {
-        error(QStringLiteral("Keep in FP32"),
-              QStringLiteral("That op belongs to the root module; pick an op inside a submodule."));
+        error(title, QStringLiteral("That op belongs to the root module; pick an op inside a submodule."));
         return;
     }
+    // an FP8 pass's module is left out of FP8 in BF16 (the recipes' module filter); an fp16/bf16
+    // pass's runs without autocast, in FP32
     RunSpec spec = run_->spec;
-    if (std::find(spec.keep_fp32.begin(), spec.keep_fp32.end(), module.toStdString()) == spec.keep_fp32.end())
-        spec.keep_fp32.push_back(module.toStdString());
+    auto& kept = fp8 ? spec.keep_bf16 : spec.keep_fp32;
+    if (std::find(kept.begin(), kept.end(), module.toStdString()) == kept.end()) kept.push_back(module.toStdString());
     startRun(spec);
 }
 

@@ -140,7 +140,9 @@ public Q_SLOTS:
     void annotate();
     void setReview(ReviewStatus status);
     void deleteSelected();
-    void keepModuleInFp32();
+    /// The selected layer's module kept out of the selected pass's precision (FP32 for fp16/bf16,
+    /// BF16 for an FP8 recipe), then the same run started again.
+    void keepSelectedModule();
     /// Two runs side by side (e.g. FP16 vs BF16, or before/after an FP32 region).
     void compareRuns(const QString& a, const QString& b);
     void compareSelected();

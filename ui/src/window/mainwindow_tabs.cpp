@@ -211,9 +211,10 @@ QWidget* MainWindow::buildLayersTab() {
     auto* bar = new QHBoxLayout;
     passBox_ = new QComboBox;
     keepButton_ = new QPushButton(QStringLiteral("Keep selected module in FP32 and re-run"));
+    keepButton_->setObjectName(QStringLiteral("keepModule"));
     keepButton_->setToolTip(QStringLiteral(
         "Starts a run with the same model, probes and criteria, and the selected module as an FP32 region"));
-    connect(keepButton_, &QPushButton::clicked, this, &MainWindow::keepModuleInFp32);
+    connect(keepButton_, &QPushButton::clicked, this, &MainWindow::keepSelectedModule);
     connect(passBox_, qOverload<int>(&QComboBox::currentIndexChanged), this, &MainWindow::showLayersOf);
     bar->addWidget(new QLabel(QStringLiteral("Pass")));
     bar->addWidget(passBox_);

@@ -166,6 +166,16 @@ void MainWindow::showLayersOf(int i) {
     const auto& p = run_->passes[size_t(i)];
     layers_->resetData(p);  // the layer chart follows its model
     keepButton_->setEnabled(p.precision != Precision::Fp32);
+    const bool fp8 = is_fp8(p.precision);
+    keepButton_->setText(fp8 ? QStringLiteral("Keep selected module in BF16 and re-run")
+                             : QStringLiteral("Keep selected module in FP32 and re-run"));
+    keepButton_->setToolTip(
+        fp8 ? QStringLiteral(
+                  "Starts a run with the same model, probes and criteria, and the selected module left out of "
+                  "FP8 in BF16 (Keep in BF16)")
+            : QStringLiteral(
+                  "Starts a run with the same model, probes and criteria, and the selected module as an FP32 "
+                  "region"));
 }
 
 void MainWindow::compareSelected() {
