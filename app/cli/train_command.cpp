@@ -41,7 +41,8 @@ void add_optimizer_options(CLI::App* train, TrainOptions& o) {
         ->default_val(ampscope::to_string(ampscope::LrSchedule::Constant));
     train->add_flag("--lr-per-iteration", ts.lr_per_iteration,
                     "advance the schedule per iteration, not per effective update (warns when steps were skipped)");
-    train->add_option("--precision", o.precision, "fp16 | bf16")->default_val("fp16");
+    train->add_option("--precision", o.precision, "fp16 | bf16 | fp8 | fp8-rowwise (FP8: simulated, as torchao trains)")
+        ->default_val("fp16");
     train->add_flag("--no-scaler", o.no_scaler, "isolation: autocast only, no GradScaler");
     train->add_flag("--no-autocast", o.no_autocast, "isolation: FP32 compute with loss scaling only");
     train->add_option("--init-scale", ts.scaler.init_scale, "GradScaler init_scale")
@@ -120,10 +121,10 @@ int run_train(TrainOptions& o) {
                                         {"the checkpoint resumed from (--resume)", ts.resume}}),
                       o.force);  // before any work
     auto p = parse_precision(o.precision);
-    if (!p || (*p != Precision::Fp16 && *p != Precision::Bf16))
+    if (!p || !trains(*p))
         throw InputError("--precision", "",
-                         "'" + o.precision + "'; expected fp16 or bf16" +
-                             (p && is_fp8(*p) ? " (" + to_string(*p) + " runs with `run` only)" : ""));
+                         "'" + o.precision + "'; expected fp16, bf16, fp8 or fp8-rowwise" +
+                             (p && is_fp8(*p) ? " (" + to_string(*p) + " runs with `run` and `advise` only)" : ""));
     ts.precision = *p;
     ts.loss = parse_loss_kind(o.loss);
     ts.optimizer = parse_optimizer_kind(o.optimizer);

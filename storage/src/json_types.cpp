@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "json_types.h"
 
+#include "ampscope/engine/train.h"
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -187,9 +189,11 @@ namespace storage::jtypes {
 
 Precision training_precision(const json& v, const char* field) {
     const auto p = parse_precision(v.get<std::string>());
-    if (!p || (*p != Precision::Fp16 && *p != Precision::Bf16))
-        throw json::type_error::create(
-            302, "precision \"" + v.get<std::string>() + "\" in " + field + "; a training runs fp16 or bf16", &v);
+    if (!p || !trains(*p))
+        throw json::type_error::create(302,
+                                       "precision \"" + v.get<std::string>() + "\" in " + field +
+                                           "; a training runs fp16, bf16, fp8 or fp8-rowwise",
+                                       &v);
     return *p;
 }
 

@@ -35,7 +35,7 @@ void to_json(nlohmann::ordered_json& j, const ProbeInfo& p);
 void from_json(const nlohmann::json& j, ProbeInfo& p);
 
 /// A training run's spec, every key read with `at` (TrainSpec::output is not stored); the
-/// precision is fp16 or bf16 (see training_precision).
+/// precision is one `train` runs (see training_precision).
 void to_json(nlohmann::ordered_json& j, const TrainSpec& s);
 void from_json(const nlohmann::json& j, TrainSpec& s);
 
@@ -46,8 +46,8 @@ void to_json(nlohmann::ordered_json& j, const Origin& o);
 void from_json(const nlohmann::json& j, Origin& o);
 
 namespace storage::jtypes {
-/// A training's precision: fp16 or bf16, what `train` runs; anything else (an FP8 pass name, an
-/// unknown word) is a json::type_error naming `field`.
+/// A training's precision: fp16, bf16, fp8 or fp8-rowwise, what `train` runs; anything else (mxfp8,
+/// nvfp4, fp8-delayed, an unknown word) is a json::type_error naming `field`.
 Precision training_precision(const nlohmann::json& v, const char* field);
 }  // namespace storage::jtypes
 

@@ -199,17 +199,22 @@ class Fp8Run(unittest.TestCase):
     def test_other_commands_refuse_fp8_by_name(self):
         d = self.tmp.name
         for name in FP8_NAMES:
-            for args in (("train", "--model", "demo:mlp", "--data", "demo", "--steps", "1", "--no-db"),
-                         ("ops", "--model", "demo:mlp"),
+            for args in (("ops", "--model", "demo:mlp"),
                          ("bench", "--model", self.paths["export"], "--probes", self.probes, "--db",
                           os.path.join(d, "b.sqlite"))):
                 rc, _, err = run_cli(*args, "--precision", name)
                 self.assertEqual(rc, 2, f"{args[0]} {name}: {err}")
                 self.assertIn(f"'{name}'", err, args[0])
                 self.assertIn(f"{name} runs with `run` only", err, args[0])
+        for name in FP8_NAMES[2:]:  # train runs fp8 and fp8-rowwise (Fp8Train), not the others
+            rc, _, err = run_cli("train", "--model", "demo:mlp", "--data", "demo", "--steps", "1", "--no-db",
+                                 "--precision", name)
+            self.assertEqual(rc, 2, f"train {name}: {err}")
+            self.assertIn(f"'{name}'; expected fp16, bf16, fp8 or fp8-rowwise", err)
+            self.assertIn(f"{name} runs with `run` and `advise` only", err)
 
     def test_stored_training_with_an_fp8_precision_is_refused_by_field(self):
-        # Was: a stored training whose spec.precision read "fp8" (or any word) was shown as fp16.
+        # Was: a stored training whose spec.precision read "mxfp8" (or any word) was shown as fp16.
         db = os.path.join(self.tmp.name, "train.sqlite")
         run_cli("train", "--model", "demo:mlp", "--data", "demo", "--steps", "1", "--batch-size", "8", "--device", "cpu",
                 "-q", "--db", db, check_rc=0)
@@ -221,7 +226,7 @@ class Fp8Run(unittest.TestCase):
         finally:
             con.close()
         self.assertEqual(run_cli("show", uuid, "--db", db)[0], 0)
-        for name in FP8_NAMES + ["fp32", "fp9"]:
+        for name in FP8_NAMES[2:] + ["fp32", "fp9"]:  # fp8 and fp8-rowwise train (Fp8Train)
             h = json.loads(header)
             h["spec"]["precision"] = name
             con = sqlite3.connect(db)
@@ -916,6 +921,83 @@ class Fp8Advise(unittest.TestCase):
                              "--keep-fp32-file", self.json_path, "--no-db", "-q")
         self.assertEqual(rc, 2, err)
         self.assertIn("field 'keep_bf16'", err)
+
+
+class Fp8Train(unittest.TestCase):
+    """train --precision fp8 / fp8-rowwise against torchao 0.18's float8 training in Python: the same
+    TorchScript model, data and SGD steps; the AMP side converted with convert_to_float8_training
+    (emulate=True; the tensorwise recipe, or "rowwise") under torch.autocast("cpu", torch.bfloat16),
+    without a GradScaler (--no-scaler), as torchao trains. Every step's AMP loss is torchao's
+    bitwise: the forward GEMMs take E4M3 operands, the backward's
+    grad_output is E5M2 (tensorwise) or E4M3 with power-of-two row scales (rowwise), and both
+    gradient GEMMs quantize along their own reduction dimension."""
+
+    STEPS, BATCH, LR = 8, 16, 0.5
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        d = cls.tmp.name
+        cls.model = block_mlp().train()
+        cls.path = os.path.join(d, "mlp.pt")
+        torch.jit.script(cls.model).save(cls.path)
+        g = torch.Generator().manual_seed(7)
+        cls.x = torch.randn(40, 32, generator=g) * 3  # 40 samples, batches of 16: the last one is 8
+        cls.x[3, 5] = 300.0  # one large input: fc1's tensorwise scale follows it, its rows do not
+        cls.y = torch.randint(0, 5, (40,), generator=g)
+        cls.data = os.path.join(d, "data.pt")
+        torch.save({"inputs": cls.x, "labels": cls.y}, cls.data)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def torchao_training(self, recipe):
+        m = copy.deepcopy(self.model).train()
+        cfg = Float8LinearConfig(emulate=True) if recipe == "fp8" else dataclasses.replace(
+            Float8LinearConfig.from_recipe_name("rowwise"), emulate=True)
+        m = convert_to_float8_training(m, config=cfg)
+        opt = torch.optim.SGD(m.parameters(), lr=self.LR)
+        losses, cursor = [], 0
+        for _ in range(self.STEPS):
+            b, e = cursor, min(len(self.x), cursor + self.BATCH)
+            cursor = 0 if e >= len(self.x) else e
+            opt.zero_grad()
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = torch.nn.functional.cross_entropy(m(self.x[b:e]), self.y[b:e])
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        return losses
+
+    def ampscope_training(self, recipe, d):
+        out = os.path.join(d, recipe + ".json")
+        rc, so, se = run_cli("train", "--model", self.path, "--data", self.data, "--steps", self.STEPS, "--batch-size",
+                             self.BATCH, "--lr", self.LR, "--precision", recipe, "--no-scaler", "--loss", "ce",
+                             "--device", "cpu", "--no-db", "--json", out, "-q")
+        self.assertIn(rc, (0, 1), se)
+        with open(out) as f:
+            return json.load(f)
+
+    def test_every_step_bitwise_as_torchao(self):
+        """Each step's loss is computed on the weights every step before it updated: equal losses
+        at every step say equal forwards, gradients and updates."""
+        finals = {}
+        for recipe in ("fp8", "fp8-rowwise"):
+            with tempfile.TemporaryDirectory() as d:
+                want = self.torchao_training(recipe)
+                got = self.ampscope_training(recipe, d)
+                self.assertEqual(got["precision"], recipe)
+                self.assertEqual([as_float(s["loss_amp"]) for s in got["steps"]], want, recipe)
+                finals[recipe] = want[-1]
+        self.assertNotEqual(finals["fp8"], finals["fp8-rowwise"], "the recipes train differently")
+        # and neither is BF16's training (the FP8 GEMMs are really there)
+        m = copy.deepcopy(self.model).train()
+        opt = torch.optim.SGD(m.parameters(), lr=self.LR)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            bf16 = torch.nn.functional.cross_entropy(m(self.x[:self.BATCH]), self.y[:self.BATCH]).item()
+        with tempfile.TemporaryDirectory() as d:
+            self.assertNotEqual(as_float(self.ampscope_training("fp8", d)["steps"][0]["loss_amp"]), bf16)
 
 
 if __name__ == "__main__":

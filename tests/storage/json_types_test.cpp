@@ -160,12 +160,15 @@ TEST(JsonTypes, TrainSpecRoundTripsAndRefusesAPrecisionATrainingDoesNotRun) {
     EXPECT_EQ(r.precision, Precision::Bf16);
     EXPECT_EQ(r.seed, s.seed);
     auto j = json::parse(text);
-    j["precision"] = "fp8";
+    j["precision"] = "fp8-rowwise";  // torchao's float8 training recipes train
+    EXPECT_EQ(j.get<TrainSpec>().precision, Precision::Fp8Rowwise);
+    j["precision"] = "mxfp8";
     try {
         (void)j.get<TrainSpec>();
-        FAIL() << "fp8 read as a training's precision";
+        FAIL() << "mxfp8 read as a training's precision";
     } catch (const json::type_error& e) {
-        EXPECT_NE(std::string(e.what()).find("precision \"fp8\" in spec.precision; a training runs fp16 or bf16"),
+        EXPECT_NE(std::string(e.what()).find(
+                      "precision \"mxfp8\" in spec.precision; a training runs fp16, bf16, fp8 or fp8-rowwise"),
                   std::string::npos)
             << e.what();
     }

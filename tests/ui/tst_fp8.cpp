@@ -31,6 +31,7 @@
 #include "layermodel.h"
 #include "mainwindow.h"
 #include "newrundialog.h"
+#include "trainingdialog.h"
 #include "runcontroller.h"
 
 using namespace ampscope;
@@ -249,6 +250,24 @@ private Q_SLOTS:
         t.passBox->setCurrentText(QStringLiteral("fp8"));
         QVERIFY(keep->text().contains(QStringLiteral("BF16")));
         QVERIFY2(messages_.isEmpty(), qPrintable(messages_.join(QLatin1Char('\n'))));
+    }
+
+    /// The training dialog offers torchao's float8 training recipes beside fp16 and bf16, and
+    /// hands the chosen one to the spec (and back).
+    void trainingDialogOffersTheFp8Recipes() {
+        TrainingDialog t;
+        auto* box = t.findChild<QComboBox*>(QStringLiteral("trainingPrecision"));
+        QVERIFY(box);
+        QStringList offered;
+        for (int i = 0; i < box->count(); ++i) offered << box->itemText(i);
+        QCOMPARE(offered, (QStringList{QStringLiteral("fp16"), QStringLiteral("bf16"), QStringLiteral("fp8"),
+                                       QStringLiteral("fp8-rowwise")}));
+        for (const Precision p : {Precision::Fp8Rowwise, Precision::Fp8, Precision::Bf16, Precision::Fp16}) {
+            TrainSpec ts;
+            ts.precision = p;
+            t.setSpec(ts);
+            QCOMPARE(t.spec().precision, p);
+        }
     }
 
     void newRunDialogStartsFp8PassesWithAModuleKeptInBf16() {

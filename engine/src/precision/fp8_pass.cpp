@@ -7,11 +7,13 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/record_function.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include <tuple>
 #include <utility>
 
+#include "ampscope/engine/errors.h"
 #include "precision/fp8.h"
 #include "precision/precision.h"
 
@@ -111,6 +113,61 @@ at::Tensor gemm(const at::Tensor& x2, const at::Tensor& wq, const std::optional<
     return has_bias ? out + bias->to(out.scalar_type()) : out;
 }
 
+/// `p`'s quantization of one operand of a training step's GEMMs (torchao's Float8LinearConfig for
+/// the recipe): tensorwise or rowwise (power-of-two scales) as the recipe, `element` and the
+/// reduction dimension `axis` of the GEMM the operand enters.
+QuantSpec role_spec(Precision p, Fp8Element element, int64_t axis) {
+    QuantSpec s = spec_of(p);
+    s.element = element;
+    s.axis = axis;
+    return s;
+}
+
+/// A training step's linear under fp8 / fp8-rowwise: torchao 0.18's matmul_with_hp_or_float8_args
+/// with emulate=True. Forward: input and weight quantized along K as in a probe pass, mm in FP32,
+/// cast to the autocast dtype. Backward (outside autocast): grad_output quantized (fp8: E5M2
+/// tensorwise; fp8-rowwise: E4M3, power-of-two scales per row), then
+///   grad_input  = mm(grad_output_q [M, N], weight_q [N, K]) with the weight quantized along N
+///                 (the reduction dimension of this GEMM; tensorwise: the forward's values),
+///   grad_weight = mm(grad_output_q^T [N, M], input_q [M, K]), both quantized along M,
+/// each in FP32 (the same operand layouts as torchao's emulation) cast to grad_output's dtype;
+/// autograd casts them to the input's and the weight's dtype.
+struct Fp8LinearFn : public torch::autograd::Function<Fp8LinearFn> {
+    static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
+                              int64_t precision, int64_t out_dtype) {
+        ctx->save_for_backward({x, w});
+        ctx->saved_data["precision"] = precision;
+        const auto p = Precision(precision);
+        const auto xq = quantize_dequantize(x, role_spec(p, Fp8Element::E4M3, -1));
+        const auto wq = quantize_dequantize(w, role_spec(p, Fp8Element::E4M3, -1));
+        auto sizes = x.sizes().vec();
+        sizes.back() = w.size(0);
+        return at::mm(xq.reshape({-1, xq.size(-1)}), wq.t()).to(at::ScalarType(out_dtype)).reshape(sizes);
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   torch::autograd::variable_list grads) {
+        const auto saved = ctx->get_saved_variables();
+        const auto& x = saved[0];
+        const auto& w = saved[1];
+        const auto p = Precision(ctx->saved_data["precision"].toInt());
+        const bool rowwise = p == Precision::Fp8Rowwise;
+        const auto go_element = rowwise ? Fp8Element::E4M3 : Fp8Element::E5M2;
+        const auto& go = grads[0];
+        const auto go2 = go.reshape({-1, go.size(-1)});
+        const auto go_rows = quantize_dequantize(go2, role_spec(p, go_element, -1));  // along N
+        const auto w_for_input = quantize_dequantize(w, role_spec(p, Fp8Element::E4M3, rowwise ? 0 : -1));
+        auto in_sizes = go.sizes().vec();
+        in_sizes.back() = w.size(1);
+        const auto grad_input = at::mm(go_rows, w_for_input).to(go.scalar_type()).reshape(in_sizes);
+        const auto go_cols = rowwise ? quantize_dequantize(go2, role_spec(p, go_element, 0)) : go_rows;  // along M
+        const auto x_cols =
+            quantize_dequantize(x.reshape({-1, x.size(-1)}), role_spec(p, Fp8Element::E4M3, rowwise ? 0 : -1));
+        const auto grad_weight = at::mm(go_cols.t(), x_cols).to(go.scalar_type());
+        return {grad_input, grad_weight, at::Tensor(), at::Tensor()};
+    }
+};
+
 /// aten::linear under the pass: both operands quantize-dequantized as the recipe says, then gemm().
 at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias) {
     c10::impl::ExcludeDispatchKeyGuard no_fp8(kFp8Key);
@@ -128,6 +185,14 @@ at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const std::optio
     const auto out_dtype = at::autocast::get_autocast_dtype(dt);
     at::RecordFunctionGuard quiet(false);  // the emulation's own ops are not the model's: aten::linear is
     c10::impl::ExcludeDispatchKeyGuard no_autocast(at::autocast::get_autocast_dispatch_key_from_device_type(dt));
+    if (at::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad())) {  // a training step
+        if (t_precision != Precision::Fp8 && t_precision != Precision::Fp8Rowwise)
+            throw InputError("", "precision",
+                             "'" + to_string(t_precision) + "' in a training step; expected fp8 or fp8-rowwise (" +
+                                 to_string(t_precision) + " runs with `run` and `advise` only)");
+        auto out = Fp8LinearFn::apply(x, w, int64_t(t_precision), int64_t(out_dtype));
+        return bias && bias->defined() ? out + bias->to(out.scalar_type()) : out;
+    }
     const int call = t_calls++;
     const auto xq = quantize_operand(x, "input", call);
     const auto wq = quantize_operand(w, "weight", call);

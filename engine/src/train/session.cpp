@@ -15,6 +15,7 @@
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/train.h"
 #include "ampscope/engine/vocabulary.h"
+#include "precision/fp8_pass.h"
 #include "precision/gradscaler.h"
 #include "inspect/gpu/device_notes.h"
 #include "inspect/backward_probe.h"
@@ -151,7 +152,9 @@ struct StateSnapshot {
 std::pair<at::Tensor, at::Tensor> amp_forward_loss(Side& amp, const std::vector<at::Tensor>& in,
                                                    const detail::ProbeSet& data, int64_t b, int64_t e,
                                                    const TrainSpec& s, const at::Device& device) {
-    detail::AutocastGuard guard(device.type(), s.autocast ? s.precision : Precision::Fp32);
+    detail::AutocastGuard guard(device.type(), s.autocast ? detail::autocast_precision(s.precision) : Precision::Fp32);
+    detail::Fp8PassGuard fp8(s.autocast ? s.precision : Precision::Fp32, nullptr,
+                             {});  // fp8, fp8-rowwise: GEMMs in FP8
     auto out = amp.model->forward(in);
     auto loss = train_parts::training_loss(s, out, data, b, e, device) / double(s.accumulate);
     return {out, loss};
@@ -175,7 +178,9 @@ std::optional<Origin> forward_origin(Side& amp, const std::vector<MicroBatch>& m
         detail::OpObserver obs(mb.inputs[0].size(0));
         obs.begin_batch(0, mb.inputs[0].size(0));
         {
-            detail::AutocastGuard guard(device.type(), s.autocast ? s.precision : Precision::Fp32);
+            detail::AutocastGuard guard(device.type(),
+                                        s.autocast ? detail::autocast_precision(s.precision) : Precision::Fp32);
+            detail::Fp8PassGuard fp8(s.autocast ? s.precision : Precision::Fp32, nullptr, {});
             amp.model->forward(mb.inputs);
         }
         obs.end_batch();

@@ -25,7 +25,14 @@ void validate_spec(const TrainSpec& s) {
     if (s.steps < 1) throw InputError("", "steps", "expected an integer >= 1");
     if (s.batch_size < 1) throw InputError("", "batch_size", "expected an integer >= 1");
     if (s.accumulate < 1) throw InputError("", "accumulate", "expected an integer >= 1");
-    if (s.precision == Precision::Fp32 && s.autocast) throw InputError("", "precision", "expected fp16 or bf16");
+    if (s.precision == Precision::Fp32 && s.autocast)
+        throw InputError("", "precision", "expected fp16, bf16, fp8 or fp8-rowwise");
+    if (!trains(s.precision) && s.precision != Precision::Fp32)
+        throw InputError("", "precision",
+                         "'" + to_string(s.precision) +
+                             "'; expected fp16, bf16, fp8 or fp8-rowwise (a training step's FP8 recipes, as torchao "
+                             "trains them; " +
+                             to_string(s.precision) + " runs with `run` and `advise` only)");
     finite_at_least(s.lr, 0, true, "lr");
     finite_at_least(s.momentum, 0, false, "momentum");
     finite_at_least(s.weight_decay, 0, false, "weight_decay");

@@ -8,10 +8,12 @@
 #include <QLineEdit>
 #include <QSpinBox>
 
+#include <algorithm>
 #include <cmath>
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/run.h"
+#include "ampscope/engine/train.h"
 #include "ampscope/engine/vocabulary.h"
 
 namespace ampscope::ui {
@@ -86,7 +88,11 @@ void TrainingDialog::addSchedule(QFormLayout* form) {
 
 void TrainingDialog::addPrecisionPolicy(QFormLayout* form) {
     precision_ = new QComboBox;
-    precision_->addItems({QStringLiteral("fp16"), QStringLiteral("bf16")});
+    precision_->setObjectName(QStringLiteral("trainingPrecision"));
+    for (const Precision p : kTrainingPrecisions) precision_->addItem(QString::fromStdString(to_string(p)));
+    precision_->setToolTip(
+        QStringLiteral("fp8 / fp8-rowwise: torchao's float8 training recipes, simulated: every linear "
+                       "layer's GEMMs in FP8 (E5M2 / E4M3 gradients), the rest in BF16 autocast"));
     form->addRow(QStringLiteral("AMP precision"), precision_);
     isolation_ = new QComboBox;
     isolation_->addItems({QStringLiteral("autocast + loss scaling"), QStringLiteral("autocast only (no scaler)"),
@@ -119,7 +125,8 @@ void TrainingDialog::setSpec(const TrainSpec& s) {
     const int perIteration = schedule_->currentIndex() + 1;
     if (s.lr_per_iteration && schedule_->itemData(perIteration, kPerIteration).toBool())
         schedule_->setCurrentIndex(perIteration);
-    precision_->setCurrentIndex(s.precision == Precision::Bf16 ? 1 : 0);
+    const auto at = std::find(std::begin(kTrainingPrecisions), std::end(kTrainingPrecisions), s.precision);
+    precision_->setCurrentIndex(at == std::end(kTrainingPrecisions) ? 0 : int(at - std::begin(kTrainingPrecisions)));
     isolation_->setCurrentIndex(!s.autocast ? 2 : !s.scaler.enabled ? 1 : 0);
     init_scale_->setValue(s.scaler.init_scale);
     growth_interval_->setValue(s.scaler.growth_interval);
@@ -149,7 +156,7 @@ TrainSpec TrainingDialog::spec() const {
     s.weight_decay = weight_decay_->value();
     s.lr_schedule = parse_lr_schedule(choice(schedule_));
     s.lr_per_iteration = schedule_->currentData(kPerIteration).toBool();
-    s.precision = precision_->currentIndex() == 1 ? Precision::Bf16 : Precision::Fp16;
+    s.precision = kTrainingPrecisions[std::max(0, precision_->currentIndex())];
     s.autocast = isolation_->currentIndex() != 2;
     s.scaler.enabled = isolation_->currentIndex() != 1;
     s.scaler.init_scale = init_scale_->value();

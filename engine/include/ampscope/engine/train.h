@@ -55,6 +55,18 @@ private:
     std::unique_ptr<Impl> d_;
 };
 
+/// The precisions `train` runs, in the order the training dialog offers them: autocast FP16 or
+/// BF16, and torchao's float8 training recipes tensorwise (fp8) and rowwise (fp8-rowwise),
+/// simulated (every linear layer's GEMMs in FP8, the rest in BF16 autocast).
+inline constexpr Precision kTrainingPrecisions[] = {Precision::Fp16, Precision::Bf16, Precision::Fp8,
+                                                    Precision::Fp8Rowwise};
+/// Whether `train` runs precision `p`.
+inline bool trains(Precision p) {
+    for (const Precision t : kTrainingPrecisions)
+        if (t == p) return true;
+    return false;
+}
+
 /// A training run (`ampscope-cli train`).
 struct TrainSpec {
     std::string model = "demo:transformer";
