@@ -57,7 +57,8 @@ void add_replay_options(CLI::App* sub, ReplayOptions& o) {
         ->default_val(1)
         ->check(checks::Integer(1));
     o.precision_opt =
-        sub->add_option("--precision", o.precision, "fp16 | bf16 (the job's autocast dtype; bf16 as a remedy)")
+        sub->add_option("--precision", o.precision,
+                        "fp16 | bf16 | fp8 | fp8-rowwise (the job's autocast dtype or float8 recipe; bf16 as a remedy)")
             ->default_val("fp16");
     sub->add_option("--optimizer-state", s.optimizer_state,
                     "a torch.save of optimizer.state_dict() (overrides the checkpoint's)");
@@ -191,10 +192,10 @@ int run_replay_command(ReplayOptions& o) {
             throw InputError(name, "", "missing; give it, or an incident bundle folder (replay BUNDLE) that holds it");
     check_output_path(o.json, "--json", storage::OutputKind::ReplayJson, replay_inputs(o), o.force);  // before any work
     auto p = parse_precision(o.precision);
-    if (!p || (*p != Precision::Fp16 && *p != Precision::Bf16))
+    if (!p || !trains(*p))
         throw InputError("--precision", "",
-                         "'" + o.precision + "'; expected fp16 or bf16" +
-                             (p && is_fp8(*p) ? " (" + to_string(*p) + " runs with `run` only)" : ""));
+                         "'" + o.precision + "'; expected fp16, bf16, fp8 or fp8-rowwise" +
+                             (p && is_fp8(*p) ? " (" + to_string(*p) + " runs with `run` and `advise` only)" : ""));
     s.precision = *p;
     s.clip_given = o.clip && o.clip->count() > 0;
     if (o.init_scale > 0) s.init_scale = o.init_scale;

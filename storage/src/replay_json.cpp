@@ -6,6 +6,7 @@
 #include <optional>
 #include <nlohmann/json.hpp>
 
+#include "ampscope/engine/train.h"
 #include "ampscope/engine/json_depth.h"
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/text.h"
@@ -205,8 +206,8 @@ void spec_of(const Reader& rd, const nlohmann::json& j, ReplayResult& r) {
     r.batch_sha256 = rd.str(b, "batch.", "sha256");
     const auto precision = rd.str(j, "", "precision");
     const auto p = parse_precision(precision.empty() ? "fp16" : precision);
-    if (!p || (*p != Precision::Fp16 && *p != Precision::Bf16))  // an FP32 reference and an AMP side
-        rd.wrong("precision", "\"fp16\" or \"bf16\"", rd.at(j, "precision"));
+    if (!p || !trains(*p))  // an FP32 reference and an AMP side, as `train` runs them
+        rd.wrong("precision", "\"fp16\", \"bf16\", \"fp8\" or \"fp8-rowwise\"", rd.at(j, "precision"));
     r.spec.precision = *p;
     const auto& rem = rd.object(j, "", "remedies");
     r.spec.keep_fp32 = rd.strings(rem, "remedies.", "keep_fp32");

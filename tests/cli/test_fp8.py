@@ -11,6 +11,7 @@ Engine's delayed-scaling rule written here (DelayedLinear), with inputs that out
 refuse every FP8 name, and a stored training with one is refused on reading, naming the field."""
 import copy
 import dataclasses
+import hashlib
 import json
 import os
 import sqlite3
@@ -998,6 +999,97 @@ class Fp8Train(unittest.TestCase):
             bf16 = torch.nn.functional.cross_entropy(m(self.x[:self.BATCH]), self.y[:self.BATCH]).item()
         with tempfile.TemporaryDirectory() as d:
             self.assertNotEqual(as_float(self.ampscope_training("fp8", d)["steps"][0]["loss_amp"]), bf16)
+
+
+class Fp8Replay(unittest.TestCase):
+    """replay --precision fp8 / fp8-rowwise: a job trained with torchao's float8 recipe (Adam, BF16
+    autocast, no GradScaler) saves its state after K steps ({"model", "optimizer"}, as a plain loop
+    does); the replay of step K+1 on the next batch gives torchao's AMP loss and every updated
+    parameter bitwise (sha256), the reference side FP32, and says the job ran without GradScaler."""
+
+    K = 3
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        d = cls.tmp.name
+        cls.model = block_mlp().train()
+        cls.path = os.path.join(d, "mlp.pt")
+        torch.jit.script(cls.model).save(cls.path)
+        g = torch.Generator().manual_seed(11)
+        cls.batches = [(torch.randn(16, 32, generator=g) * 3, torch.randint(0, 5, (16,), generator=g))
+                       for _ in range(cls.K + 1)]
+        cls.batch = os.path.join(d, "batch.pt")
+        torch.save({"inputs": cls.batches[-1][0], "labels": cls.batches[-1][1]}, cls.batch)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    @staticmethod
+    def converted(model, recipe):
+        cfg = Float8LinearConfig(emulate=True) if recipe == "fp8" else dataclasses.replace(
+            Float8LinearConfig.from_recipe_name("rowwise"), emulate=True)
+        return convert_to_float8_training(model, config=cfg)
+
+    @staticmethod
+    def step(m, opt, x, y, amp=True):
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+            loss = torch.nn.functional.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    def job(self, recipe):
+        """The job up to step K (its checkpoint), then step K+1 in Python: AMP and FP32 sides."""
+        m = self.converted(copy.deepcopy(self.model), recipe)
+        opt = torch.optim.Adam(m.parameters(), lr=1e-2)
+        for x, y in self.batches[:-1]:
+            self.step(m, opt, x, y)
+        ckpt = os.path.join(self.tmp.name, recipe + "-ckpt.pt")
+        state = (copy.deepcopy(m.state_dict()), copy.deepcopy(opt.state_dict()))
+        torch.save({"model": state[0], "optimizer": state[1]}, ckpt)
+        want = {}
+        for side, amp in (("amp", True), ("ref", False)):
+            net = copy.deepcopy(self.model)
+            net.load_state_dict(state[0])
+            if amp:
+                net = self.converted(net, recipe)
+            o = torch.optim.Adam(net.parameters(), lr=1e-2)
+            o.load_state_dict(copy.deepcopy(state[1]))
+            loss = self.step(net, o, *self.batches[-1], amp=amp)
+            want[side] = (loss, {n: hashlib.sha256(p.detach().contiguous().numpy().tobytes()).hexdigest()
+                                 for n, p in net.named_parameters()})
+        return ckpt, want
+
+    def test_step_bitwise_as_torchao(self):
+        losses = {}
+        for recipe in ("fp8", "fp8-rowwise"):
+            ckpt, want = self.job(recipe)
+            with tempfile.TemporaryDirectory() as d:
+                out = os.path.join(d, "replay.json")
+                rc, so, se = run_cli("replay", "--model", self.path, "--checkpoint", ckpt, "--batch", self.batch,
+                                     "--precision", recipe, "--optimizer", "adam", "--json", out, "-q")
+                self.assertIn(rc, (0, 1), se)
+                with open(out) as f:
+                    got = json.load(f)
+            self.assertEqual(got["precision"], recipe)
+            step = got["steps"][-1]
+            self.assertEqual(as_float(step["loss_amp"]), want["amp"][0], recipe)
+            self.assertEqual(as_float(step["loss_ref"]), want["ref"][0], recipe)
+            for p in step["params"]:
+                self.assertEqual(p["sha256_amp"], want["amp"][1][p["name"]], f"{recipe} AMP {p['name']}")
+                self.assertEqual(p["sha256_ref"], want["ref"][1][p["name"]], f"{recipe} FP32 {p['name']}")
+            self.assertTrue(any("runs without GradScaler" in w for w in got["warnings"]), got["warnings"])
+            losses[recipe] = want["amp"][0]
+        self.assertNotEqual(losses["fp8"], losses["fp8-rowwise"])
+
+    def test_other_recipes_refused_by_name(self):
+        rc, _, err = run_cli("replay", "--model", self.path, "--checkpoint", self.path, "--batch", self.batch,
+                             "--precision", "mxfp8")
+        self.assertEqual(rc, 2, err)
+        self.assertIn("'mxfp8'; expected fp16, bf16, fp8 or fp8-rowwise", err)
 
 
 if __name__ == "__main__":

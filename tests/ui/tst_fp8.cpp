@@ -31,6 +31,7 @@
 #include "layermodel.h"
 #include "mainwindow.h"
 #include "newrundialog.h"
+#include "replaydialog.h"
 #include "trainingdialog.h"
 #include "runcontroller.h"
 
@@ -252,9 +253,9 @@ private Q_SLOTS:
         QVERIFY2(messages_.isEmpty(), qPrintable(messages_.join(QLatin1Char('\n'))));
     }
 
-    /// The training dialog offers torchao's float8 training recipes beside fp16 and bf16, and
-    /// hands the chosen one to the spec (and back).
-    void trainingDialogOffersTheFp8Recipes() {
+    /// The training and replay dialogs offer torchao's float8 training recipes beside fp16 and
+    /// bf16, and hand the chosen one to the spec (and back).
+    void trainingAndReplayDialogsOfferTheFp8Recipes() {
         TrainingDialog t;
         auto* box = t.findChild<QComboBox*>(QStringLiteral("trainingPrecision"));
         QVERIFY(box);
@@ -267,6 +268,21 @@ private Q_SLOTS:
             ts.precision = p;
             t.setSpec(ts);
             QCOMPARE(t.spec().precision, p);
+        }
+        // the replay dialog: a job trained with a float8 recipe is replayed in it
+        ReplayDialog r;
+        auto* rbox = r.findChild<QComboBox*>(QStringLiteral("replayPrecision"));
+        QVERIFY(rbox);
+        QStringList replayed;
+        for (int i = 0; i < rbox->count(); ++i) replayed << rbox->itemText(i);
+        QCOMPARE(replayed, offered);
+        for (const Precision p : {Precision::Fp8Rowwise, Precision::Fp8, Precision::Bf16, Precision::Fp16}) {
+            ReplaySpec rs;
+            rs.model = "demo:mlp";
+            rs.checkpoint = rs.batch = db_.toStdString();  // the dialog checks that they exist
+            rs.precision = p;
+            r.setSpec(rs);
+            QCOMPARE(r.spec().precision, p);
         }
     }
 

@@ -10,6 +10,7 @@
 
 #include "replay/activations.h"
 #include "inspect/observer.h"
+#include "precision/fp8_pass.h"
 #include "precision/precision.h"
 #include "train/train_parts.h"
 
@@ -29,7 +30,8 @@ std::vector<LayerStat> last_per_module(Model& model, const std::vector<at::Tenso
         OpObserver obs(inputs.at(0).size(0));
         obs.begin_batch(0, inputs.at(0).size(0));
         {
-            AutocastGuard guard(device.type(), p);
+            AutocastGuard guard(device.type(), autocast_precision(p));
+            Fp8PassGuard fp8(p, nullptr, {});
             model.forward(inputs);
         }
         obs.end_batch();

@@ -22,6 +22,7 @@
 #include "precision/precision.h"
 #include "probes/probes.h"
 #include "run/pass.h"
+#include "precision/fp8_pass.h"
 #include "precision/gradscaler.h"
 #include "train/train_parts.h"
 
@@ -113,20 +114,22 @@ GradScaler make_scaler(const ReplaySpec& s, const ckpt::Checkpoint& c, const at:
     }
     if (s.no_scaler) {
         disabled = true;
-    } else if (!st && !disabled && s.precision == Precision::Bf16) {
+    } else if (!st && !disabled && s.precision != Precision::Fp16) {
         disabled = true;
         r.warnings.push_back(
-            "no GradScaler state: a BF16 job runs without GradScaler, and so does the replay (a non-finite "
+            "no GradScaler state: a " +
+            std::string(s.precision == Precision::Bf16 ? "BF16" : "float8 (" + to_string(s.precision) + ")") +
+            " job runs without GradScaler, and so does the replay (a non-finite "
             "gradient is then applied: the job's weights turn NaN; give the scaler state file if the job had one)");
     }
     if (disabled && (s.init_scale || s.growth_interval))
-        throw InputError(
-            "", s.init_scale ? "init_scale" : "growth_interval",
-            "the replay runs without GradScaler (" +
-                std::string(s.no_scaler                                    ? "asked for: no scaler"
-                            : c.scaler_disabled || !s.scaler_state.empty() ? "the job's scaler was disabled"
-                                                                           : "a BF16 job without scaler state") +
-                "): there is no scale to set");
+        throw InputError("", s.init_scale ? "init_scale" : "growth_interval",
+                         "the replay runs without GradScaler (" +
+                             std::string(s.no_scaler ? "asked for: no scaler"
+                                         : c.scaler_disabled || !s.scaler_state.empty()
+                                             ? "the job's scaler was disabled"
+                                             : "a BF16 or float8 job without scaler state") +
+                             "): there is no scale to set");
     ScalerOptions o;
     o.enabled = !disabled;
     GradScaler scaler(device.str(), o);
@@ -333,7 +336,8 @@ struct Replay {
         at::Tensor out, loss;
         {
             detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/false);
-            detail::AutocastGuard guard(device.type(), s.precision);
+            detail::AutocastGuard guard(device.type(), detail::autocast_precision(s.precision));
+            detail::Fp8PassGuard fp8(s.precision, nullptr, {});  // fp8, fp8-rowwise: the linears' GEMMs in FP8
             out = amp.model->forward(inputs);
             loss = loss_of(out);
         }
@@ -456,7 +460,10 @@ void setup_clip_and_rng(Replay& rp, const ckpt::Checkpoint& c, train_parts::RngS
 
 void validate(const ReplaySpec& s) {
     if (s.steps < 1) throw InputError("", "steps", "expected an integer >= 1");
-    if (s.precision == Precision::Fp32) throw InputError("", "precision", "expected fp16 or bf16");
+    if (!trains(s.precision))
+        throw InputError(
+            "", "precision",
+            "'" + to_string(s.precision) + "'; expected fp16, bf16, fp8 or fp8-rowwise (what a job trains in)");
     if (s.init_scale && (!std::isfinite(*s.init_scale) || *s.init_scale <= 0))
         throw InputError("", "init_scale", "expected a finite number > 0");
     if (s.growth_interval && *s.growth_interval < 1)

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "replaydialog.h"
 
+#include <algorithm>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QFileDialog>
@@ -46,8 +47,11 @@ ReplayDialog::ReplayDialog(QWidget* parent) : SpecDialogFor(parent) {
                        "model's logits; model: the model returns the loss itself"));
     form->addRow(QStringLiteral("Loss"), loss_);
     precision_ = new QComboBox;
-    precision_->addItems({QStringLiteral("fp16"), QStringLiteral("bf16")});
-    precision_->setToolTip(QStringLiteral("The autocast dtype the job trained with"));
+    precision_->setObjectName(QStringLiteral("replayPrecision"));
+    for (const Precision p : kTrainingPrecisions) precision_->addItem(QString::fromStdString(to_string(p)));
+    precision_->setToolTip(
+        QStringLiteral("The autocast dtype the job trained with, or its float8 training recipe (torchao's tensorwise "
+                       "fp8 or rowwise fp8-rowwise, simulated)"));
     form->addRow(QStringLiteral("AMP precision"), precision_);
     keep_fp32_ = regionsField(QStringLiteral("head, blocks.1.*"));
     keep_fp32_->setToolTip(QStringLiteral("Modules the job already ran without autocast (usually none)"));
@@ -153,7 +157,8 @@ void ReplayDialog::setSpec(const ReplaySpec& s) {
     optimizer_->setText(QString::fromStdString(s.optimizer_state));
     scaler_->setText(QString::fromStdString(s.scaler_state));
     setChoice(loss_, to_string(s.loss));
-    precision_->setCurrentIndex(s.precision == Precision::Bf16 ? 1 : 0);
+    const auto at = std::find(std::begin(kTrainingPrecisions), std::end(kTrainingPrecisions), s.precision);
+    precision_->setCurrentIndex(at == std::end(kTrainingPrecisions) ? 0 : int(at - std::begin(kTrainingPrecisions)));
     setRegions(keep_fp32_, s.keep_fp32);
     prefix_->setText(QString::fromStdString(s.strip_prefix));
     steps_->setValue(s.steps);
@@ -183,7 +188,7 @@ ReplaySpec ReplayDialog::spec() const {
     s.optimizer_state = existing(optimizer_, "Optimizer state", false, false, "a torch.save of optimizer.state_dict()");
     s.scaler_state = existing(scaler_, "Scaler state", false, false, "a torch.save of GradScaler.state_dict()");
     s.loss = parse_loss_kind(choice(loss_));
-    s.precision = precision_->currentIndex() == 1 ? Precision::Bf16 : Precision::Fp16;
+    s.precision = kTrainingPrecisions[std::max(0, precision_->currentIndex())];
     s.keep_fp32 = regions(keep_fp32_);
     s.strip_prefix = prefix_->text().trimmed().toStdString();
     s.steps = steps_->value();
