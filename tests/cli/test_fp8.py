@@ -924,6 +924,22 @@ class Fp8Advise(unittest.TestCase):
         self.assertIn("field 'keep_bf16'", err)
 
 
+def trained_block_mlp(cls):
+    """cls.tmp, cls.model (block_mlp in train mode) and cls.path (its TorchScript); returns the folder."""
+    cls.tmp = tempfile.TemporaryDirectory()
+    cls.model = block_mlp().train()
+    cls.path = os.path.join(cls.tmp.name, "mlp.pt")
+    torch.jit.script(cls.model).save(cls.path)
+    return cls.tmp.name
+
+
+def float8_training(model, recipe):
+    """`model` converted as torchao trains `recipe` (fp8: tensorwise; fp8-rowwise), emulated."""
+    cfg = Float8LinearConfig(emulate=True) if recipe == "fp8" else dataclasses.replace(
+        Float8LinearConfig.from_recipe_name("rowwise"), emulate=True)
+    return convert_to_float8_training(model, config=cfg)
+
+
 class Fp8Train(unittest.TestCase):
     """train --precision fp8 / fp8-rowwise against torchao 0.18's float8 training in Python: the same
     TorchScript model, data and SGD steps; the AMP side converted with convert_to_float8_training
@@ -937,11 +953,7 @@ class Fp8Train(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        d = cls.tmp.name
-        cls.model = block_mlp().train()
-        cls.path = os.path.join(d, "mlp.pt")
-        torch.jit.script(cls.model).save(cls.path)
+        d = trained_block_mlp(cls)
         g = torch.Generator().manual_seed(7)
         cls.x = torch.randn(40, 32, generator=g) * 3  # 40 samples, batches of 16: the last one is 8
         cls.x[3, 5] = 300.0  # one large input: fc1's tensorwise scale follows it, its rows do not
@@ -954,10 +966,7 @@ class Fp8Train(unittest.TestCase):
         cls.tmp.cleanup()
 
     def torchao_training(self, recipe):
-        m = copy.deepcopy(self.model).train()
-        cfg = Float8LinearConfig(emulate=True) if recipe == "fp8" else dataclasses.replace(
-            Float8LinearConfig.from_recipe_name("rowwise"), emulate=True)
-        m = convert_to_float8_training(m, config=cfg)
+        m = float8_training(copy.deepcopy(self.model).train(), recipe)
         opt = torch.optim.SGD(m.parameters(), lr=self.LR)
         losses, cursor = [], 0
         for _ in range(self.STEPS):
@@ -1011,11 +1020,7 @@ class Fp8Replay(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        d = cls.tmp.name
-        cls.model = block_mlp().train()
-        cls.path = os.path.join(d, "mlp.pt")
-        torch.jit.script(cls.model).save(cls.path)
+        d = trained_block_mlp(cls)
         g = torch.Generator().manual_seed(11)
         cls.batches = [(torch.randn(16, 32, generator=g) * 3, torch.randint(0, 5, (16,), generator=g))
                        for _ in range(cls.K + 1)]
@@ -1025,12 +1030,6 @@ class Fp8Replay(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.tmp.cleanup()
-
-    @staticmethod
-    def converted(model, recipe):
-        cfg = Float8LinearConfig(emulate=True) if recipe == "fp8" else dataclasses.replace(
-            Float8LinearConfig.from_recipe_name("rowwise"), emulate=True)
-        return convert_to_float8_training(model, config=cfg)
 
     @staticmethod
     def step(m, opt, x, y, amp=True):
@@ -1043,7 +1042,7 @@ class Fp8Replay(unittest.TestCase):
 
     def job(self, recipe):
         """The job up to step K (its checkpoint), then step K+1 in Python: AMP and FP32 sides."""
-        m = self.converted(copy.deepcopy(self.model), recipe)
+        m = float8_training(copy.deepcopy(self.model), recipe)
         opt = torch.optim.Adam(m.parameters(), lr=1e-2)
         for x, y in self.batches[:-1]:
             self.step(m, opt, x, y)
@@ -1055,7 +1054,7 @@ class Fp8Replay(unittest.TestCase):
             net = copy.deepcopy(self.model)
             net.load_state_dict(state[0])
             if amp:
-                net = self.converted(net, recipe)
+                net = float8_training(net, recipe)
             o = torch.optim.Adam(net.parameters(), lr=1e-2)
             o.load_state_dict(copy.deepcopy(state[1]))
             loss = self.step(net, o, *self.batches[-1], amp=amp)
