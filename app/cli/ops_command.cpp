@@ -61,7 +61,11 @@ int run_ops(OpsOptions& o) {
     if (!p || (*p != Precision::Fp16 && *p != Precision::Bf16))
         throw InputError("--precision", "",
                          "'" + o.precision + "'; expected fp16 or bf16" +
-                             (p && is_fp8(*p) ? " (" + to_string(*p) + " runs with `run` only)" : ""));
+                             (p && is_fp8(*p) ? " (ops lists autocast's per-op policy and the kernels for its dtype; " +
+                                                    to_string(*p) +
+                                                    " is simulated by run, advise, train and replay, whose linear "
+                                                    "layers are the only ops it changes)"
+                                              : ""));
     o.spec.precisions = {*p};
     if (!o.probes->count() && o.spec.model.rfind("demo:", 0) != 0)
         throw InputError("--probes", "",
