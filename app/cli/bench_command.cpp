@@ -10,6 +10,7 @@
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/rules.h"
 #include "ampscope/engine/run.h"
+#include "ampscope/engine/train.h"
 #include "ampscope/storage/json_io.h"
 #include "ampscope/storage/store.h"
 #include "checks.h"
@@ -29,14 +30,14 @@ std::vector<Precision> parse_precisions(const std::string& list) {
     auto out = parse_amp_precisions(list);
     for (auto p : out)
         if (p == Precision::Fp32 || is_fp8(p))
-            throw InputError(
-                "--precision", "",
-                "'" + to_string(p) + "'; expected fp16 and/or bf16 (" +
-                    (is_fp8(p) ? to_string(p) + " is simulated here (FP32 GEMMs of quantized operands): its timing "
-                                                "would say nothing of FP8 hardware; run, advise, train and replay "
-                                                "take it"
-                               : "FP32 is always timed") +
-                    ")");
+            throw InputError("--precision", "",
+                             "'" + to_string(p) + "'; expected fp16 and/or bf16 (" +
+                                 (is_fp8(p) ? to_string(p) +
+                                                  " is simulated here (FP32 GEMMs of quantized operands): its timing "
+                                                  "would say nothing of FP8 hardware; run and advise take it" +
+                                                  std::string(trains(p) ? ", train and replay too" : "")
+                                            : "FP32 is always timed") +
+                                 ")");
     return out;
 }
 

@@ -179,13 +179,18 @@ long field_index(const std::string& field) {
 }
 
 std::string remedy_flags(const std::vector<Remedy>& remedies) {
-    static const std::map<std::string, std::string> flags = {
-        {"force", "--force"}, {"no_db", "--no-db"}, {"strip_prefix", "--strip-prefix"}, {"non_strict", "--non-strict"}};
+    static const std::map<std::string, std::string> flags = {{"force", "--force"},
+                                                             {"no_db", "--no-db"},
+                                                             {"strip_prefix", "--strip-prefix"},
+                                                             {"non_strict", "--non-strict"},
+                                                             {"optimizer", "--optimizer"},
+                                                             {"optimizer_state", "--optimizer-state"},
+                                                             {"param_groups_file", "--param-groups"}};
     std::string said;
     for (const auto& r : remedies) {
         const auto it = flags.find(r.field);
         if (it == flags.end()) continue;  // a setting the CLI has no flag for: the words alone
-        said += (said.empty() ? "" : ", ") + it->second + (r.value.empty() ? "" : " " + r.value);
+        said += (said.empty() ? "" : " or ") + it->second + (r.value.empty() ? "" : " " + r.value);
     }
     return said.empty() ? said : " (ampscope-cli: " + said + ")";
 }

@@ -4,6 +4,7 @@
 // LibTorch's half a second and 470 MB of loading; any other command it hands to
 // ampscope-cli-engine, built beside it, with the same arguments, environment and process id.
 #include <CLI/CLI.hpp>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -29,13 +30,29 @@ bool store_command(const char* name) {
     return names.count(name) > 0;
 }
 
+/// This executable's own path, symbolic links resolved: /proc/self/exe, else the path the
+/// kernel executed (AT_EXECFN, already searched along PATH) made absolute; empty when neither.
+std::filesystem::path own_path() {
+    std::error_code ec;
+    auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (!ec && self.is_absolute()) return self;
+    const auto* executed = reinterpret_cast<const char*>(getauxval(AT_EXECFN));
+    if (!executed) return {};
+    self = std::filesystem::canonical(executed, ec);
+    return ec ? std::filesystem::path() : self;
+}
+
 /// Replaces this process by ampscope-cli-engine (beside this executable); returns only when
 /// it cannot start, with the exit status of a runtime error.
 int hand_to_engine(char** argv) {
-    std::error_code ec;
-    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-    const auto engine =
-        (ec ? std::filesystem::path(argv[0]).parent_path() : self.parent_path()) / "ampscope-cli-engine";
+    const auto self = own_path();
+    if (self.empty()) {
+        std::cerr << "ampscope-cli: runtime error: cannot tell where this executable is (no /proc/self/exe), so "
+                     "cannot start ampscope-cli-engine beside it; run that one directly"
+                  << std::endl;
+        return kRuntime;
+    }
+    const auto engine = self.parent_path() / "ampscope-cli-engine";
     execv(engine.c_str(), argv);
     std::cerr << "ampscope-cli: runtime error: cannot start " << engine.string()
               << " (the LibTorch half of ampscope-cli, built and installed beside it): " << std::strerror(errno)

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "ampscope/engine/errors.h"
+#include "ampscope/engine/train.h"
 #include "ampscope/engine/text.h"
 #include "ampscope/storage/json_io.h"
 #include "checks.h"
@@ -62,9 +63,9 @@ int run_ops(OpsOptions& o) {
         throw InputError("--precision", "",
                          "'" + o.precision + "'; expected fp16 or bf16" +
                              (p && is_fp8(*p) ? " (ops lists autocast's per-op policy and the kernels for its dtype; " +
-                                                    to_string(*p) +
-                                                    " is simulated by run, advise, train and replay, whose linear "
-                                                    "layers are the only ops it changes)"
+                                                    to_string(*p) + " is simulated by run and advise" +
+                                                    std::string(trains(*p) ? ", train and replay" : "") +
+                                                    ", where the linear layers are the only ops it changes)"
                                               : ""));
     o.spec.precisions = {*p};
     if (!o.probes->count() && o.spec.model.rfind("demo:", 0) != 0)

@@ -45,7 +45,7 @@ namespace {
 
 const char* const kExpected =
     "expected a text file with one module-path glob a line, or the JSON that ampscope-cli advise --json "
-    "(or the GUI's Advise FP32 regions…) writes";
+    "(or the GUI's Advise…) writes";
 
 /// Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
 bool valid_utf8(const std::string& s) {
@@ -95,7 +95,8 @@ std::vector<std::string> regions_of_json(const std::string& path, const std::str
         throw InputError(
             path, "outcome",
             "'unverified': the advised set's verifying run was rejected, so the set is not advice; expected a "
-            "verified advise JSON (outcome 'found'), or --allow-unverified (ampscope-cli run) to run the set anyway");
+            "verified advise JSON (outcome 'found')" +
+                std::string(bf16 ? "" : ", or --allow-unverified (ampscope-cli run) to run the set anyway"));
     std::vector<std::string> out;
     for (const auto& m : j[key]) {
         if (!m.is_string() || m.get<std::string>().empty())

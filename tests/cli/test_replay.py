@@ -265,7 +265,8 @@ class BackwardIncident(unittest.TestCase):
             f.write("not a batch")
         cases = [
             ([other, "--optimizer-state", p("optimizer.pt")], inc.batch, "gate.weight"),
-            ([p("lightning.ckpt")], inc.batch, "--strip-prefix"),
+            ([p("lightning.ckpt")], inc.batch, "(ampscope-cli: --strip-prefix model. or --non-strict)"),
+            ([p("plain.pt")], inc.batch, "give the optimizer state file (ampscope-cli: --optimizer-state FILE)"),
             ([p("dict.pt"), "--scaler-state", p("noscale.pt")], inc.batch, "'scale'"),
             ([p("dict.pt"), "--scaler-state", p("badbackoff.pt")], inc.batch, "backoff_factor"),
             ([p("dict.pt"), "--optimizer-state", p("otheropt.pt")], inc.batch, "param_groups"),

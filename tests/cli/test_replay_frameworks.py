@@ -167,6 +167,7 @@ class PlainOptimizers(unittest.TestCase):
             rc, err = replay(job.model, ckpt, job.batch)
             self.assertEqual(rc, 2, err)
             self.assertIn("a param-groups file (a JSON list per group", err)
+            self.assertIn("(ampscope-cli: --param-groups)", err)  # the CLI's flag for the remedy
             gf = os.path.join(job.tmp.name, "groups.json")
             with open(gf, "w") as f:
                 json.dump([[n for n, _ in g["params"]] for g in named_groups(job.net)], f)
@@ -192,7 +193,7 @@ class PlainOptimizers(unittest.TestCase):
             torch.save({"model": job.sd, "optimizer": old}, ckpt)
             rc, err = replay(job.model, ckpt, job.batch)
             self.assertEqual(rc, 2, err)
-            self.assertIn("give the optimizer, adam or adamw", err)
+            self.assertIn("give the optimizer, adam or adamw (ampscope-cli: --optimizer adam or --optimizer adamw)", err)
             got = self.check(job, ckpt, "--optimizer", "adamw")  # AdamW's __setstate__ restores decoupled_weight_decay
             self.assertEqual(got["optimizer_detail"]["kind"], "adamw")
             adam = job.want(osd=old, opt_cls=lambda n: torch.optim.Adam(n.parameters(), lr=1e-2, weight_decay=0.1))

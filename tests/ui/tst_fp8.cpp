@@ -245,7 +245,7 @@ private Q_SLOTS:
                  (std::vector<Precision>{Precision::Fp8, Precision::Mxfp8, Precision::Fp8Delayed}));
         for (const auto& p : run.passes)
             for (const auto& o : p.fp8_operands) QVERIFY2(o.module != "fc1", "fc1 still quantized");
-        // an fp16/bf16 pass's module goes to FP32 as before
+        // back on the recorded run: its other FP8 pass offers BF16 as well
         w.showRun(QString::fromStdString(uuid_));
         w.tabs()->setCurrentIndex(MainWindow::kLayersTab);
         t.passBox->setCurrentText(QStringLiteral("fp8"));

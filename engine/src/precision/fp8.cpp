@@ -4,6 +4,8 @@
 #include "precision/fp8.h"
 
 #include <ATen/ATen.h>
+#include <c10/util/Float8_e4m3fn.h>
+#include <c10/util/Float8_e5m2.h>
 
 #include <algorithm>
 #include <cmath>
@@ -21,9 +23,9 @@ namespace {
 /// mantissa bits, normals from `min_normal`, subnormals a multiple of min_normal / 2^mbits:
 /// above it by rounding the FP32 mantissa, below it by adding and taking away a number whose ulp
 /// is that multiple.
-template <int Mbits>
+template <int Mbits, class F8>
 float round_fp8(float c, float min_normal) {
-    if (std::isnan(c)) return c;
+    if (std::isnan(c)) return static_cast<float>(F8(c));  // the format's NaN back in FP32, as a cast gives it
     const float a = std::fabs(c);
     float r;
     if (a < min_normal) {
@@ -43,11 +45,11 @@ float round_fp8(float c, float min_normal) {
 }  // namespace
 
 float round_e4m3(float c) {
-    return round_fp8<3>(c, 0.015625f);  // 2^-6
+    return round_fp8<3, c10::Float8_e4m3fn>(c, 0.015625f);  // 2^-6
 }
 
 float round_e5m2(float c) {
-    return round_fp8<2>(c, 6.103515625e-05f);  // 2^-14
+    return round_fp8<2, c10::Float8_e5m2>(c, 6.103515625e-05f);  // 2^-14
 }
 namespace {
 

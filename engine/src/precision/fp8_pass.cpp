@@ -25,7 +25,9 @@ thread_local std::vector<Fp8Operand>* t_sink = nullptr;
 thread_local Precision t_precision = Precision::Fp8;
 thread_local DelayedOptions t_delayed;  ///< fp8-delayed: history length and margin of new operands
 thread_local int t_calls = 0;  ///< linear calls in this batch (fp8-delayed keys GEMMs without a module name by it)
-thread_local bool t_what_if = false;  ///< an Fp8WhatIfGuard: statistics of every recipe, the linear itself unchanged
+thread_local bool t_what_if = false;
+thread_local bool t_training = false;  ///< an Fp8PassGuard of a training step (Fp8PassGuard::Training)  ///< an
+                                       ///< Fp8WhatIfGuard: statistics of every recipe, the linear itself unchanged
 
 /// How the pass's recipe quantizes a GEMM operand: along its last dimension, the reduction
 /// dimension K of the input [.., K] and of the weight [N, K].
@@ -168,6 +170,9 @@ struct Fp8LinearFn : public torch::autograd::Function<Fp8LinearFn> {
     }
 };
 
+at::Tensor fp8_linear_quantized(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
+                                at::ScalarType out_dtype);
+
 /// aten::linear under the pass: both operands quantize-dequantized as the recipe says, then gemm().
 at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias) {
     c10::impl::ExcludeDispatchKeyGuard no_fp8(kFp8Key);
@@ -185,7 +190,18 @@ at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const std::optio
     const auto out_dtype = at::autocast::get_autocast_dtype(dt);
     at::RecordFunctionGuard quiet(false);  // the emulation's own ops are not the model's: aten::linear is
     c10::impl::ExcludeDispatchKeyGuard no_autocast(at::autocast::get_autocast_dispatch_key_from_device_type(dt));
-    if (at::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad())) {  // a training step
+    if (dt == at::kCUDA && (t_precision == Precision::Fp8 || t_precision == Precision::Fp8Rowwise))
+        // torchao's Float8Linear casts its input to the autocast dtype when CUDA autocast is on
+        // (torch.is_autocast_enabled() without a device is CUDA's; on CPU it does not): the same
+        // cast here (not yet run on a GPU: tools/gpu-check.sh compares with torchao there)
+        return fp8_linear_quantized(x.to(out_dtype), w, bias, out_dtype);
+    return fp8_linear_quantized(x, w, bias, out_dtype);
+}
+
+/// fp8_linear's FP8 GEMM once the linear is known to be quantized: `x` as the recipe receives it.
+at::Tensor fp8_linear_quantized(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
+                                at::ScalarType out_dtype) {
+    if (t_training && at::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad())) {  // a training step
         if (t_precision != Precision::Fp8 && t_precision != Precision::Fp8Rowwise)
             throw InputError("", "precision",
                              "'" + to_string(t_precision) + "' in a training step; expected fp8 or fp8-rowwise (" +
@@ -288,12 +304,19 @@ Fp8PassGuard::Fp8PassGuard(Precision p, std::vector<Fp8Operand>* sink, DelayedOp
     prev_delayed_ = t_delayed;
     t_delayed = delayed;
     t_calls = 0;
+    prev_training_ = t_training;
+    t_training = false;  // a probe pass (the training constructor turns it on)
     ensure_registered();
     std::tie(prev_, prev_excluded_) = include_fp8_key();  // while the guard lives
 }
 
+Fp8PassGuard::Fp8PassGuard(Precision p, Training) : Fp8PassGuard(p) {
+    if (on_) t_training = true;  // the state before is kept by the constructor above
+}
+
 Fp8PassGuard::~Fp8PassGuard() {
     if (!on_) return;
+    t_training = prev_training_;
     if (t_precision == Precision::Fp8Delayed)  // the end of a batch, a step of the recipe
         for (auto& [key, state] : pass_context().fp8_delayed) state.update();
     t_sink = prev_sink_;

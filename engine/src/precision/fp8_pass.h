@@ -97,6 +97,10 @@ void note_what_if(const at::Tensor& x, const at::Tensor& w);
 class Fp8PassGuard {
 public:
     explicit Fp8PassGuard(Precision p, std::vector<Fp8Operand>* sink = nullptr, DelayedOptions delayed = {});
+    /// A training step's forward (train, replay): a linear whose operands need gradients runs as
+    /// torchao's autograd function (forward and backward GEMMs in FP8); fp8 and fp8-rowwise only.
+    struct Training {};
+    Fp8PassGuard(Precision p, Training);
     ~Fp8PassGuard();
     Fp8PassGuard(const Fp8PassGuard&) = delete;
     Fp8PassGuard& operator=(const Fp8PassGuard&) = delete;
@@ -107,6 +111,7 @@ private:
     std::vector<Fp8Operand>* prev_sink_ = nullptr;
     Precision prev_precision_ = Precision::Fp8;
     DelayedOptions prev_delayed_;
+    bool prev_training_ = false;
 };
 
 }  // namespace ampscope::detail

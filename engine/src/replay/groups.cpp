@@ -176,7 +176,8 @@ std::vector<std::vector<int64_t>> choose_map(OptimizerState& o, const std::vecto
                              " parameters in them, the file holds " + std::to_string(o.groups[0].params.size()) +
                              " and " + std::to_string(o.groups[1].params.size()) +
                              ", or the moments' shapes differ): give a param-groups file (a JSON list per group of "
-                             "parameter names)");
+                             "parameter names)",
+                         {{"param_groups_file", ""}});
     }
     if (o.groups.size() > 1)
         throw InputError(
@@ -185,12 +186,14 @@ std::vector<std::vector<int64_t>> choose_map(OptimizerState& o, const std::vecto
                 " groups without param_names: which parameter each index is cannot be read from the file. Give "
                 "a param-groups file (a JSON list per group of the parameter names, in the optimizer's order), or "
                 "build "
-                "the optimizer from model.named_parameters() (PyTorch >= 2.6 then saves param_names)");
+                "the optimizer from model.named_parameters() (PyTorch >= 2.6 then saves param_names)",
+            {{"param_groups_file", ""}});
     if (held != params.size())
         throw InputError(ctx.file, "param_groups",
                          "hold " + std::to_string(held) + " parameters; the model has " +
                              std::to_string(params.size()) +
-                             " trainable ones (an optimizer over some of them: give a param-groups file)");
+                             " trainable ones (an optimizer over some of them: give a param-groups file)",
+                         {{"param_groups_file", ""}});
     o.mapping = "model-order";
     std::vector<int64_t> all(params.size());
     for (size_t i = 0; i < all.size(); ++i) all[i] = int64_t(i);

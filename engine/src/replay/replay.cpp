@@ -337,7 +337,7 @@ struct Replay {
         {
             detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/false);
             detail::AutocastGuard guard(device.type(), detail::autocast_precision(s.precision));
-            detail::Fp8PassGuard fp8(s.precision, nullptr, {});  // fp8, fp8-rowwise: the linears' GEMMs in FP8
+            detail::Fp8PassGuard fp8(s.precision, detail::Fp8PassGuard::Training{});  // the linears' GEMMs in FP8
             out = amp.model->forward(inputs);
             loss = loss_of(out);
         }
@@ -496,7 +496,8 @@ ckpt::OptimizerState job_optimizer(const ReplaySpec& spec, const ckpt::Checkpoin
     }
     if (!opt)
         throw InputError(spec.checkpoint, "optimizer",
-                         "no optimizer state in the checkpoint; give the optimizer state file");
+                         "no optimizer state in the checkpoint; give the optimizer state file",
+                         {{"optimizer_state", "FILE"}});
     return std::move(*opt);
 }
 

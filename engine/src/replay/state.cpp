@@ -252,7 +252,8 @@ void resolve_kind(OptimizerState& o, const std::optional<OptimizerKind>& forced,
             throw InputError(
                 file, "param_groups",
                 "are Adam's or AdamW's from PyTorch <= 2.6 (no decoupled_weight_decay key) with weight_decay != 0, "
-                "where the two step differently and the file cannot tell which: give the optimizer, adam or adamw");
+                "where the two step differently and the file cannot tell which: give the optimizer, adam or adamw",
+                {{"optimizer", "adam"}, {"optimizer", "adamw"}});
         }
         for (auto& g : o.groups) g.decoupled = parse_optimizer_kind(o.kind) == OptimizerKind::Adamw;
         return;

@@ -153,8 +153,8 @@ std::pair<at::Tensor, at::Tensor> amp_forward_loss(Side& amp, const std::vector<
                                                    const detail::ProbeSet& data, int64_t b, int64_t e,
                                                    const TrainSpec& s, const at::Device& device) {
     detail::AutocastGuard guard(device.type(), s.autocast ? detail::autocast_precision(s.precision) : Precision::Fp32);
-    detail::Fp8PassGuard fp8(s.autocast ? s.precision : Precision::Fp32, nullptr,
-                             {});  // fp8, fp8-rowwise: GEMMs in FP8
+    detail::Fp8PassGuard fp8(s.autocast ? s.precision : Precision::Fp32,
+                             detail::Fp8PassGuard::Training{});  // fp8, fp8-rowwise: GEMMs in FP8
     auto out = amp.model->forward(in);
     auto loss = train_parts::training_loss(s, out, data, b, e, device) / double(s.accumulate);
     return {out, loss};
