@@ -204,7 +204,18 @@ class AdviseHostile(unittest.TestCase):
         with torch.no_grad():
             other.head.weight.fill_(1.0)
         torch.jit.script(other).save(path)
-        self.bad(["advise", run["run_id"], "--no-bench", "-q"], path)
+        self.bad(["advise", run["run_id"], "--no-bench", "-q"], path, f"changed since run {run['run_id']}")
+
+    # Was: a model file replaced by something that is no longer a model was refused for what the
+    # new file is (not a TorchScript archive), not for having changed since the run was recorded.
+    def test_model_replaced_by_another_file_is_said_changed(self):
+        path = self.path("overwritten.pt")
+        shutil.copy(self.model_path, path)
+        rc, run = self.run_json("run", *self.planted_spec(path))
+        self.assertEqual(rc, 1)
+        with open(path, "wb") as f:
+            f.write(b"notes, not a model\n")
+        self.bad(["advise", run["run_id"], "--no-bench", "-q"], path, f"the model changed since run {run['run_id']}")
 
     def test_run_with_no_db(self):
         self.bad(["advise", self.rejected, "--no-db", "-q"], "--no-db")

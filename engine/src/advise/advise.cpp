@@ -14,10 +14,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <map>
 
 #include "ampscope/engine/advise.h"
+#include "ampscope/engine/hash.h"
 #include "ampscope/engine/compare.h"
 #include "ampscope/engine/errors.h"
 #include "precision/precision.h"
@@ -84,6 +86,7 @@ public:
         kept_ = fp8_ ? "BF16" : "FP32";
         run_.fix_criteria();
         run_.choose_backend();
+        same_model_file_as_recorded();
         run_.load_inputs();
         res_.backend = run_.res.backend;
         res_.model = run_.res.model;
@@ -101,18 +104,30 @@ public:
     }
 
 private:
+    [[noreturn]] void changed(const std::string& file, const char* what, const std::string& then,
+                              const std::string& current) const {
+        throw InputError(file, "sha256",
+                         std::string("the ") + what + " changed since run " + spec_.recorded_run +
+                             " was recorded (sha256 " + then.substr(0, 12) + " then, " + current.substr(0, 12) +
+                             " now); expected the file that run used");
+    }
+
+    /// Before the model file is loaded: a file replaced since the run is named as such, not by
+    /// what the new one lacks (the recorded output name, a shape the probes fit).
+    void same_model_file_as_recorded() const {
+        const auto& model = spec_.run.model;
+        if (spec_.recorded_run.empty() || model.rfind("demo:", 0) == 0 || spec_.recorded_model.sha256.empty()) return;
+        std::error_code ec;
+        if (!std::filesystem::is_regular_file(model, ec)) return;  // the loader names what is wrong with it
+        const std::string now = sha256_file(model);
+        if (now != spec_.recorded_model.sha256) changed(model, "model", spec_.recorded_model.sha256, now);
+    }
+
     /// A recorded run's advice is about the files that run used: a model or probe set
     /// replaced since is refused, never silently advised in its place.
     void same_inputs_as_recorded() const {
         if (spec_.recorded_run.empty()) return;
         const auto& now = run_.res;
-        const auto changed = [&](const std::string& file, const char* what, const std::string& then,
-                                 const std::string& current) {
-            throw InputError(file, "sha256",
-                             std::string("the ") + what + " changed since run " + spec_.recorded_run +
-                                 " was recorded (sha256 " + then.substr(0, 12) + " then, " + current.substr(0, 12) +
-                                 " now); expected the file that run used");
-        };
         const auto& m = spec_.recorded_model;
         if (now.model.sha256 != m.sha256) changed(spec_.run.model, "model", m.sha256, now.model.sha256);
         if (now.model.weights_sha256 != m.weights_sha256)
