@@ -162,7 +162,26 @@ const std::map<std::string, std::string>& flag_of_field() {
                                                              {"sample", "--sample"},
                                                              {"sequence_axis", "--sequence-axis"},
                                                              {"steps", "--steps"},
-                                                             {"warmup", "--warmup"}};
+                                                             {"warmup", "--warmup"},
+                                                             // settings errors name as remedies (Remedy)
+                                                             {"force", "--force"},
+                                                             {"no_db", "--no-db"},
+                                                             {"strip_prefix", "--strip-prefix"},
+                                                             {"non_strict", "--non-strict"}};
+    return table;
+}
+
+/// field that names a file -> the flag that gives it
+const std::map<std::string, std::string>& flag_of_file_field() {
+    static const std::map<std::string, std::string> table = {{"model", "--model"},
+                                                             {"probes", "--probes"},
+                                                             {"data", "--data"},
+                                                             {"batch_file", "--batch"},
+                                                             {"optimizer_state", "--optimizer-state"},
+                                                             {"param_groups_file", "--param-groups"},
+                                                             {"checkpoint", "--checkpoint"},
+                                                             {"checkpoint_dir", "--checkpoint-dir"},
+                                                             {"resume", "--resume"}};
     return table;
 }
 
@@ -179,18 +198,13 @@ long field_index(const std::string& field) {
 }
 
 std::string remedy_flags(const std::vector<Remedy>& remedies) {
-    static const std::map<std::string, std::string> flags = {{"force", "--force"},
-                                                             {"no_db", "--no-db"},
-                                                             {"strip_prefix", "--strip-prefix"},
-                                                             {"non_strict", "--non-strict"},
-                                                             {"optimizer", "--optimizer"},
-                                                             {"optimizer_state", "--optimizer-state"},
-                                                             {"param_groups_file", "--param-groups"}};
     std::string said;
     for (const auto& r : remedies) {
-        const auto it = flags.find(r.field);
-        if (it == flags.end()) continue;  // a setting the CLI has no flag for: the words alone
-        said += (said.empty() ? "" : " or ") + it->second + (r.value.empty() ? "" : " " + r.value);
+        const std::string* flag = nullptr;
+        for (const auto* table : {&flag_of_field(), &flag_of_file_field()})
+            if (const auto it = table->find(r.field); !flag && it != table->end()) flag = &it->second;
+        if (!flag) continue;  // a setting the CLI has no flag for: the words alone
+        said += (said.empty() ? "" : " or ") + *flag + (r.value.empty() ? "" : " " + r.value);
     }
     return said.empty() ? said : " (ampscope-cli: " + said + ")";
 }
@@ -198,16 +212,8 @@ std::string remedy_flags(const std::vector<Remedy>& remedies) {
 InputError named_by_flag(const InputError& e) {
     const std::string expected = e.expected() + remedy_flags(e.remedies());
     if (!e.file().empty()) {  // a file given by a flag: the field says which flag gave it
-        static const std::map<std::string, std::string> file_flags = {{"model", "--model"},
-                                                                      {"probes", "--probes"},
-                                                                      {"data", "--data"},
-                                                                      {"batch_file", "--batch"},
-                                                                      {"param_groups_file", "--param-groups"},
-                                                                      {"checkpoint", "--checkpoint"},
-                                                                      {"checkpoint_dir", "--checkpoint-dir"},
-                                                                      {"resume", "--resume"}};
-        const auto it = file_flags.find(e.field());
-        return InputError(e.file(), it == file_flags.end() ? e.field() : it->second, expected);
+        const auto it = flag_of_file_field().find(e.field());
+        return InputError(e.file(), it == flag_of_file_field().end() ? e.field() : it->second, expected);
     }
     const auto field = e.field().substr(0, e.field().find('['));
     const auto it = flag_of_field().find(field);

@@ -33,6 +33,7 @@
 #include <set>
 #include <thread>
 
+#include "test_file.h"
 #include "advisedialog.h"
 #include "advisejob.h"
 #include "advisemodel.h"
@@ -329,12 +330,7 @@ private Q_SLOTS:
     }
 
     void newRunDialogLoadsFp32Regions() {
-        auto write = [this](const QString& name, const QByteArray& bytes) {
-            const QString p = dir_.filePath(name);
-            QFile f(p);
-            if (f.open(QIODevice::WriteOnly)) f.write(bytes);
-            return p;
-        };
+        auto write = [this](const QString& name, const QByteArray& bytes) { return writeTestFile(dir_, name, bytes); };
         NewRunDialog dlg;
         QVERIFY(dlg.findChild<QPushButton*>(QStringLiteral("loadRegions")));
         QVERIFY(dlg.loadRegions(

@@ -23,6 +23,7 @@
 #include <cmath>
 #include <memory>
 
+#include "test_file.h"
 #include "ampscope/engine/run.h"
 #include "ampscope/storage/store.h"
 #include "chart_probe.h"
@@ -192,12 +193,7 @@ private Q_SLOTS:
     /// Load BF16 set… beside Keep in BF16: an FP8 recipe's advice JSON fills it; an fp16/bf16
     /// advice is refused on the error line, naming its keep_fp32 list, and the field is kept.
     void newRunDialogLoadsTheBf16Set() {
-        auto write = [this](const QString& name, const QByteArray& bytes) {
-            const QString p = dir_.filePath(name);
-            QFile f(p);
-            if (f.open(QIODevice::WriteOnly)) f.write(bytes);
-            return p;
-        };
+        auto write = [this](const QString& name, const QByteArray& bytes) { return writeTestFile(dir_, name, bytes); };
         NewRunDialog d;
         QVERIFY(d.findChild<QPushButton*>(QStringLiteral("loadBf16Set")));
         QVERIFY(
