@@ -35,7 +35,9 @@ std::vector<Precision> parse_precisions(const std::string& list) {
                                  (is_fp8(p) ? to_string(p) +
                                                   " is simulated here (FP32 GEMMs of quantized operands): its timing "
                                                   "would say nothing of FP8 hardware; run and advise take it" +
-                                                  std::string(trains(p) ? ", train and replay too" : "")
+                                                  std::string(replays(p)  ? ", train and replay too"
+                                                              : trains(p) ? ", train too"
+                                                                          : "")
                                             : "FP32 is always timed") +
                                  ")");
     return out;

@@ -64,7 +64,9 @@ int run_ops(OpsOptions& o) {
                          "'" + o.precision + "'; expected fp16 or bf16" +
                              (p && is_fp8(*p) ? " (ops lists autocast's per-op policy and the kernels for its dtype; " +
                                                     to_string(*p) + " is simulated by run and advise" +
-                                                    std::string(trains(*p) ? ", train and replay" : "") +
+                                                    std::string(replays(*p)  ? ", train and replay"
+                                                                : trains(*p) ? ", train"
+                                                                             : "") +
                                                     ", where the linear layers are the only ops it changes)"
                                               : ""));
     o.spec.precisions = {*p};

@@ -192,10 +192,12 @@ int run_replay_command(ReplayOptions& o) {
             throw InputError(name, "", "missing; give it, or an incident bundle folder (replay BUNDLE) that holds it");
     check_output_path(o.json, "--json", storage::OutputKind::ReplayJson, replay_inputs(o), o.force);  // before any work
     auto p = parse_precision(o.precision);
-    if (!p || !trains(*p))
+    if (!p || !replays(*p))
         throw InputError("--precision", "",
                          "'" + o.precision + "'; expected fp16, bf16, fp8 or fp8-rowwise" +
-                             (p && is_fp8(*p) ? " (" + to_string(*p) + " runs with `run` and `advise` only)" : ""));
+                             (p && trains(*p)   ? " (" + to_string(*p) + " trains with `train` only)"
+                              : p && is_fp8(*p) ? " (" + to_string(*p) + " runs with `run` and `advise` only)"
+                                                : ""));
     s.precision = *p;
     s.clip_given = o.clip && o.clip->count() > 0;
     if (o.init_scale > 0) s.init_scale = o.init_scale;

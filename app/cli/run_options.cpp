@@ -108,13 +108,7 @@ void add_run_options(CLI::App* run, RunOptions& o) {
     run->add_option("--json", o.json_path, "write the run result JSON to PATH, or '-' for stdout")
         ->check(checks::NonEmptyPath());
     run->add_flag("--force", o.force, kForceHelp);
-    run->add_option("--fp8-amax-history", o.fp8_amax_history,
-                    "fp8-delayed: batches of amax history each scale comes from (Transformer Engine's "
-                    "amax_history_len; default 1024)")
-        ->check(checks::Integer(1, kMaxAmaxHistory));
-    run->add_option("--fp8-margin", o.fp8_margin,
-                    "fp8-delayed: the scale is 448 / max(amax history) / 2^M (Transformer Engine's margin; default 0)")
-        ->check(checks::Integer(0, kMaxFp8Margin));
+    add_fp8_delayed_options(run, o.fp8_delayed, "batches");
     run->add_flag("--layers", o.layers, "print the per-layer table (module, op, dtype, absmax, headroom, overflow)");
     run->add_flag("--outputs", o.outputs, "include per-sample scores and decisions in the JSON");
     run->add_flag("--no-inspect", o.no_inspect, "skip per-op statistics (faster; no origins)");
@@ -135,6 +129,27 @@ std::vector<storage::ProtectedFile> run_inputs(const RunOptions& o) {
                              {"the probe file (--probes)", o.spec.probes},
                              {"the criteria file (--criteria)", o.criteria_file},
                              {"the FP32-region file (--keep-fp32-file)", o.keep_fp32_file}});
+}
+
+void add_fp8_delayed_options(CLI::App* cmd, DelayedFlags& f, const char* history_unit) {
+    cmd->add_option("--fp8-amax-history", f.amax_history,
+                    std::string("fp8-delayed: ") + history_unit +
+                        " of amax history each scale comes from (Transformer Engine's amax_history_len; default 1024)")
+        ->check(checks::Integer(1, kMaxAmaxHistory));
+    cmd->add_option("--fp8-margin", f.margin,
+                    "fp8-delayed: the scale is 448 / max(amax history) / 2^M (Transformer Engine's margin; default 0)")
+        ->check(checks::Integer(0, kMaxFp8Margin));
+}
+
+void apply_fp8_delayed_options(const DelayedFlags& f, bool delayed, int& history, int& margin) {
+    const std::pair<const char*, const std::optional<int>*> flags[] = {{"--fp8-amax-history", &f.amax_history},
+                                                                       {"--fp8-margin", &f.margin}};
+    for (const auto& [flag, value] : flags)
+        if (*value && !delayed)
+            throw InputError(flag, "",
+                             "applies to --precision fp8-delayed only (delayed scaling); this run has no such pass");
+    if (f.amax_history) history = *f.amax_history;
+    if (f.margin) margin = *f.margin;
 }
 
 std::vector<Precision> parse_amp_precisions(const std::string& list) {
@@ -188,14 +203,8 @@ void finish_spec(RunOptions& o) {
     spec.mode = o.mode == "train" ? Mode::Train : Mode::Eval;
     spec.criteria = criteria_of(o);
     spec.inspect = !o.no_inspect;
-    const std::pair<const char*, const std::optional<int>*> delayed[] = {{"--fp8-amax-history", &o.fp8_amax_history},
-                                                                         {"--fp8-margin", &o.fp8_margin}};
-    for (const auto& [flag, value] : delayed)
-        if (*value && !spec.has_pass(Precision::Fp8Delayed))
-            throw InputError(flag, "",
-                             "applies to --precision fp8-delayed only (delayed scaling); this run has no such pass");
-    if (o.fp8_amax_history) spec.fp8_amax_history = *o.fp8_amax_history;
-    if (o.fp8_margin) spec.fp8_margin = *o.fp8_margin;
+    apply_fp8_delayed_options(o.fp8_delayed, spec.has_pass(Precision::Fp8Delayed), spec.fp8_amax_history,
+                              spec.fp8_margin);
     o.keep_fp32_flags = spec.keep_fp32.size();
     if (!o.keep_fp32_file.empty()) {
         const auto regions = read_keep_fp32_file(o.keep_fp32_file, o.allow_unverified);

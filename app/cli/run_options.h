@@ -14,6 +14,15 @@
 
 namespace ampscope::cli {
 
+/// --fp8-amax-history and --fp8-margin (fp8-delayed's settings), for `run` and `train`.
+struct DelayedFlags {
+    std::optional<int> amax_history, margin;
+};
+void add_fp8_delayed_options(CLI::App* cmd, DelayedFlags& f, const char* history_unit);
+/// The flags into `history` / `margin`; InputError naming a flag given while `delayed` is false
+/// (the command runs no fp8-delayed pass or training).
+void apply_fp8_delayed_options(const DelayedFlags& f, bool delayed, int& history, int& margin);
+
 struct RunOptions {
     RunSpec spec;
     std::string precisions = "fp16,bf16", mode = "eval", criteria_file, json_path, db, tie_rule, quality_metric, output,
@@ -22,7 +31,7 @@ struct RunOptions {
     std::string mask_input;
     std::optional<double> atol, rtol, tie_tol, qthresh, max_flip_rate, max_mean_kld, min_same_top;
     std::optional<int> max_flips, sequence_axis;
-    std::optional<int> fp8_amax_history, fp8_margin;  ///< --fp8-amax-history, --fp8-margin (fp8-delayed only)
+    DelayedFlags fp8_delayed;  ///< --fp8-amax-history, --fp8-margin (fp8-delayed only)
     bool allow_nonfinite = false, layers = false, outputs = false, no_inspect = false, quiet = false;
     bool no_db = false, init_db = false;
     bool force = false;             ///< --force: an output may replace an existing file of another kind

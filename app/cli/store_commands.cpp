@@ -40,8 +40,13 @@ struct State {
     std::string text, sample, layer, author, review_status;
 };
 
-int show_training(const Store& s, const std::string& uuid) {
+/// A training run: its status and summary, or (json) the JSON `train --json` wrote.
+int show_training(const Store& s, const std::string& uuid, bool json) {
     const TrainResult tr = s.load_training(uuid);
+    if (json) {
+        std::cout << escape_c1_in_json(json::train_to_json(tr)) << std::endl;
+        return 0;
+    }
     std::cout << "status: " << safe(s.status(uuid)) << (s.error(uuid).empty() ? "" : " (" + safe(s.error(uuid)) + ")")
               << "\n";
     print_train(std::cout, tr, isatty(STDOUT_FILENO));
@@ -96,7 +101,7 @@ int show_replay(const Store& s, const std::string& uuid, bool json) {
 
 int show_run(const Store& s, const State& st) {
     const auto uuid = s.resolve(st.run);
-    if (s.kind(uuid) == "train") return show_training(s, uuid);
+    if (s.kind(uuid) == "train") return show_training(s, uuid, st.json);
     if (s.kind(uuid) == "replay") return show_replay(s, uuid, st.json);
     std::vector<std::string> damaged;
     const auto r = s.load_run(uuid, &damaged);

@@ -113,6 +113,16 @@ void print_train(std::ostream& os, const TrainResult& r, bool color) {
             last = st.scale;
         }
     os << "\n";
+    if (r.spec.precision == Precision::Fp8Delayed) {  // where a growing tensor outran its stale scale
+        os << "  fp8-delayed: amax history " << r.spec.fp8_amax_history << " steps, margin " << r.spec.fp8_margin
+           << "; values beyond the stale scale, clamped:";
+        int shown = 0, steps = 0;
+        for (const auto& st : r.steps)
+            if (st.fp8_saturated > 0 && steps++ < 12)
+                os << (shown++ ? "," : "") << " step " << st.step << " " << st.fp8_saturated << " ("
+                   << safe(st.fp8_saturated_at) << (st.fp8_saturated_at.empty() ? "" : " first") << ")";
+        os << (steps == 0 ? " none" : steps > 12 ? ", ..." : "") << "\n";
+    }
     os << "    step   loss_ref    loss_amp    scale      skip  eff  grad_norm  divergence  underflow  non-finite\n";
     const size_t n = r.steps.size();
     for (size_t i = 0; i < n; ++i) {

@@ -14,6 +14,7 @@
 #include "ampscope/storage/json_io.h"
 #include "ampscope/storage/store.h"
 #include "checks.h"
+#include "run_options.h"
 #include "summary.h"
 
 namespace ampscope::cli {
@@ -23,6 +24,7 @@ namespace {
 struct TrainOptions {
     TrainSpec spec;
     std::string precision = "fp16", loss, optimizer, lr_schedule, json, db;
+    DelayedFlags fp8_delayed;  ///< --fp8-amax-history, --fp8-margin (fp8-delayed only)
     bool no_scaler = false, no_autocast = false, quiet = false, no_guards = false, no_db = false, init_db = false,
          force = false;
 };
@@ -41,8 +43,12 @@ void add_optimizer_options(CLI::App* train, TrainOptions& o) {
         ->default_val(ampscope::to_string(ampscope::LrSchedule::Constant));
     train->add_flag("--lr-per-iteration", ts.lr_per_iteration,
                     "advance the schedule per iteration, not per effective update (warns when steps were skipped)");
-    train->add_option("--precision", o.precision, "fp16 | bf16 | fp8 | fp8-rowwise (FP8: simulated, as torchao trains)")
+    train
+        ->add_option("--precision", o.precision,
+                     "fp16 | bf16 | fp8 | fp8-rowwise | fp8-delayed (FP8: simulated, as torchao and Transformer "
+                     "Engine train)")
         ->default_val("fp16");
+    add_fp8_delayed_options(train, o.fp8_delayed, "steps");
     train->add_flag("--no-scaler", o.no_scaler, "isolation: autocast only, no GradScaler");
     train->add_flag("--no-autocast", o.no_autocast, "isolation: FP32 compute with loss scaling only");
     train->add_option("--init-scale", ts.scaler.init_scale, "GradScaler init_scale")
@@ -123,9 +129,10 @@ int run_train(TrainOptions& o) {
     auto p = parse_precision(o.precision);
     if (!p || !trains(*p))
         throw InputError("--precision", "",
-                         "'" + o.precision + "'; expected fp16, bf16, fp8 or fp8-rowwise" +
+                         "'" + o.precision + "'; expected " + training_precisions_listed() +
                              (p && is_fp8(*p) ? " (" + to_string(*p) + " runs with `run` and `advise` only)" : ""));
     ts.precision = *p;
+    apply_fp8_delayed_options(o.fp8_delayed, ts.precision == Precision::Fp8Delayed, ts.fp8_amax_history, ts.fp8_margin);
     ts.loss = parse_loss_kind(o.loss);
     ts.optimizer = parse_optimizer_kind(o.optimizer);
     ts.lr_schedule = parse_lr_schedule(o.lr_schedule);

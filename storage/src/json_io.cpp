@@ -93,6 +93,8 @@ std::string train_to_json(const TrainResult& r, int indent) {
     j["accumulate"] = r.spec.accumulate;
     j["clip_grad_norm"] = r.spec.clip_grad_norm;
     j["keep_fp32"] = r.spec.keep_fp32;
+    if (r.spec.precision == Precision::Fp8Delayed)  // Transformer Engine's amax_history_len and margin
+        j["fp8_delayed"] = {{"amax_history", r.spec.fp8_amax_history}, {"margin", r.spec.fp8_margin}};
     j["backend"] = ordered_json(r.backend);
     j["resumed_from"] = r.resumed_from.empty() ? ordered_json(nullptr) : ordered_json(r.resumed_from);
     j["policy_changed"] = r.policy_changed;
@@ -111,6 +113,8 @@ std::string train_to_json(const TrainResult& r, int indent) {
              {"divergence", num(st.divergence)},
              {"grad_underflow", st.grad_underflow >= 0 ? ordered_json(st.grad_underflow) : ordered_json(nullptr)},
              {"growth_tracker", st.growth_tracker >= 0 ? ordered_json(st.growth_tracker) : ordered_json(nullptr)},
+             {"fp8_saturated", st.fp8_saturated >= 0 ? ordered_json(st.fp8_saturated) : ordered_json(nullptr)},
+             {"fp8_saturated_at", st.fp8_saturated > 0 ? ordered_json(st.fp8_saturated_at) : ordered_json(nullptr)},
              {"nonfinite_stage", st.nonfinite_stage.empty() ? ordered_json(nullptr) : ordered_json(st.nonfinite_stage)},
              {"origin", jmap::origin(st.origin)}});
     j["summary"] = {{"iterations", r.iterations},

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
 #include "json_types.h"
 
+#include "ampscope/engine/errors.h"
 #include "ampscope/engine/train.h"
 
 #include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace ampscope {
@@ -138,6 +140,8 @@ void to_json(ordered_json& j, const TrainSpec& s) {
          {"seed", s.seed},
          {"device", s.device},
          {"guards", s.guards}};
+    if (s.precision == Precision::Fp8Delayed)  // the recipe's settings, as a run's spec holds them
+        j["fp8_delayed"] = {{"amax_history", s.fp8_amax_history}, {"margin", s.fp8_margin}};
 }
 
 void from_json(const json& j, TrainSpec& s) {
@@ -164,6 +168,8 @@ void from_json(const json& j, TrainSpec& s) {
     s.seed = j.at("seed");
     s.device = j.at("device");
     s.guards = j.at("guards");
+    if (const auto d = j.find("fp8_delayed"); d != j.end())
+        std::tie(s.fp8_amax_history, s.fp8_margin) = storage::jtypes::fp8_delayed_settings(*d);
 }
 
 void to_json(ordered_json& j, const Origin& o) {
@@ -191,10 +197,29 @@ Precision training_precision(const json& v, const char* field) {
     const auto p = parse_precision(v.get<std::string>());
     if (!p || !trains(*p))
         throw json::type_error::create(302,
-                                       "precision \"" + v.get<std::string>() + "\" in " + field +
-                                           "; a training runs fp16, bf16, fp8 or fp8-rowwise",
+                                       "precision \"" + v.get<std::string>() + "\" in " + field + "; a training runs " +
+                                           training_precisions_listed(),
                                        &v);
     return *p;
+}
+
+std::pair<int, int> fp8_delayed_settings(const json& d) {
+    auto setting = [&](const char* key, int64_t lo, int64_t hi) {
+        const json& v = d.at(key);
+        const std::string field = std::string("spec.fp8_delayed.") + key;
+        if (!v.is_number_integer())
+            throw InputError(
+                "", field,
+                "'" + v.dump() + "'; expected an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
+        // lo >= 0: an unsigned value (as large as 2^64 - 1) compares as unsigned
+        const bool ok = v.is_number_unsigned() ? v.get<uint64_t>() >= uint64_t(lo) && v.get<uint64_t>() <= uint64_t(hi)
+                                               : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+        if (!ok)
+            throw InputError("", field,
+                             "'" + v.dump() + "'; expected " + std::to_string(lo) + " to " + std::to_string(hi));
+        return int(v.get<int64_t>());
+    };
+    return {setting("amax_history", 1, kMaxAmaxHistory), setting("margin", 0, kMaxFp8Margin)};
 }
 
 }  // namespace storage::jtypes

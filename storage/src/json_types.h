@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <utility>
+
 #include "ampscope/engine/run.h"
 #include "ampscope/engine/train.h"
 #include "ampscope/engine/types.h"
@@ -46,9 +48,13 @@ void to_json(nlohmann::ordered_json& j, const Origin& o);
 void from_json(const nlohmann::json& j, Origin& o);
 
 namespace storage::jtypes {
-/// A training's precision: fp16, bf16, fp8 or fp8-rowwise, what `train` runs; anything else (mxfp8,
-/// nvfp4, fp8-delayed, an unknown word) is a json::type_error naming `field`.
+/// A training's precision: one of kTrainingPrecisions, what `train` runs; anything else (mxfp8,
+/// nvfp4, an unknown word) is a json::type_error naming `field`.
 Precision training_precision(const nlohmann::json& v, const char* field);
+/// A spec's "fp8_delayed" object: {amax_history, margin} as `run` and `train` accept them
+/// (--fp8-amax-history, --fp8-margin), checked before narrowing to int: a stored run is never
+/// shown with other settings. InputError naming spec.fp8_delayed.<key>.
+std::pair<int, int> fp8_delayed_settings(const nlohmann::json& d);
 }  // namespace storage::jtypes
 
 }  // namespace ampscope

@@ -206,7 +206,7 @@ void spec_of(const Reader& rd, const nlohmann::json& j, ReplayResult& r) {
     r.batch_sha256 = rd.str(b, "batch.", "sha256");
     const auto precision = rd.str(j, "", "precision");
     const auto p = parse_precision(precision.empty() ? "fp16" : precision);
-    if (!p || !trains(*p))  // an FP32 reference and an AMP side, as `train` runs them
+    if (!p || !replays(*p))  // an FP32 reference and an AMP side, in what `replay` runs
         rd.wrong("precision", "\"fp16\", \"bf16\", \"fp8\" or \"fp8-rowwise\"", rd.at(j, "precision"));
     r.spec.precision = *p;
     const auto& rem = rd.object(j, "", "remedies");

@@ -167,6 +167,12 @@ CREATE TABLE fp8_operands(
   sqnr_db REAL, signal REAL, noise REAL,
   PRIMARY KEY(pass_id, seq)) WITHOUT ROWID;
 )sql",
+        // v10: fp8-delayed training (issue 30): per step the elements its FP8 casts clamped beyond
+        // the stale scales' range, and the first tensor that had one; NULL for other precisions
+        R"sql(
+ALTER TABLE training_steps ADD COLUMN fp8_saturated INTEGER;
+ALTER TABLE training_steps ADD COLUMN fp8_saturated_at TEXT;
+)sql",
     };
     return m;
 }

@@ -6,6 +6,8 @@
 #include "json_map.h"
 #include "json_types.h"
 
+#include <tuple>
+
 namespace ampscope::storage::ser {
 
 using nlohmann::json;
@@ -73,28 +75,8 @@ RunSpec read_run_spec(const json& s, const std::string& column) {
     r.batch_size = s.at("batch_size");
     r.inspect = s.at("inspect");
     r.advised_from = s.value("advised_from", "");
-    if (const auto d = s.find("fp8_delayed"); d != s.end()) {
-        // what `run` accepts (--fp8-amax-history, --fp8-margin), checked before narrowing to int:
-        // a stored run is never replayed with other settings
-        auto setting = [&](const char* key, int64_t lo, int64_t hi) {
-            const json& v = d->at(key);
-            const std::string field = std::string("spec.fp8_delayed.") + key;
-            if (!v.is_number_integer())
-                throw InputError(
-                    "", field,
-                    "'" + v.dump() + "'; expected an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
-            // lo >= 0: an unsigned value (as large as 2^64 - 1) compares as unsigned
-            const bool ok = v.is_number_unsigned()
-                                ? v.get<uint64_t>() >= uint64_t(lo) && v.get<uint64_t>() <= uint64_t(hi)
-                                : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
-            if (!ok)
-                throw InputError("", field,
-                                 "'" + v.dump() + "'; expected " + std::to_string(lo) + " to " + std::to_string(hi));
-            return int(v.get<int64_t>());
-        };
-        r.fp8_amax_history = setting("amax_history", 1, kMaxAmaxHistory);
-        r.fp8_margin = setting("margin", 0, kMaxFp8Margin);
-    }
+    if (const auto d = s.find("fp8_delayed"); d != s.end())
+        std::tie(r.fp8_amax_history, r.fp8_margin) = jtypes::fp8_delayed_settings(*d);
     return r;
 }
 

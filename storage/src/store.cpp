@@ -450,10 +450,12 @@ std::vector<TrainStep> Store::training_steps(const std::string& uuid) const {
     // grad_underflow came with schema v5; a file of an older version opened read-only lacks the column
     const std::string underflow = schema_version() >= 5 ? "COALESCE(t.grad_underflow, -1)" : "-1";
     const std::string tracker = schema_version() >= 6 ? "COALESCE(t.growth_tracker, -1)" : "-1";
+    const std::string fp8 =
+        schema_version() >= 10 ? "COALESCE(t.fp8_saturated, -1), COALESCE(t.fp8_saturated_at, '')" : "-1, ''";
     Stmt s(db_,
            ("SELECT t.step, t.loss_ref, t.loss_amp, t.scale, t.found_inf, t.skipped, t.effective_updates, t.grad_norm, "
             "t.lr, t.divergence, COALESCE(t.nonfinite_stage,''), t.origin_json, " +
-            underflow + ", " + tracker +
+            underflow + ", " + tracker + ", " + fp8 +
             " FROM training_steps t "
             "JOIN runs r ON r.id = t.run_id WHERE r.uuid=?1 ORDER BY t.step")
                .c_str());
@@ -475,6 +477,8 @@ std::vector<TrainStep> Store::training_steps(const std::string& uuid) const {
         st.origin = origin_column(s, 11, path_, uuid, "training_steps.origin_json");
         st.grad_underflow = s.i64(12);
         st.growth_tracker = int(s.i64(13));
+        st.fp8_saturated = s.i64(14);
+        st.fp8_saturated_at = s.text(15);
         out.push_back(std::move(st));
     }
     return out;

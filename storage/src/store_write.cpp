@@ -295,7 +295,7 @@ void TrainWriter::train_started(const TrainResult& h) {
 
 void TrainWriter::step_finished(const TrainStep& st) {
     sql::Transaction t(store_.db_);
-    Stmt s(store_.db_, "INSERT INTO training_steps VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)");
+    Stmt s(store_.db_, "INSERT INTO training_steps VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)");
     s.bind(1, run_id_)
         .bind(2, st.step)
         .bind(3, st.loss_ref)
@@ -323,6 +323,10 @@ void TrainWriter::step_finished(const TrainStep& st) {
         s.bind(15, st.growth_tracker);
     else
         s.bind_null(15);
+    if (st.fp8_saturated >= 0)
+        s.bind(16, st.fp8_saturated).bind(17, st.fp8_saturated_at);
+    else
+        s.bind_null(16).bind_null(17);
     s.run();
     t.commit();
     effective_ = st.effective_updates;

@@ -155,7 +155,7 @@ TEST(StoreFp8, ADatabaseWithoutTheOperandsTableOpens) {
         Store s(path);
         record(s, r);
     }
-    raw_exec(path, "DROP TABLE fp8_operands; PRAGMA user_version=8");
+    raw_exec(path, undo_migrations(8));
     {
         Store s(path, Store::Mode::ReadOnly);
         EXPECT_EQ(s.schema_version(), 8);

@@ -292,17 +292,7 @@ TEST(Store, MigratesFromEveryOlderVersion) {
         // rebuild the file at version `from`: layer statistics as rows of `layers` (how versions
         // before 4 wrote them), and drop what later migrations added
         if (from < 4) move_layers_to_rows(path);
-        std::string drop;
-        if (from < 9) drop += "DROP TABLE fp8_operands; ";
-        if (from < 8) drop += "DROP TABLE run_ranks; ";
-        if (from < 7)
-            drop += "DROP TABLE token_boundaries; DROP TABLE token_stats; ALTER TABLE flips DROP COLUMN position; ";
-        if (from < 6 && kSchemaVersion >= 6) drop += "ALTER TABLE training_steps DROP COLUMN growth_tracker; ";
-        if (from < 5) drop += "ALTER TABLE training_steps DROP COLUMN grad_underflow; ";
-        if (from < 4) drop += "DROP TABLE layer_chunks; ";
-        if (from < 3) drop += "DROP TABLE benchmarks; DROP INDEX IF EXISTS comparisons_verdict; ";
-        if (from < 2) drop += "DROP TABLE checkpoints; DROP TABLE training_steps; ";
-        raw_exec(path, drop + "PRAGMA user_version=" + std::to_string(from));
+        raw_exec(path, undo_migrations(from));
         Store s(path);
         EXPECT_EQ(s.schema_version(), kSchemaVersion) << "from " << from;
         EXPECT_EQ(js(s.load_run(r.run_id)), js(r)) << "from " << from;

@@ -347,7 +347,7 @@ TEST(StoreRanks, ADatabaseWithoutTheRanksTableOpens) {
         Store s(path);
         record(s, r);
     }
-    raw_exec(path, "DROP TABLE fp8_operands; DROP TABLE run_ranks; PRAGMA user_version=7");  // v9, v8 undone
+    raw_exec(path, undo_migrations(7));
     {
         Store s(path, Store::Mode::ReadOnly);
         EXPECT_EQ(s.schema_version(), 7);

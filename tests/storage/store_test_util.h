@@ -160,4 +160,24 @@ inline std::string error_of(const std::function<void()>& f) {
     return "(no error)";
 }
 
+/// SQL that takes a database of the current schema back to version `to`: what each later
+/// migration added dropped, user_version set. (Layer statistics before version 4 were rows of
+/// `layers`: store_migration_test moves them before.)
+inline std::string undo_migrations(int to) {
+    std::string drop;
+    if (to < 10)
+        drop +=
+            "ALTER TABLE training_steps DROP COLUMN fp8_saturated; "
+            "ALTER TABLE training_steps DROP COLUMN fp8_saturated_at; ";
+    if (to < 9) drop += "DROP TABLE fp8_operands; ";
+    if (to < 8) drop += "DROP TABLE run_ranks; ";
+    if (to < 7) drop += "DROP TABLE token_boundaries; DROP TABLE token_stats; ALTER TABLE flips DROP COLUMN position; ";
+    if (to < 6) drop += "ALTER TABLE training_steps DROP COLUMN growth_tracker; ";
+    if (to < 5) drop += "ALTER TABLE training_steps DROP COLUMN grad_underflow; ";
+    if (to < 4) drop += "DROP TABLE layer_chunks; ";
+    if (to < 3) drop += "DROP TABLE benchmarks; DROP INDEX IF EXISTS comparisons_verdict; ";
+    if (to < 2) drop += "DROP TABLE checkpoints; DROP TABLE training_steps; ";
+    return drop + "PRAGMA user_version=" + std::to_string(to);
+}
+
 }  // namespace store_test

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <string>
 
 namespace ampscope {
 
@@ -87,6 +88,15 @@ void DelayedScaling::record(float amax) {
         history_[0] = std::numeric_limits<float>::quiet_NaN();
     else
         history_[0] = std::max(history_[0], amax);
+}
+
+void DelayedScaling::restore(const std::vector<float>& history, float scale, int steps) {
+    if (history.size() != history_.size())
+        throw std::invalid_argument("delayed scaling: an amax history of " + std::to_string(history.size()) +
+                                    " steps, expected " + std::to_string(history_.size()));
+    history_ = history;
+    scale_ = scale;
+    steps_ = steps;
 }
 
 void DelayedScaling::update() {

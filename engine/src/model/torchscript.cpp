@@ -185,8 +185,9 @@ public:
         std::vector<torch::jit::IValue> args(in.begin(), in.end());
         torch::jit::IValue out;
         const auto& ctx = pass_context();
-        // instrumented for observation, FP32 regions, and the module scopes of an FP8 pass's BF16 list
-        if (ctx.observing || !ctx.keep_fp32.empty() || ctx.amp_only || !ctx.keep_bf16.empty()) {
+        // instrumented for observation, FP32 regions, and the module scopes of an FP8 pass's BF16
+        // list or of fp8-delayed training's tensors
+        if (ctx.observing || ctx.module_names || !ctx.keep_fp32.empty() || ctx.amp_only || !ctx.keep_bf16.empty()) {
             const bool regions = !ctx.keep_fp32.empty() || ctx.amp_only;
             const ScriptPlan& plan = plan_for(regions);
             const std::vector<bool>* fp32 = regions ? &policy_for(plan, ctx.keep_fp32, ctx.amp_only) : nullptr;

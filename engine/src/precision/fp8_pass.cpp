@@ -7,7 +7,6 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/record_function.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include <tuple>
@@ -28,19 +27,6 @@ thread_local int t_calls = 0;  ///< linear calls in this batch (fp8-delayed keys
 thread_local bool t_what_if = false;
 thread_local bool t_training = false;  ///< an Fp8PassGuard of a training step (Fp8PassGuard::Training)  ///< an
                                        ///< Fp8WhatIfGuard: statistics of every recipe, the linear itself unchanged
-
-/// How the pass's recipe quantizes a GEMM operand: along its last dimension, the reduction
-/// dimension K of the input [.., K] and of the weight [N, K].
-QuantSpec spec_of(Precision p) {
-    QuantSpec s;                                                    // fp8: tensorwise, E4M3, current scaling
-    if (p == Precision::Fp8Rowwise) s.scheme = Fp8Scheme::Rowwise;  // power-of-two scales (pow2_scales)
-    if (p == Precision::Mxfp8) s.scheme = Fp8Scheme::Mx;
-    if (p == Precision::Nvfp4) {
-        s.scheme = Fp8Scheme::Nvfp4;
-        s.element = Fp8Element::E2M1;
-    }
-    return s;
-}
 
 /// The block-scaled recipes, whose emulated GEMM is torchao's addmm on dequantized operands.
 bool block_scaled(Precision p) {
@@ -66,7 +52,7 @@ void merge_into_sink(const std::string& module, const char* operand, const Quant
 
 /// The operand quantize-dequantized; its statistics merged into the pass's sink when there is one.
 at::Tensor quantize_operand(const at::Tensor& t, const char* operand, int call) {
-    QuantSpec s = spec_of(t_precision);
+    QuantSpec s = recipe_spec(t_precision);
     const auto& scope = pass_context().scope;
     const std::string module = scope.empty() ? std::string() : scope.back();
     DelayedScaling* delayed = nullptr;
@@ -97,7 +83,7 @@ void what_if_statistics(const at::Tensor& x, const at::Tensor& w, at::DeviceType
     for (Precision p : kWhatIfRecipes)
         for (const auto& [operand, t] : {std::pair<const char*, const at::Tensor&>{"input", x}, {"weight", w}}) {
             QuantStats st;
-            quantize_dequantize(t, spec_of(p), &st);
+            quantize_dequantize(t, recipe_spec(p), &st);
             merge_into_sink(module, operand, st);
         }
 }
@@ -114,61 +100,6 @@ at::Tensor gemm(const at::Tensor& x2, const at::Tensor& wq, const std::optional<
     auto out = at::mm(x2, wq.t()).to(out_dtype);
     return has_bias ? out + bias->to(out.scalar_type()) : out;
 }
-
-/// `p`'s quantization of one operand of a training step's GEMMs (torchao's Float8LinearConfig for
-/// the recipe): tensorwise or rowwise (power-of-two scales) as the recipe, `element` and the
-/// reduction dimension `axis` of the GEMM the operand enters.
-QuantSpec role_spec(Precision p, Fp8Element element, int64_t axis) {
-    QuantSpec s = spec_of(p);
-    s.element = element;
-    s.axis = axis;
-    return s;
-}
-
-/// A training step's linear under fp8 / fp8-rowwise: torchao 0.18's matmul_with_hp_or_float8_args
-/// with emulate=True. Forward: input and weight quantized along K as in a probe pass, mm in FP32,
-/// cast to the autocast dtype. Backward (outside autocast): grad_output quantized (fp8: E5M2
-/// tensorwise; fp8-rowwise: E4M3, power-of-two scales per row), then
-///   grad_input  = mm(grad_output_q [M, N], weight_q [N, K]) with the weight quantized along N
-///                 (the reduction dimension of this GEMM; tensorwise: the forward's values),
-///   grad_weight = mm(grad_output_q^T [N, M], input_q [M, K]), both quantized along M,
-/// each in FP32 (the same operand layouts as torchao's emulation) cast to grad_output's dtype;
-/// autograd casts them to the input's and the weight's dtype.
-struct Fp8LinearFn : public torch::autograd::Function<Fp8LinearFn> {
-    static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
-                              int64_t precision, int64_t out_dtype) {
-        ctx->save_for_backward({x, w});
-        ctx->saved_data["precision"] = precision;
-        const auto p = Precision(precision);
-        const auto xq = quantize_dequantize(x, role_spec(p, Fp8Element::E4M3, -1));
-        const auto wq = quantize_dequantize(w, role_spec(p, Fp8Element::E4M3, -1));
-        auto sizes = x.sizes().vec();
-        sizes.back() = w.size(0);
-        return at::mm(xq.reshape({-1, xq.size(-1)}), wq.t()).to(at::ScalarType(out_dtype)).reshape(sizes);
-    }
-
-    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                   torch::autograd::variable_list grads) {
-        const auto saved = ctx->get_saved_variables();
-        const auto& x = saved[0];
-        const auto& w = saved[1];
-        const auto p = Precision(ctx->saved_data["precision"].toInt());
-        const bool rowwise = p == Precision::Fp8Rowwise;
-        const auto go_element = rowwise ? Fp8Element::E4M3 : Fp8Element::E5M2;
-        const auto& go = grads[0];
-        const auto go2 = go.reshape({-1, go.size(-1)});
-        const auto go_rows = quantize_dequantize(go2, role_spec(p, go_element, -1));  // along N
-        const auto w_for_input = quantize_dequantize(w, role_spec(p, Fp8Element::E4M3, rowwise ? 0 : -1));
-        auto in_sizes = go.sizes().vec();
-        in_sizes.back() = w.size(1);
-        const auto grad_input = at::mm(go_rows, w_for_input).to(go.scalar_type()).reshape(in_sizes);
-        const auto go_cols = rowwise ? quantize_dequantize(go2, role_spec(p, go_element, 0)) : go_rows;  // along M
-        const auto x_cols =
-            quantize_dequantize(x.reshape({-1, x.size(-1)}), role_spec(p, Fp8Element::E4M3, rowwise ? 0 : -1));
-        const auto grad_weight = at::mm(go_cols.t(), x_cols).to(go.scalar_type());
-        return {grad_input, grad_weight, at::Tensor(), at::Tensor()};
-    }
-};
 
 at::Tensor fp8_linear_quantized(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
                                 at::ScalarType out_dtype);
@@ -201,13 +132,21 @@ at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const std::optio
 /// fp8_linear's FP8 GEMM once the linear is known to be quantized: `x` as the recipe receives it.
 at::Tensor fp8_linear_quantized(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
                                 at::ScalarType out_dtype) {
+    const auto add_bias = [&](const at::Tensor& out) {
+        return bias && bias->defined() ? out + bias->to(out.scalar_type()) : out;
+    };
+    if (t_training && t_precision == Precision::Fp8Delayed && delayed_training()) {  // grad or not (re-runs)
+        const auto& scope = pass_context().scope;
+        return add_bias(
+            delayed_training_linear(x, w, out_dtype, *delayed_training(), scope.empty() ? "" : scope.back()));
+    }
     if (t_training && at::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad())) {  // a training step
         if (t_precision != Precision::Fp8 && t_precision != Precision::Fp8Rowwise)
             throw InputError("", "precision",
-                             "'" + to_string(t_precision) + "' in a training step; expected fp8 or fp8-rowwise (" +
+                             "'" + to_string(t_precision) +
+                                 "' in a training step; expected fp8, fp8-rowwise or fp8-delayed (" +
                                  to_string(t_precision) + " runs with `run` and `advise` only)");
-        auto out = Fp8LinearFn::apply(x, w, int64_t(t_precision), int64_t(out_dtype));
-        return bias && bias->defined() ? out + bias->to(out.scalar_type()) : out;
+        return add_bias(fp8_training_linear(x, w, t_precision, out_dtype));
     }
     const int call = t_calls++;
     const auto xq = quantize_operand(x, "input", call);
@@ -280,6 +219,17 @@ void merge_operand(std::vector<Fp8Operand>& into, Fp8Operand o) {
     into.push_back(std::move(o));
 }
 
+QuantSpec recipe_spec(Precision p) {
+    QuantSpec s;                                                    // fp8: tensorwise, E4M3, current scaling
+    if (p == Precision::Fp8Rowwise) s.scheme = Fp8Scheme::Rowwise;  // power-of-two scales (pow2_scales)
+    if (p == Precision::Mxfp8) s.scheme = Fp8Scheme::Mx;
+    if (p == Precision::Nvfp4) {
+        s.scheme = Fp8Scheme::Nvfp4;
+        s.element = Fp8Element::E2M1;
+    }
+    return s;
+}
+
 bool fp8_pass_active() {
     return !t_what_if && c10::impl::tls_is_dispatch_key_included(kFp8Key) &&
            !c10::impl::tls_is_dispatch_key_excluded(kFp8Key);
@@ -311,7 +261,9 @@ Fp8PassGuard::Fp8PassGuard(Precision p, std::vector<Fp8Operand>* sink, DelayedOp
 }
 
 Fp8PassGuard::Fp8PassGuard(Precision p, Training) : Fp8PassGuard(p) {
-    if (on_) t_training = true;  // the state before is kept by the constructor above
+    if (!on_) return;
+    t_training = true;                               // the state before is kept by the constructor above
+    if (auto* d = delayed_training()) d->calls = 0;  // a forward: GEMMs without a module counted from 0
 }
 
 Fp8PassGuard::~Fp8PassGuard() {

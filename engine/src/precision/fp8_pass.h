@@ -33,6 +33,7 @@
 
 #include <ATen/ATen.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,60 @@ inline Precision autocast_precision(Precision p) {
 struct DelayedOptions {
     int amax_history = 1024;
     int margin = 0;
+};
+
+/// fp8-delayed training (train --precision fp8-delayed): Transformer Engine's DelayedScaling of
+/// every FP8 tensor of the run's linear layers, carried over its steps and kept in its
+/// checkpoints (train/checkpoint.cpp). Each linear's input and weight are cast to E4M3 in the
+/// forward, its grad_output to E5M2 in the backward (TE's HYBRID format), each with the scale its
+/// own amax history gave at the end of the step before; the step's amax enters the history and
+/// end_step() updates every scale (DelayedScaling::update). The backward GEMMs take the forward's
+/// FP8 input and weight (TE keeps the casts):
+///   grad_input = grad_output_q @ weight_q, grad_weight = grad_output_q^T @ input_q,
+/// each an FP32 mm cast to grad_output's dtype, as the forward's mm is cast to the autocast dtype.
+struct DelayedTraining {
+    explicit DelayedTraining(DelayedOptions o) : options(o) {}
+    DelayedOptions options;
+    /// By tensor: "module/input" | "module/weight" | "module/grad_output" (a linear without a
+    /// module name: "#k", its call index in the forward).
+    std::map<std::string, DelayedScaling> slots;
+    bool record = true;        ///< false in the diagnostic re-runs: the step's scales, no history or count changed
+    int64_t saturated = 0;     ///< this step's elements beyond their stale scale's range (clamped)
+    std::string saturated_at;  ///< the first tensor of the step that had one
+    int calls = 0;             ///< linears run in this forward (names the GEMMs without a module)
+
+    /// The tensor's delayed scaling, created with an empty history (scale 1) the first time.
+    DelayedScaling& slot(const std::string& name, Fp8Element element);
+    /// `t` cast with its slot's scale and dequantized (FP32); recorded: its amax enters the
+    /// history, clamped elements are counted.
+    at::Tensor cast(const at::Tensor& t, const std::string& name, Fp8Element element);
+    /// The end of a training step: every scale updated from its history, the counts reset.
+    void end_step();
+};
+
+/// While alive on this thread, an FP8 pass of precision fp8-delayed under an
+/// Fp8PassGuard(Training) runs its linears as `d` says (one at a time; nullptr: none).
+class DelayedTrainingScope {
+public:
+    explicit DelayedTrainingScope(DelayedTraining* d);
+    ~DelayedTrainingScope();
+    DelayedTrainingScope(const DelayedTrainingScope&) = delete;
+    DelayedTrainingScope& operator=(const DelayedTrainingScope&) = delete;
+    /// While alive, the thread's DelayedTraining (if any) only reads its scales: a diagnostic
+    /// re-run of a step that already recorded its amaxes.
+    class Quiet {
+    public:
+        Quiet();
+        ~Quiet();
+        Quiet(const Quiet&) = delete;
+        Quiet& operator=(const Quiet&) = delete;
+
+    private:
+        bool prev_ = true;
+    };
+
+private:
+    DelayedTraining* prev_ = nullptr;
 };
 
 /// fp8-delayed: where a probe run's scales come from and the first batch's history, as the run
@@ -82,6 +137,23 @@ private:
 /// recipe), or appended: a pass's batches, and torchrun ranks' shards (run/shard.cpp).
 void merge_operand(std::vector<Fp8Operand>& into, Fp8Operand o);
 
+/// How recipe `p` quantizes a GEMM operand: along its last dimension, the reduction dimension K
+/// of the input [.., K] and of the weight [N, K].
+QuantSpec recipe_spec(Precision p);
+
+/// The DelayedTraining of this thread's DelayedTrainingScope (nullptr: none).
+DelayedTraining* delayed_training();
+
+/// A training step's linear (no bias) under fp8 / fp8-rowwise: torchao's float8 autograd
+/// function (precision/fp8_train.cpp).
+at::Tensor fp8_training_linear(const at::Tensor& x, const at::Tensor& w, Precision p, at::ScalarType out_dtype);
+
+/// A training step's linear (no bias) under fp8-delayed: its FP8 tensors named after `module`
+/// (empty: its call index), cast with `d`'s stale scales; with gradients, an autograd function
+/// whose backward casts grad_output (DelayedTraining).
+at::Tensor delayed_training_linear(const at::Tensor& x, const at::Tensor& w, at::ScalarType out_dtype,
+                                   DelayedTraining& d, const std::string& module);
+
 /// Whether an Fp8PassGuard of an FP8 pass is on in this thread (not a what-if).
 bool fp8_pass_active();
 
@@ -98,7 +170,8 @@ class Fp8PassGuard {
 public:
     explicit Fp8PassGuard(Precision p, std::vector<Fp8Operand>* sink = nullptr, DelayedOptions delayed = {});
     /// A training step's forward (train, replay): a linear whose operands need gradients runs as
-    /// torchao's autograd function (forward and backward GEMMs in FP8); fp8 and fp8-rowwise only.
+    /// torchao's autograd function (forward and backward GEMMs in FP8); fp8 and fp8-rowwise, and
+    /// fp8-delayed inside a DelayedTrainingScope (every linear, with gradients or not).
     struct Training {};
     Fp8PassGuard(Precision p, Training);
     ~Fp8PassGuard();

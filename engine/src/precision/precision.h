@@ -60,6 +60,9 @@ struct PassContext {
     std::optional<std::string> amp_only;
     at::DeviceType device_type = at::kCPU;
     bool observing = false;  ///< an OpObserver is active (TorchScript then runs instrumented)
+    /// Module scopes wanted without observing: fp8-delayed training names its FP8 tensors by
+    /// module (TorchScript then runs instrumented).
+    bool module_names = false;
     /// Rows the model runs the current batch as, when it pads the batch (a torch.export program
     /// with a static batch: copies of the last row); 0 = as given. Only the rows the observer's
     /// batch names are samples: the observer leaves the padding rows out.

@@ -460,7 +460,7 @@ void setup_clip_and_rng(Replay& rp, const ckpt::Checkpoint& c, train_parts::RngS
 
 void validate(const ReplaySpec& s) {
     if (s.steps < 1) throw InputError("", "steps", "expected an integer >= 1");
-    if (!trains(s.precision))
+    if (!replays(s.precision))
         throw InputError(
             "", "precision",
             "'" + to_string(s.precision) + "'; expected fp16, bf16, fp8 or fp8-rowwise (what a job trains in)");

@@ -13,63 +13,63 @@ namespace ampscope::train_parts {
 std::string policy_string(const TrainSpec& s) {
     std::string k;
     for (const auto& g : s.keep_fp32) k += g + ",";
-    return to_string(s.precision) + (s.autocast ? "+autocast" : "") + (s.scaler.enabled ? "+scaler" : "") + "|" + k;
+    const std::string delayed =
+        s.precision == Precision::Fp8Delayed
+            ? "(amax history " + std::to_string(s.fp8_amax_history) + ", margin " + std::to_string(s.fp8_margin) + ")"
+            : "";
+    return to_string(s.precision) + delayed + (s.autocast ? "+autocast" : "") + (s.scaler.enabled ? "+scaler" : "") +
+           "|" + k;
 }
 
-void save_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler,
-                     const Position& pos, const std::string& weights_hash, const at::Device& device) {
-    const int step = pos.step, effective = pos.effective;
-    torch::serialize::OutputArchive ar;
-    ar.write("ampscope.format", c10::IValue(std::string("ampscope-checkpoint-2")));
-    ar.write("data.cursor", c10::IValue(pos.cursor));
-    for (auto* side : {&ref, &amp})
-        for (const auto& [name, t] : side->buffers)
-            ar.write((side == &ref ? "ref.buffer." : "amp.buffer.") + name, t.detach(), true);
-    ar.write("model.source", c10::IValue(s.model));
-    ar.write("model.weights_sha256_at_start", c10::IValue(weights_hash));
-    ar.write("policy", c10::IValue(policy_string(s)));
-    ar.write("step", c10::IValue(int64_t(step)));
-    ar.write("effective_updates", c10::IValue(int64_t(effective)));
-    for (size_t i = 0; i < ref.params.size(); ++i) {
-        ar.write("ref." + ref.names[i], ref.params[i].detach());
-        ar.write("amp." + amp.names[i], amp.params[i].detach());
+namespace {
+
+/// fp8-delayed's state: "fp8.delayed.count", then per tensor i "fp8.delayed.<i>.name" | element |
+/// history (FP32 [amax_history]) | scale | steps.
+void save_delayed(torch::serialize::OutputArchive& ar, const detail::DelayedTraining& d) {
+    ar.write("fp8.delayed.count", c10::IValue(int64_t(d.slots.size())));
+    int64_t i = 0;
+    for (const auto& [name, slot] : d.slots) {
+        const std::string k = "fp8.delayed." + std::to_string(i++) + ".";
+        ar.write(k + "name", c10::IValue(name));
+        ar.write(k + "element", c10::IValue(to_string(slot.element())));
+        ar.write(k + "history", at::tensor(slot.history(), at::kFloat));
+        ar.write(k + "scale", c10::IValue(double(slot.scale())));
+        ar.write(k + "steps", c10::IValue(int64_t(slot.steps())));
     }
-    torch::serialize::OutputArchive ro, ao;
-    ref.opt->save(ro);
-    amp.opt->save(ao);
-    ar.write("ref_optimizer", ro);
-    ar.write("amp_optimizer", ao);
-    const auto st = scaler.state_dict();
-    ar.write("scaler.scale", c10::IValue(st.scale));
-    ar.write("scaler.growth_factor", c10::IValue(st.growth_factor));
-    ar.write("scaler.backoff_factor", c10::IValue(st.backoff_factor));
-    ar.write("scaler.growth_interval", c10::IValue(int64_t(st.growth_interval)));
-    ar.write("scaler._growth_tracker", c10::IValue(int64_t(st.growth_tracker)));
-    ar.write("rng.cpu", at::detail::getDefaultCPUGenerator().get_state());
-    if (device.is_cuda()) ar.write("rng.cuda", at::globalContext().defaultGenerator(device).get_state());
-    const std::string tmp = path + ".partial";
-    ar.save_to(tmp);
-    std::filesystem::rename(tmp, path);
 }
 
-Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler,
-                        const at::Device& device) {
-    torch::serialize::InputArchive ar;
-    try {
-        ar.load_from(path);
-    } catch (const std::exception& e) {
-        std::string w = e.what();
-        throw InputError(path, "resume", "not a readable ampscope checkpoint: " + w.substr(0, w.find('\n')));
+/// What save_delayed wrote, into `d`; InputError naming the key. False when the checkpoint has
+/// no fp8-delayed state at all.
+bool load_delayed(torch::serialize::InputArchive& ar, const std::string& path, detail::DelayedTraining& d) {
+    c10::IValue count;
+    if (!ar.try_read("fp8.delayed.count", count)) return false;
+    d.slots.clear();
+    for (int64_t i = 0; i < count.toInt(); ++i) {
+        const std::string k = "fp8.delayed." + std::to_string(i) + ".";
+        c10::IValue name, element, scale, steps;
+        at::Tensor history;
+        if (!ar.try_read(k + "name", name) || !ar.try_read(k + "element", element) ||
+            !ar.try_read(k + "history", history) || !ar.try_read(k + "scale", scale) ||
+            !ar.try_read(k + "steps", steps))
+            throw InputError(path, k + "history", "missing: the checkpoint's fp8-delayed state is incomplete");
+        const auto e = element.toStringRef() == "e5m2" ? Fp8Element::E5M2 : Fp8Element::E4M3;
+        if (history.dim() != 1 || history.size(0) != d.options.amax_history)
+            throw InputError(path, k + "history",
+                             "holds " + std::to_string(history.numel()) + " steps of amax history; this run keeps " +
+                                 std::to_string(d.options.amax_history) + ": resume with an amax history of " +
+                                 std::to_string(history.numel()));
+        const auto h = history.to(at::kFloat).contiguous();
+        d.slot(name.toStringRef(), e)
+            .restore(std::vector<float>(h.data_ptr<float>(), h.data_ptr<float>() + h.numel()), float(scale.toDouble()),
+                     int(steps.toInt()));
     }
-    auto read = [&](const std::string& key) {
-        c10::IValue v;
-        if (!ar.try_read(key, v))
-            throw InputError(path, key, "missing from the checkpoint; expected an ampscope checkpoint");
-        return v;
-    };
-    const std::string format = read("ampscope.format").toStringRef();
-    if (format != "ampscope-checkpoint-1" && format != "ampscope-checkpoint-2")
-        throw InputError(path, "ampscope.format", "unknown checkpoint format '" + format + "'");
+    return true;
+}
+
+/// Both sides' buffers and parameters from the archive; InputError naming the key of one
+/// missing or of another shape.
+void restore_tensors(torch::serialize::InputArchive& ar, const std::string& path, const std::string& format,
+                     const TrainSpec& s, Side& ref, Side& amp) {
     for (auto* side : {&ref, &amp})
         for (auto& [name, buf] : side->buffers) {
             const std::string key = (side == &ref ? "ref.buffer." : "amp.buffer.") + name;
@@ -101,6 +101,67 @@ Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, 
             side->params[i].copy_(t);
         }
     }
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler,
+                     const detail::DelayedTraining* delayed, const Position& pos, const std::string& weights_hash,
+                     const at::Device& device) {
+    const int step = pos.step, effective = pos.effective;
+    torch::serialize::OutputArchive ar;
+    ar.write("ampscope.format", c10::IValue(std::string("ampscope-checkpoint-2")));
+    ar.write("data.cursor", c10::IValue(pos.cursor));
+    for (auto* side : {&ref, &amp})
+        for (const auto& [name, t] : side->buffers)
+            ar.write((side == &ref ? "ref.buffer." : "amp.buffer.") + name, t.detach(), true);
+    ar.write("model.source", c10::IValue(s.model));
+    ar.write("model.weights_sha256_at_start", c10::IValue(weights_hash));
+    ar.write("policy", c10::IValue(policy_string(s)));
+    ar.write("step", c10::IValue(int64_t(step)));
+    ar.write("effective_updates", c10::IValue(int64_t(effective)));
+    for (size_t i = 0; i < ref.params.size(); ++i) {
+        ar.write("ref." + ref.names[i], ref.params[i].detach());
+        ar.write("amp." + amp.names[i], amp.params[i].detach());
+    }
+    torch::serialize::OutputArchive ro, ao;
+    ref.opt->save(ro);
+    amp.opt->save(ao);
+    ar.write("ref_optimizer", ro);
+    ar.write("amp_optimizer", ao);
+    const auto st = scaler.state_dict();
+    ar.write("scaler.scale", c10::IValue(st.scale));
+    ar.write("scaler.growth_factor", c10::IValue(st.growth_factor));
+    ar.write("scaler.backoff_factor", c10::IValue(st.backoff_factor));
+    ar.write("scaler.growth_interval", c10::IValue(int64_t(st.growth_interval)));
+    ar.write("scaler._growth_tracker", c10::IValue(int64_t(st.growth_tracker)));
+    if (delayed) save_delayed(ar, *delayed);
+    ar.write("rng.cpu", at::detail::getDefaultCPUGenerator().get_state());
+    if (device.is_cuda()) ar.write("rng.cuda", at::globalContext().defaultGenerator(device).get_state());
+    const std::string tmp = path + ".partial";
+    ar.save_to(tmp);
+    std::filesystem::rename(tmp, path);
+}
+
+Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler,
+                        detail::DelayedTraining* delayed, const at::Device& device) {
+    torch::serialize::InputArchive ar;
+    try {
+        ar.load_from(path);
+    } catch (const std::exception& e) {
+        std::string w = e.what();
+        throw InputError(path, "resume", "not a readable ampscope checkpoint: " + w.substr(0, w.find('\n')));
+    }
+    auto read = [&](const std::string& key) {
+        c10::IValue v;
+        if (!ar.try_read(key, v))
+            throw InputError(path, key, "missing from the checkpoint; expected an ampscope checkpoint");
+        return v;
+    };
+    const std::string format = read("ampscope.format").toStringRef();
+    if (format != "ampscope-checkpoint-1" && format != "ampscope-checkpoint-2")
+        throw InputError(path, "ampscope.format", "unknown checkpoint format '" + format + "'");
+    restore_tensors(ar, path, format, s, ref, amp);
     torch::serialize::InputArchive ro, ao;
     ar.read("ref_optimizer", ro);
     ar.read("amp_optimizer", ao);
@@ -128,6 +189,13 @@ Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, 
     r.step = int(read("step").toInt());
     r.effective = int(read("effective_updates").toInt());
     r.policy_changed = read("policy").toStringRef() != policy_string(s);
+    if (delayed && !load_delayed(ar, path, *delayed)) {
+        if (!r.policy_changed)
+            throw InputError(path, "fp8.delayed.count",
+                             "missing: an fp8-delayed checkpoint without its amax histories");
+        r.warning = "fp8-delayed: the checkpoint holds no amax history (it was written under " +
+                    read("policy").toStringRef() + "); the histories start empty, so the first step casts with scale 1";
+    }
     return r;
 }
 

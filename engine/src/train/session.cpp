@@ -172,6 +172,7 @@ std::optional<Origin> forward_origin(Side& amp, const std::vector<MicroBatch>& m
                                      const at::Device& device) {
     StateSnapshot snap(*amp.model);
     at::NoGradGuard ng;
+    detail::DelayedTrainingScope::Quiet quiet;  // fp8-delayed: the step's scales, its amaxes recorded once
     for (const auto& mb : micro) {
         train_parts::reseed(mb.seed);
         detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/true);
@@ -180,7 +181,7 @@ std::optional<Origin> forward_origin(Side& amp, const std::vector<MicroBatch>& m
         {
             detail::AutocastGuard guard(device.type(),
                                         s.autocast ? detail::autocast_precision(s.precision) : Precision::Fp32);
-            detail::Fp8PassGuard fp8(s.autocast ? s.precision : Precision::Fp32, nullptr, {});
+            detail::Fp8PassGuard fp8(s.autocast ? s.precision : Precision::Fp32, detail::Fp8PassGuard::Training{});
             amp.model->forward(mb.inputs);
         }
         obs.end_batch();
@@ -196,6 +197,7 @@ std::optional<Origin> forward_origin(Side& amp, const std::vector<MicroBatch>& m
 std::optional<Origin> backward_origin(Side& amp, const std::vector<MicroBatch>& micro, const detail::ProbeSet& data,
                                       const TrainSpec& s, const at::Device& device, GradScaler& scaler) {
     StateSnapshot snap(*amp.model);
+    detail::DelayedTrainingScope::Quiet quiet;
     for (const auto& mb : micro) {
         detail::BackwardProbe probe;
         probe.forward_phase();
@@ -230,6 +232,7 @@ struct Session {
     GradScaler& scaler;
     TrainResult& res;
     TrainSink* sink;
+    detail::DelayedTraining* delayed;  ///< fp8-delayed: the FP8 tensors' delayed scaling; else nullptr
     int effective = 0;
     int64_t cursor = 0;
     bool reference_invalid = false;
@@ -283,6 +286,7 @@ struct Session {
             at::Tensor l_a;
             {
                 detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/false);
+                scope.context().module_names = delayed != nullptr;
                 auto [out_a, loss] = amp_forward_loss(amp, in, data, b, e, s, device);
                 l_a = loss;
                 if (s.guards) {
@@ -334,6 +338,7 @@ struct Session {
         if (s.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(ref.params, s.clip_grad_norm);
         ref.opt->step();
         gradient_figures(f.data());
+        if (delayed) p.rec.fp8_saturated = delayed->saturated, p.rec.fp8_saturated_at = delayed->saturated_at;
         if (s.guards) {
             Pending* prev = pending.empty() ? nullptr : &pending.back();
             if (prev) f[kPrevNum] = prev->div_num, f[kPrevDen] = prev->div_den, f[kPrevTracker] = prev->tracker;
@@ -354,6 +359,7 @@ struct Session {
             p.rec.found_inf = p.rec.skipped;
         }
         scaler.impl().update();
+        if (delayed) delayed->end_step();  // after the re-runs, which use this step's scales
         if (!p.rec.skipped) ++effective;
         p.rec.effective_updates = effective;
         std::tie(p.div_num, p.div_den) = divergence_terms(amp, ref);
@@ -456,17 +462,18 @@ struct ResumePoint {
     int step = 0, effective = 0;
     int64_t cursor = -1;
 };
-ResumePoint resume_from(const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler, const at::Device& device,
-                        TrainResult& res) {
+ResumePoint resume_from(const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler, detail::DelayedTraining* delayed,
+                        const at::Device& device, TrainResult& res) {
     ResumePoint at;
     if (s.resume.empty()) return at;
-    auto r = load_checkpoint(s.resume, s, ref, amp, scaler, device);
+    auto r = load_checkpoint(s.resume, s, ref, amp, scaler, delayed, device);
     at = {r.step, r.effective, r.cursor};
     res.resumed_from = s.resume;
     res.policy_changed = r.policy_changed;
     if (r.policy_changed)
         res.warnings.push_back("resumed under a different precision policy (" + policy_string(s) +
                                "): an experiment change, not a plain continuation");
+    if (!r.warning.empty()) res.warnings.push_back(r.warning);
     return at;
 }
 
@@ -522,7 +529,11 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
     if (ref.model->fixed_batch == 0) ref.model->check_batches(data.inputs[0].size(0), s.batch_size, s.data);
     detail::check_fp32_regions(*amp.model, s.keep_fp32);
     GradScaler scaler(res.backend.device, s.scaler);
-    const ResumePoint resumed = resume_from(s, ref, amp, scaler, device, res);
+    std::optional<detail::DelayedTraining> delayed;  // fp8-delayed: the histories across the steps
+    if (s.autocast && s.precision == Precision::Fp8Delayed)
+        delayed.emplace(detail::DelayedOptions{s.fp8_amax_history, s.fp8_margin});
+    detail::DelayedTrainingScope delayed_scope(delayed ? &*delayed : nullptr);
+    const ResumePoint resumed = resume_from(s, ref, amp, scaler, delayed ? &*delayed : nullptr, device, res);
     const int start_step = resumed.step;
     const int64_t resumed_cursor = resumed.cursor;
     res.spec = s;
@@ -530,7 +541,7 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
     const int64_t n = data.inputs[0].size(0);
     const std::string weights_hash = res.model.weights_sha256;
     detail::PassScope pass_scope(device.type(), {}, /*observing=*/false);
-    Session ss{s, data, device, ref, amp, scaler, res, sink, 0, 0, false, {}};
+    Session ss{s, data, device, ref, amp, scaler, res, sink, delayed ? &*delayed : nullptr, 0, 0, false, {}};
     ss.effective = resumed.effective;
     // Batches in file order, restarting after a short last batch: the cursor of a resumed
     // run is where the uninterrupted run would be (or what the checkpoint recorded).
@@ -550,7 +561,8 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
                     (std::filesystem::path(s.checkpoint_dir) /
                      ("ampscope-" + res.run_id.substr(0, 8) + "-step" + std::to_string(step + 1) + ".ckpt"))
                         .string();
-                save_checkpoint(path, s, ref, amp, scaler, {step + 1, ss.effective, ss.cursor}, weights_hash, device);
+                save_checkpoint(path, s, ref, amp, scaler, ss.delayed, {step + 1, ss.effective, ss.cursor},
+                                weights_hash, device);
                 res.checkpoints.push_back(path);
                 if (sink) sink->checkpoint_written(path, step + 1);
             }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ampscope/engine/train.h"
+#include "precision/fp8_pass.h"
 #include "precision/gradscaler.h"
 #include "model/model.h"
 #include "probes/probes.h"
@@ -36,6 +37,7 @@ struct Resumed {
     int step = 0, effective = 0;
     int64_t cursor = -1;
     bool policy_changed = false;
+    std::string warning;  ///< what the resumed run cannot continue as it was ("" when nothing)
 };
 
 /// One side of a training or replay session: the model loaded in train mode on `device`, its
@@ -63,8 +65,10 @@ std::string policy_string(const TrainSpec& s);
 
 /// Both models (parameters and buffers), both optimizers, the scaler, RNG (CPU, and CUDA on a
 /// GPU), counters, data cursor and policy; written to PATH.partial and renamed.
+/// fp8-delayed (`delayed` not null): every FP8 tensor's amax history, scale and step count.
 void save_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler,
-                     const Position& pos, const std::string& weights_hash, const at::Device& device);
+                     const detail::DelayedTraining* delayed, const Position& pos, const std::string& weights_hash,
+                     const at::Device& device);
 
 /// Every numeric option checked before anything runs (PyTorch's optimizers and GradScaler
 /// assert the same ranges), the learning-rate schedule's name, and the checkpoint directory
@@ -87,7 +91,9 @@ std::optional<Origin> amp_backward_origin(Side& amp, const std::vector<at::Tenso
                                           GradScaler& scaler);
 
 /// Restores what save_checkpoint wrote; InputError naming the file and key.
+/// fp8-delayed (`delayed` not null): the histories restored; a checkpoint of another precision
+/// has none, and the run starts them empty (Resumed::warning says so).
 Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler,
-                        const at::Device& device);
+                        detail::DelayedTraining* delayed, const at::Device& device);
 
 }  // namespace ampscope::train_parts

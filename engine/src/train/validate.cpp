@@ -26,13 +26,20 @@ void validate_spec(const TrainSpec& s) {
     if (s.batch_size < 1) throw InputError("", "batch_size", "expected an integer >= 1");
     if (s.accumulate < 1) throw InputError("", "accumulate", "expected an integer >= 1");
     if (s.precision == Precision::Fp32 && s.autocast)
-        throw InputError("", "precision", "expected fp16, bf16, fp8 or fp8-rowwise");
+        throw InputError("", "precision", "expected " + training_precisions_listed());
     if (!trains(s.precision) && s.precision != Precision::Fp32)
         throw InputError("", "precision",
-                         "'" + to_string(s.precision) +
-                             "'; expected fp16, bf16, fp8 or fp8-rowwise (a training step's FP8 recipes, as torchao "
-                             "trains them; " +
+                         "'" + to_string(s.precision) + "'; expected " + training_precisions_listed() +
+                             " (a training step's FP8 recipes, as torchao and Transformer Engine train them; " +
                              to_string(s.precision) + " runs with `run` and `advise` only)");
+    if (s.fp8_amax_history < 1 || s.fp8_amax_history > kMaxAmaxHistory)
+        throw InputError(
+            "", "fp8_amax_history",
+            std::to_string(s.fp8_amax_history) + "; expected an integer from 1 to " + std::to_string(kMaxAmaxHistory));
+    if (s.fp8_margin < 0 || s.fp8_margin > kMaxFp8Margin)
+        throw InputError(
+            "", "fp8_margin",
+            std::to_string(s.fp8_margin) + "; expected an integer from 0 to " + std::to_string(kMaxFp8Margin));
     finite_at_least(s.lr, 0, true, "lr");
     finite_at_least(s.momentum, 0, false, "momentum");
     finite_at_least(s.weight_decay, 0, false, "weight_decay");

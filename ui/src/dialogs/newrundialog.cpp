@@ -89,19 +89,7 @@ void NewRunDialog::buildFp8(QFormLayout* form) {
     keep_bf16_->setObjectName(QStringLiteral("keepBf16"));
     keep_bf16_->setToolTip(QStringLiteral("FP8 passes: modules whose linear layers stay in BF16, not quantized"));
     form->addRow(QStringLiteral("Keep in BF16 (FP8 passes)"), withLoad(keep_bf16_, storage::RegionsList::KeepBf16));
-    amax_history_ = integer(1, kMaxAmaxHistory, RunSpec{}.fp8_amax_history);
-    amax_history_->setObjectName(QStringLiteral("fp8AmaxHistory"));
-    amax_history_->setToolTip(QStringLiteral("Batches of amax history each scale comes from (amax_history_len)"));
-    margin_ = integer(0, kMaxFp8Margin, RunSpec{}.fp8_margin);
-    margin_->setObjectName(QStringLiteral("fp8Margin"));
-    margin_->setToolTip(QStringLiteral("scale = 448 / max(history) / 2^margin"));
-    auto* delayed = new QHBoxLayout;
-    delayed->addWidget(new QLabel(QStringLiteral("amax history")));
-    delayed->addWidget(amax_history_);
-    delayed->addWidget(new QLabel(QStringLiteral("margin")));
-    delayed->addWidget(margin_);
-    delayed->addStretch();
-    form->addRow(QStringLiteral("fp8-delayed"), delayed);
+    form->addRow(QStringLiteral("fp8-delayed"), delayedSettings(amax_history_, margin_, QStringLiteral("Batches")));
 }
 
 QHBoxLayout* NewRunDialog::withLoad(QLineEdit* field, storage::RegionsList list) {

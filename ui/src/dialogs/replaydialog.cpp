@@ -48,7 +48,7 @@ ReplayDialog::ReplayDialog(QWidget* parent) : SpecDialogFor(parent) {
     form->addRow(QStringLiteral("Loss"), loss_);
     precision_ = new QComboBox;
     precision_->setObjectName(QStringLiteral("replayPrecision"));
-    for (const Precision p : kTrainingPrecisions) precision_->addItem(QString::fromStdString(to_string(p)));
+    for (const Precision p : kReplayPrecisions) precision_->addItem(QString::fromStdString(to_string(p)));
     precision_->setToolTip(
         QStringLiteral("The autocast dtype the job trained with, or its float8 training recipe (torchao's tensorwise "
                        "fp8 or rowwise fp8-rowwise, simulated)"));
@@ -157,8 +157,8 @@ void ReplayDialog::setSpec(const ReplaySpec& s) {
     optimizer_->setText(QString::fromStdString(s.optimizer_state));
     scaler_->setText(QString::fromStdString(s.scaler_state));
     setChoice(loss_, to_string(s.loss));
-    const auto at = std::find(std::begin(kTrainingPrecisions), std::end(kTrainingPrecisions), s.precision);
-    precision_->setCurrentIndex(at == std::end(kTrainingPrecisions) ? 0 : int(at - std::begin(kTrainingPrecisions)));
+    const auto at = std::find(std::begin(kReplayPrecisions), std::end(kReplayPrecisions), s.precision);
+    precision_->setCurrentIndex(at == std::end(kReplayPrecisions) ? 0 : int(at - std::begin(kReplayPrecisions)));
     setRegions(keep_fp32_, s.keep_fp32);
     prefix_->setText(QString::fromStdString(s.strip_prefix));
     steps_->setValue(s.steps);
@@ -188,7 +188,7 @@ ReplaySpec ReplayDialog::spec() const {
     s.optimizer_state = existing(optimizer_, "Optimizer state", false, false, "a torch.save of optimizer.state_dict()");
     s.scaler_state = existing(scaler_, "Scaler state", false, false, "a torch.save of GradScaler.state_dict()");
     s.loss = parse_loss_kind(choice(loss_));
-    s.precision = kTrainingPrecisions[std::max(0, precision_->currentIndex())];
+    s.precision = kReplayPrecisions[std::max(0, precision_->currentIndex())];
     s.keep_fp32 = regions(keep_fp32_);
     s.strip_prefix = prefix_->text().trimmed().toStdString();
     s.steps = steps_->value();

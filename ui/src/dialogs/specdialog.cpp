@@ -137,4 +137,20 @@ QSpinBox* SpecDialog::integer(int lo, int hi, int value) {
     return b;
 }
 
+QHBoxLayout* SpecDialog::delayedSettings(QSpinBox*& history, QSpinBox*& margin, const QString& unit) {
+    history = integer(1, kMaxAmaxHistory, RunSpec{}.fp8_amax_history);
+    history->setObjectName(QStringLiteral("fp8AmaxHistory"));
+    history->setToolTip(QStringLiteral("%1 of amax history each scale comes from (amax_history_len)").arg(unit));
+    margin = integer(0, kMaxFp8Margin, RunSpec{}.fp8_margin);
+    margin->setObjectName(QStringLiteral("fp8Margin"));
+    margin->setToolTip(QStringLiteral("scale = 448 / max(history) / 2^margin"));
+    auto* row = new QHBoxLayout;
+    row->addWidget(new QLabel(QStringLiteral("amax history")));
+    row->addWidget(history);
+    row->addWidget(new QLabel(QStringLiteral("margin")));
+    row->addWidget(margin);
+    row->addStretch();
+    return row;
+}
+
 }  // namespace ampscope::ui

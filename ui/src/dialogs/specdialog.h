@@ -54,6 +54,10 @@ protected:
     static void setRegions(QLineEdit* field, const std::vector<std::string>& globs);
     static QDoubleSpinBox* number(double lo, double hi, double value, int decimals);
     static QSpinBox* integer(int lo, int hi, int value);
+    /// fp8-delayed's settings (Transformer Engine's amax_history_len and margin) as one row:
+    /// `history` and `margin` created (object names fp8AmaxHistory, fp8Margin) with the engine's
+    /// defaults; `unit` says what one history entry is (batches of a run, steps of a training).
+    static QHBoxLayout* delayedSettings(QSpinBox*& history, QSpinBox*& margin, const QString& unit);
 
 private:
     QLabel* error_ = nullptr;

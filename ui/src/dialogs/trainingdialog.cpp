@@ -5,6 +5,7 @@
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
+#include <QHBoxLayout>
 #include <QLineEdit>
 #include <QSpinBox>
 
@@ -92,8 +93,18 @@ void TrainingDialog::addPrecisionPolicy(QFormLayout* form) {
     for (const Precision p : kTrainingPrecisions) precision_->addItem(QString::fromStdString(to_string(p)));
     precision_->setToolTip(
         QStringLiteral("fp8 / fp8-rowwise: torchao's float8 training recipes, simulated: every linear "
-                       "layer's GEMMs in FP8 (E5M2 / E4M3 gradients), the rest in BF16 autocast"));
+                       "layer's GEMMs in FP8 (E5M2 / E4M3 gradients), the rest in BF16 autocast; fp8-delayed: "
+                       "Transformer Engine's delayed scaling, each scale from the amax history of the steps before"));
     form->addRow(QStringLiteral("AMP precision"), precision_);
+    auto* delayed = delayedSettings(amax_history_, margin_, QStringLiteral("Steps"));
+    form->addRow(QStringLiteral("fp8-delayed"), delayed);
+    const auto enableDelayed = [this] {
+        const bool on = kTrainingPrecisions[std::max(0, precision_->currentIndex())] == Precision::Fp8Delayed;
+        amax_history_->setEnabled(on);
+        margin_->setEnabled(on);
+    };
+    connect(precision_, &QComboBox::currentIndexChanged, this, enableDelayed);
+    enableDelayed();
     isolation_ = new QComboBox;
     isolation_->addItems({QStringLiteral("autocast + loss scaling"), QStringLiteral("autocast only (no scaler)"),
                           QStringLiteral("loss scaling only (FP32 compute)")});
@@ -127,6 +138,8 @@ void TrainingDialog::setSpec(const TrainSpec& s) {
         schedule_->setCurrentIndex(perIteration);
     const auto at = std::find(std::begin(kTrainingPrecisions), std::end(kTrainingPrecisions), s.precision);
     precision_->setCurrentIndex(at == std::end(kTrainingPrecisions) ? 0 : int(at - std::begin(kTrainingPrecisions)));
+    amax_history_->setValue(s.fp8_amax_history);
+    margin_->setValue(s.fp8_margin);
     isolation_->setCurrentIndex(!s.autocast ? 2 : !s.scaler.enabled ? 1 : 0);
     init_scale_->setValue(s.scaler.init_scale);
     growth_interval_->setValue(s.scaler.growth_interval);
@@ -157,6 +170,10 @@ TrainSpec TrainingDialog::spec() const {
     s.lr_schedule = parse_lr_schedule(choice(schedule_));
     s.lr_per_iteration = schedule_->currentData(kPerIteration).toBool();
     s.precision = kTrainingPrecisions[std::max(0, precision_->currentIndex())];
+    if (s.precision == Precision::Fp8Delayed) {
+        s.fp8_amax_history = amax_history_->value();
+        s.fp8_margin = margin_->value();
+    }
     s.autocast = isolation_->currentIndex() != 2;
     s.scaler.enabled = isolation_->currentIndex() != 1;
     s.scaler.init_scale = init_scale_->value();

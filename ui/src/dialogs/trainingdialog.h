@@ -25,6 +25,7 @@ private:
     QComboBox *model_, *loss_, *optimizer_, *precision_, *isolation_, *schedule_, *device_;
     QLineEdit *data_, *keep_fp32_, *checkpoint_dir_;
     QSpinBox *steps_, *batch_, *accumulate_, *growth_interval_, *checkpoint_every_, *seed_;
+    QSpinBox *amax_history_, *margin_;  ///< fp8-delayed's settings
     QDoubleSpinBox *lr_, *momentum_, *weight_decay_, *init_scale_, *clip_;
     QCheckBox* guards_;
 };

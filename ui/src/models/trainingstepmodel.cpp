@@ -24,7 +24,8 @@ TrainingStepModel::TrainingStepModel(QObject* parent)
     : TableModel(parent, {QStringLiteral("Step"), QStringLiteral("Loss (FP32)"), QStringLiteral("Loss (AMP)"),
                           QStringLiteral("Scale"), QStringLiteral("Skipped"), QStringLiteral("Effective updates"),
                           QStringLiteral("Grad norm"), QStringLiteral("LR"), QStringLiteral("Divergence"),
-                          QStringLiteral("Underflow"), QStringLiteral("Non-finite"), QStringLiteral("Origin")}) {}
+                          QStringLiteral("Underflow"), QStringLiteral("FP8 clamped"), QStringLiteral("Non-finite"),
+                          QStringLiteral("Origin")}) {}
 
 double TrainingStepModel::value(int row, int column) const {
     const auto& s = steps_[size_t(row)];
@@ -39,6 +40,7 @@ double TrainingStepModel::value(int row, int column) const {
         case Lr: return s.lr;
         case Divergence: return s.divergence;
         case Underflow: return s.grad_underflow >= 0 ? double(s.grad_underflow) : std::nan("");
+        case Fp8Clamped: return s.fp8_saturated >= 0 ? double(s.fp8_saturated) : std::nan("");
     }
     return std::nan("");
 }
@@ -71,6 +73,12 @@ QVariant TrainingStepModel::data(const QModelIndex& idx, int role) const {
             case Divergence: return figure(s.divergence);
             case Underflow:
                 return s.grad_underflow >= 0 ? QVariant(qlonglong(s.grad_underflow)) : QVariant(QStringLiteral("-"));
+            case Fp8Clamped:
+                if (s.fp8_saturated < 0) return QStringLiteral("-");
+                return s.fp8_saturated == 0 ? QStringLiteral("0")
+                                            : QStringLiteral("%1 (first %2)")
+                                                  .arg(qlonglong(s.fp8_saturated))
+                                                  .arg(storedText(s.fp8_saturated_at));
             case Stage: return storedText(s.nonfinite_stage);
             case Origin: return origin();
         }

@@ -24,6 +24,7 @@ public:
         Lr,
         Divergence,
         Underflow,
+        Fp8Clamped,  ///< fp8-delayed: elements beyond the stale scales' range this step ("-" otherwise)
         Stage,
         Origin,
         NUM_COLUMNS

@@ -108,6 +108,9 @@ public:
     /// End of step: the next scale from the history, the history rolled.
     void update();
     const std::vector<float>& history() const { return history_; }
+    /// Restores a state history() / scale() / steps() described (a training checkpoint);
+    /// std::invalid_argument when the history's length is not this one's.
+    void restore(const std::vector<float>& history, float scale, int steps);
     int steps() const { return steps_; }
     int margin() const { return margin_; }
     Fp8Element element() const { return element_; }

@@ -4,6 +4,7 @@
 /// Reference FP32 training and AMP training side by side, with a faithful C++ port of
 /// torch.amp.GradScaler, per-step records, isolation modes, checkpoints and resume.
 
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -56,15 +57,37 @@ private:
 };
 
 /// The precisions `train` runs, in the order the training dialog offers them: autocast FP16 or
-/// BF16, and torchao's float8 training recipes tensorwise (fp8) and rowwise (fp8-rowwise),
-/// simulated (every linear layer's GEMMs in FP8, the rest in BF16 autocast).
+/// BF16, torchao's float8 training recipes tensorwise (fp8) and rowwise (fp8-rowwise), and
+/// Transformer Engine's delayed scaling (fp8-delayed), simulated (every linear layer's GEMMs in
+/// FP8, the rest in BF16 autocast).
 inline constexpr Precision kTrainingPrecisions[] = {Precision::Fp16, Precision::Bf16, Precision::Fp8,
-                                                    Precision::Fp8Rowwise};
+                                                    Precision::Fp8Rowwise, Precision::Fp8Delayed};
 /// Whether `train` runs precision `p`.
 inline bool trains(Precision p) {
     for (const Precision t : kTrainingPrecisions)
         if (t == p) return true;
     return false;
+}
+
+/// The precisions `replay` runs a job in: what its own trainer used, fp16, bf16, or torchao's
+/// fp8 / fp8-rowwise (a Transformer Engine job's delayed-scaling state is not read from its
+/// checkpoints, so fp8-delayed trains with `train` only).
+inline constexpr Precision kReplayPrecisions[] = {Precision::Fp16, Precision::Bf16, Precision::Fp8,
+                                                  Precision::Fp8Rowwise};
+/// Whether `replay` runs precision `p`.
+inline bool replays(Precision p) {
+    for (const Precision t : kReplayPrecisions)
+        if (t == p) return true;
+    return false;
+}
+
+/// kTrainingPrecisions' names as a message lists them: "fp16, bf16, ... or fp8-delayed".
+inline std::string training_precisions_listed() {
+    std::string out;
+    const size_t n = std::size(kTrainingPrecisions);
+    for (size_t i = 0; i < n; ++i)
+        out += (i == 0 ? "" : i + 1 == n ? " or " : ", ") + to_string(kTrainingPrecisions[i]);
+    return out;
 }
 
 /// A training run (`ampscope-cli train`).
@@ -88,6 +111,10 @@ struct TrainSpec {
     std::string checkpoint_dir = ".";
     std::string resume;  ///< checkpoint file to resume from
     std::vector<std::string> keep_fp32;
+    /// fp8-delayed: Transformer Engine's amax_history_len and margin (as RunSpec's); the
+    /// histories carry over the steps and are kept in checkpoints.
+    int fp8_amax_history = 1024;
+    int fp8_margin = 0;
     uint64_t seed = 0;
     std::string device;
     bool guards = true;  ///< per-step finiteness checks and origins (intrusive: host syncs)
@@ -107,6 +134,12 @@ struct TrainStep {
     int64_t grad_underflow = -1;
     /// GradScaler's growth tracker after this step's update (-1 without a scaler).
     int growth_tracker = -1;
+    /// fp8-delayed: elements of this step's FP8 casts (every linear's input and weight, forward;
+    /// grad_output, backward) that lay beyond the range of the stale scale their amax history
+    /// gave, clamped to the format's largest value (-1 for other precisions); and the first
+    /// tensor that did, "module/input" | "module/weight" | "module/grad_output" ("" when none).
+    int64_t fp8_saturated = -1;
+    std::string fp8_saturated_at;
     std::string nonfinite_stage;  ///< "" | forward | loss | gradient
     std::optional<Origin> origin;
 };

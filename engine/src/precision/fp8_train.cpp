@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: MIT
+// A training step's linear layers under the FP8 recipes (fp8_pass.h): torchao 0.18's float8
+// autograd function for fp8 and fp8-rowwise, Transformer Engine's delayed scaling for
+// fp8-delayed, with its state carried over the steps (DelayedTraining).
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <cstdint>
+
+#include "precision/fp8.h"
+#include "precision/fp8_pass.h"
+
+namespace ampscope::detail {
+namespace {
+
+thread_local DelayedTraining* t_delayed_training = nullptr;
+
+/// `p`'s quantization of one operand of a training step's GEMMs (torchao's Float8LinearConfig for
+/// the recipe): tensorwise or rowwise (power-of-two scales) as the recipe, `element` and the
+/// reduction dimension `axis` of the GEMM the operand enters.
+QuantSpec role_spec(Precision p, Fp8Element element, int64_t axis) {
+    QuantSpec s = recipe_spec(p);
+    s.element = element;
+    s.axis = axis;
+    return s;
+}
+
+/// A training step's linear under fp8 / fp8-rowwise: torchao 0.18's matmul_with_hp_or_float8_args
+/// with emulate=True. Forward: input and weight quantized along K as in a probe pass, mm in FP32,
+/// cast to the autocast dtype. Backward (outside autocast): grad_output quantized (fp8: E5M2
+/// tensorwise; fp8-rowwise: E4M3, power-of-two scales per row), then
+///   grad_input  = mm(grad_output_q [M, N], weight_q [N, K]) with the weight quantized along N
+///                 (the reduction dimension of this GEMM; tensorwise: the forward's values),
+///   grad_weight = mm(grad_output_q^T [N, M], input_q [M, K]), both quantized along M,
+/// each in FP32 (the same operand layouts as torchao's emulation) cast to grad_output's dtype;
+/// autograd casts them to the input's and the weight's dtype.
+struct Fp8LinearFn : public torch::autograd::Function<Fp8LinearFn> {
+    static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
+                              int64_t precision, int64_t out_dtype) {
+        ctx->save_for_backward({x, w});
+        ctx->saved_data["precision"] = precision;
+        const auto p = Precision(precision);
+        const auto xq = quantize_dequantize(x, role_spec(p, Fp8Element::E4M3, -1));
+        const auto wq = quantize_dequantize(w, role_spec(p, Fp8Element::E4M3, -1));
+        auto sizes = x.sizes().vec();
+        sizes.back() = w.size(0);
+        return at::mm(xq.reshape({-1, xq.size(-1)}), wq.t()).to(at::ScalarType(out_dtype)).reshape(sizes);
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   torch::autograd::variable_list grads) {
+        const auto saved = ctx->get_saved_variables();
+        const auto& x = saved[0];
+        const auto& w = saved[1];
+        const auto p = Precision(ctx->saved_data["precision"].toInt());
+        const bool rowwise = p == Precision::Fp8Rowwise;
+        const auto go_element = rowwise ? Fp8Element::E4M3 : Fp8Element::E5M2;
+        const auto& go = grads[0];
+        const auto go2 = go.reshape({-1, go.size(-1)});
+        const auto go_rows = quantize_dequantize(go2, role_spec(p, go_element, -1));  // along N
+        const auto w_for_input = quantize_dequantize(w, role_spec(p, Fp8Element::E4M3, rowwise ? 0 : -1));
+        auto in_sizes = go.sizes().vec();
+        in_sizes.back() = w.size(1);
+        const auto grad_input = at::mm(go_rows, w_for_input).to(go.scalar_type()).reshape(in_sizes);
+        const auto go_cols = rowwise ? quantize_dequantize(go2, role_spec(p, go_element, 0)) : go_rows;  // along M
+        const auto x_cols =
+            quantize_dequantize(x.reshape({-1, x.size(-1)}), role_spec(p, Fp8Element::E4M3, rowwise ? 0 : -1));
+        const auto grad_weight = at::mm(go_cols.t(), x_cols).to(go.scalar_type());
+        return {grad_input, grad_weight, at::Tensor(), at::Tensor()};
+    }
+};
+
+/// fp8-delayed's linear in a training step (DelayedTraining): the forward's input and weight cast
+/// before the function (their casts are the backward's operands), the grad_output's cast in the
+/// backward. The DelayedTraining travels as an address: CUDA runs the backward on another thread.
+struct DelayedLinearFn : public torch::autograd::Function<DelayedLinearFn> {
+    static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
+                              const at::Tensor& x2q, const at::Tensor& wq, int64_t out_dtype, int64_t state,
+                              const std::string& grad_slot) {
+        ctx->save_for_backward({x2q, wq});
+        ctx->saved_data["state"] = state;
+        ctx->saved_data["slot"] = grad_slot;
+        ctx->saved_data["in_dtype"] = int64_t(x.scalar_type());
+        auto sizes = x.sizes().vec();
+        sizes.back() = w.size(0);
+        return at::mm(x2q, wq.t()).to(at::ScalarType(out_dtype)).reshape(sizes);
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   torch::autograd::variable_list grads) {
+        const auto saved = ctx->get_saved_variables();
+        auto& d = *reinterpret_cast<DelayedTraining*>(intptr_t(ctx->saved_data["state"].toInt()));
+        const auto& go = grads[0];
+        const auto goq = d.cast(go.reshape({-1, go.size(-1)}), ctx->saved_data["slot"].toStringRef(), Fp8Element::E5M2);
+        auto in_sizes = go.sizes().vec();
+        in_sizes.back() = saved[1].size(1);
+        const auto grad_input = at::mm(goq, saved[1]).to(go.scalar_type()).reshape(in_sizes);
+        const auto grad_weight = at::mm(goq.t(), saved[0]).to(go.scalar_type());
+        return {grad_input, grad_weight, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    }
+};
+
+}  // namespace
+
+DelayedScaling& DelayedTraining::slot(const std::string& name, Fp8Element element) {
+    auto it = slots.find(name);
+    if (it == slots.end())
+        it = slots.emplace(name, DelayedScaling(element, options.amax_history, options.margin)).first;
+    return it->second;
+}
+
+at::Tensor DelayedTraining::cast(const at::Tensor& t, const std::string& name, Fp8Element element) {
+    DelayedScaling& s = slot(name, element);
+    QuantSpec spec;  // tensorwise with the stale scale
+    spec.element = element;
+    spec.given_scale = s.scale();
+    if (!record) return quantize_dequantize(t, spec);
+    QuantStats st;
+    auto q = quantize_dequantize(t, spec, &st);
+    s.record(float(st.amax));
+    if (st.saturated > 0 && saturated == 0) saturated_at = name;
+    saturated += st.saturated;
+    return q;
+}
+
+void DelayedTraining::end_step() {
+    for (auto& [name, s] : slots) s.update();
+    saturated = 0;
+    saturated_at.clear();
+}
+
+DelayedTrainingScope::DelayedTrainingScope(DelayedTraining* d) : prev_(t_delayed_training) {
+    t_delayed_training = d;
+}
+
+DelayedTrainingScope::~DelayedTrainingScope() {
+    t_delayed_training = prev_;
+}
+
+DelayedTrainingScope::Quiet::Quiet() {
+    if (!t_delayed_training) return;
+    prev_ = t_delayed_training->record;
+    t_delayed_training->record = false;
+}
+
+DelayedTrainingScope::Quiet::~Quiet() {
+    if (t_delayed_training) t_delayed_training->record = prev_;
+}
+
+DelayedTraining* delayed_training() {
+    return t_delayed_training;
+}
+
+at::Tensor fp8_training_linear(const at::Tensor& x, const at::Tensor& w, Precision p, at::ScalarType out_dtype) {
+    return Fp8LinearFn::apply(x, w, int64_t(p), int64_t(out_dtype));
+}
+
+at::Tensor delayed_training_linear(const at::Tensor& x, const at::Tensor& w, at::ScalarType out_dtype,
+                                   DelayedTraining& d, const std::string& module) {
+    const std::string name = module.empty() ? "#" + std::to_string(d.calls) : module;
+    ++d.calls;
+    at::Tensor x2q, wq;
+    {
+        at::NoGradGuard ng;  // the casts are the function's saved operands, not graph nodes
+        x2q = d.cast(x.reshape({-1, x.size(-1)}), name + "/input", Fp8Element::E4M3);
+        wq = d.cast(w, name + "/weight", Fp8Element::E4M3);
+    }
+    if (!at::GradMode::is_enabled() || !(x.requires_grad() || w.requires_grad())) {
+        auto sizes = x.sizes().vec();
+        sizes.back() = w.size(0);
+        return at::mm(x2q, wq.t()).to(out_dtype).reshape(sizes);
+    }
+    return DelayedLinearFn::apply(x, w, x2q, wq, int64_t(out_dtype), int64_t(reinterpret_cast<intptr_t>(&d)),
+                                  name + "/grad_output");
+}
+
+}  // namespace ampscope::detail

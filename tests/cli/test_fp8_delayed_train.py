@@ -1,0 +1,237 @@
+# SPDX-License-Identifier: MIT
+"""train --precision fp8-delayed (issue 30) against Transformer Engine's DelayedScaling written
+here from its documented rule (TeDelayed), in Python torch from the same wheel: every linear's
+input and weight cast to E4M3 in the forward and its grad_output to E5M2 in the backward (TE's
+HYBRID format), each with the scale its own amax history gave at the end of the step before; the
+histories carry over the steps, and a run resumed from a checkpoint continues them. The data grow
+along each epoch, so the growing activation outruns its stale scale at known steps, and which
+steps depends on the history's length and the margin."""
+import copy
+import json
+import os
+import tempfile
+import unittest
+
+import torch
+
+from common import as_float, run_cli
+
+E4M3, E5M2 = (torch.float8_e4m3fn, 448.0, 464.0), (torch.float8_e5m2, 57344.0, 61440.0)
+
+
+class TeDelayed:
+    """Transformer Engine's DelayedScaling as its documentation states it, one slot per FP8 tensor
+    ("fc1/input", "fc1/weight", "fc1/grad_output"): the cast of a step uses the scale computed at the
+    end of the step before (1 at the first: an empty history); the step's amax enters history[0];
+    at the end of the step amax = max(history), the history rolls by one and its first slot is
+    zeroed, scale = (fmax / amax) / 2^margin (kept when amax is 0 or not finite). `clamped` counts a
+    step's values whose |x| * scale rounds past fmax (the cast clamps them), by step."""
+
+    def __init__(self, history, margin):
+        self.len, self.margin, self.slots = history, margin, {}
+        self.clamped, self.first = 0, ""
+
+    def cast(self, t, name, fmt):
+        dtype, fmax, past = fmt
+        slot = self.slots.setdefault(name, {"hist": torch.zeros(self.len), "scale": torch.tensor(1.0), "fmax": fmax})
+        t = t.detach().float()
+        slot["hist"][0] = torch.maximum(slot["hist"][0], torch.max(torch.abs(t)))
+        y = t * slot["scale"]
+        n = int(((y.abs() > past) if fmt is E4M3 else (y.abs() >= past)).sum())
+        if n and not self.clamped:
+            self.first = name
+        self.clamped += n
+        return y.clamp(-fmax, fmax).to(dtype).float() / slot["scale"]
+
+    def end_step(self):
+        for slot in self.slots.values():
+            amax = torch.max(slot["hist"])
+            slot["hist"] = torch.roll(slot["hist"], -1, 0)
+            slot["hist"][0] = 0.0
+            if torch.isfinite(amax) and amax > 0:
+                sf = (torch.tensor(slot["fmax"]) / amax) / (2.0 ** self.margin)
+                slot["scale"] = torch.where(torch.isinf(sf), torch.tensor(torch.finfo(torch.float32).max), sf)
+        step = (self.clamped, self.first)
+        self.clamped, self.first = 0, ""
+        return step
+
+
+class DelayedMm(torch.autograd.Function):
+    """The GEMMs on FP8 values: forward mm(input_q, weight_q^T) in FP32 cast to BF16; backward
+    grad_output cast (E5M2), grad_input = grad_output_q @ weight_q, grad_weight = grad_output_q^T @
+    input_q, in FP32 cast to grad_output's dtype (the forward's casts are the backward's operands)."""
+
+    @staticmethod
+    def forward(ctx, x, w, xq, wq, slot, te):
+        ctx.save_for_backward(xq, wq)
+        ctx.slot, ctx.te = slot, te
+        with torch.autocast("cpu", enabled=False):
+            return torch.mm(xq, wq.t()).to(torch.bfloat16).reshape(*x.shape[:-1], w.shape[0])
+
+    @staticmethod
+    def backward(ctx, go):
+        xq, wq = ctx.saved_tensors
+        goq = ctx.te.cast(go.reshape(-1, go.shape[-1]), ctx.slot, E5M2)
+        gi = torch.mm(goq, wq).to(go.dtype).reshape(*go.shape[:-1], wq.shape[1])
+        gw = torch.mm(goq.t(), xq).to(go.dtype)
+        return gi, gw, None, None, None, None
+
+
+class DelayedLinear(torch.nn.Module):
+    def __init__(self, lin, name, te):
+        super().__init__()
+        self.weight, self.bias, self.name, self.te = lin.weight, lin.bias, name, te
+
+    def forward(self, x):
+        xq = self.te.cast(x.reshape(-1, x.shape[-1]), self.name + "/input", E4M3)
+        wq = self.te.cast(self.weight, self.name + "/weight", E4M3)
+        out = DelayedMm.apply(x, self.weight, xq, wq, self.name + "/grad_output", self.te)
+        return out + self.bias.to(out.dtype)
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(32, 64)
+        self.act = torch.nn.GELU()
+        self.norm = torch.nn.LayerNorm(64)
+        self.fc2 = torch.nn.Linear(64, 5)
+
+    def forward(self, x):
+        return self.fc2(self.norm(self.act(self.fc1(x))))
+
+
+class Fp8DelayedTrain(unittest.TestCase):
+    """40 samples in batches of 16 (the last batch 8, so the epochs do not divide the steps) whose
+    magnitude grows along the epoch: batch 1 outruns the scale batch 0 gave, batch 2 the one batch
+    1 gave; the next epoch starts small again. With TE's default history the scales then remember
+    the largest batch; with a history of one step they forget it and batch 1 outruns again at
+    step 4; a margin of 2 leaves room for the growth."""
+
+    STEPS, BATCH, LR = 7, 16, 0.5
+    CONFIGS = ((1024, 0), (1, 0), (1, 2))
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        torch.manual_seed(3)
+        cls.model = Mlp().train()
+        cls.path = os.path.join(cls.tmp.name, "mlp.pt")
+        torch.jit.script(cls.model).save(cls.path)
+        g = torch.Generator().manual_seed(11)
+        cls.x = torch.randn(40, 32, generator=g) * (1.0 + torch.arange(40.0).unsqueeze(1) / 6.0)
+        cls.y = torch.randint(0, 5, (40,), generator=g)
+        cls.data = os.path.join(cls.tmp.name, "data.pt")
+        torch.save({"inputs": cls.x, "labels": cls.y}, cls.data)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def reference(self, history, margin):
+        """Each step's AMP loss and (clamped, first tensor) under TeDelayed."""
+        te = TeDelayed(history, margin)
+        m = copy.deepcopy(self.model)
+        for name in ("fc1", "fc2"):
+            setattr(m, name, DelayedLinear(getattr(m, name), name, te))
+        opt = torch.optim.SGD(m.parameters(), lr=self.LR)
+        losses, clamped, cursor = [], [], 0
+        for _ in range(self.STEPS):
+            b, e = cursor, min(len(self.x), cursor + self.BATCH)
+            cursor = 0 if e >= len(self.x) else e
+            opt.zero_grad()
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = torch.nn.functional.cross_entropy(m(self.x[b:e]), self.y[b:e])
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+            clamped.append(te.end_step())
+        return losses, clamped
+
+    def train(self, d, *extra, steps=None, precision="fp8-delayed"):
+        out = os.path.join(d, "train-%d.json" % len(os.listdir(d)))
+        rc, _, se = run_cli("train", "--model", self.path, "--data", self.data, "--steps", steps or self.STEPS,
+                            "--batch-size", self.BATCH, "--lr", self.LR, "--precision", precision, "--no-scaler",
+                            "--loss", "ce", "--device", "cpu", "--no-db", "--json", out, "-q", *extra)
+        self.assertIn(rc, (0, 1), se)
+        with open(out) as f:
+            return json.load(f)
+
+    @staticmethod
+    def steps_of(got):
+        return ([as_float(s["loss_amp"]) for s in got["steps"]],
+                [(s["fp8_saturated"], s["fp8_saturated_at"] or "") for s in got["steps"]])
+
+    def test_every_step_as_te_delayed_scaling(self):
+        seen = {}
+        with tempfile.TemporaryDirectory() as d:
+            for history, margin in self.CONFIGS:
+                want = self.reference(history, margin)
+                got = self.train(d, "--fp8-amax-history", history, "--fp8-margin", margin)
+                self.assertEqual(got["fp8_delayed"], {"amax_history": history, "margin": margin})
+                self.assertEqual(self.steps_of(got), want, (history, margin))
+                seen[(history, margin)] = [i for i, (n, _) in enumerate(want[1]) if n]
+        # the oracle separates the settings: the growing input outruns at known steps
+        self.assertEqual(seen[(1024, 0)][:2], [1, 2], seen)
+        self.assertIn(4, seen[(1, 0)], "a one-step history forgets the large batch")
+        self.assertNotIn(4, seen[(1024, 0)], "the default history remembers it")
+        self.assertLess(len(seen[(1, 2)]), len(seen[(1, 0)]), "a margin leaves room")
+
+    def test_resumed_run_continues_the_histories(self):
+        """Checkpoint after 3 steps, resume to 7: steps 3..6 as the uninterrupted run (and TE's);
+        without the histories step 3 would cast with scale 1."""
+        with tempfile.TemporaryDirectory() as d:
+            full = self.train(d, "--fp8-amax-history", 4)
+            first = self.train(d, "--fp8-amax-history", 4, "--checkpoint-every", 3, "--checkpoint-dir", d, steps=3)
+            ckpt = first["checkpoints"][0]
+            rest = self.train(d, "--fp8-amax-history", 4, "--resume", ckpt)
+            self.assertEqual([s["step"] for s in rest["steps"]], [3, 4, 5, 6])
+            want_losses, want_clamped = self.steps_of(full)
+            got_losses, got_clamped = self.steps_of(rest)
+            self.assertEqual(got_losses, want_losses[3:])
+            self.assertEqual(got_clamped, want_clamped[3:])
+            self.assertEqual(self.steps_of(full), self.reference(4, 0))
+            # another history length is refused by name; a checkpoint of another precision warns
+            rc, _, se = run_cli("train", "--model", self.path, "--data", self.data, "--steps", 5, "--batch-size",
+                                self.BATCH, "--precision", "fp8-delayed", "--fp8-amax-history", 8, "--resume", ckpt,
+                                "--no-db", "-q")
+            self.assertEqual(rc, 2, se)
+            self.assertIn("fp8.delayed.", se)
+            self.assertIn("holds 4 steps of amax history; this run keeps 8", se)
+            bf16 = self.train(d, "--checkpoint-every", 3, "--checkpoint-dir", d, steps=3, precision="bf16")
+            rc, so, se = run_cli("train", "--model", self.path, "--data", self.data, "--steps", 4, "--batch-size",
+                                 self.BATCH, "--precision", "fp8-delayed", "--resume", bf16["checkpoints"][0],
+                                 "--no-scaler", "--no-db")
+            self.assertIn(rc, (0, 1), se)
+            self.assertIn("the histories start empty", so)
+
+    def test_settings_and_refusals(self):
+        with tempfile.TemporaryDirectory() as d:
+            db = os.path.join(d, "runs.sqlite")
+            rc, so, se = run_cli("train", "--model", self.path, "--data", self.data, "--steps", 3, "--batch-size",
+                                 self.BATCH, "--precision", "fp8-delayed", "--fp8-amax-history", 2, "--no-scaler",
+                                 "--db", db)
+            self.assertIn(rc, (0, 1), se)
+            self.assertIn("fp8-delayed: amax history 2 steps, margin 0; values beyond the stale scale, clamped: step 1",
+                          so)
+            uuid = so.split()[2]
+            rc, so, se = run_cli("show", uuid, "--db", db, "--json")
+            self.assertEqual(rc, 0, se)
+            shown = json.loads(so)
+            self.assertEqual(shown["fp8_delayed"], {"amax_history": 2, "margin": 0})
+            self.assertGreater(shown["steps"][1]["fp8_saturated"], 0)
+            self.assertEqual(shown["steps"][1]["fp8_saturated_at"], "fc1/input")
+        rc, _, se = run_cli("train", "--model", "demo:mlp", "--data", "demo", "--steps", 1, "--precision", "bf16",
+                            "--fp8-margin", 1, "--no-db")
+        self.assertEqual(rc, 2)
+        self.assertIn("--fp8-margin", se)
+        self.assertIn("applies to --precision fp8-delayed only", se)
+        rc, _, se = run_cli("replay", "--model", self.path, "--checkpoint", self.path, "--batch", self.data,
+                            "--precision", "fp8-delayed")
+        self.assertEqual(rc, 2, se)
+        self.assertIn("'fp8-delayed'; expected fp16, bf16, fp8 or fp8-rowwise (fp8-delayed trains with `train` only)",
+                      se)
+
+
+if __name__ == "__main__":
+    unittest.main()
