@@ -55,6 +55,10 @@ if ls .deps/*.deb >/dev/null 2>&1; then
   export LD_LIBRARY_PATH="$root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 fi
 py=$(command -v python3)
+if ls .deps/wheels/*.whl >/dev/null 2>&1; then  # torchao for the fp8-real oracle (tools/fetch-gpu-deps.sh)
+  "$py" -m pip install -q --no-deps --no-index --target "$PWD/.deps/py" .deps/wheels/*.whl 2>/dev/null &&
+    export PYTHONPATH="$PWD/.deps/py:${PYTHONPATH:-}" || true
+fi
 log "== machine"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1 | tee -a "$report" || true
 "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))' 2>&1 | tee -a "$report" || true
@@ -193,6 +197,30 @@ print(f"figure: bf16 {f['bf16']['median_ms']:.3f} ms vs fp32 {f['fp32']['median_
 PY
 }
 
+# Real FP8 GEMMs (torch._scaled_mm) beside the simulated fp8 / fp8-rowwise passes: on by default
+# on an FP8 GPU; with torchao installed (.deps, pure Python), bitwise against its Float8Linear
+# without emulate (tests/cli/test_fp8_real_gemm.py on cuda).
+fp8_real_cuda() {
+  local rc=0
+  "$cli" run --model demo:transformer --probes demo --device cuda --precision fp8,fp8-rowwise --json "$json/fp8-real.json" -q || rc=$?
+  [ "$rc" -le 1 ] || return "$rc"
+  "$py" - "$json/fp8-real.json" <<'PY' || return 1
+import json, sys
+r = json.load(open(sys.argv[1]))
+g = {p["precision"]: p.get("real_gemm") for p in r["passes"] if p["precision"].startswith("fp8")}
+print(json.dumps(g, indent=1))
+assert all(x and x["ran"] for x in g.values()), g
+print("figure:", "; ".join(f"{k}: {x['differing']} scores / {x['decisions_differ']} decisions differ from simulated, "
+                           f"real {x['seconds']:.4f} s" for k, x in g.items()))
+PY
+  if "$py" -c 'import torchao, numpy' 2>/dev/null; then
+    local oracle=0
+    AMPSCOPE_CLI=$cli AMPSCOPE_TEST_DEVICE=cuda "$py" -W ignore tests/cli/test_fp8_real_gemm.py 2>&1 | tee "$json/fp8-real.txt" || oracle=$?
+    echo "figure: oracle $(grep -a '^Ran ' "$json/fp8-real.txt") $(tail -1 "$json/fp8-real.txt")"
+    return "$oracle"
+  fi
+}
+
 check gpu-kernel gpu_kernel
 check host-syncs host_syncs
 check kernel-bandwidth kernel_bandwidth
@@ -205,6 +233,7 @@ check oracle-cuda oracle_cuda
 check export-cuda export_cuda
 check advise-cuda advise_cuda
 check bench bench_validated
+check fp8-real fp8_real_cuda
 
 mkdir -p "$out_dir/gpu-check-json" && cp "$json"/*.json "$out_dir/gpu-check-json/" 2>/dev/null || true
 log "== summary"

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "ampscope/engine/errors.h"
+#include "ampscope/engine/vocabulary.h"
 #include "ampscope/storage/input_file.h"
 #include "ampscope/storage/json_io.h"
 #include "checks.h"
@@ -96,6 +97,12 @@ void add_run_options(CLI::App* run, RunOptions& o) {
     run->add_flag("--fp8-what-if", o.spec.fp8_what_if,
                   "the bf16 pass also counts, on its linear layers' operands, what fp8, fp8-rowwise, mxfp8 and "
                   "nvfp4 would quantize (its outputs unchanged)");
+    run->add_option("--fp8-real-gemm", o.fp8_real_gemm,
+                    "fp8 / fp8-rowwise passes also run with real FP8 GEMMs (torch._scaled_mm), beside the simulated "
+                    "ones: auto (on a CUDA GPU with compute capability >= 8.9), on (wherever PyTorch has the "
+                    "kernel; the CPU's takes tensorwise scales only), off")
+        ->check(CLI::IsMember(real_gemm_names()))
+        ->default_val("auto");
     run->add_option("--keep-bf16", o.spec.keep_bf16,
                     "FP8 passes: module-path glob whose linear layers stay in BF16, not quantized (repeatable)");
     run->add_option(
@@ -205,6 +212,7 @@ void finish_spec(RunOptions& o) {
     spec.inspect = !o.no_inspect;
     apply_fp8_delayed_options(o.fp8_delayed, spec.has_pass(Precision::Fp8Delayed), spec.fp8_amax_history,
                               spec.fp8_margin);
+    spec.fp8_real_gemm = parse_real_gemm(o.fp8_real_gemm, "fp8_real_gemm");
     o.keep_fp32_flags = spec.keep_fp32.size();
     if (!o.keep_fp32_file.empty()) {
         const auto regions = read_keep_fp32_file(o.keep_fp32_file, o.allow_unverified);

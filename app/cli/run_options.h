@@ -29,6 +29,7 @@ struct RunOptions {
                 keep_fp32_file;
     size_t keep_fp32_flags = 0;  ///< how many of spec.keep_fp32 came from --keep-fp32 (the rest from --keep-fp32-file)
     std::string mask_input;
+    std::string fp8_real_gemm = "auto";  ///< --fp8-real-gemm
     std::optional<double> atol, rtol, tie_tol, qthresh, max_flip_rate, max_mean_kld, min_same_top;
     std::optional<int> max_flips, sequence_axis;
     DelayedFlags fp8_delayed;  ///< --fp8-amax-history, --fp8-margin (fp8-delayed only)

@@ -198,6 +198,18 @@ void print_what_if_summary(std::ostream& os, const PassResult& p) {
     }
 }
 
+/// An fp8 / fp8-rowwise pass's real-GEMM check, said plainly: the pass is simulated, these GEMMs real.
+void print_real_gemm(std::ostream& os, const PassResult& p, const RealGemmCheck& g) {
+    os << "  the pass is simulated: its GEMMs are FP32 products of the FP8 operands (torchao's emulate=True)\n";
+    if (!g.ran) {
+        os << "  real FP8 GEMMs: not run: " << safe(g.reason) << "\n";
+        return;
+    }
+    os << "  real FP8 GEMMs (" << safe(g.kernel) << "): " << fmtg(g.seconds, 3) << " s; against the simulated pass "
+       << g.differing << " of " << p.outputs.size() << " scores differ (max |diff| " << fmtg(g.max_abs_diff) << "), "
+       << g.decisions_differ << " decisions differ; " << g.flips << " flips against FP32\n";
+}
+
 /// An FP8 pass's quantized GEMM operands: amax, scale, shares underflowing / subnormal /
 /// saturated, SQNR (percentages of the operand's elements over all batches); a BF16 pass's
 /// what-if: the same per recipe.
@@ -352,6 +364,7 @@ void print_run_summary(std::ostream& os, const RunResult& r, bool layers, bool c
             if (p.origin->samples.size() > 6) os << " ...";
             os << "\n";
         }
+        if (p.real_gemm) print_real_gemm(os, p, *p.real_gemm);
         if (!is_fp8(p.precision) && !p.fp8_operands.empty()) print_what_if_summary(os, p);
         if (layers && !p.layers.empty()) print_layers(os, p, color);
         if (layers && !p.fp8_operands.empty()) print_fp8_operands(os, p);

@@ -205,7 +205,16 @@ const TypeCheck kTypeChecks[] = {{"runs", "uuid", "'text'"},
                                  {"fp8_operands", "underflow", "'integer'"},
                                  {"fp8_operands", "subnormal", "'integer'"},
                                  {"fp8_operands", "saturated", "'integer'"},
-                                 {"fp8_operands", "amax", "'real','integer','null'"}};
+                                 {"fp8_operands", "amax", "'real','integer','null'"},
+                                 {"fp8_real_gemm", "ran", "'integer'"},
+                                 {"fp8_real_gemm", "reason", "'text'"},
+                                 {"fp8_real_gemm", "kernel", "'text'"},
+                                 {"fp8_real_gemm", "differing", "'integer'"},
+                                 {"fp8_real_gemm", "max_abs_diff", "'real','integer','null'"},
+                                 {"fp8_real_gemm", "decisions_differ", "'integer'"},
+                                 {"fp8_real_gemm", "flips", "'integer'"},
+                                 {"fp8_real_gemm", "seconds", "'real','integer'"},
+                                 {"fp8_real_gemm", "outputs", "'blob'"}};
 
 /// Refuses files whose schema is not ampscope's: unknown triggers or views, missing tables or
 /// columns, values of the wrong type, a failing integrity check.

@@ -2,7 +2,9 @@
 #include "fp8_rows.h"
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
+#include <string>
 
 #include "ampscope/storage/errors.h"
 #include "real_column.h"
@@ -126,6 +128,54 @@ std::vector<Fp8Operand> read_fp8_operands(sqlite3* db, int64_t pass_id, const st
     }
     if (const auto p = fp8_operand_problem(out); !p.empty()) throw StoreError(where + ": column " + p);
     return out;
+}
+
+void insert_real_gemm(sqlite3* db, int64_t pass_id, const RealGemmCheck& c) {
+    Stmt s(db,
+           "INSERT INTO fp8_real_gemm(pass_id, ran, reason, kernel, differing, max_abs_diff, decisions_differ, "
+           "flips, seconds, outputs) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)");
+    s.bind(1, pass_id)
+        .bind(2, c.ran)
+        .bind(3, c.reason)
+        .bind(4, c.kernel)
+        .bind(5, c.differing)
+        .bind(6, c.max_abs_diff)
+        .bind(7, c.decisions_differ)
+        .bind(8, c.flips)
+        .bind(9, c.seconds)
+        .bind_blob_static(10, c.outputs.data(), c.outputs.size() * sizeof(float));
+    s.run();
+}
+
+std::optional<RealGemmCheck> read_real_gemm(sqlite3* db, int64_t pass_id, size_t values, const std::string& where) {
+    Stmt s(db,
+           "SELECT ran, reason, kernel, differing, max_abs_diff, decisions_differ, flips, seconds, outputs "
+           "FROM fp8_real_gemm WHERE pass_id=?1");
+    s.bind(1, pass_id);
+    if (!s.step()) return std::nullopt;
+    RealGemmCheck c;
+    c.ran = s.i64(0) != 0;
+    c.reason = s.text(1);
+    c.kernel = s.text(2);
+    c.differing = s.i64(3);
+    c.max_abs_diff = real::figure(s, 4);
+    c.decisions_differ = int(s.i64(5));
+    c.flips = int(s.i64(6));
+    c.seconds = s.f64(7);
+    const char* bad = c.differing < 0 || size_t(c.differing) > values ? "differing"
+                      : c.decisions_differ < 0                        ? "decisions_differ"
+                      : c.flips < 0                                   ? "flips"
+                                                                      : nullptr;
+    if (bad)
+        throw StoreError(where + ": column fp8_real_gemm." + bad + ": out of range (" + std::to_string(c.differing) +
+                         ", " + std::to_string(c.decisions_differ) + ", " + std::to_string(c.flips) + ")");
+    const size_t bytes = size_t(s.bytes(8));
+    if (c.ran ? bytes != values * sizeof(float) : bytes != 0)
+        throw StoreError(where + ": column fp8_real_gemm.outputs: " + std::to_string(bytes) + " bytes; expected " +
+                         std::to_string(c.ran ? values * sizeof(float) : 0));
+    c.outputs.resize(bytes / sizeof(float));
+    if (bytes) std::memcpy(c.outputs.data(), s.blob_ptr(8), bytes);
+    return c;
 }
 
 }  // namespace ampscope::storage

@@ -6,10 +6,12 @@
 
 #include <sqlite3.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ampscope/engine/fp8.h"
+#include "ampscope/engine/types.h"
 
 namespace ampscope::storage {
 
@@ -23,5 +25,11 @@ void insert_fp8_operands(sqlite3* db, int64_t pass_id, const std::vector<Fp8Oper
 /// The operands of pass `pass_id` in their order; `where` ("FILE: run UUID: pass fp8") names the
 /// pass in the StoreError thrown for rows that are not sound.
 std::vector<Fp8Operand> read_fp8_operands(sqlite3* db, int64_t pass_id, const std::string& where);
+
+/// An FP8 pass's real-GEMM check (PassResult::real_gemm; table fp8_real_gemm, schema v11).
+void insert_real_gemm(sqlite3* db, int64_t pass_id, const RealGemmCheck& c);
+/// The check of pass `pass_id` (none: nullopt); StoreError naming `where` and the column when its
+/// counts are negative or its outputs are not `values` floats.
+std::optional<RealGemmCheck> read_real_gemm(sqlite3* db, int64_t pass_id, size_t values, const std::string& where);
 
 }  // namespace ampscope::storage

@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "ampscope/engine/errors.h"
+#include "ampscope/engine/vocabulary.h"
 #include "json_map.h"
 #include "json_types.h"
 
@@ -307,16 +308,27 @@ ordered_json pass_json(const PassResult& p, bool with_outputs) {
     if (!p.fp8_operands.empty())
         pj[is_fp8(p.precision) ? "fp8_operands" : "fp8_what_if"] =
             fp8_operands_json(p.fp8_operands, !is_fp8(p.precision));
-    if (with_outputs) {
+    const auto rows = [k = p.num_outputs](const std::vector<float>& v) {
         ordered_json outs = ordered_json::array();
-        const int k = p.num_outputs;
-        for (size_t i = 0; k > 0 && i < p.outputs.size() / size_t(k); ++i) {
+        for (size_t i = 0; k > 0 && i < v.size() / size_t(k); ++i) {
             ordered_json row = ordered_json::array();
-            for (int c = 0; c < k; ++c) row.push_back(num(p.outputs[i * size_t(k) + size_t(c)]));
+            for (int c = 0; c < k; ++c) row.push_back(num(v[i * size_t(k) + size_t(c)]));
             outs.push_back(row);
         }
-        pj["outputs"] = outs;
+        return outs;
+    };
+    if (const auto& g = p.real_gemm) {  // the pass again with real FP8 GEMMs (torch._scaled_mm)
+        pj["real_gemm"] = {{"ran", g->ran},
+                           {"reason", g->reason.empty() ? ordered_json(nullptr) : ordered_json(g->reason)},
+                           {"kernel", g->ran ? ordered_json(g->kernel) : ordered_json(nullptr)},
+                           {"differing", g->differing},
+                           {"max_abs_diff", num(g->max_abs_diff)},
+                           {"decisions_differ", g->decisions_differ},
+                           {"flips", g->flips},
+                           {"seconds", g->seconds}};
+        if (with_outputs && g->ran) pj["real_gemm"]["outputs"] = rows(g->outputs);
     }
+    if (with_outputs) pj["outputs"] = rows(p.outputs);
     return pj;
 }
 
@@ -440,6 +452,8 @@ std::string run_to_json(const RunResult& r, bool with_outputs, int indent, const
                             {"amax_compute_algo", "max"}};
     if (!r.spec.keep_bf16.empty()) j["keep_bf16"] = r.spec.keep_bf16;  // FP8 passes' modules kept in BF16
     if (r.spec.fp8_what_if) j["fp8_what_if"] = true;                   // the BF16 pass holds fp8_what_if
+    if (r.spec.fp8_real_gemm != RealGemm::Auto)  // fp8 / fp8-rowwise passes hold real_gemm when it ran
+        j["fp8_real_gemm"] = to_string(r.spec.fp8_real_gemm);
     // a run verifying an advised FP32 set names the run it was advised on (ampscope-cli advise)
     j["advised_from"] = r.spec.advised_from.empty() ? ordered_json(nullptr) : ordered_json(r.spec.advised_from);
     j["warnings"] = r.warnings;

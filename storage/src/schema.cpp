@@ -173,6 +173,17 @@ CREATE TABLE fp8_operands(
 ALTER TABLE training_steps ADD COLUMN fp8_saturated INTEGER;
 ALTER TABLE training_steps ADD COLUMN fp8_saturated_at TEXT;
 )sql",
+        // v11: an fp8 / fp8-rowwise pass run again with real FP8 GEMMs (torch._scaled_mm) beside
+        // its simulated ones (issue 30): at most one row per pass, none when not asked for
+        R"sql(
+CREATE TABLE fp8_real_gemm(
+  pass_id INTEGER PRIMARY KEY REFERENCES passes(id) ON DELETE CASCADE,
+  ran INTEGER NOT NULL, reason TEXT NOT NULL, kernel TEXT NOT NULL,
+  differing INTEGER NOT NULL,        -- output values differing from the simulated pass's (bitwise)
+  max_abs_diff REAL,                 -- max |real - simulated|
+  decisions_differ INTEGER NOT NULL, flips INTEGER NOT NULL, seconds REAL NOT NULL,
+  outputs BLOB NOT NULL);            -- float32 [samples x num_outputs], as passes.outputs
+)sql",
     };
     return m;
 }
@@ -203,6 +214,9 @@ const std::map<std::string, std::vector<std::string>>& expected_tables() {
          {"pass_id",   "seq",       "module",       "op",        "operand",   "scheme",        "element", "elements",
           "nonfinite", "nonzero",   "underflow",    "subnormal", "saturated", "nonfinite_out", "amax",    "scales",
           "scale_min", "scale_max", "tensor_scale", "sqnr_db",   "signal",    "noise"}},
+        {"fp8_real_gemm",
+         {"pass_id", "ran", "reason", "kernel", "differing", "max_abs_diff", "decisions_differ", "flips", "seconds",
+          "outputs"}},
     };
     return t;
 }

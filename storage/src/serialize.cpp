@@ -2,6 +2,7 @@
 #include "serialize.h"
 
 #include "ampscope/engine/errors.h"
+#include "ampscope/engine/vocabulary.h"
 #include "ampscope/storage/errors.h"
 #include "json_map.h"
 #include "json_types.h"
@@ -44,8 +45,10 @@ ordered_json run_spec(const RunSpec& s) {
                       {"mode", to_string(s.mode)},  {"criteria", jmap::criteria(s.criteria)},
                       {"keep_fp32", s.keep_fp32},   {"seed", s.seed},
                       {"batch_size", s.batch_size}, {"inspect", s.inspect}};
-    if (!s.keep_bf16.empty()) j["keep_bf16"] = s.keep_bf16;           // FP8 passes' BF16 list (absent: none)
-    if (s.fp8_what_if) j["fp8_what_if"] = true;                       // the BF16 pass's FP8 what-if (absent: off)
+    if (!s.keep_bf16.empty()) j["keep_bf16"] = s.keep_bf16;  // FP8 passes' BF16 list (absent: none)
+    if (s.fp8_what_if) j["fp8_what_if"] = true;              // the BF16 pass's FP8 what-if (absent: off)
+    if (s.fp8_real_gemm != RealGemm::Auto)  // real FP8 GEMMs beside fp8 / fp8-rowwise passes (absent: auto)
+        j["fp8_real_gemm"] = to_string(s.fp8_real_gemm);
     if (!s.advised_from.empty()) j["advised_from"] = s.advised_from;  // a run verifying an advised FP32 set
     // an fp8-delayed pass: its recipe's settings (absent before they were options: TE's defaults)
     if (s.has_pass(Precision::Fp8Delayed))
@@ -71,6 +74,8 @@ RunSpec read_run_spec(const json& s, const std::string& column) {
     r.keep_fp32 = s.at("keep_fp32").get<std::vector<std::string>>();
     if (const auto k = s.find("keep_bf16"); k != s.end()) r.keep_bf16 = k->get<std::vector<std::string>>();
     r.fp8_what_if = s.value("fp8_what_if", false);
+    if (const auto g = s.find("fp8_real_gemm"); g != s.end())
+        r.fp8_real_gemm = parse_real_gemm(g->is_string() ? g->get<std::string>() : g->dump(), "spec.fp8_real_gemm");
     r.seed = s.at("seed");
     r.batch_size = s.at("batch_size");
     r.inspect = s.at("inspect");

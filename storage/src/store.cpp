@@ -293,6 +293,9 @@ void Store::load_passes(int64_t id, RunResult& r, std::vector<std::string>* dama
         if (schema_version() >= 9)
             p.fp8_operands =
                 read_fp8_operands(db_, s.i64(0), path_ + ": run " + uuid + ": pass " + to_string(p.precision));
+        if (schema_version() >= 11)
+            p.real_gemm = read_real_gemm(db_, s.i64(0), p.outputs.size(),
+                                         path_ + ": run " + uuid + ": pass " + to_string(p.precision));
         r.passes.push_back(std::move(p));
     }
 }

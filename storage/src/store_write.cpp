@@ -119,6 +119,7 @@ void insert_pass(sqlite3* db, int64_t run_id, int seq, const PassResult& p, size
         l.exec_row();
     }
     insert_fp8_operands(db, pass_id, p.fp8_operands);
+    if (p.real_gemm) insert_real_gemm(db, pass_id, *p.real_gemm);
 }
 
 void insert_comparison(sqlite3* db, int64_t run_id, int seq, const Comparison& c,

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ampscope/engine/errors.h"
+#include "ampscope/engine/run.h"
 #include "ampscope/engine/vocabulary.h"
 
 namespace ampscope {
@@ -42,6 +43,7 @@ TEST(Vocabulary, NamesAreTheStoredStrings) {
               (std::vector<std::string>{"checkpoint", "input", "forward", "loss", "backward", "unscale", "optimizer"}));
     EXPECT_EQ(replay_side_names(), (std::vector<std::string>{"amp", "reference", "both"}));
     EXPECT_EQ(review_status_names(), (std::vector<std::string>{"open", "accepted", "rejected"}));
+    EXPECT_EQ(real_gemm_names(), (std::vector<std::string>{"auto", "on", "off"}));
 }
 
 TEST(Vocabulary, EveryNameRoundTrips) {
@@ -56,6 +58,7 @@ TEST(Vocabulary, EveryNameRoundTrips) {
                                        [](const std::string& s) { return parse_replay_stage(s); });
     expect_round_trip<ReplaySide>(replay_side_names(), [](const std::string& s) { return parse_replay_side(s); });
     expect_round_trip<ReviewStatus>(review_status_names(), [](const std::string& s) { return parse_review_status(s); });
+    expect_round_trip<RealGemm>(real_gemm_names(), [](const std::string& s) { return parse_real_gemm(s); });
 }
 
 TEST(Vocabulary, ABadNameIsRefusedNamingTheFieldAndTheNames) {
@@ -72,6 +75,8 @@ TEST(Vocabulary, ABadNameIsRefusedNamingTheFieldAndTheNames) {
     EXPECT_EQ(refusal([] { parse_review_status("closed", "review"); }, &field),
               "field 'review': 'closed'; expected open, accepted or rejected");
     EXPECT_EQ(field, "review");
+    EXPECT_EQ(refusal([] { parse_real_gemm("yes"); }, &field),
+              "field 'fp8_real_gemm': 'yes'; expected auto, on or off");
 }
 
 }  // namespace

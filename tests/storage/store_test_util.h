@@ -165,6 +165,7 @@ inline std::string error_of(const std::function<void()>& f) {
 /// `layers`: store_migration_test moves them before.)
 inline std::string undo_migrations(int to) {
     std::string drop;
+    if (to < 11) drop += "DROP TABLE fp8_real_gemm; ";
     if (to < 10)
         drop +=
             "ALTER TABLE training_steps DROP COLUMN fp8_saturated; "

@@ -323,8 +323,13 @@ private Q_SLOTS:
         mx->setChecked(true);
         QVERIFY(d.spec().has_pass(Precision::Mxfp8));
         in.precisions = {Precision::Fp8};
+        in.fp8_real_gemm = RealGemm::On;  // the CPU's torch._scaled_mm, beside the simulated pass
         d.setSpec(in);
         s = d.spec();
+        QCOMPARE(s.fp8_real_gemm, RealGemm::On);
+        auto* realGemm = d.findChild<QComboBox*>(QStringLiteral("fp8RealGemm"));
+        QVERIFY(realGemm);
+        QCOMPARE(realGemm->currentText(), QStringLiteral("on"));
         s.device = "cpu";
         s.batch_size = 8;
         RunController c;
@@ -338,6 +343,7 @@ private Q_SLOTS:
         std::vector<std::string> quantized;
         for (const auto& o : run.passes[1].fp8_operands) quantized.push_back(o.module);
         QCOMPARE(quantized, (std::vector<std::string>{"fc1", "fc1", "out", "out"}));  // fc2 stays in BF16
+        QVERIFY(run.passes[1].real_gemm && run.passes[1].real_gemm->ran);
         MainWindow w(std::make_unique<Recorder>(&messages_));
         QVERIFY(w.openDatabase(db_));
         w.showRun(QString::fromStdString(run.run_id));
@@ -348,6 +354,9 @@ private Q_SLOTS:
         QVERIFY2(
             text->toPlainText().contains(QRegularExpression(QStringLiteral("Kept in BF16 \\(FP8 passes\\)\\s+fc2"))),
             qPrintable(text->toPlainText()));
+        QVERIFY2(text->toPlainText().contains(QStringLiteral("This pass is simulated")) &&
+                     text->toPlainText().contains(QStringLiteral("Real FP8 GEMMs (aten::_scaled_mm on cpu")),
+                 qPrintable(text->toPlainText()));
     }
 };
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ampscope/engine/errors.h"
+#include "ampscope/engine/run.h"
 
 namespace ampscope {
 
@@ -42,6 +43,7 @@ const Names<LrSchedule> kSchedule{{"constant", "cosine"}};
 const Names<ReplayStageKind> kStage{{"checkpoint", "input", "forward", "loss", "backward", "unscale", "optimizer"}};
 const Names<ReplaySide> kSide{{"amp", "reference", "both"}};
 const Names<ReviewStatus> kReview{{"open", "accepted", "rejected"}};
+const Names<RealGemm> kRealGemm{{"auto", "on", "off"}};
 
 }  // namespace
 
@@ -59,6 +61,9 @@ std::string to_string(ReplayStageKind v) {
 }
 std::string to_string(ReplaySide v) {
     return kSide.format(v);
+}
+std::string to_string(RealGemm v) {
+    return kRealGemm.format(v);
 }
 std::string to_string(ReviewStatus v) {
     return kReview.format(v);
@@ -78,6 +83,9 @@ ReplayStageKind parse_replay_stage(const std::string& s, const std::string& fiel
 }
 ReplaySide parse_replay_side(const std::string& s, const std::string& field) {
     return kSide.parse(s, field);
+}
+RealGemm parse_real_gemm(const std::string& s, const std::string& field) {
+    return kRealGemm.parse(s, field);
 }
 ReviewStatus parse_review_status(const std::string& s, const std::string& field) {
     return kReview.parse(s, field);
@@ -102,6 +110,10 @@ const std::vector<std::string>& replay_stage_names() {
 const std::vector<std::string>& replay_side_names() {
     static const auto names = kSide.listed();
     return names;
+}
+const std::vector<std::string>& real_gemm_names() {
+    static const auto n = kRealGemm.listed();
+    return n;
 }
 const std::vector<std::string>& review_status_names() {
     static const auto names = kReview.listed();

@@ -322,4 +322,15 @@ at::Tensor quantize_dequantize(const at::Tensor& x, const QuantSpec& spec_in, Qu
     return p.q;
 }
 
+std::pair<at::Tensor, at::Tensor> to_fp8(const at::Tensor& x, const QuantSpec& spec_in) {
+    if (x.dim() != 2 || !at::isFloatingType(x.scalar_type()))
+        throw std::invalid_argument("to_fp8: a 2-D floating-point operand [rows, K]");
+    if (spec_in.scheme != Fp8Scheme::Tensorwise && spec_in.scheme != Fp8Scheme::Rowwise)
+        throw std::invalid_argument("to_fp8: tensorwise or rowwise scales");
+    QuantSpec spec = spec_in;
+    spec.axis = 1;
+    const Parts p = scaled_fp8(x.to(at::kFloat).contiguous(), spec);
+    return {p.e.to(dtype_of(spec.element)), p.mult};  // the elements are the format's values: exact
+}
+
 }  // namespace ampscope::detail

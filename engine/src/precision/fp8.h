@@ -26,6 +26,8 @@
 
 #include "ampscope/engine/fp8.h"
 
+#include <utility>
+
 namespace at {
 class Tensor;
 }
@@ -36,6 +38,12 @@ namespace ampscope::detail {
 /// quantized as `spec` says and dequantized, in FP32 and x's shape. `stats`, when given, receives
 /// the operand's statistics (QuantStats).
 at::Tensor quantize_dequantize(const at::Tensor& x, const QuantSpec& spec, QuantStats* stats = nullptr);
+
+/// A 2-D operand [rows, K] as a real scaled GEMM takes it (torch._scaled_mm, issue 30): the same
+/// elements as quantize_dequantize gives along K, in the float8 dtype, and the multiplier scales
+/// (element = x * scale): FP32, 0-dim for Tensorwise, [rows, 1] for Rowwise. Tensorwise and
+/// Rowwise only (std::invalid_argument otherwise).
+std::pair<at::Tensor, at::Tensor> to_fp8(const at::Tensor& x, const QuantSpec& spec);
 
 /// `c` as E4M3FN / E5M2 holds it, back in FP32: round to nearest even, |c| at most the format's
 /// largest finite value (clamped before, as the recipes do), NaN kept. The same values as a cast

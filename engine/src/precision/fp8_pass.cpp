@@ -25,6 +25,7 @@ thread_local Precision t_precision = Precision::Fp8;
 thread_local DelayedOptions t_delayed;  ///< fp8-delayed: history length and margin of new operands
 thread_local int t_calls = 0;  ///< linear calls in this batch (fp8-delayed keys GEMMs without a module name by it)
 thread_local bool t_what_if = false;
+thread_local bool t_real = false;      ///< real FP8 GEMMs (torch._scaled_mm) instead of the emulation
 thread_local bool t_training = false;  ///< an Fp8PassGuard of a training step (Fp8PassGuard::Training)  ///< an
                                        ///< Fp8WhatIfGuard: statistics of every recipe, the linear itself unchanged
 
@@ -140,6 +141,7 @@ at::Tensor fp8_linear_quantized(const at::Tensor& x, const at::Tensor& w, const 
         return add_bias(
             delayed_training_linear(x, w, out_dtype, *delayed_training(), scope.empty() ? "" : scope.back()));
     }
+    if (t_real) return real_linear(x, w, bias, t_precision, out_dtype);
     if (t_training && at::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad())) {  // a training step
         if (t_precision != Precision::Fp8 && t_precision != Precision::Fp8Rowwise)
             throw InputError("", "precision",
@@ -230,6 +232,43 @@ QuantSpec recipe_spec(Precision p) {
     return s;
 }
 
+std::string real_gemm_unavailable(Precision p, const BackendReport& b) {
+    if (p != Precision::Fp8 && p != Precision::Fp8Rowwise)
+        return to_string(p) + " has no real-GEMM check (torch._scaled_mm runs the fp8 and fp8-rowwise recipes)";
+    if (b.kind == "cpu")
+        return p == Precision::Fp8Rowwise ? "PyTorch's CPU torch._scaled_mm takes tensorwise scales only, not rowwise"
+                                          : "";
+    if (b.kind != "cuda")
+        return b.device + " (" + b.kind + ") is not checked: ROCm's FP8 GEMMs take the fnuz formats, not E4M3FN";
+    const auto dot = b.compute_capability.find('.');
+    int major = 0, minor = 0;
+    try {
+        major = std::stoi(b.compute_capability.substr(0, dot));
+        minor = dot == std::string::npos ? 0 : std::stoi(b.compute_capability.substr(dot + 1));
+    } catch (const std::exception&) {
+        return b.device + ": compute capability unknown ('" + b.compute_capability + "')";
+    }
+    if (major * 10 + minor < 89)
+        return b.device + " (" + b.name + ", compute capability " + b.compute_capability +
+               ") has no FP8 GEMMs; they need compute capability 8.9 or newer";
+    return "";
+}
+
+at::Tensor real_linear(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias, Precision p,
+                       at::ScalarType out_dtype) {
+    const auto spec = recipe_spec(p);  // along K, as the simulated pass
+    const auto [xd, xs] = to_fp8(x.reshape({-1, x.size(-1)}), spec);
+    const auto [wd, ws] = to_fp8(w, spec);
+    // torchao's addmm_float8_unwrapped: inverse scales, a rowwise weight's as [1, N]
+    const auto wi = p == Precision::Fp8Rowwise ? ws.reciprocal().reshape({1, -1}) : ws.reciprocal();
+    auto out = at::_scaled_mm(xd, wd.t(), xs.reciprocal(), wi, std::nullopt, std::nullopt, out_dtype,
+                              /*use_fast_accum=*/true);
+    auto sizes = x.sizes().vec();
+    sizes.back() = w.size(0);
+    out = out.reshape(sizes);
+    return bias && bias->defined() ? out + bias->to(out.scalar_type()) : out;
+}
+
 bool fp8_pass_active() {
     return !t_what_if && c10::impl::tls_is_dispatch_key_included(kFp8Key) &&
            !c10::impl::tls_is_dispatch_key_excluded(kFp8Key);
@@ -245,7 +284,8 @@ void note_what_if(const at::Tensor& x, const at::Tensor& w) {
     what_if_statistics(x, w, dt);
 }
 
-Fp8PassGuard::Fp8PassGuard(Precision p, std::vector<Fp8Operand>* sink, DelayedOptions delayed) : on_(is_fp8(p)) {
+Fp8PassGuard::Fp8PassGuard(Precision p, std::vector<Fp8Operand>* sink, DelayedOptions delayed, bool real_gemm)
+    : on_(is_fp8(p)) {
     if (!on_) return;
     prev_sink_ = t_sink;
     t_sink = sink;
@@ -256,6 +296,8 @@ Fp8PassGuard::Fp8PassGuard(Precision p, std::vector<Fp8Operand>* sink, DelayedOp
     t_calls = 0;
     prev_training_ = t_training;
     t_training = false;  // a probe pass (the training constructor turns it on)
+    prev_real_ = t_real;
+    t_real = real_gemm;
     ensure_registered();
     std::tie(prev_, prev_excluded_) = include_fp8_key();  // while the guard lives
 }
@@ -269,6 +311,7 @@ Fp8PassGuard::Fp8PassGuard(Precision p, Training) : Fp8PassGuard(p) {
 Fp8PassGuard::~Fp8PassGuard() {
     if (!on_) return;
     t_training = prev_training_;
+    t_real = prev_real_;
     if (t_precision == Precision::Fp8Delayed)  // the end of a batch, a step of the recipe
         for (auto& [key, state] : pass_context().fp8_delayed) state.update();
     t_sink = prev_sink_;

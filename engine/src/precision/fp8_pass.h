@@ -168,7 +168,10 @@ void note_what_if(const at::Tensor& x, const at::Tensor& w);
 /// module is the innermost of the pass context's scope (precision/precision.h).
 class Fp8PassGuard {
 public:
-    explicit Fp8PassGuard(Precision p, std::vector<Fp8Operand>* sink = nullptr, DelayedOptions delayed = {});
+    /// real_gemm (fp8, fp8-rowwise; no sink): the GEMMs are torch._scaled_mm on the FP8 operands
+    /// (real_linear), not the emulation; real_gemm_unavailable() says where it cannot run.
+    explicit Fp8PassGuard(Precision p, std::vector<Fp8Operand>* sink = nullptr, DelayedOptions delayed = {},
+                          bool real_gemm = false);
     /// A training step's forward (train, replay): a linear whose operands need gradients runs as
     /// torchao's autograd function (forward and backward GEMMs in FP8); fp8 and fp8-rowwise, and
     /// fp8-delayed inside a DelayedTrainingScope (every linear, with gradients or not).
@@ -185,6 +188,19 @@ private:
     Precision prev_precision_ = Precision::Fp8;
     DelayedOptions prev_delayed_;
     bool prev_training_ = false;
+    bool prev_real_ = false;
 };
+
+/// Why recipe `p` cannot run real FP8 GEMMs on `device`, "" when it can: torch._scaled_mm takes
+/// tensorwise scales on the CPU, tensorwise and rowwise on CUDA devices with FP8 (compute
+/// capability >= 8.9); the other recipes have no such check.
+std::string real_gemm_unavailable(Precision p, const BackendReport& backend);
+
+/// A linear layer as torchao's Float8Linear runs it without emulate: `x` [.., K] and `w` [N, K]
+/// cast to E4M3 with the recipe's scales (the simulated pass's own elements and scales), then
+/// torch._scaled_mm(x_fp8, w_fp8^T, 1 / x_scale, 1 / w_scale, out_dtype, use_fast_accum=true),
+/// + bias in out_dtype.
+at::Tensor real_linear(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias, Precision p,
+                       at::ScalarType out_dtype);
 
 }  // namespace ampscope::detail

@@ -98,6 +98,11 @@ struct ComparisonRun {
     bool reference(PassResult& ref);
     /// AMP passes, each compared with the reference (res.passes.front()).
     void amp_passes();
+    /// Whether spec.fp8_real_gemm asks for pass `p` to run again with real FP8 GEMMs.
+    bool wants_real_gemm(Precision p) const;
+    /// The simulated pass `sim` run again with real FP8 GEMMs (options `o`, no inspection) and
+    /// set beside it and the reference (run/real_gemm.cpp); where it cannot run, why (and a warning).
+    RealGemmCheck real_gemm_check(const PassResult& ref, const PassResult& sim, PassOptions o);
     /// Criteria fixed, backend chosen, model and probes loaded: nothing has run.
     void setup();
     /// The sink told, the reference and the AMP passes run and compared, the sink told the end.

@@ -34,7 +34,8 @@ struct PassOptions {
     /// fp8-delayed: the amax history's length and the margin of each operand's DelayedScaling.
     int fp8_amax_history = 1024;
     int fp8_margin = 0;
-    bool fp8_what_if = false;  ///< a BF16 pass: every current-scaling recipe's operand statistics (Fp8WhatIfGuard)
+    bool fp8_what_if = false;    ///< a BF16 pass: every current-scaling recipe's operand statistics (Fp8WhatIfGuard)
+    bool fp8_real_gemm = false;  ///< fp8 / fp8-rowwise: torch._scaled_mm GEMMs, not the emulation (no statistics)
     /// When given: set to true if the model changed its input tensors in place (each pass
     /// gets its own copies, so this only warns).
     bool* inputs_mutated = nullptr;

@@ -256,7 +256,8 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
             // No cast cache: a comparison pass runs without gradients, so the weights' low-precision
             // copies (half the weights' bytes) need not outlive their op; the values are the same.
             AutocastGuard guard(device.type(), autocast_precision(o.precision), /*cache=*/false);
-            Fp8PassGuard fp8(o.precision, o.inspect ? &r.fp8_operands : nullptr, {o.fp8_amax_history, o.fp8_margin});
+            Fp8PassGuard fp8(o.precision, o.inspect && !o.fp8_real_gemm ? &r.fp8_operands : nullptr,
+                             {o.fp8_amax_history, o.fp8_margin}, o.fp8_real_gemm);
             const bool what_if = o.fp8_what_if && o.inspect && o.precision == Precision::Bf16;
             Fp8WhatIfGuard fp8_what_if(what_if ? &r.fp8_operands : nullptr);
             y = model.forward(in);
@@ -343,6 +344,9 @@ void ComparisonRun::fix_criteria() {
         throw InputError("", "fp8_amax_history",
                          std::to_string(spec.fp8_amax_history) + "; expected an integer from 1 to " +
                              std::to_string(kMaxAmaxHistory));
+    if (spec.fp8_real_gemm == RealGemm::On && !spec.has_pass(Precision::Fp8) && !spec.has_pass(Precision::Fp8Rowwise))
+        throw InputError("", "fp8_real_gemm",
+                         "on applies to fp8 and fp8-rowwise passes (torch._scaled_mm); this run has neither");
     if (spec.fp8_margin < 0 || spec.fp8_margin > kMaxFp8Margin)
         throw InputError(
             "", "fp8_margin",
@@ -514,6 +518,7 @@ void ComparisonRun::amp_passes() {
     for (auto p : spec.precisions) {
         o.precision = p;
         PassResult amp = pass(o, false);
+        if (wants_real_gemm(p)) amp.real_gemm = real_gemm_check(ref, amp, o);
         if (sink) sink->pass_finished(amp);
         auto cmp = compare_pass(ref, amp);
         res.passes.push_back(std::move(amp));  // one copy of each pass's scores is kept

@@ -18,6 +18,7 @@
 #include <QUrl>
 
 #include "ampscope/engine/errors.h"
+#include "ampscope/engine/vocabulary.h"
 #include "ampscope/storage/input_file.h"
 
 namespace ampscope::ui {
@@ -85,6 +86,13 @@ void NewRunDialog::buildFp8(QFormLayout* form) {
         "The BF16 pass also counts what fp8, fp8-rowwise, mxfp8 and nvfp4 would do to its linear layers' operands "
         "(its outputs unchanged)"));
     form->addRow(QString(), what_if_);
+    real_gemm_ = choiceField(real_gemm_names());
+    real_gemm_->setObjectName(QStringLiteral("fp8RealGemm"));
+    real_gemm_->setToolTip(QStringLiteral(
+        "fp8 / fp8-rowwise passes run again with real FP8 GEMMs (torch._scaled_mm), beside the simulated ones: "
+        "auto on a CUDA GPU with compute capability >= 8.9; on wherever PyTorch has the kernel (the CPU's takes "
+        "tensorwise scales only); off"));
+    form->addRow(QStringLiteral("Real FP8 GEMMs"), real_gemm_);
     keep_bf16_ = regionsField(QStringLiteral("fc1, blocks.0.*"));
     keep_bf16_->setObjectName(QStringLiteral("keepBf16"));
     keep_bf16_->setToolTip(QStringLiteral("FP8 passes: modules whose linear layers stay in BF16, not quantized"));
@@ -185,6 +193,7 @@ void NewRunDialog::setSpec(const RunSpec& s) {
     amax_history_->setValue(s.fp8_amax_history);
     margin_->setValue(s.fp8_margin);
     what_if_->setChecked(s.fp8_what_if);
+    setChoice(real_gemm_, to_string(s.fp8_real_gemm));
     const int d = device_->findText(QString::fromStdString(s.device.empty() ? "cpu" : s.device));
     if (d >= 0) device_->setCurrentIndex(d);
     mode_->setCurrentIndex(s.mode == Mode::Train ? 1 : 0);
@@ -223,6 +232,7 @@ RunSpec NewRunDialog::spec() const {
     s.fp8_amax_history = amax_history_->value();
     s.fp8_margin = margin_->value();
     s.fp8_what_if = what_if_->isChecked();
+    s.fp8_real_gemm = parse_real_gemm(choice(real_gemm_), "Real FP8 GEMMs");
     s.seed = uint64_t(seed_->value());
     s.batch_size = batch_->value();
     s.criteria.atol = atol_->value();

@@ -56,6 +56,17 @@ void passesHtml(QTextStream& o, const RunResult& r) {
               << p.origin->index << " <b>" << htmlText(p.origin->op) << "</b> in module <b>"
               << htmlText(p.origin->module.empty() ? "(root)" : p.origin->module) << "</b> for "
               << p.origin->samples.size() << " samples</p>";
+        if (const auto& g = p.real_gemm) {  // said plainly: the pass is simulated, these GEMMs real
+            o << "<p>This pass is <b>simulated</b>: its GEMMs are FP32 products of the FP8 operands (torchao's "
+                 "emulate=True).<br>";
+            if (!g->ran)
+                o << "Real FP8 GEMMs: not run: " << htmlText(g->reason) << "</p>";
+            else
+                o << "<b>Real FP8 GEMMs</b> (" << htmlText(g->kernel) << ", " << figure(g->seconds, 4)
+                  << " s): " << g->differing << " of " << p.outputs.size()
+                  << " scores differ from the simulated pass (max |diff| " << figure(g->max_abs_diff, 4) << "), "
+                  << g->decisions_differ << " decisions differ; " << g->flips << " flips against FP32</p>";
+        }
     }
 }
 

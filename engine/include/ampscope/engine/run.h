@@ -20,6 +20,11 @@ constexpr int kMaxAmaxHistory = 1 << 20;
 constexpr int kMaxFp8Margin = 100;
 
 /// Everything that fixes a run. Passes differ only in precision policy.
+/// Whether an fp8 / fp8-rowwise pass is also run with real FP8 GEMMs (torch._scaled_mm): Auto on
+/// a CUDA device with FP8 (compute capability >= 8.9), On wherever PyTorch has the kernel, Off
+/// never. Its names: vocabulary.h.
+enum class RealGemm { Auto, On, Off };
+
 struct RunSpec {
     std::string model = "demo:transformer";  ///< "demo:NAME", a TorchScript file or a torch.export program
     std::string probes = "demo";             ///< "demo" or a .pt / .csv file
@@ -43,6 +48,10 @@ struct RunSpec {
     /// unchanged): PassResult::fp8_operands of that pass, one entry per module, operand and
     /// recipe. Needs a bf16 pass and inspection.
     bool fp8_what_if = false;
+    /// fp8 / fp8-rowwise passes also run with real FP8 GEMMs (PassResult::real_gemm): Auto on a
+    /// CUDA device with FP8 (compute capability >= 8.9), On wherever PyTorch has the kernel (the
+    /// CPU's _scaled_mm takes tensorwise scales only), Off never.
+    RealGemm fp8_real_gemm = RealGemm::Auto;
     /// The run this one verifies (ampscope-cli advise: the rejected run whose FP32 set it checks).
     std::string advised_from;
 

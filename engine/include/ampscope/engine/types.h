@@ -161,6 +161,22 @@ struct Origin {
 };
 
 /// Result of one pass over the probe set.
+/// An fp8 / fp8-rowwise pass run again with real FP8 GEMMs (torch._scaled_mm on the same FP8
+/// operands: torchao's Float8Linear without emulate), beside its simulated GEMMs (issue 30). The
+/// pass itself, its comparison and its statistics stay the simulated ones; this says how far the
+/// hardware's GEMMs land from them.
+struct RealGemmCheck {
+    bool ran = false;
+    std::string reason;          ///< why it did not run ("" when it ran)
+    std::string kernel;          ///< what ran: "aten::_scaled_mm on cpu" | "aten::_scaled_mm on cuda:0 (NAME, sm_90)"
+    std::vector<float> outputs;  ///< the real GEMMs' scores [samples x num_outputs], as PassResult::outputs
+    int64_t differing = 0;       ///< output values that differ from the simulated pass's (bitwise)
+    double max_abs_diff = 0;     ///< max |real - simulated| over the finite pairs
+    int decisions_differ = 0;    ///< samples whose decision differs from the simulated pass's
+    int flips = 0;               ///< samples whose decision differs from the FP32 reference's (real)
+    double seconds = 0;          ///< the real pass's time (the simulated one's is PassResult::seconds)
+};
+
 struct PassResult {
     Precision precision = Precision::Fp32;
     std::vector<std::string> keep_fp32;
@@ -175,6 +191,8 @@ struct PassResult {
     /// quantization statistics over all batches (ampscope/engine/fp8.h); empty otherwise.
     std::vector<Fp8Operand> fp8_operands;
     double seconds = 0;
+    /// An fp8 / fp8-rowwise pass run a second time with real FP8 GEMMs (RunSpec::fp8_real_gemm).
+    std::optional<RealGemmCheck> real_gemm;
 };
 
 struct SampleDelta {

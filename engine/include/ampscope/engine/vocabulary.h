@@ -25,6 +25,8 @@ enum class ReplayStageKind { Checkpoint, Input, Forward, Loss, Backward, Unscale
 enum class ReplaySide { Amp, Reference, Both };
 /// A human review of a recorded run.
 enum class ReviewStatus { Open, Accepted, Rejected };
+/// RunSpec::fp8_real_gemm (run.h): auto, on, off.
+enum class RealGemm;
 
 /// The name of a value, as stored and as the CLI spells it (LossKind::Auto: "").
 std::string to_string(LossKind v);
@@ -33,6 +35,7 @@ std::string to_string(LrSchedule v);
 std::string to_string(ReplayStageKind v);
 std::string to_string(ReplaySide v);
 std::string to_string(ReviewStatus v);
+std::string to_string(RealGemm v);
 
 /// The value a name stands for (exact spelling). Throws InputError naming `field` and listing
 /// the accepted names: "field 'loss': 'xx'; expected ce, mse, lm or model".
@@ -42,6 +45,7 @@ LrSchedule parse_lr_schedule(const std::string& s, const std::string& field = "l
 ReplayStageKind parse_replay_stage(const std::string& s, const std::string& field = "stage");
 ReplaySide parse_replay_side(const std::string& s, const std::string& field = "side");
 ReviewStatus parse_review_status(const std::string& s, const std::string& field = "status");
+RealGemm parse_real_gemm(const std::string& s, const std::string& field = "fp8_real_gemm");
 
 /// Every name, in the enum's order: for the CLI's checks and the GUI's choices. Auto's "" is
 /// not listed among the loss kinds (it is the option left out).
@@ -51,5 +55,6 @@ const std::vector<std::string>& lr_schedule_names();
 const std::vector<std::string>& replay_stage_names();
 const std::vector<std::string>& replay_side_names();
 const std::vector<std::string>& review_status_names();
+const std::vector<std::string>& real_gemm_names();
 
 }  // namespace ampscope

@@ -20,7 +20,7 @@ struct sqlite3;
 namespace ampscope::storage {
 
 /// Current schema version (PRAGMA user_version).
-constexpr int kSchemaVersion = 10;
+constexpr int kSchemaVersion = 11;
 
 /// --db, else $AMPSCOPE_DB, else ${XDG_DATA_HOME:-~/.local/share}/ampscope/runs.sqlite.
 std::string default_db_path(const std::string& flag = "");
