@@ -195,9 +195,10 @@ int run_advise(AdviseOptions& o) {
         std::cerr << "ampscope-cli: advise: the verifying run was " << record.verified_verdict
                   << "; the set is unverified"
                   << (o.python_path.empty() ? "" : " and --python " + o.python_path + " was not written")
-                  << (o.json_path.empty() || o.json_path == "-" || fp8  // an FP8 set is a keep-BF16 list
+                  << (o.json_path.empty() || o.json_path == "-"
                           ? ""
-                          : "; run --keep-fp32-file " + o.json_path + " takes it only with --allow-unverified")
+                          : std::string("; run ") + (fp8 ? "--keep-bf16-file " : "--keep-fp32-file ") + o.json_path +
+                                " takes it only with --allow-unverified")
                   << "\n";
     const bool ok = r.outcome == AdviseResult::Outcome::AlreadyAccepted || r.outcome == AdviseResult::Outcome::Found;
     return ok ? kOk : kRejected;

@@ -32,7 +32,7 @@ std::optional<DistributedEnv> rank_env(const RunOptions& o) {
     return env;
 }
 
-/// A region from --keep-fp32-file, a head of --criteria: the file named, not the flag.
+/// A region from --keep-fp32-file or --keep-bf16-file, a head of --criteria: the file named, not the flag.
 [[noreturn]] void rethrow_named(const RunOptions& o) {
     try {
         throw;
@@ -43,6 +43,11 @@ std::optional<DistributedEnv> rank_env(const RunOptions& o) {
         if (e.file().empty() && e.field().rfind("keep_fp32[", 0) == 0 &&
             field_index(e.field()) >= long(o.keep_fp32_flags))
             throw InputError(o.keep_fp32_file, "keep_fp32", e.expected(), e.remedies());
+        if (e.file().empty() && e.field().rfind("keep_bf16[", 0) == 0 &&
+            field_index(e.field()) >= long(o.keep_bf16_flags))
+            throw InputError(o.keep_bf16_file, "keep_bf16", e.expected(), e.remedies());
+        if (e.file().empty() && e.field() == "keep_bf16" && o.keep_bf16_flags == 0 && !o.keep_bf16_file.empty())
+            throw InputError(o.keep_bf16_file, "keep_bf16", e.expected(), e.remedies());
         throw;
     }
 }

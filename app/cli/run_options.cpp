@@ -109,9 +109,13 @@ void add_run_options(CLI::App* run, RunOptions& o) {
            "--keep-fp32-file", o.keep_fp32_file,
            "FP32 regions from a file: the JSON `ampscope-cli advise` writes (its keep_fp32 list) or one glob a line")
         ->check(checks::NonEmptyPath());
-    run->add_flag(
-        "--allow-unverified", o.allow_unverified,
-        "accept a --keep-fp32-file whose advise outcome is 'unverified' (the set's verifying run was rejected)");
+    run->add_option("--keep-bf16-file", o.keep_bf16_file,
+                    "FP8 passes: modules kept in BF16 from a file: the JSON `ampscope-cli advise --precision fp8...` "
+                    "writes (its keep_bf16 list) or one glob a line")
+        ->check(checks::NonEmptyPath());
+    run->add_flag("--allow-unverified", o.allow_unverified,
+                  "accept a --keep-fp32-file or --keep-bf16-file whose advise outcome is 'unverified' (the set's "
+                  "verifying run was rejected)");
     run->add_option("--json", o.json_path, "write the run result JSON to PATH, or '-' for stdout")
         ->check(checks::NonEmptyPath());
     run->add_flag("--force", o.force, kForceHelp);
@@ -135,7 +139,8 @@ std::vector<storage::ProtectedFile> run_inputs(const RunOptions& o) {
                             {{"the model (--model)", o.spec.model},
                              {"the probe file (--probes)", o.spec.probes},
                              {"the criteria file (--criteria)", o.criteria_file},
-                             {"the FP32-region file (--keep-fp32-file)", o.keep_fp32_file}});
+                             {"the FP32-region file (--keep-fp32-file)", o.keep_fp32_file},
+                             {"the BF16 module file (--keep-bf16-file)", o.keep_bf16_file}});
 }
 
 void add_fp8_delayed_options(CLI::App* cmd, DelayedFlags& f, const char* history_unit) {
@@ -217,6 +222,12 @@ void finish_spec(RunOptions& o) {
     if (!o.keep_fp32_file.empty()) {
         const auto regions = read_keep_fp32_file(o.keep_fp32_file, o.allow_unverified);
         spec.keep_fp32.insert(spec.keep_fp32.end(), regions.begin(), regions.end());
+    }
+    o.keep_bf16_flags = spec.keep_bf16.size();
+    if (!o.keep_bf16_file.empty()) {
+        const auto modules = storage::read_regions_file(o.keep_bf16_file, "--keep-bf16-file", o.allow_unverified,
+                                                        storage::RegionsList::KeepBf16);
+        spec.keep_bf16.insert(spec.keep_bf16.end(), modules.begin(), modules.end());
     }
 }
 

@@ -26,8 +26,9 @@ void apply_fp8_delayed_options(const DelayedFlags& f, bool delayed, int& history
 struct RunOptions {
     RunSpec spec;
     std::string precisions = "fp16,bf16", mode = "eval", criteria_file, json_path, db, tie_rule, quality_metric, output,
-                keep_fp32_file;
+                keep_fp32_file, keep_bf16_file;
     size_t keep_fp32_flags = 0;  ///< how many of spec.keep_fp32 came from --keep-fp32 (the rest from --keep-fp32-file)
+    size_t keep_bf16_flags = 0;  ///< how many of spec.keep_bf16 came from --keep-bf16 (the rest from --keep-bf16-file)
     std::string mask_input;
     std::string fp8_real_gemm = "auto";  ///< --fp8-real-gemm
     std::optional<double> atol, rtol, tie_tol, qthresh, max_flip_rate, max_mean_kld, min_same_top;
@@ -36,7 +37,7 @@ struct RunOptions {
     bool allow_nonfinite = false, layers = false, outputs = false, no_inspect = false, quiet = false;
     bool no_db = false, init_db = false;
     bool force = false;             ///< --force: an output may replace an existing file of another kind
-    bool allow_unverified = false;  ///< --keep-fp32-file may be an advise JSON whose outcome is "unverified"
+    bool allow_unverified = false;  ///< a --keep-fp32-file / --keep-bf16-file may be an "unverified" advice
     /// Under torchrun (docs/distributed.md): a batch running longer than this is a hung rank; a
     /// rank whose heartbeat stops this long is lost. Either stops every rank.
     double batch_timeout = 1800, lost_after = 15;

@@ -113,7 +113,7 @@ void print_train(std::ostream& os, const TrainResult& r, bool color) {
             last = st.scale;
         }
     os << "\n";
-    if (r.spec.precision == Precision::Fp8Delayed) {  // where a growing tensor outran its stale scale
+    if (r.spec.precision == Precision::Fp8Delayed && r.spec.autocast) {  // where a tensor outran its stale scale
         os << "  fp8-delayed: amax history " << r.spec.fp8_amax_history << " steps, margin " << r.spec.fp8_margin
            << "; values beyond the stale scale, clamped:";
         int shown = 0, steps = 0;

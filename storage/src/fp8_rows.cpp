@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "fp8_rows.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -143,7 +144,9 @@ void insert_real_gemm(sqlite3* db, int64_t pass_id, const RealGemmCheck& c) {
         .bind(7, c.decisions_differ)
         .bind(8, c.flips)
         .bind(9, c.seconds)
-        .bind_blob_static(10, c.outputs.data(), c.outputs.size() * sizeof(float));
+        // a check that did not run has no outputs: an empty blob, not NULL (nullptr binds NULL)
+        .bind_blob_static(10, c.outputs.empty() ? static_cast<const void*>("") : c.outputs.data(),
+                          c.outputs.size() * sizeof(float));
     s.run();
 }
 
@@ -159,20 +162,24 @@ std::optional<RealGemmCheck> read_real_gemm(sqlite3* db, int64_t pass_id, size_t
     c.kernel = s.text(2);
     c.differing = s.i64(3);
     c.max_abs_diff = real::figure(s, 4);
-    c.decisions_differ = int(s.i64(5));
-    c.flips = int(s.i64(6));
     c.seconds = s.f64(7);
-    const char* bad = c.differing < 0 || size_t(c.differing) > values ? "differing"
-                      : c.decisions_differ < 0                        ? "decisions_differ"
-                      : c.flips < 0                                   ? "flips"
-                                                                      : nullptr;
+    const int64_t decisions = s.i64(5), flips = s.i64(6);
+    const char* bad = c.differing < 0 || size_t(c.differing) > values           ? "differing"
+                      : decisions < 0 || uint64_t(decisions) > uint64_t(values) ? "decisions_differ"
+                      : flips < 0 || uint64_t(flips) > uint64_t(values)         ? "flips"
+                      : !(c.seconds >= 0) || !std::isfinite(c.seconds)          ? "seconds"
+                                                                                : nullptr;
     if (bad)
-        throw StoreError(where + ": column fp8_real_gemm." + bad + ": out of range (" + std::to_string(c.differing) +
-                         ", " + std::to_string(c.decisions_differ) + ", " + std::to_string(c.flips) + ")");
+        throw StoreError(where + ": column fp8_real_gemm." + bad + ": out of range (differing " +
+                         std::to_string(c.differing) + ", decisions_differ " + std::to_string(decisions) + ", flips " +
+                         std::to_string(flips) + ", seconds " + std::to_string(c.seconds) + "; " +
+                         std::to_string(values) + " scores)");
     const size_t bytes = size_t(s.bytes(8));
     if (c.ran ? bytes != values * sizeof(float) : bytes != 0)
         throw StoreError(where + ": column fp8_real_gemm.outputs: " + std::to_string(bytes) + " bytes; expected " +
                          std::to_string(c.ran ? values * sizeof(float) : 0));
+    c.decisions_differ = int(decisions);
+    c.flips = int(flips);
     c.outputs.resize(bytes / sizeof(float));
     if (bytes) std::memcpy(c.outputs.data(), s.blob_ptr(8), bytes);
     return c;

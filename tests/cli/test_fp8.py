@@ -923,6 +923,33 @@ class Fp8Advise(unittest.TestCase):
         self.assertEqual(rc, 2, err)
         self.assertIn("field 'keep_bf16'", err)
 
+    def test_run_keeps_the_advised_bf16_set_from_its_file(self):
+        """run --keep-bf16-file ADVICE.json: the advised set kept in BF16, as the verifying run had it
+        (the same outputs, bitwise), a text file of globs too; a file naming a module the
+        model lacks, or an FP8 set without an FP8 pass are refused naming the file."""
+        args = ["run", "--model", self.pt2, "--probes", self.probes, "--batch-size", len(self.x), "--outputs",
+                "--no-db"]
+        rc, got = run_json(*args, "--precision", "fp8", "--keep-bf16-file", self.json_path)
+        self.assertEqual(got["keep_bf16"], list(self.best))
+        out = np.array([[as_float(v) for v in r] for r in pass_of(got, "fp8")["outputs"]], dtype=np.float32)
+        self.assertTrue(bits_equal(out, torchao_fp8(self.model, self.x, keep=self.best, fp32=False)))
+        globs = os.path.join(self.tmp.name, "bf16.txt")
+        with open(globs, "w") as f:
+            f.write("# kept in BF16\n%s\n" % self.best[0])
+        rc, got = run_json(*args, "--precision", "fp8", "--keep-bf16", self.best[0],
+                           "--keep-bf16-file", globs)
+        self.assertEqual(got["keep_bf16"], [self.best[0], self.best[0]])
+        with open(globs, "w") as f:
+            f.write("fc9\n")
+        rc, _, err = run_cli(*args, "--precision", "fp8", "--keep-bf16-file", globs)
+        self.assertEqual(rc, 2, err)
+        self.assertIn(globs, err)
+        self.assertIn("'fc9' matches no module", err)
+        rc, _, err = run_cli(*args, "--precision", "bf16", "--keep-bf16-file", self.json_path)
+        self.assertEqual(rc, 2, err)
+        self.assertIn(self.json_path, err)
+        self.assertIn("no FP8 pass", err)
+
 
 def trained_block_mlp(cls):
     """cls.tmp, cls.model (block_mlp in train mode) and cls.path (its TorchScript); returns the folder."""

@@ -205,6 +205,28 @@ class Fp8DelayedTrain(unittest.TestCase):
             self.assertIn(rc, (0, 1), se)
             self.assertIn("the histories start empty", so)
 
+    def test_hostile_checkpoint_state_is_refused_by_key(self):
+        """A checkpoint's fp8-delayed state edited: each bad value refused naming its key (exit 2)."""
+        with tempfile.TemporaryDirectory() as d:
+            ckpt = self.train(d, "--fp8-amax-history", 4, "--checkpoint-every", 2, "--checkpoint-dir", d,
+                              steps=2)["checkpoints"][0]
+            cases = [("fp8.delayed.0.scale", -1.0, "expected a finite scale > 0"),
+                     ("fp8.delayed.0.element", "e3m4", "'e3m4'; expected e4m3 or e5m2"),
+                     ("fp8.delayed.0.steps", -5, "expected a count >= 0"),
+                     ("fp8.delayed.1.history", -torch.ones(4), "holds a negative amax"),
+                     ("fp8.delayed.count", 99, "fp8.delayed.6.name")]  # 6 tensors were saved
+            for key, value, said in cases:
+                m = torch.jit.load(ckpt)
+                m._c.setattr(key, value)
+                bad = os.path.join(d, "bad.ckpt")
+                m.save(bad)
+                rc, _, se = run_cli("train", "--model", self.path, "--data", self.data, "--steps", 4, "--batch-size",
+                                    self.BATCH, "--precision", "fp8-delayed", "--fp8-amax-history", 4, "--resume", bad,
+                                    "--no-scaler", "--no-db", "-q")
+                self.assertEqual(rc, 2, f"{key}: {se}")
+                self.assertIn(said, se, key)
+                self.assertIn(bad, se, key)
+
     def test_settings_and_refusals(self):
         with tempfile.TemporaryDirectory() as d:
             db = os.path.join(d, "runs.sqlite")

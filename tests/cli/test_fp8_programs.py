@@ -135,6 +135,20 @@ class Fp8Programs(unittest.TestCase):
             self.assertEqual(len(operands), 2 * linear_count(p.model, "fp8"), p.name)
         self.assertEqual(linear_count(self.programs[1].model, "fp8"), 1, "GPT-2: lm_head alone is an nn.Linear")
 
+    def test_a_model_whose_gemms_are_not_linear_layers_is_said(self):
+        """GPT-2's Conv1D layers (2 blocks x 4, each an addmm) stay out of FP8, as in torchao: the run
+        says how many matrix products ran unquantized beside its one quantized linear call."""
+        conv1d = sum(type(m).__name__ == "Conv1D" for m in self.programs[1].model.modules())
+        self.assertEqual(conv1d, 8)
+        for p in self.programs:
+            said = [w for w in p.result["warnings"] if "ran unquantized in BF16" in w]
+            if p.name != "gpt2":
+                self.assertEqual(said, [], p.name)  # every GEMM with a weight is a linear layer
+                continue
+            self.assertEqual(len(said), 1, p.result["warnings"])  # once, for every recipe
+            self.assertIn(f"FP8 passes (fp8 first): {conv1d} matrix products of the model ran unquantized in BF16 "
+                          f"(aten::addmm {conv1d}) beside 1 quantized linear-layer calls", said[0])
+
 
 if __name__ == "__main__":
     unittest.main()

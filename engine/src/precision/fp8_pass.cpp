@@ -25,7 +25,8 @@ thread_local Precision t_precision = Precision::Fp8;
 thread_local DelayedOptions t_delayed;  ///< fp8-delayed: history length and margin of new operands
 thread_local int t_calls = 0;  ///< linear calls in this batch (fp8-delayed keys GEMMs without a module name by it)
 thread_local bool t_what_if = false;
-thread_local bool t_real = false;      ///< real FP8 GEMMs (torch._scaled_mm) instead of the emulation
+thread_local bool t_real = false;                ///< real FP8 GEMMs (torch._scaled_mm) instead of the emulation
+thread_local Fp8GemmCounts* t_counts = nullptr;  ///< Fp8GemmCounter's
 thread_local bool t_training = false;  ///< an Fp8PassGuard of a training step (Fp8PassGuard::Training)  ///< an
                                        ///< Fp8WhatIfGuard: statistics of every recipe, the linear itself unchanged
 
@@ -133,6 +134,7 @@ at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const std::optio
 /// fp8_linear's FP8 GEMM once the linear is known to be quantized: `x` as the recipe receives it.
 at::Tensor fp8_linear_quantized(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
                                 at::ScalarType out_dtype) {
+    if (t_counts) ++t_counts->quantized;
     const auto add_bias = [&](const at::Tensor& out) {
         return bias && bias->defined() ? out + bias->to(out.scalar_type()) : out;
     };
@@ -141,7 +143,11 @@ at::Tensor fp8_linear_quantized(const at::Tensor& x, const at::Tensor& w, const 
         return add_bias(
             delayed_training_linear(x, w, out_dtype, *delayed_training(), scope.empty() ? "" : scope.back()));
     }
-    if (t_real) return real_linear(x, w, bias, t_precision, out_dtype);
+    if (t_real) {  // CUDA's torch._scaled_mm takes K and N in multiples of 16 only: the others emulated
+        if (!x.is_cuda() || (x.size(-1) % 16 == 0 && w.size(0) % 16 == 0))
+            return real_linear(x, w, bias, t_precision, out_dtype);
+        if (t_counts) ++t_counts->real_emulated;
+    }
     if (t_training && at::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad())) {  // a training step
         if (t_precision != Precision::Fp8 && t_precision != Precision::Fp8Rowwise)
             throw InputError("", "precision",
@@ -156,6 +162,24 @@ at::Tensor fp8_linear_quantized(const at::Tensor& x, const at::Tensor& w, const 
     auto sizes = x.sizes().vec();
     sizes.back() = w.size(0);
     return gemm(xq.reshape({-1, xq.size(-1)}), wq, bias, out_dtype).reshape(sizes);
+}
+
+/// The model's own addmm / mm under an FP8 pass: counted (Fp8GemmCounter), then run as they would.
+bool counts_product(const at::Tensor& a) {
+    return t_counts && !t_what_if && at::autocast::is_autocast_enabled(a.device().type());
+}
+
+at::Tensor counted_addmm(const at::Tensor& self, const at::Tensor& m1, const at::Tensor& m2, const at::Scalar& beta,
+                         const at::Scalar& alpha) {
+    c10::impl::ExcludeDispatchKeyGuard no_fp8(kFp8Key);
+    if (counts_product(m1)) ++t_counts->addmm;
+    return at::addmm(self, m1, m2, beta, alpha);
+}
+
+at::Tensor counted_mm(const at::Tensor& a, const at::Tensor& b) {
+    c10::impl::ExcludeDispatchKeyGuard no_fp8(kFp8Key);
+    if (counts_product(a)) ++t_counts->mm;
+    return at::mm(a, b);
 }
 
 /// Includes the FP8 key in (and no longer excludes it from) this thread's dispatch keys: LibTorch
@@ -179,6 +203,8 @@ void ensure_registered() {
         fallback.fallback(torch::CppFunction::makeFallthrough());
         static torch::Library impl(torch::Library::IMPL, "aten", kFp8Key, __FILE__, __LINE__);
         impl.impl("linear", TORCH_FN(fp8_linear));
+        impl.impl("addmm", TORCH_FN(counted_addmm));
+        impl.impl("mm", TORCH_FN(counted_mm));
         return true;
     }();
     (void)registered;
@@ -230,6 +256,27 @@ QuantSpec recipe_spec(Precision p) {
         s.element = Fp8Element::E2M1;
     }
     return s;
+}
+
+Fp8GemmCounter::Fp8GemmCounter(Fp8GemmCounts* c) : prev_(t_counts) {
+    t_counts = c;
+}
+
+Fp8GemmCounter::~Fp8GemmCounter() {
+    t_counts = prev_;
+}
+
+std::string fp8_coverage_warning(Precision p, const Fp8GemmCounts& c) {
+    if (c.unquantized() == 0) return {};
+    std::string calls;
+    if (c.addmm) calls += "aten::addmm " + std::to_string(c.addmm);
+    if (c.mm) calls += std::string(calls.empty() ? "" : ", ") + "aten::mm " + std::to_string(c.mm);
+    return "FP8 passes (" + to_string(p) + " first): " + std::to_string(c.unquantized()) +
+           " matrix products of the model ran unquantized in BF16 (" + calls + ") beside " +
+           std::to_string(c.quantized) +
+           " quantized linear-layer calls: the recipes quantize linear layers (aten::linear) only, as torchao and "
+           "Transformer Engine do; a model written with Conv1D or torch.mm (transformers' GPT-2) keeps those "
+           "GEMMs out of FP8";
 }
 
 std::string real_gemm_unavailable(Precision p, const BackendReport& b) {

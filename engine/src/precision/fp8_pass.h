@@ -191,6 +191,33 @@ private:
     bool prev_real_ = false;
 };
 
+/// The matrix products of an FP8 pass: linear layers quantized, and the model's own addmm / mm
+/// calls under autocast that no recipe quantizes (transformers' Conv1D is an addmm; a 2-D weight
+/// through torch.matmul or torch.mm is an mm). Attention's batched products (bmm) are not counted.
+struct Fp8GemmCounts {
+    int64_t quantized = 0;  ///< aten::linear calls quantized
+    int64_t addmm = 0, mm = 0;
+    /// A real-GEMM pass (Fp8PassGuard real_gemm): linear calls left to the emulation because CUDA's
+    /// torch._scaled_mm takes no K or N that is not a multiple of 16.
+    int64_t real_emulated = 0;
+    int64_t unquantized() const { return addmm + mm; }
+};
+
+/// While alive on this thread, an FP8 pass's matrix products are counted into `c` (nullptr: none).
+class Fp8GemmCounter {
+public:
+    explicit Fp8GemmCounter(Fp8GemmCounts* c);
+    ~Fp8GemmCounter();
+    Fp8GemmCounter(const Fp8GemmCounter&) = delete;
+    Fp8GemmCounter& operator=(const Fp8GemmCounter&) = delete;
+
+private:
+    Fp8GemmCounts* prev_ = nullptr;
+};
+
+/// The run's warning when FP8 pass `p` (the first of the run's) left products unquantized ("" when none).
+std::string fp8_coverage_warning(Precision p, const Fp8GemmCounts& c);
+
 /// Why recipe `p` cannot run real FP8 GEMMs on `device`, "" when it can: torch._scaled_mm takes
 /// tensorwise scales on the CPU, tensorwise and rowwise on CUDA devices with FP8 (compute
 /// capability >= 8.9); the other recipes have no such check.

@@ -17,6 +17,8 @@
 
 namespace ampscope::detail {
 
+struct Fp8GemmCounts;
+
 /// The informative line of an error (TorchScript wraps the real message after a traceback).
 std::string first_line(const std::string& s);
 /// "cpu" | "cuda" | "cuda:N"; InputError when malformed or absent.
@@ -34,8 +36,11 @@ struct PassOptions {
     /// fp8-delayed: the amax history's length and the margin of each operand's DelayedScaling.
     int fp8_amax_history = 1024;
     int fp8_margin = 0;
-    bool fp8_what_if = false;    ///< a BF16 pass: every current-scaling recipe's operand statistics (Fp8WhatIfGuard)
-    bool fp8_real_gemm = false;  ///< fp8 / fp8-rowwise: torch._scaled_mm GEMMs, not the emulation (no statistics)
+    bool fp8_what_if = false;  ///< a BF16 pass: every current-scaling recipe's operand statistics (Fp8WhatIfGuard)
+    bool fp8_real_gemm = false;
+    /// FP8 passes: the linear layers quantized and the other matrix products, counted here.
+    Fp8GemmCounts* gemm_counts =
+        nullptr;  ///< fp8 / fp8-rowwise: torch._scaled_mm GEMMs, not the emulation (no statistics)
     /// When given: set to true if the model changed its input tensors in place (each pass
     /// gets its own copies, so this only warns).
     bool* inputs_mutated = nullptr;

@@ -260,6 +260,7 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
                              {o.fp8_amax_history, o.fp8_margin}, o.fp8_real_gemm);
             const bool what_if = o.fp8_what_if && o.inspect && o.precision == Precision::Bf16;
             Fp8WhatIfGuard fp8_what_if(what_if ? &r.fp8_operands : nullptr);
+            Fp8GemmCounter gemm_counter(o.gemm_counts);
             y = model.forward(in);
             if (observer) observer->end_batch();
         } catch (const Cancelled&) {
@@ -512,12 +513,19 @@ bool ComparisonRun::reference(PassResult& ref) {
 void ComparisonRun::amp_passes() {
     PassOptions o = options();
     o.keep_fp32 = spec.keep_fp32;
-    bool all_ok = true;
+    bool all_ok = true, coverage_warned = false;
     res.passes.reserve(res.passes.size() + spec.precisions.size());  // the reference stays put
     const PassResult& ref = res.passes.front();
     for (auto p : spec.precisions) {
         o.precision = p;
+        Fp8GemmCounts counts;
+        o.gemm_counts = is_fp8(p) ? &counts : nullptr;
         PassResult amp = pass(o, false);
+        if (auto w = fp8_coverage_warning(p, counts); !w.empty() && !coverage_warned) {  // once: every recipe alike
+            res.warnings.push_back(std::move(w));
+            coverage_warned = true;
+        }
+        o.gemm_counts = nullptr;
         if (wants_real_gemm(p)) amp.real_gemm = real_gemm_check(ref, amp, o);
         if (sink) sink->pass_finished(amp);
         auto cmp = compare_pass(ref, amp);

@@ -5,9 +5,11 @@
 #include <cstring>
 #include <string>
 
+#include "ampscope/engine/errors.h"
 #include "ampscope/engine/run.h"
 #include "precision/fp8_pass.h"
 #include "run/comparison.h"
+#include "run/pass.h"
 
 namespace ampscope::detail {
 
@@ -16,26 +18,42 @@ bool ComparisonRun::wants_real_gemm(Precision p) const {
     switch (spec.fp8_real_gemm) {
         case RealGemm::On: return true;
         case RealGemm::Off: return false;
-        case RealGemm::Auto: return res.backend.kind == "cuda" && real_gemm_unavailable(p, res.backend).empty();
+        case RealGemm::Auto:  // not under torchrun: the other ranks run the recorded passes only
+            return !pass_runner && res.backend.kind == "cuda" && real_gemm_unavailable(p, res.backend).empty();
     }
     return false;
 }
 
 RealGemmCheck ComparisonRun::real_gemm_check(const PassResult& ref, const PassResult& sim, PassOptions o) {
     RealGemmCheck c;
-    c.reason = real_gemm_unavailable(sim.precision, res.backend);
-    if (!c.reason.empty()) {
+    c.reason = pass_runner ? "not run under torchrun (the ranks run the recorded passes only)"
+                           : real_gemm_unavailable(sim.precision, res.backend);
+    const auto not_run = [&](std::string why) {
+        c.reason = std::move(why);
         res.warnings.push_back(to_string(sim.precision) + ": real FP8 GEMMs not run: " + c.reason);
         return c;
-    }
+    };
+    if (!c.reason.empty()) return not_run(c.reason);
     o.inspect = false;  // the simulated pass has the statistics; this one only its outputs
     o.fp8_real_gemm = true;
     o.module_outputs = nullptr;
-    const PassResult real = pass(o, false);
+    Fp8GemmCounts counts;
+    o.gemm_counts = &counts;
+    PassResult real;
+    try {
+        real = pass(o, false);
+    } catch (const Cancelled&) {
+        throw;
+    } catch (const std::exception& e) {  // the simulated pass stands; the check says why it failed
+        return not_run("torch._scaled_mm failed: " + first_line(e.what()));
+    }
     c.ran = true;
     c.kernel = "aten::_scaled_mm on " + res.backend.device +
                (res.backend.kind == "cpu" ? std::string()
                                           : " (" + res.backend.name + ", sm " + res.backend.compute_capability + ")");
+    if (counts.real_emulated > 0)
+        c.kernel += "; " + std::to_string(counts.real_emulated) + " of " + std::to_string(counts.quantized) +
+                    " linear calls emulated (K or N not a multiple of 16, which CUDA's kernel needs)";
     c.outputs = real.outputs;
     c.seconds = real.seconds;
     for (size_t i = 0; i < c.outputs.size() && i < sim.outputs.size(); ++i) {

@@ -3,7 +3,9 @@
 // counters, data cursor and precision policy.
 #include <torch/serialize.h>
 
+#include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include "ampscope/engine/errors.h"
 #include "train/train_parts.h"
@@ -43,25 +45,47 @@ void save_delayed(torch::serialize::OutputArchive& ar, const detail::DelayedTrai
 bool load_delayed(torch::serialize::InputArchive& ar, const std::string& path, detail::DelayedTraining& d) {
     c10::IValue count;
     if (!ar.try_read("fp8.delayed.count", count)) return false;
+    const auto value = [&](const std::string& key, bool (c10::IValue::*is)() const, const char* expected) {
+        c10::IValue v;
+        if (!ar.try_read(key, v))
+            throw InputError(path, key, "missing: the checkpoint's fp8-delayed state is incomplete");
+        if (!(v.*is)()) throw InputError(path, key, std::string("has a ") + v.tagKind() + "; expected " + expected);
+        return v;
+    };
+    const int64_t n = value("fp8.delayed.count", &c10::IValue::isInt, "an integer").toInt();
+    if (n < 0 || n > (int64_t(1) << 20))
+        throw InputError(path, "fp8.delayed.count", std::to_string(n) + "; expected 0 to 1048576 FP8 tensors");
     d.slots.clear();
-    for (int64_t i = 0; i < count.toInt(); ++i) {
+    for (int64_t i = 0; i < n; ++i) {
         const std::string k = "fp8.delayed." + std::to_string(i) + ".";
-        c10::IValue name, element, scale, steps;
+        const std::string name = value(k + "name", &c10::IValue::isString, "a string").toStringRef();
+        const std::string element = value(k + "element", &c10::IValue::isString, "a string").toStringRef();
+        if (element != "e4m3" && element != "e5m2")
+            throw InputError(path, k + "element", "'" + element + "'; expected e4m3 or e5m2");
+        const double scale = value(k + "scale", &c10::IValue::isDouble, "a number").toDouble();
+        if (!std::isfinite(scale) || !(scale > 0) || scale > std::numeric_limits<float>::max())
+            throw InputError(path, k + "scale", c10::str(scale) + "; expected a finite scale > 0");
+        const int64_t steps = value(k + "steps", &c10::IValue::isInt, "an integer").toInt();
+        if (steps < 0 || steps > std::numeric_limits<int>::max())
+            throw InputError(path, k + "steps", std::to_string(steps) + "; expected a count >= 0");
         at::Tensor history;
-        if (!ar.try_read(k + "name", name) || !ar.try_read(k + "element", element) ||
-            !ar.try_read(k + "history", history) || !ar.try_read(k + "scale", scale) ||
-            !ar.try_read(k + "steps", steps))
+        if (!ar.try_read(k + "history", history))
             throw InputError(path, k + "history", "missing: the checkpoint's fp8-delayed state is incomplete");
-        const auto e = element.toStringRef() == "e5m2" ? Fp8Element::E5M2 : Fp8Element::E4M3;
-        if (history.dim() != 1 || history.size(0) != d.options.amax_history)
+        if (history.dim() != 1 || !at::isFloatingType(history.scalar_type()))
+            throw InputError(path, k + "history",
+                             "has shape " + c10::str(history.sizes()) + " of " + c10::toString(history.scalar_type()) +
+                                 "; expected a 1-D floating tensor of amaxes");
+        if (history.size(0) != d.options.amax_history)
             throw InputError(path, k + "history",
                              "holds " + std::to_string(history.numel()) + " steps of amax history; this run keeps " +
                                  std::to_string(d.options.amax_history) + ": resume with an amax history of " +
                                  std::to_string(history.numel()));
-        const auto h = history.to(at::kFloat).contiguous();
-        d.slot(name.toStringRef(), e)
-            .restore(std::vector<float>(h.data_ptr<float>(), h.data_ptr<float>() + h.numel()), float(scale.toDouble()),
-                     int(steps.toInt()));
+        const auto h = history.to(at::kCPU, at::kFloat).contiguous();
+        if ((h < 0).any().item<bool>())  // inf and NaN are what a non-finite step records (the scale then stays)
+            throw InputError(path, k + "history", "holds a negative amax; expected amaxes >= 0");
+        d.slot(name, element == "e5m2" ? Fp8Element::E5M2 : Fp8Element::E4M3)
+            .restore(std::vector<float>(h.data_ptr<float>(), h.data_ptr<float>() + h.numel()), float(scale),
+                     int(steps));
     }
     return true;
 }

@@ -477,6 +477,18 @@ ResumePoint resume_from(const TrainSpec& s, Side& ref, Side& amp, GradScaler& sc
     return at;
 }
 
+/// fp8-delayed's state across the steps (none for other precisions, or without autocast), and the
+/// run's warning when a GradScaler scales the gradients it casts.
+std::optional<detail::DelayedTraining> delayed_training_of(const TrainSpec& s, TrainResult& res) {
+    if (!s.autocast || s.precision != Precision::Fp8Delayed) return std::nullopt;
+    if (s.scaler.enabled)
+        res.warnings.push_back(
+            "fp8-delayed with GradScaler: grad_output's amax history follows the loss scale (each "
+            "growth clamps values, an overflow freezes its scale for the history's length); "
+            "Transformer Engine trains FP8 without one (no scaler: the isolation autocast only)");
+    return detail::DelayedTraining(detail::DelayedOptions{s.fp8_amax_history, s.fp8_margin});
+}
+
 /// The run's totals once its steps ran.
 void sum_up(TrainResult& res, const TrainSpec& s, const GradScaler& scaler, int effective_end) {
     res.iterations = int(res.steps.size());
@@ -529,9 +541,7 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
     if (ref.model->fixed_batch == 0) ref.model->check_batches(data.inputs[0].size(0), s.batch_size, s.data);
     detail::check_fp32_regions(*amp.model, s.keep_fp32);
     GradScaler scaler(res.backend.device, s.scaler);
-    std::optional<detail::DelayedTraining> delayed;  // fp8-delayed: the histories across the steps
-    if (s.autocast && s.precision == Precision::Fp8Delayed)
-        delayed.emplace(detail::DelayedOptions{s.fp8_amax_history, s.fp8_margin});
+    auto delayed = delayed_training_of(s, res);  // fp8-delayed: the histories across the steps
     detail::DelayedTrainingScope delayed_scope(delayed ? &*delayed : nullptr);
     const ResumePoint resumed = resume_from(s, ref, amp, scaler, delayed ? &*delayed : nullptr, device, res);
     const int start_step = resumed.step;

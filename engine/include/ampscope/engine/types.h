@@ -168,7 +168,7 @@ struct Origin {
 struct RealGemmCheck {
     bool ran = false;
     std::string reason;          ///< why it did not run ("" when it ran)
-    std::string kernel;          ///< what ran: "aten::_scaled_mm on cpu" | "aten::_scaled_mm on cuda:0 (NAME, sm_90)"
+    std::string kernel;          ///< what ran: "aten::_scaled_mm on cpu" | "aten::_scaled_mm on cuda:0 (NAME, sm 9.0)"
     std::vector<float> outputs;  ///< the real GEMMs' scores [samples x num_outputs], as PassResult::outputs
     int64_t differing = 0;       ///< output values that differ from the simulated pass's (bitwise)
     double max_abs_diff = 0;     ///< max |real - simulated| over the finite pairs
