@@ -260,6 +260,27 @@ private Q_SLOTS:
         QVERIFY(model.index(1, 0).data(TrainingStepModel::SummaryRole).toString().contains(QStringLiteral("AMP nan")));
     }
 
+    /// fp8-delayed training: the values each step's casts clamped beyond the stale scales, with the
+    /// first tensor that had one; "-" for a step of another precision.
+    void stepTableShowsFp8DelayedClamping() {
+        auto s = steps();
+        s[0].fp8_saturated = 0;
+        s[1].fp8_saturated = 12;
+        s[1].fp8_saturated_at = "fc1/input";
+        TrainingStepModel model;
+        model.resetData(s);
+        auto shown = [&](int row) {
+            return model.index(row, TrainingStepModel::Fp8Clamped).data(Qt::DisplayRole).toString();
+        };
+        QCOMPARE(model.headerData(TrainingStepModel::Fp8Clamped, Qt::Horizontal).toString(),
+                 QStringLiteral("FP8 clamped"));
+        QCOMPARE(shown(0), QStringLiteral("0"));
+        QCOMPARE(shown(1), QStringLiteral("12 (first fc1/input)"));
+        QCOMPARE(shown(2), QStringLiteral("-"));
+        QCOMPARE(model.value(1, TrainingStepModel::Fp8Clamped), 12.0);
+        QVERIFY(std::isnan(model.value(2, TrainingStepModel::Fp8Clamped)));
+    }
+
     void scaleChartMarksTheSkippedSteps() {
         TrainingStepModel model;
         model.resetData(steps());

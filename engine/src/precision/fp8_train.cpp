@@ -114,12 +114,21 @@ at::Tensor DelayedTraining::cast(const at::Tensor& t, const std::string& name, F
     QuantSpec spec;  // tensorwise with the stale scale
     spec.element = element;
     spec.given_scale = s.scale();
-    if (!record) return quantize_dequantize(t, spec);
-    QuantStats st;
-    auto q = quantize_dequantize(t, spec, &st);
-    s.record(float(st.amax));
-    if (st.saturated > 0 && saturated == 0) saturated_at = name;
-    saturated += st.saturated;
+    auto q = quantize_dequantize(t, spec);
+    if (!record || t.numel() == 0) return q;  // an empty operand: no amax to record
+    // the amax and the values beyond the stale scale's range (QuantStats::amax and ::saturated: the
+    // scaled magnitude rounding past the largest value; E4M3's 448 keeps ties up to 464), one read
+    const auto x = t.to(at::kFloat);
+    const double past = element == Fp8Element::E4M3 ? 464.0 : 61440.0;
+    const auto scaled = at::abs(x * s.scale());
+    const auto beyond = at::isfinite(x) & (element == Fp8Element::E4M3 ? scaled > past : scaled >= past);
+    const auto host =
+        at::stack({at::max(at::abs(x)).to(at::kDouble), beyond.sum().to(at::kDouble)}).to(at::kCPU).contiguous();
+    const double* h = host.data_ptr<double>();
+    s.record(float(h[0]));
+    const auto n = int64_t(h[1]);
+    if (n > 0 && saturated == 0) saturated_at = name;
+    saturated += n;
     return q;
 }
 
