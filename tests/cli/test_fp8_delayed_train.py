@@ -205,6 +205,36 @@ class Fp8DelayedTrain(unittest.TestCase):
             self.assertIn(rc, (0, 1), se)
             self.assertIn("the histories start empty", so)
 
+    def test_a_non_finite_step_is_diagnosed_without_recording_twice(self):
+        """Step 1's batch holds a NaN (an inf would be clamped to 448 by the cast): the step goes
+        non-finite and the guards re-run its forward to name the origin. The re-run casts with the
+        step's scales and records nothing (DelayedTrainingScope::Quiet), and the step's count is
+        taken before it: the clamped count is TE's, counted once (258, not 129, when the re-run
+        recorded and the count were taken after it; its amaxes are the same, so the histories
+        alone would not tell)."""
+        x = self.x.clone()
+        x[20, 3] = float("nan")
+        with tempfile.TemporaryDirectory() as d:
+            data = os.path.join(d, "inf.pt")
+            torch.save({"inputs": x, "labels": self.y}, data)
+            saved = self.x
+            try:
+                self.x = x
+                _, want = self.reference(1024, 0)
+            finally:
+                self.x = saved
+            out = os.path.join(d, "t.json")
+            rc, _, se = run_cli("train", "--model", self.path, "--data", data, "--steps", 2, "--batch-size",
+                                self.BATCH, "--lr", self.LR, "--precision", "fp8-delayed", "--no-scaler", "--loss",
+                                "ce", "--device", "cpu", "--no-db", "--json", out, "-q")
+            self.assertIn(rc, (0, 1), se)
+            with open(out) as f:
+                steps = json.load(f)["steps"]
+        self.assertEqual(steps[1]["nonfinite_stage"], "forward")
+        self.assertIsNotNone(steps[1]["origin"])
+        self.assertGreater(want[1][0], 0, "step 1 clamps values (the growing batch)")
+        self.assertEqual([(s["fp8_saturated"], s["fp8_saturated_at"] or "") for s in steps], want[:2])
+
     def test_hostile_checkpoint_state_is_refused_by_key(self):
         """A checkpoint's fp8-delayed state edited: each bad value refused naming its key (exit 2)."""
         with tempfile.TemporaryDirectory() as d:
