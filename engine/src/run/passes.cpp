@@ -226,7 +226,7 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
     r.keep_fp32 = o.keep_fp32;
     const auto t0 = std::chrono::steady_clock::now();
     const int64_t n = probes.inputs[0].size(0);
-    const std::string stage = "pass " + to_string(o.precision);
+    const std::string stage = "pass " + to_string(o.precision) + (o.fp8_real_gemm ? " (real FP8 GEMMs)" : "");
     model.set_train(o.train);
     torch::manual_seed(o.seed);  // same RNG stream (dropout) for every pass
     at::NoGradGuard no_grad;
