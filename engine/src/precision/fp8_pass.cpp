@@ -24,11 +24,11 @@ thread_local std::vector<Fp8Operand>* t_sink = nullptr;
 thread_local Precision t_precision = Precision::Fp8;
 thread_local DelayedOptions t_delayed;  ///< fp8-delayed: history length and margin of new operands
 thread_local int t_calls = 0;  ///< linear calls in this batch (fp8-delayed keys GEMMs without a module name by it)
+/// An Fp8WhatIfGuard: statistics of every recipe, the linear itself unchanged.
 thread_local bool t_what_if = false;
 thread_local bool t_real = false;                ///< real FP8 GEMMs (torch._scaled_mm) instead of the emulation
 thread_local Fp8GemmCounts* t_counts = nullptr;  ///< Fp8GemmCounter's
-thread_local bool t_training = false;  ///< an Fp8PassGuard of a training step (Fp8PassGuard::Training)  ///< an
-                                       ///< Fp8WhatIfGuard: statistics of every recipe, the linear itself unchanged
+thread_local bool t_training = false;            ///< an Fp8PassGuard of a training step (Fp8PassGuard::Training)
 
 /// The block-scaled recipes, whose emulated GEMM is torchao's addmm on dequantized operands.
 bool block_scaled(Precision p) {
