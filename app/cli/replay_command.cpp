@@ -194,7 +194,7 @@ int run_replay_command(ReplayOptions& o) {
     auto p = parse_precision(o.precision);
     if (!p || !replays(*p))
         throw InputError("--precision", "",
-                         "'" + o.precision + "'; expected fp16, bf16, fp8 or fp8-rowwise" +
+                         "'" + o.precision + "'; expected " + precisions_listed(kReplayPrecisions) +
                              (p && trains(*p)   ? " (" + to_string(*p) + " trains with `train` only)"
                               : p && is_fp8(*p) ? " (" + to_string(*p) + " runs with `run` and `advise` only)"
                                                 : ""));

@@ -76,6 +76,16 @@ AMPSCOPE_AVX2 inline void moments(int n, Load load, const char* pf, KernelAcc& a
     a.count += n;
 }
 
+/// Unsigned lane minimum / maximum of 16-bit (k16) or 32-bit lanes.
+template <bool k16>
+AMPSCOPE_AVX2 inline __m256i min_u(__m256i a, __m256i b) {
+    return k16 ? _mm256_min_epu16(a, b) : _mm256_min_epu32(a, b);
+}
+template <bool k16>
+AMPSCOPE_AVX2 inline __m256i max_u(__m256i a, __m256i b) {
+    return k16 ? _mm256_max_epu16(a, b) : _mm256_max_epu32(a, b);
+}
+
 /// Magnitude range of n (a multiple of 32) 32-bit or 16-bit patterns: one load stream with four
 /// independent accumulator pairs, so that many cache lines are in flight.
 template <bool k16>
@@ -88,35 +98,18 @@ AMPSCOPE_AVX2 inline void magnitude_range(const void* p, int n, __m256i& lo, __m
     for (; i + 2 <= vecs; i += 2) {
         const __m256i a0 = _mm256_and_si256(_mm256_loadu_si256(v + i), mask);
         const __m256i a1 = _mm256_and_si256(_mm256_loadu_si256(v + i + 1), mask);
-        if constexpr (k16) {
-            l0 = _mm256_min_epu16(l0, a0);
-            h0 = _mm256_max_epu16(h0, a0);
-            l1 = _mm256_min_epu16(l1, a1);
-            h1 = _mm256_max_epu16(h1, a1);
-        } else {
-            l0 = _mm256_min_epu32(l0, a0);
-            h0 = _mm256_max_epu32(h0, a0);
-            l1 = _mm256_min_epu32(l1, a1);
-            h1 = _mm256_max_epu32(h1, a1);
-        }
+        l0 = min_u<k16>(l0, a0);
+        h0 = max_u<k16>(h0, a0);
+        l1 = min_u<k16>(l1, a1);
+        h1 = max_u<k16>(h1, a1);
     }
     for (; i < vecs; ++i) {
         const __m256i a0 = _mm256_and_si256(_mm256_loadu_si256(v + i), mask);
-        if constexpr (k16) {
-            l0 = _mm256_min_epu16(l0, a0);
-            h0 = _mm256_max_epu16(h0, a0);
-        } else {
-            l0 = _mm256_min_epu32(l0, a0);
-            h0 = _mm256_max_epu32(h0, a0);
-        }
+        l0 = min_u<k16>(l0, a0);
+        h0 = max_u<k16>(h0, a0);
     }
-    if constexpr (k16) {
-        lo = _mm256_min_epu16(l0, l1);
-        hi = _mm256_max_epu16(h0, h1);
-    } else {
-        lo = _mm256_min_epu32(l0, l1);
-        hi = _mm256_max_epu32(h0, h1);
-    }
+    lo = min_u<k16>(l0, l1);
+    hi = max_u<k16>(h0, h1);
 }
 
 AMPSCOPE_AVX2 inline int64_t total(__m256i x) {

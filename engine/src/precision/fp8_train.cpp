@@ -114,11 +114,11 @@ at::Tensor DelayedTraining::cast(const at::Tensor& t, const std::string& name, F
     QuantSpec spec;  // tensorwise with the stale scale
     spec.element = element;
     spec.given_scale = s.scale();
-    auto q = quantize_dequantize(t, spec);
-    if (!record || t.numel() == 0) return q;  // an empty operand: no amax to record
+    const auto x = t.to(at::kFloat).contiguous();  // once: the quantization and the figures below read it
+    auto q = quantize_dequantize(x, spec);
+    if (!record || x.numel() == 0) return q;  // an empty operand: no amax to record
     // the amax and the values beyond the stale scale's range (QuantStats::amax and ::saturated: the
     // scaled magnitude rounding past the largest value; E4M3's 448 keeps ties up to 464), one read
-    const auto x = t.to(at::kFloat);
     const double past = element == Fp8Element::E4M3 ? 464.0 : 61440.0;
     const auto scaled = at::abs(x * s.scale());
     const auto beyond = at::isfinite(x) & (element == Fp8Element::E4M3 ? scaled > past : scaled >= past);

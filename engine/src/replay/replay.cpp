@@ -461,9 +461,9 @@ void setup_clip_and_rng(Replay& rp, const ckpt::Checkpoint& c, train_parts::RngS
 void validate(const ReplaySpec& s) {
     if (s.steps < 1) throw InputError("", "steps", "expected an integer >= 1");
     if (!replays(s.precision))
-        throw InputError(
-            "", "precision",
-            "'" + to_string(s.precision) + "'; expected fp16, bf16, fp8 or fp8-rowwise (what a job trains in)");
+        throw InputError("", "precision",
+                         "'" + to_string(s.precision) + "'; expected " + precisions_listed(kReplayPrecisions) +
+                             " (what a job trains in)");
     if (s.init_scale && (!std::isfinite(*s.init_scale) || *s.init_scale <= 0))
         throw InputError("", "init_scale", "expected a finite number > 0");
     if (s.growth_interval && *s.growth_interval < 1)

@@ -4,6 +4,7 @@
 /// Reference FP32 training and AMP training side by side, with a faithful C++ port of
 /// torch.amp.GradScaler, per-step records, isolation modes, checkpoints and resume.
 
+#include <algorithm>
 #include <iterator>
 #include <memory>
 #include <optional>
@@ -62,32 +63,35 @@ private:
 /// FP8, the rest in BF16 autocast).
 inline constexpr Precision kTrainingPrecisions[] = {Precision::Fp16, Precision::Bf16, Precision::Fp8,
                                                     Precision::Fp8Rowwise, Precision::Fp8Delayed};
-/// Whether `train` runs precision `p`.
-inline bool trains(Precision p) {
-    for (const Precision t : kTrainingPrecisions)
-        if (t == p) return true;
-    return false;
-}
-
 /// The precisions `replay` runs a job in: what its own trainer used, fp16, bf16, or torchao's
 /// fp8 / fp8-rowwise (a Transformer Engine job's delayed-scaling state is not read from its
 /// checkpoints, so fp8-delayed trains with `train` only).
 inline constexpr Precision kReplayPrecisions[] = {Precision::Fp16, Precision::Bf16, Precision::Fp8,
                                                   Precision::Fp8Rowwise};
+
+/// Whether `p` is among `list` (kTrainingPrecisions, kReplayPrecisions).
+template <size_t N>
+bool listed_in(const Precision (&list)[N], Precision p) {
+    return std::find(std::begin(list), std::end(list), p) != std::end(list);
+}
+/// Whether `train` runs precision `p`.
+inline bool trains(Precision p) {
+    return listed_in(kTrainingPrecisions, p);
+}
 /// Whether `replay` runs precision `p`.
 inline bool replays(Precision p) {
-    for (const Precision t : kReplayPrecisions)
-        if (t == p) return true;
-    return false;
+    return listed_in(kReplayPrecisions, p);
 }
 
-/// kTrainingPrecisions' names as a message lists them: "fp16, bf16, ... or fp8-delayed".
-inline std::string training_precisions_listed() {
+/// A list's names as a message gives them: "fp16, bf16, ... or fp8-delayed".
+template <size_t N>
+std::string precisions_listed(const Precision (&list)[N]) {
     std::string out;
-    const size_t n = std::size(kTrainingPrecisions);
-    for (size_t i = 0; i < n; ++i)
-        out += (i == 0 ? "" : i + 1 == n ? " or " : ", ") + to_string(kTrainingPrecisions[i]);
+    for (size_t i = 0; i < N; ++i) out += (i == 0 ? "" : i + 1 == N ? " or " : ", ") + to_string(list[i]);
     return out;
+}
+inline std::string training_precisions_listed() {
+    return precisions_listed(kTrainingPrecisions);
 }
 
 /// A training run (`ampscope-cli train`).
