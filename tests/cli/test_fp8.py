@@ -207,11 +207,11 @@ class Fp8Run(unittest.TestCase):
                 self.assertEqual(rc, 2, f"{args[0]} {name}: {err}")
                 self.assertIn(f"'{name}'", err, args[0])
                 self.assertIn(f"{name} is simulated", err, args[0])
-        for name in FP8_NAMES[2:4]:  # train runs fp8, fp8-rowwise (Fp8Train) and fp8-delayed, not the others
+        for name in FP8_NAMES[3:4]:  # train runs fp8, fp8-rowwise (Fp8Train), mxfp8 and fp8-delayed, not nvfp4
             rc, _, err = run_cli("train", "--model", "demo:mlp", "--data", "demo", "--steps", "1", "--no-db",
                                  "--precision", name)
             self.assertEqual(rc, 2, f"train {name}: {err}")
-            self.assertIn(f"'{name}'; expected fp16, bf16, fp8, fp8-rowwise or fp8-delayed", err)
+            self.assertIn(f"'{name}'; expected fp16, bf16, fp8, fp8-rowwise, mxfp8 or fp8-delayed", err)
             self.assertIn(f"{name} runs with `run` and `advise` only", err)
 
     def test_stored_training_with_an_fp8_precision_is_refused_by_field(self):
@@ -227,7 +227,7 @@ class Fp8Run(unittest.TestCase):
         finally:
             con.close()
         self.assertEqual(run_cli("show", uuid, "--db", db)[0], 0)
-        for name in FP8_NAMES[2:4] + ["fp32", "fp9"]:  # fp8, fp8-rowwise (Fp8Train) and fp8-delayed train
+        for name in FP8_NAMES[3:4] + ["fp32", "fp9"]:  # fp8, fp8-rowwise (Fp8Train), mxfp8 and fp8-delayed train
             h = json.loads(header)
             h["spec"]["precision"] = name
             con = sqlite3.connect(db)
@@ -1113,9 +1113,9 @@ class Fp8Replay(unittest.TestCase):
 
     def test_other_recipes_refused_by_name(self):
         rc, _, err = run_cli("replay", "--model", self.path, "--checkpoint", self.path, "--batch", self.batch,
-                             "--precision", "mxfp8")
+                             "--precision", "nvfp4")
         self.assertEqual(rc, 2, err)
-        self.assertIn("'mxfp8'; expected fp16, bf16, fp8 or fp8-rowwise", err)
+        self.assertIn("'nvfp4'; expected fp16, bf16, fp8, fp8-rowwise or mxfp8", err)
 
 
 if __name__ == "__main__":

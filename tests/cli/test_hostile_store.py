@@ -311,7 +311,7 @@ def mutated(path, value):
     return h
 
 
-WRONG = [("first_nonfinite", 5), ("precision", "mxfp8"), ("precision", 16), ("steps", "x"), ("steps[0].loss_ref", "high"),
+WRONG = [("first_nonfinite", 5), ("precision", "nvfp4"), ("precision", 16), ("steps", "x"), ("steps[0].loss_ref", "high"),
          ("steps[0].skipped", "yes"), ("steps[0].step", 2.5), ("remedies.keep_fp32", [1]), ("checkpoint", "x"),
          ("checkpoint.path", 7), ("scaler_enabled", 1), ("warnings", "w"), ("keys.missing", [None]),
          ("remedies.growth_interval", 0), ("run_id", 5)]
@@ -383,7 +383,7 @@ class HostileStoredReplay(unittest.TestCase):
         self.bad(["import", bundle, "--db", into], bundle, "run_id")
 
     def test_wrongly_typed_fields_are_refused_by_name(self):
-        # Was: `first_nonfinite: 5` and `precision: "fp8"` (now "mxfp8": fp8 replays) imported, shown (exit 0) and exported;
+        # Was: `first_nonfinite: 5` and `precision: "fp8"` (now "nvfp4": fp8 and mxfp8 replay) imported, shown (exit 0) and exported;
         # other wrong types failed with nlohmann's text and no field name.
         for path, value in WRONG:
             with self.subTest(field=path, value=value):

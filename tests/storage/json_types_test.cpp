@@ -162,15 +162,17 @@ TEST(JsonTypes, TrainSpecRoundTripsAndRefusesAPrecisionATrainingDoesNotRun) {
     auto j = json::parse(text);
     j["precision"] = "fp8-rowwise";  // torchao's float8 training recipes train
     EXPECT_EQ(j.get<TrainSpec>().precision, Precision::Fp8Rowwise);
-    j["precision"] = "mxfp8";
+    j["precision"] = "mxfp8";  // and torchao's MXFP8 training linear
+    EXPECT_EQ(j.get<TrainSpec>().precision, Precision::Mxfp8);
+    j["precision"] = "nvfp4";
     try {
         (void)j.get<TrainSpec>();
-        FAIL() << "mxfp8 read as a training's precision";
+        FAIL() << "nvfp4 read as a training's precision";
     } catch (const json::type_error& e) {
-        EXPECT_NE(
-            std::string(e.what()).find(
-                "precision \"mxfp8\" in spec.precision; a training runs fp16, bf16, fp8, fp8-rowwise or fp8-delayed"),
-            std::string::npos)
+        EXPECT_NE(std::string(e.what()).find(
+                      "precision \"nvfp4\" in spec.precision; a training runs fp16, bf16, fp8, fp8-rowwise, mxfp8 or "
+                      "fp8-delayed"),
+                  std::string::npos)
             << e.what();
     }
     j = json::parse(text);

@@ -144,8 +144,8 @@ QuantSpec recipe_spec(Precision p);
 /// The DelayedTraining of this thread's DelayedTrainingScope (nullptr: none).
 DelayedTraining* delayed_training();
 
-/// A training step's linear (no bias) under fp8 / fp8-rowwise: torchao's float8 autograd
-/// function (precision/fp8_train.cpp).
+/// A training step's linear (no bias) under fp8 / fp8-rowwise / mxfp8: torchao's float8 autograd
+/// function, its MXFP8 training linear's (precision/fp8_train.cpp).
 at::Tensor fp8_training_linear(const at::Tensor& x, const at::Tensor& w, Precision p, at::ScalarType out_dtype);
 
 /// A training step's linear (no bias) under fp8-delayed: its FP8 tensors named after `module`
@@ -173,7 +173,7 @@ public:
     explicit Fp8PassGuard(Precision p, std::vector<Fp8Operand>* sink = nullptr, DelayedOptions delayed = {},
                           bool real_gemm = false);
     /// A training step's forward (train, replay): a linear whose operands need gradients runs as
-    /// torchao's autograd function (forward and backward GEMMs in FP8); fp8 and fp8-rowwise, and
+    /// torchao's autograd function (forward and backward GEMMs in FP8); fp8, fp8-rowwise and mxfp8, and
     /// fp8-delayed inside a DelayedTrainingScope (every linear, with gradients or not).
     struct Training {};
     Fp8PassGuard(Precision p, Training);

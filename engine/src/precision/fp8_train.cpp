@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // A training step's linear layers under the FP8 recipes (fp8_pass.h): torchao 0.18's float8
-// autograd function for fp8 and fp8-rowwise, Transformer Engine's delayed scaling for
-// fp8-delayed, with its state carried over the steps (DelayedTraining).
+// autograd function for fp8 and fp8-rowwise and its MXFP8 training linear for mxfp8, Transformer
+// Engine's delayed scaling for fp8-delayed, with its state carried over the steps
+// (DelayedTraining).
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 
@@ -16,7 +17,7 @@ namespace {
 thread_local DelayedTraining* t_delayed_training = nullptr;
 
 /// `p`'s quantization of one operand of a training step's GEMMs (torchao's Float8LinearConfig for
-/// the recipe): tensorwise or rowwise (power-of-two scales) as the recipe, `element` and the
+/// the recipe): tensorwise, rowwise (power-of-two scales) or MX blocks as the recipe, `element` and the
 /// reduction dimension `axis` of the GEMM the operand enters.
 QuantSpec role_spec(Precision p, Fp8Element element, int64_t axis) {
     QuantSpec s = recipe_spec(p);
@@ -25,15 +26,19 @@ QuantSpec role_spec(Precision p, Fp8Element element, int64_t axis) {
     return s;
 }
 
-/// A training step's linear under fp8 / fp8-rowwise: torchao 0.18's matmul_with_hp_or_float8_args
-/// with emulate=True. Forward: input and weight quantized along K as in a probe pass, mm in FP32,
-/// cast to the autocast dtype. Backward (outside autocast): grad_output quantized (fp8: E5M2
-/// tensorwise; fp8-rowwise: E4M3, power-of-two scales per row), then
+/// A training step's linear under fp8 / fp8-rowwise / mxfp8: torchao 0.18's
+/// matmul_with_hp_or_float8_args with emulate=True (fp8, fp8-rowwise), its mx_mm (MXFP8Linear,
+/// mxfp8). Forward: input and weight quantized along K as in a probe pass, mm in FP32, cast to the
+/// autocast dtype. Backward (outside autocast): grad_output quantized (fp8: E5M2 tensorwise;
+/// fp8-rowwise: E4M3, power-of-two scales per row; mxfp8: E4M3, MX blocks), then
 ///   grad_input  = mm(grad_output_q [M, N], weight_q [N, K]) with the weight quantized along N
 ///                 (the reduction dimension of this GEMM; tensorwise: the forward's values),
 ///   grad_weight = mm(grad_output_q^T [N, M], input_q [M, K]), both quantized along M,
 /// each in FP32 (the same operand layouts as torchao's emulation) cast to grad_output's dtype;
-/// autograd casts them to the input's and the weight's dtype.
+/// autograd casts them to the input's and the weight's dtype. mxfp8's products are BF16 as the
+/// hardware's scaled GEMM writes them (torchao's real branch: torch._scaled_mm(out_dtype=bfloat16));
+/// torchao's emulation returns their FP32 values instead, so it is torchao's emulation with the
+/// hardware's output dtype (tests/cli/test_mxfp8_train.py).
 struct Fp8LinearFn : public torch::autograd::Function<Fp8LinearFn> {
     static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
                               int64_t precision, int64_t out_dtype) {
@@ -53,18 +58,18 @@ struct Fp8LinearFn : public torch::autograd::Function<Fp8LinearFn> {
         const auto& x = saved[0];
         const auto& w = saved[1];
         const auto p = Precision(ctx->saved_data["precision"].toInt());
-        const bool rowwise = p == Precision::Fp8Rowwise;
-        const auto go_element = rowwise ? Fp8Element::E4M3 : Fp8Element::E5M2;
+        const bool per_slice = p == Precision::Fp8Rowwise || p == Precision::Mxfp8;  // a scale per row / block
+        const auto go_element = per_slice ? Fp8Element::E4M3 : Fp8Element::E5M2;
         const auto& go = grads[0];
         const auto go2 = go.reshape({-1, go.size(-1)});
         const auto go_rows = quantize_dequantize(go2, role_spec(p, go_element, -1));  // along N
-        const auto w_for_input = quantize_dequantize(w, role_spec(p, Fp8Element::E4M3, rowwise ? 0 : -1));
+        const auto w_for_input = quantize_dequantize(w, role_spec(p, Fp8Element::E4M3, per_slice ? 0 : -1));
         auto in_sizes = go.sizes().vec();
         in_sizes.back() = w.size(1);
         const auto grad_input = at::mm(go_rows, w_for_input).to(go.scalar_type()).reshape(in_sizes);
-        const auto go_cols = rowwise ? quantize_dequantize(go2, role_spec(p, go_element, 0)) : go_rows;  // along M
+        const auto go_cols = per_slice ? quantize_dequantize(go2, role_spec(p, go_element, 0)) : go_rows;  // along M
         const auto x_cols =
-            quantize_dequantize(x.reshape({-1, x.size(-1)}), role_spec(p, Fp8Element::E4M3, rowwise ? 0 : -1));
+            quantize_dequantize(x.reshape({-1, x.size(-1)}), role_spec(p, Fp8Element::E4M3, per_slice ? 0 : -1));
         const auto grad_weight = at::mm(go_cols.t(), x_cols).to(go.scalar_type());
         return {grad_input, grad_weight, at::Tensor(), at::Tensor()};
     }

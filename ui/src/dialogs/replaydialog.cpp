@@ -50,8 +50,8 @@ ReplayDialog::ReplayDialog(QWidget* parent) : SpecDialogFor(parent) {
     precision_->setObjectName(QStringLiteral("replayPrecision"));
     for (const Precision p : kReplayPrecisions) precision_->addItem(QString::fromStdString(to_string(p)));
     precision_->setToolTip(
-        QStringLiteral("The autocast dtype the job trained with, or its float8 training recipe (torchao's tensorwise "
-                       "fp8 or rowwise fp8-rowwise, simulated)"));
+        QStringLiteral("The autocast dtype the job trained with, or its FP8 training recipe (torchao's tensorwise "
+                       "fp8, rowwise fp8-rowwise or MXFP8Linear's mxfp8, simulated)"));
     form->addRow(QStringLiteral("AMP precision"), precision_);
     keep_fp32_ = regionsField(QStringLiteral("head, blocks.1.*"));
     keep_fp32_->setToolTip(QStringLiteral("Modules the job already ran without autocast (usually none)"));

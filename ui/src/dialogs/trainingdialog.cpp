@@ -92,8 +92,9 @@ void TrainingDialog::addPrecisionPolicy(QFormLayout* form) {
     precision_->setObjectName(QStringLiteral("trainingPrecision"));
     for (const Precision p : kTrainingPrecisions) precision_->addItem(QString::fromStdString(to_string(p)));
     precision_->setToolTip(
-        QStringLiteral("fp8 / fp8-rowwise: torchao's float8 training recipes, simulated: every linear "
-                       "layer's GEMMs in FP8 (E5M2 / E4M3 gradients), the rest in BF16 autocast; fp8-delayed: "
+        QStringLiteral("fp8 / fp8-rowwise / mxfp8: torchao's float8 training recipes and its MXFP8 training linear, "
+                       "simulated: every linear layer's GEMMs in FP8 (E5M2 / E4M3 gradients; mxfp8: E4M3 in blocks of "
+                       "32 with power-of-two scales), the rest in BF16 autocast; fp8-delayed: "
                        "Transformer Engine's delayed scaling, each scale from the amax history of the steps before"));
     form->addRow(QStringLiteral("AMP precision"), precision_);
     auto* delayed = delayedSettings(amax_history_, margin_, QStringLiteral("Steps"));

@@ -58,16 +58,17 @@ private:
 };
 
 /// The precisions `train` runs, in the order the training dialog offers them: autocast FP16 or
-/// BF16, torchao's float8 training recipes tensorwise (fp8) and rowwise (fp8-rowwise), and
-/// Transformer Engine's delayed scaling (fp8-delayed), simulated (every linear layer's GEMMs in
-/// FP8, the rest in BF16 autocast).
-inline constexpr Precision kTrainingPrecisions[] = {Precision::Fp16, Precision::Bf16, Precision::Fp8,
-                                                    Precision::Fp8Rowwise, Precision::Fp8Delayed};
+/// BF16, torchao's float8 training recipes tensorwise (fp8) and rowwise (fp8-rowwise), torchao's
+/// MXFP8 training linear (mxfp8), and Transformer Engine's delayed scaling (fp8-delayed),
+/// simulated (every linear layer's GEMMs in FP8, the rest in BF16 autocast). nvfp4 is not among
+/// them: its training recipe (random Hadamard transforms, stochastic rounding) is not simulated.
+inline constexpr Precision kTrainingPrecisions[] = {Precision::Fp16,       Precision::Bf16,  Precision::Fp8,
+                                                    Precision::Fp8Rowwise, Precision::Mxfp8, Precision::Fp8Delayed};
 /// The precisions `replay` runs a job in: what its own trainer used, fp16, bf16, or torchao's
-/// fp8 / fp8-rowwise (a Transformer Engine job's delayed-scaling state is not read from its
-/// checkpoints, so fp8-delayed trains with `train` only).
+/// fp8 / fp8-rowwise / mxfp8 (a Transformer Engine job's delayed-scaling state is not read from
+/// its checkpoints, so fp8-delayed trains with `train` only).
 inline constexpr Precision kReplayPrecisions[] = {Precision::Fp16, Precision::Bf16, Precision::Fp8,
-                                                  Precision::Fp8Rowwise};
+                                                  Precision::Fp8Rowwise, Precision::Mxfp8};
 
 /// Whether `p` is among `list` (kTrainingPrecisions, kReplayPrecisions).
 template <size_t N>

@@ -1,0 +1,211 @@
+# SPDX-License-Identifier: MIT
+"""train and replay --precision mxfp8 (issue 30) against torchao 0.18's MXFP8 training linear
+(torchao.prototype.moe_training.mxfp8_linear.MXFP8Linear, kernel_preference EMULATED, scale
+calculation FLOOR as the MX specification and ampscope's MX quantizer take it) in Python torch
+from the same wheel, under torch.autocast("cpu", torch.bfloat16) without a GradScaler.
+
+MXFP8Linear quantizes all three GEMMs of a linear layer to E4M3 elements with one E8M0 scale per
+32 along each GEMM's reduction dimension: forward input and weight along K; backward grad_output
+along N with the weight along N (grad_input), grad_output and input along M (grad_weight).
+torchao's real GEMM (torch._scaled_mm on MX operands) writes BF16; its emulation returns the
+dequantized operands' FP32 product. ampscope takes the hardware's output dtype, so the oracle is
+torchao's emulation with that one difference (HardwareOutput): the product of the FP32 operands
+cast to BF16. The test shows the difference matters: unpatched torchao trains differently."""
+import contextlib
+import copy
+import hashlib
+import json
+import os
+import tempfile
+import unittest
+import warnings
+
+import torch
+
+from common import as_float, run_cli
+
+warnings.filterwarnings("ignore")
+import torchao.prototype.mx_formats.mx_tensor as mx_tensor  # noqa: E402
+from torchao.prototype.moe_training.mxfp8_linear import MXFP8Linear  # noqa: E402
+from torchao.prototype.mx_formats.config import ScaleCalculationMode  # noqa: E402
+from torchao.quantization.quantize_.common.kernel_preference import KernelPreference  # noqa: E402
+
+STEPS, BATCH, LR = 7, 32, 0.5  # 3 batches of 32: 7 steps wrap the data twice, unevenly
+
+
+def mx_mlp():
+    """32 -> 64 -> 32 (Linear, GELU, LayerNorm, Linear), 32 classes: every GEMM dimension of every
+    training GEMM (K, N and the batch M) a multiple of 32, as torchao's MX casts require."""
+    torch.manual_seed(3)
+
+    class MxMlp(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = torch.nn.Linear(32, 64)
+            self.act = torch.nn.GELU()
+            self.norm = torch.nn.LayerNorm(64)
+            self.fc2 = torch.nn.Linear(64, 32)
+
+        def forward(self, x):
+            return self.fc2(self.norm(self.act(self.fc1(x))))
+
+    return MxMlp().train()
+
+
+def to_mxfp8_training(model):
+    """`model` with every nn.Linear replaced by torchao's MXFP8Linear (the same weights)."""
+    for name, mod in list(model.named_children()):
+        if isinstance(mod, torch.nn.Linear):
+            mx = MXFP8Linear(mod.in_features, mod.out_features, bias=mod.bias is not None,
+                             kernel_preference=KernelPreference.EMULATED,
+                             scale_calculation_mode=ScaleCalculationMode.FLOOR)
+            mx.load_state_dict(mod.state_dict())
+            setattr(model, name, mx)
+    return model
+
+
+@contextlib.contextmanager
+def hardware_output():
+    """torchao's emulated MX GEMM as the hardware's: the dequantized operands' product in FP32
+    (torchao dequantizes to each operand's original dtype; a BF16 grad_output beside an FP32
+    weight would not multiply), written as BF16 as torch._scaled_mm(out_dtype=torch.bfloat16) in
+    torchao's real-GEMM branch writes it. Bias-free: MXFP8Linear adds its bias after the GEMM."""
+    orig = mx_tensor._addmm_mx_dispatch
+
+    def emulated(a, b, aten_op, bias=None):
+        assert bias is None
+        return torch.mm(a.dequantize(torch.float32), b.dequantize(torch.float32)).to(torch.bfloat16)
+
+    mx_tensor._addmm_mx_dispatch = emulated
+    try:
+        yield
+    finally:
+        mx_tensor._addmm_mx_dispatch = orig
+
+
+def step(m, opt, x, y, amp=True):
+    opt.zero_grad()
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+        loss = torch.nn.functional.cross_entropy(m(x), y)
+    loss.backward()
+    opt.step()
+    return loss.item()
+
+
+def sha(net):
+    return {n: hashlib.sha256(p.detach().contiguous().numpy().tobytes()).hexdigest() for n, p in net.named_parameters()}
+
+
+class MxTrainCase(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.model = mx_mlp()
+        cls.path = os.path.join(cls.tmp.name, "mlp.pt")
+        torch.jit.script(cls.model).save(cls.path)
+        g = torch.Generator().manual_seed(9)
+        cls.x = torch.randn(96, 32, generator=g) * 3
+        cls.x[4, 7] = 900.0  # one outlier: its MX block's other 31 values lose precision or flush
+        cls.y = torch.randint(0, 32, (96,), generator=g)
+        cls.data = os.path.join(cls.tmp.name, "data.pt")
+        torch.save({"inputs": cls.x, "labels": cls.y}, cls.data)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def batches(self):
+        cursor = 0
+        for _ in range(STEPS):
+            b, e = cursor, min(len(self.x), cursor + BATCH)
+            cursor = 0 if e >= len(self.x) else e
+            yield self.x[b:e], self.y[b:e]
+
+    def python_losses(self, convert=True, patched=True, amp=True):
+        m = copy.deepcopy(self.model)
+        if convert:
+            m = to_mxfp8_training(m)
+        opt = torch.optim.SGD(m.parameters(), lr=LR)
+        with hardware_output() if patched else contextlib.nullcontext():
+            return [step(m, opt, x, y, amp) for x, y in self.batches()]
+
+    def ampscope(self, precision, *extra):
+        out = os.path.join(self.tmp.name, precision + ".json")
+        rc, so, se = run_cli("train", "--model", self.path, "--data", self.data, "--steps", STEPS, "--batch-size",
+                             BATCH, "--lr", LR, "--precision", precision, "--no-scaler", "--loss", "ce", "--device",
+                             "cpu", "--no-db", "--json", out, "-q", *extra)
+        self.assertIn(rc, (0, 1), se)
+        with open(out) as f:
+            return json.load(f)
+
+
+class Mxfp8Train(MxTrainCase):
+    def test_every_step_bitwise_as_torchao(self):
+        """Each step's loss is computed on the weights every step before it updated: equal losses
+        at every step say equal forwards, gradients (E4M3 grad_output, MX along N and along M) and
+        updates."""
+        want = self.python_losses()
+        got = self.ampscope("mxfp8")
+        self.assertEqual(got["precision"], "mxfp8")
+        self.assertEqual([as_float(s["loss_amp"]) for s in got["steps"]], want)
+        # the oracle tells the alternatives apart: torchao's FP32 emulated products, plain BF16
+        # autocast, and ampscope's tensorwise fp8 all train differently
+        self.assertNotEqual(self.python_losses(patched=False), want)
+        self.assertNotEqual(self.python_losses(convert=False), want)
+        fp8 = self.ampscope("fp8")
+        self.assertNotEqual([as_float(s["loss_amp"]) for s in fp8["steps"]], want)
+
+    def test_nvfp4_refused_by_name(self):
+        rc, _, err = run_cli("train", "--model", self.path, "--data", self.data, "--steps", 1, "--precision", "nvfp4",
+                             "--no-db")
+        self.assertEqual(rc, 2, err)
+        self.assertIn("'nvfp4'; expected fp16, bf16, fp8, fp8-rowwise, mxfp8 or fp8-delayed", err)
+
+
+class Mxfp8Replay(MxTrainCase):
+    """replay --precision mxfp8: a job trained with MXFP8Linear (Adam, BF16 autocast, no
+    GradScaler) saves {"model", "optimizer"} after K steps, as a plain loop does; the replay of step
+    K+1 gives torchao's AMP loss and every updated parameter bitwise, the reference side FP32."""
+
+    K = 2
+
+    def test_step_bitwise_as_torchao(self):
+        batches = list(self.batches())[:self.K + 1]
+        m = to_mxfp8_training(copy.deepcopy(self.model))
+        opt = torch.optim.Adam(m.parameters(), lr=1e-2)
+        with hardware_output():
+            for x, y in batches[:-1]:
+                step(m, opt, x, y)
+        ckpt = os.path.join(self.tmp.name, "ckpt.pt")
+        state = (copy.deepcopy(m.state_dict()), copy.deepcopy(opt.state_dict()))
+        torch.save({"model": state[0], "optimizer": state[1]}, ckpt)
+        batch = os.path.join(self.tmp.name, "batch.pt")
+        torch.save({"inputs": batches[-1][0], "labels": batches[-1][1]}, batch)
+        want = {}
+        for side, amp in (("amp", True), ("ref", False)):
+            net = copy.deepcopy(self.model)
+            net.load_state_dict(state[0])
+            if amp:
+                net = to_mxfp8_training(net)
+            o = torch.optim.Adam(net.parameters(), lr=1e-2)
+            o.load_state_dict(copy.deepcopy(state[1]))
+            with hardware_output():
+                loss = step(net, o, *batches[-1], amp=amp)
+            want[side] = (loss, sha(net))
+        out = os.path.join(self.tmp.name, "replay.json")
+        rc, so, se = run_cli("replay", "--model", self.path, "--checkpoint", ckpt, "--batch", batch, "--precision",
+                             "mxfp8", "--optimizer", "adam", "--json", out, "-q")
+        self.assertIn(rc, (0, 1), se)
+        with open(out) as f:
+            got = json.load(f)
+        self.assertEqual(got["precision"], "mxfp8")
+        last = got["steps"][-1]
+        self.assertEqual(as_float(last["loss_amp"]), want["amp"][0])
+        self.assertEqual(as_float(last["loss_ref"]), want["ref"][0])
+        for p in last["params"]:
+            self.assertEqual(p["sha256_amp"], want["amp"][1][p["name"]], p["name"])
+            self.assertEqual(p["sha256_ref"], want["ref"][1][p["name"]], p["name"])
+
+
+if __name__ == "__main__":
+    unittest.main()
