@@ -207,12 +207,11 @@ class Fp8Run(unittest.TestCase):
                 self.assertEqual(rc, 2, f"{args[0]} {name}: {err}")
                 self.assertIn(f"'{name}'", err, args[0])
                 self.assertIn(f"{name} is simulated", err, args[0])
-        for name in FP8_NAMES[3:4]:  # train runs fp8, fp8-rowwise (Fp8Train), mxfp8 and fp8-delayed, not nvfp4
-            rc, _, err = run_cli("train", "--model", "demo:mlp", "--data", "demo", "--steps", "1", "--no-db",
-                                 "--precision", name)
-            self.assertEqual(rc, 2, f"train {name}: {err}")
-            self.assertIn(f"'{name}'; expected fp16, bf16, fp8, fp8-rowwise, mxfp8 or fp8-delayed", err)
-            self.assertIn(f"{name} runs with `run` and `advise` only", err)
+        # train runs every recipe (Fp8Train, test_mxfp8_train.py, test_nvfp4_train.py, test_fp8_delayed_train.py)
+        rc, _, err = run_cli("train", "--model", "demo:mlp", "--data", "demo", "--steps", "1", "--no-db", "--precision",
+                             "fp4")
+        self.assertEqual(rc, 2, err)
+        self.assertIn("'fp4'; expected fp16, bf16, fp8, fp8-rowwise, mxfp8, nvfp4 or fp8-delayed", err)
 
     def test_stored_training_with_an_fp8_precision_is_refused_by_field(self):
         # Was: a stored training whose spec.precision read "mxfp8" (or any word) was shown as fp16.
@@ -227,7 +226,7 @@ class Fp8Run(unittest.TestCase):
         finally:
             con.close()
         self.assertEqual(run_cli("show", uuid, "--db", db)[0], 0)
-        for name in FP8_NAMES[3:4] + ["fp32", "fp9"]:  # fp8, fp8-rowwise (Fp8Train), mxfp8 and fp8-delayed train
+        for name in ["fp32", "fp9"]:  # every FP8 name trains
             h = json.loads(header)
             h["spec"]["precision"] = name
             con = sqlite3.connect(db)
@@ -1115,7 +1114,7 @@ class Fp8Replay(unittest.TestCase):
         rc, _, err = run_cli("replay", "--model", self.path, "--checkpoint", self.path, "--batch", self.batch,
                              "--precision", "nvfp4")
         self.assertEqual(rc, 2, err)
-        self.assertIn("'nvfp4'; expected fp16, bf16, fp8, fp8-rowwise or mxfp8", err)
+        self.assertIn("'nvfp4'; expected fp16, bf16, fp8, fp8-rowwise or mxfp8 (nvfp4 trains with `train` only)", err)
 
 
 if __name__ == "__main__":

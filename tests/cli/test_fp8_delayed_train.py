@@ -43,7 +43,8 @@ class TeDelayed:
         self.clamped += n
         return y.clamp(-fmax, fmax).to(dtype).float() / slot["scale"]
 
-    def end_step(self):
+    def update(self):
+        """The exit of TE's fp8_autocast (one micro-batch): histories roll, scales follow."""
         for slot in self.slots.values():
             amax = torch.max(slot["hist"])
             slot["hist"] = torch.roll(slot["hist"], -1, 0)
@@ -51,6 +52,9 @@ class TeDelayed:
             if torch.isfinite(amax) and amax > 0:
                 sf = (torch.tensor(slot["fmax"]) / amax) / (2.0 ** self.margin)
                 slot["scale"] = torch.where(torch.isinf(sf), torch.tensor(torch.finfo(torch.float32).max), sf)
+
+    def end_step(self):
+        """The step's (clamped, first tensor), reset."""
         step = (self.clamped, self.first)
         self.clamped, self.first = 0, ""
         return step
@@ -128,8 +132,10 @@ class Fp8DelayedTrain(unittest.TestCase):
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
-    def reference(self, history, margin):
-        """Each step's AMP loss and (clamped, first tensor) under TeDelayed."""
+    def reference(self, history, margin, accumulate=1, per_micro_batch=True):
+        """Each step's AMP loss and (clamped, first tensor) under TeDelayed; with `accumulate`
+        micro-batches a step (their losses / accumulate, summed), TE's update after each
+        micro-batch, or (per_micro_batch=False, the alternative the test rules out) after the step."""
         te = TeDelayed(history, margin)
         m = copy.deepcopy(self.model)
         for name in ("fc1", "fc2"):
@@ -137,14 +143,21 @@ class Fp8DelayedTrain(unittest.TestCase):
         opt = torch.optim.SGD(m.parameters(), lr=self.LR)
         losses, clamped, cursor = [], [], 0
         for _ in range(self.STEPS):
-            b, e = cursor, min(len(self.x), cursor + self.BATCH)
-            cursor = 0 if e >= len(self.x) else e
             opt.zero_grad()
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                loss = torch.nn.functional.cross_entropy(m(self.x[b:e]), self.y[b:e])
-            loss.backward()
+            total = 0.0
+            for _ in range(accumulate):
+                b, e = cursor, min(len(self.x), cursor + self.BATCH)
+                cursor = 0 if e >= len(self.x) else e
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    loss = torch.nn.functional.cross_entropy(m(self.x[b:e]), self.y[b:e]) / accumulate
+                loss.backward()
+                total += loss.item()
+                if per_micro_batch:
+                    te.update()
+            if not per_micro_batch:
+                te.update()
             opt.step()
-            losses.append(loss.item())
+            losses.append(total)
             clamped.append(te.end_step())
         return losses, clamped
 
@@ -176,6 +189,17 @@ class Fp8DelayedTrain(unittest.TestCase):
         self.assertIn(4, seen[(1, 0)], "a one-step history forgets the large batch")
         self.assertNotIn(4, seen[(1024, 0)], "the default history remembers it")
         self.assertLess(len(seen[(1, 2)]), len(seen[(1, 0)]), "a margin leaves room")
+
+    def test_accumulated_micro_batches_each_a_te_step(self):
+        """--accumulate 2: TE's fp8_autocast wraps each micro-batch (as Megatron and NeMo open it),
+        so the histories and scales move on after every micro-batch, twice a step; the second
+        micro-batch of a step casts with the scales the first one gave. A one-step history tells
+        that from an update per optimizer step."""
+        with tempfile.TemporaryDirectory() as d:
+            got = self.steps_of(self.train(d, "--fp8-amax-history", 1, "--accumulate", 2))
+        want = self.reference(1, 0, accumulate=2)
+        self.assertEqual(got, want)
+        self.assertNotEqual(self.reference(1, 0, accumulate=2, per_micro_batch=False), want)
 
     def test_resumed_run_continues_the_histories(self):
         """Checkpoint after 3 steps, resume to 7: steps 3..6 as the uninterrupted run (and TE's);
@@ -281,7 +305,7 @@ class Fp8DelayedTrain(unittest.TestCase):
         rc, _, se = run_cli("replay", "--model", self.path, "--checkpoint", self.path, "--batch", self.data,
                             "--precision", "fp8-delayed")
         self.assertEqual(rc, 2, se)
-        self.assertIn("'fp8-delayed'; expected fp16, bf16, fp8 or fp8-rowwise (fp8-delayed trains with `train` only)",
+        self.assertIn("'fp8-delayed'; expected fp16, bf16, fp8, fp8-rowwise or mxfp8 (fp8-delayed trains with `train` only)",
                       se)
 
 

@@ -155,12 +155,6 @@ class Mxfp8Train(MxTrainCase):
         fp8 = self.ampscope("fp8")
         self.assertNotEqual([as_float(s["loss_amp"]) for s in fp8["steps"]], want)
 
-    def test_nvfp4_refused_by_name(self):
-        rc, _, err = run_cli("train", "--model", self.path, "--data", self.data, "--steps", 1, "--precision", "nvfp4",
-                             "--no-db")
-        self.assertEqual(rc, 2, err)
-        self.assertIn("'nvfp4'; expected fp16, bf16, fp8, fp8-rowwise, mxfp8 or fp8-delayed", err)
-
 
 class Mxfp8Replay(MxTrainCase):
     """replay --precision mxfp8: a job trained with MXFP8Linear (Adam, BF16 autocast, no

@@ -526,3 +526,47 @@ TEST(Fp8Pass, WhatIfLeavesDemoPassesAsTheyAre) {
         EXPECT_EQ(linears.count(""), 0u) << name << ": every linear named by its module";
     }
 }
+
+/// NVFP4's training quantization (QuantSpec::tiles_2d, ::stochastic): a weight whose sides are not
+/// multiples of 16 is tiled as its zero-padded copy is (zeros change no tile's amax), a tile
+/// shares one scale (an outlier coarsens its 15 row neighbours' blocks), and
+/// stochastic rounding picks one of a value's two E2M1 neighbours, the same ones after a reseed.
+TEST(Nvfp4Training, TilesPadWithZerosAndShareOneScale) {
+    auto g = at::detail::createCPUGenerator(11);
+    auto w = at::randn({20, 40}, g);
+    w[3][5] = 200.0f;
+    QuantSpec tiles = ampscope::detail::recipe_spec(ampscope::Precision::Nvfp4);
+    tiles.tiles_2d = true;
+    const auto q = ampscope::detail::quantize_dequantize(w, tiles);
+    const auto padded = at::constant_pad_nd(w, {0, 8, 0, 12});
+    const auto want = ampscope::detail::quantize_dequantize(padded, tiles).narrow(0, 0, 20).narrow(1, 0, 40);
+    EXPECT_TRUE(at::equal(q, want));
+    const auto rows =
+        ampscope::detail::quantize_dequantize(w, ampscope::detail::recipe_spec(ampscope::Precision::Nvfp4));
+    // row 0 shares the outlier's tile (rows 0-15, columns 0-15) but not its 1 x 16 block
+    EXPECT_FALSE(at::equal(q[0].narrow(0, 0, 16), rows[0].narrow(0, 0, 16)));
+    // rows repeated within each tile: a tile's amax is each of its row blocks', so tiles change nothing
+    const auto same = w.narrow(0, 0, 2).repeat_interleave(16, 0);
+    const auto nvfp4 = ampscope::detail::recipe_spec(ampscope::Precision::Nvfp4);
+    EXPECT_TRUE(at::equal(ampscope::detail::quantize_dequantize(same, tiles),
+                          ampscope::detail::quantize_dequantize(same, nvfp4)));
+    EXPECT_THROW(ampscope::detail::quantize_dequantize(at::zeros({2, 16, 16}), tiles), std::invalid_argument);
+}
+
+TEST(Nvfp4Training, StochasticRoundingPicksANeighbourAndFollowsTheSeed) {
+    auto g = at::detail::createCPUGenerator(12);
+    const auto x = at::randn({64, 32}, g) * 4;
+    QuantSpec rtn = ampscope::detail::recipe_spec(ampscope::Precision::Nvfp4);
+    QuantSpec sr = rtn;
+    sr.stochastic = true;
+    at::manual_seed(5);
+    const auto a = ampscope::detail::quantize_dequantize(x, sr);
+    at::manual_seed(5);
+    EXPECT_TRUE(at::equal(a, ampscope::detail::quantize_dequantize(x, sr)));
+    const auto b = ampscope::detail::quantize_dequantize(x, sr);  // the generator moved on
+    EXPECT_FALSE(at::equal(a, b));
+    const auto near = ampscope::detail::quantize_dequantize(x, rtn);
+    EXPECT_FALSE(at::equal(a, near));
+    // each value lies between its stochastic result and its nearest one, or equals both
+    EXPECT_TRUE(at::all(((a - x) * (near - x) <= 0) | (a == near)).item<bool>());
+}

@@ -162,16 +162,18 @@ TEST(JsonTypes, TrainSpecRoundTripsAndRefusesAPrecisionATrainingDoesNotRun) {
     auto j = json::parse(text);
     j["precision"] = "fp8-rowwise";  // torchao's float8 training recipes train
     EXPECT_EQ(j.get<TrainSpec>().precision, Precision::Fp8Rowwise);
-    j["precision"] = "mxfp8";  // and torchao's MXFP8 training linear
+    j["precision"] = "mxfp8";  // and torchao's MXFP8 training linear, NVIDIA's NVFP4 training recipe
     EXPECT_EQ(j.get<TrainSpec>().precision, Precision::Mxfp8);
     j["precision"] = "nvfp4";
+    EXPECT_EQ(j.get<TrainSpec>().precision, Precision::Nvfp4);
+    j["precision"] = "fp32";  // a training's reference side, not its AMP precision
     try {
         (void)j.get<TrainSpec>();
-        FAIL() << "nvfp4 read as a training's precision";
+        FAIL() << "fp32 read as a training's precision";
     } catch (const json::type_error& e) {
         EXPECT_NE(std::string(e.what()).find(
-                      "precision \"nvfp4\" in spec.precision; a training runs fp16, bf16, fp8, fp8-rowwise, mxfp8 or "
-                      "fp8-delayed"),
+                      "precision \"fp32\" in spec.precision; a training runs fp16, bf16, fp8, fp8-rowwise, mxfp8, "
+                      "nvfp4 or fp8-delayed"),
                   std::string::npos)
             << e.what();
     }

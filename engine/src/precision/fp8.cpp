@@ -200,27 +200,58 @@ float e2m1(float v) {
     return std::copysign(r, v);
 }
 
-at::Tensor e2m1(const at::Tensor& v) {
-    auto out = at::empty_like(v);
-    const float* src = v.const_data_ptr<float>();
+/// E2M1 stochastic rounding (QuantSpec::stochastic) of |v| <= 6 between its neighbours lo < hi
+/// on the grid: hi when u < (|v| - lo) / (hi - lo), sign kept; NaN stays NaN.
+float e2m1_stochastic(float v, float u) {
+    static constexpr float kGrid[] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    const float a = std::fabs(v);
+    if (std::isnan(a)) return v;
+    if (a >= 6.0f) return std::copysign(6.0f, v);
+    int i = 0;
+    while (kGrid[i + 1] <= a) ++i;  // kGrid[i] <= a < kGrid[i + 1]
+    const float lo = kGrid[i], hi = kGrid[i + 1];
+    return std::copysign(u < (a - lo) / (hi - lo) ? hi : lo, v);
+}
+
+/// `v` (FP32, contiguous) rounded to E2M1: to nearest even, or stochastically with one draw of
+/// at::rand per element (QuantSpec::stochastic).
+at::Tensor e2m1(const at::Tensor& v, bool stochastic) {
+    auto out = at::empty_like(v, v.options().device(at::kCPU));
+    const auto vc = v.to(at::kCPU);
+    const float* src = vc.const_data_ptr<float>();
     float* dst = out.data_ptr<float>();
-    for (int64_t i = 0, n = v.numel(); i < n; ++i) dst[i] = e2m1(src[i]);
-    return out;
+    if (stochastic) {
+        const auto u = at::rand(v.sizes(), v.options()).to(at::kCPU).contiguous();  // the device's generator
+        const float* r = u.const_data_ptr<float>();
+        for (int64_t i = 0, n = v.numel(); i < n; ++i) dst[i] = e2m1_stochastic(src[i], r[i]);
+    } else {
+        for (int64_t i = 0, n = v.numel(); i < n; ++i) dst[i] = e2m1(src[i]);
+    }
+    return out.to(v.device());
 }
 
 /// NVFP4 (torchao NVFP4Tensor.to_nvfp4 with per_tensor_scale = per_tensor_amax_to_scale(amax),
-/// then dequantize): x FP32 contiguous, last dim a multiple of 16.
-Parts nvfp4(const at::Tensor& x) {
+/// then dequantize): x FP32 contiguous, last dim a multiple of 16; with tiles_2d x is [R, K] with R
+/// a multiple of 16 too, and each block's amax is its 16 x 16 tile's; stochastic: e2m1's rounding.
+Parts nvfp4(const at::Tensor& x, bool tiles_2d, bool stochastic) {
     const auto xb = x.reshape({-1, 16});
     const auto tensor_amax = at::max(at::abs(x));
     auto pts = tensor_amax.to(at::kFloat) / (448.0 * 6.0);
     pts = at::where(tensor_amax == 0, at::scalar_tensor(1.0, at::kFloat), pts);  // ampscope: zeros stay zeros
-    const auto block_scale = at::amax(at::abs(xb), {-1}) / 6.0;
+    auto block_amax = at::amax(at::abs(xb), {-1});
+    if (tiles_2d) {  // [R / 16, 16, K / 16, 16]: a tile's amax, repeated for its 16 rows
+        const int64_t r = x.size(0), k = x.size(1);
+        block_amax = at::amax(at::abs(x.reshape({r / 16, 16, k / 16, 16})), {1, 3})
+                         .unsqueeze(1)
+                         .expand({r / 16, 16, k / 16})
+                         .reshape({-1});
+    }
+    const auto block_scale = block_amax / 6.0;
     const auto sbs32 = at::clamp(block_scale / pts, 0.015625, 448.0).to(at::kFloat8_e4m3fn).to(at::kFloat);
     const auto recip = (pts.reciprocal() * 1.0) / sbs32;
     Parts p;
     p.y = xb * recip.unsqueeze(-1);
-    p.e = e2m1(at::clamp(p.y, -6.0, 6.0).contiguous());
+    p.e = e2m1(at::clamp(p.y, -6.0, 6.0).contiguous(), stochastic);
     p.q = p.e * (pts * sbs32).unsqueeze(-1);
     p.mult = recip;
     p.tensor_scale = pts.item<double>();
@@ -237,10 +268,17 @@ Parts blocked(const at::Tensor& x, const QuantSpec& spec) {
     auto xm = (x.dim() == 0 ? x.reshape({1}) : x).movedim(spec.axis, -1).contiguous();
     const int64_t k = xm.size(-1);
     const int64_t pad = (block - k % block) % block;
-    if (pad) xm = at::constant_pad_nd(xm, {0, pad});
-    Parts p = spec.scheme == Fp8Scheme::Mx ? mx(xm, spec.element) : nvfp4(xm);
+    const bool tiles = spec.tiles_2d && spec.scheme == Fp8Scheme::Nvfp4;
+    if (tiles && xm.dim() != 2) throw std::invalid_argument("quantize: 16 x 16 tiles of a 2-D operand");
+    const int64_t rows = tiles ? xm.size(0) : 0, row_pad = tiles ? (16 - rows % 16) % 16 : 0;
+    if (row_pad)
+        xm = at::constant_pad_nd(xm, {0, pad, 0, row_pad});
+    else if (pad)
+        xm = at::constant_pad_nd(xm, {0, pad});
+    Parts p = spec.scheme == Fp8Scheme::Mx ? mx(xm, spec.element) : nvfp4(xm, tiles, spec.stochastic);
     auto back = [&](const at::Tensor& t) {
         auto r = pad ? t.narrow(-1, 0, k) : t;
+        if (row_pad) r = r.narrow(0, 0, rows);
         return x.dim() == 0 ? r.reshape({}) : r.movedim(-1, spec.axis);
     };
     p.y = back(p.y);

@@ -149,10 +149,11 @@ at::Tensor fp8_linear_quantized(const at::Tensor& x, const at::Tensor& w, const 
         if (t_counts) ++t_counts->real_emulated;
     }
     if (t_training && at::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad())) {  // a training step
+        if (t_precision == Precision::Nvfp4) return add_bias(nvfp4_training_linear(x, w, out_dtype));
         if (t_precision != Precision::Fp8 && t_precision != Precision::Fp8Rowwise && t_precision != Precision::Mxfp8)
             throw InputError("", "precision",
                              "'" + to_string(t_precision) +
-                                 "' in a training step; expected fp8, fp8-rowwise, mxfp8 or fp8-delayed (" +
+                                 "' in a training step; expected fp8, fp8-rowwise, mxfp8, nvfp4 or fp8-delayed (" +
                                  to_string(t_precision) + " runs with `run` and `advise` only)");
         return add_bias(fp8_training_linear(x, w, t_precision, out_dtype));
     }

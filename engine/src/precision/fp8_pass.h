@@ -57,8 +57,11 @@ struct DelayedOptions {
 /// every FP8 tensor of the run's linear layers, carried over its steps and kept in its
 /// checkpoints (train/checkpoint.cpp). Each linear's input and weight are cast to E4M3 in the
 /// forward, its grad_output to E5M2 in the backward (TE's HYBRID format), each with the scale its
-/// own amax history gave at the end of the step before; the step's amax enters the history and
-/// end_step() updates every scale (DelayedScaling::update). The backward GEMMs take the forward's
+/// own amax history gave at the end of the micro-batch before; the micro-batch's amax enters the
+/// history and end_micro_batch() updates every scale (DelayedScaling::update). TE's step is a
+/// micro-batch: its fp8_autocast, which Megatron and NeMo open around each micro-batch, updates
+/// the histories and scales when it exits, so under gradient accumulation (--accumulate N) the
+/// scales move N times per optimizer step. The backward GEMMs take the forward's
 /// FP8 input and weight (TE keeps the casts):
 ///   grad_input = grad_output_q @ weight_q, grad_weight = grad_output_q^T @ input_q,
 /// each an FP32 mm cast to grad_output's dtype, as the forward's mm is cast to the autocast dtype.
@@ -78,8 +81,30 @@ struct DelayedTraining {
     /// `t` cast with its slot's scale and dequantized (FP32); recorded: its amax enters the
     /// history, clamped elements are counted.
     at::Tensor cast(const at::Tensor& t, const std::string& name, Fp8Element element);
-    /// The end of a training step: every scale updated from its history, the counts reset.
+    /// The start of a micro-batch's forward: the scales it casts with are kept for a diagnostic
+    /// re-run of the step (Rewind).
+    void begin_micro_batch() { before.push_back(slots); }
+    /// The end of a micro-batch's backward: every scale updated from its history.
+    void end_micro_batch();
+    /// The end of a training step: the step's counts and kept scales dropped.
     void end_step();
+
+    /// While alive, the slots are those micro-batch `k` of this step cast with (a diagnostic
+    /// re-run of it, with DelayedTrainingScope::Quiet); afterwards the current ones again.
+    class Rewind {
+    public:
+        Rewind(DelayedTraining* d, size_t k);
+        ~Rewind();
+        Rewind(const Rewind&) = delete;
+        Rewind& operator=(const Rewind&) = delete;
+
+    private:
+        DelayedTraining* d_ = nullptr;
+        size_t k_ = 0;
+    };
+
+private:
+    std::vector<std::map<std::string, DelayedScaling>> before;  ///< each micro-batch's slots at its start
 };
 
 /// While alive on this thread, an FP8 pass of precision fp8-delayed under an
@@ -147,6 +172,11 @@ DelayedTraining* delayed_training();
 /// A training step's linear (no bias) under fp8 / fp8-rowwise / mxfp8: torchao's float8 autograd
 /// function, its MXFP8 training linear's (precision/fp8_train.cpp).
 at::Tensor fp8_training_linear(const at::Tensor& x, const at::Tensor& w, Precision p, at::ScalarType out_dtype);
+
+/// A training step's linear (no bias) under nvfp4: NVIDIA's NVFP4 training recipe, simulated
+/// (16 x 16 weight tiles, stochastic rounding of gradients, a random Hadamard transform of the
+/// weight-gradient GEMM's operands; precision/fp8_train.cpp).
+at::Tensor nvfp4_training_linear(const at::Tensor& x, const at::Tensor& w, at::ScalarType out_dtype);
 
 /// A training step's linear (no bias) under fp8-delayed: its FP8 tensors named after `module`
 /// (empty: its call index), cast with `d`'s stale scales; with gradients, an autograd function

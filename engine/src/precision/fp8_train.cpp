@@ -4,9 +4,11 @@
 // Engine's delayed scaling for fp8-delayed, with its state carried over the steps
 // (DelayedTraining).
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "precision/fp8.h"
 #include "precision/fp8_pass.h"
@@ -75,6 +77,77 @@ struct Fp8LinearFn : public torch::autograd::Function<Fp8LinearFn> {
     }
 };
 
+/// NVIDIA's NVFP4 training recipe's random Hadamard transform: diag(signs) @ H16 / 4 (torchao
+/// get_rht_matrix), FP32, the signs fixed: 1 where torch.rand(16) of a CPU generator seeded 0 is
+/// >= 0.5, else -1 (torchao's get_wgrad_sign_vector draws them so, from the global generator).
+const at::Tensor& rht_matrix() {
+    static const at::Tensor m = [] {
+        auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
+        const auto signs = at::where(at::rand({16}, gen, at::kFloat) >= 0.5, 1.0, -1.0).to(at::kFloat);
+        auto h = at::ones({1, 1}, at::kFloat);
+        for (int n = 1; n < 16; n *= 2) h = at::cat({at::cat({h, h}, 1), at::cat({h, -h}, 1)}, 0);  // Sylvester
+        return (at::diag(signs).matmul(h) * 0.25).contiguous();
+    }();
+    return m;
+}
+
+/// The transform of `t` [rows, M] along M in blocks of 16 (M padded with zeros to a multiple of 16;
+/// the padding kept: both operands of the GEMM carry it): (block @ rht_matrix()) in FP32, cast to
+/// BF16 as the recipe's kernel writes it, returned in FP32 [rows, M padded].
+at::Tensor rht(const at::Tensor& t) {
+    const int64_t pad = (16 - t.size(1) % 16) % 16;
+    const auto tp = pad ? at::constant_pad_nd(t, {0, pad}) : t.contiguous();
+    const auto& m = rht_matrix();
+    return at::mm(tp.reshape({-1, 16}), m.to(tp.device())).to(at::kBFloat16).to(at::kFloat).reshape(tp.sizes());
+}
+
+QuantSpec nvfp4_spec(bool tiles_2d, bool stochastic) {
+    QuantSpec s = recipe_spec(Precision::Nvfp4);
+    s.tiles_2d = tiles_2d;
+    s.stochastic = stochastic;
+    return s;
+}
+
+/// A training step's linear under nvfp4: NVIDIA's NVFP4 training recipe as torchao 0.18's
+/// nvfp4_mm_triton runs it on Blackwell GPUs, simulated. The operands cast to BF16 first (the
+/// recipe's kernels take BF16), E2M1 elements with E4M3 block scales and a per-tensor FP32 scale
+/// (the NVFP4 quantizer of the probe passes), products in FP32 cast to BF16:
+///   forward     out = x_q @ W_q^T: x 1 x 16 along K, W in 16 x 16 tiles, both rounded to nearest;
+///   dgrad       grad_input = go_q @ W_q: go 1 x 16 along N, rounded stochastically; the forward's W_q;
+///   wgrad       grad_weight = RHT(go^T)_q @ RHT(x^T)_q^T: both transformed along M by the random
+///               Hadamard transform (rht), then 1 x 16 along M; go's rounded stochastically.
+/// Stochastic rounding draws from the default generator of the device (dgrad's, then wgrad's),
+/// which the trainer reseeds before each micro-batch's forward.
+struct Nvfp4LinearFn : public torch::autograd::Function<Nvfp4LinearFn> {
+    static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
+                              int64_t out_dtype) {
+        const auto xb = x.reshape({-1, x.size(-1)}).to(at::kBFloat16).to(at::kFloat);
+        const auto wq = quantize_dequantize(w.to(at::kBFloat16), nvfp4_spec(true, false));
+        ctx->save_for_backward({xb, wq});
+        const auto xq = quantize_dequantize(xb, nvfp4_spec(false, false));
+        auto sizes = x.sizes().vec();
+        sizes.back() = w.size(0);
+        return at::mm(xq, wq.t()).to(at::ScalarType(out_dtype)).reshape(sizes);
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   torch::autograd::variable_list grads) {
+        const auto saved = ctx->get_saved_variables();
+        const auto& xb = saved[0];
+        const auto& wq = saved[1];
+        const auto& go = grads[0];
+        const auto gob = go.reshape({-1, go.size(-1)}).to(at::kBFloat16).to(at::kFloat);
+        const auto goq = quantize_dequantize(gob, nvfp4_spec(false, true));
+        auto in_sizes = go.sizes().vec();
+        in_sizes.back() = wq.size(1);
+        const auto grad_input = at::mm(goq, wq).to(go.scalar_type()).reshape(in_sizes);
+        const auto got = quantize_dequantize(rht(gob.t()), nvfp4_spec(false, true));
+        const auto xt = quantize_dequantize(rht(xb.t()), nvfp4_spec(false, false));
+        const auto grad_weight = at::mm(got, xt.t()).to(go.scalar_type());
+        return {grad_input, grad_weight, at::Tensor()};
+    }
+};
+
 /// fp8-delayed's linear in a training step (DelayedTraining): the forward's input and weight cast
 /// before the function (their casts are the backward's operands), the grad_output's cast in the
 /// backward. The DelayedTraining travels as an address: CUDA runs the backward on another thread.
@@ -137,10 +210,22 @@ at::Tensor DelayedTraining::cast(const at::Tensor& t, const std::string& name, F
     return q;
 }
 
-void DelayedTraining::end_step() {
+void DelayedTraining::end_micro_batch() {
     for (auto& [name, s] : slots) s.update();
+}
+
+void DelayedTraining::end_step() {
     saturated = 0;
     saturated_at.clear();
+    before.clear();
+}
+
+DelayedTraining::Rewind::Rewind(DelayedTraining* d, size_t k) : d_(d && k < d->before.size() ? d : nullptr), k_(k) {
+    if (d_) std::swap(d_->slots, d_->before[k_]);
+}
+
+DelayedTraining::Rewind::~Rewind() {
+    if (d_) std::swap(d_->slots, d_->before[k_]);
 }
 
 DelayedTrainingScope::DelayedTrainingScope(DelayedTraining* d) : prev_(t_delayed_training) {
@@ -167,6 +252,10 @@ DelayedTraining* delayed_training() {
 
 at::Tensor fp8_training_linear(const at::Tensor& x, const at::Tensor& w, Precision p, at::ScalarType out_dtype) {
     return Fp8LinearFn::apply(x, w, int64_t(p), int64_t(out_dtype));
+}
+
+at::Tensor nvfp4_training_linear(const at::Tensor& x, const at::Tensor& w, at::ScalarType out_dtype) {
+    return Nvfp4LinearFn::apply(x, w, int64_t(out_dtype));
 }
 
 at::Tensor delayed_training_linear(const at::Tensor& x, const at::Tensor& w, at::ScalarType out_dtype,

@@ -173,7 +173,9 @@ std::optional<Origin> forward_origin(Side& amp, const std::vector<MicroBatch>& m
     StateSnapshot snap(*amp.model);
     at::NoGradGuard ng;
     detail::DelayedTrainingScope::Quiet quiet;  // fp8-delayed: the step's scales, its amaxes recorded once
-    for (const auto& mb : micro) {
+    for (size_t k = 0; k < micro.size(); ++k) {
+        const auto& mb = micro[k];
+        detail::DelayedTraining::Rewind rewind(detail::delayed_training(), k);  // the scales it cast with
         train_parts::reseed(mb.seed);
         detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/true);
         detail::OpObserver obs(mb.inputs[0].size(0));
@@ -198,7 +200,9 @@ std::optional<Origin> backward_origin(Side& amp, const std::vector<MicroBatch>& 
                                       const TrainSpec& s, const at::Device& device, GradScaler& scaler) {
     StateSnapshot snap(*amp.model);
     detail::DelayedTrainingScope::Quiet quiet;
-    for (const auto& mb : micro) {
+    for (size_t k = 0; k < micro.size(); ++k) {
+        const auto& mb = micro[k];
+        detail::DelayedTraining::Rewind rewind(detail::delayed_training(), k);
         detail::BackwardProbe probe;
         probe.forward_phase();
         train_parts::reseed(mb.seed);
@@ -283,6 +287,7 @@ struct Session {
             l_r.backward();
             f[kLossRef] += l_r.detach().to(at::kDouble);
             train_parts::reseed(seed);  // AMP: autocast around forward and loss, backward outside
+            if (delayed) delayed->begin_micro_batch();
             at::Tensor l_a;
             {
                 detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/false);
@@ -299,6 +304,7 @@ struct Session {
             auto scaled = scaler.impl().scale_loss(l_a);
             if (micro == 0 && scaler.enabled()) f[kScale] = scaler.impl().scale.detach().to(at::kDouble).clone();
             scaled.backward();
+            if (delayed) delayed->end_micro_batch();  // TE's fp8_autocast exit: histories and scales move on
             f[kLossAmp] += l_a.detach().to(at::kDouble);
         }
         return micro_batches;
@@ -359,7 +365,7 @@ struct Session {
             p.rec.found_inf = p.rec.skipped;
         }
         scaler.impl().update();
-        if (delayed) delayed->end_step();  // after the re-runs, which use this step's scales
+        if (delayed) delayed->end_step();  // after the re-runs, which rewind to each micro-batch's scales
         if (!p.rec.skipped) ++effective;
         p.rec.effective_updates = effective;
         std::tie(p.div_num, p.div_den) = divergence_terms(amp, ref);

@@ -94,7 +94,9 @@ void TrainingDialog::addPrecisionPolicy(QFormLayout* form) {
     precision_->setToolTip(
         QStringLiteral("fp8 / fp8-rowwise / mxfp8: torchao's float8 training recipes and its MXFP8 training linear, "
                        "simulated: every linear layer's GEMMs in FP8 (E5M2 / E4M3 gradients; mxfp8: E4M3 in blocks of "
-                       "32 with power-of-two scales), the rest in BF16 autocast; fp8-delayed: "
+                       "32 with power-of-two scales), the rest in BF16 autocast; nvfp4: NVIDIA's NVFP4 training "
+                       "recipe (E2M1, 16 x 16 weight tiles, gradients rounded stochastically, a random Hadamard "
+                       "transform in the weight-gradient GEMM); fp8-delayed: "
                        "Transformer Engine's delayed scaling, each scale from the amax history of the steps before"));
     form->addRow(QStringLiteral("AMP precision"), precision_);
     auto* delayed = delayedSettings(amax_history_, margin_, QStringLiteral("Steps"));

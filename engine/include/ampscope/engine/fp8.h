@@ -43,6 +43,15 @@ struct QuantSpec {
     float given_scale = 0.0f;
     /// Rowwise: scales rounded down to a power of two (torchao's rowwise recipe does).
     bool pow2_scales = true;
+    /// Nvfp4, a 2-D operand: one block scale per 16 x 16 tile (16 slices of 16 along the axis) instead
+    /// of per 1 x 16 block: NVIDIA's NVFP4 training recipe quantizes weights so, and the transposed
+    /// weight of the backward GEMM then holds the same values.
+    bool tiles_2d = false;
+    /// Nvfp4: the elements rounded stochastically instead of to nearest even (the recipe's gradients):
+    /// a value between two E2M1 neighbours lo < hi rounds up when u < (|v| - lo) / (hi - lo), u one
+    /// uniform draw in [0, 1) per element of the operand, as the quantizer lays it out (the axis last,
+    /// padded), from the default generator of its device (at::rand).
+    bool stochastic = false;
 };
 
 /// Statistics of one quantized operand. Counts are over the operand's elements; `share()` turns

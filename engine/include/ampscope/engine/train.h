@@ -59,14 +59,16 @@ private:
 
 /// The precisions `train` runs, in the order the training dialog offers them: autocast FP16 or
 /// BF16, torchao's float8 training recipes tensorwise (fp8) and rowwise (fp8-rowwise), torchao's
-/// MXFP8 training linear (mxfp8), and Transformer Engine's delayed scaling (fp8-delayed),
-/// simulated (every linear layer's GEMMs in FP8, the rest in BF16 autocast). nvfp4 is not among
-/// them: its training recipe (random Hadamard transforms, stochastic rounding) is not simulated.
+/// MXFP8 training linear (mxfp8), NVIDIA's NVFP4 training recipe (nvfp4) and Transformer
+/// Engine's delayed scaling (fp8-delayed), simulated (every linear layer's GEMMs in FP8 or FP4,
+/// the rest in BF16 autocast).
 inline constexpr Precision kTrainingPrecisions[] = {Precision::Fp16,       Precision::Bf16,  Precision::Fp8,
-                                                    Precision::Fp8Rowwise, Precision::Mxfp8, Precision::Fp8Delayed};
+                                                    Precision::Fp8Rowwise, Precision::Mxfp8, Precision::Nvfp4,
+                                                    Precision::Fp8Delayed};
 /// The precisions `replay` runs a job in: what its own trainer used, fp16, bf16, or torchao's
 /// fp8 / fp8-rowwise / mxfp8 (a Transformer Engine job's delayed-scaling state is not read from
-/// its checkpoints, so fp8-delayed trains with `train` only).
+/// its checkpoints, nor torchao's NVFP4 linears' sign vectors and seeds, so fp8-delayed and nvfp4
+/// train with `train` only).
 inline constexpr Precision kReplayPrecisions[] = {Precision::Fp16, Precision::Bf16, Precision::Fp8,
                                                   Precision::Fp8Rowwise, Precision::Mxfp8};
 
