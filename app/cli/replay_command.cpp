@@ -16,6 +16,7 @@
 #include "ampscope/storage/replay_record.h"
 #include "ampscope/engine/bundle.h"
 #include "checks.h"
+#include "summary.h"
 
 namespace ampscope::cli {
 
@@ -57,8 +58,10 @@ void add_replay_options(CLI::App* sub, ReplayOptions& o) {
         ->default_val(1)
         ->check(checks::Integer(1));
     o.precision_opt =
-        sub->add_option("--precision", o.precision,
-                        "fp16 | bf16 | fp8 | fp8-rowwise (the job's autocast dtype or float8 recipe; bf16 as a remedy)")
+        sub->add_option(
+               "--precision", o.precision,
+               "fp16 | bf16 | fp8 | fp8-rowwise | mxfp8 (the job's autocast dtype or FP8 training recipe; bf16 as a "
+               "remedy)")
             ->default_val("fp16");
     sub->add_option("--optimizer-state", s.optimizer_state,
                     "a torch.save of optimizer.state_dict() (overrides the checkpoint's)");
@@ -69,6 +72,9 @@ void add_replay_options(CLI::App* sub, ReplayOptions& o) {
     sub->add_flag("--non-strict", s.non_strict,
                   "replay even when checkpoint keys do not match the model (still listed)");
     sub->add_option("--keep-fp32", s.keep_fp32, "remedy: module-path glob run without autocast (repeatable)");
+    sub->add_option("--keep-bf16", s.keep_bf16,
+                    "FP8 recipes: module-path glob whose linear layers stay in BF16, out of FP8 (repeatable): the "
+                    "job's module_filter_fn, or a remedy");
     sub->add_option("--init-scale", o.init_scale, "remedy: start GradScaler at this scale instead of the checkpoint's")
         ->check(checks::Number(0, INFINITY, true));
     sub->add_option("--growth-interval", o.growth_interval, "remedy: GradScaler growth_interval")
@@ -105,6 +111,10 @@ void print_replay(std::ostream& out, const ReplayResult& r) {
     out << "replay " << r.run_id.substr(0, 8) << "  " << r.checkpoint_format << " checkpoint, " << r.optimizer << ", "
         << to_string(r.spec.precision) << (r.scaler_enabled ? " with GradScaler" : " without GradScaler");
     if (r.spec.clip_grad_norm > 0) out << ", clipping the gradient norm at " << r.spec.clip_grad_norm;
+    if (!r.spec.keep_bf16.empty()) {
+        out << ", kept in BF16 out of " << to_string(r.spec.precision) << ":";
+        for (const auto& k : r.spec.keep_bf16) out << " " << safe(k);
+    }
     out << "\n";
     const auto& o = r.optimizer_groups;
     if (!o.groups.empty()) {

@@ -113,6 +113,11 @@ void print_train(std::ostream& os, const TrainResult& r, bool color) {
             last = st.scale;
         }
     os << "\n";
+    if (!r.spec.keep_bf16.empty()) {  // an FP8 recipe's modules left out of it
+        os << "  kept in BF16, out of " << to_string(r.spec.precision) << ":";
+        for (const auto& k : r.spec.keep_bf16) os << " " << safe(k);
+        os << "\n";
+    }
     if (r.spec.precision == Precision::Fp8Delayed && r.spec.autocast) {  // where a tensor outran its stale scale
         os << "  fp8-delayed: amax history " << r.spec.fp8_amax_history << " steps, margin " << r.spec.fp8_margin
            << "; values beyond the stale scale, clamped:";

@@ -45,8 +45,8 @@ void add_optimizer_options(CLI::App* train, TrainOptions& o) {
                     "advance the schedule per iteration, not per effective update (warns when steps were skipped)");
     train
         ->add_option("--precision", o.precision,
-                     "fp16 | bf16 | fp8 | fp8-rowwise | fp8-delayed (FP8: simulated, as torchao and Transformer "
-                     "Engine train)")
+                     "fp16 | bf16 | fp8 | fp8-rowwise | mxfp8 | nvfp4 | fp8-delayed (FP8 and FP4: simulated, as "
+                     "torchao and Transformer Engine train)")
         ->default_val("fp16");
     add_fp8_delayed_options(train, o.fp8_delayed, "steps");
     train->add_flag("--no-scaler", o.no_scaler, "isolation: autocast only, no GradScaler");
@@ -102,6 +102,9 @@ void add_train_options(CLI::App* train, TrainOptions& o) {
         ->check(checks::NonEmptyPath());
     train->add_option("--resume", ts.resume, "continue from a checkpoint")->check(checks::NonEmptyPath());
     train->add_option("--keep-fp32", ts.keep_fp32, "module-path glob run without autocast (repeatable)");
+    train->add_option("--keep-bf16", ts.keep_bf16,
+                      "FP8 recipes: module-path glob whose linear layers stay in BF16, out of FP8 (repeatable; "
+                      "torchao's module_filter_fn)");
     train->add_option("--seed", ts.seed, "seed for weights, data and per-step RNG")
         ->default_val(0)
         ->check(checks::Seed());

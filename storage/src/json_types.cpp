@@ -142,6 +142,7 @@ void to_json(ordered_json& j, const TrainSpec& s) {
          {"guards", s.guards}};
     if (s.precision == Precision::Fp8Delayed)  // the recipe's settings, as a run's spec holds them
         j["fp8_delayed"] = {{"amax_history", s.fp8_amax_history}, {"margin", s.fp8_margin}};
+    if (!s.keep_bf16.empty()) j["keep_bf16"] = s.keep_bf16;  // FP8 recipes: modules kept out of FP8
 }
 
 void from_json(const json& j, TrainSpec& s) {
@@ -170,6 +171,7 @@ void from_json(const json& j, TrainSpec& s) {
     s.guards = j.at("guards");
     if (const auto d = j.find("fp8_delayed"); d != j.end())
         std::tie(s.fp8_amax_history, s.fp8_margin) = storage::jtypes::fp8_delayed_settings(*d);
+    s.keep_bf16 = j.value("keep_bf16", std::vector<std::string>());  // trainings recorded before it: none
 }
 
 void to_json(ordered_json& j, const Origin& o) {

@@ -207,10 +207,11 @@ void spec_of(const Reader& rd, const nlohmann::json& j, ReplayResult& r) {
     const auto precision = rd.str(j, "", "precision");
     const auto p = parse_precision(precision.empty() ? "fp16" : precision);
     if (!p || !replays(*p))  // an FP32 reference and an AMP side, in what `replay` runs
-        rd.wrong("precision", "\"fp16\", \"bf16\", \"fp8\" or \"fp8-rowwise\"", rd.at(j, "precision"));
+        rd.wrong("precision", precisions_listed(kReplayPrecisions).c_str(), rd.at(j, "precision"));
     r.spec.precision = *p;
     const auto& rem = rd.object(j, "", "remedies");
     r.spec.keep_fp32 = rd.strings(rem, "remedies.", "keep_fp32");
+    r.spec.keep_bf16 = rd.strings(rem, "remedies.", "keep_bf16");  // absent in replays recorded before it
     if (!rd.at(rem, "init_scale").is_null()) r.spec.init_scale = rd.number(rem, "remedies.", "init_scale");
     if (!rd.at(rem, "growth_interval").is_null()) {
         const auto g = rd.integer(rem, "remedies.", "growth_interval", 0);
@@ -325,6 +326,7 @@ std::string replay_to_json(const ReplayResult& r) {
         {"rng", r.rng},
         {"remedies",
          {{"keep_fp32", keep},
+          {"keep_bf16", r.spec.keep_bf16},
           {"init_scale", r.spec.init_scale ? num(*r.spec.init_scale) : nlohmann::json()},
           {"growth_interval", r.spec.growth_interval ? nlohmann::json(*r.spec.growth_interval) : nlohmann::json()},
           {"clip_grad_norm", r.spec.clip_grad_norm}}},

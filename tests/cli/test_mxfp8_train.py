@@ -201,5 +201,70 @@ class Mxfp8Replay(MxTrainCase):
             self.assertEqual(p["sha256_ref"], want["ref"][1][p["name"]], p["name"])
 
 
+class KeepBf16(MxTrainCase):
+    """train / replay --keep-bf16 fc2: the module's linear layers stay in BF16 autocast, out of the FP8
+    recipe, as torchao's module_filter_fn leaves a module unconverted (convert_to_float8_training) or
+    a job converts only some linears to MXFP8Linear."""
+
+    def float8_losses(self, keep_fc2):
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+        m = convert_to_float8_training(copy.deepcopy(self.model), config=Float8LinearConfig(emulate=True),
+                                       module_filter_fn=(lambda mod, fqn: fqn != "fc2") if keep_fc2 else None)
+        opt = torch.optim.SGD(m.parameters(), lr=LR)
+        return [step(m, opt, x, y) for x, y in self.batches()]
+
+    def mx_losses(self):
+        m = copy.deepcopy(self.model)
+        m.fc1 = to_mxfp8_training(torch.nn.Sequential(m.fc1))[0]  # fc2 left an nn.Linear
+        opt = torch.optim.SGD(m.parameters(), lr=LR)
+        with hardware_output():
+            return [step(m, opt, x, y) for x, y in self.batches()]
+
+    def test_train_leaves_the_module_out_as_torchaos_filter(self):
+        want = self.float8_losses(keep_fc2=True)
+        got = self.ampscope("fp8", "--keep-bf16", "fc2")
+        self.assertEqual(got["keep_bf16"], ["fc2"])
+        self.assertEqual([as_float(s["loss_amp"]) for s in got["steps"]], want)
+        self.assertNotEqual(self.float8_losses(keep_fc2=False), want)  # fc2 in FP8 trains differently
+        got = self.ampscope("mxfp8", "--keep-bf16", "fc2")
+        self.assertEqual([as_float(s["loss_amp"]) for s in got["steps"]], self.mx_losses())
+
+    def test_replay_keeps_the_jobs_filter(self):
+        """A job that left fc2 out of MXFP8: replayed with --keep-bf16 fc2, its step bitwise; without it,
+        fc2's GEMMs go through FP8 and the loss differs."""
+        batches = list(self.batches())[:2]
+        m = copy.deepcopy(self.model)
+        m.fc1 = to_mxfp8_training(torch.nn.Sequential(m.fc1))[0]
+        opt = torch.optim.Adam(m.parameters(), lr=1e-2)
+        with hardware_output():
+            step(m, opt, *batches[0])
+        ckpt = os.path.join(self.tmp.name, "keep-ckpt.pt")
+        torch.save({"model": m.state_dict(), "optimizer": opt.state_dict()}, ckpt)
+        with hardware_output():
+            want = step(m, opt, *batches[1])
+        batch = os.path.join(self.tmp.name, "keep-batch.pt")
+        torch.save({"inputs": batches[1][0], "labels": batches[1][1]}, batch)
+        losses = {}
+        for extra in ((), ("--keep-bf16", "fc2")):
+            out = os.path.join(self.tmp.name, "keep-replay.json")
+            rc, so, se = run_cli("replay", "--model", self.path, "--checkpoint", ckpt, "--batch", batch, "--precision",
+                                 "mxfp8", "--optimizer", "adam", "--json", out, "-q", *extra)
+            self.assertIn(rc, (0, 1), se)
+            with open(out) as f:
+                got = json.load(f)
+            self.assertEqual(got["remedies"]["keep_bf16"], list(extra[1:]))
+            losses[extra] = as_float(got["steps"][-1]["loss_amp"])
+        self.assertEqual(losses[("--keep-bf16", "fc2")], want)
+        self.assertNotEqual(losses[()], want)
+
+    def test_refused_by_flag_without_an_fp8_recipe_or_a_module(self):
+        for precision, glob, said in (("bf16", "fc2", "no FP8 pass"), ("fp8", "head", "head")):
+            rc, _, se = run_cli("train", "--model", self.path, "--data", self.data, "--steps", 1, "--precision",
+                                precision, "--keep-bf16", glob, "--no-db", "-q")
+            self.assertEqual(rc, 2, se)
+            self.assertIn("--keep-bf16", se)
+            self.assertIn(said, se)
+
+
 if __name__ == "__main__":
     unittest.main()

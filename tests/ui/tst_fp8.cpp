@@ -10,6 +10,7 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QFile>
+#include <QLineEdit>
 #include <QRegularExpression>
 #include <QSignalSpy>
 #include <QSpinBox>
@@ -270,8 +271,11 @@ private Q_SLOTS:
             ts.precision = p;
             ts.fp8_amax_history = 16;  // fp8-delayed's settings: kept for it, the defaults for the others
             ts.fp8_margin = 2;
+            ts.keep_bf16 = {"fc2"};  // an FP8 recipe's modules left in BF16: kept for the recipes only
             t.setSpec(ts);
             QCOMPARE(t.spec().precision, p);
+            QCOMPARE(t.spec().keep_bf16, is_fp8(p) ? ts.keep_bf16 : std::vector<std::string>{});
+            QCOMPARE(t.findChild<QLineEdit*>(QStringLiteral("trainingKeepBf16"))->isEnabled(), is_fp8(p));
             const bool delayed = p == Precision::Fp8Delayed;
             QCOMPARE(history->isEnabled(), delayed);
             QCOMPARE(margin->isEnabled(), delayed);
@@ -293,8 +297,10 @@ private Q_SLOTS:
             rs.model = "demo:mlp";
             rs.checkpoint = rs.batch = db_.toStdString();  // the dialog checks that they exist
             rs.precision = p;
+            rs.keep_bf16 = {"fc1"};
             r.setSpec(rs);
             QCOMPARE(r.spec().precision, p);
+            QCOMPARE(r.spec().keep_bf16, is_fp8(p) ? rs.keep_bf16 : std::vector<std::string>{});
         }
     }
 

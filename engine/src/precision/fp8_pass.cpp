@@ -148,7 +148,7 @@ at::Tensor fp8_linear_quantized(const at::Tensor& x, const at::Tensor& w, const 
             return real_linear(x, w, bias, t_precision, out_dtype);
         if (t_counts) ++t_counts->real_emulated;
     }
-    if (t_training && at::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad())) {  // a training step
+    if (t_training) {  // a training step's forward, with gradients or without (the diagnostic re-runs)
         if (t_precision == Precision::Nvfp4) return add_bias(nvfp4_training_linear(x, w, out_dtype));
         if (t_precision != Precision::Fp8 && t_precision != Precision::Fp8Rowwise && t_precision != Precision::Mxfp8)
             throw InputError("", "precision",

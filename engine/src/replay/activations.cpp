@@ -19,7 +19,8 @@ namespace {
 
 /// Each module's last observed op, in first-appearance order.
 std::vector<LayerStat> last_per_module(Model& model, const std::vector<at::Tensor>& inputs, const at::Device& device,
-                                       Precision p, const std::vector<std::string>& keep_fp32, uint64_t seed) {
+                                       Precision p, const std::vector<std::string>& keep_fp32,
+                                       const std::vector<std::string>& keep_bf16, uint64_t seed) {
     std::vector<std::pair<at::Tensor, at::Tensor>> saved;
     at::NoGradGuard ng;
     for (auto& [name, t] : model.named_state()) saved.emplace_back(t, t.clone());
@@ -27,6 +28,7 @@ std::vector<LayerStat> last_per_module(Model& model, const std::vector<at::Tenso
     {
         train_parts::reseed(seed);
         PassScope scope(device.type(), keep_fp32, /*observing=*/true);
+        if (is_fp8(p)) scope.context().keep_bf16 = keep_bf16;
         OpObserver obs(inputs.at(0).size(0));
         obs.begin_batch(0, inputs.at(0).size(0));
         {
@@ -54,9 +56,10 @@ std::vector<LayerStat> last_per_module(Model& model, const std::vector<at::Tenso
 
 std::vector<ReplayLayer> activation_departures(Model& ref, Model& amp, const std::vector<at::Tensor>& inputs,
                                                const at::Device& device, Precision p,
-                                               const std::vector<std::string>& keep_fp32, uint64_t seed) {
-    const auto r = last_per_module(ref, inputs, device, Precision::Fp32, {}, seed);
-    const auto a = last_per_module(amp, inputs, device, p, keep_fp32, seed);
+                                               const std::vector<std::string>& keep_fp32,
+                                               const std::vector<std::string>& keep_bf16, uint64_t seed) {
+    const auto r = last_per_module(ref, inputs, device, Precision::Fp32, {}, {}, seed);
+    const auto a = last_per_module(amp, inputs, device, p, keep_fp32, keep_bf16, seed);
     std::map<std::string, const LayerStat*> by_module;
     for (const auto& l : r) by_module[l.module] = &l;
     std::vector<ReplayLayer> out;

@@ -336,6 +336,7 @@ struct Replay {
         at::Tensor out, loss;
         {
             detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/false);
+            if (is_fp8(s.precision)) scope.context().keep_bf16 = s.keep_bf16;
             detail::AutocastGuard guard(device.type(), detail::autocast_precision(s.precision));
             detail::Fp8PassGuard fp8(s.precision, detail::Fp8PassGuard::Training{});  // the linears' GEMMs in FP8
             out = amp.model->forward(inputs);
@@ -396,7 +397,7 @@ struct Replay {
         for (const auto& p : amp.params) before_a.push_back(p.detach().clone());
         try {  // the first forwards on the user's batch: a failure here is the batch not fitting the model
             rec.activations = ckpt::activation_departures(*ref.model, *amp.model, inputs, device, s.precision,
-                                                          s.keep_fp32, seed_of(step));
+                                                          s.keep_fp32, s.keep_bf16, seed_of(step));
         } catch (const InputError&) {
             throw;
         } catch (const std::exception& e) {
@@ -509,6 +510,7 @@ TrainSpec training_spec_of(const ReplaySpec& spec) {
     ts.loss = spec.loss;
     ts.precision = spec.precision;
     ts.keep_fp32 = spec.keep_fp32;
+    ts.keep_bf16 = spec.keep_bf16;
     ts.seed = spec.seed;
     return ts;
 }
@@ -545,6 +547,7 @@ ReplayResult run_replay(const ReplaySpec& spec, ProgressObserver* progress) {
     auto data = detail::load_training_data(spec.batch, *ref.model, spec.seed, ts.loss != LossKind::Model, "batch_file");
     train_parts::choose_loss(ts, data);
     detail::check_fp32_regions(*amp.model, spec.keep_fp32);
+    detail::check_bf16_modules(*amp.model, spec.keep_bf16, {spec.precision});
     std::vector<at::Tensor> inputs;
     for (const auto& t : data.inputs) inputs.push_back(t.to(device));
     Replay rp{spec,

@@ -15,6 +15,8 @@ namespace ampscope::train_parts {
 std::string policy_string(const TrainSpec& s) {
     std::string k;
     for (const auto& g : s.keep_fp32) k += g + ",";
+    if (!s.keep_bf16.empty()) k += "|bf16:";  // FP8 recipes: the modules kept out of FP8
+    for (const auto& g : s.keep_bf16) k += g + ",";
     const std::string delayed =
         s.precision == Precision::Fp8Delayed
             ? "(amax history " + std::to_string(s.fp8_amax_history) + ", margin " + std::to_string(s.fp8_margin) + ")"

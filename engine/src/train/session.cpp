@@ -178,6 +178,7 @@ std::optional<Origin> forward_origin(Side& amp, const std::vector<MicroBatch>& m
         detail::DelayedTraining::Rewind rewind(detail::delayed_training(), k);  // the scales it cast with
         train_parts::reseed(mb.seed);
         detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/true);
+        if (is_fp8(s.precision)) scope.context().keep_bf16 = s.keep_bf16;
         detail::OpObserver obs(mb.inputs[0].size(0));
         obs.begin_batch(0, mb.inputs[0].size(0));
         {
@@ -209,6 +210,7 @@ std::optional<Origin> backward_origin(Side& amp, const std::vector<MicroBatch>& 
         at::Tensor l_a;
         {  // observing: module scopes for TorchScript models (the instrumented graph)
             detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/true);
+            if (is_fp8(s.precision)) scope.context().keep_bf16 = s.keep_bf16;
             l_a = amp_forward_loss(amp, mb.inputs, data, mb.b, mb.e, s, device).second;
         }
         auto scaled = scaler.impl().scale_loss(l_a);
@@ -292,6 +294,7 @@ struct Session {
             {
                 detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/false);
                 scope.context().module_names = delayed != nullptr;
+                if (is_fp8(s.precision)) scope.context().keep_bf16 = s.keep_bf16;
                 auto [out_a, loss] = amp_forward_loss(amp, in, data, b, e, s, device);
                 l_a = loss;
                 if (s.guards) {
@@ -546,6 +549,7 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
     // The batches this run forms meet the program's symbolic ranges, before the first step.
     if (ref.model->fixed_batch == 0) ref.model->check_batches(data.inputs[0].size(0), s.batch_size, s.data);
     detail::check_fp32_regions(*amp.model, s.keep_fp32);
+    detail::check_bf16_modules(*amp.model, s.keep_bf16, {s.precision});
     GradScaler scaler(res.backend.device, s.scaler);
     auto delayed = delayed_training_of(s, res);  // fp8-delayed: the histories across the steps
     detail::DelayedTrainingScope delayed_scope(delayed ? &*delayed : nullptr);

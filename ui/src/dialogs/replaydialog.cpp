@@ -56,6 +56,17 @@ ReplayDialog::ReplayDialog(QWidget* parent) : SpecDialogFor(parent) {
     keep_fp32_ = regionsField(QStringLiteral("head, blocks.1.*"));
     keep_fp32_->setToolTip(QStringLiteral("Modules the job already ran without autocast (usually none)"));
     form->addRow(QStringLiteral("Keep in FP32"), keep_fp32_);
+    keep_bf16_ = regionsField(QStringLiteral("lm_head"));
+    keep_bf16_->setObjectName(QStringLiteral("replayKeepBf16"));
+    keep_bf16_->setToolTip(
+        QStringLiteral("FP8 recipes: modules whose linear layers the job left in BF16 (its "
+                       "module_filter_fn), or a remedy: modules taken out of FP8"));
+    form->addRow(QStringLiteral("Keep in BF16 (FP8 recipes)"), keep_bf16_);
+    const auto enableBf16 = [this] {
+        keep_bf16_->setEnabled(is_fp8(kReplayPrecisions[std::max(0, precision_->currentIndex())]));
+    };
+    connect(precision_, &QComboBox::currentIndexChanged, this, enableBf16);
+    enableBf16();
     prefix_ = new QLineEdit;
     prefix_->setPlaceholderText(QStringLiteral("e.g. model. (Lightning checkpoints)"));
     form->addRow(QStringLiteral("Strip key prefix"), prefix_);
@@ -160,6 +171,7 @@ void ReplayDialog::setSpec(const ReplaySpec& s) {
     const auto at = std::find(std::begin(kReplayPrecisions), std::end(kReplayPrecisions), s.precision);
     precision_->setCurrentIndex(at == std::end(kReplayPrecisions) ? 0 : int(at - std::begin(kReplayPrecisions)));
     setRegions(keep_fp32_, s.keep_fp32);
+    setRegions(keep_bf16_, s.keep_bf16);
     prefix_->setText(QString::fromStdString(s.strip_prefix));
     steps_->setValue(s.steps);
     non_strict_->setChecked(s.non_strict);
@@ -190,6 +202,7 @@ ReplaySpec ReplayDialog::spec() const {
     s.loss = parse_loss_kind(choice(loss_));
     s.precision = kReplayPrecisions[std::max(0, precision_->currentIndex())];
     s.keep_fp32 = regions(keep_fp32_);
+    if (is_fp8(s.precision)) s.keep_bf16 = regions(keep_bf16_);
     s.strip_prefix = prefix_->text().trimmed().toStdString();
     s.steps = steps_->value();
     s.non_strict = non_strict_->isChecked();

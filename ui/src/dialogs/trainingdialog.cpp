@@ -99,12 +99,18 @@ void TrainingDialog::addPrecisionPolicy(QFormLayout* form) {
                        "transform in the weight-gradient GEMM); fp8-delayed: "
                        "Transformer Engine's delayed scaling, each scale from the amax history of the steps before"));
     form->addRow(QStringLiteral("AMP precision"), precision_);
-    auto* delayed = delayedSettings(amax_history_, margin_, QStringLiteral("Steps"));
+    auto* delayed = delayedSettings(amax_history_, margin_, QStringLiteral("Micro-batches"));
     form->addRow(QStringLiteral("fp8-delayed"), delayed);
+    keep_bf16_ = regionsField(QStringLiteral("lm_head, blocks.11.*"));
+    keep_bf16_->setObjectName(QStringLiteral("trainingKeepBf16"));
+    keep_bf16_->setToolTip(QStringLiteral(
+        "FP8 recipes: modules whose linear layers stay in BF16, out of FP8 (torchao's module_filter_fn)"));
+    form->addRow(QStringLiteral("Keep in BF16 (FP8 recipes)"), keep_bf16_);
     const auto enableDelayed = [this] {
-        const bool on = kTrainingPrecisions[std::max(0, precision_->currentIndex())] == Precision::Fp8Delayed;
-        amax_history_->setEnabled(on);
-        margin_->setEnabled(on);
+        const Precision p = kTrainingPrecisions[std::max(0, precision_->currentIndex())];
+        amax_history_->setEnabled(p == Precision::Fp8Delayed);
+        margin_->setEnabled(p == Precision::Fp8Delayed);
+        keep_bf16_->setEnabled(is_fp8(p));
     };
     connect(precision_, &QComboBox::currentIndexChanged, this, enableDelayed);
     enableDelayed();
@@ -148,6 +154,7 @@ void TrainingDialog::setSpec(const TrainSpec& s) {
     growth_interval_->setValue(s.scaler.growth_interval);
     clip_->setValue(s.clip_grad_norm);
     setRegions(keep_fp32_, s.keep_fp32);
+    setRegions(keep_bf16_, s.keep_bf16);
     if (!s.device.empty()) device_->setCurrentText(QString::fromStdString(s.device));
     seed_->setValue(int(s.seed));
     checkpoint_every_->setValue(s.checkpoint_every);
@@ -183,6 +190,7 @@ TrainSpec TrainingDialog::spec() const {
     s.scaler.growth_interval = growth_interval_->value();
     s.clip_grad_norm = clip_->value();
     s.keep_fp32 = regions(keep_fp32_);
+    if (is_fp8(s.precision)) s.keep_bf16 = regions(keep_bf16_);
     s.device = device_->currentText().toStdString();
     s.seed = uint64_t(seed_->value());
     s.checkpoint_every = checkpoint_every_->value();

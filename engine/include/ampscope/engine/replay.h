@@ -40,6 +40,9 @@ struct ReplaySpec {
     int steps = 1;
     Precision precision = Precision::Fp16;
     std::vector<std::string> keep_fp32;
+    /// FP8 recipes: modules whose linear layers stay in BF16 (the job's module_filter_fn, or a
+    /// remedy: a module taken out of FP8).
+    std::vector<std::string> keep_bf16;
     std::optional<double> init_scale;    ///< remedy: another scale than the checkpoint's
     std::optional<int> growth_interval;  ///< remedy
     double clip_grad_norm = 0;  ///< the job's clipping norm, or a remedy: clip the unscaled gradients (0 = off)

@@ -118,6 +118,9 @@ struct TrainSpec {
     std::string checkpoint_dir = ".";
     std::string resume;  ///< checkpoint file to resume from
     std::vector<std::string> keep_fp32;
+    /// FP8 recipes: module-path globs whose linear layers stay in BF16 autocast, out of FP8
+    /// (torchao's module_filter_fn; Transformer Engine's modules left unconverted).
+    std::vector<std::string> keep_bf16;
     /// fp8-delayed: Transformer Engine's amax_history_len and margin (as RunSpec's); the
     /// histories carry over the steps and are kept in checkpoints.
     int fp8_amax_history = 1024;
