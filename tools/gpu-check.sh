@@ -151,6 +151,31 @@ train_cuda() {
   "$cli" train --model demo:transformer --data demo --steps 20 --device cuda --json "$json/train.json" -q
   "$py" -c 'import json,sys; r=json.load(open(sys.argv[1])); s=r["summary"]; print("figure:", s["iterations"], "steps,", s["skipped"], "skipped, final scale", s["final_scale"])' "$json/train.json"
 }
+# every FP8 training recipe on the GPU (never run before): 3 steps each on cuda and on the CPU;
+# the first step's AMP loss (before any update) agrees within 2 % (FP32 GEMM kernels differ by
+# ulps, which can move an element across a rounding boundary), every loss finite
+fp8_train_cuda() {
+  local p dev
+  for p in fp8 fp8-rowwise mxfp8 nvfp4 fp8-delayed; do
+    for dev in cuda cpu; do
+      "$cli" train --model demo:transformer --data demo --steps 3 --precision "$p" --no-scaler --device "$dev" \
+        --no-db --json "$json/train-$p-$dev.json" -q || [ $? -eq 1 ]
+    done
+  done
+  "$py" - "$json" <<'PY'
+import json, math, sys
+worst = 0.0
+for p in ("fp8", "fp8-rowwise", "mxfp8", "nvfp4", "fp8-delayed"):
+    runs = {d: json.load(open(f"{sys.argv[1]}/train-{p}-{d}.json")) for d in ("cuda", "cpu")}
+    losses = {d: [float(s["loss_amp"]) for s in r["steps"]] for d, r in runs.items()}
+    assert all(math.isfinite(v) for l in losses.values() for v in l), (p, losses)
+    rel = abs(losses["cuda"][0] - losses["cpu"][0]) / abs(losses["cpu"][0])
+    print(p, "first loss cuda", losses["cuda"][0], "cpu", losses["cpu"][0], "rel", rel)
+    assert rel < 0.02, (p, rel)
+    worst = max(worst, rel)
+print("figure: 5 recipes on cuda, first-step loss within", f"{worst:.2e}", "of the CPU's")
+PY
+}
 oracle_cuda() {
   local rc=0
   "$py" -c 'import numpy' 2>/dev/null || { echo "figure: numpy not installed (the oracle's dependency)"; return 77; }
@@ -234,6 +259,7 @@ check export-cuda export_cuda
 check advise-cuda advise_cuda
 check bench bench_validated
 check fp8-real fp8_real_cuda
+check fp8-train fp8_train_cuda
 
 mkdir -p "$out_dir/gpu-check-json" && cp "$json"/*.json "$out_dir/gpu-check-json/" 2>/dev/null || true
 log "== summary"

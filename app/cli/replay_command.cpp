@@ -16,6 +16,7 @@
 #include "ampscope/storage/replay_record.h"
 #include "ampscope/engine/bundle.h"
 #include "checks.h"
+#include "run_options.h"
 #include "summary.h"
 
 namespace ampscope::cli {
@@ -32,7 +33,8 @@ struct ReplayOptions {
     CLI::Option* clip = nullptr;  ///< --clip-grad-norm (given or not)
     CLI::Option* precision_opt = nullptr;
     CLI::Option* loss_opt = nullptr;
-    std::string bundle;  ///< replay BUNDLE: an incident bundle folder (docs/capture.md)
+    std::string bundle;                     ///< replay BUNDLE: an incident bundle folder (docs/capture.md)
+    std::optional<std::string> mx_scaling;  ///< --mx-scaling (mxfp8 only)
 };
 
 void add_replay_options(CLI::App* sub, ReplayOptions& o) {
@@ -63,6 +65,7 @@ void add_replay_options(CLI::App* sub, ReplayOptions& o) {
                "fp16 | bf16 | fp8 | fp8-rowwise | mxfp8 (the job's autocast dtype or FP8 training recipe; bf16 as a "
                "remedy)")
             ->default_val("fp16");
+    add_mx_scaling_option(sub, o.mx_scaling);
     sub->add_option("--optimizer-state", s.optimizer_state,
                     "a torch.save of optimizer.state_dict() (overrides the checkpoint's)");
     sub->add_option("--scaler-state", s.scaler_state,
@@ -111,6 +114,7 @@ void print_replay(std::ostream& out, const ReplayResult& r) {
     out << "replay " << r.run_id.substr(0, 8) << "  " << r.checkpoint_format << " checkpoint, " << r.optimizer << ", "
         << to_string(r.spec.precision) << (r.scaler_enabled ? " with GradScaler" : " without GradScaler");
     if (r.spec.clip_grad_norm > 0) out << ", clipping the gradient norm at " << r.spec.clip_grad_norm;
+    if (r.spec.precision == Precision::Mxfp8) out << " (" << to_string(r.spec.mx_scaling) << " block scales)";
     if (!r.spec.keep_bf16.empty()) {
         out << ", kept in BF16 out of " << to_string(r.spec.precision) << ":";
         for (const auto& k : r.spec.keep_bf16) out << " " << safe(k);
@@ -209,6 +213,7 @@ int run_replay_command(ReplayOptions& o) {
                               : p && is_fp8(*p) ? " (" + to_string(*p) + " runs with `run` and `advise` only)"
                                                 : ""));
     s.precision = *p;
+    apply_mx_scaling_option(o.mx_scaling, s.precision, s.mx_scaling);
     s.clip_given = o.clip && o.clip->count() > 0;
     if (o.init_scale > 0) s.init_scale = o.init_scale;
     if (o.growth_interval > 0) s.growth_interval = o.growth_interval;

@@ -164,6 +164,21 @@ void apply_fp8_delayed_options(const DelayedFlags& f, bool delayed, int& history
     if (f.margin) margin = *f.margin;
 }
 
+void add_mx_scaling_option(CLI::App* cmd, std::optional<std::string>& flag) {
+    cmd->add_option("--mx-scaling", flag,
+                    "mxfp8: each block's E8M0 scale, rceil (2^ceil(log2(amax / 448)): torchao's MXFP8Linear and its "
+                    "training recipes; default) or floor (the OCP MX specification's, as the probe passes)")
+        ->check(CLI::IsMember(mx_scaling_names()));
+}
+
+void apply_mx_scaling_option(const std::optional<std::string>& flag, Precision p, MxScaling& into) {
+    if (!flag) return;
+    if (p != Precision::Mxfp8)
+        throw InputError("--mx-scaling", "",
+                         "applies to --precision mxfp8 only (MX block scales); this is " + to_string(p));
+    into = parse_mx_scaling(*flag, "--mx-scaling");
+}
+
 std::vector<Precision> parse_amp_precisions(const std::string& list) {
     std::vector<Precision> out;
     std::stringstream ss(list);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ampscope/engine/fp8.h"
 #include "ampscope/engine/run.h"
 #include "ampscope/storage/output_file.h"
 
@@ -22,6 +23,10 @@ void add_fp8_delayed_options(CLI::App* cmd, DelayedFlags& f, const char* history
 /// The flags into `history` / `margin`; InputError naming a flag given while `delayed` is false
 /// (the command runs no fp8-delayed pass or training).
 void apply_fp8_delayed_options(const DelayedFlags& f, bool delayed, int& history, int& margin);
+/// train / replay --mx-scaling floor|rceil (mxfp8's block scales); applied: InputError naming the
+/// flag when given for another precision.
+void add_mx_scaling_option(CLI::App* cmd, std::optional<std::string>& flag);
+void apply_mx_scaling_option(const std::optional<std::string>& flag, Precision p, MxScaling& into);
 
 struct RunOptions {
     RunSpec spec;

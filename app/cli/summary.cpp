@@ -113,14 +113,16 @@ void print_train(std::ostream& os, const TrainResult& r, bool color) {
             last = st.scale;
         }
     os << "\n";
+    if (r.spec.precision == Precision::Mxfp8 && r.spec.autocast)
+        os << "  mxfp8: " << to_string(r.spec.mx_scaling) << " block scales\n";
     if (!r.spec.keep_bf16.empty()) {  // an FP8 recipe's modules left out of it
         os << "  kept in BF16, out of " << to_string(r.spec.precision) << ":";
         for (const auto& k : r.spec.keep_bf16) os << " " << safe(k);
         os << "\n";
     }
     if (r.spec.precision == Precision::Fp8Delayed && r.spec.autocast) {  // where a tensor outran its stale scale
-        os << "  fp8-delayed: amax history " << r.spec.fp8_amax_history << " steps, margin " << r.spec.fp8_margin
-           << "; values beyond the stale scale, clamped:";
+        os << "  fp8-delayed: amax history " << r.spec.fp8_amax_history << " micro-batches, margin "
+           << r.spec.fp8_margin << "; values beyond the stale scale, clamped:";
         int shown = 0, steps = 0;
         for (const auto& st : r.steps)
             if (st.fp8_saturated > 0 && steps++ < 12)

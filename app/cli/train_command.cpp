@@ -24,7 +24,8 @@ namespace {
 struct TrainOptions {
     TrainSpec spec;
     std::string precision = "fp16", loss, optimizer, lr_schedule, json, db;
-    DelayedFlags fp8_delayed;  ///< --fp8-amax-history, --fp8-margin (fp8-delayed only)
+    DelayedFlags fp8_delayed;               ///< --fp8-amax-history, --fp8-margin (fp8-delayed only)
+    std::optional<std::string> mx_scaling;  ///< --mx-scaling (mxfp8 only)
     bool no_scaler = false, no_autocast = false, quiet = false, no_guards = false, no_db = false, init_db = false,
          force = false;
 };
@@ -48,7 +49,8 @@ void add_optimizer_options(CLI::App* train, TrainOptions& o) {
                      "fp16 | bf16 | fp8 | fp8-rowwise | mxfp8 | nvfp4 | fp8-delayed (FP8 and FP4: simulated, as "
                      "torchao and Transformer Engine train)")
         ->default_val("fp16");
-    add_fp8_delayed_options(train, o.fp8_delayed, "steps");
+    add_fp8_delayed_options(train, o.fp8_delayed, "micro-batches");
+    add_mx_scaling_option(train, o.mx_scaling);
     train->add_flag("--no-scaler", o.no_scaler, "isolation: autocast only, no GradScaler");
     train->add_flag("--no-autocast", o.no_autocast, "isolation: FP32 compute with loss scaling only");
     train->add_option("--init-scale", ts.scaler.init_scale, "GradScaler init_scale")
@@ -136,6 +138,7 @@ int run_train(TrainOptions& o) {
                              (p && is_fp8(*p) ? " (" + to_string(*p) + " runs with `run` and `advise` only)" : ""));
     ts.precision = *p;
     apply_fp8_delayed_options(o.fp8_delayed, ts.precision == Precision::Fp8Delayed, ts.fp8_amax_history, ts.fp8_margin);
+    apply_mx_scaling_option(o.mx_scaling, ts.precision, ts.mx_scaling);
     ts.loss = parse_loss_kind(o.loss);
     ts.optimizer = parse_optimizer_kind(o.optimizer);
     ts.lr_schedule = parse_lr_schedule(o.lr_schedule);

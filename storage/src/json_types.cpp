@@ -143,6 +143,7 @@ void to_json(ordered_json& j, const TrainSpec& s) {
     if (s.precision == Precision::Fp8Delayed)  // the recipe's settings, as a run's spec holds them
         j["fp8_delayed"] = {{"amax_history", s.fp8_amax_history}, {"margin", s.fp8_margin}};
     if (!s.keep_bf16.empty()) j["keep_bf16"] = s.keep_bf16;  // FP8 recipes: modules kept out of FP8
+    if (s.precision == Precision::Mxfp8) j["mx_scaling"] = to_string(s.mx_scaling);
 }
 
 void from_json(const json& j, TrainSpec& s) {
@@ -172,6 +173,8 @@ void from_json(const json& j, TrainSpec& s) {
     if (const auto d = j.find("fp8_delayed"); d != j.end())
         std::tie(s.fp8_amax_history, s.fp8_margin) = storage::jtypes::fp8_delayed_settings(*d);
     s.keep_bf16 = j.value("keep_bf16", std::vector<std::string>());  // trainings recorded before it: none
+    // mxfp8 trainings recorded before the setting ran with FLOOR scales
+    s.mx_scaling = parse_mx_scaling(j.value("mx_scaling", std::string("floor")), "spec.mx_scaling");
 }
 
 void to_json(ordered_json& j, const Origin& o) {

@@ -48,8 +48,8 @@ void to_json(nlohmann::ordered_json& j, const Origin& o);
 void from_json(const nlohmann::json& j, Origin& o);
 
 namespace storage::jtypes {
-/// A training's precision: one of kTrainingPrecisions, what `train` runs; anything else (mxfp8,
-/// nvfp4, an unknown word) is a json::type_error naming `field`.
+/// A training's precision: one of kTrainingPrecisions, what `train` runs; anything else (fp32, an
+/// unknown word) is a json::type_error naming `field`.
 Precision training_precision(const nlohmann::json& v, const char* field);
 /// A spec's "fp8_delayed" object: {amax_history, margin} as `run` and `train` accept them
 /// (--fp8-amax-history, --fp8-margin), checked before narrowing to int: a stored run is never

@@ -234,6 +234,10 @@ void spec_of(const Reader& rd, const nlohmann::json& j, ReplayResult& r) {
     r.spec.param_groups = rd.str(in, "inputs.", "param_groups");
     r.spec.no_scaler = rd.flag(in, "inputs.", "no_scaler", false);
     r.spec.clip_given = rd.flag(in, "inputs.", "clip_given", false);
+    if (!rd.str(in, "inputs.", "mx_scaling").empty())  // absent: replays recorded before it, FLOOR scales
+        r.spec.mx_scaling = rd.name(in, "inputs.", "mx_scaling", parse_mx_scaling);
+    else
+        r.spec.mx_scaling = MxScaling::Floor;
     if (const auto& inc = rd.object(in, "inputs.", "incident"); !inc.empty()) {
         const std::string at = "inputs.incident.";
         r.spec.incident = ReplayIncident{rd.str(inc, at, "bundle"),
@@ -269,6 +273,7 @@ nlohmann::json inputs_json(const ReplaySpec& s) {
             {"param_groups", s.param_groups},
             {"no_scaler", s.no_scaler},
             {"clip_given", s.clip_given},
+            {"mx_scaling", to_string(s.mx_scaling)},
             {"incident", s.incident ? nlohmann::json{{"bundle", s.incident->bundle},
                                                      {"what", s.incident->what},
                                                      {"detail", s.incident->detail},

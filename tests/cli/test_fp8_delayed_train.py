@@ -288,7 +288,7 @@ class Fp8DelayedTrain(unittest.TestCase):
                                  self.BATCH, "--precision", "fp8-delayed", "--fp8-amax-history", 2, "--no-scaler",
                                  "--db", db)
             self.assertIn(rc, (0, 1), se)
-            self.assertIn("fp8-delayed: amax history 2 steps, margin 0; values beyond the stale scale, clamped: step 1",
+            self.assertIn("fp8-delayed: amax history 2 micro-batches, margin 0; values beyond the stale scale, clamped: step 1",
                           so)
             uuid = so.split()[2]
             rc, so, se = run_cli("show", uuid, "--db", db, "--json")

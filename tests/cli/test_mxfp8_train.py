@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """train and replay --precision mxfp8 (issue 30) against torchao 0.18's MXFP8 training linear
-(torchao.prototype.moe_training.mxfp8_linear.MXFP8Linear, kernel_preference EMULATED, scale
-calculation FLOOR as the MX specification and ampscope's MX quantizer take it) in Python torch
+(torchao.prototype.moe_training.mxfp8_linear.MXFP8Linear, kernel_preference EMULATED, its default
+RCEIL block scales, and FLOOR, the MX specification's, with --mx-scaling floor) in Python torch
 from the same wheel, under torch.autocast("cpu", torch.bfloat16) without a GradScaler.
 
 MXFP8Linear quantizes all three GEMMs of a linear layer to E4M3 elements with one E8M0 scale per
@@ -52,13 +52,12 @@ def mx_mlp():
     return MxMlp().train()
 
 
-def to_mxfp8_training(model):
+def to_mxfp8_training(model, mode=ScaleCalculationMode.RCEIL):
     """`model` with every nn.Linear replaced by torchao's MXFP8Linear (the same weights)."""
     for name, mod in list(model.named_children()):
         if isinstance(mod, torch.nn.Linear):
             mx = MXFP8Linear(mod.in_features, mod.out_features, bias=mod.bias is not None,
-                             kernel_preference=KernelPreference.EMULATED,
-                             scale_calculation_mode=ScaleCalculationMode.FLOOR)
+                             kernel_preference=KernelPreference.EMULATED, scale_calculation_mode=mode)
             mx.load_state_dict(mod.state_dict())
             setattr(model, name, mx)
     return model
@@ -121,10 +120,10 @@ class MxTrainCase(unittest.TestCase):
             cursor = 0 if e >= len(self.x) else e
             yield self.x[b:e], self.y[b:e]
 
-    def python_losses(self, convert=True, patched=True, amp=True):
+    def python_losses(self, convert=True, patched=True, amp=True, mode=ScaleCalculationMode.RCEIL):
         m = copy.deepcopy(self.model)
         if convert:
-            m = to_mxfp8_training(m)
+            m = to_mxfp8_training(m, mode)
         opt = torch.optim.SGD(m.parameters(), lr=LR)
         with hardware_output() if patched else contextlib.nullcontext():
             return [step(m, opt, x, y, amp) for x, y in self.batches()]
@@ -147,13 +146,27 @@ class Mxfp8Train(MxTrainCase):
         want = self.python_losses()
         got = self.ampscope("mxfp8")
         self.assertEqual(got["precision"], "mxfp8")
+        self.assertEqual(got["mx_scaling"], "rceil")
         self.assertEqual([as_float(s["loss_amp"]) for s in got["steps"]], want)
+        floor = self.python_losses(mode=ScaleCalculationMode.FLOOR)
+        got = self.ampscope("mxfp8", "--mx-scaling", "floor")
+        self.assertEqual(got["mx_scaling"], "floor")
+        self.assertEqual([as_float(s["loss_amp"]) for s in got["steps"]], floor)
+        self.assertNotEqual(floor, want, "FLOOR and RCEIL scales train differently")
         # the oracle tells the alternatives apart: torchao's FP32 emulated products, plain BF16
         # autocast, and ampscope's tensorwise fp8 all train differently
         self.assertNotEqual(self.python_losses(patched=False), want)
         self.assertNotEqual(self.python_losses(convert=False), want)
         fp8 = self.ampscope("fp8")
         self.assertNotEqual([as_float(s["loss_amp"]) for s in fp8["steps"]], want)
+
+
+    def test_mx_scaling_refused_for_other_precisions(self):
+        rc, _, se = run_cli("train", "--model", self.path, "--data", self.data, "--steps", 1, "--precision", "fp8",
+                            "--mx-scaling", "floor", "--no-db", "-q")
+        self.assertEqual(rc, 2, se)
+        self.assertIn("--mx-scaling", se)
+        self.assertIn("applies to --precision mxfp8 only", se)
 
 
 class Mxfp8Replay(MxTrainCase):

@@ -15,6 +15,7 @@ from torchao.float8.float8_training_tensor import LinearMMConfig, hp_tensor_and_
 from torchao.float8.float8_scaling_utils import hp_tensor_to_float8_dynamic
 from torchao.float8.float8_utils import compute_error
 from torchao.prototype.mx_formats.kernels import f4_unpacked_to_f32, unpack_uint4
+from torchao.prototype.mx_formats.config import ScaleCalculationMode
 from torchao.prototype.mx_formats.mx_tensor import MXTensor
 from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor, per_tensor_amax_to_scale
 
@@ -56,14 +57,23 @@ def back(t, k, axis):
 
 
 def mx(x, case):
-    """MXTensor.to_mx (FLOOR) and dequantize(float32); the axis moved last, padded with zeros."""
+    """MXTensor.to_mx (FLOOR, or RCEIL with case["mx_scaling"] "rceil") and dequantize(float32);
+    the axis moved last, padded with zeros."""
     dt = DTYPES[case["element"]]
     xm, k = moved_padded(x, case["axis"], 32)
-    m = MXTensor.to_mx(xm, dt, 32)
+    rceil = case.get("mx_scaling") == "rceil"
+    m = MXTensor.to_mx(xm, dt, 32, ScaleCalculationMode.RCEIL if rceil else ScaleCalculationMode.FLOOR)
     q = m.dequantize(torch.float32)
     codes = m.scale.view(torch.uint8).to(torch.int32)
-    scale_fp32 = torch.clamp((codes << 23).view(torch.float32), min=2.0 ** -126)  # what to_mx divided by
-    y = (xm.float().reshape(*xm.shape[:-1], -1, 32) / scale_fp32.unsqueeze(-1)).reshape(xm.shape)
+    xb = xm.float().reshape(*xm.shape[:-1], -1, 32)
+    if rceil:  # what _to_mx_rceil multiplied by
+        rcp = torch.where(codes == 255, float("nan"), torch.where(
+            codes == 254, 2.0 ** -127, torch.where(codes == 0, 1.0, torch.exp2(127.0 - codes.float()))))
+        scale_fp32 = rcp.reciprocal()
+        y = (xb * rcp.unsqueeze(-1)).reshape(xm.shape)
+    else:
+        scale_fp32 = torch.clamp((codes << 23).view(torch.float32), min=2.0 ** -126)  # what to_mx divided by
+        y = (xb / scale_fp32.unsqueeze(-1)).reshape(xm.shape)
     over = y.to(dt).float()
     xs = back(xm, k, case["axis"])
     over = back(over, k, case["axis"])

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "ampscope/engine/fp8.h"
+#include "ampscope/engine/vocabulary.h"
 #include "precision/fp8.h"
 
 using namespace ampscope;
@@ -113,6 +114,16 @@ std::vector<Case> mx_cases(at::Generator& g) {
     c.push_back({"mx e4m3 along dim 0, length 40", at::randn({40, 24}, g), spec(Fp8Scheme::Mx, Fp8Element::E4M3, 0)});
     c.push_back({"mx e5m2", at::randn({8, 64}, g) * 100, spec(Fp8Scheme::Mx, Fp8Element::E5M2)});
     c.push_back({"mx e4m3 3-d", at::randn({3, 4, 64}, g), spec(Fp8Scheme::Mx)});
+    // RCEIL scales (torchao's MXFP8 training): the same planted blocks, e5m2, along dim 0
+    auto rceil = spec(Fp8Scheme::Mx);
+    rceil.mx_scaling = MxScaling::Rceil;
+    c.push_back({"mx rceil planted blocks", x, rceil});
+    c.push_back({"mx rceil length 70 (padded)", at::randn({5, 70}, g) * 300, rceil});
+    auto rceil_e5m2 = rceil;
+    rceil_e5m2.element = Fp8Element::E5M2;
+    c.push_back({"mx rceil e5m2", at::randn({8, 64}, g) * 100, rceil_e5m2});
+    rceil.axis = 0;
+    c.push_back({"mx rceil along dim 0", at::randn({64, 24}, g), rceil});
     return c;
 }
 
@@ -162,7 +173,8 @@ json case_json(const Case& c) {
     return {{"scheme", schemes[int(c.spec.scheme)]},
             {"element", to_string(c.spec.element)},
             {"axis", c.spec.axis},
-            {"given_scale", c.spec.given_scale}};
+            {"given_scale", c.spec.given_scale},
+            {"mx_scaling", to_string(c.spec.mx_scaling)}};
 }
 
 std::string write_temp(const std::string& suffix, const std::string& bytes) {
@@ -569,4 +581,39 @@ TEST(Nvfp4Training, StochasticRoundingPicksANeighbourAndFollowsTheSeed) {
     EXPECT_FALSE(at::equal(a, near));
     // each value lies between its stochastic result and its nearest one, or equals both
     EXPECT_TRUE(at::all(((a - x) * (near - x) <= 0) | (a == near)).item<bool>());
+}
+
+/// fp8-delayed training's rewind (a diagnostic re-run of micro-batch k of a step): the slots as
+/// that micro-batch cast with, the current ones back afterwards; a slot the re-run creates does not
+/// reach the current ones; an index the step did not keep changes nothing.
+TEST(DelayedTraining, RewindCastsWithTheMicroBatchsScalesAndRestores) {
+    using ampscope::detail::DelayedTraining;
+    DelayedTraining d({4, 0});
+    const auto x = at::full({8}, 100.0f);
+    d.begin_micro_batch();
+    d.cast(x, "fc1/input", Fp8Element::E4M3);  // scale 1: the first micro-batch
+    d.end_micro_batch();                       // scale 448 / 100
+    d.begin_micro_batch();
+    d.cast(x * 2, "fc1/input", Fp8Element::E4M3);
+    d.end_micro_batch();
+    const float now = d.slots.at("fc1/input").scale();
+    EXPECT_FLOAT_EQ(now, 448.0f / 200.0f);
+    {
+        DelayedTraining::Rewind r(&d, 0);
+        EXPECT_TRUE(d.slots.empty());  // before the first micro-batch: no slot yet
+        d.slot("fc2/input", Fp8Element::E4M3);
+    }
+    EXPECT_EQ(d.slots.size(), 1u);
+    EXPECT_FLOAT_EQ(d.slots.at("fc1/input").scale(), now);
+    {
+        DelayedTraining::Rewind r(&d, 1);
+        EXPECT_FLOAT_EQ(d.slots.at("fc1/input").scale(), 448.0f / 100.0f);
+    }
+    {
+        DelayedTraining::Rewind r(&d, 7);  // not kept: nothing changes
+        EXPECT_FLOAT_EQ(d.slots.at("fc1/input").scale(), now);
+    }
+    d.end_step();
+    DelayedTraining::Rewind r(&d, 0);  // the step's kept scales are dropped
+    EXPECT_FLOAT_EQ(d.slots.at("fc1/input").scale(), now);
 }

@@ -59,6 +59,7 @@ TEST(Vocabulary, EveryNameRoundTrips) {
     expect_round_trip<ReplaySide>(replay_side_names(), [](const std::string& s) { return parse_replay_side(s); });
     expect_round_trip<ReviewStatus>(review_status_names(), [](const std::string& s) { return parse_review_status(s); });
     expect_round_trip<RealGemm>(real_gemm_names(), [](const std::string& s) { return parse_real_gemm(s); });
+    expect_round_trip<MxScaling>(mx_scaling_names(), [](const std::string& s) { return parse_mx_scaling(s); });
 }
 
 TEST(Vocabulary, ABadNameIsRefusedNamingTheFieldAndTheNames) {

@@ -276,6 +276,10 @@ private Q_SLOTS:
             QCOMPARE(t.spec().precision, p);
             QCOMPARE(t.spec().keep_bf16, is_fp8(p) ? ts.keep_bf16 : std::vector<std::string>{});
             QCOMPARE(t.findChild<QLineEdit*>(QStringLiteral("trainingKeepBf16"))->isEnabled(), is_fp8(p));
+            QCOMPARE(t.findChild<QComboBox*>(QStringLiteral("trainingMxScaling"))->isEnabled(), p == Precision::Mxfp8);
+            ts.mx_scaling = MxScaling::Floor;  // mxfp8's setting: kept for it, the default (rceil) for the others
+            t.setSpec(ts);
+            QCOMPARE(t.spec().mx_scaling, p == Precision::Mxfp8 ? MxScaling::Floor : MxScaling::Rceil);
             const bool delayed = p == Precision::Fp8Delayed;
             QCOMPARE(history->isEnabled(), delayed);
             QCOMPARE(margin->isEnabled(), delayed);
@@ -301,6 +305,9 @@ private Q_SLOTS:
             r.setSpec(rs);
             QCOMPARE(r.spec().precision, p);
             QCOMPARE(r.spec().keep_bf16, is_fp8(p) ? rs.keep_bf16 : std::vector<std::string>{});
+            rs.mx_scaling = MxScaling::Floor;
+            r.setSpec(rs);
+            QCOMPARE(r.spec().mx_scaling, p == Precision::Mxfp8 ? MxScaling::Floor : MxScaling::Rceil);
         }
     }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ampscope/engine/errors.h"
+#include "ampscope/engine/fp8.h"
 #include "ampscope/engine/run.h"
 
 namespace ampscope {
@@ -44,6 +45,7 @@ const Names<ReplayStageKind> kStage{{"checkpoint", "input", "forward", "loss", "
 const Names<ReplaySide> kSide{{"amp", "reference", "both"}};
 const Names<ReviewStatus> kReview{{"open", "accepted", "rejected"}};
 const Names<RealGemm> kRealGemm{{"auto", "on", "off"}};
+const Names<MxScaling> kMxScaling{{"floor", "rceil"}};
 
 }  // namespace
 
@@ -64,6 +66,9 @@ std::string to_string(ReplaySide v) {
 }
 std::string to_string(RealGemm v) {
     return kRealGemm.format(v);
+}
+std::string to_string(MxScaling v) {
+    return kMxScaling.format(v);
 }
 std::string to_string(ReviewStatus v) {
     return kReview.format(v);
@@ -86,6 +91,9 @@ ReplaySide parse_replay_side(const std::string& s, const std::string& field) {
 }
 RealGemm parse_real_gemm(const std::string& s, const std::string& field) {
     return kRealGemm.parse(s, field);
+}
+MxScaling parse_mx_scaling(const std::string& s, const std::string& field) {
+    return kMxScaling.parse(s, field);
 }
 ReviewStatus parse_review_status(const std::string& s, const std::string& field) {
     return kReview.parse(s, field);
@@ -113,6 +121,10 @@ const std::vector<std::string>& replay_side_names() {
 }
 const std::vector<std::string>& real_gemm_names() {
     static const auto n = kRealGemm.listed();
+    return n;
+}
+const std::vector<std::string>& mx_scaling_names() {
+    static const auto n = kMxScaling.listed();
     return n;
 }
 const std::vector<std::string>& review_status_names() {

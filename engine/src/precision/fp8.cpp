@@ -156,12 +156,47 @@ at::Tensor scaled_fp8_q(const at::Tensor& x, const QuantSpec& spec) {
     return q;
 }
 
+/// The elements' dequantized values from E8M0 codes (torchao get_fp_scale: 2^(code - 127) as
+/// pow(2, int16), NaN for the NaN code 255).
+at::Tensor mx_values(const at::Tensor& e, const at::Tensor& biased) {
+    const auto s_offset = biased.to(at::kShort) - 127;
+    auto s_fp = at::pow(at::full_like(s_offset, 2.0, at::kFloat), s_offset);
+    s_fp = at::where(biased != 255, s_fp, std::numeric_limits<double>::quiet_NaN());
+    return e * s_fp;
+}
+
+/// MX with RCEIL scales (torchao _to_mx_rceil's eager fallback, then to_dtype): descale = amax /
+/// fmax; code = 255 for a NaN amax, 254 for an infinite one, else clamp(ceil(log2(descale)), -127,
+/// 127) + 127; the data multiplied by 2^(127 - code) (1 for code 0, 2^-127 for 254), clamped, cast.
+Parts mx_rceil(const at::Tensor& x, const at::Tensor& xb, const at::Tensor& max_abs, Fp8Element element) {
+    const double fmax = max_finite(element);
+    const auto descale = max_abs / fmax;
+    const auto normal = (at::clamp(at::ceil(at::log2(descale)), -127, 127) + 127).to(at::kByte);
+    const auto biased =
+        at::where(at::isnan(descale), c10::Scalar(255), at::where(at::isinf(descale), c10::Scalar(254), normal))
+            .to(at::kByte);
+    const auto rcp = at::where(
+        biased == 255, descale,
+        at::where(biased == 254, at::scalar_tensor(std::ldexp(1.0, -127), at::kFloat),
+                  at::where(biased == 0, at::scalar_tensor(1.0, at::kFloat), at::exp2(127.0 - biased.to(at::kFloat)))));
+    Parts p;
+    p.y = xb * rcp;
+    p.e = at::clamp(p.y, -fmax, fmax).to(dtype_of(element)).to(at::kFloat);
+    p.q = mx_values(p.e, biased);
+    p.mult = rcp;
+    p.y = p.y.reshape(x.sizes());
+    p.e = p.e.reshape(x.sizes());
+    p.q = p.q.reshape(x.sizes());
+    return p;
+}
+
 /// MX (torchao mx_tensor.to_mx, FLOOR, then to_dtype): x FP32 contiguous, last dim a multiple of 32.
-Parts mx(const at::Tensor& x, Fp8Element element) {
+Parts mx(const at::Tensor& x, Fp8Element element, MxScaling scaling) {
     const int emax = element == Fp8Element::E5M2 ? 15 : 8;  // F8E5M2_MAX_POW2, F8E4M3_MAX_POW2
     const double fmax = max_finite(element);
     const auto xb = x.reshape({-1, 32});
     const auto max_abs = at::amax(at::abs(xb), {-1}, true);
+    if (scaling == MxScaling::Rceil) return mx_rceil(x, xb, max_abs, element);
     const auto pow2 = at::bitwise_and(at::bitwise_right_shift(max_abs.view(at::kInt), 23), 255) - 127;
     auto biased = (at::clamp(pow2 - emax, -127, 128) + 127).to(at::kByte);
     biased = at::where(at::isnan(max_abs), c10::Scalar(255), biased);
@@ -170,11 +205,7 @@ Parts mx(const at::Tensor& x, Fp8Element element) {
     Parts p;
     p.y = xb / scale_fp32;
     p.e = at::clamp(p.y, -fmax, fmax).to(dtype_of(element)).to(at::kFloat);
-    // get_fp_scale: 2^(code - 127) as pow(2, int16), NaN for the NaN code
-    const auto s_offset = biased.to(at::kShort) - 127;
-    auto s_fp = at::pow(at::full_like(s_offset, 2.0, at::kFloat), s_offset);
-    s_fp = at::where(biased != 255, s_fp, std::numeric_limits<double>::quiet_NaN());
-    p.q = p.e * s_fp;
+    p.q = mx_values(p.e, biased);
     p.mult = scale_fp32.reciprocal();
     p.y = p.y.reshape(x.sizes());
     p.e = p.e.reshape(x.sizes());
@@ -275,7 +306,7 @@ Parts blocked(const at::Tensor& x, const QuantSpec& spec) {
         xm = at::constant_pad_nd(xm, {0, pad, 0, row_pad});
     else if (pad)
         xm = at::constant_pad_nd(xm, {0, pad});
-    Parts p = spec.scheme == Fp8Scheme::Mx ? mx(xm, spec.element) : nvfp4(xm, tiles, spec.stochastic);
+    Parts p = spec.scheme == Fp8Scheme::Mx ? mx(xm, spec.element, spec.mx_scaling) : nvfp4(xm, tiles, spec.stochastic);
     auto back = [&](const at::Tensor& t) {
         auto r = pad ? t.narrow(-1, 0, k) : t;
         if (row_pad) r = r.narrow(0, 0, rows);

@@ -29,6 +29,7 @@ thread_local bool t_what_if = false;
 thread_local bool t_real = false;                ///< real FP8 GEMMs (torch._scaled_mm) instead of the emulation
 thread_local Fp8GemmCounts* t_counts = nullptr;  ///< Fp8GemmCounter's
 thread_local bool t_training = false;            ///< an Fp8PassGuard of a training step (Fp8PassGuard::Training)
+thread_local MxScaling t_mx_scaling = MxScaling::Floor;  ///< a training step's mxfp8 block scales
 
 /// The block-scaled recipes, whose emulated GEMM is torchao's addmm on dequantized operands.
 bool block_scaled(Precision p) {
@@ -155,7 +156,7 @@ at::Tensor fp8_linear_quantized(const at::Tensor& x, const at::Tensor& w, const 
                              "'" + to_string(t_precision) +
                                  "' in a training step; expected fp8, fp8-rowwise, mxfp8, nvfp4 or fp8-delayed (" +
                                  to_string(t_precision) + " runs with `run` and `advise` only)");
-        return add_bias(fp8_training_linear(x, w, t_precision, out_dtype));
+        return add_bias(fp8_training_linear(x, w, t_precision, out_dtype, t_mx_scaling));
     }
     const int call = t_calls++;
     const auto xq = quantize_operand(x, "input", call);
@@ -350,9 +351,11 @@ Fp8PassGuard::Fp8PassGuard(Precision p, std::vector<Fp8Operand>* sink, DelayedOp
     std::tie(prev_, prev_excluded_) = include_fp8_key();  // while the guard lives
 }
 
-Fp8PassGuard::Fp8PassGuard(Precision p, Training) : Fp8PassGuard(p) {
+Fp8PassGuard::Fp8PassGuard(Precision p, Training t) : Fp8PassGuard(p) {
     if (!on_) return;
-    t_training = true;                               // the state before is kept by the constructor above
+    t_training = true;  // the state before is kept by the constructor above
+    prev_mx_scaling_ = t_mx_scaling;
+    t_mx_scaling = t.mx_scaling;
     if (auto* d = delayed_training()) d->calls = 0;  // a forward: GEMMs without a module counted from 0
 }
 
@@ -360,6 +363,7 @@ Fp8PassGuard::~Fp8PassGuard() {
     if (!on_) return;
     t_training = prev_training_;
     t_real = prev_real_;
+    t_mx_scaling = prev_mx_scaling_;
     if (t_precision == Precision::Fp8Delayed)  // the end of a batch, a step of the recipe
         for (auto& [key, state] : pass_context().fp8_delayed) state.update();
     t_sink = prev_sink_;

@@ -61,7 +61,8 @@ struct DelayedOptions {
 /// history and end_micro_batch() updates every scale (DelayedScaling::update). TE's step is a
 /// micro-batch: its fp8_autocast, which Megatron and NeMo open around each micro-batch, updates
 /// the histories and scales when it exits, so under gradient accumulation (--accumulate N) the
-/// scales move N times per optimizer step. The backward GEMMs take the forward's
+/// scales move N times per optimizer step. The weights are cast anew in every micro-batch (TE's
+/// default; its is_first_microbatch weight caching is not simulated). The backward GEMMs take the forward's
 /// FP8 input and weight (TE keeps the casts):
 ///   grad_input = grad_output_q @ weight_q, grad_weight = grad_output_q^T @ input_q,
 /// each an FP32 mm cast to grad_output's dtype, as the forward's mm is cast to the autocast dtype.
@@ -82,7 +83,7 @@ struct DelayedTraining {
     /// history, clamped elements are counted.
     at::Tensor cast(const at::Tensor& t, const std::string& name, Fp8Element element);
     /// The start of a micro-batch's forward: the scales it casts with are kept for a diagnostic
-    /// re-run of the step (Rewind).
+    /// re-run of the step (Rewind; the trainer keeps them only when it runs the guards).
     void begin_micro_batch() { before.push_back(slots); }
     /// The end of a micro-batch's backward: every scale updated from its history.
     void end_micro_batch();
@@ -171,7 +172,8 @@ DelayedTraining* delayed_training();
 
 /// A training step's linear (no bias) under fp8 / fp8-rowwise / mxfp8: torchao's float8 autograd
 /// function, its MXFP8 training linear's (precision/fp8_train.cpp).
-at::Tensor fp8_training_linear(const at::Tensor& x, const at::Tensor& w, Precision p, at::ScalarType out_dtype);
+at::Tensor fp8_training_linear(const at::Tensor& x, const at::Tensor& w, Precision p, at::ScalarType out_dtype,
+                               MxScaling mx_scaling);
 
 /// A training step's linear (no bias) under nvfp4: NVIDIA's NVFP4 training recipe, simulated
 /// (16 x 16 weight tiles, stochastic rounding of gradients, a random Hadamard transform of the
@@ -205,8 +207,10 @@ public:
     /// A training step's forward (train, replay): a linear whose operands need gradients runs as
     /// torchao's autograd function (forward and backward GEMMs in FP8); fp8, fp8-rowwise and mxfp8, and
     /// fp8-delayed inside a DelayedTrainingScope (every linear, with gradients or not).
-    struct Training {};
-    Fp8PassGuard(Precision p, Training);
+    struct Training {
+        MxScaling mx_scaling = MxScaling::Floor;  ///< mxfp8: the block scales (TrainSpec::mx_scaling)
+    };
+    Fp8PassGuard(Precision p, Training t);
     ~Fp8PassGuard();
     Fp8PassGuard(const Fp8PassGuard&) = delete;
     Fp8PassGuard& operator=(const Fp8PassGuard&) = delete;
@@ -219,6 +223,7 @@ private:
     DelayedOptions prev_delayed_;
     bool prev_training_ = false;
     bool prev_real_ = false;
+    MxScaling prev_mx_scaling_ = MxScaling::Floor;
 };
 
 /// The matrix products of an FP8 pass: linear layers quantized, and the model's own addmm / mm

@@ -21,10 +21,11 @@ thread_local DelayedTraining* t_delayed_training = nullptr;
 /// `p`'s quantization of one operand of a training step's GEMMs (torchao's Float8LinearConfig for
 /// the recipe): tensorwise, rowwise (power-of-two scales) or MX blocks as the recipe, `element` and the
 /// reduction dimension `axis` of the GEMM the operand enters.
-QuantSpec role_spec(Precision p, Fp8Element element, int64_t axis) {
+QuantSpec role_spec(Precision p, Fp8Element element, int64_t axis, MxScaling mx_scaling) {
     QuantSpec s = recipe_spec(p);
     s.element = element;
     s.axis = axis;
+    s.mx_scaling = mx_scaling;
     return s;
 }
 
@@ -43,12 +44,14 @@ QuantSpec role_spec(Precision p, Fp8Element element, int64_t axis) {
 /// hardware's output dtype (tests/cli/test_mxfp8_train.py).
 struct Fp8LinearFn : public torch::autograd::Function<Fp8LinearFn> {
     static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
-                              int64_t precision, int64_t out_dtype) {
+                              int64_t precision, int64_t out_dtype, int64_t mx_scaling) {
         ctx->save_for_backward({x, w});
         ctx->saved_data["precision"] = precision;
+        ctx->saved_data["mx_scaling"] = mx_scaling;
         const auto p = Precision(precision);
-        const auto xq = quantize_dequantize(x, role_spec(p, Fp8Element::E4M3, -1));
-        const auto wq = quantize_dequantize(w, role_spec(p, Fp8Element::E4M3, -1));
+        const auto mx = MxScaling(mx_scaling);
+        const auto xq = quantize_dequantize(x, role_spec(p, Fp8Element::E4M3, -1, mx));
+        const auto wq = quantize_dequantize(w, role_spec(p, Fp8Element::E4M3, -1, mx));
         auto sizes = x.sizes().vec();
         sizes.back() = w.size(0);
         return at::mm(xq.reshape({-1, xq.size(-1)}), wq.t()).to(at::ScalarType(out_dtype)).reshape(sizes);
@@ -60,20 +63,22 @@ struct Fp8LinearFn : public torch::autograd::Function<Fp8LinearFn> {
         const auto& x = saved[0];
         const auto& w = saved[1];
         const auto p = Precision(ctx->saved_data["precision"].toInt());
+        const auto mx = MxScaling(ctx->saved_data["mx_scaling"].toInt());
         const bool per_slice = p == Precision::Fp8Rowwise || p == Precision::Mxfp8;  // a scale per row / block
         const auto go_element = per_slice ? Fp8Element::E4M3 : Fp8Element::E5M2;
         const auto& go = grads[0];
         const auto go2 = go.reshape({-1, go.size(-1)});
-        const auto go_rows = quantize_dequantize(go2, role_spec(p, go_element, -1));  // along N
-        const auto w_for_input = quantize_dequantize(w, role_spec(p, Fp8Element::E4M3, per_slice ? 0 : -1));
+        const auto go_rows = quantize_dequantize(go2, role_spec(p, go_element, -1, mx));  // along N
+        const auto w_for_input = quantize_dequantize(w, role_spec(p, Fp8Element::E4M3, per_slice ? 0 : -1, mx));
         auto in_sizes = go.sizes().vec();
         in_sizes.back() = w.size(1);
         const auto grad_input = at::mm(go_rows, w_for_input).to(go.scalar_type()).reshape(in_sizes);
-        const auto go_cols = per_slice ? quantize_dequantize(go2, role_spec(p, go_element, 0)) : go_rows;  // along M
+        const auto go_cols =
+            per_slice ? quantize_dequantize(go2, role_spec(p, go_element, 0, mx)) : go_rows;  // along M
         const auto x_cols =
-            quantize_dequantize(x.reshape({-1, x.size(-1)}), role_spec(p, Fp8Element::E4M3, per_slice ? 0 : -1));
+            quantize_dequantize(x.reshape({-1, x.size(-1)}), role_spec(p, Fp8Element::E4M3, per_slice ? 0 : -1, mx));
         const auto grad_weight = at::mm(go_cols.t(), x_cols).to(go.scalar_type());
-        return {grad_input, grad_weight, at::Tensor(), at::Tensor()};
+        return {grad_input, grad_weight, at::Tensor(), at::Tensor(), at::Tensor()};
     }
 };
 
@@ -108,9 +113,10 @@ QuantSpec nvfp4_spec(bool tiles_2d, bool stochastic) {
     return s;
 }
 
-/// A training step's linear under nvfp4: NVIDIA's NVFP4 training recipe as torchao 0.18's
-/// nvfp4_mm_triton runs it on Blackwell GPUs, simulated. The operands cast to BF16 first (the
-/// recipe's kernels take BF16), E2M1 elements with E4M3 block scales and a per-tensor FP32 scale
+/// A training step's linear under nvfp4: NVIDIA's NVFP4 training recipe, the GEMMs and roundings of
+/// torchao 0.18's nvfp4_mm_triton (Blackwell GPUs), simulated with NVFP4Tensor.to_nvfp4's scale
+/// arithmetic (the Triton kernel orders it differently: a block scale can differ by one E4M3 step). The operands cast
+/// to BF16 first (the recipe's kernels take BF16), E2M1 elements with E4M3 block scales and a per-tensor FP32 scale
 /// (the NVFP4 quantizer of the probe passes), products in FP32 cast to BF16:
 ///   forward     out = x_q @ W_q^T: x 1 x 16 along K, W in 16 x 16 tiles, both rounded to nearest;
 ///   dgrad       grad_input = go_q @ W_q: go 1 x 16 along N, rounded stochastically; the forward's W_q;
@@ -250,8 +256,9 @@ DelayedTraining* delayed_training() {
     return t_delayed_training;
 }
 
-at::Tensor fp8_training_linear(const at::Tensor& x, const at::Tensor& w, Precision p, at::ScalarType out_dtype) {
-    return Fp8LinearFn::apply(x, w, int64_t(p), int64_t(out_dtype));
+at::Tensor fp8_training_linear(const at::Tensor& x, const at::Tensor& w, Precision p, at::ScalarType out_dtype,
+                               MxScaling mx_scaling) {
+    return Fp8LinearFn::apply(x, w, int64_t(p), int64_t(out_dtype), int64_t(mx_scaling));
 }
 
 at::Tensor nvfp4_training_linear(const at::Tensor& x, const at::Tensor& w, at::ScalarType out_dtype) {

@@ -338,7 +338,8 @@ struct Replay {
             detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/false);
             if (is_fp8(s.precision)) scope.context().keep_bf16 = s.keep_bf16;
             detail::AutocastGuard guard(device.type(), detail::autocast_precision(s.precision));
-            detail::Fp8PassGuard fp8(s.precision, detail::Fp8PassGuard::Training{});  // the linears' GEMMs in FP8
+            detail::Fp8PassGuard fp8(s.precision,
+                                     detail::Fp8PassGuard::Training{s.mx_scaling});  // the linears' GEMMs in FP8
             out = amp.model->forward(inputs);
             loss = loss_of(out);
         }
@@ -396,8 +397,7 @@ struct Replay {
         for (const auto& p : ref.params) before_r.push_back(p.detach().clone());
         for (const auto& p : amp.params) before_a.push_back(p.detach().clone());
         try {  // the first forwards on the user's batch: a failure here is the batch not fitting the model
-            rec.activations = ckpt::activation_departures(*ref.model, *amp.model, inputs, device, s.precision,
-                                                          s.keep_fp32, s.keep_bf16, seed_of(step));
+            rec.activations = ckpt::activation_departures(*ref.model, *amp.model, inputs, device, s, seed_of(step));
         } catch (const InputError&) {
             throw;
         } catch (const std::exception& e) {
@@ -511,6 +511,7 @@ TrainSpec training_spec_of(const ReplaySpec& spec) {
     ts.precision = spec.precision;
     ts.keep_fp32 = spec.keep_fp32;
     ts.keep_bf16 = spec.keep_bf16;
+    ts.mx_scaling = spec.mx_scaling;
     ts.seed = spec.seed;
     return ts;
 }

@@ -21,8 +21,9 @@ std::string policy_string(const TrainSpec& s) {
         s.precision == Precision::Fp8Delayed
             ? "(amax history " + std::to_string(s.fp8_amax_history) + ", margin " + std::to_string(s.fp8_margin) + ")"
             : "";
-    return to_string(s.precision) + delayed + (s.autocast ? "+autocast" : "") + (s.scaler.enabled ? "+scaler" : "") +
-           "|" + k;
+    const std::string mx = s.precision == Precision::Mxfp8 ? "(" + to_string(s.mx_scaling) + " scales)" : "";
+    return to_string(s.precision) + delayed + mx + (s.autocast ? "+autocast" : "") +
+           (s.scaler.enabled ? "+scaler" : "") + "|" + k;
 }
 
 namespace {

@@ -154,7 +154,7 @@ std::pair<at::Tensor, at::Tensor> amp_forward_loss(Side& amp, const std::vector<
                                                    const TrainSpec& s, const at::Device& device) {
     detail::AutocastGuard guard(device.type(), s.autocast ? detail::autocast_precision(s.precision) : Precision::Fp32);
     detail::Fp8PassGuard fp8(s.autocast ? s.precision : Precision::Fp32,
-                             detail::Fp8PassGuard::Training{});  // fp8, fp8-rowwise: GEMMs in FP8
+                             detail::Fp8PassGuard::Training{s.mx_scaling});  // fp8, fp8-rowwise: GEMMs in FP8
     auto out = amp.model->forward(in);
     auto loss = train_parts::training_loss(s, out, data, b, e, device) / double(s.accumulate);
     return {out, loss};
@@ -184,7 +184,8 @@ std::optional<Origin> forward_origin(Side& amp, const std::vector<MicroBatch>& m
         {
             detail::AutocastGuard guard(device.type(),
                                         s.autocast ? detail::autocast_precision(s.precision) : Precision::Fp32);
-            detail::Fp8PassGuard fp8(s.autocast ? s.precision : Precision::Fp32, detail::Fp8PassGuard::Training{});
+            detail::Fp8PassGuard fp8(s.autocast ? s.precision : Precision::Fp32,
+                                     detail::Fp8PassGuard::Training{s.mx_scaling});
             amp.model->forward(mb.inputs);
         }
         obs.end_batch();
@@ -289,7 +290,7 @@ struct Session {
             l_r.backward();
             f[kLossRef] += l_r.detach().to(at::kDouble);
             train_parts::reseed(seed);  // AMP: autocast around forward and loss, backward outside
-            if (delayed) delayed->begin_micro_batch();
+            if (delayed && s.guards) delayed->begin_micro_batch();  // kept for the diagnostic re-runs
             at::Tensor l_a;
             {
                 detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/false);

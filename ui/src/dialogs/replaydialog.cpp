@@ -62,8 +62,14 @@ ReplayDialog::ReplayDialog(QWidget* parent) : SpecDialogFor(parent) {
         QStringLiteral("FP8 recipes: modules whose linear layers the job left in BF16 (its "
                        "module_filter_fn), or a remedy: modules taken out of FP8"));
     form->addRow(QStringLiteral("Keep in BF16 (FP8 recipes)"), keep_bf16_);
+    mx_scaling_ = choiceField(mx_scaling_names());
+    mx_scaling_->setObjectName(QStringLiteral("replayMxScaling"));
+    mx_scaling_->setToolTip(QStringLiteral("mxfp8: the job's block scales; rceil as torchao's MXFP8Linear trains"));
+    form->addRow(QStringLiteral("MX block scales"), mx_scaling_);
     const auto enableBf16 = [this] {
-        keep_bf16_->setEnabled(is_fp8(kReplayPrecisions[std::max(0, precision_->currentIndex())]));
+        const Precision p = kReplayPrecisions[std::max(0, precision_->currentIndex())];
+        keep_bf16_->setEnabled(is_fp8(p));
+        mx_scaling_->setEnabled(p == Precision::Mxfp8);
     };
     connect(precision_, &QComboBox::currentIndexChanged, this, enableBf16);
     enableBf16();
@@ -172,6 +178,7 @@ void ReplayDialog::setSpec(const ReplaySpec& s) {
     precision_->setCurrentIndex(at == std::end(kReplayPrecisions) ? 0 : int(at - std::begin(kReplayPrecisions)));
     setRegions(keep_fp32_, s.keep_fp32);
     setRegions(keep_bf16_, s.keep_bf16);
+    setChoice(mx_scaling_, to_string(s.mx_scaling));
     prefix_->setText(QString::fromStdString(s.strip_prefix));
     steps_->setValue(s.steps);
     non_strict_->setChecked(s.non_strict);
@@ -203,6 +210,7 @@ ReplaySpec ReplayDialog::spec() const {
     s.precision = kReplayPrecisions[std::max(0, precision_->currentIndex())];
     s.keep_fp32 = regions(keep_fp32_);
     if (is_fp8(s.precision)) s.keep_bf16 = regions(keep_bf16_);
+    if (s.precision == Precision::Mxfp8) s.mx_scaling = parse_mx_scaling(choice(mx_scaling_));
     s.strip_prefix = prefix_->text().trimmed().toStdString();
     s.steps = steps_->value();
     s.non_strict = non_strict_->isChecked();

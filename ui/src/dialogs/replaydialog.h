@@ -32,7 +32,7 @@ private:
     /// `field` with File… and Folder… buttons (a checkpoint is either).
     QHBoxLayout* withFileOrFolder(QLineEdit* field);
     void addJobSettings(QFormLayout* form);
-    QComboBox *model_, *loss_, *precision_, *device_, *optimizerKind_;
+    QComboBox *model_, *loss_, *precision_, *mx_scaling_, *device_, *optimizerKind_;
     QLineEdit *checkpoint_, *batch_, *optimizer_, *scaler_, *prefix_, *keep_fp32_, *keep_bf16_, *groups_, *clip_;
     QSpinBox* steps_;
     QCheckBox *non_strict_, *noScaler_;

@@ -106,11 +106,18 @@ void TrainingDialog::addPrecisionPolicy(QFormLayout* form) {
     keep_bf16_->setToolTip(QStringLiteral(
         "FP8 recipes: modules whose linear layers stay in BF16, out of FP8 (torchao's module_filter_fn)"));
     form->addRow(QStringLiteral("Keep in BF16 (FP8 recipes)"), keep_bf16_);
+    mx_scaling_ = choiceField(mx_scaling_names());
+    mx_scaling_->setObjectName(QStringLiteral("trainingMxScaling"));
+    mx_scaling_->setToolTip(
+        QStringLiteral("mxfp8: each block's E8M0 scale; rceil as torchao's MXFP8Linear trains, "
+                       "floor as the OCP MX specification"));
+    form->addRow(QStringLiteral("MX block scales"), mx_scaling_);
     const auto enableDelayed = [this] {
         const Precision p = kTrainingPrecisions[std::max(0, precision_->currentIndex())];
         amax_history_->setEnabled(p == Precision::Fp8Delayed);
         margin_->setEnabled(p == Precision::Fp8Delayed);
         keep_bf16_->setEnabled(is_fp8(p));
+        mx_scaling_->setEnabled(p == Precision::Mxfp8);
     };
     connect(precision_, &QComboBox::currentIndexChanged, this, enableDelayed);
     enableDelayed();
@@ -155,6 +162,7 @@ void TrainingDialog::setSpec(const TrainSpec& s) {
     clip_->setValue(s.clip_grad_norm);
     setRegions(keep_fp32_, s.keep_fp32);
     setRegions(keep_bf16_, s.keep_bf16);
+    setChoice(mx_scaling_, to_string(s.mx_scaling));
     if (!s.device.empty()) device_->setCurrentText(QString::fromStdString(s.device));
     seed_->setValue(int(s.seed));
     checkpoint_every_->setValue(s.checkpoint_every);
@@ -191,6 +199,7 @@ TrainSpec TrainingDialog::spec() const {
     s.clip_grad_norm = clip_->value();
     s.keep_fp32 = regions(keep_fp32_);
     if (is_fp8(s.precision)) s.keep_bf16 = regions(keep_bf16_);
+    if (s.precision == Precision::Mxfp8) s.mx_scaling = parse_mx_scaling(choice(mx_scaling_));
     s.device = device_->currentText().toStdString();
     s.seed = uint64_t(seed_->value());
     s.checkpoint_every = checkpoint_every_->value();

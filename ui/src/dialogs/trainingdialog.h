@@ -22,7 +22,7 @@ public:
 private:
     void addSchedule(QFormLayout* form);
     void addPrecisionPolicy(QFormLayout* form);
-    QComboBox *model_, *loss_, *optimizer_, *precision_, *isolation_, *schedule_, *device_;
+    QComboBox *model_, *loss_, *optimizer_, *precision_, *mx_scaling_, *isolation_, *schedule_, *device_;
     QLineEdit *data_, *keep_fp32_, *keep_bf16_, *checkpoint_dir_;
     QSpinBox *steps_, *batch_, *accumulate_, *growth_interval_, *checkpoint_every_, *seed_;
     QSpinBox *amax_history_, *margin_;  ///< fp8-delayed's settings

@@ -30,6 +30,12 @@ enum class Fp8Scheme {
 };
 std::string to_string(Fp8Scheme s);
 
+/// How an MX block's E8M0 scale is chosen (torchao's ScaleCalculationMode): Floor, the OCP MX
+/// specification's 2^(floor(log2 amax) - emax), which the probe passes take; Rceil,
+/// 2^ceil(log2(amax / fmax)) as cuBLAS and Transformer Engine compute it, torchao's MXFP8Linear's
+/// default and every torchao MXFP8 training recipe's, which never clamps a block's largest value.
+enum class MxScaling { Floor, Rceil };
+
 /// One operand's quantization.
 struct QuantSpec {
     Fp8Scheme scheme = Fp8Scheme::Tensorwise;
@@ -43,6 +49,8 @@ struct QuantSpec {
     float given_scale = 0.0f;
     /// Rowwise: scales rounded down to a power of two (torchao's rowwise recipe does).
     bool pow2_scales = true;
+    /// Mx: how each block's scale is chosen.
+    MxScaling mx_scaling = MxScaling::Floor;
     /// Nvfp4, a 2-D operand: one block scale per 16 x 16 tile (16 slices of 16 along the axis) instead
     /// of per 1 x 16 block: NVIDIA's NVFP4 training recipe quantizes weights so, and the transposed
     /// weight of the backward GEMM then holds the same values.

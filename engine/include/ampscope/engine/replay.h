@@ -43,8 +43,9 @@ struct ReplaySpec {
     /// FP8 recipes: modules whose linear layers stay in BF16 (the job's module_filter_fn, or a
     /// remedy: a module taken out of FP8).
     std::vector<std::string> keep_bf16;
-    std::optional<double> init_scale;    ///< remedy: another scale than the checkpoint's
-    std::optional<int> growth_interval;  ///< remedy
+    MxScaling mx_scaling = MxScaling::Rceil;  ///< mxfp8: the job's block scales (TrainSpec::mx_scaling)
+    std::optional<double> init_scale;         ///< remedy: another scale than the checkpoint's
+    std::optional<int> growth_interval;       ///< remedy
     double clip_grad_norm = 0;  ///< the job's clipping norm, or a remedy: clip the unscaled gradients (0 = off)
     bool clip_given = false;    ///< --clip-grad-norm was given (0 included): no Trainer-clipping warning
     std::optional<OptimizerKind> optimizer_kind;  ///< --optimizer where the file cannot tell (none = the file's)

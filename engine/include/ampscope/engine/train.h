@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ampscope/engine/fp8.h"
 #include "ampscope/engine/run.h"
 #include "ampscope/engine/types.h"
 #include "ampscope/engine/vocabulary.h"
@@ -121,6 +122,9 @@ struct TrainSpec {
     /// FP8 recipes: module-path globs whose linear layers stay in BF16 autocast, out of FP8
     /// (torchao's module_filter_fn; Transformer Engine's modules left unconverted).
     std::vector<std::string> keep_bf16;
+    /// mxfp8: how each block's E8M0 scale is chosen; RCEIL as torchao's MXFP8Linear and its MXFP8
+    /// training recipes (the probe passes take the OCP specification's FLOOR).
+    MxScaling mx_scaling = MxScaling::Rceil;
     /// fp8-delayed: Transformer Engine's amax_history_len and margin (as RunSpec's); the
     /// histories carry over the steps and are kept in checkpoints.
     int fp8_amax_history = 1024;

@@ -27,6 +27,8 @@ enum class ReplaySide { Amp, Reference, Both };
 enum class ReviewStatus { Open, Accepted, Rejected };
 /// RunSpec::fp8_real_gemm (run.h): auto, on, off.
 enum class RealGemm;
+/// How an MX block's E8M0 scale is chosen (fp8.h QuantSpec::mx_scaling): floor, rceil.
+enum class MxScaling;
 
 /// The name of a value, as stored and as the CLI spells it (LossKind::Auto: "").
 std::string to_string(LossKind v);
@@ -36,6 +38,7 @@ std::string to_string(ReplayStageKind v);
 std::string to_string(ReplaySide v);
 std::string to_string(ReviewStatus v);
 std::string to_string(RealGemm v);
+std::string to_string(MxScaling v);
 
 /// The value a name stands for (exact spelling). Throws InputError naming `field` and listing
 /// the accepted names: "field 'loss': 'xx'; expected ce, mse, lm or model".
@@ -46,6 +49,7 @@ ReplayStageKind parse_replay_stage(const std::string& s, const std::string& fiel
 ReplaySide parse_replay_side(const std::string& s, const std::string& field = "side");
 ReviewStatus parse_review_status(const std::string& s, const std::string& field = "status");
 RealGemm parse_real_gemm(const std::string& s, const std::string& field = "fp8_real_gemm");
+MxScaling parse_mx_scaling(const std::string& s, const std::string& field = "mx_scaling");
 
 /// Every name, in the enum's order: for the CLI's checks and the GUI's choices. Auto's "" is
 /// not listed among the loss kinds (it is the option left out).
@@ -56,5 +60,6 @@ const std::vector<std::string>& replay_stage_names();
 const std::vector<std::string>& replay_side_names();
 const std::vector<std::string>& review_status_names();
 const std::vector<std::string>& real_gemm_names();
+const std::vector<std::string>& mx_scaling_names();
 
 }  // namespace ampscope
