@@ -51,21 +51,26 @@ def comparison_of(run, precision):
     return next(c for c in run["comparisons"] if c["precision"] == precision)
 
 
-def near_tie_mlp():
-    """A small classifier (16 -> 48 -> 5: Linear, GELU, LayerNorm, Linear) shared by the oracle
-    tests: probes bisected to near-ties make AMP flip some (test_oracle_run); a large input sets
-    FP8's scale (test_fp8). torch is imported here, not at the top: not every test needs it."""
+def small_mlp(k, hidden, out):
+    """k -> hidden -> out (fc1: Linear, act: GELU, norm: LayerNorm, fc2: Linear), its weights from
+    torch's generator as it stands. torch is imported here, not at the top: not every test needs it."""
     import torch
 
-    class NearTie(torch.nn.Module):
+    class SmallMlp(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.fc1 = torch.nn.Linear(16, 48)
+            self.fc1 = torch.nn.Linear(k, hidden)
             self.act = torch.nn.GELU()
-            self.norm = torch.nn.LayerNorm(48)
-            self.fc2 = torch.nn.Linear(48, 5)
+            self.norm = torch.nn.LayerNorm(hidden)
+            self.fc2 = torch.nn.Linear(hidden, out)
 
         def forward(self, x):
             return self.fc2(self.norm(self.act(self.fc1(x))))
 
-    return NearTie()
+    return SmallMlp()
+
+
+def near_tie_mlp():
+    """A small classifier (16 -> 48 -> 5) shared by the oracle tests: probes bisected to near-ties
+    make AMP flip some (test_oracle_run); a large input sets FP8's scale (test_fp8)."""
+    return small_mlp(16, 48, 5)

@@ -23,7 +23,7 @@ import warnings
 import numpy as np
 import torch
 
-from common import as_float, comparison_of, near_tie_mlp, pass_of, run_cli, run_json
+from common import as_float, comparison_of, near_tie_mlp, pass_of, run_cli, run_json, small_mlp
 
 warnings.filterwarnings("ignore")
 from torchao.float8 import Float8LinearConfig, convert_to_float8_training  # noqa: E402
@@ -246,19 +246,7 @@ def block_mlp():
     """32 -> 64 -> 5 (Linear, GELU, LayerNorm, Linear): every reduction dimension a multiple of 32,
     as torchao's MX and NVFP4 tensors require."""
     torch.manual_seed(2)
-
-    class BlockMlp(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc1 = torch.nn.Linear(32, 64)
-            self.act = torch.nn.GELU()
-            self.norm = torch.nn.LayerNorm(64)
-            self.fc2 = torch.nn.Linear(64, 5)
-
-        def forward(self, x):
-            return self.fc2(self.norm(self.act(self.fc1(x))))
-
-    return BlockMlp().eval()
+    return small_mlp(32, 64, 5).eval()
 
 
 def outlier_inputs():

@@ -14,7 +14,7 @@ import unittest
 
 import torch
 
-from common import as_float, run_cli
+from common import as_float, run_cli, small_mlp
 
 E4M3, E5M2 = (torch.float8_e4m3fn, 448.0, 464.0), (torch.float8_e5m2, 57344.0, 61440.0)
 
@@ -93,18 +93,6 @@ class DelayedLinear(torch.nn.Module):
         return out + self.bias.to(out.dtype)
 
 
-class Mlp(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = torch.nn.Linear(32, 64)
-        self.act = torch.nn.GELU()
-        self.norm = torch.nn.LayerNorm(64)
-        self.fc2 = torch.nn.Linear(64, 5)
-
-    def forward(self, x):
-        return self.fc2(self.norm(self.act(self.fc1(x))))
-
-
 class Fp8DelayedTrain(unittest.TestCase):
     """40 samples in batches of 16 (the last batch 8, so the epochs do not divide the steps) whose
     magnitude grows along the epoch: batch 1 outruns the scale batch 0 gave, batch 2 the one batch
@@ -119,7 +107,7 @@ class Fp8DelayedTrain(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         torch.manual_seed(3)
-        cls.model = Mlp().train()
+        cls.model = small_mlp(32, 64, 5).train()
         cls.path = os.path.join(cls.tmp.name, "mlp.pt")
         torch.jit.script(cls.model).save(cls.path)
         g = torch.Generator().manual_seed(11)

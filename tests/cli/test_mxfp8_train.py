@@ -22,7 +22,7 @@ import warnings
 
 import torch
 
-from common import as_float, run_cli
+from common import as_float, run_cli, small_mlp
 
 warnings.filterwarnings("ignore")
 import torchao.prototype.mx_formats.mx_tensor as mx_tensor  # noqa: E402
@@ -37,19 +37,7 @@ def mx_mlp():
     """32 -> 64 -> 32 (Linear, GELU, LayerNorm, Linear), 32 classes: every GEMM dimension of every
     training GEMM (K, N and the batch M) a multiple of 32, as torchao's MX casts require."""
     torch.manual_seed(3)
-
-    class MxMlp(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc1 = torch.nn.Linear(32, 64)
-            self.act = torch.nn.GELU()
-            self.norm = torch.nn.LayerNorm(64)
-            self.fc2 = torch.nn.Linear(64, 32)
-
-        def forward(self, x):
-            return self.fc2(self.norm(self.act(self.fc1(x))))
-
-    return MxMlp().train()
+    return small_mlp(32, 64, 32).train()
 
 
 def to_mxfp8_training(model, mode=ScaleCalculationMode.RCEIL):

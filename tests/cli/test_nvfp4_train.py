@@ -27,7 +27,7 @@ import warnings
 
 import torch
 
-from common import as_float, run_cli
+from common import as_float, run_cli, small_mlp
 
 warnings.filterwarnings("ignore")
 from torchao.prototype.moe_training.nvfp4_training.hadamard_utils import get_rht_matrix  # noqa: E402
@@ -123,19 +123,7 @@ class RecipeLinear(torch.nn.Module):
 def nvfp4_mlp():
     """32 -> 64 -> 32 (Linear, GELU, LayerNorm, Linear): every GEMM dimension a multiple of 16."""
     torch.manual_seed(4)
-
-    class Mlp(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc1 = torch.nn.Linear(32, 64)
-            self.act = torch.nn.GELU()
-            self.norm = torch.nn.LayerNorm(64)
-            self.fc2 = torch.nn.Linear(64, 32)
-
-        def forward(self, x):
-            return self.fc2(self.norm(self.act(self.fc1(x))))
-
-    return Mlp().train()
+    return small_mlp(32, 64, 32).train()
 
 
 class Nvfp4Train(unittest.TestCase):

@@ -29,6 +29,22 @@ QuantSpec role_spec(Precision p, Fp8Element element, int64_t axis, MxScaling mx_
     return s;
 }
 
+/// The forward GEMM of a linear: a [M, K] @ b [N, K]^T in FP32, cast to `dtype`, shaped as the
+/// layer's input `x` with its last dimension N.
+at::Tensor output_product(const at::Tensor& a, const at::Tensor& b, const at::Tensor& x, at::ScalarType dtype) {
+    auto sizes = x.sizes().vec();
+    sizes.back() = b.size(0);
+    return at::mm(a, b.t()).to(dtype).reshape(sizes);
+}
+
+/// The backward's grad_input GEMM: go_q [M, N] @ w_q [N, K] in FP32, cast to grad_output `go`'s
+/// dtype, shaped as `go` with its last dimension K.
+at::Tensor input_gradient(const at::Tensor& go_q, const at::Tensor& w_q, const at::Tensor& go) {
+    auto sizes = go.sizes().vec();
+    sizes.back() = w_q.size(1);
+    return at::mm(go_q, w_q).to(go.scalar_type()).reshape(sizes);
+}
+
 /// A training step's linear under fp8 / fp8-rowwise / mxfp8: torchao 0.18's
 /// matmul_with_hp_or_float8_args with emulate=True (fp8, fp8-rowwise), its mx_mm (MXFP8Linear,
 /// mxfp8). Forward: input and weight quantized along K as in a probe pass, mm in FP32, cast to the
@@ -52,9 +68,7 @@ struct Fp8LinearFn : public torch::autograd::Function<Fp8LinearFn> {
         const auto mx = MxScaling(mx_scaling);
         const auto xq = quantize_dequantize(x, role_spec(p, Fp8Element::E4M3, -1, mx));
         const auto wq = quantize_dequantize(w, role_spec(p, Fp8Element::E4M3, -1, mx));
-        auto sizes = x.sizes().vec();
-        sizes.back() = w.size(0);
-        return at::mm(xq.reshape({-1, xq.size(-1)}), wq.t()).to(at::ScalarType(out_dtype)).reshape(sizes);
+        return output_product(xq.reshape({-1, xq.size(-1)}), wq, x, at::ScalarType(out_dtype));
     }
 
     static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -70,9 +84,7 @@ struct Fp8LinearFn : public torch::autograd::Function<Fp8LinearFn> {
         const auto go2 = go.reshape({-1, go.size(-1)});
         const auto go_rows = quantize_dequantize(go2, role_spec(p, go_element, -1, mx));  // along N
         const auto w_for_input = quantize_dequantize(w, role_spec(p, Fp8Element::E4M3, per_slice ? 0 : -1, mx));
-        auto in_sizes = go.sizes().vec();
-        in_sizes.back() = w.size(1);
-        const auto grad_input = at::mm(go_rows, w_for_input).to(go.scalar_type()).reshape(in_sizes);
+        const auto grad_input = input_gradient(go_rows, w_for_input, go);
         const auto go_cols =
             per_slice ? quantize_dequantize(go2, role_spec(p, go_element, 0, mx)) : go_rows;  // along M
         const auto x_cols =
@@ -131,9 +143,7 @@ struct Nvfp4LinearFn : public torch::autograd::Function<Nvfp4LinearFn> {
         const auto wq = quantize_dequantize(w.to(at::kBFloat16), nvfp4_spec(true, false));
         ctx->save_for_backward({xb, wq});
         const auto xq = quantize_dequantize(xb, nvfp4_spec(false, false));
-        auto sizes = x.sizes().vec();
-        sizes.back() = w.size(0);
-        return at::mm(xq, wq.t()).to(at::ScalarType(out_dtype)).reshape(sizes);
+        return output_product(xq, wq, x, at::ScalarType(out_dtype));
     }
 
     static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -144,9 +154,7 @@ struct Nvfp4LinearFn : public torch::autograd::Function<Nvfp4LinearFn> {
         const auto& go = grads[0];
         const auto gob = go.reshape({-1, go.size(-1)}).to(at::kBFloat16).to(at::kFloat);
         const auto goq = quantize_dequantize(gob, nvfp4_spec(false, true));
-        auto in_sizes = go.sizes().vec();
-        in_sizes.back() = wq.size(1);
-        const auto grad_input = at::mm(goq, wq).to(go.scalar_type()).reshape(in_sizes);
+        const auto grad_input = input_gradient(goq, wq, go);
         const auto got = quantize_dequantize(rht(gob.t()), nvfp4_spec(false, true));
         const auto xt = quantize_dequantize(rht(xb.t()), nvfp4_spec(false, false));
         const auto grad_weight = at::mm(got, xt.t()).to(go.scalar_type());
@@ -165,9 +173,7 @@ struct DelayedLinearFn : public torch::autograd::Function<DelayedLinearFn> {
         ctx->saved_data["state"] = state;
         ctx->saved_data["slot"] = grad_slot;
         ctx->saved_data["in_dtype"] = int64_t(x.scalar_type());
-        auto sizes = x.sizes().vec();
-        sizes.back() = w.size(0);
-        return at::mm(x2q, wq.t()).to(at::ScalarType(out_dtype)).reshape(sizes);
+        return output_product(x2q, wq, x, at::ScalarType(out_dtype));
     }
 
     static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -176,9 +182,7 @@ struct DelayedLinearFn : public torch::autograd::Function<DelayedLinearFn> {
         auto& d = *reinterpret_cast<DelayedTraining*>(intptr_t(ctx->saved_data["state"].toInt()));
         const auto& go = grads[0];
         const auto goq = d.cast(go.reshape({-1, go.size(-1)}), ctx->saved_data["slot"].toStringRef(), Fp8Element::E5M2);
-        auto in_sizes = go.sizes().vec();
-        in_sizes.back() = saved[1].size(1);
-        const auto grad_input = at::mm(goq, saved[1]).to(go.scalar_type()).reshape(in_sizes);
+        const auto grad_input = input_gradient(goq, saved[1], go);
         const auto grad_weight = at::mm(goq.t(), saved[0]).to(go.scalar_type());
         return {grad_input, grad_weight, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
     }
@@ -275,11 +279,8 @@ at::Tensor delayed_training_linear(const at::Tensor& x, const at::Tensor& w, at:
         x2q = d.cast(x.reshape({-1, x.size(-1)}), name + "/input", Fp8Element::E4M3);
         wq = d.cast(w, name + "/weight", Fp8Element::E4M3);
     }
-    if (!at::GradMode::is_enabled() || !(x.requires_grad() || w.requires_grad())) {
-        auto sizes = x.sizes().vec();
-        sizes.back() = w.size(0);
-        return at::mm(x2q, wq.t()).to(out_dtype).reshape(sizes);
-    }
+    if (!at::GradMode::is_enabled() || !(x.requires_grad() || w.requires_grad()))
+        return output_product(x2q, wq, x, out_dtype);
     return DelayedLinearFn::apply(x, w, x2q, wq, int64_t(out_dtype), int64_t(reinterpret_cast<intptr_t>(&d)),
                                   name + "/grad_output");
 }
