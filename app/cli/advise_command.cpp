@@ -62,7 +62,7 @@ AdviseSpec spec_of(AdviseOptions& o, CLI::App* cmd) {
                              "--tie-rule",        "--max-flips",    "--quality-metric", "--quality-threshold",
                              "--allow-nonfinite", "--output",       "--seed",           "--batch-size",
                              "--max-flip-rate",   "--max-mean-kld", "--min-same-top",   "--mask-input",
-                             "--sequence-axis"})
+                             "--sequence-axis",   "--mx-scaling"})
         if (cmd && cmd->count(flag))
             throw InputError(
                 flag, "",

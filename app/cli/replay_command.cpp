@@ -65,7 +65,7 @@ void add_replay_options(CLI::App* sub, ReplayOptions& o) {
                "fp16 | bf16 | fp8 | fp8-rowwise | mxfp8 (the job's autocast dtype or FP8 training recipe; bf16 as a "
                "remedy)")
             ->default_val("fp16");
-    add_mx_scaling_option(sub, o.mx_scaling);
+    add_mx_scaling_option(sub, o.mx_scaling, "rceil");
     sub->add_option("--optimizer-state", s.optimizer_state,
                     "a torch.save of optimizer.state_dict() (overrides the checkpoint's)");
     sub->add_option("--scaler-state", s.scaler_state,
@@ -213,7 +213,7 @@ int run_replay_command(ReplayOptions& o) {
                               : p && is_fp8(*p) ? " (" + to_string(*p) + " runs with `run` and `advise` only)"
                                                 : ""));
     s.precision = *p;
-    apply_mx_scaling_option(o.mx_scaling, s.precision, s.mx_scaling);
+    apply_mx_scaling_option(o.mx_scaling, s.precision == Precision::Mxfp8, s.mx_scaling);
     s.clip_given = o.clip && o.clip->count() > 0;
     if (o.init_scale > 0) s.init_scale = o.init_scale;
     if (o.growth_interval > 0) s.growth_interval = o.growth_interval;

@@ -88,6 +88,7 @@ void add_spec_options(CLI::App* run, RunOptions& o, bool model_required) {
     run->add_option("--db", o.db, kDbHelp)->check(checks::NonEmptyPath());
     run->add_flag("--init-db", o.init_db, "add ampscope's tables to an existing SQLite file of another application");
     run->add_flag("--no-db", o.no_db, "do not record the run");
+    add_mx_scaling_option(run, o.mx_scaling, "floor");
 }
 
 void add_run_options(CLI::App* run, RunOptions& o) {
@@ -164,18 +165,20 @@ void apply_fp8_delayed_options(const DelayedFlags& f, bool delayed, int& history
     if (f.margin) margin = *f.margin;
 }
 
-void add_mx_scaling_option(CLI::App* cmd, std::optional<std::string>& flag) {
+void add_mx_scaling_option(CLI::App* cmd, std::optional<std::string>& flag, const char* default_name) {
     cmd->add_option("--mx-scaling", flag,
-                    "mxfp8: each block's E8M0 scale, rceil (2^ceil(log2(amax / 448)): torchao's MXFP8Linear and its "
-                    "training recipes; default) or floor (the OCP MX specification's, as the probe passes)")
+                    std::string("mxfp8: each block's E8M0 scale, floor (the OCP MX specification's) or rceil "
+                                "(2^ceil(log2(amax / 448)): torchao's MXFP8Linear and its training recipes); "
+                                "default ") +
+                        default_name)
         ->check(CLI::IsMember(mx_scaling_names()));
 }
 
-void apply_mx_scaling_option(const std::optional<std::string>& flag, Precision p, MxScaling& into) {
+void apply_mx_scaling_option(const std::optional<std::string>& flag, bool mxfp8, MxScaling& into) {
     if (!flag) return;
-    if (p != Precision::Mxfp8)
+    if (!mxfp8)
         throw InputError("--mx-scaling", "",
-                         "applies to --precision mxfp8 only (MX block scales); this is " + to_string(p));
+                         "applies to --precision mxfp8 only (MX block scales; in `run` also --fp8-what-if)");
     into = parse_mx_scaling(*flag, "--mx-scaling");
 }
 
@@ -233,6 +236,7 @@ void finish_spec(RunOptions& o) {
     apply_fp8_delayed_options(o.fp8_delayed, spec.has_pass(Precision::Fp8Delayed), spec.fp8_amax_history,
                               spec.fp8_margin);
     spec.fp8_real_gemm = parse_real_gemm(o.fp8_real_gemm, "fp8_real_gemm");
+    apply_mx_scaling_option(o.mx_scaling, spec.has_pass(Precision::Mxfp8) || spec.fp8_what_if, spec.mx_scaling);
     o.keep_fp32_flags = spec.keep_fp32.size();
     if (!o.keep_fp32_file.empty()) {
         const auto regions = read_keep_fp32_file(o.keep_fp32_file, o.allow_unverified);

@@ -23,10 +23,10 @@ void add_fp8_delayed_options(CLI::App* cmd, DelayedFlags& f, const char* history
 /// The flags into `history` / `margin`; InputError naming a flag given while `delayed` is false
 /// (the command runs no fp8-delayed pass or training).
 void apply_fp8_delayed_options(const DelayedFlags& f, bool delayed, int& history, int& margin);
-/// train / replay --mx-scaling floor|rceil (mxfp8's block scales); applied: InputError naming the
-/// flag when given for another precision.
-void add_mx_scaling_option(CLI::App* cmd, std::optional<std::string>& flag);
-void apply_mx_scaling_option(const std::optional<std::string>& flag, Precision p, MxScaling& into);
+/// --mx-scaling floor|rceil (mxfp8's block scales; run, advise, train, replay); applied: InputError
+/// naming the flag when given while `mxfp8` is false (nothing runs MX blocks).
+void add_mx_scaling_option(CLI::App* cmd, std::optional<std::string>& flag, const char* default_name);
+void apply_mx_scaling_option(const std::optional<std::string>& flag, bool mxfp8, MxScaling& into);
 
 struct RunOptions {
     RunSpec spec;
@@ -38,7 +38,8 @@ struct RunOptions {
     std::string fp8_real_gemm = "auto";  ///< --fp8-real-gemm
     std::optional<double> atol, rtol, tie_tol, qthresh, max_flip_rate, max_mean_kld, min_same_top;
     std::optional<int> max_flips, sequence_axis;
-    DelayedFlags fp8_delayed;  ///< --fp8-amax-history, --fp8-margin (fp8-delayed only)
+    DelayedFlags fp8_delayed;               ///< --fp8-amax-history, --fp8-margin (fp8-delayed only)
+    std::optional<std::string> mx_scaling;  ///< --mx-scaling (an mxfp8 pass or the what-if)
     bool allow_nonfinite = false, layers = false, outputs = false, no_inspect = false, quiet = false;
     bool no_db = false, init_db = false;
     bool force = false;             ///< --force: an output may replace an existing file of another kind

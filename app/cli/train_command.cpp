@@ -50,7 +50,7 @@ void add_optimizer_options(CLI::App* train, TrainOptions& o) {
                      "torchao and Transformer Engine train)")
         ->default_val("fp16");
     add_fp8_delayed_options(train, o.fp8_delayed, "micro-batches");
-    add_mx_scaling_option(train, o.mx_scaling);
+    add_mx_scaling_option(train, o.mx_scaling, "rceil");
     train->add_flag("--no-scaler", o.no_scaler, "isolation: autocast only, no GradScaler");
     train->add_flag("--no-autocast", o.no_autocast, "isolation: FP32 compute with loss scaling only");
     train->add_option("--init-scale", ts.scaler.init_scale, "GradScaler init_scale")
@@ -138,7 +138,7 @@ int run_train(TrainOptions& o) {
                              (p && is_fp8(*p) ? " (" + to_string(*p) + " runs with `run` and `advise` only)" : ""));
     ts.precision = *p;
     apply_fp8_delayed_options(o.fp8_delayed, ts.precision == Precision::Fp8Delayed, ts.fp8_amax_history, ts.fp8_margin);
-    apply_mx_scaling_option(o.mx_scaling, ts.precision, ts.mx_scaling);
+    apply_mx_scaling_option(o.mx_scaling, ts.precision == Precision::Mxfp8, ts.mx_scaling);
     ts.loss = parse_loss_kind(o.loss);
     ts.optimizer = parse_optimizer_kind(o.optimizer);
     ts.lr_schedule = parse_lr_schedule(o.lr_schedule);

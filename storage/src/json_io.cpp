@@ -456,6 +456,7 @@ std::string run_to_json(const RunResult& r, bool with_outputs, int indent, const
     if (r.spec.fp8_what_if) j["fp8_what_if"] = true;                   // the BF16 pass holds fp8_what_if
     if (r.spec.fp8_real_gemm != RealGemm::Auto)  // fp8 / fp8-rowwise passes hold real_gemm when it ran
         j["fp8_real_gemm"] = to_string(r.spec.fp8_real_gemm);
+    if (r.spec.mx_scaling != MxScaling::Floor) j["mx_scaling"] = to_string(r.spec.mx_scaling);  // MX block scales
     // a run verifying an advised FP32 set names the run it was advised on (ampscope-cli advise)
     j["advised_from"] = r.spec.advised_from.empty() ? ordered_json(nullptr) : ordered_json(r.spec.advised_from);
     j["warnings"] = r.warnings;

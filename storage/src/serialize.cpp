@@ -49,6 +49,7 @@ ordered_json run_spec(const RunSpec& s) {
     if (s.fp8_what_if) j["fp8_what_if"] = true;              // the BF16 pass's FP8 what-if (absent: off)
     if (s.fp8_real_gemm != RealGemm::Auto)  // real FP8 GEMMs beside fp8 / fp8-rowwise passes (absent: auto)
         j["fp8_real_gemm"] = to_string(s.fp8_real_gemm);
+    if (s.mx_scaling != MxScaling::Floor) j["mx_scaling"] = to_string(s.mx_scaling);  // MX block scales (absent: floor)
     if (!s.advised_from.empty()) j["advised_from"] = s.advised_from;  // a run verifying an advised FP32 set
     // an fp8-delayed pass: its recipe's settings (absent before they were options: TE's defaults)
     if (s.has_pass(Precision::Fp8Delayed))
@@ -76,6 +77,8 @@ RunSpec read_run_spec(const json& s, const std::string& column) {
     r.fp8_what_if = s.value("fp8_what_if", false);
     if (const auto g = s.find("fp8_real_gemm"); g != s.end())
         r.fp8_real_gemm = parse_real_gemm(g->is_string() ? g->get<std::string>() : g->dump(), "spec.fp8_real_gemm");
+    if (const auto m = s.find("mx_scaling"); m != s.end())
+        r.mx_scaling = parse_mx_scaling(m->is_string() ? m->get<std::string>() : m->dump(), "spec.mx_scaling");
     r.seed = s.at("seed");
     r.batch_size = s.at("batch_size");
     r.inspect = s.at("inspect");

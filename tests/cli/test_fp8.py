@@ -28,6 +28,7 @@ from common import as_float, comparison_of, near_tie_mlp, pass_of, run_cli, run_
 warnings.filterwarnings("ignore")
 from torchao.float8 import Float8LinearConfig, convert_to_float8_training  # noqa: E402
 from torchao.float8.float8_training_tensor import LinearMMConfig, hp_tensor_and_scale_to_float8  # noqa: E402
+from torchao.prototype.mx_formats.config import ScaleCalculationMode  # noqa: E402
 from torchao.prototype.mx_formats.mx_tensor import MXTensor  # noqa: E402
 from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor, per_tensor_amax_to_scale  # noqa: E402
 
@@ -263,6 +264,10 @@ def mx_quant(t):
     return MXTensor.to_mx(t, torch.float8_e4m3fn, 32)
 
 
+def mx_rceil_quant(t):
+    return MXTensor.to_mx(t, torch.float8_e4m3fn, 32, ScaleCalculationMode.RCEIL)
+
+
 def nvfp4_quant(t):
     return NVFP4Tensor.to_nvfp4(t, per_tensor_scale=per_tensor_amax_to_scale(torch.max(torch.abs(t))))
 
@@ -290,7 +295,7 @@ def oracle_model(model, recipe):
     if recipe == "fp8-rowwise":
         cfg = dataclasses.replace(Float8LinearConfig.from_recipe_name("rowwise"), emulate=True)
         return convert_to_float8_training(m, config=cfg), "Float8Linear"
-    quant = mx_quant if recipe == "mxfp8" else nvfp4_quant
+    quant = {"mxfp8": mx_quant, "mxfp8-rceil": mx_rceil_quant}.get(recipe, nvfp4_quant)
     for name, mod in list(m.named_children()):
         if isinstance(mod, torch.nn.Linear):
             setattr(m, name, BlockScaledLinear(mod, quant))
@@ -366,6 +371,26 @@ class Fp8Recipes(unittest.TestCase):
             for r in ["fp8"] + self.RECIPES:
                 got, want = Fp8Run.outputs(result, r), self.want[r][0]
                 self.assertTrue(bits_equal(got, want), f"{fmt} {r}: max |diff| {np.nanmax(np.abs(got - want))}")
+
+    def test_mx_rceil_scales_as_torchao(self):
+        """--mx-scaling rceil: the MX blocks as torchao's MXFP8 training recipes scale them
+        (2^ceil(log2(amax / 448))), outputs bitwise; FLOOR's outputs differ on these inputs; the
+        setting is in the run JSON and refused without an MX pass."""
+        m, _ = oracle_model(self.model, "mxfp8-rceil")
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            want = m(self.x).float().numpy()
+        self.assertFalse(bits_equal(want, self.want["mxfp8"][0]))
+        for fmt, path in self.paths.items():
+            rc, result = run_json("run", "--model", path, "--probes", self.probes, "--precision", "mxfp8",
+                                  "--mx-scaling", "rceil", "--batch-size", len(self.x), "--outputs", "--no-db")
+            self.assertIn(rc, (0, 1), fmt)
+            self.assertEqual(result["mx_scaling"], "rceil")
+            got = Fp8Run.outputs(result, "mxfp8")
+            self.assertTrue(bits_equal(got, want), f"{fmt}: max |diff| {np.nanmax(np.abs(got - want))}")
+        rc, _, err = run_cli("run", "--model", self.paths["export"], "--probes", self.probes, "--precision", "fp8",
+                             "--mx-scaling", "rceil", "--no-db")
+        self.assertEqual(rc, 2, err)
+        self.assertIn("--mx-scaling", err)
 
     def test_operand_statistics_as_torchao(self):
         for fmt, result in self.results.items():

@@ -338,6 +338,11 @@ private Q_SLOTS:
         QVERIFY(mx);
         mx->setChecked(true);
         QVERIFY(d.spec().has_pass(Precision::Mxfp8));
+        QCOMPARE(d.spec().mx_scaling, MxScaling::Floor);  // the probe passes' default, the OCP MX specification's
+        in.mx_scaling = MxScaling::Rceil;                 // a run recorded with torchao's training scales keeps them
+        d.setSpec(in);
+        QCOMPARE(d.spec().mx_scaling, MxScaling::Rceil);
+        in.mx_scaling = MxScaling::Floor;
         in.precisions = {Precision::Fp8};
         in.fp8_real_gemm = RealGemm::On;  // the CPU's torch._scaled_mm, beside the simulated pass
         d.setSpec(in);

@@ -29,7 +29,7 @@ thread_local bool t_what_if = false;
 thread_local bool t_real = false;                ///< real FP8 GEMMs (torch._scaled_mm) instead of the emulation
 thread_local Fp8GemmCounts* t_counts = nullptr;  ///< Fp8GemmCounter's
 thread_local bool t_training = false;            ///< an Fp8PassGuard of a training step (Fp8PassGuard::Training)
-thread_local MxScaling t_mx_scaling = MxScaling::Floor;  ///< a training step's mxfp8 block scales
+thread_local MxScaling t_mx_scaling = MxScaling::Floor;  ///< the guard's mxfp8 block scales (recipe_spec)
 
 /// The block-scaled recipes, whose emulated GEMM is torchao's addmm on dequantized operands.
 bool block_scaled(Precision p) {
@@ -223,8 +223,10 @@ std::string delayed_scaling_note(const DelayedOptions& d) {
            "(the recipe's initial scale), so its values above 448 saturate";
 }
 
-Fp8WhatIfGuard::Fp8WhatIfGuard(std::vector<Fp8Operand>* sink) : on_(sink != nullptr) {
+Fp8WhatIfGuard::Fp8WhatIfGuard(std::vector<Fp8Operand>* sink, MxScaling mx_scaling) : on_(sink != nullptr) {
     if (!on_) return;
+    prev_mx_scaling_ = t_mx_scaling;
+    t_mx_scaling = mx_scaling;
     prev_sink_ = t_sink;
     t_sink = sink;
     prev_what_if_ = t_what_if;
@@ -237,6 +239,7 @@ Fp8WhatIfGuard::~Fp8WhatIfGuard() {
     if (!on_) return;
     t_sink = prev_sink_;
     t_what_if = prev_what_if_;
+    t_mx_scaling = prev_mx_scaling_;
     restore_fp8_key(prev_, prev_excluded_);
 }
 
@@ -252,7 +255,10 @@ void merge_operand(std::vector<Fp8Operand>& into, Fp8Operand o) {
 QuantSpec recipe_spec(Precision p) {
     QuantSpec s;                                                    // fp8: tensorwise, E4M3, current scaling
     if (p == Precision::Fp8Rowwise) s.scheme = Fp8Scheme::Rowwise;  // power-of-two scales (pow2_scales)
-    if (p == Precision::Mxfp8) s.scheme = Fp8Scheme::Mx;
+    if (p == Precision::Mxfp8) {
+        s.scheme = Fp8Scheme::Mx;
+        s.mx_scaling = t_mx_scaling;
+    }
     if (p == Precision::Nvfp4) {
         s.scheme = Fp8Scheme::Nvfp4;
         s.element = Fp8Element::E2M1;
@@ -333,9 +339,12 @@ void note_what_if(const at::Tensor& x, const at::Tensor& w) {
     what_if_statistics(x, w, dt);
 }
 
-Fp8PassGuard::Fp8PassGuard(Precision p, std::vector<Fp8Operand>* sink, DelayedOptions delayed, bool real_gemm)
+Fp8PassGuard::Fp8PassGuard(Precision p, std::vector<Fp8Operand>* sink, DelayedOptions delayed, bool real_gemm,
+                           MxScaling mx_scaling)
     : on_(is_fp8(p)) {
     if (!on_) return;
+    prev_mx_scaling_ = t_mx_scaling;
+    t_mx_scaling = mx_scaling;
     prev_sink_ = t_sink;
     t_sink = sink;
     prev_precision_ = t_precision;
@@ -351,11 +360,9 @@ Fp8PassGuard::Fp8PassGuard(Precision p, std::vector<Fp8Operand>* sink, DelayedOp
     std::tie(prev_, prev_excluded_) = include_fp8_key();  // while the guard lives
 }
 
-Fp8PassGuard::Fp8PassGuard(Precision p, Training t) : Fp8PassGuard(p) {
+Fp8PassGuard::Fp8PassGuard(Precision p, Training t) : Fp8PassGuard(p, nullptr, {}, false, t.mx_scaling) {
     if (!on_) return;
-    t_training = true;  // the state before is kept by the constructor above
-    prev_mx_scaling_ = t_mx_scaling;
-    t_mx_scaling = t.mx_scaling;
+    t_training = true;                               // the state before is kept by the constructor above
     if (auto* d = delayed_training()) d->calls = 0;  // a forward: GEMMs without a module counted from 0
 }
 

@@ -148,7 +148,7 @@ inline constexpr Precision kWhatIfRecipes[] = {Precision::Fp8, Precision::Fp8Row
 /// linear itself runs unchanged, so the pass's outputs are those of the pass without it.
 class Fp8WhatIfGuard {
 public:
-    explicit Fp8WhatIfGuard(std::vector<Fp8Operand>* sink);
+    explicit Fp8WhatIfGuard(std::vector<Fp8Operand>* sink, MxScaling mx_scaling = MxScaling::Floor);
     ~Fp8WhatIfGuard();
     Fp8WhatIfGuard(const Fp8WhatIfGuard&) = delete;
     Fp8WhatIfGuard& operator=(const Fp8WhatIfGuard&) = delete;
@@ -157,6 +157,7 @@ private:
     bool on_ = false;
     bool prev_ = false, prev_excluded_ = false, prev_what_if_ = false;
     std::vector<Fp8Operand>* prev_sink_ = nullptr;
+    MxScaling prev_mx_scaling_ = MxScaling::Floor;
 };
 
 /// `o` merged into `into`'s entry of the same module, operand and scheme (a what-if has one per
@@ -164,7 +165,8 @@ private:
 void merge_operand(std::vector<Fp8Operand>& into, Fp8Operand o);
 
 /// How recipe `p` quantizes a GEMM operand: along its last dimension, the reduction dimension K
-/// of the input [.., K] and of the weight [N, K].
+/// of the input [.., K] and of the weight [N, K]; mxfp8's block scales as this thread's guard says
+/// (Fp8PassGuard, Fp8WhatIfGuard; FLOOR without one).
 QuantSpec recipe_spec(Precision p);
 
 /// The DelayedTraining of this thread's DelayedTrainingScope (nullptr: none).
@@ -203,7 +205,7 @@ public:
     /// real_gemm (fp8, fp8-rowwise; no sink): the GEMMs are torch._scaled_mm on the FP8 operands
     /// (real_linear), not the emulation; real_gemm_unavailable() says where it cannot run.
     explicit Fp8PassGuard(Precision p, std::vector<Fp8Operand>* sink = nullptr, DelayedOptions delayed = {},
-                          bool real_gemm = false);
+                          bool real_gemm = false, MxScaling mx_scaling = MxScaling::Floor);
     /// A training step's forward (train, replay): a linear whose operands need gradients runs as
     /// torchao's autograd function (forward and backward GEMMs in FP8); fp8, fp8-rowwise and mxfp8, and
     /// fp8-delayed inside a DelayedTrainingScope (every linear, with gradients or not).

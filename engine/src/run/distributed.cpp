@@ -8,6 +8,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "ampscope/engine/vocabulary.h"
 #include "ampscope/engine/distributed.h"
 #include "ampscope/engine/errors.h"
 #include "run/comparison.h"
@@ -61,6 +62,7 @@ json identity(const ComparisonRun& run) {
             {"keep_fp32", run.spec.keep_fp32},
             {"keep_bf16", run.spec.keep_bf16},
             {"fp8_what_if", run.spec.fp8_what_if},
+            {"mx_scaling", to_string(run.spec.mx_scaling)},
             {"seed", run.spec.seed},
             {"batch_size", run.model->fixed_batch > 0 ? run.model->fixed_batch : run.spec.batch_size},
             {"mode", to_string(run.spec.mode)},

@@ -18,6 +18,7 @@
 #include <regex>
 #include <set>
 
+#include "ampscope/engine/vocabulary.h"
 #include "ampscope/engine/compare.h"
 #include "ampscope/engine/errors.h"
 #include "inspect/gpu/device_notes.h"
@@ -257,9 +258,9 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
             // copies (half the weights' bytes) need not outlive their op; the values are the same.
             AutocastGuard guard(device.type(), autocast_precision(o.precision), /*cache=*/false);
             Fp8PassGuard fp8(o.precision, o.inspect && !o.fp8_real_gemm ? &r.fp8_operands : nullptr,
-                             {o.fp8_amax_history, o.fp8_margin}, o.fp8_real_gemm);
+                             {o.fp8_amax_history, o.fp8_margin}, o.fp8_real_gemm, o.mx_scaling);
             const bool what_if = o.fp8_what_if && o.inspect && o.precision == Precision::Bf16;
-            Fp8WhatIfGuard fp8_what_if(what_if ? &r.fp8_operands : nullptr);
+            Fp8WhatIfGuard fp8_what_if(what_if ? &r.fp8_operands : nullptr, o.mx_scaling);
             Fp8GemmCounter gemm_counter(o.gemm_counts);
             y = model.forward(in);
             if (observer) observer->end_batch();
@@ -345,6 +346,10 @@ void ComparisonRun::fix_criteria() {
         throw InputError("", "fp8_amax_history",
                          std::to_string(spec.fp8_amax_history) + "; expected an integer from 1 to " +
                              std::to_string(kMaxAmaxHistory));
+    if (spec.mx_scaling != MxScaling::Floor && !spec.has_pass(Precision::Mxfp8) && !spec.fp8_what_if)
+        throw InputError("", "mx_scaling",
+                         "'" + to_string(spec.mx_scaling) +
+                             "' for MX block scales, but the run has no mxfp8 pass and no FP8 what-if; expected floor");
     if (spec.fp8_real_gemm == RealGemm::On && !spec.has_pass(Precision::Fp8) && !spec.has_pass(Precision::Fp8Rowwise))
         throw InputError("", "fp8_real_gemm",
                          "on applies to fp8 and fp8-rowwise passes (torch._scaled_mm); this run has neither");
@@ -437,6 +442,7 @@ PassOptions ComparisonRun::options() const {
     o.fp8_amax_history = spec.fp8_amax_history;
     o.fp8_margin = spec.fp8_margin;
     o.fp8_what_if = spec.fp8_what_if;
+    o.mx_scaling = spec.mx_scaling;
     return o;
 }
 

@@ -93,6 +93,12 @@ void NewRunDialog::buildFp8(QFormLayout* form) {
         "auto on a CUDA GPU with compute capability >= 8.9; on wherever PyTorch has the kernel (the CPU's takes "
         "tensorwise scales only); off"));
     form->addRow(QStringLiteral("Real FP8 GEMMs"), real_gemm_);
+    mx_scaling_ = choiceField(mx_scaling_names());
+    mx_scaling_->setObjectName(QStringLiteral("mxScaling"));
+    mx_scaling_->setToolTip(
+        QStringLiteral("mxfp8 passes and the FP8 what-if: each MX block's E8M0 scale, floor as "
+                       "the OCP MX specification, rceil as torchao's MXFP8 training recipes"));
+    form->addRow(QStringLiteral("MX block scales"), mx_scaling_);
     keep_bf16_ = regionsField(QStringLiteral("fc1, blocks.0.*"));
     keep_bf16_->setObjectName(QStringLiteral("keepBf16"));
     keep_bf16_->setToolTip(QStringLiteral("FP8 passes: modules whose linear layers stay in BF16, not quantized"));
@@ -194,6 +200,7 @@ void NewRunDialog::setSpec(const RunSpec& s) {
     margin_->setValue(s.fp8_margin);
     what_if_->setChecked(s.fp8_what_if);
     setChoice(real_gemm_, to_string(s.fp8_real_gemm));
+    setChoice(mx_scaling_, to_string(s.mx_scaling));
     const int d = device_->findText(QString::fromStdString(s.device.empty() ? "cpu" : s.device));
     if (d >= 0) device_->setCurrentIndex(d);
     mode_->setCurrentIndex(s.mode == Mode::Train ? 1 : 0);
@@ -233,6 +240,7 @@ RunSpec NewRunDialog::spec() const {
     s.fp8_margin = margin_->value();
     s.fp8_what_if = what_if_->isChecked();
     s.fp8_real_gemm = parse_real_gemm(choice(real_gemm_), "Real FP8 GEMMs");
+    s.mx_scaling = parse_mx_scaling(choice(mx_scaling_), "MX block scales");
     s.seed = uint64_t(seed_->value());
     s.batch_size = batch_->value();
     s.criteria.atol = atol_->value();

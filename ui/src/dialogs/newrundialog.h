@@ -58,8 +58,9 @@ private:
     std::map<Precision, QCheckBox*> fp8_;  ///< one per FP8 recipe, in kFp8Recipes order
     QLineEdit* keep_bf16_;
     QSpinBox *amax_history_, *margin_;
-    QCheckBox* what_if_;    ///< the BF16 pass's FP8 what-if (RunSpec::fp8_what_if)
-    QComboBox* real_gemm_;  ///< RunSpec::fp8_real_gemm: auto, on, off
+    QCheckBox* what_if_;     ///< the BF16 pass's FP8 what-if (RunSpec::fp8_what_if)
+    QComboBox* real_gemm_;   ///< RunSpec::fp8_real_gemm: auto, on, off
+    QComboBox* mx_scaling_;  ///< RunSpec::mx_scaling: floor, rceil
     QComboBox* device_;
     QComboBox* mode_;
     QGroupBox* criteria_;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ampscope/engine/fp8.h"
 #include "ampscope/engine/types.h"
 
 namespace ampscope {
@@ -52,6 +53,9 @@ struct RunSpec {
     /// CUDA device with FP8 (compute capability >= 8.9), On wherever PyTorch has the kernel (the
     /// CPU's _scaled_mm takes tensorwise scales only), Off never.
     RealGemm fp8_real_gemm = RealGemm::Auto;
+    /// mxfp8 passes and the what-if's MX statistics: each block's E8M0 scale, the OCP MX
+    /// specification's FLOOR by default, or RCEIL as torchao's MXFP8 training recipes take it.
+    MxScaling mx_scaling = MxScaling::Floor;
     /// The run this one verifies (ampscope-cli advise: the rejected run whose FP32 set it checks).
     std::string advised_from;
 
