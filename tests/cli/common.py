@@ -70,6 +70,21 @@ def small_mlp(k, hidden, out):
     return SmallMlp()
 
 
+def ce_step(m, opt, x, y, amp=True, seed=None):
+    """One optimizer step of cross-entropy: the forward under torch.autocast("cpu", torch.bfloat16)
+    (amp) or in FP32, the backward outside it, no GradScaler; `seed`: torch.manual_seed before the
+    forward, as ampscope reseeds each side. Returns the loss."""
+    import torch
+    opt.zero_grad()
+    if seed is not None:
+        torch.manual_seed(seed)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+        loss = torch.nn.functional.cross_entropy(m(x), y)
+    loss.backward()
+    opt.step()
+    return loss.item()
+
+
 def near_tie_mlp():
     """A small classifier (16 -> 48 -> 5) shared by the oracle tests: probes bisected to near-ties
     make AMP flip some (test_oracle_run); a large input sets FP8's scale (test_fp8)."""

@@ -23,7 +23,7 @@ import warnings
 import numpy as np
 import torch
 
-from common import as_float, comparison_of, near_tie_mlp, pass_of, run_cli, run_json, small_mlp
+from common import as_float, ce_step, comparison_of, near_tie_mlp, pass_of, run_cli, run_json, small_mlp
 
 warnings.filterwarnings("ignore")
 from torchao.float8 import Float8LinearConfig, convert_to_float8_training  # noqa: E402
@@ -1011,12 +1011,7 @@ class Fp8Train(unittest.TestCase):
         for _ in range(self.STEPS):
             b, e = cursor, min(len(self.x), cursor + self.BATCH)
             cursor = 0 if e >= len(self.x) else e
-            opt.zero_grad()
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                loss = torch.nn.functional.cross_entropy(m(self.x[b:e]), self.y[b:e])
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
+            losses.append(ce_step(m, opt, self.x[b:e], self.y[b:e]))
         return losses
 
     def ampscope_training(self, recipe, d):
@@ -1070,21 +1065,12 @@ class Fp8Replay(unittest.TestCase):
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
-    @staticmethod
-    def step(m, opt, x, y, amp=True):
-        opt.zero_grad()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
-            loss = torch.nn.functional.cross_entropy(m(x), y)
-        loss.backward()
-        opt.step()
-        return loss.item()
-
     def job(self, recipe):
         """The job up to step K (its checkpoint), then step K+1 in Python: AMP and FP32 sides."""
         m = float8_training(copy.deepcopy(self.model), recipe)
         opt = torch.optim.Adam(m.parameters(), lr=1e-2)
         for x, y in self.batches[:-1]:
-            self.step(m, opt, x, y)
+            ce_step(m, opt, x, y)
         ckpt = os.path.join(self.tmp.name, recipe + "-ckpt.pt")
         state = (copy.deepcopy(m.state_dict()), copy.deepcopy(opt.state_dict()))
         torch.save({"model": state[0], "optimizer": state[1]}, ckpt)
@@ -1096,7 +1082,7 @@ class Fp8Replay(unittest.TestCase):
                 net = float8_training(net, recipe)
             o = torch.optim.Adam(net.parameters(), lr=1e-2)
             o.load_state_dict(copy.deepcopy(state[1]))
-            loss = self.step(net, o, *self.batches[-1], amp=amp)
+            loss = ce_step(net, o, *self.batches[-1], amp=amp)
             want[side] = (loss, {n: hashlib.sha256(p.detach().contiguous().numpy().tobytes()).hexdigest()
                                  for n, p in net.named_parameters()})
         return ckpt, want

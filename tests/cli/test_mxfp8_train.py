@@ -22,7 +22,7 @@ import warnings
 
 import torch
 
-from common import as_float, run_cli, small_mlp
+from common import as_float, ce_step, run_cli, small_mlp
 
 warnings.filterwarnings("ignore")
 import torchao.prototype.mx_formats.mx_tensor as mx_tensor  # noqa: E402
@@ -70,15 +70,6 @@ def hardware_output():
         mx_tensor._addmm_mx_dispatch = orig
 
 
-def step(m, opt, x, y, amp=True):
-    opt.zero_grad()
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
-        loss = torch.nn.functional.cross_entropy(m(x), y)
-    loss.backward()
-    opt.step()
-    return loss.item()
-
-
 def sha(net):
     return {n: hashlib.sha256(p.detach().contiguous().numpy().tobytes()).hexdigest() for n, p in net.named_parameters()}
 
@@ -114,7 +105,7 @@ class MxTrainCase(unittest.TestCase):
             m = to_mxfp8_training(m, mode)
         opt = torch.optim.SGD(m.parameters(), lr=LR)
         with hardware_output() if patched else contextlib.nullcontext():
-            return [step(m, opt, x, y, amp) for x, y in self.batches()]
+            return [ce_step(m, opt, x, y, amp) for x, y in self.batches()]
 
     def ampscope(self, precision, *extra):
         out = os.path.join(self.tmp.name, precision + ".json")
@@ -170,7 +161,7 @@ class Mxfp8Replay(MxTrainCase):
         opt = torch.optim.Adam(m.parameters(), lr=1e-2)
         with hardware_output():
             for x, y in batches[:-1]:
-                step(m, opt, x, y)
+                ce_step(m, opt, x, y)
         ckpt = os.path.join(self.tmp.name, "ckpt.pt")
         state = (copy.deepcopy(m.state_dict()), copy.deepcopy(opt.state_dict()))
         torch.save({"model": state[0], "optimizer": state[1]}, ckpt)
@@ -185,7 +176,7 @@ class Mxfp8Replay(MxTrainCase):
             o = torch.optim.Adam(net.parameters(), lr=1e-2)
             o.load_state_dict(copy.deepcopy(state[1]))
             with hardware_output():
-                loss = step(net, o, *batches[-1], amp=amp)
+                loss = ce_step(net, o, *batches[-1], amp=amp)
             want[side] = (loss, sha(net))
         out = os.path.join(self.tmp.name, "replay.json")
         rc, so, se = run_cli("replay", "--model", self.path, "--checkpoint", ckpt, "--batch", batch, "--precision",
@@ -212,14 +203,14 @@ class KeepBf16(MxTrainCase):
         m = convert_to_float8_training(copy.deepcopy(self.model), config=Float8LinearConfig(emulate=True),
                                        module_filter_fn=(lambda mod, fqn: fqn != "fc2") if keep_fc2 else None)
         opt = torch.optim.SGD(m.parameters(), lr=LR)
-        return [step(m, opt, x, y) for x, y in self.batches()]
+        return [ce_step(m, opt, x, y) for x, y in self.batches()]
 
     def mx_losses(self):
         m = copy.deepcopy(self.model)
         m.fc1 = to_mxfp8_training(torch.nn.Sequential(m.fc1))[0]  # fc2 left an nn.Linear
         opt = torch.optim.SGD(m.parameters(), lr=LR)
         with hardware_output():
-            return [step(m, opt, x, y) for x, y in self.batches()]
+            return [ce_step(m, opt, x, y) for x, y in self.batches()]
 
     def test_train_leaves_the_module_out_as_torchaos_filter(self):
         want = self.float8_losses(keep_fc2=True)
@@ -238,11 +229,11 @@ class KeepBf16(MxTrainCase):
         m.fc1 = to_mxfp8_training(torch.nn.Sequential(m.fc1))[0]
         opt = torch.optim.Adam(m.parameters(), lr=1e-2)
         with hardware_output():
-            step(m, opt, *batches[0])
+            ce_step(m, opt, *batches[0])
         ckpt = os.path.join(self.tmp.name, "keep-ckpt.pt")
         torch.save({"model": m.state_dict(), "optimizer": opt.state_dict()}, ckpt)
         with hardware_output():
-            want = step(m, opt, *batches[1])
+            want = ce_step(m, opt, *batches[1])
         batch = os.path.join(self.tmp.name, "keep-batch.pt")
         torch.save({"inputs": batches[1][0], "labels": batches[1][1]}, batch)
         losses = {}

@@ -27,7 +27,7 @@ import warnings
 
 import torch
 
-from common import as_float, run_cli, small_mlp
+from common import as_float, ce_step, run_cli, small_mlp
 
 warnings.filterwarnings("ignore")
 from torchao.prototype.moe_training.nvfp4_training.hadamard_utils import get_rht_matrix  # noqa: E402
@@ -153,13 +153,8 @@ class Nvfp4Train(unittest.TestCase):
         for step in range(STEPS):
             b, e = cursor, min(len(self.x), cursor + BATCH)
             cursor = 0 if e >= len(self.x) else e
-            opt.zero_grad()
-            torch.manual_seed(SEED * 1000003 + step * 131)  # as ampscope reseeds the AMP side
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                loss = torch.nn.functional.cross_entropy(m(self.x[b:e]), self.y[b:e])
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
+            # reseeded as ampscope reseeds the AMP side: the stochastic rounding draws the same
+            losses.append(ce_step(m, opt, self.x[b:e], self.y[b:e], seed=SEED * 1000003 + step * 131))
         return losses
 
     def ampscope(self, d):
