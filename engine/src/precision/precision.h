@@ -79,7 +79,9 @@ PassContext& pass_context();
 /// next pass. Nested scopes (a diagnostic re-run inside a training step) restore in order.
 class PassScope {
 public:
-    PassScope(at::DeviceType device_type, std::vector<std::string> keep_fp32, bool observing);
+    /// keep_bf16: an FP8 pass's modules left in BF16 (PassContext::keep_bf16; empty for other passes).
+    PassScope(at::DeviceType device_type, std::vector<std::string> keep_fp32, bool observing,
+              std::vector<std::string> keep_bf16 = {});
     ~PassScope();
     PassScope(const PassScope&) = delete;
     PassScope& operator=(const PassScope&) = delete;

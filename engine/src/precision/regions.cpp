@@ -127,12 +127,14 @@ at::Tensor scoped(const std::string& path, const at::Tensor& x,
     return fn(x);
 }
 
-PassScope::PassScope(at::DeviceType device_type, std::vector<std::string> keep_fp32, bool observing) {
+PassScope::PassScope(at::DeviceType device_type, std::vector<std::string> keep_fp32, bool observing,
+                     std::vector<std::string> keep_bf16) {
     auto& ctx = pass_context();
     saved_ = std::move(ctx);
     ctx = PassContext{};
     ctx.device_type = device_type;
     ctx.keep_fp32 = std::move(keep_fp32);
+    ctx.keep_bf16 = std::move(keep_bf16);
     ctx.observing = observing;
 }
 

@@ -27,8 +27,7 @@ std::vector<LayerStat> last_per_module(Model& model, const std::vector<at::Tenso
     std::vector<LayerStat> layers;
     {
         train_parts::reseed(seed);
-        PassScope scope(device.type(), keep_fp32, /*observing=*/true);
-        if (is_fp8(p)) scope.context().keep_bf16 = keep_bf16;
+        PassScope scope(device.type(), keep_fp32, /*observing=*/true, keep_bf16);
         OpObserver obs(inputs.at(0).size(0));
         obs.begin_batch(0, inputs.at(0).size(0));
         {

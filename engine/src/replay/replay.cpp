@@ -335,8 +335,7 @@ struct Replay {
         train_parts::reseed(seed_of(step));
         at::Tensor out, loss;
         {
-            detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/false);
-            if (is_fp8(s.precision)) scope.context().keep_bf16 = s.keep_bf16;
+            detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/false, s.keep_bf16);
             detail::AutocastGuard guard(device.type(), detail::autocast_precision(s.precision));
             detail::Fp8PassGuard fp8(s.precision,
                                      detail::Fp8PassGuard::Training{s.mx_scaling});  // the linears' GEMMs in FP8

@@ -12,6 +12,18 @@
 
 namespace ampscope::train_parts {
 
+/// fp8-delayed's state across the steps (none for other precisions, or without autocast), and the
+/// run's warning when a GradScaler scales the gradients it casts.
+std::optional<detail::DelayedTraining> delayed_training_of(const TrainSpec& s, TrainResult& res) {
+    if (!s.autocast || s.precision != Precision::Fp8Delayed) return std::nullopt;
+    if (s.scaler.enabled)
+        res.warnings.push_back(
+            "fp8-delayed with GradScaler: grad_output's amax history follows the loss scale (each "
+            "growth clamps values, an overflow freezes its scale for the history's length); "
+            "Transformer Engine trains FP8 without one (no scaler: the isolation autocast only)");
+    return detail::DelayedTraining(detail::DelayedOptions{s.fp8_amax_history, s.fp8_margin});
+}
+
 std::string policy_string(const TrainSpec& s) {
     std::string k;
     for (const auto& g : s.keep_fp32) k += g + ",";

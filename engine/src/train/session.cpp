@@ -177,8 +177,7 @@ std::optional<Origin> forward_origin(Side& amp, const std::vector<MicroBatch>& m
         const auto& mb = micro[k];
         detail::DelayedTraining::Rewind rewind(detail::delayed_training(), k);  // the scales it cast with
         train_parts::reseed(mb.seed);
-        detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/true);
-        if (is_fp8(s.precision)) scope.context().keep_bf16 = s.keep_bf16;
+        detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/true, s.keep_bf16);
         detail::OpObserver obs(mb.inputs[0].size(0));
         obs.begin_batch(0, mb.inputs[0].size(0));
         {
@@ -210,8 +209,7 @@ std::optional<Origin> backward_origin(Side& amp, const std::vector<MicroBatch>& 
         train_parts::reseed(mb.seed);
         at::Tensor l_a;
         {  // observing: module scopes for TorchScript models (the instrumented graph)
-            detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/true);
-            if (is_fp8(s.precision)) scope.context().keep_bf16 = s.keep_bf16;
+            detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/true, s.keep_bf16);
             l_a = amp_forward_loss(amp, mb.inputs, data, mb.b, mb.e, s, device).second;
         }
         auto scaled = scaler.impl().scale_loss(l_a);
@@ -293,9 +291,8 @@ struct Session {
             if (delayed && s.guards) delayed->begin_micro_batch();  // kept for the diagnostic re-runs
             at::Tensor l_a;
             {
-                detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/false);
+                detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/false, s.keep_bf16);
                 scope.context().module_names = delayed != nullptr;
-                if (is_fp8(s.precision)) scope.context().keep_bf16 = s.keep_bf16;
                 auto [out_a, loss] = amp_forward_loss(amp, in, data, b, e, s, device);
                 l_a = loss;
                 if (s.guards) {
@@ -487,18 +484,6 @@ ResumePoint resume_from(const TrainSpec& s, Side& ref, Side& amp, GradScaler& sc
     return at;
 }
 
-/// fp8-delayed's state across the steps (none for other precisions, or without autocast), and the
-/// run's warning when a GradScaler scales the gradients it casts.
-std::optional<detail::DelayedTraining> delayed_training_of(const TrainSpec& s, TrainResult& res) {
-    if (!s.autocast || s.precision != Precision::Fp8Delayed) return std::nullopt;
-    if (s.scaler.enabled)
-        res.warnings.push_back(
-            "fp8-delayed with GradScaler: grad_output's amax history follows the loss scale (each "
-            "growth clamps values, an overflow freezes its scale for the history's length); "
-            "Transformer Engine trains FP8 without one (no scaler: the isolation autocast only)");
-    return detail::DelayedTraining(detail::DelayedOptions{s.fp8_amax_history, s.fp8_margin});
-}
-
 /// The run's totals once its steps ran.
 void sum_up(TrainResult& res, const TrainSpec& s, const GradScaler& scaler, int effective_end) {
     res.iterations = int(res.steps.size());
@@ -552,7 +537,7 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
     detail::check_fp32_regions(*amp.model, s.keep_fp32);
     detail::check_bf16_modules(*amp.model, s.keep_bf16, {s.precision});
     GradScaler scaler(res.backend.device, s.scaler);
-    auto delayed = delayed_training_of(s, res);  // fp8-delayed: the histories across the steps
+    auto delayed = train_parts::delayed_training_of(s, res);  // fp8-delayed: the histories across the steps
     detail::DelayedTrainingScope delayed_scope(delayed ? &*delayed : nullptr);
     const ResumePoint resumed = resume_from(s, ref, amp, scaler, delayed ? &*delayed : nullptr, device, res);
     const int start_step = resumed.step;

@@ -65,6 +65,10 @@ std::string policy_string(const TrainSpec& s);
 
 /// Both models (parameters and buffers), both optimizers, the scaler, RNG (CPU, and CUDA on a
 /// GPU), counters, data cursor and policy; written to PATH.partial and renamed.
+/// fp8-delayed's state across the steps (none for other precisions, or without autocast), and the
+/// run's warning when a GradScaler scales the gradients it casts (checkpoint.cpp).
+std::optional<detail::DelayedTraining> delayed_training_of(const TrainSpec& s, TrainResult& res);
+
 /// fp8-delayed (`delayed` not null): every FP8 tensor's amax history, scale and step count.
 void save_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler,
                      const detail::DelayedTraining* delayed, const Position& pos, const std::string& weights_hash,
