@@ -52,8 +52,24 @@ fi
 have=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null || true)
 if [ "${have%%+*}" != "$TORCH_VERSION" ]; then
   say "installing torch==$TORCH_VERSION into $VENV (large download, once)"
-  "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q "torch==$TORCH_VERSION" numpy
+  # torch with its CUDA libraries takes ~5 GiB installed; pip holds the ~3.5 GiB of wheels beside
+  # it while installing and keeps them in its cache afterwards. Where the disk is short, say so
+  # before pip fails half-way, and keep pip's cache out of it.
+  free_gib() { df -Pk "$1" 2>/dev/null | awk 'NR==2 { printf "%d", $4 / 1048576 }'; }
+  venv_free=$(free_gib "$VENV"); tmp_free=$(free_gib "${TMPDIR:-/tmp}")
+  pip_opts=()
+  if [ "${venv_free:-0}" -lt 12 ] || [ "${tmp_free:-0}" -lt 12 ]; then
+    say "little free disk: ${venv_free:-?} GiB under $VENV, ${tmp_free:-?} GiB under ${TMPDIR:-/tmp}" \
+        "(torch needs ~9 GiB while installing); installing without pip's cache"
+    pip_opts+=(--no-cache-dir)
+  fi
+  if [ "${venv_free:-0}" -lt 6 ]; then
+    echo "bootstrap: not enough free disk for torch under $VENV: ${venv_free:-?} GiB free, ~6 GiB" \
+         "needed; free space on that disk and run this again" >&2
+    exit 1
+  fi
+  "$VENV/bin/python" -m pip install -q "${pip_opts[@]}" --upgrade pip
+  "$VENV/bin/python" -m pip install -q "${pip_opts[@]}" "torch==$TORCH_VERSION" numpy
 else
   say "torch $have present in $VENV"
 fi
