@@ -448,6 +448,9 @@ TEST(Fp8Round, TheSameValuesAsACastToFloat8AndBack) {
         }
         EXPECT_EQ(differ, 0) << (element == Fp8Element::E4M3 ? "e4m3" : "e5m2") << ": " << v.size()
                              << " values, the first differing " << first;
+        // the same values through a pass's loop (vectorized, in chunks across threads), scale 1
+        const auto loop = ampscope::detail::quantize_dequantize(x, spec(Fp8Scheme::Tensorwise, element, -1, 1.0f));
+        EXPECT_TRUE(at::equal(loop.view(at::kInt), want.view(at::kInt))) << "the quantize loop differs from the cast";
     }
 }
 
@@ -537,6 +540,86 @@ TEST(Fp8Pass, WhatIfLeavesDemoPassesAsTheyAre) {
         EXPECT_GE(linears.size(), 3u) << name;
         EXPECT_EQ(linears.count(""), 0u) << name << ": every linear named by its module";
     }
+}
+
+/// round_e2m1 (NVFP4's element rounding, bit arithmetic) against the grid written out: every FP32
+/// step of 2^-12 over [-8, 8], each grid value's ties and their neighbours; ties go to the even
+/// code (0 / 0.5 / 1 / 1.5 / 2 / 3 / 4 / 6 are codes 0-7), beyond 6 saturates, NaN stays NaN.
+TEST(Fp8Round, E2m1AsTheGridWrittenOut) {
+    static constexpr float kGrid[] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    const auto want = [](float v) {
+        const float a = std::min(std::fabs(v), 6.0f);  // saturates
+        int best = 7;
+        for (int i = 0; i < 8; ++i) {
+            const float d = std::fabs(a - kGrid[i]), db = std::fabs(a - kGrid[best]);
+            if (d < db || (d == db && i % 2 == 0 && best % 2 == 1)) best = i;
+        }
+        return std::copysign(kGrid[best], v);
+    };
+    std::vector<float> v;
+    for (int i = -32768; i <= 32768; ++i) v.push_back(std::ldexp(float(i), -12));
+    for (int i = 0; i + 1 < 8; ++i) {
+        const float mid = (kGrid[i] + kGrid[i + 1]) / 2;
+        for (const float f : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, kInf), 1e-30f, 3e38f})
+            v.insert(v.end(), {f, -f});
+    }
+    int64_t differ = 0;
+    for (const float f : v)
+        if (ampscope::detail::round_e2m1(f) != want(f))
+            ADD_FAILURE() << f << " -> " << ampscope::detail::round_e2m1(f) << ", want " << want(f), ++differ;
+    EXPECT_EQ(differ, 0);
+    EXPECT_TRUE(std::isnan(ampscope::detail::round_e2m1(kNan)));
+    EXPECT_EQ(ampscope::detail::round_e2m1(-kInf), -6.0f);
+}
+
+/// A pass's own path (no statistics: the fused loops, split across threads on a large operand)
+/// gives the bits of the statistics path, which Fp8Oracle proves torchao's: every scheme, operands
+/// of several chunks, lengths that are not a multiple of the block, another axis, NVFP4's tiles
+/// on sides that are not multiples of 16, NaN and Inf planted, BF16 operands.
+TEST(Fp8Fused, TheSameBitsAsTheStatisticsPath) {
+    at::set_num_threads(4);  // several chunks even on a small machine
+    auto g = at::detail::createCPUGenerator(21);
+    auto big = at::randn({300, 250}, g) * at::pow(10.0, at::rand({300, 1}, g) * 8 - 4);  // 75,000 elements
+    big[7][9] = kNan;
+    big[200][3] = kInf;
+    big[299].narrow(0, 0, 64).zero_();
+    const auto finite = at::nan_to_num(big, 0.0, 0.0, 0.0);
+    QuantSpec rceil = spec(Fp8Scheme::Mx), tiles = spec(Fp8Scheme::Nvfp4), e5m2_rows = spec(Fp8Scheme::Rowwise);
+    rceil.mx_scaling = MxScaling::Rceil;
+    tiles.tiles_2d = true;
+    e5m2_rows.element = Fp8Element::E5M2;
+    const std::vector<std::pair<const char*, QuantSpec>> specs = {
+        {"tensorwise", spec(Fp8Scheme::Tensorwise)},
+        {"tensorwise e5m2 given scale", spec(Fp8Scheme::Tensorwise, Fp8Element::E5M2, -1, 3.0f)},
+        {"rowwise", spec(Fp8Scheme::Rowwise)},
+        {"rowwise along dim 0", spec(Fp8Scheme::Rowwise, Fp8Element::E4M3, 0)},
+        {"rowwise e5m2", e5m2_rows},
+        {"mx floor", spec(Fp8Scheme::Mx)},
+        {"mx floor e5m2 along dim 0", spec(Fp8Scheme::Mx, Fp8Element::E5M2, 0)},
+        {"mx rceil", rceil},
+        {"nvfp4", spec(Fp8Scheme::Nvfp4)},
+        {"nvfp4 along dim 0", spec(Fp8Scheme::Nvfp4, Fp8Element::E2M1, 0)},
+        {"nvfp4 tiles", tiles}};
+    const std::vector<std::pair<const char*, at::Tensor>> operands = {
+        {"large with nan and inf", big},
+        {"large finite", finite},
+        {"bf16 3-d", finite.narrow(0, 0, 96).reshape({4, 24, 250}).to(at::kBFloat16)},
+        {"one row of 70", at::randn({1, 70}, g)},
+        {"zeros", at::zeros({18, 33})}};
+    int compared = 0;
+    for (const auto& [sname, sp] : specs)
+        for (const auto& [oname, x] : operands) {
+            if (sp.tiles_2d && x.dim() != 2) continue;
+            QuantStats st;
+            const auto want = ampscope::detail::quantize_dequantize(x, sp, &st);
+            const auto got = ampscope::detail::quantize_dequantize(x, sp);
+            ASSERT_EQ(got.sizes(), want.sizes()) << sname << ", " << oname;
+            const auto same_bits = (got.view(at::kInt) == want.view(at::kInt)) | (at::isnan(got) & at::isnan(want));
+            EXPECT_TRUE(at::all(same_bits).item<bool>())
+                << sname << ", " << oname << ": " << (~same_bits).sum().item<int64_t>() << " values differ";
+            ++compared;
+        }
+    EXPECT_EQ(compared, 11 * 5 - 1);
 }
 
 /// NVFP4's training quantization (QuantSpec::tiles_2d, ::stochastic): a weight whose sides are not

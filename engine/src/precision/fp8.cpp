@@ -2,10 +2,9 @@
 // Quantize-dequantize in FP8 and block-scaled formats, one ATen operation for each of torchao
 // 0.18's (see fp8.h for the rules and where ampscope departs), and the statistics of each operand.
 #include "precision/fp8.h"
+#include "precision/fp8_kernels.h"
 
 #include <ATen/ATen.h>
-#include <c10/util/Float8_e4m3fn.h>
-#include <c10/util/Float8_e5m2.h>
 
 #include <algorithm>
 #include <cmath>
@@ -17,40 +16,6 @@
 
 namespace ampscope::detail {
 
-namespace {
-
-/// `c` (|c| <= the format's largest finite value, or NaN) rounded to nearest even with `mbits`
-/// mantissa bits, normals from `min_normal`, subnormals a multiple of min_normal / 2^mbits:
-/// above it by rounding the FP32 mantissa, below it by adding and taking away a number whose ulp
-/// is that multiple.
-template <int Mbits, class F8>
-float round_fp8(float c, float min_normal) {
-    if (std::isnan(c)) return static_cast<float>(F8(c));  // the format's NaN back in FP32, as a cast gives it
-    const float a = std::fabs(c);
-    float r;
-    if (a < min_normal) {
-        const float magic = min_normal * float(1 << (23 - Mbits));  // its ulp: the subnormal step
-        r = (a + magic) - magic;
-    } else {
-        constexpr int kShift = 23 - Mbits;
-        uint32_t b;
-        std::memcpy(&b, &a, sizeof b);
-        b += ((1u << (kShift - 1)) - 1) + ((b >> kShift) & 1u);
-        b &= ~((1u << kShift) - 1);
-        std::memcpy(&r, &b, sizeof r);
-    }
-    return std::copysign(r, c);
-}
-
-}  // namespace
-
-float round_e4m3(float c) {
-    return round_fp8<3, c10::Float8_e4m3fn>(c, 0.015625f);  // 2^-6
-}
-
-float round_e5m2(float c) {
-    return round_fp8<2, c10::Float8_e5m2>(c, 6.103515625e-05f);  // 2^-14
-}
 namespace {
 
 at::ScalarType dtype_of(Fp8Element e) {
@@ -92,22 +57,6 @@ Parts scaled_fp8(const at::Tensor& x, const QuantSpec& spec) {
     return p;
 }
 
-/// Operands up to this many elements take the fused path below: there the ATen operations'
-/// dispatch, not their arithmetic, is the cost (a small model's simulated pass was 2x its BF16
-/// pass). Larger ones keep the ATen operations, which are vectorized and parallel.
-constexpr int64_t kFusedMaxElements = int64_t(1) << 16;
-
-/// max |x| of n floats; NaN when any is NaN (as at::max(at::abs(x)) gives it).
-float abs_max(const float* x, int64_t n) {
-    float m = 0.0f;
-    for (int64_t i = 0; i < n; ++i) {
-        const float a = std::fabs(x[i]);
-        if (std::isnan(a)) return a;
-        m = std::max(m, a);
-    }
-    return m;
-}
-
 /// amax_to_scale for one amax, the same IEEE operations in the same order (FP64 reciprocal of
 /// the clamped amax, times fmax, rounded to FP32).
 float amax_to_scale(float amax, double fmax) {
@@ -115,61 +64,44 @@ float amax_to_scale(float amax, double fmax) {
     return float((1.0 / (std::isnan(a) ? a : std::max(a, 1e-12))) * fmax);
 }
 
-/// q = round(clamp(x * s, -fmax, fmax)) / s over n floats, round() the element format's
-/// (round_e4m3 / round_e5m2): scaled_fp8's q, element by element.
-template <float (*Round)(float)>
-void quantize_scaled(const float* x, float* q, int64_t n, float s, float fmax) {
-    for (int64_t i = 0; i < n; ++i) {
-        const float y = x[i] * s;
-        const float c = std::isnan(y) ? y : std::min(std::max(y, -fmax), fmax);
-        q[i] = Round(c) / s;
-    }
-}
-
-/// scaled_fp8(x, spec).q without the parts only the statistics need, for a small contiguous FP32
-/// x: one loop for the amax, one for scale, clamp, cast and back. Bitwise the same values; the
-/// rowwise scales' power-of-two rounding stays ATen's log2/exp2 (torchao's, not exact math).
+/// scaled_fp8(x, spec).q without the parts only the statistics need, for a contiguous FP32 CPU x
+/// (rowwise: along its last dimension): the amaxes in one loop, scale, clamp, cast and back in
+/// another. Bitwise the same values; the rowwise scales' power-of-two rounding stays ATen's
+/// log2/exp2 (torchao's, not exact math).
 at::Tensor scaled_fp8_q(const at::Tensor& x, const QuantSpec& spec) {
-    const double fmax = max_finite(spec.element);
-    const bool rowwise = spec.scheme == Fp8Scheme::Rowwise;
-    const int64_t n = x.numel(), k = rowwise ? x.size(-1) : n, rows = k ? n / k : 0;
+    const float fmax = float(max_finite(spec.element));
     const float* src = x.const_data_ptr<float>();
-    std::vector<float> scales(size_t(std::max<int64_t>(rows, 1)));
-    if (rowwise) {
-        auto amax = at::empty({rows}, x.options());
-        float* a = amax.data_ptr<float>();
-        for (int64_t r = 0; r < rows; ++r) a[r] = abs_max(src + r * k, k);
-        const auto sc = amax_to_scale(amax, fmax, spec.pow2_scales);
-        std::copy_n(sc.const_data_ptr<float>(), rows, scales.begin());
-    } else {
-        scales[0] = spec.given_scale > 0.0f ? spec.given_scale : amax_to_scale(abs_max(src, n), fmax);
-    }
     auto q = at::empty_like(x);
     float* dst = q.data_ptr<float>();
-    for (int64_t r = 0; r < std::max<int64_t>(rows, 1); ++r) {
-        const int64_t off = rowwise ? r * k : 0, len = rowwise ? k : n;
-        if (spec.element == Fp8Element::E5M2)
-            quantize_scaled<round_e5m2>(src + off, dst + off, len, scales[size_t(r)], float(fmax));
-        else
-            quantize_scaled<round_e4m3>(src + off, dst + off, len, scales[size_t(r)], float(fmax));
+    const int64_t n = x.numel();
+    if (spec.scheme != Fp8Scheme::Rowwise) {
+        const float s = spec.given_scale > 0.0f ? spec.given_scale : amax_to_scale(fp8k::abs_max(src, n), fmax);
+        fp8k::quantize_scaled(spec.element, src, dst, n, s, fmax);
+        return q;
     }
+    const int64_t k = x.size(-1), rows = k ? n / k : 0;
+    auto amax = at::empty({rows}, x.options());
+    fp8k::block_abs_max(src, rows, k, std::max<int64_t>(k, 1), amax.data_ptr<float>());
+    const auto scales = amax_to_scale(amax, fmax, spec.pow2_scales);
+    fp8k::quantize_rows(spec.element, src, dst, rows, k, scales.const_data_ptr<float>(), fmax);
     return q;
 }
 
 /// The elements' dequantized values from E8M0 codes (torchao get_fp_scale: 2^(code - 127) as
 /// pow(2, int16), NaN for the NaN code 255).
-at::Tensor mx_values(const at::Tensor& e, const at::Tensor& biased) {
+at::Tensor mx_scale_values(const at::Tensor& biased) {
     const auto s_offset = biased.to(at::kShort) - 127;
     auto s_fp = at::pow(at::full_like(s_offset, 2.0, at::kFloat), s_offset);
-    s_fp = at::where(biased != 255, s_fp, std::numeric_limits<double>::quiet_NaN());
-    return e * s_fp;
+    return at::where(biased != 255, s_fp, std::numeric_limits<double>::quiet_NaN());
 }
 
-/// MX with RCEIL scales (torchao _to_mx_rceil's eager fallback, then to_dtype): descale = amax /
-/// fmax; code = 255 for a NaN amax, 254 for an infinite one, else clamp(ceil(log2(descale)), -127,
-/// 127) + 127; the data multiplied by 2^(127 - code) (1 for code 0, 2^-127 for 254), clamped, cast.
-Parts mx_rceil(const at::Tensor& x, const at::Tensor& xb, const at::Tensor& max_abs, Fp8Element element) {
-    const double fmax = max_finite(element);
+at::Tensor mx_values(const at::Tensor& e, const at::Tensor& biased) {
+    return e * mx_scale_values(biased);
+}
+
+/// The RCEIL codes and multipliers of blocks whose max |x| is `max_abs` (ATen's log2 and exp2,
+/// whose rounding torchao's scales carry): see mx_rceil.
+std::pair<at::Tensor, at::Tensor> rceil_codes(const at::Tensor& max_abs, double fmax) {
     const auto descale = max_abs / fmax;
     const auto normal = (at::clamp(at::ceil(at::log2(descale)), -127, 127) + 127).to(at::kByte);
     const auto biased =
@@ -179,6 +111,15 @@ Parts mx_rceil(const at::Tensor& x, const at::Tensor& xb, const at::Tensor& max_
         biased == 255, descale,
         at::where(biased == 254, at::scalar_tensor(std::ldexp(1.0, -127), at::kFloat),
                   at::where(biased == 0, at::scalar_tensor(1.0, at::kFloat), at::exp2(127.0 - biased.to(at::kFloat)))));
+    return {biased, rcp};
+}
+
+/// MX with RCEIL scales (torchao _to_mx_rceil's eager fallback, then to_dtype): descale = amax /
+/// fmax; code = 255 for a NaN amax, 254 for an infinite one, else clamp(ceil(log2(descale)), -127,
+/// 127) + 127; the data multiplied by 2^(127 - code) (1 for code 0, 2^-127 for 254), clamped, cast.
+Parts mx_rceil(const at::Tensor& x, const at::Tensor& xb, const at::Tensor& max_abs, Fp8Element element) {
+    const double fmax = max_finite(element);
+    const auto [biased, rcp] = rceil_codes(max_abs, fmax);
     Parts p;
     p.y = xb * rcp;
     p.e = at::clamp(p.y, -fmax, fmax).to(dtype_of(element)).to(at::kFloat);
@@ -213,24 +154,6 @@ Parts mx(const at::Tensor& x, Fp8Element element, MxScaling scaling) {
     return p;
 }
 
-/// E2M1 round to nearest even with saturation at 6, sign kept (torchao f32_to_f4_unpacked then
-/// f4_unpacked_to_f32); NaN stays NaN (torchao gives an arbitrary code; its block scale is NaN).
-float e2m1(float v) {
-    const float a = std::fabs(v);
-    float r;
-    if (std::isnan(a))
-        return v;
-    else if (a >= 6.0f)
-        r = 6.0f;
-    else if (a < 2.0f)
-        r = std::nearbyint(a * 2.0f) * 0.5f;  // grid 0.5 (subnormal 0.5, then 1, 1.5)
-    else if (a < 4.0f)
-        r = std::nearbyint(a);  // grid 1
-    else
-        r = std::nearbyint(a * 0.5f) * 2.0f;  // grid 2 (4, 6)
-    return std::copysign(r, v);
-}
-
 /// E2M1 stochastic rounding (QuantSpec::stochastic) of |v| <= 6 between its neighbours lo < hi
 /// on the grid: hi when u < (|v| - lo) / (hi - lo), sign kept; NaN stays NaN.
 float e2m1_stochastic(float v, float u) {
@@ -256,7 +179,7 @@ at::Tensor e2m1(const at::Tensor& v, bool stochastic) {
         const float* r = u.const_data_ptr<float>();
         for (int64_t i = 0, n = v.numel(); i < n; ++i) dst[i] = e2m1_stochastic(src[i], r[i]);
     } else {
-        for (int64_t i = 0, n = v.numel(); i < n; ++i) dst[i] = e2m1(src[i]);
+        for (int64_t i = 0, n = v.numel(); i < n; ++i) dst[i] = round_e2m1(src[i]);
     }
     return out.to(v.device());
 }
@@ -318,6 +241,109 @@ Parts blocked(const at::Tensor& x, const QuantSpec& spec) {
     return p;
 }
 
+/// The E8M0 code of a block whose max |x| is `amax`, FLOOR (mx()'s arithmetic on one block).
+int mx_floor_code(float amax, int emax) {
+    if (std::isnan(amax)) return 255;
+    uint32_t bits;
+    std::memcpy(&bits, &amax, sizeof bits);
+    const int pow2 = int((bits >> 23) & 255u) - 127;
+    return std::clamp(pow2 - emax, -127, 128) + 127;
+}
+
+/// Blocks of `block` along the last dimension of a contiguous FP32 CPU x [.., k] (the last block of
+/// a row shorter when k is not a multiple: padding with zeros changes no amax): each block's max
+/// |x|, in a [blocks, 1] tensor as at::amax of the padded [blocks, block] view gives it.
+at::Tensor block_amax(const at::Tensor& x, int64_t block) {
+    const int64_t k = x.size(-1), rows = x.numel() / k, nb = (k + block - 1) / block;
+    auto amax = at::empty({rows * nb, 1}, x.options());
+    fp8k::block_abs_max(x.const_data_ptr<float>(), rows, k, block, amax.data_ptr<float>());
+    return amax;
+}
+
+/// fp8k::quantize_blocks on x [.., k] as block_amax lays out its blocks, into a new tensor.
+at::Tensor blockwise_q(Fp8Element e, const at::Tensor& x, int64_t block, const float* mult, const float* div,
+                       const float* deq, float fmax) {
+    auto q = at::empty_like(x);
+    const int64_t k = x.size(-1);
+    fp8k::quantize_blocks(e, x.const_data_ptr<float>(), q.data_ptr<float>(), x.numel() / k, k, block, mult, div, deq,
+                          fmax);
+    return q;
+}
+
+/// mx(x, element, scaling).q for a contiguous FP32 CPU x [.., k] without padding: FLOOR codes from
+/// the amax bits, RCEIL's through rceil_codes (ATen's log2, as torchao); the same bits.
+at::Tensor mx_q(const at::Tensor& x, Fp8Element element, MxScaling scaling) {
+    const float fmax = float(max_finite(element));
+    const auto amax = block_amax(x, 32);
+    const int64_t blocks = amax.numel();
+    const auto blockwise = [&](const float* mult, const float* div, const float* deq) {
+        return blockwise_q(element, x, 32, mult, div, deq, fmax);
+    };
+    if (scaling == MxScaling::Rceil) {
+        const auto [biased, rcp] = rceil_codes(amax, fmax);
+        const auto deq = mx_scale_values(biased).contiguous();
+        return blockwise(rcp.contiguous().const_data_ptr<float>(), nullptr, deq.const_data_ptr<float>());
+    }
+    const int emax = element == Fp8Element::E5M2 ? 15 : 8;
+    const float* a = amax.const_data_ptr<float>();
+    std::vector<float> div(static_cast<size_t>(blocks)), deq(static_cast<size_t>(blocks));
+    for (int64_t b = 0; b < blocks; ++b) {
+        const int code = mx_floor_code(a[b], emax);
+        const uint32_t bits = uint32_t(code) << 23;
+        float scale;
+        std::memcpy(&scale, &bits, sizeof scale);
+        div[size_t(b)] = std::max(scale, std::ldexp(1.0f, -126));
+        deq[size_t(b)] = code == 255 ? std::numeric_limits<float>::quiet_NaN() : std::ldexp(1.0f, code - 127);
+    }
+    return blockwise(nullptr, div.data(), deq.data());
+}
+
+/// nvfp4(x, tiles_2d, false).q for a contiguous FP32 CPU x [.., k] without padding (tiles: x [R, K],
+/// a block's amax its 16 x 16 tile's); the per-block scales are the same FP32 operations.
+at::Tensor nvfp4_q(const at::Tensor& x, bool tiles_2d) {
+    const float t_amax = fp8k::abs_max(x.const_data_ptr<float>(), x.numel());
+    const float pts = t_amax == 0.0f ? 1.0f : t_amax / 2688.0f;  // 448 * 6; ampscope: zeros stay zeros
+    auto amax = block_amax(x, 16);
+    if (tiles_2d) {  // each block's amax: the max over the 16 rows of its tile
+        const int64_t r = x.size(0), nb = amax.numel() / std::max<int64_t>(r, 1);
+        float* a = amax.data_ptr<float>();
+        for (int64_t r0 = 0; r0 < r; r0 += 16)
+            for (int64_t j = 0; j < nb; ++j) {
+                float m = 0.0f;
+                for (int64_t i = r0; i < std::min(r, r0 + 16); ++i)
+                    m = std::isnan(m) || std::isnan(a[i * nb + j]) ? std::numeric_limits<float>::quiet_NaN()
+                                                                   : std::max(m, a[i * nb + j]);
+                for (int64_t i = r0; i < std::min(r, r0 + 16); ++i) a[i * nb + j] = m;
+            }
+    }
+    const int64_t blocks = amax.numel();
+    const float* a = amax.const_data_ptr<float>();
+    std::vector<float> mult(static_cast<size_t>(blocks)), deq(static_cast<size_t>(blocks));
+    const float inv_pts = (1.0f / pts) * 1.0f;
+    for (int64_t b = 0; b < blocks; ++b) {
+        const float v = a[b] / 6.0f / pts;  // block scale, then over the tensor's
+        const float sbs = round_e4m3(std::isnan(v) ? v : std::min(std::max(v, 0.015625f), 448.0f));
+        mult[size_t(b)] = inv_pts / sbs;
+        deq[size_t(b)] = pts * sbs;
+    }
+    return blockwise_q(Fp8Element::E2M1, x, 16, mult.data(), nullptr, deq.data(), 6.0f);
+}
+
+/// The operand quantize-dequantized without statistics, on the CPU: the fused loops above, the
+/// axis moved last where a scheme has one. Undefined where they do not apply (an operand on a
+/// GPU, NVFP4's stochastic rounding, 2-D tiles of an operand that is not 2-D): blocked() then.
+at::Tensor fused_q(const at::Tensor& x32, const QuantSpec& spec) {
+    if (!x32.device().is_cpu() || (spec.scheme == Fp8Scheme::Nvfp4 && spec.stochastic)) return {};
+    if (spec.scheme == Fp8Scheme::Tensorwise) return scaled_fp8_q(x32, spec);
+    const bool tiles = spec.tiles_2d && spec.scheme == Fp8Scheme::Nvfp4;
+    if (tiles && x32.dim() != 2) return {};
+    const auto xm = (x32.dim() == 0 ? x32.reshape({1}) : x32).movedim(spec.axis, -1).contiguous();
+    const auto q = spec.scheme == Fp8Scheme::Rowwise ? scaled_fp8_q(xm, spec)
+                   : spec.scheme == Fp8Scheme::Mx    ? mx_q(xm, spec.element, spec.mx_scaling)
+                                                     : nvfp4_q(xm, tiles);
+    return x32.dim() == 0 ? q.reshape({}) : q.movedim(-1, spec.axis).contiguous();
+}
+
 int64_t count(const at::Tensor& mask) {
     return mask.sum().item<int64_t>();
 }
@@ -358,7 +384,7 @@ void fill_stats(QuantStats& s, const at::Tensor& x, const Parts& p) {
 double operand_amax(const at::Tensor& x) {
     const auto x32 = x.to(at::kFloat).contiguous();
     if (x32.numel() == 0) return 0.0;
-    if (x32.numel() <= kFusedMaxElements) return abs_max(x32.const_data_ptr<float>(), x32.numel());
+    if (x32.device().is_cpu()) return fp8k::abs_max(x32.const_data_ptr<float>(), x32.numel());
     return at::max(at::abs(x32)).item<double>();
 }
 
@@ -377,10 +403,9 @@ at::Tensor quantize_dequantize(const at::Tensor& x, const QuantSpec& spec_in, Qu
         if (stats) *stats = QuantStats{spec.scheme, spec.element};
         return x32.clone();
     }
+    if (!stats)
+        if (auto q = fused_q(x32, spec); q.defined()) return q;
     const bool scaled = spec.scheme == Fp8Scheme::Tensorwise || spec.scheme == Fp8Scheme::Rowwise;
-    if (!stats && scaled && x32.numel() <= kFusedMaxElements &&
-        (spec.scheme == Fp8Scheme::Tensorwise || spec.axis == x32.dim() - 1))
-        return scaled_fp8_q(x32, spec);
     const Parts p = scaled ? scaled_fp8(x32, spec) : blocked(x32, spec);
     if (stats) {
         *stats = QuantStats{};

@@ -3,7 +3,8 @@
 // Quantize-dequantize of one GEMM operand in an FP8 or block-scaled format (issue 30), as the
 // recipes' emulation does it: the operand as the format holds it, returned in FP32. Each scheme
 // repeats torchao 0.18's operations one for one (same ATen ops, same order), so the result is
-// bitwise torchao's; tests/engine/fp8_test.cpp proves it against torchao in Python.
+// bitwise torchao's; tests/engine/fp8_test.cpp proves it against torchao in Python. Without
+// statistics, on the CPU, the same values come from the loops of precision/fp8_kernels.h.
 //  - Tensorwise: scale = fmax / max(amax, 1e-12) (computed in FP64 as 1/amax * fmax, then FP32),
 //    element = clamp(x * scale, +-fmax) cast to the format, value = element / scale
 //    (torchao.float8 tensorwise; a given scale instead for delayed scaling).
@@ -50,6 +51,10 @@ std::pair<at::Tensor, at::Tensor> to_fp8(const at::Tensor& x, const QuantSpec& s
 /// to float8_e4m3fn / float8_e5m2 and back, without a tensor operation.
 float round_e4m3(float c);
 float round_e5m2(float c);
+/// `v` as E2M1 holds it (NVFP4's elements: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives):
+/// round to nearest, ties to the even code, saturating at 6 (torchao's f32_to_f4_unpacked then
+/// f4_unpacked_to_f32); NaN stays NaN.
+float round_e2m1(float v);
 
 /// max |x| in FP32 (NaN when x holds one; 0 when empty): QuantStats::amax without the rest.
 double operand_amax(const at::Tensor& x);
