@@ -35,6 +35,7 @@ struct ReplayOptions {
     CLI::Option* loss_opt = nullptr;
     std::string bundle;                     ///< replay BUNDLE: an incident bundle folder (docs/capture.md)
     std::optional<std::string> mx_scaling;  ///< --mx-scaling (mxfp8 only)
+    RegionFiles regions;                    ///< --keep-fp32-file, --keep-bf16-file, --allow-unverified
 };
 
 void add_replay_options(CLI::App* sub, ReplayOptions& o) {
@@ -78,6 +79,7 @@ void add_replay_options(CLI::App* sub, ReplayOptions& o) {
     sub->add_option("--keep-bf16", s.keep_bf16,
                     "FP8 recipes: module-path glob whose linear layers stay in BF16, out of FP8 (repeatable): the "
                     "job's module_filter_fn, or a remedy");
+    add_region_file_options(sub, o.regions);
     sub->add_option("--init-scale", o.init_scale, "remedy: start GradScaler at this scale instead of the checkpoint's")
         ->check(checks::Number(0, INFINITY, true));
     sub->add_option("--growth-interval", o.growth_interval, "remedy: GradScaler growth_interval")
@@ -161,6 +163,8 @@ std::vector<storage::ProtectedFile> replay_inputs(const ReplayOptions& o) {
         {"the param groups (--param-groups)", s.param_groups},
         {"the checkpoint (--checkpoint)", s.checkpoint},
         {"the incident bundle", o.bundle.empty() ? "" : o.bundle + "/incident.json"}};
+    const auto regions = region_file_inputs(o.regions);
+    files.insert(files.end(), regions.begin(), regions.end());
     namespace fs = std::filesystem;
     std::error_code ec;
     if (fs::is_directory(s.checkpoint, ec))
@@ -217,8 +221,15 @@ int run_replay_command(ReplayOptions& o) {
     s.clip_given = o.clip && o.clip->count() > 0;
     if (o.init_scale > 0) s.init_scale = o.init_scale;
     if (o.growth_interval > 0) s.growth_interval = o.growth_interval;
+    apply_region_files(o.regions, s.keep_fp32, s.keep_bf16);  // after the bundle's regions
     TerminalProgress progress(isatty(STDERR_FILENO) && !o.quiet);
-    const auto r = run_replay(s, &progress);
+    const auto r = [&] {
+        try {
+            return run_replay(s, &progress);
+        } catch (...) {
+            rethrow_region_named(o.regions);
+        }
+    }();
     progress.clear();
     if (!o.quiet && o.json != "-") print_replay(std::cout, r);
     const auto rec = storage::replay_record_of(r);  // the replay JSON is its header

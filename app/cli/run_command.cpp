@@ -39,16 +39,7 @@ std::optional<DistributedEnv> rank_env(const RunOptions& o) {
     } catch (const InputError& e) {
         if (e.file() == "criteria" && !o.criteria_file.empty())
             throw InputError(o.criteria_file, e.field(), e.expected(), e.remedies());
-        // spec.keep_fp32 holds the --keep-fp32 globs, then the file's (finish_spec)
-        if (e.file().empty() && e.field().rfind("keep_fp32[", 0) == 0 &&
-            field_index(e.field()) >= long(o.keep_fp32_flags))
-            throw InputError(o.keep_fp32_file, "keep_fp32", e.expected(), e.remedies());
-        if (e.file().empty() && e.field().rfind("keep_bf16[", 0) == 0 &&
-            field_index(e.field()) >= long(o.keep_bf16_flags))
-            throw InputError(o.keep_bf16_file, "keep_bf16", e.expected(), e.remedies());
-        if (e.file().empty() && e.field() == "keep_bf16" && o.keep_bf16_flags == 0 && !o.keep_bf16_file.empty())
-            throw InputError(o.keep_bf16_file, "keep_bf16", e.expected(), e.remedies());
-        throw;
+        rethrow_region_named(o.regions);
     }
 }
 

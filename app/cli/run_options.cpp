@@ -106,17 +106,7 @@ void add_run_options(CLI::App* run, RunOptions& o) {
         ->default_val("auto");
     run->add_option("--keep-bf16", o.spec.keep_bf16,
                     "FP8 passes: module-path glob whose linear layers stay in BF16, not quantized (repeatable)");
-    run->add_option(
-           "--keep-fp32-file", o.keep_fp32_file,
-           "FP32 regions from a file: the JSON `ampscope-cli advise` writes (its keep_fp32 list) or one glob a line")
-        ->check(checks::NonEmptyPath());
-    run->add_option("--keep-bf16-file", o.keep_bf16_file,
-                    "FP8 passes: modules kept in BF16 from a file: the JSON `ampscope-cli advise --precision fp8...` "
-                    "writes (its keep_bf16 list) or one glob a line")
-        ->check(checks::NonEmptyPath());
-    run->add_flag("--allow-unverified", o.allow_unverified,
-                  "accept a --keep-fp32-file or --keep-bf16-file whose advise outcome is 'unverified' (the set's "
-                  "verifying run was rejected)");
+    add_region_file_options(run, o.regions);
     run->add_option("--json", o.json_path, "write the run result JSON to PATH, or '-' for stdout")
         ->check(checks::NonEmptyPath());
     run->add_flag("--force", o.force, kForceHelp);
@@ -136,12 +126,64 @@ void add_run_options(CLI::App* run, RunOptions& o) {
 }
 
 std::vector<storage::ProtectedFile> run_inputs(const RunOptions& o) {
-    return protected_inputs(o.no_db, o.db,
-                            {{"the model (--model)", o.spec.model},
-                             {"the probe file (--probes)", o.spec.probes},
-                             {"the criteria file (--criteria)", o.criteria_file},
-                             {"the FP32-region file (--keep-fp32-file)", o.keep_fp32_file},
-                             {"the BF16 module file (--keep-bf16-file)", o.keep_bf16_file}});
+    auto files = region_file_inputs(o.regions);
+    files.insert(files.begin(), {{"the model (--model)", o.spec.model},
+                                 {"the probe file (--probes)", o.spec.probes},
+                                 {"the criteria file (--criteria)", o.criteria_file}});
+    return protected_inputs(o.no_db, o.db, files);
+}
+
+void add_region_file_options(CLI::App* cmd, RegionFiles& f) {
+    cmd->add_option(
+           "--keep-fp32-file", f.keep_fp32_file,
+           "FP32 regions from a file: the JSON `ampscope-cli advise` writes (its keep_fp32 list) or one glob a line")
+        ->check(checks::NonEmptyPath());
+    cmd->add_option("--keep-bf16-file", f.keep_bf16_file,
+                    "FP8: modules kept in BF16 from a file: the JSON `ampscope-cli advise --precision fp8...` "
+                    "writes (its keep_bf16 list) or one glob a line")
+        ->check(checks::NonEmptyPath());
+    cmd->add_flag("--allow-unverified", f.allow_unverified,
+                  "accept a --keep-fp32-file or --keep-bf16-file whose advise outcome is 'unverified' (the set's "
+                  "verifying run was rejected)");
+}
+
+void apply_region_files(RegionFiles& f, std::vector<std::string>& keep_fp32, std::vector<std::string>& keep_bf16) {
+    f.keep_fp32_flags = keep_fp32.size();
+    if (!f.keep_fp32_file.empty()) {
+        const auto regions = read_keep_fp32_file(f.keep_fp32_file, f.allow_unverified);
+        keep_fp32.insert(keep_fp32.end(), regions.begin(), regions.end());
+    }
+    f.keep_bf16_flags = keep_bf16.size();
+    if (!f.keep_bf16_file.empty()) {
+        const auto modules = storage::read_regions_file(f.keep_bf16_file, "--keep-bf16-file", f.allow_unverified,
+                                                        storage::RegionsList::KeepBf16);
+        keep_bf16.insert(keep_bf16.end(), modules.begin(), modules.end());
+    }
+}
+
+void rethrow_region_named(const RegionFiles& f) {
+    try {
+        throw;
+    } catch (const InputError& e) {
+        // the lists hold the flags' globs, then the file's (apply_region_files)
+        if (e.file().empty() && e.field().rfind("keep_fp32[", 0) == 0 &&
+            field_index(e.field()) >= long(f.keep_fp32_flags))
+            throw InputError(f.keep_fp32_file, "keep_fp32", e.expected(), e.remedies());
+        if (e.file().empty() && e.field().rfind("keep_bf16[", 0) == 0 &&
+            field_index(e.field()) >= long(f.keep_bf16_flags))
+            throw InputError(f.keep_bf16_file, "keep_bf16", e.expected(), e.remedies());
+        // a whole list refused (no module scopes, no FP8 pass) where only the file gave it
+        if (e.file().empty() && e.field() == "keep_fp32" && f.keep_fp32_flags == 0 && !f.keep_fp32_file.empty())
+            throw InputError(f.keep_fp32_file, "keep_fp32", e.expected(), e.remedies());
+        if (e.file().empty() && e.field() == "keep_bf16" && f.keep_bf16_flags == 0 && !f.keep_bf16_file.empty())
+            throw InputError(f.keep_bf16_file, "keep_bf16", e.expected(), e.remedies());
+        throw;
+    }
+}
+
+std::vector<std::pair<std::string, std::string>> region_file_inputs(const RegionFiles& f) {
+    return {{"the FP32-region file (--keep-fp32-file)", f.keep_fp32_file},
+            {"the BF16 module file (--keep-bf16-file)", f.keep_bf16_file}};
 }
 
 void add_fp8_delayed_options(CLI::App* cmd, DelayedFlags& f, const char* history_unit) {
@@ -237,17 +279,7 @@ void finish_spec(RunOptions& o) {
                               spec.fp8_margin);
     spec.fp8_real_gemm = parse_real_gemm(o.fp8_real_gemm, "fp8_real_gemm");
     apply_mx_scaling_option(o.mx_scaling, spec.has_pass(Precision::Mxfp8) || spec.fp8_what_if, spec.mx_scaling);
-    o.keep_fp32_flags = spec.keep_fp32.size();
-    if (!o.keep_fp32_file.empty()) {
-        const auto regions = read_keep_fp32_file(o.keep_fp32_file, o.allow_unverified);
-        spec.keep_fp32.insert(spec.keep_fp32.end(), regions.begin(), regions.end());
-    }
-    o.keep_bf16_flags = spec.keep_bf16.size();
-    if (!o.keep_bf16_file.empty()) {
-        const auto modules = storage::read_regions_file(o.keep_bf16_file, "--keep-bf16-file", o.allow_unverified,
-                                                        storage::RegionsList::KeepBf16);
-        spec.keep_bf16.insert(spec.keep_bf16.end(), modules.begin(), modules.end());
-    }
+    apply_region_files(o.regions, spec.keep_fp32, spec.keep_bf16);
 }
 
 std::vector<std::string> read_keep_fp32_file(const std::string& path, bool allow_unverified) {

@@ -28,12 +28,26 @@ void apply_fp8_delayed_options(const DelayedFlags& f, bool delayed, int& history
 void add_mx_scaling_option(CLI::App* cmd, std::optional<std::string>& flag, const char* default_name);
 void apply_mx_scaling_option(const std::optional<std::string>& flag, bool mxfp8, MxScaling& into);
 
+/// --keep-fp32-file, --keep-bf16-file and --allow-unverified (run, train, replay): module globs
+/// from files (an `ampscope-cli advise` JSON or one glob a line), after those of the flags.
+struct RegionFiles {
+    std::string keep_fp32_file, keep_bf16_file;
+    size_t keep_fp32_flags = 0;     ///< how many of the FP32 list came before the file's globs
+    size_t keep_bf16_flags = 0;     ///< how many of the BF16 list came before the file's globs
+    bool allow_unverified = false;  ///< a file may be an "unverified" advice
+};
+void add_region_file_options(CLI::App* cmd, RegionFiles& f);
+/// The files' globs appended to the lists (InputError naming a file that is not one).
+void apply_region_files(RegionFiles& f, std::vector<std::string>& keep_fp32, std::vector<std::string>& keep_bf16);
+/// Rethrows the current exception; an InputError about a glob of a file names that file.
+[[noreturn]] void rethrow_region_named(const RegionFiles& f);
+/// The files among a command's inputs (ProtectedFile labels).
+std::vector<std::pair<std::string, std::string>> region_file_inputs(const RegionFiles& f);
+
 struct RunOptions {
     RunSpec spec;
-    std::string precisions = "fp16,bf16", mode = "eval", criteria_file, json_path, db, tie_rule, quality_metric, output,
-                keep_fp32_file, keep_bf16_file;
-    size_t keep_fp32_flags = 0;  ///< how many of spec.keep_fp32 came from --keep-fp32 (the rest from --keep-fp32-file)
-    size_t keep_bf16_flags = 0;  ///< how many of spec.keep_bf16 came from --keep-bf16 (the rest from --keep-bf16-file)
+    std::string precisions = "fp16,bf16", mode = "eval", criteria_file, json_path, db, tie_rule, quality_metric, output;
+    RegionFiles regions;  ///< --keep-fp32-file, --keep-bf16-file, --allow-unverified
     std::string mask_input;
     std::string fp8_real_gemm = "auto";  ///< --fp8-real-gemm
     std::optional<double> atol, rtol, tie_tol, qthresh, max_flip_rate, max_mean_kld, min_same_top;
@@ -42,8 +56,7 @@ struct RunOptions {
     std::optional<std::string> mx_scaling;  ///< --mx-scaling (an mxfp8 pass or the what-if)
     bool allow_nonfinite = false, layers = false, outputs = false, no_inspect = false, quiet = false;
     bool no_db = false, init_db = false;
-    bool force = false;             ///< --force: an output may replace an existing file of another kind
-    bool allow_unverified = false;  ///< a --keep-fp32-file / --keep-bf16-file may be an "unverified" advice
+    bool force = false;  ///< --force: an output may replace an existing file of another kind
     /// Under torchrun (docs/distributed.md): a batch running longer than this is a hung rank; a
     /// rank whose heartbeat stops this long is lost. Either stops every rank.
     double batch_timeout = 1800, lost_after = 15;

@@ -26,6 +26,7 @@ struct TrainOptions {
     std::string precision = "fp16", loss, optimizer, lr_schedule, json, db;
     DelayedFlags fp8_delayed;               ///< --fp8-amax-history, --fp8-margin (fp8-delayed only)
     std::optional<std::string> mx_scaling;  ///< --mx-scaling (mxfp8 only)
+    RegionFiles regions;                    ///< --keep-fp32-file, --keep-bf16-file, --allow-unverified
     bool no_scaler = false, no_autocast = false, quiet = false, no_guards = false, no_db = false, init_db = false,
          force = false;
 };
@@ -107,6 +108,7 @@ void add_train_options(CLI::App* train, TrainOptions& o) {
     train->add_option("--keep-bf16", ts.keep_bf16,
                       "FP8 recipes: module-path glob whose linear layers stay in BF16, out of FP8 (repeatable; "
                       "torchao's module_filter_fn)");
+    add_region_file_options(train, o.regions);
     train->add_option("--seed", ts.seed, "seed for weights, data and per-step RNG")
         ->default_val(0)
         ->check(checks::Seed());
@@ -125,11 +127,11 @@ void add_train_options(CLI::App* train, TrainOptions& o) {
 int run_train(TrainOptions& o) {
     refuse_under_torchrun("train");
     auto& ts = o.spec;
-    check_output_path(o.json, "--json", storage::OutputKind::TrainJson,
-                      protected_inputs(o.no_db, o.db,
-                                       {{"the model (--model)", ts.model},
-                                        {"the training data (--data)", ts.data},
-                                        {"the checkpoint resumed from (--resume)", ts.resume}}),
+    auto inputs = region_file_inputs(o.regions);
+    inputs.insert(inputs.begin(), {{"the model (--model)", ts.model},
+                                   {"the training data (--data)", ts.data},
+                                   {"the checkpoint resumed from (--resume)", ts.resume}});
+    check_output_path(o.json, "--json", storage::OutputKind::TrainJson, protected_inputs(o.no_db, o.db, inputs),
                       o.force);  // before any work
     auto p = parse_precision(o.precision);
     if (!p || !trains(*p))
@@ -145,9 +147,16 @@ int run_train(TrainOptions& o) {
     ts.scaler.enabled = !o.no_scaler;
     ts.autocast = !o.no_autocast;
     ts.guards = !o.no_guards;
+    apply_region_files(o.regions, ts.keep_fp32, ts.keep_bf16);
     TerminalProgress progress(isatty(STDERR_FILENO) && !o.quiet);
     const Recording<storage::TrainWriter> rec(o.no_db, o.db, o.init_db, &storage::TrainWriter::train_failed);
-    const auto r = run_training(ts, rec.writer(), &progress);
+    const auto r = [&] {
+        try {
+            return run_training(ts, rec.writer(), &progress);
+        } catch (...) {
+            rethrow_region_named(o.regions);
+        }
+    }();
     progress.clear();
     if (!o.quiet && o.json != "-") print_train(std::cout, r, isatty(STDOUT_FILENO));
     if (!o.json.empty()) write_output(o.json, json::train_to_json(r));

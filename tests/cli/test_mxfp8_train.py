@@ -237,17 +237,53 @@ class KeepBf16(MxTrainCase):
         batch = os.path.join(self.tmp.name, "keep-batch.pt")
         torch.save({"inputs": batches[1][0], "labels": batches[1][1]}, batch)
         losses = {}
-        for extra in ((), ("--keep-bf16", "fc2")):
+        advice = self.advice_file(["fc2"])
+        for extra in ((), ("--keep-bf16", "fc2"), ("--keep-bf16-file", advice)):
             out = os.path.join(self.tmp.name, "keep-replay.json")
             rc, so, se = run_cli("replay", "--model", self.path, "--checkpoint", ckpt, "--batch", batch, "--precision",
                                  "mxfp8", "--optimizer", "adam", "--json", out, "-q", *extra)
             self.assertIn(rc, (0, 1), se)
             with open(out) as f:
                 got = json.load(f)
-            self.assertEqual(got["remedies"]["keep_bf16"], list(extra[1:]))
+            self.assertEqual(got["remedies"]["keep_bf16"], ["fc2"] if extra else [])
             losses[extra] = as_float(got["steps"][-1]["loss_amp"])
         self.assertEqual(losses[("--keep-bf16", "fc2")], want)
+        self.assertEqual(losses[("--keep-bf16-file", advice)], want)
         self.assertNotEqual(losses[()], want)
+
+    def advice_file(self, modules, outcome="found"):
+        """The JSON `advise --precision fp8...` writes, as far as --keep-bf16-file reads it."""
+        path = os.path.join(self.tmp.name, f"advice-{outcome}.json")
+        with open(path, "w") as f:
+            json.dump({"precision": "fp8", "outcome": outcome, "keep_bf16": modules}, f)
+        return path
+
+    def test_train_takes_the_set_from_a_file(self):
+        """--keep-bf16-file: the advise JSON's keep_bf16 list or one glob a line, after the flags' globs;
+        the same training as the flag (torchao's filter); a glob of the file that fails names the file."""
+        want = self.float8_losses(keep_fc2=True)
+        text = os.path.join(self.tmp.name, "bf16.txt")
+        with open(text, "w") as f:
+            f.write("# kept out of FP8\nfc2\n")
+        for source in (self.advice_file(["fc2"]), text):
+            got = self.ampscope("fp8", "--keep-bf16-file", source)
+            self.assertEqual(got["keep_bf16"], ["fc2"])
+            self.assertEqual([as_float(s["loss_amp"]) for s in got["steps"]], want)
+        with open(text, "w") as f:
+            f.write("head\n")
+        for args, said in ((("--precision", "fp8", "--keep-bf16-file", text), "'head' matches no module"),
+                           (("--precision", "fp8", "--keep-bf16", "fc2", "--keep-bf16-file", text), "'head'"),
+                           (("--precision", "bf16", "--keep-bf16-file", text), "no FP8 pass"),
+                           (("--precision", "fp8", "--keep-bf16-file", self.advice_file(["fc2"], "unverified")),
+                            "unverified"),
+                           (("--precision", "fp8", "--keep-bf16-file", text, "--json", text), "refusing to overwrite")):
+            rc, _, se = run_cli("train", "--model", self.path, "--data", self.data, "--steps", 1, "--no-db", "-q", *args)
+            self.assertEqual(rc, 2, se)
+            self.assertIn(said, se)
+            self.assertTrue(se.startswith("ampscope-cli: error: " + args[-1] + ":"), se)  # the file named
+            self.assertNotIn("--keep-bf16:", se)  # the file is named, not the flag
+        got = self.ampscope("fp8", "--allow-unverified", "--keep-bf16-file", self.advice_file(["fc2"], "unverified"))
+        self.assertEqual(got["keep_bf16"], ["fc2"])
 
     def test_refused_by_flag_without_an_fp8_recipe_or_a_module(self):
         for precision, glob, said in (("bf16", "fc2", "no FP8 pass"), ("fp8", "head", "head")):

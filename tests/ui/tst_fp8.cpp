@@ -212,6 +212,49 @@ private Q_SLOTS:
         QCOMPARE(d.spec().keep_fp32, std::vector<std::string>{"fc1"});
     }
 
+    /// The training and replay dialogs load the advised sets as the New run dialog does (Load BF16
+    /// set…, Load FP32 regions…: an advice of the other kind refused on the error line); the BF16
+    /// set's button follows its field, off without an FP8 recipe.
+    void trainingAndReplayDialogsLoadTheAdvisedSets() {
+        auto write = [this](const QString& name, const QByteArray& bytes) { return writeTestFile(dir_, name, bytes); };
+        const QString fp8 = write(QStringLiteral("fp8-advice-tr.json"),
+                                  R"({"outcome": "found", "kept_in": "bf16", "keep_fp32": [], "keep_bf16": ["fc2"]})");
+        const QString fp16 =
+            write(QStringLiteral("fp16-advice-tr.json"), R"({"outcome": "found", "keep_fp32": ["fc1"]})");
+        TrainingDialog t;
+        ReplayDialog r;
+        TrainSpec ts;
+        ReplaySpec rs;
+        rs.model = "demo:mlp";
+        rs.checkpoint = rs.batch = db_.toStdString();  // the dialog checks that they exist
+        for (const Precision p : {Precision::Mxfp8, Precision::Bf16}) {
+            ts.precision = rs.precision = p;
+            t.setSpec(ts);
+            r.setSpec(rs);
+            for (SpecDialog* d : std::initializer_list<SpecDialog*>{&t, &r}) {
+                auto* load = d->findChild<QPushButton*>(QStringLiteral("loadBf16Set"));
+                QVERIFY(load && d->findChild<QPushButton*>(QStringLiteral("loadRegions")));
+                QCOMPARE(load->isEnabled(), is_fp8(p));
+            }
+        }
+        ts.precision = rs.precision = Precision::Mxfp8;
+        t.setSpec(ts);
+        r.setSpec(rs);
+        QVERIFY(t.loadBf16Set(fp8));
+        QVERIFY(r.loadBf16Set(fp8));
+        QCOMPARE(t.spec().keep_bf16, std::vector<std::string>{"fc2"});
+        QCOMPARE(r.spec().keep_bf16, std::vector<std::string>{"fc2"});
+        for (SpecDialog* d : std::initializer_list<SpecDialog*>{&t, &r}) {
+            QVERIFY(!d->loadBf16Set(fp16));
+            QVERIFY2(d->errorText().contains(fp16) && d->errorText().contains(QStringLiteral("keep_fp32")),
+                     qPrintable(d->errorText()));
+            QVERIFY(d->loadRegions(fp16));
+        }
+        QCOMPARE(t.spec().keep_bf16, std::vector<std::string>{"fc2"});  // kept
+        QCOMPARE(t.spec().keep_fp32, std::vector<std::string>{"fc1"});
+        QCOMPARE(r.spec().keep_fp32, std::vector<std::string>{"fc1"});
+    }
+
     /// Layers tab, an FP8 pass selected: the keep button keeps the selected module in BF16 (left
     /// out of FP8), not in FP32, and starts the same run again; for the FP32 reference it is off.
     void keepButtonKeepsAnFp8PassModuleInBf16() {

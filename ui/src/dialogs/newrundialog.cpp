@@ -106,27 +106,6 @@ void NewRunDialog::buildFp8(QFormLayout* form) {
     form->addRow(QStringLiteral("fp8-delayed"), delayedSettings(amax_history_, margin_, QStringLiteral("Batches")));
 }
 
-QHBoxLayout* NewRunDialog::withLoad(QLineEdit* field, storage::RegionsList list) {
-    const bool bf16 = list == storage::RegionsList::KeepBf16;
-    auto* row = new QHBoxLayout;
-    auto* b = new QPushButton(bf16 ? QStringLiteral("Load BF16 set…") : QStringLiteral("Load FP32 regions…"));
-    b->setObjectName(bf16 ? QStringLiteral("loadBf16Set") : QStringLiteral("loadRegions"));
-    b->setToolTip(
-        bf16 ? QStringLiteral("From the JSON that Advise… wrote for an FP8 recipe (its keep_bf16 set) or "
-                              "ampscope-cli advise --precision fp8 --json, or a file with one module glob a line")
-             : QStringLiteral("From the JSON that Advise FP32 regions… (Save set…) or ampscope-cli advise "
-                              "--json wrote, or a file with one module glob a line"));
-    connect(b, &QPushButton::clicked, this, [this, field, list, bf16] {
-        const auto f = QFileDialog::getOpenFileName(
-            this, bf16 ? QStringLiteral("Load the BF16 set") : QStringLiteral("Load FP32 regions"), {},
-            QStringLiteral("Advice JSON or glob list (*.json *.txt);;All files (*)"));
-        if (!f.isEmpty()) loadInto(field, f, list);
-    });
-    row->addWidget(field, 1);
-    row->addWidget(b);
-    return row;
-}
-
 QGroupBox* NewRunDialog::buildCriteria() {
     criteria_ = new QGroupBox(QStringLiteral("Criteria (fixed before the first pass)"));
     auto* cf = new QFormLayout(criteria_);
@@ -259,25 +238,6 @@ RunSpec NewRunDialog::spec() const {
     return s;
 }
 
-bool NewRunDialog::loadRegions(const QString& path) {
-    return loadInto(keep_fp32_, path, storage::RegionsList::KeepFp32);
-}
-
-bool NewRunDialog::loadBf16Set(const QString& path) {
-    return loadInto(keep_bf16_, path, storage::RegionsList::KeepBf16);
-}
-
-bool NewRunDialog::loadInto(QLineEdit* field, const QString& path, storage::RegionsList list) {
-    try {
-        setRegions(field, readRegionsFile(path, list));
-    } catch (const InputError& e) {
-        showError(QString::fromStdString(e.what()));
-        return false;
-    }
-    showError(QString());
-    return true;
-}
-
 void NewRunDialog::lockCriteria() {
     criteria_->setEnabled(false);
     criteria_->setTitle(QStringLiteral("Criteria (locked: fixed before the first pass)"));
@@ -299,14 +259,6 @@ void NewRunDialog::dropEvent(QDropEvent* e) {
         else
             model_->setCurrentText(f);
     }
-}
-
-std::vector<std::string> NewRunDialog::readRegionsFile(const QString& path, storage::RegionsList list) {
-    // the CLI's rules (--keep-fp32-file): a bounded read refusing FIFOs and devices, a byte-order
-    // mark skipped, one glob a line or an advise JSON (an unverified set refused)
-    return storage::read_regions_file(
-        path.toStdString(), list == storage::RegionsList::KeepBf16 ? "Keep in BF16 file" : "Keep in FP32 file",
-        /*allow_unverified=*/false, list);
 }
 
 }  // namespace ampscope::ui

@@ -28,16 +28,6 @@ public:
     /// After Start: criteria widgets become read-only.
     void lockCriteria();
     bool criteriaLocked() const;
-    /// Fills Keep in FP32 from `path`: the JSON `ampscope-cli advise` and Save set… write (its
-    /// "keep_fp32" list) or one glob a line. A bad file: the dialog's error line names the file
-    /// and what was expected, the field is left as it was. True when filled.
-    bool loadRegions(const QString& path);
-    /// Fills Keep in BF16 (FP8 passes) from `path` alike: an FP8 recipe's advise JSON (its
-    /// "keep_bf16" list; an fp16/bf16 advice refused, naming keep_fp32) or one glob a line.
-    bool loadBf16Set(const QString& path);
-    /// The globs of such a file; throws InputError(path, field, expectation).
-    static std::vector<std::string> readRegionsFile(const QString& path,
-                                                    storage::RegionsList list = storage::RegionsList::KeepFp32);
 
 protected:
     void dragEnterEvent(QDragEnterEvent* e) override;
@@ -48,15 +38,10 @@ private:
     /// The FP8 recipes' check boxes, Keep in BF16 and fp8-delayed's amax history and margin.
     void buildFp8(QFormLayout* form);
     QGroupBox* buildCriteria();
-    /// `field` with a Load… button for `list` (Load FP32 regions… / Load BF16 set…).
-    QHBoxLayout* withLoad(QLineEdit* field, storage::RegionsList list);
-    /// loadRegions / loadBf16Set: `field` filled from `path`'s `list`.
-    bool loadInto(QLineEdit* field, const QString& path, storage::RegionsList list);
     QComboBox* model_;
     QLineEdit* probes_;
     QCheckBox *fp16_, *bf16_;
     std::map<Precision, QCheckBox*> fp8_;  ///< one per FP8 recipe, in kFp8Recipes order
-    QLineEdit* keep_bf16_;
     QSpinBox *amax_history_, *margin_;
     QCheckBox* what_if_;     ///< the BF16 pass's FP8 what-if (RunSpec::fp8_what_if)
     QComboBox* real_gemm_;   ///< RunSpec::fp8_real_gemm: auto, on, off
@@ -74,7 +59,6 @@ private:
     QSpinBox* sequence_axis_;
     QHBoxLayout* buildSequenceCriteria();
     QHBoxLayout* buildSequenceLayout();
-    QLineEdit* keep_fp32_;
     QSpinBox* seed_;
     QSpinBox* batch_;
 };

@@ -55,13 +55,13 @@ ReplayDialog::ReplayDialog(QWidget* parent) : SpecDialogFor(parent) {
     form->addRow(QStringLiteral("AMP precision"), precision_);
     keep_fp32_ = regionsField(QStringLiteral("head, blocks.1.*"));
     keep_fp32_->setToolTip(QStringLiteral("Modules the job already ran without autocast (usually none)"));
-    form->addRow(QStringLiteral("Keep in FP32"), keep_fp32_);
+    form->addRow(QStringLiteral("Keep in FP32"), withLoad(keep_fp32_, storage::RegionsList::KeepFp32));
     keep_bf16_ = regionsField(QStringLiteral("lm_head"));
     keep_bf16_->setObjectName(QStringLiteral("replayKeepBf16"));
     keep_bf16_->setToolTip(
         QStringLiteral("FP8 recipes: modules whose linear layers the job left in BF16 (its "
                        "module_filter_fn), or a remedy: modules taken out of FP8"));
-    form->addRow(QStringLiteral("Keep in BF16 (FP8 recipes)"), keep_bf16_);
+    form->addRow(QStringLiteral("Keep in BF16 (FP8 recipes)"), withLoad(keep_bf16_, storage::RegionsList::KeepBf16));
     mx_scaling_ = choiceField(mx_scaling_names());
     mx_scaling_->setObjectName(QStringLiteral("replayMxScaling"));
     mx_scaling_->setToolTip(QStringLiteral("mxfp8: the job's block scales; rceil as torchao's MXFP8Linear trains"));

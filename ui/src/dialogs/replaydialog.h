@@ -33,7 +33,7 @@ private:
     QHBoxLayout* withFileOrFolder(QLineEdit* field);
     void addJobSettings(QFormLayout* form);
     QComboBox *model_, *loss_, *precision_, *mx_scaling_, *device_, *optimizerKind_;
-    QLineEdit *checkpoint_, *batch_, *optimizer_, *scaler_, *prefix_, *keep_fp32_, *keep_bf16_, *groups_, *clip_;
+    QLineEdit *checkpoint_, *batch_, *optimizer_, *scaler_, *prefix_, *groups_, *clip_;
     QSpinBox* steps_;
     QCheckBox *non_strict_, *noScaler_;
     std::optional<ReplayIncident> incident_;  ///< an incident bundle's: kept with the spec

@@ -4,6 +4,7 @@
 #include <QComboBox>
 #include <QDialogButtonBox>
 #include <QDoubleSpinBox>
+#include <QEvent>
 #include <QFileDialog>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -18,6 +19,26 @@
 #include "ampscope/engine/run.h"
 
 namespace ampscope::ui {
+
+namespace {
+
+/// Keeps a Load… button enabled as its field is (a field disabled for the chosen precision).
+class FollowEnabled : public QObject {
+public:
+    FollowEnabled(QWidget* field, QWidget* button) : QObject(button), button_(button) {
+        field->installEventFilter(this);
+        button->setEnabled(field->isEnabled());
+    }
+    bool eventFilter(QObject* watched, QEvent* e) override {
+        if (e->type() == QEvent::EnabledChange) button_->setEnabled(static_cast<QWidget*>(watched)->isEnabled());
+        return false;
+    }
+
+private:
+    QWidget* button_;
+};
+
+}  // namespace
 
 SpecDialog::SpecDialog(QWidget* parent) : QDialog(parent) {}
 
@@ -120,6 +141,53 @@ void SpecDialog::setRegions(QLineEdit* field, const std::vector<std::string>& gl
     QStringList k;
     for (const auto& g : globs) k << QString::fromStdString(g);
     field->setText(k.join(QStringLiteral(", ")));
+}
+
+std::vector<std::string> SpecDialog::readRegionsFile(const QString& path, storage::RegionsList list) {
+    return storage::read_regions_file(
+        path.toStdString(), list == storage::RegionsList::KeepBf16 ? "Keep in BF16 file" : "Keep in FP32 file",
+        /*allow_unverified=*/false, list);
+}
+
+QHBoxLayout* SpecDialog::withLoad(QLineEdit* field, storage::RegionsList list) {
+    const bool bf16 = list == storage::RegionsList::KeepBf16;
+    auto* row = new QHBoxLayout;
+    auto* b = new QPushButton(bf16 ? QStringLiteral("Load BF16 set…") : QStringLiteral("Load FP32 regions…"));
+    b->setObjectName(bf16 ? QStringLiteral("loadBf16Set") : QStringLiteral("loadRegions"));
+    b->setToolTip(
+        bf16 ? QStringLiteral("From the JSON that Advise… wrote for an FP8 recipe (its keep_bf16 set) or "
+                              "ampscope-cli advise --precision fp8 --json, or a file with one module glob a line")
+             : QStringLiteral("From the JSON that Advise FP32 regions… (Save set…) or ampscope-cli advise "
+                              "--json wrote, or a file with one module glob a line"));
+    connect(b, &QPushButton::clicked, this, [this, field, list, bf16] {
+        const auto f = QFileDialog::getOpenFileName(
+            this, bf16 ? QStringLiteral("Load the BF16 set") : QStringLiteral("Load FP32 regions"), {},
+            QStringLiteral("Advice JSON or glob list (*.json *.txt);;All files (*)"));
+        if (!f.isEmpty()) loadInto(field, f, list);
+    });
+    new FollowEnabled(field, b);
+    row->addWidget(field, 1);
+    row->addWidget(b);
+    return row;
+}
+
+bool SpecDialog::loadRegions(const QString& path) {
+    return keep_fp32_ && loadInto(keep_fp32_, path, storage::RegionsList::KeepFp32);
+}
+
+bool SpecDialog::loadBf16Set(const QString& path) {
+    return keep_bf16_ && loadInto(keep_bf16_, path, storage::RegionsList::KeepBf16);
+}
+
+bool SpecDialog::loadInto(QLineEdit* field, const QString& path, storage::RegionsList list) {
+    try {
+        setRegions(field, readRegionsFile(path, list));
+    } catch (const InputError& e) {
+        showError(QString::fromStdString(e.what()));
+        return false;
+    }
+    showError(QString());
+    return true;
 }
 
 QDoubleSpinBox* SpecDialog::number(double lo, double hi, double value, int decimals) {

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "ampscope/storage/input_file.h"
+
 class QComboBox;
 class QDoubleSpinBox;
 class QHBoxLayout;
@@ -26,6 +28,18 @@ public:
     /// Closes only when validate() accepts the fields; otherwise shows why (errorText()).
     void accept() override;
     QString errorText() const;
+    /// The globs of a regions file (the CLI's --keep-fp32-file / --keep-bf16-file rules: a bounded
+    /// read, an advise JSON's list or one glob a line, an unverified set refused); throws
+    /// InputError(path, field, expectation).
+    static std::vector<std::string> readRegionsFile(const QString& path,
+                                                    storage::RegionsList list = storage::RegionsList::KeepFp32);
+    /// Fills Keep in FP32 from `path`: the JSON `ampscope-cli advise` and Save set… write (its
+    /// "keep_fp32" list) or one glob a line. A bad file: the dialog's error line names the file
+    /// and what was expected, the field is left as it was. True when filled.
+    bool loadRegions(const QString& path);
+    /// Fills Keep in BF16 (FP8) from `path` alike: an FP8 recipe's advise JSON (its "keep_bf16"
+    /// list; an fp16/bf16 advice refused, naming keep_fp32) or one glob a line.
+    bool loadBf16Set(const QString& path);
 
 protected:
     explicit SpecDialog(QWidget* parent);
@@ -49,6 +63,12 @@ protected:
     /// Selects the item whose data is `name` (not there: the first); the selected item's name.
     static void setChoice(QComboBox* field, const std::string& name);
     static std::string choice(const QComboBox* field);
+    /// `field` with a Load… button for `list` (Load FP32 regions… / Load BF16 set…, object names
+    /// loadRegions / loadBf16Set) that fills it from a file (loadInto).
+    QHBoxLayout* withLoad(QLineEdit* field, storage::RegionsList list);
+    /// `field` filled from `path`'s `list` (readRegionsFile). A bad file: the error line names the
+    /// file and what was expected, the field is left as it was. True when filled.
+    bool loadInto(QLineEdit* field, const QString& path, storage::RegionsList list);
     static QLineEdit* regionsField(const QString& example);
     static std::vector<std::string> regions(const QLineEdit* field);
     static void setRegions(QLineEdit* field, const std::vector<std::string>& globs);
@@ -58,6 +78,10 @@ protected:
     /// `history` and `margin` created (object names fp8AmaxHistory, fp8Margin) with the engine's
     /// defaults; `unit` says what one history entry is (batches of a run, steps of a training).
     static QHBoxLayout* delayedSettings(QSpinBox*& history, QSpinBox*& margin, const QString& unit);
+
+    /// The dialog's Keep in FP32 and Keep in BF16 fields (each subclass creates those it has).
+    QLineEdit* keep_fp32_ = nullptr;
+    QLineEdit* keep_bf16_ = nullptr;
 
 private:
     QLabel* error_ = nullptr;

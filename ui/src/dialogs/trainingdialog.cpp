@@ -105,7 +105,7 @@ void TrainingDialog::addPrecisionPolicy(QFormLayout* form) {
     keep_bf16_->setObjectName(QStringLiteral("trainingKeepBf16"));
     keep_bf16_->setToolTip(QStringLiteral(
         "FP8 recipes: modules whose linear layers stay in BF16, out of FP8 (torchao's module_filter_fn)"));
-    form->addRow(QStringLiteral("Keep in BF16 (FP8 recipes)"), keep_bf16_);
+    form->addRow(QStringLiteral("Keep in BF16 (FP8 recipes)"), withLoad(keep_bf16_, storage::RegionsList::KeepBf16));
     mx_scaling_ = choiceField(mx_scaling_names());
     mx_scaling_->setObjectName(QStringLiteral("trainingMxScaling"));
     mx_scaling_->setToolTip(
@@ -134,7 +134,7 @@ void TrainingDialog::addPrecisionPolicy(QFormLayout* form) {
     clip_->setToolTip(QStringLiteral("0: off. Applied after unscaling"));
     form->addRow(QStringLiteral("Clip gradient norm"), clip_);
     keep_fp32_ = regionsField(QStringLiteral("head, blocks.1.*"));
-    form->addRow(QStringLiteral("Keep in FP32"), keep_fp32_);
+    form->addRow(QStringLiteral("Keep in FP32"), withLoad(keep_fp32_, storage::RegionsList::KeepFp32));
 }
 
 void TrainingDialog::setSpec(const TrainSpec& s) {

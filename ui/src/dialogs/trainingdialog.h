@@ -23,7 +23,7 @@ private:
     void addSchedule(QFormLayout* form);
     void addPrecisionPolicy(QFormLayout* form);
     QComboBox *model_, *loss_, *optimizer_, *precision_, *mx_scaling_, *isolation_, *schedule_, *device_;
-    QLineEdit *data_, *keep_fp32_, *keep_bf16_, *checkpoint_dir_;
+    QLineEdit *data_, *checkpoint_dir_;
     QSpinBox *steps_, *batch_, *accumulate_, *growth_interval_, *checkpoint_every_, *seed_;
     QSpinBox *amax_history_, *margin_;  ///< fp8-delayed's settings
     QDoubleSpinBox *lr_, *momentum_, *weight_decay_, *init_scale_, *clip_;
