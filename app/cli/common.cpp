@@ -154,6 +154,7 @@ const std::map<std::string, std::string>& flag_of_field() {
                                                              {"fp8_real_gemm", "--fp8-real-gemm"},
                                                              {"fp8_amax_history", "--fp8-amax-history"},
                                                              {"fp8_margin", "--fp8-margin"},
+                                                             {"fp8_weight_cache", "--fp8-weight-cache"},
                                                              {"mx_scaling", "--mx-scaling"},
                                                              {"layer", "--layer"},
                                                              {"loss", "--loss"},

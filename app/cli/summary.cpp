@@ -122,7 +122,9 @@ void print_train(std::ostream& os, const TrainResult& r, bool color) {
     }
     if (r.spec.precision == Precision::Fp8Delayed && r.spec.autocast) {  // where a tensor outran its stale scale
         os << "  fp8-delayed: amax history " << r.spec.fp8_amax_history << " micro-batches, margin "
-           << r.spec.fp8_margin << "; values beyond the stale scale, clamped:";
+           << r.spec.fp8_margin
+           << (r.spec.fp8_weight_cache ? ", weights cast once a step (its first micro-batch's reused)" : "")
+           << "; values beyond the stale scale, clamped:";
         int shown = 0, steps = 0;
         for (const auto& st : r.steps)
             if (st.fp8_saturated > 0 && steps++ < 12)

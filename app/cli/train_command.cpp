@@ -109,6 +109,9 @@ void add_train_options(CLI::App* train, TrainOptions& o) {
                       "FP8 recipes: module-path glob whose linear layers stay in BF16, out of FP8 (repeatable; "
                       "torchao's module_filter_fn)");
     add_region_file_options(train, o.regions);
+    train->add_flag("--fp8-weight-cache", ts.fp8_weight_cache,
+                    "fp8-delayed with --accumulate: a step's later micro-batches reuse the FP8 weights its first one "
+                    "cast, as Transformer Engine does given is_first_microbatch (Megatron-LM passes it)");
     train->add_option("--seed", ts.seed, "seed for weights, data and per-step RNG")
         ->default_val(0)
         ->check(checks::Seed());

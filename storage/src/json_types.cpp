@@ -140,8 +140,10 @@ void to_json(ordered_json& j, const TrainSpec& s) {
          {"seed", s.seed},
          {"device", s.device},
          {"guards", s.guards}};
-    if (s.precision == Precision::Fp8Delayed)  // the recipe's settings, as a run's spec holds them
+    if (s.precision == Precision::Fp8Delayed) {  // the recipe's settings, as a run's spec holds them
         j["fp8_delayed"] = {{"amax_history", s.fp8_amax_history}, {"margin", s.fp8_margin}};
+        if (s.fp8_weight_cache) j["fp8_delayed"]["weight_cache"] = true;  // absent: each micro-batch casts
+    }
     if (!s.keep_bf16.empty()) j["keep_bf16"] = s.keep_bf16;  // FP8 recipes: modules kept out of FP8
     if (s.precision == Precision::Mxfp8) j["mx_scaling"] = to_string(s.mx_scaling);
 }
@@ -170,8 +172,14 @@ void from_json(const json& j, TrainSpec& s) {
     s.seed = j.at("seed");
     s.device = j.at("device");
     s.guards = j.at("guards");
-    if (const auto d = j.find("fp8_delayed"); d != j.end())
+    if (const auto d = j.find("fp8_delayed"); d != j.end()) {
         std::tie(s.fp8_amax_history, s.fp8_margin) = storage::jtypes::fp8_delayed_settings(*d);
+        if (const auto c = d->find("weight_cache"); c != d->end()) {
+            if (!c->is_boolean())
+                throw InputError("", "spec.fp8_delayed.weight_cache", "'" + c->dump() + "'; expected true or false");
+            s.fp8_weight_cache = c->get<bool>();
+        }
+    }
     s.keep_bf16 = j.value("keep_bf16", std::vector<std::string>());  // trainings recorded before it: none
     // mxfp8 trainings recorded before the setting ran with FLOOR scales
     s.mx_scaling = parse_mx_scaling(j.value("mx_scaling", std::string("floor")), "spec.mx_scaling");

@@ -27,9 +27,18 @@ class TeDelayed:
     zeroed, scale = (fmax / amax) / 2^margin (kept when amax is 0 or not finite). `clamped` counts a
     step's values whose |x| * scale rounds past fmax (the cast clamps them), by step."""
 
-    def __init__(self, history, margin):
+    def __init__(self, history, margin, weight_cache=False):
         self.len, self.margin, self.slots = history, margin, {}
         self.clamped, self.first = 0, ""
+        # TE's modules given is_first_microbatch: a weight cast in a step's first micro-batch only
+        # (its FP8 workspace), the later ones reuse it and record no amax for it
+        self.weight_cache, self.first_micro, self.weights = weight_cache, True, {}
+
+    def cast_weight(self, w, name):
+        if self.weight_cache and not self.first_micro and name in self.weights:
+            return self.weights[name]
+        self.weights[name] = self.cast(w, name, E4M3)
+        return self.weights[name]
 
     def cast(self, t, name, fmt):
         dtype, fmax, past = fmt
@@ -57,6 +66,7 @@ class TeDelayed:
         """The step's (clamped, first tensor), reset."""
         step = (self.clamped, self.first)
         self.clamped, self.first = 0, ""
+        self.weights = {}
         return step
 
 
@@ -88,7 +98,7 @@ class DelayedLinear(torch.nn.Module):
 
     def forward(self, x):
         xq = self.te.cast(x.reshape(-1, x.shape[-1]), self.name + "/input", E4M3)
-        wq = self.te.cast(self.weight, self.name + "/weight", E4M3)
+        wq = self.te.cast_weight(self.weight, self.name + "/weight")
         out = DelayedMm.apply(x, self.weight, xq, wq, self.name + "/grad_output", self.te)
         return out + self.bias.to(out.dtype)
 
@@ -120,11 +130,12 @@ class Fp8DelayedTrain(unittest.TestCase):
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
-    def reference(self, history, margin, accumulate=1, per_micro_batch=True):
+    def reference(self, history, margin, accumulate=1, per_micro_batch=True, weight_cache=False):
         """Each step's AMP loss and (clamped, first tensor) under TeDelayed; with `accumulate`
         micro-batches a step (their losses / accumulate, summed), TE's update after each
-        micro-batch, or (per_micro_batch=False, the alternative the test rules out) after the step."""
-        te = TeDelayed(history, margin)
+        micro-batch, or (per_micro_batch=False, the alternative the test rules out) after the step;
+        `weight_cache`: the weights cast in each step's first micro-batch only."""
+        te = TeDelayed(history, margin, weight_cache)
         m = copy.deepcopy(self.model)
         for name in ("fc1", "fc2"):
             setattr(m, name, DelayedLinear(getattr(m, name), name, te))
@@ -133,7 +144,8 @@ class Fp8DelayedTrain(unittest.TestCase):
         for _ in range(self.STEPS):
             opt.zero_grad()
             total = 0.0
-            for _ in range(accumulate):
+            for i in range(accumulate):
+                te.first_micro = i == 0
                 b, e = cursor, min(len(self.x), cursor + self.BATCH)
                 cursor = 0 if e >= len(self.x) else e
                 with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -188,6 +200,24 @@ class Fp8DelayedTrain(unittest.TestCase):
         want = self.reference(1, 0, accumulate=2)
         self.assertEqual(got, want)
         self.assertNotEqual(self.reference(1, 0, accumulate=2, per_micro_batch=False), want)
+
+    def test_weight_cache_as_te_given_is_first_microbatch(self):
+        """--fp8-weight-cache, --accumulate 3: a step's later micro-batches reuse the weights its first
+        one cast (with the scales before that micro-batch's update) and record no weight amax, as
+        TE's modules do given is_first_microbatch; recasting each micro-batch trains differently
+        (the weights move a lot at this learning rate, so their scales move between steps)."""
+        for history in (1, 1024):
+            with tempfile.TemporaryDirectory() as d:
+                got = self.train(d, "--fp8-amax-history", history, "--accumulate", 3, "--fp8-weight-cache")
+            self.assertEqual(got["fp8_delayed"], {"amax_history": history, "margin": 0, "weight_cache": True})
+            want = self.reference(history, 0, accumulate=3, weight_cache=True)
+            self.assertEqual(self.steps_of(got), want, history)
+            self.assertNotEqual(self.reference(history, 0, accumulate=3), want, history)
+        rc, _, se = run_cli("train", "--model", self.path, "--data", self.data, "--steps", 1, "--precision", "fp8",
+                            "--fp8-weight-cache", "--no-db")
+        self.assertEqual(rc, 2, se)
+        self.assertIn("--fp8-weight-cache", se)
+        self.assertIn("expected precision fp8-delayed", se)
 
     def test_resumed_run_continues_the_histories(self):
         """Checkpoint after 3 steps, resume to 7: steps 3..6 as the uninterrupted run (and TE's);

@@ -673,10 +673,10 @@ TEST(DelayedTraining, RewindCastsWithTheMicroBatchsScalesAndRestores) {
     using ampscope::detail::DelayedTraining;
     DelayedTraining d({4, 0});
     const auto x = at::full({8}, 100.0f);
-    d.begin_micro_batch();
+    d.begin_micro_batch(true);
     d.cast(x, "fc1/input", Fp8Element::E4M3);  // scale 1: the first micro-batch
     d.end_micro_batch();                       // scale 448 / 100
-    d.begin_micro_batch();
+    d.begin_micro_batch(true);
     d.cast(x * 2, "fc1/input", Fp8Element::E4M3);
     d.end_micro_batch();
     const float now = d.slots.at("fc1/input").scale();
@@ -699,4 +699,31 @@ TEST(DelayedTraining, RewindCastsWithTheMicroBatchsScalesAndRestores) {
     d.end_step();
     DelayedTraining::Rewind r(&d, 0);  // the step's kept scales are dropped
     EXPECT_FLOAT_EQ(d.slots.at("fc1/input").scale(), now);
+}
+
+/// TrainSpec::fp8_weight_cache (TE's is_first_microbatch): the step's first micro-batch casts the
+/// weight; the later ones get that cast back (made with the scale before the update) and record no
+/// amax, so a history of one keeps its scale; the next step casts again; without the cache each
+/// micro-batch casts with the scale of the moment.
+TEST(DelayedTraining, WeightCacheReusesTheFirstMicroBatchsCast) {
+    using ampscope::detail::DelayedTraining;
+    const auto w = at::full({4}, 3.0f) + at::arange(4, at::kFloat) / 7;
+    for (const bool cache : {true, false}) {
+        DelayedTraining d({1, 0});
+        d.weight_cache = cache;
+        d.begin_micro_batch(false);
+        const auto first = d.cast_weight(w, "fc1/weight");  // scale 1
+        d.end_micro_batch();                                 // scale 448 / amax
+        const float after = d.slots.at("fc1/weight").scale();
+        EXPECT_GT(after, 1.0f);
+        d.begin_micro_batch(false);
+        const auto second = d.cast_weight(w, "fc1/weight");
+        EXPECT_EQ(at::equal(second, first), cache) << cache;  // scale 1 again, or the new one
+        d.end_micro_batch();
+        // cached: no amax recorded, so the one-entry history holds 0 and the scale stays
+        EXPECT_FLOAT_EQ(d.slots.at("fc1/weight").scale(), after);
+        d.end_step();
+        d.begin_micro_batch(false);
+        EXPECT_FALSE(at::equal(d.cast_weight(w, "fc1/weight"), first)) << "a new step casts anew";
+    }
 }

@@ -314,6 +314,7 @@ private Q_SLOTS:
             ts.precision = p;
             ts.fp8_amax_history = 16;  // fp8-delayed's settings: kept for it, the defaults for the others
             ts.fp8_margin = 2;
+            ts.fp8_weight_cache = true;
             ts.keep_bf16 = {"fc2"};  // an FP8 recipe's modules left in BF16: kept for the recipes only
             t.setSpec(ts);
             QCOMPARE(t.spec().precision, p);
@@ -328,6 +329,8 @@ private Q_SLOTS:
             QCOMPARE(margin->isEnabled(), delayed);
             QCOMPARE(t.spec().fp8_amax_history, delayed ? 16 : TrainSpec{}.fp8_amax_history);
             QCOMPARE(t.spec().fp8_margin, delayed ? 2 : TrainSpec{}.fp8_margin);
+            QCOMPARE(t.findChild<QCheckBox*>(QStringLiteral("trainingFp8WeightCache"))->isEnabled(), delayed);
+            QCOMPARE(t.spec().fp8_weight_cache, delayed);  // TE's is_first_microbatch caching: fp8-delayed's
         }
         // the replay dialog: a job trained with a float8 recipe is replayed in it
         ReplayDialog r;

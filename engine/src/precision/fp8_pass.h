@@ -76,15 +76,24 @@ struct DelayedTraining {
     int64_t saturated = 0;     ///< this step's elements beyond their stale scale's range (clamped)
     std::string saturated_at;  ///< the first tensor of the step that had one
     int calls = 0;             ///< linears run in this forward (names the GEMMs without a module)
+    /// Transformer Engine's is_first_microbatch (TrainSpec::fp8_weight_cache): a weight is cast in
+    /// the step's first micro-batch only; the others reuse that cast and record no amax for it.
+    bool weight_cache = false;
 
     /// The tensor's delayed scaling, created with an empty history (scale 1) the first time.
     DelayedScaling& slot(const std::string& name, Fp8Element element);
     /// `t` cast with its slot's scale and dequantized (FP32); recorded: its amax enters the
     /// history, clamped elements are counted.
     at::Tensor cast(const at::Tensor& t, const std::string& name, Fp8Element element);
-    /// The start of a micro-batch's forward: the scales it casts with are kept for a diagnostic
-    /// re-run of the step (Rewind; the trainer keeps them only when it runs the guards).
-    void begin_micro_batch() { before.push_back(slots); }
+    /// A weight's cast (E4M3): cast(), or with weight_cache, after the step's first micro-batch,
+    /// the cast that micro-batch made.
+    at::Tensor cast_weight(const at::Tensor& w, const std::string& name);
+    /// The start of a micro-batch's forward; `keep`: the scales it casts with are kept for a
+    /// diagnostic re-run of the step (Rewind; the trainer keeps them when it runs the guards).
+    void begin_micro_batch(bool keep) {
+        ++begun;
+        if (keep) before.push_back(slots);
+    }
     /// The end of a micro-batch's backward: every scale updated from its history.
     void end_micro_batch();
     /// The end of a training step: the step's counts and kept scales dropped.
@@ -106,6 +115,8 @@ struct DelayedTraining {
 
 private:
     std::vector<std::map<std::string, DelayedScaling>> before;  ///< each micro-batch's slots at its start
+    int begun = 0;                                              ///< micro-batches begun in this step
+    std::map<std::string, at::Tensor> weights;                  ///< weight_cache: the first micro-batch's casts
 };
 
 /// While alive on this thread, an FP8 pass of precision fp8-delayed under an

@@ -220,6 +220,13 @@ at::Tensor DelayedTraining::cast(const at::Tensor& t, const std::string& name, F
     return q;
 }
 
+at::Tensor DelayedTraining::cast_weight(const at::Tensor& w, const std::string& name) {
+    if (!weight_cache) return cast(w, name, Fp8Element::E4M3);
+    if (begun > 1)  // a later micro-batch, or a diagnostic re-run of the step: the first one's cast
+        if (const auto it = weights.find(name); it != weights.end()) return it->second;
+    return weights[name] = cast(w, name, Fp8Element::E4M3);
+}
+
 void DelayedTraining::end_micro_batch() {
     for (auto& [name, s] : slots) s.update();
 }
@@ -228,6 +235,8 @@ void DelayedTraining::end_step() {
     saturated = 0;
     saturated_at.clear();
     before.clear();
+    begun = 0;
+    weights.clear();
 }
 
 DelayedTraining::Rewind::Rewind(DelayedTraining* d, size_t k) : d_(d && k < d->before.size() ? d : nullptr), k_(k) {
@@ -277,7 +286,7 @@ at::Tensor delayed_training_linear(const at::Tensor& x, const at::Tensor& w, at:
     {
         at::NoGradGuard ng;  // the casts are the function's saved operands, not graph nodes
         x2q = d.cast(x.reshape({-1, x.size(-1)}), name + "/input", Fp8Element::E4M3);
-        wq = d.cast(w, name + "/weight", Fp8Element::E4M3);
+        wq = d.cast_weight(w, name + "/weight");
     }
     if (!at::GradMode::is_enabled() || !(x.requires_grad() || w.requires_grad()))
         return output_product(x2q, wq, x, out_dtype);

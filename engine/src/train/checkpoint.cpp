@@ -21,7 +21,13 @@ std::optional<detail::DelayedTraining> delayed_training_of(const TrainSpec& s, T
             "fp8-delayed with GradScaler: grad_output's amax history follows the loss scale (each "
             "growth clamps values, an overflow freezes its scale for the history's length); "
             "Transformer Engine trains FP8 without one (no scaler: the isolation autocast only)");
-    return detail::DelayedTraining(detail::DelayedOptions{s.fp8_amax_history, s.fp8_margin});
+    if (s.fp8_weight_cache && s.accumulate == 1)
+        res.warnings.push_back(
+            "fp8-delayed weight cache with one micro-batch a step: every micro-batch is a step's "
+            "first, so each casts its weights (the cache changes nothing; --accumulate N)");
+    detail::DelayedTraining d(detail::DelayedOptions{s.fp8_amax_history, s.fp8_margin});
+    d.weight_cache = s.fp8_weight_cache;
+    return d;
 }
 
 std::string policy_string(const TrainSpec& s) {
@@ -29,10 +35,11 @@ std::string policy_string(const TrainSpec& s) {
     for (const auto& g : s.keep_fp32) k += g + ",";
     if (!s.keep_bf16.empty()) k += "|bf16:";  // FP8 recipes: the modules kept out of FP8
     for (const auto& g : s.keep_bf16) k += g + ",";
-    const std::string delayed =
-        s.precision == Precision::Fp8Delayed
-            ? "(amax history " + std::to_string(s.fp8_amax_history) + ", margin " + std::to_string(s.fp8_margin) + ")"
-            : "";
+    const std::string delayed = s.precision == Precision::Fp8Delayed
+                                    ? "(amax history " + std::to_string(s.fp8_amax_history) + ", margin " +
+                                          std::to_string(s.fp8_margin) + (s.fp8_weight_cache ? ", weight cache" : "") +
+                                          ")"
+                                    : "";
     const std::string mx = s.precision == Precision::Mxfp8 ? "(" + to_string(s.mx_scaling) + " scales)" : "";
     return to_string(s.precision) + delayed + mx + (s.autocast ? "+autocast" : "") +
            (s.scaler.enabled ? "+scaler" : "") + "|" + k;

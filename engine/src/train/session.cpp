@@ -288,7 +288,7 @@ struct Session {
             l_r.backward();
             f[kLossRef] += l_r.detach().to(at::kDouble);
             train_parts::reseed(seed);  // AMP: autocast around forward and loss, backward outside
-            if (delayed && s.guards) delayed->begin_micro_batch();  // kept for the diagnostic re-runs
+            if (delayed) delayed->begin_micro_batch(s.guards);  // scales kept for the diagnostic re-runs
             at::Tensor l_a;
             {
                 detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/false, s.keep_bf16);

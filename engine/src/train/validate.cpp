@@ -40,6 +40,11 @@ void validate_spec(const TrainSpec& s) {
         throw InputError(
             "", "fp8_margin",
             std::to_string(s.fp8_margin) + "; expected an integer from 0 to " + std::to_string(kMaxFp8Margin));
+    if (s.fp8_weight_cache && s.precision != Precision::Fp8Delayed)
+        throw InputError("", "fp8_weight_cache",
+                         "given with " + to_string(s.precision) +
+                             "; expected precision fp8-delayed (Transformer Engine's cached FP8 weights; the other "
+                             "recipes cast each weight when it is used)");
     finite_at_least(s.lr, 0, true, "lr");
     finite_at_least(s.momentum, 0, false, "momentum");
     finite_at_least(s.weight_decay, 0, false, "weight_decay");

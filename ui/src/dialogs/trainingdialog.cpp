@@ -100,6 +100,12 @@ void TrainingDialog::addPrecisionPolicy(QFormLayout* form) {
                        "Transformer Engine's delayed scaling, each scale from the amax history of the steps before"));
     form->addRow(QStringLiteral("AMP precision"), precision_);
     auto* delayed = delayedSettings(amax_history_, margin_, QStringLiteral("Micro-batches"));
+    weight_cache_ = new QCheckBox(QStringLiteral("weights cast once a step"));
+    weight_cache_->setObjectName(QStringLiteral("trainingFp8WeightCache"));
+    weight_cache_->setToolTip(
+        QStringLiteral("With accumulation: a step's later micro-batches reuse the FP8 weights its first one cast, as "
+                       "Transformer Engine does given is_first_microbatch (Megatron-LM passes it)"));
+    delayed->insertWidget(delayed->count() - 1, weight_cache_);
     form->addRow(QStringLiteral("fp8-delayed"), delayed);
     keep_bf16_ = regionsField(QStringLiteral("lm_head, blocks.11.*"));
     keep_bf16_->setObjectName(QStringLiteral("trainingKeepBf16"));
@@ -116,6 +122,7 @@ void TrainingDialog::addPrecisionPolicy(QFormLayout* form) {
         const Precision p = kTrainingPrecisions[std::max(0, precision_->currentIndex())];
         amax_history_->setEnabled(p == Precision::Fp8Delayed);
         margin_->setEnabled(p == Precision::Fp8Delayed);
+        weight_cache_->setEnabled(p == Precision::Fp8Delayed);
         keep_bf16_->setEnabled(is_fp8(p));
         mx_scaling_->setEnabled(p == Precision::Mxfp8);
     };
@@ -156,6 +163,7 @@ void TrainingDialog::setSpec(const TrainSpec& s) {
     precision_->setCurrentIndex(at == std::end(kTrainingPrecisions) ? 0 : int(at - std::begin(kTrainingPrecisions)));
     amax_history_->setValue(s.fp8_amax_history);
     margin_->setValue(s.fp8_margin);
+    weight_cache_->setChecked(s.fp8_weight_cache);
     isolation_->setCurrentIndex(!s.autocast ? 2 : !s.scaler.enabled ? 1 : 0);
     init_scale_->setValue(s.scaler.init_scale);
     growth_interval_->setValue(s.scaler.growth_interval);
@@ -191,6 +199,7 @@ TrainSpec TrainingDialog::spec() const {
     if (s.precision == Precision::Fp8Delayed) {
         s.fp8_amax_history = amax_history_->value();
         s.fp8_margin = margin_->value();
+        s.fp8_weight_cache = weight_cache_->isChecked();
     }
     s.autocast = isolation_->currentIndex() != 2;
     s.scaler.enabled = isolation_->currentIndex() != 1;

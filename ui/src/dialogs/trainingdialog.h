@@ -28,6 +28,7 @@ private:
     QSpinBox *amax_history_, *margin_;  ///< fp8-delayed's settings
     QDoubleSpinBox *lr_, *momentum_, *weight_decay_, *init_scale_, *clip_;
     QCheckBox* guards_;
+    QCheckBox* weight_cache_;  ///< fp8-delayed: TrainSpec::fp8_weight_cache
 };
 
 }  // namespace ampscope::ui

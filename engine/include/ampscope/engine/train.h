@@ -129,6 +129,10 @@ struct TrainSpec {
     /// histories carry over the steps and are kept in checkpoints.
     int fp8_amax_history = 1024;
     int fp8_margin = 0;
+    /// fp8-delayed with accumulate > 1: the micro-batches after a step's first reuse the FP8
+    /// weights that first one cast (their amaxes not recorded again), as Transformer Engine's
+    /// modules do when given is_first_microbatch (Megatron-LM passes it).
+    bool fp8_weight_cache = false;
     uint64_t seed = 0;
     std::string device;
     bool guards = true;  ///< per-step finiteness checks and origins (intrusive: host syncs)
