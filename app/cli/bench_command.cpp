@@ -28,6 +28,7 @@ struct BenchOptions {
 
 std::vector<Precision> parse_precisions(const std::string& list) {
     auto out = parse_amp_precisions(list);
+    if (out.empty()) throw InputError("--precision", "", "'" + list + "': no AMP precision; expected fp16 and/or bf16");
     for (auto p : out)
         if (p == Precision::Fp32 || is_fp8(p))
             throw InputError("--precision", "",

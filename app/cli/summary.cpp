@@ -80,6 +80,34 @@ void print_ops(std::ostream& os, const OpsReport& r) {
        << to_string(r.precision) << " kernel on " << r.backend.device << "\n";
 }
 
+namespace {
+
+/// A training's FP8 recipe lines: MX block scales, modules kept in BF16, fp8-delayed's settings
+/// and the steps where a tensor outran its stale scale.
+void print_train_fp8(std::ostream& os, const TrainResult& r) {
+    if (r.spec.precision == Precision::Mxfp8 && r.spec.autocast)
+        os << "  mxfp8: " << to_string(r.spec.mx_scaling) << " block scales\n";
+    if (!r.spec.keep_bf16.empty()) {  // an FP8 recipe's modules left out of it
+        os << "  kept in BF16, out of " << to_string(r.spec.precision) << ":";
+        for (const auto& k : r.spec.keep_bf16) os << " " << safe(k);
+        os << "\n";
+    }
+    if (r.spec.precision == Precision::Fp8Delayed && r.spec.autocast) {  // where a tensor outran its stale scale
+        os << "  fp8-delayed: amax history " << r.spec.fp8_amax_history << " micro-batches, margin "
+           << r.spec.fp8_margin
+           << (r.spec.fp8_weight_cache ? ", weights cast once a step (its first micro-batch's reused)" : "")
+           << "; values beyond the stale scale, clamped:";
+        int shown = 0, steps = 0;
+        for (const auto& st : r.steps)
+            if (st.fp8_saturated > 0 && steps++ < 12)
+                os << (shown++ ? "," : "") << " step " << st.step << " " << st.fp8_saturated << " ("
+                   << safe(st.fp8_saturated_at) << (st.fp8_saturated_at.empty() ? "" : " first") << ")";
+        os << (steps == 0 ? " none" : steps > 12 ? ", ..." : "") << "\n";
+    }
+}
+
+}  // namespace
+
 void print_train(std::ostream& os, const TrainResult& r, bool color) {
     const auto& s = r.spec;
     os << "training run " << safe(r.run_id) << "\n  model " << safe(r.model.source) << ", data " << safe(s.data) << ", "
@@ -113,25 +141,7 @@ void print_train(std::ostream& os, const TrainResult& r, bool color) {
             last = st.scale;
         }
     os << "\n";
-    if (r.spec.precision == Precision::Mxfp8 && r.spec.autocast)
-        os << "  mxfp8: " << to_string(r.spec.mx_scaling) << " block scales\n";
-    if (!r.spec.keep_bf16.empty()) {  // an FP8 recipe's modules left out of it
-        os << "  kept in BF16, out of " << to_string(r.spec.precision) << ":";
-        for (const auto& k : r.spec.keep_bf16) os << " " << safe(k);
-        os << "\n";
-    }
-    if (r.spec.precision == Precision::Fp8Delayed && r.spec.autocast) {  // where a tensor outran its stale scale
-        os << "  fp8-delayed: amax history " << r.spec.fp8_amax_history << " micro-batches, margin "
-           << r.spec.fp8_margin
-           << (r.spec.fp8_weight_cache ? ", weights cast once a step (its first micro-batch's reused)" : "")
-           << "; values beyond the stale scale, clamped:";
-        int shown = 0, steps = 0;
-        for (const auto& st : r.steps)
-            if (st.fp8_saturated > 0 && steps++ < 12)
-                os << (shown++ ? "," : "") << " step " << st.step << " " << st.fp8_saturated << " ("
-                   << safe(st.fp8_saturated_at) << (st.fp8_saturated_at.empty() ? "" : " first") << ")";
-        os << (steps == 0 ? " none" : steps > 12 ? ", ..." : "") << "\n";
-    }
+    print_train_fp8(os, r);
     os << "    step   loss_ref    loss_amp    scale      skip  eff  grad_norm  divergence  underflow  non-finite\n";
     const size_t n = r.steps.size();
     for (size_t i = 0; i < n; ++i) {

@@ -144,6 +144,14 @@ int run_train(TrainOptions& o) {
     ts.precision = *p;
     apply_fp8_delayed_options(o.fp8_delayed, ts.precision == Precision::Fp8Delayed, ts.fp8_amax_history, ts.fp8_margin);
     apply_mx_scaling_option(o.mx_scaling, ts.precision == Precision::Mxfp8, ts.mx_scaling);
+    if (o.no_autocast)  // FP32 compute: no recipe runs, its settings would be recorded for nothing
+        for (const auto& [given, flag] : {std::pair{o.fp8_delayed.amax_history.has_value(), "--fp8-amax-history"},
+                                          std::pair{o.fp8_delayed.margin.has_value(), "--fp8-margin"},
+                                          std::pair{o.mx_scaling.has_value(), "--mx-scaling"}})
+            if (given)
+                throw InputError(flag, "",
+                                 "given with --no-autocast; expected autocast (without it the AMP side computes in "
+                                 "FP32 with loss scaling only, and no FP8 recipe runs)");
     ts.loss = parse_loss_kind(o.loss);
     ts.optimizer = parse_optimizer_kind(o.optimizer);
     ts.lr_schedule = parse_lr_schedule(o.lr_schedule);

@@ -95,8 +95,8 @@ std::vector<std::string> regions_of_json(const std::string& path, const std::str
         throw InputError(
             path, "outcome",
             "'unverified': the advised set's verifying run was rejected, so the set is not advice; expected a "
-            "verified advise JSON (outcome 'found')" +
-                std::string(bf16 ? "" : ", or --allow-unverified (ampscope-cli run) to run the set anyway"));
+            "verified advise JSON (outcome 'found'), or --allow-unverified (ampscope-cli run, train, replay) to use "
+            "the set anyway");
     std::vector<std::string> out;
     for (const auto& m : j[key]) {
         if (!m.is_string() || m.get<std::string>().empty())

@@ -100,6 +100,39 @@ class HostileCli(unittest.TestCase):
                             ("--device", "cuda:99999999999")):
             self.bad([*BENCH, flag, value, "--db", self.db], flag)
 
+    # ---- 8. contradictions (a review of the FP8 flags, issue 30) ----
+    def test_contradictory_settings_are_refused(self):
+        """Settings that cannot all hold exit 2 naming the flag, instead of being recorded as if they
+        applied: an empty precision list for bench; one module in both lists; FP8 settings without
+        autocast (the AMP side computes in FP32); a resume to a total the checkpoint already passed."""
+        self.bad([*BENCH, "--precision", "", "--db", self.db], "--precision", "no AMP precision")
+        self.bad([*BENCH, "--precision", ",", "--db", self.db], "--precision", "no AMP precision")
+        self.bad([*RUN, "--precision", ""], "--precision", "fp8-rowwise", "nvfp4", "fp8-delayed")
+        for cmd in (RUN, TRAIN):
+            self.bad([*cmd, "--precision", "fp8", "--keep-bf16", "fc1", "--keep-fp32", "fc1"], "--keep-bf16",
+                     "'fc1' is also kept in FP32")
+        for flag in (["--fp8-margin", "1"], ["--fp8-amax-history", "4"], ["--fp8-weight-cache"]):
+            self.bad([*TRAIN, "--precision", "fp8-delayed", "--no-autocast", *flag], flag[0], "without autocast"
+                     if flag[0] == "--fp8-weight-cache" else "given with --no-autocast")
+        self.bad([*TRAIN, "--precision", "mxfp8", "--no-autocast", "--mx-scaling", "floor"], "--mx-scaling",
+                 "--no-autocast")
+        self.bad([*TRAIN, "--precision", "fp8", "--no-autocast", "--keep-bf16", "fc1"], "--keep-bf16",
+                 "without autocast")
+        ck = os.path.join(self.tmp.name, "ck")
+        os.makedirs(ck, exist_ok=True)
+        rc, _, err = run_cli(*TRAIN[:6], "2", *TRAIN[7:], "--checkpoint-every", "2", "--checkpoint-dir", ck)
+        self.assertEqual(rc, 0, err)
+        [ckpt] = [os.path.join(ck, f) for f in os.listdir(ck)]
+        self.bad([*TRAIN[:6], "2", *TRAIN[7:], "--resume", ckpt], "--steps", "is at step 2", "expected more")
+        rc, _, err = run_cli(*TRAIN[:6], "3", *TRAIN[7:], "--resume", ckpt)
+        self.assertEqual(rc, 0, err)
+        # replay reads the user's own job's checkpoints: ampscope's is named, and train --resume offered
+        import torch
+        batch = os.path.join(self.tmp.name, "batch.pt")
+        torch.save({"inputs": torch.randn(4, 16), "labels": torch.randint(0, 4, (4,))}, batch)
+        self.bad(["replay", "--model", "demo:mlp", "--checkpoint", ckpt, "--batch", batch, "--no-db", "-q"], ckpt,
+                 "an ampscope training checkpoint", "train --resume")
+
     def test_list_filters(self):
         run_cli(*RUN[:-1], "--db", self.db)  # one recorded run
         for flag, value, words in (("--since", "yesterday", "ISO-8601"), ("--until", "2025-13-01", "ISO-8601"),

@@ -713,7 +713,7 @@ TEST(DelayedTraining, WeightCacheReusesTheFirstMicroBatchsCast) {
         d.weight_cache = cache;
         d.begin_micro_batch(false);
         const auto first = d.cast_weight(w, "fc1/weight");  // scale 1
-        d.end_micro_batch();                                 // scale 448 / amax
+        d.end_micro_batch();                                // scale 448 / amax
         const float after = d.slots.at("fc1/weight").scale();
         EXPECT_GT(after, 1.0f);
         d.begin_micro_batch(false);

@@ -90,10 +90,8 @@ struct DelayedTraining {
     at::Tensor cast_weight(const at::Tensor& w, const std::string& name);
     /// The start of a micro-batch's forward; `keep`: the scales it casts with are kept for a
     /// diagnostic re-run of the step (Rewind; the trainer keeps them when it runs the guards).
-    void begin_micro_batch(bool keep) {
-        ++begun;
-        if (keep) before.push_back(slots);
-    }
+    /// Only each tensor's scale is kept, not its history (a re-run records nothing).
+    void begin_micro_batch(bool keep);
     /// The end of a micro-batch's backward: every scale updated from its history.
     void end_micro_batch();
     /// The end of a training step: the step's counts and kept scales dropped.
@@ -110,13 +108,17 @@ struct DelayedTraining {
 
     private:
         DelayedTraining* d_ = nullptr;
-        size_t k_ = 0;
+        std::map<std::string, DelayedScaling> current_;  ///< the slots set aside while rewound
     };
 
 private:
-    std::vector<std::map<std::string, DelayedScaling>> before;  ///< each micro-batch's slots at its start
-    int begun = 0;                                              ///< micro-batches begun in this step
-    std::map<std::string, at::Tensor> weights;                  ///< weight_cache: the first micro-batch's casts
+    struct Kept {
+        Fp8Element element;
+        float scale;
+    };
+    std::vector<std::map<std::string, Kept>> before;  ///< each micro-batch's scales at its start
+    int begun = 0;                                    ///< micro-batches begun in this step
+    std::map<std::string, at::Tensor> weights;        ///< weight_cache: the first micro-batch's casts
 };
 
 /// While alive on this thread, an FP8 pass of precision fp8-delayed under an

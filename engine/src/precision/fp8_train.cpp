@@ -239,12 +239,26 @@ void DelayedTraining::end_step() {
     weights.clear();
 }
 
-DelayedTraining::Rewind::Rewind(DelayedTraining* d, size_t k) : d_(d && k < d->before.size() ? d : nullptr), k_(k) {
-    if (d_) std::swap(d_->slots, d_->before[k_]);
+void DelayedTraining::begin_micro_batch(bool keep) {
+    ++begun;
+    if (!keep) return;
+    auto& kept = before.emplace_back();
+    for (const auto& [name, s] : slots) kept.emplace(name, Kept{s.element(), s.scale()});
+}
+
+DelayedTraining::Rewind::Rewind(DelayedTraining* d, size_t k) : d_(d && k < d->before.size() ? d : nullptr) {
+    if (!d_) return;
+    current_ = std::move(d_->slots);
+    d_->slots.clear();
+    for (const auto& [name, kept] : d_->before[k]) {  // a one-entry history: only the scale is read
+        DelayedScaling s(kept.element, 1, d_->options.margin);
+        s.restore({0.0f}, kept.scale, 0);
+        d_->slots.emplace(name, s);
+    }
 }
 
 DelayedTraining::Rewind::~Rewind() {
-    if (d_) std::swap(d_->slots, d_->before[k_]);
+    if (d_) d_->slots = std::move(current_);
 }
 
 DelayedTrainingScope::DelayedTrainingScope(DelayedTraining* d) : prev_(t_delayed_training) {

@@ -30,6 +30,10 @@ void check_fp32_regions(const ModelInfo& info, bool has_module_scopes, const std
 void check_bf16_modules(const ModelInfo& info, bool has_module_scopes, const std::vector<std::string>& globs,
                         const std::vector<Precision>& precisions);
 
+/// A glob given in both lists (keep_fp32, keep_bf16): InputError naming keep_bf16[i]. (A module
+/// that globs of both lists match runs in FP32: an FP32 region is outside autocast.)
+void check_kept_once(const std::vector<std::string>& keep_fp32, const std::vector<std::string>& keep_bf16);
+
 /// Whether `path` matches any of the globs (fnmatch; '*' also crosses dots).
 bool matches_any(const std::string& path, const std::vector<std::string>& globs);
 

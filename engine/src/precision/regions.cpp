@@ -90,6 +90,15 @@ void check_bf16_modules(const ModelInfo& info, bool has_module_scopes, const std
     check_fp32_regions(info, has_module_scopes, globs, "keep_bf16", "BF16");
 }
 
+void check_kept_once(const std::vector<std::string>& keep_fp32, const std::vector<std::string>& keep_bf16) {
+    for (size_t i = 0; i < keep_bf16.size(); ++i)
+        if (std::find(keep_fp32.begin(), keep_fp32.end(), keep_bf16[i]) != keep_fp32.end())
+            throw InputError("", "keep_bf16[" + std::to_string(i) + "]",
+                             "'" + keep_bf16[i] +
+                                 "' is also kept in FP32 (keep_fp32); expected each module in one list: FP32 keeps it "
+                                 "out of autocast, BF16 only out of the FP8 recipe");
+}
+
 PassContext& pass_context() {
     thread_local PassContext ctx;
     return ctx;

@@ -91,6 +91,17 @@ std::vector<std::pair<std::string, at::Tensor>> tensors_of(const c10::IValue& v,
     return out;
 }
 
+/// Whether `path` is a checkpoint `train --checkpoint-every` wrote (a TorchScript archive whose
+/// pickle, stored uncompressed near the start, holds "ampscope.format": "ampscope-checkpoint-N").
+bool is_ampscope_checkpoint(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::string head(size_t(1) << 16, '\0');
+    in.read(head.data(), std::streamsize(head.size()));
+    head.resize(size_t(in.gcount()));
+    const auto at = head.find("ampscope.format");
+    return at != std::string::npos && head.find("ampscope-checkpoint-", at) != std::string::npos;
+}
+
 bool is_zip(const std::string& path) {
     require_regular_file(path, "", "a checkpoint file (torch.save or safetensors)");  // a FIFO would block the open
     std::ifstream in(path, std::ios::binary);
@@ -272,6 +283,12 @@ Checkpoint load_checkpoint(const std::string& path, const std::string& strip_pre
         throw InputError(path, "checkpoint",
                          "does not exist; expected a checkpoint file or a Trainer checkpoint-N/ folder");
     } else if (is_zip(path)) {
+        if (is_ampscope_checkpoint(path))  // both sides of a training, in ampscope's own layout
+            throw InputError(path, "ampscope.format",
+                             "an ampscope training checkpoint (train --checkpoint-every); expected your own job's "
+                             "checkpoint (a torch.save dict or state_dict, a Lightning .ckpt, a Hugging Face Trainer "
+                             "folder or a .safetensors file); continue an ampscope training with `ampscope-cli train "
+                             "--resume`");
         c.files.push_back(path);
         read_torch_dict(c, load_pt(path, c.warnings), path);
     } else {

@@ -548,6 +548,7 @@ ReplayResult run_replay(const ReplaySpec& spec, ProgressObserver* progress) {
     train_parts::choose_loss(ts, data);
     detail::check_fp32_regions(*amp.model, spec.keep_fp32);
     detail::check_bf16_modules(*amp.model, spec.keep_bf16, {spec.precision});
+    detail::check_kept_once(spec.keep_fp32, spec.keep_bf16);
     std::vector<at::Tensor> inputs;
     for (const auto& t : data.inputs) inputs.push_back(t.to(device));
     Replay rp{spec,

@@ -21,6 +21,7 @@
 #include "ampscope/engine/vocabulary.h"
 #include "ampscope/engine/compare.h"
 #include "ampscope/engine/errors.h"
+#include "ampscope/engine/train.h"
 #include "inspect/gpu/device_notes.h"
 #include "inspect/observer.h"
 #include "precision/fp8_pass.h"
@@ -336,11 +337,15 @@ void ComparisonRun::fix_criteria() {
     res.criteria = spec.criteria;
     res.criteria.fixed_at = now_iso8601();
     res.started_at = res.criteria.fixed_at;
+    // every precision train takes is a pass of a run (fp32 is the reference)
     if (spec.precisions.empty())
-        throw InputError("", "precision", "no AMP precision given; expected fp16, bf16 and/or fp8");
+        throw InputError("", "precision",
+                         "no AMP precision given; expected one or more of " + training_precisions_listed());
     for (auto p : spec.precisions)
         if (p == Precision::Fp32)
-            throw InputError("", "precision", "fp32 is the reference and always runs; expected fp16, bf16 and/or fp8");
+            throw InputError(
+                "", "precision",
+                "fp32 is the reference and always runs; expected one or more of " + training_precisions_listed());
     if (spec.batch_size < 1) throw InputError("", "batch_size", "expected an integer >= 1");
     if (spec.fp8_amax_history < 1 || spec.fp8_amax_history > kMaxAmaxHistory)
         throw InputError("", "fp8_amax_history",
@@ -381,6 +386,7 @@ void ComparisonRun::load_inputs() {
     model = load_model(spec.model, spec.seed, spec.criteria.output);
     check_fp32_regions(*model, spec.keep_fp32);
     check_bf16_modules(*model, spec.keep_bf16, spec.precisions);
+    check_kept_once(spec.keep_fp32, spec.keep_bf16);
     if (spec.fp8_what_if && (!spec.has_pass(Precision::Bf16) || !spec.inspect))
         throw InputError("", "fp8_what_if",
                          std::string("the FP8 what-if gathers its statistics in the BF16 pass, with inspection on: ") +

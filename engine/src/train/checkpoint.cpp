@@ -233,6 +233,10 @@ Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, 
     c10::IValue cursor;
     if (ar.try_read("data.cursor", cursor)) r.cursor = cursor.toInt();
     r.step = int(read("step").toInt());
+    if (r.step >= s.steps)  // steps: the total a resumed run goes on to
+        throw InputError("", "steps",
+                         std::to_string(s.steps) + "; the checkpoint " + path + " is at step " +
+                             std::to_string(r.step) + ": expected more (the total a resumed run continues to)");
     r.effective = int(read("effective_updates").toInt());
     r.policy_changed = read("policy").toStringRef() != policy_string(s);
     if (delayed && !load_delayed(ar, path, *delayed)) {

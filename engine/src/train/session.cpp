@@ -238,6 +238,7 @@ struct Session {
     TrainResult& res;
     TrainSink* sink;
     detail::DelayedTraining* delayed;  ///< fp8-delayed: the FP8 tensors' delayed scaling; else nullptr
+    ProgressObserver* progress;        ///< asked between micro-batches whether to stop
     int effective = 0;
     int64_t cursor = 0;
     bool reference_invalid = false;
@@ -272,6 +273,7 @@ struct Session {
         const int64_t n = data.inputs[0].size(0);
         std::vector<MicroBatch> micro_batches;
         for (int micro = 0; micro < s.accumulate; ++micro) {
+            if (micro > 0 && progress && progress->cancel_requested()) throw Cancelled();  // a long accumulation
             const int64_t b = cursor, e = std::min(n, cursor + s.batch_size);
             cursor = e >= n ? 0 : e;
             std::vector<at::Tensor> in;
@@ -536,6 +538,7 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
     if (ref.model->fixed_batch == 0) ref.model->check_batches(data.inputs[0].size(0), s.batch_size, s.data);
     detail::check_fp32_regions(*amp.model, s.keep_fp32);
     detail::check_bf16_modules(*amp.model, s.keep_bf16, {s.precision});
+    detail::check_kept_once(s.keep_fp32, s.keep_bf16);
     GradScaler scaler(res.backend.device, s.scaler);
     auto delayed = train_parts::delayed_training_of(s, res);  // fp8-delayed: the histories across the steps
     detail::DelayedTrainingScope delayed_scope(delayed ? &*delayed : nullptr);
@@ -547,7 +550,7 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
     const int64_t n = data.inputs[0].size(0);
     const std::string weights_hash = res.model.weights_sha256;
     detail::PassScope pass_scope(device.type(), {}, /*observing=*/false);
-    Session ss{s, data, device, ref, amp, scaler, res, sink, delayed ? &*delayed : nullptr, 0, 0, false, {}};
+    Session ss{s, data, device, ref, amp, scaler, res, sink, delayed ? &*delayed : nullptr, progress, 0, 0, false, {}};
     ss.effective = resumed.effective;
     // Batches in file order, restarting after a short last batch: the cursor of a resumed
     // run is where the uninterrupted run would be (or what the checkpoint recorded).

@@ -40,6 +40,13 @@ void validate_spec(const TrainSpec& s) {
         throw InputError(
             "", "fp8_margin",
             std::to_string(s.fp8_margin) + "; expected an integer from 0 to " + std::to_string(kMaxFp8Margin));
+    if (!s.autocast && is_fp8(s.precision))  // the isolation mode "loss scaling only": FP32 compute
+        for (const auto& [given, field] :
+             {std::pair{!s.keep_bf16.empty(), "keep_bf16"}, std::pair{s.fp8_weight_cache, "fp8_weight_cache"}})
+            if (given)
+                throw InputError("", field,
+                                 "given without autocast; expected autocast (without it the AMP side computes in "
+                                 "FP32 with loss scaling only, and no FP8 recipe runs)");
     if (s.fp8_weight_cache && s.precision != Precision::Fp8Delayed)
         throw InputError("", "fp8_weight_cache",
                          "given with " + to_string(s.precision) +

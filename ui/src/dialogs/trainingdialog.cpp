@@ -199,7 +199,7 @@ TrainSpec TrainingDialog::spec() const {
     if (s.precision == Precision::Fp8Delayed) {
         s.fp8_amax_history = amax_history_->value();
         s.fp8_margin = margin_->value();
-        s.fp8_weight_cache = weight_cache_->isChecked();
+        s.fp8_weight_cache = weight_cache_->isChecked() && isolation_->currentIndex() != 2;  // FP32 compute: none
     }
     s.autocast = isolation_->currentIndex() != 2;
     s.scaler.enabled = isolation_->currentIndex() != 1;
@@ -207,7 +207,7 @@ TrainSpec TrainingDialog::spec() const {
     s.scaler.growth_interval = growth_interval_->value();
     s.clip_grad_norm = clip_->value();
     s.keep_fp32 = regions(keep_fp32_);
-    if (is_fp8(s.precision)) s.keep_bf16 = regions(keep_bf16_);
+    if (is_fp8(s.precision) && s.autocast) s.keep_bf16 = regions(keep_bf16_);  // no autocast: no recipe runs
     if (s.precision == Precision::Mxfp8) s.mx_scaling = parse_mx_scaling(choice(mx_scaling_));
     s.device = device_->currentText().toStdString();
     s.seed = uint64_t(seed_->value());
