@@ -12,8 +12,9 @@ apt-get $o update -qq
 (cd .deps && apt-get $o download libsqlite3-dev libsqlite3-0 libcli11-dev nlohmann-json3-dev libcsv-dev libcsv3 \
   libssl-dev libssl3 libgtest-dev libgmock-dev googletest >/dev/null)
 # torchao (the FP8 oracle of tools/gpu-check.sh's fp8-real check), without dependencies: the GPU
-# machine has torch; numpy and the rest come with it or are not needed by torchao.float8.
+# machine has torch; numpy and the rest come with it or are not needed by torchao.float8. Its
+# python3 is 3.12 (the device library's KINDS.md); torchao's wheel is abi3 (cp310 and later).
 mkdir -p .deps/wheels
-python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.10 -d .deps/wheels torchao==0.18.0 ||
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -d .deps/wheels torchao==0.18.0 ||
   echo "torchao not fetched: the fp8-real check runs without its oracle"
 ls -1 .deps/*.deb .deps/wheels/*.whl 2>/dev/null

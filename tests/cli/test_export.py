@@ -149,7 +149,7 @@ class ExportCase:
             mod = m.get_submodule(path)
 
             def pre(_mod, args):
-                ctx = torch.autocast("cpu", enabled=False)
+                ctx = torch.autocast(DEVICE.split(":")[0], enabled=False)  # the device's autocast
                 ctx.__enter__()
                 _mod._ampscope_ctx = ctx
                 return tuple(a.float() if torch.is_tensor(a) and a.is_floating_point() else a for a in args)

@@ -4,12 +4,19 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <ctime>
 #include <cstring>
 #include <set>
+#include <unistd.h>
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/run.h"
+#include "model/model.h"
+
+#include <torch/csrc/jit/api/function_impl.h>
+#include <torch/script.h>
 
 using namespace ampscope;
 
@@ -227,4 +234,52 @@ TEST(Runner, CancelIsReportedToTheSink) {
     EXPECT_THROW(run_comparison(spec, &sink, &progress), Cancelled);
     EXPECT_EQ(sink.events.back(), "cancelled");
     EXPECT_NE(std::find(sink.events.begin(), sink.events.end(), "pass fp32"), sink.events.end());
+}
+
+/// A traced TorchScript model whose graph holds tensor constants (torch.tensor(...) in forward):
+/// to_device moves them with the parameters and buffers, so a forward on another device meets no
+/// constant left on the CPU. The meta device stands in for CUDA here (tools/gpu-check.sh's
+/// ts-constants runs the same on cuda).
+TEST(TorchScriptModel, GraphConstantsFollowTheDevice) {
+    const auto dir = std::filesystem::temp_directory_path() / ("ampscope-ts-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const auto path = (dir / "const.pt").string();
+    const std::string script =
+        "import torch\n"
+        "class M(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = torch.nn.Linear(8, 4)\n"
+        "    def forward(self, x):\n"
+        "        return self.fc(x) * torch.tensor([2.0, 1.0, 0.5, 1.0])\n"
+        "torch.jit.trace(M().eval(), torch.randn(3, 8)).save('" +
+        path + "')\n";
+    const auto py = (dir / "make.py").string();
+    {
+        std::FILE* f = std::fopen(py.c_str(), "w");
+        ASSERT_TRUE(f);
+        std::fputs(script.c_str(), f);
+        std::fclose(f);
+    }
+    ASSERT_EQ(std::system((std::string(AMPSCOPE_PYTHON) + " -W ignore " + py).c_str()), 0);
+    auto m = torch::jit::load(path, at::kCPU);
+    const auto constants = [&] {  // the devices of forward's tensor constants
+        std::vector<at::Device> out;
+        auto& fn = torch::jit::toGraphFunction(m.get_method("forward").function());
+        for (auto* n : fn.graph()->nodes())
+            if (n->kind() == c10::prim::Constant && n->hasAttribute(c10::attr::value) &&
+                n->kindOf(c10::attr::value) == torch::jit::AttributeKind::t)
+                out.push_back(n->t(c10::attr::value).device());
+        return out;
+    };
+    ASSERT_FALSE(constants().empty()) << "the traced graph holds its tensor constant";
+    // the meta device stands in for CUDA (Module::to refuses it: the parameters are not the point)
+    ampscope::detail::move_graph_constants(m, at::Device(at::kMeta));
+    for (const auto& d : constants()) EXPECT_TRUE(d.is_meta()) << d;
+    // the engine's own model: moved to the CPU it loaded on, the forward is the file's
+    auto model = ampscope::detail::load_model(path, 0);
+    model->to_device(at::Device(at::kCPU));
+    const auto x = at::randn({3, 8});
+    EXPECT_TRUE(at::allclose(model->forward({x}), torch::jit::load(path).forward({x}).toTensor()));
+    std::filesystem::remove_all(dir);
 }

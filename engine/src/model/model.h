@@ -18,6 +18,10 @@
 #include "ampscope/engine/types.h"
 #include "precision/precision.h"
 
+namespace torch::jit {
+struct Module;
+}  // namespace torch::jit
+
 namespace ampscope::detail {
 
 /// A model as the passes see it: forward on a batch, mode, device, named state.
@@ -88,6 +92,12 @@ public:
 /// content); `output` picks a program's output (name or index, "" = the first tensor output).
 /// Throws InputError.
 std::unique_ptr<Model> load_model(const std::string& source, uint64_t seed, const std::string& output = "");
+
+/// Tensor constants baked into a TorchScript module's method graphs (a traced torch.tensor(...), a
+/// frozen attribute) moved to `d`: Module::to moves parameters and buffers only, and a constant
+/// left on the CPU fails the first op that meets a CUDA tensor (Python's torch.jit.load with
+/// map_location places them; the engine loads onto the CPU, then moves the model).
+void move_graph_constants(torch::jit::Module& m, const at::Device& d);
 
 /// The built-in demo models ("demo:NAME" without the prefix); InputError for unknown names.
 std::unique_ptr<Model> make_demo_model(const std::string& name, const std::string& source, uint64_t seed);

@@ -178,6 +178,29 @@ void instrument_block(torch::jit::Block* block, ScriptPlan& plan, bool casts, co
     }
 }
 
+}  // namespace
+
+void move_graph_constants(torch::jit::Module& m, const at::Device& d) {
+    std::vector<torch::jit::Block*> work;
+    for (const auto& sub : m.modules())
+        for (const auto& method : sub.get_methods())
+            work.push_back(torch::jit::toGraphFunction(method.function()).graph()->block());
+    while (!work.empty()) {
+        auto* b = work.back();
+        work.pop_back();
+        for (auto* n : b->nodes()) {
+            if (n->kind() == c10::prim::Constant && n->hasAttribute(c10::attr::value) &&
+                n->kindOf(c10::attr::value) == torch::jit::AttributeKind::t) {
+                const auto t = n->t(c10::attr::value);
+                if (t.device() != d) n->t_(c10::attr::value, t.to(d));
+            }
+            for (auto* inner : n->blocks()) work.push_back(inner);
+        }
+    }
+}
+
+namespace {
+
 class ScriptModel final : public Model {
 public:
     explicit ScriptModel(torch::jit::Module m) : m_(std::move(m)) {}
@@ -226,7 +249,12 @@ public:
                          " from forward; expected a Tensor [N, scores] (or a tuple whose first element is one)");
     }
     void set_train(bool t) override { m_.train(t); }
-    void to_device(const at::Device& d) override { m_.to(d); }
+    void to_device(const at::Device& d) override {
+        m_.to(d);
+        move_graph_constants(m_, d);
+        plans_[0].reset();  // the observation plans copy the graph, constants included
+        plans_[1].reset();
+    }
     std::vector<std::pair<std::string, at::Tensor>> named_state() override {
         std::vector<std::pair<std::string, at::Tensor>> out;
         for (const auto& p : m_.named_parameters(true)) out.emplace_back(p.name, p.value);

@@ -83,8 +83,12 @@ void what_if_statistics(const at::Tensor& x, const at::Tensor& w, at::DeviceType
     c10::impl::ExcludeDispatchKeyGuard no_autocast(at::autocast::get_autocast_dispatch_key_from_device_type(dt));
     const auto& scope = pass_context().scope;
     const std::string module = scope.empty() ? std::string() : scope.back();
+    // torchao's Float8Linear gets its input in the autocast dtype under CUDA autocast (fp8_linear)
+    const auto x_cast = dt == at::kCUDA ? x.to(at::autocast::get_autocast_dtype(dt)) : x;
     for (Precision p : kWhatIfRecipes)
-        for (const auto& [operand, t] : {std::pair<const char*, const at::Tensor&>{"input", x}, {"weight", w}}) {
+        for (const auto& [operand, t] : {std::pair<const char*, const at::Tensor&>{
+                                             "input", p == Precision::Fp8 || p == Precision::Fp8Rowwise ? x_cast : x},
+                                         {"weight", w}}) {
             QuantStats st;
             quantize_dequantize(t, recipe_spec(p), &st);
             merge_into_sink(module, operand, st);
