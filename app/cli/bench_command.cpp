@@ -122,7 +122,7 @@ void add_bench_options(CLI::App* bench, BenchOptions& o) {
     bench->add_option("--precision", o.precision, "AMP precisions to time against FP32")->default_str("fp16,bf16");
     bench->add_option("--keep-fp32", bs.keep_fp32, "module-path glob run without autocast (repeatable), as validated");
     bench->add_option("--mode", o.mode, "eval | train, as validated")
-        ->check(CLI::IsMember({"eval", "train"}))
+        ->transform(CLI::IsMember({"eval", "train"}, CLI::ignore_case))
         ->default_str("eval");
     bench->add_option("--batch-size", bs.batch_size, "samples per forward")->default_val(64)->check(checks::Integer(1));
     bench->add_option("--warmup", bs.warmup, "untimed forwards first")->default_val(5)->check(checks::Integer(0));

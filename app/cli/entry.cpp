@@ -103,6 +103,10 @@ int dispatch(const std::vector<Command>& commands) {
 
 int parse_and_run(CLI::App& app, int argc, char** argv, const std::vector<Command>& commands) {
     app.require_subcommand(1);
+    // CLI11's own refusals (an unknown flag, a value outside a list) as the CLI's other errors
+    app.failure_message([](const CLI::App* a, const CLI::Error& e) {
+        return "ampscope-cli: error: " + CLI::FailureMessage::simple(a, e);
+    });
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

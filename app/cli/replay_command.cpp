@@ -56,7 +56,7 @@ void add_replay_options(CLI::App* sub, ReplayOptions& o) {
                                  "ce | mse | lm (shifted token cross-entropy, -100 ignored) | model (the program "
                                  "returns its loss); default: ce "
                                  "with class labels, lm with token labels [N, T], mse with targets")
-                     ->check(CLI::IsMember(ampscope::loss_kind_names()));
+                     ->transform(CLI::IsMember(ampscope::loss_kind_names(), CLI::ignore_case));
     sub->add_option("--steps", s.steps, "optimizer steps replayed on the batch")
         ->default_val(1)
         ->check(checks::Integer(1));
@@ -94,7 +94,7 @@ void add_replay_options(CLI::App* sub, ReplayOptions& o) {
                     "sgd | adam | adamw: the optimizer where the state cannot tell (an Adam/AdamW state from PyTorch "
                     "<= 2.6 with "
                     "weight decay)")
-        ->check(CLI::IsMember(ampscope::optimizer_kind_names()));
+        ->transform(CLI::IsMember(ampscope::optimizer_kind_names(), CLI::ignore_case));
     sub->add_option(
         "--param-groups", s.param_groups,
         "a JSON list per optimizer param group of its parameter names, in the optimizer's order (groups built "

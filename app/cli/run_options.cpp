@@ -47,11 +47,12 @@ void add_criteria_options(CLI::App* run, RunOptions& o) {
     run->add_option("--tie-tolerance", o.tie_tol, "scores within this of the maximum count as tied (default 0)")
         ->check(checks::Number(0));
     run->add_option("--tie-rule", o.tie_rule, "lowest-index | abstain")
-        ->check(CLI::IsMember({"lowest-index", "abstain"}));
+        ->transform(CLI::IsMember({"lowest-index", "abstain"}, CLI::ignore_case));
     run->add_option("--max-flips", o.max_flips, "decision flips allowed (default 0)")->check(checks::Integer(0));
     run->add_option("--quality-metric", o.quality_metric,
                     "accuracy | mse | max_abs_error | perplexity | token_accuracy")
-        ->check(CLI::IsMember({"accuracy", "mse", "max_abs_error", "perplexity", "token_accuracy"}));
+        ->transform(
+            CLI::IsMember({"accuracy", "mse", "max_abs_error", "perplexity", "token_accuracy"}, CLI::ignore_case));
     run->add_option("--quality-threshold", o.qthresh,
                     "accuracy, token_accuracy: at least this; mse, max_abs_error, perplexity: at most this")
         ->check(checks::Finite());
@@ -78,7 +79,7 @@ void add_spec_options(CLI::App* run, RunOptions& o, bool model_required) {
     run->add_option("--device", spec.device, "cpu | cuda | cuda:N (default: cuda when available, else cpu)")
         ->check(checks::Device());
     run->add_option("--mode", o.mode, "eval | train, fixed for every pass")
-        ->check(CLI::IsMember({"eval", "train"}))
+        ->transform(CLI::IsMember({"eval", "train"}, CLI::ignore_case))
         ->default_str("eval");
     add_criteria_options(run, o);
     run->add_option("--seed", spec.seed, "seed for weights of demo models, demo probes and every pass's RNG")
@@ -102,7 +103,7 @@ void add_run_options(CLI::App* run, RunOptions& o) {
                     "fp8 / fp8-rowwise passes also run with real FP8 GEMMs (torch._scaled_mm), beside the simulated "
                     "ones: auto (on a CUDA GPU with compute capability >= 8.9), on (wherever PyTorch has the "
                     "kernel; the CPU's takes tensorwise scales only), off")
-        ->check(CLI::IsMember(real_gemm_names()))
+        ->transform(CLI::IsMember(real_gemm_names(), CLI::ignore_case))
         ->default_val("auto");
     run->add_option("--keep-bf16", o.spec.keep_bf16,
                     "FP8 passes: module-path glob whose linear layers stay in BF16, not quantized (repeatable)");
@@ -213,7 +214,7 @@ void add_mx_scaling_option(CLI::App* cmd, std::optional<std::string>& flag, cons
                                 "(2^ceil(log2(amax / 448)): torchao's MXFP8Linear and its training recipes); "
                                 "default ") +
                         default_name)
-        ->check(CLI::IsMember(mx_scaling_names()));
+        ->transform(CLI::IsMember(mx_scaling_names(), CLI::ignore_case));
 }
 
 void apply_mx_scaling_option(const std::optional<std::string>& flag, bool mxfp8, MxScaling& into) {

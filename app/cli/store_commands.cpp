@@ -228,12 +228,13 @@ CLI::App* add_list(CLI::App& app, State& st) {
     auto& f = st.filter;
     list->add_option("--model", f.model, "model source contains");
     list->add_option("--precision", f.precision, "has a pass of this precision")
-        ->check(CLI::IsMember({"fp32", "fp16", "bf16", "fp8", "fp8-rowwise", "mxfp8", "nvfp4", "fp8-delayed"}));
+        ->transform(CLI::IsMember({"fp32", "fp16", "bf16", "fp8", "fp8-rowwise", "mxfp8", "nvfp4", "fp8-delayed"},
+                                  CLI::ignore_case));
     list->add_option("--device", f.device, "device, e.g. cpu or cuda:0");
     list->add_option("--verdict", f.verdict, "accepted | rejected | invalid_reference")
-        ->check(CLI::IsMember({"accepted", "rejected", "invalid_reference"}));
+        ->transform(CLI::IsMember({"accepted", "rejected", "invalid_reference"}, CLI::ignore_case));
     list->add_option("--status", f.status, "running | completed | failed | interrupted | cancelled")
-        ->check(CLI::IsMember({"running", "completed", "failed", "interrupted", "cancelled"}));
+        ->transform(CLI::IsMember({"running", "completed", "failed", "interrupted", "cancelled"}, CLI::ignore_case));
     list->add_option("--since", f.since, "started at or after (ISO-8601 date or UTC time, e.g. 2025-01-31T14:05)")
         ->check(checks::IsoTime());
     list->add_option("--until", f.until, "started at or before (ISO-8601 date or UTC time)")->check(checks::IsoTime());
@@ -288,7 +289,7 @@ CLI::App* add_review(CLI::App& app, State& st) {
     rev->add_option("RUN", st.run, "run id (or a unique prefix)")->required();
     rev->add_option("STATUS", st.review_status, "accepted | rejected | open")
         ->required()
-        ->check(CLI::IsMember(ampscope::review_status_names()));
+        ->transform(CLI::IsMember(ampscope::review_status_names(), CLI::ignore_case));
     rev->add_option("--author", st.author, "reviewer (default: $USER)");
     add_db_option(rev, st);
     return rev;

@@ -35,13 +35,13 @@ struct TrainOptions {
 void add_optimizer_options(CLI::App* train, TrainOptions& o) {
     auto& ts = o.spec;
     train->add_option("--optimizer", o.optimizer, "sgd | adam | adamw")
-        ->check(CLI::IsMember(ampscope::optimizer_kind_names()))
+        ->transform(CLI::IsMember(ampscope::optimizer_kind_names(), CLI::ignore_case))
         ->default_val(ampscope::to_string(ampscope::OptimizerKind::Sgd));
     train->add_option("--lr", ts.lr, "learning rate")->default_val(0.05)->check(checks::Number(0));
     train->add_option("--momentum", ts.momentum, "SGD momentum")->default_val(0.0)->check(checks::Number(0));
     train->add_option("--weight-decay", ts.weight_decay, "weight decay")->default_val(0.0)->check(checks::Number(0));
     train->add_option("--lr-schedule", o.lr_schedule, "constant | cosine (over --steps)")
-        ->check(CLI::IsMember(ampscope::lr_schedule_names()))
+        ->transform(CLI::IsMember(ampscope::lr_schedule_names(), CLI::ignore_case))
         ->default_val(ampscope::to_string(ampscope::LrSchedule::Constant));
     train->add_flag("--lr-per-iteration", ts.lr_per_iteration,
                     "advance the schedule per iteration, not per effective update (warns when steps were skipped)");
@@ -93,7 +93,7 @@ void add_train_options(CLI::App* train, TrainOptions& o) {
             "--loss", o.loss,
             "ce | mse | lm (token labels [N, T], causal shift, -100 ignored) | model (the program returns its loss); "
             "default: ce with labels, lm with token labels, mse with targets")
-        ->check(CLI::IsMember(ampscope::loss_kind_names()));
+        ->transform(CLI::IsMember(ampscope::loss_kind_names(), CLI::ignore_case));
     add_optimizer_options(train, o);
     train
         ->add_option("--checkpoint-every", ts.checkpoint_every,

@@ -133,6 +133,19 @@ class HostileCli(unittest.TestCase):
         self.bad(["replay", "--model", "demo:mlp", "--checkpoint", ckpt, "--batch", batch, "--no-db", "-q"], ckpt,
                  "an ampscope training checkpoint", "train --resume")
 
+    def test_vocabulary_values_ignore_case_and_refusals_say_error(self):
+        """--precision took FP8 as fp8; the other lists of names now do too (MX block scales, real
+        GEMMs, modes, losses, optimizers), recorded in their own spelling; CLI11's own refusals carry
+        the CLI's "ampscope-cli: error:" as every other error does."""
+        rc, out, err = run_cli(*RUN, "--precision", "MXFP8", "--mx-scaling", "RCEIL", "--mode", "Eval", "--json", "-")
+        self.assertIn(rc, (0, 1), err)
+        self.assertEqual(json.loads(out)["mx_scaling"], "rceil")
+        rc, _, err = run_cli(*TRAIN, "--optimizer", "AdamW", "--loss", "CE", "--lr-schedule", "Cosine")
+        self.assertEqual(rc, 0, err)
+        self.bad([*RUN, "--precision", "fp8", "--fp8-real-gemm", "maybe"], "ampscope-cli: error: --fp8-real-gemm",
+                 "maybe not in {auto,on,off}")
+        self.bad([*RUN, "--no-such-flag"], "ampscope-cli: error:")
+
     def test_list_filters(self):
         run_cli(*RUN[:-1], "--db", self.db)  # one recorded run
         for flag, value, words in (("--since", "yesterday", "ISO-8601"), ("--until", "2025-13-01", "ISO-8601"),
