@@ -126,12 +126,22 @@ class HostileCli(unittest.TestCase):
         self.bad([*TRAIN[:6], "2", *TRAIN[7:], "--resume", ckpt], "--steps", "is at step 2", "expected more")
         rc, _, err = run_cli(*TRAIN[:6], "3", *TRAIN[7:], "--resume", ckpt)
         self.assertEqual(rc, 0, err)
-        # replay reads the user's own job's checkpoints: ampscope's is named, and train --resume offered
+        # replay reads the user's own job's checkpoints: ampscope's is named, and train --resume offered,
+        # also where the pickle follows the tensors (LibTorch writes it last)
         import torch
         batch = os.path.join(self.tmp.name, "batch.pt")
         torch.save({"inputs": torch.randn(4, 16), "labels": torch.randint(0, 4, (4,))}, batch)
         self.bad(["replay", "--model", "demo:mlp", "--checkpoint", ckpt, "--batch", batch, "--no-db", "-q"], ckpt,
                  "an ampscope training checkpoint", "train --resume")
+        big = os.path.join(self.tmp.name, "ck-big")
+        os.makedirs(big, exist_ok=True)
+        rc, _, err = run_cli("train", "--model", "demo:transformer", "--data", "demo", "--steps", "1", "--device", "cpu",
+                             "-q", "--no-db", "--optimizer", "adam", "--checkpoint-every", "1", "--checkpoint-dir", big)
+        self.assertEqual(rc, 0, err)
+        [bigckpt] = [os.path.join(big, f) for f in os.listdir(big)]
+        self.assertGreater(os.path.getsize(bigckpt), 1 << 17)  # the pickle well past the first 64 KiB
+        self.bad(["replay", "--model", "demo:transformer", "--checkpoint", bigckpt, "--batch", batch, "--no-db", "-q"],
+                 bigckpt, "an ampscope training checkpoint")
 
     def test_vocabulary_values_ignore_case_and_refusals_say_error(self):
         """--precision took FP8 as fp8; the other lists of names now do too (MX block scales, real

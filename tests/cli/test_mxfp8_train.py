@@ -284,6 +284,12 @@ class KeepBf16(MxTrainCase):
             self.assertNotIn("--keep-bf16:", se)  # the file is named, not the flag
         got = self.ampscope("fp8", "--allow-unverified", "--keep-bf16-file", self.advice_file(["fc2"], "unverified"))
         self.assertEqual(got["keep_bf16"], ["fc2"])
+        # a flag's glob that fails beside a good file: the flag is named, not the file
+        rc, _, se = run_cli("train", "--model", self.path, "--data", self.data, "--steps", 1, "--no-db", "-q",
+                            "--precision", "fp8", "--keep-bf16", "head", "--keep-bf16-file", self.advice_file(["fc2"]))
+        self.assertEqual(rc, 2, se)
+        self.assertTrue(se.startswith("ampscope-cli: error: --keep-bf16"), se)
+        self.assertIn("'head' matches no module", se)
 
     def test_refused_by_flag_without_an_fp8_recipe_or_a_module(self):
         for precision, glob, said in (("bf16", "fc2", "no FP8 pass"), ("fp8", "head", "head")):

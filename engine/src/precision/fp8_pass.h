@@ -62,7 +62,7 @@ struct DelayedOptions {
 /// micro-batch: its fp8_autocast, which Megatron and NeMo open around each micro-batch, updates
 /// the histories and scales when it exits, so under gradient accumulation (--accumulate N) the
 /// scales move N times per optimizer step. The weights are cast anew in every micro-batch (TE's
-/// default; its is_first_microbatch weight caching is not simulated). The backward GEMMs take the forward's
+/// default), or with weight_cache once a step (TE given is_first_microbatch). The backward GEMMs take the forward's
 /// FP8 input and weight (TE keeps the casts):
 ///   grad_input = grad_output_q @ weight_q, grad_weight = grad_output_q^T @ input_q,
 /// each an FP32 mm cast to grad_output's dtype, as the forward's mm is cast to the autocast dtype.

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <set>
+#include <string_view>
 #include <unordered_set>
 
 #include "ampscope/engine/errors.h"
@@ -52,8 +53,29 @@ void check_tensors(const c10::IValue& v, const PtArchive& ar, const std::string&
 }
 
 /// The root of a torch.save file, every tensor checked; skipped Python objects are warned.
+/// A checkpoint `train --checkpoint-every` wrote (its pickle, data.pkl, holds "ampscope.format":
+/// "ampscope-checkpoint-N"; LibTorch writes it after the tensors): InputError naming the file.
+void refuse_ampscope_checkpoint(const char* data, size_t size, const std::string& path) {
+    std::shared_ptr<caffe2::serialize::PyTorchStreamReader> zip;
+    try {
+        zip = open_checked_zip(data, size, path);
+    } catch (const c10::Error&) {
+        return;  // not a zip LibTorch reads: read_pt_archive names the damage
+    }
+    if (!zip->hasRecord("data.pkl")) return;
+    const auto [ptr, n] = zip->getRecord("data.pkl");
+    const std::string_view pkl(static_cast<const char*>(ptr.get()), n);
+    const auto at = pkl.find("ampscope.format");
+    if (at == std::string_view::npos || pkl.find("ampscope-checkpoint-", at) == std::string_view::npos) return;
+    throw InputError(path, "ampscope.format",
+                     "an ampscope training checkpoint (train --checkpoint-every); expected your own job's checkpoint "
+                     "(a torch.save dict or state_dict, a Lightning .ckpt, a Hugging Face Trainer folder or a "
+                     ".safetensors file); continue an ampscope training with `ampscope-cli train --resume`");
+}
+
 c10::IValue load_pt(const std::string& path, std::vector<std::string>& warnings) {
     const auto file = read_bytes(path);
+    refuse_ampscope_checkpoint(file->data(), file->size(), path);  // both sides of a training, ampscope's layout
     std::vector<std::string> skipped;
     const auto ar = read_pt_archive(file->data(), file->size(), path, &skipped);
     if (!skipped.empty()) {
@@ -89,17 +111,6 @@ std::vector<std::pair<std::string, at::Tensor>> tensors_of(const c10::IValue& v,
         out.emplace_back(k, kv.value().toTensor());
     }
     return out;
-}
-
-/// Whether `path` is a checkpoint `train --checkpoint-every` wrote (a TorchScript archive whose
-/// pickle, stored uncompressed near the start, holds "ampscope.format": "ampscope-checkpoint-N").
-bool is_ampscope_checkpoint(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::string head(size_t(1) << 16, '\0');
-    in.read(head.data(), std::streamsize(head.size()));
-    head.resize(size_t(in.gcount()));
-    const auto at = head.find("ampscope.format");
-    return at != std::string::npos && head.find("ampscope-checkpoint-", at) != std::string::npos;
 }
 
 bool is_zip(const std::string& path) {
@@ -283,12 +294,6 @@ Checkpoint load_checkpoint(const std::string& path, const std::string& strip_pre
         throw InputError(path, "checkpoint",
                          "does not exist; expected a checkpoint file or a Trainer checkpoint-N/ folder");
     } else if (is_zip(path)) {
-        if (is_ampscope_checkpoint(path))  // both sides of a training, in ampscope's own layout
-            throw InputError(path, "ampscope.format",
-                             "an ampscope training checkpoint (train --checkpoint-every); expected your own job's "
-                             "checkpoint (a torch.save dict or state_dict, a Lightning .ckpt, a Hugging Face Trainer "
-                             "folder or a .safetensors file); continue an ampscope training with `ampscope-cli train "
-                             "--resume`");
         c.files.push_back(path);
         read_torch_dict(c, load_pt(path, c.warnings), path);
     } else {
