@@ -32,6 +32,7 @@ void add_advise_options(CLI::App* cmd, AdviseOptions& o) {
         "run", o.run,
         "a recorded run (UUID or prefix) whose model, probes, precisions and fixed criteria are advised on");
     add_spec_options(cmd, o, false);
+    add_fp8_delayed_options(cmd, o.fp8_delayed, "batches");  // the passes of an fp8-delayed advice
     cmd->add_option("--granularity", o.granularity,
                     "candidate modules: leaf | block (elements of numbered containers) | a depth N")
         ->default_str("leaf");
@@ -57,12 +58,30 @@ AdviseSpec spec_of(AdviseOptions& o, CLI::App* cmd) {
         a.run = o.spec;
         return a;
     }
-    for (const char* flag : {"--model",           "--probes",       "--precision",      "--mode",
-                             "--criteria",        "--atol",         "--rtol",           "--tie-tolerance",
-                             "--tie-rule",        "--max-flips",    "--quality-metric", "--quality-threshold",
-                             "--allow-nonfinite", "--output",       "--seed",           "--batch-size",
-                             "--max-flip-rate",   "--max-mean-kld", "--min-same-top",   "--mask-input",
-                             "--sequence-axis",   "--mx-scaling"})
+    for (const char* flag : {"--model",
+                             "--probes",
+                             "--precision",
+                             "--mode",
+                             "--criteria",
+                             "--atol",
+                             "--rtol",
+                             "--tie-tolerance",
+                             "--tie-rule",
+                             "--max-flips",
+                             "--quality-metric",
+                             "--quality-threshold",
+                             "--allow-nonfinite",
+                             "--output",
+                             "--seed",
+                             "--batch-size",
+                             "--max-flip-rate",
+                             "--max-mean-kld",
+                             "--min-same-top",
+                             "--mask-input",
+                             "--sequence-axis",
+                             "--mx-scaling",
+                             "--fp8-amax-history",
+                             "--fp8-margin"})
         if (cmd && cmd->count(flag))
             throw InputError(
                 flag, "",

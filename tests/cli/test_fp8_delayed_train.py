@@ -327,5 +327,34 @@ class Fp8DelayedTrain(unittest.TestCase):
                       se)
 
 
+class Fp8DelayedAdvise(unittest.TestCase):
+    """advise --precision fp8-delayed takes the recipe's history and margin as run does: the passes
+    of the search and the verifying run use them (the recorded run holds them); advising a recorded
+    run keeps its own and refuses the flags."""
+
+    def test_settings_reach_the_verifying_run(self):
+        with tempfile.TemporaryDirectory() as d:
+            db = os.path.join(d, "runs.sqlite")
+            advice = os.path.join(d, "advice.json")
+            rc, _, se = run_cli("advise", "--model", "demo:mlp", "--probes", "demo", "--precision", "fp8-delayed",
+                                "--fp8-amax-history", 4, "--fp8-margin", 1, "--atol", 0.5, "--rtol", 0.5,
+                                "--max-flips", 40, "--no-bench", "--db", db, "--json", advice, "-q")
+            self.assertEqual(rc, 0, se)
+            with open(advice) as f:
+                run = json.load(f)["verified_run"]
+            self.assertTrue(run)
+            rc, so, se = run_cli("show", run, "--db", db, "--json")
+            self.assertEqual(rc, 0, se)
+            self.assertEqual(json.loads(so)["fp8_delayed"], {"amax_history": 4, "margin": 1, "amax_compute_algo": "max"})
+            rc, _, se = run_cli("advise", run, "--db", db, "--fp8-margin", 2, "--no-bench", "-q")
+            self.assertEqual(rc, 2, se)
+            self.assertIn("--fp8-margin", se)
+            self.assertIn("a recorded run's model, probes and criteria are fixed", se)
+        rc, _, se = run_cli("advise", "--model", "demo:mlp", "--probes", "demo", "--precision", "fp8", "--fp8-margin", 1,
+                            "--no-db", "-q")
+        self.assertEqual(rc, 2, se)
+        self.assertIn("applies to --precision fp8-delayed only", se)
+
+
 if __name__ == "__main__":
     unittest.main()
