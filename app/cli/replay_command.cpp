@@ -36,6 +36,7 @@ struct ReplayOptions {
     std::string bundle;                     ///< replay BUNDLE: an incident bundle folder (docs/capture.md)
     std::optional<std::string> mx_scaling;  ///< --mx-scaling (mxfp8 only)
     RegionFiles regions;                    ///< --keep-fp32-file, --keep-bf16-file, --allow-unverified
+    size_t bundle_fp32 = 0;                 ///< the bundle's FP32 regions, first in spec.keep_fp32
 };
 
 void add_replay_options(CLI::App* sub, ReplayOptions& o) {
@@ -189,6 +190,7 @@ void apply_bundle(ReplayOptions& o) {
     if (o.loss_opt->count() == 0) s.loss = bs.loss;
     if (o.precision_opt->count() == 0) o.precision = b.precision;
     s.keep_fp32.insert(s.keep_fp32.begin(), bs.keep_fp32.begin(), bs.keep_fp32.end());
+    o.bundle_fp32 = bs.keep_fp32.size();
     if (!o.clip || o.clip->count() == 0) {
         s.clip_grad_norm = bs.clip_grad_norm;
         s.clip_given = true;
@@ -226,6 +228,12 @@ int run_replay_command(ReplayOptions& o) {
     const auto r = [&] {
         try {
             return run_replay(s, &progress);
+        } catch (const InputError& e) {  // a region of the bundle: incident.json named, not --keep-fp32
+            const long i = e.file().empty() && e.field().rfind("keep_fp32[", 0) == 0 ? field_index(e.field()) : -1;
+            if (i >= 0 && size_t(i) < o.bundle_fp32)
+                throw InputError(o.bundle + "/incident.json", "precision.keep_fp32[" + std::to_string(i) + "]",
+                                 e.expected(), e.remedies());
+            rethrow_region_named(o.regions);
         } catch (...) {
             rethrow_region_named(o.regions);
         }

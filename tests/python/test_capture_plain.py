@@ -152,6 +152,19 @@ def test_bad_bundles_exit_2_named(fp16, tmp_path):
         rc, err = replay_bundle(b)
         assert rc == 2, (name, err)
         assert named in err, (name, err)
+    # an FP32 region of the bundle that names no module: incident.json named, not --keep-fp32,
+    # also beside a flag's region (the bundle's come first in the list)
+    b = str(tmp_path / "region")
+    shutil.copytree(cap.bundles[0], b)
+    with open(os.path.join(b, "incident.json")) as f:
+        inc = json.load(f)
+    inc["precision"]["keep_fp32"] = ["no_such_module"]
+    with open(os.path.join(b, "incident.json"), "w") as f:
+        json.dump(inc, f)
+    rc, err = replay_bundle(b, "--keep-fp32", "fc1")
+    assert rc == 2, err
+    assert err.startswith("ampscope-cli: error: " + os.path.join(b, "incident.json")), err
+    assert "precision.keep_fp32[0]" in err and "no_such_module" in err, err
 
 
 def test_at_most_one_bundle_and_raise_option(tmp_path):
