@@ -304,18 +304,8 @@ at::Tensor nvfp4_q(const at::Tensor& x, bool tiles_2d) {
     const float t_amax = fp8k::abs_max(x.const_data_ptr<float>(), x.numel());
     const float pts = t_amax == 0.0f ? 1.0f : t_amax / 2688.0f;  // 448 * 6; ampscope: zeros stay zeros
     auto amax = block_amax(x, 16);
-    if (tiles_2d) {  // each block's amax: the max over the 16 rows of its tile
-        const int64_t r = x.size(0), nb = amax.numel() / std::max<int64_t>(r, 1);
-        float* a = amax.data_ptr<float>();
-        for (int64_t r0 = 0; r0 < r; r0 += 16)
-            for (int64_t j = 0; j < nb; ++j) {
-                float m = 0.0f;
-                for (int64_t i = r0; i < std::min(r, r0 + 16); ++i)
-                    m = std::isnan(m) || std::isnan(a[i * nb + j]) ? std::numeric_limits<float>::quiet_NaN()
-                                                                   : std::max(m, a[i * nb + j]);
-                for (int64_t i = r0; i < std::min(r, r0 + 16); ++i) a[i * nb + j] = m;
-            }
-    }
+    if (tiles_2d)  // each block's amax: the max over the 16 rows of its tile
+        fp8k::tile_max(amax.data_ptr<float>(), x.size(0), amax.numel() / std::max<int64_t>(x.size(0), 1), 16);
     const int64_t blocks = amax.numel();
     const float* a = amax.const_data_ptr<float>();
     std::vector<float> mult(static_cast<size_t>(blocks)), deq(static_cast<size_t>(blocks));

@@ -191,6 +191,16 @@ void block_abs_max(const float* x, int64_t rows, int64_t k, int64_t block, float
     });
 }
 
+void tile_max(float* amax, int64_t rows, int64_t nb, int64_t tile) {
+    for (int64_t r0 = 0; r0 < rows; r0 += tile)
+        for (int64_t j = 0; j < nb; ++j) {
+            const int64_t r1 = std::min(rows, r0 + tile);
+            float m = 0.0f;
+            for (int64_t i = r0; i < r1; ++i) m = nan_max(m, amax[i * nb + j]);
+            for (int64_t i = r0; i < r1; ++i) amax[i * nb + j] = m;
+        }
+}
+
 void quantize_scaled(Fp8Element e, const float* x, float* q, int64_t n, float s, float fmax) {
     for_chunks(n, 1, [&](int64_t i0, int64_t i1) {
         with_element(e, fmax,

@@ -20,6 +20,10 @@ float abs_max(const float* x, int64_t n);
 /// shorter when k is not a multiple): out[r * ceil(k / block) + j].
 void block_abs_max(const float* x, int64_t rows, int64_t k, int64_t block, float* out);
 
+/// NVFP4's 2-D tiles: in `amax` [rows, nb] (block_abs_max's layout), each block's value replaced
+/// by the maximum over its group of `tile` rows (NaN kept), the tile's amax.
+void tile_max(float* amax, int64_t rows, int64_t nb, int64_t tile);
+
 /// q = round(clamp(x * s, +-fmax)) / s: one scale for all n (tensorwise), or scales[r] for row r
 /// of length k (rowwise: quantize_rows).
 void quantize_scaled(Fp8Element e, const float* x, float* q, int64_t n, float s, float fmax);
