@@ -49,6 +49,8 @@ void BM_LmRecipe(benchmark::State& st, Precision precision) {
         timed_passes(st, *lm->model, lm->probes, precision, int(lm->probes.samples.size()));
 }
 BENCHMARK_CAPTURE(BM_LmRecipe, bf16, Precision::Bf16)->Unit(benchmark::kMillisecond)->UseRealTime();
+// The FP32 pass: the floor of a simulated pass whose GEMMs are FP32 products (lm_bench.py prints it).
+BENCHMARK_CAPTURE(BM_LmRecipe, fp32, Precision::Fp32)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_LmRecipe, fp8, Precision::Fp8)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_LmRecipe, fp8_rowwise, Precision::Fp8Rowwise)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_LmRecipe, fp8_delayed, Precision::Fp8Delayed)->Unit(benchmark::kMillisecond)->UseRealTime();

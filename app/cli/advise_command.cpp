@@ -58,29 +58,12 @@ AdviseSpec spec_of(AdviseOptions& o, CLI::App* cmd) {
         a.run = o.spec;
         return a;
     }
-    for (const char* flag : {"--model",
-                             "--probes",
-                             "--precision",
-                             "--mode",
-                             "--criteria",
-                             "--atol",
-                             "--rtol",
-                             "--tie-tolerance",
-                             "--tie-rule",
-                             "--max-flips",
-                             "--quality-metric",
-                             "--quality-threshold",
-                             "--allow-nonfinite",
-                             "--output",
-                             "--seed",
-                             "--batch-size",
-                             "--max-flip-rate",
-                             "--max-mean-kld",
-                             "--min-same-top",
-                             "--mask-input",
-                             "--sequence-axis",
-                             "--mx-scaling",
-                             "--fp8-amax-history",
+    for (const char* flag : {"--model",           "--probes",       "--precision",      "--mode",
+                             "--criteria",        "--atol",         "--rtol",           "--tie-tolerance",
+                             "--tie-rule",        "--max-flips",    "--quality-metric", "--quality-threshold",
+                             "--allow-nonfinite", "--output",       "--seed",           "--batch-size",
+                             "--max-flip-rate",   "--max-mean-kld", "--min-same-top",   "--mask-input",
+                             "--sequence-axis",   "--mx-scaling",   "--fp8-all-gemms",  "--fp8-amax-history",
                              "--fp8-margin"})
         if (cmd && cmd->count(flag))
             throw InputError(
@@ -206,10 +189,10 @@ int run_advise(AdviseOptions& o) {
     if (!o.quiet && o.json_path != "-") print_advice(r, record);
     if (!o.json_path.empty()) write_output(o.json_path, json::advise_to_json(r, record));
     if (!o.python_path.empty() && r.outcome == AdviseResult::Outcome::Found && !r.keep_fp32.empty())
-        write_output(
-            o.python_path,
-            python_snippet(r.keep_fp32, spec.run.precisions.empty() ? Precision::Fp16 : spec.run.precisions[0]),
-            "--python", /*json=*/false);
+        write_output(o.python_path,
+                     python_snippet(r.keep_fp32, spec.run.precisions.empty() ? Precision::Fp16 : spec.run.precisions[0],
+                                    spec.run.fp8_all_gemms),
+                     "--python", /*json=*/false);
     if (r.outcome == AdviseResult::Outcome::Unverified)
         std::cerr << "ampscope-cli: advise: the verifying run was " << record.verified_verdict
                   << "; the set is unverified"

@@ -90,6 +90,10 @@ void add_spec_options(CLI::App* run, RunOptions& o, bool model_required) {
     run->add_flag("--init-db", o.init_db, "add ampscope's tables to an existing SQLite file of another application");
     run->add_flag("--no-db", o.no_db, "do not record the run");
     add_mx_scaling_option(run, o.mx_scaling, "floor");
+    run->add_flag("--fp8-all-gemms", spec.fp8_all_gemms,
+                  "FP8 passes (and --fp8-what-if) also quantize the model's own matrix products (addmm, mm, bmm, "
+                  "baddbmm outside linear layers: Conv1D, attention), each operand as the recipe quantizes a "
+                  "linear's; default: linear layers only, as torchao and Transformer Engine");
 }
 
 void add_run_options(CLI::App* run, RunOptions& o) {

@@ -366,6 +366,8 @@ void print_run_summary(std::ostream& os, const RunResult& r, bool layers, bool c
         }
         if (p.precision == Precision::Mxfp8 && r.spec.mx_scaling != MxScaling::Floor)
             os << " (" << to_string(r.spec.mx_scaling) << " block scales)";
+        if ((is_fp8(p.precision) || (p.precision == Precision::Bf16 && r.spec.fp8_what_if)) && r.spec.fp8_all_gemms)
+            os << " (all matrix products quantized, not only linear layers)";
         if (is_fp8(p.precision) && !r.spec.keep_bf16.empty()) {
             os << " (kept in BF16:";
             for (const auto& k : r.spec.keep_bf16) os << " " << safe(k);

@@ -456,7 +456,8 @@ std::string run_to_json(const RunResult& r, bool with_outputs, int indent, const
                             {"amax_compute_algo", "max"}};
     if (!r.spec.keep_bf16.empty()) j["keep_bf16"] = r.spec.keep_bf16;  // FP8 passes' modules kept in BF16
     if (r.spec.fp8_what_if) j["fp8_what_if"] = true;                   // the BF16 pass holds fp8_what_if
-    if (r.spec.fp8_real_gemm != RealGemm::Auto)  // fp8 / fp8-rowwise passes hold real_gemm when it ran
+    if (r.spec.fp8_all_gemms) j["fp8_all_gemms"] = true;  // the model's own products quantized too (absent: linears)
+    if (r.spec.fp8_real_gemm != RealGemm::Auto)           // fp8 / fp8-rowwise passes hold real_gemm when it ran
         j["fp8_real_gemm"] = to_string(r.spec.fp8_real_gemm);
     if (r.spec.mx_scaling != MxScaling::Floor) j["mx_scaling"] = to_string(r.spec.mx_scaling);  // MX block scales
     // a run verifying an advised FP32 set names the run it was advised on (ampscope-cli advise)

@@ -47,7 +47,8 @@ ordered_json run_spec(const RunSpec& s) {
                       {"batch_size", s.batch_size}, {"inspect", s.inspect}};
     if (!s.keep_bf16.empty()) j["keep_bf16"] = s.keep_bf16;  // FP8 passes' BF16 list (absent: none)
     if (s.fp8_what_if) j["fp8_what_if"] = true;              // the BF16 pass's FP8 what-if (absent: off)
-    if (s.fp8_real_gemm != RealGemm::Auto)  // real FP8 GEMMs beside fp8 / fp8-rowwise passes (absent: auto)
+    if (s.fp8_all_gemms) j["fp8_all_gemms"] = true;  // the model's own products quantized too (absent: linears only)
+    if (s.fp8_real_gemm != RealGemm::Auto)           // real FP8 GEMMs beside fp8 / fp8-rowwise passes (absent: auto)
         j["fp8_real_gemm"] = to_string(s.fp8_real_gemm);
     if (s.mx_scaling != MxScaling::Floor) j["mx_scaling"] = to_string(s.mx_scaling);  // MX block scales (absent: floor)
     if (!s.advised_from.empty()) j["advised_from"] = s.advised_from;  // a run verifying an advised FP32 set
@@ -75,6 +76,7 @@ RunSpec read_run_spec(const json& s, const std::string& column) {
     r.keep_fp32 = s.at("keep_fp32").get<std::vector<std::string>>();
     if (const auto k = s.find("keep_bf16"); k != s.end()) r.keep_bf16 = k->get<std::vector<std::string>>();
     r.fp8_what_if = s.value("fp8_what_if", false);
+    r.fp8_all_gemms = s.value("fp8_all_gemms", false);
     if (const auto g = s.find("fp8_real_gemm"); g != s.end())
         r.fp8_real_gemm = parse_real_gemm(g->is_string() ? g->get<std::string>() : g->dump(), "spec.fp8_real_gemm");
     if (const auto m = s.find("mx_scaling"); m != s.end())

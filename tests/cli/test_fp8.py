@@ -92,6 +92,11 @@ def planted_mlp():
     return model, x
 
 
+def run_outputs(result, precision):
+    """The run JSON's scores of a pass (--outputs) as float32."""
+    return np.array([[as_float(v) for v in row] for row in pass_of(result, precision)["outputs"]], dtype=np.float32)
+
+
 class Fp8Run(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -131,7 +136,7 @@ class Fp8Run(unittest.TestCase):
 
     @staticmethod
     def outputs(result, precision):
-        return np.array([[as_float(v) for v in row] for row in pass_of(result, precision)["outputs"]], dtype=np.float32)
+        return run_outputs(result, precision)
 
     def test_outputs_bitwise_as_torchao(self):
         self.assertFalse(bits_equal(self.want, self.bf16), "the planted input should make FP8 differ from BF16")
@@ -325,9 +330,9 @@ def oracle_run(model, x, recipe):
     return out, ops
 
 
-def run_every_recipe(cls, d):
-    """cls.model saved as TorchScript and torch.export with probes cls.x (labels: its FP32 argmax);
-    cls.want: torchao's outputs per recipe; cls.results: ampscope's run JSON per format."""
+def save_program(cls, d):
+    """cls.model saved in d as TorchScript and torch.export (cls.paths by format), with probes cls.x
+    (cls.probes; labels: its FP32 argmax)."""
     cls.paths = {"torchscript": os.path.join(d, "m.pt"), "export": os.path.join(d, "m.pt2")}
     torch.jit.script(cls.model).save(cls.paths["torchscript"])
     torch.export.save(torch.export.export(cls.model, (cls.x,)), cls.paths["export"])
@@ -335,6 +340,11 @@ def run_every_recipe(cls, d):
         ref = cls.model(cls.x)
     cls.probes = os.path.join(d, "probes.pt")
     torch.save({"inputs": cls.x, "labels": ref.argmax(1), "ids": [f"p{i}" for i in range(len(cls.x))]}, cls.probes)
+
+
+def run_every_recipe(cls, d):
+    """save_program; cls.want: torchao's outputs per recipe; cls.results: ampscope's run JSON per format."""
+    save_program(cls, d)
     cls.want = {r: oracle_run(cls.model, cls.x, r) for r in cls.RECIPES}
     cls.want["fp8"] = (torchao_fp8(cls.model, cls.x), None)
     cls.results = {fmt: run_json("run", "--model", path, "--probes", cls.probes, "--precision",

@@ -380,6 +380,14 @@ private Q_SLOTS:
         d.setSpec(in);
         QVERIFY(d.spec().fp8_what_if);
         in.fp8_what_if = false;
+        auto* allGemms = d.findChild<QCheckBox*>(QStringLiteral("fp8AllGemms"));
+        QVERIFY(allGemms);
+        QVERIFY(!d.spec().fp8_all_gemms);
+        allGemms->setChecked(true);
+        QVERIFY(d.spec().fp8_all_gemms);
+        d.setSpec(in);
+        QVERIFY(!d.spec().fp8_all_gemms);  // the spec's, not the box's last state
+        in.fp8_all_gemms = true;           // the run below quantizes every product (demo:mlp has linears only)
         auto* mx = d.findChild<QCheckBox*>(QStringLiteral("precision_mxfp8"));
         QVERIFY(mx);
         mx->setChecked(true);
@@ -406,6 +414,7 @@ private Q_SLOTS:
         const auto run = storage::Store(db_.toStdString(), storage::Store::Mode::ReadOnly)
                              .load_run(finished.at(0).at(0).toString().toStdString());
         QCOMPARE(run.spec.keep_bf16, std::vector<std::string>{"fc2"});
+        QVERIFY(run.spec.fp8_all_gemms);
         QCOMPARE(run.passes.size(), size_t(2));
         std::vector<std::string> quantized;
         for (const auto& o : run.passes[1].fp8_operands) quantized.push_back(o.module);
@@ -421,6 +430,8 @@ private Q_SLOTS:
         QVERIFY2(
             text->toPlainText().contains(QRegularExpression(QStringLiteral("Kept in BF16 \\(FP8 passes\\)\\s+fc2"))),
             qPrintable(text->toPlainText()));
+        QVERIFY2(text->toPlainText().contains(QRegularExpression(QStringLiteral("FP8 GEMMs\\s+every matrix product"))),
+                 qPrintable(text->toPlainText()));
         QVERIFY2(text->toPlainText().contains(QStringLiteral("This pass is simulated")) &&
                      text->toPlainText().contains(QStringLiteral("Real FP8 GEMMs (aten::_scaled_mm on cpu")),
                  qPrintable(text->toPlainText()));

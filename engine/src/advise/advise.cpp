@@ -385,13 +385,14 @@ private:
     }
 
     /// The share of ops and FLOPs the set keeps: in FP32, ops that ran with autocast off; for an
-    /// FP8 recipe, of the linear layers (the GEMMs the recipes quantize), those left out in BF16.
+    /// FP8 recipe, of the linear layers (the GEMMs the recipes quantize; with fp8_all_gemms the
+    /// model's own products too), those left out in BF16.
     void shares() {
         stage("shares", 0, 1);
         const PassResult p = amp_pass(spec_.run.precisions.front(), res_.keep_fp32, true);
         double ops = 0, fp32_ops = 0, flops = 0, fp32_flops = 0;
         for (const auto& l : p.layers) {
-            if (fp8_ && l.op != "aten::linear") continue;  // FP8 recipes quantize linears only: the share is of those
+            if (fp8_ && !quantized_op(l.op)) continue;  // the share is of the GEMMs the pass quantizes
             ops += 1;
             flops += l.flops;
             const bool kept = fp8_ ? std::any_of(res_.keep_fp32.begin(), res_.keep_fp32.end(),
@@ -401,6 +402,13 @@ private:
         }
         res_.fp32_share_ops = ops > 0 ? fp32_ops / ops : 0;
         res_.fp32_share_flops = flops > 0 ? fp32_flops / flops : 0;
+    }
+
+    /// Whether the FP8 passes quantize an op of this name: a linear, or with fp8_all_gemms a product.
+    bool quantized_op(const std::string& op) const {
+        if (op == "aten::linear") return true;
+        return spec_.run.fp8_all_gemms &&
+               (op == "aten::addmm" || op == "aten::mm" || op == "aten::bmm" || op == "aten::baddbmm");
     }
 
     const AdviseSpec& spec_;
@@ -430,6 +438,8 @@ AdviseSpec advise_spec_of(const RunResult& r, Granularity granularity) {
     a.run.keep_fp32.clear();
     a.run.keep_bf16.clear();
     a.run.fp8_what_if = false;  // statistics the advice does not use
+    if (std::none_of(a.run.precisions.begin(), a.run.precisions.end(), [](Precision p) { return is_fp8(p); }))
+        a.run.fp8_all_gemms = false;  // it served the what-if alone
     a.run.advised_from = r.run_id;
     a.recorded_run = r.run_id;
     a.recorded_model = r.model;

@@ -149,11 +149,15 @@ std::string python_list(const std::vector<std::string>& names) {
 }
 
 /// An FP8 recipe's set: torchao's float8 conversion leaving those modules (and their submodules) in BF16.
-std::string fp8_snippet(const std::vector<std::string>& keep_bf16, Precision precision) {
+std::string fp8_snippet(const std::vector<std::string>& keep_bf16, Precision precision, bool all_gemms) {
     const bool torchao_recipe = precision == Precision::Fp8 || precision == Precision::Fp8Rowwise;
     std::ostringstream o;
     o << "# ampscope advise: the modules to leave out of FP8 (" << to_string(precision)
       << ") for the run's criteria to be met; their linear layers run in bfloat16 under torch.autocast.\n";
+    if (all_gemms)
+        o << "# Simulated with --fp8-all-gemms: the model's own matrix products (Conv1D, torch.mm, bmm) were "
+             "quantized too.\n# torchao converts nn.Linear modules only: those products stay in bfloat16 under this "
+             "conversion\n# unless they are nn.Linear layers or your framework quantizes them.\n";
     if (!torchao_recipe)
         o << "# Leave them out of your " << to_string(precision)
           << " conversion with the same filter (torchao's recipes take it as module_filter_fn).\n";
@@ -173,8 +177,8 @@ std::string fp8_snippet(const std::vector<std::string>& keep_bf16, Precision pre
 
 }  // namespace
 
-std::string python_snippet(const std::vector<std::string>& keep_fp32, Precision precision) {
-    if (is_fp8(precision)) return fp8_snippet(keep_fp32, precision);
+std::string python_snippet(const std::vector<std::string>& keep_fp32, Precision precision, bool all_gemms) {
+    if (is_fp8(precision)) return fp8_snippet(keep_fp32, precision, all_gemms);
     std::ostringstream o;
     o << "# ampscope advise: the modules that must stay in FP32 for mixed precision ("
       << (precision == Precision::Bf16 ? "bfloat16" : "float16") << ") to meet the run's criteria.\n"

@@ -9,6 +9,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 
+#include <string_view>
 #include <tuple>
 #include <utility>
 
@@ -30,6 +31,9 @@ thread_local bool t_real = false;                ///< real FP8 GEMMs (torch._sca
 thread_local Fp8GemmCounts* t_counts = nullptr;  ///< Fp8GemmCounter's
 thread_local bool t_training = false;            ///< an Fp8PassGuard of a training step (Fp8PassGuard::Training)
 thread_local MxScaling t_mx_scaling = MxScaling::Floor;  ///< the guard's mxfp8 block scales (recipe_spec)
+thread_local bool t_all_gemms = false;  ///< Fp8AllGemmsScope: the model's own matrix products quantized too
+/// The model's own products run in this batch, by "module/op": fp8-delayed keys each by its index there.
+thread_local std::map<std::string, int> t_products;
 
 /// The block-scaled recipes, whose emulated GEMM is torchao's addmm on dequantized operands.
 bool block_scaled(Precision p) {
@@ -37,10 +41,8 @@ bool block_scaled(Precision p) {
 }
 
 /// fp8-delayed: the operand's delayed scaling in this pass, created with an empty history (scale 1)
-/// the first time the GEMM runs. Keyed by module and operand; a GEMM without a module name by its
-/// call index in the batch (the same linears run in the same order each batch).
-DelayedScaling& delayed_state(const std::string& module, const char* operand, int call) {
-    const std::string key = (module.empty() ? "#" + std::to_string(call) : module) + "/" + operand;
+/// the first time the GEMM runs. Keyed by `key` (quantize_operand's slot).
+DelayedScaling& delayed_state(const std::string& key) {
     auto& states = pass_context().fp8_delayed;
     auto it = states.find(key);
     if (it == states.end())
@@ -48,19 +50,24 @@ DelayedScaling& delayed_state(const std::string& module, const char* operand, in
     return it->second;
 }
 
-/// `st` merged into the sink's entry of (module, operand, scheme), or a new entry.
-void merge_into_sink(const std::string& module, const char* operand, const QuantStats& st) {
-    merge_operand(*t_sink, {module, "aten::linear", operand, st});
+/// `st` merged into the sink's entry of (module, op, operand, scheme), or a new entry.
+void merge_into_sink(const std::string& module, const char* op, const char* operand, const QuantStats& st) {
+    merge_operand(*t_sink, {module, op, operand, st});
 }
 
-/// The operand quantize-dequantized; its statistics merged into the pass's sink when there is one.
-at::Tensor quantize_operand(const at::Tensor& t, const char* operand, int call) {
+/// The operand of `op` quantize-dequantized (along its last dimension); its statistics merged into
+/// the pass's sink when there is one. fp8-delayed keys its scaling by `slot`: a linear's
+/// "module/operand" (a linear without a module name "#k/operand", k its call index in the batch:
+/// the same linears run in the same order each batch), a product's "module/op#k/operand".
+at::Tensor quantize_operand(const at::Tensor& t, const char* operand, int call, const char* op = "aten::linear",
+                            const std::string& slot = {}) {
     QuantSpec s = recipe_spec(t_precision);
     const auto& scope = pass_context().scope;
     const std::string module = scope.empty() ? std::string() : scope.back();
     DelayedScaling* delayed = nullptr;
     if (t_precision == Precision::Fp8Delayed) {
-        delayed = &delayed_state(module, operand, call);
+        delayed = &delayed_state(
+            !slot.empty() ? slot : (module.empty() ? "#" + std::to_string(call) : module) + "/" + operand);
         s.given_scale = delayed->scale();  // the scale of the batches before, stale for this one
     }
     if (!t_sink && !delayed) return quantize_dequantize(t, s);
@@ -72,26 +79,29 @@ at::Tensor quantize_operand(const at::Tensor& t, const char* operand, int call) 
     QuantStats st;
     auto q = quantize_dequantize(t, s, &st);
     if (delayed) delayed->record(float(st.amax));  // this batch's amax enters the history
-    merge_into_sink(module, operand, st);
+    merge_into_sink(module, op, operand, st);
     return q;
 }
 
 /// The what-if: both operands as each current-scaling recipe would quantize them, counted; the
-/// quantized values are dropped (the pass's own linear runs as it would).
-void what_if_statistics(const at::Tensor& x, const at::Tensor& w, at::DeviceType dt) {
+/// quantized values are dropped (the pass's own linear runs as it would). A product's (op not
+/// aten::linear): its mat1 and mat2^T, as the pass of all GEMMs quantizes them (quantized_product).
+void what_if_statistics(const at::Tensor& x, const at::Tensor& w, at::DeviceType dt, const char* op = "aten::linear") {
+    const bool linear = std::string_view(op) == "aten::linear";
     at::RecordFunctionGuard quiet(false);  // the statistics' ops are not the model's
     c10::impl::ExcludeDispatchKeyGuard no_autocast(at::autocast::get_autocast_dispatch_key_from_device_type(dt));
     const auto& scope = pass_context().scope;
     const std::string module = scope.empty() ? std::string() : scope.back();
     // torchao's Float8Linear gets its input in the autocast dtype under CUDA autocast (fp8_linear)
-    const auto x_cast = dt == at::kCUDA ? x.to(at::autocast::get_autocast_dtype(dt)) : x;
+    const auto x_cast = dt == at::kCUDA && linear ? x.to(at::autocast::get_autocast_dtype(dt)) : x;
     for (Precision p : kWhatIfRecipes)
-        for (const auto& [operand, t] : {std::pair<const char*, const at::Tensor&>{
-                                             "input", p == Precision::Fp8 || p == Precision::Fp8Rowwise ? x_cast : x},
-                                         {"weight", w}}) {
+        for (const auto& [operand, t] :
+             {std::pair<const char*, const at::Tensor&>{linear ? "input" : "mat1",
+                                                        p == Precision::Fp8 || p == Precision::Fp8Rowwise ? x_cast : x},
+              {linear ? "weight" : "mat2", w}}) {
             QuantStats st;
             quantize_dequantize(t, recipe_spec(p), &st);
-            merge_into_sink(module, operand, st);
+            merge_into_sink(module, op, operand, st);
         }
 }
 
@@ -170,22 +180,82 @@ at::Tensor fp8_linear_quantized(const at::Tensor& x, const at::Tensor& w, const 
     return gemm(xq.reshape({-1, xq.size(-1)}), wq, bias, out_dtype).reshape(sizes);
 }
 
-/// The model's own addmm / mm under an FP8 pass: counted (Fp8GemmCounter), then run as they would.
+/// The model's own addmm / mm under an FP8 pass that quantizes linear layers only: counted
+/// (Fp8GemmCounter), then run as they would.
 bool counts_product(const at::Tensor& a) {
-    return t_counts && !t_what_if && at::autocast::is_autocast_enabled(a.device().type());
+    return t_counts && !t_what_if && !t_all_gemms && at::autocast::is_autocast_enabled(a.device().type());
+}
+
+/// Under an Fp8AllGemmsScope: whether the model's own product of `a` and `b` is quantized (under
+/// autocast, floating, outside the BF16 list, not a training step's). Under an Fp8WhatIfGuard its
+/// statistics are gathered instead (every recipe, mat1 and mat2^T) and false returned: the product
+/// runs as it would.
+bool takes_product(const char* op, const at::Tensor& a, const at::Tensor& b) {
+    if (!t_all_gemms || t_training) return false;
+    const auto dt = a.device().type();
+    if (!at::autocast::is_autocast_enabled(dt) || !at::isFloatingType(a.scalar_type()) ||
+        !at::isFloatingType(b.scalar_type()))
+        return false;
+    const auto& ctx = pass_context();
+    if (!ctx.keep_bf16.empty() && !ctx.scope.empty() && fp32_region_of(ctx.scope.back(), ctx.keep_bf16)) return false;
+    if (!t_what_if) return true;
+    if (t_sink) what_if_statistics(a, b.transpose(-1, -2).contiguous(), dt, op);
+    return false;
+}
+
+/// A product of the model under an FP8 pass of all GEMMs: a [.., M, K] and b [.., K, N]
+/// quantize-dequantized as the recipe quantizes a linear's input and weight, a along K (mat1),
+/// b^T along K (mat2; a weight [N, K] of a linear), each with its own fp8-delayed scaling; the
+/// FP32 product cast to the autocast dtype. `self` (addmm, baddbmm) is added as the recipe adds a
+/// linear's bias when it is one (beta = alpha = 1, 1-D of size N: transformers' Conv1D, gemm()),
+/// else inside the FP32 product (beta * self + alpha * a b, then the cast).
+at::Tensor quantized_product(const char* op, const at::Tensor& a, const at::Tensor& b, const at::Tensor* self,
+                             const at::Scalar& beta, const at::Scalar& alpha) {
+    const auto dt = a.device().type();
+    const auto out_dtype = at::autocast::get_autocast_dtype(dt);
+    at::RecordFunctionGuard quiet(false);  // the emulation's own ops are not the model's
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(at::autocast::get_autocast_dispatch_key_from_device_type(dt));
+    if (t_counts) ++t_counts->products;
+    const auto& scope = pass_context().scope;
+    const std::string at_module = (scope.empty() ? std::string() : scope.back()) + "/" + op;
+    const std::string slot = at_module + "#" + std::to_string(t_products[at_module]++) + "/";
+    const auto aq = quantize_operand(a, "mat1", 0, op, slot + "mat1");
+    const auto wq = quantize_operand(b.transpose(-1, -2).contiguous(), "mat2", 0, op, slot + "mat2");  // [.., N, K]
+    const bool is_bias = self && beta.equal(1) && alpha.equal(1) && self->dim() == 1 && self->size(0) == b.size(-1);
+    if (a.dim() == 2 && (!self || is_bias))
+        return gemm(aq, wq, is_bias ? std::optional<at::Tensor>(*self) : std::nullopt, out_dtype);
+    const auto bq = wq.transpose(-1, -2);
+    if (a.dim() == 2) return at::addmm(self->to(at::kFloat), aq, bq, beta, alpha).to(out_dtype);
+    if (!self) return at::bmm(aq, bq).to(out_dtype);
+    return at::baddbmm(self->to(at::kFloat), aq, bq, beta, alpha).to(out_dtype);
 }
 
 at::Tensor counted_addmm(const at::Tensor& self, const at::Tensor& m1, const at::Tensor& m2, const at::Scalar& beta,
                          const at::Scalar& alpha) {
     c10::impl::ExcludeDispatchKeyGuard no_fp8(kFp8Key);
+    if (takes_product("aten::addmm", m1, m2)) return quantized_product("aten::addmm", m1, m2, &self, beta, alpha);
     if (counts_product(m1)) ++t_counts->addmm;
     return at::addmm(self, m1, m2, beta, alpha);
 }
 
 at::Tensor counted_mm(const at::Tensor& a, const at::Tensor& b) {
     c10::impl::ExcludeDispatchKeyGuard no_fp8(kFp8Key);
+    if (takes_product("aten::mm", a, b)) return quantized_product("aten::mm", a, b, nullptr, 1, 1);
     if (counts_product(a)) ++t_counts->mm;
     return at::mm(a, b);
+}
+
+at::Tensor product_bmm(const at::Tensor& a, const at::Tensor& b) {
+    c10::impl::ExcludeDispatchKeyGuard no_fp8(kFp8Key);
+    if (takes_product("aten::bmm", a, b)) return quantized_product("aten::bmm", a, b, nullptr, 1, 1);
+    return at::bmm(a, b);
+}
+
+at::Tensor product_baddbmm(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const at::Scalar& beta,
+                           const at::Scalar& alpha) {
+    c10::impl::ExcludeDispatchKeyGuard no_fp8(kFp8Key);
+    if (takes_product("aten::baddbmm", b1, b2)) return quantized_product("aten::baddbmm", b1, b2, &self, beta, alpha);
+    return at::baddbmm(self, b1, b2, beta, alpha);
 }
 
 /// Includes the FP8 key in (and no longer excludes it from) this thread's dispatch keys: LibTorch
@@ -211,6 +281,8 @@ void ensure_registered() {
         impl.impl("linear", TORCH_FN(fp8_linear));
         impl.impl("addmm", TORCH_FN(counted_addmm));
         impl.impl("mm", TORCH_FN(counted_mm));
+        impl.impl("bmm", TORCH_FN(product_bmm));
+        impl.impl("baddbmm", TORCH_FN(product_baddbmm));
         return true;
     }();
     (void)registered;
@@ -249,7 +321,7 @@ Fp8WhatIfGuard::~Fp8WhatIfGuard() {
 
 void merge_operand(std::vector<Fp8Operand>& into, Fp8Operand o) {
     for (auto& x : into)
-        if (x.module == o.module && x.operand == o.operand && x.stats.scheme == o.stats.scheme) {
+        if (x.module == o.module && x.op == o.op && x.operand == o.operand && x.stats.scheme == o.stats.scheme) {
             x.stats.merge(o.stats);
             return;
         }
@@ -328,6 +400,14 @@ at::Tensor real_linear(const at::Tensor& x, const at::Tensor& w, const std::opti
     return bias && bias->defined() ? out + bias->to(out.scalar_type()) : out;
 }
 
+Fp8AllGemmsScope::Fp8AllGemmsScope(bool on) : prev_(t_all_gemms) {
+    t_all_gemms = on;
+}
+
+Fp8AllGemmsScope::~Fp8AllGemmsScope() {
+    t_all_gemms = prev_;
+}
+
 bool fp8_pass_active() {
     return !t_what_if && c10::impl::tls_is_dispatch_key_included(kFp8Key) &&
            !c10::impl::tls_is_dispatch_key_excluded(kFp8Key);
@@ -356,6 +436,7 @@ Fp8PassGuard::Fp8PassGuard(Precision p, std::vector<Fp8Operand>* sink, DelayedOp
     prev_delayed_ = t_delayed;
     t_delayed = delayed;
     t_calls = 0;
+    t_products.clear();
     prev_training_ = t_training;
     t_training = false;  // a probe pass (the training constructor turns it on)
     prev_real_ = t_real;

@@ -241,12 +241,32 @@ private:
     MxScaling prev_mx_scaling_ = MxScaling::Floor;
 };
 
+/// While alive on this thread with `on` (RunSpec::fp8_all_gemms), an FP8 pass also quantizes the
+/// model's own matrix products under autocast (aten::addmm, mm, bmm, baddbmm; torch.matmul reaches
+/// mm or bmm), outside the BF16 list: the left operand as the recipe quantizes a linear's input
+/// (along K; operand "mat1"), the right one transposed as it quantizes a weight [N, K] ("mat2"),
+/// the FP32 product cast to the autocast dtype (quantized_product in fp8_pass.cpp); an
+/// Fp8WhatIfGuard then gathers their statistics too. Convolutions stay unquantized. Not in
+/// training (Fp8PassGuard::Training): no recipe's backward for them is written.
+class Fp8AllGemmsScope {
+public:
+    explicit Fp8AllGemmsScope(bool on);
+    ~Fp8AllGemmsScope();
+    Fp8AllGemmsScope(const Fp8AllGemmsScope&) = delete;
+    Fp8AllGemmsScope& operator=(const Fp8AllGemmsScope&) = delete;
+
+private:
+    bool prev_ = false;
+};
+
 /// The matrix products of an FP8 pass: linear layers quantized, and the model's own addmm / mm
 /// calls under autocast that no recipe quantizes (transformers' Conv1D is an addmm; a 2-D weight
 /// through torch.matmul or torch.mm is an mm). Attention's batched products (bmm) are not counted.
+/// Under an Fp8AllGemmsScope the model's products are quantized too (`products`), none counted unquantized.
 struct Fp8GemmCounts {
     int64_t quantized = 0;  ///< aten::linear calls quantized
     int64_t addmm = 0, mm = 0;
+    int64_t products = 0;  ///< the model's own addmm / mm / bmm / baddbmm quantized (Fp8AllGemmsScope)
     /// A real-GEMM pass (Fp8PassGuard real_gemm): linear calls left to the emulation because CUDA's
     /// torch._scaled_mm takes no K or N that is not a multiple of 16.
     int64_t real_emulated = 0;

@@ -63,6 +63,7 @@ json identity(const ComparisonRun& run) {
             {"keep_bf16", run.spec.keep_bf16},
             {"fp8_what_if", run.spec.fp8_what_if},
             {"mx_scaling", to_string(run.spec.mx_scaling)},
+            {"fp8_all_gemms", run.spec.fp8_all_gemms},
             {"seed", run.spec.seed},
             {"batch_size", run.model->fixed_batch > 0 ? run.model->fixed_batch : run.spec.batch_size},
             {"mode", to_string(run.spec.mode)},

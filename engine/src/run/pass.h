@@ -39,6 +39,7 @@ struct PassOptions {
     bool fp8_what_if = false;  ///< a BF16 pass: every current-scaling recipe's operand statistics (Fp8WhatIfGuard)
     bool fp8_real_gemm = false;
     MxScaling mx_scaling = MxScaling::Floor;  ///< mxfp8 and the what-if's MX statistics: the block scales
+    bool fp8_all_gemms = false;  ///< FP8 passes and the what-if: the model's own products too (Fp8AllGemmsScope)
     /// FP8 passes: the linear layers quantized and the other matrix products, counted here.
     Fp8GemmCounts* gemm_counts =
         nullptr;  ///< fp8 / fp8-rowwise: torch._scaled_mm GEMMs, not the emulation (no statistics)

@@ -262,6 +262,7 @@ PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& devi
                              {o.fp8_amax_history, o.fp8_margin}, o.fp8_real_gemm, o.mx_scaling);
             const bool what_if = o.fp8_what_if && o.inspect && o.precision == Precision::Bf16;
             Fp8WhatIfGuard fp8_what_if(what_if ? &r.fp8_operands : nullptr, o.mx_scaling);
+            Fp8AllGemmsScope all_gemms(o.fp8_all_gemms);
             Fp8GemmCounter gemm_counter(o.gemm_counts);
             y = model.forward(in);
             if (observer) observer->end_batch();
@@ -355,6 +356,12 @@ void ComparisonRun::fix_criteria() {
         throw InputError("", "mx_scaling",
                          "'" + to_string(spec.mx_scaling) +
                              "' for MX block scales, but the run has no mxfp8 pass and no FP8 what-if; expected floor");
+    if (spec.fp8_all_gemms && !spec.fp8_what_if &&
+        std::none_of(spec.precisions.begin(), spec.precisions.end(), [](Precision p) { return is_fp8(p); }))
+        throw InputError(
+            "", "fp8_all_gemms",
+            "quantizes the model's matrix products in FP8 passes, but the run has no FP8 pass and no FP8 "
+            "what-if; expected an FP8 precision (fp8, fp8-rowwise, mxfp8, nvfp4 or fp8-delayed) or the what-if");
     if (spec.fp8_real_gemm == RealGemm::On && !spec.has_pass(Precision::Fp8) && !spec.has_pass(Precision::Fp8Rowwise))
         throw InputError("", "fp8_real_gemm",
                          "on applies to fp8 and fp8-rowwise passes (torch._scaled_mm); this run has neither");
@@ -449,6 +456,7 @@ PassOptions ComparisonRun::options() const {
     o.fp8_margin = spec.fp8_margin;
     o.fp8_what_if = spec.fp8_what_if;
     o.mx_scaling = spec.mx_scaling;
+    o.fp8_all_gemms = spec.fp8_all_gemms;
     return o;
 }
 

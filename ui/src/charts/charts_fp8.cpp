@@ -75,8 +75,10 @@ QChart* makeFp8HeadroomChart(LayerModel* model) {
         hi = first ? top : std::max(hi, top);
         first = false;
         const auto& o = ops[i];
-        QString label =
-            storedText(o.module.empty() ? "(root)" : o.module) + QStringLiteral(" · ") + storedText(o.operand);
+        // a product's operands (run --fp8-all-gemms) named with their op: "bmm.mat1"
+        const bool product = o.op != "aten::linear" && o.op.rfind("aten::", 0) == 0;
+        QString label = storedText(o.module.empty() ? "(root)" : o.module) + QStringLiteral(" · ") +
+                        storedText(product ? o.op.substr(6) + "." + o.operand : o.operand);
         if (whatIf) label += QStringLiteral(" · ") + plainText(to_string(what_if_recipe(o.stats.scheme)));
         x->append(label, at + 0.5);
     }

@@ -168,8 +168,8 @@ void AdviseDialog::saveSetInteractively() {
 void AdviseDialog::copyPythonSnippet() {
     if (!verified()) return;
     const auto& precisions = run_.spec.precisions;
-    QApplication::clipboard()->setText(
-        plainText(python_snippet(result_->keep_fp32, precisions.empty() ? Precision::Fp16 : precisions.front())));
+    QApplication::clipboard()->setText(plainText(python_snippet(
+        result_->keep_fp32, precisions.empty() ? Precision::Fp16 : precisions.front(), run_.spec.fp8_all_gemms)));
 }
 
 }  // namespace ampscope::ui

@@ -86,6 +86,13 @@ void NewRunDialog::buildFp8(QFormLayout* form) {
         "The BF16 pass also counts what fp8, fp8-rowwise, mxfp8 and nvfp4 would do to its linear layers' operands "
         "(its outputs unchanged)"));
     form->addRow(QString(), what_if_);
+    all_gemms_ = new QCheckBox(QStringLiteral("Quantize every matrix product, not only linear layers"));
+    all_gemms_->setObjectName(QStringLiteral("fp8AllGemms"));
+    all_gemms_->setToolTip(QStringLiteral(
+        "FP8 passes and the what-if also quantize the model's own addmm, mm, bmm and baddbmm (transformers' Conv1D, "
+        "attention's products), each operand as the recipe quantizes a linear layer's. Off: linear layers only, "
+        "as torchao and Transformer Engine do"));
+    form->addRow(QString(), all_gemms_);
     real_gemm_ = choiceField(real_gemm_names());
     real_gemm_->setObjectName(QStringLiteral("fp8RealGemm"));
     real_gemm_->setToolTip(QStringLiteral(
@@ -178,6 +185,7 @@ void NewRunDialog::setSpec(const RunSpec& s) {
     amax_history_->setValue(s.fp8_amax_history);
     margin_->setValue(s.fp8_margin);
     what_if_->setChecked(s.fp8_what_if);
+    all_gemms_->setChecked(s.fp8_all_gemms);
     setChoice(real_gemm_, to_string(s.fp8_real_gemm));
     setChoice(mx_scaling_, to_string(s.mx_scaling));
     const int d = device_->findText(QString::fromStdString(s.device.empty() ? "cpu" : s.device));
@@ -218,6 +226,7 @@ RunSpec NewRunDialog::spec() const {
     s.fp8_amax_history = amax_history_->value();
     s.fp8_margin = margin_->value();
     s.fp8_what_if = what_if_->isChecked();
+    s.fp8_all_gemms = all_gemms_->isChecked();
     s.fp8_real_gemm = parse_real_gemm(choice(real_gemm_), "Real FP8 GEMMs");
     s.mx_scaling = parse_mx_scaling(choice(mx_scaling_), "MX block scales");
     s.seed = uint64_t(seed_->value());

@@ -44,6 +44,7 @@ private:
     std::map<Precision, QCheckBox*> fp8_;  ///< one per FP8 recipe, in kFp8Recipes order
     QSpinBox *amax_history_, *margin_;
     QCheckBox* what_if_;     ///< the BF16 pass's FP8 what-if (RunSpec::fp8_what_if)
+    QCheckBox* all_gemms_;   ///< RunSpec::fp8_all_gemms: the model's own products quantized too
     QComboBox* real_gemm_;   ///< RunSpec::fp8_real_gemm: auto, on, off
     QComboBox* mx_scaling_;  ///< RunSpec::mx_scaling: floor, rceil
     QComboBox* device_;

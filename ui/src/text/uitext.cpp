@@ -36,6 +36,7 @@ QString errorText(const std::exception& e) {
     if (input == nullptr || !input->file().empty() || input->field().empty()) return QString::fromStdString(e.what());
     static const std::map<std::string, const char*> labels = {{"keep_fp32", "Keep in FP32"},
                                                               {"keep_bf16", "Keep in BF16"},
+                                                              {"fp8_all_gemms", "Quantize every matrix product"},
                                                               {"backoff_factor", "Backoff factor"},
                                                               {"growth_factor", "Growth factor"},
                                                               {"lr", "Learning rate"},

@@ -118,7 +118,7 @@ void apply_verification(AdviseResult& r, Verdict verdict);
 
 /// A Python snippet applying the same FP32 regions to the user's own nn.Module; for an FP8
 /// recipe (is_fp8), torchao's conversion leaving the set out of FP8 (module_filter_fn).
-std::string python_snippet(const std::vector<std::string>& keep_fp32, Precision precision);
+std::string python_snippet(const std::vector<std::string>& keep_fp32, Precision precision, bool all_gemms = false);
 
 std::string to_string(AdviseResult::Outcome o);
 

@@ -98,8 +98,9 @@ struct QuantStats {
 /// One GEMM operand of a simulated FP8 pass, its statistics over all batches.
 struct Fp8Operand {
     std::string module;   ///< dotted module path of the GEMM ("" = root)
-    std::string op;       ///< "aten::linear"
-    std::string operand;  ///< "input" | "weight"
+    std::string op;       ///< "aten::linear"; with RunSpec::fp8_all_gemms also "aten::addmm", "aten::mm", "aten::bmm",
+                          ///< "aten::baddbmm"
+    std::string operand;  ///< "input" | "weight" (a linear's); "mat1" | "mat2" (a product's left and right operand)
     QuantStats stats;
 };
 

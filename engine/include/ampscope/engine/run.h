@@ -56,6 +56,11 @@ struct RunSpec {
     /// mxfp8 passes and the what-if's MX statistics: each block's E8M0 scale, the OCP MX
     /// specification's FLOOR by default, or RCEIL as torchao's MXFP8 training recipes take it.
     MxScaling mx_scaling = MxScaling::Floor;
+    /// FP8 passes also quantize the model's own matrix products (addmm, mm, bmm, baddbmm outside
+    /// linear layers: transformers' Conv1D, attention's batched products), each operand as the
+    /// recipe quantizes a linear's, and the what-if gathers their statistics (Fp8AllGemmsScope);
+    /// off: linear layers only, as torchao and Transformer Engine. Needs an FP8 pass or the what-if.
+    bool fp8_all_gemms = false;
     /// The run this one verifies (ampscope-cli advise: the rejected run whose FP32 set it checks).
     std::string advised_from;
 

@@ -1,0 +1,284 @@
+# SPDX-License-Identifier: MIT
+"""run --fp8-all-gemms (issue 30): the FP8 passes also quantize the model's own matrix products
+(aten::addmm, mm, bmm, baddbmm outside linear layers), each operand as the recipe quantizes a
+linear layer's: the left one as its input (along K), the right one transposed as its weight
+[N, K]; the FP32 product cast to BF16, a Conv1D's bias added as the recipe adds a linear's.
+
+The oracle is written here on torchao 0.18's own quantizers (hp_tensor_to_float8_dynamic for
+tensorwise and rowwise, MXTensor.to_mx, NVFP4Tensor.to_nvfp4), each product replaced by an oracle
+module, the linear layer converted by torchao as in test_fp8.py: the outputs are the oracle's
+bitwise for every recipe on TorchScript and torch.export programs with a Conv1D (addmm), two bmm
+(attention) and an mm. A Conv1D quantized so equals torchao's Float8Linear of the same weight, and
+without the flag the products stay in BF16 (the outputs differ from the oracle's)."""
+import copy
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+import unittest
+import warnings
+
+import numpy as np
+import torch
+
+from common import pass_of, run_cli, run_json
+
+warnings.filterwarnings("ignore")
+from torchao.float8 import Float8LinearConfig, convert_to_float8_training  # noqa: E402
+from torchao.float8.config import ScalingGranularity  # noqa: E402
+from torchao.float8.float8_scaling_utils import hp_tensor_to_float8_dynamic  # noqa: E402
+from torchao.float8.float8_training_tensor import LinearMMConfig  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_fp8 import BlockScaledLinear, bits_equal, mx_quant, nvfp4_quant, run_outputs, save_program  # noqa: E402
+
+
+class Conv1D(torch.nn.Module):
+    """transformers' Conv1D: weight [in, out], torch.addmm(bias, x, weight)."""
+
+    def __init__(self, nf, nx):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(nx, nf) * 0.2)
+        self.bias = torch.nn.Parameter(torch.randn(nf) * 0.1)
+
+    def forward(self, x):
+        size_out = x.size()[:-1] + (self.weight.size(1),)
+        return torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight).view(size_out)
+
+
+class Attention(torch.nn.Module):
+    """Two batched products of activations (scores and values)."""
+
+    def forward(self, a):
+        s = torch.bmm(a, a.transpose(1, 2)) * 0.25
+        return torch.bmm(torch.softmax(s, -1), a)
+
+
+class Mix(torch.nn.Module):
+    """A weight through torch.mm, no bias."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(64, 32) * 0.2)
+
+    def forward(self, x):
+        return torch.mm(x, self.weight)
+
+
+class Products(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = Conv1D(64, 32)
+        self.attn = Attention()
+        self.mix = Mix()
+        self.fc = torch.nn.Linear(32, 5)
+
+    def forward(self, x):
+        h = self.proj(x)
+        a = self.attn(h.view(-1, 32, 32))  # every K a multiple of 32, as torchao's MX blocks require
+        return self.fc(self.mix(a.reshape(-1, 64)))
+
+
+def products_model():
+    torch.manual_seed(4)
+    return Products().eval()
+
+
+def quantizer(recipe):
+    """t [.., K] quantize-dequantized along K as `recipe` quantizes a linear's operand (FP32)."""
+    if recipe in ("fp8", "fp8-rowwise"):
+        rowwise = recipe == "fp8-rowwise"
+
+        def q(t):
+            f = hp_tensor_to_float8_dynamic(
+                t, torch.float8_e4m3fn, LinearMMConfig(),
+                scaling_granularity=ScalingGranularity.AXISWISE if rowwise else ScalingGranularity.TENSORWISE,
+                axiswise_dim=-1 if rowwise else None, round_scales_to_power_of_2=rowwise)
+            return f._data.float() / f._scale  # torchao's emulated GEMM's operand
+        return q
+    quant = mx_quant if recipe == "mxfp8" else nvfp4_quant
+    return lambda t: quant(t.float().reshape(-1, t.shape[-1]).contiguous()).dequantize(torch.float32).reshape(t.shape)
+
+
+def product(recipe, a, b, bias=None):
+    """a @ b as the pass quantizes it: a along K, b^T along K, the FP32 product cast to BF16; a
+    bias added as the recipe adds a linear's (tensorwise and rowwise: in BF16 after the cast;
+    block-scaled: inside the FP32 addmm)."""
+    q = quantizer(recipe)
+    with torch.autocast("cpu", enabled=False):
+        aq, wq = q(a), q(b.transpose(-1, -2).contiguous())
+        bq = wq.transpose(-1, -2)
+        if a.dim() == 3:
+            return torch.bmm(aq, bq).to(torch.bfloat16)
+        if bias is not None and recipe in ("mxfp8", "nvfp4"):
+            return torch.addmm(bias.float(), aq, bq).to(torch.bfloat16)
+        out = torch.mm(aq, bq).to(torch.bfloat16)
+        return out + bias.to(torch.bfloat16) if bias is not None else out
+
+
+class OracleConv1D(torch.nn.Module):
+    def __init__(self, m, recipe):
+        super().__init__()
+        self.m, self.recipe = m, recipe
+
+    def forward(self, x):
+        size_out = x.size()[:-1] + (self.m.weight.size(1),)
+        return product(self.recipe, x.view(-1, x.size(-1)), self.m.weight, self.m.bias).view(size_out)
+
+
+class OracleAttention(torch.nn.Module):
+    def __init__(self, recipe):
+        super().__init__()
+        self.recipe = recipe
+
+    def forward(self, a):
+        s = product(self.recipe, a, a.transpose(1, 2)) * 0.25
+        return product(self.recipe, torch.softmax(s, -1), a)
+
+
+class OracleMix(torch.nn.Module):
+    def __init__(self, m, recipe):
+        super().__init__()
+        self.m, self.recipe = m, recipe
+
+    def forward(self, x):
+        return product(self.recipe, x, self.m.weight)
+
+
+def oracle(model, x, recipe):
+    """The model with every product quantized as the recipe's linears, fc as torchao converts it."""
+    m = copy.deepcopy(model)
+    m.proj, m.attn, m.mix = OracleConv1D(m.proj, recipe), OracleAttention(recipe), OracleMix(m.mix, recipe)
+    if recipe == "fp8":
+        m = convert_to_float8_training(m, config=Float8LinearConfig(emulate=True))
+    elif recipe == "fp8-rowwise":
+        cfg = dataclasses.replace(Float8LinearConfig.from_recipe_name("rowwise"), emulate=True)
+        m = convert_to_float8_training(m, config=cfg)
+    else:
+        m.fc = BlockScaledLinear(m.fc, mx_quant if recipe == "mxfp8" else nvfp4_quant)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        return m(x).float().numpy()
+
+
+RECIPES = ["fp8", "fp8-rowwise", "mxfp8", "nvfp4"]
+
+
+class Fp8AllGemms(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        d = cls.tmp.name
+        cls.model = products_model()
+        g = torch.Generator().manual_seed(9)
+        cls.x = torch.randn(16, 32, generator=g) * 2
+        save_program(cls, d)
+        cls.db = os.path.join(d, "runs.sqlite")
+        cls.want = {r: oracle(cls.model, cls.x, r) for r in RECIPES}
+        base = ("run", "--probes", cls.probes, "--batch-size", len(cls.x), "--outputs", "--allow-nonfinite")
+        cls.results = {fmt: run_json(*base, "--model", path, "--precision", ",".join(RECIPES), "--fp8-all-gemms",
+                                     "--db", cls.db)[1] for fmt, path in cls.paths.items()}
+        cls.linears_only = run_json(*base, "--model", cls.paths["export"], "--precision", ",".join(RECIPES),
+                                    "--no-db")[1]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_outputs_bitwise_as_the_oracle(self):
+        for fmt, result in self.results.items():
+            self.assertTrue(result["fp8_all_gemms"])
+            for r in RECIPES:
+                got, want = run_outputs(result, r), self.want[r]
+                self.assertTrue(bits_equal(got, want), f"{fmt} {r}: max |diff| {np.nanmax(np.abs(got - want))}")
+
+    def test_without_the_flag_the_products_stay_bf16(self):
+        self.assertNotIn("fp8_all_gemms", self.linears_only)
+        for r in RECIPES:
+            self.assertFalse(bits_equal(run_outputs(self.linears_only, r), self.want[r]), r)
+            ops = {(o["module"], o["op"]) for o in pass_of(self.linears_only, r)["fp8_operands"]}
+            self.assertEqual(ops, {("fc", "aten::linear")}, r)
+        self.assertIn("matrix products of the model ran unquantized", " ".join(self.linears_only["warnings"]))
+        self.assertNotIn("ran unquantized", " ".join(self.results["export"]["warnings"]))
+
+    def test_every_product_names_its_operands(self):
+        for fmt, result in self.results.items():
+            for r in RECIPES:
+                got = sorted((o["module"], o["op"], o["operand"]) for o in pass_of(result, r)["fp8_operands"])
+                self.assertEqual(got, sorted([("proj", "aten::addmm", "mat1"), ("proj", "aten::addmm", "mat2"),
+                                              ("attn", "aten::bmm", "mat1"), ("attn", "aten::bmm", "mat2"),
+                                              ("mix", "aten::mm", "mat1"), ("mix", "aten::mm", "mat2"),
+                                              ("fc", "aten::linear", "input"), ("fc", "aten::linear", "weight")]),
+                                 f"{fmt} {r}")
+                mix = {o["operand"]: o for o in pass_of(result, r)["fp8_operands"] if o["module"] == "mix"}
+                self.assertEqual(mix["mat2"]["elements"], 64 * 32, f"{fmt} {r}")  # the weight, once a batch
+
+    def test_a_conv1d_quantized_as_torchaos_float8_linear(self):
+        """The oracle's product is torchao's: the Conv1D as an nn.Linear of the same weight, converted."""
+        m = copy.deepcopy(self.model)
+        lin = torch.nn.Linear(32, 64)
+        with torch.no_grad():
+            lin.weight.copy_(m.proj.weight.t())
+            lin.bias.copy_(m.proj.bias)
+        m.proj = lin
+        m.attn, m.mix = OracleAttention("fp8"), OracleMix(m.mix, "fp8")
+        m = convert_to_float8_training(m, config=Float8LinearConfig(emulate=True))
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            as_linear = m(self.x).float().numpy()
+        self.assertTrue(bits_equal(as_linear, self.want["fp8"]))
+        self.assertTrue(bits_equal(run_outputs(self.results["export"], "fp8"), as_linear))
+
+    def test_stored_and_shown(self):
+        rid = self.results["export"]["run_id"]
+        rc, out, err = run_cli("show", rid, "--db", self.db, "--json", check_rc=0)
+        shown = json.loads(out)
+        self.assertTrue(shown["fp8_all_gemms"])
+        self.assertEqual(sorted((o["module"], o["op"], o["operand"]) for o in pass_of(shown, "fp8")["fp8_operands"]),
+                         sorted((o["module"], o["op"], o["operand"])
+                                for o in pass_of(self.results["export"], "fp8")["fp8_operands"]))
+        rc, out, err = run_cli("show", rid, "--db", self.db, check_rc=0)
+        self.assertIn("all matrix products quantized", out)
+
+    def test_what_if_counts_the_products(self):
+        rc, r = run_json("run", "--model", self.paths["export"], "--probes", self.probes, "--batch-size",
+                         len(self.x), "--precision", "bf16", "--fp8-what-if", "--fp8-all-gemms", "--no-db")
+        entries = {(o["recipe"], o["module"], o["op"], o["operand"]) for o in pass_of(r, "bf16")["fp8_what_if"]}
+        for recipe in RECIPES:
+            for mod, op in (("proj", "aten::addmm"), ("attn", "aten::bmm"), ("mix", "aten::mm"),
+                            ("fc", "aten::linear")):
+                for operand in (("input", "weight") if op == "aten::linear" else ("mat1", "mat2")):
+                    self.assertIn((recipe, mod, op, operand), entries)
+        self.assertEqual(len(entries), 4 * 8)
+
+    def test_advice_counts_the_products(self):
+        """The advisor's share left in BF16 is of every quantized GEMM (5 here: proj's addmm, attn's
+        two bmm, mix's mm, fc's linear), not of the one linear; its snippet says the products were
+        quantized. A recorded run's setting cannot be changed by the flag."""
+        with tempfile.TemporaryDirectory() as d:
+            out, py = os.path.join(d, "advice.json"), os.path.join(d, "advice.py")
+            run_cli("advise", "--model", self.paths["export"], "--probes", self.probes, "--batch-size", len(self.x),
+                    "--precision", "fp8", "--fp8-all-gemms", "--max-flips", 1, "--atol", 0.5, "--no-db", "--no-bench",
+                    "--json", out, "--python", py, "-q", check_rc=0)
+            with open(out) as f:
+                advice = json.load(f)
+            with open(py) as f:
+                snippet = f.read()
+        self.assertEqual(advice["outcome"], "found")
+        self.assertTrue(advice["keep_bf16"])
+        quantized = {"proj": 1, "attn": 2, "mix": 1, "fc": 1}
+        self.assertAlmostEqual(advice["fp32_share"]["ops"], sum(quantized[k] for k in advice["keep_bf16"]) / 5)
+        self.assertIn("--fp8-all-gemms", snippet)
+        rc, out, err = run_cli("advise", self.results["export"]["run_id"], "--db", self.db, "--fp8-all-gemms", "-q")
+        self.assertEqual(rc, 2, err)
+        self.assertIn("--fp8-all-gemms", err)
+
+    def test_refused_without_an_fp8_pass(self):
+        rc, out, err = run_cli("run", "--model", self.paths["export"], "--probes", self.probes, "--precision", "bf16",
+                               "--fp8-all-gemms", "--no-db", "-q")
+        self.assertEqual(rc, 2, err)
+        self.assertIn("--fp8-all-gemms", err)
+        self.assertIn("no FP8 pass", err)
+
+
+if __name__ == "__main__":
+    unittest.main()
