@@ -16,13 +16,14 @@ import json
 import os
 import sys
 import tempfile
+import types
 import unittest
 import warnings
 
 import numpy as np
 import torch
 
-from common import pass_of, run_cli, run_json
+from common import as_float, pass_of, run_cli, run_json
 
 warnings.filterwarnings("ignore")
 from torchao.float8 import Float8LinearConfig, convert_to_float8_training  # noqa: E402
@@ -278,6 +279,58 @@ class Fp8AllGemms(unittest.TestCase):
         self.assertEqual(rc, 2, err)
         self.assertIn("--fp8-all-gemms", err)
         self.assertIn("no FP8 pass", err)
+
+
+class WideProducts(torch.nn.Module):
+    """A wide Conv1D (768 -> 4096, an addmm with a bias) and a GELU, then a bmm: on this CPU some of
+    the Conv1D's scores round to another BF16 value when torch._scaled_mm multiplies the scales
+    into the FP8 product than when the emulation divides each operand first."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = Conv1D(4096, 768)
+        self.attn = Attention()
+
+    def forward(self, x):
+        h = torch.nn.functional.gelu(self.proj(x))
+        return self.attn(h.view(-1, 64, 64)).reshape(-1, 4096)
+
+
+class RealProducts(unittest.TestCase):
+    """--fp8-real-gemm with --fp8-all-gemms: the 2-D products (a Conv1D's addmm) run as real FP8
+    GEMMs too, as torchao's Float8Linear without emulate runs a linear of the same weight; the
+    batched ones (bmm) stay emulated, and the check says how many."""
+
+    def test_conv1d_real_bmm_emulated(self):
+        torch.manual_seed(4)
+        model = WideProducts().eval()
+        x = torch.randn(128, 768, generator=torch.Generator().manual_seed(9)) * 3
+
+        def with_conv1d_as(linear_emulate):
+            m = copy.deepcopy(model)
+            lin = torch.nn.Linear(768, 4096)
+            with torch.no_grad():
+                lin.weight.copy_(model.proj.weight.t())
+                lin.bias.copy_(model.proj.bias)
+            cfg = Float8LinearConfig(emulate=linear_emulate)
+            m.proj, m.attn = convert_to_float8_training(torch.nn.Sequential(lin), config=cfg), OracleAttention("fp8")
+            with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+                return m(x).float().numpy()
+
+        real, sim = with_conv1d_as(False), with_conv1d_as(True)
+        self.assertFalse(bits_equal(real, sim), "the oracle should tell the real Conv1D from the emulated one")
+        with tempfile.TemporaryDirectory() as d:
+            p = types.SimpleNamespace(model=model, x=x)
+            save_program(p, d)
+            got = run_json("run", "--model", p.paths["export"], "--probes", p.probes, "--precision", "fp8", "--batch-size", 128,
+                           "--outputs", "--fp8-all-gemms", "--fp8-real-gemm", "on", "--no-db")[1]
+        fp8 = pass_of(got, "fp8")
+        self.assertTrue(bits_equal(run_outputs(got, "fp8"), sim), "the pass itself stays simulated")
+        g = fp8["real_gemm"]
+        self.assertTrue(g["ran"], g)
+        out = np.array([[as_float(v) for v in r] for r in g["outputs"]], dtype=np.float32)
+        self.assertTrue(bits_equal(out, real), f"max |diff| {np.nanmax(np.abs(out - real))}")
+        self.assertIn("2 of 3 matrix products emulated (batched", g["kernel"])
 
 
 if __name__ == "__main__":

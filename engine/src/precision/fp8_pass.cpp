@@ -219,11 +219,16 @@ at::Tensor quantized_product(const char* op, const at::Tensor& a, const at::Tens
     const auto& scope = pass_context().scope;
     const std::string at_module = (scope.empty() ? std::string() : scope.back()) + "/" + op;
     const std::string slot = at_module + "#" + std::to_string(t_products[at_module]++) + "/";
+    const bool is_bias = self && beta.equal(1) && alpha.equal(1) && self->dim() == 1 && self->size(0) == b.size(-1);
+    const auto bias = is_bias ? std::optional<at::Tensor>(*self) : std::nullopt;
+    if (t_real) {  // a 2-D product as a linear of weight b^T (real_linear); the others emulated
+        if (a.dim() == 2 && (!self || is_bias) && (!a.is_cuda() || (a.size(-1) % 16 == 0 && b.size(-1) % 16 == 0)))
+            return real_linear(a, b.transpose(-1, -2).contiguous(), bias, t_precision, out_dtype);
+        if (t_counts) ++t_counts->products_emulated;
+    }
     const auto aq = quantize_operand(a, "mat1", 0, op, slot + "mat1");
     const auto wq = quantize_operand(b.transpose(-1, -2).contiguous(), "mat2", 0, op, slot + "mat2");  // [.., N, K]
-    const bool is_bias = self && beta.equal(1) && alpha.equal(1) && self->dim() == 1 && self->size(0) == b.size(-1);
-    if (a.dim() == 2 && (!self || is_bias))
-        return gemm(aq, wq, is_bias ? std::optional<at::Tensor>(*self) : std::nullopt, out_dtype);
+    if (a.dim() == 2 && (!self || is_bias)) return gemm(aq, wq, bias, out_dtype);
     const auto bq = wq.transpose(-1, -2);
     if (a.dim() == 2) return at::addmm(self->to(at::kFloat), aq, bq, beta, alpha).to(out_dtype);
     if (!self) return at::bmm(aq, bq).to(out_dtype);

@@ -270,6 +270,9 @@ struct Fp8GemmCounts {
     /// A real-GEMM pass (Fp8PassGuard real_gemm): linear calls left to the emulation because CUDA's
     /// torch._scaled_mm takes no K or N that is not a multiple of 16.
     int64_t real_emulated = 0;
+    /// A real-GEMM pass under an Fp8AllGemmsScope: the model's products left to the emulation (a
+    /// bmm / baddbmm, an addmm whose self is not a bias; on CUDA K or N not a multiple of 16).
+    int64_t products_emulated = 0;
     int64_t unquantized() const { return addmm + mm; }
 };
 
