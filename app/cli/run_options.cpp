@@ -93,7 +93,8 @@ void add_spec_options(CLI::App* run, RunOptions& o, bool model_required) {
     run->add_flag("--fp8-all-gemms", spec.fp8_all_gemms,
                   "FP8 passes (and --fp8-what-if) also quantize the model's own matrix products (addmm, mm, bmm, "
                   "baddbmm outside linear layers: Conv1D, attention), each operand as the recipe quantizes a "
-                  "linear's; default: linear layers only, as torchao and Transformer Engine");
+                  "linear's, and in fp8 / fp8-delayed the convolutions (per-tensor scales); default: linear layers "
+                  "only, as torchao and Transformer Engine");
 }
 
 void add_run_options(CLI::App* run, RunOptions& o) {

@@ -9,7 +9,9 @@ tensorwise and rowwise, MXTensor.to_mx, NVFP4Tensor.to_nvfp4), each product repl
 module, the linear layer converted by torchao as in test_fp8.py: the outputs are the oracle's
 bitwise for every recipe on TorchScript and torch.export programs with a Conv1D (addmm), two bmm
 (attention) and an mm. A Conv1D quantized so equals torchao's Float8Linear of the same weight, and
-without the flag the products stay in BF16 (the outputs differ from the oracle's)."""
+without the flag the products stay in BF16 (the outputs differ from the oracle's). Convolutions are
+quantized in fp8 and fp8-delayed (one scale per tensor) and left in BF16 by the other recipes
+(Convolutions); with --fp8-real-gemm the 2-D products run as torch._scaled_mm (RealProducts)."""
 import copy
 import dataclasses
 import json
@@ -32,6 +34,7 @@ from torchao.float8.float8_scaling_utils import hp_tensor_to_float8_dynamic  # n
 from torchao.float8.float8_training_tensor import LinearMMConfig  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_fp8_delayed_train import E4M3, TeDelayed  # noqa: E402
 from test_fp8 import BlockScaledLinear, bits_equal, mx_quant, nvfp4_quant, run_outputs, save_program  # noqa: E402
 
 
@@ -331,6 +334,155 @@ class RealProducts(unittest.TestCase):
         out = np.array([[as_float(v) for v in r] for r in g["outputs"]], dtype=np.float32)
         self.assertTrue(bits_equal(out, real), f"max |diff| {np.nanmax(np.abs(out - real))}")
         self.assertIn("2 of 3 matrix products emulated (batched", g["kernel"])
+
+
+class Cnn(torch.nn.Module):
+    """Convolutions of both conv2d overloads (numbers and a string padding), a Conv1d, a BatchNorm
+    with running statistics, and a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 16, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(16)
+        self.conv2 = torch.nn.Conv2d(16, 32, 3, padding="same", bias=False)
+        self.seq = torch.nn.Conv1d(32, 32, 3)
+        self.fc = torch.nn.Linear(32, 5)
+
+    def forward(self, x):
+        h = torch.relu(self.bn(self.conv1(x)))
+        h = self.conv2(h).mean(-1)  # [N, 32, H]
+        return self.fc(self.seq(h).mean(-1))
+
+
+class OracleConv(torch.nn.Module):
+    """The convolution as a pass of all GEMMs runs it in fp8 and fp8-delayed: input and weight
+    quantize-dequantized by q(t, operand) with one scale each, the convolution in FP32 without the
+    bias, cast to BF16, + the bias in BF16."""
+
+    def __init__(self, conv, q):
+        super().__init__()
+        self.conv, self.q = conv, q
+
+    def forward(self, x):
+        c = self.conv
+        with torch.autocast("cpu", enabled=False):
+            out = c._conv_forward(self.q(x, "input"), self.q(c.weight, "weight"), None).to(torch.bfloat16)
+        return out if c.bias is None else out + c.bias.to(torch.bfloat16).view(-1, *([1] * (out.dim() - 2)))
+
+
+class OracleLinear(torch.nn.Module):
+    """fp8-delayed's linear (test_fp8.DelayedLinear's GEMM) with the operands cast by q."""
+
+    def __init__(self, lin, q):
+        super().__init__()
+        self.lin, self.q = lin, q
+
+    def forward(self, x):
+        xq, wq = self.q(x, "input"), self.q(self.lin.weight, "weight")
+        with torch.autocast("cpu", enabled=False):
+            out = torch.mm(xq.reshape(-1, xq.shape[-1]), wq.t()).to(torch.bfloat16)
+        return out.reshape(*x.shape[:-1], -1) + self.lin.bias.to(torch.bfloat16)
+
+
+CONVS = {"conv1": "aten::conv2d", "conv2": "aten::conv2d", "seq": "aten::conv1d"}
+
+
+class Convolutions(unittest.TestCase):
+    """--fp8-all-gemms quantizes convolutions in the recipes of per-tensor scales (fp8, and
+    fp8-delayed with one delayed scaling per operand, Transformer Engine's rule written in
+    test_fp8_delayed_train.TeDelayed), as the oracle above; the recipes of finer scales leave them
+    in BF16 and say so."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        torch.manual_seed(5)
+        cls.model = Cnn().eval()
+        with torch.no_grad():
+            cls.model.bn.running_mean.uniform_(-0.5, 0.5)
+            cls.model.bn.running_var.uniform_(0.5, 2.0)
+        cls.x = torch.randn(12, 3, 8, 8, generator=torch.Generator().manual_seed(9)) * 3
+        for b in range(3):
+            cls.x[4 * b:4 * b + 4] *= 4.0 ** b * 40  # every batch after the first outruns its stale scale
+        save_program(cls, cls.tmp.name)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def oracle(self, q, linear, batch):
+        m = copy.deepcopy(self.model)
+        for name in CONVS:
+            setattr(m, name, OracleConv(getattr(m, name), (lambda n: lambda t, k: q(t, f"{n}/{k}"))(name)))
+        m.fc = linear(m.fc)
+        outs = []
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            for b in range(0, len(self.x), batch):
+                outs.append(m(self.x[b:b + batch]).float())
+                yield torch.cat(outs).numpy() if b + batch >= len(self.x) else None
+
+    def run_conv(self, fmt, precision, batch, *extra):
+        return run_json("run", "--model", self.paths[fmt], "--probes", self.probes, "--precision", precision,
+                        "--batch-size", batch, "--outputs", "--fp8-all-gemms", "--allow-nonfinite", "--no-db",
+                        *extra)[1]
+
+    def test_tensorwise_bitwise(self):
+        fp8 = quantizer("fp8")
+        convert = lambda fc: convert_to_float8_training(torch.nn.Sequential(fc), config=Float8LinearConfig(emulate=True))
+        *_, want = self.oracle(lambda t, _: fp8(t), convert, len(self.x))
+        for fmt in self.paths:
+            got = self.run_conv(fmt, "fp8", len(self.x))
+            self.assertTrue(bits_equal(run_outputs(got, "fp8"), want),
+                            f"{fmt}: max |diff| {np.nanmax(np.abs(run_outputs(got, 'fp8') - want))}")
+            ops = sorted((o["module"], o["op"], o["operand"]) for o in pass_of(got, "fp8")["fp8_operands"])
+            self.assertEqual(ops, sorted([(n, op, k) for n, op in CONVS.items() for k in ("input", "weight")] +
+                                         [("fc", "aten::linear", "input"), ("fc", "aten::linear", "weight")]), fmt)
+            self.assertFalse(any("convolution" in w for w in got["warnings"]), got["warnings"])
+        without = run_json("run", "--model", self.paths["export"], "--probes", self.probes, "--precision", "fp8",
+                           "--batch-size", len(self.x), "--outputs", "--allow-nonfinite", "--no-db")[1]
+        self.assertFalse(bits_equal(run_outputs(without, "fp8"), want), "without the flag the convolutions stay BF16")
+
+    def test_delayed_per_operand_history(self):
+        te = TeDelayed(history=2, margin=0)
+        q = lambda t, name: te.cast(t, name, E4M3)
+        want = None
+        for out in self.oracle(q, lambda fc: OracleLinear(fc, lambda t, k: q(t, f"fc/{k}")), 4):
+            te.update()
+            want = out if out is not None else want
+        got = self.run_conv("torchscript", "fp8-delayed", 4, "--fp8-amax-history", 2)
+        self.assertTrue(bits_equal(run_outputs(got, "fp8-delayed"), want),
+                        f"max |diff| {np.nanmax(np.abs(run_outputs(got, 'fp8-delayed') - want))}")
+        sat = {o["module"] + "/" + o["operand"]: o["saturated"] for o in pass_of(got, "fp8-delayed")["fp8_operands"]}
+        self.assertGreater(sat["conv1/input"], 0, "the growing input outruns conv1's stale scale")
+
+    def test_finer_recipes_leave_them_in_bf16(self):
+        got = self.run_conv("export", "fp8,mxfp8", len(self.x))
+        mx = pass_of(got, "mxfp8")
+        self.assertEqual({o["module"] for o in mx["fp8_operands"]}, {"fc"})
+        warn = [w for w in got["warnings"] if "convolution" in w]
+        self.assertEqual(len(warn), 1, got["warnings"])
+        self.assertIn("mxfp8: 3 convolution calls ran unquantized in BF16", warn[0])
+        plain = run_json("run", "--model", self.paths["export"], "--probes", self.probes, "--precision", "mxfp8",
+                         "--batch-size", len(self.x), "--outputs", "--allow-nonfinite", "--no-db")[1]
+        self.assertTrue(bits_equal(run_outputs(got, "mxfp8"), run_outputs(plain, "mxfp8")))
+
+    def test_advice_counts_the_convolutions(self):
+        """fp32_share is of the four quantized GEMMs (three convolutions and the linear)."""
+        rc, out, err = run_cli("advise", "--model", self.paths["export"], "--probes", self.probes, "--batch-size",
+                               len(self.x), "--precision", "fp8", "--fp8-all-gemms", "--max-flips", 0, "--atol", 2,
+                               "--no-db", "--no-bench", "--json", "-", "-q")
+        self.assertEqual(rc, 0, err)
+        advice = json.loads(out)
+        self.assertEqual(advice["outcome"], "found")
+        self.assertTrue(set(advice["keep_bf16"]) & set(CONVS), advice["keep_bf16"])
+        self.assertAlmostEqual(advice["fp32_share"]["ops"], len(set(advice["keep_bf16"]) & {*CONVS, "fc"}) / 4)
+
+    def test_what_if_and_real_gemm(self):
+        got = self.run_conv("export", "bf16,fp8", len(self.x), "--fp8-what-if", "--fp8-real-gemm", "on")
+        entries = {(o["recipe"], o["module"], o["operand"]) for o in pass_of(got, "bf16")["fp8_what_if"]
+                   if o["module"] in CONVS}
+        self.assertEqual(entries, {("fp8", n, k) for n in CONVS for k in ("input", "weight")})
+        self.assertIn("3 of 3 matrix products emulated", pass_of(got, "fp8")["real_gemm"]["kernel"])
 
 
 if __name__ == "__main__":

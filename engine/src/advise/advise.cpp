@@ -407,8 +407,12 @@ private:
     /// Whether the FP8 passes quantize an op of this name: a linear, or with fp8_all_gemms a product.
     bool quantized_op(const std::string& op) const {
         if (op == "aten::linear") return true;
-        return spec_.run.fp8_all_gemms &&
-               (op == "aten::addmm" || op == "aten::mm" || op == "aten::bmm" || op == "aten::baddbmm");
+        if (!spec_.run.fp8_all_gemms) return false;
+        if (op == "aten::conv1d" || op == "aten::conv2d" || op == "aten::conv3d") {  // per-tensor recipes only
+            const Precision p = spec_.run.precisions.front();
+            return p == Precision::Fp8 || p == Precision::Fp8Delayed;
+        }
+        return op == "aten::addmm" || op == "aten::mm" || op == "aten::bmm" || op == "aten::baddbmm";
     }
 
     const AdviseSpec& spec_;

@@ -83,26 +83,34 @@ at::Tensor quantize_operand(const at::Tensor& t, const char* operand, int call, 
     return q;
 }
 
+/// Whether `op` is one of the convolutions an FP8 pass of all GEMMs quantizes (quantized_conv).
+bool is_conv(std::string_view op) {
+    return op == "aten::conv1d" || op == "aten::conv2d" || op == "aten::conv3d";
+}
+
 /// The what-if: both operands as each current-scaling recipe would quantize them, counted; the
 /// quantized values are dropped (the pass's own linear runs as it would). A product's (op not
-/// aten::linear): its mat1 and mat2^T, as the pass of all GEMMs quantizes them (quantized_product).
+/// aten::linear): its mat1 and mat2^T, as the pass of all GEMMs quantizes them (quantized_product);
+/// a convolution's input and weight, as tensorwise only (the one recipe that quantizes them).
 void what_if_statistics(const at::Tensor& x, const at::Tensor& w, at::DeviceType dt, const char* op = "aten::linear") {
-    const bool linear = std::string_view(op) == "aten::linear";
+    const bool linear = std::string_view(op) == "aten::linear", conv = is_conv(op);
     at::RecordFunctionGuard quiet(false);  // the statistics' ops are not the model's
     c10::impl::ExcludeDispatchKeyGuard no_autocast(at::autocast::get_autocast_dispatch_key_from_device_type(dt));
     const auto& scope = pass_context().scope;
     const std::string module = scope.empty() ? std::string() : scope.back();
     // torchao's Float8Linear gets its input in the autocast dtype under CUDA autocast (fp8_linear)
     const auto x_cast = dt == at::kCUDA && linear ? x.to(at::autocast::get_autocast_dtype(dt)) : x;
-    for (Precision p : kWhatIfRecipes)
+    for (Precision p : kWhatIfRecipes) {
+        if (conv && p != Precision::Fp8) continue;
         for (const auto& [operand, t] :
-             {std::pair<const char*, const at::Tensor&>{linear ? "input" : "mat1",
+             {std::pair<const char*, const at::Tensor&>{linear || conv ? "input" : "mat1",
                                                         p == Precision::Fp8 || p == Precision::Fp8Rowwise ? x_cast : x},
-              {linear ? "weight" : "mat2", w}}) {
+              {linear || conv ? "weight" : "mat2", w}}) {
             QuantStats st;
             quantize_dequantize(t, recipe_spec(p), &st);
             merge_into_sink(module, op, operand, st);
         }
+    }
 }
 
 /// The GEMM of the quantize-dequantized operands (FP32; x2 [M, K], wq [N, K]) in the output
@@ -186,21 +194,93 @@ bool counts_product(const at::Tensor& a) {
     return t_counts && !t_what_if && !t_all_gemms && at::autocast::is_autocast_enabled(a.device().type());
 }
 
-/// Under an Fp8AllGemmsScope: whether the model's own product of `a` and `b` is quantized (under
-/// autocast, floating, outside the BF16 list, not a training step's). Under an Fp8WhatIfGuard its
-/// statistics are gathered instead (every recipe, mat1 and mat2^T) and false returned: the product
-/// runs as it would.
-bool takes_product(const char* op, const at::Tensor& a, const at::Tensor& b) {
+/// Under an Fp8AllGemmsScope: whether the model's own GEMM of `a` and `b` is the pass's (under
+/// autocast, floating, outside the BF16 list, not a training step's).
+bool all_gemms_take(const at::Tensor& a, const at::Tensor& b) {
     if (!t_all_gemms || t_training) return false;
     const auto dt = a.device().type();
     if (!at::autocast::is_autocast_enabled(dt) || !at::isFloatingType(a.scalar_type()) ||
         !at::isFloatingType(b.scalar_type()))
         return false;
     const auto& ctx = pass_context();
-    if (!ctx.keep_bf16.empty() && !ctx.scope.empty() && fp32_region_of(ctx.scope.back(), ctx.keep_bf16)) return false;
+    return ctx.keep_bf16.empty() || ctx.scope.empty() || !fp32_region_of(ctx.scope.back(), ctx.keep_bf16);
+}
+
+/// Whether the model's own product of `a` and `b` is quantized (all_gemms_take). Under an
+/// Fp8WhatIfGuard its statistics are gathered instead (every recipe, mat1 and mat2^T) and false
+/// returned: the product runs as it would.
+bool takes_product(const char* op, const at::Tensor& a, const at::Tensor& b) {
+    if (!all_gemms_take(a, b)) return false;
     if (!t_what_if) return true;
-    if (t_sink) what_if_statistics(a, b.transpose(-1, -2).contiguous(), dt, op);
+    if (t_sink) what_if_statistics(a, b.transpose(-1, -2).contiguous(), a.device().type(), op);
     return false;
+}
+
+/// Whether the model's convolution of `x` and `w` is quantized: all_gemms_take, in a recipe of
+/// per-tensor scales (fp8, fp8-delayed: the scaling cuDNN's FP8 convolution takes); the other
+/// recipes' passes run it under autocast, counted (Fp8GemmCounts::convs_bf16). Under an
+/// Fp8WhatIfGuard its tensorwise statistics are gathered instead and false returned.
+bool takes_conv(const char* op, const at::Tensor& x, const at::Tensor& w) {
+    if (!all_gemms_take(x, w)) return false;
+    if (t_what_if) {
+        if (t_sink) what_if_statistics(x, w, x.device().type(), op);
+        return false;
+    }
+    if (t_precision == Precision::Fp8 || t_precision == Precision::Fp8Delayed) return true;
+    if (t_counts) ++t_counts->convs_bf16;
+    return false;
+}
+
+/// A convolution of the model under an FP8 pass of all GEMMs (takes_conv): input and weight
+/// quantize-dequantized with one scale each (E4M3; fp8-delayed: each its own delayed scaling,
+/// "module/op#k/input"), `conv` of the two in FP32 without the bias, cast to the autocast dtype,
+/// then + bias in that dtype, as the recipe adds a linear's. A real-GEMM pass emulates it too
+/// (torch._scaled_mm has no convolution), counted.
+template <class Conv>
+at::Tensor quantized_conv(const char* op, const at::Tensor& x, const at::Tensor& w,
+                          const std::optional<at::Tensor>& bias, const Conv& conv) {
+    const auto dt = x.device().type();
+    const auto out_dtype = at::autocast::get_autocast_dtype(dt);
+    at::RecordFunctionGuard quiet(false);  // the emulation's own ops are not the model's
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(at::autocast::get_autocast_dispatch_key_from_device_type(dt));
+    if (t_counts) {
+        ++t_counts->products;
+        if (t_real) ++t_counts->products_emulated;
+    }
+    const auto& scope = pass_context().scope;
+    const std::string at_module = (scope.empty() ? std::string() : scope.back()) + "/" + op;
+    const std::string slot = at_module + "#" + std::to_string(t_products[at_module]++) + "/";
+    const auto xq = quantize_operand(x, "input", 0, op, slot + "input");
+    const auto wq = quantize_operand(w, "weight", 0, op, slot + "weight");
+    auto out = conv(xq, wq).to(out_dtype);
+    if (!bias || !bias->defined()) return out;
+    std::vector<int64_t> shape(size_t(w.dim() - 1), 1);  // [C, 1, ..]: over an unbatched input too
+    shape[0] = -1;
+    return out + bias->to(out_dtype).reshape(shape);
+}
+
+/// aten::conv1d / conv2d / conv3d (`Op`, padding as numbers or as a string) under the pass.
+template <auto Op, const char* Name, class Padding>
+at::Tensor fp8_conv(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
+                    c10::SymIntArrayRef stride, Padding padding, c10::SymIntArrayRef dilation, c10::SymInt groups) {
+    c10::impl::ExcludeDispatchKeyGuard no_fp8(kFp8Key);
+    if (!takes_conv(Name, x, w)) return Op(x, w, bias, stride, padding, dilation, groups);
+    return quantized_conv(Name, x, w, bias, [&](const at::Tensor& xq, const at::Tensor& wq) {
+        return Op(xq, wq, std::nullopt, stride, padding, dilation, groups);
+    });
+}
+
+constexpr char kConv1d[] = "aten::conv1d", kConv2d[] = "aten::conv2d", kConv3d[] = "aten::conv3d";
+
+/// fp8_conv of at::convNd_symint with padding of type `Padding` (its two overloads).
+template <const char* Name, class Padding>
+constexpr auto conv_kernel() {
+    using Fn = at::Tensor (*)(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                              c10::SymIntArrayRef, Padding, c10::SymIntArrayRef, c10::SymInt);
+    constexpr Fn op = Name == kConv1d   ? Fn(&at::conv1d_symint)
+                      : Name == kConv2d ? Fn(&at::conv2d_symint)
+                                        : Fn(&at::conv3d_symint);
+    return &fp8_conv<op, Name, Padding>;
 }
 
 /// A product of the model under an FP8 pass of all GEMMs: a [.., M, K] and b [.., K, N]
@@ -288,6 +368,12 @@ void ensure_registered() {
         impl.impl("mm", TORCH_FN(counted_mm));
         impl.impl("bmm", TORCH_FN(product_bmm));
         impl.impl("baddbmm", TORCH_FN(product_baddbmm));
+        impl.impl("conv1d", TORCH_FN((conv_kernel<kConv1d, c10::SymIntArrayRef>())));
+        impl.impl("conv1d.padding", TORCH_FN((conv_kernel<kConv1d, c10::string_view>())));
+        impl.impl("conv2d", TORCH_FN((conv_kernel<kConv2d, c10::SymIntArrayRef>())));
+        impl.impl("conv2d.padding", TORCH_FN((conv_kernel<kConv2d, c10::string_view>())));
+        impl.impl("conv3d", TORCH_FN((conv_kernel<kConv3d, c10::SymIntArrayRef>())));
+        impl.impl("conv3d.padding", TORCH_FN((conv_kernel<kConv3d, c10::string_view>())));
         return true;
     }();
     (void)registered;
@@ -366,6 +452,14 @@ std::string fp8_coverage_warning(Precision p, const Fp8GemmCounts& c) {
            " quantized linear-layer calls: the recipes quantize linear layers (aten::linear) only, as torchao and "
            "Transformer Engine do; a model written with Conv1D or torch.mm (transformers' GPT-2) keeps those "
            "GEMMs out of FP8";
+}
+
+std::string fp8_conv_warning(Precision p, const Fp8GemmCounts& c) {
+    if (c.convs_bf16 == 0) return {};
+    return to_string(p) + ": " + std::to_string(c.convs_bf16) +
+           " convolution calls ran unquantized in BF16: --fp8-all-gemms quantizes convolutions in the recipes "
+           "of per-tensor scales only (fp8, fp8-delayed, as cuDNN's FP8 convolution takes them); " +
+           to_string(p) + "'s finer scales have no convolution kernel to follow";
 }
 
 std::string real_gemm_unavailable(Precision p, const BackendReport& b) {

@@ -266,7 +266,10 @@ private:
 struct Fp8GemmCounts {
     int64_t quantized = 0;  ///< aten::linear calls quantized
     int64_t addmm = 0, mm = 0;
-    int64_t products = 0;  ///< the model's own addmm / mm / bmm / baddbmm quantized (Fp8AllGemmsScope)
+    /// The model's own addmm / mm / bmm / baddbmm quantized (Fp8AllGemmsScope), and its
+    /// convolutions in a recipe of per-tensor scales (fp8, fp8-delayed).
+    int64_t products = 0;
+    int64_t convs_bf16 = 0;  ///< Fp8AllGemmsScope: convolutions run under autocast (recipes of finer scales)
     /// A real-GEMM pass (Fp8PassGuard real_gemm): linear calls left to the emulation because CUDA's
     /// torch._scaled_mm takes no K or N that is not a multiple of 16.
     int64_t real_emulated = 0;
@@ -290,6 +293,10 @@ private:
 
 /// The run's warning when FP8 pass `p` (the first of the run's) left products unquantized ("" when none).
 std::string fp8_coverage_warning(Precision p, const Fp8GemmCounts& c);
+
+/// The warning of a pass of all GEMMs that left convolutions in BF16 (recipe `p`'s scales are
+/// finer than per-tensor), "" when it left none.
+std::string fp8_conv_warning(Precision p, const Fp8GemmCounts& c);
 
 /// Why recipe `p` cannot run real FP8 GEMMs on `device`, "" when it can: torch._scaled_mm takes
 /// tensorwise scales on the CPU, tensorwise and rowwise on CUDA devices with FP8 (compute

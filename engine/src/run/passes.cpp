@@ -545,6 +545,7 @@ void ComparisonRun::amp_passes() {
             res.warnings.push_back(std::move(w));
             coverage_warned = true;
         }
+        if (auto w = fp8_conv_warning(p, counts); !w.empty()) res.warnings.push_back(std::move(w));
         o.gemm_counts = nullptr;
         if (wants_real_gemm(p)) amp.real_gemm = real_gemm_check(ref, amp, o);
         if (sink) sink->pass_finished(amp);

@@ -56,7 +56,8 @@ RealGemmCheck ComparisonRun::real_gemm_check(const PassResult& ref, const PassRe
                     " linear calls emulated (K or N not a multiple of 16, which CUDA's kernel needs)";
     if (counts.products_emulated > 0)
         c.kernel += "; " + std::to_string(counts.products_emulated) + " of " + std::to_string(counts.products) +
-                    " matrix products emulated (batched, or an addmm whose self is not a bias: no real kernel here)";
+                    " matrix products emulated (batched, a convolution, or an addmm whose self is not a bias: no real "
+                    "kernel here)";
     c.outputs = real.outputs;
     c.seconds = real.seconds;
     for (size_t i = 0; i < c.outputs.size() && i < sim.outputs.size(); ++i) {

@@ -90,8 +90,8 @@ void NewRunDialog::buildFp8(QFormLayout* form) {
     all_gemms_->setObjectName(QStringLiteral("fp8AllGemms"));
     all_gemms_->setToolTip(QStringLiteral(
         "FP8 passes and the what-if also quantize the model's own addmm, mm, bmm and baddbmm (transformers' Conv1D, "
-        "attention's products), each operand as the recipe quantizes a linear layer's. Off: linear layers only, "
-        "as torchao and Transformer Engine do"));
+        "attention's products), each operand as the recipe quantizes a linear layer's, and in fp8 and fp8-delayed "
+        "its convolutions (one scale per tensor). Off: linear layers only, as torchao and Transformer Engine do"));
     form->addRow(QString(), all_gemms_);
     real_gemm_ = choiceField(real_gemm_names());
     real_gemm_->setObjectName(QStringLiteral("fp8RealGemm"));

@@ -81,8 +81,8 @@ void policyRowsHtml(QTextStream& o, const RunSpec& spec) {
     globs("FP32 regions", spec.keep_fp32);
     globs("Kept in BF16 (FP8 passes)", spec.keep_bf16);
     if (spec.fp8_all_gemms)
-        o << "<tr><td>FP8 GEMMs</td><td>every matrix product (addmm, mm, bmm, baddbmm), not only linear "
-             "layers</td></tr>";
+        o << "<tr><td>FP8 GEMMs</td><td>every matrix product (addmm, mm, bmm, baddbmm; convolutions in fp8 and "
+             "fp8-delayed), not only linear layers</td></tr>";
     if (spec.has_pass(Precision::Fp8Delayed))
         o << "<tr><td>fp8-delayed</td><td>amax history " << spec.fp8_amax_history << " batches, margin "
           << spec.fp8_margin << "</td></tr>";
