@@ -195,6 +195,14 @@ std::string percent(double share) {
     return fmtg(100 * share, 3) + "%";
 }
 
+/// An FP8 operand as the tables name it: a linear layer's "input" / "weight", another GEMM's with
+/// its op (run --fp8-all-gemms), "bmm.mat1", as the GUI's headroom chart labels it.
+std::string operand_label(const Fp8Operand& o) {
+    if (o.op.empty() || o.op == "aten::linear") return safe(o.operand);
+    const std::string op = o.op.rfind("aten::", 0) == 0 ? o.op.substr(6) : o.op;
+    return safe(op + "." + o.operand);
+}
+
 /// A BF16 pass's FP8 what-if, one line per recipe: the shares over all its operands' elements
 /// and the operand with the lowest SQNR.
 void print_what_if_summary(std::ostream& os, const PassResult& p) {
@@ -213,7 +221,7 @@ void print_what_if_summary(std::ostream& os, const PassResult& p) {
         const auto share = [n](int64_t k) { return percent(n > 0 ? double(k) / double(n) : 0.0); };
         os << "  fp8 what-if " << pad(to_string(r), 12) << "underflow " << share(under) << ", subnormal " << share(sub)
            << ", saturated " << share(sat) << "; lowest SQNR " << fmtg(worst->stats.sqnr_db, 3) << " dB ("
-           << (worst->module.empty() ? "(root)" : safe(worst->module)) << " " << worst->operand << ")\n";
+           << (worst->module.empty() ? "(root)" : safe(worst->module)) << " " << operand_label(*worst) << ")\n";
     }
 }
 
@@ -240,17 +248,18 @@ void print_fp8_operands(std::ostream& os, const PassResult& p) {
         p.precision == Precision::Fp8Delayed ? "delayed (amax history)" : to_string(first.scheme);
     if (what_if)
         os << "  fp8 what-if (" << p.fp8_operands.size()
-           << "; this pass's linear operands as each recipe would quantize them)\n";
+           << "; this pass's GEMM operands as each recipe would quantize them)\n";
     else
         os << "  fp8 operands (" << p.fp8_operands.size() << "; " << to_string(first.element) << ", " << scheme
            << " scales)\n";
-    os << "    " << (what_if ? pad("recipe", 13) : "") << pad("module", 22) << pad("operand", 9) << pad("amax", 11)
+    os << "    " << (what_if ? pad("recipe", 13) : "") << pad("module", 22) << pad("operand", 14) << pad("amax", 11)
        << pad("scale", 13) << pad("underflow", 10) << pad("subnorm", 9) << pad("saturated", 10) << "SQNR dB\n";
     for (const auto& o : p.fp8_operands) {
         const auto& s = o.stats;
         const bool one = s.scale_min == s.scale_max;
         os << "    " << (what_if ? pad(to_string(what_if_recipe(s.scheme)), 13) : "")
-           << pad(o.module.empty() ? "(root)" : safe(o.module), 22) << pad(o.operand, 9) << pad(fmtg(s.amax), 11)
+           << pad(o.module.empty() ? "(root)" : safe(o.module), 22) << pad(operand_label(o), 14)
+           << pad(fmtg(s.amax), 11)
            << pad(one ? fmtg(s.scale_min) : fmtg(s.scale_min, 3) + ".." + fmtg(s.scale_max, 3), 13)
            << pad(percent(s.share(s.underflow)), 10) << pad(percent(s.share(s.subnormal)), 9)
            << pad(percent(s.share(s.saturated)), 10) << fmtg(s.sqnr_db, 3) << "\n";
@@ -366,8 +375,10 @@ void print_run_summary(std::ostream& os, const RunResult& r, bool layers, bool c
         }
         if (p.precision == Precision::Mxfp8 && r.spec.mx_scaling != MxScaling::Floor)
             os << " (" << to_string(r.spec.mx_scaling) << " block scales)";
-        if ((is_fp8(p.precision) || (p.precision == Precision::Bf16 && r.spec.fp8_what_if)) && r.spec.fp8_all_gemms)
+        if (is_fp8(p.precision) && r.spec.fp8_all_gemms)
             os << " (all matrix products quantized, not only linear layers)";
+        else if (p.precision == Precision::Bf16 && r.spec.fp8_what_if && r.spec.fp8_all_gemms)
+            os << " (the what-if counts every matrix product, not only linear layers)";
         if (is_fp8(p.precision) && !r.spec.keep_bf16.empty()) {
             os << " (kept in BF16:";
             for (const auto& k : r.spec.keep_bf16) os << " " << safe(k);

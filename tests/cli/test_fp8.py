@@ -859,7 +859,7 @@ class Fp8WhatIf(unittest.TestCase):
         text = run_cli("show", self.what_if["run_id"], "--db", self.db, check_rc=0)[1]
         for recipe in self.RECIPE_SPEC:
             self.assertIn(f"fp8 what-if {recipe}", text)
-        self.assertIn("fp8 what-if (16; this pass's linear operands",
+        self.assertIn("fp8 what-if (16; this pass's GEMM operands",
                       run_cli("show", self.what_if["run_id"], "--layers", "--db", self.db, check_rc=0)[1])
         base = ("run", "--model", self.pt2, "--probes", self.probes, "--fp8-what-if", "--no-db")
         for extra, words in ((("--precision", "fp16"), "no bf16 pass"), (("--precision", "bf16", "--no-inspect"), "inspection is off")):

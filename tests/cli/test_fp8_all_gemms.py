@@ -240,8 +240,19 @@ class Fp8AllGemms(unittest.TestCase):
         self.assertEqual(sorted((o["module"], o["op"], o["operand"]) for o in pass_of(shown, "fp8")["fp8_operands"]),
                          sorted((o["module"], o["op"], o["operand"])
                                 for o in pass_of(self.results["export"], "fp8")["fp8_operands"]))
-        rc, out, err = run_cli("show", rid, "--db", self.db, check_rc=0)
+        rc, out, err = run_cli("show", rid, "--db", self.db, "--layers", check_rc=0)
         self.assertIn("all matrix products quantized", out)
+        # the operand table names a product's operands with their op, as the GUI's chart does
+        second = lambda module: {line.split()[1] for line in out.splitlines() if line.startswith(f"    {module} ")}
+        self.assertIn("bmm.mat1", second("attn"), out)
+        self.assertIn("input", second("fc"), out)  # a linear's, as before
+
+    def test_the_what_if_pass_says_what_it_counts(self):
+        rc, out, err = run_cli("run", "--model", self.paths["export"], "--probes", self.probes, "--batch-size",
+                               len(self.x), "--precision", "bf16", "--fp8-what-if", "--fp8-all-gemms", "--no-db")
+        self.assertIn(rc, (0, 1), err)
+        self.assertIn("(the what-if counts every matrix product, not only linear layers)", out)
+        self.assertNotIn("all matrix products quantized", out)
 
     def test_what_if_counts_the_products(self):
         rc, r = run_json("run", "--model", self.paths["export"], "--probes", self.probes, "--batch-size",
@@ -276,12 +287,90 @@ class Fp8AllGemms(unittest.TestCase):
         self.assertEqual(rc, 2, err)
         self.assertIn("--fp8-all-gemms", err)
 
+    def test_a_bf16_glob_that_keeps_nothing_is_named(self):
+        """--keep-bf16 attn keeps nothing out of FP8 when only linear layers are quantized (attn runs
+        two bmm): the run says so; with --fp8-all-gemms it keeps attn's products, and fc always."""
+        def warned(*extra):
+            got = run_json("run", "--model", self.paths["export"], "--probes", self.probes, "--batch-size",
+                           len(self.x), "--precision", "bf16,fp8,mxfp8", "--no-db", *extra)[1]
+            return [w for w in got["warnings"] if "left no GEMM out of FP8" in w]
+        w = warned("--keep-bf16", "attn", "--keep-bf16", "fc")
+        self.assertEqual(len(w), 1, w)
+        self.assertIn("fp8: kept in BF16 'attn' (keep_bf16[0]) but left no GEMM out of FP8", w[0])
+        self.assertIn("--fp8-all-gemms", w[0])
+        self.assertEqual(warned("--keep-bf16", "attn", "--fp8-all-gemms"), [])
+        self.assertEqual(warned("--keep-bf16", "fc"), [])
+
     def test_refused_without_an_fp8_pass(self):
         rc, out, err = run_cli("run", "--model", self.paths["export"], "--probes", self.probes, "--precision", "bf16",
                                "--fp8-all-gemms", "--no-db", "-q")
         self.assertEqual(rc, 2, err)
         self.assertIn("--fp8-all-gemms", err)
         self.assertIn("no FP8 pass", err)
+
+
+class MatmulAttention(torch.nn.Module):
+    """Products written with torch.matmul, as most attention code is: a 4-D activation through a
+    weight (folded to an mm), scores and values of 4-D tensors (bmm over the flattened batch),
+    and a float64 product autocast leaves alone."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(32, 32) * 0.2)
+        self.d = torch.nn.Parameter(torch.randn(32, 32) * 0.2)
+        self.fc = torch.nn.Linear(32, 5)
+
+    def forward(self, x):
+        h = torch.matmul(x.view(-1, 2, 4, 32), self.w)
+        s = torch.matmul(h, h.transpose(-1, -2)) * 0.1
+        o = torch.matmul(torch.softmax(s, -1), h).reshape(x.shape[0], 32)
+        return self.fc(o + torch.mm(o.double(), self.d.double()).float())
+
+
+class OracleMatmulAttention(torch.nn.Module):
+    def __init__(self, m, recipe):
+        super().__init__()
+        self.m, self.recipe = m, recipe
+
+    def matmul(self, a, b):
+        if b.dim() == 2:  # folded: [.., K] @ [K, N] as one mm
+            return product(self.recipe, a.reshape(-1, a.shape[-1]), b).reshape(*a.shape[:-1], b.shape[-1])
+        out = product(self.recipe, a.reshape(-1, *a.shape[-2:]), b.reshape(-1, *b.shape[-2:]))
+        return out.reshape(*a.shape[:-1], b.shape[-1])
+
+    def forward(self, x):
+        h = self.matmul(x.view(-1, 2, 4, 32), self.m.w)
+        s = self.matmul(h, h.transpose(-1, -2)) * 0.1
+        o = self.matmul(torch.softmax(s, -1), h).reshape(x.shape[0], 32)
+        return o + torch.mm(o.double(), self.m.d.double()).float()
+
+
+class Matmuls(unittest.TestCase):
+    """torch.matmul's products are quantized as the mm / bmm it reduces to (autocast's matmul would
+    run them with autocast off, out of the pass's reach); a float64 product is left alone."""
+
+    def test_matmul_products_quantized(self):
+        torch.manual_seed(6)
+        model = MatmulAttention().eval()
+        x = torch.randn(16, 32, generator=torch.Generator().manual_seed(9)) * 2
+        p = types.SimpleNamespace(model=model, x=x)
+        with tempfile.TemporaryDirectory() as d:
+            save_program(p, d)
+            for fmt, path in p.paths.items():
+                got = run_json("run", "--model", path, "--probes", p.probes, "--precision", "fp8,fp8-rowwise",
+                               "--batch-size", len(x), "--outputs", "--fp8-all-gemms", "--no-db")[1]
+                for recipe in ("fp8", "fp8-rowwise"):
+                    m = copy.deepcopy(model)
+                    body = OracleMatmulAttention(m, recipe)
+                    cfg = (Float8LinearConfig(emulate=True) if recipe == "fp8" else
+                           dataclasses.replace(Float8LinearConfig.from_recipe_name("rowwise"), emulate=True))
+                    head = convert_to_float8_training(torch.nn.Sequential(m.fc), config=cfg)
+                    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+                        want = head(body(x)).float().numpy()
+                    out = run_outputs(got, recipe)
+                    self.assertTrue(bits_equal(out, want), f"{fmt} {recipe}: max |diff| {np.nanmax(np.abs(out - want))}")
+                    ops = sorted({o["op"] for o in pass_of(got, recipe)["fp8_operands"]})
+                    self.assertEqual(ops, ["aten::bmm", "aten::linear", "aten::mm"], f"{fmt} {recipe}")
 
 
 class WideProducts(torch.nn.Module):

@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 import unittest
+import zipfile
 
 import torch
 
@@ -153,6 +154,40 @@ class HostileInputs(unittest.TestCase):
                      compress_records=True)
         self.assertLess(os.path.getsize(p), 1 << 20)
         self.run_probes(p, "declares 67108864 bytes in a file of")
+
+    def test_deflated_code_records_larger_than_the_file(self):
+        """TorchScript deflates its code and debug records: a scripted MultiheadAttention's
+        debug_pkl unpacks past the file's size and the model loads; the same record declaring more
+        than deflate's 1032:1 can give is refused by name."""
+        class Mha(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.mha = torch.nn.MultiheadAttention(32, 4, batch_first=True)
+                self.fc = torch.nn.Linear(32, 5)
+
+            def forward(self, x):
+                y, _ = self.mha(x, x, x, need_weights=False)
+                return self.fc(y.mean(1))
+
+        model, probes = self.path("mha.pt"), self.path("mha-probes.pt")
+        torch.jit.script(Mha().eval()).save(model)
+        torch.save({"inputs": torch.randn(4, 3, 32), "labels": torch.tensor([0, 1, 2, 3])}, probes)
+        size = os.path.getsize(model)
+        big = [i for i in zipfile.ZipFile(model).infolist() if i.compress_type != 0 and i.file_size > size]
+        self.assertTrue(big, "the scripted model should hold a deflated record larger than itself")
+        rc, out, err = run_cli("run", "--model", model, "--probes", probes, "--precision", "bf16", "--no-db", "-q")
+        self.assertIn(rc, (0, 1), err)
+        raw = bytearray(open(model, "rb").read())
+        name = big[0].filename.encode()
+        at = raw.find(b"PK\x01\x02")  # the central directory's entries, to the record's
+        while not raw[at + 46:at + 46 + len(name)] == name:
+            at = raw.find(b"PK\x01\x02", at + 4)
+        raw[at + 24:at + 28] = struct.pack("<I", big[0].compress_size * 1032 + 4096)
+        hostile = self.path("mha-bomb.pt")
+        with open(hostile, "wb") as f:
+            f.write(raw)
+        self.expect(2, ["run", "--model", hostile, "--probes", probes, "-q"], hostile, big[0].filename,
+                    "more than deflate's 1032:1 can give")
 
     def test_record_size_hidden_behind_the_zip64_directory(self):
         # CI fuzz finding (probe_pt, out-of-memory malloc(4294967295)): miniz reads the directory the

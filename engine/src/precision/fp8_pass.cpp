@@ -7,8 +7,10 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/record_function.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+#include <ATen/ops/matmul_compositeimplicitautograd_dispatch.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <string_view>
 #include <tuple>
 #include <utility>
@@ -88,6 +90,23 @@ bool is_conv(std::string_view op) {
     return op == "aten::conv1d" || op == "aten::conv2d" || op == "aten::conv3d";
 }
 
+/// Whether autocast would cast `t` (FP32, BF16, FP16; not float64 or integers, which it leaves
+/// alone): the FP8 passes quantize only the GEMMs whose operands are.
+bool autocast_eligible(const at::Tensor& t) {
+    const auto s = t.scalar_type();
+    return s == at::kFloat || s == at::kBFloat16 || s == at::kHalf;
+}
+
+/// Whether the GEMM running now lies in a module of the pass's BF16 list (PassContext::keep_bf16):
+/// left out of FP8, the module noted in the pass's Fp8GemmCounts::kept_bf16.
+bool kept_in_bf16() {
+    const auto& ctx = pass_context();
+    if (ctx.keep_bf16.empty() || ctx.scope.empty()) return false;
+    const auto region = fp32_region_of(ctx.scope.back(), ctx.keep_bf16);
+    if (region && t_counts && !t_what_if) t_counts->kept_bf16.insert(*region);
+    return bool(region);
+}
+
 /// The what-if: both operands as each current-scaling recipe would quantize them, counted; the
 /// quantized values are dropped (the pass's own linear runs as it would). A product's (op not
 /// aten::linear): its mat1 and mat2^T, as the pass of all GEMMs quantizes them (quantized_product);
@@ -99,7 +118,7 @@ void what_if_statistics(const at::Tensor& x, const at::Tensor& w, at::DeviceType
     const auto& scope = pass_context().scope;
     const std::string module = scope.empty() ? std::string() : scope.back();
     // torchao's Float8Linear gets its input in the autocast dtype under CUDA autocast (fp8_linear)
-    const auto x_cast = dt == at::kCUDA && linear ? x.to(at::autocast::get_autocast_dtype(dt)) : x;
+    const auto x_cast = dt == at::kCUDA && !conv ? x.to(at::autocast::get_autocast_dtype(dt)) : x;
     for (Precision p : kWhatIfRecipes) {
         if (conv && p != Precision::Fp8) continue;
         for (const auto& [operand, t] :
@@ -135,10 +154,8 @@ at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const std::optio
     const auto dt = x.device().type();
     if (!at::autocast::is_autocast_enabled(dt) || !at::isFloatingType(x.scalar_type()) ||
         !at::isFloatingType(w.scalar_type()))
-        return at::linear(x, w, bias);  // an FP32 region, or not a floating GEMM
-    const auto& ctx = pass_context();
-    if (!ctx.keep_bf16.empty() && !ctx.scope.empty() && fp32_region_of(ctx.scope.back(), ctx.keep_bf16))
-        return at::linear(x, w, bias);  // kept in BF16: autocast's linear, not quantized
+        return at::linear(x, w, bias);                  // an FP32 region, or not a floating GEMM
+    if (kept_in_bf16()) return at::linear(x, w, bias);  // autocast's linear, not quantized
     if (t_what_if) {
         if (t_sink) what_if_statistics(x, w, dt);
         return at::linear(x, w, bias);  // the pass's own linear
@@ -167,7 +184,7 @@ at::Tensor fp8_linear_quantized(const at::Tensor& x, const at::Tensor& w, const 
             delayed_training_linear(x, w, out_dtype, *delayed_training(), scope.empty() ? "" : scope.back()));
     }
     if (t_real) {  // CUDA's torch._scaled_mm takes K and N in multiples of 16 only: the others emulated
-        if (!x.is_cuda() || (x.size(-1) % 16 == 0 && w.size(0) % 16 == 0))
+        if (x.numel() > 0 && w.numel() > 0 && (!x.is_cuda() || (x.size(-1) % 16 == 0 && w.size(0) % 16 == 0)))
             return real_linear(x, w, bias, t_precision, out_dtype);
         if (t_counts) ++t_counts->real_emulated;
     }
@@ -199,11 +216,8 @@ bool counts_product(const at::Tensor& a) {
 bool all_gemms_take(const at::Tensor& a, const at::Tensor& b) {
     if (!t_all_gemms || t_training) return false;
     const auto dt = a.device().type();
-    if (!at::autocast::is_autocast_enabled(dt) || !at::isFloatingType(a.scalar_type()) ||
-        !at::isFloatingType(b.scalar_type()))
-        return false;
-    const auto& ctx = pass_context();
-    return ctx.keep_bf16.empty() || ctx.scope.empty() || !fp32_region_of(ctx.scope.back(), ctx.keep_bf16);
+    if (!at::autocast::is_autocast_enabled(dt) || !autocast_eligible(a) || !autocast_eligible(b)) return false;
+    return !kept_in_bf16();
 }
 
 /// Whether the model's own product of `a` and `b` is quantized (all_gemms_take). Under an
@@ -231,6 +245,23 @@ bool takes_conv(const char* op, const at::Tensor& x, const at::Tensor& w) {
     return false;
 }
 
+/// `f`'s convolutions in IEEE FP32 on CUDA: cuDNN's default is TF32, whose 10-bit mantissa would
+/// round the dequantized operands (not yet run on a GPU).
+template <class F>
+at::Tensor ieee_conv(const F& f) {
+    auto& ctx = at::globalContext();
+    const auto before = ctx.float32Precision(at::Float32Backend::CUDA, at::Float32Op::CONV);
+    ctx.setFloat32Precision(at::Float32Backend::CUDA, at::Float32Op::CONV, at::Float32Precision::IEEE);
+    try {
+        auto out = f();
+        ctx.setFloat32Precision(at::Float32Backend::CUDA, at::Float32Op::CONV, before);
+        return out;
+    } catch (...) {
+        ctx.setFloat32Precision(at::Float32Backend::CUDA, at::Float32Op::CONV, before);
+        throw;
+    }
+}
+
 /// A convolution of the model under an FP8 pass of all GEMMs (takes_conv): input and weight
 /// quantize-dequantized with one scale each (E4M3; fp8-delayed: each its own delayed scaling,
 /// "module/op#k/input"), `conv` of the two in FP32 without the bias, cast to the autocast dtype,
@@ -252,7 +283,7 @@ at::Tensor quantized_conv(const char* op, const at::Tensor& x, const at::Tensor&
     const std::string slot = at_module + "#" + std::to_string(t_products[at_module]++) + "/";
     const auto xq = quantize_operand(x, "input", 0, op, slot + "input");
     const auto wq = quantize_operand(w, "weight", 0, op, slot + "weight");
-    auto out = conv(xq, wq).to(out_dtype);
+    auto out = (dt == at::kCUDA ? ieee_conv([&] { return conv(xq, wq); }) : conv(xq, wq)).to(out_dtype);
     if (!bias || !bias->defined()) return out;
     std::vector<int64_t> shape(size_t(w.dim() - 1), 1);  // [C, 1, ..]: over an unbatched input too
     shape[0] = -1;
@@ -289,10 +320,13 @@ constexpr auto conv_kernel() {
 /// FP32 product cast to the autocast dtype. `self` (addmm, baddbmm) is added as the recipe adds a
 /// linear's bias when it is one (beta = alpha = 1, 1-D of size N: transformers' Conv1D, gemm()),
 /// else inside the FP32 product (beta * self + alpha * a b, then the cast).
-at::Tensor quantized_product(const char* op, const at::Tensor& a, const at::Tensor& b, const at::Tensor* self,
+at::Tensor quantized_product(const char* op, const at::Tensor& a_in, const at::Tensor& b, const at::Tensor* self,
                              const at::Scalar& beta, const at::Scalar& alpha) {
-    const auto dt = a.device().type();
+    const auto dt = a_in.device().type();
     const auto out_dtype = at::autocast::get_autocast_dtype(dt);
+    // mat1 as a linear's input: in the autocast dtype under CUDA autocast, as fp8_linear gives it
+    const bool cast = dt == at::kCUDA && (t_precision == Precision::Fp8 || t_precision == Precision::Fp8Rowwise);
+    const at::Tensor a = cast ? a_in.to(out_dtype) : a_in;
     at::RecordFunctionGuard quiet(false);  // the emulation's own ops are not the model's
     c10::impl::ExcludeDispatchKeyGuard no_autocast(at::autocast::get_autocast_dispatch_key_from_device_type(dt));
     if (t_counts) ++t_counts->products;
@@ -302,7 +336,8 @@ at::Tensor quantized_product(const char* op, const at::Tensor& a, const at::Tens
     const bool is_bias = self && beta.equal(1) && alpha.equal(1) && self->dim() == 1 && self->size(0) == b.size(-1);
     const auto bias = is_bias ? std::optional<at::Tensor>(*self) : std::nullopt;
     if (t_real) {  // a 2-D product as a linear of weight b^T (real_linear); the others emulated
-        if (a.dim() == 2 && (!self || is_bias) && (!a.is_cuda() || (a.size(-1) % 16 == 0 && b.size(-1) % 16 == 0)))
+        if (a.dim() == 2 && (!self || is_bias) && a.numel() > 0 && b.numel() > 0 &&
+            (!a.is_cuda() || (a.size(-1) % 16 == 0 && b.size(-1) % 16 == 0)))
             return real_linear(a, b.transpose(-1, -2).contiguous(), bias, t_precision, out_dtype);
         if (t_counts) ++t_counts->products_emulated;
     }
@@ -328,6 +363,17 @@ at::Tensor counted_mm(const at::Tensor& a, const at::Tensor& b) {
     if (takes_product("aten::mm", a, b)) return quantized_product("aten::mm", a, b, nullptr, 1, 1);
     if (counts_product(a)) ++t_counts->mm;
     return at::mm(a, b);
+}
+
+/// aten::matmul under an FP8 pass of all GEMMs: autocast's matmul would cast both operands and
+/// run the mm / bmm it reduces to with autocast off, where they are not the pass's; here
+/// LibTorch's own reduction runs (the composite kernel) and its mm / bmm reach this key, quantized
+/// as the model's products. 1-D operands (mv, dot) and matmuls the pass does not take run as
+/// autocast runs them.
+at::Tensor product_matmul(const at::Tensor& a, const at::Tensor& b) {
+    if (a.dim() >= 2 && b.dim() >= 2 && all_gemms_take(a, b)) return at::compositeimplicitautograd::matmul(a, b);
+    c10::impl::ExcludeDispatchKeyGuard no_fp8(kFp8Key);
+    return at::matmul(a, b);
 }
 
 at::Tensor product_bmm(const at::Tensor& a, const at::Tensor& b) {
@@ -367,6 +413,7 @@ void ensure_registered() {
         impl.impl("addmm", TORCH_FN(counted_addmm));
         impl.impl("mm", TORCH_FN(counted_mm));
         impl.impl("bmm", TORCH_FN(product_bmm));
+        impl.impl("matmul", TORCH_FN(product_matmul));
         impl.impl("baddbmm", TORCH_FN(product_baddbmm));
         impl.impl("conv1d", TORCH_FN((conv_kernel<kConv1d, c10::SymIntArrayRef>())));
         impl.impl("conv1d.padding", TORCH_FN((conv_kernel<kConv1d, c10::string_view>())));
@@ -460,6 +507,20 @@ std::string fp8_conv_warning(Precision p, const Fp8GemmCounts& c) {
            " convolution calls ran unquantized in BF16: --fp8-all-gemms quantizes convolutions in the recipes "
            "of per-tensor scales only (fp8, fp8-delayed, as cuDNN's FP8 convolution takes them); " +
            to_string(p) + "'s finer scales have no convolution kernel to follow";
+}
+
+std::string fp8_kept_warning(Precision p, const Fp8GemmCounts& c, const std::vector<std::string>& keep_bf16,
+                             bool all_gemms) {
+    std::string unused;
+    for (size_t i = 0; i < keep_bf16.size(); ++i)
+        if (std::none_of(c.kept_bf16.begin(), c.kept_bf16.end(),
+                         [&](const std::string& m) { return bool(fp32_region_of(m, {keep_bf16[i]})); }))
+            unused += (unused.empty() ? "" : ", ") + ("'" + keep_bf16[i] + "' (keep_bf16[" + std::to_string(i) + "])");
+    if (unused.empty()) return {};
+    return to_string(p) + ": kept in BF16 " + unused + " but left no GEMM out of FP8: " +
+           (all_gemms ? "its modules ran no linear layer, matrix product or convolution the pass quantizes"
+                      : "its modules ran no linear layer (the recipes quantize linear layers only; "
+                        "--fp8-all-gemms quantizes matrix products too)");
 }
 
 std::string real_gemm_unavailable(Precision p, const BackendReport& b) {

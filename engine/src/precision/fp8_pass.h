@@ -34,6 +34,7 @@
 #include <ATen/ATen.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -269,7 +270,8 @@ struct Fp8GemmCounts {
     /// The model's own addmm / mm / bmm / baddbmm quantized (Fp8AllGemmsScope), and its
     /// convolutions in a recipe of per-tensor scales (fp8, fp8-delayed).
     int64_t products = 0;
-    int64_t convs_bf16 = 0;  ///< Fp8AllGemmsScope: convolutions run under autocast (recipes of finer scales)
+    int64_t convs_bf16 = 0;           ///< Fp8AllGemmsScope: convolutions run under autocast (recipes of finer scales)
+    std::set<std::string> kept_bf16;  ///< the modules of PassContext::keep_bf16 that left a GEMM out of FP8
     /// A real-GEMM pass (Fp8PassGuard real_gemm): linear calls left to the emulation because CUDA's
     /// torch._scaled_mm takes no K or N that is not a multiple of 16.
     int64_t real_emulated = 0;
@@ -297,6 +299,11 @@ std::string fp8_coverage_warning(Precision p, const Fp8GemmCounts& c);
 /// The warning of a pass of all GEMMs that left convolutions in BF16 (recipe `p`'s scales are
 /// finer than per-tensor), "" when it left none.
 std::string fp8_conv_warning(Precision p, const Fp8GemmCounts& c);
+
+/// The warning of an FP8 pass whose BF16 list has globs that left no GEMM out of FP8 (their
+/// modules run none the pass quantizes), naming each as keep_bf16[i]; "" when every glob did.
+std::string fp8_kept_warning(Precision p, const Fp8GemmCounts& c, const std::vector<std::string>& keep_bf16,
+                             bool all_gemms);
 
 /// Why recipe `p` cannot run real FP8 GEMMs on `device`, "" when it can: torch._scaled_mm takes
 /// tensorwise scales on the CPU, tensorwise and rowwise on CUDA devices with FP8 (compute

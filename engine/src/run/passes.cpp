@@ -533,7 +533,7 @@ bool ComparisonRun::reference(PassResult& ref) {
 void ComparisonRun::amp_passes() {
     PassOptions o = options();
     o.keep_fp32 = spec.keep_fp32;
-    bool all_ok = true, coverage_warned = false;
+    bool all_ok = true, coverage_warned = false, kept_warned = false;
     res.passes.reserve(res.passes.size() + spec.precisions.size());  // the reference stays put
     const PassResult& ref = res.passes.front();
     for (auto p : spec.precisions) {
@@ -546,6 +546,11 @@ void ComparisonRun::amp_passes() {
             coverage_warned = true;
         }
         if (auto w = fp8_conv_warning(p, counts); !w.empty()) res.warnings.push_back(std::move(w));
+        if (auto w = is_fp8(p) ? fp8_kept_warning(p, counts, o.keep_bf16, o.fp8_all_gemms) : std::string();
+            !w.empty() && !kept_warned) {
+            res.warnings.push_back(std::move(w));  // once: the list is every FP8 pass's
+            kept_warned = true;
+        }
         o.gemm_counts = nullptr;
         if (wants_real_gemm(p)) amp.real_gemm = real_gemm_check(ref, amp, o);
         if (sink) sink->pass_finished(amp);

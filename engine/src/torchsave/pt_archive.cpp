@@ -174,6 +174,9 @@ void check_pickle_depth(const char* data, size_t size, const std::string& file) 
                              " levels (or in a cycle); expected a checkpoint saved by torch.save");
 }
 
+/// Deflate's largest expansion: 258 bytes from a 2-bit code, about 1032 to 1.
+constexpr uint64_t kMaxDeflateRatio = 1032;
+
 /// The sizes a zip's central directory declares, before LibTorch's reader allocates any of them
 /// (its constructor already reads a record). miniz takes the directory from the zip64 end record
 /// when a zip64 locator is present (torch writes one in every archive) and from the classic end
@@ -229,15 +232,27 @@ void check_declared_sizes(const char* data, size_t n, const std::string& file, s
                 }
                 e += 4 + len;
             }
+            // TorchScript deflates its code and debug records, which may unpack past the file's
+            // size, though not past deflate's 1032:1; torch never deflates a tensor's (data/) record
+            const std::string record(data + at + 46, name);
+            const bool tensor = record.rfind("data/", 0) == 0 || record.find("/data/") != std::string::npos;
+            if (u(at + 10, 2) != 0 && !tensor && sizes[1] <= n) {
+                if (sizes[0] > sizes[1] * kMaxDeflateRatio + 1024)
+                    throw InputError(file, record,
+                                     "record declares " + std::to_string(sizes[0]) + " bytes deflated into " +
+                                         std::to_string(sizes[1]) + ", more than deflate's " +
+                                         std::to_string(kMaxDeflateRatio) +
+                                         ":1 can give (a damaged or hostile archive)");
+                sizes[0] = 0;  // within deflate's reach: only the compressed size is left to check
+            }
             for (const uint64_t s : sizes)
                 if (s > n)
-                    throw InputError(file, std::string(data + at + 46, name),
+                    throw InputError(file, record,
                                      "record declares " + std::to_string(s) + " bytes in a file of " +
                                          std::to_string(n) + " (a damaged or hostile archive)");
             if (stored && u(at + 10, 2) == 0 && sizes[0] == sizes[1]) {  // method 0: the record's bytes as they are
-                const std::string full(data + at + 46, name);
-                const auto slash = full.find('/');  // the reader names records without the archive's folder
-                stored->insert(slash == std::string::npos ? full : full.substr(slash + 1));
+                const auto slash = record.find('/');  // the reader names records without the archive's folder
+                stored->insert(slash == std::string::npos ? record : record.substr(slash + 1));
             }
             pos += 46 + name + extra + comment;
         }
@@ -328,17 +343,10 @@ std::shared_ptr<caffe2::serialize::PyTorchStreamReader> open_checked_zip(const c
                                                                          const std::string& file,
                                                                          std::set<std::string>* stored) {
     using caffe2::serialize::PyTorchStreamReader;
+    // every record's sizes bounded before the reader allocates any: a stored record's by the file,
+    // a deflated one's by deflate's ratio (TorchScript's code and debug records)
     check_declared_sizes(data, size, file, stored);
-    auto reader = std::make_shared<PyTorchStreamReader>(std::make_unique<BoundedReader>(data, size));
-    // torch.save and torch.export.save store records uncompressed: none can be larger than the file.
-    for (const auto& name : reader->getAllRecords()) {
-        const size_t record = reader->getRecordSize(name);
-        if (record > size)
-            throw InputError(file, name,
-                             "record declares " + std::to_string(record) + " bytes in a file of " +
-                                 std::to_string(size) + " (a damaged or hostile archive)");
-    }
-    return reader;
+    return std::make_shared<PyTorchStreamReader>(std::make_unique<BoundedReader>(data, size));
 }
 
 PtArchive read_pt_archive(const std::vector<char>& bytes, const std::string& file,
