@@ -18,10 +18,11 @@ namespace {
 using ampscope::Precision;
 
 void timed_passes(benchmark::State& st, ampscope::detail::Model& model, const ampscope::detail::ProbeSet& probes,
-                  Precision precision, int batch_size) {
+                  Precision precision, int batch_size, bool all_gemms = false) {
     using namespace ampscope::detail;
     PassOptions o;
     o.precision = precision;
+    o.fp8_all_gemms = all_gemms;
     o.inspect = false;
     o.batch_size = batch_size;
     run_pass(model, probes, at::Device(at::kCPU), o, nullptr, false);  // warm-up
@@ -56,5 +57,13 @@ BENCHMARK_CAPTURE(BM_LmRecipe, fp8_rowwise, Precision::Fp8Rowwise)->Unit(benchma
 BENCHMARK_CAPTURE(BM_LmRecipe, fp8_delayed, Precision::Fp8Delayed)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_LmRecipe, mxfp8, Precision::Mxfp8)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_LmRecipe, nvfp4, Precision::Nvfp4)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+/// run --fp8-all-gemms on the language model: GPT-2's Conv1D and attention products quantized too.
+void BM_LmAllGemms(benchmark::State& st, Precision precision) {
+    if (auto* lm = ampscope::bench::lm_program(st))
+        timed_passes(st, *lm->model, lm->probes, precision, int(lm->probes.samples.size()), true);
+}
+BENCHMARK_CAPTURE(BM_LmAllGemms, fp8, Precision::Fp8)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_LmAllGemms, mxfp8, Precision::Mxfp8)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

@@ -170,11 +170,12 @@ def fp8_figures(exe, pt2, probes, repeats, env, results):
     bench = os.path.join(os.path.dirname(os.path.dirname(exe)), "bench", "ampscope_bench")
     if not os.path.exists(bench):
         sys.exit(f"lm_bench: --fp8 needs {bench} (build the ampscope_bench target)")
-    out = cli([bench, "--benchmark_filter=BM_LmRecipe/", f"--benchmark_repetitions={repeats}",
+    out = cli([bench, "--benchmark_filter=BM_Lm(Recipe|AllGemms)/", f"--benchmark_repetitions={repeats}",
                "--benchmark_enable_random_interleaving=true", "--benchmark_min_time=0.01",
                "--benchmark_report_aggregates_only=true", "--benchmark_format=json"],
               {**env, "AMPSCOPE_BENCH_LM_PT2": pt2, "AMPSCOPE_BENCH_LM_PROBES": probes})
-    med = {b["run_name"].split("/")[1]: b for b in json.loads(out.stdout)["benchmarks"] if b.get("aggregate_name") == "median"}
+    med = {b["run_name"].split("/")[1] + ("_all" if b["run_name"].startswith("BM_LmAllGemms") else ""): b
+           for b in json.loads(out.stdout)["benchmarks"] if b.get("aggregate_name") == "median"}
     for recipe in ("fp8", "fp8_rowwise", "fp8_delayed", "mxfp8", "nvfp4"):
         for key, what in (("cpu_time", "CPU"), ("real_time", "wall")):
             line(f"simulated {recipe.replace('_', '-')} pass ({what}, median of {repeats})", med[recipe][key], "ms",
@@ -187,6 +188,14 @@ def fp8_figures(exe, pt2, probes, repeats, env, results):
         line(f"plain fp32 pass ({what}, median of {repeats})", med["fp32"][key], "ms", "plain bf16 pass",
              med["bf16"][key], "(floor)")
     results["fp32_pass"] = {"pass_ms": med["fp32"]["cpu_time"], "bf16_ms": med["bf16"]["cpu_time"], "repeats": repeats}
+    # --fp8-all-gemms: GPT-2's Conv1D and attention products quantized too (no target: every GEMM is
+    # then an FP32 product of the dequantized operands, above the FP32 pass)
+    for recipe in ("fp8", "mxfp8"):
+        for key, what in (("cpu_time", "CPU"), ("real_time", "wall")):
+            line(f"simulated {recipe} --fp8-all-gemms ({what}, median of {repeats})", med[recipe + "_all"][key], "ms",
+                 "plain bf16 pass", med["bf16"][key], "(none)")
+        results[f"fp8_all_gemms_{recipe}"] = {"pass_ms": med[recipe + "_all"]["cpu_time"],
+                                             "bf16_ms": med["bf16"]["cpu_time"], "repeats": repeats}
 
 
 def rss_figures(exe, pt2, probes, batch, weights, unique, env, results):

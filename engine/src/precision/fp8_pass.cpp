@@ -342,7 +342,10 @@ at::Tensor quantized_product(const char* op, const at::Tensor& a_in, const at::T
         if (t_counts) ++t_counts->products_emulated;
     }
     const auto aq = quantize_operand(a, "mat1", 0, op, slot + "mat1");
-    const auto wq = quantize_operand(b.transpose(-1, -2).contiguous(), "mat2", 0, op, slot + "mat2");  // [.., N, K]
+    // [.., N, K]; one scale per tensor is the same in either layout: no transposed copy of b
+    const bool per_tensor = recipe_spec(t_precision).scheme == Fp8Scheme::Tensorwise;
+    const auto wq = per_tensor ? quantize_operand(b, "mat2", 0, op, slot + "mat2").transpose(-1, -2)
+                               : quantize_operand(b.transpose(-1, -2).contiguous(), "mat2", 0, op, slot + "mat2");
     if (a.dim() == 2 && (!self || is_bias)) return gemm(aq, wq, bias, out_dtype);
     const auto bq = wq.transpose(-1, -2);
     if (a.dim() == 2) return at::addmm(self->to(at::kFloat), aq, bq, beta, alpha).to(out_dtype);
