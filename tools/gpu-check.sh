@@ -303,6 +303,60 @@ check advise-cuda advise_cuda
 check bench bench_validated
 check fp8-real fp8_real_cuda
 check fp8-train fp8_train_cuda
+check fp8-all-gemms fp8_all_gemms_cuda
+
+# run --fp8-all-gemms on the GPU (never run before): a program with a Conv1D-style addmm, a
+# torch.matmul attention, a conv2d and a linear, fp8 and fp8-delayed (products and the
+# convolution quantized, the convolution emulated in IEEE FP32, not cuDNN's TF32) and real FP8
+# GEMMs beside fp8: every expected operand named, the real check ran with the batched products
+# emulated, and the fp8 passes' scores against the same run on the CPU (FP32 GEMM kernels differ
+# by ulps: a few BF16 scores may round apart; more than a quarter fails the check)
+fp8_all_gemms_cuda() {
+  "$py" - "$json" <<'PY'
+import sys, torch
+class M(torch.nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.conv = torch.nn.Conv2d(4, 64, 3, padding=1)
+        s.w = torch.nn.Parameter(torch.randn(64, 64) * 0.1)
+        s.b = torch.nn.Parameter(torch.randn(64) * 0.1)
+        s.fc = torch.nn.Linear(64, 16)
+    def forward(s, x):
+        h = s.conv(x).flatten(2).transpose(1, 2)  # [N, 16, 64]
+        h = torch.addmm(s.b, h.reshape(-1, 64), s.w).view(x.shape[0], 16, 64)
+        a = torch.matmul(torch.softmax(torch.matmul(h, h.transpose(-1, -2)) * 0.125, -1), h)
+        return s.fc(a.mean(1))
+torch.manual_seed(0)
+x = torch.randn(32, 4, 4, 4) * 3
+m = M().eval()
+torch.export.save(torch.export.export(m, (x,)), f"{sys.argv[1]}/allgemms.pt2")
+torch.save({"inputs": x, "labels": m(x).argmax(1)}, f"{sys.argv[1]}/allgemms-probes.pt")
+PY
+  local dev
+  for dev in cuda cpu; do
+    "$cli" run --model "$json/allgemms.pt2" --probes "$json/allgemms-probes.pt" --device "$dev" --precision fp8,fp8-delayed \
+      --fp8-all-gemms --fp8-real-gemm on --batch-size 32 --outputs --allow-nonfinite --no-db \
+      --json "$json/allgemms-$dev.json" -q || [ $? -eq 1 ]
+  done
+  "$py" - "$json" <<'PY'
+import json, sys
+r = {d: json.load(open(f"{sys.argv[1]}/allgemms-{d}.json")) for d in ("cuda", "cpu")}
+p = {d: {x["precision"]: x for x in r[d]["passes"]} for d in r}
+ops = sorted({(o["module"], o["op"], o["operand"]) for o in p["cuda"]["fp8"]["fp8_operands"]})
+print(ops)
+want = {("conv", "aten::conv2d", "input"), ("conv", "aten::conv2d", "weight"), ("fc", "aten::linear", "input")}
+assert want <= set(ops) and any(op == "aten::bmm" for _, op, _ in ops) and any(op == "aten::addmm" for _, op, _ in ops), ops
+g = p["cuda"]["fp8"]["real_gemm"]
+print({k: v for k, v in g.items() if k != "outputs"})
+assert g["ran"] and "matrix products emulated" in g["kernel"], g
+def flat(x): return [float(v) for row in x["outputs"] for v in row]
+diff = {k: sum(a != b for a, b in zip(flat(p["cuda"][k]), flat(p["cpu"][k]))) for k in ("fp8", "fp8-delayed")}
+n = len(flat(p["cpu"]["fp8"]))
+print(diff, "of", n)
+assert all(v <= n // 4 for v in diff.values()), diff
+print(f"figure: products+conv quantized on cuda; scores differing from the CPU's: {diff} of {n}; real: {g['kernel']}")
+PY
+}
 
 # one archive: the device tool brings back a few files from $OUT, not one per check
 tar czf "$out_dir/gpu-check-json.tgz" -C "$json" . 2>/dev/null || true
