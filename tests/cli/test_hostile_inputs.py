@@ -188,6 +188,55 @@ class HostileInputs(unittest.TestCase):
             f.write(raw)
         self.expect(2, ["run", "--model", hostile, "--probes", probes, "-q"], hostile, big[0].filename,
                     "more than deflate's 1032:1 can give")
+        # real deflate bombs, refused before LibTorch inflates them: a code record within 1032:1 but
+        # beyond 8 x the file + 16 MiB, and a data.pkl (torch.save deflates none of its records)
+        # whose record is named in another case (miniz finds records case-insensitively)
+        def rewrite(src, dst, extra=None, deflate=()):
+            with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+                for i in zin.infolist():
+                    data = zin.read(i.filename)
+                    if any(i.filename.lower().endswith(d) for d in deflate):
+                        data = bytes(40 << 20)
+                    zout.writestr(i.filename, data, zipfile.ZIP_DEFLATED if i.filename.lower().endswith(deflate)
+                                  else zipfile.ZIP_STORED)
+                for name, data in (extra or {}).items():
+                    zout.writestr(name, data, zipfile.ZIP_DEFLATED)
+            return dst
+        prefix = big[0].filename.split("/")[0]
+        bomb = rewrite(model, self.path("code-bomb.pt"), extra={prefix + "/code/__torch__/bomb.py": b"#" * (40 << 20)})
+        self.assertLess(os.path.getsize(bomb), 1 << 20)
+        self.expect(2, ["run", "--model", bomb, "--probes", probes, "-q"], bomb,
+                    "deflated code and debug records unpack to more than")
+        pkl = rewrite(probes, self.path("pkl-bomb.pt"), deflate=("data.pkl",))
+        self.assertLess(os.path.getsize(pkl), 1 << 20)
+        self.run_probes(pkl, "data.pkl", "declares 41943040 bytes in a file of", model="tiny")
+
+    def test_a_damaged_deflated_model_json_names_the_file(self):
+        """A .pt2 whose models/model.json is deflated and declares one byte more than it inflates to:
+        LibTorch's reader fails reading it, named as the file's damage (exit 2), not a runtime error."""
+        class Lin(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(4, 3)
+
+            def forward(self, x):
+                return self.fc(x)
+
+        good, bad = self.path("lin.pt2"), self.path("lin-damaged.pt2")
+        torch.export.save(torch.export.export(Lin().eval(), (self.x,)), good)
+        with zipfile.ZipFile(good) as zin, zipfile.ZipFile(bad, "w") as zout:
+            for i in zin.infolist():
+                zout.writestr(i.filename, zin.read(i.filename),
+                              zipfile.ZIP_DEFLATED if i.filename.endswith("models/model.json") else zipfile.ZIP_STORED)
+        raw = bytearray(open(bad, "rb").read())
+        at = raw.find(b"PK\x01\x02")
+        while b"models/model.json" not in raw[at + 46:at + 46 + int.from_bytes(raw[at + 28:at + 30], "little")]:
+            at = raw.find(b"PK\x01\x02", at + 4)
+        size = struct.unpack("<I", raw[at + 24:at + 28])[0]
+        raw[at + 24:at + 28] = struct.pack("<I", size + 1)
+        with open(bad, "wb") as f:
+            f.write(raw)
+        self.expect(2, ["run", "--model", bad, "--probes", self.good, "-q"], bad, "a damaged or hostile file")
 
     def test_record_size_hidden_behind_the_zip64_directory(self):
         # CI fuzz finding (probe_pt, out-of-memory malloc(4294967295)): miniz reads the directory the

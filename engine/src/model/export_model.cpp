@@ -511,7 +511,14 @@ void check_input_dtypes(const pt2::Program& p) {
 
 std::unique_ptr<Model> load_export(const std::vector<char>& bytes, const std::string& file, const std::string& output,
                                    std::shared_ptr<std::vector<char>> owner) {
-    auto m = std::make_unique<ExportModel>(pt2::read_program(bytes, file, std::move(owner)));
+    std::unique_ptr<ExportModel> m;
+    try {
+        m = std::make_unique<ExportModel>(pt2::read_program(bytes, file, std::move(owner)));
+    } catch (const c10::Error& e) {  // LibTorch's zip reader: a record that cannot be inflated or read
+        std::string what = e.what_without_backtrace();
+        what = what.substr(0, what.find('\n'));
+        throw InputError(file, "", "cannot be read as a torch.export archive (a damaged or hostile file): " + what);
+    }
     const auto& p = m->program();
     check_input_dtypes(p);
     int chosen = -1, user = 0;

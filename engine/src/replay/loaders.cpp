@@ -12,6 +12,7 @@
 #include <iterator>
 #include <set>
 #include <string_view>
+#include <tuple>
 #include <unordered_set>
 
 #include "ampscope/engine/errors.h"
@@ -63,7 +64,13 @@ void refuse_ampscope_checkpoint(const char* data, size_t size, const std::string
         return;  // not a zip LibTorch reads: read_pt_archive names the damage
     }
     if (!zip->hasRecord("data.pkl")) return;
-    const auto [ptr, n] = zip->getRecord("data.pkl");
+    at::DataPtr ptr;
+    size_t n = 0;
+    try {
+        std::tie(ptr, n) = zip->getRecord("data.pkl");
+    } catch (const c10::Error&) {
+        return;  // a record that cannot be inflated: read_pt_archive names the damage
+    }
     const std::string_view pkl(static_cast<const char*>(ptr.get()), n);
     const auto at = pkl.find("ampscope.format");
     if (at == std::string_view::npos || pkl.find("ampscope-checkpoint-", at) == std::string_view::npos) return;

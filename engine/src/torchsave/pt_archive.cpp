@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -177,6 +178,49 @@ void check_pickle_depth(const char* data, size_t size, const std::string& file) 
 /// Deflate's largest expansion: 258 bytes from a 2-bit code, about 1032 to 1.
 constexpr uint64_t kMaxDeflateRatio = 1032;
 
+/// What the deflated code and debug records of an archive of `n` bytes may unpack to together
+/// (a scripted model's expand 3 to 5 times; LibTorch copies the source text a few times more).
+constexpr uint64_t kScriptTextBudget(uint64_t n) {
+    return 8 * n + (uint64_t(16) << 20);
+}
+
+/// Whether a record is one torch.jit.save deflates: TorchScript source ("code/") or its debug
+/// information ("*.debug_pkl"), named in any case (miniz finds records case-insensitively).
+bool script_text(std::string record) {
+    for (auto& c : record) c = char(std::tolower(static_cast<unsigned char>(c)));
+    const auto ends_with = [&](const std::string& tail) {
+        return record.size() >= tail.size() && record.compare(record.size() - tail.size(), tail.size(), tail) == 0;
+    };
+    return record.rfind("code/", 0) == 0 || record.find("/code/") != std::string::npos || ends_with(".debug_pkl");
+}
+
+/// One record's declared sizes against a file of `n` bytes. torch.jit.save deflates its code and
+/// debug records (torch.save and torch.export.save deflate none), which may unpack past the
+/// file's size: within deflate's 1032:1 each, and all of them (`unpacked`, the directory's sum so
+/// far) within kScriptTextBudget; any other record, and every compressed size, within the file.
+void check_record_sizes(const std::string& file, const std::string& record, bool deflated, uint64_t uncompressed,
+                        uint64_t compressed, uint64_t n, uint64_t& unpacked) {
+    if (deflated && script_text(record) && compressed <= n) {
+        if (uncompressed > compressed * kMaxDeflateRatio + 1024)
+            throw InputError(file, record,
+                             "record declares " + std::to_string(uncompressed) + " bytes deflated into " +
+                                 std::to_string(compressed) + ", more than deflate's " +
+                                 std::to_string(kMaxDeflateRatio) + ":1 can give (a damaged or hostile archive)");
+        unpacked += uncompressed;
+        if (unpacked > kScriptTextBudget(n))
+            throw InputError(file, record,
+                             "the archive's deflated code and debug records unpack to more than " +
+                                 std::to_string(kScriptTextBudget(n)) +
+                                 " bytes (8 times the file's size and 16 MiB; a damaged or hostile archive)");
+        uncompressed = 0;  // counted in the budget: only the compressed size is left to check
+    }
+    for (const uint64_t s : {uncompressed, compressed})
+        if (s > n)
+            throw InputError(file, record,
+                             "record declares " + std::to_string(s) + " bytes in a file of " + std::to_string(n) +
+                                 " (a damaged or hostile archive)");
+}
+
 /// The sizes a zip's central directory declares, before LibTorch's reader allocates any of them
 /// (its constructor already reads a record). miniz takes the directory from the zip64 end record
 /// when a zip64 locator is present (torch writes one in every archive) and from the classic end
@@ -212,7 +256,7 @@ void check_declared_sizes(const char* data, size_t n, const std::string& file, s
         if (count > n / 46)
             throw damaged("central directory", "declares " + std::to_string(count) + " entries in a file of " +
                                                    std::to_string(n) + " bytes");
-        uint64_t pos = start;
+        uint64_t pos = start, unpacked = 0;
         for (uint64_t k = 0; k < count; ++k) {
             if (pos > n || n - pos < 46 || u(size_t(pos), 4) != 0x02014b50)
                 throw damaged("central directory", "entry " + std::to_string(k) + " of " + std::to_string(count) +
@@ -232,24 +276,8 @@ void check_declared_sizes(const char* data, size_t n, const std::string& file, s
                 }
                 e += 4 + len;
             }
-            // TorchScript deflates its code and debug records, which may unpack past the file's
-            // size, though not past deflate's 1032:1; torch never deflates a tensor's (data/) record
             const std::string record(data + at + 46, name);
-            const bool tensor = record.rfind("data/", 0) == 0 || record.find("/data/") != std::string::npos;
-            if (u(at + 10, 2) != 0 && !tensor && sizes[1] <= n) {
-                if (sizes[0] > sizes[1] * kMaxDeflateRatio + 1024)
-                    throw InputError(file, record,
-                                     "record declares " + std::to_string(sizes[0]) + " bytes deflated into " +
-                                         std::to_string(sizes[1]) + ", more than deflate's " +
-                                         std::to_string(kMaxDeflateRatio) +
-                                         ":1 can give (a damaged or hostile archive)");
-                sizes[0] = 0;  // within deflate's reach: only the compressed size is left to check
-            }
-            for (const uint64_t s : sizes)
-                if (s > n)
-                    throw InputError(file, record,
-                                     "record declares " + std::to_string(s) + " bytes in a file of " +
-                                         std::to_string(n) + " (a damaged or hostile archive)");
+            check_record_sizes(file, record, u(at + 10, 2) != 0, sizes[0], sizes[1], n, unpacked);
             if (stored && u(at + 10, 2) == 0 && sizes[0] == sizes[1]) {  // method 0: the record's bytes as they are
                 const auto slash = record.find('/');  // the reader names records without the archive's folder
                 stored->insert(slash == std::string::npos ? record : record.substr(slash + 1));
