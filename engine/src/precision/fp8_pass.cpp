@@ -245,6 +245,14 @@ bool takes_conv(const char* op, const at::Tensor& x, const at::Tensor& w) {
     return false;
 }
 
+/// fp8-delayed's key prefix of the model's product or convolution `op` running now:
+/// "module/op#k/", k its place among that module's calls of `op` in this batch.
+std::string product_slot(const char* op) {
+    const auto& scope = pass_context().scope;
+    const std::string at_module = (scope.empty() ? std::string() : scope.back()) + "/" + op;
+    return at_module + "#" + std::to_string(t_products[at_module]++) + "/";
+}
+
 /// `f`'s convolutions in IEEE FP32 on CUDA: cuDNN's default is TF32, whose 10-bit mantissa would
 /// round the dequantized operands (not yet run on a GPU).
 template <class F>
@@ -278,9 +286,7 @@ at::Tensor quantized_conv(const char* op, const at::Tensor& x, const at::Tensor&
         ++t_counts->products;
         if (t_real) ++t_counts->products_emulated;
     }
-    const auto& scope = pass_context().scope;
-    const std::string at_module = (scope.empty() ? std::string() : scope.back()) + "/" + op;
-    const std::string slot = at_module + "#" + std::to_string(t_products[at_module]++) + "/";
+    const std::string slot = product_slot(op);
     const auto xq = quantize_operand(x, "input", 0, op, slot + "input");
     const auto wq = quantize_operand(w, "weight", 0, op, slot + "weight");
     auto out = (dt == at::kCUDA ? ieee_conv([&] { return conv(xq, wq); }) : conv(xq, wq)).to(out_dtype);
@@ -330,9 +336,7 @@ at::Tensor quantized_product(const char* op, const at::Tensor& a_in, const at::T
     at::RecordFunctionGuard quiet(false);  // the emulation's own ops are not the model's
     c10::impl::ExcludeDispatchKeyGuard no_autocast(at::autocast::get_autocast_dispatch_key_from_device_type(dt));
     if (t_counts) ++t_counts->products;
-    const auto& scope = pass_context().scope;
-    const std::string at_module = (scope.empty() ? std::string() : scope.back()) + "/" + op;
-    const std::string slot = at_module + "#" + std::to_string(t_products[at_module]++) + "/";
+    const std::string slot = product_slot(op);
     const bool is_bias = self && beta.equal(1) && alpha.equal(1) && self->dim() == 1 && self->size(0) == b.size(-1);
     const auto bias = is_bias ? std::optional<at::Tensor>(*self) : std::nullopt;
     if (t_real) {  // a 2-D product as a linear of weight b^T (real_linear); the others emulated
@@ -489,63 +493,6 @@ Fp8GemmCounter::Fp8GemmCounter(Fp8GemmCounts* c) : prev_(t_counts) {
 
 Fp8GemmCounter::~Fp8GemmCounter() {
     t_counts = prev_;
-}
-
-std::string fp8_coverage_warning(Precision p, const Fp8GemmCounts& c) {
-    if (c.unquantized() == 0) return {};
-    std::string calls;
-    if (c.addmm) calls += "aten::addmm " + std::to_string(c.addmm);
-    if (c.mm) calls += std::string(calls.empty() ? "" : ", ") + "aten::mm " + std::to_string(c.mm);
-    return "FP8 passes (" + to_string(p) + " first): " + std::to_string(c.unquantized()) +
-           " matrix products of the model ran unquantized in BF16 (" + calls + ") beside " +
-           std::to_string(c.quantized) +
-           " quantized linear-layer calls: the recipes quantize linear layers (aten::linear) only, as torchao and "
-           "Transformer Engine do; a model written with Conv1D or torch.mm (transformers' GPT-2) keeps those "
-           "GEMMs out of FP8";
-}
-
-std::string fp8_conv_warning(Precision p, const Fp8GemmCounts& c) {
-    if (c.convs_bf16 == 0) return {};
-    return to_string(p) + ": " + std::to_string(c.convs_bf16) +
-           " convolution calls ran unquantized in BF16: --fp8-all-gemms quantizes convolutions in the recipes "
-           "of per-tensor scales only (fp8, fp8-delayed, as cuDNN's FP8 convolution takes them); " +
-           to_string(p) + "'s finer scales have no convolution kernel to follow";
-}
-
-std::string fp8_kept_warning(Precision p, const Fp8GemmCounts& c, const std::vector<std::string>& keep_bf16,
-                             bool all_gemms) {
-    std::string unused;
-    for (size_t i = 0; i < keep_bf16.size(); ++i)
-        if (std::none_of(c.kept_bf16.begin(), c.kept_bf16.end(),
-                         [&](const std::string& m) { return bool(fp32_region_of(m, {keep_bf16[i]})); }))
-            unused += (unused.empty() ? "" : ", ") + ("'" + keep_bf16[i] + "' (keep_bf16[" + std::to_string(i) + "])");
-    if (unused.empty()) return {};
-    return to_string(p) + ": kept in BF16 " + unused + " but left no GEMM out of FP8: " +
-           (all_gemms ? "its modules ran no linear layer, matrix product or convolution the pass quantizes"
-                      : "its modules ran no linear layer (the recipes quantize linear layers only; "
-                        "--fp8-all-gemms quantizes matrix products too)");
-}
-
-std::string real_gemm_unavailable(Precision p, const BackendReport& b) {
-    if (p != Precision::Fp8 && p != Precision::Fp8Rowwise)
-        return to_string(p) + " has no real-GEMM check (torch._scaled_mm runs the fp8 and fp8-rowwise recipes)";
-    if (b.kind == "cpu")
-        return p == Precision::Fp8Rowwise ? "PyTorch's CPU torch._scaled_mm takes tensorwise scales only, not rowwise"
-                                          : "";
-    if (b.kind != "cuda")
-        return b.device + " (" + b.kind + ") is not checked: ROCm's FP8 GEMMs take the fnuz formats, not E4M3FN";
-    const auto dot = b.compute_capability.find('.');
-    int major = 0, minor = 0;
-    try {
-        major = std::stoi(b.compute_capability.substr(0, dot));
-        minor = dot == std::string::npos ? 0 : std::stoi(b.compute_capability.substr(dot + 1));
-    } catch (const std::exception&) {
-        return b.device + ": compute capability unknown ('" + b.compute_capability + "')";
-    }
-    if (major * 10 + minor < 89)
-        return b.device + " (" + b.name + ", compute capability " + b.compute_capability +
-               ") has no FP8 GEMMs; they need compute capability 8.9 or newer";
-    return "";
 }
 
 at::Tensor real_linear(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias, Precision p,

@@ -217,7 +217,7 @@ void note_what_if(const at::Tensor& x, const at::Tensor& w);
 class Fp8PassGuard {
 public:
     /// real_gemm (fp8, fp8-rowwise; no sink): the GEMMs are torch._scaled_mm on the FP8 operands
-    /// (real_linear), not the emulation; real_gemm_unavailable() says where it cannot run.
+    /// (real_linear), not the emulation; run/real_gemm.cpp says where it cannot run.
     explicit Fp8PassGuard(Precision p, std::vector<Fp8Operand>* sink = nullptr, DelayedOptions delayed = {},
                           bool real_gemm = false, MxScaling mx_scaling = MxScaling::Floor);
     /// A training step's forward (train, replay): a linear whose operands need gradients runs as
@@ -292,23 +292,6 @@ public:
 private:
     Fp8GemmCounts* prev_ = nullptr;
 };
-
-/// The run's warning when FP8 pass `p` (the first of the run's) left products unquantized ("" when none).
-std::string fp8_coverage_warning(Precision p, const Fp8GemmCounts& c);
-
-/// The warning of a pass of all GEMMs that left convolutions in BF16 (recipe `p`'s scales are
-/// finer than per-tensor), "" when it left none.
-std::string fp8_conv_warning(Precision p, const Fp8GemmCounts& c);
-
-/// The warning of an FP8 pass whose BF16 list has globs that left no GEMM out of FP8 (their
-/// modules run none the pass quantizes), naming each as keep_bf16[i]; "" when every glob did.
-std::string fp8_kept_warning(Precision p, const Fp8GemmCounts& c, const std::vector<std::string>& keep_bf16,
-                             bool all_gemms);
-
-/// Why recipe `p` cannot run real FP8 GEMMs on `device`, "" when it can: torch._scaled_mm takes
-/// tensorwise scales on the CPU, tensorwise and rowwise on CUDA devices with FP8 (compute
-/// capability >= 8.9); the other recipes have no such check.
-std::string real_gemm_unavailable(Precision p, const BackendReport& backend);
 
 /// A linear layer as torchao's Float8Linear runs it without emulate: `x` [.., K] and `w` [N, K]
 /// cast to E4M3 with the recipe's scales (the simulated pass's own elements and scales), then

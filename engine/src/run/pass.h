@@ -53,6 +53,12 @@ struct PassOptions {
     std::map<std::string, std::vector<at::Tensor>>* module_outputs = nullptr;
 };
 
+/// The warnings FP8 pass `p` adds from its GEMM counts: products left unquantized and BF16 globs
+/// that kept nothing (`first_fp8`, the run's first FP8 pass, only: every recipe alike), and the
+/// convolutions its recipe left in BF16.
+void add_fp8_warnings(std::vector<std::string>& warnings, Precision p, const Fp8GemmCounts& c, const PassOptions& o,
+                      bool first_fp8);
+
 PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& device, const PassOptions& o,
                     ProgressObserver* progress, bool first_pass);
 

@@ -533,7 +533,9 @@ bool ComparisonRun::reference(PassResult& ref) {
 void ComparisonRun::amp_passes() {
     PassOptions o = options();
     o.keep_fp32 = spec.keep_fp32;
-    bool all_ok = true, coverage_warned = false, kept_warned = false;
+    bool all_ok = true;
+    const auto first_fp8 =
+        std::find_if(spec.precisions.begin(), spec.precisions.end(), [](Precision q) { return is_fp8(q); });
     res.passes.reserve(res.passes.size() + spec.precisions.size());  // the reference stays put
     const PassResult& ref = res.passes.front();
     for (auto p : spec.precisions) {
@@ -541,16 +543,7 @@ void ComparisonRun::amp_passes() {
         Fp8GemmCounts counts;
         o.gemm_counts = is_fp8(p) ? &counts : nullptr;
         PassResult amp = pass(o, false);
-        if (auto w = fp8_coverage_warning(p, counts); !w.empty() && !coverage_warned) {  // once: every recipe alike
-            res.warnings.push_back(std::move(w));
-            coverage_warned = true;
-        }
-        if (auto w = fp8_conv_warning(p, counts); !w.empty()) res.warnings.push_back(std::move(w));
-        if (auto w = is_fp8(p) ? fp8_kept_warning(p, counts, o.keep_bf16, o.fp8_all_gemms) : std::string();
-            !w.empty() && !kept_warned) {
-            res.warnings.push_back(std::move(w));  // once: the list is every FP8 pass's
-            kept_warned = true;
-        }
+        add_fp8_warnings(res.warnings, p, counts, o, first_fp8 != spec.precisions.end() && p == *first_fp8);
         o.gemm_counts = nullptr;
         if (wants_real_gemm(p)) amp.real_gemm = real_gemm_check(ref, amp, o);
         if (sink) sink->pass_finished(amp);

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 // An fp8 / fp8-rowwise pass run again with real FP8 GEMMs (torch._scaled_mm), set beside its
-// simulated GEMMs and the FP32 reference (issue 30; ampscope/engine/types.h RealGemmCheck).
+// simulated GEMMs and the FP32 reference (issue 30; ampscope/engine/types.h RealGemmCheck); the
+// warnings an FP8 pass's GEMM counts give.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -8,10 +10,89 @@
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/run.h"
 #include "precision/fp8_pass.h"
+#include "precision/precision.h"
 #include "run/comparison.h"
 #include "run/pass.h"
 
 namespace ampscope::detail {
+
+namespace {
+
+/// The warning of FP8 pass `p` that left the model's own products unquantized ("" when none).
+std::string fp8_coverage_warning(Precision p, const Fp8GemmCounts& c) {
+    if (c.unquantized() == 0) return {};
+    std::string calls;
+    if (c.addmm) calls += "aten::addmm " + std::to_string(c.addmm);
+    if (c.mm) calls += std::string(calls.empty() ? "" : ", ") + "aten::mm " + std::to_string(c.mm);
+    return "FP8 passes (" + to_string(p) + " first): " + std::to_string(c.unquantized()) +
+           " matrix products of the model ran unquantized in BF16 (" + calls + ") beside " +
+           std::to_string(c.quantized) +
+           " quantized linear-layer calls: the recipes quantize linear layers (aten::linear) only, as torchao and "
+           "Transformer Engine do; a model written with Conv1D or torch.mm (transformers' GPT-2) keeps those "
+           "GEMMs out of FP8";
+}
+
+/// The warning of a pass of all GEMMs that left convolutions in BF16 (recipe `p`'s scales are
+/// finer than per-tensor), "" when it left none.
+std::string fp8_conv_warning(Precision p, const Fp8GemmCounts& c) {
+    if (c.convs_bf16 == 0) return {};
+    return to_string(p) + ": " + std::to_string(c.convs_bf16) +
+           " convolution calls ran unquantized in BF16: --fp8-all-gemms quantizes convolutions in the recipes "
+           "of per-tensor scales only (fp8, fp8-delayed, as cuDNN's FP8 convolution takes them); " +
+           to_string(p) + "'s finer scales have no convolution kernel to follow";
+}
+
+/// The warning of an FP8 pass whose BF16 list has globs that left no GEMM out of FP8 (their
+/// modules run none the pass quantizes), naming each as keep_bf16[i]; "" when every glob did.
+std::string fp8_kept_warning(Precision p, const Fp8GemmCounts& c, const std::vector<std::string>& keep_bf16,
+                             bool all_gemms) {
+    std::string unused;
+    for (size_t i = 0; i < keep_bf16.size(); ++i)
+        if (std::none_of(c.kept_bf16.begin(), c.kept_bf16.end(),
+                         [&](const std::string& m) { return bool(fp32_region_of(m, {keep_bf16[i]})); }))
+            unused += (unused.empty() ? "" : ", ") + ("'" + keep_bf16[i] + "' (keep_bf16[" + std::to_string(i) + "])");
+    if (unused.empty()) return {};
+    return to_string(p) + ": kept in BF16 " + unused + " but left no GEMM out of FP8: " +
+           (all_gemms ? "its modules ran no linear layer, matrix product or convolution the pass quantizes"
+                      : "its modules ran no linear layer (the recipes quantize linear layers only; "
+                        "--fp8-all-gemms quantizes matrix products too)");
+}
+
+/// Why recipe `p` cannot run real FP8 GEMMs on `device`, "" when it can: torch._scaled_mm takes
+/// tensorwise scales on the CPU, tensorwise and rowwise on CUDA devices with FP8 (compute
+/// capability >= 8.9); the other recipes have no such check.
+std::string real_gemm_unavailable(Precision p, const BackendReport& b) {
+    if (p != Precision::Fp8 && p != Precision::Fp8Rowwise)
+        return to_string(p) + " has no real-GEMM check (torch._scaled_mm runs the fp8 and fp8-rowwise recipes)";
+    if (b.kind == "cpu")
+        return p == Precision::Fp8Rowwise ? "PyTorch's CPU torch._scaled_mm takes tensorwise scales only, not rowwise"
+                                          : "";
+    if (b.kind != "cuda")
+        return b.device + " (" + b.kind + ") is not checked: ROCm's FP8 GEMMs take the fnuz formats, not E4M3FN";
+    const auto dot = b.compute_capability.find('.');
+    int major = 0, minor = 0;
+    try {
+        major = std::stoi(b.compute_capability.substr(0, dot));
+        minor = dot == std::string::npos ? 0 : std::stoi(b.compute_capability.substr(dot + 1));
+    } catch (const std::exception&) {
+        return b.device + ": compute capability unknown ('" + b.compute_capability + "')";
+    }
+    if (major * 10 + minor < 89)
+        return b.device + " (" + b.name + ", compute capability " + b.compute_capability +
+               ") has no FP8 GEMMs; they need compute capability 8.9 or newer";
+    return "";
+}
+
+}  // namespace
+
+void add_fp8_warnings(std::vector<std::string>& warnings, Precision p, const Fp8GemmCounts& c, const PassOptions& o,
+                      bool first_fp8) {
+    if (!is_fp8(p)) return;
+    if (first_fp8)  // every recipe alike: said once, by the run's first FP8 pass
+        for (auto w : {fp8_coverage_warning(p, c), fp8_kept_warning(p, c, o.keep_bf16, o.fp8_all_gemms)})
+            if (!w.empty()) warnings.push_back(std::move(w));
+    if (auto w = fp8_conv_warning(p, c); !w.empty()) warnings.push_back(std::move(w));
+}
 
 bool ComparisonRun::wants_real_gemm(Precision p) const {
     if (p != Precision::Fp8 && p != Precision::Fp8Rowwise) return false;
