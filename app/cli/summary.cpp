@@ -87,6 +87,11 @@ namespace {
 void print_train_fp8(std::ostream& os, const TrainResult& r) {
     if (r.spec.precision == Precision::Mxfp8 && r.spec.autocast)
         os << "  mxfp8: " << to_string(r.spec.mx_scaling) << " block scales\n";
+    if (r.spec.fp8_all_gemms)
+        os << "  FP8 GEMMs: every matrix product (linear layers, the model's own products"
+           << (r.spec.precision == Precision::Fp8 || r.spec.precision == Precision::Fp8Delayed ? " and convolutions"
+                                                                                               : "")
+           << "), forward and backward\n";
     if (!r.spec.keep_bf16.empty()) {  // an FP8 recipe's modules left out of it
         os << "  kept in BF16, out of " << to_string(r.spec.precision) << ":";
         for (const auto& k : r.spec.keep_bf16) os << " " << safe(k);

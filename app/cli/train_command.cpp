@@ -112,6 +112,9 @@ void add_train_options(CLI::App* train, TrainOptions& o) {
     train->add_flag("--fp8-weight-cache", ts.fp8_weight_cache,
                     "fp8-delayed with --accumulate: a step's later micro-batches reuse the FP8 weights its first one "
                     "cast, as Transformer Engine does given is_first_microbatch (Megatron-LM passes it)");
+    train->add_flag("--fp8-all-gemms", ts.fp8_all_gemms,
+                    "fp8, fp8-rowwise, mxfp8, fp8-delayed: quantize the model's own matrix products (Conv1D's addmm, "
+                    "torch.matmul, bmm) too, forward and backward, and in fp8 / fp8-delayed its convolutions");
     train->add_option("--seed", ts.seed, "seed for weights, data and per-step RNG")
         ->default_val(0)
         ->check(checks::Seed());

@@ -146,6 +146,7 @@ void to_json(ordered_json& j, const TrainSpec& s) {
     }
     if (!s.keep_bf16.empty()) j["keep_bf16"] = s.keep_bf16;  // FP8 recipes: modules kept out of FP8
     if (s.precision == Precision::Mxfp8) j["mx_scaling"] = to_string(s.mx_scaling);
+    if (s.fp8_all_gemms) j["fp8_all_gemms"] = true;  // the model's own products quantized too (absent: linears)
 }
 
 void from_json(const json& j, TrainSpec& s) {
@@ -183,6 +184,10 @@ void from_json(const json& j, TrainSpec& s) {
     s.keep_bf16 = j.value("keep_bf16", std::vector<std::string>());  // trainings recorded before it: none
     // mxfp8 trainings recorded before the setting ran with FLOOR scales
     s.mx_scaling = parse_mx_scaling(j.value("mx_scaling", std::string("floor")), "spec.mx_scaling");
+    if (const auto a = j.find("fp8_all_gemms"); a != j.end()) {
+        if (!a->is_boolean()) throw InputError("", "spec.fp8_all_gemms", "'" + a->dump() + "'; expected true or false");
+        s.fp8_all_gemms = a->get<bool>();
+    }
 }
 
 void to_json(ordered_json& j, const Origin& o) {

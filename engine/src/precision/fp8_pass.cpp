@@ -212,9 +212,9 @@ bool counts_product(const at::Tensor& a) {
 }
 
 /// Under an Fp8AllGemmsScope: whether the model's own GEMM of `a` and `b` is the pass's (under
-/// autocast, floating, outside the BF16 list, not a training step's).
+/// autocast, floating, outside the BF16 list).
 bool all_gemms_take(const at::Tensor& a, const at::Tensor& b) {
-    if (!t_all_gemms || t_training) return false;
+    if (!t_all_gemms) return false;
     const auto dt = a.device().type();
     if (!at::autocast::is_autocast_enabled(dt) || !autocast_eligible(a) || !autocast_eligible(b)) return false;
     return !kept_in_bf16();
@@ -287,9 +287,17 @@ at::Tensor quantized_conv(const char* op, const at::Tensor& x, const at::Tensor&
         if (t_real) ++t_counts->products_emulated;
     }
     const std::string slot = product_slot(op);
-    const auto xq = quantize_operand(x, "input", 0, op, slot + "input");
-    const auto wq = quantize_operand(w, "weight", 0, op, slot + "weight");
-    auto out = (dt == at::kCUDA ? ieee_conv([&] { return conv(xq, wq); }) : conv(xq, wq)).to(out_dtype);
+    at::Tensor out;
+    if (t_training) {  // the casts around LibTorch's own convolution, differentiated by autograd
+        auto* d = training_state(t_precision);
+        const auto xq = training_cast(x, d, slot + "input", false, out_dtype);
+        const auto wq = training_cast(w, d, slot + "weight", true, out_dtype);
+        out = training_grad_cast(conv(xq, wq), d, slot + "grad_output").to(out_dtype);
+    } else {
+        const auto xq = quantize_operand(x, "input", 0, op, slot + "input");
+        const auto wq = quantize_operand(w, "weight", 0, op, slot + "weight");
+        out = (dt == at::kCUDA ? ieee_conv([&] { return conv(xq, wq); }) : conv(xq, wq)).to(out_dtype);
+    }
     if (!bias || !bias->defined()) return out;
     std::vector<int64_t> shape(size_t(w.dim() - 1), 1);  // [C, 1, ..]: over an unbatched input too
     shape[0] = -1;
@@ -339,6 +347,7 @@ at::Tensor quantized_product(const char* op, const at::Tensor& a_in, const at::T
     const std::string slot = product_slot(op);
     const bool is_bias = self && beta.equal(1) && alpha.equal(1) && self->dim() == 1 && self->size(0) == b.size(-1);
     const auto bias = is_bias ? std::optional<at::Tensor>(*self) : std::nullopt;
+    if (t_training) return training_product(slot, a, b, self, beta, alpha, bias, out_dtype, t_precision, t_mx_scaling);
     if (t_real) {  // a 2-D product as a linear of weight b^T (real_linear); the others emulated
         if (a.dim() == 2 && (!self || is_bias) && a.numel() > 0 && b.numel() > 0 &&
             (!a.is_cuda() || (a.size(-1) % 16 == 0 && b.size(-1) % 16 == 0)))
@@ -557,12 +566,15 @@ Fp8PassGuard::Fp8PassGuard(Precision p, std::vector<Fp8Operand>* sink, DelayedOp
 
 Fp8PassGuard::Fp8PassGuard(Precision p, Training t) : Fp8PassGuard(p, nullptr, {}, false, t.mx_scaling) {
     if (!on_) return;
-    t_training = true;                               // the state before is kept by the constructor above
+    t_training = true;  // the state before is kept by the constructor above
+    prev_all_gemms_ = t_all_gemms;
+    t_all_gemms = t.all_gemms;
     if (auto* d = delayed_training()) d->calls = 0;  // a forward: GEMMs without a module counted from 0
 }
 
 Fp8PassGuard::~Fp8PassGuard() {
     if (!on_) return;
+    if (t_training) t_all_gemms = prev_all_gemms_;  // a training guard's (set by its constructor)
     t_training = prev_training_;
     t_real = prev_real_;
     t_mx_scaling = prev_mx_scaling_;

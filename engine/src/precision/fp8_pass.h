@@ -24,7 +24,7 @@
 // linear runs as it would without FP8; inside a module of the BF16 list (PassContext::keep_bf16,
 // RunSpec::keep_bf16) it runs as autocast's BF16 linear, not quantized (torchao's module_filter_fn). matmul/bmm
 // (attention) and convolutions are not quantized: neither torchao's float8 training nor Transformer Engine's recipes
-// quantize them.
+// quantize them; Fp8AllGemmsScope (run, advise) and Fp8PassGuard::Training::all_gemms (train, replay) do.
 //
 // The hook is a kernel for aten::linear on a dispatch key LibTorch leaves unused on CPU and CUDA
 // (AutocastPrivateUse1, a fallthrough for every other op), included in (and no longer excluded
@@ -202,6 +202,35 @@ at::Tensor nvfp4_training_linear(const at::Tensor& x, const at::Tensor& w, at::S
 at::Tensor delayed_training_linear(const at::Tensor& x, const at::Tensor& w, at::ScalarType out_dtype,
                                    DelayedTraining& d, const std::string& module);
 
+/// A training step's product of the model under fp8 / fp8-rowwise / mxfp8 (train --fp8-all-gemms):
+/// a [.., M, K] @ b [K, N] or a [B, M, K] @ b [B, K, N] as torchao's float8 autograd function runs
+/// a linear of input a and weight b^T (precision/fp8_train.cpp Fp8ProductFn).
+at::Tensor fp8_training_product(const at::Tensor& a, const at::Tensor& b, Precision p, at::ScalarType out_dtype,
+                                MxScaling mx_scaling);
+
+/// A training step's tensorwise E4M3 cast of an operand (a convolution's under fp8; a product's or
+/// a convolution's under fp8-delayed, with `d`'s stale scale of `slot`, recorded, a weight through
+/// DelayedTraining::cast_weight): the cast values forward, the gradient straight through in
+/// `grad_dtype` backward. training_grad_cast after the op casts the gradient arriving at it to E5M2
+/// (`d`'s slot, or current scaling when `d` is null): the op's own backward then runs on E5M2
+/// grad_output and the E4M3 operands, as the linear's backward GEMMs do.
+at::Tensor training_cast(const at::Tensor& t, DelayedTraining* d, const std::string& slot, bool weight,
+                         at::ScalarType grad_dtype);
+at::Tensor training_grad_cast(const at::Tensor& t, DelayedTraining* d, const std::string& slot);
+
+/// The DelayedTraining of a training step under precision `p` when it is fp8-delayed (InputError
+/// without one), nullptr in the other recipes (current scaling).
+DelayedTraining* training_state(Precision p);
+
+/// A training step's product of the model under recipe `p` (Fp8PassGuard::Training::all_gemms;
+/// fp8_pass.cpp quantized_product): a [.., M, K] @ b [.., K, N] as fp8_training_product, or
+/// fp8-delayed's casts (training_cast, each operand and the grad_output its own history under
+/// `slot`) around LibTorch's differentiable matmul; `bias` (the `self` of an addmm that is one) as a
+/// linear's, another `self` added to the FP32 product (beta * self + alpha * a b, then the cast).
+at::Tensor training_product(const std::string& slot, const at::Tensor& a, const at::Tensor& b, const at::Tensor* self,
+                            const at::Scalar& beta, const at::Scalar& alpha, const std::optional<at::Tensor>& bias,
+                            at::ScalarType out_dtype, Precision p, MxScaling mx);
+
 /// Whether an Fp8PassGuard of an FP8 pass is on in this thread (not a what-if).
 bool fp8_pass_active();
 
@@ -225,6 +254,10 @@ public:
     /// fp8-delayed inside a DelayedTrainingScope (every linear, with gradients or not).
     struct Training {
         MxScaling mx_scaling = MxScaling::Floor;  ///< mxfp8: the block scales (TrainSpec::mx_scaling)
+        /// TrainSpec::fp8_all_gemms: the model's products and convolutions too (Fp8AllGemmsScope), in
+        /// fp8, fp8-rowwise, mxfp8 and fp8-delayed (convolutions in fp8 and fp8-delayed), forward
+        /// and backward.
+        bool all_gemms = false;
     };
     Fp8PassGuard(Precision p, Training t);
     ~Fp8PassGuard();
@@ -240,6 +273,7 @@ private:
     bool prev_training_ = false;
     bool prev_real_ = false;
     MxScaling prev_mx_scaling_ = MxScaling::Floor;
+    bool prev_all_gemms_ = false;
 };
 
 /// While alive on this thread with `on` (RunSpec::fp8_all_gemms), an FP8 pass also quantizes the
@@ -247,8 +281,8 @@ private:
 /// mm or bmm), outside the BF16 list: the left operand as the recipe quantizes a linear's input
 /// (along K; operand "mat1"), the right one transposed as it quantizes a weight [N, K] ("mat2"),
 /// the FP32 product cast to the autocast dtype (quantized_product in fp8_pass.cpp); an
-/// Fp8WhatIfGuard then gathers their statistics too. Convolutions stay unquantized. Not in
-/// training (Fp8PassGuard::Training): no recipe's backward for them is written.
+/// Fp8WhatIfGuard then gathers their statistics too. Convolutions are quantized in fp8 and
+/// fp8-delayed (quantized_conv). A training step's take Fp8PassGuard::Training::all_gemms instead.
 class Fp8AllGemmsScope {
 public:
     explicit Fp8AllGemmsScope(bool on);

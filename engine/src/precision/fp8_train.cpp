@@ -2,7 +2,7 @@
 // A training step's linear layers under the FP8 recipes (fp8_pass.h): torchao 0.18's float8
 // autograd function for fp8 and fp8-rowwise and its MXFP8 training linear for mxfp8, Transformer
 // Engine's delayed scaling for fp8-delayed, with its state carried over the steps
-// (DelayedTraining).
+// (DelayedTraining); with train --fp8-all-gemms the model's own products and convolutions too.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "ampscope/engine/errors.h"
 #include "precision/fp8.h"
 #include "precision/fp8_pass.h"
 
@@ -91,6 +92,96 @@ struct Fp8LinearFn : public torch::autograd::Function<Fp8LinearFn> {
             quantize_dequantize(x.reshape({-1, x.size(-1)}), role_spec(p, Fp8Element::E4M3, per_slice ? 0 : -1, mx));
         const auto grad_weight = at::mm(go_cols.t(), x_cols).to(go.scalar_type());
         return {grad_input, grad_weight, at::Tensor(), at::Tensor(), at::Tensor()};
+    }
+};
+
+/// A training step's product of the model (train --fp8-all-gemms) under fp8 / fp8-rowwise / mxfp8:
+/// torchao 0.18's matmul_with_hp_or_float8_args (Fp8LinearFn's recipe) with the product's right
+/// operand as its weight_hp_t, line for line: a [.., M, K] @ b [K, N] (a 2-D b; a's leading
+/// dimensions flattened into M) or a [B, M, K] @ b [B, K, N] (a batched product, each batch as
+/// that GEMM; a tensorwise scale spans the whole operand, as the probe pass takes it). Forward: a
+/// along K, b along K (torchao's weight_hp_t along dim 0), FP32 product cast to the autocast dtype.
+/// Backward: grad_output along N (grad_a's reduction) with b along N, grad_a = go @ b^T; grad_output
+/// and a along M (grad_b's reduction), grad_b = (go^T @ a)^T; FP32 products cast to grad_output's
+/// dtype. The operands keep torchao's layouts (each quantized copy contiguous as b and a are).
+struct Fp8ProductFn : public torch::autograd::Function<Fp8ProductFn> {
+    static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b,
+                              int64_t precision, int64_t out_dtype, int64_t mx_scaling) {
+        ctx->save_for_backward({a, b});
+        ctx->saved_data["precision"] = precision;
+        ctx->saved_data["mx_scaling"] = mx_scaling;
+        const auto p = Precision(precision);
+        const auto mx = MxScaling(mx_scaling);
+        const auto aq = quantize_dequantize(a, role_spec(p, Fp8Element::E4M3, -1, mx));
+        const auto bq = quantize_dequantize(b, role_spec(p, Fp8Element::E4M3, -2, mx));
+        if (b.dim() == 3) return at::bmm(aq, bq).to(at::ScalarType(out_dtype));
+        return output_product(aq.reshape({-1, aq.size(-1)}), bq.t(), a, at::ScalarType(out_dtype));
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   torch::autograd::variable_list grads) {
+        const auto saved = ctx->get_saved_variables();
+        const auto& a = saved[0];
+        const auto& b = saved[1];
+        const auto p = Precision(ctx->saved_data["precision"].toInt());
+        const auto mx = MxScaling(ctx->saved_data["mx_scaling"].toInt());
+        const bool per_slice = p == Precision::Fp8Rowwise || p == Precision::Mxfp8;
+        const auto go_element = per_slice ? Fp8Element::E4M3 : Fp8Element::E5M2;
+        const auto& go = grads[0];
+        const bool batched = b.dim() == 3;
+        const auto go2 = batched ? go : go.reshape({-1, go.size(-1)});
+        const auto go_rows = quantize_dequantize(go2, role_spec(p, go_element, -1, mx));  // along N
+        const auto b_for_a = quantize_dequantize(b, role_spec(p, Fp8Element::E4M3, per_slice ? -1 : -2, mx));
+        const auto grad_a = at::matmul(go_rows, b_for_a.transpose(-1, -2)).to(go.scalar_type()).reshape(a.sizes());
+        const auto go_cols =
+            per_slice ? quantize_dequantize(go2, role_spec(p, go_element, -2, mx)) : go_rows;  // along M
+        const auto a2 = batched ? a : a.reshape({-1, a.size(-1)});
+        const auto a_cols = quantize_dequantize(a2, role_spec(p, Fp8Element::E4M3, per_slice ? -2 : -1, mx));
+        const auto grad_b = at::matmul(go_cols.transpose(-1, -2), a_cols).to(go.scalar_type()).transpose(-1, -2);
+        return {grad_a, grad_b, at::Tensor(), at::Tensor(), at::Tensor()};
+    }
+};
+
+/// The tensorwise cast of a training step's convolution operand (fp8) or product operand and
+/// convolution operand (fp8-delayed), as a straight-through function: the forward gives `t` cast
+/// to E4M3 and dequantized (current scaling, or the DelayedTraining's stale scale of `slot`,
+/// recorded), the backward passes the gradient through in `grad_dtype` (a linear's gradients are
+/// its grad_output's dtype): the op after it then runs, and differentiates, on the cast values.
+struct FakeCastFn : public torch::autograd::Function<FakeCastFn> {
+    static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& t, int64_t state,
+                              const std::string& slot, bool weight, int64_t grad_dtype) {
+        ctx->saved_data["grad_dtype"] = grad_dtype;
+        auto* d = reinterpret_cast<DelayedTraining*>(intptr_t(state));
+        if (!d) return quantize_dequantize(t, recipe_spec(Precision::Fp8));
+        return weight ? d->cast_weight(t, slot) : d->cast(t, slot, Fp8Element::E4M3);
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   torch::autograd::variable_list grads) {
+        return {grads[0].to(at::ScalarType(ctx->saved_data["grad_dtype"].toInt())), at::Tensor(), at::Tensor(),
+                at::Tensor(), at::Tensor()};
+    }
+};
+
+/// The gradient cast of FakeCastFn's op: the forward passes `t` on, the backward casts the
+/// gradient arriving to E5M2 (current scaling, or the DelayedTraining's stale scale of `slot`,
+/// recorded), the grad_output the op's backward GEMMs take.
+struct GradCastFn : public torch::autograd::Function<GradCastFn> {
+    static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& t, int64_t state,
+                              const std::string& slot) {
+        ctx->saved_data["state"] = state;
+        ctx->saved_data["slot"] = slot;
+        return t;
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   torch::autograd::variable_list grads) {
+        auto* d = reinterpret_cast<DelayedTraining*>(intptr_t(ctx->saved_data["state"].toInt()));
+        QuantSpec e5m2 = recipe_spec(Precision::Fp8);
+        e5m2.element = Fp8Element::E5M2;
+        auto g = d ? d->cast(grads[0], ctx->saved_data["slot"].toStringRef(), Fp8Element::E5M2)
+                   : quantize_dequantize(grads[0], e5m2);
+        return {g.to(grads[0].scalar_type()), at::Tensor(), at::Tensor()};
     }
 };
 
@@ -306,6 +397,48 @@ at::Tensor delayed_training_linear(const at::Tensor& x, const at::Tensor& w, at:
         return output_product(x2q, wq, x, out_dtype);
     return DelayedLinearFn::apply(x, w, x2q, wq, int64_t(out_dtype), int64_t(reinterpret_cast<intptr_t>(&d)),
                                   name + "/grad_output");
+}
+
+at::Tensor fp8_training_product(const at::Tensor& a, const at::Tensor& b, Precision p, at::ScalarType out_dtype,
+                                MxScaling mx_scaling) {
+    return Fp8ProductFn::apply(a, b, int64_t(p), int64_t(out_dtype), int64_t(mx_scaling));
+}
+
+at::Tensor training_cast(const at::Tensor& t, DelayedTraining* d, const std::string& slot, bool weight,
+                         at::ScalarType grad_dtype) {
+    return FakeCastFn::apply(t, int64_t(reinterpret_cast<intptr_t>(d)), slot, weight, int64_t(grad_dtype));
+}
+
+at::Tensor training_grad_cast(const at::Tensor& t, DelayedTraining* d, const std::string& slot) {
+    return GradCastFn::apply(t, int64_t(reinterpret_cast<intptr_t>(d)), slot);
+}
+
+DelayedTraining* training_state(Precision p) {
+    if (p != Precision::Fp8Delayed) return nullptr;
+    if (auto* d = delayed_training()) return d;
+    throw InputError("", "precision", "fp8-delayed in a training step without its delayed-scaling state");
+}
+
+at::Tensor training_product(const std::string& slot, const at::Tensor& a, const at::Tensor& b, const at::Tensor* self,
+                            const at::Scalar& beta, const at::Scalar& alpha, const std::optional<at::Tensor>& bias,
+                            at::ScalarType out_dtype, Precision p, MxScaling mx) {
+    const bool plain = !self || bias;
+    const auto dtype = plain ? out_dtype : at::kFloat;
+    at::Tensor prod;
+    if (p == Precision::Fp8Delayed) {
+        auto* d = training_state(p);
+        const auto aq = training_cast(a, d, slot + "mat1", false, dtype);
+        const auto bq = training_cast(b, d, slot + "mat2", false, dtype);
+        prod = training_grad_cast(at::matmul(aq, bq), d, slot + "grad_output").to(dtype);
+    } else if (p == Precision::Fp8 || p == Precision::Fp8Rowwise || p == Precision::Mxfp8) {
+        prod = fp8_training_product(a, b, p, dtype, mx);
+    } else {
+        throw InputError(
+            "", "fp8_all_gemms",
+            "given with " + to_string(p) + " in a training step; expected fp8, fp8-rowwise, mxfp8 or fp8-delayed");
+    }
+    if (plain) return bias ? prod + bias->to(dtype) : prod;
+    return (self->to(at::kFloat) * beta + prod * alpha).to(out_dtype);
 }
 
 }  // namespace ampscope::detail

@@ -20,7 +20,8 @@ namespace {
 /// Each module's last observed op, in first-appearance order.
 std::vector<LayerStat> last_per_module(Model& model, const std::vector<at::Tensor>& inputs, const at::Device& device,
                                        Precision p, const std::vector<std::string>& keep_fp32,
-                                       const std::vector<std::string>& keep_bf16, MxScaling mx, uint64_t seed) {
+                                       const std::vector<std::string>& keep_bf16, Fp8PassGuard::Training fp8_training,
+                                       uint64_t seed) {
     std::vector<std::pair<at::Tensor, at::Tensor>> saved;
     at::NoGradGuard ng;
     for (auto& [name, t] : model.named_state()) saved.emplace_back(t, t.clone());
@@ -32,7 +33,7 @@ std::vector<LayerStat> last_per_module(Model& model, const std::vector<at::Tenso
         obs.begin_batch(0, inputs.at(0).size(0));
         {
             AutocastGuard guard(device.type(), autocast_precision(p));
-            Fp8PassGuard fp8(p, Fp8PassGuard::Training{mx});  // the AMP step's linears (no gradients here)
+            Fp8PassGuard fp8(p, fp8_training);  // the AMP step's GEMMs (no gradients here)
             model.forward(inputs);
         }
         obs.end_batch();
@@ -55,8 +56,9 @@ std::vector<LayerStat> last_per_module(Model& model, const std::vector<at::Tenso
 
 std::vector<ReplayLayer> activation_departures(Model& ref, Model& amp, const std::vector<at::Tensor>& inputs,
                                                const at::Device& device, const ReplaySpec& s, uint64_t seed) {
-    const auto r = last_per_module(ref, inputs, device, Precision::Fp32, {}, {}, MxScaling::Floor, seed);
-    const auto a = last_per_module(amp, inputs, device, s.precision, s.keep_fp32, s.keep_bf16, s.mx_scaling, seed);
+    const auto r = last_per_module(ref, inputs, device, Precision::Fp32, {}, {}, {}, seed);
+    const auto a = last_per_module(amp, inputs, device, s.precision, s.keep_fp32, s.keep_bf16,
+                                   {s.mx_scaling, s.fp8_all_gemms}, seed);
     std::map<std::string, const LayerStat*> by_module;
     for (const auto& l : r) by_module[l.module] = &l;
     std::vector<ReplayLayer> out;

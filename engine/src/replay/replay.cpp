@@ -338,7 +338,7 @@ struct Replay {
             detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/false, s.keep_bf16);
             detail::AutocastGuard guard(device.type(), detail::autocast_precision(s.precision));
             detail::Fp8PassGuard fp8(s.precision,
-                                     detail::Fp8PassGuard::Training{s.mx_scaling});  // the linears' GEMMs in FP8
+                                     detail::Fp8PassGuard::Training{s.mx_scaling, s.fp8_all_gemms});  // GEMMs in FP8
             out = amp.model->forward(inputs);
             loss = loss_of(out);
         }
@@ -464,6 +464,9 @@ void validate(const ReplaySpec& s) {
         throw InputError("", "precision",
                          "'" + to_string(s.precision) + "'; expected " + precisions_listed(kReplayPrecisions) +
                              " (what a job trains in)");
+    if (s.fp8_all_gemms && !is_fp8(s.precision))
+        throw InputError("", "fp8_all_gemms",
+                         "given with " + to_string(s.precision) + "; expected an FP8 recipe (fp8, fp8-rowwise, mxfp8)");
     if (s.init_scale && (!std::isfinite(*s.init_scale) || *s.init_scale <= 0))
         throw InputError("", "init_scale", "expected a finite number > 0");
     if (s.growth_interval && *s.growth_interval < 1)
@@ -511,6 +514,7 @@ TrainSpec training_spec_of(const ReplaySpec& spec) {
     ts.keep_fp32 = spec.keep_fp32;
     ts.keep_bf16 = spec.keep_bf16;
     ts.mx_scaling = spec.mx_scaling;
+    ts.fp8_all_gemms = spec.fp8_all_gemms;
     ts.seed = spec.seed;
     return ts;
 }

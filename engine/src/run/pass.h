@@ -59,6 +59,10 @@ struct PassOptions {
 void add_fp8_warnings(std::vector<std::string>& warnings, Precision p, const Fp8GemmCounts& c, const PassOptions& o,
                       bool first_fp8);
 
+/// The warnings of a training step's FP8 recipe `p` from its first forward's GEMM counts: the
+/// model's products left unquantized, the convolutions its recipe left in BF16.
+void add_fp8_coverage_warnings(std::vector<std::string>& warnings, Precision p, const Fp8GemmCounts& c);
+
 PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& device, const PassOptions& o,
                     ProgressObserver* progress, bool first_pass);
 

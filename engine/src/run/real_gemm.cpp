@@ -29,7 +29,7 @@ std::string fp8_coverage_warning(Precision p, const Fp8GemmCounts& c) {
            std::to_string(c.quantized) +
            " quantized linear-layer calls: the recipes quantize linear layers (aten::linear) only, as torchao and "
            "Transformer Engine do; a model written with Conv1D or torch.mm (transformers' GPT-2) keeps those "
-           "GEMMs out of FP8";
+           "GEMMs out of FP8 (--fp8-all-gemms quantizes them too)";
 }
 
 /// The warning of a pass of all GEMMs that left convolutions in BF16 (recipe `p`'s scales are
@@ -84,6 +84,12 @@ std::string real_gemm_unavailable(Precision p, const BackendReport& b) {
 }
 
 }  // namespace
+
+void add_fp8_coverage_warnings(std::vector<std::string>& warnings, Precision p, const Fp8GemmCounts& c) {
+    if (!is_fp8(p)) return;
+    for (auto w : {fp8_coverage_warning(p, c), fp8_conv_warning(p, c)})
+        if (!w.empty()) warnings.push_back(std::move(w));
+}
 
 void add_fp8_warnings(std::vector<std::string>& warnings, Precision p, const Fp8GemmCounts& c, const PassOptions& o,
                       bool first_fp8) {

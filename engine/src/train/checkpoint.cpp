@@ -41,8 +41,8 @@ std::string policy_string(const TrainSpec& s) {
                                           ")"
                                     : "";
     const std::string mx = s.precision == Precision::Mxfp8 ? "(" + to_string(s.mx_scaling) + " scales)" : "";
-    return to_string(s.precision) + delayed + mx + (s.autocast ? "+autocast" : "") +
-           (s.scaler.enabled ? "+scaler" : "") + "|" + k;
+    return to_string(s.precision) + delayed + mx + (s.fp8_all_gemms ? "(all GEMMs)" : "") +
+           (s.autocast ? "+autocast" : "") + (s.scaler.enabled ? "+scaler" : "") + "|" + k;
 }
 
 namespace {

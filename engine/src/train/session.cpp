@@ -64,8 +64,11 @@ void GradScaler::load_state_dict(const ScalerState& s) {
 namespace {
 
 using detail::Model;
+using train_parts::divergence;
+using train_parts::divergence_terms;
 using train_parts::load_checkpoint;
 using train_parts::policy_string;
+using train_parts::reference_broken;
 using train_parts::save_checkpoint;
 using train_parts::Side;
 
@@ -104,35 +107,6 @@ Side make_side(const TrainSpec& s, const at::Device& device) {
     return side;
 }
 
-/// ||w_amp - w_ref||^2 and ||w_ref||^2 on the device (read with the step's other figures).
-std::pair<at::Tensor, at::Tensor> divergence_terms(const Side& a, const Side& ref) {
-    const auto dopt = at::TensorOptions()
-                          .dtype(at::kDouble)
-                          .device(ref.params.empty() ? at::Device(at::kCPU) : ref.params[0].device());
-    at::Tensor num = at::zeros({}, dopt), den = at::zeros({}, dopt);
-    at::NoGradGuard ng;
-    for (size_t i = 0; i < a.params.size(); ++i) {
-        num += (a.params[i].detach().to(at::kDouble) - ref.params[i].detach().to(at::kDouble)).pow(2).sum();
-        den += ref.params[i].detach().to(at::kDouble).pow(2).sum();
-    }
-    return {num, den};
-}
-
-/// ||w_amp - w_ref|| / ||w_ref||: NaN when either side's weights are not finite (never 0 for
-/// a broken reference), inf when the reference weights are all zero and the AMP ones are not.
-double divergence(double num, double den) {
-    if (!std::isfinite(num) || !std::isfinite(den)) return std::nan("");
-    if (den == 0) return num == 0 ? 0.0 : INFINITY;
-    return std::sqrt(num / den);
-}
-
-/// Whether the FP32 reference side has non-finite weights (after its step).
-bool reference_broken(const Side& ref) {
-    for (const auto& p : ref.params)
-        if (!p.detach().isfinite().all().item<bool>()) return true;
-    return false;
-}
-
 /// Model state (parameters and buffers) kept aside during a diagnostic re-run, so that the
 /// re-run (train mode: batch-norm statistics, ...) leaves no trace in the training.
 struct StateSnapshot {
@@ -148,13 +122,15 @@ struct StateSnapshot {
 };
 
 /// The AMP side's forward and loss inside the autocast region (PyTorch's recipe: the backward
-/// runs outside it). Returns {output, loss / accumulate}.
+/// runs outside it). Returns {output, loss / accumulate}; the FP8 recipe's GEMMs counted into `counts`.
 std::pair<at::Tensor, at::Tensor> amp_forward_loss(Side& amp, const std::vector<at::Tensor>& in,
                                                    const detail::ProbeSet& data, int64_t b, int64_t e,
-                                                   const TrainSpec& s, const at::Device& device) {
+                                                   const TrainSpec& s, const at::Device& device,
+                                                   detail::Fp8GemmCounts* counts = nullptr) {
+    detail::Fp8GemmCounter counter(counts);
     detail::AutocastGuard guard(device.type(), s.autocast ? detail::autocast_precision(s.precision) : Precision::Fp32);
     detail::Fp8PassGuard fp8(s.autocast ? s.precision : Precision::Fp32,
-                             detail::Fp8PassGuard::Training{s.mx_scaling});  // fp8, fp8-rowwise: GEMMs in FP8
+                             detail::Fp8PassGuard::Training{s.mx_scaling, s.fp8_all_gemms});  // GEMMs in FP8
     auto out = amp.model->forward(in);
     auto loss = train_parts::training_loss(s, out, data, b, e, device) / double(s.accumulate);
     return {out, loss};
@@ -184,7 +160,7 @@ std::optional<Origin> forward_origin(Side& amp, const std::vector<MicroBatch>& m
             detail::AutocastGuard guard(device.type(),
                                         s.autocast ? detail::autocast_precision(s.precision) : Precision::Fp32);
             detail::Fp8PassGuard fp8(s.autocast ? s.precision : Precision::Fp32,
-                                     detail::Fp8PassGuard::Training{s.mx_scaling});
+                                     detail::Fp8PassGuard::Training{s.mx_scaling, s.fp8_all_gemms});
             amp.model->forward(mb.inputs);
         }
         obs.end_batch();
@@ -295,7 +271,10 @@ struct Session {
             {
                 detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/false, s.keep_bf16);
                 scope.context().module_names = delayed != nullptr;
-                auto [out_a, loss] = amp_forward_loss(amp, in, data, b, e, s, device);
+                detail::Fp8GemmCounts counts;  // the first forward's: what the recipe left unquantized
+                auto [out_a, loss] =
+                    amp_forward_loss(amp, in, data, b, e, s, device, first && !micro ? &counts : nullptr);
+                if (first && !micro && s.autocast) detail::add_fp8_coverage_warnings(res.warnings, s.precision, counts);
                 l_a = loss;
                 if (s.guards) {
                     const auto out_bad = out_a.isfinite().all().logical_not().to(at::kDouble);

@@ -8,6 +8,7 @@
 #include <torch/cuda.h>
 #include <torch/utils.h>
 
+#include <cmath>
 #include <map>
 #include <mutex>
 #include <set>
@@ -125,6 +126,35 @@ at::Tensor training_loss(const TrainSpec& s, const at::Tensor& out, const detail
                  .reshape({e - b, w})
                  .to(device);
     return F::mse_loss(out.reshape({e - b, -1}), t);
+}
+
+/// ||w_amp - w_ref||^2 and ||w_ref||^2 on the device (read with the step's other figures).
+std::pair<at::Tensor, at::Tensor> divergence_terms(const Side& a, const Side& ref) {
+    const auto dopt = at::TensorOptions()
+                          .dtype(at::kDouble)
+                          .device(ref.params.empty() ? at::Device(at::kCPU) : ref.params[0].device());
+    at::Tensor num = at::zeros({}, dopt), den = at::zeros({}, dopt);
+    at::NoGradGuard ng;
+    for (size_t i = 0; i < a.params.size(); ++i) {
+        num += (a.params[i].detach().to(at::kDouble) - ref.params[i].detach().to(at::kDouble)).pow(2).sum();
+        den += ref.params[i].detach().to(at::kDouble).pow(2).sum();
+    }
+    return {num, den};
+}
+
+/// ||w_amp - w_ref|| / ||w_ref||: NaN when either side's weights are not finite (never 0 for
+/// a broken reference), inf when the reference weights are all zero and the AMP ones are not.
+double divergence(double num, double den) {
+    if (!std::isfinite(num) || !std::isfinite(den)) return std::nan("");
+    if (den == 0) return num == 0 ? 0.0 : INFINITY;
+    return std::sqrt(num / den);
+}
+
+/// Whether the FP32 reference side has non-finite weights (after its step).
+bool reference_broken(const Side& ref) {
+    for (const auto& p : ref.params)
+        if (!p.detach().isfinite().all().item<bool>()) return true;
+    return false;
 }
 
 }  // namespace ampscope::train_parts

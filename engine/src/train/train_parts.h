@@ -44,6 +44,14 @@ struct Resumed {
 /// trainable parameters (requires_grad) and its buffers, by name.
 Side load_side(const std::string& model, uint64_t seed, const std::string& output, const at::Device& device);
 
+/// ||w_amp - w_ref||^2 and ||w_ref||^2 on the device (read with the step's other figures).
+std::pair<at::Tensor, at::Tensor> divergence_terms(const Side& a, const Side& ref);
+/// ||w_amp - w_ref|| / ||w_ref||: NaN when either side's weights are not finite (never 0 for a
+/// broken reference), inf when the reference weights are all zero and the AMP ones are not.
+double divergence(double num, double den);
+/// Whether the FP32 reference side has non-finite weights (after its step).
+bool reference_broken(const Side& ref);
+
 /// torch::manual_seed(seed), unless a generator state was registered for `seed` (RngStates):
 /// then the CPU (and CUDA) generators are set to that state. Every forward of the sessions and
 /// of the replay seeds through here, so a replay can run the job's own generator state.

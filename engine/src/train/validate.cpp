@@ -42,7 +42,8 @@ void validate_spec(const TrainSpec& s) {
             std::to_string(s.fp8_margin) + "; expected an integer from 0 to " + std::to_string(kMaxFp8Margin));
     if (!s.autocast && is_fp8(s.precision))  // the isolation mode "loss scaling only": FP32 compute
         for (const auto& [given, field] :
-             {std::pair{!s.keep_bf16.empty(), "keep_bf16"}, std::pair{s.fp8_weight_cache, "fp8_weight_cache"}})
+             {std::pair{!s.keep_bf16.empty(), "keep_bf16"}, std::pair{s.fp8_weight_cache, "fp8_weight_cache"},
+              std::pair{s.fp8_all_gemms, "fp8_all_gemms"}})
             if (given)
                 throw InputError("", field,
                                  "given without autocast; expected autocast (without it the AMP side computes in "
@@ -52,6 +53,13 @@ void validate_spec(const TrainSpec& s) {
                          "given with " + to_string(s.precision) +
                              "; expected precision fp8-delayed (Transformer Engine's cached FP8 weights; the other "
                              "recipes cast each weight when it is used)");
+    if (s.fp8_all_gemms && s.precision != Precision::Fp8 && s.precision != Precision::Fp8Rowwise &&
+        s.precision != Precision::Mxfp8 && s.precision != Precision::Fp8Delayed)
+        throw InputError("", "fp8_all_gemms",
+                         "given with " + to_string(s.precision) +
+                             "; expected precision fp8, fp8-rowwise, mxfp8 or fp8-delayed (the recipes whose "
+                             "training GEMMs a matrix product can follow; NVIDIA's NVFP4 recipe defines its linear "
+                             "layers' GEMMs only)");
     finite_at_least(s.lr, 0, true, "lr");
     finite_at_least(s.momentum, 0, false, "momentum");
     finite_at_least(s.weight_decay, 0, false, "weight_decay");

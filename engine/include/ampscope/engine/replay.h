@@ -44,8 +44,9 @@ struct ReplaySpec {
     /// remedy: a module taken out of FP8).
     std::vector<std::string> keep_bf16;
     MxScaling mx_scaling = MxScaling::Rceil;  ///< mxfp8: the job's block scales (TrainSpec::mx_scaling)
-    std::optional<double> init_scale;         ///< remedy: another scale than the checkpoint's
-    std::optional<int> growth_interval;       ///< remedy
+    bool fp8_all_gemms = false;  ///< FP8 recipes: the model's own products quantized too (TrainSpec::fp8_all_gemms)
+    std::optional<double> init_scale;    ///< remedy: another scale than the checkpoint's
+    std::optional<int> growth_interval;  ///< remedy
     double clip_grad_norm = 0;  ///< the job's clipping norm, or a remedy: clip the unscaled gradients (0 = off)
     bool clip_given = false;    ///< --clip-grad-norm was given (0 included): no Trainer-clipping warning
     std::optional<OptimizerKind> optimizer_kind;  ///< --optimizer where the file cannot tell (none = the file's)

@@ -133,6 +133,10 @@ struct TrainSpec {
     /// weights that first one cast (their amaxes not recorded again), as Transformer Engine's
     /// modules do when given is_first_microbatch (Megatron-LM passes it).
     bool fp8_weight_cache = false;
+    /// fp8, fp8-rowwise, mxfp8, fp8-delayed: the model's own matrix products (addmm, mm, bmm,
+    /// baddbmm, torch.matmul) quantized too, forward and backward, each as the recipe's linear of
+    /// weight mat2^T; and its convolutions in fp8 and fp8-delayed (RunSpec::fp8_all_gemms).
+    bool fp8_all_gemms = false;
     uint64_t seed = 0;
     std::string device;
     bool guards = true;  ///< per-step finiteness checks and origins (intrusive: host syncs)
