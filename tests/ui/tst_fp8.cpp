@@ -331,6 +331,16 @@ private Q_SLOTS:
             QCOMPARE(t.spec().fp8_margin, delayed ? 2 : TrainSpec{}.fp8_margin);
             QCOMPARE(t.findChild<QCheckBox*>(QStringLiteral("trainingFp8WeightCache"))->isEnabled(), delayed);
             QCOMPARE(t.spec().fp8_weight_cache, delayed);  // TE's is_first_microbatch caching: fp8-delayed's
+            const bool products = is_fp8(p) && p != Precision::Nvfp4;  // train --fp8-all-gemms
+            ts.fp8_all_gemms = true;
+            t.setSpec(ts);
+            auto* allGemms = t.findChild<QCheckBox*>(QStringLiteral("trainingFp8AllGemms"));
+            QVERIFY(allGemms);
+            QCOMPARE(allGemms->isEnabled(), products);
+            QCOMPARE(t.spec().fp8_all_gemms, products);
+            ts.fp8_all_gemms = false;
+            t.setSpec(ts);
+            QVERIFY(!t.spec().fp8_all_gemms);
         }
         // the replay dialog: a job trained with a float8 recipe is replayed in it
         ReplayDialog r;
@@ -354,6 +364,12 @@ private Q_SLOTS:
             rs.mx_scaling = MxScaling::Floor;
             r.setSpec(rs);
             QCOMPARE(r.spec().mx_scaling, p == Precision::Mxfp8 ? MxScaling::Floor : MxScaling::Rceil);
+            rs.fp8_all_gemms = true;  // replay --fp8-all-gemms: the FP8 recipes' only
+            r.setSpec(rs);
+            auto* replayAll = r.findChild<QCheckBox*>(QStringLiteral("replayFp8AllGemms"));
+            QVERIFY(replayAll);
+            QCOMPARE(replayAll->isEnabled(), is_fp8(p));
+            QCOMPARE(r.spec().fp8_all_gemms, is_fp8(p));
         }
     }
 

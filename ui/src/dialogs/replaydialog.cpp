@@ -66,10 +66,17 @@ ReplayDialog::ReplayDialog(QWidget* parent) : SpecDialogFor(parent) {
     mx_scaling_->setObjectName(QStringLiteral("replayMxScaling"));
     mx_scaling_->setToolTip(QStringLiteral("mxfp8: the job's block scales; rceil as torchao's MXFP8Linear trains"));
     form->addRow(QStringLiteral("MX block scales"), mx_scaling_);
+    all_gemms_ = new QCheckBox(QStringLiteral("Quantize every matrix product"));
+    all_gemms_->setObjectName(QStringLiteral("replayFp8AllGemms"));
+    all_gemms_->setToolTip(
+        QStringLiteral("FP8 recipes: the model's own matrix products (Conv1D's addmm, torch.matmul, "
+                       "bmm) in FP8 too, forward and backward, and in fp8 its convolutions"));
+    form->addRow(QString(), all_gemms_);
     const auto enableBf16 = [this] {
         const Precision p = kReplayPrecisions[std::max(0, precision_->currentIndex())];
         keep_bf16_->setEnabled(is_fp8(p));
         mx_scaling_->setEnabled(p == Precision::Mxfp8);
+        all_gemms_->setEnabled(is_fp8(p));
     };
     connect(precision_, &QComboBox::currentIndexChanged, this, enableBf16);
     enableBf16();
@@ -179,6 +186,7 @@ void ReplayDialog::setSpec(const ReplaySpec& s) {
     setRegions(keep_fp32_, s.keep_fp32);
     setRegions(keep_bf16_, s.keep_bf16);
     setChoice(mx_scaling_, to_string(s.mx_scaling));
+    all_gemms_->setChecked(s.fp8_all_gemms);
     prefix_->setText(QString::fromStdString(s.strip_prefix));
     steps_->setValue(s.steps);
     non_strict_->setChecked(s.non_strict);
@@ -211,6 +219,7 @@ ReplaySpec ReplayDialog::spec() const {
     s.keep_fp32 = regions(keep_fp32_);
     if (is_fp8(s.precision)) s.keep_bf16 = regions(keep_bf16_);
     if (s.precision == Precision::Mxfp8) s.mx_scaling = parse_mx_scaling(choice(mx_scaling_));
+    s.fp8_all_gemms = is_fp8(s.precision) && all_gemms_->isChecked();
     s.strip_prefix = prefix_->text().trimmed().toStdString();
     s.steps = steps_->value();
     s.non_strict = non_strict_->isChecked();

@@ -36,6 +36,7 @@ private:
     QLineEdit *checkpoint_, *batch_, *optimizer_, *scaler_, *prefix_, *groups_, *clip_;
     QSpinBox* steps_;
     QCheckBox *non_strict_, *noScaler_;
+    QCheckBox* all_gemms_;                    ///< FP8 recipes: ReplaySpec::fp8_all_gemms
     std::optional<ReplayIncident> incident_;  ///< an incident bundle's: kept with the spec
 };
 

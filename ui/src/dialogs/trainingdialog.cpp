@@ -22,6 +22,11 @@ namespace ampscope::ui {
 namespace {
 /// The LR schedule item that advances per iteration, not per effective update.
 constexpr int kPerIteration = Qt::UserRole + 1;
+
+/// Whether recipe `p` trains the model's own products in FP8 (train --fp8-all-gemms; not nvfp4).
+bool quantizesProducts(Precision p) {
+    return is_fp8(p) && p != Precision::Nvfp4;
+}
 }  // namespace
 
 TrainingDialog::TrainingDialog(QWidget* parent) : SpecDialogFor(parent) {
@@ -118,6 +123,12 @@ void TrainingDialog::addPrecisionPolicy(QFormLayout* form) {
         QStringLiteral("mxfp8: each block's E8M0 scale; rceil as torchao's MXFP8Linear trains, "
                        "floor as the OCP MX specification"));
     form->addRow(QStringLiteral("MX block scales"), mx_scaling_);
+    all_gemms_ = new QCheckBox(QStringLiteral("Quantize every matrix product"));
+    all_gemms_->setObjectName(QStringLiteral("trainingFp8AllGemms"));
+    all_gemms_->setToolTip(QStringLiteral(
+        "fp8, fp8-rowwise, mxfp8, fp8-delayed: the model's own matrix products (Conv1D's addmm, "
+        "torch.matmul, bmm) in FP8 too, forward and backward, and in fp8 / fp8-delayed its convolutions"));
+    form->addRow(QString(), all_gemms_);
     const auto enableDelayed = [this] {
         const Precision p = kTrainingPrecisions[std::max(0, precision_->currentIndex())];
         amax_history_->setEnabled(p == Precision::Fp8Delayed);
@@ -125,6 +136,7 @@ void TrainingDialog::addPrecisionPolicy(QFormLayout* form) {
         weight_cache_->setEnabled(p == Precision::Fp8Delayed);
         keep_bf16_->setEnabled(is_fp8(p));
         mx_scaling_->setEnabled(p == Precision::Mxfp8);
+        all_gemms_->setEnabled(quantizesProducts(p));
     };
     connect(precision_, &QComboBox::currentIndexChanged, this, enableDelayed);
     enableDelayed();
@@ -171,6 +183,7 @@ void TrainingDialog::setSpec(const TrainSpec& s) {
     setRegions(keep_fp32_, s.keep_fp32);
     setRegions(keep_bf16_, s.keep_bf16);
     setChoice(mx_scaling_, to_string(s.mx_scaling));
+    all_gemms_->setChecked(s.fp8_all_gemms);
     if (!s.device.empty()) device_->setCurrentText(QString::fromStdString(s.device));
     seed_->setValue(int(s.seed));
     checkpoint_every_->setValue(s.checkpoint_every);
@@ -209,6 +222,7 @@ TrainSpec TrainingDialog::spec() const {
     s.keep_fp32 = regions(keep_fp32_);
     if (is_fp8(s.precision) && s.autocast) s.keep_bf16 = regions(keep_bf16_);  // no autocast: no recipe runs
     if (s.precision == Precision::Mxfp8) s.mx_scaling = parse_mx_scaling(choice(mx_scaling_));
+    s.fp8_all_gemms = quantizesProducts(s.precision) && s.autocast && all_gemms_->isChecked();
     s.device = device_->currentText().toStdString();
     s.seed = uint64_t(seed_->value());
     s.checkpoint_every = checkpoint_every_->value();

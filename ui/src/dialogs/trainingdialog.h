@@ -29,6 +29,7 @@ private:
     QDoubleSpinBox *lr_, *momentum_, *weight_decay_, *init_scale_, *clip_;
     QCheckBox* guards_;
     QCheckBox* weight_cache_;  ///< fp8-delayed: TrainSpec::fp8_weight_cache
+    QCheckBox* all_gemms_;     ///< fp8, fp8-rowwise, mxfp8, fp8-delayed: TrainSpec::fp8_all_gemms
 };
 
 }  // namespace ampscope::ui
