@@ -221,12 +221,16 @@ void print_what_if_summary(std::ostream& os, const PassResult& p) {
         for (const auto& o : p.fp8_operands) {
             if (what_if_recipe(o.stats.scheme) != r) continue;
             n += o.stats.numel, under += o.stats.underflow, sub += o.stats.subnormal, sat += o.stats.saturated;
-            if (!worst || o.stats.sqnr_db < worst->stats.sqnr_db) worst = &o;
+            if (!std::isnan(o.stats.sqnr_db) && (!worst || o.stats.sqnr_db < worst->stats.sqnr_db)) worst = &o;
         }
         const auto share = [n](int64_t k) { return percent(n > 0 ? double(k) / double(n) : 0.0); };
         os << "  fp8 what-if " << pad(to_string(r), 12) << "underflow " << share(under) << ", subnormal " << share(sub)
-           << ", saturated " << share(sat) << "; lowest SQNR " << fmtg(worst->stats.sqnr_db, 3) << " dB ("
-           << (worst->module.empty() ? "(root)" : safe(worst->module)) << " " << operand_label(*worst) << ")\n";
+           << ", saturated " << share(sat) << "; lowest SQNR ";
+        if (!worst)  // every operand non-finite: no SQNR measured
+            os << "none (no finite operand)\n";
+        else
+            os << fmtg(worst->stats.sqnr_db, 3) << " dB (" << (worst->module.empty() ? "(root)" : safe(worst->module))
+               << " " << operand_label(*worst) << ")\n";
     }
 }
 

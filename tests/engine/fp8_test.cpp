@@ -355,6 +355,22 @@ TEST_F(Fp8Oracle, PlantedCasesAreNamedInTheStatistics) {
     ampscope::detail::quantize_dequantize(at::zeros({4, 32}), spec(Fp8Scheme::Nvfp4), &s);
     EXPECT_EQ(s.underflow + s.subnormal + s.saturated + s.nonfinite_out, 0);
     EXPECT_TRUE(std::isinf(s.sqnr_db));
+    // nothing finite to compare (was +inf, "exact"): NaN, and so after merging two such batches; a
+    // batch with finite values gives the merged SQNR its value
+    for (const auto& x : {at::full({4, 32}, NAN), at::full({4, 32}, INFINITY)}) {
+        ampscope::QuantStats all_bad;
+        ampscope::detail::quantize_dequantize(x, spec(Fp8Scheme::Tensorwise), &all_bad);
+        EXPECT_TRUE(std::isnan(all_bad.sqnr_db));
+        auto merged = all_bad;
+        merged.merge(all_bad);
+        EXPECT_TRUE(std::isnan(merged.sqnr_db));
+        ampscope::QuantStats fine;
+        ampscope::detail::quantize_dequantize(at::linspace(-3, 5, 128).reshape({4, 32}), spec(Fp8Scheme::Tensorwise),
+                                              &fine);
+        merged.merge(fine);
+        EXPECT_TRUE(std::isfinite(merged.sqnr_db));
+        EXPECT_DOUBLE_EQ(merged.sqnr_db, fine.sqnr_db);
+    }
 }
 
 // DelayedScaling against Transformer Engine's rule (the oracle's Python reference): the scale every

@@ -72,7 +72,12 @@ void QuantStats::merge(const QuantStats& o) {
     tensor_scale = std::max(tensor_scale, o.tensor_scale);
     signal += o.signal;
     noise += o.noise;
-    sqnr_db = noise == 0.0 ? std::numeric_limits<double>::infinity() : 10.0 * std::log10(signal / noise);
+    sqnr_db = sqnr_of(*this);
+}
+
+double sqnr_of(const QuantStats& s) {
+    if (s.numel - s.nonfinite - s.nonfinite_out <= 0) return std::numeric_limits<double>::quiet_NaN();
+    return s.noise == 0.0 ? std::numeric_limits<double>::infinity() : 10.0 * std::log10(s.signal / s.noise);
 }
 
 DelayedScaling::DelayedScaling(Fp8Element element, int history_len, int margin, AmaxAlgo algo)

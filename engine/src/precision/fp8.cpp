@@ -366,7 +366,7 @@ void fill_stats(QuantStats& s, const at::Tensor& x, const Parts& p) {
     const double signal = (xd * xd).sum().item<double>(), noise = ((xd - qd) * (xd - qd)).sum().item<double>();
     s.signal = signal;
     s.noise = noise;
-    s.sqnr_db = noise == 0.0 ? std::numeric_limits<double>::infinity() : 10.0 * std::log10(signal / noise);
+    s.sqnr_db = sqnr_of(s);
 }
 
 }  // namespace

@@ -85,7 +85,9 @@ struct QuantStats {
     double scale_max = 0.0;
     double tensor_scale = 1.0;  ///< Nvfp4: the per-tensor FP32 scale amax / (448 * 6); 1 otherwise
     /// Quantization SQNR in dB, 10 log10(sum x^2 / sum (x - q)^2) over the elements where the
-    /// input and its dequantized value are finite; +inf when they are all equal.
+    /// input and its dequantized value are finite; +inf when they are all equal, NaN when there
+    /// is no such element (an all-NaN or all-inf operand, or every value dequantized to NaN / inf:
+    /// nothing was measured; stored as NULL, "nan" in JSON).
     double sqnr_db = 0.0;
     double signal = 0.0, noise = 0.0;  ///< the SQNR's sums, kept so that merge() can add them
 
@@ -94,6 +96,9 @@ struct QuantStats {
     /// and the SQNR's sums added, amax and the scales' range widened.
     void merge(const QuantStats& o);
 };
+
+/// `s`'s SQNR from its sums and counts (QuantStats::sqnr_db).
+double sqnr_of(const QuantStats& s);
 
 /// One GEMM operand of a simulated FP8 pass, its statistics over all batches.
 struct Fp8Operand {
