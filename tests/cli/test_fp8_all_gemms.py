@@ -531,6 +531,26 @@ class Convolutions(unittest.TestCase):
                            "--batch-size", len(self.x), "--outputs", "--allow-nonfinite", "--no-db")[1]
         self.assertFalse(bits_equal(run_outputs(without, "fp8"), want), "without the flag the convolutions stay BF16")
 
+    def test_decomposed_program_quantizes_aten_convolution(self):
+        """A core-ATen program (run_decompositions()) has aten.convolution for every convolution and
+        addmm for the linear: each quantized as the undecomposed program's, no convolution left in BF16
+        (was: aten.convolution ran unquantized, without a warning, while the run said it quantized them)."""
+        path = os.path.join(self.tmp.name, "decomposed.pt2")
+        torch.export.save(torch.export.export(self.model, (self.x,)).run_decompositions(), path)
+        got = run_json("run", "--model", path, "--probes", self.probes, "--precision", "fp8", "--batch-size",
+                       len(self.x), "--outputs", "--fp8-all-gemms", "--allow-nonfinite", "--no-db")[1]
+        ops = sorted((o["module"], o["op"], o["operand"]) for o in pass_of(got, "fp8")["fp8_operands"])
+        self.assertEqual(ops, sorted([(n, "aten::convolution", k) for n in CONVS for k in ("input", "weight")] +
+                                     [("fc", "aten::addmm", "mat1"), ("fc", "aten::addmm", "mat2")]))
+        self.assertFalse(any("unquantized" in w for w in got["warnings"]), got["warnings"])
+        undecomposed = self.run_conv("export", "fp8", len(self.x))
+        for o in pass_of(got, "fp8")["fp8_operands"]:  # the same operands, quantized alike
+            if o["op"] == "aten::convolution":
+                same = [u for u in pass_of(undecomposed, "fp8")["fp8_operands"]
+                        if u["module"] == o["module"] and u["operand"] == o["operand"]]
+                self.assertEqual((o["amax"], o["scale_min"], o["underflow"]),
+                                 (same[0]["amax"], same[0]["scale_min"], same[0]["underflow"]), o["module"])
+
     def test_delayed_per_operand_history(self):
         te = TeDelayed(history=2, margin=0)
         q = lambda t, name: te.cast(t, name, E4M3)

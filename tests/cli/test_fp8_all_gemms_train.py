@@ -73,6 +73,34 @@ class ProductNet(torch.nn.Module):
         return self.head(self.conv(u).reshape(-1, 64))
 
 
+class EdgeProducts(torch.nn.Module):
+    """x [B, 64] -> scores of 4 tokens of 16 as baddbmm(NaN buffer, t, t^T, beta=0, alpha=0.5) (a
+    Megatron-style attention over torch.empty) or 0.5 * bmm(t, t^T) -> mm by W, + an mm with K = 0
+    (edge) -> Linear(64, 32)."""
+
+    def __init__(self, edge):
+        super().__init__()
+        g = torch.Generator().manual_seed(8)
+        self.edge = edge
+        self.register_buffer("junk", torch.full((1, 4, 4), float("nan")))
+        self.W = torch.nn.Parameter(torch.randn(16, 16, generator=g) * 0.3)
+        self.E = torch.nn.Parameter(torch.randn(0, 16))
+        torch.manual_seed(8)
+        self.head = torch.nn.Linear(64, 32)
+
+    def forward(self, x):
+        t = x.reshape(-1, 4, 16)
+        if self.edge:
+            s = torch.baddbmm(self.junk.expand(t.size(0), 4, 4), t, t.transpose(1, 2), beta=0.0, alpha=0.5)
+        else:
+            s = 0.5 * torch.bmm(t, t.transpose(1, 2))
+        h = torch.matmul(torch.softmax(s, -1), t).reshape(-1, 16)
+        h = torch.mm(h, self.W)
+        if self.edge:
+            h = h + torch.mm(h[:, :0], self.E)
+        return self.head(h.reshape(-1, 64))
+
+
 def quantized(t, recipe, element, axis):
     """`t` as the recipe quantizes it along `axis` (torchao's quantizers), FP32, contiguous."""
     if recipe == "mxfp8":
@@ -273,12 +301,34 @@ class Fp8AllGemmsTrain(unittest.TestCase):
 
     def test_warnings_name_what_stayed_unquantized(self):
         w = " ".join(self.train("fp8", steps=1)["warnings"])
-        self.assertIn("1 matrix products of the model ran unquantized in BF16 (aten::addmm 1)", w)
+        # the addmm and the matmul by w2 (an mm of a linear); attention's bmm are not counted
+        self.assertIn("fp8 training (its first forward): 2 matrix products of the model ran unquantized in BF16 "
+                      "(aten::addmm 1, aten::mm 1)", w)
         self.assertIn("--fp8-all-gemms quantizes them too", w)
         w = " ".join(self.train("fp8-rowwise", "--fp8-all-gemms", steps=1)["warnings"])
         self.assertNotIn("matrix products of the model ran unquantized", w)
         self.assertIn("fp8-rowwise: 1 convolution calls ran unquantized in BF16", w)
         self.assertEqual(self.train("fp8", "--fp8-all-gemms", steps=1)["warnings"], [])
+
+    def test_beta_zero_and_empty_products(self):
+        """baddbmm(junk, a, b, beta=0, alpha=0.5) ignores its NaN self, as PyTorch does (was: NaN
+        losses), and a product with K = 0 trains (was: exit 3 on a reshape); the first step's loss is
+        that of the same model written 0.5 * bmm(a, b) without the empty product."""
+        losses = {}
+        for name, net in (("edge", EdgeProducts(True)), ("plain", EdgeProducts(False))):
+            path = os.path.join(self.tmp.name, name + ".pt")
+            torch.jit.script(net.train()).save(path)
+            for recipe in ("fp8", "fp8-rowwise", "mxfp8", "fp8-delayed"):
+                out = os.path.join(self.tmp.name, f"{name}-{recipe}.json")
+                rc, _, err = run_cli("train", "--model", path, "--data", self.data, "--steps", 2, "--batch-size",
+                                     BATCH, "--precision", recipe, "--fp8-all-gemms", "--no-scaler", "--loss", "ce",
+                                     "--no-db", "--json", out, "--force", "-q")
+                self.assertEqual(rc, 0, (name, recipe, err))
+                with open(out) as f:
+                    losses[name, recipe] = [as_float(s["loss_amp"]) for s in json.load(f)["steps"]]
+                self.assertTrue(all(v == v and abs(v) < 1e30 for v in losses[name, recipe]), (name, recipe))
+        for recipe in ("fp8", "fp8-rowwise", "mxfp8", "fp8-delayed"):
+            self.assertEqual(losses["edge", recipe][0], losses["plain", recipe][0], recipe)
 
     def test_refused_where_no_recipe_follows(self):
         for precision, extra in (("nvfp4", ()), ("bf16", ()), ("fp8", ("--no-autocast",))):

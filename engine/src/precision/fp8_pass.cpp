@@ -87,7 +87,7 @@ at::Tensor quantize_operand(const at::Tensor& t, const char* operand, int call, 
 
 /// Whether `op` is one of the convolutions an FP8 pass of all GEMMs quantizes (quantized_conv).
 bool is_conv(std::string_view op) {
-    return op == "aten::conv1d" || op == "aten::conv2d" || op == "aten::conv3d";
+    return op == "aten::conv1d" || op == "aten::conv2d" || op == "aten::conv3d" || op == "aten::convolution";
 }
 
 /// Whether autocast would cast `t` (FP32, BF16, FP16; not float64 or integers, which it leaves
@@ -317,6 +317,19 @@ at::Tensor fp8_conv(const at::Tensor& x, const at::Tensor& w, const std::optiona
 
 constexpr char kConv1d[] = "aten::conv1d", kConv2d[] = "aten::conv2d", kConv3d[] = "aten::conv3d";
 
+/// aten::convolution, the convolution of a decomposed program (run_decompositions(), core ATen),
+/// as fp8_conv takes conv1d/2d/3d; a transposed one runs as autocast runs it.
+at::Tensor fp8_convolution(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
+                           c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+                           bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups) {
+    c10::impl::ExcludeDispatchKeyGuard no_fp8(kFp8Key);
+    if (transposed || !takes_conv("aten::convolution", x, w))
+        return at::convolution_symint(x, w, bias, stride, padding, dilation, transposed, output_padding, groups);
+    return quantized_conv("aten::convolution", x, w, bias, [&](const at::Tensor& xq, const at::Tensor& wq) {
+        return at::convolution_symint(xq, wq, std::nullopt, stride, padding, dilation, false, output_padding, groups);
+    });
+}
+
 /// fp8_conv of at::convNd_symint with padding of type `Padding` (its two overloads).
 template <const char* Name, class Padding>
 constexpr auto conv_kernel() {
@@ -388,6 +401,9 @@ at::Tensor counted_mm(const at::Tensor& a, const at::Tensor& b) {
 /// autocast runs them.
 at::Tensor product_matmul(const at::Tensor& a, const at::Tensor& b) {
     if (a.dim() >= 2 && b.dim() >= 2 && all_gemms_take(a, b)) return at::compositeimplicitautograd::matmul(a, b);
+    // a matmul by a 2-D right operand (x @ W, a weight) reduces to the mm of a linear: counted as one
+    if (a.dim() >= 2 && b.dim() == 2 && counts_product(a) && autocast_eligible(a) && autocast_eligible(b))
+        ++t_counts->mm;
     c10::impl::ExcludeDispatchKeyGuard no_fp8(kFp8Key);
     return at::matmul(a, b);
 }
@@ -437,6 +453,7 @@ void ensure_registered() {
         impl.impl("conv2d.padding", TORCH_FN((conv_kernel<kConv2d, c10::string_view>())));
         impl.impl("conv3d", TORCH_FN((conv_kernel<kConv3d, c10::SymIntArrayRef>())));
         impl.impl("conv3d.padding", TORCH_FN((conv_kernel<kConv3d, c10::string_view>())));
+        impl.impl("convolution", TORCH_FN(fp8_convolution));
         return true;
     }();
     (void)registered;
@@ -502,21 +519,6 @@ Fp8GemmCounter::Fp8GemmCounter(Fp8GemmCounts* c) : prev_(t_counts) {
 
 Fp8GemmCounter::~Fp8GemmCounter() {
     t_counts = prev_;
-}
-
-at::Tensor real_linear(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias, Precision p,
-                       at::ScalarType out_dtype) {
-    const auto spec = recipe_spec(p);  // along K, as the simulated pass
-    const auto [xd, xs] = to_fp8(x.reshape({-1, x.size(-1)}), spec);
-    const auto [wd, ws] = to_fp8(w, spec);
-    // torchao's addmm_float8_unwrapped: inverse scales, a rowwise weight's as [1, N]
-    const auto wi = p == Precision::Fp8Rowwise ? ws.reciprocal().reshape({1, -1}) : ws.reciprocal();
-    auto out = at::_scaled_mm(xd, wd.t(), xs.reciprocal(), wi, std::nullopt, std::nullopt, out_dtype,
-                              /*use_fast_accum=*/true);
-    auto sizes = x.sizes().vec();
-    sizes.back() = w.size(0);
-    out = out.reshape(sizes);
-    return bias && bias->defined() ? out + bias->to(out.scalar_type()) : out;
 }
 
 Fp8AllGemmsScope::Fp8AllGemmsScope(bool on) : prev_(t_all_gemms) {

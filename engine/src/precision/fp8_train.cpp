@@ -115,7 +115,7 @@ struct Fp8ProductFn : public torch::autograd::Function<Fp8ProductFn> {
         const auto aq = quantize_dequantize(a, role_spec(p, Fp8Element::E4M3, -1, mx));
         const auto bq = quantize_dequantize(b, role_spec(p, Fp8Element::E4M3, -2, mx));
         if (b.dim() == 3) return at::bmm(aq, bq).to(at::ScalarType(out_dtype));
-        return output_product(aq.reshape({-1, aq.size(-1)}), bq.t(), a, at::ScalarType(out_dtype));
+        return output_product(aq.flatten(0, -2), bq.t(), a, at::ScalarType(out_dtype));  // [M, K], K may be 0
     }
 
     static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -129,13 +129,13 @@ struct Fp8ProductFn : public torch::autograd::Function<Fp8ProductFn> {
         const auto go_element = per_slice ? Fp8Element::E4M3 : Fp8Element::E5M2;
         const auto& go = grads[0];
         const bool batched = b.dim() == 3;
-        const auto go2 = batched ? go : go.reshape({-1, go.size(-1)});
+        const auto go2 = batched ? go : go.flatten(0, -2);
         const auto go_rows = quantize_dequantize(go2, role_spec(p, go_element, -1, mx));  // along N
         const auto b_for_a = quantize_dequantize(b, role_spec(p, Fp8Element::E4M3, per_slice ? -1 : -2, mx));
         const auto grad_a = at::matmul(go_rows, b_for_a.transpose(-1, -2)).to(go.scalar_type()).reshape(a.sizes());
         const auto go_cols =
             per_slice ? quantize_dequantize(go2, role_spec(p, go_element, -2, mx)) : go_rows;  // along M
-        const auto a2 = batched ? a : a.reshape({-1, a.size(-1)});
+        const auto a2 = batched ? a : a.flatten(0, -2);
         const auto a_cols = quantize_dequantize(a2, role_spec(p, Fp8Element::E4M3, per_slice ? -2 : -1, mx));
         const auto grad_b = at::matmul(go_cols.transpose(-1, -2), a_cols).to(go.scalar_type()).transpose(-1, -2);
         return {grad_a, grad_b, at::Tensor(), at::Tensor(), at::Tensor()};
@@ -438,6 +438,7 @@ at::Tensor training_product(const std::string& slot, const at::Tensor& a, const 
             "given with " + to_string(p) + " in a training step; expected fp8, fp8-rowwise, mxfp8 or fp8-delayed");
     }
     if (plain) return bias ? prod + bias->to(dtype) : prod;
+    if (beta.equal(0)) return (prod * alpha).to(out_dtype);  // self ignored, NaN and inf too (PyTorch's rule)
     return (self->to(at::kFloat) * beta + prod * alpha).to(out_dtype);
 }
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // An fp8 / fp8-rowwise pass run again with real FP8 GEMMs (torch._scaled_mm), set beside its
-// simulated GEMMs and the FP32 reference (issue 30; ampscope/engine/types.h RealGemmCheck); the
-// warnings an FP8 pass's GEMM counts give.
+// simulated GEMMs and the FP32 reference (issue 30; ampscope/engine/types.h RealGemmCheck), and
+// the real GEMM of a linear (real_linear); the warnings an FP8 pass's GEMM counts give.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -9,6 +9,7 @@
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/run.h"
+#include "precision/fp8.h"
 #include "precision/fp8_pass.h"
 #include "precision/precision.h"
 #include "run/comparison.h"
@@ -18,15 +19,16 @@ namespace ampscope::detail {
 
 namespace {
 
-/// The warning of FP8 pass `p` that left the model's own products unquantized ("" when none).
-std::string fp8_coverage_warning(Precision p, const Fp8GemmCounts& c) {
+/// The warning of FP8 pass `p` that left the model's own products unquantized ("" when none);
+/// `training`: a training step's forward said it.
+std::string fp8_coverage_warning(Precision p, const Fp8GemmCounts& c, bool training = false) {
     if (c.unquantized() == 0) return {};
     std::string calls;
     if (c.addmm) calls += "aten::addmm " + std::to_string(c.addmm);
     if (c.mm) calls += std::string(calls.empty() ? "" : ", ") + "aten::mm " + std::to_string(c.mm);
-    return "FP8 passes (" + to_string(p) + " first): " + std::to_string(c.unquantized()) +
-           " matrix products of the model ran unquantized in BF16 (" + calls + ") beside " +
-           std::to_string(c.quantized) +
+    return (training ? to_string(p) + " training (its first forward)" : "FP8 passes (" + to_string(p) + " first)") +
+           ": " + std::to_string(c.unquantized()) + " matrix products of the model ran unquantized in BF16 (" + calls +
+           ") beside " + std::to_string(c.quantized) +
            " quantized linear-layer calls: the recipes quantize linear layers (aten::linear) only, as torchao and "
            "Transformer Engine do; a model written with Conv1D or torch.mm (transformers' GPT-2) keeps those "
            "GEMMs out of FP8 (--fp8-all-gemms quantizes them too)";
@@ -87,7 +89,7 @@ std::string real_gemm_unavailable(Precision p, const BackendReport& b) {
 
 void add_fp8_coverage_warnings(std::vector<std::string>& warnings, Precision p, const Fp8GemmCounts& c) {
     if (!is_fp8(p)) return;
-    for (auto w : {fp8_coverage_warning(p, c), fp8_conv_warning(p, c)})
+    for (auto w : {fp8_coverage_warning(p, c, true), fp8_conv_warning(p, c)})
         if (!w.empty()) warnings.push_back(std::move(w));
 }
 
@@ -98,6 +100,21 @@ void add_fp8_warnings(std::vector<std::string>& warnings, Precision p, const Fp8
         for (auto w : {fp8_coverage_warning(p, c), fp8_kept_warning(p, c, o.keep_bf16, o.fp8_all_gemms)})
             if (!w.empty()) warnings.push_back(std::move(w));
     if (auto w = fp8_conv_warning(p, c); !w.empty()) warnings.push_back(std::move(w));
+}
+
+at::Tensor real_linear(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias, Precision p,
+                       at::ScalarType out_dtype) {
+    const auto spec = recipe_spec(p);  // along K, as the simulated pass
+    const auto [xd, xs] = to_fp8(x.reshape({-1, x.size(-1)}), spec);
+    const auto [wd, ws] = to_fp8(w, spec);
+    // torchao's addmm_float8_unwrapped: inverse scales, a rowwise weight's as [1, N]
+    const auto wi = p == Precision::Fp8Rowwise ? ws.reciprocal().reshape({1, -1}) : ws.reciprocal();
+    auto out = at::_scaled_mm(xd, wd.t(), xs.reciprocal(), wi, std::nullopt, std::nullopt, out_dtype,
+                              /*use_fast_accum=*/true);
+    auto sizes = x.sizes().vec();
+    sizes.back() = w.size(0);
+    out = out.reshape(sizes);
+    return bias && bias->defined() ? out + bias->to(out.scalar_type()) : out;
 }
 
 bool ComparisonRun::wants_real_gemm(Precision p) const {
