@@ -102,7 +102,12 @@ class EdgeProducts(torch.nn.Module):
 
 
 def quantized(t, recipe, element, axis):
-    """`t` as the recipe quantizes it along `axis` (torchao's quantizers), FP32, contiguous."""
+    """`t` as the recipe quantizes it along `axis` (torchao's quantizers), FP32, in t's layout as
+    torchao's elementwise casts keep it: a transposed operand gives a transposed result."""
+    if t.dim() >= 2 and not t.is_contiguous() and t.transpose(-1, -2).is_contiguous():
+        ax = axis % t.dim()
+        swapped = {t.dim() - 1: t.dim() - 2, t.dim() - 2: t.dim() - 1}.get(ax, ax)
+        return quantized(t.transpose(-1, -2), recipe, element, swapped).transpose(-1, -2)
     if recipe == "mxfp8":
         return fp8_oracle.mx(t, {"element": element, "axis": axis, "mx_scaling": "rceil"})[0].contiguous()
     scheme = "tensorwise" if recipe == "fp8" else "rowwise"
@@ -274,13 +279,13 @@ class Fp8AllGemmsTrain(unittest.TestCase):
         g = torch.Generator().manual_seed(2)
         for recipe in ("fp8", "fp8-rowwise"):
             a0 = (torch.randn(24, 16, generator=g) * 5).to(BF16)
-            b0 = torch.randn(16, 8, generator=g)
+            b0 = torch.randn(8, 16, generator=g).t()  # transposed, as a linear's weight_hp_t
             go = torch.randn(24, 8, generator=g).to(BF16)
             got, want = [], []
             for f, into in ((lambda a, b: OracleProduct.apply(a, b, recipe), got),
                             (lambda a, b: matmul_with_hp_or_float8_args.apply(a, b, EMULATED, float8_config(recipe)),
                              want)):
-                a, b = a0.clone().requires_grad_(), b0.clone().requires_grad_()
+                a, b = a0.clone().requires_grad_(), b0.clone().requires_grad_()  # clone keeps the layout
                 out = f(a, b)
                 out.backward(go)
                 into += [out.float(), a.grad.float(), b.grad.float()]

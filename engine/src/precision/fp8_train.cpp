@@ -46,64 +46,36 @@ at::Tensor input_gradient(const at::Tensor& go_q, const at::Tensor& w_q, const a
     return at::mm(go_q, w_q).to(go.scalar_type()).reshape(sizes);
 }
 
-/// A training step's linear under fp8 / fp8-rowwise / mxfp8: torchao 0.18's
-/// matmul_with_hp_or_float8_args with emulate=True (fp8, fp8-rowwise), its mx_mm (MXFP8Linear,
-/// mxfp8). Forward: input and weight quantized along K as in a probe pass, mm in FP32, cast to the
-/// autocast dtype. Backward (outside autocast): grad_output quantized (fp8: E5M2 tensorwise;
-/// fp8-rowwise: E4M3, power-of-two scales per row; mxfp8: E4M3, MX blocks), then
-///   grad_input  = mm(grad_output_q [M, N], weight_q [N, K]) with the weight quantized along N
-///                 (the reduction dimension of this GEMM; tensorwise: the forward's values),
-///   grad_weight = mm(grad_output_q^T [N, M], input_q [M, K]), both quantized along M,
-/// each in FP32 (the same operand layouts as torchao's emulation) cast to grad_output's dtype;
-/// autograd casts them to the input's and the weight's dtype. mxfp8's products are BF16 as the
-/// hardware's scaled GEMM writes them (torchao's real branch: torch._scaled_mm(out_dtype=bfloat16));
-/// torchao's emulation returns their FP32 values instead, so it is torchao's emulation with the
-/// hardware's output dtype (tests/cli/test_mxfp8_train.py).
-struct Fp8LinearFn : public torch::autograd::Function<Fp8LinearFn> {
-    static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
-                              int64_t precision, int64_t out_dtype, int64_t mx_scaling) {
-        ctx->save_for_backward({x, w});
-        ctx->saved_data["precision"] = precision;
-        ctx->saved_data["mx_scaling"] = mx_scaling;
-        const auto p = Precision(precision);
-        const auto mx = MxScaling(mx_scaling);
-        const auto xq = quantize_dequantize(x, role_spec(p, Fp8Element::E4M3, -1, mx));
-        const auto wq = quantize_dequantize(w, role_spec(p, Fp8Element::E4M3, -1, mx));
-        return output_product(xq.reshape({-1, xq.size(-1)}), wq, x, at::ScalarType(out_dtype));
-    }
+/// The rows of a GEMM operand [.., K]: [M, K] (leading dimensions flattened; a 1-D operand one row).
+at::Tensor rows_of(const at::Tensor& t) {
+    return t.dim() == 1 ? t.unsqueeze(0) : t.flatten(0, -2);
+}
 
-    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                   torch::autograd::variable_list grads) {
-        const auto saved = ctx->get_saved_variables();
-        const auto& x = saved[0];
-        const auto& w = saved[1];
-        const auto p = Precision(ctx->saved_data["precision"].toInt());
-        const auto mx = MxScaling(ctx->saved_data["mx_scaling"].toInt());
-        const bool per_slice = p == Precision::Fp8Rowwise || p == Precision::Mxfp8;  // a scale per row / block
-        const auto go_element = per_slice ? Fp8Element::E4M3 : Fp8Element::E5M2;
-        const auto& go = grads[0];
-        const auto go2 = go.reshape({-1, go.size(-1)});
-        const auto go_rows = quantize_dequantize(go2, role_spec(p, go_element, -1, mx));  // along N
-        const auto w_for_input = quantize_dequantize(w, role_spec(p, Fp8Element::E4M3, per_slice ? 0 : -1, mx));
-        const auto grad_input = input_gradient(go_rows, w_for_input, go);
-        const auto go_cols =
-            per_slice ? quantize_dequantize(go2, role_spec(p, go_element, 0, mx)) : go_rows;  // along M
-        const auto x_cols =
-            quantize_dequantize(x.reshape({-1, x.size(-1)}), role_spec(p, Fp8Element::E4M3, per_slice ? 0 : -1, mx));
-        const auto grad_weight = at::mm(go_cols.t(), x_cols).to(go.scalar_type());
-        return {grad_input, grad_weight, at::Tensor(), at::Tensor(), at::Tensor()};
-    }
-};
+/// `t` quantize-dequantized by `s` in t's own layout, as torchao's casts (elementwise) keep it: a
+/// transposed operand (the weight_hp_t = W^T of a linear, attention's K^T) gives a transposed
+/// result, so the GEMMs after it take the operands torchao's emulation takes.
+at::Tensor quantized_as_laid(const at::Tensor& t, QuantSpec s) {
+    if (t.dim() < 2 || t.is_contiguous() || !t.transpose(-1, -2).is_contiguous()) return quantize_dequantize(t, s);
+    const int64_t axis = c10::maybe_wrap_dim(s.axis, t.dim());
+    s.axis = axis == t.dim() - 1 ? t.dim() - 2 : axis == t.dim() - 2 ? t.dim() - 1 : axis;
+    return quantize_dequantize(t.transpose(-1, -2), s).transpose(-1, -2);
+}
 
-/// A training step's product of the model (train --fp8-all-gemms) under fp8 / fp8-rowwise / mxfp8:
-/// torchao 0.18's matmul_with_hp_or_float8_args (Fp8LinearFn's recipe) with the product's right
-/// operand as its weight_hp_t, line for line: a [.., M, K] @ b [K, N] (a 2-D b; a's leading
-/// dimensions flattened into M) or a [B, M, K] @ b [B, K, N] (a batched product, each batch as
-/// that GEMM; a tensorwise scale spans the whole operand, as the probe pass takes it). Forward: a
-/// along K, b along K (torchao's weight_hp_t along dim 0), FP32 product cast to the autocast dtype.
-/// Backward: grad_output along N (grad_a's reduction) with b along N, grad_a = go @ b^T; grad_output
-/// and a along M (grad_b's reduction), grad_b = (go^T @ a)^T; FP32 products cast to grad_output's
-/// dtype. The operands keep torchao's layouts (each quantized copy contiguous as b and a are).
+/// A training step's GEMM a [.., M, K] @ b [K, N] (or batched, a [B, M, K] @ b [B, K, N]) under
+/// fp8 / fp8-rowwise / mxfp8, line for line torchao 0.18's matmul_with_hp_or_float8_args with
+/// emulate=True with `b` as its weight_hp_t: a linear layer is this GEMM of input x and W^T
+/// (Float8Linear passes weight.t()), a product of the model (train --fp8-all-gemms) of its mat1
+/// and mat2, each batch of a batched one as that GEMM (a tensorwise scale spans the whole
+/// operand). mxfp8 quantizes as torchao's MXFP8 training linear (mx_mm) in the same operand roles.
+/// Forward: a and b along K (E4M3), the FP32 product cast to the autocast dtype. Backward (outside
+/// autocast): grad_output along N (fp8: E5M2 tensorwise; fp8-rowwise: E4M3, power-of-two scales
+/// per row; mxfp8: E4M3, MX blocks) with b along N, grad_a = go @ b^T; grad_output and a along M,
+/// grad_b = (go^T @ a)^T; FP32 products cast to grad_output's dtype (autograd casts them to the
+/// operands'). Each operand quantized in its own layout (quantized_as_laid), as torchao's emulation
+/// multiplies them. mxfp8's products are BF16 as the hardware's scaled GEMM writes them (torchao's
+/// real branch: torch._scaled_mm(out_dtype=bfloat16)); torchao's emulation returns their FP32
+/// values instead, so it is torchao's emulation with the hardware's output dtype
+/// (tests/cli/test_mxfp8_train.py).
 struct Fp8ProductFn : public torch::autograd::Function<Fp8ProductFn> {
     static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b,
                               int64_t precision, int64_t out_dtype, int64_t mx_scaling) {
@@ -112,10 +84,10 @@ struct Fp8ProductFn : public torch::autograd::Function<Fp8ProductFn> {
         ctx->saved_data["mx_scaling"] = mx_scaling;
         const auto p = Precision(precision);
         const auto mx = MxScaling(mx_scaling);
-        const auto aq = quantize_dequantize(a, role_spec(p, Fp8Element::E4M3, -1, mx));
-        const auto bq = quantize_dequantize(b, role_spec(p, Fp8Element::E4M3, -2, mx));
+        const auto aq = quantized_as_laid(a, role_spec(p, Fp8Element::E4M3, -1, mx));
+        const auto bq = quantized_as_laid(b, role_spec(p, Fp8Element::E4M3, -2, mx));
         if (b.dim() == 3) return at::bmm(aq, bq).to(at::ScalarType(out_dtype));
-        return output_product(aq.flatten(0, -2), bq.t(), a, at::ScalarType(out_dtype));  // [M, K], K may be 0
+        return output_product(rows_of(aq), bq.t(), a, at::ScalarType(out_dtype));  // K may be 0
     }
 
     static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -125,18 +97,17 @@ struct Fp8ProductFn : public torch::autograd::Function<Fp8ProductFn> {
         const auto& b = saved[1];
         const auto p = Precision(ctx->saved_data["precision"].toInt());
         const auto mx = MxScaling(ctx->saved_data["mx_scaling"].toInt());
-        const bool per_slice = p == Precision::Fp8Rowwise || p == Precision::Mxfp8;
+        const bool per_slice = p == Precision::Fp8Rowwise || p == Precision::Mxfp8;  // a scale per row / block
         const auto go_element = per_slice ? Fp8Element::E4M3 : Fp8Element::E5M2;
         const auto& go = grads[0];
         const bool batched = b.dim() == 3;
-        const auto go2 = batched ? go : go.flatten(0, -2);
-        const auto go_rows = quantize_dequantize(go2, role_spec(p, go_element, -1, mx));  // along N
-        const auto b_for_a = quantize_dequantize(b, role_spec(p, Fp8Element::E4M3, per_slice ? -1 : -2, mx));
+        const auto go2 = batched ? go : rows_of(go);
+        const auto go_rows = quantized_as_laid(go2, role_spec(p, go_element, -1, mx));  // along N
+        const auto b_for_a = quantized_as_laid(b, role_spec(p, Fp8Element::E4M3, per_slice ? -1 : -2, mx));
         const auto grad_a = at::matmul(go_rows, b_for_a.transpose(-1, -2)).to(go.scalar_type()).reshape(a.sizes());
-        const auto go_cols =
-            per_slice ? quantize_dequantize(go2, role_spec(p, go_element, -2, mx)) : go_rows;  // along M
-        const auto a2 = batched ? a : a.flatten(0, -2);
-        const auto a_cols = quantize_dequantize(a2, role_spec(p, Fp8Element::E4M3, per_slice ? -2 : -1, mx));
+        const auto go_cols = per_slice ? quantized_as_laid(go2, role_spec(p, go_element, -2, mx)) : go_rows;  // along M
+        const auto a_cols =
+            quantized_as_laid(batched ? a : rows_of(a), role_spec(p, Fp8Element::E4M3, per_slice ? -2 : -1, mx));
         const auto grad_b = at::matmul(go_cols.transpose(-1, -2), a_cols).to(go.scalar_type()).transpose(-1, -2);
         return {grad_a, grad_b, at::Tensor(), at::Tensor(), at::Tensor()};
     }
@@ -376,7 +347,7 @@ DelayedTraining* delayed_training() {
 
 at::Tensor fp8_training_linear(const at::Tensor& x, const at::Tensor& w, Precision p, at::ScalarType out_dtype,
                                MxScaling mx_scaling) {
-    return Fp8LinearFn::apply(x, w, int64_t(p), int64_t(out_dtype), int64_t(mx_scaling));
+    return Fp8ProductFn::apply(x, w.t(), int64_t(p), int64_t(out_dtype), int64_t(mx_scaling));  // weight_hp_t
 }
 
 at::Tensor nvfp4_training_linear(const at::Tensor& x, const at::Tensor& w, at::ScalarType out_dtype) {
