@@ -273,13 +273,14 @@ at::Tensor ieee_conv(const F& f) {
 /// A convolution of the model under an FP8 pass of all GEMMs (takes_conv): input and weight
 /// quantize-dequantized with one scale each (E4M3; fp8-delayed: each its own delayed scaling,
 /// "module/op#k/input"), `conv` of the two in FP32 without the bias, cast to the autocast dtype,
-/// then + bias in that dtype, as the recipe adds a linear's. A real-GEMM pass emulates it too
-/// (torch._scaled_mm has no convolution), counted.
+/// then + bias in that dtype, as the recipe adds a linear's; `as_input`: in x's dtype instead (an op
+/// autocast does not cast). A real-GEMM pass emulates it too (torch._scaled_mm has no convolution),
+/// counted.
 template <class Conv>
 at::Tensor quantized_conv(const char* op, const at::Tensor& x, const at::Tensor& w,
-                          const std::optional<at::Tensor>& bias, const Conv& conv) {
+                          const std::optional<at::Tensor>& bias, const Conv& conv, bool as_input = false) {
     const auto dt = x.device().type();
-    const auto out_dtype = at::autocast::get_autocast_dtype(dt);
+    const auto out_dtype = as_input ? x.scalar_type() : at::autocast::get_autocast_dtype(dt);
     at::RecordFunctionGuard quiet(false);  // the emulation's own ops are not the model's
     c10::impl::ExcludeDispatchKeyGuard no_autocast(at::autocast::get_autocast_dispatch_key_from_device_type(dt));
     if (t_counts) {
@@ -317,17 +318,31 @@ at::Tensor fp8_conv(const at::Tensor& x, const at::Tensor& w, const std::optiona
 
 constexpr char kConv1d[] = "aten::conv1d", kConv2d[] = "aten::conv2d", kConv3d[] = "aten::conv3d";
 
+/// Whether autocast casts aten::convolution on devices of type `dt` (CUDA's lists name it, the
+/// CPU's do not: there a decomposed program's convolutions run in their own dtype in every pass).
+bool autocast_casts_convolution(at::DeviceType dt) {
+    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
+    return op.hasKernelForDispatchKey(at::autocast::get_autocast_dispatch_key_from_device_type(dt));
+}
+
 /// aten::convolution, the convolution of a decomposed program (run_decompositions(), core ATen),
-/// as fp8_conv takes conv1d/2d/3d; a transposed one runs as autocast runs it.
+/// as fp8_conv takes conv1d/2d/3d, its result in the dtype the program's own convolution gives
+/// (autocast's, or where autocast leaves it alone the input's: an unquantized convolution after it,
+/// a transposed one or one of the BF16 list, then takes operands of one dtype); a transposed one
+/// runs as autocast runs it.
 at::Tensor fp8_convolution(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
                            c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
                            bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups) {
     c10::impl::ExcludeDispatchKeyGuard no_fp8(kFp8Key);
     if (transposed || !takes_conv("aten::convolution", x, w))
         return at::convolution_symint(x, w, bias, stride, padding, dilation, transposed, output_padding, groups);
-    return quantized_conv("aten::convolution", x, w, bias, [&](const at::Tensor& xq, const at::Tensor& wq) {
-        return at::convolution_symint(xq, wq, std::nullopt, stride, padding, dilation, false, output_padding, groups);
-    });
+    return quantized_conv(
+        "aten::convolution", x, w, bias,
+        [&](const at::Tensor& xq, const at::Tensor& wq) {
+            return at::convolution_symint(xq, wq, std::nullopt, stride, padding, dilation, false, output_padding,
+                                          groups);
+        },
+        !autocast_casts_convolution(x.device().type()));
 }
 
 /// fp8_conv of at::convNd_symint with padding of type `Padding` (its two overloads).
@@ -461,15 +476,6 @@ void ensure_registered() {
 
 }  // namespace
 
-std::string delayed_scaling_note(const DelayedOptions& d) {
-    return "fp8-delayed: batches run in probe order, one batch a step of Transformer Engine's DelayedScaling "
-           "(amax history " +
-           std::to_string(d.amax_history) + ", margin " + std::to_string(d.margin) +
-           ", amax_compute_algo max): each GEMM operand is cast with the scale the "
-           "amaxes of the batches before it give; the first batch has an empty history and runs with scale 1 "
-           "(the recipe's initial scale), so its values above 448 saturate";
-}
-
 Fp8WhatIfGuard::Fp8WhatIfGuard(std::vector<Fp8Operand>* sink, MxScaling mx_scaling) : on_(sink != nullptr) {
     if (!on_) return;
     prev_mx_scaling_ = t_mx_scaling;
@@ -488,15 +494,6 @@ Fp8WhatIfGuard::~Fp8WhatIfGuard() {
     t_what_if = prev_what_if_;
     t_mx_scaling = prev_mx_scaling_;
     restore_fp8_key(prev_, prev_excluded_);
-}
-
-void merge_operand(std::vector<Fp8Operand>& into, Fp8Operand o) {
-    for (auto& x : into)
-        if (x.module == o.module && x.op == o.op && x.operand == o.operand && x.stats.scheme == o.stats.scheme) {
-            x.stats.merge(o.stats);
-            return;
-        }
-    into.push_back(std::move(o));
 }
 
 QuantSpec recipe_spec(Precision p) {

@@ -413,4 +413,22 @@ at::Tensor training_product(const std::string& slot, const at::Tensor& a, const 
     return (self->to(at::kFloat) * beta + prod * alpha).to(out_dtype);
 }
 
+std::string delayed_scaling_note(const DelayedOptions& d) {
+    return "fp8-delayed: batches run in probe order, one batch a step of Transformer Engine's DelayedScaling "
+           "(amax history " +
+           std::to_string(d.amax_history) + ", margin " + std::to_string(d.margin) +
+           ", amax_compute_algo max): each GEMM operand is cast with the scale the "
+           "amaxes of the batches before it give; the first batch has an empty history and runs with scale 1 "
+           "(the recipe's initial scale), so its values above 448 saturate";
+}
+
+void merge_operand(std::vector<Fp8Operand>& into, Fp8Operand o) {
+    for (auto& x : into)
+        if (x.module == o.module && x.op == o.op && x.operand == o.operand && x.stats.scheme == o.stats.scheme) {
+            x.stats.merge(o.stats);
+            return;
+        }
+    into.push_back(std::move(o));
+}
+
 }  // namespace ampscope::detail
