@@ -70,6 +70,15 @@ def small_mlp(k, hidden, out):
     return SmallMlp()
 
 
+def file_order_batches(x, y, steps, batch):
+    """The batches `train` forms over `steps` steps: file order, restarting after a short last batch."""
+    cursor = 0
+    for _ in range(steps):
+        b, e = cursor, min(len(x), cursor + batch)
+        cursor = 0 if e >= len(x) else e
+        yield x[b:e], y[b:e]
+
+
 def ce_step(m, opt, x, y, amp=True, seed=None):
     """One optimizer step of cross-entropy: the forward under torch.autocast("cpu", torch.bfloat16)
     (amp) or in FP32, the backward outside it, no GradScaler; `seed`: torch.manual_seed before the

@@ -24,7 +24,7 @@ import warnings
 
 import torch
 
-from common import as_float, ce_step, run_cli
+from common import as_float, ce_step, file_order_batches, run_cli
 from test_fp8_delayed_train import E4M3, E5M2, DelayedLinear, TeDelayed
 from test_mxfp8_train import hardware_output, to_mxfp8_training
 
@@ -245,11 +245,7 @@ class Fp8AllGemmsTrain(unittest.TestCase):
         cls.tmp.cleanup()
 
     def batches(self):
-        cursor = 0
-        for _ in range(STEPS):
-            b, e = cursor, min(len(self.x), cursor + BATCH)
-            cursor = 0 if e >= len(self.x) else e
-            yield self.x[b:e], self.y[b:e]
+        return file_order_batches(self.x, self.y, STEPS, BATCH)
 
     def oracle_losses(self, recipe):
         te = TeDelayed(1024, 0) if recipe == "fp8-delayed" else None

@@ -22,7 +22,7 @@ import warnings
 
 import torch
 
-from common import as_float, ce_step, run_cli, small_mlp
+from common import as_float, ce_step, file_order_batches, run_cli, small_mlp
 
 warnings.filterwarnings("ignore")
 import torchao.prototype.mx_formats.mx_tensor as mx_tensor  # noqa: E402
@@ -93,11 +93,7 @@ class MxTrainCase(unittest.TestCase):
         cls.tmp.cleanup()
 
     def batches(self):
-        cursor = 0
-        for _ in range(STEPS):
-            b, e = cursor, min(len(self.x), cursor + BATCH)
-            cursor = 0 if e >= len(self.x) else e
-            yield self.x[b:e], self.y[b:e]
+        return file_order_batches(self.x, self.y, STEPS, BATCH)
 
     def python_losses(self, convert=True, patched=True, amp=True, mode=ScaleCalculationMode.RCEIL):
         m = copy.deepcopy(self.model)
