@@ -152,6 +152,7 @@ const std::map<std::string, std::string>& flag_of_field() {
                                                              {"keep_bf16", "--keep-bf16"},
                                                              {"fp8_what_if", "--fp8-what-if"},
                                                              {"fp8_all_gemms", "--fp8-all-gemms"},
+                                                             {"rowwise_gw_hp", "--rowwise-gw-hp"},
                                                              {"fp8_real_gemm", "--fp8-real-gemm"},
                                                              {"fp8_amax_history", "--fp8-amax-history"},
                                                              {"fp8_margin", "--fp8-margin"},

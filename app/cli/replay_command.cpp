@@ -84,6 +84,9 @@ void add_replay_options(CLI::App* sub, ReplayOptions& o) {
     sub->add_flag("--fp8-all-gemms", s.fp8_all_gemms,
                   "FP8 recipes: the model's own matrix products (Conv1D's addmm, torch.matmul, bmm) in FP8 too, "
                   "forward and backward, and in fp8 its convolutions");
+    sub->add_flag("--rowwise-gw-hp", s.rowwise_gw_hp,
+                  "fp8-rowwise: the job trained with torchao's recipe rowwise_with_gw_hp (the weight gradient in "
+                  "high precision)");
     sub->add_option("--init-scale", o.init_scale, "remedy: start GradScaler at this scale instead of the checkpoint's")
         ->check(checks::Number(0, INFINITY, true));
     sub->add_option("--growth-interval", o.growth_interval, "remedy: GradScaler growth_interval")
@@ -121,6 +124,7 @@ void print_replay(std::ostream& out, const ReplayResult& r) {
         << to_string(r.spec.precision) << (r.scaler_enabled ? " with GradScaler" : " without GradScaler");
     if (r.spec.clip_grad_norm > 0) out << ", clipping the gradient norm at " << r.spec.clip_grad_norm;
     if (r.spec.precision == Precision::Mxfp8) out << " (" << to_string(r.spec.mx_scaling) << " block scales)";
+    if (r.spec.rowwise_gw_hp) out << " (rowwise_with_gw_hp)";
     if (r.spec.fp8_all_gemms) out << ", every matrix product in FP8";
     if (!r.spec.keep_bf16.empty()) {
         out << ", kept in BF16 out of " << to_string(r.spec.precision) << ":";

@@ -87,6 +87,8 @@ namespace {
 void print_train_fp8(std::ostream& os, const TrainResult& r) {
     if (r.spec.precision == Precision::Mxfp8 && r.spec.autocast)
         os << "  mxfp8: " << to_string(r.spec.mx_scaling) << " block scales\n";
+    if (r.spec.rowwise_gw_hp && r.spec.autocast)
+        os << "  fp8-rowwise: torchao's rowwise_with_gw_hp (the weight gradient's GEMM in high precision)\n";
     if (r.spec.fp8_all_gemms)
         os << "  FP8 GEMMs: every matrix product (linear layers, the model's own products"
            << (r.spec.precision == Precision::Fp8 || r.spec.precision == Precision::Fp8Delayed ? " and convolutions"

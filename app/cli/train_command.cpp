@@ -115,6 +115,9 @@ void add_train_options(CLI::App* train, TrainOptions& o) {
     train->add_flag("--fp8-all-gemms", ts.fp8_all_gemms,
                     "fp8, fp8-rowwise, mxfp8, fp8-delayed: quantize the model's own matrix products (Conv1D's addmm, "
                     "torch.matmul, bmm) too, forward and backward, and in fp8 / fp8-delayed its convolutions");
+    train->add_flag("--rowwise-gw-hp", ts.rowwise_gw_hp,
+                    "fp8-rowwise as torchao's recipe rowwise_with_gw_hp: the weight gradient's GEMM in high "
+                    "precision, grad_input with a tensorwise weight");
     train->add_option("--seed", ts.seed, "seed for weights, data and per-step RNG")
         ->default_val(0)
         ->check(checks::Seed());

@@ -97,6 +97,7 @@ std::string train_to_json(const TrainResult& r, int indent) {
     if (!r.spec.keep_bf16.empty()) j["keep_bf16"] = r.spec.keep_bf16;  // an FP8 recipe's modules left out of it
     if (r.spec.precision == Precision::Mxfp8) j["mx_scaling"] = to_string(r.spec.mx_scaling);  // block scales
     if (r.spec.fp8_all_gemms) j["fp8_all_gemms"] = true;  // the model's own products quantized too (absent: linears)
+    if (r.spec.rowwise_gw_hp) j["rowwise_gw_hp"] = true;  // torchao's rowwise_with_gw_hp
     if (r.spec.precision == Precision::Fp8Delayed) {      // Transformer Engine's amax_history_len and margin
         j["fp8_delayed"] = {{"amax_history", r.spec.fp8_amax_history}, {"margin", r.spec.fp8_margin}};
         if (r.spec.fp8_weight_cache) j["fp8_delayed"]["weight_cache"] = true;  // is_first_microbatch's caching

@@ -147,6 +147,7 @@ void to_json(ordered_json& j, const TrainSpec& s) {
     if (!s.keep_bf16.empty()) j["keep_bf16"] = s.keep_bf16;  // FP8 recipes: modules kept out of FP8
     if (s.precision == Precision::Mxfp8) j["mx_scaling"] = to_string(s.mx_scaling);
     if (s.fp8_all_gemms) j["fp8_all_gemms"] = true;  // the model's own products quantized too (absent: linears)
+    if (s.rowwise_gw_hp) j["rowwise_gw_hp"] = true;  // torchao's rowwise_with_gw_hp (absent: rowwise)
 }
 
 void from_json(const json& j, TrainSpec& s) {
@@ -187,6 +188,10 @@ void from_json(const json& j, TrainSpec& s) {
     if (const auto a = j.find("fp8_all_gemms"); a != j.end()) {
         if (!a->is_boolean()) throw InputError("", "spec.fp8_all_gemms", "'" + a->dump() + "'; expected true or false");
         s.fp8_all_gemms = a->get<bool>();
+    }
+    if (const auto a = j.find("rowwise_gw_hp"); a != j.end()) {
+        if (!a->is_boolean()) throw InputError("", "spec.rowwise_gw_hp", "'" + a->dump() + "'; expected true or false");
+        s.rowwise_gw_hp = a->get<bool>();
     }
 }
 

@@ -235,6 +235,7 @@ void spec_of(const Reader& rd, const nlohmann::json& j, ReplayResult& r) {
     r.spec.no_scaler = rd.flag(in, "inputs.", "no_scaler", false);
     r.spec.clip_given = rd.flag(in, "inputs.", "clip_given", false);
     r.spec.fp8_all_gemms = rd.flag(in, "inputs.", "fp8_all_gemms", false);  // absent: replays recorded before it
+    r.spec.rowwise_gw_hp = rd.flag(in, "inputs.", "rowwise_gw_hp", false);
     if (!rd.str(in, "inputs.", "mx_scaling").empty())  // absent: replays recorded before it, FLOOR scales
         r.spec.mx_scaling = rd.name(in, "inputs.", "mx_scaling", parse_mx_scaling);
     else
@@ -276,6 +277,7 @@ nlohmann::json inputs_json(const ReplaySpec& s) {
             {"clip_given", s.clip_given},
             {"mx_scaling", to_string(s.mx_scaling)},
             {"fp8_all_gemms", s.fp8_all_gemms},
+            {"rowwise_gw_hp", s.rowwise_gw_hp},
             {"incident", s.incident ? nlohmann::json{{"bundle", s.incident->bundle},
                                                      {"what", s.incident->what},
                                                      {"detail", s.incident->detail},

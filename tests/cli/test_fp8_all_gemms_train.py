@@ -444,5 +444,104 @@ class Fp8AllGemmsReplay(unittest.TestCase):
         self.assertIn("--fp8-all-gemms", err)
 
 
+class GwHpNet(torch.nn.Module):
+    """x [B, 32] -> Conv1d(1, 1, 1) (BF16 under autocast: torchao's high-precision weight-gradient GEMM
+    multiplies grad_output by the layer's input, BF16 as on CUDA, where autocast gives Float8Linear a
+    BF16 input) -> Linear(32, 64) -> GELU -> Linear(64, 32)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(13)
+        self.scale = torch.nn.Conv1d(1, 1, 1)
+        self.fc1 = torch.nn.Linear(32, 64)
+        self.fc2 = torch.nn.Linear(64, 32)
+
+    def forward(self, x):
+        h = self.scale(x.unsqueeze(1)).squeeze(1)
+        return self.fc2(torch.nn.functional.gelu(self.fc1(h)))
+
+
+def gw_hp_training(model):
+    import dataclasses
+    cfg = dataclasses.replace(Float8LinearConfig.from_recipe_name("rowwise_with_gw_hp"), emulate=True)
+    return convert_to_float8_training(model, config=cfg)
+
+
+class RowwiseGwHp(unittest.TestCase):
+    """train / replay --precision fp8-rowwise --rowwise-gw-hp against torchao 0.18's recipe
+    rowwise_with_gw_hp itself (Float8LinearConfig.from_recipe_name, emulate=True): rowwise E4M3
+    forward; grad_input from rowwise E4M3 grad_output and the weight with one power-of-two scale;
+    grad_weight from grad_output and the input unquantized. Every step's loss, and a replayed step's
+    parameters (sha256), bitwise; the plain rowwise recipe trains differently."""
+
+    STEPS = 5
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.model = GwHpNet().train()
+        cls.path = os.path.join(cls.tmp.name, "gwhp.pt")
+        torch.jit.script(cls.model).save(cls.path)
+        g = torch.Generator().manual_seed(21)
+        cls.x = torch.randn(40, 32, generator=g) * 3  # batches of 16: the last one is 8
+        cls.x[3, 5] = 200.0
+        cls.y = torch.randint(0, 32, (40,), generator=g)
+        cls.data = os.path.join(cls.tmp.name, "data.pt")
+        torch.save({"inputs": cls.x, "labels": cls.y}, cls.data)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def train(self, *extra):
+        out = os.path.join(self.tmp.name, "gwhp.json")
+        rc, _, err = run_cli("train", "--model", self.path, "--data", self.data, "--steps", self.STEPS, "--batch-size",
+                             16, "--lr", 0.5, "--precision", "fp8-rowwise", "--no-scaler", "--loss", "ce", "--device",
+                             "cpu", "--no-db", "--json", out, "--force", "-q", *extra)
+        self.assertIn(rc, (0, 1), err)
+        with open(out) as f:
+            return json.load(f)
+
+    def test_every_step_bitwise_as_torchao(self):
+        m = gw_hp_training(copy.deepcopy(self.model))
+        opt = torch.optim.SGD(m.parameters(), lr=0.5)
+        want = [ce_step(m, opt, x, y) for x, y in file_order_batches(self.x, self.y, self.STEPS, 16)]
+        got = self.train("--rowwise-gw-hp")
+        self.assertTrue(got["rowwise_gw_hp"])
+        self.assertEqual([as_float(s["loss_amp"]) for s in got["steps"]], want)
+        self.assertNotEqual([as_float(s["loss_amp"]) for s in self.train()["steps"]], want, "plain rowwise differs")
+
+    def test_replayed_step_bitwise_as_torchao(self):
+        m = gw_hp_training(copy.deepcopy(self.model))
+        opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+        batches = list(file_order_batches(self.x, self.y, 3, 16))
+        for x, y in batches[:2]:
+            ce_step(m, opt, x, y)
+        ckpt = os.path.join(self.tmp.name, "gwhp-ckpt.pt")
+        torch.save({"model": m.state_dict(), "optimizer": opt.state_dict()}, ckpt)
+        batch = os.path.join(self.tmp.name, "gwhp-batch.pt")
+        torch.save({"inputs": batches[2][0], "labels": batches[2][1]}, batch)
+        loss = ce_step(m, opt, *batches[2])
+        out = os.path.join(self.tmp.name, "gwhp-replay.json")
+        rc, so, se = run_cli("replay", "--model", self.path, "--checkpoint", ckpt, "--batch", batch, "--precision",
+                             "fp8-rowwise", "--rowwise-gw-hp", "--optimizer", "sgd", "--json", out, "--no-db", "--force")
+        self.assertIn(rc, (0, 1), se)
+        self.assertIn("rowwise_with_gw_hp", so)
+        with open(out) as f:
+            step = json.load(f)["steps"][-1]
+        self.assertEqual(as_float(step["loss_amp"]), loss)
+        for p in step["params"]:
+            want = hashlib.sha256(dict(m.named_parameters())[p["name"]].detach().contiguous().numpy().tobytes())
+            self.assertEqual(p["sha256_amp"], want.hexdigest(), p["name"])
+
+    def test_refused_without_fp8_rowwise(self):
+        for cmd in (("train", "--data", self.data, "--steps", 1, "--loss", "ce"),
+                    ("replay", "--checkpoint", self.path, "--batch", self.data)):
+            rc, _, err = run_cli(cmd[0], "--model", self.path, *cmd[1:], "--precision", "fp8", "--rowwise-gw-hp",
+                                 "--no-db")
+            self.assertEqual(rc, 2, err)
+            self.assertIn("--rowwise-gw-hp", err)
+
+
 if __name__ == "__main__":
     unittest.main()

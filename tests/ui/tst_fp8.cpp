@@ -341,6 +341,13 @@ private Q_SLOTS:
             ts.fp8_all_gemms = false;
             t.setSpec(ts);
             QVERIFY(!t.spec().fp8_all_gemms);
+            ts.rowwise_gw_hp = true;  // torchao's rowwise_with_gw_hp: fp8-rowwise's only
+            t.setSpec(ts);
+            auto* gwHp = t.findChild<QCheckBox*>(QStringLiteral("trainingRowwiseGwHp"));
+            QVERIFY(gwHp);
+            QCOMPARE(gwHp->isEnabled(), p == Precision::Fp8Rowwise);
+            QCOMPARE(t.spec().rowwise_gw_hp, p == Precision::Fp8Rowwise);
+            ts.rowwise_gw_hp = false;
         }
         // the replay dialog: a job trained with a float8 recipe is replayed in it
         ReplayDialog r;
@@ -370,6 +377,12 @@ private Q_SLOTS:
             QVERIFY(replayAll);
             QCOMPARE(replayAll->isEnabled(), is_fp8(p));
             QCOMPARE(r.spec().fp8_all_gemms, is_fp8(p));
+            rs.rowwise_gw_hp = true;
+            r.setSpec(rs);
+            auto* replayGwHp = r.findChild<QCheckBox*>(QStringLiteral("replayRowwiseGwHp"));
+            QVERIFY(replayGwHp);
+            QCOMPARE(r.spec().rowwise_gw_hp, p == Precision::Fp8Rowwise);
+            rs.rowwise_gw_hp = false;
         }
     }
 

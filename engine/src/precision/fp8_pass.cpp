@@ -34,6 +34,7 @@ thread_local Fp8GemmCounts* t_counts = nullptr;  ///< Fp8GemmCounter's
 thread_local bool t_training = false;            ///< an Fp8PassGuard of a training step (Fp8PassGuard::Training)
 thread_local MxScaling t_mx_scaling = MxScaling::Floor;  ///< the guard's mxfp8 block scales (recipe_spec)
 thread_local bool t_all_gemms = false;  ///< Fp8AllGemmsScope: the model's own matrix products quantized too
+thread_local bool t_gw_hp = false;      ///< a training guard's Training::rowwise_gw_hp
 /// The model's own products run in this batch, by "module/op": fp8-delayed keys each by its index there.
 thread_local std::map<std::string, int> t_products;
 
@@ -526,6 +527,10 @@ Fp8AllGemmsScope::~Fp8AllGemmsScope() {
     t_all_gemms = prev_;
 }
 
+bool rowwise_gw_hp() {
+    return t_gw_hp;
+}
+
 bool fp8_pass_active() {
     return !t_what_if && c10::impl::tls_is_dispatch_key_included(kFp8Key) &&
            !c10::impl::tls_is_dispatch_key_excluded(kFp8Key);
@@ -568,12 +573,17 @@ Fp8PassGuard::Fp8PassGuard(Precision p, Training t) : Fp8PassGuard(p, nullptr, {
     t_training = true;  // the state before is kept by the constructor above
     prev_all_gemms_ = t_all_gemms;
     t_all_gemms = t.all_gemms;
+    prev_gw_hp_ = t_gw_hp;
+    t_gw_hp = t.rowwise_gw_hp;
     if (auto* d = delayed_training()) d->calls = 0;  // a forward: GEMMs without a module counted from 0
 }
 
 Fp8PassGuard::~Fp8PassGuard() {
     if (!on_) return;
-    if (t_training) t_all_gemms = prev_all_gemms_;  // a training guard's (set by its constructor)
+    if (t_training) {  // a training guard's (set by its constructor)
+        t_all_gemms = prev_all_gemms_;
+        t_gw_hp = prev_gw_hp_;
+    }
     t_training = prev_training_;
     t_real = prev_real_;
     t_mx_scaling = prev_mx_scaling_;

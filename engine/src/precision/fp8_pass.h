@@ -231,6 +231,9 @@ at::Tensor training_product(const std::string& slot, const at::Tensor& a, const 
                             const at::Scalar& beta, const at::Scalar& alpha, const std::optional<at::Tensor>& bias,
                             at::ScalarType out_dtype, Precision p, MxScaling mx);
 
+/// Whether this thread's training guard runs fp8-rowwise as torchao's rowwise_with_gw_hp.
+bool rowwise_gw_hp();
+
 /// Whether an Fp8PassGuard of an FP8 pass is on in this thread (not a what-if).
 bool fp8_pass_active();
 
@@ -258,6 +261,9 @@ public:
         /// fp8, fp8-rowwise, mxfp8 and fp8-delayed (convolutions in fp8 and fp8-delayed), forward
         /// and backward.
         bool all_gemms = false;
+        /// fp8-rowwise: torchao's recipe "rowwise_with_gw_hp" (TrainSpec::rowwise_gw_hp): grad_input
+        /// with a power-of-two tensorwise weight, the weight gradient's GEMM in high precision.
+        bool rowwise_gw_hp = false;
     };
     Fp8PassGuard(Precision p, Training t);
     ~Fp8PassGuard();
@@ -274,6 +280,7 @@ private:
     bool prev_real_ = false;
     MxScaling prev_mx_scaling_ = MxScaling::Floor;
     bool prev_all_gemms_ = false;
+    bool prev_gw_hp_ = false;
 };
 
 /// While alive on this thread with `on` (RunSpec::fp8_all_gemms), an FP8 pass also quantizes the

@@ -7,6 +7,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <utility>
 
@@ -51,6 +53,19 @@ at::Tensor rows_of(const at::Tensor& t) {
     return t.dim() == 1 ? t.unsqueeze(0) : t.flatten(0, -2);
 }
 
+/// `t` cast to E4M3 with one scale, torchao's tensorwise scale rounded down to a power of two
+/// (round_scales_to_power_of_2, as its rowwise recipes round every scale; ATen's log2 and exp2, as
+/// torchao's), dequantized in t's own layout.
+at::Tensor pow2_tensorwise(const at::Tensor& t) {
+    const double amax = operand_amax(t);
+    const float scale = float((1.0 / (std::isnan(amax) ? amax : std::max(amax, 1e-12))) * 448.0);
+    QuantSpec s;  // tensorwise E4M3
+    s.given_scale = at::exp2(at::floor(at::log2(at::scalar_tensor(scale, at::kFloat)))).item<float>();
+    if (t.dim() >= 2 && !t.is_contiguous() && t.transpose(-1, -2).is_contiguous())
+        return quantize_dequantize(t.transpose(-1, -2), s).transpose(-1, -2);
+    return quantize_dequantize(t, s);
+}
+
 /// `t` quantize-dequantized by `s` in t's own layout, as torchao's casts (elementwise) keep it: a
 /// transposed operand (the weight_hp_t = W^T of a linear, attention's K^T) gives a transposed
 /// result, so the GEMMs after it take the operands torchao's emulation takes.
@@ -78,10 +93,11 @@ at::Tensor quantized_as_laid(const at::Tensor& t, QuantSpec s) {
 /// (tests/cli/test_mxfp8_train.py).
 struct Fp8ProductFn : public torch::autograd::Function<Fp8ProductFn> {
     static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b,
-                              int64_t precision, int64_t out_dtype, int64_t mx_scaling) {
+                              int64_t precision, int64_t out_dtype, int64_t mx_scaling, bool gw_hp) {
         ctx->save_for_backward({a, b});
         ctx->saved_data["precision"] = precision;
         ctx->saved_data["mx_scaling"] = mx_scaling;
+        ctx->saved_data["gw_hp"] = gw_hp;
         const auto p = Precision(precision);
         const auto mx = MxScaling(mx_scaling);
         const auto aq = quantized_as_laid(a, role_spec(p, Fp8Element::E4M3, -1, mx));
@@ -103,13 +119,23 @@ struct Fp8ProductFn : public torch::autograd::Function<Fp8ProductFn> {
         const bool batched = b.dim() == 3;
         const auto go2 = batched ? go : rows_of(go);
         const auto go_rows = quantized_as_laid(go2, role_spec(p, go_element, -1, mx));  // along N
+        const auto a2 = batched ? a : rows_of(a);
+        if (ctx->saved_data["gw_hp"].toBool()) {  // torchao's rowwise_with_gw_hp
+            const auto grad_a = at::matmul(go_rows, pow2_tensorwise(b).transpose(-1, -2));
+            const auto grad_b = at::matmul(go2.transpose(-1, -2), a2.to(go.scalar_type()));  // high precision
+            return {grad_a.to(go.scalar_type()).reshape(a.sizes()),
+                    grad_b.to(go.scalar_type()).transpose(-1, -2),
+                    at::Tensor(),
+                    at::Tensor(),
+                    at::Tensor(),
+                    at::Tensor()};
+        }
         const auto b_for_a = quantized_as_laid(b, role_spec(p, Fp8Element::E4M3, per_slice ? -1 : -2, mx));
         const auto grad_a = at::matmul(go_rows, b_for_a.transpose(-1, -2)).to(go.scalar_type()).reshape(a.sizes());
         const auto go_cols = per_slice ? quantized_as_laid(go2, role_spec(p, go_element, -2, mx)) : go_rows;  // along M
-        const auto a_cols =
-            quantized_as_laid(batched ? a : rows_of(a), role_spec(p, Fp8Element::E4M3, per_slice ? -2 : -1, mx));
+        const auto a_cols = quantized_as_laid(a2, role_spec(p, Fp8Element::E4M3, per_slice ? -2 : -1, mx));
         const auto grad_b = at::matmul(go_cols.transpose(-1, -2), a_cols).to(go.scalar_type()).transpose(-1, -2);
-        return {grad_a, grad_b, at::Tensor(), at::Tensor(), at::Tensor()};
+        return {grad_a, grad_b, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
     }
 };
 
@@ -347,7 +373,8 @@ DelayedTraining* delayed_training() {
 
 at::Tensor fp8_training_linear(const at::Tensor& x, const at::Tensor& w, Precision p, at::ScalarType out_dtype,
                                MxScaling mx_scaling) {
-    return Fp8ProductFn::apply(x, w.t(), int64_t(p), int64_t(out_dtype), int64_t(mx_scaling));  // weight_hp_t
+    return Fp8ProductFn::apply(x, w.t(), int64_t(p), int64_t(out_dtype), int64_t(mx_scaling),
+                               p == Precision::Fp8Rowwise && rowwise_gw_hp());  // weight_hp_t
 }
 
 at::Tensor nvfp4_training_linear(const at::Tensor& x, const at::Tensor& w, at::ScalarType out_dtype) {
@@ -372,7 +399,8 @@ at::Tensor delayed_training_linear(const at::Tensor& x, const at::Tensor& w, at:
 
 at::Tensor fp8_training_product(const at::Tensor& a, const at::Tensor& b, Precision p, at::ScalarType out_dtype,
                                 MxScaling mx_scaling) {
-    return Fp8ProductFn::apply(a, b, int64_t(p), int64_t(out_dtype), int64_t(mx_scaling));
+    return Fp8ProductFn::apply(a, b, int64_t(p), int64_t(out_dtype), int64_t(mx_scaling),
+                               p == Precision::Fp8Rowwise && rowwise_gw_hp());
 }
 
 at::Tensor training_cast(const at::Tensor& t, DelayedTraining* d, const std::string& slot, bool weight,

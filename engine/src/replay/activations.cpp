@@ -58,7 +58,7 @@ std::vector<ReplayLayer> activation_departures(Model& ref, Model& amp, const std
                                                const at::Device& device, const ReplaySpec& s, uint64_t seed) {
     const auto r = last_per_module(ref, inputs, device, Precision::Fp32, {}, {}, {}, seed);
     const auto a = last_per_module(amp, inputs, device, s.precision, s.keep_fp32, s.keep_bf16,
-                                   {s.mx_scaling, s.fp8_all_gemms}, seed);
+                                   {s.mx_scaling, s.fp8_all_gemms, s.rowwise_gw_hp}, seed);
     std::map<std::string, const LayerStat*> by_module;
     for (const auto& l : r) by_module[l.module] = &l;
     std::vector<ReplayLayer> out;

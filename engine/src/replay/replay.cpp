@@ -338,7 +338,7 @@ struct Replay {
             detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/false, s.keep_bf16);
             detail::AutocastGuard guard(device.type(), detail::autocast_precision(s.precision));
             detail::Fp8PassGuard fp8(s.precision,
-                                     detail::Fp8PassGuard::Training{s.mx_scaling, s.fp8_all_gemms});  // GEMMs in FP8
+                                     detail::Fp8PassGuard::Training{s.mx_scaling, s.fp8_all_gemms, s.rowwise_gw_hp});
             out = amp.model->forward(inputs);
             loss = loss_of(out);
         }
@@ -464,6 +464,8 @@ void validate(const ReplaySpec& s) {
         throw InputError("", "precision",
                          "'" + to_string(s.precision) + "'; expected " + precisions_listed(kReplayPrecisions) +
                              " (what a job trains in)");
+    if (s.rowwise_gw_hp && s.precision != Precision::Fp8Rowwise)
+        throw InputError("", "rowwise_gw_hp", "given with " + to_string(s.precision) + "; expected fp8-rowwise");
     if (s.fp8_all_gemms && !is_fp8(s.precision))
         throw InputError("", "fp8_all_gemms",
                          "given with " + to_string(s.precision) + "; expected an FP8 recipe (fp8, fp8-rowwise, mxfp8)");
@@ -515,6 +517,7 @@ TrainSpec training_spec_of(const ReplaySpec& spec) {
     ts.keep_bf16 = spec.keep_bf16;
     ts.mx_scaling = spec.mx_scaling;
     ts.fp8_all_gemms = spec.fp8_all_gemms;
+    ts.rowwise_gw_hp = spec.rowwise_gw_hp;
     ts.seed = spec.seed;
     return ts;
 }

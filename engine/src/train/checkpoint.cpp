@@ -42,7 +42,8 @@ std::string policy_string(const TrainSpec& s) {
                                     : "";
     const std::string mx = s.precision == Precision::Mxfp8 ? "(" + to_string(s.mx_scaling) + " scales)" : "";
     return to_string(s.precision) + delayed + mx + (s.fp8_all_gemms ? "(all GEMMs)" : "") +
-           (s.autocast ? "+autocast" : "") + (s.scaler.enabled ? "+scaler" : "") + "|" + k;
+           (s.rowwise_gw_hp ? "(weight gradient in high precision)" : "") + (s.autocast ? "+autocast" : "") +
+           (s.scaler.enabled ? "+scaler" : "") + "|" + k;
 }
 
 namespace {

@@ -130,7 +130,7 @@ std::pair<at::Tensor, at::Tensor> amp_forward_loss(Side& amp, const std::vector<
     detail::Fp8GemmCounter counter(counts);
     detail::AutocastGuard guard(device.type(), s.autocast ? detail::autocast_precision(s.precision) : Precision::Fp32);
     detail::Fp8PassGuard fp8(s.autocast ? s.precision : Precision::Fp32,
-                             detail::Fp8PassGuard::Training{s.mx_scaling, s.fp8_all_gemms});  // GEMMs in FP8
+                             detail::Fp8PassGuard::Training{s.mx_scaling, s.fp8_all_gemms, s.rowwise_gw_hp});
     auto out = amp.model->forward(in);
     auto loss = train_parts::training_loss(s, out, data, b, e, device) / double(s.accumulate);
     return {out, loss};
@@ -160,7 +160,7 @@ std::optional<Origin> forward_origin(Side& amp, const std::vector<MicroBatch>& m
             detail::AutocastGuard guard(device.type(),
                                         s.autocast ? detail::autocast_precision(s.precision) : Precision::Fp32);
             detail::Fp8PassGuard fp8(s.autocast ? s.precision : Precision::Fp32,
-                                     detail::Fp8PassGuard::Training{s.mx_scaling, s.fp8_all_gemms});
+                                     detail::Fp8PassGuard::Training{s.mx_scaling, s.fp8_all_gemms, s.rowwise_gw_hp});
             amp.model->forward(mb.inputs);
         }
         obs.end_batch();

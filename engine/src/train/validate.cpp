@@ -43,7 +43,7 @@ void validate_spec(const TrainSpec& s) {
     if (!s.autocast && is_fp8(s.precision))  // the isolation mode "loss scaling only": FP32 compute
         for (const auto& [given, field] :
              {std::pair{!s.keep_bf16.empty(), "keep_bf16"}, std::pair{s.fp8_weight_cache, "fp8_weight_cache"},
-              std::pair{s.fp8_all_gemms, "fp8_all_gemms"}})
+              std::pair{s.fp8_all_gemms, "fp8_all_gemms"}, std::pair{s.rowwise_gw_hp, "rowwise_gw_hp"}})
             if (given)
                 throw InputError("", field,
                                  "given without autocast; expected autocast (without it the AMP side computes in "
@@ -60,6 +60,10 @@ void validate_spec(const TrainSpec& s) {
                              "; expected precision fp8, fp8-rowwise, mxfp8 or fp8-delayed (the recipes whose "
                              "training GEMMs a matrix product can follow; NVIDIA's NVFP4 recipe defines its linear "
                              "layers' GEMMs only)");
+    if (s.rowwise_gw_hp && s.precision != Precision::Fp8Rowwise)
+        throw InputError("", "rowwise_gw_hp",
+                         "given with " + to_string(s.precision) +
+                             "; expected precision fp8-rowwise (torchao's recipe rowwise_with_gw_hp)");
     finite_at_least(s.lr, 0, true, "lr");
     finite_at_least(s.momentum, 0, false, "momentum");
     finite_at_least(s.weight_decay, 0, false, "weight_decay");

@@ -72,11 +72,15 @@ ReplayDialog::ReplayDialog(QWidget* parent) : SpecDialogFor(parent) {
         QStringLiteral("FP8 recipes: the model's own matrix products (Conv1D's addmm, torch.matmul, "
                        "bmm) in FP8 too, forward and backward, and in fp8 its convolutions"));
     form->addRow(QString(), all_gemms_);
+    gw_hp_ = new QCheckBox(QStringLiteral("The job's weight gradient in high precision (rowwise_with_gw_hp)"));
+    gw_hp_->setObjectName(QStringLiteral("replayRowwiseGwHp"));
+    form->addRow(QString(), gw_hp_);
     const auto enableBf16 = [this] {
         const Precision p = kReplayPrecisions[std::max(0, precision_->currentIndex())];
         keep_bf16_->setEnabled(is_fp8(p));
         mx_scaling_->setEnabled(p == Precision::Mxfp8);
         all_gemms_->setEnabled(is_fp8(p));
+        gw_hp_->setEnabled(p == Precision::Fp8Rowwise);
     };
     connect(precision_, &QComboBox::currentIndexChanged, this, enableBf16);
     enableBf16();
@@ -187,6 +191,7 @@ void ReplayDialog::setSpec(const ReplaySpec& s) {
     setRegions(keep_bf16_, s.keep_bf16);
     setChoice(mx_scaling_, to_string(s.mx_scaling));
     all_gemms_->setChecked(s.fp8_all_gemms);
+    gw_hp_->setChecked(s.rowwise_gw_hp);
     prefix_->setText(QString::fromStdString(s.strip_prefix));
     steps_->setValue(s.steps);
     non_strict_->setChecked(s.non_strict);
@@ -220,6 +225,7 @@ ReplaySpec ReplayDialog::spec() const {
     if (is_fp8(s.precision)) s.keep_bf16 = regions(keep_bf16_);
     if (s.precision == Precision::Mxfp8) s.mx_scaling = parse_mx_scaling(choice(mx_scaling_));
     s.fp8_all_gemms = is_fp8(s.precision) && all_gemms_->isChecked();
+    s.rowwise_gw_hp = s.precision == Precision::Fp8Rowwise && gw_hp_->isChecked();
     s.strip_prefix = prefix_->text().trimmed().toStdString();
     s.steps = steps_->value();
     s.non_strict = non_strict_->isChecked();

@@ -37,6 +37,7 @@ private:
     QSpinBox* steps_;
     QCheckBox *non_strict_, *noScaler_;
     QCheckBox* all_gemms_;                    ///< FP8 recipes: ReplaySpec::fp8_all_gemms
+    QCheckBox* gw_hp_;                        ///< fp8-rowwise: ReplaySpec::rowwise_gw_hp
     std::optional<ReplayIncident> incident_;  ///< an incident bundle's: kept with the spec
 };
 

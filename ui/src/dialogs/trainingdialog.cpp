@@ -129,6 +129,12 @@ void TrainingDialog::addPrecisionPolicy(QFormLayout* form) {
         "fp8, fp8-rowwise, mxfp8, fp8-delayed: the model's own matrix products (Conv1D's addmm, "
         "torch.matmul, bmm) in FP8 too, forward and backward, and in fp8 / fp8-delayed its convolutions"));
     form->addRow(QString(), all_gemms_);
+    gw_hp_ = new QCheckBox(QStringLiteral("Weight gradient in high precision (rowwise_with_gw_hp)"));
+    gw_hp_->setObjectName(QStringLiteral("trainingRowwiseGwHp"));
+    gw_hp_->setToolTip(
+        QStringLiteral("fp8-rowwise as torchao's recipe rowwise_with_gw_hp: grad_input with a "
+                       "tensorwise weight, the weight gradient's GEMM unquantized"));
+    form->addRow(QString(), gw_hp_);
     const auto enableDelayed = [this] {
         const Precision p = kTrainingPrecisions[std::max(0, precision_->currentIndex())];
         amax_history_->setEnabled(p == Precision::Fp8Delayed);
@@ -137,6 +143,7 @@ void TrainingDialog::addPrecisionPolicy(QFormLayout* form) {
         keep_bf16_->setEnabled(is_fp8(p));
         mx_scaling_->setEnabled(p == Precision::Mxfp8);
         all_gemms_->setEnabled(quantizesProducts(p));
+        gw_hp_->setEnabled(p == Precision::Fp8Rowwise);
     };
     connect(precision_, &QComboBox::currentIndexChanged, this, enableDelayed);
     enableDelayed();
@@ -184,6 +191,7 @@ void TrainingDialog::setSpec(const TrainSpec& s) {
     setRegions(keep_bf16_, s.keep_bf16);
     setChoice(mx_scaling_, to_string(s.mx_scaling));
     all_gemms_->setChecked(s.fp8_all_gemms);
+    gw_hp_->setChecked(s.rowwise_gw_hp);
     if (!s.device.empty()) device_->setCurrentText(QString::fromStdString(s.device));
     seed_->setValue(int(s.seed));
     checkpoint_every_->setValue(s.checkpoint_every);
@@ -223,6 +231,7 @@ TrainSpec TrainingDialog::spec() const {
     if (is_fp8(s.precision) && s.autocast) s.keep_bf16 = regions(keep_bf16_);  // no autocast: no recipe runs
     if (s.precision == Precision::Mxfp8) s.mx_scaling = parse_mx_scaling(choice(mx_scaling_));
     s.fp8_all_gemms = quantizesProducts(s.precision) && s.autocast && all_gemms_->isChecked();
+    s.rowwise_gw_hp = s.precision == Precision::Fp8Rowwise && s.autocast && gw_hp_->isChecked();
     s.device = device_->currentText().toStdString();
     s.seed = uint64_t(seed_->value());
     s.checkpoint_every = checkpoint_every_->value();

@@ -30,6 +30,7 @@ private:
     QCheckBox* guards_;
     QCheckBox* weight_cache_;  ///< fp8-delayed: TrainSpec::fp8_weight_cache
     QCheckBox* all_gemms_;     ///< fp8, fp8-rowwise, mxfp8, fp8-delayed: TrainSpec::fp8_all_gemms
+    QCheckBox* gw_hp_;         ///< fp8-rowwise: TrainSpec::rowwise_gw_hp
 };
 
 }  // namespace ampscope::ui

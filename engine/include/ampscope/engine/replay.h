@@ -45,6 +45,7 @@ struct ReplaySpec {
     std::vector<std::string> keep_bf16;
     MxScaling mx_scaling = MxScaling::Rceil;  ///< mxfp8: the job's block scales (TrainSpec::mx_scaling)
     bool fp8_all_gemms = false;  ///< FP8 recipes: the model's own products quantized too (TrainSpec::fp8_all_gemms)
+    bool rowwise_gw_hp = false;  ///< fp8-rowwise: the job's torchao recipe rowwise_with_gw_hp (TrainSpec's)
     std::optional<double> init_scale;    ///< remedy: another scale than the checkpoint's
     std::optional<int> growth_interval;  ///< remedy
     double clip_grad_norm = 0;  ///< the job's clipping norm, or a remedy: clip the unscaled gradients (0 = off)

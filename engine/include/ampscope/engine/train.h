@@ -137,6 +137,10 @@ struct TrainSpec {
     /// baddbmm, torch.matmul) quantized too, forward and backward, each as the recipe's linear of
     /// weight mat2^T; and its convolutions in fp8 and fp8-delayed (RunSpec::fp8_all_gemms).
     bool fp8_all_gemms = false;
+    /// fp8-rowwise as torchao's recipe "rowwise_with_gw_hp": grad_output rowwise E4M3 with the weight
+    /// tensorwise (a power-of-two scale) for grad_input, the weight gradient's GEMM in high precision
+    /// (BF16 operands, torchao's grad_output and input unquantized).
+    bool rowwise_gw_hp = false;
     uint64_t seed = 0;
     std::string device;
     bool guards = true;  ///< per-step finiteness checks and origins (intrusive: host syncs)
