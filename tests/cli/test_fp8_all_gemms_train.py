@@ -41,6 +41,14 @@ EMULATED = LinearMMConfig(*[ScaledMMConfig(True, False, False, False)] * 3)  # F
 STEPS, BATCH, LR = 4, 32, 0.1  # 96 samples: 3 batches, the fourth step wraps
 
 
+def scripted(cls, model, name):
+    """cls.tmp, cls.model (`model` in train mode) and cls.path (its TorchScript, `name` in cls.tmp)."""
+    cls.tmp = tempfile.TemporaryDirectory()
+    cls.model = model.train()
+    cls.path = os.path.join(cls.tmp.name, name)
+    torch.jit.script(cls.model).save(cls.path)
+
+
 def float8_config(recipe):
     if recipe == "fp8":
         return Float8LinearConfig(emulate=True)
@@ -224,10 +232,7 @@ class OracleNet(torch.nn.Module):
 class Fp8AllGemmsTrain(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.model = ProductNet().train()
-        cls.path = os.path.join(cls.tmp.name, "net.pt")
-        torch.jit.script(cls.model).save(cls.path)
+        scripted(cls, ProductNet(), "net.pt")
         g = torch.Generator().manual_seed(9)
         cls.x = torch.randn(96, 64, generator=g) * (1.0 + torch.arange(96.0).unsqueeze(1) / 20.0)
         # sample 4: an outlier 30000 times its other values in the first of its row's two MX blocks, with
@@ -387,10 +392,7 @@ class Fp8AllGemmsReplay(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.model = ParamProducts().train()
-        cls.path = os.path.join(cls.tmp.name, "products.pt")
-        torch.jit.script(cls.model).save(cls.path)
+        scripted(cls, ParamProducts(), "products.pt")
         g = torch.Generator().manual_seed(12)
         cls.batches = [(torch.randn(32, 64, generator=g), torch.randint(0, 32, (32,), generator=g))
                        for _ in range(cls.K + 1)]
@@ -478,10 +480,7 @@ class RowwiseGwHp(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.model = GwHpNet().train()
-        cls.path = os.path.join(cls.tmp.name, "gwhp.pt")
-        torch.jit.script(cls.model).save(cls.path)
+        scripted(cls, GwHpNet(), "gwhp.pt")
         g = torch.Generator().manual_seed(21)
         cls.x = torch.randn(40, 32, generator=g) * 3  # batches of 16: the last one is 8
         cls.x[3, 5] = 200.0
