@@ -211,10 +211,16 @@ fp8_train_cuda() {
         --device "$dev" --no-db --json "$json/train-$p-all-$dev.json" -q || [ $? -eq 1 ]
     done
   done
+  # train --rowwise-gw-hp (never run on a GPU): torchao's rowwise_with_gw_hp, its weight gradient in BF16
+  for dev in cuda cpu; do
+    "$cli" train --model demo:transformer --data demo --steps 3 --precision fp8-rowwise --rowwise-gw-hp --no-scaler \
+      --device "$dev" --no-db --json "$json/train-fp8-rowwise-gwhp-$dev.json" -q || [ $? -eq 1 ]
+  done
   "$py" - "$json" <<'PY'
 import json, math, sys
 worst = 0.0
-for p in ("fp8", "fp8-rowwise", "mxfp8", "nvfp4", "fp8-delayed", "fp8-all", "mxfp8-all", "fp8-delayed-all"):
+for p in ("fp8", "fp8-rowwise", "mxfp8", "nvfp4", "fp8-delayed", "fp8-all", "mxfp8-all", "fp8-delayed-all",
+          "fp8-rowwise-gwhp"):
     runs = {d: json.load(open(f"{sys.argv[1]}/train-{p}-{d}.json")) for d in ("cuda", "cpu")}
     losses = {d: [float(s["loss_amp"]) for s in r["steps"]] for d, r in runs.items()}
     assert all(math.isfinite(v) for l in losses.values() for v in l), (p, losses)
@@ -222,7 +228,8 @@ for p in ("fp8", "fp8-rowwise", "mxfp8", "nvfp4", "fp8-delayed", "fp8-all", "mxf
     print(p, "first loss cuda", losses["cuda"][0], "cpu", losses["cpu"][0], "rel", rel)
     assert rel < 0.02, (p, rel)
     worst = max(worst, rel)
-print("figure: 5 recipes (3 with --fp8-all-gemms) on cuda, first-step loss within", f"{worst:.2e}", "of the CPU's")
+print("figure: 5 recipes (3 with --fp8-all-gemms, rowwise_with_gw_hp) on cuda, first-step loss within", f"{worst:.2e}",
+      "of the CPU's")
 PY
 }
 oracle_cuda() {
