@@ -53,19 +53,6 @@ at::Tensor rows_of(const at::Tensor& t) {
     return t.dim() == 1 ? t.unsqueeze(0) : t.flatten(0, -2);
 }
 
-/// `t` cast to E4M3 with one scale, torchao's tensorwise scale rounded down to a power of two
-/// (round_scales_to_power_of_2, as its rowwise recipes round every scale; ATen's log2 and exp2, as
-/// torchao's), dequantized in t's own layout.
-at::Tensor pow2_tensorwise(const at::Tensor& t) {
-    const double amax = operand_amax(t);
-    const float scale = float((1.0 / (std::isnan(amax) ? amax : std::max(amax, 1e-12))) * 448.0);
-    QuantSpec s;  // tensorwise E4M3
-    s.given_scale = at::exp2(at::floor(at::log2(at::scalar_tensor(scale, at::kFloat)))).item<float>();
-    if (t.dim() >= 2 && !t.is_contiguous() && t.transpose(-1, -2).is_contiguous())
-        return quantize_dequantize(t.transpose(-1, -2), s).transpose(-1, -2);
-    return quantize_dequantize(t, s);
-}
-
 /// `t` quantize-dequantized by `s` in t's own layout, as torchao's casts (elementwise) keep it: a
 /// transposed operand (the weight_hp_t = W^T of a linear, attention's K^T) gives a transposed
 /// result, so the GEMMs after it take the operands torchao's emulation takes.
@@ -74,6 +61,17 @@ at::Tensor quantized_as_laid(const at::Tensor& t, QuantSpec s) {
     const int64_t axis = c10::maybe_wrap_dim(s.axis, t.dim());
     s.axis = axis == t.dim() - 1 ? t.dim() - 2 : axis == t.dim() - 2 ? t.dim() - 1 : axis;
     return quantize_dequantize(t.transpose(-1, -2), s).transpose(-1, -2);
+}
+
+/// `t` cast to E4M3 with one scale, torchao's tensorwise scale rounded down to a power of two
+/// (round_scales_to_power_of_2, as its rowwise recipes round every scale; ATen's log2 and exp2, as
+/// torchao's), dequantized in t's own layout.
+at::Tensor pow2_tensorwise(const at::Tensor& t) {
+    const double amax = operand_amax(t);
+    const float scale = float((1.0 / (std::isnan(amax) ? amax : std::max(amax, 1e-12))) * 448.0);
+    QuantSpec s;  // tensorwise E4M3
+    s.given_scale = at::exp2(at::floor(at::log2(at::scalar_tensor(scale, at::kFloat)))).item<float>();
+    return quantized_as_laid(t, s);
 }
 
 /// A training step's GEMM a [.., M, K] @ b [K, N] (or batched, a [B, M, K] @ b [B, K, N]) under
