@@ -129,17 +129,25 @@ class OracleProduct(torch.autograd.Function):
     matmul_with_hp_or_float8_args runs input a and weight_hp_t b: forward a along K, b along K;
     backward grad_output along N with b along N for grad_a, grad_output and a along M for grad_b
     (tensorwise: one scale each; grad_output E5M2 in fp8, E4M3 in the others); FP32 products cast to
-    BF16 (the forward's dtype under autocast) and to grad_output's dtype."""
+    `out` (BF16, the forward's dtype under autocast; FP32 where a `self` is added to it) and the
+    gradients to BF16 (a linear's grad_output's dtype under autocast)."""
+
+    FLIP = None  # a test's wrong axis: the operand ("a", "b", "b_for_a", "go_cols", "a_cols") quantized along the other
 
     @staticmethod
-    def forward(ctx, a, b, recipe):
+    def axis(name, axis):
+        return -3 - axis if OracleProduct.FLIP == name else axis  # -1 <-> -2
+
+    @staticmethod
+    def forward(ctx, a, b, recipe, out=BF16):
         ctx.save_for_backward(a, b)
         ctx.recipe = recipe
+        ax = OracleProduct.axis
         with torch.autocast("cpu", enabled=False):
-            aq, bq = quantized(a, recipe, "e4m3", -1), quantized(b, recipe, "e4m3", -2)
+            aq, bq = quantized(a, recipe, "e4m3", ax("a", -1)), quantized(b, recipe, "e4m3", ax("b", -2))
             if b.dim() == 3:
-                return torch.bmm(aq, bq).to(BF16)
-            return torch.mm(aq.reshape(-1, aq.shape[-1]), bq).to(BF16).reshape(*a.shape[:-1], b.shape[-1])
+                return torch.bmm(aq, bq).to(out)
+            return torch.mm(aq.reshape(-1, aq.shape[-1]), bq).to(out).reshape(*a.shape[:-1], b.shape[-1])
 
     @staticmethod
     def backward(ctx, go):
@@ -149,14 +157,15 @@ class OracleProduct(torch.autograd.Function):
         ge = "e4m3" if per_slice else "e5m2"
         batched = b.dim() == 3
         go2 = go if batched else go.reshape(-1, go.shape[-1])
+        ax = OracleProduct.axis
         rows = quantized(go2, r, ge, -1)
-        b_for_a = quantized(b, r, "e4m3", -1 if per_slice else -2)
-        grad_a = torch.matmul(rows, b_for_a.transpose(-1, -2)).to(go.dtype).reshape(a.shape)
-        cols = quantized(go2, r, ge, -2) if per_slice else rows
+        b_for_a = quantized(b, r, "e4m3", ax("b_for_a", -1 if per_slice else -2))
+        grad_a = torch.matmul(rows, b_for_a.transpose(-1, -2)).to(BF16).reshape(a.shape)
+        cols = quantized(go2, r, ge, ax("go_cols", -2)) if per_slice else rows
         a2 = a if batched else a.reshape(-1, a.shape[-1])
-        a_cols = quantized(a2, r, "e4m3", -2 if per_slice else -1)
-        grad_b = torch.matmul(cols.transpose(-1, -2), a_cols).to(go.dtype).transpose(-1, -2)
-        return grad_a, grad_b, None
+        a_cols = quantized(a2, r, "e4m3", ax("a_cols", -2 if per_slice else -1))
+        grad_b = torch.matmul(cols.transpose(-1, -2), a_cols).to(BF16).transpose(-1, -2)
+        return grad_a, grad_b, None, None
 
 
 class FakeCast(torch.autograd.Function):
@@ -275,23 +284,54 @@ class Fp8AllGemmsTrain(unittest.TestCase):
             return json.load(f)
 
     def test_oracle_product_is_torchao(self):
-        """OracleProduct of a 2-D product is torchao's own float8 function with mat2 as weight_hp_t:
-        outputs and both gradients bitwise, for the tensorwise and the rowwise recipe."""
+        """OracleProduct of a 2-D product is torchao's own training GEMMs with mat2 as weight_hp_t
+        (fp8, fp8-rowwise: its float8 function; mxfp8: MXFP8Linear, the products written in BF16 as
+        the hardware writes them): outputs and both gradients bitwise, on operands with an outlier
+        each (a, W, grad_output) so that an operand quantized along the other axis gives other
+        values in the recipes of a scale per row or block (checked: each such variant differs)."""
         g = torch.Generator().manual_seed(2)
-        for recipe in ("fp8", "fp8-rowwise"):
-            a0 = (torch.randn(24, 16, generator=g) * 5).to(BF16)
-            b0 = torch.randn(8, 16, generator=g).t()  # transposed, as a linear's weight_hp_t
-            go = torch.randn(24, 8, generator=g).to(BF16)
-            got, want = [], []
-            for f, into in ((lambda a, b: OracleProduct.apply(a, b, recipe), got),
-                            (lambda a, b: matmul_with_hp_or_float8_args.apply(a, b, EMULATED, float8_config(recipe)),
-                             want)):
-                a, b = a0.clone().requires_grad_(), b0.clone().requires_grad_()  # clone keeps the layout
-                out = f(a, b)
-                out.backward(go)
-                into += [out.float(), a.grad.float(), b.grad.float()]
-            for x, y in zip(got, want):
+        a0 = (torch.randn(64, 64, generator=g) * 5).to(BF16)
+        a0[3, 5] = 3000.0
+        w0 = torch.randn(32, 64, generator=g)
+        w0[4, 9] = 1e4
+        go = torch.randn(64, 32, generator=g).to(BF16)
+        go[7, 2] = 1e4
+
+        def oracle(recipe):
+            a, w = a0.clone().requires_grad_(), w0.clone().requires_grad_()
+            out = OracleProduct.apply(a, w.t(), recipe)  # transposed, as a linear's weight_hp_t
+            out.backward(go)
+            return [out.float(), a.grad.float(), w.grad.float()]
+
+        def torchao(recipe):
+            a = a0.clone().requires_grad_()
+            if recipe == "mxfp8":
+                lin = torch.nn.Linear(64, 32, bias=False)
+                with torch.no_grad():
+                    lin.weight.copy_(w0)
+                net = torch.nn.Sequential(lin)
+                to_mxfp8_training(net)
+                with hardware_output():
+                    out = net(a)
+                    out.backward(go)
+                return [out.float(), a.grad.float(), net[0].weight.grad.float()]
+            w = w0.clone().requires_grad_()
+            out = matmul_with_hp_or_float8_args.apply(a, w.t(), EMULATED, float8_config(recipe))
+            out.backward(go)
+            return [out.float(), a.grad.float(), w.grad.float()]
+
+        for recipe in ("fp8", "fp8-rowwise", "mxfp8"):
+            want = torchao(recipe)
+            for x, y in zip(oracle(recipe), want):
                 self.assertTrue(torch.equal(x, y), recipe)
+            if recipe == "fp8":
+                continue  # one scale per tensor: the same along either axis
+            for flip in ("a", "b", "b_for_a", "go_cols", "a_cols"):
+                OracleProduct.FLIP = flip
+                try:
+                    self.assertFalse(all(torch.equal(x, y) for x, y in zip(oracle(recipe), want)), (recipe, flip))
+                finally:
+                    OracleProduct.FLIP = None
 
     def test_every_step_bitwise_as_the_recipes(self):
         losses = {}
@@ -311,6 +351,11 @@ class Fp8AllGemmsTrain(unittest.TestCase):
         self.assertIn("fp8 training (its first forward): 2 matrix products of the model ran unquantized in BF16 "
                       "(aten::addmm 1, aten::mm 1)", w)
         self.assertIn("--fp8-all-gemms quantizes them too", w)
+        # nvfp4 trains no product (--fp8-all-gemms is refused with it): the warning does not offer it
+        w = " ".join(self.train("nvfp4", steps=1)["warnings"])
+        self.assertIn("nvfp4 training (its first forward): 2 matrix products", w)
+        self.assertNotIn("--fp8-all-gemms quantizes them too", w)
+        self.assertIn("NVIDIA's NVFP4 recipe defines its linear layers' GEMMs only", w)
         w = " ".join(self.train("fp8-rowwise", "--fp8-all-gemms", steps=1)["warnings"])
         self.assertNotIn("matrix products of the model ran unquantized", w)
         self.assertIn("fp8-rowwise: 1 convolution calls ran unquantized in BF16", w)
@@ -381,6 +426,49 @@ class OracleParamProducts(torch.nn.Module):
         return n.head(v.reshape(-1, 64))
 
 
+class SelfProducts(torch.nn.Module):
+    """x [B, 64] as 4 tokens of 16 -> scores baddbmm(S, t, t^T, beta=0) (S a parameter whose values
+    are ignored) -> softmax -> bmm by t -> addmm(C, ., Q, beta=0.5, alpha=2) (C [1, 16]: not a
+    bias, added to the FP32 product) -> Linear(64, 32)."""
+
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(14)
+        self.S = torch.nn.Parameter(torch.randn(1, 4, 4, generator=g))
+        self.C = torch.nn.Parameter(torch.randn(1, 16, generator=g) * 0.1)
+        self.Q = torch.nn.Parameter(torch.randn(16, 16, generator=g) * 0.3)
+        torch.manual_seed(14)
+        self.head = torch.nn.Linear(64, 32)
+
+    def forward(self, x):
+        t = x.reshape(-1, 4, 16)
+        s = torch.baddbmm(self.S.expand(t.size(0), 4, 4), t, t.transpose(1, 2), beta=0.0)
+        u = torch.bmm(torch.softmax(s, -1), t).reshape(-1, 16)
+        return self.head(torch.addmm(self.C, u, self.Q, beta=0.5, alpha=2.0).reshape(-1, 64))
+
+
+class OracleSelfProducts(torch.nn.Module):
+    """SelfProducts as ampscope trains a product with a `self`: the FP32 product, beta * self +
+    alpha * product in FP32, cast to BF16; the gradients BF16 as a linear's; S's gradient PyTorch's,
+    zeros (S * 0 in the graph)."""
+
+    def __init__(self, net, recipe):
+        super().__init__()
+        self.net, self.recipe = copy.deepcopy(net), recipe
+        if recipe == "mxfp8":
+            to_mxfp8_training(self.net)
+        else:
+            convert_to_float8_training(self.net, config=float8_config(recipe))
+
+    def forward(self, x):
+        n, r = self.net, self.recipe
+        t = x.reshape(-1, 4, 16)
+        s = (OracleProduct.apply(t, t.transpose(1, 2), r, torch.float32) * 1.0).to(BF16) + (n.S * 0).sum()
+        u = OracleProduct.apply(torch.softmax(s, -1), t, r).reshape(-1, 16)
+        v = (n.C.float() * 0.5 + OracleProduct.apply(u, n.Q, r, torch.float32) * 2.0).to(BF16)
+        return n.head(v.reshape(-1, 64))
+
+
 class Fp8AllGemmsReplay(unittest.TestCase):
     """replay --fp8-all-gemms: a job that trained ParamProducts with every GEMM in FP8 (SGD with
     momentum, BF16 autocast, no GradScaler) saves its state after K steps; the replay of step K+1
@@ -439,6 +527,32 @@ class Fp8AllGemmsReplay(unittest.TestCase):
         # and the whole row meet here; Fp8AllGemmsTrain separates them)
         self.assertNotEqual(updated["fp8"], updated["fp8-rowwise"])
 
+    def test_products_with_a_self(self):
+        """Products with a `self` that is not a bias, replayed, every parameter bitwise the oracle's:
+        baddbmm's beta = 0 ignores S's values, yet S gets PyTorch's gradient for it (zeros: weight
+        decay moves it; was: none, S unchanged); addmm's C * 0.5 + 2 * product in FP32 (was: the
+        gradients of u and Q left in FP32, not BF16 as a linear's)."""
+        path = os.path.join(self.tmp.name, "selfproducts.pt")
+        torch.jit.script(SelfProducts().train()).save(path)
+        for recipe in ("fp8", "fp8-rowwise", "mxfp8"):
+            m = OracleSelfProducts(SelfProducts(), recipe)
+            opt = torch.optim.SGD(m.parameters(), lr=0.5, weight_decay=0.25)
+            ckpt = os.path.join(self.tmp.name, recipe + "-self-ckpt.pt")
+            torch.save({"model": m.net.state_dict(), "optimizer": opt.state_dict()}, ckpt)
+            with hardware_output():
+                loss = ce_step(m, opt, *self.batches[-1])
+            out = os.path.join(self.tmp.name, recipe + "-self.json")
+            rc, _, se = run_cli("replay", "--model", path, "--checkpoint", ckpt, "--batch", self.batch, "--precision",
+                                recipe, "--fp8-all-gemms", "--optimizer", "sgd", "--json", out, "--no-db", "--force")
+            self.assertIn(rc, (0, 1), se)
+            with open(out) as f:
+                step = json.load(f)["steps"][-1]
+            self.assertEqual(as_float(step["loss_amp"]), loss, recipe)
+            shas = {n: hashlib.sha256(p.detach().contiguous().numpy().tobytes()).hexdigest()
+                    for n, p in m.net.named_parameters()}
+            for p in step["params"]:
+                self.assertEqual(p["sha256_amp"], shas[p["name"]], (recipe, p["name"]))
+
     def test_refused_without_an_fp8_recipe(self):
         rc, _, err = run_cli("replay", "--model", self.path, "--checkpoint", self.path, "--batch", self.batch,
                              "--precision", "bf16", "--fp8-all-gemms", "--no-db")
@@ -463,9 +577,15 @@ class GwHpNet(torch.nn.Module):
         return self.fc2(torch.nn.functional.gelu(self.fc1(h)))
 
 
-def gw_hp_training(model):
+def gw_hp_training(model, rowwise_weight=False):
+    """`model` under torchao's rowwise_with_gw_hp; `rowwise_weight`: its weight for grad_input
+    scaled per column (AXISWISE) instead of per tensor, a variant the test data must tell apart."""
     import dataclasses
+    from torchao.float8.config import CastConfig, ScalingGranularity
     cfg = dataclasses.replace(Float8LinearConfig.from_recipe_name("rowwise_with_gw_hp"), emulate=True)
+    if rowwise_weight:
+        axiswise = CastConfig(scaling_granularity=ScalingGranularity.AXISWISE, target_dtype=torch.float8_e4m3fn)
+        cfg = dataclasses.replace(cfg, cast_config_weight_for_grad_input=axiswise)
     return convert_to_float8_training(model, config=cfg)
 
 
@@ -511,16 +631,30 @@ class RowwiseGwHp(unittest.TestCase):
         self.assertNotEqual([as_float(s["loss_amp"]) for s in self.train()["steps"]], want, "plain rowwise differs")
 
     def test_replayed_step_bitwise_as_torchao(self):
+        """... from a state whose fc2 sees fc1's unit 7 through weights 1e-4 of the others: the
+        variant with a per-column weight for grad_input (no power-of-two tensorwise scale crushing
+        that column) updates fc1 otherwise from the same checkpoint."""
+        batches = list(file_order_batches(self.x, self.y, 3, 16))
         m = gw_hp_training(copy.deepcopy(self.model))
         opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
-        batches = list(file_order_batches(self.x, self.y, 3, 16))
         for x, y in batches[:2]:
             ce_step(m, opt, x, y)
+        with torch.no_grad():
+            m.fc2.weight[:, 7] *= 1e-4
         ckpt = os.path.join(self.tmp.name, "gwhp-ckpt.pt")
         torch.save({"model": m.state_dict(), "optimizer": opt.state_dict()}, ckpt)
         batch = os.path.join(self.tmp.name, "gwhp-batch.pt")
         torch.save({"inputs": batches[2][0], "labels": batches[2][1]}, batch)
-        loss = ce_step(m, opt, *batches[2])
+        updated = {}
+        for variant in (True, False):
+            v = gw_hp_training(copy.deepcopy(self.model), rowwise_weight=variant)
+            v.load_state_dict(m.state_dict())
+            o = torch.optim.SGD(v.parameters(), lr=0.1, momentum=0.9)
+            o.load_state_dict(copy.deepcopy(opt.state_dict()))  # its momentum buffers are stepped in place
+            loss = ce_step(v, o, *batches[2])
+            updated[variant] = {n: hashlib.sha256(p.detach().contiguous().numpy().tobytes()).hexdigest()
+                                for n, p in v.named_parameters()}
+        self.assertNotEqual(updated[True], updated[False], "the data tells the weight's scaling apart")
         out = os.path.join(self.tmp.name, "gwhp-replay.json")
         rc, so, se = run_cli("replay", "--model", self.path, "--checkpoint", ckpt, "--batch", batch, "--precision",
                              "fp8-rowwise", "--rowwise-gw-hp", "--optimizer", "sgd", "--json", out, "--no-db", "--force")
@@ -530,8 +664,7 @@ class RowwiseGwHp(unittest.TestCase):
             step = json.load(f)["steps"][-1]
         self.assertEqual(as_float(step["loss_amp"]), loss)
         for p in step["params"]:
-            want = hashlib.sha256(dict(m.named_parameters())[p["name"]].detach().contiguous().numpy().tobytes())
-            self.assertEqual(p["sha256_amp"], want.hexdigest(), p["name"])
+            self.assertEqual(p["sha256_amp"], updated[False][p["name"]], p["name"])
 
     def test_refused_without_fp8_rowwise(self):
         for cmd in (("train", "--data", self.data, "--steps", 1, "--loss", "ce"),

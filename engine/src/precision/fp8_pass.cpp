@@ -254,23 +254,6 @@ std::string product_slot(const char* op) {
     return at_module + "#" + std::to_string(t_products[at_module]++) + "/";
 }
 
-/// `f`'s convolutions in IEEE FP32 on CUDA: cuDNN's default is TF32, whose 10-bit mantissa would
-/// round the dequantized operands (not yet run on a GPU).
-template <class F>
-at::Tensor ieee_conv(const F& f) {
-    auto& ctx = at::globalContext();
-    const auto before = ctx.float32Precision(at::Float32Backend::CUDA, at::Float32Op::CONV);
-    ctx.setFloat32Precision(at::Float32Backend::CUDA, at::Float32Op::CONV, at::Float32Precision::IEEE);
-    try {
-        auto out = f();
-        ctx.setFloat32Precision(at::Float32Backend::CUDA, at::Float32Op::CONV, before);
-        return out;
-    } catch (...) {
-        ctx.setFloat32Precision(at::Float32Backend::CUDA, at::Float32Op::CONV, before);
-        throw;
-    }
-}
-
 /// A convolution of the model under an FP8 pass of all GEMMs (takes_conv): input and weight
 /// quantize-dequantized with one scale each (E4M3; fp8-delayed: each its own delayed scaling,
 /// "module/op#k/input"), `conv` of the two in FP32 without the bias, cast to the autocast dtype,
@@ -294,11 +277,12 @@ at::Tensor quantized_conv(const char* op, const at::Tensor& x, const at::Tensor&
         auto* d = training_state(t_precision);
         const auto xq = training_cast(x, d, slot + "input", false, out_dtype);
         const auto wq = training_cast(w, d, slot + "weight", true, out_dtype);
-        out = training_grad_cast(conv(xq, wq), d, slot + "grad_output").to(out_dtype);
+        out = training_grad_cast(training_conv(conv, xq, wq), d, slot + "grad_output").to(out_dtype);
     } else {
         const auto xq = quantize_operand(x, "input", 0, op, slot + "input");
         const auto wq = quantize_operand(w, "weight", 0, op, slot + "weight");
-        out = (dt == at::kCUDA ? ieee_conv([&] { return conv(xq, wq); }) : conv(xq, wq)).to(out_dtype);
+        IeeeConv ieee(dt);
+        out = conv(xq, wq).to(out_dtype);
     }
     if (!bias || !bias->defined()) return out;
     std::vector<int64_t> shape(size_t(w.dim() - 1), 1);  // [C, 1, ..]: over an unbatched input too

@@ -33,6 +33,7 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -204,9 +205,10 @@ at::Tensor delayed_training_linear(const at::Tensor& x, const at::Tensor& w, at:
 
 /// A training step's product of the model under fp8 / fp8-rowwise / mxfp8 (train --fp8-all-gemms):
 /// a [.., M, K] @ b [K, N] or a [B, M, K] @ b [B, K, N] as torchao's float8 autograd function runs
-/// a linear of input a and weight b^T (precision/fp8_train.cpp Fp8ProductFn).
+/// a linear of input a and weight b^T (precision/fp8_train.cpp Fp8ProductFn), the product in
+/// `out_dtype`, the gradients of a and b in `grad_dtype`.
 at::Tensor fp8_training_product(const at::Tensor& a, const at::Tensor& b, Precision p, at::ScalarType out_dtype,
-                                MxScaling mx_scaling);
+                                MxScaling mx_scaling, at::ScalarType grad_dtype);
 
 /// A training step's tensorwise E4M3 cast of an operand (a convolution's under fp8; a product's or
 /// a convolution's under fp8-delayed, with `d`'s stale scale of `slot`, recorded, a weight through
@@ -217,6 +219,27 @@ at::Tensor fp8_training_product(const at::Tensor& a, const at::Tensor& b, Precis
 at::Tensor training_cast(const at::Tensor& t, DelayedTraining* d, const std::string& slot, bool weight,
                          at::ScalarType grad_dtype);
 at::Tensor training_grad_cast(const at::Tensor& t, DelayedTraining* d, const std::string& slot);
+
+/// While alive: cuDNN's FP32 convolutions in IEEE FP32 (its default is TF32, a 10-bit mantissa)
+/// on devices of type `dt` when CUDA; nothing on the others.
+class IeeeConv {
+public:
+    explicit IeeeConv(at::DeviceType dt);
+    ~IeeeConv();
+    IeeeConv(const IeeeConv&) = delete;
+    IeeeConv& operator=(const IeeeConv&) = delete;
+
+private:
+    bool on_ = false;
+    at::Float32Precision before_ = at::Float32Precision::NONE;
+};
+
+/// A training step's convolution `conv` of its cast operands xq and wq, differentiable, forward
+/// and backward under IeeeConv: autograd's convolution backward runs later, outside any guard
+/// around the forward, so the convolution's graph is built and differentiated inside an autograd
+/// function (a reentrant backward) whose backward holds the guard too.
+at::Tensor training_conv(const std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>& conv,
+                         const at::Tensor& xq, const at::Tensor& wq);
 
 /// The DelayedTraining of a training step under precision `p` when it is fp8-delayed (InputError
 /// without one), nullptr in the other recipes (current scaling).

@@ -5,6 +5,7 @@
 // (DelayedTraining); with train --fp8-all-gemms the model's own products and convolutions too.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
@@ -83,16 +84,17 @@ at::Tensor pow2_tensorwise(const at::Tensor& t) {
 /// Forward: a and b along K (E4M3), the FP32 product cast to the autocast dtype. Backward (outside
 /// autocast): grad_output along N (fp8: E5M2 tensorwise; fp8-rowwise: E4M3, power-of-two scales
 /// per row; mxfp8: E4M3, MX blocks) with b along N, grad_a = go @ b^T; grad_output and a along M,
-/// grad_b = (go^T @ a)^T; FP32 products cast to grad_output's dtype (autograd casts them to the
-/// operands'). Each operand quantized in its own layout (quantized_as_laid), as torchao's emulation
-/// multiplies them. mxfp8's products are BF16 as the hardware's scaled GEMM writes them (torchao's
-/// real branch: torch._scaled_mm(out_dtype=bfloat16)); torchao's emulation returns their FP32
-/// values instead, so it is torchao's emulation with the hardware's output dtype
-/// (tests/cli/test_mxfp8_train.py).
+/// grad_b = (go^T @ a)^T; FP32 products cast to `grad_dtype` (the autocast dtype: a linear's
+/// grad_output's; autograd casts them to the operands'). Each operand quantized in its own layout (quantized_as_laid),
+/// as torchao's emulation multiplies them. mxfp8's products are BF16 as the hardware's scaled GEMM writes them
+/// (torchao's real branch: torch._scaled_mm(out_dtype=bfloat16)); torchao's emulation returns their FP32 values
+/// instead, so it is torchao's emulation with the hardware's output dtype (tests/cli/test_mxfp8_train.py).
 struct Fp8ProductFn : public torch::autograd::Function<Fp8ProductFn> {
     static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b,
-                              int64_t precision, int64_t out_dtype, int64_t mx_scaling, bool gw_hp) {
+                              int64_t precision, int64_t out_dtype, int64_t mx_scaling, bool gw_hp,
+                              int64_t grad_dtype) {
         ctx->save_for_backward({a, b});
+        ctx->saved_data["grad_dtype"] = grad_dtype;
         ctx->saved_data["precision"] = precision;
         ctx->saved_data["mx_scaling"] = mx_scaling;
         ctx->saved_data["gw_hp"] = gw_hp;
@@ -114,6 +116,7 @@ struct Fp8ProductFn : public torch::autograd::Function<Fp8ProductFn> {
         const bool per_slice = p == Precision::Fp8Rowwise || p == Precision::Mxfp8;  // a scale per row / block
         const auto go_element = per_slice ? Fp8Element::E4M3 : Fp8Element::E5M2;
         const auto& go = grads[0];
+        const auto gd = at::ScalarType(ctx->saved_data["grad_dtype"].toInt());
         const bool batched = b.dim() == 3;
         const auto go2 = batched ? go : rows_of(go);
         const auto go_rows = quantized_as_laid(go2, role_spec(p, go_element, -1, mx));  // along N
@@ -121,19 +124,14 @@ struct Fp8ProductFn : public torch::autograd::Function<Fp8ProductFn> {
         if (ctx->saved_data["gw_hp"].toBool()) {  // torchao's rowwise_with_gw_hp
             const auto grad_a = at::matmul(go_rows, pow2_tensorwise(b).transpose(-1, -2));
             const auto grad_b = at::matmul(go2.transpose(-1, -2), a2.to(go.scalar_type()));  // high precision
-            return {grad_a.to(go.scalar_type()).reshape(a.sizes()),
-                    grad_b.to(go.scalar_type()).transpose(-1, -2),
-                    at::Tensor(),
-                    at::Tensor(),
-                    at::Tensor(),
-                    at::Tensor()};
+            return {grad_a.to(gd).reshape(a.sizes()), grad_b.to(gd).transpose(-1, -2), {}, {}, {}, {}, {}};
         }
         const auto b_for_a = quantized_as_laid(b, role_spec(p, Fp8Element::E4M3, per_slice ? -1 : -2, mx));
-        const auto grad_a = at::matmul(go_rows, b_for_a.transpose(-1, -2)).to(go.scalar_type()).reshape(a.sizes());
+        const auto grad_a = at::matmul(go_rows, b_for_a.transpose(-1, -2)).to(gd).reshape(a.sizes());
         const auto go_cols = per_slice ? quantized_as_laid(go2, role_spec(p, go_element, -2, mx)) : go_rows;  // along M
         const auto a_cols = quantized_as_laid(a2, role_spec(p, Fp8Element::E4M3, per_slice ? -2 : -1, mx));
-        const auto grad_b = at::matmul(go_cols.transpose(-1, -2), a_cols).to(go.scalar_type()).transpose(-1, -2);
-        return {grad_a, grad_b, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+        const auto grad_b = at::matmul(go_cols.transpose(-1, -2), a_cols).to(gd).transpose(-1, -2);
+        return {grad_a, grad_b, {}, {}, {}, {}, {}};
     }
 };
 
@@ -177,6 +175,60 @@ struct GradCastFn : public torch::autograd::Function<GradCastFn> {
         auto g = d ? d->cast(grads[0], ctx->saved_data["slot"].toStringRef(), Fp8Element::E5M2)
                    : quantize_dequantize(grads[0], e5m2);
         return {g.to(grads[0].scalar_type()), at::Tensor(), at::Tensor()};
+    }
+};
+
+/// training_conv's function: LibTorch's convolution of (x, w) built into a graph of its own in the
+/// forward (on detached copies) and differentiated by a reentrant backward, both under IeeeConv.
+struct IeeeConvFn : public torch::autograd::Function<IeeeConvFn> {
+    using Conv = std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>;
+    static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
+                              const Conv& conv) {
+        at::AutoGradMode on(true);
+        const auto xd = x.detach().requires_grad_(x.requires_grad());
+        const auto wd = w.detach().requires_grad_(w.requires_grad());
+        IeeeConv ieee(x.device().type());
+        const auto out = conv(xd, wd);
+        ctx->saved_data["out"] = out;
+        ctx->saved_data["x"] = xd;
+        ctx->saved_data["w"] = wd;
+        return out.detach();
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   torch::autograd::variable_list grads) {
+        const auto out = ctx->saved_data["out"].toTensor();
+        const std::vector<at::Tensor> in = {ctx->saved_data["x"].toTensor(), ctx->saved_data["w"].toTensor()};
+        torch::autograd::variable_list wanted;
+        for (const auto& t : in)
+            if (t.requires_grad()) wanted.push_back(t);
+        if (wanted.empty() || !out.requires_grad()) return {at::Tensor(), at::Tensor(), at::Tensor()};
+        IeeeConv ieee(out.device().type());
+        const auto got = torch::autograd::grad({out}, wanted, {grads[0]}, /*retain_graph=*/false);
+        torch::autograd::variable_list res;
+        size_t k = 0;
+        for (const auto& t : in) res.push_back(t.requires_grad() ? got[k++] : at::Tensor());
+        res.push_back(at::Tensor());
+        return res;
+    }
+};
+
+/// The `self` of a training step's product that beta = 0 leaves out (PyTorch's addmm / baddbmm
+/// ignore its values, NaN and inf included): `prod` forward; backward, prod's gradient on and
+/// `self`'s as PyTorch's derivative gives it, grad * beta (zeros where the gradient is finite),
+/// summed to self's shape, so that a parameter there still gets a gradient (weight decay, momentum).
+struct IgnoredSelfFn : public torch::autograd::Function<IgnoredSelfFn> {
+    static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& prod, const at::Tensor& self) {
+        ctx->saved_data["sizes"] = self.sizes().vec();
+        ctx->saved_data["dtype"] = int64_t(self.scalar_type());
+        return prod;
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   torch::autograd::variable_list grads) {
+        const auto sizes = ctx->saved_data["sizes"].toIntVector();
+        const auto zero = (grads[0] * 0).sum_to_size(sizes).to(at::ScalarType(ctx->saved_data["dtype"].toInt()));
+        return {grads[0], zero};
     }
 };
 
@@ -372,7 +424,7 @@ DelayedTraining* delayed_training() {
 at::Tensor fp8_training_linear(const at::Tensor& x, const at::Tensor& w, Precision p, at::ScalarType out_dtype,
                                MxScaling mx_scaling) {
     return Fp8ProductFn::apply(x, w.t(), int64_t(p), int64_t(out_dtype), int64_t(mx_scaling),
-                               p == Precision::Fp8Rowwise && rowwise_gw_hp());  // weight_hp_t
+                               p == Precision::Fp8Rowwise && rowwise_gw_hp(), int64_t(out_dtype));  // weight_hp_t
 }
 
 at::Tensor nvfp4_training_linear(const at::Tensor& x, const at::Tensor& w, at::ScalarType out_dtype) {
@@ -396,9 +448,9 @@ at::Tensor delayed_training_linear(const at::Tensor& x, const at::Tensor& w, at:
 }
 
 at::Tensor fp8_training_product(const at::Tensor& a, const at::Tensor& b, Precision p, at::ScalarType out_dtype,
-                                MxScaling mx_scaling) {
+                                MxScaling mx_scaling, at::ScalarType grad_dtype) {
     return Fp8ProductFn::apply(a, b, int64_t(p), int64_t(out_dtype), int64_t(mx_scaling),
-                               p == Precision::Fp8Rowwise && rowwise_gw_hp());
+                               p == Precision::Fp8Rowwise && rowwise_gw_hp(), int64_t(grad_dtype));
 }
 
 at::Tensor training_cast(const at::Tensor& t, DelayedTraining* d, const std::string& slot, bool weight,
@@ -408,6 +460,26 @@ at::Tensor training_cast(const at::Tensor& t, DelayedTraining* d, const std::str
 
 at::Tensor training_grad_cast(const at::Tensor& t, DelayedTraining* d, const std::string& slot) {
     return GradCastFn::apply(t, int64_t(reinterpret_cast<intptr_t>(d)), slot);
+}
+
+IeeeConv::IeeeConv(at::DeviceType dt) : on_(dt == at::kCUDA) {
+    if (!on_) return;
+    auto& ctx = at::globalContext();
+    before_ = ctx.float32Precision(at::Float32Backend::CUDA, at::Float32Op::CONV);
+    ctx.setFloat32Precision(at::Float32Backend::CUDA, at::Float32Op::CONV, at::Float32Precision::IEEE);
+}
+
+IeeeConv::~IeeeConv() {
+    if (on_) at::globalContext().setFloat32Precision(at::Float32Backend::CUDA, at::Float32Op::CONV, before_);
+}
+
+at::Tensor training_conv(const std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>& conv,
+                         const at::Tensor& xq, const at::Tensor& wq) {
+    if (!at::GradMode::is_enabled() || !(xq.requires_grad() || wq.requires_grad())) {
+        IeeeConv ieee(xq.device().type());
+        return conv(xq, wq);
+    }
+    return IeeeConvFn::apply(xq, wq, conv);
 }
 
 DelayedTraining* training_state(Precision p) {
@@ -420,22 +492,25 @@ at::Tensor training_product(const std::string& slot, const at::Tensor& a, const 
                             const at::Scalar& beta, const at::Scalar& alpha, const std::optional<at::Tensor>& bias,
                             at::ScalarType out_dtype, Precision p, MxScaling mx) {
     const bool plain = !self || bias;
-    const auto dtype = plain ? out_dtype : at::kFloat;
+    const auto dtype = plain ? out_dtype : at::kFloat;  // the gradients in out_dtype either way
     at::Tensor prod;
     if (p == Precision::Fp8Delayed) {
         auto* d = training_state(p);
-        const auto aq = training_cast(a, d, slot + "mat1", false, dtype);
-        const auto bq = training_cast(b, d, slot + "mat2", false, dtype);
+        const auto aq = training_cast(a, d, slot + "mat1", false, out_dtype);
+        const auto bq = training_cast(b, d, slot + "mat2", false, out_dtype);
         prod = training_grad_cast(at::matmul(aq, bq), d, slot + "grad_output").to(dtype);
     } else if (p == Precision::Fp8 || p == Precision::Fp8Rowwise || p == Precision::Mxfp8) {
-        prod = fp8_training_product(a, b, p, dtype, mx);
+        prod = fp8_training_product(a, b, p, dtype, mx, out_dtype);
     } else {
         throw InputError(
             "", "fp8_all_gemms",
             "given with " + to_string(p) + " in a training step; expected fp8, fp8-rowwise, mxfp8 or fp8-delayed");
     }
     if (plain) return bias ? prod + bias->to(dtype) : prod;
-    if (beta.equal(0)) return (prod * alpha).to(out_dtype);  // self ignored, NaN and inf too (PyTorch's rule)
+    if (beta.equal(0)) {  // self ignored, NaN and inf too (PyTorch's rule); a zero gradient for it
+        auto out = (prod * alpha).to(out_dtype);
+        return self->requires_grad() && at::GradMode::is_enabled() ? IgnoredSelfFn::apply(out, *self) : out;
+    }
     return (self->to(at::kFloat) * beta + prod * alpha).to(out_dtype);
 }
 
