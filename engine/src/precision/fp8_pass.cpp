@@ -203,7 +203,7 @@ at::Tensor fp8_linear_quantized(const at::Tensor& x, const at::Tensor& w, const 
     const auto wq = quantize_operand(w, "weight", call);
     auto sizes = x.sizes().vec();
     sizes.back() = w.size(0);
-    return gemm(xq.reshape({-1, xq.size(-1)}), wq, bias, out_dtype).reshape(sizes);
+    return gemm(rows_of(xq), wq, bias, out_dtype).reshape(sizes);
 }
 
 /// The model's own addmm / mm under an FP8 pass that quantizes linear layers only: counted

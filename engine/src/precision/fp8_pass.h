@@ -203,6 +203,10 @@ at::Tensor nvfp4_training_linear(const at::Tensor& x, const at::Tensor& w, at::S
 at::Tensor delayed_training_linear(const at::Tensor& x, const at::Tensor& w, at::ScalarType out_dtype,
                                    DelayedTraining& d, const std::string& module);
 
+/// The rows of a GEMM operand [.., K]: [M, K] (leading dimensions flattened, a 1-D operand one
+/// row; K may be 0, where reshape({-1, K}) fails).
+at::Tensor rows_of(const at::Tensor& t);
+
 /// A training step's product of the model under fp8 / fp8-rowwise / mxfp8 (train --fp8-all-gemms):
 /// a [.., M, K] @ b [K, N] or a [B, M, K] @ b [B, K, N] as torchao's float8 autograd function runs
 /// a linear of input a and weight b^T (precision/fp8_train.cpp Fp8ProductFn), the product in

@@ -49,11 +49,6 @@ at::Tensor input_gradient(const at::Tensor& go_q, const at::Tensor& w_q, const a
     return at::mm(go_q, w_q).to(go.scalar_type()).reshape(sizes);
 }
 
-/// The rows of a GEMM operand [.., K]: [M, K] (leading dimensions flattened; a 1-D operand one row).
-at::Tensor rows_of(const at::Tensor& t) {
-    return t.dim() == 1 ? t.unsqueeze(0) : t.flatten(0, -2);
-}
-
 /// `t` quantize-dequantized by `s` in t's own layout, as torchao's casts (elementwise) keep it: a
 /// transposed operand (the weight_hp_t = W^T of a linear, attention's K^T) gives a transposed
 /// result, so the GEMMs after it take the operands torchao's emulation takes.
@@ -277,7 +272,7 @@ QuantSpec nvfp4_spec(bool tiles_2d, bool stochastic) {
 struct Nvfp4LinearFn : public torch::autograd::Function<Nvfp4LinearFn> {
     static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
                               int64_t out_dtype) {
-        const auto xb = x.reshape({-1, x.size(-1)}).to(at::kBFloat16).to(at::kFloat);
+        const auto xb = rows_of(x).to(at::kBFloat16).to(at::kFloat);
         const auto wq = quantize_dequantize(w.to(at::kBFloat16), nvfp4_spec(true, false));
         ctx->save_for_backward({xb, wq});
         const auto xq = quantize_dequantize(xb, nvfp4_spec(false, false));
@@ -290,7 +285,7 @@ struct Nvfp4LinearFn : public torch::autograd::Function<Nvfp4LinearFn> {
         const auto& xb = saved[0];
         const auto& wq = saved[1];
         const auto& go = grads[0];
-        const auto gob = go.reshape({-1, go.size(-1)}).to(at::kBFloat16).to(at::kFloat);
+        const auto gob = rows_of(go).to(at::kBFloat16).to(at::kFloat);
         const auto goq = quantize_dequantize(gob, nvfp4_spec(false, true));
         const auto grad_input = input_gradient(goq, wq, go);
         const auto got = quantize_dequantize(rht(gob.t()), nvfp4_spec(false, true));
@@ -319,7 +314,7 @@ struct DelayedLinearFn : public torch::autograd::Function<DelayedLinearFn> {
         const auto saved = ctx->get_saved_variables();
         auto& d = *reinterpret_cast<DelayedTraining*>(intptr_t(ctx->saved_data["state"].toInt()));
         const auto& go = grads[0];
-        const auto goq = d.cast(go.reshape({-1, go.size(-1)}), ctx->saved_data["slot"].toStringRef(), Fp8Element::E5M2);
+        const auto goq = d.cast(rows_of(go), ctx->saved_data["slot"].toStringRef(), Fp8Element::E5M2);
         const auto grad_input = input_gradient(goq, saved[1], go);
         const auto grad_weight = at::mm(goq.t(), saved[0]).to(go.scalar_type());
         return {grad_input, grad_weight, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
@@ -327,6 +322,10 @@ struct DelayedLinearFn : public torch::autograd::Function<DelayedLinearFn> {
 };
 
 }  // namespace
+
+at::Tensor rows_of(const at::Tensor& t) {
+    return t.dim() == 1 ? t.unsqueeze(0) : t.flatten(0, -2);
+}
 
 DelayedScaling& DelayedTraining::slot(const std::string& name, Fp8Element element) {
     auto it = slots.find(name);
@@ -438,7 +437,7 @@ at::Tensor delayed_training_linear(const at::Tensor& x, const at::Tensor& w, at:
     at::Tensor x2q, wq;
     {
         at::NoGradGuard ng;  // the casts are the function's saved operands, not graph nodes
-        x2q = d.cast(x.reshape({-1, x.size(-1)}), name + "/input", Fp8Element::E4M3);
+        x2q = d.cast(rows_of(x), name + "/input", Fp8Element::E4M3);
         wq = d.cast_weight(w, name + "/weight");
     }
     if (!at::GradMode::is_enabled() || !(x.requires_grad() || w.requires_grad()))

@@ -111,7 +111,7 @@ void add_fp8_warnings(std::vector<std::string>& warnings, Precision p, const Fp8
 at::Tensor real_linear(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias, Precision p,
                        at::ScalarType out_dtype) {
     const auto spec = recipe_spec(p);  // along K, as the simulated pass
-    const auto [xd, xs] = to_fp8(x.reshape({-1, x.size(-1)}), spec);
+    const auto [xd, xs] = to_fp8(rows_of(x), spec);
     const auto [wd, ws] = to_fp8(w, spec);
     // torchao's addmm_float8_unwrapped: inverse scales, a rowwise weight's as [1, N]
     const auto wi = p == Precision::Fp8Rowwise ? ws.reciprocal().reshape({1, -1}) : ws.reciprocal();
