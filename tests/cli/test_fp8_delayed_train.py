@@ -277,16 +277,55 @@ class Fp8DelayedTrain(unittest.TestCase):
         self.assertGreater(want[1][0], 0, "step 1 clamps values (the growing batch)")
         self.assertEqual([(s["fp8_saturated"], s["fp8_saturated_at"] or "") for s in steps], want[:2])
 
+    def test_an_inf_input_is_counted_as_clamped(self):
+        """Step 0's batch holds an inf: the cast clamps it to 448 (TE's saturating cast does too), so
+        the step's clamped count is TE's, the inf included (was: left out, "clamped: none" for an
+        inf the cast made finite)."""
+        x = self.x.clone()
+        x[3, 2] = float("inf")
+        with tempfile.TemporaryDirectory() as d:
+            data = os.path.join(d, "inf.pt")
+            torch.save({"inputs": x, "labels": self.y}, data)
+            saved = self.x
+            try:
+                self.x = x
+                _, want = self.reference(1024, 0)
+            finally:
+                self.x = saved
+            out = os.path.join(d, "t.json")
+            rc, _, se = run_cli("train", "--model", self.path, "--data", data, "--steps", 2, "--batch-size",
+                                self.BATCH, "--lr", self.LR, "--precision", "fp8-delayed", "--no-scaler", "--loss",
+                                "ce", "--device", "cpu", "--no-db", "--json", out, "-q")
+            self.assertIn(rc, (0, 1), se)
+            with open(out) as f:
+                steps = json.load(f)["steps"]
+        self.assertGreater(want[0][0], 0)
+        self.assertEqual(steps[0]["fp8_saturated"], want[0][0])
+        self.assertEqual(steps[0]["fp8_saturated_at"], want[0][1])
+
     def test_hostile_checkpoint_state_is_refused_by_key(self):
         """A checkpoint's fp8-delayed state edited: each bad value refused naming its key (exit 2)."""
         with tempfile.TemporaryDirectory() as d:
             ckpt = self.train(d, "--fp8-amax-history", 4, "--checkpoint-every", 2, "--checkpoint-dir", d,
                               steps=2)["checkpoints"][0]
+            m = torch.jit.load(ckpt)
+            names = [m._c.getattr(f"fp8.delayed.{i}.name") for i in range(6)]  # 6 tensors were saved
+            grad = next(i for i, n in enumerate(names) if n.endswith("grad_output"))
+            fwd = next(i for i, n in enumerate(names) if not n.endswith("grad_output"))
             cases = [("fp8.delayed.0.scale", -1.0, "expected a finite scale > 0"),
                      ("fp8.delayed.0.element", "e3m4", "'e3m4'; expected e4m3 or e5m2"),
                      ("fp8.delayed.0.steps", -5, "expected a count >= 0"),
                      ("fp8.delayed.1.history", -torch.ones(4), "holds a negative amax"),
-                     ("fp8.delayed.count", 99, "fp8.delayed.6.name")]  # 6 tensors were saved
+                     ("fp8.delayed.count", 99, "fp8.delayed.6.name"),
+                     # were accepted: a count short of the entries, a name twice or empty, a format
+                     # against the tensor's role, an empty history ("resume with an amax history of 0")
+                     ("fp8.delayed.count", 3, "3, yet fp8.delayed.3 is there too"),
+                     ("fp8.delayed.1.name", names[0], "comes twice"),
+                     ("fp8.delayed.1.name", "", "empty; expected the name of an FP8 tensor"),
+                     (f"fp8.delayed.{fwd}.element", "e5m2", f"'e5m2' for '{names[fwd]}'; expected e4m3"),
+                     (f"fp8.delayed.{grad}.element", "e4m3", f"'e4m3' for '{names[grad]}'; expected e5m2"),
+                     ("fp8.delayed.1.history", torch.zeros(0), "holds 0 steps of amax history; this run keeps 4: "
+                      "expected 1 to 1048576 steps")]
             for key, value, said in cases:
                 m = torch.jit.load(ckpt)
                 m._c.setattr(key, value)
@@ -298,6 +337,29 @@ class Fp8DelayedTrain(unittest.TestCase):
                 self.assertEqual(rc, 2, f"{key}: {se}")
                 self.assertIn(said, se, key)
                 self.assertIn(bad, se, key)
+            # a tensor renamed: its history matches nothing the model casts, and the model's tensor
+            # of that name starts empty; both said after the first step (was: silently)
+            m = torch.jit.load(ckpt)
+            m._c.setattr(f"fp8.delayed.{fwd}.name", "nosuch/input")
+            bad = os.path.join(d, "renamed.ckpt")
+            m.save(bad)
+            out = os.path.join(d, "renamed.json")
+            rc, _, se = run_cli("train", "--model", self.path, "--data", self.data, "--steps", 4, "--batch-size",
+                                self.BATCH, "--precision", "fp8-delayed", "--fp8-amax-history", 4, "--resume", bad,
+                                "--no-scaler", "--no-db", "-q", "--json", out)
+            self.assertIn(rc, (0, 1), se)
+            with open(out) as f:
+                w = " ".join(json.load(f)["warnings"])
+            self.assertIn("the checkpoint's amax histories of 1 FP8 tensors match none the model casts ('nosuch/input')", w)
+            self.assertIn(f"1 FP8 tensors the model casts have no amax history in the checkpoint ('{names[fwd]}')", w)
+            m = torch.jit.load(ckpt)  # unchanged: nothing said
+            same = os.path.join(d, "same.ckpt")
+            m.save(same)
+            rc, _, se = run_cli("train", "--model", self.path, "--data", self.data, "--steps", 4, "--batch-size",
+                                self.BATCH, "--precision", "fp8-delayed", "--fp8-amax-history", 4, "--resume", same,
+                                "--no-scaler", "--no-db", "-q", "--json", out)
+            with open(out) as f:
+                self.assertFalse([x for x in json.load(f)["warnings"] if "amax histor" in x])
 
     def test_settings_and_refusals(self):
         with tempfile.TemporaryDirectory() as d:

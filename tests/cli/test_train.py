@@ -168,6 +168,47 @@ class TrainOracle(unittest.TestCase):
             self.assertEqual(rc, 0)
             self.assertTrue(second["policy_changed"])
             self.assertTrue(any("experiment change" in w for w in second["warnings"]))
+            # both policies named, the checkpoint's first (was: only this run's)
+            self.assertTrue(any("(the checkpoint's fp16" in w and ", this run's bf16" in w for w in second["warnings"]),
+                            second["warnings"])
+
+    def test_hostile_checkpoint_counters_are_refused_by_key(self):
+        """A checkpoint's counters, GradScaler state, generator state, data cursor and policy edited:
+        each bad value refused naming the file and key (exit 2; were: trained on with a negative
+        step or loss scale, a NaN scale skipping every step, exit 3 on a generator state)."""
+        with tempfile.TemporaryDirectory() as d:
+            rc, first = train_json("--model", self.model, "--data", self.data, "--steps", 2, "--checkpoint-every", 2,
+                                   "--checkpoint-dir", d, "--device", "cpu")
+            ckpt = first["checkpoints"][0]
+            cases = [("step", -1, "-1; expected an integer from 0 to"),
+                     ("effective_updates", -3, "expected an integer from 0 to 2"),
+                     ("effective_updates", 3, "expected an integer from 0 to 2"),
+                     ("scaler.scale", float("nan"), "expected a finite loss scale > 0"),
+                     ("scaler.scale", -1.0, "expected a finite loss scale > 0"),
+                     ("scaler.growth_factor", 0.5, "expected a finite factor > 1"),
+                     ("scaler.backoff_factor", 2.0, "expected a factor between 0 and 1"),
+                     ("scaler.growth_interval", 0, "scaler.growth_interval"),
+                     ("scaler._growth_tracker", -1, "scaler._growth_tracker"),
+                     ("data.cursor", -16, "data.cursor"),
+                     ("data.cursor", 10 ** 15, "expected a sample index below the"),
+                     ("rng.cpu", torch.zeros(10, dtype=torch.uint8), "not a state of this CPU generator"),
+                     ("ampscope.format", "ampscope-checkpoint-9", "unknown checkpoint format 'ampscope-checkpoint-9'")]
+            for key, value, said in cases:
+                m = torch.jit.load(ckpt)
+                m._c.setattr(key, value)
+                bad = os.path.join(d, "bad.ckpt")
+                m.save(bad)
+                rc, _, se = run_cli("train", "--model", self.model, "--data", self.data, "--steps", 4, "--resume", bad,
+                                    "--device", "cpu", "--no-db", "-q")
+                self.assertEqual(rc, 2, f"{key}={value}: {se}")
+                self.assertIn(said, se, key)
+                self.assertIn(key, se, key)
+            # the file itself re-saved resumes (the edits, not the re-saving, are refused)
+            m = torch.jit.load(ckpt)
+            m.save(os.path.join(d, "same.ckpt"))
+            rc, _, se = run_cli("train", "--model", self.model, "--data", self.data, "--steps", 4, "--resume",
+                                os.path.join(d, "same.ckpt"), "--device", "cpu", "--no-db", "-q")
+            self.assertIn(rc, (0, 1), se)
 
     def test_bad_checkpoints_are_input_errors(self):
         with tempfile.TemporaryDirectory() as d:

@@ -81,6 +81,10 @@ struct DelayedTraining {
     /// Transformer Engine's is_first_microbatch (TrainSpec::fp8_weight_cache): a weight is cast in
     /// the step's first micro-batch only; the others reuse that cast and record no amax for it.
     bool weight_cache = false;
+    /// A resumed run's tensors whose histories came from the checkpoint (train --resume); the
+    /// first step then says which of them the model did not cast and which it cast anew.
+    std::set<std::string> restored;
+    std::set<std::string> used;  ///< with `restored`: the tensors cast since the resume
 
     /// The tensor's delayed scaling, created with an empty history (scale 1) the first time.
     DelayedScaling& slot(const std::string& name, Fp8Element element);

@@ -328,6 +328,7 @@ at::Tensor rows_of(const at::Tensor& t) {
 }
 
 DelayedScaling& DelayedTraining::slot(const std::string& name, Fp8Element element) {
+    if (!restored.empty()) used.insert(name);
     auto it = slots.find(name);
     if (it == slots.end())
         it = slots.emplace(name, DelayedScaling(element, options.amax_history, options.margin)).first;
@@ -343,10 +344,11 @@ at::Tensor DelayedTraining::cast(const at::Tensor& t, const std::string& name, F
     auto q = quantize_dequantize(x, spec);
     if (!record || x.numel() == 0) return q;  // an empty operand: no amax to record
     // the amax and the values beyond the stale scale's range (QuantStats::amax and ::saturated: the
-    // scaled magnitude rounding past the largest value; E4M3's 448 keeps ties up to 464), one read
+    // scaled magnitude rounding past the largest value; E4M3's 448 keeps ties up to 464), one read;
+    // an inf too: the cast clamps it to the largest value, as TE's saturating cast does (NaN stays)
     const double past = element == Fp8Element::E4M3 ? 464.0 : 61440.0;
     const auto scaled = at::abs(x * s.scale());
-    const auto beyond = at::isfinite(x) & (element == Fp8Element::E4M3 ? scaled > past : scaled >= past);
+    const auto beyond = element == Fp8Element::E4M3 ? scaled > past : scaled >= past;  // NaN: false
     const auto host =
         at::stack({at::max(at::abs(x)).to(at::kDouble), beyond.sum().to(at::kDouble)}).to(at::kCPU).contiguous();
     const double* h = host.data_ptr<double>();

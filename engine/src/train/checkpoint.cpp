@@ -78,13 +78,27 @@ bool load_delayed(torch::serialize::InputArchive& ar, const std::string& path, d
     const int64_t n = value("fp8.delayed.count", &c10::IValue::isInt, "an integer").toInt();
     if (n < 0 || n > (int64_t(1) << 20))
         throw InputError(path, "fp8.delayed.count", std::to_string(n) + "; expected 0 to 1048576 FP8 tensors");
+    if (c10::IValue extra; ar.try_read("fp8.delayed." + std::to_string(n) + ".name", extra))
+        throw InputError(path, "fp8.delayed.count",
+                         std::to_string(n) + ", yet fp8.delayed." + std::to_string(n) +
+                             " is there too; expected the number of FP8 tensors the checkpoint holds");
     d.slots.clear();
+    d.restored.clear();
     for (int64_t i = 0; i < n; ++i) {
         const std::string k = "fp8.delayed." + std::to_string(i) + ".";
         const std::string name = value(k + "name", &c10::IValue::isString, "a string").toStringRef();
+        if (name.empty()) throw InputError(path, k + "name", "empty; expected the name of an FP8 tensor");
+        if (d.slots.count(name))
+            throw InputError(path, k + "name", "'" + name + "' comes twice; expected each FP8 tensor once");
         const std::string element = value(k + "element", &c10::IValue::isString, "a string").toStringRef();
         if (element != "e4m3" && element != "e5m2")
             throw InputError(path, k + "element", "'" + element + "'; expected e4m3 or e5m2");
+        // the recipe's formats: E5M2 for the gradients, E4M3 for the forward's operands
+        const bool gradient = name.size() >= 11 && name.compare(name.size() - 11, 11, "grad_output") == 0;
+        if ((element == "e5m2") != gradient)
+            throw InputError(path, k + "element",
+                             "'" + element + "' for '" + name + "'; expected " + (gradient ? "e5m2" : "e4m3") +
+                                 " (fp8-delayed casts gradients to E5M2, a forward's operands to E4M3)");
         const double scale = value(k + "scale", &c10::IValue::isDouble, "a number").toDouble();
         if (!std::isfinite(scale) || !(scale > 0) || scale > std::numeric_limits<float>::max())
             throw InputError(path, k + "scale", c10::str(scale) + "; expected a finite scale > 0");
@@ -101,15 +115,19 @@ bool load_delayed(torch::serialize::InputArchive& ar, const std::string& path, d
         if (history.size(0) != d.options.amax_history)
             throw InputError(path, k + "history",
                              "holds " + std::to_string(history.numel()) + " steps of amax history; this run keeps " +
-                                 std::to_string(d.options.amax_history) + ": resume with an amax history of " +
-                                 std::to_string(history.numel()));
+                                 std::to_string(d.options.amax_history) +
+                                 (history.numel() > 0 && history.numel() <= kMaxAmaxHistory
+                                      ? ": resume with an amax history of " + std::to_string(history.numel())
+                                      : ": expected 1 to " + std::to_string(kMaxAmaxHistory) + " steps"));
         const auto h = history.to(at::kCPU, at::kFloat).contiguous();
         if ((h < 0).any().item<bool>())  // inf and NaN are what a non-finite step records (the scale then stays)
             throw InputError(path, k + "history", "holds a negative amax; expected amaxes >= 0");
         d.slot(name, element == "e5m2" ? Fp8Element::E5M2 : Fp8Element::E4M3)
             .restore(std::vector<float>(h.data_ptr<float>(), h.data_ptr<float>() + h.numel()), float(scale),
                      int(steps));
+        d.restored.insert(name);
     }
+    d.used.clear();
     return true;
 }
 
@@ -190,6 +208,77 @@ void save_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Sid
     std::filesystem::rename(tmp, path);
 }
 
+namespace {
+
+/// The archive `ar` of checkpoint `path` read key by key, each value checked for its type
+/// (InputError naming the key).
+struct Reader {
+    torch::serialize::InputArchive& ar;
+    const std::string& path;
+
+    c10::IValue value(const std::string& key) const {
+        c10::IValue v;
+        if (!ar.try_read(key, v))
+            throw InputError(path, key, "missing from the checkpoint; expected an ampscope checkpoint");
+        return v;
+    }
+    int64_t integer(const std::string& key, int64_t low, int64_t high) const {
+        const auto v = value(key);
+        if (!v.isInt()) throw InputError(path, key, std::string("has a ") + v.tagKind() + "; expected an integer");
+        if (v.toInt() < low || v.toInt() > high)
+            throw InputError(path, key,
+                             std::to_string(v.toInt()) + "; expected an integer from " + std::to_string(low) + " to " +
+                                 std::to_string(high));
+        return v.toInt();
+    }
+    double number(const std::string& key) const {
+        const auto v = value(key);
+        if (!v.isDouble() && !v.isInt())
+            throw InputError(path, key, std::string("has a ") + v.tagKind() + "; expected a number");
+        return v.isDouble() ? v.toDouble() : double(v.toInt());
+    }
+};
+
+/// The checkpoint's GradScaler state, checked as torch.amp.GradScaler's constructor and
+/// load_state_dict check it (a finite scale > 0, growth > 1, backoff in (0, 1), interval >= 1).
+ScalerState read_scaler(const Reader& in) {
+    ScalerState st;
+    st.scale = in.number("scaler.scale");
+    if (!std::isfinite(st.scale) || !(st.scale > 0))
+        throw InputError(in.path, "scaler.scale", c10::str(st.scale) + "; expected a finite loss scale > 0");
+    st.growth_factor = in.number("scaler.growth_factor");
+    if (!std::isfinite(st.growth_factor) || !(st.growth_factor > 1))
+        throw InputError(in.path, "scaler.growth_factor",
+                         c10::str(st.growth_factor) + "; expected a finite factor > 1");
+    st.backoff_factor = in.number("scaler.backoff_factor");
+    if (!(st.backoff_factor > 0 && st.backoff_factor < 1))
+        throw InputError(in.path, "scaler.backoff_factor",
+                         c10::str(st.backoff_factor) + "; expected a factor between 0 and 1");
+    st.growth_interval = int(in.integer("scaler.growth_interval", 1, std::numeric_limits<int>::max()));
+    st.growth_tracker = int(in.integer("scaler._growth_tracker", 0, st.growth_interval - 1));
+    return st;
+}
+
+/// The generator states the checkpoint holds, set (a state of another size: InputError).
+void restore_rng(torch::serialize::InputArchive& ar, const std::string& path, const at::Device& device) {
+    at::Tensor rng;
+    for (const bool cuda : {false, true}) {
+        const std::string key = cuda ? "rng.cuda" : "rng.cpu";
+        if ((cuda && !device.is_cuda()) || !ar.try_read(key, rng)) continue;
+        auto gen = cuda ? at::globalContext().defaultGenerator(device) : at::detail::getDefaultCPUGenerator();
+        try {
+            gen.set_state(rng);
+        } catch (const c10::Error& e) {
+            const std::string w = e.what_without_backtrace();
+            throw InputError(path, key,
+                             "not a state of this " + std::string(cuda ? "CUDA" : "CPU") + " generator (" +
+                                 w.substr(0, w.find('\n')) + ")");
+        }
+    }
+}
+
+}  // namespace
+
 Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler,
                         detail::DelayedTraining* delayed, const at::Device& device) {
     torch::serialize::InputArchive ar;
@@ -199,55 +288,68 @@ Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, 
         std::string w = e.what();
         throw InputError(path, "resume", "not a readable ampscope checkpoint: " + w.substr(0, w.find('\n')));
     }
-    auto read = [&](const std::string& key) {
-        c10::IValue v;
-        if (!ar.try_read(key, v))
-            throw InputError(path, key, "missing from the checkpoint; expected an ampscope checkpoint");
-        return v;
-    };
-    const std::string format = read("ampscope.format").toStringRef();
-    if (format != "ampscope-checkpoint-1" && format != "ampscope-checkpoint-2")
-        throw InputError(path, "ampscope.format", "unknown checkpoint format '" + format + "'");
-    restore_tensors(ar, path, format, s, ref, amp);
+    const Reader in{ar, path};
+    const auto format = in.value("ampscope.format");
+    if (!format.isString() ||
+        (format.toStringRef() != "ampscope-checkpoint-1" && format.toStringRef() != "ampscope-checkpoint-2"))
+        throw InputError(
+            path, "ampscope.format",
+            "unknown checkpoint format '" + (format.isString() ? format.toStringRef() : format.tagKind()) + "'");
+    restore_tensors(ar, path, format.toStringRef(), s, ref, amp);
     torch::serialize::InputArchive ro, ao;
     ar.read("ref_optimizer", ro);
     ar.read("amp_optimizer", ao);
     ref.opt->load(ro);
     amp.opt->load(ao);
-    ScalerState st;
-    st.scale = read("scaler.scale").toDouble();
-    st.growth_factor = read("scaler.growth_factor").toDouble();
-    st.backoff_factor = read("scaler.backoff_factor").toDouble();
-    st.growth_interval = int(read("scaler.growth_interval").toInt());
-    st.growth_tracker = int(read("scaler._growth_tracker").toInt());
+    const ScalerState st = read_scaler(in);
     if (scaler.enabled()) scaler.load_state_dict(st);
-    at::Tensor rng;
-    if (ar.try_read("rng.cpu", rng)) {
-        auto gen = at::detail::getDefaultCPUGenerator();
-        gen.set_state(rng);
-    }
-    if (device.is_cuda() && ar.try_read("rng.cuda", rng)) {
-        auto gen = at::globalContext().defaultGenerator(device);  // a handle to the device's generator
-        gen.set_state(rng);
-    }
+    restore_rng(ar, path, device);
     Resumed r;
     c10::IValue cursor;
-    if (ar.try_read("data.cursor", cursor)) r.cursor = cursor.toInt();
-    r.step = int(read("step").toInt());
+    if (ar.try_read("data.cursor", cursor))
+        r.cursor = in.integer("data.cursor", 0, std::numeric_limits<int64_t>::max());
+    r.step = int(in.integer("step", 0, std::numeric_limits<int>::max()));
     if (r.step >= s.steps)  // steps: the total a resumed run goes on to
         throw InputError("", "steps",
                          std::to_string(s.steps) + "; the checkpoint " + path + " is at step " +
                              std::to_string(r.step) + ": expected more (the total a resumed run continues to)");
-    r.effective = int(read("effective_updates").toInt());
-    r.policy_changed = read("policy").toStringRef() != policy_string(s);
+    r.effective = int(in.integer("effective_updates", 0, r.step));  // updates that were not skipped
+    const auto policy = in.value("policy");
+    if (!policy.isString())
+        throw InputError(path, "policy", std::string("has a ") + policy.tagKind() + "; expected a string");
+    r.policy = policy.toStringRef();
+    r.policy_changed = r.policy != policy_string(s);
     if (delayed && !load_delayed(ar, path, *delayed)) {
         if (!r.policy_changed)
             throw InputError(path, "fp8.delayed.count",
                              "missing: an fp8-delayed checkpoint without its amax histories");
-        r.warning = "fp8-delayed: the checkpoint holds no amax history (it was written under " +
-                    read("policy").toStringRef() + "); the histories start empty, so the first step casts with scale 1";
+        r.warning = "fp8-delayed: the checkpoint holds no amax history (it was written under " + r.policy +
+                    "); the histories start empty, so the first step casts with scale 1";
     }
     return r;
+}
+
+void delayed_resume_warnings(detail::DelayedTraining& d, std::vector<std::string>& warnings) {
+    const auto listed = [](const std::vector<std::string>& names) {
+        std::string out;
+        for (size_t i = 0; i < names.size() && i < 3; ++i) out += (i ? ", '" : "'") + names[i] + "'";
+        return out + (names.size() > 3 ? ", ..." : "");
+    };
+    std::vector<std::string> unused, fresh;
+    for (const auto& name : d.restored)
+        if (!d.used.count(name)) unused.push_back(name);
+    for (const auto& name : d.used)
+        if (!d.restored.count(name)) fresh.push_back(name);
+    if (!unused.empty())
+        warnings.push_back("fp8-delayed: the checkpoint's amax histories of " + std::to_string(unused.size()) +
+                           " FP8 tensors match none the model casts (" + listed(unused) +
+                           "): not used (was the checkpoint written for this model?)");
+    if (!fresh.empty())
+        warnings.push_back("fp8-delayed: " + std::to_string(fresh.size()) +
+                           " FP8 tensors the model casts have no amax history in the checkpoint (" + listed(fresh) +
+                           "): theirs started empty, the first step casting them with scale 1");
+    d.restored.clear();
+    d.used.clear();
 }
 
 }  // namespace ampscope::train_parts

@@ -459,7 +459,8 @@ ResumePoint resume_from(const TrainSpec& s, Side& ref, Side& amp, GradScaler& sc
     res.resumed_from = s.resume;
     res.policy_changed = r.policy_changed;
     if (r.policy_changed)
-        res.warnings.push_back("resumed under a different precision policy (" + policy_string(s) +
+        res.warnings.push_back("resumed under a different precision policy (the checkpoint's " + r.policy +
+                               ", this run's " + policy_string(s) +
                                "): an experiment change, not a plain continuation");
     if (!r.warning.empty()) res.warnings.push_back(r.warning);
     return at;
@@ -524,9 +525,13 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
     const ResumePoint resumed = resume_from(s, ref, amp, scaler, delayed ? &*delayed : nullptr, device, res);
     const int start_step = resumed.step;
     const int64_t resumed_cursor = resumed.cursor;
+    const int64_t n = data.inputs[0].size(0);
+    if (resumed_cursor >= n)
+        throw InputError(s.resume, "data.cursor",
+                         std::to_string(resumed_cursor) + "; expected a sample index below the " + std::to_string(n) +
+                             " samples of " + s.data + " (the data the checkpoint's run trained on)");
     res.spec = s;
     if (sink) sink->train_started(res);
-    const int64_t n = data.inputs[0].size(0);
     const std::string weights_hash = res.model.weights_sha256;
     detail::PassScope pass_scope(device.type(), {}, /*observing=*/false);
     Session ss{s, data, device, ref, amp, scaler, res, sink, delayed ? &*delayed : nullptr, progress, 0, 0, false, {}};
@@ -534,9 +539,7 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
     // Batches in file order, restarting after a short last batch: the cursor of a resumed
     // run is where the uninterrupted run would be (or what the checkpoint recorded).
     const int64_t per_epoch = (n + s.batch_size - 1) / s.batch_size;
-    ss.cursor = resumed_cursor >= 0 && resumed_cursor < n
-                    ? resumed_cursor
-                    : (int64_t(start_step) * s.accumulate % per_epoch) * s.batch_size;
+    ss.cursor = resumed_cursor >= 0 ? resumed_cursor : (int64_t(start_step) * s.accumulate % per_epoch) * s.batch_size;
     try {
         for (int step = start_step; step < s.steps; ++step) {
             if (progress) {
@@ -544,6 +547,7 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
                 progress->progress("train", step - start_step, s.steps - start_step);
             }
             ss.run_step(step, start_step);
+            if (step == start_step && ss.delayed) train_parts::delayed_resume_warnings(*ss.delayed, res.warnings);
             if (s.checkpoint_every > 0 && (step + 1) % s.checkpoint_every == 0) {
                 const auto path =
                     (std::filesystem::path(s.checkpoint_dir) /

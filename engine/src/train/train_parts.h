@@ -37,6 +37,7 @@ struct Resumed {
     int step = 0, effective = 0;
     int64_t cursor = -1;
     bool policy_changed = false;
+    std::string policy;   ///< the checkpoint's precision policy (policy_string)
     std::string warning;  ///< what the resumed run cannot continue as it was ("" when nothing)
 };
 
@@ -107,5 +108,10 @@ std::optional<Origin> amp_backward_origin(Side& amp, const std::vector<at::Tenso
 /// has none, and the run starts them empty (Resumed::warning says so).
 Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, Side& amp, GradScaler& scaler,
                         detail::DelayedTraining* delayed, const at::Device& device);
+
+/// After a resumed run's first step under fp8-delayed: warnings naming the checkpoint's histories
+/// the model did not cast and the tensors it cast without one (DelayedTraining::restored); the
+/// tracking then stops.
+void delayed_resume_warnings(detail::DelayedTraining& d, std::vector<std::string>& warnings);
 
 }  // namespace ampscope::train_parts
