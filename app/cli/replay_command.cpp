@@ -44,8 +44,7 @@ void add_replay_options(CLI::App* sub, ReplayOptions& o) {
     sub->add_option(
            "bundle", o.bundle,
            "an incident bundle folder written by the capture package (docs/capture.md): every setting is read from "
-           "it; options given beside it override")
-        ->check(CLI::ExistingDirectory);
+           "it; options given beside it override");  // checked by read_bundle: after CLI11 names any unknown option
     sub->add_option("--model", s.model,
                     "a TorchScript file or a torch.export program (.pt2) whose state_dict keys the checkpoint holds");
     sub->add_option(

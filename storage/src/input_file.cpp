@@ -91,6 +91,20 @@ std::vector<std::string> regions_of_json(const std::string& path, const std::str
             "the advice of fp16/bf16 passes: its modules stay in FP32 (keep_fp32), not in BF16 out of FP8; "
             "expected an FP8 recipe's advice (keep_bf16), or give these modules to keep_fp32");
     if (!j.is_object() || !j.contains(key) || !j[key].is_array()) throw InputError(path, key, expected);
+    if (j.contains("kept_in") && j["kept_in"].is_string() && j["kept_in"] != (bf16 ? "bf16" : "fp32"))
+        throw InputError(path, "kept_in",
+                         "'" + j["kept_in"].get<std::string>() + "': " +
+                             (bf16 ? "the set of fp16/bf16 passes, kept in FP32, not in BF16 out of FP8; expected an "
+                                     "FP8 recipe's advice (kept_in 'bf16'), or give it to --keep-fp32-file"
+                                   : "an FP8 recipe's set, kept in BF16 out of FP8, not in FP32; expected an fp16/bf16 "
+                                     "advice (kept_in 'fp32'), or give it to --keep-bf16-file"));
+    // the outcomes that advise no set: no list of modules to keep
+    for (const char* none : {"invalid_reference", "fp32_cannot_pass", "whole_model_only"})
+        if (j.contains("outcome") && j["outcome"] == none)
+            throw InputError(path, "outcome",
+                             std::string("'") + none +
+                                 "': no set short of the whole model was advised, so the file is no list of modules "
+                                 "to keep; expected an advise JSON of outcome 'found'");
     if (j.contains("outcome") && j["outcome"] == "unverified" && !allow_unverified)
         throw InputError(
             path, "outcome",

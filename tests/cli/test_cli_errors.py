@@ -147,6 +147,17 @@ class CliErrors(unittest.TestCase):
         self.assertIn("--model", err)
         rc, _, _ = run_cli("frobnicate")
         self.assertEqual(rc, 2)
+        # an option replay does not have: named as such, its value not taken for the bundle folder
+        # (was: "bundle: Directory does not exist: 4")
+        rc, _, err = run_cli("replay", "--model", "demo:mlp", "--checkpoint", "x", "--batch", "y", "--precision",
+                             "fp8", "--fp8-amax-history", 4, "--no-db")
+        self.assertEqual(rc, 2, err)
+        self.assertIn("--fp8-amax-history", err)
+        self.assertNotIn("Directory does not exist", err)
+        rc, _, err = run_cli("replay", "/no/such/bundle", "--no-db")
+        self.assertEqual(rc, 2, err)
+        self.assertIn("/no/such/bundle", err)
+        self.assertIn("expected an incident bundle folder", err)
 
     def test_help_and_version(self):
         for cmd in (["--help"], ["run", "--help"], ["backend", "--help"]):

@@ -761,6 +761,17 @@ class Fp8DelayedSettings(unittest.TestCase):
                          "--batch-size", 4, "--no-db")[1]
         self.assertNotIn("fp8_delayed", other)
 
+    def test_one_batch_says_the_settings_change_nothing(self):
+        """The probes in one batch: it casts with scale 1 and no history, so history and margin change
+        nothing; the run says so (was: silently, the settings recorded as applied)."""
+        base = ["run", "--model", "demo:mlp", "--probes", "demo", "--precision", "fp8-delayed", "--fp8-margin", 3,
+                "--no-db"]
+        one = run_json(*base)[1]  # 40 probes, batch size 64
+        self.assertTrue(any("fp8-delayed: the 40 probes run as one batch" in w and "--fp8-margin" in w
+                            for w in one["warnings"]), one["warnings"])
+        several = run_json(*base, "--batch-size", 8)[1]
+        self.assertFalse(any("run as one batch" in w for w in several["warnings"]), several["warnings"])
+
     def test_bad_values_exit_2_naming_the_flag(self):
         base = ["run", "--model", self.path, "--probes", self.probes, "--batch-size", 4, "--no-db"]
         for flag, value, precision in [("--fp8-amax-history", "0", "fp8-delayed"),
@@ -971,6 +982,19 @@ class Fp8Advise(unittest.TestCase):
         self.assertEqual(rc, 2, err)
         self.assertIn(self.json_path, err)
         self.assertIn("no FP8 pass", err)
+        # an advice whose set is kept in FP32, or that found no set, is no BF16 list (were: kept nothing)
+        for edit, field, said in (({"kept_in": "fp32"}, "kept_in", "'fp32': the set of fp16/bf16 passes"),
+                                  ({"outcome": "whole_model_only"}, "outcome", "'whole_model_only': no set")):
+            with open(self.json_path) as f:
+                advice = json.load(f)
+            advice.update(edit)
+            edited = os.path.join(self.tmp.name, "edited.json")
+            with open(edited, "w") as f:
+                json.dump(advice, f)
+            rc, _, err = run_cli(*args, "--precision", "fp8", "--keep-bf16-file", edited)
+            self.assertEqual(rc, 2, err)
+            self.assertIn(f"{edited}: field '{field}'", err)
+            self.assertIn(said, err)
 
 
 def trained_block_mlp(cls):
