@@ -771,6 +771,12 @@ class Fp8DelayedSettings(unittest.TestCase):
                             for w in one["warnings"]), one["warnings"])
         several = run_json(*base, "--batch-size", 8)[1]
         self.assertFalse(any("run as one batch" in w for w in several["warnings"]), several["warnings"])
+        # a program of a static batch: no --batch-size helps, more probes than the batch do
+        four = os.path.join(self.tmp.name, "four.pt")
+        torch.save({"inputs": self.x[:4]}, four)
+        static = run_json("run", "--model", self.path, "--probes", four, "--precision", "fp8-delayed", "--no-db")[1]
+        self.assertTrue(any("the program's static batch is 4: more probes than that run several batches" in w
+                            for w in static["warnings"]), static["warnings"])
 
     def test_bad_values_exit_2_naming_the_flag(self):
         base = ["run", "--model", self.path, "--probes", self.probes, "--batch-size", 4, "--no-db"]

@@ -49,11 +49,23 @@ def scripted(cls, model, name):
     torch.jit.script(cls.model).save(cls.path)
 
 
+GW_HP = "fp8-rowwise-gw-hp"  # fp8-rowwise --rowwise-gw-hp: torchao's recipe rowwise_with_gw_hp
+
+
 def float8_config(recipe):
     if recipe == "fp8":
         return Float8LinearConfig(emulate=True)
     import dataclasses
-    return dataclasses.replace(Float8LinearConfig.from_recipe_name("rowwise"), emulate=True)
+    name = "rowwise_with_gw_hp" if recipe == GW_HP else "rowwise"
+    return dataclasses.replace(Float8LinearConfig.from_recipe_name(name), emulate=True)
+
+
+def pow2_tensorwise(t):
+    """`t` cast to E4M3 with one power-of-two scale (torchao's cast of rowwise_with_gw_hp's weight
+    for grad_input), as the emulated GEMM sees it."""
+    from torchao.float8.float8_scaling_utils import hp_tensor_to_float8_dynamic
+    q = hp_tensor_to_float8_dynamic(t, torch.float8_e4m3fn, LinearMMConfig(), round_scales_to_power_of_2=True)
+    return q._data.float() / q._scale
 
 
 class ProductNet(torch.nn.Module):
@@ -118,7 +130,7 @@ def quantized(t, recipe, element, axis):
         return quantized(t.transpose(-1, -2), recipe, element, swapped).transpose(-1, -2)
     if recipe == "mxfp8":
         return fp8_oracle.mx(t, {"element": element, "axis": axis, "mx_scaling": "rceil"})[0].contiguous()
-    scheme = "tensorwise" if recipe == "fp8" else "rowwise"
+    scheme = "tensorwise" if recipe == "fp8" else "rowwise"  # GW_HP: rowwise
     moved = t.transpose(axis, -1)  # torchao's axiswise scales along the last dimension
     q = fp8_oracle.scaled_fp8(moved, {"scheme": scheme, "element": element, "axis": -1})[0]
     return q.transpose(axis, -1).contiguous()
@@ -163,6 +175,10 @@ class OracleProduct(torch.autograd.Function):
         grad_a = torch.matmul(rows, b_for_a.transpose(-1, -2)).to(BF16).reshape(a.shape)
         cols = quantized(go2, r, ge, ax("go_cols", -2)) if per_slice else rows
         a2 = a if batched else a.reshape(-1, a.shape[-1])
+        if r == GW_HP:  # grad_input with the weight's power-of-two tensorwise cast, grad_weight unquantized
+            grad_a = torch.matmul(rows, pow2_tensorwise(b).transpose(-1, -2)).to(BF16).reshape(a.shape)
+            grad_b = torch.matmul(go2.transpose(-1, -2), a2.to(go.dtype)).to(BF16).transpose(-1, -2)
+            return grad_a, grad_b, None, None
         a_cols = quantized(a2, r, "e4m3", ax("a_cols", -2 if per_slice else -1))
         grad_b = torch.matmul(cols.transpose(-1, -2), a_cols).to(BF16).transpose(-1, -2)
         return grad_a, grad_b, None, None
@@ -199,7 +215,7 @@ class OracleNet(torch.nn.Module):
     def __init__(self, net, recipe, te=None):
         super().__init__()
         self.net, self.recipe, self.te = copy.deepcopy(net), recipe, te
-        if recipe in ("fp8", "fp8-rowwise"):
+        if recipe in ("fp8", "fp8-rowwise", GW_HP):
             convert_to_float8_training(self.net, config=float8_config(recipe))
         elif recipe == "mxfp8":
             to_mxfp8_training(self.net)
@@ -320,13 +336,13 @@ class Fp8AllGemmsTrain(unittest.TestCase):
             out.backward(go)
             return [out.float(), a.grad.float(), w.grad.float()]
 
-        for recipe in ("fp8", "fp8-rowwise", "mxfp8"):
+        for recipe in ("fp8", "fp8-rowwise", GW_HP, "mxfp8"):
             want = torchao(recipe)
             for x, y in zip(oracle(recipe), want):
                 self.assertTrue(torch.equal(x, y), recipe)
             if recipe == "fp8":
                 continue  # one scale per tensor: the same along either axis
-            for flip in ("a", "b", "b_for_a", "go_cols", "a_cols"):
+            for flip in ("a", "b") + (() if recipe == GW_HP else ("b_for_a", "go_cols", "a_cols")):
                 OracleProduct.FLIP = flip
                 try:
                     self.assertFalse(all(torch.equal(x, y) for x, y in zip(oracle(recipe), want)), (recipe, flip))
@@ -335,15 +351,29 @@ class Fp8AllGemmsTrain(unittest.TestCase):
 
     def test_every_step_bitwise_as_the_recipes(self):
         losses = {}
-        for recipe in ("fp8", "fp8-rowwise", "mxfp8", "fp8-delayed"):
-            got = self.train(recipe, "--fp8-all-gemms")
+        for recipe in ("fp8", "fp8-rowwise", GW_HP, "mxfp8", "fp8-delayed"):
+            got = self.train("fp8-rowwise", "--rowwise-gw-hp", "--fp8-all-gemms") if recipe == GW_HP else \
+                self.train(recipe, "--fp8-all-gemms")
             self.assertTrue(got["fp8_all_gemms"], recipe)
             losses[recipe] = [as_float(s["loss_amp"]) for s in got["steps"]]
             self.assertEqual(losses[recipe], self.oracle_losses(recipe), recipe)
-        self.assertEqual(len(set(tuple(v) for v in losses.values())), 4, "the recipes train differently")
+        self.assertEqual(len(set(tuple(v) for v in losses.values())), 5, "the recipes train differently")
         # and without the flag the products are not quantized (the losses differ)
         plain = [as_float(s["loss_amp"]) for s in self.train("fp8")["steps"]]
         self.assertNotEqual(plain, losses["fp8"])
+
+    def test_resume_carries_every_history(self):
+        """fp8-delayed: 2 steps, a checkpoint, 2 more resumed are the 4 steps straight, bitwise: every
+        product's and the convolution's histories (mat1, mat2, input, weight, grad_output) travel in
+        the checkpoint, and the resumed run finds each (no warning of a history unused or missing)."""
+        straight = [as_float(s["loss_amp"]) for s in self.train("fp8-delayed", "--fp8-all-gemms")["steps"]]
+        with tempfile.TemporaryDirectory() as d:
+            first = self.train("fp8-delayed", "--fp8-all-gemms", "--checkpoint-every", 2, "--checkpoint-dir", d,
+                               steps=2)
+            resumed = self.train("fp8-delayed", "--fp8-all-gemms", "--resume", first["checkpoints"][0])
+        self.assertEqual([as_float(s["loss_amp"]) for s in resumed["steps"]], straight[2:])
+        self.assertFalse(resumed["policy_changed"])
+        self.assertFalse([w for w in resumed["warnings"] if "amax histor" in w], resumed["warnings"])
 
     def test_warnings_name_what_stayed_unquantized(self):
         w = " ".join(self.train("fp8", steps=1)["warnings"])
@@ -358,7 +388,7 @@ class Fp8AllGemmsTrain(unittest.TestCase):
         self.assertIn("NVIDIA's NVFP4 recipe defines its linear layers' GEMMs only", w)
         w = " ".join(self.train("fp8-rowwise", "--fp8-all-gemms", steps=1)["warnings"])
         self.assertNotIn("matrix products of the model ran unquantized", w)
-        self.assertIn("fp8-rowwise: 1 convolution calls ran unquantized in BF16", w)
+        self.assertIn("fp8-rowwise: 1 convolution calls ran unquantized under autocast (BF16", w)
         self.assertEqual(self.train("fp8", "--fp8-all-gemms", steps=1)["warnings"], [])
 
     def test_beta_zero_and_empty_products(self):
@@ -428,7 +458,7 @@ class OracleParamProducts(torch.nn.Module):
 
 class SelfProducts(torch.nn.Module):
     """x [B, 64] as 4 tokens of 16 -> scores baddbmm(S, t, t^T, beta=0) (S a parameter whose values
-    are ignored) -> softmax -> bmm by t -> addmm(C, ., Q, beta=0.5, alpha=2) (C [1, 16]: not a
+    are ignored), halved in place -> softmax -> bmm by t -> addmm(C, ., Q, beta=0.5, alpha=2) (C [1, 16]: not a
     bias, added to the FP32 product) -> Linear(64, 32)."""
 
     def __init__(self):
@@ -443,6 +473,7 @@ class SelfProducts(torch.nn.Module):
     def forward(self, x):
         t = x.reshape(-1, 4, 16)
         s = torch.baddbmm(self.S.expand(t.size(0), 4, 4), t, t.transpose(1, 2), beta=0.0)
+        s.mul_(0.5)  # in place on the product (was: exit 3, "a view ... modified inplace")
         u = torch.bmm(torch.softmax(s, -1), t).reshape(-1, 16)
         return self.head(torch.addmm(self.C, u, self.Q, beta=0.5, alpha=2.0).reshape(-1, 64))
 
@@ -464,6 +495,7 @@ class OracleSelfProducts(torch.nn.Module):
         n, r = self.net, self.recipe
         t = x.reshape(-1, 4, 16)
         s = (OracleProduct.apply(t, t.transpose(1, 2), r, torch.float32) * 1.0).to(BF16) + (n.S * 0).sum()
+        s.mul_(0.5)
         u = OracleProduct.apply(torch.softmax(s, -1), t, r).reshape(-1, 16)
         v = (n.C.float() * 0.5 + OracleProduct.apply(u, n.Q, r, torch.float32) * 2.0).to(BF16)
         return n.head(v.reshape(-1, 64))

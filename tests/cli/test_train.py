@@ -183,8 +183,8 @@ class TrainOracle(unittest.TestCase):
             cases = [("step", -1, "-1; expected an integer from 0 to"),
                      ("effective_updates", -3, "expected an integer from 0 to 2"),
                      ("effective_updates", 3, "expected an integer from 0 to 2"),
-                     ("scaler.scale", float("nan"), "expected a finite loss scale > 0"),
-                     ("scaler.scale", -1.0, "expected a finite loss scale > 0"),
+                     ("scaler.scale", float("nan"), "expected a finite loss scale >= 0"),
+                     ("scaler.scale", -1.0, "expected a finite loss scale >= 0"),
                      ("scaler.growth_factor", 0.5, "expected a finite factor > 1"),
                      ("scaler.backoff_factor", 2.0, "expected a factor between 0 and 1"),
                      ("scaler.growth_interval", 0, "scaler.growth_interval"),
@@ -203,6 +203,14 @@ class TrainOracle(unittest.TestCase):
                 self.assertEqual(rc, 2, f"{key}={value}: {se}")
                 self.assertIn(said, se, key)
                 self.assertIn(key, se, key)
+            # a loss scale of 0 is what a run whose every step overflowed saves (65536 backed off to an FP32
+            # underflow): resumed, not refused
+            m = torch.jit.load(ckpt)
+            m._c.setattr("scaler.scale", 0.0)
+            m.save(os.path.join(d, "zero.ckpt"))
+            rc, _, se = run_cli("train", "--model", self.model, "--data", self.data, "--steps", 4, "--resume",
+                                os.path.join(d, "zero.ckpt"), "--device", "cpu", "--no-db", "-q")
+            self.assertIn(rc, (0, 1), se)
             # the file itself re-saved resumes (the edits, not the re-saving, are refused)
             m = torch.jit.load(ckpt)
             m.save(os.path.join(d, "same.ckpt"))

@@ -277,7 +277,7 @@ at::Tensor quantized_conv(const char* op, const at::Tensor& x, const at::Tensor&
         auto* d = training_state(t_precision);
         const auto xq = training_cast(x, d, slot + "input", false, out_dtype);
         const auto wq = training_cast(w, d, slot + "weight", true, out_dtype);
-        out = training_grad_cast(training_conv(conv, xq, wq), d, slot + "grad_output").to(out_dtype);
+        out = training_grad_cast(training_conv(conv, xq, wq), d, slot + "grad_output", out_dtype);
     } else {
         const auto xq = quantize_operand(x, "input", 0, op, slot + "input");
         const auto wq = quantize_operand(w, "weight", 0, op, slot + "weight");
@@ -319,6 +319,7 @@ at::Tensor fp8_convolution(const at::Tensor& x, const at::Tensor& w, const std::
                            c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
                            bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups) {
     c10::impl::ExcludeDispatchKeyGuard no_fp8(kFp8Key);
+    if (transposed && t_counts && !t_what_if && all_gemms_take(x, w)) ++t_counts->convs_transposed;
     if (transposed || !takes_conv("aten::convolution", x, w))
         return at::convolution_symint(x, w, bias, stride, padding, dilation, transposed, output_padding, groups);
     return quantized_conv(

@@ -221,12 +221,14 @@ at::Tensor fp8_training_product(const at::Tensor& a, const at::Tensor& b, Precis
 /// A training step's tensorwise E4M3 cast of an operand (a convolution's under fp8; a product's or
 /// a convolution's under fp8-delayed, with `d`'s stale scale of `slot`, recorded, a weight through
 /// DelayedTraining::cast_weight): the cast values forward, the gradient straight through in
-/// `grad_dtype` backward. training_grad_cast after the op casts the gradient arriving at it to E5M2
+/// `grad_dtype` backward. training_grad_cast after the op (its result as a new tensor of
+/// `out_dtype`) casts the gradient arriving at it to E5M2
 /// (`d`'s slot, or current scaling when `d` is null): the op's own backward then runs on E5M2
 /// grad_output and the E4M3 operands, as the linear's backward GEMMs do.
 at::Tensor training_cast(const at::Tensor& t, DelayedTraining* d, const std::string& slot, bool weight,
                          at::ScalarType grad_dtype);
-at::Tensor training_grad_cast(const at::Tensor& t, DelayedTraining* d, const std::string& slot);
+at::Tensor training_grad_cast(const at::Tensor& t, DelayedTraining* d, const std::string& slot,
+                              at::ScalarType out_dtype);
 
 /// While alive: cuDNN's FP32 convolutions in IEEE FP32 (its default is TF32, a 10-bit mantissa)
 /// on devices of type `dt` when CUDA; nothing on the others.
@@ -343,6 +345,7 @@ struct Fp8GemmCounts {
     /// convolutions in a recipe of per-tensor scales (fp8, fp8-delayed).
     int64_t products = 0;
     int64_t convs_bf16 = 0;           ///< Fp8AllGemmsScope: convolutions run under autocast (recipes of finer scales)
+    int64_t convs_transposed = 0;     ///< Fp8AllGemmsScope: transposed convolutions, run under autocast (every recipe)
     std::set<std::string> kept_bf16;  ///< the modules of PassContext::keep_bf16 that left a GEMM out of FP8
     /// A real-GEMM pass (Fp8PassGuard real_gemm): linear calls left to the emulation because CUDA's
     /// torch._scaled_mm takes no K or N that is not a multiple of 16.

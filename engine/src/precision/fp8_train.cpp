@@ -151,15 +151,17 @@ struct FakeCastFn : public torch::autograd::Function<FakeCastFn> {
     }
 };
 
-/// The gradient cast of FakeCastFn's op: the forward passes `t` on, the backward casts the
-/// gradient arriving to E5M2 (current scaling, or the DelayedTraining's stale scale of `slot`,
-/// recorded), the grad_output the op's backward GEMMs take.
+/// The gradient cast of FakeCastFn's op: the forward passes `t` on as a new tensor of `out_dtype`
+/// (a copy in t's dtype: a model may write into it in place, which an input handed back as it is
+/// forbids), the backward casts the gradient arriving, in t's dtype, to E5M2 (current scaling, or
+/// the DelayedTraining's stale scale of `slot`, recorded), the grad_output the op's backward GEMMs take.
 struct GradCastFn : public torch::autograd::Function<GradCastFn> {
     static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& t, int64_t state,
-                              const std::string& slot) {
+                              const std::string& slot, int64_t out_dtype) {
         ctx->saved_data["state"] = state;
         ctx->saved_data["slot"] = slot;
-        return t;
+        ctx->saved_data["dtype"] = int64_t(t.scalar_type());
+        return t.to(at::ScalarType(out_dtype), /*non_blocking=*/false, /*copy=*/true);
     }
 
     static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -167,9 +169,11 @@ struct GradCastFn : public torch::autograd::Function<GradCastFn> {
         auto* d = reinterpret_cast<DelayedTraining*>(intptr_t(ctx->saved_data["state"].toInt()));
         QuantSpec e5m2 = recipe_spec(Precision::Fp8);
         e5m2.element = Fp8Element::E5M2;
-        auto g = d ? d->cast(grads[0], ctx->saved_data["slot"].toStringRef(), Fp8Element::E5M2)
-                   : quantize_dequantize(grads[0], e5m2);
-        return {g.to(grads[0].scalar_type()), at::Tensor(), at::Tensor()};
+        const auto dtype = at::ScalarType(ctx->saved_data["dtype"].toInt());
+        const auto go = grads[0].to(dtype);
+        auto g =
+            d ? d->cast(go, ctx->saved_data["slot"].toStringRef(), Fp8Element::E5M2) : quantize_dequantize(go, e5m2);
+        return {g.to(dtype), at::Tensor(), at::Tensor(), at::Tensor()};
     }
 };
 
@@ -192,8 +196,12 @@ struct IeeeConvFn : public torch::autograd::Function<IeeeConvFn> {
 
     static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                    torch::autograd::variable_list grads) {
+        // once, and without a graph of its own (ampscope differentiates a step once, create_graph off)
+        if (!ctx->saved_data.count("out") || at::GradMode::is_enabled())
+            throw std::runtime_error("a training step's FP8 convolution is differentiated once, without create_graph");
         const auto out = ctx->saved_data["out"].toTensor();
         const std::vector<at::Tensor> in = {ctx->saved_data["x"].toTensor(), ctx->saved_data["w"].toTensor()};
+        for (const char* k : {"out", "x", "w"}) ctx->saved_data.erase(k);  // freed as the backward passes
         torch::autograd::variable_list wanted;
         for (const auto& t : in)
             if (t.requires_grad()) wanted.push_back(t);
@@ -208,22 +216,27 @@ struct IeeeConvFn : public torch::autograd::Function<IeeeConvFn> {
     }
 };
 
-/// The `self` of a training step's product that beta = 0 leaves out (PyTorch's addmm / baddbmm
-/// ignore its values, NaN and inf included): `prod` forward; backward, prod's gradient on and
-/// `self`'s as PyTorch's derivative gives it, grad * beta (zeros where the gradient is finite),
-/// summed to self's shape, so that a parameter there still gets a gradient (weight decay, momentum).
+/// A training step's product whose `self` beta = 0 leaves out (PyTorch's addmm / baddbmm ignore
+/// its values, NaN and inf included): forward alpha * prod in `out_dtype` (a new tensor: a model
+/// may write into it in place); backward prod's gradient as autograd would give it, and `self`'s as
+/// PyTorch's derivative does, grad * beta (zeros where the gradient is finite) summed to self's
+/// shape, so that a parameter there still gets a gradient (weight decay, momentum).
 struct IgnoredSelfFn : public torch::autograd::Function<IgnoredSelfFn> {
-    static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& prod, const at::Tensor& self) {
+    static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& prod, const at::Tensor& self,
+                              const at::Scalar& alpha, int64_t out_dtype) {
         ctx->saved_data["sizes"] = self.sizes().vec();
         ctx->saved_data["dtype"] = int64_t(self.scalar_type());
-        return prod;
+        ctx->saved_data["prod_dtype"] = int64_t(prod.scalar_type());
+        ctx->saved_data["alpha"] = alpha;
+        return (prod * alpha).to(at::ScalarType(out_dtype));
     }
 
     static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                    torch::autograd::variable_list grads) {
         const auto sizes = ctx->saved_data["sizes"].toIntVector();
         const auto zero = (grads[0] * 0).sum_to_size(sizes).to(at::ScalarType(ctx->saved_data["dtype"].toInt()));
-        return {grads[0], zero};
+        const auto g = grads[0].to(at::ScalarType(ctx->saved_data["prod_dtype"].toInt()));
+        return {g * ctx->saved_data["alpha"].toScalar(), zero, at::Tensor(), at::Tensor()};
     }
 };
 
@@ -459,8 +472,9 @@ at::Tensor training_cast(const at::Tensor& t, DelayedTraining* d, const std::str
     return FakeCastFn::apply(t, int64_t(reinterpret_cast<intptr_t>(d)), slot, weight, int64_t(grad_dtype));
 }
 
-at::Tensor training_grad_cast(const at::Tensor& t, DelayedTraining* d, const std::string& slot) {
-    return GradCastFn::apply(t, int64_t(reinterpret_cast<intptr_t>(d)), slot);
+at::Tensor training_grad_cast(const at::Tensor& t, DelayedTraining* d, const std::string& slot,
+                              at::ScalarType out_dtype) {
+    return GradCastFn::apply(t, int64_t(reinterpret_cast<intptr_t>(d)), slot, int64_t(out_dtype));
 }
 
 IeeeConv::IeeeConv(at::DeviceType dt) : on_(dt == at::kCUDA) {
@@ -499,7 +513,7 @@ at::Tensor training_product(const std::string& slot, const at::Tensor& a, const 
         auto* d = training_state(p);
         const auto aq = training_cast(a, d, slot + "mat1", false, out_dtype);
         const auto bq = training_cast(b, d, slot + "mat2", false, out_dtype);
-        prod = training_grad_cast(at::matmul(aq, bq), d, slot + "grad_output").to(dtype);
+        prod = training_grad_cast(at::matmul(aq, bq), d, slot + "grad_output", dtype);
     } else if (p == Precision::Fp8 || p == Precision::Fp8Rowwise || p == Precision::Mxfp8) {
         prod = fp8_training_product(a, b, p, dtype, mx, out_dtype);
     } else {
@@ -509,8 +523,9 @@ at::Tensor training_product(const std::string& slot, const at::Tensor& a, const 
     }
     if (plain) return bias ? prod + bias->to(dtype) : prod;
     if (beta.equal(0)) {  // self ignored, NaN and inf too (PyTorch's rule); a zero gradient for it
-        auto out = (prod * alpha).to(out_dtype);
-        return self->requires_grad() && at::GradMode::is_enabled() ? IgnoredSelfFn::apply(out, *self) : out;
+        if (self->requires_grad() && at::GradMode::is_enabled())
+            return IgnoredSelfFn::apply(prod, *self, alpha, int64_t(out_dtype));
+        return (prod * alpha).to(out_dtype);
     }
     return (self->to(at::kFloat) * beta + prod * alpha).to(out_dtype);
 }

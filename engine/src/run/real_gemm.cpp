@@ -43,11 +43,18 @@ std::string fp8_coverage_warning(Precision p, const Fp8GemmCounts& c, bool train
 /// The warning of a pass of all GEMMs that left convolutions in BF16 (recipe `p`'s scales are
 /// finer than per-tensor), "" when it left none.
 std::string fp8_conv_warning(Precision p, const Fp8GemmCounts& c) {
-    if (c.convs_bf16 == 0) return {};
-    return to_string(p) + ": " + std::to_string(c.convs_bf16) +
-           " convolution calls ran unquantized in BF16: --fp8-all-gemms quantizes convolutions in the recipes "
-           "of per-tensor scales only (fp8, fp8-delayed, as cuDNN's FP8 convolution takes them); " +
-           to_string(p) + "'s finer scales have no convolution kernel to follow";
+    std::string w;
+    if (c.convs_bf16 > 0)
+        w = to_string(p) + ": " + std::to_string(c.convs_bf16) +
+            " convolution calls ran unquantized under autocast (BF16; a decomposed program's aten::convolution in "
+            "its input's dtype where autocast leaves it, as on the CPU): --fp8-all-gemms quantizes convolutions in "
+            "the recipes of per-tensor scales only (fp8, fp8-delayed, as cuDNN's FP8 convolution takes them); " +
+            to_string(p) + "'s finer scales have no convolution kernel to follow";
+    if (c.convs_transposed > 0)
+        w += (w.empty() ? to_string(p) + ": " : "; and ") + std::to_string(c.convs_transposed) +
+             " transposed convolution calls ran unquantized under autocast: no recipe quantizes a transposed "
+             "convolution";
+    return w;
 }
 
 /// The warning of an FP8 pass whose BF16 list has globs that left no GEMM out of FP8 (their

@@ -244,8 +244,9 @@ struct Reader {
 ScalerState read_scaler(const Reader& in) {
     ScalerState st;
     st.scale = in.number("scaler.scale");
-    if (!std::isfinite(st.scale) || !(st.scale > 0))
-        throw InputError(in.path, "scaler.scale", c10::str(st.scale) + "; expected a finite loss scale > 0");
+    // 0 included: a run whose every step overflowed backs the scale off to 0 (FP32 underflow) and saves it
+    if (!std::isfinite(st.scale) || !(st.scale >= 0))
+        throw InputError(in.path, "scaler.scale", c10::str(st.scale) + "; expected a finite loss scale >= 0");
     st.growth_factor = in.number("scaler.growth_factor");
     if (!std::isfinite(st.growth_factor) || !(st.growth_factor > 1))
         throw InputError(in.path, "scaler.growth_factor",
@@ -329,7 +330,7 @@ Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, 
     return r;
 }
 
-void delayed_resume_warnings(detail::DelayedTraining& d, std::vector<std::string>& warnings) {
+void delayed_resume_warnings(detail::DelayedTraining& d, bool policy_changed, std::vector<std::string>& warnings) {
     const auto listed = [](const std::vector<std::string>& names) {
         std::string out;
         for (size_t i = 0; i < names.size() && i < 3; ++i) out += (i ? ", '" : "'") + names[i] + "'";
@@ -342,8 +343,11 @@ void delayed_resume_warnings(detail::DelayedTraining& d, std::vector<std::string
         if (!d.restored.count(name)) fresh.push_back(name);
     if (!unused.empty())
         warnings.push_back("fp8-delayed: the checkpoint's amax histories of " + std::to_string(unused.size()) +
-                           " FP8 tensors match none the model casts (" + listed(unused) +
-                           "): not used (was the checkpoint written for this model?)");
+                           " FP8 tensors match none the model cast in its first resumed step (" + listed(unused) +
+                           "): not used" +
+                           (policy_changed ? " (the checkpoint was written under another precision policy)"
+                                           : " (a module that did not run in that step, or a checkpoint of another "
+                                             "model)"));
     if (!fresh.empty())
         warnings.push_back("fp8-delayed: " + std::to_string(fresh.size()) +
                            " FP8 tensors the model casts have no amax history in the checkpoint (" + listed(fresh) +

@@ -547,7 +547,8 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
                 progress->progress("train", step - start_step, s.steps - start_step);
             }
             ss.run_step(step, start_step);
-            if (step == start_step && ss.delayed) train_parts::delayed_resume_warnings(*ss.delayed, res.warnings);
+            if (step == start_step && ss.delayed)
+                train_parts::delayed_resume_warnings(*ss.delayed, res.policy_changed, res.warnings);
             if (s.checkpoint_every > 0 && (step + 1) % s.checkpoint_every == 0) {
                 const auto path =
                     (std::filesystem::path(s.checkpoint_dir) /

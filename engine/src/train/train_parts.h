@@ -112,6 +112,6 @@ Resumed load_checkpoint(const std::string& path, const TrainSpec& s, Side& ref, 
 /// After a resumed run's first step under fp8-delayed: warnings naming the checkpoint's histories
 /// the model did not cast and the tensors it cast without one (DelayedTraining::restored); the
 /// tracking then stops.
-void delayed_resume_warnings(detail::DelayedTraining& d, std::vector<std::string>& warnings);
+void delayed_resume_warnings(detail::DelayedTraining& d, bool policy_changed, std::vector<std::string>& warnings);
 
 }  // namespace ampscope::train_parts
