@@ -42,9 +42,9 @@ struct ReplayOptions {
 void add_replay_options(CLI::App* sub, ReplayOptions& o) {
     auto& s = o.spec;
     sub->add_option(
-           "bundle", o.bundle,
-           "an incident bundle folder written by the capture package (docs/capture.md): every setting is read from "
-           "it; options given beside it override");  // checked by read_bundle: after CLI11 names any unknown option
+        "bundle", o.bundle,
+        "an incident bundle folder written by the capture package (docs/capture.md): every setting is read from "
+        "it; options given beside it override");  // checked by read_bundle: after CLI11 names any unknown option
     sub->add_option("--model", s.model,
                     "a TorchScript file or a torch.export program (.pt2) whose state_dict keys the checkpoint holds");
     sub->add_option(
