@@ -440,6 +440,9 @@ class ParamProducts(torch.nn.Module):
 
 
 class OracleParamProducts(torch.nn.Module):
+    """A copy of `net` whose linear layers train as the recipe's (torchao); forward: ParamProducts'
+    products as OracleProduct (subclasses: other models')."""
+
     def __init__(self, net, recipe):
         super().__init__()
         self.net, self.recipe = copy.deepcopy(net), recipe
@@ -458,8 +461,8 @@ class OracleParamProducts(torch.nn.Module):
 
 class SelfProducts(torch.nn.Module):
     """x [B, 64] as 4 tokens of 16 -> scores baddbmm(S, t, t^T, beta=0) (S a parameter whose values
-    are ignored), halved in place -> softmax -> bmm by t -> addmm(C, ., Q, beta=0.5, alpha=2) (C [1, 16]: not a
-    bias, added to the FP32 product) -> Linear(64, 32)."""
+    are ignored), halved in place -> softmax -> bmm by t -> addmm(C, ., Q, beta=0.5, alpha=2)
+    (C [1, 16]: not a bias, added to the FP32 product) -> Linear(64, 32)."""
 
     def __init__(self):
         super().__init__()
@@ -478,18 +481,10 @@ class SelfProducts(torch.nn.Module):
         return self.head(torch.addmm(self.C, u, self.Q, beta=0.5, alpha=2.0).reshape(-1, 64))
 
 
-class OracleSelfProducts(torch.nn.Module):
+class OracleSelfProducts(OracleParamProducts):
     """SelfProducts as ampscope trains a product with a `self`: the FP32 product, beta * self +
     alpha * product in FP32, cast to BF16; the gradients BF16 as a linear's; S's gradient PyTorch's,
     zeros (S * 0 in the graph)."""
-
-    def __init__(self, net, recipe):
-        super().__init__()
-        self.net, self.recipe = copy.deepcopy(net), recipe
-        if recipe == "mxfp8":
-            to_mxfp8_training(self.net)
-        else:
-            convert_to_float8_training(self.net, config=float8_config(recipe))
 
     def forward(self, x):
         n, r = self.net, self.recipe

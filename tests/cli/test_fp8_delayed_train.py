@@ -247,17 +247,12 @@ class Fp8DelayedTrain(unittest.TestCase):
             self.assertIn(rc, (0, 1), se)
             self.assertIn("the histories start empty", so)
 
-    def test_a_non_finite_step_is_diagnosed_without_recording_twice(self):
-        """Step 1's batch holds a NaN (an inf would be clamped to 448 by the cast): the step goes
-        non-finite and the guards re-run its forward to name the origin. The re-run casts with the
-        step's scales and records nothing (DelayedTrainingScope::Quiet), and the step's count is
-        taken before it: the clamped count is TE's, counted once (258, not 129, when the re-run
-        recorded and the count were taken after it; its amaxes are the same, so the histories
-        alone would not tell)."""
+    def planted(self, at, value):
+        """Two steps on the data with x[at] = value: (the CLI's steps, TE's (clamped, first) by step)."""
         x = self.x.clone()
-        x[20, 3] = float("nan")
+        x[at] = value
         with tempfile.TemporaryDirectory() as d:
-            data = os.path.join(d, "inf.pt")
+            data = os.path.join(d, "planted.pt")
             torch.save({"inputs": x, "labels": self.y}, data)
             saved = self.x
             try:
@@ -271,7 +266,16 @@ class Fp8DelayedTrain(unittest.TestCase):
                                 "ce", "--device", "cpu", "--no-db", "--json", out, "-q")
             self.assertIn(rc, (0, 1), se)
             with open(out) as f:
-                steps = json.load(f)["steps"]
+                return json.load(f)["steps"], want
+
+    def test_a_non_finite_step_is_diagnosed_without_recording_twice(self):
+        """Step 1's batch holds a NaN (an inf would be clamped to 448 by the cast): the step goes
+        non-finite and the guards re-run its forward to name the origin. The re-run casts with the
+        step's scales and records nothing (DelayedTrainingScope::Quiet), and the step's count is
+        taken before it: the clamped count is TE's, counted once (258, not 129, when the re-run
+        recorded and the count were taken after it; its amaxes are the same, so the histories
+        alone would not tell)."""
+        steps, want = self.planted((20, 3), float("nan"))
         self.assertEqual(steps[1]["nonfinite_stage"], "forward")
         self.assertIsNotNone(steps[1]["origin"])
         self.assertGreater(want[1][0], 0, "step 1 clamps values (the growing batch)")
@@ -281,27 +285,9 @@ class Fp8DelayedTrain(unittest.TestCase):
         """Step 0's batch holds an inf: the cast clamps it to 448 (TE's saturating cast does too), so
         the step's clamped count is TE's, the inf included (was: left out, "clamped: none" for an
         inf the cast made finite)."""
-        x = self.x.clone()
-        x[3, 2] = float("inf")
-        with tempfile.TemporaryDirectory() as d:
-            data = os.path.join(d, "inf.pt")
-            torch.save({"inputs": x, "labels": self.y}, data)
-            saved = self.x
-            try:
-                self.x = x
-                _, want = self.reference(1024, 0)
-            finally:
-                self.x = saved
-            out = os.path.join(d, "t.json")
-            rc, _, se = run_cli("train", "--model", self.path, "--data", data, "--steps", 2, "--batch-size",
-                                self.BATCH, "--lr", self.LR, "--precision", "fp8-delayed", "--no-scaler", "--loss",
-                                "ce", "--device", "cpu", "--no-db", "--json", out, "-q")
-            self.assertIn(rc, (0, 1), se)
-            with open(out) as f:
-                steps = json.load(f)["steps"]
+        steps, want = self.planted((3, 2), float("inf"))
         self.assertGreater(want[0][0], 0)
-        self.assertEqual(steps[0]["fp8_saturated"], want[0][0])
-        self.assertEqual(steps[0]["fp8_saturated_at"], want[0][1])
+        self.assertEqual((steps[0]["fp8_saturated"], steps[0]["fp8_saturated_at"]), want[0])
 
     def test_hostile_checkpoint_state_is_refused_by_key(self):
         """A checkpoint's fp8-delayed state edited: each bad value refused naming its key (exit 2)."""
