@@ -240,7 +240,7 @@ struct Reader {
 };
 
 /// The checkpoint's GradScaler state, checked as torch.amp.GradScaler's constructor and
-/// load_state_dict check it (a finite scale > 0, growth > 1, backoff in (0, 1), interval >= 1).
+/// load_state_dict check it (a finite scale >= 0, growth > 1, backoff in (0, 1), interval >= 1).
 ScalerState read_scaler(const Reader& in) {
     ScalerState st;
     st.scale = in.number("scaler.scale");
