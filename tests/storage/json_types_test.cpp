@@ -2,6 +2,7 @@
 // storage's to_json / from_json (json_types.h): each type written as stored and read back whole.
 #include <gtest/gtest.h>
 
+#include "ampscope/engine/errors.h"
 #include "json_types.h"
 
 using namespace ampscope;
@@ -180,6 +181,34 @@ TEST(JsonTypes, TrainSpecRoundTripsAndRefusesAPrecisionATrainingDoesNotRun) {
     j = json::parse(text);
     j.erase("guards");
     EXPECT_THROW(j.get<TrainSpec>(), json::out_of_range);
+}
+
+TEST(JsonTypes, TrainSpecFp8ProductSettingsRoundTripAndRefuseNonBooleans) {
+    TrainSpec s;
+    s.precision = Precision::Fp8Rowwise;
+    s.fp8_all_gemms = true;
+    s.rowwise_gw_hp = true;
+    auto j = json::parse(ordered_json(s).dump());
+    EXPECT_EQ(j["fp8_all_gemms"], true);
+    EXPECT_EQ(j["rowwise_gw_hp"], true);
+    const auto r = j.get<TrainSpec>();
+    EXPECT_TRUE(r.fp8_all_gemms);
+    EXPECT_TRUE(r.rowwise_gw_hp);
+    for (const char* key : {"fp8_all_gemms", "rowwise_gw_hp"}) {
+        auto plain = j;
+        plain.erase(key);  // trainings recorded before the setting: off
+        const auto p = plain.get<TrainSpec>();
+        EXPECT_FALSE(std::string(key) == "fp8_all_gemms" ? p.fp8_all_gemms : p.rowwise_gw_hp) << key;
+        auto bad = j;
+        bad[key] = "yes";
+        try {
+            (void)bad.get<TrainSpec>();
+            ADD_FAILURE() << key << ": a string read as a boolean";
+        } catch (const ampscope::InputError& e) {
+            EXPECT_EQ(e.field(), std::string("spec.") + key);
+            EXPECT_NE(std::string(e.what()).find("'\"yes\"'; expected true or false"), std::string::npos) << e.what();
+        }
+    }
 }
 
 TEST(JsonTypes, OriginKeepsItsAlphabeticalKeysAndGradFnOnlyForTheBackwardPass) {
