@@ -375,6 +375,19 @@ class Fp8AllGemmsTrain(unittest.TestCase):
         self.assertFalse(resumed["policy_changed"])
         self.assertFalse([w for w in resumed["warnings"] if "amax histor" in w], resumed["warnings"])
 
+    def test_summary_says_what_trained_in_fp8(self):
+        base = ("train", "--model", self.path, "--data", self.data, "--steps", 1, "--batch-size", BATCH,
+                "--no-scaler", "--loss", "ce", "--no-db", "--fp8-all-gemms")
+        rc, so, se = run_cli(*base, "--precision", "fp8")
+        self.assertIn(rc, (0, 1), se)
+        self.assertIn("FP8 GEMMs: every matrix product (linear layers, the model's own products and convolutions), "
+                      "forward and backward", so)
+        rc, so, se = run_cli(*base, "--precision", "fp8-rowwise", "--rowwise-gw-hp")
+        self.assertIn(rc, (0, 1), se)
+        self.assertIn("FP8 GEMMs: every matrix product (linear layers, the model's own products), forward and "
+                      "backward", so)
+        self.assertIn("fp8-rowwise: torchao's rowwise_with_gw_hp (the weight gradient's GEMM in high precision)", so)
+
     def test_warnings_name_what_stayed_unquantized(self):
         w = " ".join(self.train("fp8", steps=1)["warnings"])
         # the addmm and the matmul by w2 (an mm of a linear); attention's bmm are not counted
