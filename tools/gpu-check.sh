@@ -232,6 +232,52 @@ print("figure: 5 recipes (3 with --fp8-all-gemms, rowwise_with_gw_hp) on cuda, f
       "of the CPU's")
 PY
 }
+# FP8 training of convolutions on the GPU (fp8 / fp8-delayed --fp8-all-gemms, never run; the
+# convolution and its backward in IEEE FP32 there, training_conv, where cuDNN's default is TF32).
+# A Conv1d model, one step on cuda and on the CPU: the AMP loss within 1e-3, the gradient norm
+# within 1e-2 (the figures say how close; TF32 itself moves them by about 1e-4 and 1e-5 here, under
+# the BF16 rounding of the convolution's output: this check catches a broken path, not TF32).
+fp8_conv_train_cuda() {
+  local p dev d=$json/conv-train
+  mkdir -p "$d"
+  cat > "$d/make.py" <<'PY'  # a file: torch.jit.script reads the class's source
+import sys, torch
+class ConvNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(3)
+        self.c1 = torch.nn.Conv1d(8, 16, 3, padding=1)
+        self.c2 = torch.nn.Conv1d(16, 16, 3, padding=1)
+        self.head = torch.nn.Linear(16 * 32, 10)
+    def forward(self, x):
+        return self.head(torch.relu(self.c2(torch.relu(self.c1(x)))).flatten(1))
+torch.jit.script(ConvNet().train()).save(sys.argv[1] + "/conv.pt")
+g = torch.Generator().manual_seed(4)
+torch.save({"inputs": torch.randn(64, 8, 32, generator=g) * 3, "labels": torch.randint(0, 10, (64,), generator=g)},
+           sys.argv[1] + "/data.pt")
+PY
+  "$py" "$d/make.py" "$d"
+  for p in fp8 fp8-delayed; do
+    for dev in cuda cpu; do
+      "$cli" train --model "$d/conv.pt" --data "$d/data.pt" --steps 1 --batch-size 64 --precision "$p" --fp8-all-gemms \
+        --no-scaler --loss ce --device "$dev" --no-db --json "$d/$p-$dev.json" -q || [ $? -eq 1 ]
+    done
+  done
+  "$py" - "$d" <<'PY'
+import json, sys
+worst = {"loss": 0.0, "grad_norm": 0.0}
+for p in ("fp8", "fp8-delayed"):
+    s = {dev: json.load(open(f"{sys.argv[1]}/{p}-{dev}.json"))["steps"][0] for dev in ("cuda", "cpu")}
+    for key, tol in (("loss_amp", 1e-3), ("grad_norm", 1e-2)):
+        a, b = float(s["cuda"][key]), float(s["cpu"][key])
+        rel = abs(a - b) / abs(b)
+        print(p, key, "cuda", a, "cpu", b, "rel", rel)
+        assert rel < tol, (p, key, rel)
+        worst["loss" if key == "loss_amp" else "grad_norm"] = max(worst["loss" if key == "loss_amp" else "grad_norm"], rel)
+print("figure: Conv1d training, fp8 / fp8-delayed --fp8-all-gemms on cuda: loss within", f"{worst['loss']:.1e},",
+      "gradient norm within", f"{worst['grad_norm']:.1e}", "of the CPU's")
+PY
+}
 oracle_cuda() {
   local rc=0
   "$py" -c 'import numpy' 2>/dev/null || { echo "figure: numpy not installed (the oracle's dependency)"; return 77; }
@@ -317,6 +363,7 @@ check advise-cuda advise_cuda
 check bench bench_validated
 check fp8-real fp8_real_cuda
 check fp8-train fp8_train_cuda
+check fp8-conv-train fp8_conv_train_cuda
 check fp8-all-gemms fp8_all_gemms_cuda
 
 # run --fp8-all-gemms on the GPU (never run before): a program with a Conv1D-style addmm, a
