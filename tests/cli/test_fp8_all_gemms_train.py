@@ -403,6 +403,9 @@ class Fp8AllGemmsTrain(unittest.TestCase):
         self.assertNotIn("matrix products of the model ran unquantized", w)
         self.assertIn("fp8-rowwise: 1 convolution calls ran unquantized under autocast (BF16", w)
         self.assertEqual(self.train("fp8", "--fp8-all-gemms", steps=1)["warnings"], [])
+        # the only linear layer kept in BF16 and no --fp8-all-gemms: nothing ran in FP8, said so
+        w = " ".join(self.train("fp8", "--keep-bf16", "head", steps=1)["warnings"])
+        self.assertIn("fp8 training (its first forward): no GEMM of the model ran in FP8", w)
 
     def test_beta_zero_and_empty_products(self):
         """baddbmm(junk, a, b, beta=0, alpha=0.5) ignores its NaN self, as PyTorch does (was: NaN
@@ -592,6 +595,28 @@ class Fp8AllGemmsReplay(unittest.TestCase):
                     for n, p in m.net.named_parameters()}
             for p in step["params"]:
                 self.assertEqual(p["sha256_amp"], shas[p["name"]], (recipe, p["name"]))
+
+    def test_replay_says_what_stayed_unquantized(self):
+        """As train does: the products a recipe left in BF16 (was: nothing said), and a replay in which
+        no GEMM ran in FP8 at all (the only linear kept in BF16: was a plain "mxfp8" header)."""
+        ckpt, _, _ = self.job("fp8")
+        base = ("replay", "--model", self.path, "--checkpoint", ckpt, "--batch", self.batch, "--optimizer", "sgd",
+                "--no-db", "--force")
+        for extra, said, unsaid in (
+                (("--precision", "fp8"), "fp8 training (its first forward): 1 matrix products of the model ran "
+                 "unquantized in BF16 (aten::addmm 1)", "no GEMM of the model ran in FP8"),
+                (("--precision", "mxfp8", "--keep-bf16", "head"), "mxfp8 training (its first forward): no GEMM of the "
+                 "model ran in FP8", None),
+                (("--precision", "fp8", "--fp8-all-gemms"), None, "ran unquantized")):
+            out = os.path.join(self.tmp.name, "said.json")
+            rc, _, se = run_cli(*base, *extra, "--json", out)
+            self.assertIn(rc, (0, 1), se)
+            with open(out) as f:
+                w = " ".join(json.load(f)["warnings"])
+            if said:
+                self.assertIn(said, w, extra)
+            if unsaid:
+                self.assertNotIn(unsaid, w, extra)
 
     def test_refused_without_an_fp8_recipe(self):
         rc, _, err = run_cli("replay", "--model", self.path, "--checkpoint", self.path, "--batch", self.batch,

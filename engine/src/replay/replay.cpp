@@ -334,7 +334,9 @@ struct Replay {
         zero_grad(amp);
         train_parts::reseed(seed_of(step));
         at::Tensor out, loss;
+        detail::Fp8GemmCounts counts;  // the first step's: what the recipe left unquantized, as `train` says
         {
+            detail::Fp8GemmCounter counter(step == 0 ? &counts : nullptr);
             detail::PassScope scope(device.type(), s.keep_fp32, /*observing=*/false, s.keep_bf16);
             detail::AutocastGuard guard(device.type(), detail::autocast_precision(s.precision));
             detail::Fp8PassGuard fp8(s.precision,
@@ -342,6 +344,7 @@ struct Replay {
             out = amp.model->forward(inputs);
             loss = loss_of(out);
         }
+        if (step == 0) detail::add_fp8_coverage_warnings(r.warnings, s.precision, counts);
         // A -inf (or inf) the reference has at the same place is a mask (a causal mask, masked
         // vocabulary entries), not an incident; NaN never equals itself, so NaN always counts.
         const bool out_bad = ref_out.defined() && ref_out.sizes() == out.sizes()

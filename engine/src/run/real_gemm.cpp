@@ -40,6 +40,16 @@ std::string fp8_coverage_warning(Precision p, const Fp8GemmCounts& c, bool train
            remedy + ")";
 }
 
+/// The warning of an FP8 pass (or a training step's first forward, `training`) in which no GEMM of
+/// the model ran in FP8: the recipe then changed nothing, the pass is BF16 autocast throughout.
+std::string fp8_nothing_warning(Precision p, const Fp8GemmCounts& c, bool training) {
+    if (c.quantized > 0 || c.products > 0) return {};
+    return to_string(p) + (training ? " training (its first forward)" : "") +
+           ": no GEMM of the model ran in FP8 (no linear layer, or with --fp8-all-gemms no matrix product or "
+           "convolution, outside the modules kept in BF16): the recipe changed nothing, and what ran is BF16 "
+           "autocast throughout";
+}
+
 /// The warning of a pass of all GEMMs that left convolutions in BF16 (recipe `p`'s scales are
 /// finer than per-tensor), "" when it left none.
 std::string fp8_conv_warning(Precision p, const Fp8GemmCounts& c) {
@@ -102,7 +112,7 @@ std::string real_gemm_unavailable(Precision p, const BackendReport& b) {
 
 void add_fp8_coverage_warnings(std::vector<std::string>& warnings, Precision p, const Fp8GemmCounts& c) {
     if (!is_fp8(p)) return;
-    for (auto w : {fp8_coverage_warning(p, c, true), fp8_conv_warning(p, c)})
+    for (auto w : {fp8_nothing_warning(p, c, true), fp8_coverage_warning(p, c, true), fp8_conv_warning(p, c)})
         if (!w.empty()) warnings.push_back(std::move(w));
 }
 
@@ -110,7 +120,8 @@ void add_fp8_warnings(std::vector<std::string>& warnings, Precision p, const Fp8
                       bool first_fp8) {
     if (!is_fp8(p)) return;
     if (first_fp8)  // every recipe alike: said once, by the run's first FP8 pass
-        for (auto w : {fp8_coverage_warning(p, c), fp8_kept_warning(p, c, o.keep_bf16, o.fp8_all_gemms)})
+        for (auto w : {fp8_nothing_warning(p, c, false), fp8_coverage_warning(p, c),
+                       fp8_kept_warning(p, c, o.keep_bf16, o.fp8_all_gemms)})
             if (!w.empty()) warnings.push_back(std::move(w));
     if (auto w = fp8_conv_warning(p, c); !w.empty()) warnings.push_back(std::move(w));
 }
