@@ -482,10 +482,7 @@ private:
 
 }  // namespace
 
-namespace {
-
-/// Python's name of a floating dtype (torch.float64 …).
-std::string torch_name(at::ScalarType t) {
+std::string pt2::torch_name(at::ScalarType t) {
     switch (t) {
         case at::kDouble: return "torch.float64";
         case at::kHalf: return "torch.float16";
@@ -495,6 +492,8 @@ std::string torch_name(at::ScalarType t) {
     }
 }
 
+namespace {
+
 /// Floating probe inputs are fed as float32 (probes.cpp): a program whose signature takes another
 /// floating dtype is refused before any pass, naming the input and the dtype it expects.
 void check_input_dtypes(const pt2::Program& p) {
@@ -502,7 +501,7 @@ void check_input_dtypes(const pt2::Program& p) {
         if (at::isFloatingType(u.dtype) && u.dtype != at::kFloat)
             throw InputError(
                 p.file, "inputs",
-                "the program's input '" + u.name + "' is " + torch_name(u.dtype) +
+                "the program's input '" + u.name + "' is " + pt2::torch_name(u.dtype) +
                     " in its signature, but floating probe inputs are fed as float32: export with float32 example "
                     "inputs (autocast casts float32 only; it leaves float64 alone)");
 }

@@ -193,4 +193,7 @@ void tie_parameters(Program& p, const std::map<std::string, std::string>& views)
 void flag_decomposed(Program& p);
 void note_dtype_assertions(Program& p);
 
+/// Python's name of a floating dtype (torch.float64, torch.bfloat16 ...; export_model.cpp).
+std::string torch_name(at::ScalarType t);
+
 }  // namespace ampscope::detail::pt2

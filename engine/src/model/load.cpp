@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/hash.h"
@@ -92,6 +93,31 @@ std::unique_ptr<Model> load_file(const std::string& source, const std::string& o
     return load_torchscript(source);
 }
 
+/// Said when the model's floating weights are not float32 (a model saved after .half() or
+/// .to(torch.bfloat16)): the reference pass computes with them as stored, so it is no FP32
+/// reference, and every comparison against it understates what mixed precision changes.
+std::string low_precision_weights(const std::vector<std::pair<std::string, at::Tensor>>& state) {
+    std::map<std::string, std::vector<std::string>> by_dtype;
+    size_t floating = 0;
+    for (const auto& [name, t] : state) {
+        if (!t.is_floating_point()) continue;
+        ++floating;
+        if (t.scalar_type() != at::kFloat) by_dtype[pt2::torch_name(t.scalar_type())].push_back(name);
+    }
+    if (by_dtype.empty()) return "";
+    std::string what;
+    for (const auto& [dtype, names] : by_dtype) {
+        std::string some;
+        for (size_t i = 0; i < names.size() && i < 3; ++i) some += (i ? ", " : "") + names[i];
+        if (names.size() > 3) some += ", ...";
+        what += (what.empty() ? "" : "; ") + std::to_string(names.size()) + " of " + std::to_string(floating) +
+                " floating parameters and buffers are " + dtype + " (" + some + ")";
+    }
+    return "the model's weights are not float32: " + what +
+           ": the fp32 reference computes with them as stored, so it is no FP32 reference and comparisons "
+           "against it understate what mixed precision changes; save or export the model in float32";
+}
+
 }  // namespace
 
 std::unique_ptr<Model> load_model(const std::string& source, uint64_t seed, const std::string& output) {
@@ -116,6 +142,7 @@ std::unique_ptr<Model> load_model(const std::string& source, uint64_t seed, cons
     model->info.source = source;
     auto state = model->named_state();
     model->info.weights_sha256 = weights_hash(state);
+    if (auto w = low_precision_weights(state); !w.empty()) model->warnings.push_back(std::move(w));
     if (model->info.sha256.empty()) model->info.sha256 = model->info.weights_sha256;
     int64_t params = 0;
     for (const auto& p : model->parameters()) params += p.numel();

@@ -32,10 +32,6 @@ namespace {
 using train_parts::Side;
 namespace ckpt = detail::ckpt;
 
-Side make_side(const ReplaySpec& s, const at::Device& device) {
-    return train_parts::load_side(s.model, s.seed, s.output, device);
-}
-
 ckpt::OptimizerState deep_copy(const ckpt::OptimizerState& o, const at::Device& device) {
     ckpt::OptimizerState c = o;
     auto copy = [&](at::Tensor& t) {
@@ -78,6 +74,7 @@ void load_weights(const ReplaySpec& s, const ckpt::Checkpoint& c, Side& ref, Sid
     r.missing = m.missing;
     r.unexpected = m.unexpected;
     r.mismatched = m.mismatched;
+    r.warnings.insert(r.warnings.end(), ref.model->warnings.begin(), ref.model->warnings.end());
     if (!m.clean()) {
         std::string what;
         if (!m.missing.empty()) what += "missing from the checkpoint: " + list(m.missing) + "; ";
@@ -547,12 +544,14 @@ ReplayResult run_replay(const ReplaySpec& spec, ProgressObserver* progress) {
             "the job accumulated gradients over " + std::to_string(spec.incident->accumulation_steps) +
             " micro-batches per optimizer step; the bundle holds the step's last micro-batch and the replay steps "
             "on it alone: its forward and loss are the job's, its gradients and update are not");
-    Side ref = make_side(spec, device), amp = make_side(spec, device);
+    auto side = [&] { return train_parts::load_side(spec.model, spec.seed, spec.output, device); };
+    Side ref = side(), amp = side();
     load_weights(spec, c, ref, amp, r);
     std::string opt_file;
     ckpt::OptimizerState opt = job_optimizer(spec, c, r, opt_file);
     prepare_optimizer(spec, c, opt, opt_file, ref, r);
     GradScaler scaler = make_scaler(spec, c, device, r);
+    train_parts::check_scaled_params(amp, scaler.enabled(), spec.model);
     TrainSpec ts = training_spec_of(spec);
     auto data = detail::load_training_data(spec.batch, *ref.model, spec.seed, ts.loss != LossKind::Model, "batch_file");
     train_parts::choose_loss(ts, data);

@@ -512,10 +512,12 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
     Side ref = make_side(s, device), amp = make_side(s, device);
     res.model = ref.model->info;
     res.model.mode = "train";
+    res.warnings.insert(res.warnings.end(), ref.model->warnings.begin(), ref.model->warnings.end());
     auto data = detail::load_training_data(s.data, *ref.model, s.seed, s.loss != LossKind::Model);
     train_parts::choose_loss(s, data);
     // The batches this run forms meet the program's symbolic ranges, before the first step.
     if (ref.model->fixed_batch == 0) ref.model->check_batches(data.inputs[0].size(0), s.batch_size, s.data);
+    train_parts::check_scaled_params(amp, s.scaler.enabled, s.model);
     detail::check_fp32_regions(*amp.model, s.keep_fp32);
     detail::check_bf16_modules(*amp.model, s.keep_bf16, {s.precision});
     detail::check_kept_once(s.keep_fp32, s.keep_bf16);

@@ -91,6 +91,22 @@ Side load_side(const std::string& model, uint64_t seed, const std::string& outpu
     return side;
 }
 
+void check_scaled_params(const Side& side, bool scaler_enabled, const std::string& file) {
+    if (!scaler_enabled) return;
+    std::vector<std::string> half;
+    for (size_t i = 0; i < side.params.size(); ++i)
+        if (side.params[i].scalar_type() == at::kHalf) half.push_back(side.names[i]);
+    if (half.empty()) return;
+    std::string some;
+    for (size_t i = 0; i < half.size() && i < 3; ++i) some += (i ? ", " : "") + half[i];
+    throw InputError(file, "parameters",
+                     std::to_string(half.size()) + " of " + std::to_string(side.params.size()) +
+                         " trainable parameters are torch.float16 (" + some + (half.size() > 3 ? ", ..." : "") +
+                         "): GradScaler cannot unscale FP16 gradients (PyTorch raises 'Attempting to unscale FP16 "
+                         "gradients.'); mixed precision keeps float32 weights: save the model in float32, or run "
+                         "without GradScaler (--no-scaler)");
+}
+
 void choose_loss(TrainSpec& s, const detail::ProbeSet& data) {
     if (s.loss == LossKind::Auto)
         s.loss = data.labels.empty() ? LossKind::Mse : data.label_width > 0 ? LossKind::Lm : LossKind::Ce;

@@ -45,6 +45,10 @@ struct Resumed {
 /// trainable parameters (requires_grad) and its buffers, by name.
 Side load_side(const std::string& model, uint64_t seed, const std::string& output, const at::Device& device);
 
+/// With a GradScaler, FP16 trainable parameters are refused before any step (InputError naming
+/// `file`), as PyTorch's GradScaler refuses to unscale FP16 gradients, with the remedy.
+void check_scaled_params(const Side& side, bool scaler_enabled, const std::string& file);
+
 /// ||w_amp - w_ref||^2 and ||w_ref||^2 on the device (read with the step's other figures).
 std::pair<at::Tensor, at::Tensor> divergence_terms(const Side& a, const Side& ref);
 /// ||w_amp - w_ref|| / ||w_ref||: NaN when either side's weights are not finite (never 0 for a
