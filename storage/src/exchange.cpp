@@ -36,8 +36,9 @@ uint32_t big_endian(const unsigned char* p) {
     return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
 }
 
-/// The files the exported runs read when they ran (model, probes; a replay's checkpoint, batch
-/// and state files): an export never replaces them, even with --force.
+/// The files the exported runs read when they ran (model, probes; a replay's checkpoint, batch,
+/// state and param-group files and its bundle's incident.json): an export never replaces them,
+/// even with --force.
 std::vector<ProtectedFile> recorded_inputs(const Store& from, const std::vector<std::string>& uuids) {
     std::vector<ProtectedFile> out;
     auto add = [&out](const std::string& path, const std::string& role) {
@@ -56,6 +57,9 @@ std::vector<ProtectedFile> recorded_inputs(const Store& from, const std::vector<
         add(r.spec.checkpoint, "the checkpoint" + run);
         add(r.spec.optimizer_state, "the optimizer state" + run);
         add(r.spec.scaler_state, "the scaler state" + run);
+        add(r.spec.param_groups, "the param groups file" + run);
+        if (r.spec.incident && !r.spec.incident->bundle.empty())
+            add((fs::path(r.spec.incident->bundle) / "incident.json").string(), "the incident bundle" + run);
     }
     return out;
 }
@@ -206,6 +210,17 @@ const TypeCheck kTypeChecks[] = {{"runs", "uuid", "'text'"},
                                  {"fp8_operands", "subnormal", "'integer'"},
                                  {"fp8_operands", "saturated", "'integer'"},
                                  {"fp8_operands", "amax", "'real','integer','null'"},
+                                 {"fp8_operands", "op", "'text'"},
+                                 {"fp8_operands", "nonfinite", "'integer'"},
+                                 {"fp8_operands", "nonzero", "'integer'"},
+                                 {"fp8_operands", "nonfinite_out", "'integer'"},
+                                 {"fp8_operands", "scales", "'integer'"},
+                                 {"fp8_operands", "scale_min", "'real','integer','null'"},
+                                 {"fp8_operands", "scale_max", "'real','integer','null'"},
+                                 {"fp8_operands", "tensor_scale", "'real','integer','null'"},
+                                 {"fp8_operands", "sqnr_db", "'real','integer','null'"},
+                                 {"fp8_operands", "signal", "'real','integer','null'"},
+                                 {"fp8_operands", "noise", "'real','integer','null'"},
                                  {"fp8_real_gemm", "ran", "'integer'"},
                                  {"fp8_real_gemm", "reason", "'text'"},
                                  {"fp8_real_gemm", "kernel", "'text'"},

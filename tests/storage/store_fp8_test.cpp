@@ -4,6 +4,8 @@
 // of schema 8 still opens; rows that are not sound are refused naming the column.
 #include <cmath>
 #include <limits>
+#include <set>
+#include <string>
 #include <tuple>
 
 #include "store_test_util.h"
@@ -142,7 +144,16 @@ TEST(StoreFp8, ImportRefusesOperandsThatAreNotSound) {
     expect_refused("UPDATE fp8_operands SET saturated=5000 WHERE seq=1", "fp8_operands.saturated", "of its 4096");
     expect_refused("UPDATE fp8_operands SET scheme='blockwise' WHERE seq=0", "fp8_operands.scheme", "blockwise");
     expect_refused("UPDATE fp8_operands SET element='e3m4' WHERE seq=0", "fp8_operands.element", "e3m4");
-    expect_refused("UPDATE fp8_operands SET elements='many' WHERE seq=0", "fp8_operands.elements", "wrong type");
+    // every column of the table: a value of the wrong type is refused by name, never read as 0
+    for (const char* column :
+         {"seq",       "module",    "op",        "operand",      "scheme",    "element",       "elements",
+          "nonfinite", "nonzero",   "underflow", "subnormal",    "saturated", "nonfinite_out", "amax",
+          "scales",    "scale_min", "scale_max", "tensor_scale", "sqnr_db",   "signal",        "noise"}) {
+        const std::set<std::string> text = {"module", "op", "operand", "scheme", "element"};
+        const std::string wrong = text.count(column) ? "x'00'" : "'many'";
+        expect_refused(std::string("UPDATE fp8_operands SET ") + column + "=" + wrong + " WHERE seq=0",
+                       std::string("fp8_operands.") + column, "wrong type");
+    }
 }
 
 TEST(StoreFp8, ADatabaseWithoutTheOperandsTableOpens) {
