@@ -12,9 +12,11 @@
 
 #include "ampscope/engine/advise.h"
 #include "ampscope/engine/errors.h"
+#include "ampscope/engine/text.h"
 #include "ampscope/storage/json_io.h"
 #include "ampscope/storage/store.h"
 #include "checks.h"
+#include "summary.h"
 #include "run_options.h"
 
 namespace ampscope::cli {
@@ -77,7 +79,7 @@ AdviseSpec spec_of(AdviseOptions& o, CLI::App* cmd) {
 }
 
 void print_advice(const AdviseResult& r, const json::AdviseRecord& rec) {
-    std::cout << "advise: " << to_string(r.outcome) << ": " << r.message << "\n";
+    std::cout << "advise: " << to_string(r.outcome) << ": " << safe(r.message) << "\n";
     if (!r.sensitivity.empty()) {
         std::cout << "\nsensitivity (worst first; the module alone under autocast, on the FP32 reference's inputs)\n"
                   << std::left << std::setw(40) << "module" << std::setw(6) << "prec" << std::right << std::setw(10)
@@ -86,8 +88,8 @@ void print_advice(const AdviseResult& r, const json::AdviseRecord& rec) {
                   << "\n";
         for (size_t i = 0; i < r.sensitivity.size() && i < 15; ++i) {
             const auto& s = r.sensitivity[i];
-            std::cout << std::left << std::setw(40) << s.module << std::setw(6) << to_string(s.precision) << std::right
-                      << std::setw(10) << std::fixed << std::setprecision(1) << s.sqnr_db << std::setw(12)
+            std::cout << std::left << std::setw(40) << safe(s.module) << std::setw(6) << to_string(s.precision)
+                      << std::right << std::setw(10) << std::fixed << std::setprecision(1) << s.sqnr_db << std::setw(12)
                       << std::scientific << std::setprecision(2) << s.rel_error << std::setw(10) << s.overflow
                       << std::setw(11) << s.underflow << (s.origin ? "  origin" : "") << "\n"
                       << std::defaultfloat;
@@ -98,7 +100,8 @@ void print_advice(const AdviseResult& r, const json::AdviseRecord& rec) {
         std::cout << (r.outcome == AdviseResult::Outcome::Unverified ? "\nthe search's set (unverified, not advice):\n"
                                                                      : "\nkeep in " + kept + ":\n");
         for (const auto& x : r.reasons)
-            std::cout << "  " << std::left << std::setw(38) << x.module << x.why << "  (" << x.detail << ")\n";
+            std::cout << "  " << std::left << std::setw(38) << safe(x.module) << safe(x.why) << "  (" << safe(x.detail)
+                      << ")\n";
         std::cout << std::fixed << std::setprecision(1) << "left in " << kept << ": " << 100 * r.fp32_share_ops
                   << "% of ops, " << 100 * r.fp32_share_flops << "% of FLOPs\n"
                   << std::defaultfloat;
@@ -129,7 +132,7 @@ BenchResult time_policy(const AdviseSpec& a, const std::vector<std::string>& kee
     b.output = a.run.criteria.output;
     b.warmup = 2;
     b.repeats = 10;
-    b.keep_fp32 = keep;
+    for (const auto& m : keep) b.keep_fp32.push_back(exact_glob(m));  // module paths, not globs
     return run_benchmark(b);
 }
 
@@ -166,7 +169,9 @@ int run_advise(AdviseOptions& o) {
     record.granularity = to_string(spec.granularity);
     spec.verify = [&](const std::vector<std::string>& keep) {  // the set found, as a recorded run
         RunSpec verify = spec.run;
-        (fp8 ? verify.keep_bf16 : verify.keep_fp32) = keep;  // an FP8 recipe's set: left out of FP8, in BF16
+        auto& globs = fp8 ? verify.keep_bf16 : verify.keep_fp32;  // an FP8 recipe's set: left out of FP8, in BF16
+        globs.clear();
+        for (const auto& m : keep) globs.push_back(exact_glob(m));  // module paths, not globs
         const RunResult v = run_comparison(verify, rec.writer(), &progress);
         if (interrupted()) throw Cancelled();  // Ctrl-C as the verifying run ended: no timing, exit 130
         record.verified_run = rec.store() ? v.run_id : "";

@@ -119,8 +119,9 @@ void add_replay_options(CLI::App* sub, ReplayOptions& o) {
 }
 
 void print_replay(std::ostream& out, const ReplayResult& r) {
-    out << "replay " << r.run_id.substr(0, 8) << "  " << r.checkpoint_format << " checkpoint, " << r.optimizer << ", "
-        << to_string(r.spec.precision) << (r.scaler_enabled ? " with GradScaler" : " without GradScaler");
+    out << "replay " << r.run_id.substr(0, 8) << "  " << safe(r.checkpoint_format) << " checkpoint, "
+        << safe(r.optimizer) << ", " << to_string(r.spec.precision)
+        << (r.scaler_enabled ? " with GradScaler" : " without GradScaler");
     if (r.spec.clip_grad_norm > 0) out << ", clipping the gradient norm at " << r.spec.clip_grad_norm;
     if (r.spec.precision == Precision::Mxfp8) out << " (" << to_string(r.spec.mx_scaling) << " block scales)";
     if (r.spec.rowwise_gw_hp) out << " (rowwise_with_gw_hp)";
@@ -132,8 +133,8 @@ void print_replay(std::ostream& out, const ReplayResult& r) {
     out << "\n";
     const auto& o = r.optimizer_groups;
     if (!o.groups.empty()) {
-        out << "  optimizer " << o.kind << " (" << o.kind_source << "), " << o.groups.size() << " param group"
-            << (o.groups.size() > 1 ? "s" : "") << " mapped by " << o.mapping << ":";
+        out << "  optimizer " << safe(o.kind) << " (" << safe(o.kind_source) << "), " << o.groups.size()
+            << " param group" << (o.groups.size() > 1 ? "s" : "") << " mapped by " << safe(o.mapping) << ":";
         for (const auto& g : o.groups)
             out << " [" << g.params.size() << " params, lr " << g.lr << ", weight decay " << g.weight_decay
                 << (g.fused ? ", fused" : "") << "]";
@@ -142,12 +143,12 @@ void print_replay(std::ostream& out, const ReplayResult& r) {
     for (const auto& st : r.steps)
         out << "  step " << st.step << ": loss fp32 " << st.loss_ref << ", amp " << st.loss_amp << "; scale "
             << st.scale << (st.skipped ? " (GradScaler skips the step)" : "") << " -> " << st.scale_after << "\n";
-    if (r.spec.incident) out << incident_in_words(r) << "\n";
+    if (r.spec.incident) out << safe(incident_in_words(r)) << "\n";
     if (r.first_nonfinite) {
         const auto& f = *r.first_nonfinite;
         out << "first non-finite: " << to_string(f.stage) << " at step " << f.step
-            << (f.module.empty() ? "" : " in " + f.module) << (f.op.empty() ? "" : ", " + f.op)
-            << (f.node.empty() ? "" : " (" + f.node + ")") << " [" << to_string(f.side) << "]";
+            << (f.module.empty() ? "" : " in " + safe(f.module)) << (f.op.empty() ? "" : ", " + safe(f.op))
+            << (f.node.empty() ? "" : " (" + safe(f.node) + ")") << " [" << to_string(f.side) << "]";
         for (const auto& st : r.steps)
             if (st.step == f.step && f.side != ampscope::ReplaySide::Reference && r.scaler_enabled)
                 out << (st.skipped ? "; GradScaler skips the step"
@@ -156,7 +157,7 @@ void print_replay(std::ostream& out, const ReplayResult& r) {
     } else {
         out << "no non-finite values in " << r.steps.size() << " replayed step(s)\n";
     }
-    for (const auto& w : r.warnings) out << "warning: " << w << "\n";
+    for (const auto& w : r.warnings) out << "warning: " << safe(w) << "\n";
 }
 
 /// What --json must never replace: the database, model, batch, state files, and the checkpoint

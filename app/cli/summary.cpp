@@ -129,7 +129,6 @@ void print_train(std::ostream& os, const TrainResult& r, bool color) {
     if (!r.resumed_from.empty())
         os << "  resumed from " << safe(r.resumed_from)
            << (r.policy_changed ? " (policy changed: experiment change)" : "") << "\n";
-    for (const auto& w : r.warnings) os << "  warning: " << safe(w) << "\n";
     os << "  iterations " << r.iterations << ", effective updates " << r.effective_updates << ", skipped " << r.skipped
        << ", final scale " << fmtg(r.final_scale) << "\n";
     if (r.skipped) {

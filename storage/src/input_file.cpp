@@ -115,7 +115,7 @@ std::vector<std::string> regions_of_json(const std::string& path, const std::str
     for (const auto& m : j[key]) {
         if (!m.is_string() || m.get<std::string>().empty())
             throw InputError(path, key, "expected non-empty module-path strings, found " + m.dump());
-        out.push_back(m.get<std::string>());
+        out.push_back(exact_glob(m.get<std::string>()));  // advise's module paths, each matching itself alone
     }
     return out;
 }

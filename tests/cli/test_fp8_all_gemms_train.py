@@ -407,6 +407,31 @@ class Fp8AllGemmsTrain(unittest.TestCase):
         w = " ".join(self.train("fp8", "--keep-bf16", "head", steps=1)["warnings"])
         self.assertIn("fp8 training (its first forward): no GEMM of the model ran in FP8", w)
 
+    def test_a_bf16_module_without_a_gemm_is_said_in_train_and_replay(self):
+        """--keep-bf16 conv: the recipes quantize no convolution without --fp8-all-gemms, so keeping it
+        in BF16 changes nothing; run says so, train and replay said nothing."""
+        said = "fp8: kept in BF16 'conv' (keep_bf16[0]) but left no GEMM out of FP8"
+        self.assertIn(said, " ".join(self.train("fp8", "--keep-bf16", "conv", steps=1)["warnings"]))
+        self.assertNotIn("left no GEMM", " ".join(self.train("fp8", "--keep-bf16", "head", steps=1)["warnings"]))
+        ckpt, batch = os.path.join(self.tmp.name, "kept.pt"), os.path.join(self.tmp.name, "kept-batch.pt")
+        torch.save({"model": self.model.state_dict(),
+                    "optimizer": torch.optim.SGD(self.model.parameters(), lr=LR).state_dict()}, ckpt)
+        torch.save({"inputs": self.x[:BATCH], "labels": self.y[:BATCH]}, batch)
+        out = os.path.join(self.tmp.name, "kept.json")
+        rc, _, err = run_cli("replay", "--model", self.path, "--checkpoint", ckpt, "--batch", batch, "--precision", "fp8",
+                             "--keep-bf16", "conv", "--loss", "ce", "--no-db", "--json", out, "--force", "-q")
+        self.assertIn(rc, (0, 1), err)
+        with open(out) as f:
+            self.assertIn(said, " ".join(json.load(f)["warnings"]))
+
+    def test_the_summary_says_each_warning_once(self):
+        """The terminal summary printed every warning twice (above and below the step table)."""
+        rc, out, err = run_cli("train", "--model", self.path, "--data", self.data, "--steps", 1, "--batch-size", BATCH,
+                               "--precision", "fp8", "--no-scaler", "--loss", "ce", "--device", "cpu", "--no-db")
+        self.assertIn(rc, (0, 1), err)
+        self.assertEqual(out.count("matrix products of the model ran unquantized"), 1, out)
+        self.assertGreater(out.index("warning:"), out.index("final losses"), out)  # after the table, where it is read
+
     def test_beta_zero_and_empty_products(self):
         """baddbmm(junk, a, b, beta=0, alpha=0.5) ignores its NaN self, as PyTorch does (was: NaN
         losses), and a product with K = 0 trains (was: exit 3 on a reshape); the first step's loss is

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from ampscope_capture import Capture, IncidentError
-from helpers import as_float, check_format, forward_origin, group_names, replay_bundle, replay_files, same_replay, same_tensors
+from helpers import as_float, cli, check_format, forward_origin, group_names, replay_bundle, replay_files, same_replay, same_tensors
 
 K = 4
 
@@ -126,6 +126,33 @@ def test_replay_bundle_alone(fp16):
     rc, by_hand = replay_files(cap.bundles[0], "--clip-grad-norm", 1.0)
     assert rc == 1, by_hand
     same_replay(alone, by_hand)
+
+
+def test_export_never_replaces_the_bundle_a_replay_read(fp16, tmp_path):
+    """`export -o BUNDLE/incident.json --force` replaced the incident record a recorded replay read
+    (the checkpoint and batch were protected, the bundle's own record was not): exit 2, untouched."""
+    import json
+    import shutil
+    import subprocess
+
+    cap, _ = fp16
+    b = str(tmp_path / "bundle")
+    shutil.copytree(cap.bundles[0], b)
+    db, out = str(tmp_path / "db.sqlite"), str(tmp_path / "replay.json")
+    p = subprocess.run([cli(), "replay", b, "--device", "cpu", "--db", db, "--json", out, "-q"], capture_output=True,
+                       text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert p.returncode in (0, 1), p.stderr
+    with open(out) as f:
+        rid = json.load(f)["run_id"]
+    record = os.path.join(b, "incident.json")
+    with open(record, "rb") as f:
+        before = f.read()
+    p = subprocess.run([cli(), "export", rid, "--db", db, "-o", record, "--force"], capture_output=True, text=True,
+                       timeout=300, stdin=subprocess.DEVNULL)
+    assert p.returncode == 2, p.stderr
+    assert "the incident bundle of run " + rid[:8] in p.stderr, p.stderr
+    with open(record, "rb") as f:
+        assert f.read() == before
 
 
 def test_bad_bundles_exit_2_named(fp16, tmp_path):

@@ -22,6 +22,7 @@
 #include "ampscope/engine/hash.h"
 #include "ampscope/engine/compare.h"
 #include "ampscope/engine/errors.h"
+#include "ampscope/engine/text.h"
 #include "precision/precision.h"
 #include "run/comparison.h"
 #include "run/pass.h"
@@ -173,7 +174,9 @@ private:
     PassResult amp_pass(Precision p, const std::vector<std::string>& keep, bool inspect) {
         PassOptions o = run_.options();
         o.precision = p;
-        (fp8_ ? o.keep_bf16 : o.keep_fp32) = keep;  // an FP8 recipe's set is left out of FP8, in BF16
+        auto& globs = fp8_ ? o.keep_bf16 : o.keep_fp32;  // an FP8 recipe's set is left out of FP8, in BF16
+        globs.clear();
+        for (const auto& m : keep) globs.push_back(exact_glob(m));  // module paths, not globs
         o.inspect = inspect;
         ++res_.passes_used;
         return run_.pass(o, false);

@@ -5,6 +5,7 @@
 // against one reference).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <sstream>
@@ -142,7 +143,18 @@ std::string python_list(const std::vector<std::string>& names) {
     std::string out = "[\n";
     for (const auto& m : names) {
         std::string quoted;
-        for (char c : m) quoted += (c == '\\' || c == '"') ? std::string("\\") + c : std::string(1, c);
+        for (char c : m) {
+            const auto u = static_cast<unsigned char>(c);
+            if (c == '\\' || c == '"') {
+                quoted += std::string("\\") + c;
+            } else if (u < 0x20 || u == 0x7f) {  // a newline would end the literal (and the comment line)
+                char hex[8];
+                std::snprintf(hex, sizeof hex, "\\x%02x", u);
+                quoted += hex;
+            } else {
+                quoted += c;
+            }
+        }
         out += "    \"" + quoted + "\",\n";
     }
     return out + "]";

@@ -113,4 +113,13 @@ std::string short_number(double v) {
     return s.str();
 }
 
+std::string exact_glob(const std::string& path) {
+    std::string g;
+    for (char c : path) {
+        if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') g += '\\';
+        g += c;
+    }
+    return g;
+}
+
 }  // namespace ampscope

@@ -341,7 +341,7 @@ struct Replay {
             out = amp.model->forward(inputs);
             loss = loss_of(out);
         }
-        if (step == 0) detail::add_fp8_coverage_warnings(r.warnings, s.precision, counts);
+        if (step == 0) detail::add_fp8_coverage_warnings(r.warnings, s.precision, counts, s.keep_bf16, s.fp8_all_gemms);
         // A -inf (or inf) the reference has at the same place is a mask (a causal mask, masked
         // vocabulary entries), not an incident; NaN never equals itself, so NaN always counts.
         const bool out_bad = ref_out.defined() && ref_out.sizes() == out.sizes()

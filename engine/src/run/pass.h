@@ -60,8 +60,10 @@ void add_fp8_warnings(std::vector<std::string>& warnings, Precision p, const Fp8
                       bool first_fp8);
 
 /// The warnings of a training step's FP8 recipe `p` from its first forward's GEMM counts: the
-/// model's products left unquantized, the convolutions its recipe left in BF16.
-void add_fp8_coverage_warnings(std::vector<std::string>& warnings, Precision p, const Fp8GemmCounts& c);
+/// model's products left unquantized, BF16 globs that kept nothing, the convolutions its recipe
+/// left in BF16.
+void add_fp8_coverage_warnings(std::vector<std::string>& warnings, Precision p, const Fp8GemmCounts& c,
+                               const std::vector<std::string>& keep_bf16, bool all_gemms);
 
 PassResult run_pass(Model& model, const ProbeSet& probes, const at::Device& device, const PassOptions& o,
                     ProgressObserver* progress, bool first_pass);

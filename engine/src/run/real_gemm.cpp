@@ -110,9 +110,11 @@ std::string real_gemm_unavailable(Precision p, const BackendReport& b) {
 
 }  // namespace
 
-void add_fp8_coverage_warnings(std::vector<std::string>& warnings, Precision p, const Fp8GemmCounts& c) {
+void add_fp8_coverage_warnings(std::vector<std::string>& warnings, Precision p, const Fp8GemmCounts& c,
+                               const std::vector<std::string>& keep_bf16, bool all_gemms) {
     if (!is_fp8(p)) return;
-    for (auto w : {fp8_nothing_warning(p, c, true), fp8_coverage_warning(p, c, true), fp8_conv_warning(p, c)})
+    for (auto w : {fp8_nothing_warning(p, c, true), fp8_coverage_warning(p, c, true),
+                   fp8_kept_warning(p, c, keep_bf16, all_gemms), fp8_conv_warning(p, c)})
         if (!w.empty()) warnings.push_back(std::move(w));
 }
 

@@ -274,7 +274,8 @@ struct Session {
                 detail::Fp8GemmCounts counts;  // the first forward's: what the recipe left unquantized
                 auto [out_a, loss] =
                     amp_forward_loss(amp, in, data, b, e, s, device, first && !micro ? &counts : nullptr);
-                if (first && !micro && s.autocast) detail::add_fp8_coverage_warnings(res.warnings, s.precision, counts);
+                if (first && !micro && s.autocast)
+                    detail::add_fp8_coverage_warnings(res.warnings, s.precision, counts, s.keep_bf16, s.fp8_all_gemms);
                 l_a = loss;
                 if (s.guards) {
                     const auto out_bad = out_a.isfinite().all().logical_not().to(at::kDouble);
@@ -478,6 +479,16 @@ void sum_up(TrainResult& res, const TrainSpec& s, const GradScaler& scaler, int 
     res.finished_at = now_iso8601();
 }
 
+/// The spec against the loaded model and data, before the first step: the batches this run forms
+/// meet the program's symbolic ranges, no FP16 parameter under GradScaler, the kept modules exist.
+void check_against_model(const TrainSpec& s, Side& ref, Side& amp, const detail::ProbeSet& data) {
+    if (ref.model->fixed_batch == 0) ref.model->check_batches(data.inputs[0].size(0), s.batch_size, s.data);
+    train_parts::check_scaled_params(amp, s.scaler.enabled, s.model);
+    detail::check_fp32_regions(*amp.model, s.keep_fp32);
+    detail::check_bf16_modules(*amp.model, s.keep_bf16, {s.precision});
+    detail::check_kept_once(s.keep_fp32, s.keep_bf16);
+}
+
 }  // namespace
 
 // ---- the session's pieces other engine parts reuse (replay) ---------------------------------
@@ -515,12 +526,7 @@ TrainResult run_training(const TrainSpec& spec_in, TrainSink* sink, ProgressObse
     res.warnings.insert(res.warnings.end(), ref.model->warnings.begin(), ref.model->warnings.end());
     auto data = detail::load_training_data(s.data, *ref.model, s.seed, s.loss != LossKind::Model);
     train_parts::choose_loss(s, data);
-    // The batches this run forms meet the program's symbolic ranges, before the first step.
-    if (ref.model->fixed_batch == 0) ref.model->check_batches(data.inputs[0].size(0), s.batch_size, s.data);
-    train_parts::check_scaled_params(amp, s.scaler.enabled, s.model);
-    detail::check_fp32_regions(*amp.model, s.keep_fp32);
-    detail::check_bf16_modules(*amp.model, s.keep_bf16, {s.precision});
-    detail::check_kept_once(s.keep_fp32, s.keep_bf16);
+    check_against_model(s, ref, amp, data);
     GradScaler scaler(res.backend.device, s.scaler);
     auto delayed = train_parts::delayed_training_of(s, res);  // fp8-delayed: the histories across the steps
     detail::DelayedTrainingScope delayed_scope(delayed ? &*delayed : nullptr);

@@ -30,4 +30,8 @@ std::string escape_c1_in_json(const std::string& json_text);
 /// "-nan" (the sign of a NaN means nothing).
 std::string short_number(double v);
 
+/// The module-path glob (fnmatch, as --keep-fp32 takes) that matches the module `path` alone: its
+/// glob characters * ? [ ] and backslash escaped (a ModuleDict key may hold them).
+std::string exact_glob(const std::string& path);
+
 }  // namespace ampscope
