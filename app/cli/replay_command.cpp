@@ -203,7 +203,10 @@ void apply_bundle(ReplayOptions& o) {
         s.clip_grad_norm = bs.clip_grad_norm;
         s.clip_given = true;
     }
-    if (!s.optimizer_kind) s.optimizer_kind = bs.optimizer_kind;
+    if (!s.optimizer_kind) {
+        s.optimizer_kind = bs.optimizer_kind;
+        s.optimizer_kind_from = bs.optimizer_kind_from;
+    }
     s.no_scaler = s.no_scaler || bs.no_scaler;
     s.incident = bs.incident;
 }

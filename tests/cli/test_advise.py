@@ -570,8 +570,13 @@ class Advise(unittest.TestCase):
         self.assertIsNotNone(adv, err)
         self.assertEqual(rc, 1, err)
         self.assertEqual(adv["outcome"], "invalid_reference")
-        self.assertIn("reference", adv["message"].lower())
+        self.assertIn("no FP32 set can be judged against a broken reference", adv["message"])
         self.assertEqual(adv["keep_fp32"], [])
+        # an FP8 recipe's set is kept in BF16: the message says so (was: "no FP32 set")
+        rc, adv, err = self.advise("--precision", "fp8", model=path, probes=probes)
+        self.assertEqual((rc, adv["outcome"]), (1, "invalid_reference"), err)
+        self.assertIn("no BF16 set can be judged against a broken reference", adv["message"])
+        self.assertEqual(adv["keep_bf16"], [])
 
     def test_fp32_cannot_pass(self):
         labels = self.ref.argmax(1).clone()

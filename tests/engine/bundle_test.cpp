@@ -191,6 +191,19 @@ TEST_F(Bundle, WrongFormatVersionAndTypesAreNamed) {
     EXPECT_NE(refused().find("'loss'"), std::string::npos);
 }
 
+TEST_F(Bundle, RepeatedRanksAndNonIntegerStepsAreNamed) {
+    auto j = good();
+    j["origin_ranks"] = {3, 5, 3};  // was read as "ranks 3, 5 and 3"
+    write(j);
+    auto msg = refused();
+    EXPECT_NE(msg.find("origin_ranks[2]': 3 again; expected each rank once"), std::string::npos) << msg;
+    j = good();
+    j["step"] = 1e30;  // was "a JSON number; expected an integer"
+    write(j);
+    msg = refused();
+    EXPECT_NE(msg.find("'step': 1e+30 is not an integer"), std::string::npos) << msg;
+}
+
 TEST_F(Bundle, BadJsonIsRefusedNotACrash) {
     write_text("{\"format\": ");
     EXPECT_NE(refused().find("not valid JSON"), std::string::npos);

@@ -163,7 +163,8 @@ def test_bad_bundles_exit_2_named(fp16, tmp_path):
 
     cap, _ = fp16
     cases = {}
-    for name, edit in (("missing", "checkpoint.pt"), ("version", "version"), ("names", "fc9.weight")):
+    for name, edit in (("missing", "checkpoint.pt"), ("version", "version"), ("names", "fc9.weight"),
+                       ("kind", "the optimizer sgd (as the bundle's")):
         b = str(tmp_path / name)
         shutil.copytree(cap.bundles[0], b)
         cases[name] = (b, edit)
@@ -172,6 +173,11 @@ def test_bad_bundles_exit_2_named(fp16, tmp_path):
         inc = json.load(f)
     with open(os.path.join(cases["version"][0], "incident.json"), "w") as f:
         json.dump(dict(inc, version=2), f)
+    # the job's Adam recorded as sgd: the message blames incident.json's optimizer.kind (was: "as asked")
+    with open(os.path.join(cases["kind"][0], "incident.json")) as f:
+        inc = json.load(f)
+    with open(os.path.join(cases["kind"][0], "incident.json"), "w") as f:
+        json.dump(dict(inc, optimizer=dict(inc["optimizer"], kind="sgd")), f)
     ck = torch.load(os.path.join(cases["names"][0], "checkpoint.pt"), weights_only=True)
     ck["model"]["fc9.weight"] = ck["model"].pop("fc1.weight")
     torch.save(ck, os.path.join(cases["names"][0], "checkpoint.pt"))

@@ -166,8 +166,8 @@ private:
         if (!ok)
             finish(AdviseResult::Outcome::InvalidReference,
                    "the FP32 reference is not finite for " + std::to_string(ref_.nonfinite_samples.size()) +
-                       " samples (first: " + ref_.nonfinite_samples.front() +
-                       "); no FP32 set can be judged against a broken reference: fix the model or the probes first");
+                       " samples (first: " + ref_.nonfinite_samples.front() + "); no " + kept_ +
+                       " set can be judged against a broken reference: fix the model or the probes first");
         return ok;
     }
 

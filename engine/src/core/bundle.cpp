@@ -54,6 +54,9 @@ public:
     }
     int64_t integer(const json& obj, const std::string& path, const char* key, int64_t min) const {
         const json& v = at(obj, path, key, "an integer");
+        if (v.is_number_float())  // 1e30, 3.0: JSON numbers with a fraction or an exponent
+            throw InputError(file_, path,
+                             v.dump() + " is not an integer; expected an integer >= " + std::to_string(min));
         if (!v.is_number_integer()) throw wrong(path, v, "an integer");
         if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(INT64_MAX) : v.get<int64_t>() < min)
             throw InputError(file_, path, v.dump() + "; expected an integer >= " + std::to_string(min));
@@ -127,6 +130,8 @@ void read_origin_ranks(const Fields& f, IncidentBundle& b) {
         if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= b.world_size)
             throw InputError(f.file(), field,
                              v.dump() + "; expected a rank below world_size " + std::to_string(b.world_size));
+        if (std::find(b.origin_ranks.begin(), b.origin_ranks.end(), v.get<int64_t>()) != b.origin_ranks.end())
+            throw InputError(f.file(), field, v.dump() + " again; expected each rank once");
         b.origin_ranks.push_back(v.get<int64_t>());
     }
 }
@@ -217,8 +222,11 @@ ReplaySpec replay_spec_of(const IncidentBundle& b) {
     s.clip_grad_norm = b.clip_grad_norm.value_or(0.0);
     s.clip_given = true;                         // the bundle says (null: the job did not clip)
     const auto& kinds = optimizer_kind_names();  // "other": the replay reads the state's own kind
-    if (std::find(kinds.begin(), kinds.end(), b.optimizer_kind) != kinds.end())
+    if (std::find(kinds.begin(), kinds.end(), b.optimizer_kind) != kinds.end()) {
         s.optimizer_kind = parse_optimizer_kind(b.optimizer_kind);
+        s.optimizer_kind_from =
+            "as the bundle's " + (fs::path(b.dir) / "incident.json").string() + " says in optimizer.kind";
+    }
     s.no_scaler = !b.scaler;
     s.incident = ReplayIncident{b.dir,
                                 b.detected_what,

@@ -125,7 +125,8 @@ void map_optimizer(OptimizerState& o, const std::vector<at::Tensor>& params, con
 /// (--optimizer sgd|adam|adamw, or none), or Adam when no group decays weights (both step
 /// alike); else InputError naming --optimizer. A `forced` kind the file contradicts is refused.
 /// Sets o.kind and o.kind_source.
-void resolve_kind(OptimizerState& o, const std::optional<OptimizerKind>& forced, const std::string& file);
+void resolve_kind(OptimizerState& o, const std::optional<OptimizerKind>& forced, const std::string& forced_by,
+                  const std::string& file);
 
 /// torch.optim's step (SGD, Adam, AdamW) on the parameters with gradients, with PyTorch's
 /// arithmetic in PyTorch's order: the single-tensor implementation (also what foreach runs on

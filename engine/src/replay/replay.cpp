@@ -228,7 +228,7 @@ ReplayOptimizer describe(const ckpt::OptimizerState& o, const Side& side) {
 /// model's parameters, what it is recorded; a Trainer folder's clipping said when not given.
 void prepare_optimizer(const ReplaySpec& spec, const ckpt::Checkpoint& c, ckpt::OptimizerState& o,
                        const std::string& file, Side& ref, ReplayResult& r) {
-    ckpt::resolve_kind(o, spec.optimizer_kind, file);
+    ckpt::resolve_kind(o, spec.optimizer_kind, spec.optimizer_kind_from, file);
     bool named = !spec.param_groups.empty();
     for (const auto& g : o.groups) named = named || !g.param_names.empty();
     if (!named) check_tied(o, ref, file);

@@ -234,16 +234,18 @@ OptimizerState read_optimizer(const c10::IValue& v, const std::string& file, con
     return o;
 }
 
-void resolve_kind(OptimizerState& o, const std::optional<OptimizerKind>& forced, const std::string& file) {
+void resolve_kind(OptimizerState& o, const std::optional<OptimizerKind>& forced, const std::string& forced_by,
+                  const std::string& file) {
+    const std::string by = forced_by.empty() ? "as asked" : forced_by;
     if (o.kind == "adam|adamw") {
         bool decays = false;
         for (const auto& g : o.groups) decays = decays || g.weight_decay != 0;
         if (forced == OptimizerKind::Sgd)
             throw InputError(file, "param_groups",
-                             "hold Adam's (betas, amsgrad), not SGD's; the optimizer sgd (as asked) contradicts it");
+                             "hold Adam's (betas, amsgrad), not SGD's; the optimizer sgd (" + by + ") contradicts it");
         if (forced) {
             o.kind = to_string(*forced);
-            o.kind_source = "optimizer " + o.kind + " as asked (no decoupled_weight_decay key: PyTorch <= 2.6)";
+            o.kind_source = "optimizer " + o.kind + " " + by + " (no decoupled_weight_decay key: PyTorch <= 2.6)";
         } else if (!decays) {
             o.kind = to_string(OptimizerKind::Adam);
             o.kind_source =
@@ -260,8 +262,8 @@ void resolve_kind(OptimizerState& o, const std::optional<OptimizerKind>& forced,
     }
     if (forced && to_string(*forced) != o.kind)
         throw InputError(file, "param_groups",
-                         "are " + o.kind + "'s (" + o.kind_source + "); the optimizer " + to_string(*forced) +
-                             " (as asked) contradicts the file");
+                         "are " + o.kind + "'s (" + o.kind_source + "); the optimizer " + to_string(*forced) + " (" +
+                             by + ") contradicts the file");
 }
 
 std::optional<ScalerState> read_scaler(const c10::IValue& v, const std::string& file, const std::string& field) {

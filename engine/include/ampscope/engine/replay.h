@@ -51,6 +51,7 @@ struct ReplaySpec {
     double clip_grad_norm = 0;  ///< the job's clipping norm, or a remedy: clip the unscaled gradients (0 = off)
     bool clip_given = false;    ///< --clip-grad-norm was given (0 included): no Trainer-clipping warning
     std::optional<OptimizerKind> optimizer_kind;  ///< --optimizer where the file cannot tell (none = the file's)
+    std::string optimizer_kind_from;              ///< who told optimizer_kind, in messages ("" = --optimizer, as asked)
     std::string param_groups;                     ///< --param-groups FILE: parameter names per group (JSON)
     bool no_scaler = false;                       ///< --no-scaler: the job ran without GradScaler
     std::string device;
