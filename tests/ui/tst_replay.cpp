@@ -26,6 +26,8 @@
 #include <QTimer>
 #include <QtTest>
 
+#include <fnmatch.h>
+
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -511,6 +513,21 @@ private Q_SLOTS:
         QTRY_COMPARE_WITH_TIMEOUT(cancelled.count(), 2, 60000);
         QCOMPARE(recorded(), before);
         QVERIFY2(messages_.isEmpty(), qPrintable(messages_.join(QLatin1Char('\n'))));
+    }
+
+    void keepModuleRemedyMatchesTheModuleAlone() {
+        // a ModuleDict key holds glob characters: the remedy kept "blocks[0]" as a glob, which matches
+        // "blocks0" and never the module itself
+        ReplayResult r;
+        r.spec.keep_fp32 = {"embed"};
+        r.first_nonfinite = ReplayStage{0, ReplayStageKind::Forward, ReplaySide::Amp, "blocks[0]", "aten::linear", ""};
+        const auto s = ReplayView::remedySpec(r, ReplayView::Remedy::KeepModule);
+        QCOMPARE(s.keep_fp32, (std::vector<std::string>{"embed", "blocks\\[0\\]"}));
+        QCOMPARE(fnmatch(s.keep_fp32[1].c_str(), "blocks[0]", 0), 0);
+        QVERIFY(fnmatch(s.keep_fp32[1].c_str(), "blocks0", 0) != 0);
+        // the advisor's set arrives as globs already (its file reader matches each module alone)
+        const auto a = ReplayView::remedySpec(r, ReplayView::Remedy::AdvisorSet, 0, {"head\\[1\\]"});
+        QCOMPARE(a.keep_fp32, (std::vector<std::string>{"embed", "head\\[1\\]"}));
     }
 
     void advisorsSetIsReadLikeLoadFp32Regions() {

@@ -12,6 +12,7 @@
 
 #include "advisedialog.h"
 #include "advisemodel.h"
+#include "ampscope/engine/text.h"
 #include "ampscope/storage/json_io.h"
 #include "errorreporter.h"
 #include "uitext.h"
@@ -105,7 +106,10 @@ void AdviseDialog::updateButtons() {
 RunSpec AdviseDialog::verifySpec() const {
     RunSpec spec = adviseSpec().run;
     // an FP8 recipe's set is left out of FP8, in BF16; an fp16/bf16 pass's runs in FP32
-    if (result_) (result_->kept_in == Precision::Bf16 ? spec.keep_bf16 : spec.keep_fp32) = result_->keep_fp32;
+    if (!result_) return spec;
+    auto& globs = result_->kept_in == Precision::Bf16 ? spec.keep_bf16 : spec.keep_fp32;
+    globs.clear();
+    for (const auto& m : result_->keep_fp32) globs.push_back(exact_glob(m));  // module paths, each matched alone
     return spec;
 }
 

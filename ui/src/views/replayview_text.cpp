@@ -2,6 +2,7 @@
 // ReplayView: the remedies as specs, and a replay's outcome and a remedy's change in words.
 #include <algorithm>
 
+#include "ampscope/engine/text.h"
 #include "ampscope/engine/vocabulary.h"
 #include "replaymodel.h"
 #include "replayview.h"
@@ -45,13 +46,15 @@ ReplaySpec ReplayView::remedySpec(const ReplayResult& original, Remedy remedy, d
                                   const std::vector<std::string>& set) {
     ReplaySpec s = original.spec;
     s.original_run_id = original.run_id;
-    auto keep = [&s](const std::string& m) {
+    auto keep = [&s](const std::string& m) {  // a glob
         if (!m.empty() && std::find(s.keep_fp32.begin(), s.keep_fp32.end(), m) == s.keep_fp32.end())
             s.keep_fp32.push_back(m);
     };
     switch (remedy) {
         case Remedy::KeepModule:
-            if (original.first_nonfinite) keep(original.first_nonfinite->module);
+            // the module path, matched alone (a ModuleDict key may hold glob characters)
+            if (original.first_nonfinite && !original.first_nonfinite->module.empty())
+                keep(exact_glob(original.first_nonfinite->module));
             break;
         case Remedy::Bf16: s.precision = Precision::Bf16; break;
         case Remedy::InitScale: s.init_scale = value; break;

@@ -40,6 +40,7 @@
 #include "trainingdialog.h"
 #include "replayjob.h"
 #include "runcontroller.h"
+#include "ampscope/engine/text.h"
 
 namespace ampscope::ui {
 
@@ -295,7 +296,8 @@ void MainWindow::keepSelectedModule() {
     // pass's runs without autocast, in FP32
     RunSpec spec = run_->spec;
     auto& kept = fp8 ? spec.keep_bf16 : spec.keep_fp32;
-    if (std::find(kept.begin(), kept.end(), module.toStdString()) == kept.end()) kept.push_back(module.toStdString());
+    const std::string glob = exact_glob(module.toStdString());  // the module alone, not a glob
+    if (std::find(kept.begin(), kept.end(), glob) == kept.end()) kept.push_back(glob);
     startRun(spec);
 }
 
