@@ -118,6 +118,7 @@ void print_advice(const AdviseResult& r, const json::AdviseRecord& rec) {
                     std::cout << to_string(f.precision) << ": " << f.median_ms << " ms with the set, " << g.median_ms
                               << " ms full AMP, " << rec.full_amp->figures[0].median_ms << " ms FP32\n";
         }
+    for (const auto& w : r.warnings) std::cout << "warning: " << safe(w) << "\n";
 }
 
 BenchResult time_policy(const AdviseSpec& a, const std::vector<std::string>& keep) {

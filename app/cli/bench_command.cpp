@@ -15,6 +15,7 @@
 #include "ampscope/storage/store.h"
 #include "checks.h"
 #include "run_options.h"
+#include "summary.h"
 
 namespace ampscope::cli {
 
@@ -62,7 +63,7 @@ void print_result(const BenchResult& res, const BenchSpec& bs, const std::vector
                   const std::string& id) {
     for (const auto& v : vs) {
         if (v.run.empty()) {
-            std::cout << "UNVALIDATED " << to_string(v.precision) << ": " << v.refusal << "\n";
+            std::cout << "UNVALIDATED " << to_string(v.precision) << ": " << safe(v.refusal) << "\n";
             continue;
         }
         std::printf("validated %s by run %s (review %s; accepted under atol %g, rtol %g, max flips %d%s)\n",
@@ -70,9 +71,9 @@ void print_result(const BenchResult& res, const BenchSpec& bs, const std::vector
                     v.criteria.rtol, v.criteria.max_flips,
                     v.criteria.allow_nonfinite ? ", non-finite outputs allowed" : "");
     }
-    std::cout << res.model.source << ", batch " << res.batch << ", " << res.backend.device << " (" << res.backend.kind
-              << "), " << (bs.train ? "training steps" : "forward passes") << ", mode " << to_string(bs.mode)
-              << ", FP32 regions " << glob_list(bs.keep_fp32) << "\n";
+    std::cout << safe(res.model.source) << ", batch " << res.batch << ", " << res.backend.device << " ("
+              << res.backend.kind << "), " << (bs.train ? "training steps" : "forward passes") << ", mode "
+              << to_string(bs.mode) << ", FP32 regions " << safe(glob_list(bs.keep_fp32)) << "\n";
     std::printf("  %-6s %10s %10s %10s %9s %12s %8s\n", "", "median ms", "p10", "p90", "speed-up", "peak MiB",
                 "memory");
     for (const auto& f : res.figures)
@@ -94,9 +95,9 @@ int run_bench(BenchOptions& o) {
     storage::Store store(storage::default_db_path(o.db), storage::Store::Mode::Create, o.init_db);
     const auto vs = validations(store, bs);
     if (!all_validated(vs) && !o.unvalidated) {
-        std::cerr << "ampscope-cli: refusing to measure " << bs.model << " on " << bs.probes << ":\n";
+        std::cerr << "ampscope-cli: refusing to measure " << safe(bs.model) << " on " << safe(bs.probes) << ":\n";
         for (const auto& v : vs)
-            if (v.run.empty()) std::cerr << "  " << to_string(v.precision) << ": " << v.refusal << "\n";
+            if (v.run.empty()) std::cerr << "  " << to_string(v.precision) << ": " << safe(v.refusal) << "\n";
         std::cerr << "Run `ampscope-cli run` with exactly this policy (model, probes, device, precision, --keep-fp32, "
                      "--mode) until it is accepted, or pass --unvalidated.\n";
         return 1;

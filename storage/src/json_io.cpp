@@ -253,6 +253,7 @@ std::string advise_to_json(const AdviseResult& r, const AdviseRecord& rec, int i
                                     {"elements", s.elements},
                                     {"origin", s.origin}});
     j["timing"] = advise_timing(rec);
+    j["warnings"] = r.warnings;
     return j.dump(indent);
 }
 

@@ -67,8 +67,9 @@ class HostileNames(unittest.TestCase):
 
     def test_advise_prints_names_visible_and_writes_python_that_gives_them_back(self):
         script, advice = os.path.join(self.d, "keep.py"), os.path.join(self.d, "advice.json")
-        out = self.terminal("advise", "--model", self.model, "--probes", self.probes, "--precision", "fp16", "--no-bench",
-                            "--db", os.path.join(self.d, "db.sqlite"), "--python", script, "--json", advice, "--force")
+        db = os.path.join(self.d, "db.sqlite")
+        out = self.terminal("advise", "--model", self.model, "--probes", self.probes, "--precision", "fp16", "--db", db,
+                            "--python", script, "--json", advice, "--force")  # timed too: the set matched exactly
         # '[' in a name is a glob character: the search kept "a\x1b[2J\x07b" as a glob that matched
         # nothing, and advised the whole model in FP32
         with open(advice) as f:
@@ -87,6 +88,12 @@ class HostileNames(unittest.TestCase):
                       "--keep-fp32-file", advice, "--json", run, "--force")
         with open(run) as f:
             self.assertEqual(json.load(f)["verdict"], "accepted")
+        # bench quotes the nearest recorded run's FP32 regions when it refuses: visible there too
+        p = subprocess.run([CLI, "bench", "--model", self.model, "--probes", self.probes, "--precision", "fp16", "--db",
+                            db, "--batch-size", "6"], capture_output=True, timeout=600)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        for raw in (b"\x1b", b"\x07"):
+            self.assertNotIn(raw, p.stdout + p.stderr)
 
     def test_replay_prints_keys_modules_and_warnings_visible(self):
         out = self.terminal("replay", "--model", self.model, "--checkpoint", self.checkpoint, "--batch", self.batch,

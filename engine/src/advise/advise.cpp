@@ -91,6 +91,7 @@ public:
         run_.load_inputs();
         res_.backend = run_.res.backend;
         res_.model = run_.res.model;
+        res_.warnings = run_.res.warnings;  // the model's own (weights not float32, a static batch, ...)
         same_inputs_as_recorded();
         candidates_ = candidate_modules(run_.model->info.modules, spec_.granularity);
         if (!run_.model->has_module_scopes() || candidates_.empty())

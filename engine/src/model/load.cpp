@@ -93,8 +93,8 @@ std::unique_ptr<Model> load_file(const std::string& source, const std::string& o
     return load_torchscript(source);
 }
 
-/// Said when the model's floating weights are not float32 (a model saved after .half() or
-/// .to(torch.bfloat16)): the reference pass computes with them as stored, so it is no FP32
+/// Said when floating weights are narrower than float32 (a model saved after .half() or
+/// .to(torch.bfloat16), float8): the reference pass computes with them as stored, so it is no FP32
 /// reference, and every comparison against it understates what mixed precision changes.
 std::string low_precision_weights(const std::vector<std::pair<std::string, at::Tensor>>& state) {
     std::map<std::string, std::vector<std::string>> by_dtype;
@@ -102,7 +102,8 @@ std::string low_precision_weights(const std::vector<std::pair<std::string, at::T
     for (const auto& [name, t] : state) {
         if (!t.is_floating_point()) continue;
         ++floating;
-        if (t.scalar_type() != at::kFloat) by_dtype[pt2::torch_name(t.scalar_type())].push_back(name);
+        // float64 is more precise (autocast leaves its ops alone): a float64 buffer is no broken reference
+        if (c10::elementSize(t.scalar_type()) < 4) by_dtype[pt2::torch_name(t.scalar_type())].push_back(name);
     }
     if (by_dtype.empty()) return "";
     std::string what;

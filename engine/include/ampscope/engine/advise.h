@@ -106,6 +106,8 @@ struct AdviseResult {
     int passes_used = 0;                              ///< forward passes over the probe set (all of them)
     double fp32_share_ops = 0, fp32_share_flops = 0;  ///< of the model's ops and FLOPs in the set (kept_in)
     std::vector<Comparison> final_comparisons;        ///< of the set found, one per precision
+    /// What every run of the model says (its weights not float32, a static batch, ...).
+    std::vector<std::string> warnings;
 };
 
 /// Progress stages: "reference", "sensitivity", "search", "shares". Cancel between passes
