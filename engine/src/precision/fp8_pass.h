@@ -155,6 +155,8 @@ private:
 /// fp8-delayed: where a probe run's scales come from and the first batch's history, as the run
 /// states it (a warning).
 std::string delayed_scaling_note(const DelayedOptions& d);
+// Said when fp8-delayed runs its probes as one batch (static_batch: the program's, 0 when none).
+std::string one_batch_delayed_note(int64_t probes, int64_t static_batch);
 
 /// The what-if (RunSpec::fp8_what_if): the current-scaling recipes whose statistics a BF16 pass
 /// gathers on its own GEMM operands (what_if_recipe names an entry's recipe by its scheme).

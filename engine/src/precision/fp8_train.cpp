@@ -539,6 +539,16 @@ std::string delayed_scaling_note(const DelayedOptions& d) {
            "(the recipe's initial scale), so its values above 448 saturate";
 }
 
+std::string one_batch_delayed_note(int64_t probes, int64_t static_batch) {
+    return "fp8-delayed: the " + std::to_string(probes) +
+           " probes run as one batch, cast with the initial scale 1 before any amax is recorded: "
+           "--fp8-amax-history and --fp8-margin change nothing in this run (" +
+           (static_batch > 0 ? "the program's static batch is " + std::to_string(static_batch) +
+                                   ": more probes than that run several batches"
+                             : std::string("a --batch-size below the probe count runs several batches")) +
+           ", each cast with the scales of those before it)";
+}
+
 void merge_operand(std::vector<Fp8Operand>& into, Fp8Operand o) {
     for (auto& x : into)
         if (x.module == o.module && x.op == o.op && x.operand == o.operand && x.stats.scheme == o.stats.scheme) {

@@ -418,14 +418,7 @@ void ComparisonRun::load_inputs() {
             std::to_string(spec.batch_size));
     const int64_t n = probes.inputs[0].size(0), bs = model->fixed_batch > 0 ? model->fixed_batch : spec.batch_size;
     if (spec.has_pass(Precision::Fp8Delayed) && n <= bs)
-        res.warnings.push_back(
-            "fp8-delayed: the " + std::to_string(n) +
-            " probes run as one batch, cast with the initial scale 1 before any amax is recorded: "
-            "--fp8-amax-history and --fp8-margin change nothing in this run (" +
-            (model->fixed_batch > 0
-                 ? "the program's static batch is " + std::to_string(bs) + ": more probes than that run several batches"
-                 : std::string("a --batch-size below the probe count runs several batches")) +
-            ", each cast with the scales of those before it)");
+        res.warnings.push_back(one_batch_delayed_note(n, model->fixed_batch));
     res.probes = probes.info;
     res.samples = probes.samples;
     res.labels = probes.labels;
