@@ -379,6 +379,30 @@ std::optional<ReplayStage> stage_of(const Reader& rd, const nlohmann::json& j) {
                        rd.str(f, at, "autograd_node")};
 }
 
+/// What replay records: every step asked for (inputs.steps; absent in replays recorded before
+/// it), in order from 0, and the first non-finite stage at one of them.
+void check_steps(const Reader& rd, const nlohmann::json& j, const ReplayResult& r) {
+    const auto& steps = rd.list(j, "", "steps");
+    for (size_t i = 0; i < r.steps.size(); ++i)
+        if (r.steps[i].step != int64_t(i))
+            rd.wrong("steps[" + std::to_string(i) + "].step",
+                     ("step " + std::to_string(i) + " (a replay records its steps in order from 0)").c_str(),
+                     rd.at(steps[i], "step"));
+    const auto& in = rd.object(j, "", "inputs");
+    const bool asked = !rd.at(in, "steps").is_null();
+    if (asked && r.spec.steps < 1) rd.wrong("inputs.steps", "an integer from 1", rd.at(in, "steps"));
+    if (asked && r.steps.size() != size_t(r.spec.steps))
+        rd.wrong("steps",
+                 (std::to_string(r.spec.steps) + " steps, as inputs.steps says (it has " +
+                  std::to_string(r.steps.size()) + ")")
+                     .c_str(),
+                 steps);
+    const int64_t ran = asked ? r.spec.steps : std::max<int64_t>(int64_t(r.steps.size()), 1);
+    if (r.first_nonfinite && (r.first_nonfinite->step < 0 || r.first_nonfinite->step >= ran))
+        rd.wrong("first_nonfinite.step", ("a step the replay ran: 0 to " + std::to_string(ran - 1)).c_str(),
+                 rd.at(rd.at(j, "first_nonfinite"), "step"));
+}
+
 ReplayResult replay_of(const Reader& rd, const nlohmann::json& j) {
     if (!j.is_object() || j.value("kind", "") != "replay")
         throw InputError(rd.source(), "kind", "a replay JSON (kind 'replay')");
@@ -429,6 +453,7 @@ ReplayResult replay_of(const Reader& rd, const nlohmann::json& j) {
     for (size_t i = 0; i < steps.size(); ++i)
         r.steps.push_back(step_of(rd, rd.element(steps, i, "steps"), "steps[" + std::to_string(i) + "]."));
     r.warnings = rd.strings(j, "", "warnings");
+    check_steps(rd, j, r);
     return r;
 }
 

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The store's typed readers: a training run and the benchmarks of a run read back as values,
 // and stored values in the one JSON mapping of their type.
+#include <functional>
+
 #include <nlohmann/json.hpp>
 
 #include "ampscope/engine/rules.h"
@@ -379,6 +381,8 @@ TEST(RunJson, RanksOnlyWhenTheRunHasThem) {
 TEST(StoreRead, ReplayFirstNonFiniteStageAndSideByName) {
     ReplayResult r;
     r.run_id = make_uuid();
+    r.spec.steps = 3;  // as replay records them: every step asked, in order from 0
+    for (int i = 0; i < 3; ++i) r.steps.emplace_back().step = i;
     r.first_nonfinite = ReplayStage{2, ReplayStageKind::Unscale, ReplaySide::Both, "fc1", "aten::mul", ""};
     const auto text = replay_to_json(r);
     auto j = nlohmann::json::parse(text);
@@ -397,4 +401,40 @@ TEST(StoreRead, ReplayFirstNonFiniteStageAndSideByName) {
         EXPECT_NE(m.find("first_nonfinite." + field), std::string::npos) << m;
         EXPECT_NE(m.find("'sideways'; expected"), std::string::npos) << m;
     }
+}
+
+/// A replay records every step it was asked for, in order from 0, and its first non-finite stage
+/// at one of them: a record that says otherwise (hand-edited, or not written by a build) is
+/// refused naming the file and the field, not drawn as steps out of order or a stage at a step
+/// that never ran.
+TEST(StoreRead, ReplayStepsOutOfOrderOrMissingAreRefusedByField) {
+    ReplayResult r;
+    r.run_id = make_uuid();
+    r.spec.steps = 3;
+    for (int i = 0; i < 3; ++i) r.steps.emplace_back().step = i;
+    r.first_nonfinite = ReplayStage{1, ReplayStageKind::Forward, ReplaySide::Amp, "fc1", "aten::mm", ""};
+    const auto good = nlohmann::json::parse(replay_to_json(r));
+    EXPECT_EQ(replay_from_json(good.dump(), "r.json").steps.size(), 3u);
+    const auto refused = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& field,
+                             const std::string& expected) {
+        auto bad = good;
+        edit(bad);
+        const auto m = error_of([&] { replay_from_json(bad.dump(), "r.json"); });
+        EXPECT_NE(m.find("r.json"), std::string::npos) << m;
+        EXPECT_NE(m.find(field), std::string::npos) << field << ": " << m;
+        EXPECT_NE(m.find(expected), std::string::npos) << field << ": " << m;
+    };
+    refused([](auto& j) { std::swap(j["steps"][0], j["steps"][1]); }, "steps[0].step", "0");
+    refused([](auto& j) { j["steps"][2]["step"] = 7; }, "steps[2].step", "2");
+    refused([](auto& j) { j["steps"].erase(2); }, "steps", "3 steps, as inputs.steps says");
+    refused([](auto& j) { j["inputs"]["steps"] = 0; }, "inputs.steps", "an integer from 1");
+    refused([](auto& j) { j["first_nonfinite"]["step"] = 3; }, "first_nonfinite.step", "a step the replay ran");
+    refused([](auto& j) { j["first_nonfinite"]["step"] = -1; }, "first_nonfinite.step", "a step the replay ran");
+    // a replay recorded before inputs.steps: its steps in order, its stage at one of them
+    auto old = good;
+    old["inputs"].erase("steps");
+    EXPECT_EQ(replay_from_json(old.dump(), "r.json").steps.size(), 3u);
+    old["first_nonfinite"]["step"] = 5;
+    const auto m = error_of([&] { replay_from_json(old.dump(), "r.json"); });
+    EXPECT_NE(m.find("first_nonfinite.step"), std::string::npos) << m;
 }
