@@ -45,6 +45,7 @@
 #include "mainwindow.h"
 #include "newrundialog.h"
 #include "runcontroller.h"
+#include "uitext.h"
 
 using namespace ampscope;
 using namespace ampscope::ui;
@@ -312,6 +313,36 @@ private Q_SLOTS:
         QCOMPARE(ended[1][0].toString(), QStringLiteral("finished"));
         QVERIFY(d->complete());
         QVERIFY(d->sensitivityModel()->rowCount() > 3);
+    }
+
+    /// What every run of the model says (its weights not float32, a static batch: advise's
+    /// AdviseResult::warnings, printed by the CLI) is shown under the outcome, its names made
+    /// visible; a model that says nothing shows nothing there.
+    void advisorShowsTheModelsWarnings() {
+        auto [w, d] = advisor();
+        QVERIFY(d);
+        QSignalSpy ended(d, &AdviseDialog::ended);
+        QVERIFY(d->start());
+        QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 1, 120000);
+        QVERIFY(d->result()->warnings.empty());  // demo:mlp's weights are float32
+        QVERIFY2(d->warningsText().isEmpty(), qPrintable(d->warningsText()));
+        const std::string weights =
+            "the model's weights are not float32: 2 of 4 floating parameters and buffers are "
+            "torch.bfloat16 (fc1.weight, fc1.bias)";
+        const std::string named = "a module named \x1b[31mred\x1b[0m";
+        d->job()->setEngine([&](const AdviseSpec& s, ProgressObserver* p, AdviseResult* partial) {
+            auto r = advise(s, p, partial);
+            r.warnings = {weights, named};
+            return r;
+        });
+        QVERIFY(d->start());
+        QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 2, 120000);
+        QCOMPARE(ended[1][0].toString(), QStringLiteral("finished"));
+        const QString shown = d->warningsText();
+        QVERIFY2(shown.contains(QString::fromStdString(weights)), qPrintable(shown));
+        QVERIFY2(shown.contains(storedText(named)), qPrintable(shown));
+        QVERIFY2(!shown.contains(QChar(0x1b)), qPrintable(shown));  // no escape reaches the screen
+        QVERIFY(messages_.isEmpty());
     }
 
     void advisorErrorsGoToTheReporter() {

@@ -48,6 +48,12 @@ AdviseDialog::AdviseDialog(const RunResult& run, ErrorReporter* reporter, QWidge
     outcome_->setObjectName(QStringLiteral("adviseOutcome"));
     outcome_->setWordWrap(true);
     v->addWidget(outcome_);
+    warnings_ = new QLabel;
+    warnings_->setObjectName(QStringLiteral("adviseWarnings"));
+    warnings_->setWordWrap(true);
+    warnings_->setTextFormat(Qt::PlainText);  // the model's names, as they are
+    warnings_->hide();
+    v->addWidget(warnings_);
     v->addWidget(buildViews(), 1);
     v->addWidget(buildButtons());
     connectJob();
@@ -288,6 +294,10 @@ QString AdviseDialog::outcomeText() const {
 
 QString AdviseDialog::summaryText() const {
     return summary_->text();
+}
+
+QString AdviseDialog::warningsText() const {
+    return warnings_->isHidden() ? QString() : warnings_->text();
 }
 
 QString AdviseDialog::stageText() const {

@@ -72,6 +72,9 @@ public:
     QString outcomeText() const;
     QString summaryText() const;
     QString stageText() const;
+    /// What every run of the model says (AdviseResult::warnings), shown under the outcome; empty
+    /// when it says nothing.
+    QString warningsText() const;
     QPushButton* applyButton() const { return apply_; }
     QPushButton* saveButton() const { return save_; }
     QPushButton* copyButton() const { return copy_; }
@@ -122,6 +125,7 @@ private:
     QLabel* outcome_ = nullptr;
     QLabel* summary_ = nullptr;
     QLabel* verified_ = nullptr;
+    QLabel* warnings_ = nullptr;  ///< the model's warnings (weights not float32, a static batch, ...)
     QTabWidget* tabs_ = nullptr;
     ChartWidget* chart_ = nullptr;
     QTableView* table_ = nullptr;

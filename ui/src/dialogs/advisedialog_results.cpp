@@ -25,6 +25,10 @@ void AdviseDialog::showResult(const AdviseResult& r, bool complete) {
     sensitivity_->resetData(r.sensitivity);
     showSet(r);
     showOutcome();
+    QStringList said;
+    for (const auto& w : r.warnings) said << QStringLiteral("Warning: ") + storedText(w);
+    warnings_->setText(said.join(QLatin1Char('\n')));
+    warnings_->setVisible(!said.isEmpty());
     if (complete && r.outcome == AdviseResult::Outcome::Found) tabs_->setCurrentIndex(kSetTab);
     updateButtons();
 }
