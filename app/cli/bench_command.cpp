@@ -25,6 +25,7 @@ struct BenchOptions {
     BenchSpec spec;
     std::string precision = "fp16,bf16", mode = "eval", db, json;
     bool unvalidated = false, init_db = false, force = false;
+    RegionFiles regions;  ///< --keep-fp32-file, --allow-unverified (the precisions are fp16 and bf16: no BF16 list)
 };
 
 std::vector<Precision> parse_precisions(const std::string& list) {
@@ -83,23 +84,16 @@ void print_result(const BenchResult& res, const BenchSpec& bs, const std::vector
               << id.substr(0, 8) << "\n";
 }
 
-int run_bench(BenchOptions& o) {
-    refuse_under_torchrun("bench");
+int measure(BenchOptions& o) {
     auto& bs = o.spec;
-    bs.precisions = parse_precisions(o.precision);
-    bs.mode = o.mode == "train" ? Mode::Train : Mode::Eval;
-    check_output_path(
-        o.json, "--json", storage::OutputKind::BenchJson,
-        protected_inputs(false, o.db, {{"the model (--model)", bs.model}, {"the probe file (--probes)", bs.probes}}),
-        o.force);  // before any work
     storage::Store store(storage::default_db_path(o.db), storage::Store::Mode::Create, o.init_db);
     const auto vs = validations(store, bs);
     if (!all_validated(vs) && !o.unvalidated) {
         std::cerr << "ampscope-cli: refusing to measure " << safe(bs.model) << " on " << safe(bs.probes) << ":\n";
         for (const auto& v : vs)
             if (v.run.empty()) std::cerr << "  " << to_string(v.precision) << ": " << safe(v.refusal) << "\n";
-        std::cerr << "Run `ampscope-cli run` with exactly this policy (model, probes, device, precision, --keep-fp32, "
-                     "--mode) until it is accepted, or pass --unvalidated.\n";
+        std::cerr << "Run `ampscope-cli run` with exactly this policy (model, probes, device, precision, --keep-fp32 "
+                     "or --keep-fp32-file, --mode) until it is accepted, or pass --unvalidated.\n";
         return 1;
     }
     const auto res = run_benchmark(bs);
@@ -113,6 +107,26 @@ int run_bench(BenchOptions& o) {
     return 0;
 }
 
+int run_bench(BenchOptions& o) {
+    refuse_under_torchrun("bench");
+    auto& bs = o.spec;
+    bs.precisions = parse_precisions(o.precision);
+    bs.mode = o.mode == "train" ? Mode::Train : Mode::Eval;
+    std::vector<std::string> no_bf16;
+    apply_region_files(o.regions, bs.keep_fp32, no_bf16);  // after the flags' globs, as run lists them
+    check_output_path(o.json, "--json", storage::OutputKind::BenchJson,
+                      protected_inputs(false, o.db,
+                                       {{"the model (--model)", bs.model},
+                                        {"the probe file (--probes)", bs.probes},
+                                        {"the FP32-region file (--keep-fp32-file)", o.regions.keep_fp32_file}}),
+                      o.force);  // before any work
+    try {
+        return measure(o);
+    } catch (...) {
+        rethrow_region_named(o.regions);  // a glob of the file: the file named
+    }
+}
+
 void add_bench_options(CLI::App* bench, BenchOptions& o) {
     auto& bs = o.spec;
     bench->add_option("--model", bs.model, "demo:NAME, a TorchScript file or a torch.export program (.pt2)")
@@ -122,6 +136,13 @@ void add_bench_options(CLI::App* bench, BenchOptions& o) {
     bench->add_option("--device", bs.device, "cpu | cuda | cuda:N")->check(checks::Device());
     bench->add_option("--precision", o.precision, "AMP precisions to time against FP32")->default_str("fp16,bf16");
     bench->add_option("--keep-fp32", bs.keep_fp32, "module-path glob run without autocast (repeatable), as validated");
+    bench
+        ->add_option("--keep-fp32-file", o.regions.keep_fp32_file,
+                     "FP32 regions from a file, as run reads it: the JSON `ampscope-cli advise` writes (its keep_fp32 "
+                     "list) or one glob a line")
+        ->check(checks::NonEmptyPath());
+    bench->add_flag("--allow-unverified", o.regions.allow_unverified,
+                    "accept a --keep-fp32-file whose advise outcome is 'unverified' (as the validating run did)");
     bench->add_option("--mode", o.mode, "eval | train, as validated")
         ->transform(CLI::IsMember({"eval", "train"}, CLI::ignore_case))
         ->default_str("eval");

@@ -123,6 +123,44 @@ class BenchGate(unittest.TestCase):
         self.assertEqual(r["keep_fp32"], ["fc1"])
         self.assertEqual(r["validation_run"], run_id)
 
+    def test_fp32_regions_from_the_advice_file_as_run_takes_them(self):
+        """--keep-fp32-file: the advice JSON (or one glob a line) as run reads it, so the policy
+        validated with `run --keep-fp32-file` is the one benchmarked; the module paths each match
+        that module alone; an unverified advice only with --allow-unverified; a file that is none,
+        or names no module, refused by name (exit 2)."""
+        advice = os.path.join(self.dir.name, "advice.json")
+        with open(advice, "w") as f:
+            json.dump({"outcome": "found", "keep_fp32": ["fc1"]}, f)
+        run_id = validate(self.db, "--keep-fp32-file", advice)
+        rc, out, err = bench(self.db, "--keep-fp32-file", advice, "--json", "-")
+        self.assertEqual(rc, 0, err)
+        r = json.loads(out)
+        self.assertEqual(r["validation_run"], run_id)
+        self.assertEqual(r["keep_fp32"], ["fc1"])
+        # the flags' globs and the file's together, as run takes them
+        self.assertRefused(bench(self.db, "--keep-fp32", "fc2", "--keep-fp32-file", advice),
+                           "benchmarked [fc1, fc2]")
+        unverified = os.path.join(self.dir.name, "unverified.json")
+        with open(unverified, "w") as f:
+            json.dump({"outcome": "unverified", "keep_fp32": ["fc1"]}, f)
+        rc, out, err = bench(self.db, "--keep-fp32-file", unverified)
+        self.assertEqual(rc, 2, out + err)
+        self.assertIn(unverified, err)
+        self.assertIn("--allow-unverified", err)
+        rc, out, err = bench(self.db, "--keep-fp32-file", unverified, "--allow-unverified", "--json", "-")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(out)["validation_run"], run_id)
+        nothing = os.path.join(self.dir.name, "nothing.txt")
+        with open(nothing, "w") as f:
+            f.write("no_such_module\n")
+        rc, out, err = bench(self.db, "--keep-fp32-file", nothing, "--unvalidated")
+        self.assertEqual(rc, 2, out + err)
+        self.assertIn(nothing, err)
+        self.assertIn("keep_fp32", err)
+        rc, out, err = bench(self.db, "--keep-fp32-file", self.dir.name)
+        self.assertEqual(rc, 2, out + err)
+        self.assertIn(self.dir.name, err)
+
     def test_mode_must_match(self):
         run_id = validate(self.db, "--mode", "train")
         self.assertRefused(bench(self.db), "mode (validated train, benchmarked eval)")
