@@ -23,6 +23,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <fnmatch.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -343,6 +344,27 @@ private Q_SLOTS:
         QVERIFY2(shown.contains(storedText(named)), qPrintable(shown));
         QVERIFY2(!shown.contains(QChar(0x1b)), qPrintable(shown));  // no escape reaches the screen
         QVERIFY(messages_.isEmpty());
+    }
+
+    /// The verifying run keeps each module of the set alone: a ModuleDict key holds glob
+    /// characters, and "blocks[0]" kept as a glob would match "blocks0" and never the module.
+    void verifyingRunKeepsEachModuleAlone() {
+        auto [w, d] = advisor();
+        QVERIFY(d);
+        d->job()->setEngine([](const AdviseSpec& s, ProgressObserver* p, AdviseResult* partial) {
+            auto r = advise(s, p, partial);
+            r.keep_fp32 = {"blocks[0]", "fc1"};
+            return r;
+        });
+        QSignalSpy ended(d, &AdviseDialog::ended);
+        QVERIFY(d->start());
+        QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 1, 120000);
+        const RunSpec v = d->verifySpec();
+        QCOMPARE(v.keep_fp32.size(), size_t(2));
+        QCOMPARE(fnmatch(v.keep_fp32[0].c_str(), "blocks[0]", 0), 0);
+        QVERIFY(fnmatch(v.keep_fp32[0].c_str(), "blocks0", 0) != 0);
+        QCOMPARE(fnmatch(v.keep_fp32[1].c_str(), "fc1", 0), 0);
+        QVERIFY(v.keep_bf16.empty());  // an fp16/bf16 run's set runs in FP32
     }
 
     void advisorErrorsGoToTheReporter() {
