@@ -424,6 +424,42 @@ class Fp8Recipes(unittest.TestCase):
         self.assertGreater(self.want["mxfp8"][1][("fc1", "input")]["underflow"], 0)
 
 
+class Nvfp4TinyTensor(unittest.TestCase):
+    """An input whose amax is below 2688 times the smallest float: NVFP4's per-tensor scale
+    (amax / (448 * 6)) is 0 in FP32. torchao then scales an exact zero to 0 * inf = NaN, which its
+    E2M1 cast takes as 1.5, dequantized times 0: the pass is torchao's bitwise, no non-finite
+    value is born, and each flushed element is counted once (underflow, not saturated too)."""
+
+    def test_outputs_bitwise_as_torchao_and_nothing_counted_twice(self):
+        model = block_mlp()
+        g = torch.Generator().manual_seed(9)
+        x = torch.randn(8, 32, generator=g) * 1e-44  # a few smallest-float steps; many exact zeros
+        x[3, 7] = 0.0
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "m.pt")
+            torch.jit.script(model).save(path)
+            probes = os.path.join(d, "p.pt")
+            with torch.no_grad():
+                torch.save({"inputs": x, "labels": model(x).argmax(1)}, probes)
+            want, ops = oracle_run(model, x, "nvfp4")
+            self.assertFalse(np.isnan(want).any())
+            self.assertGreater(int((x == 0).sum()), 0)
+            rc, result = run_json("run", "--model", path, "--probes", probes, "--precision", "nvfp4",
+                                  "--batch-size", len(x), "--outputs", "--no-db")
+        self.assertIn(rc, (0, 1))
+        got = run_outputs(result, "nvfp4")
+        self.assertTrue(bits_equal(got, want), f"max |diff| {np.nanmax(np.abs(got - want))}")
+        p = pass_of(result, "nvfp4")
+        self.assertEqual(p["nonfinite_samples"], [], p.get("first_nonfinite"))
+        for o in p["fp8_operands"]:
+            w = ops[(o["module"], o["operand"])]
+            for k in ("underflow", "subnormal", "saturated", "nonfinite_out"):
+                self.assertEqual(o[k], w[k], f"{o['module']} {o['operand']} {k}")
+            self.assertLessEqual(o["underflow"] + o["subnormal"] + o["saturated"], o["elements"], o)
+        first = next(o for o in p["fp8_operands"] if o["module"] == "fc1" and o["operand"] == "input")
+        self.assertEqual(first["underflow"], int((x != 0).sum()))  # every non-zero value flushed
+
+
 def gemm_mix():
     """Linears around a bmm, a matmul and a convolution: the GEMMs torchao's recipes do not convert."""
     torch.manual_seed(3)

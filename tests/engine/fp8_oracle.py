@@ -96,8 +96,11 @@ def nvfp4(x, case):
     mult = ((1.0 / pts) / sbs32)
     y = (x2.reshape(x2.shape[0], -1, 16) * mult.unsqueeze(-1)).reshape(xm.shape)
     xs = back(xm, k, case["axis"])
-    saturated = (torch.isfinite(xs) & (back(y, k, case["axis"]).abs() >= 7.0)).sum().item()
-    return back(q, k, case["axis"]), back(elems, k, case["axis"]), mult.flatten(), saturated, pts.item()
+    # saturated: scaled past E2M1's range and not flushed to zero (a per-tensor scale of 0 scales
+    # every value to +-inf and dequantizes it to 0: underflow, counted once)
+    qb = back(q, k, case["axis"])
+    saturated = (torch.isfinite(xs) & (back(y, k, case["axis"]).abs() >= 7.0) & (qb != 0)).sum().item()
+    return qb, back(elems, k, case["axis"]), mult.flatten(), saturated, pts.item()
 
 
 def num(v):

@@ -145,6 +145,16 @@ std::vector<Case> nvfp4_cases(at::Generator& g) {
     c.push_back({"nvfp4 length 40 (padded)", at::randn({6, 40}, g), spec(Fp8Scheme::Nvfp4)});
     c.push_back({"nvfp4 3-d along dim 1", at::randn({2, 3, 48}, g), spec(Fp8Scheme::Nvfp4, Fp8Element::E2M1, 1)});
     c.push_back({"nvfp4 bf16", at::randn({8, 32}, g).to(at::kBFloat16) * 7, spec(Fp8Scheme::Nvfp4)});
+    // an amax so small that amax / 2688 is 0 in FP32: the per-tensor scale's reciprocal is inf, an
+    // exact zero scales to 0 * inf = NaN, which torchao's E2M1 cast takes as 1.5 (times 0: -0);
+    // a block of zeros among them has the block scale 0 / 0 and is NaN in torchao too
+    auto tiny = at::randn({8, 32}, g) * 1e-44;
+    tiny[0][0] = 0.0;
+    tiny[2][5] = 0.0;
+    c.push_back({"nvfp4 amax below 2688 x the smallest float (per-tensor scale 0)", tiny, spec(Fp8Scheme::Nvfp4)});
+    auto tiny_block = at::randn({4, 32}, g) * 1e-44;
+    tiny_block[1].narrow(0, 16, 16).zero_();
+    c.push_back({"nvfp4 per-tensor scale 0 with a block of zeros", tiny_block, spec(Fp8Scheme::Nvfp4)});
     return c;
 }
 
@@ -284,6 +294,8 @@ void Fp8Oracle::check_scheme(Fp8Scheme scheme) {
         EXPECT_EQ(s.subnormal, w["subnormal"].get<int64_t>()) << c.name;
         EXPECT_EQ(s.saturated, w["saturated"].get<int64_t>()) << c.name;
         EXPECT_EQ(s.nonfinite_out, w["nonfinite_out"].get<int64_t>()) << c.name;
+        // each element counted once at most: flushed to zero, subnormal, or saturated
+        EXPECT_LE(s.underflow + s.subnormal + s.saturated, s.numel) << c.name;
         EXPECT_TRUE(same(s.amax, num(w["amax"]))) << c.name << ": amax " << s.amax;
         EXPECT_EQ(s.scales, w["scales"].get<int64_t>()) << c.name;
         EXPECT_TRUE(same(s.scale_min, w["scale_min"].is_null() ? std::nan("") : num(w["scale_min"])))
@@ -560,7 +572,8 @@ TEST(Fp8Pass, WhatIfLeavesDemoPassesAsTheyAre) {
 
 /// round_e2m1 (NVFP4's element rounding, bit arithmetic) against the grid written out: every FP32
 /// step of 2^-12 over [-8, 8], each grid value's ties and their neighbours; ties go to the even
-/// code (0 / 0.5 / 1 / 1.5 / 2 / 3 / 4 / 6 are codes 0-7), beyond 6 saturates, NaN stays NaN.
+/// code (0 / 0.5 / 1 / 1.5 / 2 / 3 / 4 / 6 are codes 0-7), beyond 6 saturates, NaN is 1.5 with
+/// its sign (torchao's f32_to_f4_unpacked: codes 3 and 11; Fp8Oracle's per-tensor-scale-0 cases).
 TEST(Fp8Round, E2m1AsTheGridWrittenOut) {
     static constexpr float kGrid[] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
     const auto want = [](float v) {
@@ -584,7 +597,8 @@ TEST(Fp8Round, E2m1AsTheGridWrittenOut) {
         if (ampscope::detail::round_e2m1(f) != want(f))
             ADD_FAILURE() << f << " -> " << ampscope::detail::round_e2m1(f) << ", want " << want(f), ++differ;
     EXPECT_EQ(differ, 0);
-    EXPECT_TRUE(std::isnan(ampscope::detail::round_e2m1(kNan)));
+    EXPECT_EQ(ampscope::detail::round_e2m1(std::fabs(kNan)), 1.5f);
+    EXPECT_EQ(ampscope::detail::round_e2m1(-std::fabs(kNan)), -1.5f);
     EXPECT_EQ(ampscope::detail::round_e2m1(-kInf), -6.0f);
 }
 

@@ -352,7 +352,9 @@ void fill_stats(QuantStats& s, const at::Tensor& x, const Parts& p) {
     // has an even mantissa and keeps 464; E5M2's 57344 and E2M1's 6 are odd, a tie rounds out)
     const auto ay = at::abs(p.y);
     const double b = s.element == Fp8Element::E4M3 ? 464.0 : s.element == Fp8Element::E5M2 ? 61440.0 : 7.0;
-    s.saturated = count(fin & (s.element == Fp8Element::E4M3 ? ay > b : ay >= b));
+    // not flushed to zero as well (NVFP4's per-tensor scale of 0 scales every value to +-inf and
+    // dequantizes it to 0: counted once, as underflow)
+    s.saturated = count(fin & (s.element == Fp8Element::E4M3 ? ay > b : ay >= b) & (p.q != 0));
     s.nonfinite_out = count(fin & ~at::isfinite(p.q));
     s.amax = s.numel ? at::max(at::abs(x)).item<double>() : 0.0;
     const auto m = p.mult.to(at::kDouble).flatten();

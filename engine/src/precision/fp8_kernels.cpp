@@ -53,7 +53,9 @@ float round_e5m2(float c) {
 
 float round_e2m1(float v) {
     const float a = std::fabs(v);
-    if (std::isnan(a)) return v;
+    // torchao's f32_to_f4_unpacked takes NaN as 1.5 (its sign kept): a finite x scaled by a per-tensor
+    // scale of 0 (0 * inf) dequantizes to +-1.5 * 0, as there; a NaN operand's NaN scales keep it NaN
+    if (std::isnan(a)) return std::signbit(v) ? -1.5f : 1.5f;
     if (a >= 6.0f) return std::copysign(6.0f, v);
     return round_finite<1>(v, 1.0f);  // subnormal step 0.5; normals 1, 1.5, 2, 3, 4, 6
 }
