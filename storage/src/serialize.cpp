@@ -206,7 +206,10 @@ BenchResult read_bench(const std::string& text, const std::string& column) {
         b.keep_fp32 = j.value("keep_fp32", std::vector<std::string>{});
         for (const auto& f : j.at("figures")) {
             BenchFigure x;
-            x.precision = parse_precision(f.value("precision", "")).value_or(Precision::Fp32);
+            const auto named = parse_precision(f.value("precision", ""));
+            if (!named)  // never read as fp32: a second FP32 figure
+                throw json::type_error::create(302, "figures[].precision is none of fp32, fp16 and bf16", &f);
+            x.precision = *named;
             if (is_fp8(x.precision))  // bench times fp16 and bf16 against fp32 only
                 throw json::type_error::create(302,
                                                "precision \"" + to_string(x.precision) +

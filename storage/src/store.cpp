@@ -13,6 +13,7 @@
 #include "ampscope/engine/errors.h"
 #include "ampscope/storage/store.h"
 #include "ampscope/engine/rules.h"
+#include "ampscope/engine/text.h"
 #include "ampscope/storage/json_io.h"
 #include "json_map.h"
 #include "layer_chunk.h"
@@ -263,6 +264,18 @@ RunResult Store::load_run(const std::string& uuid, std::vector<std::string>* dam
     return r;
 }
 
+namespace {
+
+/// A stored precision by its name; a name no build writes (a hand-edited or foreign file) refused
+/// naming the column, never read as another precision.
+Precision stored_precision(const std::string& text, const std::string& where, const char* column) {
+    if (auto p = parse_precision(text)) return *p;
+    throw StoreError(where + ": " + column + " '" + visible_controls(clip_echo(text, 40)) +
+                     "'; expected fp32, fp16, bf16, fp8, fp8-rowwise, mxfp8, nvfp4 or fp8-delayed");
+}
+
+}  // namespace
+
 void Store::load_passes(int64_t id, RunResult& r, std::vector<std::string>* damaged) const {
     const auto& uuid = r.run_id;
     Stmt s(db_,
@@ -271,7 +284,7 @@ void Store::load_passes(int64_t id, RunResult& r, std::vector<std::string>* dama
     s.bind(1, id);
     while (s.step()) {
         PassResult p;
-        p.precision = parse_precision(s.text(1)).value_or(Precision::Fp32);
+        p.precision = stored_precision(s.text(1), path_ + ": run " + uuid, "passes.precision");
         p.keep_fp32 = strings_column(s.text(2), path_, uuid, "passes.keep_fp32");
         const int64_t num_outputs = s.i64(3);
         const size_t n = size_t(s.bytes(4)) / sizeof(float);
@@ -308,7 +321,7 @@ void Store::load_comparisons(int64_t id, RunResult& r) const {
     while (s.step()) {
         Comparison c;
         const int64_t cid = s.i64(0);
-        c.precision = parse_precision(s.text(1)).value_or(Precision::Fp16);
+        c.precision = stored_precision(s.text(1), path_ + ": run " + uuid, "comparisons.precision");
         c.verdict = s.text(2) == "accepted" ? Verdict::Accepted : Verdict::Rejected;
         c.max_abs_delta = s.f64(3);
         c.max_rel_delta = s.f64(4);

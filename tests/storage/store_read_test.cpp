@@ -200,6 +200,11 @@ TEST(StoreRead, AMalformedBenchmarkNamesTheColumn) {
     const auto m = error_of([&] { Store(path).benchmarks(r.run_id); });
     EXPECT_NE(m.find(path + ": run " + r.run_id + ": benchmark b1: column benchmarks.result_json"), std::string::npos)
         << m;
+    // a figure of a precision no build writes: refused, not read as a second FP32 figure
+    raw_exec(path, "UPDATE benchmarks SET result_json='{\"figures\": [{\"precision\": \"fp9\"}]}'");
+    const auto m2 = error_of([&] { Store(path).benchmarks(r.run_id); });
+    EXPECT_NE(m2.find("benchmarks.result_json"), std::string::npos) << m2;
+    EXPECT_NE(m2.find("figures[].precision"), std::string::npos) << m2;
 }
 
 TEST(StoreRead, StoredCriteriaKeepWhetherTheUserChoseMetricAndThreshold) {

@@ -316,6 +316,14 @@ TEST(Store, HostileFilesAreRefusedWithAReason) {
     f = exported("blob.ampscope");
     raw_exec(f, "UPDATE passes SET outputs=zeroblob(50000000) WHERE seq=0");
     expect_refused(f, "outputs do not match");
+    // a precision no build writes: refused by column, not read as fp32 (a second FP32 pass
+    // carrying the AMP pass's figures) nor a comparison's as fp16
+    f = exported("precision.ampscope");
+    raw_exec(f, "UPDATE passes SET precision='fp9' WHERE seq=1");
+    expect_refused(f, "passes.precision 'fp9'; expected");
+    f = exported("precision2.ampscope");
+    raw_exec(f, "UPDATE comparisons SET precision='\x1b[31mbf16'");
+    expect_refused(f, "comparisons.precision");
     f = exported("trunc.ampscope");
     {
         const auto size = fs::file_size(f);
