@@ -34,10 +34,16 @@ STEPS, BATCH, LR = 7, 32, 0.5  # 3 batches of 32: 7 steps wrap the data twice, u
 
 
 def mx_mlp():
-    """32 -> 64 -> 32 (Linear, GELU, LayerNorm, Linear), 32 classes: every GEMM dimension of every
-    training GEMM (K, N and the batch M) a multiple of 32, as torchao's MX casts require."""
+    """64 -> 64 -> 32 (Linear, GELU, LayerNorm, Linear), 32 classes: every GEMM dimension of every
+    training GEMM (K, N and the batch M) a multiple of 32, as torchao's MX casts require; two MX
+    blocks a row of the first layer's input (one block a row would scale as a row does). The first
+    layer ignores input column 0 (its weights there are 0): a large value there sets a row's
+    scale without reaching the output (MxTrainCase's sample 69)."""
     torch.manual_seed(3)
-    return small_mlp(32, 64, 32).train()
+    m = small_mlp(64, 64, 32).train()
+    with torch.no_grad():
+        m.fc1.weight[:, 0] = 0
+    return m
 
 
 def to_mxfp8_training(model, mode=ScaleCalculationMode.RCEIL):
@@ -82,8 +88,18 @@ class MxTrainCase(unittest.TestCase):
         cls.path = os.path.join(cls.tmp.name, "mlp.pt")
         torch.jit.script(cls.model).save(cls.path)
         g = torch.Generator().manual_seed(9)
-        cls.x = torch.randn(96, 32, generator=g) * 3
+        cls.x = torch.randn(96, 64, generator=g) * 3
         cls.x[4, 7] = 900.0  # one outlier: its MX block's other 31 values lose precision or flush
+        # sample 69 (the third batch: the replayed step, the third training step): 1000 in column 0,
+        # which fc1 ignores (its weights there are 0 and stay 0 while the batches before hold 0
+        # there: no gradient), its first block otherwise 0, its second block about 1e-3. A scale
+        # for the row (rowwise) puts the second block in E4M3's subnormals, one for each block (MX)
+        # keeps it normal; only the second block reaches fc1's output, so rowwise and MXFP8 differ
+        # there (their power-of-two scales elsewhere give the same values)
+        cls.x[:64, 0] = 0.0
+        cls.x[69, :32] = 0.0
+        cls.x[69, 0] = 1000.0
+        cls.x[69, 32:] = torch.randn(32, generator=g) * 1e-3
         cls.y = torch.randint(0, 32, (96,), generator=g)
         cls.data = os.path.join(cls.tmp.name, "data.pt")
         torch.save({"inputs": cls.x, "labels": cls.y}, cls.data)
@@ -134,6 +150,18 @@ class Mxfp8Train(MxTrainCase):
         self.assertNotEqual(self.python_losses(convert=False), want)
         fp8 = self.ampscope("fp8")
         self.assertNotEqual([as_float(s["loss_amp"]) for s in fp8["steps"]], want)
+        # and torchao's rowwise recipe, whose power-of-two row scales equal the blocks' RCEIL scales
+        # wherever a row's blocks share a range: sample 69's do not (with K = 32 nothing told them apart)
+        self.assertNotEqual(self.rowwise_losses(), want)
+
+    def rowwise_losses(self):
+        """torchao's float8 rowwise training recipe (emulated) on the same steps."""
+        import dataclasses
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+        cfg = dataclasses.replace(Float8LinearConfig.from_recipe_name("rowwise"), emulate=True)
+        m = convert_to_float8_training(copy.deepcopy(self.model), config=cfg)
+        opt = torch.optim.SGD(m.parameters(), lr=LR)
+        return [ce_step(m, opt, x, y) for x, y in self.batches()]
 
 
     def test_mx_scaling_refused_for_other_precisions(self):
@@ -183,6 +211,11 @@ class Mxfp8Replay(MxTrainCase):
         self.assertEqual(got["precision"], "mxfp8")
         last = got["steps"][-1]
         self.assertEqual(as_float(last["loss_amp"]), want["amp"][0])
+        # the step tells MXFP8 from rowwise FP8 (sample 69 in the replayed batch)
+        rc, so, se = run_cli("replay", "--model", self.path, "--checkpoint", ckpt, "--batch", batch, "--precision",
+                             "fp8-rowwise", "--optimizer", "adam", "--json", "-", "-q")
+        self.assertIn(rc, (0, 1), se)
+        self.assertNotEqual(as_float(json.loads(so)["steps"][-1]["loss_amp"]), want["amp"][0])
         self.assertEqual(as_float(last["loss_ref"]), want["ref"][0])
         for p in last["params"]:
             self.assertEqual(p["sha256_amp"], want["amp"][1][p["name"]], p["name"])
