@@ -87,7 +87,8 @@ if ! "$VENV/bin/python" -c 'import pytorch_lightning, accelerate' 2>/dev/null; t
 fi
 # Test-only (engine fp8 tests): torchao's float8 / MX / NVFP4 quantizers are the oracle of the
 # engine's FP8 and block-scaled formats (pure Python on CPU; its compiled extensions are not used).
-if ! "$VENV/bin/python" -c 'import torchao' 2>/dev/null; then
+# The proofs are against 0.18.0 exactly (its rounding and scale rules): another version is replaced.
+if ! "$VENV/bin/python" -c 'import torchao, sys; sys.exit(torchao.__version__ != "0.18.0")' 2>/dev/null; then
   say "installing torchao into $VENV (tests only)"
   "$VENV/bin/python" -m pip install -q "torchao==0.18.0"
 fi

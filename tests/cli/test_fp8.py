@@ -232,7 +232,7 @@ class Fp8Run(unittest.TestCase):
         finally:
             con.close()
         self.assertEqual(run_cli("show", uuid, "--db", db)[0], 0)
-        for name in ["fp32", "fp9"]:  # every FP8 name trains
+        for name in ["fp32", "fp9"]:  # no training runs in these
             h = json.loads(header)
             h["spec"]["precision"] = name
             con = sqlite3.connect(db)
@@ -243,6 +243,19 @@ class Fp8Run(unittest.TestCase):
             self.assertEqual(rc, 2, f"{name}: {err}")
             self.assertIn("spec.precision", err, name)
             self.assertIn(f'"{name}"', err, name)
+        for name in FP8_NAMES:  # every FP8 name trains: read back by its name, never as fp16
+            h = json.loads(header)
+            h["spec"]["precision"] = name
+            con = sqlite3.connect(db)
+            con.execute("UPDATE runs SET header_json=? WHERE uuid=?", (json.dumps(h), uuid))
+            con.commit()
+            con.close()
+            rc, out, err = run_cli("show", uuid, "--db", db, "--json")
+            self.assertEqual(rc, 0, f"{name}: {err}")
+            self.assertEqual(json.loads(out)["precision"], name)
+            rc, out, err = run_cli("show", uuid, "--db", db)
+            self.assertEqual(rc, 0, f"{name}: {err}")
+            self.assertIn(f"policy: {name}", out)
 
 
 FP8_NAMES = ["fp8", "fp8-rowwise", "mxfp8", "nvfp4", "fp8-delayed"]

@@ -10,6 +10,7 @@ import math
 import sys
 
 import torch
+import torchao
 from torchao.float8.config import ScalingGranularity
 from torchao.float8.float8_training_tensor import LinearMMConfig, hp_tensor_and_scale_to_float8
 from torchao.float8.float8_scaling_utils import hp_tensor_to_float8_dynamic
@@ -18,6 +19,12 @@ from torchao.prototype.mx_formats.kernels import f4_unpacked_to_f32, unpack_uint
 from torchao.prototype.mx_formats.config import ScaleCalculationMode
 from torchao.prototype.mx_formats.mx_tensor import MXTensor
 from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor, per_tensor_amax_to_scale
+
+# the engine is proven against torchao 0.18.0's rules (tools/bootstrap.sh installs it): another
+# version's oracle would prove something else
+if torchao.__version__ != "0.18.0":
+    sys.exit(f"fp8_oracle.py: torchao {torchao.__version__} is installed; the oracle is torchao 0.18.0 "
+             "(tools/bootstrap.sh installs it)")
 
 DTYPES = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 
