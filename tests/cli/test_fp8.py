@@ -395,6 +395,35 @@ class Fp8Recipes(unittest.TestCase):
                 got, want = Fp8Run.outputs(result, r), self.want[r][0]
                 self.assertTrue(bits_equal(got, want), f"{fmt} {r}: max |diff| {np.nanmax(np.abs(got - want))}")
 
+    def test_batches_as_torchao_batch_by_batch(self):
+        """--batch-size 8: three batches, each quantized with its own current scales (from the batch,
+        never the probe set): outputs bitwise torchao's batch by batch; each operand's statistics
+        the batches' merged (counts summed over the three, amax and the scale range over all)."""
+        chunks = [self.x[i:i + 8] for i in range(0, len(self.x), 8)]
+        # TorchScript: the export program was traced with a static batch of 24, which it keeps
+        rc, result = run_json("run", "--model", self.paths["torchscript"], "--probes", self.probes, "--precision",
+                              "fp8," + ",".join(self.RECIPES), "--batch-size", 8, "--outputs", "--no-db")
+        self.assertIn(rc, (0, 1))
+        want_fp8 = np.concatenate([torchao_fp8(self.model, c) for c in chunks])
+        self.assertTrue(bits_equal(Fp8Run.outputs(result, "fp8"), want_fp8))
+        self.assertFalse(bits_equal(want_fp8, self.want["fp8"][0]), "one scale for all 24 differs")
+        for r in self.RECIPES:
+            per = [oracle_run(self.model, c, r) for c in chunks]
+            got, want = Fp8Run.outputs(result, r), np.concatenate([p[0] for p in per])
+            self.assertTrue(bits_equal(got, want), f"{r}: max |diff| {np.nanmax(np.abs(got - want))}")
+            ops = pass_of(result, r)["fp8_operands"]
+            self.assertEqual(sorted((o["module"], o["operand"]) for o in ops), sorted(per[0][1]), r)
+            for o in ops:
+                ws, what = [p[1][(o["module"], o["operand"])] for p in per], f"{r} {o['module']} {o['operand']}"
+                self.assertEqual(o["elements"], sum(w["numel"] for w in ws), what)
+                for k in ("underflow", "subnormal", "saturated", "nonfinite_out"):
+                    self.assertEqual(o[k], sum(w[k] for w in ws), f"{what} {k}")
+                self.assertEqual(as_float(o["amax"]), max(as_float(w["amax"]) for w in ws), what)
+                self.assertEqual(as_float(o["scale_min"]), min(w["scale_min"] for w in ws), what)
+                self.assertEqual(as_float(o["scale_max"]), max(w["scale_max"] for w in ws), what)
+        nv = [oracle_run(self.model, c, "nvfp4")[1][("fc1", "input")] for c in chunks]
+        self.assertNotEqual(len({w["scale_max"] for w in nv}), 1, "the batches' NVFP4 scales differ")
+
     def test_mx_rceil_scales_as_torchao(self):
         """--mx-scaling rceil: the MX blocks as torchao's MXFP8 training recipes scale them
         (2^ceil(log2(amax / 448))), outputs bitwise; FLOOR's outputs differ on these inputs; the
