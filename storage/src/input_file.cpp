@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -68,6 +69,26 @@ bool valid_utf8(const std::string& s) {
     return true;
 }
 
+/// An advise JSON's "outcome" and "kept_in", where present: one of the words advise writes (a
+/// wrong type or an unknown word is no advice ampscope wrote, and never taken for 'found').
+void check_advice_words(const std::string& path, const nlohmann::json& j) {
+    static const char* const outcomes[] = {
+        "found", "already_accepted", "unverified", "invalid_reference", "fp32_cannot_pass", "whole_model_only"};
+    const auto word = [&](const char* field, const std::vector<std::string>& words) {
+        if (!j.contains(field) || j[field].is_null()) return;
+        std::string listed;
+        for (const auto& w : words) listed += (listed.empty() ? "'" : ", '") + w + "'";
+        const auto& v = j[field];
+        if (!v.is_string() || std::find(words.begin(), words.end(), v.get<std::string>()) == words.end())
+            throw InputError(path, field,
+                             (v.is_string() ? "'" + visible_controls(clip_echo(v.get<std::string>(), 40)) + "'"
+                                            : clip_echo(v.dump(), 40)) +
+                                 "; expected one of " + listed + " (as ampscope-cli advise writes it)");
+    };
+    word("outcome", std::vector<std::string>(std::begin(outcomes), std::end(outcomes)));
+    word("kept_in", {"fp32", "bf16"});
+}
+
 std::vector<std::string> regions_of_json(const std::string& path, const std::string& text, bool allow_unverified,
                                          RegionsList list) {
     const bool bf16 = list == RegionsList::KeepBf16;
@@ -91,6 +112,7 @@ std::vector<std::string> regions_of_json(const std::string& path, const std::str
             "the advice of fp16/bf16 passes: its modules stay in FP32 (keep_fp32), not in BF16 out of FP8; "
             "expected an FP8 recipe's advice (keep_bf16), or give these modules to keep_fp32");
     if (!j.is_object() || !j.contains(key) || !j[key].is_array()) throw InputError(path, key, expected);
+    check_advice_words(path, j);
     if (j.contains("kept_in") && j["kept_in"].is_string() && j["kept_in"] != (bf16 ? "bf16" : "fp32"))
         throw InputError(path, "kept_in",
                          "'" + j["kept_in"].get<std::string>() + "': " +

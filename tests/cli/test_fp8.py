@@ -196,6 +196,20 @@ class Fp8Run(unittest.TestCase):
             for w in words:
                 self.assertIn(w, err, extra)
 
+    def test_a_nul_in_a_files_glob_is_refused_not_cut_short(self):
+        """A JSON string may hold U+0000: "fc2\\u0000junk" must not match fc2 (the glob read up to the
+        NUL) nor cut the message short there; refused naming the file, the NUL made visible."""
+        for flag, key, precision in (("--keep-bf16-file", "keep_bf16", "fp8"), ("--keep-fp32-file", "keep_fp32", "fp8")):
+            path = os.path.join(self.tmp.name, f"nul-{key}.json")
+            with open(path, "w") as f:
+                f.write('{"%s": ["fc2\\u0000junk"]}' % key)
+            rc, _, err = run_cli("run", "--model", self.paths["export"], "--probes", self.probes, "--no-db",
+                                 "--precision", precision, flag, path)
+            self.assertEqual(rc, 2, f"{flag}: {err}")
+            self.assertIn(path, err)
+            self.assertIn("fc2\\x00junk", err, flag)
+            self.assertIn("matches no module", err, flag)
+
     def test_decisions_and_flips_as_python(self):
         ref, amp = self.ref.argmax(1), self.want.argmax(1)
         for fmt, result in self.results.items():

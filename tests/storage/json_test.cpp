@@ -189,6 +189,29 @@ TEST_F(RegionsFile, AdviseJson) {
     }
 }
 
+/// An advice's outcome and kept_in are the words advise writes: a wrong type or an unknown word
+/// (a hand-edited file, or one that was never advise's) is refused naming the field, its text made
+/// visible, never taken for 'found' or for the list's own kind.
+TEST_F(RegionsFile, OutcomeAndKeptInAreAdvisesWords) {
+    for (const auto& [name, text, field] : std::vector<std::tuple<std::string, std::string, std::string>>{
+             {"o-list.json", R"({"keep_fp32": ["fc1"], "outcome": ["x"]})", "outcome"},
+             {"o-number.json", R"({"keep_fp32": ["fc1"], "outcome": 7})", "outcome"},
+             {"o-word.json", R"({"keep_fp32": ["fc1"], "outcome": "garbage"})", "outcome"},
+             {"o-esc.json", R"({"keep_fp32": ["fc1"], "outcome": "\u001b]0;pwned\u0007unverified"})", "outcome"},
+             {"k-number.json", R"({"keep_fp32": ["fc1"], "kept_in": 5})", "kept_in"}}) {
+        const auto msg = refused(file(name, text));
+        EXPECT_NE(msg.find("field '" + field + "'"), std::string::npos) << name << ": " << msg;
+        EXPECT_NE(msg.find("as ampscope-cli advise writes it"), std::string::npos) << name << ": " << msg;
+        EXPECT_EQ(msg.find('\x1b'), std::string::npos) << name << ": " << msg;
+    }
+    EXPECT_NE(refused(file("o-esc2.json", R"({"keep_fp32": ["fc1"], "outcome": "\u001bX"})")).find("\\x1bX"),
+              std::string::npos);
+    // null is absent (a file written by hand may say so)
+    EXPECT_EQ(storage::read_regions_file(
+                  file("nulls.json", R"({"keep_fp32": ["fc1"], "outcome": null, "kept_in": null})"), "f", false),
+              Globs{"fc1"});
+}
+
 /// The BF16 set of FP8 passes (keep_bf16) from an FP8 recipe's advice; each list refuses the
 /// other kind of advice, naming the list it holds.
 TEST_F(RegionsFile, Bf16SetOfAnFp8Advice) {

@@ -16,8 +16,8 @@ at::ScalarType dtype_of(Precision p) {
 }
 
 bool matches_any(const std::string& path, const std::vector<std::string>& globs) {
-    for (const auto& g : globs)
-        if (fnmatch(g.c_str(), path.c_str(), 0) == 0) return true;
+    for (const auto& g : globs)  // a glob holding a NUL (a JSON "\u0000") matches nothing, not its start
+        if (g.find('\0') == std::string::npos && fnmatch(g.c_str(), path.c_str(), 0) == 0) return true;
     return false;
 }
 
@@ -67,8 +67,8 @@ void check_fp32_regions(const ModelInfo& info, bool has_module_scopes, const std
                                  info.source + ": " + listing);
         if (matches_any("", {g}))
             throw InputError("", field,
-                             "'" + clip_echo(g) + "' matches the root module, which would run the whole model in " +
-                                 kept_in +
+                             "'" + visible_controls(clip_echo(g)) +
+                                 "' matches the root module, which would run the whole model in " + kept_in +
                                  "; "
                                  "expected submodules. Modules of " +
                                  info.source + ": " + listing);
@@ -76,7 +76,8 @@ void check_fp32_regions(const ModelInfo& info, bool has_module_scopes, const std
         for (const auto& m : info.modules) hit = hit || (!m.empty() && matches_any(m, {g}));
         if (!hit)
             throw InputError("", field,
-                             "'" + clip_echo(g) + "' matches no module of " + info.source + "; modules: " + listing);
+                             "'" + visible_controls(clip_echo(g)) + "' matches no module of " + info.source +
+                                 "; modules: " + listing);
     }
 }
 
@@ -94,7 +95,7 @@ void check_kept_once(const std::vector<std::string>& keep_fp32, const std::vecto
     for (size_t i = 0; i < keep_bf16.size(); ++i)
         if (std::find(keep_fp32.begin(), keep_fp32.end(), keep_bf16[i]) != keep_fp32.end())
             throw InputError("", "keep_bf16[" + std::to_string(i) + "]",
-                             "'" + keep_bf16[i] +
+                             "'" + visible_controls(clip_echo(keep_bf16[i])) +
                                  "' is also kept in FP32 (keep_fp32); expected each module in one list: FP32 keeps it "
                                  "out of autocast, BF16 only out of the FP8 recipe");
 }
