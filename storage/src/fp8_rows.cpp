@@ -6,7 +6,9 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <utility>
 
+#include "ampscope/engine/text.h"
 #include "ampscope/storage/errors.h"
 #include "real_column.h"
 #include "sqlite.h"
@@ -29,6 +31,39 @@ std::optional<Fp8Element> element_named(const std::string& s) {
     return std::nullopt;
 }
 
+/// Figures of one operand that no pass gives together (the counts each within 0..numel already).
+std::string operand_figures_problem(const QuantStats& s, const std::string& who) {
+    const auto n = [](int64_t v) { return std::to_string(v); };
+    const std::string of = " of its " + n(s.numel) + " elements";
+    if (s.nonzero + s.nonfinite > s.numel)
+        return "fp8_operands.nonzero: " + who + " has " + n(s.nonzero) + " finite non-zero and " + n(s.nonfinite) +
+               " non-finite values" + of + "; expected no more than " + n(s.numel) + " together";
+    if (s.underflow > s.nonzero)
+        return "fp8_operands.underflow: " + who + " flushes " + n(s.underflow) + " values to zero but has " +
+               n(s.nonzero) + " non-zero; expected no more than those";
+    // an element is flushed to zero, lands among the subnormals or saturates: one of them at most
+    if (s.underflow + s.subnormal > s.numel)
+        return "fp8_operands.subnormal: " + who + " counts " + n(s.underflow) + " flushed and " + n(s.subnormal) +
+               " subnormal" + of + "; expected no more than " + n(s.numel) + " together";
+    if (s.saturated + s.subnormal > s.numel)
+        return "fp8_operands.saturated: " + who + " counts " + n(s.saturated) + " saturated and " + n(s.subnormal) +
+               " subnormal" + of + "; expected no more than " + n(s.numel) + " together";
+    if (s.amax < 0) return "fp8_operands.amax: " + who + " has amax " + short_number(s.amax) + "; expected |x| >= 0";
+    if (std::isinf(s.amax) && s.nonfinite == 0)
+        return "fp8_operands.amax: " + who + " has amax inf but no non-finite value; expected a finite amax";
+    if (s.scale_min > s.scale_max)
+        return "fp8_operands.scale_min: " + who + "'s smallest scale " + short_number(s.scale_min) +
+               " lies above its largest " + short_number(s.scale_max) + "; expected scale_min <= scale_max";
+    for (const auto& [column, v] : {std::pair<const char*, double>{"signal", s.signal}, {"noise", s.noise}})
+        if (v < 0)
+            return std::string("fp8_operands.") + column + ": " + who + " has " + short_number(v) +
+                   " (a sum of squares); expected 0 or more";
+    if ((s.scheme == Fp8Scheme::Nvfp4) != (s.element == Fp8Element::E2M1))
+        return "fp8_operands.element: " + who + " is " + to_string(s.element) + " in " + to_string(s.scheme) +
+               " blocks; expected e2m1 elements in nvfp4 blocks and e4m3 or e5m2 in the others";
+    return {};
+}
+
 }  // namespace
 
 std::string fp8_operand_problem(const std::vector<Fp8Operand>& ops) {
@@ -48,7 +83,23 @@ std::string fp8_operand_problem(const std::vector<Fp8Operand>& ops) {
             if (n < 0 || n > s.numel)
                 return std::string("fp8_operands.") + column + ": " + who + " counts " + std::to_string(n) +
                        " of its " + std::to_string(s.numel) + " elements; expected 0 to " + std::to_string(s.numel);
+        if (const auto p = operand_figures_problem(s, who); !p.empty()) return p;
     }
+    return {};
+}
+
+std::string fp8_recipe_problem(Precision p, const std::vector<Fp8Operand>& ops) {
+    if (!is_fp8(p)) return {};  // a BF16 pass's what-if holds every recipe's
+    const Fp8Scheme want = p == Precision::Fp8Delayed   ? Fp8Scheme::Tensorwise
+                           : p == Precision::Fp8Rowwise ? Fp8Scheme::Rowwise
+                           : p == Precision::Mxfp8      ? Fp8Scheme::Mx
+                           : p == Precision::Nvfp4      ? Fp8Scheme::Nvfp4
+                                                        : Fp8Scheme::Tensorwise;
+    for (const auto& o : ops)
+        if (o.stats.scheme != want)
+            return "fp8_operands.scheme: operand " + o.operand + " of '" + o.module + "' is " +
+                   to_string(o.stats.scheme) + " in an " + to_string(p) + " pass; expected " + to_string(want) +
+                   " (the recipe's)";
     return {};
 }
 

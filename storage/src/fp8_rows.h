@@ -19,6 +19,10 @@ namespace ampscope::storage {
 /// are sound: counts not negative and none above the operand's elements, a known scheme and element.
 std::string fp8_operand_problem(const std::vector<Fp8Operand>& ops);
 
+/// The first operand of an FP8 pass of precision `p` quantized by another recipe's scheme (an
+/// fp8-rowwise pass's are rowwise, ...) as "column: what; expected", or empty.
+std::string fp8_recipe_problem(Precision p, const std::vector<Fp8Operand>& ops);
+
 /// Writes the operands of pass `pass_id` (StoreError when fp8_operand_problem finds one).
 void insert_fp8_operands(sqlite3* db, int64_t pass_id, const std::vector<Fp8Operand>& ops);
 

@@ -306,6 +306,8 @@ void Store::load_passes(int64_t id, RunResult& r, std::vector<std::string>* dama
         if (schema_version() >= 9)
             p.fp8_operands =
                 read_fp8_operands(db_, s.i64(0), path_ + ": run " + uuid + ": pass " + to_string(p.precision));
+        if (const auto e = fp8_recipe_problem(p.precision, p.fp8_operands); !e.empty())
+            throw StoreError(path_ + ": run " + uuid + ": pass " + to_string(p.precision) + ": column " + e);
         if (schema_version() >= 11)
             p.real_gemm = read_real_gemm(db_, s.i64(0), p.outputs.size(),
                                          path_ + ": run " + uuid + ": pass " + to_string(p.precision));

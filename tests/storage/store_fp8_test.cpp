@@ -61,6 +61,7 @@ RunResult delayed_run() {
     r.spec.precisions = {Precision::Fp8Delayed};
     r.passes.at(1).precision = Precision::Fp8Delayed;
     r.comparisons.at(0).precision = Precision::Fp8Delayed;
+    for (auto& o : r.passes.at(1).fp8_operands) o.stats.scheme = Fp8Scheme::Tensorwise;  // the recipe's
     return r;
 }
 
@@ -144,6 +145,23 @@ TEST(StoreFp8, ImportRefusesOperandsThatAreNotSound) {
     expect_refused("UPDATE fp8_operands SET saturated=5000 WHERE seq=1", "fp8_operands.saturated", "of its 4096");
     expect_refused("UPDATE fp8_operands SET scheme='blockwise' WHERE seq=0", "fp8_operands.scheme", "blockwise");
     expect_refused("UPDATE fp8_operands SET element='e3m4' WHERE seq=0", "fp8_operands.element", "e3m4");
+    // figures no pass can give: each element counted once at most (flushed, subnormal or
+    // saturated), no more flushed than non-zero, a magnitude that is negative, an infinite amax of
+    // finite values, a scale range upside down, negative sums of squares
+    expect_refused("UPDATE fp8_operands SET underflow=2458, subnormal=2458, saturated=2458 WHERE seq=0",
+                   "fp8_operands.subnormal", "fc1");
+    expect_refused("UPDATE fp8_operands SET saturated=4090 WHERE seq=0", "fp8_operands.saturated", "4096");
+    expect_refused("UPDATE fp8_operands SET underflow=4001 WHERE seq=0", "fp8_operands.underflow", "4000");
+    expect_refused("UPDATE fp8_operands SET nonzero=4096 WHERE seq=0", "fp8_operands.nonzero", "4096");
+    expect_refused("UPDATE fp8_operands SET amax=-3 WHERE seq=0", "fp8_operands.amax", "-3");
+    expect_refused("UPDATE fp8_operands SET amax=9e999, nonfinite=0 WHERE seq=0", "fp8_operands.amax", "inf");
+    expect_refused("UPDATE fp8_operands SET scale_min=100 WHERE seq=0", "fp8_operands.scale_min", "above");
+    expect_refused("UPDATE fp8_operands SET signal=-1 WHERE seq=0", "fp8_operands.signal", "-1");
+    expect_refused("UPDATE fp8_operands SET noise=-2 WHERE seq=0", "fp8_operands.noise", "-2");
+    expect_refused("UPDATE fp8_operands SET element='e2m1' WHERE seq=0", "fp8_operands.element", "e2m1");
+    // an operand of another recipe than the pass's (an mxfp8 pass quantizes in MX blocks)
+    expect_refused("UPDATE fp8_operands SET scheme='nvfp4', element='e2m1' WHERE seq=0", "fp8_operands.scheme",
+                   "mxfp8");
     // every column of the table: a value of the wrong type is refused by name, never read as 0
     for (const char* column :
          {"seq",       "module",    "op",        "operand",      "scheme",    "element",       "elements",
