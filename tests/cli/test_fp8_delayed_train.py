@@ -270,14 +270,13 @@ class Fp8DelayedTrain(unittest.TestCase):
 
     def test_a_non_finite_step_is_diagnosed_without_recording_twice(self):
         """Step 1's batch holds a NaN (an inf would be clamped to 448 by the cast): the step goes
-        non-finite and the guards re-run its forward to name the origin. The re-run casts with the
-        step's scales and records nothing (DelayedTrainingScope::Quiet), and the step's count is
-        taken before it: the clamped count is TE's, counted once (258, not 129, when the re-run
-        recorded and the count were taken after it; its amaxes are the same, so the histories
-        alone would not tell)."""
+        non-finite and is named for its input, row 20 of the data (not fc1's linear, which only
+        carried it on); the step's clamped count is TE's, counted once. (A forward re-run under
+        DelayedTrainingScope::Quiet counts nothing again: DelayedTraining.AQuietReRunRecordsNothing.)"""
         steps, want = self.planted((20, 3), float("nan"))
-        self.assertEqual(steps[1]["nonfinite_stage"], "forward")
-        self.assertIsNotNone(steps[1]["origin"])
+        self.assertEqual(steps[1]["nonfinite_stage"], "input")
+        o = steps[1]["origin"]
+        self.assertEqual((o["stage"], o["samples"]), ("input", ["row 20"]))
         self.assertGreater(want[1][0], 0, "step 1 clamps values (the growing batch)")
         self.assertEqual([(s["fp8_saturated"], s["fp8_saturated_at"] or "") for s in steps], want[:2])
 

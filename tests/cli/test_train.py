@@ -585,5 +585,31 @@ class BackwardOrigin(unittest.TestCase):
         self.check(MidOverflow(), "mid")
 
 
+class InputOrigin(unittest.TestCase):
+    """A NaN or inf in the data is the input's, not the first layer's: the step's non-finite stage
+    is "input", its origin names the rows of the data file that hold it (the first layer only
+    carried it on; was: "forward", born at fc1's aten::linear). A step whose batch is finite and
+    whose forward overflows still names the op."""
+
+    def test_non_finite_data_is_named_as_the_input(self):
+        torch.manual_seed(2)
+        x, y = torch.randn(24, 12), torch.randint(0, 3, (24,))
+        x[13, 4] = float("nan")
+        x[21, 0] = float("inf")
+        with tempfile.TemporaryDirectory() as d:
+            model, data = os.path.join(d, "net.pt"), os.path.join(d, "data.pt")
+            torch.jit.script(Net()).save(model)
+            torch.save({"inputs": x, "labels": y}, data)
+            rc, r = train_json("--model", model, "--data", data, "--steps", 3, "--batch-size", 8, "--precision",
+                               "bf16", "--loss", "ce", "--no-db")
+        self.assertIn(rc, (0, 1), r)
+        steps = r["steps"]
+        self.assertIsNone(steps[0]["nonfinite_stage"])  # rows 0-7: finite
+        for step, rows in ((1, ["row 13"]), (2, ["row 21"])):
+            self.assertEqual(steps[step]["nonfinite_stage"], "input", steps[step])
+            o = steps[step]["origin"]
+            self.assertEqual((o["stage"], o["module"], o["samples"]), ("input", "", rows), o)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -729,6 +730,37 @@ TEST(DelayedTraining, RewindCastsWithTheMicroBatchsScalesAndRestores) {
     d.end_step();
     DelayedTraining::Rewind r(&d, 0);  // the step's kept scales are dropped
     EXPECT_FLOAT_EQ(d.slots.at("fc1/input").scale(), now);
+}
+
+/// A diagnostic re-run of a step under DelayedTrainingScope::Quiet (train's forward_origin) casts
+/// with the step's scales and counts nothing: the step's clamped elements are its own (the re-run
+/// once counted them again: 258 where Transformer Engine counts 129), and its histories are the
+/// step's (the rewound slots the re-run cast with are set aside after it).
+TEST(DelayedTraining, AQuietReRunRecordsNothing) {
+    using ampscope::detail::DelayedTraining;
+    using ampscope::detail::DelayedTrainingScope;
+    for (const bool quiet : {true, false}) {
+        DelayedTraining d({4, 0});
+        DelayedTrainingScope scope(&d);
+        d.begin_micro_batch(true);
+        d.cast(at::full({8}, 100.0f), "fc1/input", Fp8Element::E4M3);  // scale 1: 100 is within 448
+        d.end_micro_batch();                                           // scale 448 / 100
+        d.begin_micro_batch(true);
+        const auto x = at::full({8}, 300.0f);  // beyond the stale scale's range: clamped
+        d.cast(x, "fc1/input", Fp8Element::E4M3);
+        const int64_t clamped = d.saturated;
+        EXPECT_EQ(clamped, 8);
+        {
+            std::optional<DelayedTrainingScope::Quiet> q;
+            if (quiet) q.emplace();
+            DelayedTraining::Rewind r(&d, 1);  // the re-run of micro-batch 1
+            d.cast(x * 10, "fc1/input", Fp8Element::E4M3);
+        }
+        d.end_micro_batch();
+        EXPECT_EQ(d.saturated == clamped, quiet) << quiet;
+        // the re-run cast with the rewound slots, set aside after it: the histories keep the step's
+        EXPECT_FLOAT_EQ(d.slots.at("fc1/input").scale(), 448.0f / 300.0f) << quiet;
+    }
 }
 
 /// TrainSpec::fp8_weight_cache (TE's is_first_microbatch): the step's first micro-batch casts the

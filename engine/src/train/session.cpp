@@ -387,6 +387,9 @@ struct Session {
     /// Where values went non-finite: re-runs before the step changes any weight (guards on).
     void diagnose(Pending& p, const std::vector<MicroBatch>& micro_batches) {
         TrainStep& rec = p.rec;
+        for (size_t k = 0; k < micro_batches.size() && rec.nonfinite_stage == "forward" && !rec.origin; ++k)
+            if ((rec.origin = train_parts::nonfinite_input_origin(micro_batches[k].inputs, micro_batches[k].b)))
+                rec.nonfinite_stage = "input";  // the data's, not the first op's that carried it
         if (rec.nonfinite_stage == "forward")
             rec.origin = forward_origin(amp, micro_batches, s, device);
         else if (rec.nonfinite_stage == "gradient")

@@ -56,6 +56,10 @@ std::pair<at::Tensor, at::Tensor> divergence_terms(const Side& a, const Side& re
 double divergence(double num, double den);
 /// Whether the FP32 reference side has non-finite weights (after its step).
 bool reference_broken(const Side& ref);
+/// The step's data as the origin of its non-finite values: an input tensor (of a micro-batch
+/// starting at row `first_row` of the data file) holding NaN/Inf, its rows named ("row 13");
+/// nullopt when every floating input is finite.
+std::optional<Origin> nonfinite_input_origin(const std::vector<at::Tensor>& inputs, int64_t first_row);
 
 /// torch::manual_seed(seed), unless a generator state was registered for `seed` (RngStates):
 /// then the CPU (and CUDA) generators are set to that state. Every forward of the sessions and

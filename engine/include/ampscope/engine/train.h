@@ -166,7 +166,7 @@ struct TrainStep {
     /// tensor that did, "module/input" | "module/weight" | "module/grad_output" ("" when none).
     int64_t fp8_saturated = -1;
     std::string fp8_saturated_at;
-    std::string nonfinite_stage;  ///< "" | forward | loss | gradient
+    std::string nonfinite_stage;  ///< "" | input | forward | loss | gradient
     std::optional<Origin> origin;
 };
 
