@@ -295,9 +295,13 @@ void print_tokens(std::ostream& os, const TokenStats& t) {
 
 /// One AMP pass against the reference: criteria, per-token figures, worst samples, flips.
 void print_comparison(std::ostream& os, const Comparison& c, bool color) {
+    // |delta| is measured on finite samples only: with none, 0 would read as a perfect pass
+    const bool none_finite = !c.deltas.empty() && std::none_of(c.deltas.begin(), c.deltas.end(),
+                                                               [](const SampleDelta& d) { return d.finite; });
     os << "\n"
        << paint(to_string(c.precision) + " vs fp32", "1", color) << ": " << verdict_text(c.verdict, color)
-       << "  (max |delta| " << fmtg(c.max_abs_delta) << ", max rel " << fmtg(c.max_rel_delta) << ")\n";
+       << (none_finite ? "  (no finite sample: no |delta| measured)\n"
+                       : "  (max |delta| " + fmtg(c.max_abs_delta) + ", max rel " + fmtg(c.max_rel_delta) + ")\n");
     for (const auto& k : c.criteria) {
         os << "    " << (k.passed ? paint("pass", "32", color) : paint("FAIL", "31", color)) << "  " << pad(k.name, 16)
            << safe(k.detail);

@@ -978,6 +978,30 @@ class Fp8WhatIf(unittest.TestCase):
             self.assertIn(words, err)
 
 
+class Fp8WhatIfWithoutGemms(unittest.TestCase):
+    """--fp8-what-if on a model without a linear layer: the run says the what-if met no GEMM and
+    has nothing to show, as the FP8 passes say no GEMM ran in FP8 (it said nothing, and printed no
+    what-if lines); a model with linears keeps the what-if silent about it."""
+
+    def test_says_there_is_nothing_to_show(self):
+        class NoLinear(torch.nn.Module):
+            def forward(self, x):
+                return torch.tanh(x) * 2
+
+        with tempfile.TemporaryDirectory() as d:
+            path, probes = os.path.join(d, "m.pt"), os.path.join(d, "p.pt")
+            torch.jit.script(NoLinear()).save(path)
+            torch.save({"inputs": torch.randn(6, 4), "labels": torch.zeros(6, dtype=torch.long)}, probes)
+            rc, r = run_json("run", "--model", path, "--probes", probes, "--precision", "bf16", "--fp8-what-if",
+                             "--no-db")
+            self.assertIn(rc, (0, 1))
+            self.assertTrue(any(w.startswith("fp8 what-if: no GEMM of the model ran") for w in r["warnings"]),
+                            r["warnings"])
+            rc, r = run_json("run", "--model", "demo:mlp", "--probes", "demo", "--precision", "bf16", "--fp8-what-if",
+                             "--no-db")
+            self.assertFalse(any(w.startswith("fp8 what-if:") for w in r["warnings"]), r["warnings"])
+
+
 class Fp8Advise(unittest.TestCase):
     """`advise --precision fp8`: the least set of modules to keep in BF16 (left out of FP8), found
     and verified by ampscope, is the least subset of {fc1, fc2} that torchao's FP8 model with those

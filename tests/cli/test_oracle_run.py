@@ -178,5 +178,29 @@ class OracleRun(unittest.TestCase):
         self.assertIn("fixed_at", run["criteria"])
 
 
+class EveryAmpSampleNonFinite(unittest.TestCase):
+    """An FP16 pass whose every score overflows: the headline says there is no finite sample to
+    measure |delta| on (it said "max |delta| 0, max rel 0", which reads as a perfect pass), and
+    the finite-outputs criterion fails naming all samples."""
+
+    def test_headline_says_no_delta_was_measured(self):
+        torch.manual_seed(1)
+        net = torch.nn.Linear(8, 3)
+        with torch.no_grad():
+            net.weight.fill_(1000.0)
+        x = torch.full((4, 8), 100.0)  # 8e5 per score: beyond FP16's 65504
+        with tempfile.TemporaryDirectory() as d:
+            model, probes = os.path.join(d, "m.pt"), os.path.join(d, "p.pt")
+            torch.jit.script(net).save(model)
+            torch.save({"inputs": x, "labels": torch.zeros(4, dtype=torch.long)}, probes)
+            from common import run_cli
+            rc, out, err = run_cli("run", "--model", model, "--probes", probes, "--precision", "fp16", "--no-db")
+        self.assertEqual(rc, 1, err)
+        head = next(line for line in out.splitlines() if line.startswith("fp16 vs fp32"))
+        self.assertNotIn("max |delta| 0", head)
+        self.assertIn("no finite sample", head)
+        self.assertIn("4 of 4 samples have non-finite scores", out)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -585,6 +585,25 @@ class BackwardOrigin(unittest.TestCase):
         self.check(MidOverflow(), "mid")
 
 
+class NothingToTrain(unittest.TestCase):
+    def test_a_model_without_parameters_is_refused_saying_so(self):
+        """A model with no parameter at all: refused before step 0 naming the model and `parameters`,
+        saying it has none (it said every parameter had requires_grad=False)."""
+        class NoParams(torch.nn.Module):
+            def forward(self, x):
+                return x[:, :3] * 2
+
+        with tempfile.TemporaryDirectory() as d:
+            model, data = os.path.join(d, "m.pt"), os.path.join(d, "data.pt")
+            torch.jit.script(NoParams()).save(model)
+            torch.save({"inputs": torch.randn(8, 12), "labels": torch.randint(0, 3, (8,))}, data)
+            rc, out, err = run_cli("train", "--model", model, "--data", data, "--steps", 1, "--no-db", "-q")
+        self.assertEqual(rc, 2, out + err)
+        self.assertIn(model, err)
+        self.assertIn("parameters", err)
+        self.assertIn("the model has none", err)
+
+
 class InputOrigin(unittest.TestCase):
     """A NaN or inf in the data is the input's, not the first layer's: the step's non-finite stage
     is "input", its origin names the rows of the data file that hold it (the first layer only

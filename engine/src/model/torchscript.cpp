@@ -11,6 +11,7 @@
 
 #include <fnmatch.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
 #include <unordered_map>
@@ -334,8 +335,10 @@ std::unique_ptr<Model> load_torchscript(const std::string& source) {
     try {
         m = torch::jit::load(source, torch::kCPU);
     } catch (const std::exception& e) {
-        std::string what = e.what();
+        std::string what = e.what();  // its first line that says something (some start with a blank one)
+        what.erase(0, std::min(what.size(), what.find_first_not_of(" \t\r\n")));
         what = what.substr(0, what.find('\n'));
+        if (what.empty()) what = "LibTorch gave no reason";
         throw InputError(source, "model", "not a loadable TorchScript file (expected torch.jit.save output): " + what);
     }
     auto sm = std::make_unique<ScriptModel>(std::move(m));

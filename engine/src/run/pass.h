@@ -53,11 +53,12 @@ struct PassOptions {
     std::map<std::string, std::vector<at::Tensor>>* module_outputs = nullptr;
 };
 
-/// The warnings FP8 pass `p` adds from its GEMM counts: products left unquantized and BF16 globs
+/// The warnings FP8 pass `pass` adds from its GEMM counts: products left unquantized and BF16 globs
 /// that kept nothing (`first_fp8`, the run's first FP8 pass, only: every recipe alike), and the
-/// convolutions its recipe left in BF16.
-void add_fp8_warnings(std::vector<std::string>& warnings, Precision p, const Fp8GemmCounts& c, const PassOptions& o,
-                      bool first_fp8);
+/// convolutions its recipe left in BF16; of the BF16 pass of an FP8 what-if that met no GEMM, that
+/// the what-if has nothing to show.
+void add_fp8_warnings(std::vector<std::string>& warnings, const PassResult& pass, const Fp8GemmCounts& c,
+                      const PassOptions& o, bool first_fp8);
 
 /// The warnings of a training step's FP8 recipe `p` from its first forward's GEMM counts: the
 /// model's products left unquantized, BF16 globs that kept nothing, the convolutions its recipe

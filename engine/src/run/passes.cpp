@@ -546,7 +546,7 @@ void ComparisonRun::amp_passes() {
         Fp8GemmCounts counts;
         o.gemm_counts = is_fp8(p) ? &counts : nullptr;
         PassResult amp = pass(o, false);
-        add_fp8_warnings(res.warnings, p, counts, o, first_fp8 != spec.precisions.end() && p == *first_fp8);
+        add_fp8_warnings(res.warnings, amp, counts, o, first_fp8 != spec.precisions.end() && p == *first_fp8);
         o.gemm_counts = nullptr;
         if (wants_real_gemm(p)) amp.real_gemm = real_gemm_check(ref, amp, o);
         if (sink) sink->pass_finished(amp);

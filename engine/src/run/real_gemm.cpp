@@ -118,8 +118,14 @@ void add_fp8_coverage_warnings(std::vector<std::string>& warnings, Precision p, 
         if (!w.empty()) warnings.push_back(std::move(w));
 }
 
-void add_fp8_warnings(std::vector<std::string>& warnings, Precision p, const Fp8GemmCounts& c, const PassOptions& o,
-                      bool first_fp8) {
+void add_fp8_warnings(std::vector<std::string>& warnings, const PassResult& pass, const Fp8GemmCounts& c,
+                      const PassOptions& o, bool first_fp8) {
+    const Precision p = pass.precision;
+    if (p == Precision::Bf16 && o.fp8_what_if && o.inspect && pass.fp8_operands.empty())
+        warnings.push_back(std::string("fp8 what-if: no GEMM of the model ran in the BF16 pass (no linear layer") +
+                           (o.fp8_all_gemms ? ", matrix product or convolution" : "") +
+                           ", outside the modules kept in FP32): no recipe would quantize anything, and the what-if "
+                           "has no operand statistics to show");
     if (!is_fp8(p)) return;
     if (first_fp8)  // every recipe alike: said once, by the run's first FP8 pass
         for (auto w : {fp8_nothing_warning(p, c, false), fp8_coverage_warning(p, c),

@@ -101,7 +101,8 @@ Side make_side(const TrainSpec& s, const at::Device& device) {
     Side side = train_parts::load_side(s.model, s.seed, s.output, device);
     if (side.params.empty())  // as torch.optim does: nothing would train
         throw InputError(s.model, "parameters",
-                         "no trainable parameter, every one has requires_grad=False (PyTorch's optimizer refuses it: "
+                         "no trainable parameter: the model has none, or every one has requires_grad=False "
+                         "(PyTorch's optimizer refuses it: "
                          "'optimizer got an empty parameter list'); unfreeze the parameters to train");
     side.opt = make_optimizer(s, side.params);
     return side;
