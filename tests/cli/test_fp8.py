@@ -246,24 +246,23 @@ class Fp8Run(unittest.TestCase):
         finally:
             con.close()
         self.assertEqual(run_cli("show", uuid, "--db", db)[0], 0)
-        for name in ["fp32", "fp9"]:  # no training runs in these
+
+        def store_precision(name):
             h = json.loads(header)
             h["spec"]["precision"] = name
             con = sqlite3.connect(db)
             con.execute("UPDATE runs SET header_json=? WHERE uuid=?", (json.dumps(h), uuid))
             con.commit()
             con.close()
+
+        for name in ["fp32", "fp9"]:  # no training runs in these
+            store_precision(name)
             rc, _, err = run_cli("show", uuid, "--db", db)
             self.assertEqual(rc, 2, f"{name}: {err}")
             self.assertIn("spec.precision", err, name)
             self.assertIn(f'"{name}"', err, name)
         for name in FP8_NAMES:  # every FP8 name trains: read back by its name, never as fp16
-            h = json.loads(header)
-            h["spec"]["precision"] = name
-            con = sqlite3.connect(db)
-            con.execute("UPDATE runs SET header_json=? WHERE uuid=?", (json.dumps(h), uuid))
-            con.commit()
-            con.close()
+            store_precision(name)
             rc, out, err = run_cli("show", uuid, "--db", db, "--json")
             self.assertEqual(rc, 0, f"{name}: {err}")
             self.assertEqual(json.loads(out)["precision"], name)
