@@ -20,8 +20,17 @@ std::string safe(const std::string& s) {
 /// A table cell: safe(s), cut to `w` columns (its last one "~" when cut) or padded with spaces.
 std::string pad(std::string s, size_t w) {
     s = safe(s);
-    if (s.size() > w) s = s.substr(0, w - 1) + "~";
-    return s + std::string(w - s.size(), ' ');
+    // columns of characters, not bytes: a UTF-8 name ("blöck") takes as many as it shows
+    const auto columns = [](const std::string& t) {
+        return size_t(std::count_if(t.begin(), t.end(), [](char c) { return (c & 0xC0) != 0x80; }));
+    };
+    if (columns(s) > w) {  // cut on a character's first byte, w - 1 characters kept
+        size_t i = 0;
+        for (size_t kept = 0; i < s.size(); ++i)
+            if ((s[i] & 0xC0) != 0x80 && kept++ == w - 1) break;
+        s = s.substr(0, i) + "~";
+    }
+    return s + std::string(w - columns(s), ' ');
 }
 namespace {
 
@@ -263,14 +272,14 @@ void print_fp8_operands(std::ostream& os, const PassResult& p) {
         os << "  fp8 operands (" << p.fp8_operands.size() << "; " << to_string(first.element) << ", " << scheme
            << " scales)\n";
     os << "    " << (what_if ? pad("recipe", 13) : "") << pad("module", 22) << pad("operand", 14) << pad("amax", 11)
-       << pad("scale", 13) << pad("underflow", 10) << pad("subnorm", 9) << pad("saturated", 10) << "SQNR dB\n";
+       << pad("scale", 20) << pad("underflow", 10) << pad("subnorm", 9) << pad("saturated", 10) << "SQNR dB\n";
     for (const auto& o : p.fp8_operands) {
         const auto& s = o.stats;
         const bool one = s.scale_min == s.scale_max;
         os << "    " << (what_if ? pad(to_string(what_if_recipe(s.scheme)), 13) : "")
            << pad(o.module.empty() ? "(root)" : safe(o.module), 22) << pad(operand_label(o), 14)
            << pad(fmtg(s.amax), 11)
-           << pad(one ? fmtg(s.scale_min) : fmtg(s.scale_min, 3) + ".." + fmtg(s.scale_max, 3), 13)
+           << pad(one ? fmtg(s.scale_min) : fmtg(s.scale_min, 3) + ".." + fmtg(s.scale_max, 3), 20)
            << pad(percent(s.share(s.underflow)), 10) << pad(percent(s.share(s.subnormal)), 9)
            << pad(percent(s.share(s.saturated)), 10) << fmtg(s.sqnr_db, 3) << "\n";
     }

@@ -977,6 +977,42 @@ class Fp8WhatIf(unittest.TestCase):
             self.assertIn(words, err)
 
 
+class Fp8OperandTable(unittest.TestCase):
+    """The operand table of `run --layers` keeps its columns under a UTF-8 module name (a column is
+    a character, not a byte: "blöck" shifted the rest by one) and shows an MX pass's scale range
+    whole (it was cut to "1.02e+03..2.~")."""
+
+    def test_columns_line_up_and_scales_are_whole(self):
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                torch.manual_seed(4)
+                self.blocks = torch.nn.ModuleDict({"blöck": torch.nn.Linear(32, 32), "out": torch.nn.Linear(32, 5)})
+
+            def forward(self, x):
+                return self.blocks["out"](self.blocks["blöck"](x))
+
+        x = torch.randn(8, 32) * torch.logspace(-4, 4, 32)  # block scales over many powers of two
+        with tempfile.TemporaryDirectory() as d:
+            # torch.export: LibTorch cannot load a TorchScript file naming a module outside ASCII
+            path, probes = os.path.join(d, "m.pt2"), os.path.join(d, "p.pt")
+            torch.export.save(torch.export.export(Net(), (x,)), path)
+            torch.save({"inputs": x, "labels": torch.zeros(8, dtype=torch.long)}, probes)
+            rc, out, err = run_cli("run", "--model", path, "--probes", probes, "--precision", "mxfp8", "--layers",
+                                   "--no-db")
+        self.assertIn(rc, (0, 1), err)
+        lines = out.splitlines()
+        head = next(i for i, line in enumerate(lines) if line.strip().startswith("module") and "operand" in line)
+        col, scale = lines[head].index("operand"), lines[head].index("scale")
+        rows = [line for line in lines[head + 1:head + 5]]
+        self.assertTrue(any("blöck" in r for r in rows), rows)
+        for r in rows:
+            self.assertTrue(r[col:].startswith(("input", "weight")), f"{r!r}: the operand column moved")
+            field = r[scale:].split()[0]
+            self.assertNotIn("~", field, r)
+        self.assertTrue(any(".." in r[scale:].split()[0] for r in rows), rows)
+
+
 class Fp8WhatIfWithoutGemms(unittest.TestCase):
     """--fp8-what-if on a model without a linear layer: the run says the what-if met no GEMM and
     has nothing to show, as the FP8 passes say no GEMM ran in FP8 (it said nothing, and printed no

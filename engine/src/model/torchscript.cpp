@@ -337,8 +337,12 @@ std::unique_ptr<Model> load_torchscript(const std::string& source) {
     } catch (const std::exception& e) {
         std::string what = e.what();  // its first line that says something (some start with a blank one)
         what.erase(0, std::min(what.size(), what.find_first_not_of(" \t\r\n")));
-        what = what.substr(0, what.find('\n'));
-        if (what.empty()) what = "LibTorch gave no reason";
+        std::string line = what.substr(0, what.find('\n'));
+        if (!line.empty() && line.back() == ':' && line.size() < what.size()) {  // its reason on the next line
+            const auto next = what.find_first_not_of(" \t\r\n", line.size());
+            if (next != std::string::npos) line += " " + what.substr(next, what.find('\n', next) - next);
+        }
+        what = line.empty() ? "LibTorch gave no reason" : line;
         throw InputError(source, "model", "not a loadable TorchScript file (expected torch.jit.save output): " + what);
     }
     auto sm = std::make_unique<ScriptModel>(std::move(m));
