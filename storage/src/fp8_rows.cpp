@@ -90,16 +90,12 @@ std::string fp8_operand_problem(const std::vector<Fp8Operand>& ops) {
 
 std::string fp8_recipe_problem(Precision p, const std::vector<Fp8Operand>& ops) {
     if (!is_fp8(p)) return {};  // a BF16 pass's what-if holds every recipe's
-    const Fp8Scheme want = p == Precision::Fp8Delayed   ? Fp8Scheme::Tensorwise
-                           : p == Precision::Fp8Rowwise ? Fp8Scheme::Rowwise
-                           : p == Precision::Mxfp8      ? Fp8Scheme::Mx
-                           : p == Precision::Nvfp4      ? Fp8Scheme::Nvfp4
-                                                        : Fp8Scheme::Tensorwise;
+    const Precision recipe = p == Precision::Fp8Delayed ? Precision::Fp8 : p;  // tensorwise, its scale delayed
     for (const auto& o : ops)
-        if (o.stats.scheme != want)
+        if (what_if_recipe(o.stats.scheme) != recipe)
             return "fp8_operands.scheme: operand " + o.operand + " of '" + o.module + "' is " +
-                   to_string(o.stats.scheme) + " in an " + to_string(p) + " pass; expected " + to_string(want) +
-                   " (the recipe's)";
+                   to_string(o.stats.scheme) + ", " + to_string(what_if_recipe(o.stats.scheme)) + "'s scheme, in an " +
+                   to_string(p) + " pass; expected the scheme of " + to_string(recipe);
     return {};
 }
 

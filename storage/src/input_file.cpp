@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "ampscope/engine/advise.h"
 #include "ampscope/engine/errors.h"
 #include "ampscope/engine/text.h"
 
@@ -72,8 +73,11 @@ bool valid_utf8(const std::string& s) {
 /// An advise JSON's "outcome" and "kept_in", where present: one of the words advise writes (a
 /// wrong type or an unknown word is no advice ampscope wrote, and never taken for 'found').
 void check_advice_words(const std::string& path, const nlohmann::json& j) {
-    static const char* const outcomes[] = {
-        "found", "already_accepted", "unverified", "invalid_reference", "fp32_cannot_pass", "whole_model_only"};
+    using O = AdviseResult::Outcome;
+    std::vector<std::string> outcomes;  // the names advise writes (to_string)
+    for (const auto o :
+         {O::Found, O::AlreadyAccepted, O::Unverified, O::InvalidReference, O::Fp32CannotPass, O::WholeModelOnly})
+        outcomes.push_back(to_string(o));
     const auto word = [&](const char* field, const std::vector<std::string>& words) {
         if (!j.contains(field) || j[field].is_null()) return;
         std::string listed;
@@ -85,7 +89,7 @@ void check_advice_words(const std::string& path, const nlohmann::json& j) {
                                             : clip_echo(v.dump(), 40)) +
                                  "; expected one of " + listed + " (as ampscope-cli advise writes it)");
     };
-    word("outcome", std::vector<std::string>(std::begin(outcomes), std::end(outcomes)));
+    word("outcome", outcomes);
     word("kept_in", {"fp32", "bf16"});
 }
 

@@ -176,8 +176,10 @@ bool reference_broken(const Side& ref) {
 std::optional<Origin> nonfinite_input_origin(const std::vector<at::Tensor>& inputs, int64_t first_row) {
     at::NoGradGuard ng;
     for (const auto& t : inputs) {
-        if (!t.is_floating_point() || t.dim() == 0 || t.isfinite().all().item<bool>()) continue;
-        const auto bad = (~t.isfinite()).reshape({t.size(0), -1}).any(1).nonzero().flatten().cpu();
+        if (!t.is_floating_point() || t.dim() == 0) continue;
+        const auto finite = t.isfinite();
+        if (finite.all().item<bool>()) continue;
+        const auto bad = (~finite).reshape({t.size(0), -1}).any(1).nonzero().flatten().cpu();
         std::vector<std::string> rows;
         for (int64_t i = 0; i < bad.numel(); ++i)
             rows.push_back("row " + std::to_string(first_row + bad[i].item<int64_t>()));
